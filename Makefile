@@ -1,0 +1,48 @@
+# Bellows. `make run` starts the embedded default; `make test` is what CI runs.
+SHELL := /usr/bin/env bash
+.SHELLFLAGS := -euo pipefail -c
+
+GO          ?= go
+BIN         := $(CURDIR)/bin
+VERSION     ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+LDFLAGS     := -X github.com/bellows-kv/bellows/internal/version.Version=$(VERSION)
+STATICCHECK_VERSION := v0.8.2
+TEST_TIMEOUT ?= 30m
+
+.PHONY: all build test unit lint vet staticcheck generate verify-generated bench-engine clean
+
+all: build
+
+## build: the bellows binary into bin/
+build:
+	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/bellows ./cmd/bellows
+
+## test: everything CI checks: generated code is current, vet, lint, all tests
+test: verify-generated lint unit
+
+unit:
+	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...
+
+## lint: go vet plus staticcheck (installed into bin/ by hack/tool.sh)
+lint: vet staticcheck
+
+vet:
+	$(GO) vet ./...
+
+staticcheck:
+	$$(hack/tool.sh staticcheck honnef.co/go/tools/cmd/staticcheck $(STATICCHECK_VERSION)) ./...
+
+## generate: regenerate every generated file (protobuf, deepcopy, CRDs)
+generate:
+	hack/generate.sh
+
+## verify-generated: fail if generated files differ from what `make generate` writes
+verify-generated:
+	hack/verify-generated.sh
+
+## bench-engine: Bellows vs Pebble on the same workloads; writes bench/results/engine.md
+bench-engine:
+	$(GO) run ./bench/cmd/engine-bench -out bench/results/engine.md $(BENCH_ARGS)
+
+clean:
+	rm -rf $(BIN)
