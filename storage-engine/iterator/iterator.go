@@ -1,0 +1,126 @@
+// Package iterator defines the engine's internal-key iterator and the merging
+// iterator that combines memstores and SSTs into one ordered stream.
+package iterator
+
+import (
+	"container/heap"
+
+	"github.com/bellows-kv/bellows/storage-engine/kv"
+)
+
+// Iterator walks internal keys in kv.Compare order. Key and Value are valid
+// until the next positioning call; callers copy what they keep.
+type Iterator interface {
+	// SeekGE positions at the first key ≥ key.
+	SeekGE(key kv.InternalKey) bool
+	First() bool
+	Next() bool
+	Valid() bool
+	Key() kv.InternalKey
+	Value() []byte
+	// Err reports the error that made the iterator invalid, if any.
+	Err() error
+	Close() error
+}
+
+// Merging yields the union of its children in order. Children hold disjoint
+// versions (timestamps are unique per region), so no de-duplication is needed.
+type Merging struct {
+	children []Iterator
+	h        mergeHeap
+	err      error
+}
+
+// NewMerging returns an unpositioned merging iterator over children.
+func NewMerging(children ...Iterator) *Merging {
+	return &Merging{children: children, h: mergeHeap{items: make([]Iterator, 0, len(children))}}
+}
+
+func (m *Merging) rebuild() bool {
+	m.h.items = m.h.items[:0]
+	for _, c := range m.children {
+		if c.Valid() {
+			m.h.items = append(m.h.items, c)
+		} else if err := c.Err(); err != nil {
+			m.err = err
+			m.h.items = m.h.items[:0]
+			return false
+		}
+	}
+	heap.Init(&m.h)
+	return m.Valid()
+}
+
+func (m *Merging) SeekGE(key kv.InternalKey) bool {
+	for _, c := range m.children {
+		c.SeekGE(key)
+	}
+	return m.rebuild()
+}
+
+func (m *Merging) First() bool {
+	for _, c := range m.children {
+		c.First()
+	}
+	return m.rebuild()
+}
+
+func (m *Merging) Next() bool {
+	if !m.Valid() {
+		return false
+	}
+	top := m.h.items[0]
+	if top.Next() {
+		heap.Fix(&m.h, 0)
+	} else {
+		if err := top.Err(); err != nil {
+			m.err = err
+			m.h.items = m.h.items[:0]
+			return false
+		}
+		heap.Pop(&m.h)
+	}
+	return m.Valid()
+}
+
+func (m *Merging) Valid() bool         { return m.err == nil && len(m.h.items) > 0 }
+func (m *Merging) Key() kv.InternalKey { return m.h.items[0].Key() }
+func (m *Merging) Value() []byte       { return m.h.items[0].Value() }
+func (m *Merging) Err() error          { return m.err }
+
+func (m *Merging) Close() error {
+	var first error
+	for _, c := range m.children {
+		if err := c.Close(); err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
+}
+
+type mergeHeap struct{ items []Iterator }
+
+func (h *mergeHeap) Len() int { return len(h.items) }
+func (h *mergeHeap) Less(i, j int) bool {
+	return kv.Compare(h.items[i].Key(), h.items[j].Key()) < 0
+}
+func (h *mergeHeap) Swap(i, j int) { h.items[i], h.items[j] = h.items[j], h.items[i] }
+func (h *mergeHeap) Push(x any)    { h.items = append(h.items, x.(Iterator)) }
+func (h *mergeHeap) Pop() any {
+	n := len(h.items) - 1
+	x := h.items[n]
+	h.items = h.items[:n]
+	return x
+}
+
+// Empty is an iterator over nothing.
+type Empty struct{}
+
+func (Empty) SeekGE(kv.InternalKey) bool { return false }
+func (Empty) First() bool                { return false }
+func (Empty) Next() bool                 { return false }
+func (Empty) Valid() bool                { return false }
+func (Empty) Key() kv.InternalKey        { return kv.InternalKey{} }
+func (Empty) Value() []byte              { return nil }
+func (Empty) Err() error                 { return nil }
+func (Empty) Close() error               { return nil }

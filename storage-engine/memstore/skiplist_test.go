@@ -1,0 +1,88 @@
+package memstore
+
+import (
+	"fmt"
+	"sort"
+	"sync"
+	"testing"
+
+	"github.com/bellows-kv/bellows/storage-engine/kv"
+)
+
+func TestSkiplistConcurrentAddsAreAllOrdered(t *testing.T) {
+	s := NewSkiplist()
+	const writers, perWriter = 8, 2000
+	var wg sync.WaitGroup
+	for w := 0; w < writers; w++ {
+		wg.Add(1)
+		go func(w int) {
+			defer wg.Done()
+			for i := 0; i < perWriter; i++ {
+				ts := uint64(w*perWriter + i + 1)
+				s.Add(kv.InternalKey{UserKey: []byte(fmt.Sprintf("k%05d", i%500)), TS: ts, Kind: kv.KindSet}, []byte(fmt.Sprint(ts)))
+			}
+		}(w)
+	}
+	// A concurrent reader must always see a sorted list.
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for r := 0; r < 50; r++ {
+			it := s.NewIterator()
+			var prev kv.InternalKey
+			first := true
+			for ok := it.First(); ok; ok = it.Next() {
+				if !first && kv.Compare(prev, it.Key()) >= 0 {
+					t.Errorf("out of order: %v then %v", prev, it.Key())
+					return
+				}
+				prev, first = it.Key().Clone(), false
+			}
+		}
+	}()
+	wg.Wait()
+	<-done
+	if got := s.Len(); got != writers*perWriter {
+		t.Fatalf("Len = %d, want %d", got, writers*perWriter)
+	}
+	var keys []kv.InternalKey
+	it := s.NewIterator()
+	for ok := it.First(); ok; ok = it.Next() {
+		keys = append(keys, it.Key().Clone())
+	}
+	if len(keys) != writers*perWriter {
+		t.Fatalf("iterated %d keys, want %d", len(keys), writers*perWriter)
+	}
+	if !sort.SliceIsSorted(keys, func(i, j int) bool { return kv.Compare(keys[i], keys[j]) < 0 }) {
+		t.Fatal("iteration is not sorted")
+	}
+}
+
+func TestSkiplistGetReadsAtTimestamp(t *testing.T) {
+	s := NewSkiplist()
+	s.Add(kv.InternalKey{UserKey: []byte("a"), TS: 10, Kind: kv.KindSet}, []byte("v10"))
+	s.Add(kv.InternalKey{UserKey: []byte("a"), TS: 20, Kind: kv.KindDelete}, nil)
+	s.Add(kv.InternalKey{UserKey: []byte("a"), TS: 30, Kind: kv.KindSet}, []byte("v30"))
+	s.Add(kv.InternalKey{UserKey: []byte("b"), TS: 5, Kind: kv.KindSet}, []byte("b5"))
+	cases := []struct {
+		key  string
+		ts   uint64
+		want string
+		kind kv.Kind
+		ok   bool
+	}{
+		{"a", 9, "", 0, false},
+		{"a", 10, "v10", kv.KindSet, true},
+		{"a", 25, "", kv.KindDelete, true},
+		{"a", kv.MaxTimestamp, "v30", kv.KindSet, true},
+		{"b", 100, "b5", kv.KindSet, true},
+		{"c", 100, "", 0, false},
+		{"", 100, "", 0, false},
+	}
+	for _, c := range cases {
+		v, kind, ok := s.Get([]byte(c.key), c.ts)
+		if ok != c.ok || (ok && (kind != c.kind || string(v) != c.want)) {
+			t.Errorf("Get(%q,@%d) = %q,%v,%v; want %q,%v,%v", c.key, c.ts, v, kind, ok, c.want, c.kind, c.ok)
+		}
+	}
+}

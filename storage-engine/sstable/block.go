@@ -1,0 +1,166 @@
+package sstable
+
+import (
+	"encoding/binary"
+	"errors"
+	"sort"
+
+	"github.com/bellows-kv/bellows/storage-engine/kv"
+)
+
+// blockBuilder prefix-compresses sorted entries:
+//
+//	entry   := varint(shared) varint(unshared) varint(valueLen) keyDelta value
+//	block   := entry* uint32(restart)* uint32(numRestarts)
+type blockBuilder struct {
+	buf      []byte
+	restarts []uint32
+	lastKey  []byte
+	counter  int
+	entries  int
+}
+
+func (b *blockBuilder) add(key, value []byte) {
+	shared := 0
+	if b.counter < restartInterval {
+		n := min(len(key), len(b.lastKey))
+		for shared < n && key[shared] == b.lastKey[shared] {
+			shared++
+		}
+	} else {
+		b.counter = 0
+	}
+	if b.counter == 0 {
+		b.restarts = append(b.restarts, uint32(len(b.buf)))
+		shared = 0
+	}
+	b.buf = binary.AppendUvarint(b.buf, uint64(shared))
+	b.buf = binary.AppendUvarint(b.buf, uint64(len(key)-shared))
+	b.buf = binary.AppendUvarint(b.buf, uint64(len(value)))
+	b.buf = append(b.buf, key[shared:]...)
+	b.buf = append(b.buf, value...)
+	b.lastKey = append(b.lastKey[:0], key...)
+	b.counter++
+	b.entries++
+}
+
+func (b *blockBuilder) finish() []byte {
+	for _, r := range b.restarts {
+		b.buf = binary.LittleEndian.AppendUint32(b.buf, r)
+	}
+	return binary.LittleEndian.AppendUint32(b.buf, uint32(len(b.restarts)))
+}
+
+func (b *blockBuilder) size() int { return len(b.buf) + 4*len(b.restarts) + 4 }
+
+func (b *blockBuilder) reset() {
+	b.buf, b.restarts, b.lastKey = b.buf[:0], b.restarts[:0], b.lastKey[:0]
+	b.counter, b.entries = 0, 0
+}
+
+var errCorruptBlock = errors.New("corrupt block structure")
+
+// blockIter walks one decoded block. Keys are encoded internal keys.
+type blockIter struct {
+	data        []byte // entries only
+	restarts    []byte
+	numRestarts int
+	off         int // offset of the current entry
+	next        int // offset of the entry after it
+	key         []byte
+	val         []byte
+	ikey        kv.InternalKey
+	err         error
+}
+
+func (it *blockIter) init(block []byte) error {
+	if len(block) < 4 {
+		return errCorruptBlock
+	}
+	n := int(binary.LittleEndian.Uint32(block[len(block)-4:]))
+	end := len(block) - 4 - 4*n
+	if n == 0 || end < 0 {
+		return errCorruptBlock
+	}
+	*it = blockIter{data: block[:end], restarts: block[end : len(block)-4], numRestarts: n, key: it.key[:0]}
+	it.off = len(it.data)
+	return nil
+}
+
+func (it *blockIter) restartOffset(i int) int {
+	return int(binary.LittleEndian.Uint32(it.restarts[4*i:]))
+}
+
+// decodeAt decodes the entry at off given the key of the previous entry in
+// it.key; returns false at the end of the block or on corruption.
+func (it *blockIter) decodeAt(off int) bool {
+	if off >= len(it.data) {
+		it.off = len(it.data)
+		return false
+	}
+	p := it.data[off:]
+	shared, n1 := binary.Uvarint(p)
+	unshared, n2 := binary.Uvarint(p[max(n1, 0):])
+	vlen, n3 := binary.Uvarint(p[max(n1+n2, 0):])
+	if n1 <= 0 || n2 <= 0 || n3 <= 0 {
+		it.err = errCorruptBlock
+		return false
+	}
+	h := n1 + n2 + n3
+	if int(shared) > len(it.key) || uint64(len(p)) < uint64(h)+unshared+vlen {
+		it.err = errCorruptBlock
+		return false
+	}
+	it.key = append(it.key[:shared], p[h:h+int(unshared)]...)
+	it.val = p[h+int(unshared) : h+int(unshared)+int(vlen)]
+	ik, err := kv.Decode(it.key)
+	if err != nil {
+		it.err = err
+		return false
+	}
+	it.ikey = ik
+	it.off = off
+	it.next = off + h + int(unshared) + int(vlen)
+	return true
+}
+
+func (it *blockIter) first() bool {
+	it.key = it.key[:0]
+	return it.decodeAt(0)
+}
+
+func (it *blockIter) nextEntry() bool {
+	if it.off >= len(it.data) {
+		return false
+	}
+	return it.decodeAt(it.next)
+}
+
+func (it *blockIter) valid() bool { return it.off < len(it.data) && it.err == nil }
+
+// seekGE positions at the first entry ≥ target (an encoded internal key).
+func (it *blockIter) seekGE(target []byte) bool {
+	// Binary search the restart points for the last restart whose key < target.
+	i := sort.Search(it.numRestarts, func(i int) bool {
+		off := it.restartOffset(i)
+		it.key = it.key[:0]
+		if !it.decodeAt(off) {
+			return true
+		}
+		return kv.CompareEncoded(it.key, target) >= 0
+	})
+	if it.err != nil {
+		return false
+	}
+	start := 0
+	if i > 0 {
+		start = it.restartOffset(i - 1)
+	}
+	it.key = it.key[:0]
+	for ok := it.decodeAt(start); ok; ok = it.nextEntry() {
+		if kv.CompareEncoded(it.key, target) >= 0 {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,112 @@
+package sstable
+
+import (
+	"github.com/bellows-kv/bellows/storage-engine/iterator"
+	"github.com/bellows-kv/bellows/storage-engine/kv"
+)
+
+// Iter walks every version in an SST: a position in the index plus an
+// iterator over the current data block.
+type Iter struct {
+	r     *Reader
+	blk   int
+	bi    blockIter
+	valid bool
+	err   error
+	sk    []byte
+}
+
+// NewIter returns an unpositioned iterator.
+func (r *Reader) NewIter() iterator.Iterator { return &Iter{r: r, blk: -1} }
+
+func (it *Iter) loadBlock(i int) bool {
+	it.blk = i
+	if i >= len(it.r.index) {
+		it.valid = false
+		return false
+	}
+	b, err := it.r.block(i)
+	if err != nil {
+		it.err, it.valid = err, false
+		return false
+	}
+	if err := it.bi.init(b); err != nil {
+		it.err = &CorruptionError{File: it.r.name, Block: blockName(i), Offset: it.r.index[i].h.Offset, Reason: err.Error()}
+		it.valid = false
+		return false
+	}
+	return true
+}
+
+func (it *Iter) checkBlockErr() bool {
+	if it.bi.err != nil {
+		it.err = &CorruptionError{File: it.r.name, Block: blockName(it.blk), Offset: it.r.index[it.blk].h.Offset, Reason: it.bi.err.Error()}
+		it.valid = false
+		return true
+	}
+	return false
+}
+
+func (it *Iter) SeekGE(key kv.InternalKey) bool {
+	if it.err != nil {
+		return false
+	}
+	it.sk = key.Append(it.sk[:0])
+	i := it.r.findBlock(it.sk)
+	if !it.loadBlock(i) {
+		return false
+	}
+	it.valid = it.bi.seekGE(it.sk)
+	if it.checkBlockErr() {
+		return false
+	}
+	if !it.valid {
+		return it.nextBlock()
+	}
+	return true
+}
+
+func (it *Iter) First() bool {
+	if it.err != nil || !it.loadBlock(0) {
+		return false
+	}
+	it.valid = it.bi.first()
+	if it.checkBlockErr() {
+		return false
+	}
+	return it.valid
+}
+
+func (it *Iter) nextBlock() bool {
+	for {
+		if !it.loadBlock(it.blk + 1) {
+			return false
+		}
+		it.valid = it.bi.first()
+		if it.checkBlockErr() {
+			return false
+		}
+		if it.valid {
+			return true
+		}
+	}
+}
+
+func (it *Iter) Next() bool {
+	if !it.valid {
+		return false
+	}
+	if it.bi.nextEntry() {
+		return true
+	}
+	if it.checkBlockErr() {
+		return false
+	}
+	return it.nextBlock()
+}
+
+func (it *Iter) Valid() bool         { return it.valid }
+func (it *Iter) Key() kv.InternalKey { return it.bi.ikey }
+func (it *Iter) Value() []byte       { return it.bi.val }
+func (it *Iter) Err() error          { return it.err }
+func (it *Iter) Close() error        { it.valid = false; return nil }

@@ -1,0 +1,272 @@
+package sstable
+
+import (
+	"bytes"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"sort"
+
+	"github.com/bits-and-blooms/bloom/v3"
+	"github.com/klauspost/compress/s2"
+
+	"github.com/bellows-kv/bellows/storage-engine/blockcache"
+	"github.com/bellows-kv/bellows/storage-engine/kv"
+)
+
+// CorruptionError names the file and block whose bytes failed verification.
+type CorruptionError struct {
+	File   string
+	Block  string // "data block 3", "index block", ...
+	Offset uint64
+	Reason string
+}
+
+func (e *CorruptionError) Error() string {
+	return fmt.Sprintf("sstable %s: %s at offset %d: %s", e.File, e.Block, e.Offset, e.Reason)
+}
+
+// ErrCorruption matches every *CorruptionError with errors.Is.
+var ErrCorruption = errors.New("sstable corruption")
+
+func (e *CorruptionError) Is(target error) bool { return target == ErrCorruption }
+
+type indexEntry struct {
+	last     []byte // encoded internal key
+	first    []byte // encoded internal key
+	lastUser []byte
+	h        Handle
+}
+
+// Reader serves point lookups and iteration over one SST. It is safe for
+// concurrent use.
+type Reader struct {
+	name   string
+	fileID uint64
+	r      io.ReaderAt
+	size   int64
+	cache  *blockcache.Cache
+	index  []indexEntry
+	filter *bloom.BloomFilter
+	props  Properties
+}
+
+// Open reads the footer, index, filter and properties of the SST in r. name
+// is used in errors; cache may be nil.
+func Open(r io.ReaderAt, size int64, name string, cache *blockcache.Cache) (*Reader, error) {
+	rd := &Reader{name: name, fileID: blockcache.NewFileID(), r: r, size: size, cache: cache}
+	if size < footerLen {
+		return nil, &CorruptionError{File: name, Block: "footer", Reason: fmt.Sprintf("file is %d bytes, shorter than a footer", size)}
+	}
+	fb := make([]byte, footerLen)
+	if _, err := r.ReadAt(fb, size-footerLen); err != nil {
+		return nil, fmt.Errorf("sstable %s: reading footer: %w", name, err)
+	}
+	f, err := decodeFooter(fb)
+	if err != nil {
+		return nil, &CorruptionError{File: name, Block: "footer", Offset: uint64(size - footerLen), Reason: err.Error()}
+	}
+	ib, err := rd.readStored(f.index, "index block")
+	if err != nil {
+		return nil, err
+	}
+	if err := rd.decodeIndex(ib); err != nil {
+		return nil, &CorruptionError{File: name, Block: "index block", Offset: f.index.Offset, Reason: err.Error()}
+	}
+	filt, err := rd.readStored(f.filter, "filter block")
+	if err != nil {
+		return nil, err
+	}
+	rd.filter = &bloom.BloomFilter{}
+	if err := rd.filter.UnmarshalBinary(filt); err != nil {
+		return nil, &CorruptionError{File: name, Block: "filter block", Offset: f.filter.Offset, Reason: err.Error()}
+	}
+	pb, err := rd.readStored(f.props, "properties block")
+	if err != nil {
+		return nil, err
+	}
+	if err := json.Unmarshal(pb, &rd.props); err != nil {
+		return nil, &CorruptionError{File: name, Block: "properties block", Offset: f.props.Offset, Reason: err.Error()}
+	}
+	return rd, nil
+}
+
+func (r *Reader) decodeIndex(b []byte) error {
+	var it blockIter
+	if err := it.init(b); err != nil {
+		return err
+	}
+	for ok := it.first(); ok; ok = it.nextEntry() {
+		h, n, err := decodeHandle(it.val)
+		if err != nil {
+			return err
+		}
+		fl, m := binary.Uvarint(it.val[n:])
+		if m <= 0 || uint64(len(it.val)-n-m) < fl {
+			return errCorruptBlock
+		}
+		last := bytes.Clone(it.key)
+		r.index = append(r.index, indexEntry{
+			last:     last,
+			lastUser: kv.UserKey(last),
+			first:    bytes.Clone(it.val[n+m : n+m+int(fl)]),
+			h:        h,
+		})
+	}
+	if it.err != nil {
+		return it.err
+	}
+	if len(r.index) == 0 {
+		return errors.New("index has no entries")
+	}
+	return nil
+}
+
+// readStored reads and verifies one stored block, returning it decompressed.
+func (r *Reader) readStored(h Handle, what string) ([]byte, error) {
+	if h.Offset+h.Length+trailerLen > uint64(r.size) {
+		return nil, &CorruptionError{File: r.name, Block: what, Offset: h.Offset, Reason: "block extends past the end of the file"}
+	}
+	buf := make([]byte, h.Length+trailerLen)
+	if _, err := r.r.ReadAt(buf, int64(h.Offset)); err != nil {
+		return nil, fmt.Errorf("sstable %s: reading %s at offset %d: %w", r.name, what, h.Offset, err)
+	}
+	return r.decodeStored(buf, h, what)
+}
+
+// decodeStored verifies the trailer of a stored block (block bytes followed by
+// the trailer) and decompresses it.
+func (r *Reader) decodeStored(buf []byte, h Handle, what string) ([]byte, error) {
+	if uint64(len(buf)) != h.Length+trailerLen {
+		return nil, &CorruptionError{File: r.name, Block: what, Offset: h.Offset, Reason: fmt.Sprintf("stored block is %d bytes, want %d", len(buf), h.Length+trailerLen)}
+	}
+	stored, tr := buf[:h.Length], buf[h.Length:]
+	want := binary.LittleEndian.Uint32(tr[1:])
+	if got := checksum(stored, tr[0]); got != want {
+		return nil, &CorruptionError{File: r.name, Block: what, Offset: h.Offset, Reason: fmt.Sprintf("checksum mismatch (stored %08x, computed %08x)", want, got)}
+	}
+	switch Compression(tr[0]) {
+	case NoCompression:
+		return stored, nil
+	case S2Compression:
+		out, err := s2.Decode(nil, stored)
+		if err != nil {
+			return nil, &CorruptionError{File: r.name, Block: what, Offset: h.Offset, Reason: "decompress: " + err.Error()}
+		}
+		return out, nil
+	}
+	return nil, &CorruptionError{File: r.name, Block: what, Offset: h.Offset, Reason: fmt.Sprintf("unknown compression %d", tr[0])}
+}
+
+func blockName(i int) string { return fmt.Sprintf("data block %d", i) }
+
+// block returns data block i decoded, from the cache when possible.
+func (r *Reader) block(i int) ([]byte, error) {
+	e := &r.index[i]
+	k := blockcache.Key{File: r.fileID, Offset: e.h.Offset}
+	if b, ok := r.cache.Get(k); ok {
+		return b, nil
+	}
+	b, err := r.readStored(e.h, blockName(i))
+	if err != nil {
+		return nil, err
+	}
+	r.cache.Insert(k, b, e.lastUser)
+	return b, nil
+}
+
+// Name is the file's name as used in errors.
+func (r *Reader) Name() string { return r.name }
+
+// FileID is the file's block cache ID.
+func (r *Reader) FileID() uint64 { return r.fileID }
+
+// Properties returns the file's properties block.
+func (r *Reader) Properties() Properties { return r.props }
+
+// Size is the file's length in bytes.
+func (r *Reader) Size() int64 { return r.size }
+
+// NumBlocks is the number of data blocks.
+func (r *Reader) NumBlocks() int { return len(r.index) }
+
+// BlockLastUserKey returns the last user key of data block i.
+func (r *Reader) BlockLastUserKey(i int) []byte { return r.index[i].lastUser }
+
+// BlockHandle returns the location of data block i (without its trailer).
+func (r *Reader) BlockHandle(i int) Handle { return r.index[i].h }
+
+// ReadStoredBlock returns data block i exactly as stored (compressed, with
+// its trailer): what a compaction worker streams to a storage pod.
+func (r *Reader) ReadStoredBlock(i int) ([]byte, error) {
+	h := r.index[i].h
+	buf := make([]byte, h.Length+trailerLen)
+	if _, err := r.r.ReadAt(buf, int64(h.Offset)); err != nil {
+		return nil, fmt.Errorf("sstable %s: reading %s: %w", r.name, blockName(i), err)
+	}
+	return buf, nil
+}
+
+// InsertStoredBlock verifies a stored block of this file that arrived from
+// elsewhere (a worker's memory) and inserts it into the cache.
+func (r *Reader) InsertStoredBlock(i int, stored []byte) error {
+	b, err := r.decodeStored(stored, r.index[i].h, blockName(i))
+	if err != nil {
+		return err
+	}
+	if Compression(stored[len(stored)-trailerLen]) == NoCompression {
+		b = bytes.Clone(b)
+	}
+	r.cache.Insert(blockcache.Key{File: r.fileID, Offset: r.index[i].h.Offset}, b, r.index[i].lastUser)
+	return nil
+}
+
+// BlockCached reports whether data block i is in the cache.
+func (r *Reader) BlockCached(i int) bool {
+	return r.cache.Contains(blockcache.Key{File: r.fileID, Offset: r.index[i].h.Offset})
+}
+
+// MayContain consults the bloom filter.
+func (r *Reader) MayContain(userKey []byte) bool { return r.filter.Test(userKey) }
+
+// findBlock returns the first block whose last key ≥ target.
+func (r *Reader) findBlock(target []byte) int {
+	return sort.Search(len(r.index), func(i int) bool {
+		return kv.CompareEncoded(r.index[i].last, target) >= 0
+	})
+}
+
+// Get returns the newest version of userKey with timestamp ≤ readTS. The
+// value aliases a cached block, which is immutable.
+func (r *Reader) Get(userKey []byte, readTS uint64) (value []byte, kind kv.Kind, found bool, err error) {
+	if !r.filter.Test(userKey) {
+		return nil, 0, false, nil
+	}
+	var sk [64]byte
+	target := kv.MakeSearchKey(userKey, readTS).Append(sk[:0])
+	i := r.findBlock(target)
+	if i == len(r.index) {
+		return nil, 0, false, nil
+	}
+	b, err := r.block(i)
+	if err != nil {
+		return nil, 0, false, err
+	}
+	var it blockIter
+	if err := it.init(b); err != nil {
+		return nil, 0, false, &CorruptionError{File: r.name, Block: blockName(i), Offset: r.index[i].h.Offset, Reason: err.Error()}
+	}
+	// The block's last key is ≥ target, so the seek always lands in it.
+	if !it.seekGE(target) {
+		if it.err != nil {
+			return nil, 0, false, &CorruptionError{File: r.name, Block: blockName(i), Offset: r.index[i].h.Offset, Reason: it.err.Error()}
+		}
+		return nil, 0, false, nil
+	}
+	if !bytes.Equal(it.ikey.UserKey, userKey) {
+		return nil, 0, false, nil
+	}
+	return it.val, it.ikey.Kind, true, nil
+}
