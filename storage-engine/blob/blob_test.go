@@ -1,0 +1,61 @@
+package blob
+
+import (
+	"context"
+	"errors"
+	"io"
+	"strings"
+	"testing"
+)
+
+func TestCreateIfAbsentAndRandomReads(t *testing.T) {
+	ctx := context.Background()
+	for _, u := range []string{"file://" + t.TempDir(), "mem://"} {
+		b, err := Open(ctx, u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := b.WriteAll(ctx, "m/1", []byte("first"), true); err != nil {
+			t.Fatal(err)
+		}
+		if err := b.WriteAll(ctx, "m/1", []byte("second"), true); !errors.Is(err, ErrExists) {
+			t.Fatalf("%s: second create-if-absent write: %v, want ErrExists", u, err)
+		}
+		if d, _ := b.ReadAll(ctx, "m/1"); string(d) != "first" {
+			t.Fatalf("%s: object was overwritten: %q", u, d)
+		}
+		o, err := b.OpenObject(ctx, "m/1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := make([]byte, 3)
+		if _, err := o.ReadAt(p, 1); err != nil || string(p) != "irs" || o.Size() != 5 {
+			t.Fatalf("%s: ReadAt = %q, %v, size %d", u, p, err, o.Size())
+		}
+		if _, err := o.ReadAt(make([]byte, 10), 2); !errors.Is(err, io.EOF) {
+			t.Fatalf("%s: short read past the end: %v", u, err)
+		}
+		o.Close()
+		if _, err := b.ReadAll(ctx, "nope"); !errors.Is(err, ErrNotFound) {
+			t.Fatalf("%s: missing object: %v", u, err)
+		}
+		list, err := b.List(ctx, "m/")
+		if err != nil || len(list) != 1 || list[0].Key != "m/1" {
+			t.Fatalf("%s: List = %v, %v", u, list, err)
+		}
+		if err := b.Delete(ctx, "m/1"); err != nil {
+			t.Fatal(err)
+		}
+		if err := b.Delete(ctx, "m/1"); err != nil {
+			t.Fatalf("deleting a missing object: %v", err)
+		}
+		b.Close()
+	}
+}
+
+func TestUnsupportedSchemeNamesIt(t *testing.T) {
+	_, err := Open(context.Background(), "ftp://host/x")
+	if err == nil || !strings.Contains(err.Error(), `"ftp"`) {
+		t.Fatalf("err = %v", err)
+	}
+}

@@ -1,0 +1,131 @@
+package compaction
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"slices"
+
+	"github.com/bellows-kv/bellows/storage-engine/iterator"
+	"github.com/bellows-kv/bellows/storage-engine/kv"
+	"github.com/bellows-kv/bellows/storage-engine/sstable"
+)
+
+// Retention decides which old versions a compaction keeps.
+type Retention struct {
+	// MaxVersions keeps at most this many newest versions of a key
+	// (tombstones count); 0 keeps every version.
+	MaxVersions int `json:"maxVersions"`
+}
+
+// MergeOptions describe one merge.
+type MergeOptions struct {
+	// Major merges every file of the region: tombstones with nothing
+	// retained below them can then be dropped.
+	Major     bool
+	Retention Retention
+	// Snapshots are the read timestamps of open snapshots. For each, the
+	// version it reads (the newest with timestamp ≤ snapshot) is kept.
+	Snapshots []uint64
+}
+
+// MergeStats counts what a merge did.
+type MergeStats struct {
+	InputVersions   uint64
+	OutputVersions  uint64
+	DroppedVersions uint64
+	DroppedDeletes  uint64
+}
+
+// Merge reads every version from in (in internal-key order), applies the
+// retention rules and adds the survivors to w. It does not call w.Finish.
+func Merge(ctx context.Context, in iterator.Iterator, opts MergeOptions, w *sstable.Writer) (MergeStats, error) {
+	snaps := slices.Clone(opts.Snapshots)
+	slices.Sort(snaps)
+	slices.Reverse(snaps) // newest first, matching version order
+	var st MergeStats
+	var group []version
+	var cur []byte
+	flush := func() error {
+		kept := retain(group, snaps, opts)
+		st.DroppedVersions += uint64(len(group) - len(kept))
+		for _, v := range group {
+			if v.key.Kind == kv.KindDelete && !slices.ContainsFunc(kept, func(k version) bool { return k.key.TS == v.key.TS }) {
+				st.DroppedDeletes++
+			}
+		}
+		for _, v := range kept {
+			if err := w.Add(v.key, v.value); err != nil {
+				return err
+			}
+			st.OutputVersions++
+		}
+		group = group[:0]
+		return nil
+	}
+	n := 0
+	for ok := in.First(); ok; ok = in.Next() {
+		if n++; n%4096 == 0 {
+			if err := ctx.Err(); err != nil {
+				return st, err
+			}
+		}
+		k := in.Key()
+		if cur != nil && !bytes.Equal(cur, k.UserKey) {
+			if err := flush(); err != nil {
+				return st, err
+			}
+		}
+		st.InputVersions++
+		cur = append(cur[:0], k.UserKey...)
+		group = append(group, version{key: k.Clone(), value: bytes.Clone(in.Value())})
+	}
+	if err := in.Err(); err != nil {
+		return st, fmt.Errorf("compaction: reading inputs: %w", err)
+	}
+	if len(group) > 0 {
+		if err := flush(); err != nil {
+			return st, err
+		}
+	}
+	return st, nil
+}
+
+type version struct {
+	key   kv.InternalKey
+	value []byte
+}
+
+// retain applies the rules to one key's versions (newest first).
+func retain(vs []version, snapsDesc []uint64, opts MergeOptions) []version {
+	keep := make([]bool, len(vs))
+	for i := range vs {
+		if opts.Retention.MaxVersions == 0 || i < opts.Retention.MaxVersions {
+			keep[i] = true
+		}
+	}
+	// The version each open snapshot reads survives.
+	j := 0
+	for _, s := range snapsDesc {
+		for j < len(vs) && vs[j].key.TS > s {
+			j++
+		}
+		if j < len(vs) {
+			keep[j] = true
+		}
+	}
+	out := make([]version, 0, len(vs))
+	for i, v := range vs {
+		if keep[i] {
+			out = append(out, v)
+		}
+	}
+	if opts.Major {
+		// A tombstone with nothing retained below it reads the same as no
+		// version at all, for every timestamp: drop it.
+		for len(out) > 0 && out[len(out)-1].key.Kind == kv.KindDelete {
+			out = out[:len(out)-1]
+		}
+	}
+	return out
+}

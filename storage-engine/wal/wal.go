@@ -1,0 +1,388 @@
+// Package wal is a region's write-ahead log: numbered segment files of
+// checksummed records on a local directory, written with group commit.
+//
+// Invariants:
+//   - Records are written in Append order; a record is acknowledged (its
+//     Commit's Wait returns nil) only after it is durable per the sync mode:
+//     fsynced in ModeSync, handed to the operating system in ModeAsync (which
+//     fsyncs every SyncInterval, like HBase's deferred log flush).
+//   - A segment is fsynced and closed before the next one is started, so only
+//     the newest segment can have a torn tail after a crash.
+//   - After any write or sync error the log fails every later Append: an
+//     acknowledged write is never followed by a silently lost one.
+package wal
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Mode says when an append is acknowledged.
+type Mode int
+
+const (
+	ModeSync Mode = iota
+	ModeAsync
+)
+
+// ParseMode accepts "sync" and "async".
+func ParseMode(s string) (Mode, error) {
+	switch strings.ToLower(s) {
+	case "sync", "":
+		return ModeSync, nil
+	case "async":
+		return ModeAsync, nil
+	}
+	return 0, fmt.Errorf("wal: unknown sync mode %q (want sync or async)", s)
+}
+
+func (m Mode) String() string {
+	if m == ModeAsync {
+		return "async"
+	}
+	return "sync"
+}
+
+const headerLen = 8 // crc32c(len||payload) uint32, len uint32
+
+var crcTable = crc32.MakeTable(crc32.Castagnoli)
+
+// ErrClosed is returned by appends to a closed log.
+var ErrClosed = errors.New("wal: log is closed")
+
+// Options configure a Log.
+type Options struct {
+	Dir  string
+	Mode Mode
+	// SyncInterval is how often ModeAsync fsyncs; default 100ms.
+	SyncInterval time.Duration
+}
+
+// Commit is the acknowledgement of one append.
+type Commit struct {
+	done chan struct{}
+	err  error
+}
+
+// Wait blocks until the append's group is durable and returns its error.
+func (c *Commit) Wait() error {
+	<-c.done
+	return c.err
+}
+
+// unit is a run of records written together, optionally followed by a
+// switch to a new segment.
+type unit struct {
+	buf       []byte
+	commit    *Commit
+	rotateTo  uint64 // 0: no rotation after this unit
+	hasRecord bool
+}
+
+// Log appends records to the current segment.
+type Log struct {
+	opts Options
+
+	mu      sync.Mutex
+	cond    *sync.Cond
+	pending *unit
+	queue   []*unit
+	nextSeg uint64
+	closed  bool
+	failed  error
+
+	fileMu sync.Mutex // guards f across the writer and the async syncer
+	f      *os.File
+	seg    uint64
+	dirty  bool
+
+	stop chan struct{}
+	wg   sync.WaitGroup
+}
+
+// SegmentName is the file name of segment n.
+func SegmentName(n uint64) string { return fmt.Sprintf("%016d.wal", n) }
+
+// Segments lists the segment numbers in dir in ascending order.
+func Segments(dir string) ([]uint64, error) {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return nil, nil
+		}
+		return nil, err
+	}
+	var segs []uint64
+	for _, e := range ents {
+		var n uint64
+		if _, err := fmt.Sscanf(e.Name(), "%016d.wal", &n); err == nil && e.Name() == SegmentName(n) {
+			segs = append(segs, n)
+		}
+	}
+	sort.Slice(segs, func(i, j int) bool { return segs[i] < segs[j] })
+	return segs, nil
+}
+
+// Open starts a new segment numbered after every segment already in the
+// directory. Replay the directory before opening it.
+func Open(opts Options) (*Log, error) {
+	if opts.SyncInterval <= 0 {
+		opts.SyncInterval = 100 * time.Millisecond
+	}
+	if err := os.MkdirAll(opts.Dir, 0o755); err != nil {
+		return nil, fmt.Errorf("wal: %w", err)
+	}
+	segs, err := Segments(opts.Dir)
+	if err != nil {
+		return nil, fmt.Errorf("wal: listing %s: %w", opts.Dir, err)
+	}
+	first := uint64(1)
+	if len(segs) > 0 {
+		first = segs[len(segs)-1] + 1
+	}
+	l := &Log{opts: opts, nextSeg: first + 1, stop: make(chan struct{})}
+	l.cond = sync.NewCond(&l.mu)
+	if err := l.openSegment(first); err != nil {
+		return nil, err
+	}
+	l.pending = l.newUnit()
+	l.wg.Add(1)
+	go l.writeLoop()
+	if opts.Mode == ModeAsync {
+		l.wg.Add(1)
+		go l.syncLoop()
+	}
+	return l, nil
+}
+
+func (l *Log) newUnit() *unit { return &unit{commit: &Commit{done: make(chan struct{})}} }
+
+func (l *Log) openSegment(n uint64) error {
+	f, err := os.OpenFile(filepath.Join(l.opts.Dir, SegmentName(n)), os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
+	if err != nil {
+		return fmt.Errorf("wal: creating segment %d: %w", n, err)
+	}
+	if err := syncDir(l.opts.Dir); err != nil {
+		_ = f.Close()
+		return err
+	}
+	l.fileMu.Lock()
+	l.f, l.seg = f, n
+	l.fileMu.Unlock()
+	return nil
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return fmt.Errorf("wal: %w", err)
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil {
+		return fmt.Errorf("wal: syncing %s: %w", dir, err)
+	}
+	return nil
+}
+
+// Append queues payload as one record and returns its acknowledgement.
+// Records appended by concurrent callers are written in the order their
+// Append calls returned.
+func (l *Log) Append(payload []byte) *Commit {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed || l.failed != nil {
+		c := &Commit{done: make(chan struct{})}
+		c.err = l.failed
+		if c.err == nil {
+			c.err = ErrClosed
+		}
+		close(c.done)
+		return c
+	}
+	u := l.pending
+	var h [headerLen]byte
+	binary.LittleEndian.PutUint32(h[4:], uint32(len(payload)))
+	crc := crc32.Update(0, crcTable, h[4:])
+	binary.LittleEndian.PutUint32(h[:4], crc32.Update(crc, crcTable, payload))
+	u.buf = append(u.buf, h[:]...)
+	u.buf = append(u.buf, payload...)
+	u.hasRecord = true
+	l.cond.Signal()
+	return u.commit
+}
+
+// Rotate makes later appends go to a new segment and returns its number.
+// Every record appended before Rotate is in a segment below that number.
+func (l *Log) Rotate() uint64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := l.nextSeg
+	l.nextSeg++
+	l.pending.rotateTo = n
+	l.queue = append(l.queue, l.pending)
+	l.pending = l.newUnit()
+	l.cond.Signal()
+	return n
+}
+
+// CurrentSegment is the segment new appends go to.
+func (l *Log) CurrentSegment() uint64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.nextSeg - 1
+}
+
+func (l *Log) writeLoop() {
+	defer l.wg.Done()
+	for {
+		l.mu.Lock()
+		for len(l.queue) == 0 && !l.pending.hasRecord && !l.closed {
+			l.cond.Wait()
+		}
+		units := l.queue
+		l.queue = nil
+		if l.pending.hasRecord {
+			units = append(units, l.pending)
+			l.pending = l.newUnit()
+		}
+		closing := l.closed && len(units) == 0
+		l.mu.Unlock()
+		if closing {
+			return
+		}
+		for _, u := range units {
+			err := l.writeUnit(u)
+			if err != nil {
+				l.mu.Lock()
+				if l.failed == nil {
+					l.failed = err
+				}
+				l.mu.Unlock()
+			}
+			u.commit.err = err
+			close(u.commit.done)
+		}
+	}
+}
+
+func (l *Log) writeUnit(u *unit) error {
+	l.mu.Lock()
+	failed := l.failed
+	l.mu.Unlock()
+	if failed != nil {
+		return failed
+	}
+	l.fileMu.Lock()
+	defer l.fileMu.Unlock()
+	if len(u.buf) > 0 {
+		if _, err := l.f.Write(u.buf); err != nil {
+			return fmt.Errorf("wal: writing segment %d: %w", l.seg, err)
+		}
+		l.dirty = true
+		if l.opts.Mode == ModeSync {
+			if err := l.f.Sync(); err != nil {
+				return fmt.Errorf("wal: syncing segment %d: %w", l.seg, err)
+			}
+			l.dirty = false
+		}
+	}
+	if u.rotateTo != 0 {
+		if err := l.f.Sync(); err != nil {
+			return fmt.Errorf("wal: syncing segment %d: %w", l.seg, err)
+		}
+		if err := l.f.Close(); err != nil {
+			return fmt.Errorf("wal: closing segment %d: %w", l.seg, err)
+		}
+		l.dirty = false
+		l.fileMu.Unlock()
+		err := l.openSegment(u.rotateTo)
+		l.fileMu.Lock()
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (l *Log) syncLoop() {
+	defer l.wg.Done()
+	t := time.NewTicker(l.opts.SyncInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-l.stop:
+			return
+		case <-t.C:
+			if err := l.Sync(); err != nil {
+				l.mu.Lock()
+				if l.failed == nil {
+					l.failed = err
+				}
+				l.mu.Unlock()
+			}
+		}
+	}
+}
+
+// Sync fsyncs the current segment if it has unsynced writes.
+func (l *Log) Sync() error {
+	l.fileMu.Lock()
+	defer l.fileMu.Unlock()
+	if !l.dirty || l.f == nil {
+		return nil
+	}
+	if err := l.f.Sync(); err != nil {
+		return fmt.Errorf("wal: syncing segment %d: %w", l.seg, err)
+	}
+	l.dirty = false
+	return nil
+}
+
+// RemoveBefore deletes every segment numbered below n: their records are all
+// in SSTs named by a committed manifest.
+func (l *Log) RemoveBefore(n uint64) error {
+	segs, err := Segments(l.opts.Dir)
+	if err != nil {
+		return err
+	}
+	for _, s := range segs {
+		if s >= n {
+			break
+		}
+		if err := os.Remove(filepath.Join(l.opts.Dir, SegmentName(s))); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("wal: removing segment %d: %w", s, err)
+		}
+	}
+	return nil
+}
+
+// Close writes and syncs everything appended, then closes the segment.
+func (l *Log) Close() error {
+	l.mu.Lock()
+	if l.closed {
+		l.mu.Unlock()
+		return ErrClosed
+	}
+	l.closed = true
+	l.cond.Broadcast()
+	l.mu.Unlock()
+	close(l.stop)
+	l.wg.Wait()
+	l.fileMu.Lock()
+	defer l.fileMu.Unlock()
+	serr := l.f.Sync()
+	cerr := l.f.Close()
+	l.f = nil
+	l.mu.Lock()
+	failed := l.failed
+	l.mu.Unlock()
+	return errors.Join(failed, serr, cerr)
+}
