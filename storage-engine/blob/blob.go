@@ -12,6 +12,7 @@ import (
 	"io"
 	"net/url"
 	"os"
+	"strings"
 
 	gblob "gocloud.dev/blob"
 	"gocloud.dev/gcerrors"
@@ -38,6 +39,9 @@ type Bucket struct {
 	b      *gblob.Bucket
 	url    string
 	scheme string
+	// prefix is prepended to every key. gocloud's PrefixedBucket closes the
+	// bucket it wraps, but regions share one bucket, so the view is ours.
+	prefix string
 }
 
 // Open opens the bucket at rawURL.
@@ -70,7 +74,7 @@ func (b *Bucket) URL() string { return b.url }
 
 // Prefixed returns a view of the bucket whose keys are under prefix.
 func (b *Bucket) Prefixed(prefix string) *Bucket {
-	return &Bucket{b: gblob.PrefixedBucket(b.b, prefix), url: b.url, scheme: b.scheme}
+	return &Bucket{b: b.b, url: b.url, scheme: b.scheme, prefix: b.prefix + prefix}
 }
 
 func translate(key string, err error) error {
@@ -80,8 +84,6 @@ func translate(key string, err error) error {
 	switch gcerrors.Code(err) {
 	case gcerrors.NotFound:
 		return fmt.Errorf("%w: %s", ErrNotFound, key)
-	case gcerrors.FailedPrecondition:
-		return fmt.Errorf("%w: %s", ErrExists, key)
 	}
 	return fmt.Errorf("blob: %s: %w", key, err)
 }
@@ -90,24 +92,28 @@ func translate(key string, err error) error {
 // instead of replacing an existing object: the manifest's fencing relies on it.
 func (b *Bucket) WriteAll(ctx context.Context, key string, data []byte, ifNotExist bool) error {
 	opts := &gblob.WriterOptions{IfNotExist: ifNotExist, ContentType: "application/octet-stream"}
-	return translate(key, b.b.WriteAll(ctx, key, data, opts))
+	err := b.b.WriteAll(ctx, b.prefix+key, data, opts)
+	if ifNotExist && gcerrors.Code(err) == gcerrors.FailedPrecondition {
+		return fmt.Errorf("%w: %s", ErrExists, key)
+	}
+	return translate(key, err)
 }
 
 // NewWriter streams a new object to key; it becomes visible on Close.
 func (b *Bucket) NewWriter(ctx context.Context, key string) (io.WriteCloser, error) {
-	w, err := b.b.NewWriter(ctx, key, &gblob.WriterOptions{ContentType: "application/octet-stream"})
+	w, err := b.b.NewWriter(ctx, b.prefix+key, &gblob.WriterOptions{ContentType: "application/octet-stream"})
 	return w, translate(key, err)
 }
 
 // ReadAll reads a whole object.
 func (b *Bucket) ReadAll(ctx context.Context, key string) ([]byte, error) {
-	d, err := b.b.ReadAll(ctx, key)
+	d, err := b.b.ReadAll(ctx, b.prefix+key)
 	return d, translate(key, err)
 }
 
 // Delete removes key; deleting a missing object is not an error.
 func (b *Bucket) Delete(ctx context.Context, key string) error {
-	err := translate(key, b.b.Delete(ctx, key))
+	err := translate(key, b.b.Delete(ctx, b.prefix+key))
 	if errors.Is(err, ErrNotFound) {
 		return nil
 	}
@@ -116,7 +122,7 @@ func (b *Bucket) Delete(ctx context.Context, key string) error {
 
 // Exists reports whether key exists.
 func (b *Bucket) Exists(ctx context.Context, key string) (bool, error) {
-	ok, err := b.b.Exists(ctx, key)
+	ok, err := b.b.Exists(ctx, b.prefix+key)
 	return ok, translate(key, err)
 }
 
@@ -129,7 +135,7 @@ type ObjectInfo struct {
 // List returns every object whose key starts with prefix.
 func (b *Bucket) List(ctx context.Context, prefix string) ([]ObjectInfo, error) {
 	var out []ObjectInfo
-	it := b.b.List(&gblob.ListOptions{Prefix: prefix})
+	it := b.b.List(&gblob.ListOptions{Prefix: b.prefix + prefix})
 	for {
 		o, err := it.Next(ctx)
 		if errors.Is(err, io.EOF) {
@@ -139,7 +145,7 @@ func (b *Bucket) List(ctx context.Context, prefix string) ([]ObjectInfo, error) 
 			return nil, translate(prefix, err)
 		}
 		if !o.IsDir {
-			out = append(out, ObjectInfo{Key: o.Key, Size: o.Size})
+			out = append(out, ObjectInfo{Key: strings.TrimPrefix(o.Key, b.prefix), Size: o.Size})
 		}
 	}
 }
@@ -157,7 +163,7 @@ type Object interface {
 func (b *Bucket) OpenObject(ctx context.Context, key string) (Object, error) {
 	if b.scheme == "file" {
 		var f *os.File
-		r, err := b.b.NewReader(ctx, key, &gblob.ReaderOptions{BeforeRead: func(as func(any) bool) error {
+		r, err := b.b.NewReader(ctx, b.prefix+key, &gblob.ReaderOptions{BeforeRead: func(as func(any) bool) error {
 			as(&f)
 			return nil
 		}})
@@ -169,11 +175,11 @@ func (b *Bucket) OpenObject(ctx context.Context, key string) (Object, error) {
 		}
 		_ = r.Close()
 	}
-	attrs, err := b.b.Attributes(ctx, key)
+	attrs, err := b.b.Attributes(ctx, b.prefix+key)
 	if err != nil {
 		return nil, translate(key, err)
 	}
-	return &rangeObject{b: b.b, key: key, size: attrs.Size}, nil
+	return &rangeObject{b: b.b, key: b.prefix + key, size: attrs.Size}, nil
 }
 
 type fileObject struct {
@@ -207,7 +213,7 @@ func (o *rangeObject) ReadAt(p []byte, off int64) (int, error) {
 func (o *rangeObject) Size() int64  { return o.size }
 func (o *rangeObject) Close() error { return nil }
 
-// Close closes the bucket.
+// Close closes the bucket, and with it every prefixed view of it.
 func (b *Bucket) Close() error { return b.b.Close() }
 
 // bytesObject serves an in-memory object; used where a whole file was read.

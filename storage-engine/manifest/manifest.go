@@ -27,7 +27,12 @@ var ErrFenced = errors.New("manifest: fenced: another owner committed a newer ma
 
 // FileMeta describes one live SST.
 type FileMeta struct {
-	Num       uint64 `json:"num"`
+	Num uint64 `json:"num"`
+	// Key is the object key under the region's prefix. It includes the
+	// number of the manifest that claimed the region when the file was
+	// created, so a fenced owner's late upload can never replace a file of
+	// the current owner.
+	Key       string `json:"key"`
 	Size      int64  `json:"size"`
 	Smallest  []byte `json:"smallest"`
 	Largest   []byte `json:"largest"`

@@ -1,0 +1,172 @@
+package region
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/bellows-kv/bellows/storage-engine/compaction"
+	"github.com/bellows-kv/bellows/storage-engine/manifest"
+)
+
+// CompactionInfo describes a finished compaction.
+type CompactionInfo struct {
+	Major      bool
+	Inputs     []string
+	Output     string // empty if every version was dropped
+	InputBytes int64
+	Duration   time.Duration
+	Stats      compaction.MergeStats
+}
+
+// Compact runs a compaction now and waits for it: a major compaction of
+// every file when major is set, otherwise the minor compaction the policy
+// selects (nothing if it selects none).
+func (r *Region) Compact(ctx context.Context, major bool) (*CompactionInfo, error) {
+	if err := r.checkOpen(); err != nil {
+		return nil, err
+	}
+	r.compactMu.Lock()
+	defer r.compactMu.Unlock()
+	return r.compactLocked(ctx, major)
+}
+
+func (r *Region) maybeScheduleCompaction() {
+	if !r.compactMu.TryLock() {
+		return
+	}
+	r.wg.Add(1)
+	go func() {
+		defer r.wg.Done()
+		defer r.compactMu.Unlock()
+		if _, err := r.compactLocked(r.bgCtx, false); err != nil && r.bgCtx.Err() == nil {
+			r.opts.Logger.Warn("background compaction failed", "region", r.opts.Name, "err", err)
+		}
+	}()
+}
+
+func (r *Region) compactLocked(ctx context.Context, major bool) (*CompactionInfo, error) {
+	r.mu.RLock()
+	v := r.current
+	v.ref()
+	r.mu.RUnlock()
+	defer v.unref()
+	start, end := 0, len(v.tables)
+	if !major {
+		sizes := make([]int64, len(v.tables))
+		for i, t := range v.tables {
+			sizes[i] = t.meta.Size
+		}
+		var ok bool
+		if start, end, ok = compaction.SelectMinor(sizes, r.opts.Compaction); !ok {
+			return nil, nil
+		}
+	}
+	inputs := v.tables[start:end]
+	if len(inputs) == 0 {
+		return nil, nil
+	}
+	began := time.Now()
+	num, outKey := r.newFileKey()
+	prefix := "regions/" + r.opts.Name + "/"
+	job := compaction.Job{
+		Region: r.opts.Name,
+		Output: prefix + outKey,
+		Merge: compaction.MergeOptions{
+			Major:     major,
+			Retention: r.opts.Retention,
+			Snapshots: r.snapshotList(),
+		},
+		SST: r.opts.SST,
+	}
+	var inputBytes int64
+	for _, t := range inputs {
+		job.Inputs = append(job.Inputs, prefix+t.key)
+		inputBytes += t.meta.Size
+		job.SST.ExpectedKeys += uint(t.meta.Entries)
+	}
+	r.stats.recordCompactionRequested(inputBytes)
+	res, err := r.exec.Execute(ctx, job)
+	if err != nil {
+		_ = r.bucket.Delete(context.Background(), outKey)
+		r.stats.recordCompaction(false)
+		return nil, fmt.Errorf("region %s: compaction: %w", r.opts.Name, err)
+	}
+	var out *table
+	if !res.Empty {
+		out, err = r.openTable(ctx, fileMeta(num, outKey, res.Props, uint64(res.Size)))
+		if err != nil {
+			_ = r.bucket.Delete(context.Background(), outKey)
+			return nil, err
+		}
+	}
+	if err := r.installCompaction(ctx, inputs, out); err != nil {
+		r.stats.recordCompaction(false)
+		return nil, err
+	}
+	r.stats.recordCompaction(true)
+	info := &CompactionInfo{Major: major, InputBytes: inputBytes, Duration: time.Since(began), Stats: res.Stats}
+	for _, t := range inputs {
+		info.Inputs = append(info.Inputs, t.key)
+	}
+	if out != nil {
+		info.Output = outKey
+	}
+	return info, nil
+}
+
+// installCompaction commits a manifest that replaces inputs (a contiguous
+// run of the current files) with out, and makes it the read state. Input
+// files are deleted once the last reader of them is done.
+func (r *Region) installCompaction(ctx context.Context, inputs []*table, out *table) error {
+	r.manifestMu.Lock()
+	defer r.manifestMu.Unlock()
+	r.mu.RLock()
+	prev := r.manifest
+	cur := r.current
+	r.mu.RUnlock()
+	i := slices.Index(cur.tables, inputs[0])
+	if i < 0 || i+len(inputs) > len(cur.tables) || !slices.Equal(cur.tables[i:i+len(inputs)], inputs) {
+		// Cannot happen while compactMu serialises compactions; refuse
+		// rather than install a wrong file list.
+		if out != nil {
+			out.obsolete.Store(true)
+			out.unref()
+		}
+		return fmt.Errorf("region %s: compaction inputs are no longer a contiguous run of live files", r.opts.Name)
+	}
+	tables := slices.Clone(cur.tables[:i])
+	files := slices.Clone(prev.Files[:i])
+	if out != nil {
+		tables = append(tables, out)
+		files = append(files, out.meta)
+	}
+	tables = append(tables, cur.tables[i+len(inputs):]...)
+	files = append(files, prev.Files[i+len(inputs):]...)
+	next := prev.Clone()
+	next.Files = files
+	next.NextFileNum = r.nextFile.Load()
+	if err := manifest.Commit(ctx, r.bucket, prev, &next); err != nil {
+		if out != nil {
+			out.obsolete.Store(true)
+			out.unref()
+		}
+		if isFenced(err) {
+			r.setBackgroundError(err)
+		}
+		return err
+	}
+	r.mu.Lock()
+	r.manifest = next
+	r.current = newVersion(tables)
+	r.mu.Unlock()
+	if out != nil {
+		out.unref()
+	}
+	for _, t := range inputs {
+		t.obsolete.Store(true)
+	}
+	cur.unref()
+	return nil
+}

@@ -1,0 +1,198 @@
+package region
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/bellows-kv/bellows/storage-engine/manifest"
+	"github.com/bellows-kv/bellows/storage-engine/sstable"
+)
+
+func (r *Region) flushLoop() {
+	defer r.wg.Done()
+	backoff := 100 * time.Millisecond
+	for {
+		select {
+		case <-r.bgCtx.Done():
+			return
+		case <-r.flushCh:
+		}
+		for {
+			r.mu.RLock()
+			var mt *memTable
+			if len(r.imm) > 0 {
+				mt = r.imm[0]
+			}
+			r.mu.RUnlock()
+			if mt == nil {
+				break
+			}
+			if err := r.flushOne(mt); err != nil {
+				if errors.Is(err, manifest.ErrFenced) {
+					r.setBackgroundError(err)
+					return
+				}
+				r.opts.Logger.Warn("flush failed; retrying", "region", r.opts.Name, "err", err, "in", backoff)
+				r.stats.recordFlushError()
+				select {
+				case <-r.bgCtx.Done():
+					return
+				case <-time.After(backoff):
+				}
+				backoff = min(2*backoff, 10*time.Second)
+				continue
+			}
+			backoff = 100 * time.Millisecond
+		}
+		if !r.opts.DisableAutoCompaction {
+			r.maybeScheduleCompaction()
+		}
+	}
+}
+
+// writeTable writes the versions of it to a new SST and opens it.
+func (r *Region) newFileKey() (uint64, string) {
+	n := r.nextFile.Add(1) - 1
+	return n, sstKey(r.epoch, n)
+}
+
+func (r *Region) flushOne(mt *memTable) error {
+	mt.writers.Wait()
+	ctx := r.bgCtx
+	var t *table
+	if mt.ms.Len() > 0 {
+		num, key := r.newFileKey()
+		w, err := r.bucket.NewWriter(ctx, key)
+		if err != nil {
+			return err
+		}
+		opts := r.opts.SST
+		opts.ExpectedKeys = uint(mt.ms.Len())
+		sw := sstable.NewWriter(w, opts)
+		it := mt.ms.NewIterator()
+		for ok := it.First(); ok; ok = it.Next() {
+			if err := sw.Add(it.Key(), it.Value()); err != nil {
+				_ = w.Close()
+				return err
+			}
+		}
+		props, size, err := sw.Finish()
+		if cerr := w.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			_ = r.bucket.Delete(context.Background(), key)
+			return fmt.Errorf("region %s: writing flush output %s: %w", r.opts.Name, key, err)
+		}
+		t, err = r.openTable(ctx, fileMeta(num, key, props, size))
+		if err != nil {
+			_ = r.bucket.Delete(context.Background(), key)
+			return err
+		}
+	}
+
+	r.manifestMu.Lock()
+	defer r.manifestMu.Unlock()
+	r.mu.RLock()
+	prev := r.manifest
+	nextMin := r.mem.walSeg
+	if len(r.imm) > 1 {
+		nextMin = r.imm[1].walSeg
+	}
+	r.mu.RUnlock()
+	next := prev.Clone()
+	if t != nil {
+		next.Files = append(next.Files, t.meta)
+	}
+	next.WALMinSegment = nextMin
+	next.FlushedTS = max(prev.FlushedTS, mt.maxTS)
+	next.NextFileNum = r.nextFile.Load()
+	if err := manifest.Commit(ctx, r.bucket, prev, &next); err != nil {
+		if t != nil {
+			t.obsolete.Store(true)
+			t.unref()
+		}
+		return err
+	}
+	r.mu.Lock()
+	r.manifest = next
+	old := r.current
+	if t != nil {
+		tables := append(append([]*table{}, old.tables...), t)
+		r.current = newVersion(tables)
+		t.unref()
+		old.unref()
+	}
+	r.imm = r.imm[1:]
+	r.cond.Broadcast()
+	r.mu.Unlock()
+	r.stats.recordFlush()
+	if err := r.log.RemoveBefore(nextMin); err != nil {
+		r.opts.Logger.Warn("removing flushed WAL segments", "region", r.opts.Name, "err", err)
+	}
+	return nil
+}
+
+func fileMeta(num uint64, key string, p sstable.Properties, size uint64) manifest.FileMeta {
+	return manifest.FileMeta{
+		Num: num, Key: key, Size: int64(size),
+		Smallest: p.Smallest, Largest: p.Largest,
+		MinTS: p.MinTS, MaxTS: p.MaxTS,
+		Entries: p.Entries, Deletions: p.Deletions,
+	}
+}
+
+// Flush freezes the active memstore (if it holds anything) and waits until
+// every frozen memstore is in an SST named by a committed manifest.
+func (r *Region) Flush(ctx context.Context) error {
+	r.commitMu.Lock()
+	if err := r.checkOpen(); err != nil {
+		r.commitMu.Unlock()
+		return err
+	}
+	var target *memTable
+	if r.mem.ms.Len() > 0 {
+		target = r.mem
+		if err := r.rotateLocked(); err != nil {
+			r.commitMu.Unlock()
+			return err
+		}
+	} else {
+		r.mu.RLock()
+		if len(r.imm) > 0 {
+			target = r.imm[len(r.imm)-1]
+		}
+		r.mu.RUnlock()
+	}
+	r.commitMu.Unlock()
+	if target == nil {
+		return nil
+	}
+	stop := context.AfterFunc(ctx, func() {
+		r.mu.Lock()
+		r.cond.Broadcast()
+		r.mu.Unlock()
+	})
+	defer stop()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for {
+		pending := false
+		for _, m := range r.imm {
+			pending = pending || m == target
+		}
+		switch {
+		case !pending:
+			return nil
+		case r.closed:
+			return ErrClosed
+		case r.bgErr != nil:
+			return r.bgErr
+		case ctx.Err() != nil:
+			return ctx.Err()
+		}
+		r.cond.Wait()
+	}
+}

@@ -1,0 +1,298 @@
+package region
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"slices"
+	"sort"
+	"strconv"
+	"testing"
+
+	"github.com/bellows-kv/bellows/storage-engine/blob"
+	"github.com/bellows-kv/bellows/storage-engine/blockcache"
+	"github.com/bellows-kv/bellows/storage-engine/compaction"
+	"github.com/bellows-kv/bellows/storage-engine/kv"
+	"github.com/bellows-kv/bellows/storage-engine/sstable"
+	"github.com/bellows-kv/bellows/storage-engine/wal"
+)
+
+// refVersion is one version in the reference model.
+type refVersion struct {
+	ts  uint64
+	val []byte // nil: tombstone
+}
+
+// reference is the in-memory model the engine is checked against.
+type reference struct {
+	versions map[string][]refVersion // ascending ts
+}
+
+func (m *reference) apply(ts uint64, b *Batch) {
+	for _, o := range b.ops {
+		var v []byte
+		if o.kind == kv.KindSet {
+			v = bytes.Clone(o.value)
+			if v == nil {
+				v = []byte{}
+			}
+		}
+		m.versions[string(o.key)] = append(m.versions[string(o.key)], refVersion{ts: ts, val: v})
+	}
+}
+
+func (m *reference) get(key string, ts uint64) ([]byte, bool) {
+	vs := m.versions[key]
+	for i := len(vs) - 1; i >= 0; i-- {
+		if vs[i].ts <= ts {
+			return vs[i].val, vs[i].val != nil
+		}
+	}
+	return nil, false
+}
+
+func (m *reference) scan(start, end string, limit int, ts uint64) []KV {
+	var keys []string
+	for k := range m.versions {
+		if k >= start && (end == "" || k < end) {
+			keys = append(keys, k)
+		}
+	}
+	sort.Strings(keys)
+	var out []KV
+	for _, k := range keys {
+		if v, ok := m.get(k, ts); ok {
+			out = append(out, KV{Key: []byte(k), Value: v})
+			if limit > 0 && len(out) == limit {
+				break
+			}
+		}
+	}
+	return out
+}
+
+type modelConfig struct {
+	maxVersions int
+	walMode     wal.Mode
+}
+
+// TestModelRandomized runs seeded random operation sequences against a
+// region and the reference. BELLOWS_SEED=n reruns one seed;
+// BELLOWS_MODEL_SEEDS=n runs more seeds.
+func TestModelRandomized(t *testing.T) {
+	seeds := []uint64{}
+	if s := os.Getenv("BELLOWS_SEED"); s != "" {
+		n, err := strconv.ParseUint(s, 10, 64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		seeds = append(seeds, n)
+	} else {
+		count := 12
+		if s := os.Getenv("BELLOWS_MODEL_SEEDS"); s != "" {
+			count, _ = strconv.Atoi(s)
+		}
+		for i := 0; i < count; i++ {
+			seeds = append(seeds, uint64(1000+i))
+		}
+	}
+	for _, seed := range seeds {
+		cfg := modelConfig{maxVersions: []int{0, 1, 2}[seed%3], walMode: wal.Mode(seed / 3 % 2)}
+		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
+			t.Parallel()
+			runModel(t, seed, cfg, 2500)
+		})
+	}
+}
+
+func runModel(t *testing.T, seed uint64, cfg modelConfig, ops int) {
+	rng := rand.New(rand.NewPCG(seed, seed*7919))
+	fail := func(format string, args ...any) {
+		t.Helper()
+		t.Fatalf("seed %d (rerun: BELLOWS_SEED=%d go test ./storage-engine/region -run TestModelRandomized): %s", seed, seed, fmt.Sprintf(format, args...))
+	}
+	ctx := context.Background()
+	dir := t.TempDir()
+	bucket, err := blob.Open(ctx, "file://"+dir+"/bucket")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cache := blockcache.New(int64(64 << 10 * (1 + rng.IntN(8))))
+	opts := Options{
+		Name:          "model",
+		Bucket:        bucket,
+		WALDir:        dir + "/wal",
+		WALMode:       cfg.walMode,
+		MemstoreBytes: int64(2<<10 + rng.IntN(16<<10)),
+		BlockCache:    cache,
+		SST:           sstable.WriterOptions{BlockSize: 256 + rng.IntN(2048), Compression: sstable.Compression(rng.IntN(2))},
+		Compaction:    compaction.Policy{MinFiles: 2 + rng.IntN(3), MaxFiles: 6, Ratio: 1.2 + rng.Float64(), MaxBytes: 1 << 30},
+		Retention:     compaction.Retention{MaxVersions: cfg.maxVersions},
+		Logger:        slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError})),
+	}
+	r, err := Open(ctx, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { r.Close() }()
+
+	ref := &reference{versions: map[string][]refVersion{}}
+	var stamps []uint64
+	type snap struct {
+		s   *Snapshot
+		ref uint64
+	}
+	var snaps []snap
+	keySpace := 50 + rng.IntN(400)
+	key := func() []byte { return []byte(fmt.Sprintf("k%05d", rng.IntN(keySpace))) }
+	value := func() []byte {
+		v := make([]byte, rng.IntN(200))
+		for i := range v {
+			v[i] = byte('a' + rng.IntN(26))
+		}
+		return v
+	}
+	checkGet := func(what string, k []byte, ts uint64) {
+		got, ok, err := r.Get(k, ts)
+		if err != nil {
+			fail("%s Get(%s@%d): %v", what, k, ts, err)
+		}
+		want, wok := ref.get(string(k), ts)
+		if ok != wok || !bytes.Equal(got, want) {
+			fail("%s Get(%s@%d) = %q,%v; want %q,%v", what, k, ts, got, ok, want, wok)
+		}
+	}
+	checkScan := func(what string, ts uint64) {
+		start := string(key())
+		end := ""
+		if rng.IntN(2) == 0 {
+			end = string(key())
+			if end < start {
+				start, end = end, start
+			}
+		}
+		limit := rng.IntN(30)
+		var endB []byte
+		if end != "" {
+			endB = []byte(end)
+		}
+		got, err := r.Scan([]byte(start), endB, limit, ts)
+		if err != nil {
+			fail("%s Scan: %v", what, err)
+		}
+		want := ref.scan(start, end, limit, ts)
+		if len(got) != len(want) {
+			fail("%s Scan[%q,%q) limit %d @%d: %d rows, want %d", what, start, end, limit, ts, len(got), len(want))
+		}
+		for i := range got {
+			if !bytes.Equal(got[i].Key, want[i].Key) || !bytes.Equal(got[i].Value, want[i].Value) {
+				fail("%s Scan row %d = %q=%q, want %q=%q", what, i, got[i].Key, got[i].Value, want[i].Key, want[i].Value)
+			}
+		}
+	}
+
+	for i := 0; i < ops; i++ {
+		switch p := rng.IntN(100); {
+		case p < 30:
+			k, v := key(), value()
+			ts, err := r.Put(k, v)
+			if err != nil {
+				fail("op %d Put: %v", i, err)
+			}
+			ref.apply(ts, new(Batch).Put(k, v))
+			stamps = append(stamps, ts)
+		case p < 38:
+			k := key()
+			ts, err := r.Delete(k)
+			if err != nil {
+				fail("op %d Delete: %v", i, err)
+			}
+			ref.apply(ts, new(Batch).Delete(k))
+			stamps = append(stamps, ts)
+		case p < 46:
+			b := new(Batch)
+			for j := 0; j < 1+rng.IntN(8); j++ {
+				if rng.IntN(4) == 0 {
+					b.Delete(key())
+				} else {
+					b.Put(key(), value())
+				}
+			}
+			ts, err := r.Apply(b)
+			if err != nil {
+				fail("op %d Batch: %v", i, err)
+			}
+			ref.apply(ts, b)
+			stamps = append(stamps, ts)
+		case p < 66:
+			checkGet(fmt.Sprintf("op %d", i), key(), kv.MaxTimestamp)
+		case p < 74:
+			checkScan(fmt.Sprintf("op %d", i), kv.MaxTimestamp)
+		case p < 80:
+			// Historical reads are exact only when every version is kept.
+			if cfg.maxVersions == 0 && len(stamps) > 0 {
+				ts := stamps[rng.IntN(len(stamps))] - uint64(rng.IntN(2))
+				checkGet(fmt.Sprintf("op %d (at ts)", i), key(), ts)
+				checkScan(fmt.Sprintf("op %d (at ts)", i), ts)
+			}
+		case p < 84:
+			if len(snaps) < 4 {
+				s, err := r.Snapshot()
+				if err != nil {
+					fail("op %d Snapshot: %v", i, err)
+				}
+				snaps = append(snaps, snap{s: s, ref: s.TS()})
+			} else {
+				j := rng.IntN(len(snaps))
+				snaps[j].s.Close()
+				snaps = slices.Delete(snaps, j, j+1)
+			}
+		case p < 90:
+			if len(snaps) > 0 {
+				s := snaps[rng.IntN(len(snaps))]
+				checkGet(fmt.Sprintf("op %d (snapshot)", i), key(), s.ref)
+				checkScan(fmt.Sprintf("op %d (snapshot)", i), s.ref)
+			}
+		case p < 94:
+			if err := r.Flush(ctx); err != nil {
+				fail("op %d Flush: %v", i, err)
+			}
+		case p < 97:
+			if _, err := r.Compact(ctx, rng.IntN(2) == 0); err != nil {
+				fail("op %d Compact: %v", i, err)
+			}
+		default:
+			// Reopen: snapshots do not survive it.
+			for _, s := range snaps {
+				s.s.Close()
+			}
+			snaps = nil
+			if err := r.Close(); err != nil {
+				fail("op %d Close: %v", i, err)
+			}
+			if r, err = Open(ctx, opts); err != nil {
+				fail("op %d reopen: %v", i, err)
+			}
+		}
+	}
+	// Final full check after a major compaction.
+	for _, s := range snaps {
+		s.s.Close()
+	}
+	if _, err := r.Compact(ctx, true); err != nil {
+		fail("final major compaction: %v", err)
+	}
+	for k := 0; k < keySpace; k++ {
+		checkGet("final", []byte(fmt.Sprintf("k%05d", k)), kv.MaxTimestamp)
+	}
+	got, err := r.Scan(nil, nil, 0, kv.MaxTimestamp)
+	if err != nil {
+		fail("final scan: %v", err)
+	}
+	if want := ref.scan("", "", 0, kv.MaxTimestamp); len(got) != len(want) {
+		fail("final scan: %d rows, want %d", len(got), len(want))
+	}
+}

@@ -1,0 +1,112 @@
+// Package region is one LSM tree: the unit of ownership, recovery and
+// compaction. A storage pod serves many regions; each has its own memstore,
+// WAL directory and manifest, and its files live in the shared bucket under
+// regions/<name>/.
+//
+// Invariants:
+//   - Every version has a unique commit timestamp; timestamps grow in WAL
+//     order. A version is visible to readers only once it, and every version
+//     with a smaller timestamp, is durable and in the memstore.
+//   - The live SSTs (oldest first) have disjoint, ascending timestamp ranges,
+//     and every memstore version is newer than every SST version, so a point
+//     read can stop at the first source that has a version of the key.
+//   - An SST is deleted only when no manifest and no reader refers to it.
+package region
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/bellows-kv/bellows/storage-engine/blob"
+	"github.com/bellows-kv/bellows/storage-engine/blockcache"
+	"github.com/bellows-kv/bellows/storage-engine/compaction"
+	"github.com/bellows-kv/bellows/storage-engine/sstable"
+	"github.com/bellows-kv/bellows/storage-engine/wal"
+)
+
+// MaxKeySize is the largest key accepted.
+const MaxKeySize = 64 << 10
+
+// Options configure a region.
+type Options struct {
+	// Name identifies the region; its files live under regions/<Name>/.
+	Name string
+	// Bucket holds SSTs and manifests.
+	Bucket *blob.Bucket
+	// WALDir is a local directory owned by this region.
+	WALDir string
+	// WALMode: sync (fsync before acknowledging) or async.
+	WALMode         wal.Mode
+	WALSyncInterval time.Duration
+	// MemstoreBytes is the size at which the active memstore is frozen and
+	// flushed.
+	MemstoreBytes int64
+	// MaxImmutableMemstores frozen memstores may wait for flush before
+	// writers stall.
+	MaxImmutableMemstores int
+	// BlockCache may be shared by regions; nil disables caching.
+	BlockCache *blockcache.Cache
+	// SST configures the files written by flushes and compactions.
+	SST sstable.WriterOptions
+	// MaxValueSize is the largest value accepted.
+	MaxValueSize int
+	// MaxBatchBytes bounds one atomic batch.
+	MaxBatchBytes int
+	// Compaction selects minor compactions.
+	Compaction compaction.Policy
+	// DisableAutoCompaction stops minor compactions after flushes (tests
+	// and benchmarks that drive compaction themselves).
+	DisableAutoCompaction bool
+	// Retention decides which old versions compactions keep.
+	Retention compaction.Retention
+	// Executor runs compactions; nil runs them in this process.
+	Executor compaction.Executor
+	// Owner names this opener in manifests (diagnostics).
+	Owner  string
+	Logger *slog.Logger
+}
+
+func (o *Options) applyDefaults() {
+	if o.MemstoreBytes <= 0 {
+		o.MemstoreBytes = 64 << 20
+	}
+	if o.MaxImmutableMemstores <= 0 {
+		o.MaxImmutableMemstores = 2
+	}
+	if o.MaxValueSize <= 0 {
+		o.MaxValueSize = 4 << 20
+	}
+	if o.MaxBatchBytes <= 0 {
+		o.MaxBatchBytes = 64 << 20
+	}
+	if o.Compaction == (compaction.Policy{}) {
+		o.Compaction = compaction.DefaultPolicy()
+	}
+	if o.SST.BlockSize == 0 {
+		o.SST.BlockSize = 32 << 10
+		o.SST.Compression = sstable.S2Compression
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+}
+
+func (o *Options) validate() error {
+	switch {
+	case o.Name == "":
+		return errors.New("region: options: Name is required")
+	case o.Bucket == nil:
+		return errors.New("region: options: Bucket is required")
+	case o.WALDir == "":
+		return errors.New("region: options: WALDir is required")
+	}
+	if err := o.Compaction.Validate(); err != nil {
+		return fmt.Errorf("region: options: %w", err)
+	}
+	if o.Retention.MaxVersions < 0 {
+		return fmt.Errorf("region: options: retention maxVersions %d is negative", o.Retention.MaxVersions)
+	}
+	return nil
+}

@@ -1,0 +1,203 @@
+package region
+
+import (
+	"bytes"
+
+	"github.com/bellows-kv/bellows/storage-engine/iterator"
+	"github.com/bellows-kv/bellows/storage-engine/kv"
+)
+
+// readState is a consistent view of every source of the region.
+type readState struct {
+	mem  *memTable
+	imm  []*memTable
+	v    *version
+	ts   uint64
+	done func()
+}
+
+func (r *Region) acquire(readTS uint64) (*readState, error) {
+	// Take the visible timestamp before the sources: everything visible at
+	// that point is in the memstores or files acquired below.
+	vis := r.vis.load()
+	r.mu.RLock()
+	if r.closed {
+		r.mu.RUnlock()
+		return nil, ErrClosed
+	}
+	rs := &readState{mem: r.mem, imm: r.imm, v: r.current, ts: min(readTS, vis)}
+	rs.v.ref()
+	r.mu.RUnlock()
+	return rs, nil
+}
+
+func (rs *readState) release() { rs.v.unref() }
+
+// VisibleTS is the newest timestamp readers can see.
+func (r *Region) VisibleTS() uint64 { return r.vis.load() }
+
+// Get returns the value of key at readTS (kv.MaxTimestamp for the latest).
+// The returned slice is the caller's.
+func (r *Region) Get(key []byte, readTS uint64) ([]byte, bool, error) {
+	if err := validateKey(key); err != nil {
+		return nil, false, err
+	}
+	rs, err := r.acquire(readTS)
+	if err != nil {
+		return nil, false, err
+	}
+	defer rs.release()
+	val, kind, ok, err := rs.get(key)
+	if err != nil || !ok || kind == kv.KindDelete {
+		return nil, false, err
+	}
+	r.stats.recordGet()
+	return bytes.Clone(val), true, nil
+}
+
+func (rs *readState) get(key []byte) ([]byte, kv.Kind, bool, error) {
+	if v, k, ok := rs.mem.ms.Get(key, rs.ts); ok {
+		return v, k, true, nil
+	}
+	for i := len(rs.imm) - 1; i >= 0; i-- {
+		if v, k, ok := rs.imm[i].ms.Get(key, rs.ts); ok {
+			return v, k, true, nil
+		}
+	}
+	// Files are oldest first with ascending timestamp ranges: the newest
+	// file holding a version ≤ ts answers.
+	for i := len(rs.v.tables) - 1; i >= 0; i-- {
+		t := rs.v.tables[i]
+		if t.meta.MinTS > rs.ts || bytes.Compare(key, t.meta.Smallest) < 0 || bytes.Compare(key, t.meta.Largest) > 0 {
+			continue
+		}
+		v, k, ok, err := t.reader.Get(key, rs.ts)
+		if err != nil || ok {
+			return v, k, ok, err
+		}
+	}
+	return nil, 0, false, nil
+}
+
+// KV is one key and its value as of a read.
+type KV struct {
+	Key   []byte
+	Value []byte
+}
+
+// Scan returns up to limit (0: no limit) live keys in [start, end) at
+// readTS, in key order. A nil end means the end of the region.
+func (r *Region) Scan(start, end []byte, limit int, readTS uint64) ([]KV, error) {
+	it, err := r.NewIterator(start, end, readTS)
+	if err != nil {
+		return nil, err
+	}
+	defer it.Close()
+	var out []KV
+	for ok := it.First(); ok && (limit <= 0 || len(out) < limit); ok = it.Next() {
+		out = append(out, KV{Key: bytes.Clone(it.Key()), Value: bytes.Clone(it.Value())})
+	}
+	r.stats.recordScan()
+	return out, it.Err()
+}
+
+// Iterator walks the live keys of a range at one timestamp, from one
+// consistent view of the region.
+type Iterator struct {
+	rs     *readState
+	in     iterator.Iterator
+	start  []byte
+	end    []byte
+	key    []byte
+	val    []byte
+	valid  bool
+	err    error
+	closed bool
+}
+
+// NewIterator returns an iterator over [start, end) at readTS. Close it.
+func (r *Region) NewIterator(start, end []byte, readTS uint64) (*Iterator, error) {
+	rs, err := r.acquire(readTS)
+	if err != nil {
+		return nil, err
+	}
+	children := []iterator.Iterator{rs.mem.ms.NewIterator()}
+	for _, m := range rs.imm {
+		children = append(children, m.ms.NewIterator())
+	}
+	for _, t := range rs.v.tables {
+		if end != nil && bytes.Compare(t.meta.Smallest, end) >= 0 {
+			continue
+		}
+		if start != nil && bytes.Compare(t.meta.Largest, start) < 0 {
+			continue
+		}
+		children = append(children, t.reader.NewIter())
+	}
+	return &Iterator{rs: rs, in: iterator.NewMerging(children...), start: start, end: end}, nil
+}
+
+// First positions at the first live key ≥ start.
+func (it *Iterator) First() bool {
+	it.in.SeekGE(kv.MakeSearchKey(it.start, kv.MaxTimestamp))
+	return it.settle()
+}
+
+// Next moves to the next live key.
+func (it *Iterator) Next() bool {
+	if !it.valid {
+		return false
+	}
+	// Skip the remaining versions of the current key.
+	for it.in.Valid() && bytes.Equal(it.in.Key().UserKey, it.key) {
+		it.in.Next()
+	}
+	return it.settle()
+}
+
+// settle advances to the newest visible version of the next user key that
+// is not deleted.
+func (it *Iterator) settle() bool {
+	it.valid = false
+	for it.in.Valid() {
+		k := it.in.Key()
+		if it.end != nil && bytes.Compare(k.UserKey, it.end) >= 0 {
+			break
+		}
+		if k.TS > it.rs.ts {
+			it.in.Next()
+			continue
+		}
+		it.key = append(it.key[:0], k.UserKey...)
+		if k.Kind == kv.KindSet {
+			it.val = append(it.val[:0], it.in.Value()...)
+			it.valid = true
+			return true
+		}
+		// Deleted at ts: skip every older version of this key.
+		for it.in.Next() && bytes.Equal(it.in.Key().UserKey, it.key) {
+		}
+	}
+	it.err = it.in.Err()
+	return false
+}
+
+// Key is the current key; valid until the next call.
+func (it *Iterator) Key() []byte { return it.key }
+
+// Value is the current value; valid until the next call.
+func (it *Iterator) Value() []byte { return it.val }
+
+// Err is the error that stopped the iteration.
+func (it *Iterator) Err() error { return it.err }
+
+// Close releases the iterator's view of the region.
+func (it *Iterator) Close() error {
+	if it.closed {
+		return nil
+	}
+	it.closed = true
+	err := it.in.Close()
+	it.rs.release()
+	return err
+}

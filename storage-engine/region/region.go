@@ -1,0 +1,269 @@
+package region
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/bellows-kv/bellows/storage-engine/blob"
+	"github.com/bellows-kv/bellows/storage-engine/compaction"
+	"github.com/bellows-kv/bellows/storage-engine/kv"
+	"github.com/bellows-kv/bellows/storage-engine/manifest"
+	"github.com/bellows-kv/bellows/storage-engine/memstore"
+	"github.com/bellows-kv/bellows/storage-engine/sstable"
+	"github.com/bellows-kv/bellows/storage-engine/wal"
+)
+
+// memTable is a memstore plus what flushing it needs to know.
+type memTable struct {
+	ms memstore.Memstore
+	// walSeg is the lowest WAL segment that may hold records of ms.
+	walSeg  uint64
+	writers sync.WaitGroup
+	maxTS   uint64 // written under commitMu
+}
+
+func newMemTable(seg uint64) *memTable { return &memTable{ms: memstore.NewSkiplist(), walSeg: seg} }
+
+// Region is one LSM tree. All methods are safe for concurrent use.
+type Region struct {
+	opts   Options
+	bucket *blob.Bucket // prefixed regions/<name>/
+	log    *wal.Log
+	exec   compaction.Executor
+
+	// commitMu orders timestamp assignment, WAL appends and memstore
+	// rotation.
+	commitMu sync.Mutex
+	lastTS   uint64
+	vis      *visibility
+
+	// mu guards the read state and manifest below; cond signals flush
+	// progress to stalled writers and Flush callers.
+	mu       sync.RWMutex
+	cond     *sync.Cond
+	mem      *memTable
+	imm      []*memTable // oldest first
+	current  *version
+	manifest manifest.Manifest
+	snaps    map[uint64]int
+	closed   bool
+	bgErr    error // sticky: fencing or a WAL failure
+
+	// manifestMu serialises manifest commits (flush vs compaction).
+	manifestMu sync.Mutex
+	// compactMu allows one compaction at a time.
+	compactMu sync.Mutex
+
+	epoch    uint64 // number of the manifest that claimed the region
+	nextFile atomic.Uint64
+
+	flushCh chan struct{}
+	bgCtx   context.Context
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
+	stats   Stats
+}
+
+// Open opens (creating if absent) a region: it loads the newest manifest,
+// claims the region by committing a successor (fencing any previous owner),
+// removes files no manifest names, replays the WAL and starts background
+// flushing.
+func Open(ctx context.Context, opts Options) (*Region, error) {
+	opts.applyDefaults()
+	if err := opts.validate(); err != nil {
+		return nil, err
+	}
+	r := &Region{
+		opts:    opts,
+		bucket:  opts.Bucket.Prefixed("regions/" + opts.Name + "/"),
+		snaps:   map[uint64]int{},
+		flushCh: make(chan struct{}, 1),
+	}
+	r.cond = sync.NewCond(&r.mu)
+	r.exec = opts.Executor
+	if r.exec == nil {
+		r.exec = compaction.Local{Bucket: opts.Bucket}
+	}
+	m, err := manifest.Load(ctx, r.bucket)
+	if err != nil {
+		return nil, fmt.Errorf("region %s: %w", opts.Name, err)
+	}
+	claim := m.Clone()
+	claim.Owner = opts.Owner
+	if err := manifest.Commit(ctx, r.bucket, m, &claim); err != nil {
+		return nil, fmt.Errorf("region %s: claiming: %w", opts.Name, err)
+	}
+	r.manifest = claim
+	r.epoch = claim.Number
+	r.nextFile.Store(max(claim.NextFileNum, 1))
+	if err := r.removeOrphans(ctx); err != nil {
+		return nil, err
+	}
+	tables := make([]*table, 0, len(claim.Files))
+	for _, f := range claim.Files {
+		t, err := r.openTable(ctx, f)
+		if err != nil {
+			for _, t := range tables {
+				t.unref()
+			}
+			return nil, fmt.Errorf("region %s: %w", opts.Name, err)
+		}
+		tables = append(tables, t)
+	}
+	r.current = newVersion(tables)
+	for _, t := range tables {
+		t.unref() // the version holds the only reference
+	}
+
+	// Replay: records at or below FlushedTS are already in SSTs.
+	mem := newMemTable(claim.WALMinSegment)
+	r.lastTS = max(claim.FlushedTS, claim.MaxTS())
+	_, err = wal.Replay(opts.WALDir, claim.WALMinSegment, func(_ uint64, rec []byte) error {
+		ts, b, err := decodeBatch(rec)
+		if err != nil {
+			return err
+		}
+		if ts <= claim.FlushedTS {
+			return nil
+		}
+		for _, o := range b.ops {
+			mem.ms.Add(kv.InternalKey{UserKey: o.key, TS: ts, Kind: o.kind}, o.value)
+		}
+		mem.maxTS = max(mem.maxTS, ts)
+		r.lastTS = max(r.lastTS, ts)
+		return nil
+	})
+	if err != nil {
+		r.current.unref()
+		return nil, fmt.Errorf("region %s: replaying WAL: %w", opts.Name, err)
+	}
+	r.vis = newVisibility(r.lastTS)
+	r.mem = mem
+	r.log, err = wal.Open(wal.Options{Dir: opts.WALDir, Mode: opts.WALMode, SyncInterval: opts.WALSyncInterval})
+	if err != nil {
+		r.current.unref()
+		return nil, err
+	}
+	r.bgCtx, r.cancel = context.WithCancel(context.Background())
+	r.wg.Add(1)
+	go r.flushLoop()
+	if mem.ms.ApproximateBytes() >= opts.MemstoreBytes {
+		r.commitMu.Lock()
+		err := r.rotateLocked()
+		r.commitMu.Unlock()
+		if err != nil {
+			_ = r.Close()
+			return nil, err
+		}
+	}
+	return r, nil
+}
+
+func (r *Region) openTable(ctx context.Context, f manifest.FileMeta) (*table, error) {
+	key := f.Key
+	obj, err := r.bucket.OpenObject(ctx, key)
+	if err != nil {
+		return nil, fmt.Errorf("opening %s: %w", key, err)
+	}
+	rd, err := sstable.Open(obj, obj.Size(), "regions/"+r.opts.Name+"/"+key, r.opts.BlockCache)
+	if err != nil {
+		_ = obj.Close()
+		return nil, err
+	}
+	t := &table{meta: f, key: key, obj: obj, reader: rd, bucket: r.bucket}
+	t.onDelete = func(t *table) { r.opts.BlockCache.EvictFile(t.reader.FileID()) }
+	t.refs.Store(1)
+	return t, nil
+}
+
+// removeOrphans deletes SSTs that the claimed manifest does not name: output
+// of a flush or compaction that never committed. The claim fences every
+// earlier owner, so none of them can commit those files any more.
+func (r *Region) removeOrphans(ctx context.Context) error {
+	live := map[string]bool{}
+	for _, f := range r.manifest.Files {
+		live[f.Key] = true
+	}
+	objs, err := r.bucket.List(ctx, "sst/")
+	if err != nil {
+		return fmt.Errorf("region %s: listing files: %w", r.opts.Name, err)
+	}
+	for _, o := range objs {
+		if !live[o.Key] && strings.HasSuffix(o.Key, ".sst") {
+			if err := r.bucket.Delete(ctx, o.Key); err != nil {
+				return err
+			}
+		}
+	}
+	return manifest.RemoveOlder(ctx, r.bucket, r.manifest, 8)
+}
+
+// Name is the region's name.
+func (r *Region) Name() string { return r.opts.Name }
+
+// Close flushes nothing (the WAL holds unflushed writes), stops background
+// work and releases files. Later calls return ErrClosed.
+func (r *Region) Close() error {
+	r.commitMu.Lock()
+	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		r.commitMu.Unlock()
+		return ErrClosed
+	}
+	r.closed = true
+	r.cond.Broadcast()
+	r.mu.Unlock()
+	r.commitMu.Unlock()
+	r.cancel()
+	r.wg.Wait()
+	// Wait for a running compaction to observe the cancellation.
+	r.compactMu.Lock()
+	defer r.compactMu.Unlock()
+	err := r.log.Close()
+	r.mu.Lock()
+	r.current.unref()
+	r.mu.Unlock()
+	if errors.Is(err, wal.ErrClosed) {
+		err = nil
+	}
+	return err
+}
+
+func (r *Region) checkOpen() error {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	if r.closed {
+		return ErrClosed
+	}
+	return r.bgErr
+}
+
+// setBackgroundError records a failure that makes the region refuse writes.
+func (r *Region) setBackgroundError(err error) {
+	r.mu.Lock()
+	if r.bgErr == nil {
+		r.bgErr = err
+		r.opts.Logger.Error("region stops accepting writes", "region", r.opts.Name, "err", err)
+	}
+	r.cond.Broadcast()
+	r.mu.Unlock()
+}
+
+func (r *Region) nextTS() uint64 {
+	ts := uint64(time.Now().UnixNano())
+	if ts <= r.lastTS {
+		ts = r.lastTS + 1
+	}
+	r.lastTS = ts
+	return ts
+}
+
+// RemoveWALDir deletes a region's WAL directory (after its files moved).
+func RemoveWALDir(dir string) error { return os.RemoveAll(dir) }

@@ -1,0 +1,68 @@
+package region
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+
+	"github.com/bellows-kv/bellows/storage-engine/blob"
+	"github.com/bellows-kv/bellows/storage-engine/manifest"
+	"github.com/bellows-kv/bellows/storage-engine/sstable"
+)
+
+// table is an open SST. It is referenced by every version that lists it; when
+// the last reference goes and the file is obsolete (no longer in the current
+// manifest) it is closed and deleted from the bucket.
+type table struct {
+	meta     manifest.FileMeta
+	key      string
+	obj      blob.Object
+	reader   *sstable.Reader
+	refs     atomic.Int32
+	obsolete atomic.Bool
+	bucket   *blob.Bucket
+	onDelete func(*table)
+}
+
+func (t *table) ref() { t.refs.Add(1) }
+
+func (t *table) unref() {
+	if t.refs.Add(-1) != 0 {
+		return
+	}
+	_ = t.obj.Close()
+	if t.obsolete.Load() {
+		_ = t.bucket.Delete(context.Background(), t.key)
+		if t.onDelete != nil {
+			t.onDelete(t)
+		}
+	}
+}
+
+// version is an immutable list of live tables, oldest first. Readers hold a
+// reference for the duration of a read.
+type version struct {
+	tables []*table
+	refs   atomic.Int32
+}
+
+func newVersion(tables []*table) *version {
+	v := &version{tables: tables}
+	for _, t := range tables {
+		t.ref()
+	}
+	v.refs.Store(1)
+	return v
+}
+
+func (v *version) ref() { v.refs.Add(1) }
+
+func (v *version) unref() {
+	if v.refs.Add(-1) == 0 {
+		for _, t := range v.tables {
+			t.unref()
+		}
+	}
+}
+
+func sstKey(epoch, num uint64) string { return fmt.Sprintf("sst/%06d-%06d.sst", epoch, num) }
