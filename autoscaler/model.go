@@ -95,7 +95,7 @@ func ceil(x float64) float64  { return math.Ceil(x - eps) }
 
 func bad(x float64) bool { return math.IsNaN(x) || math.IsInf(x, 0) }
 
-func (in Inputs) validate() error {
+func (in Inputs) validate(demand bool) error {
 	type check struct {
 		name     string
 		v        float64
@@ -113,7 +113,7 @@ func (in Inputs) validate() error {
 		switch {
 		case bad(c.v):
 			return &InputError{c.name, "must be a finite number"}
-		case c.positive && c.v <= 0:
+		case c.positive && demand && c.v <= 0:
 			return &InputError{c.name, fmt.Sprintf("must be positive, got %g", c.v)}
 		case c.v < 0:
 			return &InputError{c.name, fmt.Sprintf("must not be negative, got %g", c.v)}
@@ -127,19 +127,19 @@ func (in Inputs) validate() error {
 
 // Compute evaluates the capacity model.
 //
-// Zero demand (T = 0 and no backlog, or R = 0 and no backlog) needs zero
-// workers and does not need b. Otherwise b must be positive, b ≤ m and
+// Zero demand (T = 0 or R = 0, and no backlog) needs zero workers and no
+// measurement (c, w, m and b may be zero); the Result is all zeros. Otherwise b must be positive, b ≤ m and
 // ⌊h/T⌋ ≥ 1, or Compute returns an *InfeasibleError with the reason.
 func Compute(in Inputs) (Result, error) {
-	if err := in.validate(); err != nil {
+	demand := (in.CompactionsPerRegion > 0 && in.Regions > 0) || in.Backlog > 0
+	if err := in.validate(demand); err != nil {
 		return Result{}, err
 	}
-	demand := (in.CompactionsPerRegion > 0 && in.Regions > 0) || in.Backlog > 0
-	if in.CompactionSize == 0 {
-		if demand {
-			return Result{}, &InputError{"compaction size b", "must be positive when compactions are requested"}
-		}
+	if !demand {
 		return Result{}, nil
+	}
+	if in.CompactionSize == 0 {
+		return Result{}, &InputError{"compaction size b", "must be positive when compactions are requested"}
 	}
 	var r Result
 	b, t := in.CompactionSize, in.Interval.Seconds()

@@ -3,16 +3,27 @@
 # module proxy (setup-envtest cannot download them here):
 #   bin/k8s/kube-apiserver, bin/k8s/kube-controller-manager  (k8s.io/kubernetes $K8S_VERSION)
 #   bin/k8s/etcd                                             (go.etcd.io/etcd/server/v3 $ETCD_VERSION)
+#   bin/k8s/crd/monitoring.coreos.com_servicemonitors.yaml   (prometheus-operator $PROMOP_VERSION example CRDs)
 # Skips the build when bin/k8s/.version already records these versions and the
 # binaries exist. Prints the directory (use it as KUBEBUILDER_ASSETS).
 set -euo pipefail
 K8S_VERSION=${K8S_VERSION:-v1.36.3}
 ETCD_VERSION=${ETCD_VERSION:-v3.6.16}
+PROMOP_VERSION=${PROMOP_VERSION:-v0.85.0}
 root=$(cd "$(dirname "$0")/.." && pwd)
 out="$root/bin/k8s"
 stamp="$out/.version"
 want="kubernetes=$K8S_VERSION etcd=$ETCD_VERSION"
 bins=(kube-apiserver kube-controller-manager etcd)
+
+# The ServiceMonitor CRD, from the prometheus-operator module's example CRDs.
+sm_crd="$out/crd/monitoring.coreos.com_servicemonitors.yaml"
+if [[ ! -f "$sm_crd" ]]; then
+  mkdir -p "$out/crd"
+  dir=$(GOFLAGS=-mod=mod go mod download -json "github.com/prometheus-operator/prometheus-operator@$PROMOP_VERSION" | sed -n 's/.*"Dir": "\(.*\)".*/\1/p')
+  cp "$dir/example/prometheus-operator-crd/monitoring.coreos.com_servicemonitors.yaml" "$sm_crd"
+  chmod u+w "$sm_crd"
+fi
 
 have=1
 for b in "${bins[@]}"; do [[ -x "$out/$b" ]] || have=0; done

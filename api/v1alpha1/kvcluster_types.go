@@ -101,8 +101,9 @@ type RegionsSpec struct {
 	// +kubebuilder:validation:MinItems=1
 	// +kubebuilder:validation:MaxItems=4095
 	// +kubebuilder:validation:items:MaxLength=1024
-	// +kubebuilder:validation:XValidation:rule="self.all(i, i == 0 || self[i-1] < self[i])",message="regions.splitKeys must be strictly increasing"
-	// +listType=atomic
+	// +kubebuilder:validation:XValidation:rule="self.isSorted()",message="regions.splitKeys must be strictly increasing"
+	// +kubebuilder:validation:XValidation:rule="self.all(k, !k.contains(','))",message="regions.splitKeys must not contain commas"
+	// +listType=set
 	// +optional
 	SplitKeys []string `json:"splitKeys,omitempty"`
 }
@@ -142,7 +143,7 @@ type EngineSpec struct {
 	// +optional
 	BlockCacheBytes resource.Quantity `json:"blockCacheBytes,omitzero"`
 
-	// +kubebuilder:default={}
+	// +kubebuilder:default={minFiles: 3, maxFiles: 10, ratio: "1.2", maxBytes: "4Gi"}
 	// +optional
 	Compaction CompactionPolicySpec `json:"compaction,omitzero"`
 
@@ -177,7 +178,7 @@ type MemstoreSpec struct {
 
 // CompactionPolicySpec is the exploring/ratio minor compaction policy.
 //
-// +kubebuilder:validation:XValidation:rule="self.minFiles <= self.maxFiles",message="engine.compaction.minFiles must be less than or equal to maxFiles"
+// +kubebuilder:validation:XValidation:rule="!has(self.minFiles) || !has(self.maxFiles) || self.minFiles <= self.maxFiles",message="engine.compaction.minFiles must be less than or equal to maxFiles"
 type CompactionPolicySpec struct {
 	// +kubebuilder:default=3
 	// +kubebuilder:validation:Minimum=2
