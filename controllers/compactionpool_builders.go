@@ -41,18 +41,21 @@ func PoolSelector(p *kvv1.CompactionPool) string {
 	return labels.SelectorFromSet(selectorLabels(p.Name, kvv1.ComponentCompactor)).String()
 }
 
-// formatBytesFlag renders bytes in the compactor's flag syntax, exactly:
-// the largest IEC unit that divides it (6GiB), else plain bytes.
+// formatBytesFlag renders bytes in the compactor's flag syntax, exactly and
+// as short as possible: 6GiB for 6Gi, 6GB for 6G, else plain bytes (100B).
 func formatBytesFlag(n int64) string {
+	best := fmt.Sprintf("%dB", n)
 	for _, u := range []struct {
 		suffix string
 		size   int64
-	}{{"TiB", 1 << 40}, {"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}} {
+	}{{"TiB", 1 << 40}, {"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}, {"TB", 1e12}, {"GB", 1e9}, {"MB", 1e6}, {"kB", 1e3}} {
 		if n >= u.size && n%u.size == 0 {
-			return fmt.Sprintf("%d%s", n/u.size, u.suffix)
+			if s := fmt.Sprintf("%d%s", n/u.size, u.suffix); len(s) < len(best) {
+				best = s
+			}
 		}
 	}
-	return fmt.Sprintf("%dB", n)
+	return best
 }
 
 // formatRateFlag renders bytes/s in the compactor's flag syntax (8MB/s).

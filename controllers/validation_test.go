@@ -175,23 +175,35 @@ func TestValidationImmutableFields(t *testing.T) {
 		{"storage size", func(c *kvv1.KVCluster) { c.Spec.Storage.Size = resource.MustParse("20Gi") }, "storage is immutable"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			cur := &kvv1.KVCluster{}
-			if err := k8sClient.Get(ctx, client.ObjectKeyFromObject(c), cur); err != nil {
-				t.Fatal(err)
+			// The operator writes status concurrently: retry on conflicts.
+			var err error
+			for range 50 {
+				cur := &kvv1.KVCluster{}
+				if err := k8sClient.Get(ctx, client.ObjectKeyFromObject(c), cur); err != nil {
+					t.Fatal(err)
+				}
+				tc.mutate(cur)
+				if err = k8sClient.Update(ctx, cur); !apierrors.IsConflict(err) {
+					break
+				}
 			}
-			tc.mutate(cur)
-			err := k8sClient.Update(ctx, cur)
 			if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), tc.msg) {
 				t.Fatalf("want Invalid with %q, got %v", tc.msg, err)
 			}
 		})
 	}
-	cur := &kvv1.KVCluster{}
-	if err := k8sClient.Get(ctx, client.ObjectKeyFromObject(c), cur); err != nil {
-		t.Fatal(err)
+	var err error
+	for range 50 {
+		cur := &kvv1.KVCluster{}
+		if err := k8sClient.Get(ctx, client.ObjectKeyFromObject(c), cur); err != nil {
+			t.Fatal(err)
+		}
+		cur.Spec.Replicas = 5
+		if err = k8sClient.Update(ctx, cur); !apierrors.IsConflict(err) {
+			break
+		}
 	}
-	cur.Spec.Replicas = 5
-	if err := k8sClient.Update(ctx, cur); err != nil {
+	if err != nil {
 		t.Fatalf("replicas must stay mutable: %v", err)
 	}
 }
