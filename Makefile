@@ -9,7 +9,7 @@ LDFLAGS     := -X github.com/bellows-kv/bellows/internal/version.Version=$(VERSI
 STATICCHECK_VERSION := v0.8.2
 TEST_TIMEOUT ?= 30m
 
-.PHONY: all build test unit lint vet staticcheck generate verify-generated bench-engine clean
+.PHONY: all build test unit lint vet staticcheck generate verify-generated bench-engine clean envtest-bins
 
 all: build
 
@@ -20,8 +20,13 @@ build:
 ## test: everything CI checks: generated code is current, vet, lint, all tests
 test: verify-generated lint unit
 
-unit:
-	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...
+unit: envtest-bins
+	KUBEBUILDER_ASSETS=$(BIN)/k8s $(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...
+
+## envtest-bins: kube-apiserver, kube-controller-manager and etcd for the envtest
+## suites, built from the Go module proxy into bin/k8s (skipped when present)
+envtest-bins:
+	hack/envtest-bins.sh >/dev/null
 
 ## lint: go vet plus staticcheck (installed into bin/ by hack/tool.sh)
 lint: vet staticcheck

@@ -4,3 +4,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 go mod tidy
+
+# Operator: deepcopy, CRDs and RBAC from the kubebuilder markers in api/ and controllers/.
+controller_gen=$(hack/tool.sh controller-gen sigs.k8s.io/controller-tools/cmd/controller-gen v0.23.0)
+"$controller_gen" object paths=./api/...
+"$controller_gen" crd rbac:roleName=bellows-operator paths=./api/... paths=./controllers/... \
+  output:crd:artifacts:config=config/crd/bases output:rbac:artifacts:config=config/rbac

@@ -19,6 +19,8 @@ func NewRootCommand() *cobra.Command {
 		SilenceErrors: false,
 	}
 	root.AddCommand(newVersionCommand())
+	root.AddCommand(newOperatorCommand())
+	root.AddCommand(newAutoscalerCommand())
 	return root
 }
 

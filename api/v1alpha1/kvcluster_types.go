@@ -1,0 +1,291 @@
+package v1alpha1
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// KVClusterSpec is the desired state of a Bellows cluster's storage pods.
+//
+// +kubebuilder:validation:XValidation:rule="self.engine.offload != 'Required' || has(self.compactionPoolRef)",message="engine.offload: Required needs a compactionPoolRef naming the CompactionPool that runs the compactions"
+type KVClusterSpec struct {
+	// Replicas is the number of storage pods. Regions are spread over them.
+	// +kubebuilder:default=3
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=100
+	// +optional
+	Replicas int32 `json:"replicas,omitempty"`
+
+	// Image is the bellows container image (it runs `bellows store`).
+	// +kubebuilder:default="ghcr.io/bellows-kv/bellows:latest"
+	// +kubebuilder:validation:MinLength=1
+	// +optional
+	Image string `json:"image,omitempty"`
+
+	// ImagePullPolicy of the storage pods.
+	// +kubebuilder:validation:Enum=Always;IfNotPresent;Never
+	// +optional
+	ImagePullPolicy corev1.PullPolicy `json:"imagePullPolicy,omitempty"`
+
+	// Resources of the store container.
+	// +optional
+	Resources corev1.ResourceRequirements `json:"resources,omitempty"`
+
+	// Storage is the per-pod volume that holds the write-ahead log.
+	// +kubebuilder:default={size: "10Gi"}
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="storage is immutable: the volume claim template of existing pods cannot change"
+	// +optional
+	Storage StorageSpec `json:"storage,omitzero"`
+
+	// Bucket is where region files and manifests live.
+	Bucket BucketSpec `json:"bucket"`
+
+	// Regions is the region layout: a count of equal ranges, or explicit split keys.
+	// +kubebuilder:default={count: 1}
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="regions is immutable: the region layout cannot change after creation"
+	// +optional
+	Regions RegionsSpec `json:"regions,omitzero"`
+
+	// Engine holds the storage engine's settings (written to the engine.yaml ConfigMap).
+	// +kubebuilder:default={}
+	// +optional
+	Engine EngineSpec `json:"engine,omitzero"`
+
+	// CompactionPoolRef names the CompactionPool, in the same namespace, that
+	// runs this cluster's offloaded compactions.
+	// +optional
+	CompactionPoolRef *CompactionPoolReference `json:"compactionPoolRef,omitempty"`
+}
+
+// StorageSpec is the persistent volume claim template of a storage pod.
+type StorageSpec struct {
+	// Size of each pod's WAL volume.
+	// +kubebuilder:default="10Gi"
+	// +kubebuilder:validation:XValidation:rule="quantity(string(self)).isGreaterThan(quantity('0'))",message="storage.size must be greater than zero"
+	// +optional
+	Size resource.Quantity `json:"size,omitzero"`
+
+	// StorageClassName of the claim; the cluster default when empty.
+	// +optional
+	StorageClassName *string `json:"storageClassName,omitempty"`
+}
+
+// BucketSpec locates the object store.
+type BucketSpec struct {
+	// URL of the bucket, as gocloud.dev/blob opens it: file:///path, s3://bucket,
+	// gs://bucket or azblob://container.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=2048
+	// +kubebuilder:validation:XValidation:rule="self.matches('^(file|s3|gs|azblob)://.+')",message="bucket.url must start with one of the supported schemes file://, s3://, gs:// or azblob:// followed by a bucket or path"
+	URL string `json:"url"`
+
+	// CredentialsSecretRef names a Secret whose keys become the store's
+	// environment (e.g. AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY).
+	// +optional
+	CredentialsSecretRef *corev1.LocalObjectReference `json:"credentialsSecretRef,omitempty"`
+}
+
+// RegionsSpec is either a count or a list of split keys, not both.
+//
+// +kubebuilder:validation:XValidation:rule="has(self.count) != has(self.splitKeys)",message="regions: set exactly one of count or splitKeys"
+type RegionsSpec struct {
+	// Count splits the key space into this many regions.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=4096
+	// +optional
+	Count *int32 `json:"count,omitempty"`
+
+	// SplitKeys are the boundaries between regions (n keys make n+1 regions),
+	// strictly increasing.
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=4095
+	// +kubebuilder:validation:items:MaxLength=1024
+	// +kubebuilder:validation:XValidation:rule="self.isSorted()",message="regions.splitKeys must be strictly increasing"
+	// +kubebuilder:validation:XValidation:rule="self.all(k, !k.contains(','))",message="regions.splitKeys must not contain commas"
+	// +listType=set
+	// +optional
+	SplitKeys []string `json:"splitKeys,omitempty"`
+}
+
+// CompactionPoolReference names a CompactionPool in the same namespace.
+type CompactionPoolReference struct {
+	// Name of the CompactionPool.
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?$') && size(self) <= 63",message="compactionPoolRef.name must name a CompactionPool: a lowercase DNS label such as 'workers'"
+	Name string `json:"name"`
+}
+
+// MemstorePolicy is the Accordion in-memory compaction policy.
+// +kubebuilder:validation:Enum=None;Basic;Eager;Adaptive
+type MemstorePolicy string
+
+// OffloadMode decides where compactions run.
+// +kubebuilder:validation:Enum=Required;Preferred;Disabled
+type OffloadMode string
+
+// WarmupMode is how a store warms its block cache after a compaction.
+// +kubebuilder:validation:Enum=None;Offload;RemoteCache;PreSwitch;Incremental;ThrottledIncremental
+type WarmupMode string
+
+// SyncMode is the WAL durability mode.
+// +kubebuilder:validation:Enum=sync;async
+type SyncMode string
+
+// EngineSpec holds the storage engine settings.
+type EngineSpec struct {
+	// +kubebuilder:default={}
+	// +optional
+	Memstore MemstoreSpec `json:"memstore,omitzero"`
+
+	// BlockCacheBytes is the block cache budget per store pod.
+	// +kubebuilder:default="1Gi"
+	// +kubebuilder:validation:XValidation:rule="quantity(string(self)).isGreaterThan(quantity('0'))",message="engine.blockCacheBytes must be greater than zero"
+	// +optional
+	BlockCacheBytes resource.Quantity `json:"blockCacheBytes,omitzero"`
+
+	// +kubebuilder:default={minFiles: 3, maxFiles: 10, ratio: "1.2", maxBytes: "4Gi"}
+	// +optional
+	Compaction CompactionPolicySpec `json:"compaction,omitzero"`
+
+	// Offload: Required (wait for a worker), Preferred (fall back to a local
+	// compaction) or Disabled (always local).
+	// +kubebuilder:default=Preferred
+	// +optional
+	Offload OffloadMode `json:"offload,omitempty"`
+
+	// +kubebuilder:default={mode: Incremental}
+	// +optional
+	Warmup WarmupSpec `json:"warmup,omitzero"`
+
+	// SyncMode: sync fsyncs the WAL before acknowledging; async acknowledges after an interval.
+	// +kubebuilder:default=sync
+	// +optional
+	SyncMode SyncMode `json:"syncMode,omitempty"`
+}
+
+// MemstoreSpec configures the compacting memstore.
+type MemstoreSpec struct {
+	// +kubebuilder:default=Adaptive
+	// +optional
+	Policy MemstorePolicy `json:"policy,omitempty"`
+
+	// Bytes is the memstore budget per region.
+	// +kubebuilder:default="128Mi"
+	// +kubebuilder:validation:XValidation:rule="quantity(string(self)).isGreaterThan(quantity('0'))",message="engine.memstore.bytes must be greater than zero"
+	// +optional
+	Bytes resource.Quantity `json:"bytes,omitzero"`
+}
+
+// CompactionPolicySpec is the exploring/ratio minor compaction policy.
+//
+// +kubebuilder:validation:XValidation:rule="!has(self.minFiles) || !has(self.maxFiles) || self.minFiles <= self.maxFiles",message="engine.compaction.minFiles must be less than or equal to maxFiles"
+type CompactionPolicySpec struct {
+	// +kubebuilder:default=3
+	// +kubebuilder:validation:Minimum=2
+	// +kubebuilder:validation:Maximum=100
+	// +optional
+	MinFiles int32 `json:"minFiles,omitempty"`
+
+	// +kubebuilder:default=10
+	// +kubebuilder:validation:Minimum=2
+	// +kubebuilder:validation:Maximum=100
+	// +optional
+	MaxFiles int32 `json:"maxFiles,omitempty"`
+
+	// Ratio of the exploring policy, a decimal such as "1.2".
+	// +kubebuilder:default="1.2"
+	// +kubebuilder:validation:Pattern=`^[0-9]+(\.[0-9]+)?$`
+	// +kubebuilder:validation:MaxLength=16
+	// +optional
+	Ratio string `json:"ratio,omitempty"`
+
+	// MaxBytes caps the input size of a minor compaction.
+	// +kubebuilder:default="4Gi"
+	// +kubebuilder:validation:XValidation:rule="quantity(string(self)).isGreaterThan(quantity('0'))",message="engine.compaction.maxBytes must be greater than zero"
+	// +optional
+	MaxBytes resource.Quantity `json:"maxBytes,omitzero"`
+}
+
+// WarmupSpec selects the warmup mode.
+//
+// +kubebuilder:validation:XValidation:rule="self.mode != 'ThrottledIncremental' || (has(self.rateBytesPerSecond) && self.rateBytesPerSecond > 0)",message="engine.warmup.rateBytesPerSecond must be a positive rate when mode is ThrottledIncremental"
+type WarmupSpec struct {
+	// +kubebuilder:default=Incremental
+	// +optional
+	Mode WarmupMode `json:"mode,omitempty"`
+
+	// RateBytesPerSecond bounds the warmup transfer rate (ThrottledIncremental).
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	RateBytesPerSecond *int64 `json:"rateBytesPerSecond,omitempty"`
+}
+
+// KVClusterStatus is the observed state of a KVCluster.
+type KVClusterStatus struct {
+	// ObservedGeneration is the generation this status describes.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// Replicas is the number of storage pods the StatefulSet has.
+	// +optional
+	Replicas int32 `json:"replicas,omitempty"`
+	// ReadyReplicas is the number of Ready storage pods.
+	// +optional
+	ReadyReplicas int32 `json:"readyReplicas,omitempty"`
+	// UpdatedReplicas is the number of pods running the current spec.
+	// +optional
+	UpdatedReplicas int32 `json:"updatedReplicas,omitempty"`
+
+	// Regions is the number of regions of the layout.
+	// +optional
+	Regions int32 `json:"regions,omitempty"`
+	// RegionAssignment says which regions each storage pod serves.
+	// +listType=map
+	// +listMapKey=pod
+	// +optional
+	RegionAssignment []RegionAssignment `json:"regionAssignment,omitempty"`
+
+	// Conditions: Ready, Progressing, Degraded.
+	// +listType=map
+	// +listMapKey=type
+	// +optional
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// RegionAssignment is the set of regions one pod serves.
+type RegionAssignment struct {
+	// Pod name.
+	Pod string `json:"pod"`
+	// Regions as a compact list of indices and ranges, e.g. "0,3,6".
+	Regions string `json:"regions,omitzero"`
+	// Count of regions.
+	Count int32 `json:"count"`
+}
+
+// KVCluster is a Bellows storage cluster.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=kvc;kvcluster,categories=bellows
+// +kubebuilder:printcolumn:name="Replicas",type=integer,JSONPath=`.spec.replicas`
+// +kubebuilder:printcolumn:name="Ready",type=integer,JSONPath=`.status.readyReplicas`
+// +kubebuilder:printcolumn:name="Regions",type=integer,JSONPath=`.status.regions`
+// +kubebuilder:printcolumn:name="Pool",type=string,JSONPath=`.spec.compactionPoolRef.name`
+// +kubebuilder:printcolumn:name="Status",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type KVCluster struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec   KVClusterSpec   `json:"spec"`
+	Status KVClusterStatus `json:"status,omitempty"`
+}
+
+// KVClusterList is a list of KVClusters.
+//
+// +kubebuilder:object:root=true
+type KVClusterList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []KVCluster `json:"items"`
+}

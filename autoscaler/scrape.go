@@ -1,0 +1,189 @@
+package autoscaler
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"sync"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+)
+
+// Metric names read from the pods (docs/interfaces.md).
+const (
+	MetricCompactorInflight     = "bellows_compactor_inflight_jobs"
+	MetricCompactorRate         = "bellows_compactor_compaction_rate_bytes_per_second"
+	MetricCompactorTransferRate = "bellows_compactor_transfer_rate_bytes_per_second"
+	MetricStoreRequested        = "bellows_compaction_requested_total"
+	MetricStoreRequestedBytes   = "bellows_compaction_requested_bytes_total"
+	MetricStoreQueueDepth       = "bellows_compaction_queue_depth"
+	MetricStorePendingBytes     = "bellows_compaction_pending_bytes"
+)
+
+// ParseMetrics parses the Prometheus text exposition format and sums every
+// series of each metric (gauges and counters; other types are ignored).
+func ParseMetrics(r io.Reader) (map[string]float64, error) {
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := p.TextToMetricFamilies(r)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]float64, len(families))
+	for name, f := range families {
+		var sum float64
+		var any bool
+		for _, m := range f.GetMetric() {
+			switch f.GetType() {
+			case dto.MetricType_GAUGE:
+				sum += m.GetGauge().GetValue()
+				any = true
+			case dto.MetricType_COUNTER:
+				sum += m.GetCounter().GetValue()
+				any = true
+			case dto.MetricType_UNTYPED:
+				sum += m.GetUntyped().GetValue()
+				any = true
+			}
+		}
+		if any {
+			out[name] = sum
+		}
+	}
+	return out, nil
+}
+
+// Scraper is the production Source: it GETs every pod's /metrics and turns
+// the stores' counters into rates with the previous scrape of the same pool.
+type Scraper struct {
+	Client *http.Client
+	// Now is the clock (time.Now when nil).
+	Now func() time.Time
+
+	mu   sync.Mutex
+	prev map[string]demandPoint
+}
+
+type demandPoint struct {
+	at                time.Time
+	requested, rbytes map[string]float64 // per store pod
+}
+
+func (s *Scraper) get(ctx context.Context, url string) (map[string]float64, error) {
+	c := s.Client
+	if c == nil {
+		c = &http.Client{Timeout: 5 * time.Second}
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Accept", "text/plain;version=0.0.4")
+	resp, err := c.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = resp.Body.Close() }()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("GET %s: %s", url, resp.Status)
+	}
+	m, err := ParseMetrics(resp.Body)
+	if err != nil {
+		return nil, fmt.Errorf("GET %s: %w", url, err)
+	}
+	return m, nil
+}
+
+// Observe scrapes the targets. Unreachable pods are skipped; the error lists
+// them only when no pod at all answered.
+func (s *Scraper) Observe(ctx context.Context, t Targets) (Observation, error) {
+	now := time.Now()
+	if s.Now != nil {
+		now = s.Now()
+	}
+	var errs []error
+	obs := Observation{InflightJobs: map[string]float64{}}
+	var cSum, wSum float64
+	var cN, wN int
+	for _, e := range t.Workers {
+		m, err := s.get(ctx, e.URL)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("worker %s: %w", e.Pod, err))
+			continue
+		}
+		obs.InflightJobs[e.Pod] = m[MetricCompactorInflight]
+		if v := m[MetricCompactorRate]; v > 0 {
+			cSum += v
+			cN++
+		}
+		if v := m[MetricCompactorTransferRate]; v > 0 {
+			wSum += v
+			wN++
+		}
+	}
+	if cN > 0 {
+		obs.CompactionRate = cSum / float64(cN)
+	}
+	if wN > 0 {
+		obs.TransferRate = wSum / float64(wN)
+	}
+
+	cur := demandPoint{at: now, requested: map[string]float64{}, rbytes: map[string]float64{}}
+	for _, e := range t.Stores {
+		m, err := s.get(ctx, e.URL)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("store %s: %w", e.Pod, err))
+			continue
+		}
+		cur.requested[e.Pod] = m[MetricStoreRequested]
+		cur.rbytes[e.Pod] = m[MetricStoreRequestedBytes]
+		obs.Backlog += m[MetricStoreQueueDepth]
+	}
+
+	s.mu.Lock()
+	if s.prev == nil {
+		s.prev = map[string]demandPoint{}
+	}
+	prev, had := s.prev[t.Pool]
+	s.prev[t.Pool] = cur
+	s.mu.Unlock()
+	if had {
+		obs.RequestRate, obs.CompactionSize, obs.DemandMeasured = DemandBetween(prev.at, prev.requested, prev.rbytes, cur.at, cur.requested, cur.rbytes)
+	}
+
+	if len(errs) > 0 && len(errs) == len(t.Workers)+len(t.Stores) {
+		return obs, errors.Join(errs...)
+	}
+	return obs, nil
+}
+
+// DemandBetween turns two snapshots of the stores' requested-compaction
+// counters (per pod) into a request rate (per second, all stores) and an
+// average compaction size. A pod missing from either snapshot, or whose
+// counter went down (restart), contributes nothing.
+func DemandBetween(t0 time.Time, req0, bytes0 map[string]float64, t1 time.Time, req1, bytes1 map[string]float64) (rate, size float64, ok bool) {
+	dt := t1.Sub(t0).Seconds()
+	if dt <= 0 {
+		return 0, 0, false
+	}
+	var dReq, dBytes float64
+	for pod, r1 := range req1 {
+		r0, ok0 := req0[pod]
+		b0, okb := bytes0[pod]
+		b1 := bytes1[pod]
+		if !ok0 || !okb || r1 < r0 || b1 < b0 {
+			continue
+		}
+		dReq += r1 - r0
+		dBytes += b1 - b0
+	}
+	rate = dReq / dt
+	if dReq > 0 {
+		size = dBytes / dReq
+	}
+	return rate, size, true
+}

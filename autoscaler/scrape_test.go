@@ -1,0 +1,106 @@
+package autoscaler
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+func TestParseMetricsSumsSeries(t *testing.T) {
+	m, err := ParseMetrics(strings.NewReader(`# TYPE bellows_compactions_total counter
+bellows_compactions_total{location="local",result="success"} 3
+bellows_compactions_total{location="remote",result="success"} 4
+# TYPE bellows_compaction_queue_depth gauge
+bellows_compaction_queue_depth 2
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m["bellows_compactions_total"] != 7 || m["bellows_compaction_queue_depth"] != 2 {
+		t.Fatalf("got %v", m)
+	}
+	if _, err := ParseMetrics(strings.NewReader("not metrics {")); err == nil {
+		t.Fatal("want a parse error")
+	}
+}
+
+// TestScraperObserve serves a worker's and a store's /metrics over HTTP and
+// checks that two scrapes give c, w, b, the request rate and the backlog.
+func TestScraperObserve(t *testing.T) {
+	var requested atomic.Int64
+	worker := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		fmt.Fprint(w, `# TYPE bellows_compactor_inflight_jobs gauge
+bellows_compactor_inflight_jobs 2
+# TYPE bellows_compactor_compaction_rate_bytes_per_second gauge
+bellows_compactor_compaction_rate_bytes_per_second 2e+07
+# TYPE bellows_compactor_transfer_rate_bytes_per_second gauge
+bellows_compactor_transfer_rate_bytes_per_second 8e+06
+`)
+	}))
+	defer worker.Close()
+	store := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		n := requested.Load()
+		fmt.Fprintf(w, `# TYPE bellows_compaction_requested_total counter
+bellows_compaction_requested_total %d
+# TYPE bellows_compaction_requested_bytes_total counter
+bellows_compaction_requested_bytes_total %d
+# TYPE bellows_compaction_queue_depth gauge
+bellows_compaction_queue_depth 3
+`, n, n*4_000_000_000)
+	}))
+	defer store.Close()
+
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	s := &Scraper{Now: func() time.Time { return now }}
+	targets := Targets{
+		Pool:    "ns/pool",
+		Workers: []Endpoint{{Pod: "w-0", URL: worker.URL + "/metrics"}, {Pod: "w-gone", URL: "http://127.0.0.1:1/metrics"}},
+		Stores:  []Endpoint{{Pod: "s-0", URL: store.URL + "/metrics"}},
+	}
+	requested.Store(10)
+	obs, err := s.Observe(context.Background(), targets)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if obs.DemandMeasured {
+		t.Fatal("one scrape cannot measure a rate")
+	}
+	if obs.CompactionRate != 20e6 || obs.TransferRate != 8e6 || obs.Backlog != 3 || obs.InflightJobs["w-0"] != 2 {
+		t.Fatalf("first observation: %+v", obs)
+	}
+	if _, ok := obs.InflightJobs["w-gone"]; ok {
+		t.Fatal("an unreachable worker has no in-flight count")
+	}
+
+	requested.Store(16)
+	now = now.Add(time.Hour)
+	obs, err = s.Observe(context.Background(), targets)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !obs.DemandMeasured || obs.CompactionSize != 4e9 || obs.RequestRate != 6.0/3600 {
+		t.Fatalf("second observation: %+v", obs)
+	}
+}
+
+func TestScraperAllDown(t *testing.T) {
+	s := &Scraper{}
+	_, err := s.Observe(context.Background(), Targets{Pool: "ns/p", Workers: []Endpoint{{Pod: "w", URL: "http://127.0.0.1:1/metrics"}}})
+	if err == nil || !strings.Contains(err.Error(), "worker w") {
+		t.Fatalf("want an error naming the pod, got %v", err)
+	}
+}
+
+func TestDemandBetweenCounterReset(t *testing.T) {
+	t0 := time.Unix(0, 0)
+	rate, size, ok := DemandBetween(t0, map[string]float64{"a": 10, "b": 5}, map[string]float64{"a": 100, "b": 50},
+		t0.Add(10*time.Second), map[string]float64{"a": 12, "b": 1}, map[string]float64{"a": 120, "b": 10})
+	if !ok || rate != 0.2 || size != 10 {
+		t.Fatalf("got rate %v size %v ok %v; a restarted pod must not count", rate, size, ok)
+	}
+}

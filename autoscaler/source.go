@@ -1,0 +1,57 @@
+package autoscaler
+
+import (
+	"context"
+)
+
+// Endpoint is one pod whose /metrics the autoscaler reads.
+type Endpoint struct {
+	// Pod is the pod's name.
+	Pod string
+	// URL of its metrics, e.g. http://10.0.0.7:9090/metrics.
+	URL string
+}
+
+// Targets are the pods behind one CompactionPool: its workers and the storage
+// pods of the KVClusters that reference it.
+type Targets struct {
+	// Pool is namespace/name, the key under which a source may keep state
+	// (previous counter values) between observations.
+	Pool    string
+	Workers []Endpoint
+	Stores  []Endpoint
+}
+
+// Observation is what the metrics say about one pool at one time. A zero
+// rate means "not measured"; the caller falls back to its last known value.
+type Observation struct {
+	// CompactionRate is c, the mean over the workers that report it (bytes/s).
+	CompactionRate float64
+	// TransferRate is w, the mean over the workers that report it (bytes/s).
+	TransferRate float64
+	// CompactionSize is b, requested bytes / requested compactions since the
+	// last observation (0 when nothing was requested meanwhile).
+	CompactionSize float64
+	// RequestRate is compactions requested per second summed over all stores
+	// (the demand; T = RequestRate·t/R).
+	RequestRate float64
+	// DemandMeasured is false until two observations of the stores' counters
+	// exist (a rate needs two points).
+	DemandMeasured bool
+	// Backlog is the compactions queued on the stores now.
+	Backlog float64
+	// InflightJobs is each worker's jobs in flight, by pod name.
+	InflightJobs map[string]float64
+}
+
+// Source observes a pool's metrics. Production scrapes pod endpoints over
+// HTTP (Scraper); tests feed observations directly (SourceFunc).
+type Source interface {
+	Observe(ctx context.Context, t Targets) (Observation, error)
+}
+
+// SourceFunc adapts a function to Source.
+type SourceFunc func(ctx context.Context, t Targets) (Observation, error)
+
+// Observe calls f.
+func (f SourceFunc) Observe(ctx context.Context, t Targets) (Observation, error) { return f(ctx, t) }

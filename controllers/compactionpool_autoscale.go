@@ -1,0 +1,303 @@
+package controllers
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+
+	autoscalingv1 "k8s.io/api/autoscaling/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	kvv1 "github.com/bellows-kv/bellows/api/v1alpha1"
+	"github.com/bellows-kv/bellows/autoscaler"
+)
+
+// Decision is one evaluation of the autoscaler: what goes into status, and
+// the replicas it recommends (nil when it has no recommendation).
+type Decision struct {
+	Status  kvv1.AutoscalerStatus
+	Desired *int32
+	// Active, Reason and Message make the ScalingActive condition.
+	Active          bool
+	Reason, Message string
+	Result          autoscaler.Result
+}
+
+func fmtFloat(f float64) string { return strconv.FormatFloat(f, 'g', 6, 64) }
+
+func parseFloat(s string) float64 {
+	f, err := strconv.ParseFloat(s, 64)
+	if err != nil {
+		return 0
+	}
+	return f
+}
+
+// Decide is the pure autoscaler step: it fills the model's inputs from the
+// observation (falling back to the last evaluation's inputs for what was not
+// measured this time), runs the model, clamps, stabilizes against the
+// recorded recommendations, and returns what to record and apply.
+func Decide(pool *kvv1.CompactionPool, obs autoscaler.Observation, regions int32, now time.Time) Decision {
+	spec := pool.Spec
+	interval := spec.Autoscaling.Interval.Duration
+	var last kvv1.ModelInputs
+	var history []autoscaler.Sample
+	if a := pool.Status.Autoscaler; a != nil {
+		last = a.Inputs
+		for _, s := range a.Recommendations {
+			history = append(history, autoscaler.Sample{Time: s.Time.Time, Replicas: s.Replicas})
+		}
+	}
+	pick := func(measured float64, lastS string, fallback float64) float64 {
+		if measured > 0 {
+			return measured
+		}
+		if v := parseFloat(lastS); v > 0 {
+			return v
+		}
+		return fallback
+	}
+	in := autoscaler.Inputs{
+		CompactionRate: pick(obs.CompactionRate, last.CompactionRateBytesPerSecond, 0),
+		TransferRate:   pick(obs.TransferRate, last.TransferRateBytesPerSecond, float64(spec.TransferRateBytesPerSecond)),
+		CacheBytes:     float64(spec.CacheBytes.Value()),
+		CompactionSize: pick(obs.CompactionSize, last.CompactionSizeBytes, 0),
+		Interval:       interval,
+		Regions:        int64(regions),
+		Backlog:        obs.Backlog,
+	}
+	demandKnown := true
+	switch {
+	case obs.DemandMeasured && regions > 0:
+		in.CompactionsPerRegion = obs.RequestRate * interval.Seconds() / float64(regions)
+	case obs.DemandMeasured:
+		in.CompactionsPerRegion = 0
+	case last.CompactionsPerRegion != "":
+		in.CompactionsPerRegion = parseFloat(last.CompactionsPerRegion)
+	default:
+		demandKnown = false
+	}
+	d := Decision{Status: kvv1.AutoscalerStatus{
+		LastEvaluationTime: metav1.NewTime(now),
+		Inputs: kvv1.ModelInputs{
+			CompactionRateBytesPerSecond: fmtFloat(in.CompactionRate),
+			TransferRateBytesPerSecond:   fmtFloat(in.TransferRate),
+			CacheBytes:                   spec.CacheBytes.Value(),
+			CompactionSizeBytes:          fmtFloat(in.CompactionSize),
+			CompactionsPerRegion:         fmtFloat(in.CompactionsPerRegion),
+			IntervalSeconds:              int64(interval / time.Second),
+			Regions:                      regions,
+			Backlog:                      fmtFloat(in.Backlog),
+		},
+	}}
+	if pool.Status.Autoscaler != nil {
+		d.Status.Recommendations = pool.Status.Autoscaler.Recommendations
+	}
+	if !demandKnown {
+		d.Status.Inputs.CompactionsPerRegion = ""
+		d.Reason, d.Message = kvv1.ReasonMetricsUnavailable, "compaction demand is not measured yet (a rate needs two scrapes of the storage pods)"
+		return d
+	}
+	res, err := autoscaler.Compute(in)
+	d.Result = res
+	if err != nil {
+		if ie, ok := autoscaler.IsInfeasible(err); ok {
+			d.Reason, d.Message = kvv1.ReasonModelInfeasible, ie.Reason+": "+ie.Message
+		} else {
+			d.Reason, d.Message = kvv1.ReasonMetricsUnavailable, "cannot size the pool: "+err.Error()
+		}
+		return d
+	}
+	recommended := autoscaler.Clamp(res.Total, spec.MinReplicas, spec.MaxReplicas)
+	current := pool.DesiredReplicasOrDefault()
+	desired, kept := autoscaler.Stabilize(now, current, recommended, history, autoscaler.Windows{
+		Up: spec.Autoscaling.ScaleUpStabilizationWindow.Duration, Down: spec.Autoscaling.ScaleDownStabilizationWindow.Duration,
+	})
+	d.Status.Recommendations = nil
+	for _, s := range kept {
+		d.Status.Recommendations = append(d.Status.Recommendations, kvv1.Recommendation{Time: metav1.NewTime(s.Time), Replicas: s.Replicas})
+	}
+	out := &kvv1.ModelOutputs{
+		CompactionDurationSeconds: fmtFloat(res.D),
+		ConcurrentJobsPerWorker:   res.L,
+		CompactionsPerWorker:      fmtFloat(res.H),
+		RegionsPerWorker:          res.RegionsPerWorker,
+		ModelReplicas:             int32(min(res.Workers, 1<<30)),
+		BacklogReplicas:           int32(min(res.BacklogWorkers, 1<<30)),
+		RecommendedReplicas:       recommended,
+	}
+	d.Status.Outputs = out
+	d.Desired = &desired
+	d.Active = true
+	d.Reason = kvv1.ReasonModelRecommendation
+	d.Message = fmt.Sprintf("the capacity model needs %d workers (%d for R=%d regions, %d for a backlog of %s); clamped to [%d, %d] and stabilized: %d",
+		res.Total, res.Workers, regions, res.BacklogWorkers, fmtFloat(in.Backlog), spec.MinReplicas, spec.MaxReplicas, desired)
+	return d
+}
+
+// autoscale observes the pods' metrics when the sync period has passed,
+// sets each worker's pod-deletion-cost, and in Model mode writes the
+// recommendation through /scale.
+func (r *CompactionPoolReconciler) autoscale(ctx context.Context, p *poolPass) error {
+	pool := p.pool
+	mode := pool.Spec.Autoscaling.Mode
+	now := r.Clock.Now()
+	if mode == kvv1.AutoscalingDisabled {
+		pool.Status.Autoscaler, pool.Status.DesiredReplicas = nil, nil
+		setCondition(&pool.Status.Conditions, pool.Generation, kvv1.ConditionScalingActive, false, kvv1.ReasonAutoscalingDisabled,
+			"autoscaling.mode is Disabled: spec.replicas is left to the user")
+		return nil
+	}
+	period := pool.Spec.Autoscaling.SyncPeriod.Duration
+	if a := pool.Status.Autoscaler; a != nil {
+		if next := a.LastEvaluationTime.Add(period); now.Before(next) {
+			p.requeue = next.Sub(now)
+			return nil
+		}
+	}
+	p.requeue = period
+
+	targets, regions, workers, err := r.targets(ctx, pool)
+	if err != nil {
+		return err
+	}
+	obs, obsErr := r.Source.Observe(ctx, targets)
+	if obsErr != nil {
+		log.FromContext(ctx).Info("metrics scrape failed", "error", obsErr.Error())
+	}
+	if err := r.setDeletionCosts(ctx, workers, obs.InflightJobs); err != nil {
+		return err
+	}
+
+	d := Decide(pool, obs, regions, now)
+	pool.Status.Autoscaler = &d.Status
+	pool.Status.DesiredReplicas = d.Desired
+	if obsErr != nil && !d.Active {
+		d.Message += " (scrape: " + obsErr.Error() + ")"
+	}
+	setCondition(&pool.Status.Conditions, pool.Generation, kvv1.ConditionScalingActive, d.Active, d.Reason, d.Message)
+	r.publish(pool, d)
+	if !d.Active {
+		return nil
+	}
+	current := pool.DesiredReplicasOrDefault()
+	if mode != kvv1.AutoscalingModel || *d.Desired == current {
+		return nil
+	}
+	if err := r.scale(ctx, pool, *d.Desired); err != nil {
+		return err
+	}
+	r.Recorder.Eventf(pool, nil, corev1.EventTypeNormal, "Scaled", "Scale", "capacity model: %d → %d workers", current, *d.Desired)
+	pool.Spec.Replicas = d.Desired
+	return nil
+}
+
+// scale writes spec.replicas through the /scale subresource, as an HPA would.
+func (r *CompactionPoolReconciler) scale(ctx context.Context, pool *kvv1.CompactionPool, replicas int32) error {
+	s := &autoscalingv1.Scale{}
+	if err := r.SubResource("scale").Get(ctx, pool, s); err != nil {
+		return fmt.Errorf("get /scale: %w", err)
+	}
+	s.Spec.Replicas = replicas
+	if err := r.SubResource("scale").Update(ctx, pool, client.WithSubResourceBody(s)); err != nil {
+		return fmt.Errorf("update /scale: %w", err)
+	}
+	return nil
+}
+
+// targets lists the pool's workers and the storage pods of the KVClusters
+// that reference it, and sums their regions (R).
+func (r *CompactionPoolReconciler) targets(ctx context.Context, pool *kvv1.CompactionPool) (autoscaler.Targets, int32, []corev1.Pod, error) {
+	t := autoscaler.Targets{Pool: pool.Namespace + "/" + pool.Name}
+	endpoint := func(pod *corev1.Pod) (autoscaler.Endpoint, bool) {
+		if pod.Status.PodIP == "" || !pod.DeletionTimestamp.IsZero() {
+			return autoscaler.Endpoint{}, false
+		}
+		return autoscaler.Endpoint{Pod: pod.Name, URL: fmt.Sprintf("http://%s:%d/metrics", pod.Status.PodIP, kvv1.MetricsPort)}, true
+	}
+	var workers corev1.PodList
+	if err := r.List(ctx, &workers, client.InNamespace(pool.Namespace), client.MatchingLabels(selectorLabels(pool.Name, kvv1.ComponentCompactor))); err != nil {
+		return t, 0, nil, err
+	}
+	for i := range workers.Items {
+		if e, ok := endpoint(&workers.Items[i]); ok {
+			t.Workers = append(t.Workers, e)
+		}
+	}
+	var clusters kvv1.KVClusterList
+	if err := r.List(ctx, &clusters, client.InNamespace(pool.Namespace)); err != nil {
+		return t, 0, nil, err
+	}
+	var regions int32
+	for _, c := range clusters.Items {
+		if c.Spec.CompactionPoolRef == nil || c.Spec.CompactionPoolRef.Name != pool.Name || !c.DeletionTimestamp.IsZero() {
+			continue
+		}
+		if c.Status.Regions > 0 {
+			regions += c.Status.Regions
+		} else {
+			regions += c.Spec.Regions.RegionCount()
+		}
+		var stores corev1.PodList
+		if err := r.List(ctx, &stores, client.InNamespace(pool.Namespace), client.MatchingLabels(selectorLabels(c.Name, kvv1.ComponentStore))); err != nil {
+			return t, 0, nil, err
+		}
+		for i := range stores.Items {
+			if e, ok := endpoint(&stores.Items[i]); ok {
+				t.Stores = append(t.Stores, e)
+			}
+		}
+	}
+	return t, regions, workers.Items, nil
+}
+
+// setDeletionCosts makes scale-down prefer idle workers: a worker's
+// pod-deletion-cost is its number of in-flight jobs.
+func (r *CompactionPoolReconciler) setDeletionCosts(ctx context.Context, workers []corev1.Pod, inflight map[string]float64) error {
+	for i := range workers {
+		pod := &workers[i]
+		jobs, ok := inflight[pod.Name]
+		if !ok || !pod.DeletionTimestamp.IsZero() {
+			continue
+		}
+		cost := strconv.Itoa(int(jobs))
+		if pod.Annotations[kvv1.PodDeletionCostAnnotation] == cost {
+			continue
+		}
+		patch := client.MergeFrom(pod.DeepCopy())
+		if pod.Annotations == nil {
+			pod.Annotations = map[string]string{}
+		}
+		pod.Annotations[kvv1.PodDeletionCostAnnotation] = cost
+		if err := client.IgnoreNotFound(r.Patch(ctx, pod, patch)); err != nil {
+			return fmt.Errorf("pod %s deletion cost: %w", pod.Name, err)
+		}
+	}
+	return nil
+}
+
+func (r *CompactionPoolReconciler) publish(pool *kvv1.CompactionPool, d Decision) {
+	m := r.Metrics
+	if m == nil {
+		return
+	}
+	l := pool.Namespace + "/" + pool.Name
+	in := d.Status.Inputs
+	m.CompactionRate.WithLabelValues(l).Set(parseFloat(in.CompactionRateBytesPerSecond))
+	m.TransferRate.WithLabelValues(l).Set(parseFloat(in.TransferRateBytesPerSecond))
+	m.CacheBytes.WithLabelValues(l).Set(float64(in.CacheBytes))
+	m.CompactionSize.WithLabelValues(l).Set(parseFloat(in.CompactionSizeBytes))
+	m.CompactionsPerRegion.WithLabelValues(l).Set(parseFloat(in.CompactionsPerRegion))
+	m.Regions.WithLabelValues(l).Set(float64(in.Regions))
+	m.Backlog.WithLabelValues(l).Set(parseFloat(in.Backlog))
+	if d.Active {
+		m.Duration.WithLabelValues(l).Set(d.Result.D)
+		m.ConcurrentJobs.WithLabelValues(l).Set(float64(d.Result.L))
+		m.CompactionsPerWorker.WithLabelValues(l).Set(d.Result.H)
+		m.Desired.WithLabelValues(l).Set(float64(*d.Desired))
+	}
+}

@@ -1,0 +1,172 @@
+package controllers
+
+// Pure builders of the objects a CompactionPool owns.
+
+import (
+	"fmt"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
+
+	kvv1 "github.com/bellows-kv/bellows/api/v1alpha1"
+)
+
+// DrainPath is the compactor's preStop endpoint on its metrics port: it stops
+// accepting jobs and returns once the in-flight ones finished or
+// --drain-timeout passed.
+const DrainPath = "/drain"
+
+func poolOwner(p *kvv1.CompactionPool) []metav1.OwnerReference {
+	return []metav1.OwnerReference{*metav1.NewControllerRef(p, kvv1.GroupVersion.WithKind("CompactionPool"))}
+}
+
+func poolMeta(p *kvv1.CompactionPool, name string) metav1.ObjectMeta {
+	return metav1.ObjectMeta{
+		Name:            name,
+		Namespace:       p.Namespace,
+		Labels:          commonLabels(p.Name, kvv1.ComponentCompactor),
+		OwnerReferences: poolOwner(p),
+	}
+}
+
+// PoolSelector is the label selector of a pool's workers, as /scale reports it.
+func PoolSelector(p *kvv1.CompactionPool) string {
+	return labels.SelectorFromSet(selectorLabels(p.Name, kvv1.ComponentCompactor)).String()
+}
+
+// formatBytesFlag renders bytes in the compactor's flag syntax, exactly and
+// as short as possible: 6GiB for 6Gi, 6GB for 6G, else plain bytes (100B).
+func formatBytesFlag(n int64) string {
+	best := fmt.Sprintf("%dB", n)
+	for _, u := range []struct {
+		suffix string
+		size   int64
+	}{{"TiB", 1 << 40}, {"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}, {"TB", 1e12}, {"GB", 1e9}, {"MB", 1e6}, {"kB", 1e3}} {
+		if n >= u.size && n%u.size == 0 {
+			if s := fmt.Sprintf("%d%s", n/u.size, u.suffix); len(s) < len(best) {
+				best = s
+			}
+		}
+	}
+	return best
+}
+
+// formatRateFlag renders bytes/s in the compactor's flag syntax (8MB/s).
+func formatRateFlag(n int64) string {
+	for _, u := range []struct {
+		suffix string
+		size   int64
+	}{{"GB", 1e9}, {"MB", 1e6}, {"kB", 1e3}} {
+		if n >= u.size && n%u.size == 0 {
+			return fmt.Sprintf("%d%s/s", n/u.size, u.suffix)
+		}
+	}
+	return fmt.Sprintf("%dB/s", n)
+}
+
+// compactorArgs are `bellows compactor` flags (docs/interfaces.md).
+func compactorArgs(p *kvv1.CompactionPool) []string {
+	return []string{
+		"compactor",
+		fmt.Sprintf("--listen=:%d", kvv1.CompactorGRPCPort),
+		fmt.Sprintf("--metrics-listen=:%d", kvv1.MetricsPort),
+		"--cache-bytes=" + formatBytesFlag(p.Spec.CacheBytes.Value()),
+		"--transfer-rate=" + formatRateFlag(p.Spec.TransferRateBytesPerSecond),
+		"--drain-timeout=" + p.Spec.DrainTimeout.Duration.String(),
+	}
+}
+
+// BuildPoolDeployment is the workers. Scale-down removes the pods with the
+// lowest pod-deletion-cost first (the operator sets it from each worker's
+// in-flight jobs); a removed worker drains in preStop, and its grace period
+// is the drain timeout plus headroom.
+func BuildPoolDeployment(p *kvv1.CompactionPool) *appsv1.Deployment {
+	grace := int64((p.Spec.DrainTimeout.Duration + kvv1.DrainGracePeriodHeadroom) / time.Second)
+	probe := func(path string, period int32) *corev1.Probe {
+		return &corev1.Probe{
+			ProbeHandler:  corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: path, Port: intstr.FromString("metrics")}},
+			PeriodSeconds: period, FailureThreshold: 3,
+		}
+	}
+	container := corev1.Container{
+		Name:            "compactor",
+		Image:           p.Spec.Image,
+		ImagePullPolicy: p.Spec.ImagePullPolicy,
+		Args:            compactorArgs(p),
+		Ports: []corev1.ContainerPort{
+			{Name: "grpc", ContainerPort: kvv1.CompactorGRPCPort, Protocol: corev1.ProtocolTCP},
+			{Name: "metrics", ContainerPort: kvv1.MetricsPort, Protocol: corev1.ProtocolTCP},
+		},
+		Resources:      p.Spec.Resources,
+		ReadinessProbe: probe("/readyz", 5),
+		LivenessProbe:  probe("/healthz", 10),
+		Lifecycle: &corev1.Lifecycle{PreStop: &corev1.LifecycleHandler{
+			HTTPGet: &corev1.HTTPGetAction{Path: DrainPath, Port: intstr.FromString("metrics")},
+		}},
+	}
+	d := &appsv1.Deployment{
+		ObjectMeta: poolMeta(p, p.Name+"-compactor"),
+		Spec: appsv1.DeploymentSpec{
+			Replicas: ptr.To(p.DesiredReplicasOrDefault()),
+			Selector: &metav1.LabelSelector{MatchLabels: selectorLabels(p.Name, kvv1.ComponentCompactor)},
+			Strategy: appsv1.DeploymentStrategy{
+				Type: appsv1.RollingUpdateDeploymentStrategyType,
+				RollingUpdate: &appsv1.RollingUpdateDeployment{
+					MaxSurge: ptr.To(intstr.FromInt32(1)), MaxUnavailable: ptr.To(intstr.FromInt32(0)),
+				},
+			},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: commonLabels(p.Name, kvv1.ComponentCompactor)},
+				Spec: corev1.PodSpec{
+					Containers:                    []corev1.Container{container},
+					TerminationGracePeriodSeconds: ptr.To(grace),
+				},
+			},
+		},
+	}
+	stampHash(d, d.Spec)
+	return d
+}
+
+// BuildPoolService is what storage pods discover workers through
+// (--compactor-service, EndpointSlices) and what the ServiceMonitor scrapes.
+func BuildPoolService(p *kvv1.CompactionPool) *corev1.Service {
+	s := &corev1.Service{
+		ObjectMeta: poolMeta(p, poolServiceName(p.Name)),
+		Spec: corev1.ServiceSpec{
+			Type:     corev1.ServiceTypeClusterIP,
+			Selector: selectorLabels(p.Name, kvv1.ComponentCompactor),
+			Ports: []corev1.ServicePort{
+				{Name: "grpc", Port: kvv1.CompactorGRPCPort, TargetPort: intstr.FromString("grpc"), Protocol: corev1.ProtocolTCP},
+				{Name: "metrics", Port: kvv1.MetricsPort, TargetPort: intstr.FromString("metrics"), Protocol: corev1.ProtocolTCP},
+			},
+		},
+	}
+	stampHash(s, s.Spec)
+	return s
+}
+
+// BuildPoolPDB lets one worker be disrupted at a time.
+func BuildPoolPDB(p *kvv1.CompactionPool) *policyv1.PodDisruptionBudget {
+	pdb := &policyv1.PodDisruptionBudget{
+		ObjectMeta: poolMeta(p, p.Name+"-compactor"),
+		Spec: policyv1.PodDisruptionBudgetSpec{
+			MaxUnavailable: ptr.To(intstr.FromInt32(1)),
+			Selector:       &metav1.LabelSelector{MatchLabels: selectorLabels(p.Name, kvv1.ComponentCompactor)},
+		},
+	}
+	stampHash(pdb, pdb.Spec)
+	return pdb
+}
+
+// BuildPoolServiceMonitor scrapes the workers through the pool's Service.
+func BuildPoolServiceMonitor(p *kvv1.CompactionPool) *unstructured.Unstructured {
+	return buildServiceMonitor(poolMeta(p, p.Name+"-compactor"), selectorLabels(p.Name, kvv1.ComponentCompactor))
+}

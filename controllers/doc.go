@@ -1,0 +1,2 @@
+// Package controllers holds the KVCluster and CompactionPool reconcilers.
+package controllers

@@ -1,0 +1,105 @@
+package controllers
+
+import (
+	"strings"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	kvv1 "github.com/bellows-kv/bellows/api/v1alpha1"
+	"github.com/bellows-kv/bellows/internal/engineconfig"
+)
+
+func defaultedCluster() *kvv1.KVCluster {
+	c := &kvv1.KVCluster{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "kv", UID: "uid-1"},
+		Spec: kvv1.KVClusterSpec{
+			Bucket:            kvv1.BucketSpec{URL: "file:///bucket"},
+			Regions:           kvv1.RegionsSpec{Count: ptr.To(int32(7))},
+			CompactionPoolRef: &kvv1.CompactionPoolReference{Name: "pool"},
+		},
+	}
+	c.SetDefaults()
+	return c
+}
+
+func TestStoreBuilders(t *testing.T) {
+	c := defaultedCluster()
+	cm, err := BuildStoreConfigMap(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := engineconfig.Unmarshal([]byte(cm.Data[engineconfig.FileName]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Memstore.Policy != "Adaptive" || cfg.Compaction.Ratio != 1.2 || cfg.BlockCacheBytes != 1<<30 || cfg.SyncMode != "sync" {
+		t.Fatalf("engine.yaml: %+v", cfg)
+	}
+	sts := BuildStoreStatefulSet(c, cm)
+	args := strings.Join(sts.Spec.Template.Spec.Containers[0].Args, " ")
+	for _, want := range []string{"store", "--listen=:7400", "--metrics-listen=:9090", "--bucket=file:///bucket", "--regions=7",
+		"--region-owner=$(POD_INDEX)/3", "--compactor-service=ns/pool-compactor", "--config=/etc/bellows/engine.yaml", "--wal-dir="} {
+		if !strings.Contains(args, want) {
+			t.Errorf("store args %q lack %q", args, want)
+		}
+	}
+	if ref := metav1.GetControllerOf(sts); ref == nil || ref.UID != "uid-1" || ref.Kind != "KVCluster" {
+		t.Errorf("owner reference: %+v", ref)
+	}
+	if sts.Spec.Template.Annotations[configHashAnnotation] != specHash(cm) {
+		t.Error("pod template must carry the engine config hash so config changes roll the pods")
+	}
+	if sts.Spec.UpdateStrategy.RollingUpdate.MaxUnavailable.IntValue() != 1 || sts.Spec.PodManagementPolicy != "OrderedReady" {
+		t.Error("storage pods must roll one at a time")
+	}
+
+	// Same input, same hash; a change anywhere in the spec, a new hash.
+	if h := specHash(BuildStoreStatefulSet(defaultedCluster(), cm)); h != specHash(sts) {
+		t.Error("hash is not deterministic")
+	}
+	c2 := defaultedCluster()
+	c2.Spec.Image = "other"
+	if specHash(BuildStoreStatefulSet(c2, cm)) == specHash(sts) {
+		t.Error("image change must change the spec hash")
+	}
+	c2 = defaultedCluster()
+	c2.Spec.Engine.Memstore.Policy = "Eager"
+	cm2, _ := BuildStoreConfigMap(c2)
+	if specHash(cm2) == specHash(cm) || specHash(BuildStoreStatefulSet(c2, cm2)) == specHash(sts) {
+		t.Error("engine change must change the ConfigMap and StatefulSet hashes")
+	}
+
+	// Offload disabled: no compactor service. Split keys: --split-keys.
+	c3 := defaultedCluster()
+	c3.Spec.Engine.Offload = "Disabled"
+	c3.Spec.Regions = kvv1.RegionsSpec{SplitKeys: []string{"g", "p"}}
+	args = strings.Join(storeArgs(c3), " ")
+	if strings.Contains(args, "--compactor-service") || !strings.Contains(args, "--split-keys=g,p") {
+		t.Errorf("args %q", args)
+	}
+	if h := BuildStoreHeadlessService(c); h.Spec.ClusterIP != "None" || len(h.Spec.Ports) != 2 {
+		t.Errorf("headless service: %+v", h.Spec)
+	}
+	if s := BuildStoreClientService(c); len(s.Spec.Ports) != 1 || s.Spec.Ports[0].Port != 7400 {
+		t.Errorf("client service: %+v", s.Spec)
+	}
+	if p := BuildStorePDB(c); p.Spec.MaxUnavailable.IntValue() != 1 {
+		t.Errorf("pdb: %+v", p.Spec)
+	}
+}
+
+func TestRegionAssignments(t *testing.T) {
+	c := defaultedCluster() // 7 regions, 3 pods
+	got := RegionAssignments(c)
+	want := []kvv1.RegionAssignment{{Pod: "kv-0", Regions: "0,3,6", Count: 3}, {Pod: "kv-1", Regions: "1,4", Count: 2}, {Pod: "kv-2", Regions: "2,5", Count: 2}}
+	if len(got) != len(want) {
+		t.Fatalf("got %+v", got)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Errorf("pod %d: got %+v, want %+v", i, got[i], want[i])
+		}
+	}
+}

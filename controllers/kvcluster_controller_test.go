@@ -1,0 +1,299 @@
+package controllers
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+
+	. "github.com/onsi/gomega"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	"sigs.k8s.io/yaml"
+
+	kvv1 "github.com/bellows-kv/bellows/api/v1alpha1"
+)
+
+// loadSample reads a resource from config/samples into obj.
+func loadSample(t *testing.T, file string, obj client.Object, ns string) {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join("..", "config", "samples", file))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := yaml.UnmarshalStrict(data, obj); err != nil {
+		t.Fatalf("%s: %v", file, err)
+	}
+	obj.SetNamespace(ns)
+}
+
+func condition(conds []metav1.Condition, typ string) metav1.Condition {
+	if c := meta.FindStatusCondition(conds, typ); c != nil {
+		return *c
+	}
+	return metav1.Condition{}
+}
+
+// ownedNames lists the names of objects of list's kind in ns controlled by owner.
+func ownedNames(g Gomega, ns string, owner metav1.Object, list client.ObjectList) []string {
+	g.Expect(k8sClient.List(context.Background(), list, client.InNamespace(ns))).To(Succeed())
+	var names []string
+	items, err := meta.ExtractList(list)
+	g.Expect(err).NotTo(HaveOccurred())
+	for _, it := range items {
+		o := it.(metav1.Object)
+		if metav1.IsControlledBy(o, owner) {
+			names = append(names, o.GetName())
+		}
+	}
+	return names
+}
+
+// markRolledOut plays the StatefulSet controller and kubelet: every pod runs
+// the current spec and is Ready.
+func markRolledOut(g *WithT, key client.ObjectKey) {
+	g.Eventually(func() error {
+		sts := &appsv1.StatefulSet{}
+		if err := k8sClient.Get(context.Background(), key, sts); err != nil {
+			return err
+		}
+		n := *sts.Spec.Replicas
+		sts.Status = appsv1.StatefulSetStatus{
+			ObservedGeneration: sts.Generation, Replicas: n, ReadyReplicas: n, CurrentReplicas: n, UpdatedReplicas: n,
+			AvailableReplicas: n, CurrentRevision: "r", UpdateRevision: "r",
+		}
+		return k8sClient.Status().Update(context.Background(), sts)
+	}).Should(Succeed())
+}
+
+// TestKVClusterSamplePair reconciles config/samples and follows the cluster
+// through readiness, a gated rolling change, pause and deletion.
+func TestKVClusterSamplePair(t *testing.T) {
+	g := NewWithT(t)
+	g.SetDefaultEventuallyTimeout(eventually)
+	g.SetDefaultEventuallyPollingInterval(poll)
+	ctx := context.Background()
+	ns := newNamespace(t)
+
+	pool := &kvv1.CompactionPool{}
+	loadSample(t, "kv_v1alpha1_compactionpool.yaml", pool, ns)
+	pool.Spec.Autoscaling.Mode = kvv1.AutoscalingDisabled // sizing is tested elsewhere
+	cluster := &kvv1.KVCluster{}
+	loadSample(t, "kv_v1alpha1_kvcluster.yaml", cluster, ns)
+	g.Expect(k8sClient.Create(ctx, pool)).To(Succeed())
+	g.Expect(k8sClient.Create(ctx, cluster)).To(Succeed())
+	key := client.ObjectKeyFromObject(cluster)
+
+	// Exactly the expected children, each controlled by the KVCluster.
+	g.Eventually(func(g Gomega) {
+		g.Expect(ownedNames(g, ns, cluster, &appsv1.StatefulSetList{})).To(ConsistOf("demo"))
+		g.Expect(ownedNames(g, ns, cluster, &corev1.ServiceList{})).To(ConsistOf("demo", "demo-headless"))
+		g.Expect(ownedNames(g, ns, cluster, &corev1.ConfigMapList{})).To(ConsistOf("demo-engine"))
+		g.Expect(ownedNames(g, ns, cluster, &policyv1.PodDisruptionBudgetList{})).To(ConsistOf("demo"))
+	}).Should(Succeed())
+
+	sts := &appsv1.StatefulSet{}
+	g.Expect(k8sClient.Get(ctx, key, sts)).To(Succeed())
+	g.Expect(sts.Spec.VolumeClaimTemplates).To(HaveLen(1))
+	g.Expect(sts.Spec.VolumeClaimTemplates[0].Spec.Resources.Requests.Storage().String()).To(Equal("20Gi"))
+	g.Expect(sts.Spec.Template.Spec.Containers[0].Args).To(ContainElements(
+		"--regions=10", "--region-owner=$(POD_INDEX)/3", "--compactor-service="+ns+"/workers-compactor"))
+	g.Expect(sts.Annotations).To(HaveKey(kvv1.SpecHashAnnotation))
+	cm := &corev1.ConfigMap{}
+	g.Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: "demo-engine"}, cm)).To(Succeed())
+	g.Expect(cm.Data["engine.yaml"]).To(ContainSubstring("policy: Adaptive"))
+	headless := &corev1.Service{}
+	g.Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: "demo-headless"}, headless)).To(Succeed())
+	g.Expect(headless.Spec.ClusterIP).To(Equal(corev1.ClusterIPNone))
+
+	// Status follows the children: not Ready until the pods are.
+	g.Eventually(func(g Gomega) {
+		c := &kvv1.KVCluster{}
+		g.Expect(k8sClient.Get(ctx, key, c)).To(Succeed())
+		g.Expect(c.Status.ObservedGeneration).To(Equal(c.Generation))
+		g.Expect(c.Status.Regions).To(Equal(int32(10)))
+		g.Expect(c.Status.RegionAssignment).To(HaveLen(3))
+		g.Expect(c.Status.RegionAssignment[0]).To(Equal(kvv1.RegionAssignment{Pod: "demo-0", Regions: "0,3,6,9", Count: 4}))
+		g.Expect(condition(c.Status.Conditions, kvv1.ConditionReady).Status).To(Equal(metav1.ConditionFalse))
+		g.Expect(condition(c.Status.Conditions, kvv1.ConditionProgressing).Status).To(Equal(metav1.ConditionTrue))
+		g.Expect(condition(c.Status.Conditions, kvv1.ConditionDegraded).Status).To(Equal(metav1.ConditionFalse))
+	}).Should(Succeed())
+
+	markRolledOut(g, key)
+	g.Eventually(func(g Gomega) {
+		c := &kvv1.KVCluster{}
+		g.Expect(k8sClient.Get(ctx, key, c)).To(Succeed())
+		g.Expect(condition(c.Status.Conditions, kvv1.ConditionReady).Status).To(Equal(metav1.ConditionTrue))
+		g.Expect(c.Status.ReadyReplicas).To(Equal(int32(3)))
+	}).Should(Succeed())
+
+	// A change is applied (rollout complete) and bumps the spec hash.
+	update := func(f func(*kvv1.KVCluster)) {
+		g.Eventually(func() error {
+			c := &kvv1.KVCluster{}
+			if err := k8sClient.Get(ctx, key, c); err != nil {
+				return err
+			}
+			f(c)
+			return k8sClient.Update(ctx, c)
+		}).Should(Succeed())
+	}
+	oldHash := sts.Annotations[kvv1.SpecHashAnnotation]
+	update(func(c *kvv1.KVCluster) { c.Spec.Image = "bellows:v2" })
+	g.Eventually(func(g Gomega) {
+		s := &appsv1.StatefulSet{}
+		g.Expect(k8sClient.Get(ctx, key, s)).To(Succeed())
+		g.Expect(s.Spec.Template.Spec.Containers[0].Image).To(Equal("bellows:v2"))
+		g.Expect(s.Annotations[kvv1.SpecHashAnnotation]).NotTo(Equal(oldHash))
+	}).Should(Succeed())
+
+	// That rollout is in progress (the StatefulSet controller has not
+	// caught up), so the next change waits.
+	update(func(c *kvv1.KVCluster) { c.Spec.Engine.BlockCacheBytes = resourceMust("3Gi") })
+	g.Eventually(func(g Gomega) {
+		c := &kvv1.KVCluster{}
+		g.Expect(k8sClient.Get(ctx, key, c)).To(Succeed())
+		g.Expect(c.Status.ObservedGeneration).To(Equal(c.Generation))
+		g.Expect(condition(c.Status.Conditions, kvv1.ConditionProgressing).Reason).To(Equal(kvv1.ReasonWaitingForRollout))
+	}).Should(Succeed())
+	g.Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: "demo-engine"}, cm)).To(Succeed())
+	g.Expect(cm.Data["engine.yaml"]).To(ContainSubstring("blockCacheBytes: 2147483648"), "held-back change must not reach the ConfigMap")
+
+	markRolledOut(g, key)
+	g.Eventually(func(g Gomega) {
+		g.Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: "demo-engine"}, cm)).To(Succeed())
+		g.Expect(cm.Data["engine.yaml"]).To(ContainSubstring("blockCacheBytes: 3221225472"))
+	}).Should(Succeed())
+	markRolledOut(g, key)
+
+	// Paused: the operator records it and leaves the children alone.
+	update(func(c *kvv1.KVCluster) {
+		c.Annotations = map[string]string{kvv1.PausedAnnotation: "true"}
+		c.Spec.Replicas = 5
+	})
+	g.Eventually(func(g Gomega) {
+		c := &kvv1.KVCluster{}
+		g.Expect(k8sClient.Get(ctx, key, c)).To(Succeed())
+		g.Expect(c.Status.ObservedGeneration).To(Equal(c.Generation))
+		g.Expect(condition(c.Status.Conditions, kvv1.ConditionProgressing).Reason).To(Equal(kvv1.ReasonPaused))
+	}).Should(Succeed())
+	g.Expect(k8sClient.Get(ctx, key, sts)).To(Succeed())
+	g.Expect(*sts.Spec.Replicas).To(Equal(int32(3)), "a paused cluster's StatefulSet must not change")
+	update(func(c *kvv1.KVCluster) { delete(c.Annotations, kvv1.PausedAnnotation) })
+	g.Eventually(func(g Gomega) {
+		g.Expect(k8sClient.Get(ctx, key, sts)).To(Succeed())
+		g.Expect(*sts.Spec.Replicas).To(Equal(int32(5)))
+	}).Should(Succeed())
+
+	// Deleting the KVCluster removes every child (garbage collection by the
+	// real kube-controller-manager, through the owner references).
+	g.Expect(k8sClient.Delete(ctx, cluster)).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		for _, o := range []client.Object{
+			&appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "demo"}},
+			&corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "demo"}},
+			&corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "demo-headless"}},
+			&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "demo-engine"}},
+			&policyv1.PodDisruptionBudget{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "demo"}},
+		} {
+			err := k8sClient.Get(ctx, client.ObjectKeyFromObject(o), o)
+			g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "%T %s still exists (err %v)", o, o.GetName(), err)
+		}
+	}).Should(Succeed())
+	// The pool is not owned by the cluster and stays.
+	g.Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(pool), &kvv1.CompactionPool{})).To(Succeed())
+}
+
+// TestKVClusterMissingPoolIsDegraded: a reference to a pool that does not
+// exist is reported, and clears once the pool appears.
+func TestKVClusterMissingPoolIsDegraded(t *testing.T) {
+	g := NewWithT(t)
+	g.SetDefaultEventuallyTimeout(eventually)
+	g.SetDefaultEventuallyPollingInterval(poll)
+	ctx := context.Background()
+	ns := newNamespace(t)
+	c := validCluster(ns, "lonely")
+	c.Spec.CompactionPoolRef = &kvv1.CompactionPoolReference{Name: "nowhere"}
+	g.Expect(k8sClient.Create(ctx, c)).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		got := &kvv1.KVCluster{}
+		g.Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(c), got)).To(Succeed())
+		d := condition(got.Status.Conditions, kvv1.ConditionDegraded)
+		g.Expect(d.Status).To(Equal(metav1.ConditionTrue))
+		g.Expect(d.Reason).To(Equal(kvv1.ReasonCompactionPoolMissing))
+	}).Should(Succeed())
+	p := validPool(ns, "nowhere")
+	p.Spec.Autoscaling.Mode = kvv1.AutoscalingDisabled
+	g.Expect(k8sClient.Create(ctx, p)).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		got := &kvv1.KVCluster{}
+		g.Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(c), got)).To(Succeed())
+		g.Expect(condition(got.Status.Conditions, kvv1.ConditionDegraded).Status).To(Equal(metav1.ConditionFalse))
+	}).Should(Succeed())
+}
+
+// TestServiceMonitorsFollowTheCRD: without the Prometheus-operator CRD the
+// operator reconciles without error and writes no ServiceMonitor; once the
+// CRD (from the prometheus-operator module's example CRDs) is installed,
+// both the cluster's and the pool's ServiceMonitors appear.
+func TestServiceMonitorsFollowTheCRD(t *testing.T) {
+	g := NewWithT(t)
+	g.SetDefaultEventuallyTimeout(eventually)
+	g.SetDefaultEventuallyPollingInterval(poll)
+	ctx := context.Background()
+	ns := newNamespace(t)
+
+	ok, err := serviceMonitorsAvailable(k8sClient)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(ok).To(BeFalse(), "this test must start without the ServiceMonitor CRD")
+
+	p := validPool(ns, "mon")
+	p.Spec.Autoscaling.Mode = kvv1.AutoscalingDisabled
+	c := validCluster(ns, "mon")
+	c.Spec.CompactionPoolRef = &kvv1.CompactionPoolReference{Name: "mon"}
+	g.Expect(k8sClient.Create(ctx, p)).To(Succeed())
+	g.Expect(k8sClient.Create(ctx, c)).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		got := &kvv1.KVCluster{}
+		g.Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(c), got)).To(Succeed())
+		g.Expect(got.Status.ObservedGeneration).To(Equal(got.Generation))
+		g.Expect(condition(got.Status.Conditions, kvv1.ConditionDegraded).Status).To(Equal(metav1.ConditionFalse))
+		gotPool := &kvv1.CompactionPool{}
+		g.Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(p), gotPool)).To(Succeed())
+		g.Expect(condition(gotPool.Status.Conditions, kvv1.ConditionDegraded).Status).To(Equal(metav1.ConditionFalse))
+	}).Should(Succeed())
+
+	_, err = envtest.InstallCRDs(cfg, envtest.CRDInstallOptions{Paths: []string{filepath.Join(assetsDir, "crd")}, ErrorIfPathMissing: true})
+	g.Expect(err).NotTo(HaveOccurred())
+	// Nudge both objects (no watch on a kind that did not exist at start-up).
+	for _, o := range []client.Object{&kvv1.KVCluster{}, &kvv1.CompactionPool{}} {
+		key := client.ObjectKey{Namespace: ns, Name: "mon"}
+		g.Eventually(func() error {
+			if err := k8sClient.Get(ctx, key, o); err != nil {
+				return err
+			}
+			o.SetLabels(map[string]string{"nudge": "1"})
+			return k8sClient.Update(ctx, o)
+		}).Should(Succeed())
+	}
+	for _, name := range []string{"mon-store", "mon-compactor"} {
+		g.Eventually(func(g Gomega) {
+			sm := &unstructured.Unstructured{}
+			sm.SetGroupVersionKind(ServiceMonitorGVK)
+			g.Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, sm)).To(Succeed())
+			g.Expect(metav1.GetControllerOf(sm)).NotTo(BeNil())
+			eps, _, _ := unstructured.NestedSlice(sm.Object, "spec", "endpoints")
+			g.Expect(eps).To(HaveLen(1))
+		}).Should(Succeed())
+	}
+}
+
+var _ = ptr.To[int32]

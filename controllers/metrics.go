@@ -1,0 +1,35 @@
+package controllers
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// AutoscalerMetrics are the autoscaler's inputs and outputs per pool
+// (docs/interfaces.md, label pool = namespace/name).
+type AutoscalerMetrics struct {
+	CompactionRate, TransferRate, CacheBytes, CompactionSize, CompactionsPerRegion,
+	Regions, Backlog, Duration, ConcurrentJobs, CompactionsPerWorker, Desired, Replicas *prometheus.GaugeVec
+}
+
+// NewAutoscalerMetrics creates the gauges and registers them with reg.
+func NewAutoscalerMetrics(reg prometheus.Registerer) *AutoscalerMetrics {
+	g := func(name, help string) *prometheus.GaugeVec {
+		v := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: name, Help: help}, []string{"pool"})
+		reg.MustRegister(v)
+		return v
+	}
+	return &AutoscalerMetrics{
+		CompactionRate:       g("bellows_autoscaler_compaction_rate_bytes_per_second", "c: bytes per second a worker compacts (input)."),
+		TransferRate:         g("bellows_autoscaler_transfer_rate_bytes_per_second", "w: bytes per second a worker streams back (input)."),
+		CacheBytes:           g("bellows_autoscaler_cache_bytes", "m: a worker's cache bytes (input)."),
+		CompactionSize:       g("bellows_autoscaler_compaction_size_bytes", "b: average requested compaction size (input)."),
+		CompactionsPerRegion: g("bellows_autoscaler_compactions_per_region", "T: compactions requested per region per interval (input)."),
+		Regions:              g("bellows_autoscaler_regions", "R: regions served by the pool (input)."),
+		Backlog:              g("bellows_autoscaler_backlog", "Compactions queued on the stores (input)."),
+		Duration:             g("bellows_autoscaler_compaction_duration_seconds", "D(b) = b/c + b/w (output)."),
+		ConcurrentJobs:       g("bellows_autoscaler_concurrent_jobs_per_worker", "l = floor(m/b) (output)."),
+		CompactionsPerWorker: g("bellows_autoscaler_compactions_per_worker", "h = (t/D)*l (output)."),
+		Desired:              g("bellows_autoscaler_desired_replicas", "The autoscaler's recommendation after clamping and stabilization."),
+		Replicas:             g("bellows_autoscaler_replicas", "The pool's current replicas."),
+	}
+}

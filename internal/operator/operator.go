@@ -1,0 +1,83 @@
+// Package operator assembles the controller-runtime manager that runs the
+// KVCluster and CompactionPool reconcilers and the autoscaler.
+package operator
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"time"
+
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	kvv1 "github.com/bellows-kv/bellows/api/v1alpha1"
+	"github.com/bellows-kv/bellows/autoscaler"
+	"github.com/bellows-kv/bellows/controllers"
+)
+
+// Options of `bellows operator`.
+type Options struct {
+	MetricsAddr      string
+	ProbeAddr        string
+	LeaderElect      bool
+	LeaderElectionNS string
+	ScrapeTimeout    time.Duration
+	Development      bool
+}
+
+// LeaderElectionID is the Lease the operator replicas compete for.
+const LeaderElectionID = "bellows-operator.kv.bellows.dev"
+
+// Run starts the manager and blocks until ctx is done.
+func Run(ctx context.Context, o Options) error {
+	ctrl.SetLogger(zap.New(zap.UseDevMode(o.Development)))
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		return err
+	}
+	if err := kvv1.AddToScheme(scheme); err != nil {
+		return err
+	}
+	cfg, err := ctrl.GetConfig()
+	if err != nil {
+		return fmt.Errorf("kubeconfig: %w", err)
+	}
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme:                  scheme,
+		Metrics:                 metricsserver.Options{BindAddress: o.MetricsAddr},
+		HealthProbeBindAddress:  o.ProbeAddr,
+		LeaderElection:          o.LeaderElect,
+		LeaderElectionID:        LeaderElectionID,
+		LeaderElectionNamespace: o.LeaderElectionNS,
+	})
+	if err != nil {
+		return fmt.Errorf("manager: %w", err)
+	}
+	recorder := mgr.GetEventRecorder("bellows-operator")
+	if err := (&controllers.KVClusterReconciler{Client: mgr.GetClient(), Scheme: scheme, Recorder: recorder}).SetupWithManager(mgr); err != nil {
+		return err
+	}
+	if err := (&controllers.CompactionPoolReconciler{
+		Client:   mgr.GetClient(),
+		Recorder: recorder,
+		Source:   &autoscaler.Scraper{Client: &http.Client{Timeout: o.ScrapeTimeout}},
+		Clock:    clock.RealClock{},
+		Metrics:  controllers.NewAutoscalerMetrics(metrics.Registry),
+	}).SetupWithManager(mgr); err != nil {
+		return err
+	}
+	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
+		return err
+	}
+	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
+		return err
+	}
+	return mgr.Start(ctx)
+}
