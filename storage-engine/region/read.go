@@ -13,7 +13,6 @@ type readState struct {
 	imm  []*memTable
 	v    *version
 	ts   uint64
-	done func()
 }
 
 func (r *Region) acquire(readTS uint64) (*readState, error) {

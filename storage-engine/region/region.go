@@ -145,7 +145,7 @@ func Open(ctx context.Context, opts Options) (*Region, error) {
 	}
 	r.vis = newVisibility(r.lastTS)
 	r.mem = mem
-	r.log, err = wal.Open(wal.Options{Dir: opts.WALDir, Mode: opts.WALMode, SyncInterval: opts.WALSyncInterval})
+	r.log, err = wal.Open(wal.Options{Dir: opts.WALDir, Mode: opts.WALMode, SyncInterval: opts.WALSyncInterval, MinSegment: claim.WALMinSegment})
 	if err != nil {
 		r.current.unref()
 		return nil, err

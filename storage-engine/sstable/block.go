@@ -136,8 +136,6 @@ func (it *blockIter) nextEntry() bool {
 	return it.decodeAt(it.next)
 }
 
-func (it *blockIter) valid() bool { return it.off < len(it.data) && it.err == nil }
-
 // seekGE positions at the first entry ≥ target (an encoded internal key).
 func (it *blockIter) seekGE(target []byte) bool {
 	// Binary search the restart points for the last restart whose key < target.

@@ -64,6 +64,11 @@ type Options struct {
 	Mode Mode
 	// SyncInterval is how often ModeAsync fsyncs; default 100ms.
 	SyncInterval time.Duration
+	// MinSegment is the lowest number the first new segment may have. The
+	// region passes the manifest's WAL position: after a crash that removed
+	// every flushed segment before the next one was created, numbering must
+	// not restart below the segments that replay reads.
+	MinSegment uint64
 }
 
 // Commit is the acknowledgement of one append.
@@ -144,9 +149,9 @@ func Open(opts Options) (*Log, error) {
 	if err != nil {
 		return nil, fmt.Errorf("wal: listing %s: %w", opts.Dir, err)
 	}
-	first := uint64(1)
+	first := max(opts.MinSegment, 1)
 	if len(segs) > 0 {
-		first = segs[len(segs)-1] + 1
+		first = max(first, segs[len(segs)-1]+1)
 	}
 	l := &Log{opts: opts, nextSeg: first + 1, stop: make(chan struct{})}
 	l.cond = sync.NewCond(&l.mu)

@@ -156,3 +156,23 @@ func TestRemoveBefore(t *testing.T) {
 		t.Fatalf("after RemoveBefore: %v", got)
 	}
 }
+
+func TestNumberingNeverRestartsBelowMinSegment(t *testing.T) {
+	// A crash after every flushed segment was removed, before the next one
+	// was created, leaves an empty directory; replay starts at the
+	// manifest's segment 9, so new writes must not go to segment 1.
+	dir := t.TempDir()
+	l, err := Open(Options{Dir: dir, MinSegment: 9})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := l.CurrentSegment(); got != 9 {
+		t.Fatalf("first segment %d, want 9", got)
+	}
+	l.Append([]byte("x")).Wait()
+	l.Close()
+	var got []string
+	if _, err := Replay(dir, 9, func(_ uint64, p []byte) error { got = append(got, string(p)); return nil }); err != nil || len(got) != 1 {
+		t.Fatalf("replay from 9: %v, %v", got, err)
+	}
+}

@@ -1,0 +1,193 @@
+package region
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/bellows-kv/bellows/storage-engine/blob"
+	"github.com/bellows-kv/bellows/storage-engine/compaction"
+	"github.com/bellows-kv/bellows/storage-engine/kv"
+	"github.com/bellows-kv/bellows/storage-engine/sstable"
+	"github.com/bellows-kv/bellows/storage-engine/wal"
+)
+
+const (
+	crashChildEnv = "BELLOWS_CRASH_CHILD"
+	keysPerBatch  = 5
+)
+
+func crashOptions(dir string, b *blob.Bucket, mode wal.Mode) Options {
+	return Options{
+		Name:          "crash",
+		Bucket:        b,
+		WALDir:        dir + "/wal",
+		WALMode:       mode,
+		MemstoreBytes: 24 << 10, // small: flushes and compactions happen all the time
+		SST:           sstable.WriterOptions{BlockSize: 1024, Compression: sstable.S2Compression},
+		Compaction:    compaction.Policy{MinFiles: 2, MaxFiles: 6, Ratio: 2, MaxBytes: 1 << 30},
+	}
+}
+
+// TestCrashChild is the writer process of TestCrashDurability; it does
+// nothing unless started by it.
+func TestCrashChild(t *testing.T) {
+	spec := os.Getenv(crashChildEnv)
+	if spec == "" {
+		return
+	}
+	parts := strings.Split(spec, ",")
+	dir, iter := parts[0], parts[1]
+	mode, _ := wal.ParseMode(parts[2])
+	ctx := context.Background()
+	b, err := blob.Open(ctx, "file://"+dir+"/bucket")
+	if err != nil {
+		fmt.Println("ERR", err)
+		os.Exit(2)
+	}
+	r, err := Open(ctx, crashOptions(dir, b, mode))
+	if err != nil {
+		fmt.Println("ERR", err)
+		os.Exit(2)
+	}
+	out := bufio.NewWriter(os.Stdout)
+	var outMu sync.Mutex
+	say := func(s string) {
+		outMu.Lock()
+		out.WriteString(s + "\n")
+		out.Flush() // one write(2) per line: the parent sees every ack before the kill
+		outMu.Unlock()
+	}
+	say("READY")
+	var wg sync.WaitGroup
+	for w := 0; w < 4; w++ {
+		wg.Add(1)
+		go func(w int) {
+			defer wg.Done()
+			for seq := 0; ; seq++ {
+				id := fmt.Sprintf("%s-%d-%06d", iter, w, seq)
+				bt := new(Batch)
+				for k := 0; k < keysPerBatch; k++ {
+					bt.Put([]byte(fmt.Sprintf("b/%s/%d", id, k)), []byte(strings.Repeat(id, 8)))
+				}
+				if _, err := r.Apply(bt); err != nil {
+					say("ERR " + err.Error())
+					return
+				}
+				say("ACK " + id)
+				if seq%97 == 0 && w == 0 {
+					if _, err := r.Compact(ctx, seq%2 == 0); err != nil {
+						say("ERR " + err.Error())
+						return
+					}
+				}
+			}
+		}(w)
+	}
+	wg.Wait()
+	os.Exit(3)
+}
+
+// TestCrashDurability kills a writing child process at random moments and
+// checks, after each kill, that every batch acknowledged in any earlier run
+// is present, and that no batch is half-applied.
+func TestCrashDurability(t *testing.T) {
+	for _, mode := range []wal.Mode{wal.ModeSync, wal.ModeAsync} {
+		t.Run(mode.String(), func(t *testing.T) {
+			iterations := 25
+			if s := os.Getenv("BELLOWS_CRASH_ITERATIONS"); s != "" {
+				iterations, _ = strconv.Atoi(s)
+			}
+			runCrashIterations(t, mode, iterations)
+		})
+	}
+}
+
+func runCrashIterations(t *testing.T, mode wal.Mode, iterations int) {
+	dir := t.TempDir()
+	seed := uint64(time.Now().UnixNano())
+	rng := rand.New(rand.NewPCG(seed, 1))
+	t.Logf("seed %d", seed)
+	acked := map[string]bool{}
+	for it := 0; it < iterations; it++ {
+		cmd := exec.Command(os.Args[0], "-test.run=^TestCrashChild$", "-test.count=1")
+		cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%s,%d,%s", crashChildEnv, dir, it, mode))
+		stdout, err := cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		cmd.Stderr = os.Stderr
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		sc := bufio.NewScanner(stdout)
+		// Kill after a random number of acknowledgements, so the kill lands
+		// at a random point of writing, flushing or compacting.
+		killAfter := 20 + rng.IntN(600)
+		n := 0
+		for sc.Scan() {
+			line := sc.Text()
+			switch {
+			case strings.HasPrefix(line, "ACK "):
+				acked[strings.TrimPrefix(line, "ACK ")] = true
+				n++
+			case strings.HasPrefix(line, "ERR "):
+				t.Fatalf("iteration %d: child failed: %s", it, line)
+			}
+			if n == killAfter {
+				_ = cmd.Process.Signal(syscall.SIGKILL)
+			}
+		}
+		_ = cmd.Wait()
+		if n < killAfter {
+			t.Fatalf("iteration %d: child exited after %d acks, before the kill", it, n)
+		}
+		checkCrashState(t, dir, mode, acked, it)
+	}
+}
+
+func checkCrashState(t *testing.T, dir string, mode wal.Mode, acked map[string]bool, it int) {
+	t.Helper()
+	ctx := context.Background()
+	b, err := blob.Open(ctx, "file://"+dir+"/bucket")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := Open(ctx, crashOptions(dir, b, mode))
+	if err != nil {
+		t.Fatalf("iteration %d: reopen after kill: %v", it, err)
+	}
+	defer r.Close()
+	rows, err := r.Scan([]byte("b/"), []byte("b0"), 0, kv.MaxTimestamp)
+	if err != nil {
+		t.Fatalf("iteration %d: scan: %v", it, err)
+	}
+	perBatch := map[string]int{}
+	for _, row := range rows {
+		k := string(row.Key)
+		id := k[2:strings.LastIndexByte(k, '/')]
+		if string(row.Value) != strings.Repeat(id, 8) {
+			t.Fatalf("iteration %d: key %s has a wrong value %q", it, k, row.Value)
+		}
+		perBatch[id]++
+	}
+	for id, c := range perBatch {
+		if c != keysPerBatch {
+			t.Fatalf("iteration %d: batch %s is half-applied: %d of %d keys", it, id, c, keysPerBatch)
+		}
+	}
+	for id := range acked {
+		if perBatch[id] == 0 {
+			t.Fatalf("iteration %d: acknowledged batch %s was lost", it, id)
+		}
+	}
+}
