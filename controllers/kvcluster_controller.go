@@ -38,6 +38,11 @@ type KVClusterReconciler struct {
 	client.Client
 	Scheme   *runtime.Scheme
 	Recorder events.EventRecorder
+	// APIReader reads around the informer cache. The rollout gate uses it:
+	// a cached StatefulSet can lag behind the operator's own last write and
+	// look rolled out when it is not. SetupWithManager defaults it to the
+	// manager's API reader.
+	APIReader client.Reader
 }
 
 // kvPass is the state of one reconcile pass: the steps fill it, and the
@@ -129,8 +134,12 @@ func (r *KVClusterReconciler) reconcileStatefulSet(ctx context.Context, p *kvPas
 	}
 	desired := BuildStoreStatefulSet(c, cm)
 
+	// The gate decides on the live StatefulSet, not the cached one: right
+	// after the operator applied a change, the cache may still hold the
+	// previous, rolled-out generation, and the next change (ConfigMap first)
+	// would slip through before the StatefulSet update fails on a conflict.
 	existing := &appsv1.StatefulSet{}
-	err = r.Get(ctx, client.ObjectKeyFromObject(desired), existing)
+	err = r.APIReader.Get(ctx, client.ObjectKeyFromObject(desired), existing)
 	if err != nil && !apierrors.IsNotFound(err) {
 		return err
 	}
@@ -274,6 +283,9 @@ func equalJSON(a, b any) bool { return hashOf(a) == hashOf(b) }
 // SetupWithManager watches KVClusters, their children, and the
 // CompactionPools they reference.
 func (r *KVClusterReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	if r.APIReader == nil {
+		r.APIReader = mgr.GetAPIReader()
+	}
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&kvv1.KVCluster{}).
 		Owns(&appsv1.StatefulSet{}).
