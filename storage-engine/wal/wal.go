@@ -2,10 +2,12 @@
 // checksummed records on a local directory, written with group commit.
 //
 // Invariants:
-//   - Records are written in Append order; a record is acknowledged (its
-//     Commit's Wait returns nil) only after it is durable per the sync mode:
-//     fsynced in ModeSync, handed to the operating system in ModeAsync (which
-//     fsyncs every SyncInterval, like HBase's deferred log flush).
+//   - Records are written in Append order. In ModeSync a record is
+//     acknowledged (its Commit's Wait returns nil) only after it is fsynced.
+//     In ModeAsync it is acknowledged at once; the writer hands it to the
+//     operating system as soon as it can and fsyncs every SyncInterval, as
+//     HBase's ASYNC_WAL and Pebble's NoSync do. A crash then loses at most a
+//     suffix of the log: recovery is always a prefix of commit order.
 //   - A segment is fsynced and closed before the next one is started, so only
 //     the newest segment can have a torn tail after a crash.
 //   - After any write or sync error the log fails every later Append: an
@@ -219,10 +221,22 @@ func (l *Log) Append(payload []byte) *Commit {
 	binary.LittleEndian.PutUint32(h[:4], crc32.Update(crc, crcTable, payload))
 	u.buf = append(u.buf, h[:]...)
 	u.buf = append(u.buf, payload...)
-	u.hasRecord = true
-	l.cond.Signal()
+	if !u.hasRecord {
+		u.hasRecord = true
+		l.cond.Signal()
+	}
+	if l.opts.Mode == ModeAsync {
+		return ackedAtOnce
+	}
 	return u.commit
 }
+
+// ackedAtOnce is the acknowledgement of every async append.
+var ackedAtOnce = func() *Commit {
+	c := &Commit{done: make(chan struct{})}
+	close(c.done)
+	return c
+}()
 
 // Rotate makes later appends go to a new segment and returns its number.
 // Every record appended before Rotate is in a segment below that number.

@@ -1,0 +1,212 @@
+package engine
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"time"
+)
+
+// Config sizes a run.
+type Config struct {
+	Keys      int     // keys loaded by fill-random
+	KeySize   int     // bytes
+	ValueSize int     // bytes
+	Ops       int     // operations per read/mixed workload
+	ScanOps   int     // operations of the scan workload
+	ScanLen   int     // keys per scan
+	Threads   int     // client goroutines for the read and mixed workloads
+	Theta     float64 // Zipf skew for YCSB
+	Seed      uint64
+	Budget    Budget
+}
+
+// Result is one workload on one engine.
+type Result struct {
+	Workload string
+	Engine   string
+	Ops      int
+	Elapsed  time.Duration
+	P50, P99 time.Duration
+	Found    int // gets that found their key (sanity: reads are real)
+}
+
+// OpsPerSec is the throughput.
+func (r Result) OpsPerSec() float64 { return float64(r.Ops) / r.Elapsed.Seconds() }
+
+// keyOf returns key i: an 8-byte big-endian id padded to KeySize, so keys
+// of both engines and all workloads agree.
+func keyOf(dst []byte, i uint64, size int) []byte {
+	dst = dst[:0]
+	dst = binary.BigEndian.AppendUint64(dst, i)
+	for len(dst) < size {
+		dst = append(dst, 'k')
+	}
+	return dst
+}
+
+func fillValue(rng *rand.Rand, dst []byte) {
+	for i := range dst {
+		dst[i] = byte(rng.Uint32())
+	}
+}
+
+// FillRandom writes Keys keys in random order from one goroutine, as
+// db_bench's fillrandom does.
+func FillRandom(e Engine, c Config) (Result, error) {
+	rng := rand.New(rand.NewPCG(c.Seed, 1))
+	perm := rng.Perm(c.Keys)
+	lat := make([]time.Duration, 0, c.Keys)
+	k := make([]byte, 0, c.KeySize)
+	v := make([]byte, c.ValueSize)
+	start := time.Now()
+	for _, i := range perm {
+		k = keyOf(k, uint64(i), c.KeySize)
+		fillValue(rng, v)
+		t0 := time.Now()
+		if err := e.Put(k, v); err != nil {
+			return Result{}, fmt.Errorf("%s fill-random: %w", e.Name(), err)
+		}
+		lat = append(lat, time.Since(t0))
+	}
+	elapsed := time.Since(start)
+	return summarize("fill-random", e, lat, elapsed, 0), nil
+}
+
+// op is one operation of a mixed workload.
+type op int
+
+const (
+	opGet op = iota
+	opPut
+	opScan
+)
+
+// Mixed runs Ops operations from Threads goroutines. readFrac of them are
+// gets (or scans when scan is set) and the rest updates; zipf chooses keys
+// with skew Theta, else keys are uniform.
+func Mixed(name string, e Engine, c Config, readFrac float64, zipf, scan bool) (Result, error) {
+	ops := c.Ops
+	if scan {
+		ops = c.ScanOps
+	}
+	per := ops / c.Threads
+	lats := make([][]time.Duration, c.Threads)
+	found := make([]int, c.Threads)
+	errs := make([]error, c.Threads)
+	var wg sync.WaitGroup
+	start := time.Now()
+	for t := 0; t < c.Threads; t++ {
+		wg.Add(1)
+		go func(t int) {
+			defer wg.Done()
+			rng := rand.New(rand.NewPCG(c.Seed+uint64(t)*7919, uint64(len(name))))
+			var z *Zipf
+			if zipf {
+				z = NewZipf(rng, uint64(c.Keys), c.Theta)
+			}
+			k := make([]byte, 0, c.KeySize)
+			v := make([]byte, c.ValueSize)
+			lat := make([]time.Duration, 0, per)
+			for i := 0; i < per; i++ {
+				var id uint64
+				if z != nil {
+					id = z.Next()
+				} else {
+					id = rng.Uint64N(uint64(c.Keys))
+				}
+				k = keyOf(k, id, c.KeySize)
+				kind := opPut
+				if rng.Float64() < readFrac {
+					kind = opGet
+					if scan {
+						kind = opScan
+					}
+				}
+				t0 := time.Now()
+				var err error
+				switch kind {
+				case opGet:
+					var ok bool
+					ok, err = e.Get(k)
+					if ok {
+						found[t]++
+					}
+				case opScan:
+					var n int
+					n, err = e.Scan(k, c.ScanLen)
+					if n > 0 {
+						found[t]++
+					}
+				case opPut:
+					fillValue(rng, v)
+					err = e.Put(k, v)
+				}
+				lat = append(lat, time.Since(t0))
+				if err != nil {
+					errs[t] = fmt.Errorf("%s %s: %w", e.Name(), name, err)
+					return
+				}
+			}
+			lats[t] = lat
+		}(t)
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	for _, err := range errs {
+		if err != nil {
+			return Result{}, err
+		}
+	}
+	all := slices.Concat(lats...)
+	f := 0
+	for _, n := range found {
+		f += n
+	}
+	return summarize(name, e, all, elapsed, f), nil
+}
+
+func summarize(name string, e Engine, lat []time.Duration, elapsed time.Duration, found int) Result {
+	slices.Sort(lat)
+	pct := func(p float64) time.Duration {
+		if len(lat) == 0 {
+			return 0
+		}
+		return lat[min(len(lat)-1, int(p*float64(len(lat))))]
+	}
+	return Result{Workload: name, Engine: e.Name(), Ops: len(lat), Elapsed: elapsed, P50: pct(0.50), P99: pct(0.99), Found: found}
+}
+
+// Workloads runs the whole suite on one freshly opened engine, in order:
+// fill-random, read-random, YCSB-A, YCSB-B, short scans.
+func Workloads(e Engine, c Config, progress func(string)) ([]Result, error) {
+	var out []Result
+	r, err := FillRandom(e, c)
+	if err != nil {
+		return nil, err
+	}
+	out = append(out, r)
+	progress(fmt.Sprintf("%s fill-random: %.0f ops/s", e.Name(), r.OpsPerSec()))
+	steps := []struct {
+		name     string
+		readFrac float64
+		zipf     bool
+		scan     bool
+	}{
+		{"read-random", 1, false, false},
+		{"ycsb-a (50/50, zipf)", 0.5, true, false},
+		{"ycsb-b (95/5, zipf)", 0.95, true, false},
+		{fmt.Sprintf("short scans (%d keys, zipf start)", c.ScanLen), 1, true, true},
+	}
+	for _, s := range steps {
+		r, err := Mixed(s.name, e, c, s.readFrac, s.zipf, s.scan)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, r)
+		progress(fmt.Sprintf("%s %s: %.0f ops/s", e.Name(), s.name, r.OpsPerSec()))
+	}
+	return out, nil
+}
