@@ -25,23 +25,38 @@ type Iterator interface {
 
 // Merging yields the union of its children in order. Children hold disjoint
 // versions (timestamps are unique per region), so no de-duplication is needed.
+// Each heap item caches its child's current key: the heap compares keys far
+// more often than children move.
 type Merging struct {
 	children []Iterator
+	items    []mergeItem
 	h        mergeHeap
 	err      error
 }
 
+type mergeItem struct {
+	it  Iterator
+	key kv.InternalKey
+}
+
 // NewMerging returns an unpositioned merging iterator over children.
 func NewMerging(children ...Iterator) *Merging {
-	return &Merging{children: children, h: mergeHeap{items: make([]Iterator, 0, len(children))}}
+	m := &Merging{children: children, items: make([]mergeItem, len(children))}
+	m.h.items = make([]*mergeItem, 0, len(children))
+	for i, c := range children {
+		m.items[i].it = c
+	}
+	return m
 }
 
 func (m *Merging) rebuild() bool {
 	m.h.items = m.h.items[:0]
-	for _, c := range m.children {
-		if c.Valid() {
+	for i := range m.items {
+		c := &m.items[i]
+		if c.it.Valid() {
+			c.key = c.it.Key()
 			m.h.items = append(m.h.items, c)
-		} else if err := c.Err(); err != nil {
+		} else if err := c.it.Err(); err != nil {
 			m.err = err
 			m.h.items = m.h.items[:0]
 			return false
@@ -52,6 +67,7 @@ func (m *Merging) rebuild() bool {
 }
 
 func (m *Merging) SeekGE(key kv.InternalKey) bool {
+	m.err = nil
 	for _, c := range m.children {
 		c.SeekGE(key)
 	}
@@ -59,6 +75,7 @@ func (m *Merging) SeekGE(key kv.InternalKey) bool {
 }
 
 func (m *Merging) First() bool {
+	m.err = nil
 	for _, c := range m.children {
 		c.First()
 	}
@@ -70,10 +87,11 @@ func (m *Merging) Next() bool {
 		return false
 	}
 	top := m.h.items[0]
-	if top.Next() {
+	if top.it.Next() {
+		top.key = top.it.Key()
 		heap.Fix(&m.h, 0)
 	} else {
-		if err := top.Err(); err != nil {
+		if err := top.it.Err(); err != nil {
 			m.err = err
 			m.h.items = m.h.items[:0]
 			return false
@@ -84,8 +102,8 @@ func (m *Merging) Next() bool {
 }
 
 func (m *Merging) Valid() bool         { return m.err == nil && len(m.h.items) > 0 }
-func (m *Merging) Key() kv.InternalKey { return m.h.items[0].Key() }
-func (m *Merging) Value() []byte       { return m.h.items[0].Value() }
+func (m *Merging) Key() kv.InternalKey { return m.h.items[0].key }
+func (m *Merging) Value() []byte       { return m.h.items[0].it.Value() }
 func (m *Merging) Err() error          { return m.err }
 
 func (m *Merging) Close() error {
@@ -98,14 +116,14 @@ func (m *Merging) Close() error {
 	return first
 }
 
-type mergeHeap struct{ items []Iterator }
+type mergeHeap struct{ items []*mergeItem }
 
 func (h *mergeHeap) Len() int { return len(h.items) }
 func (h *mergeHeap) Less(i, j int) bool {
-	return kv.Compare(h.items[i].Key(), h.items[j].Key()) < 0
+	return kv.Compare(h.items[i].key, h.items[j].key) < 0
 }
 func (h *mergeHeap) Swap(i, j int) { h.items[i], h.items[j] = h.items[j], h.items[i] }
-func (h *mergeHeap) Push(x any)    { h.items = append(h.items, x.(Iterator)) }
+func (h *mergeHeap) Push(x any)    { h.items = append(h.items, x.(*mergeItem)) }
 func (h *mergeHeap) Pop() any {
 	n := len(h.items) - 1
 	x := h.items[n]

@@ -21,7 +21,7 @@ func (it *skiplistIter) SeekGE(key kv.InternalKey) bool {
 }
 
 func (it *skiplistIter) First() bool {
-	it.n = it.s.head.tower[0].Load()
+	it.n = it.s.head.next(0).Load()
 	return it.n != nil
 }
 
@@ -29,7 +29,7 @@ func (it *skiplistIter) Next() bool {
 	if it.n == nil {
 		return false
 	}
-	it.n = it.n.tower[0].Load()
+	it.n = it.n.next(0).Load()
 	return it.n != nil
 }
 

@@ -14,14 +14,53 @@ const (
 	pBranchBits = 2
 	// nodeOverhead approximates a node's fixed cost (struct, slice headers,
 	// tower pointers) for memory accounting.
-	nodeOverhead = 64
+	nodeOverhead = 112
 )
 
+// inlineHeight levels of a node's tower live in the node itself: with
+// pBranch = 1/4 over 99% of nodes need no other allocation, and a search
+// step touches one cache line instead of three (node, tower, key).
+const inlineHeight = 4
+
 type node struct {
-	key   kv.InternalKey
-	value []byte
-	// tower[i] is the successor at level i; len(tower) is the node's height.
-	tower []atomic.Pointer[node]
+	// prefix is the first 8 bytes of the user key, big-endian, zero-padded:
+	// most comparisons are decided by it without touching the key bytes.
+	prefix uint64
+	key    kv.InternalKey
+	value  []byte
+	tower  [inlineHeight]atomic.Pointer[node]
+	upper  []atomic.Pointer[node] // levels ≥ inlineHeight
+}
+
+func (n *node) next(level int) *atomic.Pointer[node] {
+	if level < inlineHeight {
+		return &n.tower[level]
+	}
+	return &n.upper[level-inlineHeight]
+}
+
+func keyPrefix(k []byte) uint64 {
+	var p uint64
+	for i := 0; i < 8; i++ {
+		p <<= 8
+		if i < len(k) {
+			p |= uint64(k[i])
+		}
+	}
+	return p
+}
+
+// compareNode orders n against key (whose prefix is kp) like kv.Compare.
+// Padded big-endian prefixes order like the keys they come from whenever
+// they differ, so only equal prefixes need the full comparison.
+func compareNode(n *node, key kv.InternalKey, kp uint64) int {
+	if n.prefix != kp {
+		if n.prefix < kp {
+			return -1
+		}
+		return 1
+	}
+	return kv.Compare(n.key, key)
 }
 
 // Skiplist is a lock-free, insert-only concurrent skiplist: inserts link a
@@ -38,7 +77,7 @@ var _ Memstore = (*Skiplist)(nil)
 
 // NewSkiplist returns an empty skiplist memstore.
 func NewSkiplist() *Skiplist {
-	s := &Skiplist{head: &node{tower: make([]atomic.Pointer[node], maxHeight)}}
+	s := &Skiplist{head: &node{upper: make([]atomic.Pointer[node], maxHeight-inlineHeight)}}
 	s.height.Store(1)
 	return s
 }
@@ -62,9 +101,12 @@ func (s *Skiplist) Add(key kv.InternalKey, value []byte) {
 	copy(buf[len(key.UserKey):], value)
 	nk := len(key.UserKey)
 	n := &node{
-		key:   kv.InternalKey{UserKey: buf[:nk:nk], TS: key.TS, Kind: key.Kind},
-		value: buf[nk:],
-		tower: make([]atomic.Pointer[node], h),
+		prefix: keyPrefix(key.UserKey),
+		key:    kv.InternalKey{UserKey: buf[:nk:nk], TS: key.TS, Kind: key.Kind},
+		value:  buf[nk:],
+	}
+	if h > inlineHeight {
+		n.upper = make([]atomic.Pointer[node], h-inlineHeight)
 	}
 	for {
 		cur := s.height.Load()
@@ -75,31 +117,31 @@ func (s *Skiplist) Add(key kv.InternalKey, value []byte) {
 	var prev, next [maxHeight]*node
 	x := s.head
 	for level := int(s.height.Load()) - 1; level >= 0; level-- {
-		x, next[level] = findSplice(n.key, level, x)
+		x, next[level] = findSplice(n.key, n.prefix, level, x)
 		prev[level] = x
 	}
 	for level := 0; level < h; level++ {
 		for {
-			n.tower[level].Store(next[level])
-			if prev[level].tower[level].CompareAndSwap(next[level], n) {
+			n.next(level).Store(next[level])
+			if prev[level].next(level).CompareAndSwap(next[level], n) {
 				break
 			}
 			// Someone linked a node between prev and next at this level;
 			// search again from prev, which still precedes key.
-			prev[level], next[level] = findSplice(n.key, level, prev[level])
+			prev[level], next[level] = findSplice(n.key, n.prefix, level, prev[level])
 		}
 	}
-	s.bytes.Add(int64(len(buf) + nodeOverhead + 8*h))
+	s.bytes.Add(int64(len(buf) + nodeOverhead + 8*len(n.upper)))
 	s.count.Add(1)
 }
 
 // findSplice walks level from start and returns the last node < key and its
 // successor at that level.
-func findSplice(key kv.InternalKey, level int, start *node) (prev, next *node) {
+func findSplice(key kv.InternalKey, kp uint64, level int, start *node) (prev, next *node) {
 	x := start
 	for {
-		nx := x.tower[level].Load()
-		if nx == nil || kv.Compare(nx.key, key) >= 0 {
+		nx := x.next(level).Load()
+		if nx == nil || compareNode(nx, key, kp) >= 0 {
 			return x, nx
 		}
 		x = nx
@@ -110,8 +152,9 @@ func findSplice(key kv.InternalKey, level int, start *node) (prev, next *node) {
 func (s *Skiplist) seekGE(key kv.InternalKey) *node {
 	x := s.head
 	var next *node
+	kp := keyPrefix(key.UserKey)
 	for level := int(s.height.Load()) - 1; level >= 0; level-- {
-		x, next = findSplice(key, level, x)
+		x, next = findSplice(key, kp, level, x)
 	}
 	return next
 }

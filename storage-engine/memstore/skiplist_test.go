@@ -86,3 +86,32 @@ func TestSkiplistGetReadsAtTimestamp(t *testing.T) {
 		}
 	}
 }
+
+
+func BenchmarkSkiplistAddRandom(b *testing.B) {
+	s := NewSkiplist()
+	keys := make([][]byte, 1<<20)
+	for i := range keys {
+		keys[i] = []byte(fmt.Sprintf("%016x", uint64(i)*0x9e3779b97f4a7c15))
+	}
+	v := make([]byte, 100)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		s.Add(kv.InternalKey{UserKey: keys[i%len(keys)], TS: uint64(i + 1), Kind: kv.KindSet}, v)
+	}
+}
+
+func TestPrefixComparisonAgreesWithCompare(t *testing.T) {
+	keys := [][]byte{{}, {0}, {0, 0}, {'a'}, {'a', 0}, {'a', 0, 1}, []byte("abcdefgh"), []byte("abcdefgh\x00"), []byte("abcdefghi"), {0xff}, []byte("abcdefgg\xff")}
+	for _, a := range keys {
+		for _, b := range keys {
+			for _, ts := range []uint64{1, 2} {
+				n := &node{prefix: keyPrefix(a), key: kv.InternalKey{UserKey: a, TS: 1, Kind: kv.KindSet}}
+				k := kv.InternalKey{UserKey: b, TS: ts, Kind: kv.KindSet}
+				if got, want := compareNode(n, k, keyPrefix(b)), kv.Compare(n.key, k); got != want {
+					t.Errorf("compareNode(%q, %q@%d) = %d, kv.Compare = %d", a, b, ts, got, want)
+				}
+			}
+		}
+	}
+}
