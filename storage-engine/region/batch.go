@@ -87,9 +87,12 @@ func (b *Batch) dedupe() {
 	b.ops = out
 }
 
-// encode is the WAL record: ts, count, then (kind, key, value) per op.
-func (b *Batch) encode(ts uint64) []byte {
-	buf := make([]byte, 0, 16+b.bytes+len(b.ops)*6)
+// encodedLen bounds the size of the encoded batch.
+func (b *Batch) encodedLen() int { return 8 + 10 + b.bytes + len(b.ops)*21 }
+
+// encode appends the WAL record to buf: ts, count, then (kind, key, value)
+// per op.
+func (b *Batch) encode(buf []byte, ts uint64) []byte {
 	buf = binary.LittleEndian.AppendUint64(buf, ts)
 	buf = binary.AppendUvarint(buf, uint64(len(b.ops)))
 	for _, o := range b.ops {

@@ -108,7 +108,7 @@ type Iterator struct {
 	start  []byte
 	end    []byte
 	key    []byte
-	val    []byte
+	val    []byte // aliases an immutable memstore value or block
 	valid  bool
 	err    error
 	closed bool
@@ -169,7 +169,8 @@ func (it *Iterator) settle() bool {
 		}
 		it.key = append(it.key[:0], k.UserKey...)
 		if k.Kind == kv.KindSet {
-			it.val = append(it.val[:0], it.in.Value()...)
+			// Memstore values and cached blocks are immutable: alias.
+			it.val = it.in.Value()
 			it.valid = true
 			return true
 		}

@@ -8,12 +8,14 @@ import (
 
 // Put writes value under key and returns the commit timestamp.
 func (r *Region) Put(key, value []byte) (uint64, error) {
-	return r.Apply(new(Batch).Put(key, value))
+	// Apply copies key and value into the WAL and the memstore before it
+	// returns, so a one-op batch may borrow the caller's slices.
+	return r.Apply(&Batch{ops: []op{{kind: kv.KindSet, key: key, value: value}}, bytes: len(key) + len(value)})
 }
 
 // Delete writes a tombstone for key and returns the commit timestamp.
 func (r *Region) Delete(key []byte) (uint64, error) {
-	return r.Apply(new(Batch).Delete(key))
+	return r.Apply(&Batch{ops: []op{{kind: kv.KindDelete, key: key}}, bytes: len(key)})
 }
 
 // Apply commits b atomically: all of its writes get one timestamp, are
@@ -39,7 +41,7 @@ func (r *Region) Apply(b *Batch) (uint64, error) {
 	mt := r.mem
 	mt.writers.Add(1)
 	mt.maxTS = ts
-	commit := r.log.Append(b.encode(ts))
+	commit := r.log.AppendEncoded(b.encodedLen(), func(dst []byte) []byte { return b.encode(dst, ts) })
 	r.vis.add(ts)
 	r.commitMu.Unlock()
 

@@ -21,6 +21,7 @@ import (
 	"hash/crc32"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -105,6 +106,7 @@ type Log struct {
 	nextSeg uint64
 	closed  bool
 	failed  error
+	spare   [][]byte // written unit buffers, reused so appends do not regrow
 
 	fileMu sync.Mutex // guards f across the writer and the async syncer
 	f      *os.File
@@ -170,7 +172,14 @@ func Open(opts Options) (*Log, error) {
 	return l, nil
 }
 
-func (l *Log) newUnit() *unit { return &unit{commit: &Commit{done: make(chan struct{})}} }
+// newUnit is called with mu held (or before the log is shared).
+func (l *Log) newUnit() *unit {
+	u := &unit{commit: &Commit{done: make(chan struct{})}}
+	if n := len(l.spare); n > 0 {
+		u.buf, l.spare = l.spare[n-1][:0], l.spare[:n-1]
+	}
+	return u
+}
 
 func (l *Log) openSegment(n uint64) error {
 	f, err := os.OpenFile(filepath.Join(l.opts.Dir, SegmentName(n)), os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
@@ -203,6 +212,12 @@ func syncDir(dir string) error {
 // Records appended by concurrent callers are written in the order their
 // Append calls returned.
 func (l *Log) Append(payload []byte) *Commit {
+	return l.AppendEncoded(len(payload), func(dst []byte) []byte { return append(dst, payload...) })
+}
+
+// AppendEncoded is Append for a payload of n bytes that encode appends to
+// dst, so callers can encode straight into the log's buffer.
+func (l *Log) AppendEncoded(n int, encode func(dst []byte) []byte) *Commit {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.closed || l.failed != nil {
@@ -215,12 +230,15 @@ func (l *Log) Append(payload []byte) *Commit {
 		return c
 	}
 	u := l.pending
-	var h [headerLen]byte
+	start := len(u.buf)
+	u.buf = slices.Grow(u.buf, headerLen+n)
+	u.buf = append(u.buf, make([]byte, headerLen)...)
+	u.buf = encode(u.buf)
+	h := u.buf[start : start+headerLen]
+	payload := u.buf[start+headerLen:]
 	binary.LittleEndian.PutUint32(h[4:], uint32(len(payload)))
 	crc := crc32.Update(0, crcTable, h[4:])
 	binary.LittleEndian.PutUint32(h[:4], crc32.Update(crc, crcTable, payload))
-	u.buf = append(u.buf, h[:]...)
-	u.buf = append(u.buf, payload...)
 	if !u.hasRecord {
 		u.hasRecord = true
 		l.cond.Signal()
@@ -288,6 +306,11 @@ func (l *Log) writeLoop() {
 			}
 			u.commit.err = err
 			close(u.commit.done)
+			if cap(u.buf) <= 4<<20 {
+				l.mu.Lock()
+				l.spare = append(l.spare, u.buf)
+				l.mu.Unlock()
+			}
 		}
 	}
 }
