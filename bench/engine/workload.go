@@ -30,7 +30,8 @@ type Result struct {
 	Ops      int
 	Elapsed  time.Duration
 	P50, P99 time.Duration
-	Found    int // gets that found their key (sanity: reads are real)
+	Reads    int // gets and scans issued
+	Found    int // reads that found data (sanity: reads are real)
 }
 
 // OpsPerSec is the throughput.
@@ -95,6 +96,7 @@ func Mixed(name string, e Engine, c Config, readFrac float64, zipf, scan bool) (
 	per := ops / c.Threads
 	lats := make([][]time.Duration, c.Threads)
 	found := make([]int, c.Threads)
+	reads := make([]int, c.Threads)
 	errs := make([]error, c.Threads)
 	var wg sync.WaitGroup
 	start := time.Now()
@@ -124,6 +126,9 @@ func Mixed(name string, e Engine, c Config, readFrac float64, zipf, scan bool) (
 					if scan {
 						kind = opScan
 					}
+				}
+				if kind != opPut {
+					reads[t]++
 				}
 				t0 := time.Now()
 				var err error
@@ -161,11 +166,12 @@ func Mixed(name string, e Engine, c Config, readFrac float64, zipf, scan bool) (
 		}
 	}
 	all := slices.Concat(lats...)
-	f := 0
-	for _, n := range found {
-		f += n
+	res := summarize(name, e, all, elapsed, 0)
+	for t := range found {
+		res.Found += found[t]
+		res.Reads += reads[t]
 	}
-	return summarize(name, e, all, elapsed, f), nil
+	return res, nil
 }
 
 func summarize(name string, e Engine, lat []time.Duration, elapsed time.Duration, found int) Result {

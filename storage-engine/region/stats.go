@@ -49,3 +49,15 @@ func (r *Region) Manifest() manifest.Manifest {
 	defer r.mu.RUnlock()
 	return r.manifest.Clone()
 }
+
+// TableMemoryBytes is the memory the open SSTs hold outside the block cache
+// (indexes and bloom filters).
+func (r *Region) TableMemoryBytes() int64 {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	var n int64
+	for _, t := range r.current.tables {
+		n += t.reader.MemoryBytes()
+	}
+	return n
+}

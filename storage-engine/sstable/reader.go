@@ -177,6 +177,16 @@ func (r *Reader) block(i int) ([]byte, error) {
 	return b, nil
 }
 
+// MemoryBytes is what the reader holds outside the block cache: the decoded
+// index and the bloom filter.
+func (r *Reader) MemoryBytes() int64 {
+	n := int64(r.filter.Cap() / 8)
+	for _, e := range r.index {
+		n += int64(len(e.first) + len(e.last) + 64)
+	}
+	return n
+}
+
 // Name is the file's name as used in errors.
 func (r *Reader) Name() string { return r.name }
 

@@ -31,6 +31,7 @@ func main() {
 	flag.Uint64Var(&c.Seed, "seed", 42, "workload seed")
 	memtable := flag.Int64("memtable-mib", 32, "memtable budget per engine (MiB)")
 	cache := flag.Int64("cache-mib", 64, "block cache budget per engine (MiB)")
+	pebbleFirst := flag.Bool("pebble-first", false, "run Pebble before Bellows (to check order effects)")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the Bellows run to this file")
 	flag.Parse()
 	c.Budget = engine.Budget{MemtableBytes: *memtable << 20, CacheBytes: *cache << 20}
@@ -48,6 +49,22 @@ func main() {
 	}
 	progress := func(s string) { fmt.Fprintln(os.Stderr, s) }
 
+	runPebble := func() []engine.Result {
+		p, err := engine.OpenPebble(filepath.Join(work, "pebble"), c.Budget)
+		if err != nil {
+			log.Fatal(err)
+		}
+		pr, err := engine.Workloads(p, c, progress)
+		if err != nil {
+			log.Fatal(err)
+		}
+		p.Close()
+		return pr
+	}
+	var pr []engine.Result
+	if *pebbleFirst {
+		pr = runPebble()
+	}
 	b, err := engine.OpenBellows(filepath.Join(work, "bellows"), c.Budget)
 	if err != nil {
 		log.Fatal(err)
@@ -66,19 +83,14 @@ func main() {
 		log.Fatal(err)
 	}
 	pprof.StopCPUProfile()
+	outside := b.OutsideCacheBytes()
 	b.Close()
-	p, err := engine.OpenPebble(filepath.Join(work, "pebble"), c.Budget)
-	if err != nil {
-		log.Fatal(err)
+	if !*pebbleFirst {
+		pr = runPebble()
 	}
-	pr, err := engine.Workloads(p, c, progress)
-	if err != nil {
-		log.Fatal(err)
-	}
-	p.Close()
 	header := fmt.Sprintf("Run %s on %s/%s, %d CPUs, %s. Command: `make bench-engine` (`go run ./bench/cmd/engine-bench %s`).",
 		time.Now().UTC().Format(time.RFC3339), runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), runtime.Version(), argsString())
-	report := engine.Markdown(c, header, br, pr)
+	report := engine.Markdown(c, header, br, pr, outside)
 	fmt.Print(report)
 	if err := os.MkdirAll(filepath.Dir(*out), 0o755); err != nil {
 		log.Fatal(err)
