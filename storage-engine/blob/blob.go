@@ -57,12 +57,21 @@ func Open(ctx context.Context, rawURL string) (*Bucket, error) {
 	if !ok {
 		return nil, fmt.Errorf("blob: bucket URL %q: unsupported scheme %q (supported: %v)", rawURL, u.Scheme, SupportedSchemes)
 	}
+	openURL := rawURL
 	if u.Scheme == "file" {
 		if err := os.MkdirAll(u.Path, 0o755); err != nil {
 			return nil, fmt.Errorf("blob: creating bucket directory %s: %w", u.Path, err)
 		}
+		// The engine keeps its own checksums; fileblob's sidecar files would
+		// double the files and MD5 every byte written.
+		if !u.Query().Has("metadata") {
+			q := u.Query()
+			q.Set("metadata", "skip")
+			u.RawQuery = q.Encode()
+			openURL = u.String()
+		}
 	}
-	b, err := gblob.OpenBucket(ctx, rawURL)
+	b, err := gblob.OpenBucket(ctx, openURL)
 	if err != nil {
 		return nil, fmt.Errorf("blob: opening bucket %q: %w", rawURL, err)
 	}

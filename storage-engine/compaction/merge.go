@@ -47,6 +47,9 @@ func Merge(ctx context.Context, in iterator.Iterator, opts MergeOptions, w *ssta
 	var group []version
 	var cur []byte
 	flush := func() error {
+		for i := range group {
+			group[i].key.UserKey = cur
+		}
 		kept := retain(group, snaps, opts)
 		st.DroppedVersions += uint64(len(group) - len(kept))
 		for _, v := range group {
@@ -78,7 +81,10 @@ func Merge(ctx context.Context, in iterator.Iterator, opts MergeOptions, w *ssta
 		}
 		st.InputVersions++
 		cur = append(cur[:0], k.UserKey...)
-		group = append(group, version{key: k.Clone(), value: bytes.Clone(in.Value())})
+		// Input values are immutable (cached or freshly read blocks,
+		// memstore entries), so versions alias them; the key buffer of an
+		// SST iterator is reused, so the group shares the copy in cur.
+		group = append(group, version{key: kv.InternalKey{UserKey: cur, TS: k.TS, Kind: k.Kind}, value: in.Value()})
 	}
 	if err := in.Err(); err != nil {
 		return st, fmt.Errorf("compaction: reading inputs: %w", err)

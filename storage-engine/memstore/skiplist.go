@@ -67,6 +67,7 @@ func compareNode(n *node, key kv.InternalKey, kp uint64) int {
 // node level by level with compare-and-swap, retrying only the level that
 // raced; readers follow atomic pointers and never lock.
 type Skiplist struct {
+	arena  arena
 	head   *node
 	height atomic.Int32
 	bytes  atomic.Int64
@@ -95,8 +96,7 @@ func randomHeight() int {
 // Add implements Memstore.
 func (s *Skiplist) Add(key kv.InternalKey, value []byte) {
 	h := randomHeight()
-	// One allocation for key and value bytes keeps nodes compact.
-	buf := make([]byte, len(key.UserKey)+len(value))
+	buf := s.arena.alloc(len(key.UserKey) + len(value))
 	copy(buf, key.UserKey)
 	copy(buf[len(key.UserKey):], value)
 	nk := len(key.UserKey)
