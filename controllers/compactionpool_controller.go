@@ -67,23 +67,13 @@ func (r *CompactionPoolReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 		return ctrl.Result{}, r.writeStatus(ctx, orig, pool)
 	}
 
-	steps := []struct {
-		name string
-		run  func(context.Context, *poolPass) error
-	}{
+	stepErr := runSteps(ctx, p, []step[*poolPass]{
 		{"autoscaler", r.autoscale},
 		{"Deployment", r.reconcileDeployment},
 		{"Service", r.reconcileService},
 		{"PodDisruptionBudget", r.reconcilePDB},
 		{"ServiceMonitor", r.reconcileServiceMonitor},
-	}
-	var stepErr error
-	for _, s := range steps {
-		if err := s.run(ctx, p); err != nil {
-			stepErr = fmt.Errorf("%s: %w", s.name, err)
-			break
-		}
-	}
+	})
 	r.computeStatus(p, stepErr)
 	if err := r.writeStatus(ctx, orig, pool); err != nil {
 		return ctrl.Result{}, errors.Join(stepErr, err)

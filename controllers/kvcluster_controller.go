@@ -75,23 +75,13 @@ func (r *KVClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 		return ctrl.Result{}, r.writeStatus(ctx, orig, cluster)
 	}
 
-	steps := []struct {
-		name string
-		run  func(context.Context, *kvPass) error
-	}{
+	stepErr := runSteps(ctx, p, []step[*kvPass]{
 		{"engine ConfigMap and StatefulSet", r.reconcileStatefulSet},
 		{"Services", r.reconcileServices},
 		{"PodDisruptionBudget", r.reconcilePDB},
 		{"ServiceMonitor", r.reconcileServiceMonitor},
 		{"CompactionPool reference", r.checkPool},
-	}
-	var stepErr error
-	for _, s := range steps {
-		if err := s.run(ctx, p); err != nil {
-			stepErr = fmt.Errorf("%s: %w", s.name, err)
-			break
-		}
-	}
+	})
 	r.computeStatus(p, stepErr)
 	if err := r.writeStatus(ctx, orig, cluster); err != nil {
 		return ctrl.Result{}, errors.Join(stepErr, err)
