@@ -31,6 +31,21 @@ type Result struct {
 	Stats MergeStats
 	// InputBytes is the total size of the inputs.
 	InputBytes int64
+	// Blocks serves the output's blocks from the memory of the worker that
+	// ran the job; nil when the job ran locally.
+	Blocks BlockSource
+}
+
+// BlockSource serves the stored (compressed, checksummed) data blocks of a
+// finished job's output, as a compaction worker keeps them in memory.
+type BlockSource interface {
+	// Fetch streams blocks from index from on, in key order, at most
+	// rateBytes per second (0: unlimited), calling fn for each.
+	Fetch(ctx context.Context, from int, rateBytes int64, fn func(i int, stored []byte) error) error
+	// Block returns one block: a remote-cache read.
+	Block(ctx context.Context, i int) ([]byte, error)
+	// Release lets the worker free the job's memory.
+	Release(ctx context.Context) error
 }
 
 // Executor runs compaction jobs: in the storage pod's process, or on a

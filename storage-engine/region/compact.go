@@ -101,7 +101,7 @@ func (r *Region) compactLocked(ctx context.Context, major bool) (*CompactionInfo
 			return nil, err
 		}
 	}
-	if err := r.installCompaction(ctx, inputs, out); err != nil {
+	if err := r.installWithWarmup(ctx, inputs, out, res.Blocks); err != nil {
 		r.stats.recordCompaction(false)
 		return nil, err
 	}
@@ -119,7 +119,10 @@ func (r *Region) compactLocked(ctx context.Context, major bool) (*CompactionInfo
 // installCompaction commits a manifest that replaces inputs (a contiguous
 // run of the current files) with out, and makes it the read state. Input
 // files are deleted once the last reader of them is done.
-func (r *Region) installCompaction(ctx context.Context, inputs []*table, out *table) error {
+//
+// With warm set the old version stays readable behind a warmup threshold
+// until finishWarming.
+func (r *Region) installCompaction(ctx context.Context, inputs []*table, out *table, warm bool) error {
 	r.manifestMu.Lock()
 	defer r.manifestMu.Unlock()
 	r.mu.RLock()
@@ -160,6 +163,10 @@ func (r *Region) installCompaction(ctx context.Context, inputs []*table, out *ta
 	r.mu.Lock()
 	r.manifest = next
 	r.current = newVersion(tables)
+	if warm {
+		// The old version keeps cur's reference until the warmup ends.
+		r.warm = &warming{old: cur, inputs: inputs}
+	}
 	r.mu.Unlock()
 	if out != nil {
 		out.unref()
@@ -167,6 +174,8 @@ func (r *Region) installCompaction(ctx context.Context, inputs []*table, out *ta
 	for _, t := range inputs {
 		t.obsolete.Store(true)
 	}
-	cur.unref()
+	if !warm {
+		cur.unref()
+	}
 	return nil
 }

@@ -122,6 +122,12 @@ func (r *Region) flushOne(mt *memTable) error {
 	if t != nil {
 		tables := append(append([]*table{}, old.tables...), t)
 		r.current = newVersion(tables)
+		if w := r.warm; w != nil {
+			// Both sides of a warmup see every flush.
+			prevOld := w.old
+			w.old = newVersion(append(append([]*table{}, prevOld.tables...), t))
+			prevOld.unref()
+		}
 		t.unref()
 		old.unref()
 	}

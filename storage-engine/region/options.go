@@ -63,6 +63,10 @@ type Options struct {
 	Retention compaction.Retention
 	// Executor runs compactions; nil runs them in this process.
 	Executor compaction.Executor
+	// Warmup says how the cache moves to a compaction's output.
+	Warmup WarmupMode
+	// WarmupRateBytes bounds ThrottledIncremental warmup (bytes/s).
+	WarmupRateBytes int64
 	// Owner names this opener in manifests (diagnostics).
 	Owner  string
 	Logger *slog.Logger
@@ -104,6 +108,9 @@ func (o *Options) validate() error {
 	}
 	if err := o.Compaction.Validate(); err != nil {
 		return fmt.Errorf("region: options: %w", err)
+	}
+	if o.Warmup == WarmupThrottledIncremental && o.WarmupRateBytes <= 0 {
+		return fmt.Errorf("region: options: warmup mode ThrottledIncremental needs a positive rate, got %d bytes/s", o.WarmupRateBytes)
 	}
 	if o.Retention.MaxVersions < 0 {
 		return fmt.Errorf("region: options: retention maxVersions %d is negative", o.Retention.MaxVersions)

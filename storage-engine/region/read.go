@@ -9,9 +9,13 @@ import (
 
 // readState is a consistent view of every source of the region.
 type readState struct {
-	mem  *memTable
-	imm  []*memTable
-	v    *version
+	mem *memTable
+	imm []*memTable
+	v   *version
+	// old and warm are set during an incremental warmup: requests whose key
+	// is above the threshold read old instead of v.
+	old  *version
+	warm *warming
 	ts   uint64
 }
 
@@ -26,11 +30,29 @@ func (r *Region) acquire(readTS uint64) (*readState, error) {
 	}
 	rs := &readState{mem: r.mem, imm: r.imm, v: r.current, ts: min(readTS, vis)}
 	rs.v.ref()
+	if r.warm != nil {
+		rs.warm, rs.old = r.warm, r.warm.old
+		rs.old.ref()
+	}
 	r.mu.RUnlock()
 	return rs, nil
 }
 
-func (rs *readState) release() { rs.v.unref() }
+func (rs *readState) release() {
+	rs.v.unref()
+	if rs.old != nil {
+		rs.old.unref()
+	}
+}
+
+// tablesFor picks the files a request starting at key reads: the whole
+// request is served from one side of the warmup threshold, decided now.
+func (rs *readState) tablesFor(key []byte) []*table {
+	if rs.warm != nil && !rs.warm.below(key) {
+		return rs.old.tables
+	}
+	return rs.v.tables
+}
 
 // VisibleTS is the newest timestamp readers can see.
 func (r *Region) VisibleTS() uint64 { return r.vis.load() }
@@ -65,8 +87,9 @@ func (rs *readState) get(key []byte) ([]byte, kv.Kind, bool, error) {
 	}
 	// Files are oldest first with ascending timestamp ranges: the newest
 	// file holding a version ≤ ts answers.
-	for i := len(rs.v.tables) - 1; i >= 0; i-- {
-		t := rs.v.tables[i]
+	tables := rs.tablesFor(key)
+	for i := len(tables) - 1; i >= 0; i-- {
+		t := tables[i]
 		if t.meta.MinTS > rs.ts || bytes.Compare(key, t.meta.Smallest) < 0 || bytes.Compare(key, t.meta.Largest) > 0 {
 			continue
 		}
@@ -124,7 +147,7 @@ func (r *Region) NewIterator(start, end []byte, readTS uint64) (*Iterator, error
 	for _, m := range rs.imm {
 		children = append(children, m.ms.NewIterator())
 	}
-	for _, t := range rs.v.tables {
+	for _, t := range rs.tablesFor(start) {
 		if end != nil && bytes.Compare(t.meta.Smallest, end) >= 0 {
 			continue
 		}

@@ -50,6 +50,7 @@ type Region struct {
 	mem      *memTable
 	imm      []*memTable // oldest first
 	current  *version
+	warm     *warming // set during an incremental warmup
 	manifest manifest.Manifest
 	snaps    map[uint64]int
 	closed   bool
@@ -62,6 +63,8 @@ type Region struct {
 
 	epoch    uint64 // number of the manifest that claimed the region
 	nextFile atomic.Uint64
+
+	warmStats WarmupStats
 
 	flushCh chan struct{}
 	bgCtx   context.Context

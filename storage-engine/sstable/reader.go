@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"sort"
+	"sync/atomic"
 
 	"github.com/bits-and-blooms/bloom/v3"
 	"github.com/klauspost/compress/s2"
@@ -43,6 +44,9 @@ type indexEntry struct {
 // Reader serves point lookups and iteration over one SST. It is safe for
 // concurrent use.
 type Reader struct {
+	// remote, when set, serves cache misses before the file is read: the
+	// compaction worker's memory acting as a remote block cache.
+	remote atomic.Pointer[RemoteBlocks]
 	name   string
 	fileID uint64
 	r      io.ReaderAt
@@ -169,12 +173,50 @@ func (r *Reader) block(i int) ([]byte, error) {
 	if b, ok := r.cache.Get(k); ok {
 		return b, nil
 	}
+	if src := r.remote.Load(); src != nil {
+		if stored, err := (*src)(i); err == nil {
+			if b, err := r.decodeStored(stored, e.h, blockName(i)); err == nil {
+				if Compression(stored[len(stored)-trailerLen]) == NoCompression {
+					b = bytes.Clone(b)
+				}
+				r.cache.Insert(k, b, e.lastUser)
+				return b, nil
+			}
+		}
+		// The worker is gone or sent a bad block: the file is the truth.
+		r.remote.Store(nil)
+	}
 	b, err := r.readStored(e.h, blockName(i))
 	if err != nil {
 		return nil, err
 	}
 	r.cache.Insert(k, b, e.lastUser)
 	return b, nil
+}
+
+// RemoteBlocks returns stored data block i from a remote cache.
+type RemoteBlocks func(i int) ([]byte, error)
+
+// SetRemote makes cache misses read from src first (nil: stop). A failed
+// remote read switches the reader back to the file for good.
+func (r *Reader) SetRemote(src RemoteBlocks) {
+	if src == nil {
+		r.remote.Store(nil)
+		return
+	}
+	r.remote.Store(&src)
+}
+
+// LoadBlockFromFile reads data block i from the file into the cache and
+// returns its stored size: warmup from the bucket.
+func (r *Reader) LoadBlockFromFile(i int) (int, error) {
+	e := &r.index[i]
+	b, err := r.readStored(e.h, blockName(i))
+	if err != nil {
+		return 0, err
+	}
+	r.cache.Insert(blockcache.Key{File: r.fileID, Offset: e.h.Offset}, b, e.lastUser)
+	return int(e.h.Length) + trailerLen, nil
 }
 
 // MemoryBytes is what the reader holds outside the block cache: the decoded

@@ -1,0 +1,233 @@
+package region
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"strings"
+	"sync/atomic"
+
+	"golang.org/x/time/rate"
+
+	"github.com/bellows-kv/bellows/storage-engine/compaction"
+)
+
+// WarmupMode says how a region's block cache moves from a compaction's
+// inputs to its output (paper §5.3–5.4).
+type WarmupMode int
+
+const (
+	// WarmupNone: the standard setup; compactions run locally and the cache
+	// is cold for the new file after the switch.
+	WarmupNone WarmupMode = iota
+	// WarmupOffload: compactions run remotely; the cache is cold after the
+	// switch.
+	WarmupOffload
+	// WarmupRemoteCache: misses on the new file are served from the
+	// worker's memory instead of the bucket.
+	WarmupRemoteCache
+	// WarmupPreSwitch: every new block is fetched before the switch.
+	WarmupPreSwitch
+	// WarmupIncremental: new blocks are fetched in key order behind a
+	// threshold T; a get of a key ≤ T, or a scan starting ≤ T, reads only
+	// the new file, anything else only the old ones; old blocks ≤ T are
+	// evicted as T advances.
+	WarmupIncremental
+	// WarmupThrottledIncremental is WarmupIncremental at a bounded byte
+	// rate (Options.WarmupRateBytes).
+	WarmupThrottledIncremental
+)
+
+var warmupNames = []string{"None", "Offload", "RemoteCache", "PreSwitch", "Incremental", "ThrottledIncremental"}
+
+func (m WarmupMode) String() string {
+	if int(m) < len(warmupNames) {
+		return warmupNames[m]
+	}
+	return fmt.Sprintf("WarmupMode(%d)", int(m))
+}
+
+// ParseWarmupMode accepts the names DESIGN.md and the CRD use.
+func ParseWarmupMode(s string) (WarmupMode, error) {
+	for i, n := range warmupNames {
+		if strings.EqualFold(s, n) {
+			return WarmupMode(i), nil
+		}
+	}
+	return 0, fmt.Errorf("unknown warmup mode %q (want one of %s)", s, strings.Join(warmupNames, ", "))
+}
+
+// warming is the state of an incremental warmup: reads below the threshold
+// use the current version (with the compaction's output), the others old.
+type warming struct {
+	old       *version // the version with the compaction's inputs
+	threshold atomic.Pointer[[]byte]
+	inputs    []*table
+}
+
+// below reports whether key ≤ T.
+func (w *warming) below(key []byte) bool {
+	t := w.threshold.Load()
+	return t != nil && bytes.Compare(key, *t) <= 0
+}
+
+// WarmupStats count warmup work.
+type WarmupStats struct {
+	BytesFromCompactor atomic.Uint64
+	BytesFromBucket    atomic.Uint64
+	// Progress is the fraction of the output's blocks warmed, in
+	// millionths, of the running or last warmup.
+	Progress atomic.Uint64
+	Warmups  atomic.Uint64
+}
+
+// WarmupStats returns the region's warmup counters.
+func (r *Region) WarmupStats() *WarmupStats { return &r.warmStats }
+
+// Warming reports whether an incremental warmup is running, and T.
+func (r *Region) Warming() (bool, []byte) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	if r.warm == nil {
+		return false, nil
+	}
+	if t := r.warm.threshold.Load(); t != nil {
+		return true, *t
+	}
+	return true, nil
+}
+
+// warmBlocks loads every block of out into the cache in key order, from src
+// while it works and from the bucket after it fails or if there is none,
+// calling step after each block.
+func (r *Region) warmBlocks(ctx context.Context, out *table, src compaction.BlockSource, rateBytes int64, step func(i int)) error {
+	n := out.reader.NumBlocks()
+	next := 0
+	if src != nil {
+		err := src.Fetch(ctx, 0, rateBytes, func(i int, stored []byte) error {
+			if i != next {
+				return fmt.Errorf("warmup: worker sent block %d, expected %d", i, next)
+			}
+			if err := out.reader.InsertStoredBlock(i, stored); err != nil {
+				return err
+			}
+			r.warmStats.BytesFromCompactor.Add(uint64(len(stored)))
+			next++
+			step(i)
+			return nil
+		})
+		if err != nil && ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if err != nil {
+			r.opts.Logger.Warn("warmup from the compaction worker failed; finishing from the bucket", "region", r.opts.Name, "block", next, "err", err)
+		}
+	}
+	var lim *rate.Limiter
+	if rateBytes > 0 {
+		lim = rate.NewLimiter(rate.Limit(rateBytes), int(max(rateBytes, 1<<20)))
+	}
+	for i := next; i < n; i++ {
+		sz, err := out.reader.LoadBlockFromFile(i)
+		if err != nil {
+			return err
+		}
+		r.warmStats.BytesFromBucket.Add(uint64(sz))
+		if lim != nil {
+			if err := lim.WaitN(ctx, min(sz, lim.Burst())); err != nil {
+				return err
+			}
+		}
+		step(i)
+	}
+	return nil
+}
+
+func (r *Region) setProgress(i, n int) {
+	r.warmStats.Progress.Store(uint64(float64(i+1) / float64(n) * 1e6))
+}
+
+// installWithWarmup switches the region from inputs to out according to the
+// warmup mode. The manifest is committed before any incremental warmup
+// starts, so a restart mid-warmup opens only the new file.
+func (r *Region) installWithWarmup(ctx context.Context, inputs []*table, out *table, src compaction.BlockSource) error {
+	defer func() {
+		if src != nil {
+			_ = src.Release(context.Background())
+		}
+	}()
+	mode := r.opts.Warmup
+	if out == nil {
+		return r.installCompaction(ctx, inputs, nil, false)
+	}
+	switch mode {
+	case WarmupRemoteCache:
+		if src != nil {
+			remote := src
+			out.reader.SetRemote(func(i int) ([]byte, error) {
+				b, err := remote.Block(context.Background(), i)
+				if err == nil {
+					r.warmStats.BytesFromCompactor.Add(uint64(len(b)))
+				}
+				return b, err
+			})
+			// The worker keeps the output until released: keep it until
+			// the file is replaced by the next compaction.
+			src = nil
+		}
+		return r.installCompaction(ctx, inputs, out, false)
+	case WarmupPreSwitch:
+		r.warmStats.Warmups.Add(1)
+		n := out.reader.NumBlocks()
+		if err := r.warmBlocks(ctx, out, src, 0, func(i int) { r.setProgress(i, n) }); err != nil {
+			return err
+		}
+		return r.installCompaction(ctx, inputs, out, false)
+	case WarmupIncremental, WarmupThrottledIncremental:
+		r.warmStats.Warmups.Add(1)
+		if err := r.installCompaction(ctx, inputs, out, true); err != nil {
+			return err
+		}
+		var rateBytes int64
+		if mode == WarmupThrottledIncremental {
+			rateBytes = r.opts.WarmupRateBytes
+		}
+		n := out.reader.NumBlocks()
+		err := r.warmBlocks(ctx, out, src, rateBytes, func(i int) {
+			t := out.reader.BlockLastUserKey(i)
+			r.advanceThreshold(t)
+			r.setProgress(i, n)
+		})
+		r.finishWarming()
+		return err
+	default:
+		return r.installCompaction(ctx, inputs, out, false)
+	}
+}
+
+// advanceThreshold moves T to t and evicts the old files' blocks ≤ t: reads
+// of those keys now go to the new file.
+func (r *Region) advanceThreshold(t []byte) {
+	r.mu.RLock()
+	w := r.warm
+	r.mu.RUnlock()
+	if w == nil {
+		return
+	}
+	w.threshold.Store(&t)
+	for _, in := range w.inputs {
+		r.opts.BlockCache.EvictFileUpTo(in.reader.FileID(), t)
+	}
+}
+
+// finishWarming drops the old version; its input files are deleted once the
+// last reader that chose them is done.
+func (r *Region) finishWarming() {
+	r.mu.Lock()
+	w := r.warm
+	r.warm = nil
+	r.mu.Unlock()
+	if w != nil {
+		w.old.unref()
+	}
+}

@@ -1,0 +1,305 @@
+package region
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"testing"
+
+	"github.com/bellows-kv/bellows/storage-engine/blob"
+	"github.com/bellows-kv/bellows/storage-engine/compaction"
+	"github.com/bellows-kv/bellows/storage-engine/kv"
+	"github.com/bellows-kv/bellows/storage-engine/sstable"
+)
+
+// fileSource serves a job's output blocks from the output file, the way a
+// worker serves them from memory. It can pause after a number of blocks
+// (so a test can look at a warmup midway) or fail there (a worker dying).
+type fileSource struct {
+	r        *sstable.Reader
+	pauseAt  int
+	paused   chan int      // receives T's block index when pausing
+	resume   chan struct{} // closed by the test to continue
+	failAt   int
+	released atomic.Bool
+	remote   atomic.Int64 // Block calls
+}
+
+func (s *fileSource) Fetch(ctx context.Context, from int, _ int64, fn func(int, []byte) error) error {
+	for i := from; i < s.r.NumBlocks(); i++ {
+		if i == s.failAt {
+			return errors.New("worker connection lost")
+		}
+		b, err := s.r.ReadStoredBlock(i)
+		if err != nil {
+			return err
+		}
+		if err := fn(i, b); err != nil {
+			return err
+		}
+		if i+1 == s.pauseAt {
+			s.paused <- i
+			<-s.resume
+		}
+	}
+	return nil
+}
+
+func (s *fileSource) Block(_ context.Context, i int) ([]byte, error) {
+	s.remote.Add(1)
+	return s.r.ReadStoredBlock(i)
+}
+
+func (s *fileSource) Release(context.Context) error { s.released.Store(true); return nil }
+
+// sourceExecutor runs the job locally and attaches a fileSource.
+type sourceExecutor struct {
+	bucket *blob.Bucket
+	setup  func(*fileSource)
+	last   *fileSource
+}
+
+func (e *sourceExecutor) Execute(ctx context.Context, job compaction.Job) (compaction.Result, error) {
+	res, err := compaction.Local{Bucket: e.bucket}.Execute(ctx, job)
+	if err != nil || res.Empty {
+		return res, err
+	}
+	obj, err := e.bucket.OpenObject(ctx, job.Output)
+	if err != nil {
+		return res, err
+	}
+	rd, err := sstable.Open(obj, obj.Size(), job.Output, nil)
+	if err != nil {
+		return res, err
+	}
+	s := &fileSource{r: rd, pauseAt: -1, failAt: -1}
+	if e.setup != nil {
+		e.setup(s)
+	}
+	e.last = s
+	res.Blocks = s
+	return res, nil
+}
+
+func key(i int) []byte { return []byte(fmt.Sprintf("key%05d", i)) }
+
+// loadWarm writes n keys over three flushes and reads them all, so the
+// old files are in the cache as in a steady state.
+func loadWarm(t *testing.T, r *Region, n int) {
+	t.Helper()
+	for f := 0; f < 3; f++ {
+		for i := f; i < n; i += 3 {
+			if _, err := r.Put(key(i), bytes.Repeat([]byte{byte(i)}, 64)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := r.Flush(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := 0; i < n; i++ {
+		if _, ok, err := r.Get(key(i), kv.MaxTimestamp); !ok || err != nil {
+			t.Fatalf("key %d: %v %v", i, ok, err)
+		}
+	}
+}
+
+func warmupRegion(t *testing.T, mode WarmupMode, setup func(*fileSource)) (*Region, *sourceExecutor) {
+	t.Helper()
+	opts := testOptions(t, t.TempDir())
+	opts.DisableAutoCompaction = true
+	opts.Warmup = mode
+	opts.WarmupRateBytes = 1 << 30
+	ex := &sourceExecutor{bucket: opts.Bucket, setup: setup}
+	opts.Executor = ex
+	r := mustOpen(t, opts)
+	t.Cleanup(func() { r.Close() })
+	loadWarm(t, r, 2000)
+	return r, ex
+}
+
+func TestIncrementalWarmupServesEachReadFromOneSide(t *testing.T) {
+	const pauseAt = 20
+	paused := make(chan int)
+	resume := make(chan struct{})
+	r, ex := warmupRegion(t, WarmupIncremental, func(s *fileSource) {
+		s.pauseAt, s.paused, s.resume = pauseAt, paused, resume
+	})
+	done := make(chan error)
+	go func() {
+		_, err := r.Compact(context.Background(), true)
+		done <- err
+	}()
+	<-paused
+
+	warming, T := r.Warming()
+	out := ex.last.r
+	if !warming || !bytes.Equal(T, out.BlockLastUserKey(pauseAt-1)) {
+		t.Fatalf("Warming() = %v, T=%q; want T = last key of block %d (%q)", warming, T, pauseAt-1, out.BlockLastUserKey(pauseAt-1))
+	}
+	// The manifest already names only the new file: a restart now opens it.
+	if m := r.Manifest(); len(m.Files) != 1 {
+		t.Fatalf("manifest lists %d files during warmup, want only the output", len(m.Files))
+	}
+	// Old blocks ≤ T are gone from the cache; old blocks above T stay.
+	r.mu.RLock()
+	w := r.warm
+	r.mu.RUnlock()
+	aboveCached := 0
+	for _, in := range w.inputs {
+		for i := 0; i < in.reader.NumBlocks(); i++ {
+			last := in.reader.BlockLastUserKey(i)
+			switch below := bytes.Compare(last, T) <= 0; {
+			case below && in.reader.BlockCached(i):
+				t.Fatalf("old block %d of %s (last key %q ≤ T) is still cached", i, in.key, last)
+			case !below && in.reader.BlockCached(i):
+				aboveCached++
+			}
+		}
+	}
+	if aboveCached == 0 {
+		t.Fatal("every old block above T was evicted; they must stay until T passes them")
+	}
+	// A get above T reads the old files, all still cached: no new block is
+	// loaded and the cache sees no miss.
+	missesBefore := r.opts.BlockCache.Stats().Misses
+	above := key(1999)
+	if v, ok, err := r.Get(above, kv.MaxTimestamp); err != nil || !ok || v[0] != byte(1999%256) {
+		t.Fatalf("get above T: %v %v %v", v, ok, err)
+	}
+	for i := pauseAt; i < out.NumBlocks(); i++ {
+		if r.current.tables[0].reader.BlockCached(i) {
+			t.Fatalf("a read above T loaded new block %d", i)
+		}
+	}
+	if m := r.opts.BlockCache.Stats().Misses; m != missesBefore {
+		t.Fatalf("get above T missed the cache %d times; the old blocks were warm", m-missesBefore)
+	}
+	// A get at or below T reads the new file, from the warmed blocks.
+	if v, ok, err := r.Get(T, kv.MaxTimestamp); err != nil || !ok || len(v) != 64 {
+		t.Fatalf("get at T: %v %v %v", v, ok, err)
+	}
+	if m := r.opts.BlockCache.Stats().Misses; m != missesBefore {
+		t.Fatal("get at T missed the cache: the new blocks ≤ T were fetched")
+	}
+	// A scan starting above T is served wholly by the old files even though
+	// T may pass it; one starting below T by the new one.
+	rows, err := r.Scan(above, nil, 0, kv.MaxTimestamp)
+	if err != nil || len(rows) != 1 {
+		t.Fatalf("scan above T: %d rows, %v", len(rows), err)
+	}
+	// A flush during the warmup is visible on both sides of T.
+	if _, err := r.Put(key(0), []byte("new-below")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Put(key(1999), []byte("new-above")); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	for k, want := range map[int]string{0: "new-below", 1999: "new-above"} {
+		if v, ok, err := r.Get(key(k), kv.MaxTimestamp); err != nil || !ok || string(v) != want {
+			t.Fatalf("after a flush during warmup, key %d = %q,%v,%v; want %q", k, v, ok, err, want)
+		}
+	}
+	close(resume)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if warming, _ := r.Warming(); warming {
+		t.Fatal("still warming after the compaction returned")
+	}
+	if !ex.last.released.Load() {
+		t.Fatal("the worker's copy was not released")
+	}
+	for i := 0; i < out.NumBlocks(); i++ {
+		if !r.current.tables[0].reader.BlockCached(i) {
+			t.Fatalf("new block %d not cached after warmup", i)
+		}
+	}
+	if len(r.current.tables) != 2 {
+		t.Fatalf("after warmup %d files, want the output and the flush", len(r.current.tables))
+	}
+	for _, in := range w.inputs {
+		if ok, _ := r.bucket.Exists(context.Background(), in.key); ok {
+			t.Fatalf("old file %s survived the warmup with no reader left", in.key)
+		}
+	}
+	if st := r.WarmupStats(); st.BytesFromCompactor.Load() == 0 || st.BytesFromBucket.Load() != 0 || st.Progress.Load() != 1e6 {
+		t.Fatalf("warmup stats: compactor %d, bucket %d, progress %d", st.BytesFromCompactor.Load(), st.BytesFromBucket.Load(), st.Progress.Load())
+	}
+	for i := 7; i < 1999; i += 7 {
+		if v, ok, _ := r.Get(key(i), kv.MaxTimestamp); !ok || v[0] != byte(i) {
+			t.Fatalf("key %d after warmup: %v %v", i, v, ok)
+		}
+	}
+}
+
+func TestWorkerLostDuringWarmupFinishesFromBucket(t *testing.T) {
+	r, ex := warmupRegion(t, WarmupThrottledIncremental, func(s *fileSource) { s.failAt = 7 })
+	if _, err := r.Compact(context.Background(), true); err != nil {
+		t.Fatal(err)
+	}
+	st := r.WarmupStats()
+	if st.BytesFromCompactor.Load() == 0 || st.BytesFromBucket.Load() == 0 {
+		t.Fatalf("want blocks from both sources, got compactor %d bucket %d", st.BytesFromCompactor.Load(), st.BytesFromBucket.Load())
+	}
+	out := r.current.tables[0].reader
+	for i := 0; i < out.NumBlocks(); i++ {
+		if !out.BlockCached(i) {
+			t.Fatalf("block %d not warmed", i)
+		}
+	}
+	if !ex.last.released.Load() {
+		t.Fatal("not released")
+	}
+}
+
+func TestPreSwitchWarmsEverythingBeforeTheSwitch(t *testing.T) {
+	r, _ := warmupRegion(t, WarmupPreSwitch, nil)
+	if _, err := r.Compact(context.Background(), true); err != nil {
+		t.Fatal(err)
+	}
+	out := r.current.tables[0].reader
+	for i := 0; i < out.NumBlocks(); i++ {
+		if !out.BlockCached(i) {
+			t.Fatalf("block %d not warmed", i)
+		}
+	}
+	if r.WarmupStats().BytesFromBucket.Load() != 0 {
+		t.Fatal("pre-switch read the bucket although the worker served every block")
+	}
+}
+
+func TestRemoteCacheServesMissesFromTheWorker(t *testing.T) {
+	r, ex := warmupRegion(t, WarmupRemoteCache, nil)
+	if _, err := r.Compact(context.Background(), true); err != nil {
+		t.Fatal(err)
+	}
+	if v, ok, err := r.Get(key(1234), kv.MaxTimestamp); err != nil || !ok || v[0] != byte(1234%256) {
+		t.Fatalf("get: %v %v %v", v, ok, err)
+	}
+	if ex.last.remote.Load() == 0 {
+		t.Fatal("a miss on the new file did not go to the worker")
+	}
+	if ex.last.released.Load() {
+		t.Fatal("remote cache mode released the worker's copy while still using it")
+	}
+}
+
+func TestThrottledWarmupNeedsARate(t *testing.T) {
+	opts := testOptions(t, t.TempDir())
+	opts.Warmup = WarmupThrottledIncremental
+	if _, err := Open(context.Background(), opts); err == nil {
+		t.Fatal("ThrottledIncremental without a rate was accepted")
+	}
+	if _, err := ParseWarmupMode("Sideways"); err == nil {
+		t.Fatal("unknown mode accepted")
+	}
+	if m, err := ParseWarmupMode("throttledincremental"); err != nil || m != WarmupThrottledIncremental {
+		t.Fatalf("ParseWarmupMode: %v %v", m, err)
+	}
+}
