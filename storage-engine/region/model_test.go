@@ -133,6 +133,13 @@ func runModel(t *testing.T, seed uint64, cfg modelConfig, ops int) {
 		Retention:     compaction.Retention{MaxVersions: cfg.maxVersions},
 		Logger:        slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError})),
 	}
+	// Every warmup mode installs compactions its own way; a block source
+	// stands in for the worker.
+	opts.Warmup = WarmupMode(seed % 6)
+	opts.WarmupRateBytes = 64 << 20
+	if opts.Warmup != WarmupNone {
+		opts.Executor = &sourceExecutor{bucket: bucket}
+	}
 	r, err := Open(ctx, opts)
 	if err != nil {
 		t.Fatal(err)

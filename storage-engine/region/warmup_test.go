@@ -303,3 +303,55 @@ func TestThrottledWarmupNeedsARate(t *testing.T) {
 		t.Fatalf("ParseWarmupMode: %v %v", m, err)
 	}
 }
+
+func TestConcurrentReadsDuringIncrementalWarmupAreCorrect(t *testing.T) {
+	opts := testOptions(t, t.TempDir())
+	opts.DisableAutoCompaction = true
+	opts.Warmup = WarmupThrottledIncremental
+	opts.WarmupRateBytes = 4 << 20 // slow enough that reads overlap the warmup
+	opts.Executor = &sourceExecutor{bucket: opts.Bucket}
+	r := mustOpen(t, opts)
+	defer r.Close()
+	loadWarm(t, r, 3000)
+	stop := make(chan struct{})
+	errs := make(chan error, 4)
+	var reads atomic.Int64
+	for g := 0; g < 4; g++ {
+		go func(g int) {
+			for i := g; ; i = (i + 37) % 3000 {
+				select {
+				case <-stop:
+					errs <- nil
+					return
+				default:
+				}
+				if g%2 == 0 {
+					v, ok, err := r.Get(key(i), kv.MaxTimestamp)
+					if err != nil || !ok || len(v) != 64 || v[0] != byte(i) {
+						errs <- fmt.Errorf("get %d during warmup: %v %v %v", i, v, ok, err)
+						return
+					}
+				} else {
+					rows, err := r.Scan(key(i), nil, 10, kv.MaxTimestamp)
+					if err != nil || len(rows) != min(10, 3000-i) || !bytes.Equal(rows[0].Key, key(i)) {
+						errs <- fmt.Errorf("scan from %d during warmup: %d rows, %v", i, len(rows), err)
+						return
+					}
+				}
+				reads.Add(1)
+			}
+		}(g)
+	}
+	if _, err := r.Compact(context.Background(), true); err != nil {
+		t.Fatal(err)
+	}
+	close(stop)
+	for g := 0; g < 4; g++ {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if reads.Load() == 0 {
+		t.Fatal("no read overlapped the warmup")
+	}
+}
