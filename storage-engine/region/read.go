@@ -9,10 +9,10 @@ import (
 
 // readState is a consistent view of every source of the region.
 type readState struct {
-	mem  *memTable
-	imm  []*memTable
-	v    *version
-	ts   uint64
+	mem *memTable
+	imm []*memTable
+	v   *version
+	ts  uint64
 }
 
 func (r *Region) acquire(readTS uint64) (*readState, error) {
