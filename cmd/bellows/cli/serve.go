@@ -68,7 +68,7 @@ func (s *servers) run(ctx context.Context, role string, mux http.Handler, out io
 	var err error
 	select {
 	case <-ctx.Done():
-		s.log.Info("stopping", "role", role)
+		s.log.Info("stopping")
 	case err = <-errc:
 	}
 	done := make(chan struct{})
