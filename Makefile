@@ -9,13 +9,18 @@ LDFLAGS     := -X github.com/bellows-kv/bellows/internal/version.Version=$(VERSI
 STATICCHECK_VERSION := v0.8.2
 TEST_TIMEOUT ?= 30m
 
-.PHONY: all build test unit lint vet staticcheck generate verify-generated bench-engine clean envtest-bins
+.PHONY: all build run test unit lint vet staticcheck generate verify-generated bench-engine clean envtest-bins
 
 all: build
 
 ## build: the bellows binary into bin/
 build:
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/bellows ./cmd/bellows
+
+## run: the embedded default, `bellows local`: one store and two compactors as
+## processes on 127.0.0.1, data under bellows-data/ (RUN_ARGS adds flags)
+run: build
+	$(BIN)/bellows local $(RUN_ARGS)
 
 ## test: everything CI checks: generated code is current, vet, lint, all tests
 test: verify-generated lint unit

@@ -6,6 +6,9 @@ import (
 	"os"
 
 	"github.com/bellows-kv/bellows/cmd/bellows/cli"
+	// s3://, gs:// and azblob:// buckets; linked here only, so test
+	// binaries of the engine stay small.
+	_ "github.com/bellows-kv/bellows/storage-engine/blob/clouddrivers"
 )
 
 func main() {

@@ -42,6 +42,9 @@ type Bucket struct {
 	// prefix is prepended to every key. gocloud's PrefixedBucket closes the
 	// bucket it wraps, but regions share one bucket, so the view is ours.
 	prefix string
+	// onRead, if set, is called before every read of an object opened with
+	// OpenObject (see WithReadHook).
+	onRead ReadHook
 }
 
 // Open opens the bucket at rawURL.
@@ -83,7 +86,7 @@ func (b *Bucket) URL() string { return b.url }
 
 // Prefixed returns a view of the bucket whose keys are under prefix.
 func (b *Bucket) Prefixed(prefix string) *Bucket {
-	return &Bucket{b: b.b, url: b.url, scheme: b.scheme, prefix: b.prefix + prefix}
+	return &Bucket{b: b.b, url: b.url, scheme: b.scheme, prefix: b.prefix + prefix, onRead: b.onRead}
 }
 
 func translate(key string, err error) error {
@@ -170,6 +173,14 @@ type Object interface {
 // and reads with pread (reached through gocloud's As escape hatch), so a
 // block read costs one system call; elsewhere every ReadAt is a ranged GET.
 func (b *Bucket) OpenObject(ctx context.Context, key string) (Object, error) {
+	o, err := b.openObject(ctx, key)
+	if err != nil || b.onRead == nil {
+		return o, err
+	}
+	return &hookedObject{Object: o, ctx: ctx, hook: b.onRead}, nil
+}
+
+func (b *Bucket) openObject(ctx context.Context, key string) (Object, error) {
 	if b.scheme == "file" {
 		var f *os.File
 		r, err := b.b.NewReader(ctx, b.prefix+key, &gblob.ReaderOptions{BeforeRead: func(as func(any) bool) error {

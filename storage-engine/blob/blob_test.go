@@ -59,3 +59,44 @@ func TestUnsupportedSchemeNamesIt(t *testing.T) {
 		t.Fatalf("err = %v", err)
 	}
 }
+
+func TestReadHook(t *testing.T) {
+	ctx := context.Background()
+	b, err := Open(ctx, "mem://")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.WriteAll(ctx, "k", []byte("hello world"), false); err != nil {
+		t.Fatal(err)
+	}
+	var seen int
+	stop := errors.New("stop")
+	hooked := b.WithReadHook(func(_ context.Context, n int) error {
+		seen += n
+		if seen > 8 {
+			return stop
+		}
+		return nil
+	})
+	o, err := hooked.OpenObject(ctx, "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer o.Close()
+	buf := make([]byte, 5)
+	if _, err := o.ReadAt(buf, 0); err != nil || string(buf) != "hello" || seen != 5 {
+		t.Fatalf("first read: %q %v seen=%d", buf, err, seen)
+	}
+	if _, err := o.ReadAt(buf, 6); !errors.Is(err, stop) {
+		t.Fatalf("second read should fail with the hook's error, got %v", err)
+	}
+	// The original bucket is unaffected.
+	o2, err := b.OpenObject(ctx, "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer o2.Close()
+	if _, err := o2.ReadAt(buf, 6); err != nil || seen != 10 {
+		t.Fatalf("unhooked read: %v seen=%d", err, seen)
+	}
+}

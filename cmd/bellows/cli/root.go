@@ -21,6 +21,10 @@ func NewRootCommand() *cobra.Command {
 	root.AddCommand(newVersionCommand())
 	root.AddCommand(newOperatorCommand())
 	root.AddCommand(newAutoscalerCommand())
+	root.AddCommand(newStoreCommand())
+	root.AddCommand(newCompactorCommand())
+	root.AddCommand(newLocalCommand())
+	root.AddCommand(newKVCommand())
 	return root
 }
 

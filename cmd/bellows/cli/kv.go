@@ -1,0 +1,118 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/spf13/cobra"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	kvv1 "github.com/bellows-kv/bellows/proto/bellows/kv/v1"
+)
+
+func newKVCommand() *cobra.Command {
+	var addr string
+	var timeout time.Duration
+	cmd := &cobra.Command{Use: "kv", Short: "Client: put, get, delete and scan keys on a store"}
+	cmd.PersistentFlags().StringVar(&addr, "addr", "127.0.0.1:7400", "store gRPC address")
+	cmd.PersistentFlags().DurationVar(&timeout, "timeout", 10*time.Second, "per-command timeout")
+	// with dials the store and runs f with a KV client.
+	with := func(cmd *cobra.Command, f func(ctx context.Context, c kvv1.KVClient) error) error {
+		conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if err != nil {
+			return err
+		}
+		defer conn.Close()
+		ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
+		defer cancel()
+		return f(ctx, kvv1.NewKVClient(conn))
+	}
+	put := &cobra.Command{Use: "put KEY VALUE", Short: "Write a value", Args: cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return with(cmd, func(ctx context.Context, c kvv1.KVClient) error {
+				r, err := c.Put(ctx, &kvv1.PutRequest{Key: []byte(args[0]), Value: []byte(args[1])})
+				if err == nil {
+					fmt.Fprintf(cmd.OutOrStdout(), "OK %s ts=%d\n", r.Region, r.CommitTs)
+				}
+				return err
+			})
+		}}
+	var readTS uint64
+	get := &cobra.Command{Use: "get KEY", Short: "Read a value (exit status 1 if absent)", Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return with(cmd, func(ctx context.Context, c kvv1.KVClient) error {
+				req := &kvv1.GetRequest{Key: []byte(args[0])}
+				if readTS != 0 {
+					req.ReadTs = &readTS
+				}
+				r, err := c.Get(ctx, req)
+				if err != nil {
+					return err
+				}
+				if !r.Found {
+					return fmt.Errorf("%q: not found", args[0])
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "%s\n", r.Value)
+				return nil
+			})
+		}}
+	get.Flags().Uint64Var(&readTS, "read-ts", 0, "read the version visible at this timestamp (0: newest)")
+	del := &cobra.Command{Use: "delete KEY", Short: "Delete a key", Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return with(cmd, func(ctx context.Context, c kvv1.KVClient) error {
+				r, err := c.Delete(ctx, &kvv1.DeleteRequest{Key: []byte(args[0])})
+				if err == nil {
+					fmt.Fprintf(cmd.OutOrStdout(), "OK %s ts=%d\n", r.Region, r.CommitTs)
+				}
+				return err
+			})
+		}}
+	var limit uint32
+	scan := &cobra.Command{Use: "scan [START [END]]", Short: "List keys in [START, END) as KEY<TAB>VALUE", Args: cobra.MaximumNArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			req := &kvv1.ScanRequest{Limit: limit}
+			if len(args) > 0 {
+				req.Start = []byte(args[0])
+			}
+			if len(args) > 1 {
+				req.End = []byte(args[1])
+			}
+			return with(cmd, func(ctx context.Context, c kvv1.KVClient) error {
+				s, err := c.Scan(ctx, req)
+				if err != nil {
+					return err
+				}
+				for {
+					r, err := s.Recv()
+					if err == io.EOF {
+						return nil
+					}
+					if err != nil {
+						return err
+					}
+					for _, p := range r.Pairs {
+						fmt.Fprintf(cmd.OutOrStdout(), "%s\t%s\n", p.Key, p.Value)
+					}
+				}
+			})
+		}}
+	scan.Flags().Uint32Var(&limit, "limit", 0, "at most this many keys (0: all)")
+	regions := &cobra.Command{Use: "regions", Short: "List the store's regions and key ranges", Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return with(cmd, func(ctx context.Context, c kvv1.KVClient) error {
+				r, err := c.Regions(ctx, &kvv1.RegionsRequest{})
+				if err != nil {
+					return err
+				}
+				for _, g := range r.Regions {
+					fmt.Fprintf(cmd.OutOrStdout(), "%s\t[%q, %q)\tssts=%d\n", g.Name, g.Start, g.End, g.SstFiles)
+				}
+				return nil
+			})
+		}}
+	cmd.AddCommand(put, get, del, scan, regions)
+	return cmd
+}

@@ -1,0 +1,113 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/keepalive"
+
+	"github.com/bellows-kv/bellows/autoscaler"
+)
+
+// servers is one role's gRPC and HTTP listeners, served until a signal.
+type servers struct {
+	grpc     *grpc.Server
+	grpcLis  net.Listener
+	http     *http.Server
+	httpLis  net.Listener
+	log      *slog.Logger
+	shutdown time.Duration
+}
+
+// listen binds both addresses first, so a busy port fails the command
+// before anything starts. Port 0 picks a free port; the ready line says which.
+func listen(grpcAddr, httpAddr string, log *slog.Logger, opts ...grpc.ServerOption) (*servers, error) {
+	gl, err := net.Listen("tcp", grpcAddr)
+	if err != nil {
+		return nil, fmt.Errorf("--listen %s: %w", grpcAddr, err)
+	}
+	hl, err := net.Listen("tcp", httpAddr)
+	if err != nil {
+		_ = gl.Close()
+		return nil, fmt.Errorf("--metrics-listen %s: %w", httpAddr, err)
+	}
+	opts = append([]grpc.ServerOption{
+		// Let clients' keepalive pings through: they are how a store notices
+		// a partitioned worker and a worker a partitioned store.
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
+		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 10 * time.Second, Timeout: 5 * time.Second}),
+	}, opts...)
+	return &servers{grpc: grpc.NewServer(opts...), grpcLis: gl, httpLis: hl, log: log, shutdown: 30 * time.Second}, nil
+}
+
+// run serves until SIGINT/SIGTERM or ctx ends, then stops gracefully. It
+// prints one ready line to out once both listeners serve; bellows local and
+// the process tests read the addresses from it.
+func (s *servers) run(ctx context.Context, role string, mux http.Handler, out io.Writer) error {
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	s.http = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	errc := make(chan error, 2)
+	go func() { errc <- s.grpc.Serve(s.grpcLis) }()
+	go func() {
+		if err := s.http.Serve(s.httpLis); !errors.Is(err, http.ErrServerClosed) {
+			errc <- err
+		}
+	}()
+	fmt.Fprintf(out, "bellows %s ready grpc=%s metrics=%s\n", role, s.grpcLis.Addr(), s.httpLis.Addr())
+	var err error
+	select {
+	case <-ctx.Done():
+		s.log.Info("stopping")
+	case err = <-errc:
+	}
+	done := make(chan struct{})
+	go func() { s.grpc.GracefulStop(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(s.shutdown):
+		s.grpc.Stop()
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_ = s.http.Shutdown(sctx)
+	return err
+}
+
+func newLogger(w io.Writer, role string) *slog.Logger {
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelInfo})).With("role", role)
+}
+
+// parseSize and parseRate accept the operator's syntax (6GiB, 8MB/s); empty
+// or "0" means unset.
+func parseSize(flag, s string) (int64, error) {
+	if s == "" || s == "0" {
+		return 0, nil
+	}
+	v, err := autoscaler.ParseBytes(s)
+	if err != nil {
+		return 0, fmt.Errorf("--%s: %w", flag, err)
+	}
+	return int64(v), nil
+}
+
+func parseRate(flag, s string) (float64, error) {
+	if s == "" || s == "0" {
+		return 0, nil
+	}
+	v, err := autoscaler.ParseByteRate(s)
+	if err != nil {
+		return 0, fmt.Errorf("--%s: %w", flag, err)
+	}
+	return v, nil
+}

@@ -1,0 +1,199 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/spf13/cobra"
+	"google.golang.org/grpc"
+
+	"github.com/bellows-kv/bellows/internal/engineconfig"
+	kvv1 "github.com/bellows-kv/bellows/proto/bellows/kv/v1"
+	"github.com/bellows-kv/bellows/storage-engine/blob"
+	"github.com/bellows-kv/bellows/storage-engine/blockcache"
+	"github.com/bellows-kv/bellows/storage-engine/compaction"
+	"github.com/bellows-kv/bellows/storage-engine/health"
+	"github.com/bellows-kv/bellows/storage-engine/offload"
+	"github.com/bellows-kv/bellows/storage-engine/region"
+	"github.com/bellows-kv/bellows/storage-engine/server"
+	"github.com/bellows-kv/bellows/storage-engine/wal"
+)
+
+type storeFlags struct {
+	listen, metricsListen, bucket, walDir, config string
+	regions                                       int
+	splitKeys, regionOwner                        string
+	compactors, compactorService, offloadMode     string
+}
+
+func newStoreCommand() *cobra.Command {
+	var o storeFlags
+	cmd := &cobra.Command{
+		Use:   "store",
+		Short: "Run a storage pod: serve regions over gRPC (bellows.kv.v1.KV), offload their compactions",
+		Args:  cobra.NoArgs,
+		RunE:  func(cmd *cobra.Command, _ []string) error { return runStore(cmd, o) },
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.listen, "listen", ":7400", "gRPC address")
+	f.StringVar(&o.metricsListen, "metrics-listen", ":9090", "HTTP address of /metrics, /healthz and /readyz")
+	f.StringVar(&o.bucket, "bucket", "", "bucket URL of region files and manifests (file://, s3://, gs://, azblob://)")
+	f.StringVar(&o.walDir, "wal-dir", "", "local directory for the regions' WALs")
+	f.StringVar(&o.config, "config", "", "engine settings file (engine.yaml); default settings if empty")
+	f.IntVar(&o.regions, "regions", 1, "split the key space evenly by first byte into this many regions")
+	f.StringVar(&o.splitKeys, "split-keys", "", "split the key space at these keys instead, e.g. g,p")
+	f.StringVar(&o.regionOwner, "region-owner", "", "ORDINAL/REPLICAS: serve region i when i mod REPLICAS = ORDINAL (default all)")
+	f.StringVar(&o.compactors, "compactors", "", "compaction workers, host:port,...")
+	f.StringVar(&o.compactorService, "compactor-service", "", "NAMESPACE/NAME of the workers' Service (EndpointSlice discovery: not in this build)")
+	f.StringVar(&o.offloadMode, "offload", "", "Required, Preferred or Disabled; overrides engine.yaml")
+	_ = cmd.MarkFlagRequired("bucket")
+	_ = cmd.MarkFlagRequired("wal-dir")
+	cmd.MarkFlagsMutuallyExclusive("regions", "split-keys")
+	return cmd
+}
+
+func loadEngineConfig(path string) (engineconfig.Config, error) {
+	if path == "" {
+		return engineconfig.Config{}, nil
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return engineconfig.Config{}, fmt.Errorf("--config: %w", err)
+	}
+	return engineconfig.Unmarshal(data)
+}
+
+func runStore(cmd *cobra.Command, o storeFlags) error {
+	ctx := cmd.Context()
+	log := newLogger(cmd.ErrOrStderr(), "store")
+	cfg, err := loadEngineConfig(o.config)
+	if err != nil {
+		return err
+	}
+	var spans []server.Span
+	if o.splitKeys != "" {
+		spans, err = server.SplitAt(strings.Split(o.splitKeys, ","))
+	} else {
+		spans, err = server.SplitEvenly(o.regions)
+	}
+	if err != nil {
+		return err
+	}
+	owner, err := server.ParseOwner(o.regionOwner)
+	if err != nil {
+		return err
+	}
+	spans = owner.Owned(spans)
+
+	mode := cfg.Offload
+	if o.offloadMode != "" {
+		mode = o.offloadMode
+	}
+	offMode, err := offload.ParseMode(mode)
+	if err != nil {
+		return err
+	}
+	workers := offload.ParseStatic(o.compactors)
+	if o.compactorService != "" && len(workers) == 0 {
+		// The operator passes --compactor-service; until EndpointSlice
+		// discovery exists the store compacts locally rather than wait
+		// (Required) for workers it cannot find.
+		log.Warn("--compactor-service discovery is not implemented yet; compacting locally", "service", o.compactorService)
+		offMode = offload.Disabled
+	}
+	if len(workers) == 0 && offMode != offload.Disabled {
+		if offMode == offload.Required {
+			return errors.New("offload mode Required needs workers: pass --compactors")
+		}
+		offMode = offload.Disabled
+	}
+	switch cfg.Warmup.Mode {
+	case "", "None", "Offload":
+	default:
+		log.Warn("warmup mode not implemented yet; new files start cold (as Offload)", "mode", cfg.Warmup.Mode)
+	}
+
+	walMode, err := wal.ParseMode(cfg.SyncMode)
+	if err != nil {
+		return fmt.Errorf("engine.yaml syncMode: %w", err)
+	}
+	bucket, err := blob.Open(ctx, o.bucket)
+	if err != nil {
+		return err
+	}
+	defer bucket.Close()
+	cacheBytes := cfg.BlockCacheBytes
+	if cacheBytes <= 0 {
+		cacheBytes = 256 << 20
+	}
+	cache := blockcache.New(cacheBytes)
+	reg := health.NewRegistry()
+
+	var store *server.Store
+	exec, err := offload.New(offload.Options{
+		Mode: offMode, Workers: workers, BucketURL: o.bucket,
+		Local: compaction.Local{Bucket: bucket}, Logger: log, Registerer: reg,
+		InputBytes: func(j compaction.Job) int64 { return jobInputBytes(store, j) },
+	})
+	if err != nil {
+		return err
+	}
+	defer exec.Close()
+	base := region.Options{
+		Bucket: bucket, WALMode: walMode, MemstoreBytes: cfg.Memstore.Bytes, BlockCache: cache,
+		Executor: exec, Owner: fmt.Sprintf("%s pid %d", hostname(), os.Getpid()), Logger: log,
+	}
+	if cfg.Compaction != (engineconfig.Compaction{}) {
+		base.Compaction = compaction.Policy{MinFiles: cfg.Compaction.MinFiles, MaxFiles: cfg.Compaction.MaxFiles,
+			Ratio: cfg.Compaction.Ratio, MaxBytes: cfg.Compaction.MaxBytes}
+	}
+	m := server.NewMetrics(reg)
+	srv, err := listen(o.listen, o.metricsListen, log,
+		grpc.ChainUnaryInterceptor(m.UnaryInterceptor), grpc.ChainStreamInterceptor(m.StreamInterceptor))
+	if err != nil {
+		return err
+	}
+	store, err = server.OpenStore(ctx, spans, o.walDir, base)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err := store.Close(); err != nil {
+			log.Error("closing regions", "err", err)
+		}
+	}()
+	log.Info("serving", "regions", len(spans), "offload", offMode, "workers", []string(workers), "bucket", o.bucket)
+	server.RegisterStoreGauges(reg, store, cache)
+	kv := server.NewKV(store)
+	kvv1.RegisterKVServer(srv.grpc, kv)
+	kvv1.RegisterAdminServer(srv.grpc, kv)
+	mux := health.Mux(reg, func() error { return nil }, nil)
+	return srv.run(ctx, "store", mux, cmd.OutOrStdout())
+}
+
+// jobInputBytes sizes a job from its region's manifest, without bucket calls.
+func jobInputBytes(store *server.Store, j compaction.Job) int64 {
+	if store == nil {
+		return 0
+	}
+	r := store.ByName(j.Region)
+	if r == nil {
+		return 0
+	}
+	sizes := map[string]int64{}
+	for _, f := range r.Manifest().Files {
+		sizes["regions/"+j.Region+"/"+f.Key] = f.Size
+	}
+	var n int64
+	for _, in := range j.Inputs {
+		n += sizes[in]
+	}
+	return n
+}
+
+func hostname() string {
+	h, _ := os.Hostname()
+	return h
+}

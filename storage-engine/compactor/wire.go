@@ -1,0 +1,112 @@
+package compactor
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	compactionv1 "github.com/bellows-kv/bellows/proto/bellows/compaction/v1"
+	"github.com/bellows-kv/bellows/storage-engine/compaction"
+	"github.com/bellows-kv/bellows/storage-engine/sstable"
+)
+
+// JobToProto encodes a job for the wire; JobFromProto is its inverse. Both
+// sides of the Compact RPC use them, so a field added to compaction.Job is
+// added here once.
+func JobToProto(j compaction.Job) *compactionv1.Job {
+	return &compactionv1.Job{
+		Region: j.Region,
+		Inputs: j.Inputs,
+		Output: j.Output,
+		Merge: &compactionv1.MergeOptions{
+			Major:                j.Merge.Major,
+			RetentionMaxVersions: int32(j.Merge.Retention.MaxVersions),
+			Snapshots:            j.Merge.Snapshots,
+		},
+		Sst: &compactionv1.SSTOptions{
+			BlockSize:          int64(j.SST.BlockSize),
+			Compression:        uint32(j.SST.Compression),
+			BloomFalsePositive: j.SST.BloomFalsePositive,
+			ExpectedKeys:       uint64(j.SST.ExpectedKeys),
+		},
+	}
+}
+
+// JobFromProto decodes and validates a job from the wire.
+func JobFromProto(p *compactionv1.Job) (compaction.Job, error) {
+	switch {
+	case p == nil:
+		return compaction.Job{}, errors.New("job is missing")
+	case p.Region == "":
+		return compaction.Job{}, errors.New("job has no region")
+	case len(p.Inputs) == 0:
+		return compaction.Job{}, errors.New("job has no inputs")
+	case p.Output == "":
+		return compaction.Job{}, errors.New("job has no output key")
+	}
+	j := compaction.Job{Region: p.Region, Inputs: p.Inputs, Output: p.Output}
+	if m := p.Merge; m != nil {
+		if m.RetentionMaxVersions < 0 {
+			return compaction.Job{}, errors.New("job retention maxVersions is negative")
+		}
+		j.Merge = compaction.MergeOptions{
+			Major:     m.Major,
+			Retention: compaction.Retention{MaxVersions: int(m.RetentionMaxVersions)},
+			Snapshots: m.Snapshots,
+		}
+	}
+	if s := p.Sst; s != nil {
+		if s.Compression > uint32(sstable.S2Compression) {
+			return compaction.Job{}, errors.New("job names an unknown compression")
+		}
+		j.SST = sstable.WriterOptions{
+			BlockSize:          int(s.BlockSize),
+			Compression:        sstable.Compression(s.Compression),
+			BloomFalsePositive: s.BloomFalsePositive,
+			ExpectedKeys:       uint(s.ExpectedKeys),
+		}
+	}
+	return j, nil
+}
+
+// ResultFromDone rebuilds the compaction result a Done event describes.
+func ResultFromDone(d *compactionv1.CompactEvent_Done) (compaction.Result, error) {
+	res := compaction.Result{
+		Empty:      d.Empty,
+		Size:       d.OutputSize,
+		InputBytes: d.InputBytes,
+		Stats: compaction.MergeStats{
+			InputVersions:   d.InputVersions,
+			OutputVersions:  d.OutputVersions,
+			DroppedVersions: d.DroppedVersions,
+			DroppedDeletes:  d.DroppedDeletes,
+		},
+	}
+	if !d.Empty {
+		if err := json.Unmarshal(d.PropsJson, &res.Props); err != nil {
+			return compaction.Result{}, fmt.Errorf("decoding output properties: %w", err)
+		}
+	}
+	return res, nil
+}
+
+func doneFromResult(res compaction.Result, blocks int) (*compactionv1.CompactEvent_Done, error) {
+	d := &compactionv1.CompactEvent_Done{
+		Empty:           res.Empty,
+		OutputSize:      res.Size,
+		InputBytes:      res.InputBytes,
+		InputVersions:   res.Stats.InputVersions,
+		OutputVersions:  res.Stats.OutputVersions,
+		DroppedVersions: res.Stats.DroppedVersions,
+		DroppedDeletes:  res.Stats.DroppedDeletes,
+		OutputBlocks:    uint32(blocks),
+	}
+	if !res.Empty {
+		props, err := json.Marshal(res.Props)
+		if err != nil {
+			return nil, err
+		}
+		d.PropsJson = props
+	}
+	return d, nil
+}

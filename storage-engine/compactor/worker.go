@@ -1,0 +1,253 @@
+// Package compactor is the compaction worker: it admits jobs by reserving
+// memory, runs them against the bucket with the same code a storage pod runs
+// locally (compaction.Execute), keeps each job's output blocks in memory for
+// warmup and serves them over gRPC (bellows.compaction.v1.Compactor).
+//
+// Invariants:
+//   - used = Σ reservations of running jobs + Σ bytes of kept outputs ≤
+//     capacity, except that a kept output may exceed its job's reservation
+//     (the output is rarely larger than the inputs; refusing it after the
+//     work is done would waste the job).
+//   - A job's reservation is freed exactly once: when it fails, is aborted
+//     (its caller's stream broke), or is converted into its kept output.
+package compactor
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/dustin/go-humanize"
+	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/time/rate"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	compactionv1 "github.com/bellows-kv/bellows/proto/bellows/compaction/v1"
+	"github.com/bellows-kv/bellows/storage-engine/blob"
+)
+
+// Options configure a worker.
+type Options struct {
+	// Name identifies the worker in Accepted events and errors.
+	Name string
+	// CacheBytes is m: memory for running jobs and kept outputs.
+	CacheBytes int64
+	// TransferRate is w's bound: bytes per second FetchBlocks sends per
+	// stream; 0 is unlimited.
+	TransferRate float64
+	// CompactionRateLimit bounds the bytes per second all jobs of this worker
+	// read from the bucket together; 0 is unlimited.
+	CompactionRateLimit float64
+	// OutputTTL drops a kept output nobody released (its store died).
+	OutputTTL time.Duration
+	// ProgressInterval is how often a running job reports progress.
+	ProgressInterval time.Duration
+	Logger           *slog.Logger
+	// Registerer receives the worker's metrics; nil registers none.
+	Registerer prometheus.Registerer
+}
+
+// Worker runs compaction jobs. It implements compactionv1.CompactorServer.
+type Worker struct {
+	compactionv1.UnimplementedCompactorServer
+	opts    Options
+	limiter *rate.Limiter // nil: compaction reads are not throttled
+	m       *metrics
+
+	mu       sync.Mutex
+	used     int64
+	inflight map[string]int64 // job id → reserved bytes
+	kept     map[string]*keptOutput
+	draining bool
+	idle     chan struct{} // closed and replaced when inflight drops to 0
+	buckets  map[string]*blob.Bucket
+	rejected uint64
+	c, w     ewma
+}
+
+// New returns a worker.
+func New(opts Options) *Worker {
+	if opts.OutputTTL <= 0 {
+		opts.OutputTTL = 10 * time.Minute
+	}
+	if opts.ProgressInterval <= 0 {
+		opts.ProgressInterval = time.Second
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	w := &Worker{
+		opts:     opts,
+		inflight: map[string]int64{},
+		kept:     map[string]*keptOutput{},
+		idle:     make(chan struct{}),
+		buckets:  map[string]*blob.Bucket{},
+		m:        newMetrics(opts.Registerer),
+	}
+	if opts.CompactionRateLimit > 0 {
+		w.limiter = newLimiter(opts.CompactionRateLimit)
+	}
+	w.m.capacity.Set(float64(opts.CacheBytes))
+	return w
+}
+
+// newLimiter allows a burst of a tenth of a second's bytes (at least one
+// block), so a throttled transfer is smooth rather than a burst per second.
+func newLimiter(bytesPerSecond float64) *rate.Limiter {
+	return rate.NewLimiter(rate.Limit(bytesPerSecond), max(int(bytesPerSecond/10), 64<<10))
+}
+
+// waitN waits for n bytes of budget; n may exceed the limiter's burst.
+func waitN(ctx context.Context, l *rate.Limiter, n int) error {
+	for n > 0 {
+		k := min(n, l.Burst())
+		if err := l.WaitN(ctx, k); err != nil {
+			return err
+		}
+		n -= k
+	}
+	return nil
+}
+
+// admit reserves size bytes for a job, or says why not as a gRPC status.
+func (w *Worker) admit(id string, size int64) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	switch {
+	case w.draining:
+		return status.Errorf(codes.Unavailable, "compactor %s is draining and accepts no new jobs", w.opts.Name)
+	case w.inflight[id] != 0 || w.kept[id] != nil:
+		return status.Errorf(codes.AlreadyExists, "compactor %s already has job %s", w.opts.Name, id)
+	case w.used+size > w.opts.CacheBytes:
+		w.rejected++
+		w.m.rejections.Inc()
+		return status.Errorf(codes.ResourceExhausted,
+			"compactor %s: cache full: job %s needs %s, %s of %s free (%d jobs running, %d outputs kept)",
+			w.opts.Name, id, humanize.IBytes(uint64(size)), humanize.IBytes(uint64(max(w.opts.CacheBytes-w.used, 0))),
+			humanize.IBytes(uint64(w.opts.CacheBytes)), len(w.inflight), len(w.kept))
+	}
+	// A zero-byte job still counts as in flight.
+	w.inflight[id] = max(size, 1)
+	w.used += max(size, 1)
+	w.updateGaugesLocked()
+	return nil
+}
+
+// finish frees a job's reservation and, if out is not nil, keeps out in its
+// place.
+func (w *Worker) finish(id string, out *keptOutput) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.used -= w.inflight[id]
+	delete(w.inflight, id)
+	if out != nil {
+		w.kept[id] = out
+		w.used += out.bytes
+		out.timer = time.AfterFunc(w.opts.OutputTTL, func() { w.release(id, out) })
+	}
+	if len(w.inflight) == 0 {
+		close(w.idle)
+		w.idle = make(chan struct{})
+	}
+	w.updateGaugesLocked()
+}
+
+// release drops a kept output; only the given one, so a TTL timer cannot
+// drop a newer output of the same job id.
+func (w *Worker) release(id string, out *keptOutput) int64 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	cur := w.kept[id]
+	if cur == nil || (out != nil && cur != out) {
+		return 0
+	}
+	cur.timer.Stop()
+	delete(w.kept, id)
+	w.used -= cur.bytes
+	w.updateGaugesLocked()
+	return cur.bytes
+}
+
+func (w *Worker) updateGaugesLocked() {
+	w.m.inflight.Set(float64(len(w.inflight)))
+	w.m.used.Set(float64(w.used))
+}
+
+// Drain stops admitting jobs and waits until none is running or ctx ends. It
+// reports whether every job finished.
+func (w *Worker) Drain(ctx context.Context) bool {
+	w.mu.Lock()
+	w.draining = true
+	w.mu.Unlock()
+	for {
+		w.mu.Lock()
+		n, idle := len(w.inflight), w.idle
+		w.mu.Unlock()
+		if n == 0 {
+			return true
+		}
+		select {
+		case <-idle:
+		case <-ctx.Done():
+			return false
+		}
+	}
+}
+
+// Draining reports whether Drain was called.
+func (w *Worker) Draining() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.draining
+}
+
+// bucket opens (once) the bucket a job names. Jobs carry the URL because one
+// worker pool may serve several clusters.
+func (w *Worker) bucket(ctx context.Context, url string) (*blob.Bucket, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if b := w.buckets[url]; b != nil {
+		return b, nil
+	}
+	b, err := blob.Open(ctx, url)
+	if err != nil {
+		return nil, err
+	}
+	w.buckets[url] = b
+	return b, nil
+}
+
+// Close releases the buckets.
+func (w *Worker) Close() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var first error
+	for url, b := range w.buckets {
+		if err := b.Close(); err != nil && first == nil {
+			first = fmt.Errorf("closing bucket %s: %w", url, err)
+		}
+	}
+	w.buckets = map[string]*blob.Bucket{}
+	for _, k := range w.kept {
+		k.timer.Stop()
+	}
+	return first
+}
+
+// ewma is a smoothed rate; the first sample sets it.
+type ewma struct {
+	v   float64
+	set bool
+}
+
+func (e *ewma) add(x float64) float64 {
+	if !e.set {
+		e.v, e.set = x, true
+	} else {
+		e.v = 0.7*e.v + 0.3*x
+	}
+	return e.v
+}

@@ -1,0 +1,258 @@
+// Package server is the storage pod's gRPC API: bellows.kv.v1.KV (and Admin)
+// over a Store, the set of regions the pod serves. Each request is routed to
+// the region holding its key; a batch must fall in one region, because a
+// region is the unit of atomicity.
+package server
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"strings"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	kvv1 "github.com/bellows-kv/bellows/proto/bellows/kv/v1"
+	"github.com/bellows-kv/bellows/storage-engine/kv"
+	"github.com/bellows-kv/bellows/storage-engine/region"
+)
+
+// scanChunk bounds one ScanResponse.
+const scanChunk = 256 << 10
+
+// KV implements kvv1.KVServer and kvv1.AdminServer.
+type KV struct {
+	kvv1.UnimplementedKVServer
+	kvv1.UnimplementedAdminServer
+	store *Store
+}
+
+// NewKV serves store.
+func NewKV(store *Store) *KV { return &KV{store: store} }
+
+func (s *KV) route(key []byte) (*Region, error) {
+	if len(key) == 0 {
+		return nil, toStatus(region.ErrEmptyKey)
+	}
+	r := s.store.Route(key)
+	if r == nil {
+		return nil, status.Errorf(codes.OutOfRange, "key %q is in no region this store serves (see Regions)", key)
+	}
+	return r, nil
+}
+
+// regionErr names the region in an engine error that does not already.
+func regionErr(r *Region, err error) error {
+	if err == nil {
+		return nil
+	}
+	if !strings.Contains(err.Error(), r.Name()) {
+		err = fmt.Errorf("region %s: %w", r.Name(), err)
+	}
+	return toStatus(err)
+}
+
+func readTS(ts *uint64) uint64 {
+	if ts == nil {
+		return kv.MaxTimestamp
+	}
+	return *ts
+}
+
+// Put implements kvv1.KVServer.
+func (s *KV) Put(_ context.Context, req *kvv1.PutRequest) (*kvv1.PutResponse, error) {
+	r, err := s.route(req.Key)
+	if err != nil {
+		return nil, err
+	}
+	ts, err := r.Put(req.Key, req.Value)
+	if err != nil {
+		return nil, regionErr(r, err)
+	}
+	return &kvv1.PutResponse{CommitTs: ts, Region: r.Name()}, nil
+}
+
+// Get implements kvv1.KVServer.
+func (s *KV) Get(_ context.Context, req *kvv1.GetRequest) (*kvv1.GetResponse, error) {
+	r, err := s.route(req.Key)
+	if err != nil {
+		return nil, err
+	}
+	v, ok, err := r.Get(req.Key, readTS(req.ReadTs))
+	if err != nil {
+		return nil, regionErr(r, err)
+	}
+	return &kvv1.GetResponse{Found: ok, Value: v}, nil
+}
+
+// Delete implements kvv1.KVServer.
+func (s *KV) Delete(_ context.Context, req *kvv1.DeleteRequest) (*kvv1.DeleteResponse, error) {
+	r, err := s.route(req.Key)
+	if err != nil {
+		return nil, err
+	}
+	ts, err := r.Delete(req.Key)
+	if err != nil {
+		return nil, regionErr(r, err)
+	}
+	return &kvv1.DeleteResponse{CommitTs: ts, Region: r.Name()}, nil
+}
+
+// Batch implements kvv1.KVServer.
+func (s *KV) Batch(_ context.Context, req *kvv1.BatchRequest) (*kvv1.BatchResponse, error) {
+	if len(req.Mutations) == 0 {
+		return nil, toStatus(region.ErrEmptyBatch)
+	}
+	var r *Region
+	b := new(region.Batch)
+	for i, m := range req.Mutations {
+		mr, err := s.route(m.Key)
+		if err != nil {
+			return nil, status.Errorf(status.Code(err), "mutation %d: %s", i, status.Convert(err).Message())
+		}
+		if r != nil && mr != r {
+			return nil, status.Errorf(codes.InvalidArgument,
+				"mutation %d: key %q is in region %s, mutation 0 in %s; a batch is atomic only within one region", i, m.Key, mr.Name(), r.Name())
+		}
+		r = mr
+		switch m.Op {
+		case kvv1.Mutation_OP_PUT:
+			b.Put(m.Key, m.Value)
+		case kvv1.Mutation_OP_DELETE:
+			b.Delete(m.Key)
+		default:
+			return nil, status.Errorf(codes.InvalidArgument, "mutation %d: op %v is neither OP_PUT nor OP_DELETE", i, m.Op)
+		}
+	}
+	ts, err := r.Apply(b)
+	if err != nil {
+		return nil, regionErr(r, err)
+	}
+	return &kvv1.BatchResponse{CommitTs: ts, Region: r.Name()}, nil
+}
+
+// Scan implements kvv1.KVServer. Each region is read from one consistent view;
+// regions are read one after another.
+func (s *KV) Scan(req *kvv1.ScanRequest, stream kvv1.KV_ScanServer) error {
+	end := req.End
+	if len(end) == 0 {
+		end = nil
+	}
+	if end != nil && bytes.Compare(req.Start, end) >= 0 {
+		return nil
+	}
+	left := int(req.Limit)
+	var chunk kvv1.ScanResponse
+	size := 0
+	flush := func() error {
+		if len(chunk.Pairs) == 0 {
+			return nil
+		}
+		err := stream.Send(&chunk)
+		chunk.Pairs, size = nil, 0
+		return err
+	}
+	for _, r := range s.store.Regions() {
+		if r.Span.End != nil && bytes.Compare(r.Span.End, req.Start) <= 0 {
+			continue
+		}
+		if end != nil && bytes.Compare(r.Span.Start, end) >= 0 {
+			break
+		}
+		if err := s.scanRegion(stream.Context(), r, req.Start, end, readTS(req.ReadTs), &left, req.Limit > 0, func(k, v []byte) error {
+			chunk.Pairs = append(chunk.Pairs, &kvv1.KeyValue{Key: bytes.Clone(k), Value: bytes.Clone(v)})
+			if size += len(k) + len(v); size >= scanChunk {
+				return flush()
+			}
+			return nil
+		}); err != nil {
+			return err
+		}
+		if req.Limit > 0 && left == 0 {
+			break
+		}
+	}
+	return flush()
+}
+
+func (s *KV) scanRegion(ctx context.Context, r *Region, start, end []byte, ts uint64, left *int, limited bool, emit func(k, v []byte) error) error {
+	start = maxKey(start, r.Span.Start)
+	if r.Span.End != nil && (end == nil || bytes.Compare(r.Span.End, end) < 0) {
+		end = r.Span.End
+	}
+	it, err := r.NewIterator(start, end, ts)
+	if err != nil {
+		return regionErr(r, err)
+	}
+	defer it.Close()
+	for ok := it.First(); ok; ok = it.Next() {
+		if limited && *left == 0 {
+			return nil
+		}
+		if err := ctx.Err(); err != nil {
+			return toStatus(err)
+		}
+		if err := emit(it.Key(), it.Value()); err != nil {
+			return err
+		}
+		*left--
+	}
+	return regionErr(r, it.Err())
+}
+
+func maxKey(a, b []byte) []byte {
+	if bytes.Compare(a, b) >= 0 {
+		return a
+	}
+	return b
+}
+
+// Regions implements kvv1.KVServer.
+func (s *KV) Regions(context.Context, *kvv1.RegionsRequest) (*kvv1.RegionsResponse, error) {
+	resp := &kvv1.RegionsResponse{}
+	for _, r := range s.store.Regions() {
+		resp.Regions = append(resp.Regions, &kvv1.RegionInfo{Name: r.Name(), Start: r.Span.Start, End: r.Span.End, SstFiles: uint32(r.FileCount())})
+	}
+	return resp, nil
+}
+
+// Flush implements kvv1.AdminServer.
+func (s *KV) Flush(ctx context.Context, req *kvv1.FlushRequest) (*kvv1.FlushResponse, error) {
+	regions, err := s.pick(req.Region)
+	if err != nil {
+		return nil, err
+	}
+	for _, r := range regions {
+		if err := r.Flush(ctx); err != nil {
+			return nil, regionErr(r, err)
+		}
+	}
+	return &kvv1.FlushResponse{}, nil
+}
+
+// Compact implements kvv1.AdminServer.
+func (s *KV) Compact(ctx context.Context, req *kvv1.CompactRequest) (*kvv1.CompactResponse, error) {
+	r := s.store.ByName(req.Region)
+	if r == nil {
+		return nil, status.Errorf(codes.NotFound, "this store serves no region %q", req.Region)
+	}
+	info, err := r.Region.Compact(ctx, req.Major)
+	if err != nil {
+		return nil, regionErr(r, err)
+	}
+	if info == nil {
+		return &kvv1.CompactResponse{}, nil
+	}
+	return &kvv1.CompactResponse{Compacted: true, Inputs: info.Inputs, Output: info.Output, InputBytes: info.InputBytes}, nil
+}
+
+func (s *KV) pick(name string) ([]*Region, error) {
+	if name == "" {
+		return s.store.Regions(), nil
+	}
+	if r := s.store.ByName(name); r != nil {
+		return []*Region{r}, nil
+	}
+	return nil, status.Errorf(codes.NotFound, "this store serves no region %q", name)
+}

@@ -1,0 +1,273 @@
+package process
+
+import (
+	"context"
+	"crypto/rand"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	kvv1 "github.com/bellows-kv/bellows/proto/bellows/kv/v1"
+	"github.com/bellows-kv/bellows/storage-engine/blob"
+	"github.com/bellows-kv/bellows/storage-engine/manifest"
+)
+
+const region0 = "region-000"
+
+// slowCompactor is throttled so a job runs for seconds: long enough to kill
+// it mid-way once Status shows it in flight.
+func slowCompactor(t *testing.T, name string) *proc {
+	return start(t, name, "compactor", "--name="+name, "--cache-bytes=64MiB", "--compaction-rate-limit=100KB/s")
+}
+
+// noAutoCompaction is engine.yaml with a policy that never selects a minor
+// compaction for these small tests, so the only compaction is the one the
+// test asks for.
+const noAutoCompaction = "compaction: {minFiles: 50, maxFiles: 50, ratio: 1.2, maxBytes: 1073741824}\n"
+
+func startStore(t *testing.T, bucket, walDir, mode string, compactors ...*proc) *proc {
+	config := filepath.Join(t.TempDir(), "engine.yaml")
+	if err := os.WriteFile(config, []byte(noAutoCompaction), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	args := []string{"store", "--bucket=" + bucket, "--wal-dir=" + walDir, "--config=" + config, "--regions=1", "--offload=" + mode}
+	var addrs []string
+	for _, c := range compactors {
+		addrs = append(addrs, c.grpc)
+	}
+	if len(addrs) > 0 {
+		args = append(args, "--compactors="+strings.Join(addrs, ","))
+	}
+	return start(t, "store", args...)
+}
+
+// load writes files×perFile keys of 1 KiB random values, flushing after each
+// batch so the region has that many SSTs, and returns what it wrote.
+func load(t *testing.T, s *proc, files, perFile int) map[string][]byte {
+	t.Helper()
+	ctx := context.Background()
+	want := map[string][]byte{}
+	for f := range files {
+		for i := range perFile {
+			k := fmt.Sprintf("bulk-%02d-%04d", f, i)
+			v := make([]byte, 1024)
+			_, _ = rand.Read(v)
+			if _, err := s.kv().Put(ctx, &kvv1.PutRequest{Key: []byte(k), Value: v}); err != nil {
+				t.Fatal(err)
+			}
+			want[k] = v
+		}
+		if _, err := s.admin().Flush(ctx, &kvv1.FlushRequest{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return want
+}
+
+// checkData reads every written key back.
+func checkData(t *testing.T, s *proc, want map[string][]byte) {
+	t.Helper()
+	for k, v := range want {
+		got, err := s.kv().Get(context.Background(), &kvv1.GetRequest{Key: []byte(k)})
+		if err != nil || !got.Found || string(got.Value) != string(v) {
+			t.Fatalf("key %s after the fault: found=%v err=%v", k, got.GetFound(), err)
+		}
+	}
+}
+
+// checkManifest: the region's manifest names only files that exist.
+func checkManifest(t *testing.T, bucketURL, region string) manifest.Manifest {
+	t.Helper()
+	ctx := context.Background()
+	b, err := blob.Open(ctx, bucketURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	rb := b.Prefixed("regions/" + region + "/")
+	m, err := manifest.Load(ctx, rb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range m.Files {
+		if ok, err := rb.Exists(ctx, f.Key); err != nil || !ok {
+			t.Fatalf("manifest %d names %s, which does not exist (err %v)", m.Number, f.Key, err)
+		}
+	}
+	return m
+}
+
+// compactAsync starts a major compaction through the store's Admin API.
+func compactAsync(s *proc) <-chan error {
+	done := make(chan error, 1)
+	go func() {
+		resp, err := s.admin().Compact(context.Background(), &kvv1.CompactRequest{Region: region0, Major: true})
+		if err == nil && !resp.Compacted {
+			err = fmt.Errorf("nothing compacted")
+		}
+		done <- err
+	}()
+	return done
+}
+
+// killRunning waits until one of the workers has the job in flight and
+// SIGKILLs it.
+func killRunning(t *testing.T, workers ...*proc) *proc {
+	t.Helper()
+	var victim *proc
+	waitFor(t, "a compactor running the job", func() bool {
+		for _, w := range workers {
+			if w.status(t).InflightJobs > 0 {
+				victim = w
+				return true
+			}
+		}
+		return false
+	})
+	victim.kill()
+	return victim
+}
+
+// A compactor dies mid-compaction: the store's Compact stream breaks, the
+// job is retried on the other compactor (Required mode), nothing is
+// half-installed, and a concurrent client history stays linearizable.
+func TestCompactorKilledJobRetriedOnAnother(t *testing.T) {
+	dir := t.TempDir()
+	bucket := "file://" + filepath.Join(dir, "bucket")
+	a, b := slowCompactor(t, "compactor-a"), slowCompactor(t, "compactor-b")
+	s := startStore(t, bucket, filepath.Join(dir, "wal"), "Required", a, b)
+	want := load(t, s, 3, 100)
+
+	h := newHistory(s.kv(), 4, 4)
+	h.start()
+	done := compactAsync(s)
+	victim := killRunning(t, a, b)
+	survivor := a
+	if victim == a {
+		survivor = b
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("compaction after %s was killed: %v", victim.name, err)
+	}
+	h.stopAfterMore(20)
+	h.check(t)
+
+	if n := s.metric(t, `bellows_compactions_total{location="remote",result="failure"}`); n < 1 {
+		t.Fatalf("the killed attempt was not counted as a remote failure: %v", n)
+	}
+	if n := s.metric(t, `bellows_compactions_total{location="remote",result="success"}`); n != 1 {
+		t.Fatalf("remote successes: %v", n)
+	}
+	if n := s.metric(t, `bellows_compactions_total{location="local",result="success"}`); n != 0 {
+		t.Fatalf("Required mode compacted locally: %v", n)
+	}
+	if n := survivor.metric(t, `bellows_compactor_jobs_total{result="success"}`); n != 1 {
+		t.Fatalf("%s ran %v jobs", survivor.name, n)
+	}
+	m := checkManifest(t, bucket, region0)
+	if len(m.Files) != 1 {
+		t.Fatalf("after a major compaction the manifest names %d files", len(m.Files))
+	}
+	checkData(t, s, want)
+}
+
+// In Preferred mode a job whose only compactor died runs in the store.
+func TestCompactorKilledPreferredCompactsLocally(t *testing.T) {
+	dir := t.TempDir()
+	bucket := "file://" + filepath.Join(dir, "bucket")
+	c := slowCompactor(t, "compactor")
+	s := startStore(t, bucket, filepath.Join(dir, "wal"), "Preferred", c)
+	want := load(t, s, 3, 100)
+	done := compactAsync(s)
+	killRunning(t, c)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if n := s.metric(t, `bellows_compactions_total{location="local",result="success"}`); n != 1 {
+		t.Fatalf("local successes: %v", n)
+	}
+	checkManifest(t, bucket, region0)
+	checkData(t, s, want)
+}
+
+// The store dies while its job runs remotely: the compactor sees the broken
+// stream, aborts the job and frees the memory it reserved.
+func TestStoreKilledCompactorAborts(t *testing.T) {
+	dir := t.TempDir()
+	bucket := "file://" + filepath.Join(dir, "bucket")
+	c := slowCompactor(t, "compactor")
+	s := startStore(t, bucket, filepath.Join(dir, "wal"), "Required", c)
+	load(t, s, 3, 100)
+	compactAsync(s)
+	waitFor(t, "the job in flight with memory reserved", func() bool {
+		st := c.status(t)
+		return st.InflightJobs == 1 && st.CacheUsedBytes > 0
+	})
+	s.kill()
+	waitFor(t, "the job aborted and its memory freed", func() bool {
+		st := c.status(t)
+		return st.InflightJobs == 0 && st.CacheUsedBytes == 0
+	})
+	if n := c.metric(t, `bellows_compactor_jobs_total{result="aborted"}`); n != 1 {
+		t.Fatalf("aborted jobs: %v", n)
+	}
+	if n := c.metric(t, "bellows_compactor_cache_used_bytes"); n != 0 {
+		t.Fatalf("cache used after abort: %v", n)
+	}
+	// The region reopens from its manifest with every file present.
+	checkManifest(t, bucket, region0)
+}
+
+// Two stores open one region: the second claims it and serves the flushed
+// data; the first is fenced by the manifest and refuses writes with
+// FAILED_PRECONDITION from its next manifest commit on.
+func TestStaleStoreIsFenced(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	bucket := "file://" + filepath.Join(dir, "bucket")
+	old := startStore(t, bucket, filepath.Join(dir, "wal-old"), "Disabled")
+	if _, err := old.kv().Put(ctx, &kvv1.PutRequest{Key: []byte("k1"), Value: []byte("v1")}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := old.admin().Flush(ctx, &kvv1.FlushRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	cur := startStore(t, bucket, filepath.Join(dir, "wal-new"), "Disabled")
+	got, err := cur.kv().Get(ctx, &kvv1.GetRequest{Key: []byte("k1")})
+	if err != nil || string(got.Value) != "v1" {
+		t.Fatalf("new owner reads k1: %v %v", got, err)
+	}
+	// The stale store learns it is fenced when it next commits a manifest.
+	if _, err := old.kv().Put(ctx, &kvv1.PutRequest{Key: []byte("k2"), Value: []byte("stale")}); err != nil {
+		t.Fatal(err)
+	}
+	_, err = old.admin().Flush(ctx, &kvv1.FlushRequest{})
+	if status.Code(err) != codes.FailedPrecondition {
+		t.Fatalf("stale flush: want FAILED_PRECONDITION, got %v", err)
+	}
+	_, err = old.kv().Put(ctx, &kvv1.PutRequest{Key: []byte("k3"), Value: []byte("stale")})
+	if status.Code(err) != codes.FailedPrecondition || !containsAll(status.Convert(err).Message(), region0, "fenced") {
+		t.Fatalf("stale put: want FAILED_PRECONDITION naming the region and fencing, got %v", err)
+	}
+	if _, err := cur.kv().Put(ctx, &kvv1.PutRequest{Key: []byte("k4"), Value: []byte("v4")}); err != nil {
+		t.Fatalf("new owner write: %v", err)
+	}
+	if _, err := cur.admin().Flush(ctx, &kvv1.FlushRequest{}); err != nil {
+		t.Fatalf("new owner flush: %v", err)
+	}
+	checkManifest(t, bucket, region0)
+}
+
+func containsAll(s string, subs ...string) bool {
+	for _, x := range subs {
+		if !strings.Contains(s, x) {
+			return false
+		}
+	}
+	return true
+}
