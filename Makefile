@@ -33,8 +33,11 @@ unit: envtest-bins
 envtest-bins:
 	hack/envtest-bins.sh >/dev/null
 
-## lint: go vet plus staticcheck (installed into bin/ by hack/tool.sh)
-lint: vet staticcheck
+## lint: gofmt, go vet and staticcheck (installed into bin/ by hack/tool.sh)
+lint: fmt-check vet staticcheck
+
+fmt-check:
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
 vet:
 	$(GO) vet ./...

@@ -89,7 +89,7 @@ func (e *Bellows) Flush() error { return e.r.Flush(context.Background()) }
 // OutsideCacheBytes is what Bellows holds beyond the shared budget: SST
 // indexes and bloom filters, which Pebble keeps inside its block cache.
 func (e *Bellows) OutsideCacheBytes() int64 { return e.r.TableMemoryBytes() }
-func (e *Bellows) Close() error { return e.r.Close() }
+func (e *Bellows) Close() error             { return e.r.Close() }
 
 // Pebble is Pebble configured as its users would with the same budget.
 type Pebble struct {

@@ -15,12 +15,12 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
+	compactionv1 "github.com/bellows-kv/bellows/proto/bellows/compaction/v1"
 	"github.com/bellows-kv/bellows/storage-engine/blob"
 	"github.com/bellows-kv/bellows/storage-engine/blockcache"
 	"github.com/bellows-kv/bellows/storage-engine/compaction"
 	"github.com/bellows-kv/bellows/storage-engine/region"
 	"github.com/bellows-kv/bellows/storage-engine/sstable"
-	compactionv1 "github.com/bellows-kv/bellows/proto/bellows/compaction/v1"
 )
 
 // fixture writes files SSTs of a region into a file:// bucket and returns

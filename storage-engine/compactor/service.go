@@ -196,7 +196,11 @@ func (w *Worker) FetchBlocks(req *compactionv1.FetchBlocksRequest, stream compac
 	if int(req.FromBlock) > len(out.blocks) {
 		return status.Errorf(codes.OutOfRange, "job %s output has %d blocks, from_block is %d", req.JobId, len(out.blocks), req.FromBlock)
 	}
-	lim := newLimiterOrNil(w.opts.TransferRate)
+	bps := w.opts.TransferRate
+	if r := float64(req.RateBytesPerSecond); r > 0 && (bps <= 0 || r < bps) {
+		bps = r
+	}
+	lim := newLimiterOrNil(bps)
 	began := time.Now()
 	var sent int64
 	defer func() {
@@ -206,7 +210,11 @@ func (w *Worker) FetchBlocks(req *compactionv1.FetchBlocksRequest, stream compac
 			w.mu.Unlock()
 		}
 	}()
-	for _, blk := range out.blocks[req.FromBlock:] {
+	blocks := out.blocks[req.FromBlock:]
+	if n := int(req.MaxBlocks); n > 0 && n < len(blocks) {
+		blocks = blocks[:n]
+	}
+	for _, blk := range blocks {
 		if lim != nil {
 			if err := waitN(stream.Context(), lim, len(blk.Stored)); err != nil {
 				return status.FromContextError(err).Err()

@@ -87,7 +87,6 @@ func TestSkiplistGetReadsAtTimestamp(t *testing.T) {
 	}
 }
 
-
 func BenchmarkSkiplistAddRandom(b *testing.B) {
 	s := NewSkiplist()
 	keys := make([][]byte, 1<<20)

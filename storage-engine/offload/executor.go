@@ -77,9 +77,8 @@ type Options struct {
 	// RetryInitial and RetryMax shape Required mode's backoff between
 	// rounds over all workers. Defaults 200ms and 10s.
 	RetryInitial, RetryMax time.Duration
-	// KeepOutput asks workers to keep output blocks for warmup. Until the
-	// warmup modes that fetch them exist, the executor releases them as soon
-	// as the job is done.
+	// KeepOutput asks workers to keep output blocks for warmup; the result
+	// then carries a BlockSource the region streams and releases.
 	KeepOutput  bool
 	DialOptions []grpc.DialOption
 	Logger      *slog.Logger
@@ -300,8 +299,7 @@ func (e *Executor) runRemote(ctx context.Context, addr string, job compaction.Jo
 				return compaction.Result{}, status.Errorf(codes.Internal, "worker %s: %v", addr, err)
 			}
 			if e.opts.KeepOutput {
-				// No warmup mode fetches the blocks yet: free them now.
-				_, _ = client.Release(context.WithoutCancel(ctx), &compactionv1.ReleaseRequest{JobId: id})
+				res.Blocks = &remoteBlocks{client: client, jobID: id, worker: addr}
 			}
 			return res, nil
 		}

@@ -8,11 +8,11 @@ import (
 
 	"google.golang.org/grpc"
 
+	compactionv1 "github.com/bellows-kv/bellows/proto/bellows/compaction/v1"
 	"github.com/bellows-kv/bellows/storage-engine/blob"
 	"github.com/bellows-kv/bellows/storage-engine/compaction"
 	"github.com/bellows-kv/bellows/storage-engine/compactor"
 	"github.com/bellows-kv/bellows/storage-engine/region"
-	compactionv1 "github.com/bellows-kv/bellows/proto/bellows/compaction/v1"
 )
 
 func listen(t *testing.T) net.Listener {

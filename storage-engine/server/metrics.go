@@ -94,10 +94,33 @@ func RegisterStoreGauges(reg prometheus.Registerer, s *Store, cache *blockcache.
 				return float64(n)
 			}),
 	)
+	warmBytes := func(fromCompactor bool) func() float64 {
+		return func() float64 {
+			var n uint64
+			for _, r := range s.Regions() {
+				if fromCompactor {
+					n += r.WarmupStats().BytesFromCompactor.Load()
+				} else {
+					n += r.WarmupStats().BytesFromBucket.Load()
+				}
+			}
+			return float64(n)
+		}
+	}
+	for source, fromCompactor := range map[string]bool{"compactor": true, "bucket": false} {
+		reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "bellows_warmup_bytes_total", Help: "Bytes of compacted blocks loaded into the cache by warmup, by source.",
+			ConstLabels: prometheus.Labels{"source": source},
+		}, warmBytes(fromCompactor)))
+	}
 	for _, r := range s.Regions() {
 		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "bellows_region_sst_files", Help: "Live SST files per region.",
 			ConstLabels: prometheus.Labels{"region": r.Name()},
 		}, func() float64 { return float64(r.FileCount()) }))
+		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "bellows_warmup_progress_ratio", Help: "Progress of the region's running or last warmup (T as a fraction of the new file's blocks).",
+			ConstLabels: prometheus.Labels{"region": r.Name()},
+		}, func() float64 { return float64(r.WarmupStats().Progress.Load()) / 1e6 }))
 	}
 }

@@ -31,8 +31,13 @@ func slowCompactor(t *testing.T, name string) *proc {
 const noAutoCompaction = "compaction: {minFiles: 50, maxFiles: 50, ratio: 1.2, maxBytes: 1073741824}\n"
 
 func startStore(t *testing.T, bucket, walDir, mode string, compactors ...*proc) *proc {
+	return startStoreWith(t, bucket, walDir, mode, "", compactors...)
+}
+
+// startStoreWith adds extra engine.yaml lines (e.g. the warmup mode).
+func startStoreWith(t *testing.T, bucket, walDir, mode, extra string, compactors ...*proc) *proc {
 	config := filepath.Join(t.TempDir(), "engine.yaml")
-	if err := os.WriteFile(config, []byte(noAutoCompaction), 0o644); err != nil {
+	if err := os.WriteFile(config, []byte(noAutoCompaction+extra), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	args := []string{"store", "--bucket=" + bucket, "--wal-dir=" + walDir, "--config=" + config, "--regions=1", "--offload=" + mode}

@@ -109,11 +109,17 @@ func runStore(cmd *cobra.Command, o storeFlags) error {
 		}
 		offMode = offload.Disabled
 	}
-	switch cfg.Warmup.Mode {
-	case "", "None", "Offload":
-	default:
-		log.Warn("warmup mode not implemented yet; new files start cold (as Offload)", "mode", cfg.Warmup.Mode)
+	warmup := region.WarmupNone
+	if cfg.Warmup.Mode != "" {
+		if warmup, err = region.ParseWarmupMode(cfg.Warmup.Mode); err != nil {
+			return fmt.Errorf("engine.yaml warmup.mode: %w", err)
+		}
 	}
+	if warmup == region.WarmupThrottledIncremental && cfg.Warmup.RateBytesPerSecond <= 0 {
+		return errors.New("engine.yaml warmup: mode ThrottledIncremental needs a positive rateBytesPerSecond")
+	}
+	// Modes past Offload read the worker's copy of the output.
+	keepOutput := warmup > region.WarmupOffload && offMode != offload.Disabled
 
 	walMode, err := wal.ParseMode(cfg.SyncMode)
 	if err != nil {
@@ -133,7 +139,7 @@ func runStore(cmd *cobra.Command, o storeFlags) error {
 
 	var store *server.Store
 	exec, err := offload.New(offload.Options{
-		Mode: offMode, Workers: workers, BucketURL: o.bucket,
+		Mode: offMode, Workers: workers, BucketURL: o.bucket, KeepOutput: keepOutput,
 		Local: compaction.Local{Bucket: bucket}, Logger: log, Registerer: reg,
 		InputBytes: func(j compaction.Job) int64 { return jobInputBytes(store, j) },
 	})
@@ -144,6 +150,7 @@ func runStore(cmd *cobra.Command, o storeFlags) error {
 	base := region.Options{
 		Bucket: bucket, WALMode: walMode, MemstoreBytes: cfg.Memstore.Bytes, BlockCache: cache,
 		Executor: exec, Owner: fmt.Sprintf("%s pid %d", hostname(), os.Getpid()), Logger: log,
+		Warmup: warmup, WarmupRateBytes: cfg.Warmup.RateBytesPerSecond,
 	}
 	if cfg.Compaction != (engineconfig.Compaction{}) {
 		base.Compaction = compaction.Policy{MinFiles: cfg.Compaction.MinFiles, MaxFiles: cfg.Compaction.MaxFiles,

@@ -406,7 +406,12 @@ type FetchBlocksRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	JobId string                 `protobuf:"bytes,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
 	// from_block resumes a transfer at this block index.
-	FromBlock     uint32 `protobuf:"varint,2,opt,name=from_block,json=fromBlock,proto3" json:"from_block,omitempty"`
+	FromBlock uint32 `protobuf:"varint,2,opt,name=from_block,json=fromBlock,proto3" json:"from_block,omitempty"`
+	// rate_bytes_per_second bounds this transfer (throttled warmup); 0 uses
+	// the worker's transfer rate. The lower of the two applies.
+	RateBytesPerSecond uint64 `protobuf:"varint,3,opt,name=rate_bytes_per_second,json=rateBytesPerSecond,proto3" json:"rate_bytes_per_second,omitempty"`
+	// max_blocks stops after this many blocks (a remote-cache read); 0: all.
+	MaxBlocks     uint32 `protobuf:"varint,4,opt,name=max_blocks,json=maxBlocks,proto3" json:"max_blocks,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -451,6 +456,20 @@ func (x *FetchBlocksRequest) GetJobId() string {
 func (x *FetchBlocksRequest) GetFromBlock() uint32 {
 	if x != nil {
 		return x.FromBlock
+	}
+	return 0
+}
+
+func (x *FetchBlocksRequest) GetRateBytesPerSecond() uint64 {
+	if x != nil {
+		return x.RateBytesPerSecond
+	}
+	return 0
+}
+
+func (x *FetchBlocksRequest) GetMaxBlocks() uint32 {
+	if x != nil {
+		return x.MaxBlocks
 	}
 	return 0
 }
@@ -1028,11 +1047,14 @@ const file_bellows_compaction_v1_compaction_proto_rawDesc = "" +
 	"\x10dropped_versions\x18\a \x01(\x04R\x0fdroppedVersions\x12'\n" +
 	"\x0fdropped_deletes\x18\b \x01(\x04R\x0edroppedDeletes\x12#\n" +
 	"\routput_blocks\x18\t \x01(\rR\foutputBlocksB\a\n" +
-	"\x05event\"J\n" +
+	"\x05event\"\x9c\x01\n" +
 	"\x12FetchBlocksRequest\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x1d\n" +
 	"\n" +
-	"from_block\x18\x02 \x01(\rR\tfromBlock\"\x89\x01\n" +
+	"from_block\x18\x02 \x01(\rR\tfromBlock\x121\n" +
+	"\x15rate_bytes_per_second\x18\x03 \x01(\x04R\x12rateBytesPerSecond\x12\x1d\n" +
+	"\n" +
+	"max_blocks\x18\x04 \x01(\rR\tmaxBlocks\"\x89\x01\n" +
 	"\x05Block\x12\x14\n" +
 	"\x05index\x18\x01 \x01(\rR\x05index\x12\x16\n" +
 	"\x06offset\x18\x02 \x01(\x04R\x06offset\x12\x16\n" +
