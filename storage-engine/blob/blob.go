@@ -45,6 +45,7 @@ type Bucket struct {
 	// onRead, if set, is called before every read of an object opened with
 	// OpenObject (see WithReadHook).
 	onRead ReadHook
+	cost   CostModel
 }
 
 // Open opens the bucket at rawURL.
@@ -60,7 +61,11 @@ func Open(ctx context.Context, rawURL string) (*Bucket, error) {
 	if !ok {
 		return nil, fmt.Errorf("blob: bucket URL %q: unsupported scheme %q (supported: %v)", rawURL, u.Scheme, SupportedSchemes)
 	}
-	openURL := rawURL
+	cost, err := takeCostModel(u)
+	if err != nil {
+		return nil, fmt.Errorf("blob: bucket URL %q: %w", rawURL, err)
+	}
+	openURL := u.String()
 	if u.Scheme == "file" {
 		if err := os.MkdirAll(u.Path, 0o755); err != nil {
 			return nil, fmt.Errorf("blob: creating bucket directory %s: %w", u.Path, err)
@@ -78,7 +83,7 @@ func Open(ctx context.Context, rawURL string) (*Bucket, error) {
 	if err != nil {
 		return nil, fmt.Errorf("blob: opening bucket %q: %w", rawURL, err)
 	}
-	return &Bucket{b: b, url: rawURL, scheme: u.Scheme}, nil
+	return &Bucket{b: b, url: rawURL, scheme: u.Scheme, cost: cost}, nil
 }
 
 // URL is the URL the bucket was opened with.
@@ -86,7 +91,7 @@ func (b *Bucket) URL() string { return b.url }
 
 // Prefixed returns a view of the bucket whose keys are under prefix.
 func (b *Bucket) Prefixed(prefix string) *Bucket {
-	return &Bucket{b: b.b, url: b.url, scheme: b.scheme, prefix: b.prefix + prefix, onRead: b.onRead}
+	return &Bucket{b: b.b, url: b.url, scheme: b.scheme, prefix: b.prefix + prefix, onRead: b.onRead, cost: b.cost}
 }
 
 func translate(key string, err error) error {
@@ -174,8 +179,16 @@ type Object interface {
 // block read costs one system call; elsewhere every ReadAt is a ranged GET.
 func (b *Bucket) OpenObject(ctx context.Context, key string) (Object, error) {
 	o, err := b.openObject(ctx, key)
-	if err != nil || b.onRead == nil {
+	if err != nil {
 		return o, err
+	}
+	if b.cost.active() {
+		// Readers keep objects open across requests: the wait must not
+		// end with the context of the open.
+		o = &costedObject{Object: o, ctx: context.WithoutCancel(ctx), cost: b.cost}
+	}
+	if b.onRead == nil {
+		return o, nil
 	}
 	return &hookedObject{Object: o, ctx: ctx, hook: b.onRead}, nil
 }

@@ -6,6 +6,7 @@ import (
 	"io"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestCreateIfAbsentAndRandomReads(t *testing.T) {
@@ -98,5 +99,40 @@ func TestReadHook(t *testing.T) {
 	defer o2.Close()
 	if _, err := o2.ReadAt(buf, 6); err != nil || seen != 10 {
 		t.Fatalf("unhooked read: %v seen=%d", err, seen)
+	}
+}
+
+func TestCostModelTravelsInTheURLAndIsCharged(t *testing.T) {
+	ctx := context.Background()
+	u, err := WithCostModel("file://"+t.TempDir(), CostModel{Latency: 30 * time.Millisecond, Bandwidth: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := Open(ctx, u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	if got := b.Cost(); got.Latency != 30*time.Millisecond || got.Bandwidth != 1<<20 {
+		t.Fatalf("cost model %+v", got)
+	}
+	if err := b.WriteAll(ctx, "x", make([]byte, 1<<19), false); err != nil {
+		t.Fatal(err)
+	}
+	o, err := b.OpenObject(ctx, "x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer o.Close()
+	began := time.Now()
+	if _, err := o.ReadAt(make([]byte, 1<<19), 0); err != nil {
+		t.Fatal(err)
+	}
+	// 30ms + 512KiB at 1MiB/s = 530ms at least.
+	if d := time.Since(began); d < 530*time.Millisecond {
+		t.Fatalf("a modelled read took %v, less than the model's 530ms", d)
+	}
+	if _, err := Open(ctx, "file:///tmp/x?bellows_latency=soon"); err == nil || !strings.Contains(err.Error(), "bellows_latency") {
+		t.Fatalf("bad latency accepted: %v", err)
 	}
 }
