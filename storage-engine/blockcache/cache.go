@@ -141,6 +141,24 @@ func (c *Cache) Insert(k Key, block, lastUserKey []byte) {
 	c.evictions.Add(evicted)
 }
 
+// Evict drops one block if cached and reports whether it was.
+func (c *Cache) Evict(k Key) bool {
+	if c == nil || c.capacity <= 0 {
+		return false
+	}
+	s := c.shard(k)
+	s.mu.Lock()
+	e, ok := s.entries[k]
+	if ok {
+		s.remove(e)
+	}
+	s.mu.Unlock()
+	if ok {
+		c.evictions.Add(1)
+	}
+	return ok
+}
+
 // EvictFile drops every cached block of file.
 func (c *Cache) EvictFile(file uint64) int {
 	return c.evictFileIf(file, func(*entry) bool { return true })

@@ -163,9 +163,10 @@ func (r *Region) installCompaction(ctx context.Context, inputs []*table, out *ta
 	r.mu.Lock()
 	r.manifest = next
 	r.current = newVersion(tables)
+	r.warmStats.SwitchedAt.Store(time.Now().UnixNano())
 	if warm {
 		// The old version keeps cur's reference until the warmup ends.
-		r.warm = &warming{old: cur, inputs: inputs}
+		r.warm = &warming{old: cur, inputs: inputs, evicted: make([]int, len(inputs))}
 	}
 	r.mu.Unlock()
 	if out != nil {

@@ -63,6 +63,9 @@ type warming struct {
 	old       *version // the version with the compaction's inputs
 	threshold atomic.Pointer[[]byte]
 	inputs    []*table
+	// evicted[i] is the first block of inputs[i] not yet evicted: blocks
+	// are in key order, so advancing T evicts a prefix.
+	evicted []int
 }
 
 // below reports whether key ≤ T.
@@ -79,6 +82,32 @@ type WarmupStats struct {
 	// millionths, of the running or last warmup.
 	Progress atomic.Uint64
 	Warmups  atomic.Uint64
+	// SwitchedAt is when the last compaction's output replaced its inputs
+	// for readers (Unix nanoseconds).
+	SwitchedAt atomic.Int64
+}
+
+// CachedFraction is the fraction of the live files' data blocks that are in
+// the block cache.
+func (r *Region) CachedFraction() float64 {
+	r.mu.RLock()
+	v := r.current
+	v.ref()
+	r.mu.RUnlock()
+	defer v.unref()
+	var cached, total int
+	for _, t := range v.tables {
+		for i := 0; i < t.reader.NumBlocks(); i++ {
+			total++
+			if t.reader.BlockCached(i) {
+				cached++
+			}
+		}
+	}
+	if total == 0 {
+		return 1
+	}
+	return float64(cached) / float64(total)
 }
 
 // WarmupStats returns the region's warmup counters.
@@ -215,8 +244,12 @@ func (r *Region) advanceThreshold(t []byte) {
 		return
 	}
 	w.threshold.Store(&t)
-	for _, in := range w.inputs {
-		r.opts.BlockCache.EvictFileUpTo(in.reader.FileID(), t)
+	for i, in := range w.inputs {
+		j := w.evicted[i]
+		for ; j < in.reader.NumBlocks() && bytes.Compare(in.reader.BlockLastUserKey(j), t) <= 0; j++ {
+			in.reader.EvictBlock(j)
+		}
+		w.evicted[i] = j
 	}
 }
 

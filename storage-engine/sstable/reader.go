@@ -275,6 +275,11 @@ func (r *Reader) InsertStoredBlock(i int, stored []byte) error {
 	return nil
 }
 
+// EvictBlock drops data block i from the cache.
+func (r *Reader) EvictBlock(i int) bool {
+	return r.cache.Evict(blockcache.Key{File: r.fileID, Offset: r.index[i].h.Offset})
+}
+
 // BlockCached reports whether data block i is in the cache.
 func (r *Reader) BlockCached(i int) bool {
 	return r.cache.Contains(blockcache.Key{File: r.fileID, Offset: r.index[i].h.Offset})

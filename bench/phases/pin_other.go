@@ -1,0 +1,8 @@
+//go:build !linux
+
+package phases
+
+import "errors"
+
+// PinProcess is only implemented on Linux.
+func PinProcess(pid, cpu int) error { return errors.New("cpu pinning needs Linux") }

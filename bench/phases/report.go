@@ -1,0 +1,130 @@
+package phases
+
+import (
+	"encoding/json"
+	"fmt"
+	"image/color"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/vg"
+)
+
+// Write writes phases.json, phases.md and phases.png into dir.
+func Write(dir string, rep Report) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	js, err := json.MarshalIndent(rep, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "phases.json"), js, 0o644); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "phases.md"), []byte(Markdown(rep)), 0o644); err != nil {
+		return err
+	}
+	return plotPNG(filepath.Join(dir, "phases.png"), rep)
+}
+
+// Markdown is the table of the paper's Figure 7: per mode, get and scan
+// degradation against the pre-compaction baseline and each phase's length.
+func Markdown(rep Report) string {
+	c := rep.Config
+	var b strings.Builder
+	b.WriteString("# Compaction and warmup phases (paper Figure 7)\n\n")
+	fmt.Fprintf(&b, "%d keys × %d B in %d files (blocks of %d KiB), block cache %d MiB; %d readers issuing %d reads/s (%.0f%% scans of %d keys, %.0f%% gets, Zipf θ=%.2f) and %d updates/s during the run. "+
+		"A major compaction starts after a %v baseline. Bucket reads cost %s (the bucket's read model). Throttled warmup at %.1f MB/s. CPU pinning: %s.\n\n",
+		c.Keys, c.ValueSize, c.Files, c.BlockSize>>10, c.CacheBytes>>20, c.Readers, c.ReadsPerSec, c.ScanFraction*100, c.ScanLength, (1-c.ScanFraction)*100, c.Theta,
+		c.UpdatesPerSec, durationString(c.Baseline), c.BucketModel, float64(c.WarmupRate)/1e6, c.Pinning)
+	b.WriteString("| mode | baseline get ms | baseline scan ms | compaction: get Δ | compaction: scan Δ | compaction s | warmup: get Δ | warmup: scan Δ | warmup s |\n")
+	b.WriteString("|---|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	for _, m := range rep.Modes {
+		fmt.Fprintf(&b, "| %s | %.3f | %.3f | %+.0f%% | %+.0f%% | %.1f | %+.0f%% | %+.0f%% | %.1f |\n",
+			m.Mode, m.Baseline.GetMeanMs, m.Baseline.ScanMeanMs,
+			m.Compaction.GetDegradationPct, m.Compaction.ScanDegradationPct, m.Compaction.DurationS,
+			m.Warmup.GetDegradationPct, m.Warmup.ScanDegradationPct, m.Warmup.DurationS)
+	}
+	b.WriteString("\nΔ is the change of mean latency against the baseline. The compaction phase runs from the compaction's start to the switch to the new file; " +
+		"the warmup phase from the switch until the incremental warmup finished or, for the other modes, until 95% of the new file's blocks were cached.\n")
+	return b.String()
+}
+
+func durationString(d Duration) string { b, _ := d.MarshalJSON(); return strings.Trim(string(b), `"`) }
+
+var palette = []color.RGBA{
+	{0xd6, 0x27, 0x28, 0xff}, {0xff, 0x7f, 0x0e, 0xff}, {0x94, 0x67, 0xbd, 0xff},
+	{0x8c, 0x56, 0x4b, 0xff}, {0x1f, 0x77, 0xb4, 0xff}, {0x2c, 0xa0, 0x2c, 0xff},
+}
+
+// plotPNG draws mean get latency over time since each mode's compaction
+// started, one line per mode; each mode's compaction and warmup phases are
+// shaded as bands under the lines (light: compaction, dark: warmup).
+func plotPNG(path string, rep Report) error {
+	p := plot.New()
+	p.Title.Text = "Get latency through compaction and warmup"
+	p.X.Label.Text = "seconds since the major compaction started"
+	p.Y.Label.Text = "mean get latency (ms, log scale)"
+	p.Y.Scale = plot.LogScale{}
+	p.Y.Tick.Marker = plot.LogTicks{Prec: -1}
+	p.Legend.Top = true
+	lo, hi := 1e9, 0.0
+	for _, m := range rep.Modes {
+		for _, v := range m.Series.GetMs {
+			if v > 0 {
+				lo, hi = min(lo, v), max(hi, v)
+			}
+		}
+	}
+	if hi == 0 {
+		lo, hi = 0.001, 1
+	}
+	for i, m := range rep.Modes {
+		col := palette[i%len(palette)]
+		pts := plotter.XYs{}
+		for j, t := range m.Series.TimeS {
+			if v := m.Series.GetMs[j]; v > 0 {
+				pts = append(pts, plotter.XY{X: t - m.CompactionAtS, Y: v})
+			}
+		}
+		line, err := plotter.NewLine(pts)
+		if err != nil {
+			return err
+		}
+		line.Color = col
+		line.Width = vg.Points(1.2)
+		p.Add(line)
+		p.Legend.Add(m.Mode, line)
+		// Phase bands: a thin strip per mode at the bottom of the plot.
+		y0 := lo / 2 * pow(1.25, float64(i))
+		y1 := y0 * 1.2
+		for k, span := range [][2]float64{{0, m.SwitchAtS - m.CompactionAtS}, {m.SwitchAtS - m.CompactionAtS, m.WarmupEndAtS - m.CompactionAtS}} {
+			if span[1] <= span[0] {
+				continue
+			}
+			fill := col
+			fill.A = []uint8{0x50, 0xc0}[k]
+			poly, err := plotter.NewPolygon(plotter.XYs{{X: span[0], Y: y0}, {X: span[1], Y: y0}, {X: span[1], Y: y1}, {X: span[0], Y: y1}})
+			if err != nil {
+				return err
+			}
+			poly.Color, poly.LineStyle.Width = fill, 0
+			p.Add(poly)
+		}
+	}
+	p.Y.Min = lo / 2.5
+	p.Y.Max = hi * 1.5
+	return p.Save(10*vg.Inch, 5*vg.Inch, path)
+}
+
+func pow(b, e float64) float64 {
+	r := 1.0
+	for i := 0; i < int(e); i++ {
+		r *= b
+	}
+	return r
+}

@@ -1,0 +1,358 @@
+package phases
+
+import (
+	"context"
+	crand "crypto/rand"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/time/rate"
+
+	"github.com/bellows-kv/bellows/bench/engine"
+	"github.com/bellows-kv/bellows/storage-engine/blob"
+	"github.com/bellows-kv/bellows/storage-engine/blockcache"
+	"github.com/bellows-kv/bellows/storage-engine/compaction"
+	"github.com/bellows-kv/bellows/storage-engine/kv"
+	"github.com/bellows-kv/bellows/storage-engine/offload"
+	"github.com/bellows-kv/bellows/storage-engine/region"
+	"github.com/bellows-kv/bellows/storage-engine/sstable"
+	"github.com/bellows-kv/bellows/storage-engine/wal"
+)
+
+// WorkerStarter starts a compaction worker process for one mode's run and
+// returns its gRPC address and a function that stops it.
+type WorkerStarter func(ctx context.Context, name string) (addr string, stop func(), err error)
+
+// Phase is one phase's latency against the baseline.
+type Phase struct {
+	GetDegradationPct  float64 `json:"get_degradation_pct"`
+	ScanDegradationPct float64 `json:"scan_degradation_pct"`
+	DurationS          float64 `json:"duration_s"`
+}
+
+// Baseline is the mean latency before the compaction.
+type Baseline struct {
+	GetMeanMs  float64 `json:"get_mean_ms"`
+	ScanMeanMs float64 `json:"scan_mean_ms"`
+}
+
+// ModeResult is one warmup mode's run.
+type ModeResult struct {
+	Mode       string   `json:"mode"`
+	Baseline   Baseline `json:"baseline"`
+	Compaction Phase    `json:"compaction"`
+	Warmup     Phase    `json:"warmup"`
+	// Series and phase boundaries (seconds since the workload started)
+	// feed the plot.
+	Series         Series  `json:"series"`
+	CompactionAtS  float64 `json:"compaction_start_s"`
+	SwitchAtS      float64 `json:"switch_s"`
+	WarmupEndAtS   float64 `json:"warmup_end_s"`
+	BytesCompactor uint64  `json:"warmup_bytes_from_compactor"`
+	BytesBucket    uint64  `json:"warmup_bytes_from_bucket"`
+}
+
+// Series is per-window mean latency.
+type Series struct {
+	TimeS  []float64 `json:"time_s"`
+	GetMs  []float64 `json:"get_ms"`
+	ScanMs []float64 `json:"scan_ms"`
+}
+
+// Report is phases.json.
+type Report struct {
+	Config Config       `json:"config"`
+	Modes  []ModeResult `json:"modes"`
+}
+
+// Progress reports what the run is doing and how far it is (0..1).
+type Progress func(what string, done float64)
+
+// Run runs every configured mode, one after the other, each on a fresh
+// bucket, region and worker.
+func Run(ctx context.Context, cfg Config, dir string, start WorkerStarter, progress Progress) (Report, error) {
+	if err := cfg.validate(); err != nil {
+		return Report{}, err
+	}
+	cfg.BucketModel = cfg.Bucket.String()
+	rep := Report{Config: cfg}
+	for i, name := range cfg.Modes {
+		mode, _ := region.ParseWarmupMode(name)
+		step := func(what string, frac float64) {
+			progress(fmt.Sprintf("%s: %s", mode, what), (float64(i)+frac)/float64(len(cfg.Modes)))
+		}
+		res, err := runMode(ctx, cfg, filepath.Join(dir, mode.String()), mode, start, step)
+		if err != nil {
+			return rep, fmt.Errorf("mode %s: %w", mode, err)
+		}
+		rep.Modes = append(rep.Modes, res)
+	}
+	progress("done", 1)
+	return rep, nil
+}
+
+func runMode(ctx context.Context, cfg Config, dir string, mode region.WarmupMode, start WorkerStarter, step Progress) (ModeResult, error) {
+	res := ModeResult{Mode: mode.String()}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return res, err
+	}
+	bucketURL, err := blob.WithCostModel("file://"+filepath.Join(dir, "bucket"), cfg.Bucket)
+	if err != nil {
+		return res, err
+	}
+	bucket, err := blob.Open(ctx, bucketURL)
+	if err != nil {
+		return res, err
+	}
+	defer bucket.Close()
+
+	var exec compaction.Executor = compaction.Local{Bucket: bucket}
+	if mode != region.WarmupNone {
+		addr, stop, err := start(ctx, "compactor-"+mode.String())
+		if err != nil {
+			return res, err
+		}
+		defer stop()
+		off, err := offload.New(offload.Options{
+			Mode: offload.Required, Workers: offload.Static{addr}, BucketURL: bucketURL,
+			Local: compaction.Local{Bucket: bucket}, KeepOutput: mode > region.WarmupOffload,
+			Logger: slog.New(slog.DiscardHandler), Registerer: prometheus.NewRegistry(),
+		})
+		if err != nil {
+			return res, err
+		}
+		defer off.Close()
+		exec = off
+	}
+	r, err := region.Open(ctx, region.Options{
+		Name: "phases", Bucket: bucket, WALDir: filepath.Join(dir, "wal"), WALMode: wal.ModeAsync,
+		MemstoreBytes: 512 << 20, BlockCache: blockcache.New(cfg.CacheBytes),
+		SST:                   sstable.WriterOptions{BlockSize: cfg.BlockSize, Compression: sstable.S2Compression},
+		DisableAutoCompaction: true, Executor: exec, Warmup: mode, WarmupRateBytes: cfg.WarmupRate,
+		Retention: compaction.Retention{MaxVersions: 1},
+	})
+	if err != nil {
+		return res, err
+	}
+	defer r.Close()
+
+	step("loading", 0)
+	if err := load(ctx, r, cfg); err != nil {
+		return res, err
+	}
+	step("warming the cache", 0.1)
+	if err := prewarm(r, cfg); err != nil {
+		return res, err
+	}
+
+	began := time.Now()
+	rec := newRecorder(began, time.Duration(cfg.Window))
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	errs := make(chan error, cfg.Readers+1)
+	for g := 0; g < cfg.Readers; g++ {
+		wg.Add(1)
+		go func(g int) {
+			defer wg.Done()
+			errs <- readLoop(r, cfg, rec, uint64(g), stop)
+		}(g)
+	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		errs <- updateLoop(r, cfg, stop)
+	}()
+	halt := func() error {
+		close(stop)
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			if err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+
+	step("baseline", 0.2)
+	time.Sleep(time.Duration(cfg.Baseline))
+	t0 := time.Now()
+	done := make(chan error, 1)
+	go func() {
+		_, err := r.Compact(ctx, true)
+		done <- err
+	}()
+	step("compaction", 0.35)
+	ts, te, err := awaitPhases(r, mode, cfg, t0, done, step)
+	if err != nil {
+		_ = halt()
+		return res, err
+	}
+	time.Sleep(time.Duration(cfg.Tail))
+	if err := halt(); err != nil {
+		return res, err
+	}
+
+	bg, bs := rec.mean(began, t0)
+	cg, cs := rec.mean(t0, ts)
+	wgm, wsm := rec.mean(ts, te)
+	res.Baseline = Baseline{GetMeanMs: bg, ScanMeanMs: bs}
+	res.Compaction = Phase{GetDegradationPct: pct(cg, bg), ScanDegradationPct: pct(cs, bs), DurationS: ts.Sub(t0).Seconds()}
+	res.Warmup = Phase{DurationS: te.Sub(ts).Seconds()}
+	if te.After(ts) {
+		res.Warmup.GetDegradationPct, res.Warmup.ScanDegradationPct = pct(wgm, bg), pct(wsm, bs)
+	}
+	res.Series.TimeS, res.Series.GetMs, res.Series.ScanMs = rec.series()
+	res.CompactionAtS = t0.Sub(began).Seconds()
+	res.SwitchAtS = ts.Sub(began).Seconds()
+	res.WarmupEndAtS = te.Sub(began).Seconds()
+	ws := r.WarmupStats()
+	res.BytesCompactor, res.BytesBucket = ws.BytesFromCompactor.Load(), ws.BytesFromBucket.Load()
+	return res, nil
+}
+
+func pct(phase, base float64) float64 {
+	if base == 0 || phase == 0 {
+		return 0
+	}
+	return (phase/base - 1) * 100
+}
+
+// awaitPhases returns when the compaction phase ended (the switch to the new
+// file) and when the warmup phase ended: for the incremental modes when the
+// warmup finished; for the others when reads (or the pre-switch fetch) had
+// brought 95% of the new file's blocks into the cache, or MaxWarmup passed.
+func awaitPhases(r *region.Region, mode region.WarmupMode, cfg Config, t0 time.Time, done <-chan error, step Progress) (ts, te time.Time, err error) {
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	compacted := false
+	for {
+		select {
+		case err := <-done:
+			if err != nil {
+				return ts, te, err
+			}
+			compacted = true
+			done = nil
+		case <-tick.C:
+		}
+		if ts.IsZero() {
+			if sw := r.WarmupStats().SwitchedAt.Load(); sw > t0.UnixNano() {
+				ts = time.Unix(0, sw)
+				step("warmup", 0.6)
+			}
+			continue
+		}
+		incremental := mode == region.WarmupIncremental || mode == region.WarmupThrottledIncremental
+		switch {
+		case incremental && compacted:
+			return ts, time.Now(), nil
+		case !incremental && compacted && r.CachedFraction() >= 0.95:
+			return ts, time.Now(), nil
+		case !incremental && compacted && time.Since(ts) > time.Duration(cfg.MaxWarmup):
+			return ts, time.Now(), nil
+		}
+	}
+}
+
+func keyOf(i int) []byte { return []byte(fmt.Sprintf("user%08d", i)) }
+
+func load(ctx context.Context, r *region.Region, cfg Config) error {
+	v := make([]byte, cfg.ValueSize)
+	for f := 0; f < cfg.Files; f++ {
+		for i := f; i < cfg.Keys; i += cfg.Files {
+			_, _ = crand.Read(v)
+			if _, err := r.Put(keyOf(i), v); err != nil {
+				return err
+			}
+		}
+		if err := r.Flush(ctx); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// prewarm reads every key in parallel ranges so that the baseline is the
+// steady state of a warm cache, as in the paper.
+func prewarm(r *region.Region, cfg Config) error {
+	const parts = 32
+	var wg sync.WaitGroup
+	errs := make(chan error, parts)
+	for p := 0; p < parts; p++ {
+		wg.Add(1)
+		go func(p int) {
+			defer wg.Done()
+			lo, hi := cfg.Keys*p/parts, cfg.Keys*(p+1)/parts
+			rows, err := r.Scan(keyOf(lo), keyOf(hi), 0, kv.MaxTimestamp)
+			if err == nil && len(rows) != hi-lo {
+				err = fmt.Errorf("prewarm read %d keys of [%d,%d)", len(rows), lo, hi)
+			}
+			errs <- err
+		}(p)
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// readLoop issues reads at a fixed rate (open loop), so the store is not
+// saturated and a phase's latency shows its cache behaviour, not a queue.
+func readLoop(r *region.Region, cfg Config, rec *recorder, seed uint64, stop <-chan struct{}) error {
+	rng := rand.New(rand.NewPCG(cfg.Seed, seed))
+	z := engine.NewZipf(rng, uint64(cfg.Keys), cfg.Theta)
+	lim := rate.NewLimiter(rate.Limit(float64(cfg.ReadsPerSec)/float64(cfg.Readers)), 1)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() { <-stop; cancel() }()
+	for {
+		if err := lim.Wait(ctx); err != nil {
+			return nil
+		}
+		k := keyOf(int(z.Next()))
+		scan := rng.Float64() < cfg.ScanFraction
+		t := time.Now()
+		var err error
+		if scan {
+			_, err = r.Scan(k, nil, cfg.ScanLength, kv.MaxTimestamp)
+		} else {
+			_, _, err = r.Get(k, kv.MaxTimestamp)
+		}
+		if err != nil {
+			return err
+		}
+		rec.add(t, time.Since(t), scan)
+	}
+}
+
+func updateLoop(r *region.Region, cfg Config, stop <-chan struct{}) error {
+	if cfg.UpdatesPerSec <= 0 {
+		<-stop
+		return nil
+	}
+	lim := rate.NewLimiter(rate.Limit(cfg.UpdatesPerSec), 1)
+	rng := rand.New(rand.NewPCG(cfg.Seed, 99))
+	v := make([]byte, cfg.ValueSize)
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() { <-stop; cancel() }()
+	for {
+		if err := lim.Wait(ctx); err != nil {
+			return nil
+		}
+		_, _ = crand.Read(v)
+		if _, err := r.Put(keyOf(rng.IntN(cfg.Keys)), v); err != nil {
+			return err
+		}
+	}
+}

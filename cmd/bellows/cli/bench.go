@@ -1,0 +1,139 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/dustin/go-humanize"
+	"github.com/schollz/progressbar/v3"
+	"github.com/spf13/cobra"
+
+	"github.com/bellows-kv/bellows/bench/phases"
+)
+
+func newBenchCommand() *cobra.Command {
+	cmd := &cobra.Command{Use: "bench", Short: "Benchmarks"}
+	cmd.AddCommand(newBenchPhasesCommand())
+	return cmd
+}
+
+func newBenchPhasesCommand() *cobra.Command {
+	cfg := phases.Default()
+	var out, modes, latency, bandwidth, warmupRate, transferRate, cache string
+	cmd := &cobra.Command{
+		Use:   "phases",
+		Short: "Reproduce the paper's Figure 7: read latency through compaction and warmup, per warmup mode",
+		Long: "Loads a dataset into a region, runs a read workload (gets and short scans, Zipf) with concurrent updates,\n" +
+			"triggers a major compaction and records get and scan latency in fixed windows through the compaction\n" +
+			"and warmup phases, for each warmup mode in turn. Remote modes run the compaction on a bellows compactor\n" +
+			"process. Writes phases.json, phases.md and phases.png into --out.",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			var err error
+			cfg.Modes = strings.Split(modes, ",")
+			if cfg.Bucket.Latency, err = time.ParseDuration(latency); err != nil {
+				return fmt.Errorf("--bucket-latency: %w", err)
+			}
+			if cfg.Bucket.Bandwidth, err = parseRate("bucket-bandwidth", bandwidth); err != nil {
+				return err
+			}
+			wr, err := parseRate("warmup-rate", warmupRate)
+			if err != nil {
+				return err
+			}
+			cfg.WarmupRate = int64(wr)
+			tr, err := parseRate("transfer-rate", transferRate)
+			if err != nil {
+				return err
+			}
+			cfg.TransferRate = int64(tr)
+			cb, err := humanize.ParseBytes(cache)
+			if err != nil {
+				return fmt.Errorf("--cache: %w", err)
+			}
+			cfg.CacheBytes = int64(cb)
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			work, err := os.MkdirTemp("", "bellows-phases-")
+			if err != nil {
+				return err
+			}
+			defer os.RemoveAll(work)
+
+			// The store side (this process) on CPU 0, compactors on CPU 1,
+			// so a remote compaction does not take the readers' CPU.
+			pinned := runtime.NumCPU() >= 2
+			cfg.Pinning = "none (one CPU)"
+			if pinned {
+				if err := phases.PinProcess(0, 0); err != nil {
+					cfg.Pinning = "none (" + err.Error() + ")"
+					pinned = false
+				} else {
+					cfg.Pinning = "store and workload on CPU 0, compactor on CPU 1"
+				}
+			}
+			transfer := "0"
+			if cfg.TransferRate > 0 {
+				transfer = fmt.Sprintf("%dB/s", cfg.TransferRate)
+			}
+			start := func(ctx context.Context, name string) (string, func(), error) {
+				c, err := startChild(ctx, name, work, "compactor", "--name="+name, "--listen=127.0.0.1:0",
+					"--metrics-listen=127.0.0.1:0", "--cache-bytes=4GiB", "--transfer-rate="+transfer)
+				if err != nil {
+					return "", nil, err
+				}
+				if pinned {
+					if err := phases.PinProcess(c.cmd.Process.Pid, 1); err != nil {
+						c.stop()
+						return "", nil, err
+					}
+				}
+				return c.grpc, c.stop, nil
+			}
+			bar := progressbar.NewOptions(1000, progressbar.OptionSetWriter(cmd.ErrOrStderr()),
+				progressbar.OptionSetWidth(30), progressbar.OptionShowElapsedTimeOnFinish(), progressbar.OptionSetPredictTime(false))
+			rep, err := phases.Run(ctx, cfg, work, start, func(what string, done float64) {
+				bar.Describe(fmt.Sprintf("%-40s", what))
+				_ = bar.Set(int(done * 1000))
+			})
+			_ = bar.Finish()
+			fmt.Fprintln(cmd.ErrOrStderr())
+			if err != nil {
+				return err
+			}
+			if err := phases.Write(out, rep); err != nil {
+				return err
+			}
+			fmt.Fprint(cmd.OutOrStdout(), phases.Markdown(rep))
+			fmt.Fprintf(cmd.OutOrStdout(), "\nwrote %s\n", strings.Join([]string{filepath.Join(out, "phases.json"), filepath.Join(out, "phases.md"), filepath.Join(out, "phases.png")}, ", "))
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&out, "out", "bench/results", "directory for phases.json, phases.md and phases.png")
+	f.StringVar(&modes, "modes", strings.Join(cfg.Modes, ","), "warmup modes to run, in order")
+	f.IntVar(&cfg.Keys, "keys", cfg.Keys, "keys loaded")
+	f.IntVar(&cfg.ValueSize, "value-size", cfg.ValueSize, "value bytes")
+	f.IntVar(&cfg.Files, "files", cfg.Files, "SSTs before the major compaction")
+	f.StringVar(&cache, "cache", "256MiB", "block cache (must hold the old and the new data for PreSwitch)")
+	f.IntVar(&cfg.Readers, "readers", cfg.Readers, "reader goroutines")
+	f.IntVar(&cfg.ReadsPerSec, "reads", cfg.ReadsPerSec, "reads per second, all readers together (open loop)")
+	f.Float64Var(&cfg.ScanFraction, "scan-fraction", cfg.ScanFraction, "fraction of reads that are scans")
+	f.IntVar(&cfg.ScanLength, "scan-length", cfg.ScanLength, "keys per scan")
+	f.IntVar(&cfg.UpdatesPerSec, "updates", cfg.UpdatesPerSec, "updates per second during the run")
+	f.StringVar(&latency, "bucket-latency", "5ms", "latency of every bucket read (the bucket's cost model)")
+	f.StringVar(&bandwidth, "bucket-bandwidth", "200MB/s", "bandwidth of bucket reads")
+	f.StringVar(&warmupRate, "warmup-rate", "8MB/s", "ThrottledIncremental's rate w")
+	f.StringVar(&transferRate, "transfer-rate", "0", "the compactor's own FetchBlocks limit (0: unlimited)")
+	f.DurationVar((*time.Duration)(&cfg.Baseline), "baseline", time.Duration(cfg.Baseline), "workload before the compaction starts")
+	f.DurationVar((*time.Duration)(&cfg.Tail), "tail", time.Duration(cfg.Tail), "workload after the warmup ends")
+	f.DurationVar((*time.Duration)(&cfg.Window), "window", time.Duration(cfg.Window), "latency window")
+	return cmd
+}
