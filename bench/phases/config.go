@@ -41,7 +41,9 @@ type Config struct {
 // Duration marshals as a Go duration string.
 type Duration time.Duration
 
-func (d Duration) MarshalJSON() ([]byte, error) { return []byte(fmt.Sprintf("%q", time.Duration(d))), nil }
+func (d Duration) MarshalJSON() ([]byte, error) {
+	return []byte(fmt.Sprintf("%q", time.Duration(d))), nil
+}
 
 // Default is a run that finishes in a few minutes on two cores.
 func Default() Config {
