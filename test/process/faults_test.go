@@ -188,11 +188,15 @@ func TestCompactorKilledPreferredCompactsLocally(t *testing.T) {
 	c := slowCompactor(t, "compactor")
 	s := startStore(t, bucket, filepath.Join(dir, "wal"), "Preferred", c)
 	want := load(t, s, 3, 100)
+	h := newHistory(s.kv(), 4, 4)
+	h.start()
 	done := compactAsync(s)
 	killRunning(t, c)
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
+	h.stopAfterMore(20)
+	h.check(t)
 	if n := s.metric(t, `bellows_compactions_total{location="local",result="success"}`); n != 1 {
 		t.Fatalf("local successes: %v", n)
 	}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/anishathalye/porcupine"
+	"golang.org/x/time/rate"
 
 	kvv1 "github.com/bellows-kv/bellows/proto/bellows/kv/v1"
 )
@@ -19,7 +20,7 @@ import (
 // records every operation for a linearizability check (porcupine,
 // single-key register model, partitioned by key).
 type history struct {
-	kv      kvv1.KVClient
+	kv      atomic.Value // kvv1.KVClient; swapped when a store restarts
 	clients int
 	keys    int
 	start0  time.Time
@@ -28,6 +29,11 @@ type history struct {
 	wg      sync.WaitGroup
 	mu      sync.Mutex
 	ops     []porcupine.Operation
+	// swapped is closed when setKV points the clients at a new store. A
+	// client whose call failed waits for it: thousands of calls to a dead
+	// store would each be an operation of unknown outcome, which tell the
+	// checker nothing and make its search explode.
+	swapped chan struct{}
 }
 
 type regInput struct {
@@ -41,8 +47,33 @@ type regOutput struct {
 }
 
 func newHistory(kv kvv1.KVClient, clients, keys int) *history {
-	return &history{kv: kv, clients: clients, keys: keys, start0: time.Now()}
+	h := &history{clients: clients, keys: keys, start0: time.Now(), swapped: make(chan struct{})}
+	h.kv.Store(&kv)
+	return h
 }
+
+// setKV points the clients at another store (the same region restarted).
+func (h *history) setKV(kv kvv1.KVClient) {
+	h.kv.Store(&kv)
+	h.mu.Lock()
+	close(h.swapped)
+	h.swapped = make(chan struct{})
+	h.mu.Unlock()
+}
+
+// awaitSwap blocks a client after a failure until the store is replaced or
+// the history stops.
+func (h *history) awaitSwap(seen chan struct{}) {
+	for !h.stop.Load() {
+		select {
+		case <-seen:
+			return
+		case <-time.After(50 * time.Millisecond): // re-check stop
+		}
+	}
+}
+
+func (h *history) client() kvv1.KVClient { return *h.kv.Load().(*kvv1.KVClient) }
 
 func (h *history) now() int64 { return int64(time.Since(h.start0)) }
 
@@ -51,10 +82,14 @@ func (h *history) start() {
 		h.wg.Add(1)
 		go func() {
 			defer h.wg.Done()
+			// A paced client leaves the store's CPU to the fault under
+			// test and keeps the history small enough to check.
+			lim := rate.NewLimiter(200, 1)
 			for i := 0; ; i++ {
 				if h.stop.Load() && h.after.Add(-1) < 0 {
 					return
 				}
+				_ = lim.Wait(context.Background())
 				h.one(c, i)
 			}
 		}()
@@ -63,21 +98,32 @@ func (h *history) start() {
 
 func (h *history) one(client, i int) {
 	ctx := context.Background()
+	h.mu.Lock()
+	seen := h.swapped
+	h.mu.Unlock()
+	failed := false
+	defer func() {
+		if failed {
+			h.awaitSwap(seen)
+		}
+	}()
 	in := regInput{key: fmt.Sprintf("reg-%d", rand.IntN(h.keys))}
 	call := h.now()
 	var out regOutput
 	ret := int64(0)
 	if rand.IntN(2) == 0 {
 		in.put, in.value = true, fmt.Sprintf("c%d-%d", client, i)
-		_, err := h.kv.Put(ctx, &kvv1.PutRequest{Key: []byte(in.key), Value: []byte(in.value)})
+		_, err := h.client().Put(ctx, &kvv1.PutRequest{Key: []byte(in.key), Value: []byte(in.value)})
 		ret = h.now()
 		if err != nil {
 			// Unknown outcome: it may take effect at any later time.
 			ret = math.MaxInt64
+			failed = true
 		}
 	} else {
-		r, err := h.kv.Get(ctx, &kvv1.GetRequest{Key: []byte(in.key)})
+		r, err := h.client().Get(ctx, &kvv1.GetRequest{Key: []byte(in.key)})
 		if err != nil {
+			failed = true
 			return // a failed read constrains nothing
 		}
 		ret = h.now()
