@@ -196,6 +196,53 @@ func scanPackage(fset *token.FileSet, files []*ast.File, out Set) error {
 		}
 		return nil
 	}
+	// optsNames resolves an Opts literal's Namespace, Subsystem and Name.
+	// When they are parameters of an enclosing function, each call of that
+	// function binds them together (no cross product across calls).
+	optsNames := func(fields map[string]ast.Expr, stack []ast.Node) []string {
+		keys := []string{"Namespace", "Subsystem", "Name"}
+		fname, params := "", []string(nil)
+		for _, k := range keys {
+			if id, ok := fields[k].(*ast.Ident); ok && consts[id.Name] == "" {
+				if f, idx := enclosingParam(stack, id.Name); idx >= 0 {
+					fname, params = f, funcs[f].params
+					break
+				}
+			}
+		}
+		resolve := func(bind map[string]ast.Expr) []string {
+			parts := make([][]string, len(keys))
+			for i, k := range keys {
+				e, ok := fields[k]
+				switch {
+				case !ok:
+					parts[i] = []string{""}
+				case bind != nil && isIdentIn(e, bind):
+					parts[i] = values(bind[e.(*ast.Ident).Name], nil)
+				default:
+					parts[i] = values(e, stack)
+				}
+			}
+			return joinAll(parts[0], parts[1], parts[2])
+		}
+		if fname == "" || funcs[fname] == nil {
+			return resolve(nil)
+		}
+		var out []string
+		for _, c := range calls {
+			if id, ok := c.Fun.(*ast.Ident); !ok || id.Name != fname {
+				continue
+			}
+			bind := map[string]ast.Expr{}
+			for i, p := range params {
+				if i < len(c.Args) {
+					bind[p] = c.Args[i]
+				}
+			}
+			out = append(out, resolve(bind)...)
+		}
+		return out
+	}
 	for _, f := range files {
 		pos := func(n ast.Node) string { p := fset.Position(n.Pos()); return fmt.Sprintf("%s:%d", p.Filename, p.Line) }
 		var stack []ast.Node
@@ -223,13 +270,7 @@ func scanPackage(fset *token.FileSet, files []*ast.File, out Set) error {
 						}
 					}
 				}
-				part := func(k string) []string {
-					if e, ok := fields[k]; ok {
-						return values(e, stack)
-					}
-					return []string{""}
-				}
-				for _, name := range joinAll(part("Namespace"), part("Subsystem"), part("Name")) {
+				for _, name := range optsNames(fields, stack) {
 					out[name] = Metric{Name: name, Type: typ, Section: pos(n)}
 				}
 			case *ast.CallExpr:
@@ -283,6 +324,15 @@ func enclosingParam(stack []ast.Node, name string) (string, int) {
 		}
 	}
 	return "", -1
+}
+
+func isIdentIn(e ast.Expr, bind map[string]ast.Expr) bool {
+	id, ok := e.(*ast.Ident)
+	if !ok {
+		return false
+	}
+	_, ok = bind[id.Name]
+	return ok
 }
 
 func paramNames(ft *ast.FuncType) []string {
