@@ -237,6 +237,8 @@ func TestTemplateServiceMonitor(t *testing.T) {
 	}{
 		{"auto without the API", nil, false},
 		{"auto with the API", api, true},
+		{"auto with the group version", []string{"--api-versions", "monitoring.coreos.com/v1"}, true},
+		{"auto with another group", []string{"--api-versions", "monitoring.example.com/v1/ServiceMonitor"}, false},
 		{"disabled with the API", append([]string{"--set", "serviceMonitor.enabled=false"}, api...), false},
 		{"enabled without the API", []string{"--set", "serviceMonitor.enabled=true"}, true},
 	}

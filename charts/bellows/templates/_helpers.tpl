@@ -48,8 +48,10 @@ app.kubernetes.io/part-of: bellows
 {{- printf "%s:%s" .Values.image.repository (.Values.image.tag | default .Chart.AppVersion) }}
 {{- end }}
 
-{{/* Whether to render the operator's ServiceMonitor. */}}
+{{/* Whether to render the operator's ServiceMonitor: enabled=true, or enabled=auto and
+the cluster serves monitoring.coreos.com/v1 (helm template: --api-versions). */}}
 {{- define "bellows.serviceMonitorEnabled" -}}
 {{- $e := .Values.serviceMonitor.enabled }}
-{{- if or (eq (toString $e) "true") (and (eq (toString $e) "auto") (.Capabilities.APIVersions.Has "monitoring.coreos.com/v1/ServiceMonitor")) }}true{{ end }}
+{{- $api := or (.Capabilities.APIVersions.Has "monitoring.coreos.com/v1") (.Capabilities.APIVersions.Has "monitoring.coreos.com/v1/ServiceMonitor") }}
+{{- if or (eq (toString $e) "true") (and (eq (toString $e) "auto") $api) }}true{{ end }}
 {{- end }}
