@@ -2,6 +2,7 @@ package charts
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"os"
@@ -128,32 +129,89 @@ func queries(t *testing.T, file string, data []byte) []query {
 	return out
 }
 
-// metricsOf parses expr and returns the metric names its selectors name.
-func metricsOf(expr string) ([]string, error) {
+// targetLabels are the labels Prometheus (and the Prometheus operator's
+// ServiceMonitors) attach to every scraped series.
+var targetLabels = map[string]bool{"namespace": true, "pod": true, "job": true, "instance": true, "service": true, "container": true, "endpoint": true}
+
+// selectorName is the metric a selector names, or "".
+func selectorName(vs *parser.VectorSelector) string {
+	name := vs.Name
+	for _, m := range vs.LabelMatchers {
+		if m.Name == model.MetricNameLabel && m.Type == labels.MatchEqual {
+			name = m.Value
+		}
+	}
+	return name
+}
+
+// labelAllowed reports whether label may be used with series (documented
+// for its metric, a target label, or le on a histogram's _bucket).
+func labelAllowed(docs metricnames.Set, series, label string) bool {
+	if targetLabels[label] || label == model.MetricNameLabel {
+		return true
+	}
+	m, ok := docs.Series(series)
+	if !ok {
+		return true // reported as an unknown metric instead
+	}
+	if label == "le" {
+		return strings.HasSuffix(series, "_bucket")
+	}
+	_, ok = m.Labels[label]
+	return ok
+}
+
+// metricsOf parses expr and returns the metric names its selectors name;
+// with docs, it also checks every label matcher and every by (...) label
+// against the documented labels (and a matcher's value against the
+// documented values).
+func metricsOf(expr string, docs metricnames.Set) ([]string, error) {
 	e, err := parser.NewParser(parser.Options{}).ParseExpr(grafanaVars.ReplaceAllString(expr, "5m"))
 	if err != nil {
 		return nil, err
 	}
 	var names []string
-	var bad error
+	var errs []error
 	parser.Inspect(e, func(n parser.Node, _ []parser.Node) error {
-		vs, ok := n.(*parser.VectorSelector)
-		if !ok {
-			return nil
-		}
-		name := vs.Name
-		for _, m := range vs.LabelMatchers {
-			if m.Name == model.MetricNameLabel && m.Type == labels.MatchEqual {
-				name = m.Value
+		switch n := n.(type) {
+		case *parser.VectorSelector:
+			name := selectorName(n)
+			if name == "" {
+				errs = append(errs, fmt.Errorf("selector %s names no metric", n))
+				return nil
 			}
+			names = append(names, name)
+			if docs == nil {
+				return nil
+			}
+			for _, m := range n.LabelMatchers {
+				if !labelAllowed(docs, name, m.Name) {
+					errs = append(errs, fmt.Errorf("%s has no label %q (docs/interfaces.md)", name, m.Name))
+					continue
+				}
+				doc, _ := docs.Series(name)
+				if vals := doc.Labels[m.Name]; len(vals) > 0 && m.Type == labels.MatchEqual && !slices.Contains(vals, m.Value) {
+					errs = append(errs, fmt.Errorf("%s{%s=%q}: docs/interfaces.md lists %v", name, m.Name, m.Value, vals))
+				}
+			}
+		case *parser.AggregateExpr:
+			if docs == nil || n.Without {
+				return nil
+			}
+			parser.Inspect(n.Expr, func(inner parser.Node, _ []parser.Node) error {
+				if vs, ok := inner.(*parser.VectorSelector); ok {
+					for _, l := range n.Grouping {
+						if name := selectorName(vs); name != "" && !labelAllowed(docs, name, l) {
+							errs = append(errs, fmt.Errorf("%s by (%s): %s has no label %q", n.Op, strings.Join(n.Grouping, ", "), name, l))
+						}
+					}
+				}
+				return nil
+			})
 		}
-		if name == "" {
-			bad = fmt.Errorf("selector %s names no metric", vs)
-		}
-		names = append(names, name)
 		return nil
 	})
-	return names, bad
+	return names, errors.Join(errs...)
 }
 
 // checkDashboard returns every problem with the queries of one dashboard
@@ -166,7 +224,7 @@ func checkDashboard(t *testing.T, e exported, file string, data []byte) ([]error
 		errs = append(errs, fmt.Errorf("%s: no queries", file))
 	}
 	for _, q := range qs {
-		names, err := metricsOf(q.expr)
+		names, err := metricsOf(q.expr, e.docs)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("%s: %q: %v", q.where, q.expr, err))
 			continue
@@ -282,6 +340,10 @@ func TestDashboardCheckRejects(t *testing.T) {
 		{"no metric name", e, `{pod="x"}`, "names no metric"},
 		{"documented, not exported by landed code", landedStore, `rate(bellows_block_cache_hits_total[5m])`, "do not"},
 		{"regex on __name__", e, `{__name__=~"bellows_.*"}`, "names no metric"},
+		{"undocumented label", e, `bellows_compactions_total{op="get"}`, `no label "op"`},
+		{"undocumented label value", e, `bellows_compactions_total{location="cloud"}`, "local remote"},
+		{"grouping by an undocumented label", e, `sum by (region) (rate(bellows_block_cache_hits_total[5m]))`, `no label "region"`},
+		{"le on a count", e, `sum by (le) (rate(bellows_kv_request_duration_seconds_count[5m]))`, `no label "le"`},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

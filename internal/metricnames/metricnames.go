@@ -35,6 +35,9 @@ type Metric struct {
 	Name    string
 	Type    Type
 	Section string // docs: the table's heading ("Store", "Compactor", "Operator (autoscaler)"); Go: the file
+	// Labels (docs only): each documented label and, when the docs list
+	// them, its values (`op` = get, scan → op: [get scan]; `region` → region: nil).
+	Labels map[string][]string
 }
 
 // Set maps metric names to metrics.
@@ -326,6 +329,27 @@ func enclosingParam(stack []ast.Node, name string) (string, int) {
 	return "", -1
 }
 
+// labelDoc is a documented label, optionally with its values:
+// "`op` = get, scan, put" or "`region`".
+var labelDoc = regexp.MustCompile("`([a-z_][a-z0-9_]*)`(\\s*=\\s*([a-z0-9_, ]+))?")
+
+func labelsOf(text string) map[string][]string {
+	out := map[string][]string{}
+	for _, m := range labelDoc.FindAllStringSubmatch(text, -1) {
+		if strings.HasPrefix(m[1], "bellows_") || strings.HasPrefix(m[1], "_") {
+			continue
+		}
+		var vals []string
+		for _, v := range strings.Split(m[3], ",") {
+			if v = strings.TrimSpace(v); v != "" {
+				vals = append(vals, v)
+			}
+		}
+		out[m[1]] = vals
+	}
+	return out
+}
+
 func isIdentIn(e ast.Expr, bind map[string]ast.Expr) bool {
 	id, ok := e.(*ast.Ident)
 	if !ok {
@@ -407,6 +431,7 @@ func FromInterfacesDoc(path string) (Set, error) {
 	out := Set{}
 	inMetrics := false
 	section := ""
+	var sectionLabels map[string][]string
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
 		line := strings.TrimSpace(sc.Text())
@@ -420,7 +445,10 @@ func FromInterfacesDoc(path string) (Set, error) {
 		if !strings.HasPrefix(line, "|") {
 			if line != "" && strings.HasSuffix(line, ":") {
 				section = strings.TrimSuffix(line, ":")
+				sectionLabels = nil
 				if i := strings.Index(section, ","); i >= 0 {
+					// "Operator (autoscaler), label `pool` (namespace/name)": a label of every row.
+					sectionLabels = labelsOf(section[i+1:])
 					section = section[:i]
 				}
 			}
@@ -454,7 +482,11 @@ func FromInterfacesDoc(path string) (Set, error) {
 				continue
 			}
 			prev = name
-			out[name] = Metric{Name: name, Type: typ, Section: section}
+			lbls := labelsOf(strings.Join(cols[1:], "|"))
+			for k, v := range sectionLabels {
+				lbls[k] = v
+			}
+			out[name] = Metric{Name: name, Type: typ, Section: section, Labels: lbls}
 		}
 	}
 	if err := sc.Err(); err != nil {

@@ -2,6 +2,7 @@ package metricnames
 
 import (
 	"maps"
+	"reflect"
 	"slices"
 	"testing"
 )
@@ -52,6 +53,15 @@ func TestFromInterfacesDoc(t *testing.T) {
 	for n, w := range want {
 		if g := got[n]; g.Type != w.Type || g.Section != w.Section {
 			t.Errorf("%s: %q in %q, want %q in %q", n, g.Type, g.Section, w.Type, w.Section)
+		}
+	}
+	for n, want := range map[string]map[string][]string{
+		"bellows_kv_request_duration_seconds": {"op": {"get"}},
+		"bellows_block_cache_bytes":           {},
+		"bellows_autoscaler_replicas":         {"pool": nil},
+	} {
+		if g := got[n].Labels; !reflect.DeepEqual(g, want) {
+			t.Errorf("%s: labels %v, want %v", n, g, want)
 		}
 	}
 }
