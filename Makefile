@@ -7,9 +7,15 @@ BIN         := $(CURDIR)/bin
 VERSION     ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS     := -X github.com/bellows-kv/bellows/internal/version.Version=$(VERSION)
 STATICCHECK_VERSION := v0.8.2
+HELM_VERSION := v4.3.1
+REVISION    ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
+# make image: the image reference and architecture of dist/bellows-image.tar
+IMAGE       ?= bellows.test/bellows:$(VERSION)
+IMAGE_ARCH  ?= $(shell $(GO) env GOARCH)
+CA_CERTS    ?= $(wildcard /etc/ssl/certs/ca-certificates.crt)
 TEST_TIMEOUT ?= 30m
 
-.PHONY: all build run test unit lint vet staticcheck generate verify-generated bench-engine clean envtest-bins
+.PHONY: all build run test unit lint vet staticcheck fmt-check generate verify-generated bench-engine clean envtest-bins chart-test helm image
 
 all: build
 
@@ -22,11 +28,28 @@ build:
 run: build
 	$(BIN)/bellows local $(RUN_ARGS)
 
-## test: everything CI checks: generated code is current, vet, lint, all tests
-test: verify-generated lint unit
+## test: everything CI checks: generated code is current, vet, lint, chart, all tests
+test: verify-generated lint chart-test unit
 
-unit: envtest-bins
-	KUBEBUILDER_ASSETS=$(BIN)/k8s $(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...
+unit: envtest-bins helm
+	HELM=$(BIN)/helm KUBEBUILDER_ASSETS=$(BIN)/k8s $(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...
+
+## helm: helm into bin/ (hack/tool.sh; about 75 s the first time)
+helm:
+	hack/tool.sh helm helm.sh/helm/v4/cmd/helm $(HELM_VERSION) >/dev/null
+
+## chart-test: helm lint and helm template of charts/bellows (samples on/off, with and
+## without the ServiceMonitor API, schema rejections), dashboard queries vs metric names
+chart-test: helm
+	HELM=$(BIN)/helm $(GO) test -count=1 ./charts/... ./internal/metricnames/...
+
+## image: dist/bellows-image.tar, the Dockerfile's image built without a Docker engine
+## (docker-archive; `ctr images import`, `docker load`, `kind load image-archive`)
+image:
+	mkdir -p dist
+	CGO_ENABLED=0 GOOS=linux GOARCH=$(IMAGE_ARCH) $(GO) build -trimpath -ldflags '-s -w $(LDFLAGS)' -o dist/bellows-linux-$(IMAGE_ARCH) ./cmd/bellows
+	$(GO) run ./hack/image -binary dist/bellows-linux-$(IMAGE_ARCH) -arch $(IMAGE_ARCH) -ca-certs '$(CA_CERTS)' \
+	  -ref $(IMAGE) -version $(VERSION) -revision $(REVISION) -out dist/bellows-image.tar
 
 ## envtest-bins: kube-apiserver, kube-controller-manager and etcd for the envtest
 ## suites, built from the Go module proxy into bin/k8s (skipped when present)
@@ -58,4 +81,4 @@ bench-engine:
 	$(GO) run ./bench/cmd/engine-bench -out bench/results/engine.md $(BENCH_ARGS)
 
 clean:
-	rm -rf $(BIN)
+	rm -rf $(BIN) dist

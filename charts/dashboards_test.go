@@ -1,0 +1,367 @@
+package charts
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/prometheus/common/model"
+	"github.com/prometheus/prometheus/model/labels"
+	"github.com/prometheus/prometheus/promql/parser"
+
+	"github.com/bellows-kv/bellows/internal/metricnames"
+)
+
+const dashboardDir = "bellows/dashboards"
+
+// exported is what the code exports: docs/interfaces.md is the contract; the
+// Go sources are what is built. A documented section (Store, Compactor,
+// Operator) counts as landed once the code exports any of its names; from
+// then on the code, not the docs, decides for that section.
+type exported struct {
+	docs, code metricnames.Set
+	landed     map[string]bool
+}
+
+func loadExported(t *testing.T) exported {
+	t.Helper()
+	docs, err := metricnames.FromInterfacesDoc("../docs/interfaces.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	code, err := metricnames.FromGoSources("..", "bin", "dist", "tmp", "charts")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := exported{docs: docs, code: code, landed: map[string]bool{}}
+	for n := range code {
+		if m, ok := docs[n]; ok {
+			e.landed[m.Section] = true
+		}
+	}
+	return e
+}
+
+// check returns why series may not be queried, or nil.
+func (e exported) check(series string) error {
+	doc, inDocs := e.docs.Series(series)
+	if !inDocs {
+		return fmt.Errorf("%s is not in docs/interfaces.md's metric tables", series)
+	}
+	if _, inCode := e.code.Series(series); !inCode && e.landed[doc.Section] {
+		return fmt.Errorf("%s: docs/interfaces.md lists it (%s), but the Go sources, which export other %s metrics, do not", series, doc.Section, doc.Section)
+	}
+	return nil
+}
+
+// grafanaVars replaces Grafana's interval variables (the only variables that
+// may appear outside a quoted label value) with a duration.
+var grafanaVars = regexp.MustCompile(`\$__(rate_interval|interval|range)\b|\$\{__(rate_interval|interval|range)\}`)
+
+// labelValues matches a template variable's label_values(selector, label).
+var labelValues = regexp.MustCompile(`^label_values\((.*),\s*([A-Za-z_][A-Za-z0-9_]*)\)$`)
+
+// query is one PromQL expression of a dashboard and where it is.
+type query struct{ where, expr string }
+
+// queries returns every panel target's expr (rows' nested panels too) and
+// every query variable's metric selector.
+func queries(t *testing.T, file string, data []byte) []query {
+	t.Helper()
+	var d struct {
+		Panels     []json.RawMessage `json:"panels"`
+		Templating struct {
+			List []struct {
+				Name  string `json:"name"`
+				Type  string `json:"type"`
+				Query any    `json:"query"`
+			} `json:"list"`
+		} `json:"templating"`
+	}
+	if err := json.Unmarshal(data, &d); err != nil {
+		t.Fatalf("%s: %v", file, err)
+	}
+	var out []query
+	var walk func(raw []json.RawMessage)
+	walk = func(raw []json.RawMessage) {
+		for _, r := range raw {
+			var p struct {
+				Title   string            `json:"title"`
+				Panels  []json.RawMessage `json:"panels"`
+				Targets []struct {
+					RefID string `json:"refId"`
+					Expr  string `json:"expr"`
+				} `json:"targets"`
+			}
+			if err := json.Unmarshal(r, &p); err != nil {
+				t.Fatalf("%s: panel: %v", file, err)
+			}
+			for _, tg := range p.Targets {
+				out = append(out, query{fmt.Sprintf("%s: panel %q target %s", file, p.Title, tg.RefID), tg.Expr})
+			}
+			walk(p.Panels)
+		}
+	}
+	walk(d.Panels)
+	for _, v := range d.Templating.List {
+		if v.Type != "query" {
+			continue
+		}
+		q := v.Query
+		if m, ok := q.(map[string]any); ok {
+			q = m["query"]
+		}
+		s, _ := q.(string)
+		m := labelValues.FindStringSubmatch(strings.TrimSpace(s))
+		if m == nil {
+			t.Errorf("%s: variable %s: query %q is not label_values(selector, label)", file, v.Name, s)
+			continue
+		}
+		out = append(out, query{fmt.Sprintf("%s: variable %s", file, v.Name), m[1]})
+	}
+	return out
+}
+
+// targetLabels are the labels Prometheus (and the Prometheus operator's
+// ServiceMonitors) attach to every scraped series.
+var targetLabels = map[string]bool{"namespace": true, "pod": true, "job": true, "instance": true, "service": true, "container": true, "endpoint": true}
+
+// selectorName is the metric a selector names, or "".
+func selectorName(vs *parser.VectorSelector) string {
+	name := vs.Name
+	for _, m := range vs.LabelMatchers {
+		if m.Name == model.MetricNameLabel && m.Type == labels.MatchEqual {
+			name = m.Value
+		}
+	}
+	return name
+}
+
+// labelAllowed reports whether label may be used with series (documented
+// for its metric, a target label, or le on a histogram's _bucket).
+func labelAllowed(docs metricnames.Set, series, label string) bool {
+	if targetLabels[label] || label == model.MetricNameLabel {
+		return true
+	}
+	m, ok := docs.Series(series)
+	if !ok {
+		return true // reported as an unknown metric instead
+	}
+	if label == "le" {
+		return strings.HasSuffix(series, "_bucket")
+	}
+	_, ok = m.Labels[label]
+	return ok
+}
+
+// metricsOf parses expr and returns the metric names its selectors name;
+// with docs, it also checks every label matcher and every by (...) label
+// against the documented labels (and a matcher's value against the
+// documented values).
+func metricsOf(expr string, docs metricnames.Set) ([]string, error) {
+	e, err := parser.NewParser(parser.Options{}).ParseExpr(grafanaVars.ReplaceAllString(expr, "5m"))
+	if err != nil {
+		return nil, err
+	}
+	var names []string
+	var errs []error
+	parser.Inspect(e, func(n parser.Node, _ []parser.Node) error {
+		switch n := n.(type) {
+		case *parser.VectorSelector:
+			name := selectorName(n)
+			if name == "" {
+				errs = append(errs, fmt.Errorf("selector %s names no metric", n))
+				return nil
+			}
+			names = append(names, name)
+			if docs == nil {
+				return nil
+			}
+			for _, m := range n.LabelMatchers {
+				if !labelAllowed(docs, name, m.Name) {
+					errs = append(errs, fmt.Errorf("%s has no label %q (docs/interfaces.md)", name, m.Name))
+					continue
+				}
+				doc, _ := docs.Series(name)
+				if vals := doc.Labels[m.Name]; len(vals) > 0 && m.Type == labels.MatchEqual && !slices.Contains(vals, m.Value) {
+					errs = append(errs, fmt.Errorf("%s{%s=%q}: docs/interfaces.md lists %v", name, m.Name, m.Value, vals))
+				}
+			}
+		case *parser.AggregateExpr:
+			if docs == nil || n.Without {
+				return nil
+			}
+			parser.Inspect(n.Expr, func(inner parser.Node, _ []parser.Node) error {
+				if vs, ok := inner.(*parser.VectorSelector); ok {
+					for _, l := range n.Grouping {
+						if name := selectorName(vs); name != "" && !labelAllowed(docs, name, l) {
+							errs = append(errs, fmt.Errorf("%s by (%s): %s has no label %q", n.Op, strings.Join(n.Grouping, ", "), name, l))
+						}
+					}
+				}
+				return nil
+			})
+		}
+		return nil
+	})
+	return names, errors.Join(errs...)
+}
+
+// checkDashboard returns every problem with the queries of one dashboard
+// and the metric names they use.
+func checkDashboard(t *testing.T, e exported, file string, data []byte) ([]error, map[string]bool) {
+	used := map[string]bool{}
+	var errs []error
+	qs := queries(t, file, data)
+	if len(qs) == 0 {
+		errs = append(errs, fmt.Errorf("%s: no queries", file))
+	}
+	for _, q := range qs {
+		names, err := metricsOf(q.expr, e.docs)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %q: %v", q.where, q.expr, err))
+			continue
+		}
+		for _, n := range names {
+			if err := e.check(n); err != nil {
+				errs = append(errs, fmt.Errorf("%s: %v", q.where, err))
+			}
+			if m, ok := e.docs.Series(n); ok {
+				used[m.Name] = true
+			}
+		}
+	}
+	return errs, used
+}
+
+// TestDashboardQueriesUseExportedMetrics parses every query of every
+// dashboard with the PromQL parser and fails on a metric the code does not
+// export (docs/interfaces.md until a role's metrics land in the Go sources).
+func TestDashboardQueriesUseExportedMetrics(t *testing.T) {
+	e := loadExported(t)
+	files, err := filepath.Glob(filepath.Join(dashboardDir, "*.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(files) != 3 {
+		t.Fatalf("dashboards %v, want storage, compaction, autoscaler", files)
+	}
+	used := map[string]map[string]bool{}
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		errs, u := checkDashboard(t, e, f, data)
+		for _, err := range errs {
+			t.Error(err)
+		}
+		used[strings.TrimSuffix(filepath.Base(f), ".json")] = u
+	}
+	// What each dashboard must show (the issue's list).
+	want := map[string][]string{
+		"storage": {"bellows_kv_request_duration_seconds", "bellows_block_cache_hits_total", "bellows_block_cache_misses_total", "bellows_region_sst_files"},
+		"compaction": {"bellows_compactions_total", "bellows_compaction_queue_depth", "bellows_compaction_pending_bytes",
+			"bellows_warmup_progress_ratio", "bellows_warmup_bytes_total"},
+	}
+	// The autoscaler dashboard: every model input and output the operator registers.
+	for n := range e.code {
+		if strings.HasPrefix(n, "bellows_autoscaler_") {
+			want["autoscaler"] = append(want["autoscaler"], n)
+		}
+	}
+	if len(want["autoscaler"]) < 12 {
+		t.Errorf("found %d bellows_autoscaler_* metrics in the Go sources, want the 12 of docs/interfaces.md", len(want["autoscaler"]))
+	}
+	for d, names := range want {
+		for _, n := range names {
+			if !used[d][n] {
+				t.Errorf("dashboard %s does not show %s", d, n)
+			}
+		}
+	}
+}
+
+// TestCodeMetricsAreDocumented: every bellows_ metric the Go sources register
+// is in docs/interfaces.md ("change them here first"), and the operator
+// registers exactly the documented autoscaler metrics.
+func TestCodeMetricsAreDocumented(t *testing.T) {
+	e := loadExported(t)
+	for n, m := range e.code {
+		if strings.HasPrefix(n, "bellows_") {
+			if _, ok := e.docs[n]; !ok {
+				t.Errorf("%s (%s) is not in docs/interfaces.md", n, m.Section)
+			}
+		}
+	}
+	var docOp, codeOp []string
+	for n, m := range e.docs {
+		if strings.HasPrefix(m.Section, "Operator") {
+			docOp = append(docOp, n)
+		}
+	}
+	for n := range e.code {
+		if strings.HasPrefix(n, "bellows_autoscaler_") {
+			codeOp = append(codeOp, n)
+		}
+	}
+	slices.Sort(docOp)
+	slices.Sort(codeOp)
+	if !slices.Equal(docOp, codeOp) {
+		t.Errorf("operator metrics\ndocs %v\ncode %v", docOp, codeOp)
+	}
+	if !e.landed["Operator (autoscaler)"] {
+		t.Errorf("the operator section is not recognised as landed; sections %v", slices.Sorted(maps.Keys(e.landed)))
+	}
+}
+
+// TestDashboardCheckRejects: the check fails on what it must fail on.
+func TestDashboardCheckRejects(t *testing.T) {
+	e := loadExported(t)
+	// A store section whose code has landed but lacks a documented name.
+	landedStore := exported{docs: e.docs, code: metricnames.Set{"bellows_regions": {Name: "bellows_regions", Type: metricnames.Gauge}}, landed: map[string]bool{"Store": true}}
+	cases := []struct {
+		name string
+		e    exported
+		expr string
+		want string
+	}{
+		{"unknown metric", e, `sum(rate(bellows_nope_total[$__rate_interval]))`, "bellows_nope_total"},
+		{"bucket of a gauge", e, `bellows_regions_bucket`, "bellows_regions_bucket"},
+		{"parse error", e, `sum(rate(bellows_regions[5m])`, "unclosed"},
+		{"a Grafana variable outside quotes", e, `bellows_regions{pod=~"$pod"} > $threshold`, ""},
+		{"no metric name", e, `{pod="x"}`, "names no metric"},
+		{"documented, not exported by landed code", landedStore, `rate(bellows_block_cache_hits_total[5m])`, "do not"},
+		{"regex on __name__", e, `{__name__=~"bellows_.*"}`, "names no metric"},
+		{"undocumented label", e, `bellows_compactions_total{op="get"}`, `no label "op"`},
+		{"undocumented label value", e, `bellows_compactions_total{location="cloud"}`, "local remote"},
+		{"grouping by an undocumented label", e, `sum by (region) (rate(bellows_block_cache_hits_total[5m]))`, `no label "region"`},
+		{"le on a count", e, `sum by (le) (rate(bellows_kv_request_duration_seconds_count[5m]))`, `no label "le"`},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			dash := fmt.Sprintf(`{"panels":[{"type":"row","panels":[{"title":"x","targets":[{"refId":"A","expr":%q}]}]}]}`, c.expr)
+			errs, _ := checkDashboard(t, c.e, "test.json", []byte(dash))
+			if len(errs) == 0 {
+				t.Fatalf("no error for %s", c.expr)
+			}
+			if !strings.Contains(fmt.Sprint(errs), c.want) {
+				t.Errorf("errors %v do not mention %q", errs, c.want)
+			}
+		})
+	}
+	// And accepts the good ones: histogram series, Grafana intervals, landed code.
+	good := exported{docs: e.docs, code: metricnames.Set{"bellows_kv_request_duration_seconds": {Type: metricnames.Histogram}}, landed: map[string]bool{"Store": true}}
+	dash := `{"panels":[{"targets":[{"refId":"A","expr":"histogram_quantile(0.9, sum by (le) (rate(bellows_kv_request_duration_seconds_bucket{op=\"get\", namespace=~\"$namespace\"}[$__rate_interval])))"}]}],
+	  "templating":{"list":[{"name":"ns","type":"query","query":{"query":"label_values(bellows_kv_request_duration_seconds_count, namespace)"}}]}}`
+	if errs, used := checkDashboard(t, good, "good.json", []byte(dash)); len(errs) != 0 || !used["bellows_kv_request_duration_seconds"] {
+		t.Errorf("good dashboard: %v (used %v)", errs, used)
+	}
+}
