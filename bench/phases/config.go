@@ -5,6 +5,7 @@ package phases
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/bellows-kv/bellows/storage-engine/blob"
@@ -43,6 +44,13 @@ type Duration time.Duration
 
 func (d Duration) MarshalJSON() ([]byte, error) {
 	return []byte(fmt.Sprintf("%q", time.Duration(d))), nil
+}
+
+// UnmarshalJSON reads what MarshalJSON writes.
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	v, err := time.ParseDuration(strings.Trim(string(b), `"`))
+	*d = Duration(v)
+	return err
 }
 
 // Default is a run that finishes in a few minutes on two cores.

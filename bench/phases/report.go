@@ -13,6 +13,17 @@ import (
 	"gonum.org/v1/plot/vg"
 )
 
+// ReadJSON loads a phases.json written by Write.
+func ReadJSON(path string) (Report, error) {
+	var rep Report
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return rep, err
+	}
+	err = json.Unmarshal(b, &rep)
+	return rep, err
+}
+
 // Write writes phases.json, phases.md and phases.png into dir.
 func Write(dir string, rep Report) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -66,7 +77,7 @@ var palette = []color.RGBA{
 // shaded as bands under the lines (light: compaction, dark: warmup).
 func plotPNG(path string, rep Report) error {
 	p := plot.New()
-	p.Title.Text = "Get latency through compaction and warmup"
+	p.Title.Text = "Get latency through compaction and warmup (bands: light = compaction phase, dark = warmup phase)"
 	p.X.Label.Text = "seconds since the major compaction started"
 	p.Y.Label.Text = "mean get latency (ms, log scale)"
 	p.Y.Scale = plot.LogScale{}
@@ -99,15 +110,17 @@ func plotPNG(path string, rep Report) error {
 		line.Width = vg.Points(1.2)
 		p.Add(line)
 		p.Legend.Add(m.Mode, line)
-		// Phase bands: a thin strip per mode at the bottom of the plot.
-		y0 := lo / 2 * pow(1.25, float64(i))
-		y1 := y0 * 1.2
+		// Phase bands: a strip per mode below the lowest latency.
+		y1 := lo / 1.6 / pow(1.45, float64(i))
+		y0 := y1 / 1.3
 		for k, span := range [][2]float64{{0, m.SwitchAtS - m.CompactionAtS}, {m.SwitchAtS - m.CompactionAtS, m.WarmupEndAtS - m.CompactionAtS}} {
 			if span[1] <= span[0] {
 				continue
 			}
 			fill := col
-			fill.A = []uint8{0x50, 0xc0}[k]
+			if k == 0 { // compaction phase: lighter
+				fill = color.RGBA{R: uint8((int(col.R) + 2*255) / 3), G: uint8((int(col.G) + 2*255) / 3), B: uint8((int(col.B) + 2*255) / 3), A: 0xff}
+			}
 			poly, err := plotter.NewPolygon(plotter.XYs{{X: span[0], Y: y0}, {X: span[1], Y: y0}, {X: span[1], Y: y1}, {X: span[0], Y: y1}})
 			if err != nil {
 				return err
@@ -116,7 +129,7 @@ func plotPNG(path string, rep Report) error {
 			p.Add(poly)
 		}
 	}
-	p.Y.Min = lo / 2.5
+	p.Y.Min = lo / 1.6 / pow(1.45, float64(len(rep.Modes))) / 1.1
 	p.Y.Max = hi * 1.5
 	return p.Save(10*vg.Inch, 5*vg.Inch, path)
 }

@@ -26,7 +26,7 @@ func newBenchCommand() *cobra.Command {
 
 func newBenchPhasesCommand() *cobra.Command {
 	cfg := phases.Default()
-	var out, modes, latency, bandwidth, warmupRate, transferRate, cache string
+	var out, modes, latency, bandwidth, warmupRate, transferRate, cache, fromJSON string
 	cmd := &cobra.Command{
 		Use:   "phases",
 		Short: "Reproduce the paper's Figure 7: read latency through compaction and warmup, per warmup mode",
@@ -36,6 +36,17 @@ func newBenchPhasesCommand() *cobra.Command {
 			"process. Writes phases.json, phases.md and phases.png into --out.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if fromJSON != "" {
+				rep, err := phases.ReadJSON(fromJSON)
+				if err != nil {
+					return fmt.Errorf("--from-json: %w", err)
+				}
+				if err := phases.Write(out, rep); err != nil {
+					return err
+				}
+				fmt.Fprint(cmd.OutOrStdout(), phases.Markdown(rep))
+				return nil
+			}
 			var err error
 			cfg.Modes = strings.Split(modes, ",")
 			if cfg.Bucket.Latency, err = time.ParseDuration(latency); err != nil {
@@ -118,6 +129,7 @@ func newBenchPhasesCommand() *cobra.Command {
 	}
 	f := cmd.Flags()
 	f.StringVar(&out, "out", "bench/results", "directory for phases.json, phases.md and phases.png")
+	f.StringVar(&fromJSON, "from-json", "", "re-render phases.md and phases.png from an earlier phases.json instead of running")
 	f.StringVar(&modes, "modes", strings.Join(cfg.Modes, ","), "warmup modes to run, in order")
 	f.IntVar(&cfg.Keys, "keys", cfg.Keys, "keys loaded")
 	f.IntVar(&cfg.ValueSize, "value-size", cfg.ValueSize, "value bytes")
