@@ -8,7 +8,9 @@ import (
 
 	"github.com/spf13/cobra"
 	"google.golang.org/grpc"
+	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/bellows-kv/bellows/internal/discovery"
 	"github.com/bellows-kv/bellows/internal/engineconfig"
 	kvv1 "github.com/bellows-kv/bellows/proto/bellows/kv/v1"
 	"github.com/bellows-kv/bellows/storage-engine/blob"
@@ -46,7 +48,7 @@ func newStoreCommand() *cobra.Command {
 	f.StringVar(&o.splitKeys, "split-keys", "", "split the key space at these keys instead, e.g. g,p")
 	f.StringVar(&o.regionOwner, "region-owner", "", "ORDINAL/REPLICAS: serve region i when i mod REPLICAS = ORDINAL (default all)")
 	f.StringVar(&o.compactors, "compactors", "", "compaction workers, host:port,...")
-	f.StringVar(&o.compactorService, "compactor-service", "", "NAMESPACE/NAME of the workers' Service (EndpointSlice discovery: not in this build)")
+	f.StringVar(&o.compactorService, "compactor-service", "", "NAMESPACE/NAME of the workers' Service (the ready endpoints of its EndpointSlices; needs list/watch on endpointslices)")
 	f.StringVar(&o.offloadMode, "offload", "", "Required, Preferred or Disabled; overrides engine.yaml")
 	_ = cmd.MarkFlagRequired("bucket")
 	_ = cmd.MarkFlagRequired("wal-dir")
@@ -95,15 +97,25 @@ func runStore(cmd *cobra.Command, o storeFlags) error {
 	if err != nil {
 		return err
 	}
-	workers := offload.ParseStatic(o.compactors)
-	if o.compactorService != "" && len(workers) == 0 {
-		// The operator passes --compactor-service; until EndpointSlice
-		// discovery exists the store compacts locally rather than wait
-		// (Required) for workers it cannot find.
-		log.Warn("--compactor-service discovery is not implemented yet; compacting locally", "service", o.compactorService)
-		offMode = offload.Disabled
-	}
-	if len(workers) == 0 && offMode != offload.Disabled {
+	var workers offload.Discovery = offload.ParseStatic(o.compactors)
+	if o.compactorService != "" && len(offload.ParseStatic(o.compactors)) == 0 {
+		// In Kubernetes (the operator passes --compactor-service) workers
+		// are the ready endpoints of the pool's Service.
+		ns, name, err := discovery.ParseService(o.compactorService)
+		if err != nil {
+			return fmt.Errorf("--compactor-service: %w", err)
+		}
+		kcfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(clientcmd.NewDefaultClientConfigLoadingRules(), nil).ClientConfig()
+		if err != nil {
+			return fmt.Errorf("--compactor-service: no Kubernetes API access: %w", err)
+		}
+		es, err := discovery.StartEndpointSlices(ctx, kcfg, ns, name, "grpc")
+		if err != nil {
+			return fmt.Errorf("--compactor-service: %w", err)
+		}
+		workers = es
+		log.Info("discovering compactors from EndpointSlices", "service", o.compactorService, "now", es.Compactors())
+	} else if len(offload.ParseStatic(o.compactors)) == 0 && offMode != offload.Disabled {
 		if offMode == offload.Required {
 			return errors.New("offload mode Required needs workers: pass --compactors")
 		}
@@ -171,7 +183,7 @@ func runStore(cmd *cobra.Command, o storeFlags) error {
 			log.Error("closing regions", "err", err)
 		}
 	}()
-	log.Info("serving", "regions", len(spans), "offload", offMode, "workers", []string(workers), "bucket", o.bucket)
+	log.Info("serving", "regions", len(spans), "offload", offMode, "workers", workers.Compactors(), "bucket", o.bucket)
 	server.RegisterStoreGauges(reg, store, cache)
 	kv := server.NewKV(store)
 	kvv1.RegisterKVServer(srv.grpc, kv)
