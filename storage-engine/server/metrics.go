@@ -77,41 +77,19 @@ func RegisterStoreGauges(reg prometheus.Registerer, s *Store, cache *blockcache.
 			func() float64 { return float64(len(s.Regions())) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "bellows_compaction_requested_total",
 			Help: "Compactions requested (demand, not completions)."},
-			func() float64 {
-				var n uint64
-				for _, r := range s.Regions() {
-					n += r.Stats().CompactionsRequested.Load()
-				}
-				return float64(n)
-			}),
+			sumRegions(s, func(r *Region) uint64 { return r.Stats().CompactionsRequested.Load() })),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "bellows_compaction_requested_bytes_total",
 			Help: "Input bytes of requested compactions; b = bytes / requests."},
-			func() float64 {
-				var n uint64
-				for _, r := range s.Regions() {
-					n += r.Stats().CompactionRequestedBytes.Load()
-				}
-				return float64(n)
-			}),
+			sumRegions(s, func(r *Region) uint64 { return r.Stats().CompactionRequestedBytes.Load() })),
 	)
-	warmBytes := func(fromCompactor bool) func() float64 {
-		return func() float64 {
-			var n uint64
-			for _, r := range s.Regions() {
-				if fromCompactor {
-					n += r.WarmupStats().BytesFromCompactor.Load()
-				} else {
-					n += r.WarmupStats().BytesFromBucket.Load()
-				}
-			}
-			return float64(n)
-		}
-	}
-	for source, fromCompactor := range map[string]bool{"compactor": true, "bucket": false} {
+	for source, bytes := range map[string]func(*Region) uint64{
+		"compactor": func(r *Region) uint64 { return r.WarmupStats().BytesFromCompactor.Load() },
+		"bucket":    func(r *Region) uint64 { return r.WarmupStats().BytesFromBucket.Load() },
+	} {
 		reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Name: "bellows_warmup_bytes_total", Help: "Bytes of compacted blocks loaded into the cache by warmup, by source.",
 			ConstLabels: prometheus.Labels{"source": source},
-		}, warmBytes(fromCompactor)))
+		}, sumRegions(s, bytes)))
 	}
 	for _, r := range s.Regions() {
 		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
@@ -122,5 +100,16 @@ func RegisterStoreGauges(reg prometheus.Registerer, s *Store, cache *blockcache.
 			Name: "bellows_warmup_progress_ratio", Help: "Progress of the region's running or last warmup (T as a fraction of the new file's blocks).",
 			ConstLabels: prometheus.Labels{"region": r.Name()},
 		}, func() float64 { return float64(r.WarmupStats().Progress.Load()) / 1e6 }))
+	}
+}
+
+// sumRegions is a metric function adding f over the store's regions.
+func sumRegions(s *Store, f func(*Region) uint64) func() float64 {
+	return func() float64 {
+		var n uint64
+		for _, r := range s.Regions() {
+			n += f(r)
+		}
+		return float64(n)
 	}
 }
