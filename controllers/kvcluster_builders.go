@@ -12,6 +12,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -40,6 +41,10 @@ func storeStatefulSetName(c *kvv1.KVCluster) string {
 	return c.Name
 }
 func storePDBName(c *kvv1.KVCluster) string { return c.Name }
+
+// storeIdentityName names the storage pods' ServiceAccount and its Role and
+// RoleBinding.
+func storeIdentityName(c *kvv1.KVCluster) string { return c.Name + "-store" }
 
 // poolServiceName is the Service in front of a CompactionPool's workers.
 func poolServiceName(poolName string) string { return poolName + "-compactor" }
@@ -225,6 +230,7 @@ func BuildStoreStatefulSet(c *kvv1.KVCluster, cm *corev1.ConfigMap) *appsv1.Stat
 					Annotations: map[string]string{configHashAnnotation: specHash(cm)},
 				},
 				Spec: corev1.PodSpec{
+					ServiceAccountName:            storeIdentityName(c),
 					Containers:                    []corev1.Container{container},
 					TerminationGracePeriodSeconds: ptr.To(storeGracePeriod),
 					Volumes: []corev1.Volume{{
@@ -255,6 +261,47 @@ func BuildStorePDB(c *kvv1.KVCluster) *policyv1.PodDisruptionBudget {
 	}
 	stampHash(p, p.Spec)
 	return p
+}
+
+// BuildStoreServiceAccount is the storage pods' identity.
+func BuildStoreServiceAccount(c *kvv1.KVCluster) *corev1.ServiceAccount {
+	sa := &corev1.ServiceAccount{ObjectMeta: storeMeta(c, storeIdentityName(c))}
+	stampHash(sa, nil)
+	return sa
+}
+
+// storeRoleRules let a store discover the compaction workers: it lists and
+// watches the EndpointSlices of the CompactionPool's Service (label
+// kubernetes.io/service-name=<pool>-compactor) in its own namespace. The
+// operator must hold these permissions itself to grant them (see the RBAC
+// markers in kvcluster_controller.go).
+func storeRoleRules() []rbacv1.PolicyRule {
+	return []rbacv1.PolicyRule{{
+		APIGroups: []string{"discovery.k8s.io"},
+		Resources: []string{"endpointslices"},
+		Verbs:     []string{"get", "list", "watch"},
+	}}
+}
+
+// BuildStoreRole is what the storage pods may do in their namespace.
+func BuildStoreRole(c *kvv1.KVCluster) *rbacv1.Role {
+	r := &rbacv1.Role{ObjectMeta: storeMeta(c, storeIdentityName(c)), Rules: storeRoleRules()}
+	stampHash(r, r.Rules)
+	return r
+}
+
+// BuildStoreRoleBinding grants BuildStoreRole to BuildStoreServiceAccount.
+func BuildStoreRoleBinding(c *kvv1.KVCluster) *rbacv1.RoleBinding {
+	b := &rbacv1.RoleBinding{
+		ObjectMeta: storeMeta(c, storeIdentityName(c)),
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: storeIdentityName(c)},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: storeIdentityName(c), Namespace: c.Namespace}},
+	}
+	stampHash(b, struct {
+		RoleRef  rbacv1.RoleRef
+		Subjects []rbacv1.Subject
+	}{b.RoleRef, b.Subjects})
+	return b
 }
 
 // buildServiceMonitor scrapes the "metrics" port of the Services labelled

@@ -1,9 +1,11 @@
 package controllers
 
 import (
+	"reflect"
 	"strings"
 	"testing"
 
+	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
@@ -51,6 +53,9 @@ func TestStoreBuilders(t *testing.T) {
 	if sts.Spec.Template.Annotations[configHashAnnotation] != specHash(cm) {
 		t.Error("pod template must carry the engine config hash so config changes roll the pods")
 	}
+	if sa := sts.Spec.Template.Spec.ServiceAccountName; sa != "kv-store" {
+		t.Errorf("storage pods run as %q, want kv-store", sa)
+	}
 	if sts.Spec.UpdateStrategy.RollingUpdate.MaxUnavailable.IntValue() != 1 || sts.Spec.PodManagementPolicy != "OrderedReady" {
 		t.Error("storage pods must roll one at a time")
 	}
@@ -87,6 +92,49 @@ func TestStoreBuilders(t *testing.T) {
 	}
 	if p := BuildStorePDB(c); p.Spec.MaxUnavailable.IntValue() != 1 {
 		t.Errorf("pdb: %+v", p.Spec)
+	}
+}
+
+// TestStoreIdentityBuilders: the storage pods' ServiceAccount, and the Role
+// and RoleBinding that let it (and only it) read EndpointSlices.
+func TestStoreIdentityBuilders(t *testing.T) {
+	c := defaultedCluster()
+	sa, role, rb := BuildStoreServiceAccount(c), BuildStoreRole(c), BuildStoreRoleBinding(c)
+	for _, o := range []metav1.Object{sa, role, rb} {
+		if o.GetName() != "kv-store" || o.GetNamespace() != "ns" {
+			t.Errorf("%T is %s/%s, want ns/kv-store", o, o.GetNamespace(), o.GetName())
+		}
+		if ref := metav1.GetControllerOf(o); ref == nil || ref.UID != "uid-1" || ref.Kind != "KVCluster" {
+			t.Errorf("%T owner reference: %+v", o, ref)
+		}
+		if specHash(o) == "" {
+			t.Errorf("%T has no spec hash", o)
+		}
+		if !reflect.DeepEqual(o.GetLabels(), commonLabels("kv", kvv1.ComponentStore)) {
+			t.Errorf("%T labels %v", o, o.GetLabels())
+		}
+	}
+	wantRules := []rbacv1.PolicyRule{{APIGroups: []string{"discovery.k8s.io"}, Resources: []string{"endpointslices"}, Verbs: []string{"get", "list", "watch"}}}
+	if !reflect.DeepEqual(role.Rules, wantRules) {
+		t.Errorf("role rules %+v, want %+v", role.Rules, wantRules)
+	}
+	if want := (rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: "kv-store"}); rb.RoleRef != want {
+		t.Errorf("roleRef %+v, want %+v", rb.RoleRef, want)
+	}
+	if want := []rbacv1.Subject{{Kind: "ServiceAccount", Name: "kv-store", Namespace: "ns"}}; !reflect.DeepEqual(rb.Subjects, want) {
+		t.Errorf("subjects %+v, want %+v", rb.Subjects, want)
+	}
+	// Pure: same input, same objects.
+	if specHash(BuildStoreRole(defaultedCluster())) != specHash(role) || specHash(BuildStoreRoleBinding(defaultedCluster())) != specHash(rb) ||
+		specHash(BuildStoreServiceAccount(defaultedCluster())) != specHash(sa) {
+		t.Error("identity builders are not deterministic")
+	}
+	// The binding follows the cluster's namespace and name.
+	c2 := defaultedCluster()
+	c2.Namespace, c2.Name = "other", "kv2"
+	if b := BuildStoreRoleBinding(c2); b.Subjects[0].Namespace != "other" || b.Subjects[0].Name != "kv2-store" || b.RoleRef.Name != "kv2-store" ||
+		specHash(b) == specHash(rb) {
+		t.Errorf("binding of other/kv2: %+v", b)
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/tools/events"
@@ -28,12 +29,18 @@ import (
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch;update;patch
 // +kubebuilder:rbac:groups=policy,resources=poddisruptionbudgets,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups=monitoring.coreos.com,resources=servicemonitors,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups="",resources=serviceaccounts,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=roles;rolebindings,verbs=get;list;watch;create;update;patch;delete
+// The storage pods' Role grants this; Kubernetes only lets the operator
+// grant what it holds itself (no escalate/bind verbs are asked for).
+// +kubebuilder:rbac:groups=discovery.k8s.io,resources=endpointslices,verbs=get;list;watch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
 
 // KVClusterReconciler reconciles a KVCluster into a StatefulSet, two
-// Services, a PodDisruptionBudget, the engine ConfigMap and (when the
-// Prometheus operator is installed) a ServiceMonitor.
+// Services, a PodDisruptionBudget, the engine ConfigMap, the storage pods'
+// identity (ServiceAccount, Role and RoleBinding `<name>-store`) and (when
+// the Prometheus operator is installed) a ServiceMonitor.
 type KVClusterReconciler struct {
 	client.Client
 	Scheme   *runtime.Scheme
@@ -76,6 +83,7 @@ func (r *KVClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 	}
 
 	stepErr := runSteps(ctx, p, []step[*kvPass]{
+		{"store identity", r.reconcileStoreIdentity},
 		{"engine ConfigMap and StatefulSet", r.reconcileStatefulSet},
 		{"Services", r.reconcileServices},
 		{"PodDisruptionBudget", r.reconcilePDB},
@@ -114,6 +122,41 @@ func rolloutComplete(sts *appsv1.StatefulSet) bool {
 	return st.ObservedGeneration >= sts.Generation &&
 		st.UpdatedReplicas == want && st.ReadyReplicas == want && st.Replicas == want &&
 		(st.UpdateRevision == "" || st.CurrentRevision == st.UpdateRevision)
+}
+
+// reconcileStoreIdentity writes the ServiceAccount the storage pods run as
+// and the Role and RoleBinding that let them discover the compaction
+// workers (EndpointSlices). It runs before the StatefulSet, so pods never
+// start under a ServiceAccount that does not exist yet.
+func (r *KVClusterReconciler) reconcileStoreIdentity(ctx context.Context, p *kvPass) error {
+	c := p.cluster
+	sa := BuildStoreServiceAccount(c)
+	saExisting := &corev1.ServiceAccount{}
+	// Nothing in the ServiceAccount's body is the operator's: leave secrets
+	// and imagePullSecrets that others add alone.
+	res, err := apply(ctx, r.Client, sa, saExisting, func() {})
+	if err != nil {
+		return err
+	}
+	r.event(c, res, "ServiceAccount", sa.Name)
+
+	role := BuildStoreRole(c)
+	roleExisting := &rbacv1.Role{}
+	res, err = apply(ctx, r.Client, role, roleExisting, func() { roleExisting.Rules = role.Rules })
+	if err != nil {
+		return err
+	}
+	r.event(c, res, "Role", role.Name)
+
+	rb := BuildStoreRoleBinding(c)
+	rbExisting := &rbacv1.RoleBinding{}
+	// roleRef is immutable, and the builder always names the same Role.
+	res, err = apply(ctx, r.Client, rb, rbExisting, func() { rbExisting.Subjects = rb.Subjects })
+	if err != nil {
+		return err
+	}
+	r.event(c, res, "RoleBinding", rb.Name)
+	return nil
 }
 
 func (r *KVClusterReconciler) reconcileStatefulSet(ctx context.Context, p *kvPass) error {
@@ -282,6 +325,9 @@ func (r *KVClusterReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Owns(&corev1.Service{}).
 		Owns(&corev1.ConfigMap{}).
 		Owns(&policyv1.PodDisruptionBudget{}).
+		Owns(&corev1.ServiceAccount{}).
+		Owns(&rbacv1.Role{}).
+		Owns(&rbacv1.RoleBinding{}).
 		Watches(&kvv1.CompactionPool{}, handler.EnqueueRequestsFromMapFunc(r.clustersOfPool)).
 		Named("kvcluster").
 		Complete(r)

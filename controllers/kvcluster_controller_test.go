@@ -11,6 +11,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -118,10 +119,36 @@ func TestKVClusterSamplePair(t *testing.T) {
 		g.Expect(ownedNames(g, ns, cluster, &corev1.ServiceList{})).To(ConsistOf("demo", "demo-headless"))
 		g.Expect(ownedNames(g, ns, cluster, &corev1.ConfigMapList{})).To(ConsistOf("demo-engine"))
 		g.Expect(ownedNames(g, ns, cluster, &policyv1.PodDisruptionBudgetList{})).To(ConsistOf("demo"))
+		g.Expect(ownedNames(g, ns, cluster, &corev1.ServiceAccountList{})).To(ConsistOf("demo-store"))
+		g.Expect(ownedNames(g, ns, cluster, &rbacv1.RoleList{})).To(ConsistOf("demo-store"))
+		g.Expect(ownedNames(g, ns, cluster, &rbacv1.RoleBindingList{})).To(ConsistOf("demo-store"))
+	}).Should(Succeed())
+
+	// The storage pods run as demo-store, which may read EndpointSlices
+	// (compactor discovery) and nothing else.
+	role := &rbacv1.Role{}
+	g.Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: "demo-store"}, role)).To(Succeed())
+	g.Expect(role.Rules).To(Equal([]rbacv1.PolicyRule{{
+		APIGroups: []string{"discovery.k8s.io"}, Resources: []string{"endpointslices"}, Verbs: []string{"get", "list", "watch"},
+	}}))
+	rb := &rbacv1.RoleBinding{}
+	g.Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: "demo-store"}, rb)).To(Succeed())
+	g.Expect(rb.RoleRef).To(Equal(rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: "demo-store"}))
+	g.Expect(rb.Subjects).To(Equal([]rbacv1.Subject{{Kind: "ServiceAccount", Name: "demo-store", Namespace: ns}}))
+	// Drift in the Role is put back.
+	role.Rules[0].Verbs = []string{"get"}
+	role.Annotations[kvv1.SpecHashAnnotation] = "edited"
+	g.Expect(k8sClient.Update(ctx, role)).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		got := &rbacv1.Role{}
+		g.Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: "demo-store"}, got)).To(Succeed())
+		g.Expect(got.Rules).To(HaveLen(1))
+		g.Expect(got.Rules[0].Verbs).To(ConsistOf("get", "list", "watch"))
 	}).Should(Succeed())
 
 	sts := &appsv1.StatefulSet{}
 	g.Expect(k8sClient.Get(ctx, key, sts)).To(Succeed())
+	g.Expect(sts.Spec.Template.Spec.ServiceAccountName).To(Equal("demo-store"))
 	g.Expect(sts.Spec.VolumeClaimTemplates).To(HaveLen(1))
 	g.Expect(sts.Spec.VolumeClaimTemplates[0].Spec.Resources.Requests.Storage().String()).To(Equal("20Gi"))
 	g.Expect(sts.Spec.Template.Spec.Containers[0].Args).To(ContainElements(
@@ -235,6 +262,9 @@ func TestKVClusterSamplePair(t *testing.T) {
 			&corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "demo-headless"}},
 			&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "demo-engine"}},
 			&policyv1.PodDisruptionBudget{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "demo"}},
+			&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "demo-store"}},
+			&rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "demo-store"}},
+			&rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "demo-store"}},
 		} {
 			err := k8sClient.Get(ctx, client.ObjectKeyFromObject(o), o)
 			g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "%T %s still exists (err %v)", o, o.GetName(), err)
