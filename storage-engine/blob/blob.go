@@ -5,7 +5,6 @@
 package blob
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -248,11 +247,3 @@ func (o *rangeObject) Close() error { return nil }
 
 // Close closes the bucket, and with it every prefixed view of it.
 func (b *Bucket) Close() error { return b.b.Close() }
-
-// bytesObject serves an in-memory object; used where a whole file was read.
-type bytesObject struct{ *bytes.Reader }
-
-func (o bytesObject) Close() error { return nil }
-
-// BytesObject wraps data as an Object.
-func BytesObject(data []byte) Object { return bytesObject{bytes.NewReader(data)} }

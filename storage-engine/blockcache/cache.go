@@ -165,8 +165,9 @@ func (c *Cache) EvictFile(file uint64) int {
 }
 
 // EvictFileUpTo drops every cached block of file whose last user key is ≤
-// upTo: incremental warmup calls it as its threshold advances, because reads
-// of keys ≤ upTo no longer touch the old file.
+// upTo: after an incremental warmup passes upTo, reads of those keys no
+// longer touch the old file. It scans the file's cached blocks; a caller
+// that knows the block order (the region's warmup) evicts block by block.
 func (c *Cache) EvictFileUpTo(file uint64, upTo []byte) int {
 	return c.evictFileIf(file, func(e *entry) bool { return bytes.Compare(e.lastUser, upTo) <= 0 })
 }

@@ -44,19 +44,16 @@ func Merge(ctx context.Context, in iterator.Iterator, opts MergeOptions, w *ssta
 	slices.Sort(snaps)
 	slices.Reverse(snaps) // newest first, matching version order
 	var st MergeStats
-	var group []version
+	var group, kept []version
+	var keep []bool
 	var cur []byte
 	flush := func() error {
 		for i := range group {
 			group[i].key.UserKey = cur
 		}
-		kept := retain(group, snaps, opts)
+		kept, keep = retainInto(kept[:0], keep, group, snaps, opts)
 		st.DroppedVersions += uint64(len(group) - len(kept))
-		for _, v := range group {
-			if v.key.Kind == kv.KindDelete && !slices.ContainsFunc(kept, func(k version) bool { return k.key.TS == v.key.TS }) {
-				st.DroppedDeletes++
-			}
-		}
+		st.DroppedDeletes += uint64(countDeletes(group) - countDeletes(kept))
 		for _, v := range kept {
 			if err := w.Add(v.key, v.value); err != nil {
 				return err
@@ -102,13 +99,28 @@ type version struct {
 	value []byte
 }
 
+func countDeletes(vs []version) int {
+	n := 0
+	for _, v := range vs {
+		if v.key.Kind == kv.KindDelete {
+			n++
+		}
+	}
+	return n
+}
+
 // retain applies the rules to one key's versions (newest first).
 func retain(vs []version, snapsDesc []uint64, opts MergeOptions) []version {
-	keep := make([]bool, len(vs))
+	out, _ := retainInto(nil, nil, vs, snapsDesc, opts)
+	return out
+}
+
+// retainInto is retain appending to out and reusing keep, so a merge does
+// not allocate per key.
+func retainInto(out []version, keep []bool, vs []version, snapsDesc []uint64, opts MergeOptions) ([]version, []bool) {
+	keep = slices.Grow(keep[:0], len(vs))[:len(vs)]
 	for i := range vs {
-		if opts.Retention.MaxVersions == 0 || i < opts.Retention.MaxVersions {
-			keep[i] = true
-		}
+		keep[i] = opts.Retention.MaxVersions == 0 || i < opts.Retention.MaxVersions
 	}
 	// The version each open snapshot reads survives.
 	j := 0
@@ -120,7 +132,6 @@ func retain(vs []version, snapsDesc []uint64, opts MergeOptions) []version {
 			keep[j] = true
 		}
 	}
-	out := make([]version, 0, len(vs))
 	for i, v := range vs {
 		if keep[i] {
 			out = append(out, v)
@@ -133,5 +144,5 @@ func retain(vs []version, snapsDesc []uint64, opts MergeOptions) []version {
 			out = out[:len(out)-1]
 		}
 	}
-	return out
+	return out, keep
 }

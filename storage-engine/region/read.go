@@ -54,9 +54,6 @@ func (rs *readState) tablesFor(key []byte) []*table {
 	return rs.v.tables
 }
 
-// VisibleTS is the newest timestamp readers can see.
-func (r *Region) VisibleTS() uint64 { return r.vis.load() }
-
 // Get returns the value of key at readTS (kv.MaxTimestamp for the latest).
 // The returned slice is the caller's.
 func (r *Region) Get(key []byte, readTS uint64) ([]byte, bool, error) {

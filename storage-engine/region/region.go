@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -267,6 +266,3 @@ func (r *Region) nextTS() uint64 {
 	r.lastTS = ts
 	return ts
 }
-
-// RemoveWALDir deletes a region's WAL directory (after its files moved).
-func RemoveWALDir(dir string) error { return os.RemoveAll(dir) }
