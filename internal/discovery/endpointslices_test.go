@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 )
@@ -69,12 +70,13 @@ func TestEndpointSlicesFollowTheAPIServer(t *testing.T) {
 	}
 	await := func(want ...string) {
 		t.Helper()
-		deadline := time.Now().Add(30 * time.Second)
-		for got := d.Compactors(); !slices.Equal(got, want); got = d.Compactors() {
-			if time.Now().After(deadline) {
-				t.Fatalf("Compactors() = %v, want %v", got, want)
-			}
-			time.Sleep(10 * time.Millisecond) // polling interval of a cache read
+		var got []string
+		err := wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+			got = d.Compactors()
+			return slices.Equal(got, want), nil
+		})
+		if err != nil {
+			t.Fatalf("Compactors() = %v, want %v: %v", got, want, err)
 		}
 	}
 	await("10.0.0.1:7500")
