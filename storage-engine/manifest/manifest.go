@@ -5,6 +5,11 @@
 // two owners of one region cannot both commit number n: the one with a stale
 // view gets ErrFenced instead of overwriting the newer manifest. Opening a
 // region commits a manifest at once, which fences out any previous owner.
+//
+// Fencing alone cannot keep acknowledged writes: a store's unflushed writes
+// live only in its own WAL. So a manifest also names the owner's WAL, and a
+// region is claimed only by that WAL (a restart) or after the owner released
+// it, having flushed everything (CheckClaim).
 package manifest
 
 import (
@@ -42,12 +47,38 @@ type FileMeta struct {
 	Deletions uint64 `json:"deletions"`
 }
 
+// ErrOwned means the region's current owner has not released it, and the
+// opener's WAL is not the one that may hold its unflushed writes.
+var ErrOwned = errors.New("manifest: region is owned by another store")
+
+// OwnedError says who owns a region an opener may not claim.
+type OwnedError struct {
+	Manifest uint64
+	Owner    string
+	WALID    string
+}
+
+func (e *OwnedError) Error() string {
+	return fmt.Sprintf("%v: %q (manifest %d, WAL %s) has not released it, and its WAL may hold acknowledged writes that are in no SST; "+
+		"stop that store so it releases the region, reopen the region with that WAL, or force the takeover and forfeit them",
+		ErrOwned, e.Owner, e.Manifest, e.WALID)
+}
+
+func (e *OwnedError) Is(target error) bool { return target == ErrOwned }
+
 // Manifest is one committed state of a region.
 type Manifest struct {
 	// Number is this manifest's object number; 0 means none committed yet.
 	Number uint64 `json:"number"`
 	// Owner identifies the process that committed it (diagnostics only).
 	Owner string `json:"owner"`
+	// WALID is the identity of the owner's WAL directory, the only place
+	// its acknowledged but unflushed writes exist. Empty in manifests
+	// written before ownership was recorded.
+	WALID string `json:"walID,omitempty"`
+	// Released: the owner flushed every write and gave the region up, so
+	// any store may claim it.
+	Released bool `json:"released,omitempty"`
 	// Files are the live SSTs, oldest first. Their timestamp ranges are
 	// disjoint and ascending: flushes append at the end and compactions
 	// replace a contiguous run.
@@ -73,6 +104,18 @@ func (m Manifest) MaxTS() uint64 {
 		ts = max(ts, f.MaxTS)
 	}
 	return ts
+}
+
+// CheckClaim returns an *OwnedError unless an opener whose WAL directory has
+// identity walID may claim the region m describes: nobody has committed yet,
+// the owner released it, or the opener holds the owner's own WAL (a restart).
+// A manifest without a WAL identity predates ownership records and is
+// claimable, as it always was.
+func (m Manifest) CheckClaim(walID string) error {
+	if m.Number == 0 || m.Released || m.WALID == "" || m.WALID == walID {
+		return nil
+	}
+	return &OwnedError{Manifest: m.Number, Owner: m.Owner, WALID: m.WALID}
 }
 
 // ObjectName is the bucket key of manifest n.

@@ -2,6 +2,7 @@ package region
 
 import (
 	"errors"
+	"fmt"
 
 	"github.com/bellows-kv/bellows/storage-engine/manifest"
 )
@@ -13,6 +14,11 @@ var (
 	ErrBatchTooLarge = errors.New("region: batch exceeds the configured maximum")
 	ErrEmptyBatch    = errors.New("region: batch is empty")
 	ErrClosed        = errors.New("region: closed")
+	// ErrReleasing: the region is being handed to another store; retry
+	// there.
+	ErrReleasing = fmt.Errorf("%w: released to another store", ErrClosed)
+	// ErrOwned: another store owns the region and has not released it.
+	ErrOwned = manifest.ErrOwned
 	// ErrFenced: another opener owns the region now; this handle refuses
 	// writes.
 	ErrFenced = manifest.ErrFenced

@@ -152,11 +152,19 @@ func fileMeta(num uint64, key string, p sstable.Properties, size uint64) manifes
 
 // Flush freezes the active memstore (if it holds anything) and waits until
 // every frozen memstore is in an SST named by a committed manifest.
-func (r *Region) Flush(ctx context.Context) error {
+func (r *Region) Flush(ctx context.Context) error { return r.flush(ctx, false) }
+
+// flush is Flush; stopWrites also refuses every later write (Release).
+func (r *Region) flush(ctx context.Context, stopWrites bool) error {
 	r.commitMu.Lock()
 	if err := r.checkOpen(); err != nil {
 		r.commitMu.Unlock()
 		return err
+	}
+	if stopWrites {
+		r.mu.Lock()
+		r.releasing = true
+		r.mu.Unlock()
 	}
 	var target *memTable
 	if r.mem.ms.Len() > 0 {

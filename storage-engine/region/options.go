@@ -68,8 +68,16 @@ type Options struct {
 	// WarmupRateBytes bounds ThrottledIncremental warmup (bytes/s).
 	WarmupRateBytes int64
 	// Owner names this opener in manifests (diagnostics).
-	Owner  string
-	Logger *slog.Logger
+	Owner string
+	// ForceTakeover claims the region even if another store owns it and
+	// has not released it, forfeiting the writes that store acknowledged
+	// but did not flush (its WAL is lost, say). The old owner is fenced.
+	ForceTakeover bool
+	// OwnershipCheckInterval: how often an open region looks for a newer
+	// manifest than its own, so a store whose region was taken over
+	// stops acknowledging writes; 0 checks only at its own commits.
+	OwnershipCheckInterval time.Duration
+	Logger                 *slog.Logger
 }
 
 func (o *Options) applyDefaults() {

@@ -33,6 +33,7 @@ func newMemTable(seg uint64) *memTable { return &memTable{ms: memstore.NewSkipli
 type Region struct {
 	opts   Options
 	bucket *blob.Bucket // prefixed regions/<name>/
+	walDir *wal.Dir
 	log    *wal.Log
 	exec   compaction.Executor
 
@@ -53,7 +54,9 @@ type Region struct {
 	manifest manifest.Manifest
 	snaps    map[uint64]int
 	closed   bool
-	bgErr    error // sticky: fencing or a WAL failure
+	// releasing: Release has begun; writes are refused.
+	releasing bool
+	bgErr     error // sticky: fencing or a WAL failure
 
 	// manifestMu serialises manifest commits (flush vs compaction).
 	manifestMu sync.Mutex
@@ -72,11 +75,14 @@ type Region struct {
 	stats   Stats
 }
 
-// Open opens (creating if absent) a region: it loads the newest manifest,
-// claims the region by committing a successor (fencing any previous owner),
-// removes files no manifest names, replays the WAL and starts background
-// flushing.
-func Open(ctx context.Context, opts Options) (*Region, error) {
+// Open opens (creating if absent) a region: it locks the WAL directory, loads
+// the newest manifest, checks that this WAL may claim the region (its own
+// after a restart, or released by its owner; see manifest.CheckClaim), claims
+// it by committing a successor (fencing any previous owner), removes files no
+// manifest names, replays the WAL and starts background flushing. A region
+// another store still owns fails with an error matching manifest.ErrOwned
+// unless Options.ForceTakeover is set.
+func Open(ctx context.Context, opts Options) (_ *Region, err error) {
 	opts.applyDefaults()
 	if err := opts.validate(); err != nil {
 		return nil, err
@@ -92,12 +98,36 @@ func Open(ctx context.Context, opts Options) (*Region, error) {
 	if r.exec == nil {
 		r.exec = compaction.Local{Bucket: opts.Bucket}
 	}
+	if r.walDir, err = wal.LockDir(opts.WALDir); err != nil {
+		return nil, fmt.Errorf("region %s: %w", opts.Name, err)
+	}
+	defer func() {
+		if err != nil {
+			_ = r.walDir.Unlock()
+		}
+	}()
 	m, err := manifest.Load(ctx, r.bucket)
 	if err != nil {
 		return nil, fmt.Errorf("region %s: %w", opts.Name, err)
 	}
+	if err := m.CheckClaim(r.walDir.ID); err != nil {
+		if !opts.ForceTakeover {
+			return nil, fmt.Errorf("region %s: %w", opts.Name, err)
+		}
+		opts.Logger.Warn("forcing the takeover of a region another store has not released; writes it acknowledged but did not flush are forfeited",
+			"region", opts.Name, "err", err)
+	}
+	if m.WALID != "" && m.WALID != r.walDir.ID {
+		// The region comes from another WAL; whatever this directory
+		// holds is from an earlier tenure (see wal.Dir.RemoveSegments).
+		if err := r.walDir.RemoveSegments(); err != nil {
+			return nil, fmt.Errorf("region %s: %w", opts.Name, err)
+		}
+	}
 	claim := m.Clone()
 	claim.Owner = opts.Owner
+	claim.WALID = r.walDir.ID
+	claim.Released = false
 	if err := manifest.Commit(ctx, r.bucket, m, &claim); err != nil {
 		return nil, fmt.Errorf("region %s: claiming: %w", opts.Name, err)
 	}
@@ -155,6 +185,10 @@ func Open(ctx context.Context, opts Options) (*Region, error) {
 	r.bgCtx, r.cancel = context.WithCancel(context.Background())
 	r.wg.Add(1)
 	go r.flushLoop()
+	if opts.OwnershipCheckInterval > 0 {
+		r.wg.Add(1)
+		go r.watchOwnership()
+	}
 	if mem.ms.ApproximateBytes() >= opts.MemstoreBytes {
 		r.commitMu.Lock()
 		err := r.rotateLocked()
@@ -211,7 +245,41 @@ func (r *Region) Name() string { return r.opts.Name }
 
 // Close flushes nothing (the WAL holds unflushed writes), stops background
 // work and releases files. Later calls return ErrClosed.
-func (r *Region) Close() error {
+func (r *Region) Close() error { return r.shutdown(nil) }
+
+// Release hands the region over: it refuses new writes, flushes every
+// acknowledged write into an SST, stops background work and commits a
+// manifest marking the region released, so any store may claim it without
+// this WAL. Then the WAL segments are deleted. If Release fails the region is
+// closed but not released, and only a reopen with this WAL may claim it.
+func (r *Region) Release(ctx context.Context) error {
+	if err := r.flush(ctx, true); err != nil {
+		_ = r.Close()
+		return fmt.Errorf("region %s: releasing: %w", r.opts.Name, err)
+	}
+	err := r.shutdown(func() error {
+		r.manifestMu.Lock()
+		defer r.manifestMu.Unlock()
+		prev := r.manifest
+		next := prev.Clone()
+		next.Released = true
+		if err := manifest.Commit(ctx, r.bucket, prev, &next); err != nil {
+			return err
+		}
+		r.mu.Lock()
+		r.manifest = next
+		r.mu.Unlock()
+		return r.walDir.RemoveSegments()
+	})
+	if err != nil {
+		return fmt.Errorf("region %s: releasing: %w", r.opts.Name, err)
+	}
+	return nil
+}
+
+// shutdown stops the region; final, if set, runs after the WAL is closed and
+// before the WAL directory is unlocked.
+func (r *Region) shutdown(final func() error) error {
 	r.commitMu.Lock()
 	r.mu.Lock()
 	if r.closed {
@@ -229,11 +297,17 @@ func (r *Region) Close() error {
 	r.compactMu.Lock()
 	defer r.compactMu.Unlock()
 	err := r.log.Close()
+	if errors.Is(err, wal.ErrClosed) {
+		err = nil
+	}
+	if err == nil && final != nil {
+		err = final()
+	}
 	r.mu.Lock()
 	r.current.unref()
 	r.mu.Unlock()
-	if errors.Is(err, wal.ErrClosed) {
-		err = nil
+	if uerr := r.walDir.Unlock(); err == nil {
+		err = uerr
 	}
 	return err
 }
@@ -244,7 +318,40 @@ func (r *Region) checkOpen() error {
 	if r.closed {
 		return ErrClosed
 	}
+	if r.releasing {
+		return ErrReleasing
+	}
 	return r.bgErr
+}
+
+// watchOwnership notices a forced takeover between this region's own
+// manifest commits, so a stale owner stops acknowledging writes within one
+// interval instead of at its next flush.
+func (r *Region) watchOwnership() {
+	defer r.wg.Done()
+	t := time.NewTicker(r.opts.OwnershipCheckInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-r.bgCtx.Done():
+			return
+		case <-t.C:
+		}
+		// Holding manifestMu keeps this region's own next commit from
+		// looking like someone else's.
+		r.manifestMu.Lock()
+		next := r.manifest.Number + 1
+		taken, err := r.bucket.Exists(r.bgCtx, manifest.ObjectName(next))
+		r.manifestMu.Unlock()
+		if err != nil {
+			r.opts.Logger.Debug("checking region ownership", "region", r.opts.Name, "err", err)
+			continue
+		}
+		if taken {
+			r.setBackgroundError(fmt.Errorf("region %s: %w (manifest %d was committed by another opener)", r.opts.Name, ErrFenced, next))
+			return
+		}
+	}
 }
 
 // setBackgroundError records a failure that makes the region refuse writes.

@@ -7,8 +7,10 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/bellows-kv/bellows/storage-engine/blob"
 	"github.com/bellows-kv/bellows/storage-engine/blockcache"
@@ -185,35 +187,147 @@ func TestTruncatedWALTailRecoversToLastIntactBatch(t *testing.T) {
 	}
 }
 
-func TestSecondOpenerFencesTheFirst(t *testing.T) {
+func mustGet(t *testing.T, r *Region, key, want string) {
+	t.Helper()
+	v, ok, err := r.Get([]byte(key), kv.MaxTimestamp)
+	if err != nil || !ok || string(v) != want {
+		t.Fatalf("get %s = %q, %v, %v; want %q", key, v, ok, err, want)
+	}
+}
+
+// A second store (another WAL) may not claim a region its owner still holds:
+// the owner's unflushed writes exist only in the owner's WAL. Once the owner
+// releases it, the second store claims it with every acknowledged write.
+func TestSecondOpenerWaitsForTheOwnerToRelease(t *testing.T) {
+	ctx := context.Background()
 	dir := t.TempDir()
 	opts := testOptions(t, dir)
+	opts.Owner = "store-a"
+	first := mustOpen(t, opts)
+	if _, err := first.Put([]byte("flushed"), []byte("v1")); err != nil {
+		t.Fatal(err)
+	}
+	if err := first.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := first.Put([]byte("unflushed"), []byte("v2")); err != nil {
+		t.Fatal(err)
+	}
+	opts2 := opts
+	opts2.Owner = "store-b"
+	opts2.WALDir = dir + "/wal2" // another pod
+	_, err := Open(ctx, opts2)
+	var owned *manifest.OwnedError
+	if !errors.Is(err, ErrOwned) || !errors.As(err, &owned) || owned.Owner != "store-a" || !strings.Contains(err.Error(), "r1") {
+		t.Fatalf("second opener: err = %v, want ErrOwned naming the region and store-a", err)
+	}
+	// The owner is untouched by the refused attempt.
+	if _, err := first.Put([]byte("after-refusal"), []byte("v3")); err != nil {
+		t.Fatalf("owner put after a refused takeover: %v", err)
+	}
+	if err := first.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := first.Put([]byte("late"), []byte("x")); !errors.Is(err, ErrClosed) {
+		t.Fatalf("put after release: err = %v, want ErrClosed", err)
+	}
+	if segs, err := wal.Segments(opts.WALDir); err != nil || len(segs) != 0 {
+		t.Fatalf("released WAL still has segments %v (%v)", segs, err)
+	}
+	second := mustOpen(t, opts2)
+	defer second.Close()
+	mustGet(t, second, "flushed", "v1")
+	mustGet(t, second, "unflushed", "v2")
+	mustGet(t, second, "after-refusal", "v3")
+}
+
+// A forced takeover fences the old owner: its ownership check notices the new
+// manifest and it refuses writes without waiting for its own next commit.
+func TestForcedTakeoverFencesTheStaleOwner(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	opts := testOptions(t, dir)
+	opts.OwnershipCheckInterval = 5 * time.Millisecond
 	first := mustOpen(t, opts)
 	defer first.Close()
 	if _, err := first.Put([]byte("k"), []byte("v1")); err != nil {
 		t.Fatal(err)
 	}
+	if err := first.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
 	opts2 := opts
-	opts2.WALDir = dir + "/wal2" // a new owner on another pod
+	opts2.WALDir = dir + "/wal2"
+	opts2.ForceTakeover = true
 	second := mustOpen(t, opts2)
 	defer second.Close()
-	// The stale owner's flush cannot commit, and it stops taking writes.
-	if err := first.Flush(context.Background()); !errors.Is(err, ErrFenced) {
-		t.Fatalf("stale flush: err = %v, want ErrFenced", err)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		_, err := first.Put([]byte("k"), []byte("stale"))
+		if errors.Is(err, ErrFenced) {
+			break
+		}
+		if err != nil || time.Now().After(deadline) {
+			t.Fatalf("stale owner put: err = %v, want ErrFenced within 10s", err)
+		}
+		runtime.Gosched()
 	}
-	if _, err := first.Put([]byte("k"), []byte("v2")); !errors.Is(err, ErrFenced) {
-		t.Fatalf("stale put: err = %v, want ErrFenced", err)
+	if err := first.Flush(ctx); !errors.Is(err, ErrFenced) {
+		t.Fatalf("stale flush: err = %v, want ErrFenced", err)
 	}
 	if _, err := second.Put([]byte("k"), []byte("v3")); err != nil {
 		t.Fatal(err)
 	}
-	if err := second.Flush(context.Background()); err != nil {
+	if err := second.Flush(ctx); err != nil {
 		t.Fatal(err)
 	}
-	m, err := manifest.Load(context.Background(), opts.Bucket.Prefixed("regions/r1/"))
-	if err != nil || len(m.Files) != 1 {
-		t.Fatalf("newest manifest %+v, %v: want only the new owner's file", m, err)
+	mustGet(t, second, "k", "v3")
+}
+
+// Writes a forced takeover forfeited stay forfeited: when the region later
+// comes back to the old WAL, that WAL's old segments are not replayed.
+func TestForfeitedWritesDoNotReturnWithTheRegion(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	opts := testOptions(t, dir)
+	first := mustOpen(t, opts)
+	if _, err := first.Put([]byte("k"), []byte("kept")); err != nil {
+		t.Fatal(err)
 	}
+	if err := first.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := first.Put([]byte("k"), []byte("forfeited")); err != nil {
+		t.Fatal(err)
+	}
+	first.Close() // a crash: the write is only in the first WAL
+	opts2 := opts
+	opts2.WALDir = dir + "/wal2"
+	opts2.ForceTakeover = true
+	second := mustOpen(t, opts2)
+	mustGet(t, second, "k", "kept")
+	if err := second.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	again := mustOpen(t, opts)
+	defer again.Close()
+	mustGet(t, again, "k", "kept")
+}
+
+// One WAL directory, one open region: a second handle on the same directory
+// would interleave two logs.
+func TestWALDirectoryIsExclusive(t *testing.T) {
+	dir := t.TempDir()
+	opts := testOptions(t, dir)
+	r := mustOpen(t, opts)
+	if _, err := Open(context.Background(), opts); !errors.Is(err, wal.ErrDirLocked) {
+		t.Fatalf("second open of one WAL dir: err = %v, want wal.ErrDirLocked", err)
+	}
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+	r = mustOpen(t, opts) // the same WAL again: a restart
+	r.Close()
 }
 
 func TestOpenSnapshotKeepsOldVersionsThroughMajorCompaction(t *testing.T) {

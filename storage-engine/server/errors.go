@@ -25,7 +25,9 @@ func toStatus(err error) error {
 		errors.Is(err, region.ErrValueTooLarge), errors.Is(err, region.ErrBatchTooLarge),
 		errors.Is(err, region.ErrEmptyBatch):
 		code = codes.InvalidArgument
-	case errors.Is(err, region.ErrClosed):
+	case errors.Is(err, region.ErrClosed), errors.Is(err, region.ErrOwned):
+		// Closing, released, or not claimed yet: retry (here, or at the
+		// region's next owner).
 		code = codes.Unavailable
 	case errors.Is(err, region.ErrFenced):
 		// This store no longer owns the region: retrying here cannot help.

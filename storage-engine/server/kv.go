@@ -42,6 +42,19 @@ func (s *KV) route(key []byte) (*Region, error) {
 	return r, nil
 }
 
+// routeOpen is route to an open region.
+func (s *KV) routeOpen(key []byte) (*Region, *region.Region, error) {
+	r, err := s.route(key)
+	if err != nil {
+		return nil, nil, err
+	}
+	e, err := r.Engine()
+	if err != nil {
+		return nil, nil, regionErr(r, err)
+	}
+	return r, e, nil
+}
+
 // regionErr names the region in an engine error that does not already.
 func regionErr(r *Region, err error) error {
 	if err == nil {
@@ -62,11 +75,11 @@ func readTS(ts *uint64) uint64 {
 
 // Put implements kvv1.KVServer.
 func (s *KV) Put(_ context.Context, req *kvv1.PutRequest) (*kvv1.PutResponse, error) {
-	r, err := s.route(req.Key)
+	r, e, err := s.routeOpen(req.Key)
 	if err != nil {
 		return nil, err
 	}
-	ts, err := r.Put(req.Key, req.Value)
+	ts, err := e.Put(req.Key, req.Value)
 	if err != nil {
 		return nil, regionErr(r, err)
 	}
@@ -75,11 +88,11 @@ func (s *KV) Put(_ context.Context, req *kvv1.PutRequest) (*kvv1.PutResponse, er
 
 // Get implements kvv1.KVServer.
 func (s *KV) Get(_ context.Context, req *kvv1.GetRequest) (*kvv1.GetResponse, error) {
-	r, err := s.route(req.Key)
+	r, e, err := s.routeOpen(req.Key)
 	if err != nil {
 		return nil, err
 	}
-	v, ok, err := r.Get(req.Key, readTS(req.ReadTs))
+	v, ok, err := e.Get(req.Key, readTS(req.ReadTs))
 	if err != nil {
 		return nil, regionErr(r, err)
 	}
@@ -88,11 +101,11 @@ func (s *KV) Get(_ context.Context, req *kvv1.GetRequest) (*kvv1.GetResponse, er
 
 // Delete implements kvv1.KVServer.
 func (s *KV) Delete(_ context.Context, req *kvv1.DeleteRequest) (*kvv1.DeleteResponse, error) {
-	r, err := s.route(req.Key)
+	r, e, err := s.routeOpen(req.Key)
 	if err != nil {
 		return nil, err
 	}
-	ts, err := r.Delete(req.Key)
+	ts, err := e.Delete(req.Key)
 	if err != nil {
 		return nil, regionErr(r, err)
 	}
@@ -125,7 +138,11 @@ func (s *KV) Batch(_ context.Context, req *kvv1.BatchRequest) (*kvv1.BatchRespon
 			return nil, status.Errorf(codes.InvalidArgument, "mutation %d: op %v is neither OP_PUT nor OP_DELETE", i, m.Op)
 		}
 	}
-	ts, err := r.Apply(b)
+	e, err := r.Engine()
+	if err != nil {
+		return nil, regionErr(r, err)
+	}
+	ts, err := e.Apply(b)
 	if err != nil {
 		return nil, regionErr(r, err)
 	}
@@ -181,7 +198,11 @@ func (s *KV) scanRegion(ctx context.Context, r *Region, start, end []byte, ts ui
 	if r.Span.End != nil && (end == nil || bytes.Compare(r.Span.End, end) < 0) {
 		end = r.Span.End
 	}
-	it, err := r.NewIterator(start, end, ts)
+	e, err := r.Engine()
+	if err != nil {
+		return regionErr(r, err)
+	}
+	it, err := e.NewIterator(start, end, ts)
 	if err != nil {
 		return regionErr(r, err)
 	}
@@ -212,7 +233,11 @@ func maxKey(a, b []byte) []byte {
 func (s *KV) Regions(context.Context, *kvv1.RegionsRequest) (*kvv1.RegionsResponse, error) {
 	resp := &kvv1.RegionsResponse{}
 	for _, r := range s.store.Regions() {
-		resp.Regions = append(resp.Regions, &kvv1.RegionInfo{Name: r.Name(), Start: r.Span.Start, End: r.Span.End, SstFiles: uint32(r.FileCount())})
+		info := &kvv1.RegionInfo{Name: r.Name(), Start: r.Span.Start, End: r.Span.End}
+		if e, err := r.Engine(); err == nil {
+			info.SstFiles = uint32(e.FileCount())
+		}
+		resp.Regions = append(resp.Regions, info)
 	}
 	return resp, nil
 }
@@ -224,7 +249,11 @@ func (s *KV) Flush(ctx context.Context, req *kvv1.FlushRequest) (*kvv1.FlushResp
 		return nil, err
 	}
 	for _, r := range regions {
-		if err := r.Flush(ctx); err != nil {
+		e, err := r.Engine()
+		if err == nil {
+			err = e.Flush(ctx)
+		}
+		if err != nil {
 			return nil, regionErr(r, err)
 		}
 	}
@@ -237,7 +266,11 @@ func (s *KV) Compact(ctx context.Context, req *kvv1.CompactRequest) (*kvv1.Compa
 	if r == nil {
 		return nil, status.Errorf(codes.NotFound, "this store serves no region %q", req.Region)
 	}
-	info, err := r.Region.Compact(ctx, req.Major)
+	e, err := r.Engine()
+	if err != nil {
+		return nil, regionErr(r, err)
+	}
+	info, err := e.Compact(ctx, req.Major)
 	if err != nil {
 		return nil, regionErr(r, err)
 	}

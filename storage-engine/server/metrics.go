@@ -8,6 +8,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/bellows-kv/bellows/storage-engine/blockcache"
+	"github.com/bellows-kv/bellows/storage-engine/region"
 )
 
 // Metrics observes request latency by op (bellows_kv_request_duration_seconds).
@@ -73,18 +74,21 @@ func RegisterStoreGauges(reg prometheus.Registerer, s *Store, cache *blockcache.
 			cs(func(s blockcache.Stats) float64 { return float64(s.UsedBytes) })),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "bellows_block_cache_capacity_bytes", Help: "Block cache capacity."},
 			cs(func(s blockcache.Stats) float64 { return float64(s.Capacity) })),
-		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "bellows_regions", Help: "Regions this store serves."},
-			func() float64 { return float64(len(s.Regions())) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "bellows_regions", Help: "Regions this store serves (open)."},
+			func() float64 { return float64(countRegions(s, true)) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "bellows_regions_waiting",
+			Help: "Regions assigned to this store that another store still owns; claimed once it releases them."},
+			func() float64 { return float64(countRegions(s, false)) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "bellows_compaction_requested_total",
 			Help: "Compactions requested (demand, not completions)."},
-			sumRegions(s, func(r *Region) uint64 { return r.Stats().CompactionsRequested.Load() })),
+			sumRegions(s, func(r *region.Region) uint64 { return r.Stats().CompactionsRequested.Load() })),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "bellows_compaction_requested_bytes_total",
 			Help: "Input bytes of requested compactions; b = bytes / requests."},
-			sumRegions(s, func(r *Region) uint64 { return r.Stats().CompactionRequestedBytes.Load() })),
+			sumRegions(s, func(r *region.Region) uint64 { return r.Stats().CompactionRequestedBytes.Load() })),
 	)
-	for source, bytes := range map[string]func(*Region) uint64{
-		"compactor": func(r *Region) uint64 { return r.WarmupStats().BytesFromCompactor.Load() },
-		"bucket":    func(r *Region) uint64 { return r.WarmupStats().BytesFromBucket.Load() },
+	for source, bytes := range map[string]func(*region.Region) uint64{
+		"compactor": func(r *region.Region) uint64 { return r.WarmupStats().BytesFromCompactor.Load() },
+		"bucket":    func(r *region.Region) uint64 { return r.WarmupStats().BytesFromBucket.Load() },
 	} {
 		reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Name: "bellows_warmup_bytes_total", Help: "Bytes of compacted blocks loaded into the cache by warmup, by source.",
@@ -95,21 +99,40 @@ func RegisterStoreGauges(reg prometheus.Registerer, s *Store, cache *blockcache.
 		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "bellows_region_sst_files", Help: "Live SST files per region.",
 			ConstLabels: prometheus.Labels{"region": r.Name()},
-		}, func() float64 { return float64(r.FileCount()) }))
+		}, ofRegion(r, func(e *region.Region) float64 { return float64(e.FileCount()) })))
 		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "bellows_warmup_progress_ratio", Help: "Progress of the region's running or last warmup (T as a fraction of the new file's blocks).",
 			ConstLabels: prometheus.Labels{"region": r.Name()},
-		}, func() float64 { return float64(r.WarmupStats().Progress.Load()) / 1e6 }))
+		}, ofRegion(r, func(e *region.Region) float64 { return float64(e.WarmupStats().Progress.Load()) / 1e6 })))
 	}
 }
 
-// sumRegions is a metric function adding f over the store's regions.
-func sumRegions(s *Store, f func(*Region) uint64) func() float64 {
+// sumRegions is a metric function adding f over the store's open regions.
+func sumRegions(s *Store, f func(*region.Region) uint64) func() float64 {
 	return func() float64 {
 		var n uint64
-		for _, r := range s.Regions() {
-			n += f(r)
-		}
+		s.Open(func(_ *Region, e *region.Region) { n += f(e) })
 		return float64(n)
 	}
+}
+
+// ofRegion is a metric function of one region, 0 while it is not open.
+func ofRegion(r *Region, f func(*region.Region) float64) func() float64 {
+	return func() float64 {
+		e, err := r.Engine()
+		if err != nil {
+			return 0
+		}
+		return f(e)
+	}
+}
+
+func countRegions(s *Store, open bool) int {
+	n := 0
+	for _, r := range s.Regions() {
+		if _, err := r.Engine(); (err == nil) == open {
+			n++
+		}
+	}
+	return n
 }

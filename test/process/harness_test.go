@@ -132,6 +132,14 @@ func (p *proc) kill() {
 	}
 }
 
+// terminate sends SIGTERM and waits for a graceful exit.
+func (p *proc) terminate() {
+	if p.cmd.Process != nil {
+		_ = p.cmd.Process.Signal(syscall.SIGTERM)
+		<-p.exited
+	}
+}
+
 func (p *proc) kv() kvv1.KVClient                    { return kvv1.NewKVClient(p.conn) }
 func (p *proc) admin() kvv1.AdminClient              { return kvv1.NewAdminClient(p.conn) }
 func (p *proc) worker() compactionv1.CompactorClient { return compactionv1.NewCompactorClient(p.conn) }

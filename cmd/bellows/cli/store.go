@@ -1,10 +1,12 @@
 package cli
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 	"google.golang.org/grpc"
@@ -28,6 +30,8 @@ type storeFlags struct {
 	regions                                       int
 	splitKeys, regionOwner                        string
 	compactors, compactorService, offloadMode     string
+	forceTakeover                                 bool
+	ownershipCheck, releaseTimeout                time.Duration
 }
 
 func newStoreCommand() *cobra.Command {
@@ -50,6 +54,12 @@ func newStoreCommand() *cobra.Command {
 	f.StringVar(&o.compactors, "compactors", "", "compaction workers, host:port,...")
 	f.StringVar(&o.compactorService, "compactor-service", "", "NAMESPACE/NAME of the workers' Service (the ready endpoints of its EndpointSlices; needs list/watch on endpointslices)")
 	f.StringVar(&o.offloadMode, "offload", "", "Required, Preferred or Disabled; overrides engine.yaml")
+	f.BoolVar(&o.forceTakeover, "force-takeover", false,
+		"claim assigned regions even if another store owns them and has not released them, forfeiting the writes it acknowledged but did not flush (use only when that store's WAL volume is gone)")
+	f.DurationVar(&o.ownershipCheck, "ownership-check-interval", 5*time.Second,
+		"how often each region checks the bucket for a newer owner, so a store whose region was forcibly taken over stops acknowledging writes; 0 checks only at its own manifest commits")
+	f.DurationVar(&o.releaseTimeout, "release-timeout", 80*time.Second,
+		"on SIGTERM, after serving stops (at most 30s), how long to spend flushing and releasing the regions; a region not released in time stays owned by this store's WAL (the operator's grace period is 120s)")
 	_ = cmd.MarkFlagRequired("bucket")
 	_ = cmd.MarkFlagRequired("wal-dir")
 	cmd.MarkFlagsMutuallyExclusive("regions", "split-keys")
@@ -163,6 +173,7 @@ func runStore(cmd *cobra.Command, o storeFlags) error {
 		Bucket: bucket, WALMode: walMode, MemstoreBytes: cfg.Memstore.Bytes, BlockCache: cache,
 		Executor: exec, Owner: fmt.Sprintf("%s pid %d", hostname(), os.Getpid()), Logger: log,
 		Warmup: warmup, WarmupRateBytes: cfg.Warmup.RateBytesPerSecond,
+		ForceTakeover: o.forceTakeover, OwnershipCheckInterval: o.ownershipCheck,
 	}
 	if cfg.Compaction != (engineconfig.Compaction{}) {
 		base.Compaction = compaction.Policy{MinFiles: cfg.Compaction.MinFiles, MaxFiles: cfg.Compaction.MaxFiles,
@@ -179,9 +190,16 @@ func runStore(cmd *cobra.Command, o storeFlags) error {
 		return err
 	}
 	defer func() {
-		if err := store.Close(); err != nil {
-			log.Error("closing regions", "err", err)
+		// Serving has stopped: hand the regions over, so a store that is
+		// assigned them next (a rollout, a scale change) claims them with
+		// every acknowledged write.
+		rctx, cancel := context.WithTimeout(context.Background(), o.releaseTimeout)
+		defer cancel()
+		if err := store.Release(rctx); err != nil {
+			log.Error("releasing regions; they stay owned by this store's WAL", "err", err)
+			return
 		}
+		log.Info("released regions")
 	}()
 	log.Info("serving", "regions", len(spans), "offload", offMode, "workers", workers.Compactors(), "bucket", o.bucket)
 	server.RegisterStoreGauges(reg, store, cache)
@@ -201,8 +219,12 @@ func jobInputBytes(store *server.Store, j compaction.Job) int64 {
 	if r == nil {
 		return 0
 	}
+	e, err := r.Engine()
+	if err != nil {
+		return 0
+	}
 	sizes := map[string]int64{}
-	for _, f := range r.Manifest().Files {
+	for _, f := range e.Manifest().Files {
 		sizes["regions/"+j.Region+"/"+f.Key] = f.Size
 	}
 	var n int64
