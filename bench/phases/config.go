@@ -36,6 +36,7 @@ type Config struct {
 	WarmupRate     int64          `json:"throttledWarmupRateBytesPerSecond"`
 	CompactionRate int64          `json:"compactionRateLimitBytesPerSecond"`
 	Pinning        string         `json:"cpuPinning"`
+	Store          string         `json:"store"`
 	Seed           uint64         `json:"seed"`
 }
 
@@ -60,7 +61,7 @@ func Default() Config {
 		Keys:          30000,
 		ValueSize:     1000,
 		Files:         4,
-		BlockSize:     16 << 10,
+		BlockSize:     32 << 10,
 		CacheBytes:    256 << 20,
 		Readers:       4,
 		ReadsPerSec:   6000,

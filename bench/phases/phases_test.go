@@ -1,6 +1,9 @@
 package phases
 
 import (
+	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -43,5 +46,37 @@ func TestMarkdownIsFigure7Shaped(t *testing.T) {
 	}
 	if err := (Config{Modes: []string{"Sideways"}, Keys: 1, ValueSize: 1, Files: 1, Readers: 1, ReadsPerSec: 1, WarmupRate: 1, Window: 1, Baseline: 1}).validate(); err == nil {
 		t.Fatal("an unknown mode was accepted")
+	}
+}
+
+func TestStoreTargetReadsWarmupStateFromMetrics(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		fmt.Fprint(w, `# TYPE bellows_warmup_switched_timestamp_seconds gauge
+bellows_warmup_switched_timestamp_seconds{region="region-000"} 1.7e9
+bellows_warmup_switched_timestamp_seconds{region="region-001"} 5
+# TYPE bellows_region_cached_ratio gauge
+bellows_region_cached_ratio{region="region-000"} 0.25
+# TYPE bellows_warmup_bytes_total counter
+bellows_warmup_bytes_total{source="bucket"} 7
+bellows_warmup_bytes_total{source="compactor"} 11
+`)
+	}))
+	defer srv.Close()
+	tg, err := newGRPCTarget("127.0.0.1:1", strings.TrimPrefix(srv.URL, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tg.Close()
+	if sw, err := tg.Switched(); err != nil || !sw.Equal(time.Unix(1_700_000_000, 0)) {
+		t.Fatalf("Switched = %v, %v", sw, err)
+	}
+	if f, err := tg.CachedFraction(); err != nil || f != 0.25 {
+		t.Fatalf("CachedFraction = %v, %v", f, err)
+	}
+	if c, b, err := tg.WarmupBytes(); err != nil || c != 11 || b != 7 {
+		t.Fatalf("WarmupBytes = %v, %v, %v", c, b, err)
+	}
+	if _, err := tg.gauge("bellows_absent", nil); err == nil || !strings.Contains(err.Error(), "bellows_absent") {
+		t.Fatalf("a missing metric: err = %v", err)
 	}
 }

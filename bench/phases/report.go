@@ -49,9 +49,9 @@ func Markdown(rep Report) string {
 	var b strings.Builder
 	b.WriteString("# Compaction and warmup phases (paper Figure 7)\n\n")
 	fmt.Fprintf(&b, "%d keys × %d B in %d files (blocks of %d KiB), block cache %d MiB; %d readers issuing %d reads/s (%.0f%% scans of %d keys, %.0f%% gets, Zipf θ=%.2f) and %d updates/s during the run. "+
-		"A major compaction starts after a %v baseline. Bucket reads cost %s (the bucket's read model). Throttled warmup at %.1f MB/s. CPU pinning: %s.\n\n",
+		"A major compaction starts after a %v baseline. Bucket reads cost %s (the bucket's read model). Throttled warmup at %.1f MB/s. Store: %s. CPU pinning: %s.\n\n",
 		c.Keys, c.ValueSize, c.Files, c.BlockSize>>10, c.CacheBytes>>20, c.Readers, c.ReadsPerSec, c.ScanFraction*100, c.ScanLength, (1-c.ScanFraction)*100, c.Theta,
-		c.UpdatesPerSec, durationString(c.Baseline), c.BucketModel, float64(c.WarmupRate)/1e6, c.Pinning)
+		c.UpdatesPerSec, durationString(c.Baseline), c.BucketModel, float64(c.WarmupRate)/1e6, storeString(c.Store), c.Pinning)
 	b.WriteString("| mode | baseline get ms | baseline scan ms | compaction: get Δ | compaction: scan Δ | compaction s | warmup: get Δ | warmup: scan Δ | warmup s |\n")
 	b.WriteString("|---|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, m := range rep.Modes {
@@ -140,4 +140,11 @@ func pow(b, e float64) float64 {
 		r *= b
 	}
 	return r
+}
+
+func storeString(s string) string {
+	if s == "" {
+		return "in-process region, no RPC" // runs before the store process existed
+	}
+	return s
 }

@@ -18,16 +18,28 @@ import (
 	"github.com/bellows-kv/bellows/storage-engine/blob"
 	"github.com/bellows-kv/bellows/storage-engine/blockcache"
 	"github.com/bellows-kv/bellows/storage-engine/compaction"
-	"github.com/bellows-kv/bellows/storage-engine/kv"
 	"github.com/bellows-kv/bellows/storage-engine/offload"
 	"github.com/bellows-kv/bellows/storage-engine/region"
 	"github.com/bellows-kv/bellows/storage-engine/sstable"
 	"github.com/bellows-kv/bellows/storage-engine/wal"
 )
 
-// WorkerStarter starts a compaction worker process for one mode's run and
-// returns its gRPC address and a function that stops it.
-type WorkerStarter func(ctx context.Context, name string) (addr string, stop func(), err error)
+// Processes start the processes of one mode's run.
+type Processes struct {
+	// Compactor starts a compaction worker and returns its gRPC address
+	// and a function that stops it.
+	Compactor func(ctx context.Context, name string) (addr string, stop func(), err error)
+	// Store, if set, runs the region in a `bellows store` process (with
+	// the given bucket, WAL directory, engine.yaml and compactor, "" for
+	// none) and the workload reaches it over gRPC; if nil the region runs
+	// in this process.
+	Store func(ctx context.Context, name string, args StoreArgs) (grpcAddr, metricsAddr string, stop func(), err error)
+}
+
+// StoreArgs configure a store process.
+type StoreArgs struct {
+	BucketURL, WALDir, Config, Compactor string
+}
 
 // Phase is one phase's latency against the baseline.
 type Phase struct {
@@ -76,7 +88,7 @@ type Progress func(what string, done float64)
 
 // Run runs every configured mode, one after the other, each on a fresh
 // bucket, region and worker.
-func Run(ctx context.Context, cfg Config, dir string, start WorkerStarter, progress Progress) (Report, error) {
+func Run(ctx context.Context, cfg Config, dir string, start Processes, progress Progress) (Report, error) {
 	if err := cfg.validate(); err != nil {
 		return Report{}, err
 	}
@@ -97,7 +109,7 @@ func Run(ctx context.Context, cfg Config, dir string, start WorkerStarter, progr
 	return rep, nil
 }
 
-func runMode(ctx context.Context, cfg Config, dir string, mode region.WarmupMode, start WorkerStarter, step Progress) (ModeResult, error) {
+func runMode(ctx context.Context, cfg Config, dir string, mode region.WarmupMode, start Processes, step Progress) (ModeResult, error) {
 	res := ModeResult{Mode: mode.String()}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return res, err
@@ -112,35 +124,31 @@ func runMode(ctx context.Context, cfg Config, dir string, mode region.WarmupMode
 	}
 	defer bucket.Close()
 
-	var exec compaction.Executor = compaction.Local{Bucket: bucket}
+	var compactor string
 	if mode != region.WarmupNone {
-		addr, stop, err := start(ctx, "compactor-"+mode.String())
+		addr, stop, err := start.Compactor(ctx, "compactor-"+mode.String())
 		if err != nil {
 			return res, err
 		}
 		defer stop()
-		off, err := offload.New(offload.Options{
-			Mode: offload.Required, Workers: offload.Static{addr}, BucketURL: bucketURL,
-			Local: compaction.Local{Bucket: bucket}, KeepOutput: mode > region.WarmupOffload,
-			Logger: slog.New(slog.DiscardHandler), Registerer: prometheus.NewRegistry(),
-		})
+		compactor = addr
+	}
+	var r target
+	if start.Store != nil {
+		t, stop, err := startStoreProcess(ctx, cfg, dir, mode, bucketURL, compactor, start.Store)
 		if err != nil {
 			return res, err
 		}
-		defer off.Close()
-		exec = off
+		defer stop()
+		r = t
+	} else {
+		t, stop, err := openLocal(ctx, cfg, dir, mode, bucket, bucketURL, compactor)
+		if err != nil {
+			return res, err
+		}
+		defer stop()
+		r = t
 	}
-	r, err := region.Open(ctx, region.Options{
-		Name: "phases", Bucket: bucket, WALDir: filepath.Join(dir, "wal"), WALMode: wal.ModeAsync,
-		MemstoreBytes: 512 << 20, BlockCache: blockcache.New(cfg.CacheBytes),
-		SST:                   sstable.WriterOptions{BlockSize: cfg.BlockSize, Compression: sstable.S2Compression},
-		DisableAutoCompaction: true, Executor: exec, Warmup: mode, WarmupRateBytes: cfg.WarmupRate,
-		Retention: compaction.Retention{MaxVersions: 1},
-	})
-	if err != nil {
-		return res, err
-	}
-	defer r.Close()
 
 	step("loading", 0)
 	if err := load(ctx, r, cfg); err != nil {
@@ -185,8 +193,7 @@ func runMode(ctx context.Context, cfg Config, dir string, mode region.WarmupMode
 	t0 := time.Now()
 	done := make(chan error, 1)
 	go func() {
-		_, err := r.Compact(ctx, true)
-		done <- err
+		done <- r.Compact(ctx)
 	}()
 	step("compaction", 0.35)
 	ts, te, err := awaitPhases(r, mode, cfg, t0, done, step)
@@ -212,9 +219,8 @@ func runMode(ctx context.Context, cfg Config, dir string, mode region.WarmupMode
 	res.CompactionAtS = t0.Sub(began).Seconds()
 	res.SwitchAtS = ts.Sub(began).Seconds()
 	res.WarmupEndAtS = te.Sub(began).Seconds()
-	ws := r.WarmupStats()
-	res.BytesCompactor, res.BytesBucket = ws.BytesFromCompactor.Load(), ws.BytesFromBucket.Load()
-	return res, nil
+	res.BytesCompactor, res.BytesBucket, err = r.WarmupBytes()
+	return res, err
 }
 
 func pct(phase, base float64) float64 {
@@ -228,8 +234,10 @@ func pct(phase, base float64) float64 {
 // file) and when the warmup phase ended: for the incremental modes when the
 // warmup finished; for the others when reads (or the pre-switch fetch) had
 // brought 95% of the new file's blocks into the cache, or MaxWarmup passed.
-func awaitPhases(r *region.Region, mode region.WarmupMode, cfg Config, t0 time.Time, done <-chan error, step Progress) (ts, te time.Time, err error) {
-	tick := time.NewTicker(20 * time.Millisecond)
+func awaitPhases(r target, mode region.WarmupMode, cfg Config, t0 time.Time, done <-chan error, step Progress) (ts, te time.Time, err error) {
+	// Polling is cheap in process but a /metrics scrape of a store
+	// process is not free, so poll at a rate that does not load it.
+	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
 	compacted := false
 	for {
@@ -243,19 +251,28 @@ func awaitPhases(r *region.Region, mode region.WarmupMode, cfg Config, t0 time.T
 		case <-tick.C:
 		}
 		if ts.IsZero() {
-			if sw := r.WarmupStats().SwitchedAt.Load(); sw > t0.UnixNano() {
-				ts = time.Unix(0, sw)
+			sw, err := r.Switched()
+			if err != nil {
+				return ts, te, err
+			}
+			if sw.After(t0) {
+				ts = sw
 				step("warmup", 0.6)
 			}
 			continue
 		}
 		incremental := mode == region.WarmupIncremental || mode == region.WarmupThrottledIncremental
-		switch {
-		case incremental && compacted:
+		if !compacted {
+			continue
+		}
+		if incremental || time.Since(ts) > time.Duration(cfg.MaxWarmup) {
 			return ts, time.Now(), nil
-		case !incremental && compacted && r.CachedFraction() >= 0.95:
-			return ts, time.Now(), nil
-		case !incremental && compacted && time.Since(ts) > time.Duration(cfg.MaxWarmup):
+		}
+		f, err := r.CachedFraction()
+		if err != nil {
+			return ts, te, err
+		}
+		if f >= 0.95 {
 			return ts, time.Now(), nil
 		}
 	}
@@ -263,12 +280,12 @@ func awaitPhases(r *region.Region, mode region.WarmupMode, cfg Config, t0 time.T
 
 func keyOf(i int) []byte { return []byte(fmt.Sprintf("user%08d", i)) }
 
-func load(ctx context.Context, r *region.Region, cfg Config) error {
+func load(ctx context.Context, r target, cfg Config) error {
 	v := make([]byte, cfg.ValueSize)
 	for f := 0; f < cfg.Files; f++ {
 		for i := f; i < cfg.Keys; i += cfg.Files {
 			_, _ = crand.Read(v)
-			if _, err := r.Put(keyOf(i), v); err != nil {
+			if err := r.Put(keyOf(i), v); err != nil {
 				return err
 			}
 		}
@@ -281,7 +298,7 @@ func load(ctx context.Context, r *region.Region, cfg Config) error {
 
 // prewarm reads every key in parallel ranges so that the baseline is the
 // steady state of a warm cache, as in the paper.
-func prewarm(r *region.Region, cfg Config) error {
+func prewarm(r target, cfg Config) error {
 	const parts = 32
 	var wg sync.WaitGroup
 	errs := make(chan error, parts)
@@ -290,9 +307,9 @@ func prewarm(r *region.Region, cfg Config) error {
 		go func(p int) {
 			defer wg.Done()
 			lo, hi := cfg.Keys*p/parts, cfg.Keys*(p+1)/parts
-			rows, err := r.Scan(keyOf(lo), keyOf(hi), 0, kv.MaxTimestamp)
-			if err == nil && len(rows) != hi-lo {
-				err = fmt.Errorf("prewarm read %d keys of [%d,%d)", len(rows), lo, hi)
+			rows, err := r.Scan(keyOf(lo), keyOf(hi), 0)
+			if err == nil && rows != hi-lo {
+				err = fmt.Errorf("prewarm read %d keys of [%d,%d)", rows, lo, hi)
 			}
 			errs <- err
 		}(p)
@@ -309,7 +326,7 @@ func prewarm(r *region.Region, cfg Config) error {
 
 // readLoop issues reads at a fixed rate (open loop), so the store is not
 // saturated and a phase's latency shows its cache behaviour, not a queue.
-func readLoop(r *region.Region, cfg Config, rec *recorder, seed uint64, stop <-chan struct{}) error {
+func readLoop(r target, cfg Config, rec *recorder, seed uint64, stop <-chan struct{}) error {
 	rng := rand.New(rand.NewPCG(cfg.Seed, seed))
 	z := engine.NewZipf(rng, uint64(cfg.Keys), cfg.Theta)
 	lim := rate.NewLimiter(rate.Limit(float64(cfg.ReadsPerSec)/float64(cfg.Readers)), 1)
@@ -325,9 +342,9 @@ func readLoop(r *region.Region, cfg Config, rec *recorder, seed uint64, stop <-c
 		t := time.Now()
 		var err error
 		if scan {
-			_, err = r.Scan(k, nil, cfg.ScanLength, kv.MaxTimestamp)
+			_, err = r.Scan(k, nil, cfg.ScanLength)
 		} else {
-			_, _, err = r.Get(k, kv.MaxTimestamp)
+			err = r.Get(k)
 		}
 		if err != nil {
 			return err
@@ -336,7 +353,7 @@ func readLoop(r *region.Region, cfg Config, rec *recorder, seed uint64, stop <-c
 	}
 }
 
-func updateLoop(r *region.Region, cfg Config, stop <-chan struct{}) error {
+func updateLoop(r target, cfg Config, stop <-chan struct{}) error {
 	if cfg.UpdatesPerSec <= 0 {
 		<-stop
 		return nil
@@ -351,8 +368,78 @@ func updateLoop(r *region.Region, cfg Config, stop <-chan struct{}) error {
 			return nil
 		}
 		_, _ = crand.Read(v)
-		if _, err := r.Put(keyOf(rng.IntN(cfg.Keys)), v); err != nil {
+		if err := r.Put(keyOf(rng.IntN(cfg.Keys)), v); err != nil {
 			return err
 		}
 	}
+}
+
+// openLocal opens the region in this process, its compactions offloaded to
+// compactor ("" runs them here).
+func openLocal(ctx context.Context, cfg Config, dir string, mode region.WarmupMode, bucket *blob.Bucket, bucketURL, compactor string) (target, func(), error) {
+	var exec compaction.Executor = compaction.Local{Bucket: bucket}
+	var closers []func()
+	stop := func() {
+		for i := len(closers) - 1; i >= 0; i-- {
+			closers[i]()
+		}
+	}
+	if compactor != "" {
+		off, err := offload.New(offload.Options{
+			Mode: offload.Required, Workers: offload.Static{compactor}, BucketURL: bucketURL,
+			Local: compaction.Local{Bucket: bucket}, KeepOutput: mode > region.WarmupOffload,
+			Logger: slog.New(slog.DiscardHandler), Registerer: prometheus.NewRegistry(),
+		})
+		if err != nil {
+			return nil, nil, err
+		}
+		closers = append(closers, func() { off.Close() })
+		exec = off
+	}
+	r, err := region.Open(ctx, region.Options{
+		Name: "phases", Bucket: bucket, WALDir: filepath.Join(dir, "wal"), WALMode: wal.ModeAsync,
+		MemstoreBytes: memstoreBytes, BlockCache: blockcache.New(cfg.CacheBytes),
+		SST:                   sstable.WriterOptions{BlockSize: cfg.BlockSize, Compression: sstable.S2Compression},
+		DisableAutoCompaction: true, Executor: exec, Warmup: mode, WarmupRateBytes: cfg.WarmupRate,
+		Retention: compaction.Retention{MaxVersions: 1},
+	})
+	if err != nil {
+		stop()
+		return nil, nil, err
+	}
+	closers = append(closers, func() { r.Close() })
+	return localTarget{r}, stop, nil
+}
+
+// memstoreBytes holds the whole run's updates, so no flush competes with
+// the compaction under test.
+const memstoreBytes = 512 << 20
+
+// startStoreProcess writes the store's engine.yaml for mode and starts it.
+func startStoreProcess(ctx context.Context, cfg Config, dir string, mode region.WarmupMode, bucketURL, compactor string,
+	start func(context.Context, string, StoreArgs) (string, string, func(), error)) (target, func(), error) {
+	offloadMode := "Required"
+	if compactor == "" {
+		offloadMode = "Disabled"
+	}
+	// minFiles above the run's file count: the only compaction is the
+	// major one the bench asks for.
+	yaml := fmt.Sprintf("memstore: {bytes: %d}\nblockCacheBytes: %d\ncompaction: {minFiles: %d, maxFiles: %d, ratio: 1.2, maxBytes: %d}\n"+
+		"offload: %s\nwarmup: {mode: %s, rateBytesPerSecond: %d}\nsyncMode: async\n",
+		memstoreBytes, cfg.CacheBytes, cfg.Files+100, cfg.Files+100, int64(1)<<40, offloadMode, mode, cfg.WarmupRate)
+	config := filepath.Join(dir, "engine.yaml")
+	if err := os.WriteFile(config, []byte(yaml), 0o644); err != nil {
+		return nil, nil, err
+	}
+	grpcAddr, metricsAddr, stop, err := start(ctx, "store-"+mode.String(), StoreArgs{
+		BucketURL: bucketURL, WALDir: filepath.Join(dir, "wal"), Config: config, Compactor: compactor})
+	if err != nil {
+		return nil, nil, err
+	}
+	t, err := newGRPCTarget(grpcAddr, metricsAddr)
+	if err != nil {
+		stop()
+		return nil, nil, err
+	}
+	return t, func() { _ = t.Close(); stop() }, nil
 }

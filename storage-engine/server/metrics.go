@@ -104,6 +104,14 @@ func RegisterStoreGauges(reg prometheus.Registerer, s *Store, cache *blockcache.
 			Name: "bellows_warmup_progress_ratio", Help: "Progress of the region's running or last warmup (T as a fraction of the new file's blocks).",
 			ConstLabels: prometheus.Labels{"region": r.Name()},
 		}, ofRegion(r, func(e *region.Region) float64 { return float64(e.WarmupStats().Progress.Load()) / 1e6 })))
+		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "bellows_warmup_switched_timestamp_seconds", Help: "When the region's last compaction output replaced its inputs for readers (Unix time; 0 before the first).",
+			ConstLabels: prometheus.Labels{"region": r.Name()},
+		}, ofRegion(r, func(e *region.Region) float64 { return float64(e.WarmupStats().SwitchedAt.Load()) / 1e9 })))
+		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "bellows_region_cached_ratio", Help: "Fraction of the region's live data blocks in the block cache.",
+			ConstLabels: prometheus.Labels{"region": r.Name()},
+		}, ofRegion(r, (*region.Region).CachedFraction)))
 	}
 }
 

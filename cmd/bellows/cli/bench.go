@@ -27,6 +27,7 @@ func newBenchCommand() *cobra.Command {
 func newBenchPhasesCommand() *cobra.Command {
 	cfg := phases.Default()
 	var out, modes, latency, bandwidth, warmupRate, transferRate, cache, fromJSON string
+	inProcess := false
 	cmd := &cobra.Command{
 		Use:   "phases",
 		Short: "Reproduce the paper's Figure 7: read latency through compaction and warmup, per warmup mode",
@@ -78,23 +79,34 @@ func newBenchPhasesCommand() *cobra.Command {
 			}
 			defer os.RemoveAll(work)
 
-			// The store side (this process) on CPU 0, compactors on CPU 1,
-			// so a remote compaction does not take the readers' CPU.
+			// The store on CPU 0 and the compactor on CPU 1, so a remote
+			// compaction does not take the store's CPU. A store process
+			// leaves CPU 0 to itself: the workload (this process, the
+			// clients) shares CPU 1 with the compactor.
 			pinned := runtime.NumCPU() >= 2
 			cfg.Pinning = "none (one CPU)"
+			cfg.Store = "bellows store process, workload over gRPC"
+			selfCPU := 1
+			if inProcess {
+				cfg.Store = "in-process region, no RPC"
+				selfCPU = 0
+			}
 			if pinned {
-				if err := phases.PinProcess(0, 0); err != nil {
+				if err := phases.PinProcess(0, selfCPU); err != nil {
 					cfg.Pinning = "none (" + err.Error() + ")"
 					pinned = false
-				} else {
+				} else if inProcess {
 					cfg.Pinning = "store and workload on CPU 0, compactor on CPU 1"
+				} else {
+					cfg.Pinning = "store on CPU 0; compactor and workload on CPU 1"
 				}
 			}
 			transfer := "0"
 			if cfg.TransferRate > 0 {
 				transfer = fmt.Sprintf("%dB/s", cfg.TransferRate)
 			}
-			start := func(ctx context.Context, name string) (string, func(), error) {
+			var procs phases.Processes
+			procs.Compactor = func(ctx context.Context, name string) (string, func(), error) {
 				c, err := startChild(ctx, name, work, "compactor", "--name="+name, "--listen=127.0.0.1:0",
 					"--metrics-listen=127.0.0.1:0", "--cache-bytes=4GiB", "--transfer-rate="+transfer)
 				if err != nil {
@@ -108,9 +120,29 @@ func newBenchPhasesCommand() *cobra.Command {
 				}
 				return c.grpc, c.stop, nil
 			}
+			if !inProcess {
+				procs.Store = func(ctx context.Context, name string, a phases.StoreArgs) (string, string, func(), error) {
+					args := []string{"store", "--bucket=" + a.BucketURL, "--wal-dir=" + a.WALDir, "--config=" + a.Config,
+						"--regions=1", "--listen=127.0.0.1:0", "--metrics-listen=127.0.0.1:0"}
+					if a.Compactor != "" {
+						args = append(args, "--compactors="+a.Compactor)
+					}
+					c, err := startChild(ctx, name, work, args...)
+					if err != nil {
+						return "", "", nil, err
+					}
+					if pinned {
+						if err := phases.PinProcess(c.cmd.Process.Pid, 0); err != nil {
+							c.stop()
+							return "", "", nil, err
+						}
+					}
+					return c.grpc, c.metrics, c.stop, nil
+				}
+			}
 			bar := progressbar.NewOptions(1000, progressbar.OptionSetWriter(cmd.ErrOrStderr()),
 				progressbar.OptionSetWidth(30), progressbar.OptionShowElapsedTimeOnFinish(), progressbar.OptionSetPredictTime(false))
-			rep, err := phases.Run(ctx, cfg, work, start, func(what string, done float64) {
+			rep, err := phases.Run(ctx, cfg, work, procs, func(what string, done float64) {
 				bar.Describe(fmt.Sprintf("%-40s", what))
 				_ = bar.Set(int(done * 1000))
 			})
@@ -130,6 +162,7 @@ func newBenchPhasesCommand() *cobra.Command {
 	f := cmd.Flags()
 	f.StringVar(&out, "out", "bench/results", "directory for phases.json, phases.md and phases.png")
 	f.StringVar(&fromJSON, "from-json", "", "re-render phases.md and phases.png from an earlier phases.json instead of running")
+	f.BoolVar(&inProcess, "in-process", false, "run the region inside the bench process instead of a bellows store process reached over gRPC")
 	f.StringVar(&modes, "modes", strings.Join(cfg.Modes, ","), "warmup modes to run, in order")
 	f.IntVar(&cfg.Keys, "keys", cfg.Keys, "keys loaded")
 	f.IntVar(&cfg.ValueSize, "value-size", cfg.ValueSize, "value bytes")
