@@ -98,7 +98,7 @@ func newBenchPhasesCommand() *cobra.Command {
 				} else if inProcess {
 					cfg.Pinning = "store and workload on CPU 0, compactor on CPU 1"
 				} else {
-					cfg.Pinning = "store on CPU 0; compactor and workload on CPU 1"
+					cfg.Pinning = "store on CPU 0; workload and compactor (nice 19) on CPU 1"
 				}
 			}
 			transfer := "0"
@@ -114,6 +114,15 @@ func newBenchPhasesCommand() *cobra.Command {
 				}
 				if pinned {
 					if err := phases.PinProcess(c.cmd.Process.Pid, 1); err != nil {
+						c.stop()
+						return "", nil, err
+					}
+				}
+				if !inProcess {
+					// The workload shares CPU 1 with the compactor and must
+					// not queue behind it: on their own machines neither
+					// would wait for the other.
+					if err := phases.Nice(c.cmd.Process.Pid, 19); err != nil {
 						c.stop()
 						return "", nil, err
 					}
