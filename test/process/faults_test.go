@@ -205,13 +205,16 @@ func TestCompactorKilledPreferredCompactsLocally(t *testing.T) {
 }
 
 // The store dies while its job runs remotely: the compactor sees the broken
-// stream, aborts the job and frees the memory it reserved.
+// stream, aborts the job and frees the memory it reserved. The store restarts
+// on its WAL, and a client history across the crash is linearizable.
 func TestStoreKilledCompactorAborts(t *testing.T) {
 	dir := t.TempDir()
 	bucket := "file://" + filepath.Join(dir, "bucket")
 	c := slowCompactor(t, "compactor")
 	s := startStore(t, bucket, filepath.Join(dir, "wal"), "Required", c)
-	load(t, s, 3, 100)
+	want := load(t, s, 3, 100)
+	h := newHistory(s.kv(), 4, 8)
+	h.start()
 	compactAsync(s)
 	waitFor(t, "the job in flight with memory reserved", func() bool {
 		st := c.status(t)
@@ -228,8 +231,14 @@ func TestStoreKilledCompactorAborts(t *testing.T) {
 	if n := c.metric(t, "bellows_compactor_cache_used_bytes"); n != 0 {
 		t.Fatalf("cache used after abort: %v", n)
 	}
-	// The region reopens from its manifest with every file present.
+	// The region reopens from its manifest with every file present, and
+	// serves every acknowledged write.
 	checkManifest(t, bucket, region0)
+	s2 := startStore(t, bucket, filepath.Join(dir, "wal"), "Required", c)
+	h.setKV(s2.kv())
+	h.stopAfterMore(40)
+	h.check(t)
+	checkData(t, s2, want)
 }
 
 // startNamedStore is a one-region store with extra flags and no compactors.

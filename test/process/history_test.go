@@ -2,7 +2,10 @@ package process
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
+	"maps"
 	"math"
 	"math/rand/v2"
 	"sync"
@@ -16,9 +19,11 @@ import (
 	kvv1 "github.com/bellows-kv/bellows/proto/bellows/kv/v1"
 )
 
-// history runs concurrent clients doing puts and gets on a few keys and
-// records every operation for a linearizability check (porcupine,
-// single-key register model, partitioned by key).
+// history runs concurrent clients doing puts, gets and scans on a few keys
+// and records every operation for a linearizability check (porcupine): puts
+// and gets against a register per key, and then everything, scans included,
+// against a map of all keys (a scan of one region reads one snapshot, so it
+// must see some linearization point's whole state).
 type history struct {
 	kv      atomic.Value // kvv1.KVClient; swapped when a store restarts
 	clients int
@@ -38,12 +43,14 @@ type history struct {
 
 type regInput struct {
 	put   bool
+	scan  bool // every reg- key
 	key   string
 	value string
 }
 
 type regOutput struct {
-	value string // "" = absent
+	value string            // "" = absent
+	rows  map[string]string // scan
 }
 
 func newHistory(kv kvv1.KVClient, clients, keys int) *history {
@@ -111,7 +118,16 @@ func (h *history) one(client, i int) {
 	call := h.now()
 	var out regOutput
 	ret := int64(0)
-	if rand.IntN(2) == 0 {
+	if rand.IntN(10) == 0 {
+		in = regInput{scan: true}
+		rows, err := h.scan(ctx)
+		if err != nil {
+			failed = true
+			return
+		}
+		ret = h.now()
+		out.rows = rows
+	} else if rand.IntN(2) == 0 {
 		in.put, in.value = true, fmt.Sprintf("c%d-%d", client, i)
 		_, err := h.client().Put(ctx, &kvv1.PutRequest{Key: []byte(in.key), Value: []byte(in.value)})
 		ret = h.now()
@@ -136,6 +152,27 @@ func (h *history) one(client, i int) {
 	h.mu.Unlock()
 }
 
+// scan reads every reg- key in one Scan call.
+func (h *history) scan(ctx context.Context) (map[string]string, error) {
+	s, err := h.client().Scan(ctx, &kvv1.ScanRequest{Start: []byte("reg-"), End: []byte("reg.")})
+	if err != nil {
+		return nil, err
+	}
+	rows := map[string]string{}
+	for {
+		resp, err := s.Recv()
+		if errors.Is(err, io.EOF) {
+			return rows, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		for _, kv := range resp.Pairs {
+			rows[string(kv.Key)] = string(kv.Value)
+		}
+	}
+}
+
 // stopAfterMore lets each client do up to n more operations (so the history
 // covers the state after the fault), then waits for them.
 func (h *history) stopAfterMore(n int) {
@@ -148,8 +185,11 @@ var registerModel = porcupine.Model{
 	Partition: func(ops []porcupine.Operation) [][]porcupine.Operation {
 		by := map[string][]porcupine.Operation{}
 		for _, op := range ops {
-			k := op.Input.(regInput).key
-			by[k] = append(by[k], op)
+			in := op.Input.(regInput)
+			if in.scan {
+				continue // checked by mapModel
+			}
+			by[in.key] = append(by[in.key], op)
 		}
 		var out [][]porcupine.Operation
 		for _, p := range by {
@@ -175,16 +215,52 @@ var registerModel = porcupine.Model{
 	},
 }
 
+// mapModel is the whole key space: scans must return all of it as of one
+// instant. Its states are immutable maps.
+var mapModel = porcupine.Model{
+	Init: func() any { return map[string]string{} },
+	Step: func(state, input, output any) (bool, any) {
+		st, in := state.(map[string]string), input.(regInput)
+		switch {
+		case in.put:
+			next := maps.Clone(st)
+			next[in.key] = in.value
+			return true, next
+		case in.scan:
+			return maps.Equal(output.(regOutput).rows, st), st
+		default:
+			return output.(regOutput).value == st[in.key], st
+		}
+	},
+	Equal: func(a, b any) bool { return maps.Equal(a.(map[string]string), b.(map[string]string)) },
+	DescribeOperation: func(input, output any) string {
+		if in := input.(regInput); in.scan {
+			return fmt.Sprintf("scan → %v", output.(regOutput).rows)
+		}
+		return registerModel.DescribeOperation(input, output)
+	},
+}
+
 func (h *history) check(t *testing.T) {
 	t.Helper()
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if len(h.ops) < 10 {
-		t.Fatalf("history too short to mean anything: %d ops", len(h.ops))
+	scans := 0
+	for _, op := range h.ops {
+		if op.Input.(regInput).scan {
+			scans++
+		}
 	}
-	res, _ := porcupine.CheckOperationsVerbose(registerModel, h.ops, 30*time.Second)
+	if len(h.ops) < 10 || scans == 0 {
+		t.Fatalf("history too short to mean anything: %d ops, %d scans", len(h.ops), scans)
+	}
+	if res, _ := porcupine.CheckOperationsVerbose(registerModel, h.ops, 30*time.Second); res != porcupine.Ok {
+		t.Fatalf("history of %d operations is not linearizable per key (%v)", len(h.ops), res)
+	}
+	started := time.Now()
+	res, _ := porcupine.CheckOperationsVerbose(mapModel, h.ops, 60*time.Second)
 	if res != porcupine.Ok {
-		t.Fatalf("history of %d operations is not linearizable (%v)", len(h.ops), res)
+		t.Fatalf("history of %d operations (%d scans) is not linearizable as a whole (%v after %v)", len(h.ops), scans, res, time.Since(started))
 	}
-	t.Logf("history of %d operations is linearizable", len(h.ops))
+	t.Logf("history of %d operations (%d scans) is linearizable (whole-history check %v)", len(h.ops), scans, time.Since(started).Round(time.Millisecond))
 }
