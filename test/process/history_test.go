@@ -264,3 +264,20 @@ func (h *history) check(t *testing.T) {
 	}
 	t.Logf("history of %d operations (%d scans) is linearizable (whole-history check %v)", len(h.ops), scans, time.Since(started).Round(time.Millisecond))
 }
+
+// The whole-keyspace model rejects a scan that saw one write but not an
+// earlier one: no instant had that state.
+func TestMapModelRejectsATornScan(t *testing.T) {
+	ops := []porcupine.Operation{
+		{ClientId: 0, Input: regInput{put: true, key: "reg-0", value: "a"}, Call: 0, Return: 1},
+		{ClientId: 0, Input: regInput{put: true, key: "reg-1", value: "b"}, Call: 2, Return: 3},
+		{ClientId: 1, Input: regInput{scan: true}, Output: regOutput{rows: map[string]string{"reg-1": "b"}}, Call: 4, Return: 5},
+	}
+	if res := porcupine.CheckOperationsTimeout(mapModel, ops, 0); res != porcupine.Illegal {
+		t.Fatalf("a torn scan was accepted: %v", res)
+	}
+	ops[2].Output = regOutput{rows: map[string]string{"reg-0": "a", "reg-1": "b"}}
+	if res := porcupine.CheckOperationsTimeout(mapModel, ops, 0); res != porcupine.Ok {
+		t.Fatalf("a whole scan was rejected: %v", res)
+	}
+}
