@@ -38,6 +38,9 @@ type Config struct {
 	Pinning        string         `json:"cpuPinning"`
 	Store          string         `json:"store"`
 	Seed           uint64         `json:"seed"`
+	// Repeats runs every mode this many times, interleaved; the report
+	// gives medians.
+	Repeats int `json:"repeats,omitempty"`
 }
 
 // Duration marshals as a Go duration string.

@@ -80,3 +80,19 @@ bellows_warmup_bytes_total{source="compactor"} 11
 		t.Fatalf("a missing metric: err = %v", err)
 	}
 }
+
+func TestRepeatsReportMedians(t *testing.T) {
+	run := func(get float64) ModeResult {
+		return ModeResult{Mode: "Incremental", Baseline: Baseline{GetMeanMs: get}, Compaction: Phase{GetDegradationPct: get}, Warmup: Phase{DurationS: get}}
+	}
+	m := medianOf([]ModeResult{run(9), run(1), run(4)})
+	if m.Baseline.GetMeanMs != 4 || m.Compaction.GetDegradationPct != 4 || m.Warmup.DurationS != 4 || len(m.Runs) != 3 {
+		t.Fatalf("median of 9,1,4: %+v", m)
+	}
+	cfg := Default()
+	cfg.Repeats = 3
+	md := Markdown(Report{Config: cfg, Modes: []ModeResult{m}})
+	if !strings.Contains(md, "median of 3 runs") || !strings.Contains(md, "+9%, +1%, +4%") {
+		t.Fatalf("markdown does not show the runs:\n%s", md)
+	}
+}

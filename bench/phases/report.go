@@ -60,6 +60,22 @@ func Markdown(rep Report) string {
 			m.Compaction.GetDegradationPct, m.Compaction.ScanDegradationPct, m.Compaction.DurationS,
 			m.Warmup.GetDegradationPct, m.Warmup.ScanDegradationPct, m.Warmup.DurationS)
 	}
+	if c.Repeats > 1 {
+		fmt.Fprintf(&b, "\nEach figure is the median of %d runs per mode (modes interleaved). Every run's get Δ, compaction / warmup:\n\n", c.Repeats)
+		b.WriteString("| mode | runs: compaction get Δ | runs: warmup get Δ | runs: compaction scan Δ | runs: warmup scan Δ |\n|---|---|---|---|---|\n")
+		for _, m := range rep.Modes {
+			col := func(f func(RunResult) float64) string {
+				var parts []string
+				for _, r := range m.Runs {
+					parts = append(parts, fmt.Sprintf("%+.0f%%", f(r)))
+				}
+				return strings.Join(parts, ", ")
+			}
+			fmt.Fprintf(&b, "| %s | %s | %s | %s | %s |\n", m.Mode,
+				col(func(r RunResult) float64 { return r.Compaction.GetDegradationPct }), col(func(r RunResult) float64 { return r.Warmup.GetDegradationPct }),
+				col(func(r RunResult) float64 { return r.Compaction.ScanDegradationPct }), col(func(r RunResult) float64 { return r.Warmup.ScanDegradationPct }))
+		}
+	}
 	b.WriteString("\nΔ is the change of mean latency against the baseline. The compaction phase runs from the compaction's start to the switch to the new file; " +
 		"the warmup phase from the switch until the incremental warmup finished or, for the other modes, until 95% of the new file's blocks were cached.\n")
 	return b.String()

@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"time"
 
@@ -68,6 +69,16 @@ type ModeResult struct {
 	WarmupEndAtS   float64 `json:"warmup_end_s"`
 	BytesCompactor uint64  `json:"warmup_bytes_from_compactor"`
 	BytesBucket    uint64  `json:"warmup_bytes_from_bucket"`
+	// Runs are every repetition when the config repeats the modes; the
+	// fields above are then medians (series and boundaries: the first run).
+	Runs []RunResult `json:"runs,omitempty"`
+}
+
+// RunResult is one repetition of a mode.
+type RunResult struct {
+	Baseline   Baseline `json:"baseline"`
+	Compaction Phase    `json:"compaction"`
+	Warmup     Phase    `json:"warmup"`
 }
 
 // Series is per-window mean latency.
@@ -94,19 +105,70 @@ func Run(ctx context.Context, cfg Config, dir string, start Processes, progress 
 	}
 	cfg.BucketModel = cfg.Bucket.String()
 	rep := Report{Config: cfg}
-	for i, name := range cfg.Modes {
-		mode, _ := region.ParseWarmupMode(name)
-		step := func(what string, frac float64) {
-			progress(fmt.Sprintf("%s: %s", mode, what), (float64(i)+frac)/float64(len(cfg.Modes)))
+	repeats := max(cfg.Repeats, 1)
+	runs := make([][]ModeResult, len(cfg.Modes))
+	total := float64(repeats * len(cfg.Modes))
+	// Repetitions interleave the modes, so a slow spell of a shared
+	// machine spreads over all of them instead of one.
+	for r := 0; r < repeats; r++ {
+		for i, name := range cfg.Modes {
+			mode, _ := region.ParseWarmupMode(name)
+			n := float64(r*len(cfg.Modes) + i)
+			step := func(what string, frac float64) {
+				label := mode.String()
+				if repeats > 1 {
+					label = fmt.Sprintf("%s (run %d/%d)", mode, r+1, repeats)
+				}
+				progress(fmt.Sprintf("%s: %s", label, what), (n+frac)/total)
+			}
+			res, err := runMode(ctx, cfg, filepath.Join(dir, fmt.Sprintf("%s-%d", mode, r)), mode, start, step)
+			if err != nil {
+				return rep, fmt.Errorf("mode %s: %w", mode, err)
+			}
+			runs[i] = append(runs[i], res)
 		}
-		res, err := runMode(ctx, cfg, filepath.Join(dir, mode.String()), mode, start, step)
-		if err != nil {
-			return rep, fmt.Errorf("mode %s: %w", mode, err)
-		}
-		rep.Modes = append(rep.Modes, res)
+	}
+	for _, rs := range runs {
+		rep.Modes = append(rep.Modes, medianOf(rs))
 	}
 	progress("done", 1)
 	return rep, nil
+}
+
+// medianOf summarises repetitions of one mode: each figure is the median
+// over the runs; the series and phase boundaries are the first run's.
+func medianOf(rs []ModeResult) ModeResult {
+	if len(rs) == 1 {
+		return rs[0]
+	}
+	out := rs[0]
+	out.Runs = nil
+	med := func(f func(ModeResult) float64) float64 {
+		v := make([]float64, len(rs))
+		for i, r := range rs {
+			v[i] = f(r)
+		}
+		slices.Sort(v)
+		if len(v)%2 == 1 {
+			return v[len(v)/2]
+		}
+		return (v[len(v)/2-1] + v[len(v)/2]) / 2
+	}
+	out.Baseline = Baseline{GetMeanMs: med(func(r ModeResult) float64 { return r.Baseline.GetMeanMs }),
+		ScanMeanMs: med(func(r ModeResult) float64 { return r.Baseline.ScanMeanMs })}
+	phase := func(p func(ModeResult) Phase) Phase {
+		return Phase{
+			GetDegradationPct:  med(func(r ModeResult) float64 { return p(r).GetDegradationPct }),
+			ScanDegradationPct: med(func(r ModeResult) float64 { return p(r).ScanDegradationPct }),
+			DurationS:          med(func(r ModeResult) float64 { return p(r).DurationS }),
+		}
+	}
+	out.Compaction = phase(func(r ModeResult) Phase { return r.Compaction })
+	out.Warmup = phase(func(r ModeResult) Phase { return r.Warmup })
+	for _, r := range rs {
+		out.Runs = append(out.Runs, RunResult{Baseline: r.Baseline, Compaction: r.Compaction, Warmup: r.Warmup})
+	}
+	return out
 }
 
 func runMode(ctx context.Context, cfg Config, dir string, mode region.WarmupMode, start Processes, step Progress) (ModeResult, error) {

@@ -173,6 +173,7 @@ func newBenchPhasesCommand() *cobra.Command {
 	f.StringVar(&fromJSON, "from-json", "", "re-render phases.md and phases.png from an earlier phases.json instead of running")
 	f.BoolVar(&inProcess, "in-process", false, "run the region inside the bench process instead of a bellows store process reached over gRPC")
 	f.StringVar(&modes, "modes", strings.Join(cfg.Modes, ","), "warmup modes to run, in order")
+	f.IntVar(&cfg.Repeats, "repeat", 1, "run every mode this many times, interleaved, and report medians")
 	f.IntVar(&cfg.Keys, "keys", cfg.Keys, "keys loaded")
 	f.IntVar(&cfg.ValueSize, "value-size", cfg.ValueSize, "value bytes")
 	f.IntVar(&cfg.Files, "files", cfg.Files, "SSTs before the major compaction")
