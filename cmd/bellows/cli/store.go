@@ -131,6 +131,11 @@ func runStore(cmd *cobra.Command, o storeFlags) error {
 		}
 		offMode = offload.Disabled
 	}
+	if p := cfg.Memstore.Policy; p != "" && p != "None" {
+		// Accepted so that KVClusters written for it stay valid; say so
+		// rather than pretend.
+		log.Warn("engine.yaml memstore.policy: the Accordion compacting memstore is not built yet; this store runs the plain skiplist memstore (None)", "policy", p)
+	}
 	warmup := region.WarmupNone
 	if cfg.Warmup.Mode != "" {
 		if warmup, err = region.ParseWarmupMode(cfg.Warmup.Mode); err != nil {
