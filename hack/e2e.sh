@@ -41,6 +41,6 @@ fi
 log "cluster ready after $((SECONDS - start))s"
 mkdir -p "$CLUSTER_DIR/logs/e2e"
 cd "$root"
-KUBECONFIG=$KUBECONFIG_ADMIN HELM=$root/bin/helm E2E_ARTIFACTS=$CLUSTER_DIR/logs/e2e \
+CONTAINERD_SOCK=$CONTAINERD_SOCK KUBECONFIG=$KUBECONFIG_ADMIN HELM=$root/bin/helm E2E_ARTIFACTS=$CLUSTER_DIR/logs/e2e \
   go test -tags e2e -count=1 -timeout "$E2E_TIMEOUT" -v ./e2e/... ${E2E_ARGS:-}
 log "e2e passed in $((SECONDS - start))s"
