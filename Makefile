@@ -15,7 +15,7 @@ IMAGE_ARCH  ?= $(shell $(GO) env GOARCH)
 CA_CERTS    ?= $(wildcard /etc/ssl/certs/ca-certificates.crt)
 TEST_TIMEOUT ?= 30m
 
-.PHONY: all build run test unit lint vet staticcheck fmt-check generate verify-generated bench-engine clean envtest-bins chart-test helm image
+.PHONY: all build run test unit lint vet staticcheck fmt-check generate verify-generated bench-engine clean envtest-bins chart-test helm image cluster-bins cluster-up cluster-down e2e
 
 all: build
 
@@ -55,6 +55,26 @@ image:
 ## suites, built from the Go module proxy into bin/k8s (skipped when present)
 envtest-bins:
 	hack/envtest-bins.sh >/dev/null
+
+## cluster-bins: kube-scheduler, kubelet, kube-proxy and kubectl (plus the envtest
+## binaries) for the local cluster, built from the Go module proxy into bin/k8s
+cluster-bins:
+	hack/cluster-bins.sh >/dev/null
+
+## cluster-up: a real single-node Kubernetes on this machine (root; containerd,
+## etcd, control plane, kubelet, kube-proxy as processes; state, logs and the
+## kubeconfig in .cluster/), with the bellows, pause and test S3 images imported
+cluster-up:
+	hack/cluster-up.sh >/dev/null
+
+## cluster-down: stop exactly what cluster-up started and clean up after it
+cluster-down:
+	hack/cluster-down.sh
+
+## e2e: the end-to-end tests (e2e/, build tag e2e) against the local cluster;
+## brings it up when it is not, and down afterwards unless E2E_KEEP_CLUSTER=1
+e2e: helm
+	hack/e2e.sh
 
 ## lint: gofmt, go vet and staticcheck (installed into bin/ by hack/tool.sh)
 lint: fmt-check vet staticcheck

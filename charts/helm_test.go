@@ -314,6 +314,10 @@ func TestTemplateSamples(t *testing.T) {
 	if ref, _, _ := unstructured.NestedString(objs["KVCluster/demo"].Object, "spec", "bucket", "credentialsSecretRef", "name"); ref != "creds" {
 		t.Errorf("credentialsSecretRef %q, want creds", ref)
 	}
+	// The workers open the same bucket: the pool gets the same Secret.
+	if ref, _, _ := unstructured.NestedString(objs["CompactionPool/workers"].Object, "spec", "bucket", "credentialsSecretRef", "name"); ref != "creds" {
+		t.Errorf("CompactionPool bucket.credentialsSecretRef %q, want creds", ref)
+	}
 }
 
 // TestChartCRDsAreGenerated: crds/ holds exactly controller-gen's CRDs.

@@ -8,11 +8,13 @@ import (
 	"fmt"
 	"maps"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kvv1 "github.com/bellows-kv/bellows/api/v1alpha1"
@@ -156,4 +158,31 @@ func setCondition(conds *[]metav1.Condition, gen int64, typ string, status bool,
 		s = metav1.ConditionTrue
 	}
 	meta.SetStatusCondition(conds, metav1.Condition{Type: typ, Status: s, Reason: reason, Message: msg, ObservedGeneration: gen})
+}
+
+// imageUID is the non-root user of the bellows image (internal/ociimage.User).
+const imageUID = int64(65532)
+
+// podSecurityContext runs the stores and workers as the image's non-root user
+// under the restricted Pod Security Standard. fsGroup makes a freshly
+// provisioned volume (the stores' WAL PVC, root-owned on most provisioners)
+// writable by that user.
+func podSecurityContext() *corev1.PodSecurityContext {
+	return &corev1.PodSecurityContext{
+		RunAsNonRoot:        ptr.To(true),
+		RunAsUser:           ptr.To(imageUID),
+		RunAsGroup:          ptr.To(imageUID),
+		FSGroup:             ptr.To(imageUID),
+		FSGroupChangePolicy: ptr.To(corev1.FSGroupChangeOnRootMismatch),
+		SeccompProfile:      &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+	}
+}
+
+// containerSecurityContext: nothing is written outside the mounted volumes.
+func containerSecurityContext() *corev1.SecurityContext {
+	return &corev1.SecurityContext{
+		AllowPrivilegeEscalation: ptr.To(false),
+		ReadOnlyRootFilesystem:   ptr.To(true),
+		Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+	}
 }

@@ -104,12 +104,17 @@ func BuildPoolDeployment(p *kvv1.CompactionPool) *appsv1.Deployment {
 			{Name: "grpc", ContainerPort: kvv1.CompactorGRPCPort, Protocol: corev1.ProtocolTCP},
 			{Name: "metrics", ContainerPort: kvv1.MetricsPort, Protocol: corev1.ProtocolTCP},
 		},
-		Resources:      p.Spec.Resources,
-		ReadinessProbe: probe("/readyz", 5),
-		LivenessProbe:  probe("/healthz", 10),
+		Resources:       p.Spec.Resources,
+		ReadinessProbe:  probe("/readyz", 5),
+		LivenessProbe:   probe("/healthz", 10),
+		SecurityContext: containerSecurityContext(),
 		Lifecycle: &corev1.Lifecycle{PreStop: &corev1.LifecycleHandler{
 			HTTPGet: &corev1.HTTPGetAction{Path: DrainPath, Port: intstr.FromString("metrics")},
 		}},
+	}
+	// Jobs name their bucket by URL; the worker opens it with these credentials.
+	if ref := p.Spec.Bucket.CredentialsSecretRef; ref != nil {
+		container.EnvFrom = []corev1.EnvFromSource{{SecretRef: &corev1.SecretEnvSource{LocalObjectReference: *ref}}}
 	}
 	d := &appsv1.Deployment{
 		ObjectMeta: poolMeta(p, p.Name+"-compactor"),
@@ -126,6 +131,7 @@ func BuildPoolDeployment(p *kvv1.CompactionPool) *appsv1.Deployment {
 				ObjectMeta: metav1.ObjectMeta{Labels: commonLabels(p.Name, kvv1.ComponentCompactor)},
 				Spec: corev1.PodSpec{
 					Containers:                    []corev1.Container{container},
+					SecurityContext:               podSecurityContext(),
 					TerminationGracePeriodSeconds: ptr.To(grace),
 				},
 			},

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -55,4 +56,32 @@ func TestFlagFormats(t *testing.T) {
 		}
 	}
 	_ = resource.MustParse
+}
+
+// Workers open each job's bucket themselves, so they need its credentials;
+// and they run as the image's non-root user.
+func TestPoolWorkersGetBucketCredentialsAndRunNonRoot(t *testing.T) {
+	p := &kvv1.CompactionPool{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "w", UID: "u"}}
+	p.SetDefaults()
+	if env := BuildPoolDeployment(p).Spec.Template.Spec.Containers[0].EnvFrom; len(env) != 0 {
+		t.Errorf("no bucket credentials configured, yet envFrom %+v", env)
+	}
+	p.Spec.Bucket.CredentialsSecretRef = &corev1.LocalObjectReference{Name: "bucket"}
+	spec := BuildPoolDeployment(p).Spec.Template.Spec
+	env := spec.Containers[0].EnvFrom
+	if len(env) != 1 || env[0].SecretRef == nil || env[0].SecretRef.Name != "bucket" {
+		t.Errorf("envFrom %+v, want the Secret bucket", env)
+	}
+	checkNonRoot(t, spec)
+}
+
+func checkNonRoot(t *testing.T, spec corev1.PodSpec) {
+	t.Helper()
+	psc, sc := spec.SecurityContext, spec.Containers[0].SecurityContext
+	if psc == nil || psc.RunAsNonRoot == nil || !*psc.RunAsNonRoot || psc.FSGroup == nil || *psc.FSGroup != imageUID {
+		t.Errorf("pod security context %+v: want non-root with fsGroup %d", psc, imageUID)
+	}
+	if sc == nil || sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem || sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation {
+		t.Errorf("container security context %+v", sc)
+	}
 }

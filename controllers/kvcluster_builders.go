@@ -197,9 +197,10 @@ func BuildStoreStatefulSet(c *kvv1.KVCluster, cm *corev1.ConfigMap) *appsv1.Stat
 			{Name: "grpc", ContainerPort: kvv1.StoreGRPCPort, Protocol: corev1.ProtocolTCP},
 			{Name: "metrics", ContainerPort: kvv1.MetricsPort, Protocol: corev1.ProtocolTCP},
 		},
-		Resources:      c.Spec.Resources,
-		ReadinessProbe: probe("/readyz", 5),
-		LivenessProbe:  probe("/healthz", 10),
+		Resources:       c.Spec.Resources,
+		ReadinessProbe:  probe("/readyz", 5),
+		LivenessProbe:   probe("/healthz", 10),
+		SecurityContext: containerSecurityContext(),
 		VolumeMounts: []corev1.VolumeMount{
 			{Name: walVolume, MountPath: walMountPath},
 			{Name: configVolume, MountPath: configMountDir, ReadOnly: true},
@@ -231,6 +232,7 @@ func BuildStoreStatefulSet(c *kvv1.KVCluster, cm *corev1.ConfigMap) *appsv1.Stat
 				},
 				Spec: corev1.PodSpec{
 					ServiceAccountName:            storeIdentityName(c),
+					SecurityContext:               podSecurityContext(),
 					Containers:                    []corev1.Container{container},
 					TerminationGracePeriodSeconds: ptr.To(storeGracePeriod),
 					Volumes: []corev1.Volume{{

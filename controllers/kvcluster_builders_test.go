@@ -151,3 +151,13 @@ func TestRegionAssignments(t *testing.T) {
 		}
 	}
 }
+
+// The image runs as a non-root user: the WAL volume must be writable by it.
+func TestStorePodsRunNonRootWithWritableVolume(t *testing.T) {
+	c := defaultedCluster()
+	cm, err := BuildStoreConfigMap(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkNonRoot(t, BuildStoreStatefulSet(c, cm).Spec.Template.Spec)
+}

@@ -75,6 +75,13 @@ type CompactionPoolSpec struct {
 	// +optional
 	TransferRateBytesPerSecond int64 `json:"transferRateBytesPerSecond,omitempty"`
 
+	// Bucket gives the workers access to the buckets of the clusters they
+	// compact for: every job names its bucket URL, and a worker opens it with
+	// these credentials (the same Secret as the KVCluster's
+	// bucket.credentialsSecretRef, for S3-compatible stores).
+	// +optional
+	Bucket PoolBucketSpec `json:"bucket,omitzero"`
+
 	// DrainTimeout bounds how long a worker being removed waits (in preStop)
 	// for its in-flight compactions. The pod's grace period is this plus 30s.
 	// +kubebuilder:default="10m"
@@ -85,6 +92,15 @@ type CompactionPoolSpec struct {
 	// +kubebuilder:default={mode: Model}
 	// +optional
 	Autoscaling AutoscalingSpec `json:"autoscaling,omitzero"`
+}
+
+// PoolBucketSpec is how a pool's workers authenticate to the buckets.
+type PoolBucketSpec struct {
+	// CredentialsSecretRef names a Secret, in the pool's namespace, whose keys
+	// become the workers' environment (e.g. AWS_ACCESS_KEY_ID,
+	// AWS_SECRET_ACCESS_KEY, AWS_REGION).
+	// +optional
+	CredentialsSecretRef *corev1.LocalObjectReference `json:"credentialsSecretRef,omitempty"`
 }
 
 // AutoscalingSpec configures the capacity-model autoscaler.

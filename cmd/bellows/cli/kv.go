@@ -113,6 +113,44 @@ func newKVCommand() *cobra.Command {
 				return nil
 			})
 		}}
-	cmd.AddCommand(put, get, del, scan, regions)
+	// admin dials the store and runs f with an Admin client.
+	admin := func(cmd *cobra.Command, f func(ctx context.Context, c kvv1.AdminClient) error) error {
+		conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if err != nil {
+			return err
+		}
+		defer conn.Close()
+		ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
+		defer cancel()
+		return f(ctx, kvv1.NewAdminClient(conn))
+	}
+	flush := &cobra.Command{Use: "flush REGION", Short: "Flush a region's memstore into an SST (Admin API)", Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return admin(cmd, func(ctx context.Context, c kvv1.AdminClient) error {
+				if _, err := c.Flush(ctx, &kvv1.FlushRequest{Region: args[0]}); err != nil {
+					return err
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "OK flushed %s\n", args[0])
+				return nil
+			})
+		}}
+	var minor bool
+	compact := &cobra.Command{Use: "compact REGION", Short: "Compact a region, major unless --minor (Admin API); runs where the store's offload mode says", Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return admin(cmd, func(ctx context.Context, c kvv1.AdminClient) error {
+				r, err := c.Compact(ctx, &kvv1.CompactRequest{Region: args[0], Major: !minor})
+				if err != nil {
+					return err
+				}
+				if !r.Compacted {
+					fmt.Fprintf(cmd.OutOrStdout(), "OK %s: nothing to compact\n", args[0])
+					return nil
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "OK %s: %d files (%d bytes) -> %s\n", args[0], len(r.Inputs), r.InputBytes, r.Output)
+				return nil
+			})
+		}}
+	compact.Flags().BoolVar(&minor, "minor", false, "a minor compaction (the exploring policy's selection) instead of a major one")
+	cmd.AddCommand(put, get, del, scan, regions, flush, compact)
 	return cmd
 }

@@ -1,0 +1,145 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	kvv1 "github.com/bellows-kv/bellows/api/v1alpha1"
+)
+
+// autoscalingScenario: the capacity model (autoscaler/, paper §6.3) sizes the
+// pool from c and w measured by the workers, b and the demand T measured by
+// the stores (compactions requested per interval), m from the spec and R
+// from the cluster. Demand is raised the realistic way: a client keeps
+// writing and asks for a major compaction of one region every 2 s (r = 0.5
+// compactions/s over R = 4 regions), each of about 300 kB of incompressible
+// data, with the workers' transfer rate w throttled to 20 kB/s (D ≈ b/w is
+// seconds). Once the model has measured c, w, b and T, the test sets the
+// pool's cache m so that one worker covers ⌊h/T⌋ = 2 regions
+// (h = t/D·⌊m/b⌋): the model then needs ⌈R/2⌉ = 2 workers, and the operator
+// writes them through /scale. When the client stops, the measured demand drops to 0 and, after
+// the 15 s scale-down window, the pool shrinks to minReplicas = 1 (workers
+// drain in preStop). Every compaction the client asked for must succeed and
+// every acknowledged write read back.
+func autoscalingScenario(t *testing.T, e *env, kv *kvClient, l *ledger) {
+	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
+	defer cancel()
+	e.patchPool(t, ctx, `{"spec":{"cacheBytes":"1Mi","transferRateBytesPerSecond":20000,"minReplicas":1,"maxReplicas":3,"autoscaling":{"mode":"Model","syncPeriod":"5s","scaleUpStabilizationWindow":"0s","scaleDownStabilizationWindow":"15s"}}}`)
+	// idle: the model brings the pool down to minReplicas
+	e.awaitPool(t, "the idle pool at minReplicas", func(p *kvv1.CompactionPool) bool { return ptr.Deref(p.Spec.Replicas, 0) == 1 })
+	e.awaitWorkers(t, 1)
+
+	writeRandom(t, ctx, kv, l, "s", 300, 4000) // ~300 kB per region
+	regions := flushAll(t, ctx, kv)
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	var requested, failed atomic.Int64
+	var firstErr atomic.Value
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		tick := time.NewTicker(2 * time.Second)
+		defer tick.Stop()
+		busy := make([]atomic.Bool, len(regions))
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			case <-tick.C:
+			}
+			idx := i % len(regions)
+			if !busy[idx].CompareAndSwap(false, true) {
+				continue
+			}
+			wg.Add(1)
+			go func(r route, i int) {
+				defer wg.Done()
+				defer busy[idx].Store(false)
+				// a little new data, flushed, then the major compaction
+				key, val := keyFor(fmt.Sprintf("s%d", i), i), []byte(fmt.Sprintf("demand-%d", i))
+				if _, err := kv.Put(ctx, key, val); err == nil {
+					l.ack(key, val)
+				}
+				requested.Add(1)
+				if _, err := compact(ctx, kv, r); err != nil {
+					failed.Add(1)
+					firstErr.CompareAndSwap(nil, fmt.Sprintf("compact %s: %v", r.region, err))
+				}
+			}(regions[idx], i)
+		}
+	}()
+	// Size m to the measured load: once the model has measured c, w, b and T,
+	// choose m so that l = ⌊m/b⌋ makes one worker handle h/T ≈ 2.5 regions
+	// (h = t/D·l, D = b/c + b/w): the model then needs ⌈R/2⌉ = 2 workers.
+	var in kvv1.ModelInputs
+	eventually(t, 2*time.Minute, "the model to measure the demand", func(ctx context.Context) (bool, string, error) {
+		var pool kvv1.CompactionPool
+		if err := e.c.Get(ctx, client.ObjectKey{Namespace: ns, Name: poolName}, &pool); err != nil {
+			return false, "", err
+		}
+		if pool.Status.Autoscaler == nil {
+			return false, "no evaluation yet", nil
+		}
+		in = pool.Status.Autoscaler.Inputs
+		return num(in.CompactionsPerRegion) > 0 && num(in.CompactionSizeBytes) > 0 && num(in.CompactionRateBytesPerSecond) > 0, fmt.Sprintf("%+v", in), nil
+	})
+	b, c, w, T := num(in.CompactionSizeBytes), num(in.CompactionRateBytesPerSecond), num(in.TransferRateBytesPerSecond), num(in.CompactionsPerRegion)
+	D := b/c + b/w
+	lw := math.Ceil(2.5 * T * D / float64(in.IntervalSeconds))
+	m := int64(lw*b) + int64(b/20)
+	t.Logf("measured b=%.0f B, c=%.0f B/s, w=%.0f B/s, T=%.1f per region per %ds: D=%.1fs; m=%d gives l=%.0f", b, c, w, T, in.IntervalSeconds, D, m, lw)
+	e.patchPool(t, ctx, fmt.Sprintf(`{"spec":{"cacheBytes":"%d"}}`, m))
+	grown := e.awaitPool(t, "the model to grow the pool", func(p *kvv1.CompactionPool) bool { return ptr.Deref(p.Spec.Replicas, 0) >= 2 })
+	a := grown.Status.Autoscaler
+	t.Logf("grown to %d workers: inputs %+v, outputs %+v", ptr.Deref(grown.Spec.Replicas, 0), a.Inputs, a.Outputs)
+	e.awaitWorkers(t, ptr.Deref(grown.Spec.Replicas, 0))
+	close(stop)
+	wg.Wait()
+	shrunk := e.awaitPool(t, "the pool to shrink back without demand", func(p *kvv1.CompactionPool) bool { return ptr.Deref(p.Spec.Replicas, 0) == 1 })
+	t.Logf("shrunk: %s", meta.FindStatusCondition(shrunk.Status.Conditions, kvv1.ConditionScalingActive).Message)
+	e.awaitWorkers(t, 1)
+	t.Logf("%d compactions requested, %d failed", requested.Load(), failed.Load())
+	if failed.Load() > 0 {
+		t.Errorf("%d compactions failed, first: %v", failed.Load(), firstErr.Load())
+	}
+	verifyLedger(t, ctx, kv, l)
+}
+
+// awaitPool waits for cond on the CompactionPool, with ScalingActive true.
+func (e *env) awaitPool(t *testing.T, what string, cond func(*kvv1.CompactionPool) bool) *kvv1.CompactionPool {
+	t.Helper()
+	var pool kvv1.CompactionPool
+	eventually(t, 3*time.Minute, what, func(ctx context.Context) (bool, string, error) {
+		if err := e.c.Get(ctx, client.ObjectKey{Namespace: ns, Name: poolName}, &pool); err != nil {
+			return false, "", err
+		}
+		sa := meta.FindStatusCondition(pool.Status.Conditions, kvv1.ConditionScalingActive)
+		st := fmt.Sprintf("replicas %d", ptr.Deref(pool.Spec.Replicas, 0))
+		if sa != nil {
+			st += fmt.Sprintf("; ScalingActive=%s %s: %s", sa.Status, sa.Reason, sa.Message)
+		}
+		if a := pool.Status.Autoscaler; a != nil {
+			st += fmt.Sprintf("; inputs %+v", a.Inputs)
+		}
+		return cond(&pool) && sa != nil && sa.Status == metav1.ConditionTrue, st, nil
+	})
+	return &pool
+}
+
+func num(s string) float64 {
+	f, _ := strconv.ParseFloat(s, 64)
+	return f
+}

@@ -1,0 +1,681 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"crypto/rand"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	kvv1 "github.com/bellows-kv/bellows/api/v1alpha1"
+	kvpb "github.com/bellows-kv/bellows/proto/bellows/kv/v1"
+)
+
+const (
+	operatorNS   = "bellows-system"
+	release      = "bellows"
+	ns           = "bellows-e2e" // e2e/overlay's namespace
+	clusterName  = "demo"        // config/samples' KVCluster
+	poolName     = "workers"     // and CompactionPool
+	storageClass = "bellows-e2e" // the overlay's storage class
+	pvCount      = 3
+)
+
+// TestBellows runs the scenarios in order; each builds on the previous one,
+// so the first failure stops the rest.
+func TestBellows(t *testing.T) {
+	e := newEnv(t)
+	e.volumes(t)
+	kv := newKVClient(e.c, ns, clusterName)
+	defer kv.Close()
+	l := newLedger()
+	steps := []struct {
+		name string
+		f    func(t *testing.T)
+	}{
+		{"1-helm-install", e.helmInstall},
+		{"2-samples", e.applySamples},
+		{"3-offloaded-compaction-and-warmup", func(t *testing.T) { e.offloadedCompaction(t, kv, l) }},
+		{"4-compactor-dies-mid-compaction", func(t *testing.T) { e.compactorDies(t, kv, l) }},
+		{"5-autoscaling", func(t *testing.T) { e.autoscaling(t, kv, l) }},
+		{"6-rolling-update", func(t *testing.T) { e.rollingUpdate(t, kv, l) }},
+		{"7-uninstall", e.uninstall},
+	}
+	for _, s := range steps {
+		ok := t.Run(s.name, func(t *testing.T) {
+			start := time.Now()
+			defer func() {
+				if t.Failed() {
+					e.dump(t, operatorNS, ns)
+				}
+				t.Logf("%s took %s", s.name, time.Since(start).Round(time.Second))
+			}()
+			s.f(t)
+		})
+		// Without the operator or the samples nothing else can run; later
+		// scenarios leave nothing that stops the next one (and 7 cleans up).
+		if !ok && (s.name == "1-helm-install" || s.name == "2-samples") {
+			t.Fatalf("%s failed: skipping the rest", s.name)
+		}
+	}
+}
+
+// volumes: the cluster has no dynamic provisioner, so the WAL claims bind
+// to static hostPath PVs of the overlay's storage class. The directories are
+// world-writable because the store runs as a non-root user and fsGroup does
+// not apply to hostPath volumes. Removed when the test ends.
+func (e *env) volumes(t *testing.T) {
+	ctx := context.Background()
+	dir, err := os.MkdirTemp("", "bellows-e2e-pv-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc := &storagev1.StorageClass{
+		ObjectMeta:        metav1.ObjectMeta{Name: storageClass},
+		Provisioner:       "kubernetes.io/no-provisioner",
+		VolumeBindingMode: ptr.To(storagev1.VolumeBindingWaitForFirstConsumer),
+	}
+	if err := e.c.Create(ctx, sc); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	var pvs []*corev1.PersistentVolume
+	for i := range pvCount {
+		path := filepath.Join(dir, fmt.Sprintf("pv%d", i))
+		if err := os.Mkdir(path, 0o777); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(path, 0o777); err != nil { // umask
+			t.Fatal(err)
+		}
+		pv := &corev1.PersistentVolume{
+			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%s-%d", storageClass, i), Labels: map[string]string{"bellows-e2e": "true"}},
+			Spec: corev1.PersistentVolumeSpec{
+				Capacity:                      corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")},
+				AccessModes:                   []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+				PersistentVolumeReclaimPolicy: corev1.PersistentVolumeReclaimRetain,
+				StorageClassName:              storageClass,
+				PersistentVolumeSource:        corev1.PersistentVolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: path, Type: ptr.To(corev1.HostPathDirectory)}},
+			},
+		}
+		if err := e.c.Create(ctx, pv); err != nil {
+			t.Fatal(err)
+		}
+		pvs = append(pvs, pv)
+	}
+	t.Cleanup(func() {
+		for _, pv := range pvs {
+			_ = e.c.Delete(ctx, pv)
+		}
+		_ = e.c.Delete(ctx, sc)
+		_ = os.RemoveAll(dir)
+	})
+}
+
+// 1. helm install the chart: the operator Deployment becomes Available with
+// every replica Ready.
+func (e *env) helmInstall(t *testing.T) {
+	e.run(t, "helm", "install", release, "charts/bellows", "--namespace", operatorNS, "--create-namespace",
+		"--set", "image.repository=bellows.test/bellows", "--set", "image.tag=e2e", "--set", "image.pullPolicy=Never",
+		"--set", "operator.resources.requests.cpu=20m", "--wait", "--timeout", "3m")
+	eventually(t, 2*time.Minute, "the operator Deployment to be Available", func(ctx context.Context) (bool, string, error) {
+		var d appsv1.Deployment
+		if err := e.c.Get(ctx, client.ObjectKey{Namespace: operatorNS, Name: release + "-operator"}, &d); err != nil {
+			return false, "", err
+		}
+		want := ptr.Deref(d.Spec.Replicas, 1)
+		s := fmt.Sprintf("ready %d/%d, available %d", d.Status.ReadyReplicas, want, d.Status.AvailableReplicas)
+		return d.Status.ReadyReplicas == want && d.Status.AvailableReplicas == want && d.Status.ObservedGeneration == d.Generation, s, nil
+	})
+	// Leader election: one of them holds the lease.
+	eventually(t, time.Minute, "the operator to hold its leader lease", func(ctx context.Context) (bool, string, error) {
+		out, err := e.try("kubectl", "get", "leases", "-n", operatorNS, "-o", "jsonpath={.items[*].spec.holderIdentity}")
+		return err == nil && strings.TrimSpace(out) != "", out, nil
+	})
+}
+
+// 2. config/samples through e2e/overlay: the bucket, the pool's workers and
+// the storage pods run; KVCluster and CompactionPool are Ready.
+func (e *env) applySamples(t *testing.T) {
+	e.run(t, "kubectl", "apply", "-k", "e2e/overlay")
+	eventually(t, 3*time.Minute, "KVCluster and CompactionPool Ready", func(ctx context.Context) (bool, string, error) {
+		var kvc kvv1.KVCluster
+		var pool kvv1.CompactionPool
+		if err := e.c.Get(ctx, client.ObjectKey{Namespace: ns, Name: clusterName}, &kvc); err != nil {
+			return false, "", err
+		}
+		if err := e.c.Get(ctx, client.ObjectKey{Namespace: ns, Name: poolName}, &pool); err != nil {
+			return false, "", err
+		}
+		kr := meta.FindStatusCondition(kvc.Status.Conditions, kvv1.ConditionReady)
+		pr := meta.FindStatusCondition(pool.Status.Conditions, kvv1.ConditionReady)
+		s := fmt.Sprintf("KVCluster ready %d/%d %s; pool ready %d/%d %s", kvc.Status.ReadyReplicas, kvc.Spec.Replicas, condString(kr), pool.Status.ReadyReplicas, pool.Status.Replicas, condString(pr))
+		ok := kr != nil && kr.Status == metav1.ConditionTrue && kr.ObservedGeneration == kvc.Generation &&
+			pr != nil && pr.Status == metav1.ConditionTrue &&
+			kvc.Status.ReadyReplicas == kvc.Spec.Replicas && pool.Status.ReadyReplicas >= 1
+		return ok, s, nil
+	})
+	stores, workers := e.pods(t, kvv1.ComponentStore, clusterName), e.pods(t, kvv1.ComponentCompactor, poolName)
+	if len(stores) != 2 || len(workers) < 1 {
+		t.Fatalf("%d storage pods (want 2), %d workers (want ≥1)", len(stores), len(workers))
+	}
+	for _, p := range append(stores, workers...) {
+		if !podReady(&p) {
+			t.Errorf("pod %s is not Ready", p.Name)
+		}
+	}
+}
+
+func condString(c *metav1.Condition) string {
+	if c == nil {
+		return "<no Ready condition>"
+	}
+	return fmt.Sprintf("Ready=%s (%s: %s)", c.Status, c.Reason, c.Message)
+}
+
+// pods lists the pods of a component of instance (not being deleted).
+func (e *env) pods(t *testing.T, component, instance string) []corev1.Pod {
+	t.Helper()
+	var pods corev1.PodList
+	if err := e.c.List(context.Background(), &pods, client.InNamespace(ns), client.MatchingLabels{
+		kvv1.LabelInstance: instance, kvv1.LabelComponent: component,
+	}); err != nil {
+		t.Fatal(err)
+	}
+	var out []corev1.Pod
+	for _, p := range pods.Items {
+		if p.DeletionTimestamp == nil {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// scrapeAll sums a scrape of every pod of a component.
+func (e *env) scrapeAll(t *testing.T, ctx context.Context, component, instance string) (series, error) {
+	total := series{}
+	for _, p := range e.pods(t, component, instance) {
+		if p.Status.PodIP == "" {
+			continue
+		}
+		s, err := scrape(ctx, metricsURL(&p))
+		if err != nil {
+			return nil, err
+		}
+		for k, v := range s {
+			total[k] += v
+		}
+	}
+	return total, nil
+}
+
+// write puts n keys (prefix-i) with values of size bytes and records the acknowledged ones.
+func write(t *testing.T, ctx context.Context, kv *kvClient, l *ledger, prefix string, n, size int) {
+	t.Helper()
+	for i := range n {
+		key := keyFor(prefix, i)
+		val := []byte(fmt.Sprintf("%s-%d-%s", prefix, i, strings.Repeat("v", size)))
+		if _, err := kv.Put(ctx, key, val); err != nil {
+			t.Fatalf("put %q: %v", key, err)
+		}
+		l.ack(key, val)
+	}
+}
+
+// flushAll flushes every region's memstore into an SST.
+func flushAll(t *testing.T, ctx context.Context, kv *kvClient) []route {
+	t.Helper()
+	regions, err := kv.Regions(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range regions {
+		if err := kv.Admin(ctx, r, func(ctx context.Context, a kvpb.AdminClient) error {
+			_, err := a.Flush(ctx, &kvpb.FlushRequest{Region: r.region})
+			return err
+		}); err != nil {
+			t.Fatalf("flush %s: %v", r.region, err)
+		}
+	}
+	return regions
+}
+
+func compact(ctx context.Context, kv *kvClient, r route) (*kvpb.CompactResponse, error) {
+	var resp *kvpb.CompactResponse
+	err := kv.Admin(ctx, r, func(ctx context.Context, a kvpb.AdminClient) error {
+		var err error
+		resp, err = a.Compact(ctx, &kvpb.CompactRequest{Region: r.region, Major: true})
+		return err
+	})
+	return resp, err
+}
+
+func verifyLedger(t *testing.T, ctx context.Context, kv *kvClient, l *ledger) {
+	t.Helper()
+	checked, bad, err := l.verify(ctx, kv)
+	if err != nil {
+		t.Fatalf("reading back acknowledged writes: %v", err)
+	}
+	if len(bad) > 0 {
+		t.Fatalf("%d of %d acknowledged writes do not read back, e.g. %v", len(bad), checked, bad[:min(5, len(bad))])
+	}
+	t.Logf("all %d acknowledged writes read back", checked)
+}
+
+// 3. A workload writes and reads; a major compaction of every region runs on
+// a compactor (the workers' job counter and the stores' remote compactions
+// say so), the stores warm up incrementally from the compactor's memory
+// (warmup bytes by source, progress T reaching 1), and every acknowledged
+// write reads back.
+func (e *env) offloadedCompaction(t *testing.T, kv *kvClient, l *ledger) {
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	eventually(t, time.Minute, "every region to be served", func(ctx context.Context) (bool, string, error) {
+		r, err := kv.Regions(ctx)
+		return err == nil && len(r) == 4, fmt.Sprintf("%d regions served", len(r)), nil
+	})
+	// The client Service is the clients' entry point: it reaches a store.
+	var svc corev1.Service
+	if err := e.c.Get(ctx, client.ObjectKey{Namespace: ns, Name: clusterName}, &svc); err != nil {
+		t.Fatal(err)
+	}
+	conn, err := kv.conn(fmt.Sprintf("%s:%d", svc.Spec.ClusterIP, kvv1.StoreGRPCPort))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r, err := kvpb.NewKVClient(conn).Regions(ctx, &kvpb.RegionsRequest{}); err != nil || len(r.Regions) == 0 {
+		t.Fatalf("Regions through the client Service %s: %v %v", svc.Spec.ClusterIP, r, err)
+	}
+
+	before, err := e.scrapeAll(t, ctx, kvv1.ComponentStore, clusterName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	workersBefore, err := e.scrapeAll(t, ctx, kvv1.ComponentCompactor, poolName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Two generations of data, each flushed: two SSTs per region, the second
+	// overwriting half of the first.
+	write(t, ctx, kv, l, "a", 400, 1000)
+	flushAll(t, ctx, kv)
+	write(t, ctx, kv, l, "a", 200, 1200)
+	write(t, ctx, kv, l, "b", 200, 1000)
+	regions := flushAll(t, ctx, kv)
+	for _, r := range regions {
+		resp, err := compact(ctx, kv, r)
+		if err != nil {
+			t.Fatalf("compact %s: %v", r.region, err)
+		}
+		if !resp.Compacted || len(resp.Inputs) < 2 {
+			t.Fatalf("compact %s: %+v, want a compaction of ≥2 files", r.region, resp)
+		}
+	}
+	n := float64(len(regions))
+	eventually(t, time.Minute, "offloaded compactions and incremental warmup in the metrics", func(ctx context.Context) (bool, string, error) {
+		s, err := e.scrapeAll(t, ctx, kvv1.ComponentStore, clusterName)
+		if err != nil {
+			return false, "", err
+		}
+		w, err := e.scrapeAll(t, ctx, kvv1.ComponentCompactor, poolName)
+		if err != nil {
+			return false, "", err
+		}
+		remote := s.sum("bellows_compactions_total", "location=remote", "result=success") - before.sum("bellows_compactions_total", "location=remote", "result=success")
+		local := s.sum("bellows_compactions_total", "location=local") - before.sum("bellows_compactions_total", "location=local")
+		jobs := w.sum("bellows_compactor_jobs_total", "result=success") - workersBefore.sum("bellows_compactor_jobs_total", "result=success")
+		fromWorker := s.sum("bellows_warmup_bytes_total", "source=compactor") - before.sum("bellows_warmup_bytes_total", "source=compactor")
+		progress := s.sum("bellows_warmup_progress_ratio")
+		st := fmt.Sprintf("remote compactions %v, local %v, worker jobs %v, warmup bytes from compactor %v, sum of warmup progress %v (want %v)", remote, local, jobs, fromWorker, progress, n)
+		if local > 0 {
+			return false, st, fmt.Errorf("compactions ran locally although a worker was free: %s", st)
+		}
+		return remote >= n && jobs >= n && fromWorker > 0 && progress >= n, st, nil
+	})
+	verifyLedger(t, ctx, kv, l)
+}
+
+// 4. A worker is killed (deleted with no grace period) in the middle of a
+// compaction: while it merges (the job then fails on the store and, offload
+// being Preferred, runs again on another worker or locally) or while it
+// streams the output back for the warmup (the rest of the warmup then reads
+// from the bucket). Either way the compaction completes, the metrics say
+// where, and every acknowledged write reads back. The pool's transfer rate is
+// throttled (20 kB/s) and the data incompressible, so a job lasts long enough
+// to be caught.
+func (e *env) compactorDies(t *testing.T, kv *kvClient, l *ledger) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	e.patchPool(t, ctx, `{"spec":{"transferRateBytesPerSecond":20000,"replicas":2,"autoscaling":{"mode":"Disabled"}}}`)
+	e.awaitWorkers(t, 2)
+	for attempt := 1; ; attempt++ {
+		if attempt > 4 {
+			t.Fatal("never caught a compaction in flight on a worker in 4 attempts")
+		}
+		writeRandom(t, ctx, kv, l, fmt.Sprintf("c%d", attempt), 300, 4000)
+		regions := flushAll(t, ctx, kv)
+		before, err := e.scrapeAll(t, ctx, kvv1.ComponentStore, clusterName)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := regions[attempt%len(regions)]
+		done := make(chan error, 1)
+		go func() {
+			_, err := compact(ctx, kv, r)
+			done <- err
+		}()
+		var victim *corev1.Pod
+		phase := ""
+		var compactErr error
+		finished := false
+		deadline := time.Now().Add(30 * time.Second)
+		for victim == nil && time.Now().Before(deadline) {
+			for _, p := range e.pods(t, kvv1.ComponentCompactor, poolName) {
+				s, err := scrape(ctx, metricsURL(&p))
+				if err != nil {
+					continue
+				}
+				if s.sum("bellows_compactor_inflight_jobs") > 0 {
+					victim, phase = &p, "merging"
+				} else if s.sum("bellows_compactor_cache_used_bytes") > 0 {
+					victim, phase = &p, "streaming the output back"
+				}
+				if victim != nil {
+					break
+				}
+			}
+			if victim == nil {
+				select {
+				case compactErr = <-done:
+					finished = true
+				case <-time.After(50 * time.Millisecond):
+				}
+			}
+			if finished && victim == nil {
+				// merged already; the output may still be streaming
+				continue
+			}
+		}
+		if victim == nil {
+			t.Logf("attempt %d: no worker was seen holding the job (compaction: %v); again", attempt, compactErr)
+			if !finished {
+				<-done
+			}
+			continue
+		}
+		t.Logf("attempt %d: killing worker %s while it is %s (region %s)", attempt, victim.Name, phase, r.region)
+		if err := e.c.Delete(ctx, victim, client.GracePeriodSeconds(0)); err != nil {
+			t.Fatal(err)
+		}
+		if !finished {
+			compactErr = <-done
+		}
+		if compactErr != nil {
+			t.Fatalf("the compaction of %s failed after its worker died: %v", r.region, compactErr)
+		}
+		eventually(t, 2*time.Minute, "the compaction and its warmup to complete", func(ctx context.Context) (bool, string, error) {
+			s, err := e.scrapeAll(t, ctx, kvv1.ComponentStore, clusterName)
+			if err != nil {
+				return false, "", err
+			}
+			d := func(m string, labels ...string) float64 { return s.sum(m, labels...) - before.sum(m, labels...) }
+			remoteOK, remoteFail, localOK := d("bellows_compactions_total", "location=remote", "result=success"), d("bellows_compactions_total", "location=remote", "result=failure"), d("bellows_compactions_total", "location=local", "result=success")
+			fromBucket := d("bellows_warmup_bytes_total", "source=bucket")
+			progress := s.sum("bellows_warmup_progress_ratio", "region="+r.region)
+			st := fmt.Sprintf("remote success %v, remote failure %v, local success %v, warmup bytes from the bucket %v, warmup progress of %s %v",
+				remoteOK, remoteFail, localOK, fromBucket, r.region, progress)
+			if phase == "merging" {
+				return remoteOK+localOK >= 1 && progress >= 1, st, nil
+			}
+			return remoteOK >= 1 && fromBucket > 0 && progress >= 1, st, nil
+		})
+		break
+	}
+	e.awaitWorkers(t, 2)
+	verifyLedger(t, ctx, kv, l)
+}
+
+// writeRandom is write with incompressible values.
+func writeRandom(t *testing.T, ctx context.Context, kv *kvClient, l *ledger, prefix string, n, size int) {
+	t.Helper()
+	for i := range n {
+		key := keyFor(prefix, i)
+		val := make([]byte, size)
+		if _, err := rand.Read(val); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := kv.Put(ctx, key, val); err != nil {
+			t.Fatalf("put %q: %v", key, err)
+		}
+		l.ack(key, val)
+	}
+}
+
+func (e *env) patchPool(t *testing.T, ctx context.Context, patch string) {
+	t.Helper()
+	pool := &kvv1.CompactionPool{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: poolName}}
+	if err := e.c.Patch(ctx, pool, client.RawPatch("application/merge-patch+json", []byte(patch))); err != nil {
+		t.Fatalf("patch CompactionPool %s: %v", patch, err)
+	}
+}
+
+// awaitWorkers waits until the pool's Deployment has exactly n Ready, updated workers.
+func (e *env) awaitWorkers(t *testing.T, n int32) {
+	t.Helper()
+	eventually(t, 2*time.Minute, fmt.Sprintf("%d Ready workers", n), func(ctx context.Context) (bool, string, error) {
+		var d appsv1.Deployment
+		if err := e.c.Get(ctx, client.ObjectKey{Namespace: ns, Name: poolName + "-compactor"}, &d); err != nil {
+			return false, "", err
+		}
+		s := fmt.Sprintf("spec %d, ready %d, updated %d, total %d", ptr.Deref(d.Spec.Replicas, 0), d.Status.ReadyReplicas, d.Status.UpdatedReplicas, d.Status.Replicas)
+		return ptr.Deref(d.Spec.Replicas, 0) == n && d.Status.ReadyReplicas == n && d.Status.UpdatedReplicas == n && d.Status.Replicas == n &&
+			d.Status.ObservedGeneration == d.Generation, s, nil
+	})
+}
+
+// 5. Autoscaling through the capacity model (see autoscaling_test.go).
+func (e *env) autoscaling(t *testing.T, kv *kvClient, l *ledger) { autoscalingScenario(t, e, kv, l) }
+
+// 6. A change to the KVCluster's engine settings rolls the storage pods one
+// at a time while a client keeps writing and reading: it may see brief
+// UNAVAILABLE (retried), but every acknowledged write reads back.
+func (e *env) rollingUpdate(t *testing.T, kv *kvClient, l *ledger) {
+	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
+	defer cancel()
+	old := map[string]string{}
+	for _, p := range e.pods(t, kvv1.ComponentStore, clusterName) {
+		old[p.Name] = string(p.UID)
+	}
+	// the workload: writes, each read back at once, until stopped
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	var writes, retries, failures atomic.Int64
+	var firstFailure atomic.Value
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			key := keyFor("roll", i)
+			val := []byte(fmt.Sprintf("roll-%d", i))
+			octx, ocancel := context.WithTimeout(ctx, 60*time.Second)
+			n, err := kv.Put(octx, key, val)
+			retries.Add(int64(n))
+			if err == nil {
+				l.ack(key, val)
+				writes.Add(1)
+				var got []byte
+				var found bool
+				got, found, n, err = kv.Get(octx, key)
+				retries.Add(int64(n))
+				if err == nil && (!found || string(got) != string(val)) {
+					err = fmt.Errorf("read %q back as %q (found %t)", key, got, found)
+				}
+			}
+			ocancel()
+			if err != nil {
+				failures.Add(1)
+				firstFailure.CompareAndSwap(nil, fmt.Sprintf("key %q: %v", key, err))
+			}
+		}
+	}()
+	// one pod at a time: never two storage pods unavailable at once
+	var maxDown atomic.Int32
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(200 * time.Millisecond):
+			}
+			var pods corev1.PodList
+			if err := e.c.List(ctx, &pods, client.InNamespace(ns), client.MatchingLabels{kvv1.LabelInstance: clusterName, kvv1.LabelComponent: kvv1.ComponentStore}); err != nil {
+				continue
+			}
+			ready := int32(0)
+			for i := range pods.Items {
+				if podReady(&pods.Items[i]) {
+					ready++
+				}
+			}
+			if down := 2 - ready; down > maxDown.Load() {
+				maxDown.Store(down)
+			}
+		}
+	}()
+	eventually(t, 30*time.Second, "the workload to get going", func(context.Context) (bool, string, error) {
+		return writes.Load() >= 20, fmt.Sprintf("%d writes", writes.Load()), nil
+	})
+	kvc := &kvv1.KVCluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: clusterName}}
+	if err := e.c.Patch(ctx, kvc, client.RawPatch("application/merge-patch+json", []byte(`{"spec":{"engine":{"blockCacheBytes":"48Mi"}}}`))); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 5*time.Minute, "every storage pod replaced and the KVCluster Ready", func(ctx context.Context) (bool, string, error) {
+		if err := e.c.Get(ctx, client.ObjectKeyFromObject(kvc), kvc); err != nil {
+			return false, "", err
+		}
+		pods := e.pods(t, kvv1.ComponentStore, clusterName)
+		replaced := 0
+		for _, p := range pods {
+			if old[p.Name] != "" && old[p.Name] != string(p.UID) && podReady(&p) {
+				replaced++
+			}
+		}
+		r := meta.FindStatusCondition(kvc.Status.Conditions, kvv1.ConditionReady)
+		st := fmt.Sprintf("%d/2 pods replaced and Ready; %s; updated %d", replaced, condString(r), kvc.Status.UpdatedReplicas)
+		return replaced == 2 && r != nil && r.Status == metav1.ConditionTrue && r.ObservedGeneration == kvc.Generation, st, nil
+	})
+	// keep going briefly on the new pods, then stop
+	target := writes.Load() + 20
+	eventually(t, time.Minute, "writes on the new pods", func(context.Context) (bool, string, error) {
+		return writes.Load() >= target, fmt.Sprintf("%d writes", writes.Load()), nil
+	})
+	close(stop)
+	wg.Wait()
+	t.Logf("during the roll: %d acknowledged writes, %d retried attempts, %d failed operations, at most %d storage pods down at once",
+		writes.Load(), retries.Load(), failures.Load(), maxDown.Load())
+	if f := failures.Load(); f > 0 {
+		t.Errorf("%d operations failed despite retries, first: %v", f, firstFailure.Load())
+	}
+	if maxDown.Load() > 1 {
+		t.Errorf("%d storage pods were down at once: the roll must go one pod at a time", maxDown.Load())
+	}
+	// the new setting reached the pods
+	var cm corev1.ConfigMap
+	if err := e.c.Get(ctx, client.ObjectKey{Namespace: ns, Name: clusterName + "-engine"}, &cm); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(cm.Data["engine.yaml"], "50331648") && !strings.Contains(cm.Data["engine.yaml"], "48Mi") {
+		t.Errorf("engine.yaml does not carry the new block cache size:\n%s", cm.Data["engine.yaml"])
+	}
+	verifyLedger(t, ctx, kv, l)
+}
+
+// 7. Deleting the resources and uninstalling the chart leaves nothing
+// behind: no KVCluster, CompactionPool or namespace of the test, no PVC, no
+// operator Deployment, ServiceAccount, ClusterRole(Binding) or release
+// Secret, no pod anywhere, no container running in the node's containerd.
+// CRDs stay after `helm uninstall` by Helm's design (crds/ is never
+// deleted); the test deletes them and checks that too.
+func (e *env) uninstall(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	e.run(t, "kubectl", "delete", "-k", "e2e/overlay", "--wait=true", "--timeout=3m")
+	e.run(t, "helm", "uninstall", release, "--namespace", operatorNS, "--wait", "--timeout", "2m")
+	e.run(t, "kubectl", "delete", "namespace", operatorNS, "--wait=true", "--timeout=2m")
+	for _, crd := range []string{"kvclusters.kv.bellows.dev", "compactionpools.kv.bellows.dev"} {
+		out, err := e.try("kubectl", "get", "crd", crd, "-o", "name")
+		if err != nil {
+			t.Errorf("CRD %s is gone after helm uninstall (Helm keeps crds/): %v %s", crd, err, out)
+			continue
+		}
+		e.run(t, "kubectl", "delete", "crd", crd, "--wait=true", "--timeout=1m")
+	}
+	eventually(t, 2*time.Minute, "nothing left behind", func(ctx context.Context) (bool, string, error) {
+		var left []string
+		check := func(what string, list client.ObjectList, opts ...client.ListOption) {
+			if err := e.c.List(ctx, list, opts...); err != nil && !meta.IsNoMatchError(err) {
+				left = append(left, what+": "+err.Error())
+				return
+			}
+			if n := meta.LenList(list); n > 0 {
+				left = append(left, fmt.Sprintf("%d %s", n, what))
+			}
+		}
+		check("pods", &corev1.PodList{})
+		check("PVCs", &corev1.PersistentVolumeClaimList{})
+		check("bellows-labelled ClusterRoles", &rbacv1.ClusterRoleList{}, client.MatchingLabels{"app.kubernetes.io/name": "bellows"})
+		check("bellows-labelled ClusterRoleBindings", &rbacv1.ClusterRoleBindingList{}, client.MatchingLabels{"app.kubernetes.io/name": "bellows"})
+		for _, n := range []string{ns, operatorNS} {
+			var nsObj corev1.Namespace
+			if err := e.c.Get(ctx, client.ObjectKey{Name: n}, &nsObj); err == nil {
+				left = append(left, "namespace "+n+" ("+string(nsObj.Status.Phase)+")")
+			}
+		}
+		if out, err := e.try("kubectl", "get", "crd", "-o", "name"); err == nil && strings.Contains(out, "bellows.dev") {
+			left = append(left, "CRDs: "+out)
+		}
+		if sock := os.Getenv("CONTAINERD_SOCK"); sock != "" {
+			out, err := e.try("ctr", "-a", sock, "-n", "k8s.io", "tasks", "ls", "-q")
+			if err != nil {
+				left = append(left, "ctr: "+err.Error())
+			} else if strings.TrimSpace(out) != "" {
+				left = append(left, "running containers: "+strings.Join(strings.Fields(out), " "))
+			}
+		}
+		return len(left) == 0, strings.Join(left, "; "), nil
+	})
+	// the volumes were released: the claims are gone (reclaim policy Retain keeps the data)
+	var pvs corev1.PersistentVolumeList
+	if err := e.c.List(ctx, &pvs, client.MatchingLabels{"bellows-e2e": "true"}); err != nil {
+		t.Fatal(err)
+	}
+	for _, pv := range pvs.Items {
+		if pv.Status.Phase == corev1.VolumeBound {
+			t.Errorf("PV %s is still Bound to %v", pv.Name, pv.Spec.ClaimRef)
+		}
+	}
+}
