@@ -46,7 +46,7 @@ const (
 var (
 	// RefreshInterval is how often the map is rebuilt in the background.
 	RefreshInterval = 10 * time.Second
-	// MinRefreshGap bounds on-demand refreshes: a region no store serves
+	// MinRefreshGap spaces on-demand refreshes: a region no store serves
 	// yet would otherwise cost every request one Regions call per peer.
 	MinRefreshGap = 100 * time.Millisecond
 	// RegionsTimeout bounds one peer's Regions call during a refresh.
@@ -119,18 +119,24 @@ func (r *Router) Client(addr string) (kvv1.KVClient, error) {
 }
 
 // Refresh rebuilds the map from every peer's Regions answer, unless it
-// changed since the caller read generation seen (a concurrent caller already
-// refreshed it) or was rebuilt less than MinRefreshGap ago. It does not use
-// the caller's context: a refresh serves every request waiting on it.
+// changed since the caller read generation seen: a concurrent caller already
+// refreshed it. Refreshes are at least MinRefreshGap apart; a caller waits
+// for its turn, sharing the refresh with every caller waiting meanwhile. It
+// does not use the caller's context: a refresh serves every request waiting
+// on it.
 func (r *Router) Refresh(seen uint64) {
 	r.refreshMu.Lock()
 	defer r.refreshMu.Unlock()
 	r.mu.Lock()
-	stale := r.gen == seen && time.Since(r.last) >= MinRefreshGap
+	stale, wait := r.gen == seen, MinRefreshGap-time.Since(r.last)
 	r.mu.Unlock()
-	if stale {
-		r.refresh()
+	if !stale {
+		return
 	}
+	if wait > 0 {
+		time.Sleep(wait) // rate limit, not synchronisation
+	}
+	r.refresh()
 }
 
 func (r *Router) refresh() {
@@ -180,15 +186,28 @@ func (r *Router) refresh() {
 // ask returns the regions peer addr serves, or false when it is this store
 // or did not answer.
 func (r *Router) ask(addr string) ([]string, bool) {
-	c, err := r.Client(addr)
-	if err != nil {
-		r.log.Warn("peer store: bad address", "peer", addr, "err", err)
-		return nil, false
+	var (
+		resp *kvv1.RegionsResponse
+		md   metadata.MD
+		err  error
+	)
+	// A connection that failed backs off for up to seconds, failing every
+	// call at once meanwhile, even once the peer is back (restarted): after
+	// a failure, dial afresh once. A peer still down refuses at once.
+	for attempt := 0; attempt < 2; attempt++ {
+		var c kvv1.KVClient
+		if c, err = r.Client(addr); err != nil {
+			r.log.Warn("peer store: bad address", "peer", addr, "err", err)
+			return nil, false
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), RegionsTimeout)
+		resp, err = c.Regions(ctx, &kvv1.RegionsRequest{}, grpc.Header(&md))
+		cancel()
+		if err == nil {
+			break
+		}
+		r.drop(addr)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), RegionsTimeout)
-	defer cancel()
-	var md metadata.MD
-	resp, err := c.Regions(ctx, &kvv1.RegionsRequest{}, grpc.Header(&md))
 	if err != nil {
 		r.log.Debug("peer store did not answer Regions", "peer", addr, "err", err)
 		return nil, false
@@ -201,6 +220,16 @@ func (r *Router) ask(addr string) ([]string, bool) {
 		names = append(names, g.Name)
 	}
 	return names, true
+}
+
+// drop closes the connection to addr.
+func (r *Router) drop(addr string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if c := r.conns[addr]; c != nil {
+		_ = c.Close()
+		delete(r.conns, addr)
+	}
 }
 
 // Run refreshes the map now and every RefreshInterval until ctx ends.
