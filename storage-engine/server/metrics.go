@@ -56,7 +56,8 @@ func (m *Metrics) forwarded(op string) {
 func (m *Metrics) UnaryInterceptor(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
 	began := time.Now()
 	resp, err := h(ctx, req)
-	if op, ok := ops[info.FullMethod]; ok {
+	// A forwarded request is timed once, by the store the client called.
+	if op, ok := ops[info.FullMethod]; ok && !forwarded(ctx) {
 		m.latency.WithLabelValues(op).Observe(time.Since(began).Seconds())
 	}
 	return resp, err
@@ -66,7 +67,7 @@ func (m *Metrics) UnaryInterceptor(ctx context.Context, req any, info *grpc.Unar
 func (m *Metrics) StreamInterceptor(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, h grpc.StreamHandler) error {
 	began := time.Now()
 	err := h(srv, ss)
-	if op, ok := ops[info.FullMethod]; ok {
+	if op, ok := ops[info.FullMethod]; ok && !forwarded(ss.Context()) {
 		m.latency.WithLabelValues(op).Observe(time.Since(began).Seconds())
 	}
 	return err
