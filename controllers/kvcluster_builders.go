@@ -159,6 +159,10 @@ func storeArgs(c *kvv1.KVCluster) []string {
 		args = append(args, fmt.Sprintf("--regions=%d", c.Spec.Regions.RegionCount()))
 	}
 	args = append(args, fmt.Sprintf("--region-owner=$(POD_INDEX)/%d", c.Spec.Replicas))
+	// Every store forwards requests for the others' regions, so the client
+	// Service (which load-balances) serves any key. Peers are the headless
+	// Service's endpoints, its port "grpc".
+	args = append(args, fmt.Sprintf("--peer-service=%s/%s", c.Namespace, storeHeadlessName(c)))
 	if ref := c.Spec.CompactionPoolRef; ref != nil && c.Spec.Engine.Offload != "Disabled" {
 		args = append(args, fmt.Sprintf("--compactor-service=%s/%s", c.Namespace, poolServiceName(ref.Name)))
 	}
@@ -272,9 +276,10 @@ func BuildStoreServiceAccount(c *kvv1.KVCluster) *corev1.ServiceAccount {
 	return sa
 }
 
-// storeRoleRules let a store discover the compaction workers: it lists and
-// watches the EndpointSlices of the CompactionPool's Service (label
-// kubernetes.io/service-name=<pool>-compactor) in its own namespace. The
+// storeRoleRules let a store discover the compaction workers and its peers:
+// it lists and watches the EndpointSlices of the CompactionPool's Service
+// (label kubernetes.io/service-name=<pool>-compactor) and of its own headless
+// Service (<cluster>-headless) in its own namespace. The
 // operator must hold these permissions itself to grant them (see the RBAC
 // markers in kvcluster_controller.go).
 func storeRoleRules() []rbacv1.PolicyRule {

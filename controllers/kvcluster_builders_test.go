@@ -42,7 +42,8 @@ func TestStoreBuilders(t *testing.T) {
 	sts := BuildStoreStatefulSet(c, cm)
 	args := strings.Join(sts.Spec.Template.Spec.Containers[0].Args, " ")
 	for _, want := range []string{"store", "--listen=:7400", "--metrics-listen=:9090", "--bucket=file:///bucket", "--regions=7",
-		"--region-owner=$(POD_INDEX)/3", "--compactor-service=ns/pool-compactor", "--config=/etc/bellows/engine.yaml", "--wal-dir="} {
+		"--region-owner=$(POD_INDEX)/3", "--compactor-service=ns/pool-compactor", "--config=/etc/bellows/engine.yaml", "--wal-dir=",
+		"--peer-service=ns/kv-headless"} {
 		if !strings.Contains(args, want) {
 			t.Errorf("store args %q lack %q", args, want)
 		}
@@ -81,10 +82,11 @@ func TestStoreBuilders(t *testing.T) {
 	c3.Spec.Engine.Offload = "Disabled"
 	c3.Spec.Regions = kvv1.RegionsSpec{SplitKeys: []string{"g", "p"}}
 	args = strings.Join(storeArgs(c3), " ")
-	if strings.Contains(args, "--compactor-service") || !strings.Contains(args, "--split-keys=g,p") {
+	if strings.Contains(args, "--compactor-service") || !strings.Contains(args, "--split-keys=g,p") || !strings.Contains(args, "--peer-service=ns/kv-headless") {
 		t.Errorf("args %q", args)
 	}
-	if h := BuildStoreHeadlessService(c); h.Spec.ClusterIP != "None" || len(h.Spec.Ports) != 2 {
+	// --peer-service names the headless Service's port "grpc".
+	if h := BuildStoreHeadlessService(c); h.Spec.ClusterIP != "None" || len(h.Spec.Ports) != 2 || h.Spec.Ports[0].Name != "grpc" {
 		t.Errorf("headless service: %+v", h.Spec)
 	}
 	if s := BuildStoreClientService(c); len(s.Spec.Ports) != 1 || s.Spec.Ports[0].Port != 7400 {

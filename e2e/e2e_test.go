@@ -3,6 +3,7 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"fmt"
@@ -302,6 +303,32 @@ func (e *env) offloadedCompaction(t *testing.T, kv *kvClient, l *ledger) {
 	}
 	if r, err := kvpb.NewKVClient(conn).Regions(ctx, &kvpb.RegionsRequest{}); err != nil || len(r.Regions) == 0 {
 		t.Fatalf("Regions through the client Service %s: %v %v", svc.Spec.ClusterIP, r, err)
+	}
+	// Stores forward requests for each other's regions, so the client
+	// Service alone serves a key of every region, whichever store it picks.
+	routes, err := kv.Regions(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	svcKV := kvpb.NewKVClient(conn)
+	for _, r := range routes {
+		key := append(append([]byte(nil), r.start...), "via-client-service"...)
+		value := []byte("served by any store: " + r.region)
+		eventually(t, 30*time.Second, "a put and get of "+r.region+" through the client Service", func(ctx context.Context) (bool, string, error) {
+			p, err := svcKV.Put(ctx, &kvpb.PutRequest{Key: key, Value: value})
+			if err != nil {
+				return false, "", err
+			}
+			if p.Region != r.region {
+				t.Fatalf("put %q through the client Service landed in %s, want %s", key, p.Region, r.region)
+			}
+			l.ack(key, value)
+			g, err := svcKV.Get(ctx, &kvpb.GetRequest{Key: key})
+			if err != nil {
+				return false, "", err
+			}
+			return g.Found && bytes.Equal(g.Value, value), fmt.Sprintf("found=%t", g.Found), nil
+		})
 	}
 
 	before, err := e.scrapeAll(t, ctx, kvv1.ComponentStore, clusterName)

@@ -21,8 +21,9 @@ import (
 )
 
 // kvClient routes each key to the storage pod serving its region, as a
-// region-aware client must: a store answers only for the regions it owns
-// (OUT_OF_RANGE otherwise), so the client Service alone cannot route. It
+// region-aware client may: it saves the hop a store takes to forward a
+// request for another store's region (the client Service alone serves any
+// key; offloadedCompaction checks it), and it lets the tests aim at one pod. It
 // discovers the stores from the API (pods of the KVCluster; there is no
 // cluster DNS) and their regions with the Regions RPC, and rediscovers when
 // a store is unreachable or answers UNAVAILABLE / OUT_OF_RANGE (a rolling

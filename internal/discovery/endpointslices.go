@@ -1,7 +1,9 @@
-// Package discovery finds compaction workers inside Kubernetes: the ready
-// endpoints of the CompactionPool's Service, read from its EndpointSlices.
-// It lives outside storage-engine/, which imports no Kubernetes packages;
-// the store command hands it to the offload executor as a Discovery.
+// Package discovery finds compaction workers and peer stores inside
+// Kubernetes: the ready endpoints of a Service (the CompactionPool's, the
+// KVCluster's headless one), read from its EndpointSlices. It lives outside
+// storage-engine/, which imports no Kubernetes packages; the store command
+// hands it to the offload executor as a Discovery and to the router as its
+// peer list.
 package discovery
 
 import (
@@ -35,7 +37,7 @@ type EndpointSlices struct {
 func ParseService(s string) (namespace, name string, err error) {
 	ns, n, ok := strings.Cut(s, "/")
 	if !ok || ns == "" || n == "" || strings.Contains(n, "/") {
-		return "", "", fmt.Errorf("compactor service %q: want NAMESPACE/NAME", s)
+		return "", "", fmt.Errorf("service %q: want NAMESPACE/NAME", s)
 	}
 	return ns, n, nil
 }
@@ -64,7 +66,11 @@ func StartEndpointSlices(ctx context.Context, cfg *rest.Config, namespace, servi
 
 // Compactors returns host:port of every ready, not terminating endpoint,
 // sorted. A draining worker is terminating: it gets no new jobs.
-func (d *EndpointSlices) Compactors() []string {
+func (d *EndpointSlices) Compactors() []string { return d.Endpoints() }
+
+// Endpoints returns host:port of every ready, not terminating endpoint,
+// sorted.
+func (d *EndpointSlices) Endpoints() []string {
 	sl, err := d.lister.List(labels.Set{discoveryv1.LabelServiceName: d.service}.AsSelector())
 	if err != nil {
 		return nil

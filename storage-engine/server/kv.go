@@ -1,7 +1,9 @@
 // Package server is the storage pod's gRPC API: bellows.kv.v1.KV (and Admin)
 // over a Store, the set of regions the pod serves. Each request is routed to
 // the region holding its key; a batch must fall in one region, because a
-// region is the unit of atomicity.
+// region is the unit of atomicity. With Forwarding, a request for a region
+// another store serves is forwarded to it (forward.go), so any store answers
+// for any key; without, it fails with OUT_OF_RANGE.
 package server
 
 import (
@@ -10,12 +12,15 @@ import (
 	"fmt"
 	"strings"
 
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
 	kvv1 "github.com/bellows-kv/bellows/proto/bellows/kv/v1"
 	"github.com/bellows-kv/bellows/storage-engine/kv"
 	"github.com/bellows-kv/bellows/storage-engine/region"
+	"github.com/bellows-kv/bellows/storage-engine/server/route"
 )
 
 // scanChunk bounds one ScanResponse.
@@ -25,11 +30,16 @@ const scanChunk = 256 << 10
 type KV struct {
 	kvv1.UnimplementedKVServer
 	kvv1.UnimplementedAdminServer
-	store *Store
+	store   *Store
+	fwd     *Forwarding // nil: serve only this store's regions
+	metrics *Metrics    // nil: not observed
 }
 
-// NewKV serves store.
-func NewKV(store *Store) *KV { return &KV{store: store} }
+// NewKV serves store; fwd (may be nil) forwards the requests for other
+// stores' regions, counted in m (may be nil).
+func NewKV(store *Store, fwd *Forwarding, m *Metrics) *KV {
+	return &KV{store: store, fwd: fwd, metrics: m}
+}
 
 func (s *KV) route(key []byte) (*Region, error) {
 	if len(key) == 0 {
@@ -74,7 +84,15 @@ func readTS(ts *uint64) uint64 {
 }
 
 // Put implements kvv1.KVServer.
-func (s *KV) Put(_ context.Context, req *kvv1.PutRequest) (*kvv1.PutResponse, error) {
+func (s *KV) Put(ctx context.Context, req *kvv1.PutRequest) (*kvv1.PutResponse, error) {
+	if sp, ok := s.remote(ctx, req.Key); ok {
+		var resp *kvv1.PutResponse
+		err := s.forward(ctx, "put", sp, func(ctx context.Context, c kvv1.KVClient) (err error) {
+			resp, err = c.Put(ctx, req)
+			return err
+		})
+		return resp, err
+	}
 	r, e, err := s.routeOpen(req.Key)
 	if err != nil {
 		return nil, err
@@ -87,7 +105,15 @@ func (s *KV) Put(_ context.Context, req *kvv1.PutRequest) (*kvv1.PutResponse, er
 }
 
 // Get implements kvv1.KVServer.
-func (s *KV) Get(_ context.Context, req *kvv1.GetRequest) (*kvv1.GetResponse, error) {
+func (s *KV) Get(ctx context.Context, req *kvv1.GetRequest) (*kvv1.GetResponse, error) {
+	if sp, ok := s.remote(ctx, req.Key); ok {
+		var resp *kvv1.GetResponse
+		err := s.forward(ctx, "get", sp, func(ctx context.Context, c kvv1.KVClient) (err error) {
+			resp, err = c.Get(ctx, req)
+			return err
+		})
+		return resp, err
+	}
 	r, e, err := s.routeOpen(req.Key)
 	if err != nil {
 		return nil, err
@@ -100,7 +126,15 @@ func (s *KV) Get(_ context.Context, req *kvv1.GetRequest) (*kvv1.GetResponse, er
 }
 
 // Delete implements kvv1.KVServer.
-func (s *KV) Delete(_ context.Context, req *kvv1.DeleteRequest) (*kvv1.DeleteResponse, error) {
+func (s *KV) Delete(ctx context.Context, req *kvv1.DeleteRequest) (*kvv1.DeleteResponse, error) {
+	if sp, ok := s.remote(ctx, req.Key); ok {
+		var resp *kvv1.DeleteResponse
+		err := s.forward(ctx, "delete", sp, func(ctx context.Context, c kvv1.KVClient) (err error) {
+			resp, err = c.Delete(ctx, req)
+			return err
+		})
+		return resp, err
+	}
 	r, e, err := s.routeOpen(req.Key)
 	if err != nil {
 		return nil, err
@@ -113,9 +147,28 @@ func (s *KV) Delete(_ context.Context, req *kvv1.DeleteRequest) (*kvv1.DeleteRes
 }
 
 // Batch implements kvv1.KVServer.
-func (s *KV) Batch(_ context.Context, req *kvv1.BatchRequest) (*kvv1.BatchResponse, error) {
+func (s *KV) Batch(ctx context.Context, req *kvv1.BatchRequest) (*kvv1.BatchResponse, error) {
 	if len(req.Mutations) == 0 {
 		return nil, toStatus(region.ErrEmptyBatch)
+	}
+	if sp, ok := s.remote(ctx, req.Mutations[0].Key); ok {
+		// The whole batch goes to one region's owner, which applies it
+		// atomically; it must all fall in that region.
+		for i, m := range req.Mutations {
+			if len(m.Key) == 0 {
+				return nil, status.Errorf(codes.InvalidArgument, "mutation %d: %s", i, region.ErrEmptyKey)
+			}
+			if o := spanOf(s.fwd.Spans, m.Key); o.Name != sp.Name {
+				return nil, status.Errorf(codes.InvalidArgument,
+					"mutation %d: key %q is in region %s, mutation 0 in %s; a batch is atomic only within one region", i, m.Key, o.Name, sp.Name)
+			}
+		}
+		var resp *kvv1.BatchResponse
+		err := s.forward(ctx, "batch", sp, func(ctx context.Context, c kvv1.KVClient) (err error) {
+			resp, err = c.Batch(ctx, req)
+			return err
+		})
+		return resp, err
 	}
 	var r *Region
 	b := new(region.Batch)
@@ -150,14 +203,22 @@ func (s *KV) Batch(_ context.Context, req *kvv1.BatchRequest) (*kvv1.BatchRespon
 }
 
 // Scan implements kvv1.KVServer. Each region is read from one consistent view;
-// regions are read one after another.
+// regions are read one after another, in key order. With forwarding, the
+// regions of [start, end) this store does not have open are read from their
+// owners; a forwarded scan must fall entirely in this store's regions.
 func (s *KV) Scan(req *kvv1.ScanRequest, stream kvv1.KV_ScanServer) error {
+	ctx := stream.Context()
 	end := req.End
 	if len(end) == 0 {
 		end = nil
 	}
 	if end != nil && bytes.Compare(req.Start, end) >= 0 {
 		return nil
+	}
+	if s.fwd != nil && forwarded(ctx) {
+		if at, ok := s.uncovered(req.Start, end); ok {
+			return status.Errorf(codes.OutOfRange, "scan from %q: key %q is in no region this store serves (see Regions)", req.Start, at)
+		}
 	}
 	left := int(req.Limit)
 	var chunk kvv1.ScanResponse
@@ -170,20 +231,21 @@ func (s *KV) Scan(req *kvv1.ScanRequest, stream kvv1.KV_ScanServer) error {
 		chunk.Pairs, size = nil, 0
 		return err
 	}
-	for _, r := range s.store.Regions() {
-		if r.Span.End != nil && bytes.Compare(r.Span.End, req.Start) <= 0 {
-			continue
+	emit := func(k, v []byte) error {
+		chunk.Pairs = append(chunk.Pairs, &kvv1.KeyValue{Key: bytes.Clone(k), Value: bytes.Clone(v)})
+		if size += len(k) + len(v); size >= scanChunk {
+			return flush()
 		}
-		if end != nil && bytes.Compare(r.Span.Start, end) >= 0 {
-			break
+		return nil
+	}
+	for _, p := range s.scanPieces(ctx, req.Start, end) {
+		var err error
+		if p.local != nil {
+			err = s.scanRegion(ctx, p.local, p.start, p.end, readTS(req.ReadTs), &left, req.Limit > 0, emit)
+		} else {
+			err = s.scanRemote(ctx, p.piece, req, &left, req.Limit > 0, emit)
 		}
-		if err := s.scanRegion(stream.Context(), r, req.Start, end, readTS(req.ReadTs), &left, req.Limit > 0, func(k, v []byte) error {
-			chunk.Pairs = append(chunk.Pairs, &kvv1.KeyValue{Key: bytes.Clone(k), Value: bytes.Clone(v)})
-			if size += len(k) + len(v); size >= scanChunk {
-				return flush()
-			}
-			return nil
-		}); err != nil {
+		if err != nil {
 			return err
 		}
 		if req.Limit > 0 && left == 0 {
@@ -191,6 +253,37 @@ func (s *KV) Scan(req *kvv1.ScanRequest, stream kvv1.KV_ScanServer) error {
 		}
 	}
 	return flush()
+}
+
+// scanPiece is a piece of a scan and, when it is read here, its region.
+type scanPiece struct {
+	piece
+	local *Region
+}
+
+// scanPieces are the pieces of [start, end) in key order: without forwarding
+// (or for a forwarded scan), this store's regions; with it, every region,
+// local where this store has it open.
+func (s *KV) scanPieces(ctx context.Context, start, end []byte) []scanPiece {
+	var out []scanPiece
+	if s.fwd == nil || forwarded(ctx) {
+		for _, r := range s.store.Regions() {
+			for _, p := range split([]Span{r.Span}, start, end) {
+				out = append(out, scanPiece{p, r})
+			}
+		}
+		return out
+	}
+	for _, p := range split(s.fwd.Spans, start, end) {
+		sp := scanPiece{piece: p}
+		if r := s.store.ByName(p.span.Name); r != nil {
+			if _, err := r.Engine(); err == nil {
+				sp.local = r
+			}
+		}
+		out = append(out, sp)
+	}
+	return out
 }
 
 func (s *KV) scanRegion(ctx context.Context, r *Region, start, end []byte, ts uint64, left *int, limited bool, emit func(k, v []byte) error) error {
@@ -230,7 +323,11 @@ func maxKey(a, b []byte) []byte {
 }
 
 // Regions implements kvv1.KVServer.
-func (s *KV) Regions(context.Context, *kvv1.RegionsRequest) (*kvv1.RegionsResponse, error) {
+func (s *KV) Regions(ctx context.Context, _ *kvv1.RegionsRequest) (*kvv1.RegionsResponse, error) {
+	if s.fwd != nil {
+		// Lets this store's router recognise itself among its peers.
+		_ = grpc.SetHeader(ctx, metadata.Pairs(route.StoreIDHeader, s.fwd.Router.Self()))
+	}
 	resp := &kvv1.RegionsResponse{}
 	for _, r := range s.store.Regions() {
 		info := &kvv1.RegionInfo{Name: r.Name(), Start: r.Span.Start, End: r.Span.End}

@@ -11,9 +11,11 @@ import (
 	"github.com/bellows-kv/bellows/storage-engine/region"
 )
 
-// Metrics observes request latency by op (bellows_kv_request_duration_seconds).
+// Metrics observes request latency by op (bellows_kv_request_duration_seconds)
+// and the requests forwarded to other stores (bellows_kv_forwarded_total).
 type Metrics struct {
-	latency *prometheus.HistogramVec
+	latency  *prometheus.HistogramVec
+	forwards *prometheus.CounterVec
 }
 
 // ops maps KV methods to the op label; Admin and Regions calls are not
@@ -23,25 +25,39 @@ var ops = map[string]string{
 	"/bellows.kv.v1.KV/Delete": "delete", "/bellows.kv.v1.KV/Batch": "batch",
 }
 
-// NewMetrics registers the request histogram with reg.
+// NewMetrics registers the request metrics with reg.
 func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "bellows_kv_request_duration_seconds",
 		Help:    "KV request latency by op, including failed requests.",
 		Buckets: prometheus.ExponentialBuckets(25e-6, 2, 18), // 25µs … 3.3s
-	}, []string{"op"})}
+	}, []string{"op"}),
+		forwards: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "bellows_kv_forwarded_total",
+			Help: "Calls forwarded to the store serving the key's region, by op (a scan makes one per remote region; a retry after a map refresh counts again).",
+		}, []string{"op"}),
+	}
 	for _, op := range ops {
 		m.latency.WithLabelValues(op)
+		m.forwards.WithLabelValues(op)
 	}
-	reg.MustRegister(m.latency)
+	reg.MustRegister(m.latency, m.forwards)
 	return m
+}
+
+// forwarded counts one forwarded call.
+func (m *Metrics) forwarded(op string) {
+	if m != nil {
+		m.forwards.WithLabelValues(op).Inc()
+	}
 }
 
 // UnaryInterceptor times unary KV calls.
 func (m *Metrics) UnaryInterceptor(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
 	began := time.Now()
 	resp, err := h(ctx, req)
-	if op, ok := ops[info.FullMethod]; ok {
+	// A forwarded request is timed once, by the store the client called.
+	if op, ok := ops[info.FullMethod]; ok && !forwarded(ctx) {
 		m.latency.WithLabelValues(op).Observe(time.Since(began).Seconds())
 	}
 	return resp, err
@@ -51,7 +67,7 @@ func (m *Metrics) UnaryInterceptor(ctx context.Context, req any, info *grpc.Unar
 func (m *Metrics) StreamInterceptor(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, h grpc.StreamHandler) error {
 	began := time.Now()
 	err := h(srv, ss)
-	if op, ok := ops[info.FullMethod]; ok {
+	if op, ok := ops[info.FullMethod]; ok && !forwarded(ss.Context()) {
 		m.latency.WithLabelValues(op).Observe(time.Since(began).Seconds())
 	}
 	return err

@@ -15,6 +15,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -78,10 +79,14 @@ func (s *syncBuffer) String() string {
 
 var readyLine = regexp.MustCompile(`^bellows \S+ ready grpc=(\S+) metrics=(\S+)$`)
 
-// start runs `bellows args...` on free ports and waits for its ready line.
+// start runs `bellows args...` on free ports (the gRPC one unless args set
+// --listen) and waits for its ready line.
 func start(t *testing.T, name string, args ...string) *proc {
 	t.Helper()
-	args = append(args, "--listen=127.0.0.1:0", "--metrics-listen=127.0.0.1:0")
+	if !slices.ContainsFunc(args, func(a string) bool { return strings.HasPrefix(a, "--listen=") }) {
+		args = append(args, "--listen=127.0.0.1:0")
+	}
+	args = append(args, "--metrics-listen=127.0.0.1:0")
 	p := &proc{name: name, cmd: exec.Command(binary, args...), stderr: &syncBuffer{}, exited: make(chan struct{})}
 	p.cmd.Stderr = p.stderr
 	out, err := p.cmd.StdoutPipe()

@@ -22,6 +22,7 @@ import (
 	"github.com/bellows-kv/bellows/storage-engine/offload"
 	"github.com/bellows-kv/bellows/storage-engine/region"
 	"github.com/bellows-kv/bellows/storage-engine/server"
+	"github.com/bellows-kv/bellows/storage-engine/server/route"
 	"github.com/bellows-kv/bellows/storage-engine/wal"
 )
 
@@ -30,6 +31,7 @@ type storeFlags struct {
 	regions                                       int
 	splitKeys, regionOwner                        string
 	compactors, compactorService, offloadMode     string
+	peers, peerService                            string
 	forceTakeover                                 bool
 	ownershipCheck, releaseTimeout                time.Duration
 }
@@ -54,6 +56,8 @@ func newStoreCommand() *cobra.Command {
 	f.StringVar(&o.compactors, "compactors", "", "compaction workers, host:port,...")
 	f.StringVar(&o.compactorService, "compactor-service", "", "NAMESPACE/NAME of the workers' Service (the ready endpoints of its EndpointSlices; needs list/watch on endpointslices)")
 	f.StringVar(&o.offloadMode, "offload", "", "Required, Preferred or Disabled; overrides engine.yaml")
+	f.StringVar(&o.peers, "peers", "", "the stores of the cluster, host:port,... (this one may be listed): requests for their regions are forwarded to them")
+	f.StringVar(&o.peerService, "peer-service", "", "NAMESPACE/NAME of the stores' headless Service: the peers are its EndpointSlices' endpoints (needs list/watch on endpointslices)")
 	f.BoolVar(&o.forceTakeover, "force-takeover", false,
 		"claim assigned regions even if another store owns them and has not released them, forfeiting the writes it acknowledged but did not flush (use only when that store's WAL volume is gone)")
 	f.DurationVar(&o.ownershipCheck, "ownership-check-interval", 5*time.Second,
@@ -63,6 +67,7 @@ func newStoreCommand() *cobra.Command {
 	_ = cmd.MarkFlagRequired("bucket")
 	_ = cmd.MarkFlagRequired("wal-dir")
 	cmd.MarkFlagsMutuallyExclusive("regions", "split-keys")
+	cmd.MarkFlagsMutuallyExclusive("peers", "peer-service")
 	return cmd
 }
 
@@ -97,7 +102,12 @@ func runStore(cmd *cobra.Command, o storeFlags) error {
 	if err != nil {
 		return err
 	}
+	allSpans := spans
 	spans = owner.Owned(spans)
+	peers, err := peerList(ctx, o)
+	if err != nil {
+		return err
+	}
 
 	mode := cfg.Offload
 	if o.offloadMode != "" {
@@ -208,11 +218,46 @@ func runStore(cmd *cobra.Command, o storeFlags) error {
 	}()
 	log.Info("serving", "regions", len(spans), "offload", offMode, "workers", workers.Compactors(), "bucket", o.bucket)
 	server.RegisterStoreGauges(reg, store, cache)
-	kv := server.NewKV(store)
+	var fwd *server.Forwarding
+	if peers != nil {
+		router := route.New(route.Options{Peers: peers, Logger: log})
+		defer router.Close()
+		go router.Run(ctx)
+		fwd = &server.Forwarding{Spans: allSpans, Router: router}
+		log.Info("forwarding requests for other stores' regions", "peers", peers())
+	}
+	kv := server.NewKV(store, fwd, m)
 	kvv1.RegisterKVServer(srv.grpc, kv)
 	kvv1.RegisterAdminServer(srv.grpc, kv)
 	mux := health.Mux(reg, func() error { return nil }, nil)
 	return srv.run(ctx, "store", mux, cmd.OutOrStdout())
+}
+
+// peerList is where the other stores are (--peers, --peer-service), nil
+// when neither is set (no forwarding).
+func peerList(ctx context.Context, o storeFlags) (func() []string, error) {
+	if o.peers != "" {
+		static := strings.FieldsFunc(o.peers, func(r rune) bool { return r == ',' || r == ' ' })
+		return func() []string { return static }, nil
+	}
+	if o.peerService == "" {
+		return nil, nil
+	}
+	ns, name, err := discovery.ParseService(o.peerService)
+	if err != nil {
+		return nil, fmt.Errorf("--peer-service: %w", err)
+	}
+	kcfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(clientcmd.NewDefaultClientConfigLoadingRules(), nil).ClientConfig()
+	if err != nil {
+		return nil, fmt.Errorf("--peer-service: no Kubernetes API access: %w", err)
+	}
+	// The headless Service's "grpc" port; its endpoints include this pod,
+	// which the router recognises by its identity.
+	es, err := discovery.StartEndpointSlices(ctx, kcfg, ns, name, "grpc")
+	if err != nil {
+		return nil, fmt.Errorf("--peer-service: %w", err)
+	}
+	return es.Endpoints, nil
 }
 
 // jobInputBytes sizes a job from its region's manifest, without bucket calls.

@@ -1,0 +1,235 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"strings"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	kvv1 "github.com/bellows-kv/bellows/proto/bellows/kv/v1"
+	"github.com/bellows-kv/bellows/storage-engine/server/route"
+)
+
+// Forwarding lets a store serve any key: a request for a region this store
+// does not serve (or has not opened yet) is forwarded to the peer that does.
+type Forwarding struct {
+	// Spans is the whole key space's split (before the --region-owner
+	// filter): how a key maps to a region name.
+	Spans []Span
+	// Router maps region names to peers.
+	Router *route.Router
+}
+
+// forwarded reports whether ctx is a request another store forwarded here.
+func forwarded(ctx context.Context) bool {
+	md, _ := metadata.FromIncomingContext(ctx)
+	return len(md.Get(route.ForwardedHeader)) > 0
+}
+
+// remote decides where a request for key runs. It returns the span to forward
+// to when forwarding is on, the request is not itself forwarded, and this store
+// does not have the key's region open; otherwise ok is false and the request
+// is served locally (with the local errors: OUT_OF_RANGE, UNAVAILABLE).
+func (s *KV) remote(ctx context.Context, key []byte) (sp Span, ok bool) {
+	if s.fwd == nil || len(key) == 0 || forwarded(ctx) {
+		return Span{}, false
+	}
+	if r := s.store.Route(key); r != nil {
+		if _, err := r.Engine(); err == nil {
+			return Span{}, false
+		}
+	}
+	return spanOf(s.fwd.Spans, key), true
+}
+
+// spanOf is the span holding key; spans cover the whole key space.
+func spanOf(spans []Span, key []byte) Span {
+	for _, sp := range spans {
+		if sp.Contains(key) {
+			return sp
+		}
+	}
+	return Span{}
+}
+
+// staleRoute: errors after which the map may be out of date — the owner is
+// gone (UNAVAILABLE), has not opened the region (UNAVAILABLE), or no longer
+// serves it (OUT_OF_RANGE). Another owner, or the map refreshed, may do.
+func staleRoute(err error) bool {
+	c := status.Code(err)
+	return c == codes.Unavailable || c == codes.OutOfRange
+}
+
+// forward runs call against the owners of sp's region: each known owner in
+// turn, then, if every one answered with a stale-route error, once more after
+// refreshing the map. The outgoing request carries the incoming deadline and
+// cancellation and is marked forwarded, so the owner never forwards it again.
+//
+// A write the owner applied but whose answer was lost (UNAVAILABLE from a
+// broken connection) may be applied twice: the same effect, a later version,
+// as a client retrying UNAVAILABLE would do.
+//
+// When no peer serves the region and this store is assigned it (waiting for
+// its previous owner), the answer is this store's own UNAVAILABLE.
+func (s *KV) forward(ctx context.Context, op string, sp Span, call func(context.Context, kvv1.KVClient) error) error {
+	out := metadata.AppendToOutgoingContext(ctx, route.ForwardedHeader, "1")
+	var last error
+	for attempt := 0; attempt < 2; attempt++ {
+		owners, gen := s.fwd.Router.Owners(sp.Name)
+		if len(owners) == 0 {
+			s.fwd.Router.Refresh(gen)
+			owners, gen = s.fwd.Router.Owners(sp.Name)
+		}
+		if len(owners) == 0 {
+			if last != nil {
+				break
+			}
+			if err := s.localErr(sp); err != nil {
+				return err
+			}
+			return status.Errorf(codes.Unavailable, "no store serves %s yet (keys [%q, %q))", sp.Name, sp.Start, sp.End)
+		}
+		for _, addr := range owners {
+			c, err := s.fwd.Router.Client(addr)
+			if err == nil {
+				s.metrics.forwarded(op)
+				err = call(out, c)
+			}
+			var final noRetry
+			if errors.As(err, &final) {
+				return peerErr(sp, addr, final.error)
+			}
+			if err == nil || !staleRoute(err) {
+				return peerErr(sp, addr, err)
+			}
+			last = peerErr(sp, addr, err)
+		}
+		s.fwd.Router.Refresh(gen)
+	}
+	return last
+}
+
+// noRetry wraps an error forward returns without trying another owner.
+type noRetry struct{ error }
+
+// peerErr keeps an owner's error and its code, naming the region and the peer
+// when the message does not (a transport error).
+func peerErr(sp Span, addr string, err error) error {
+	if err == nil {
+		return nil
+	}
+	st := status.Convert(err)
+	if strings.Contains(st.Message(), sp.Name) {
+		return err
+	}
+	return status.Errorf(st.Code(), "%s at store %s: %s", sp.Name, addr, st.Message())
+}
+
+// localErr is why this store, assigned sp's region, does not serve it (it
+// waits for the previous owner to release it), or nil when it is not
+// assigned it.
+func (s *KV) localErr(sp Span) error {
+	r := s.store.ByName(sp.Name)
+	if r == nil {
+		return nil
+	}
+	if _, err := r.Engine(); err != nil {
+		return regionErr(r, err)
+	}
+	// Opened since the caller looked: the client's retry is served here.
+	return status.Errorf(codes.Unavailable, "region %s: opened on this store just now; retry", sp.Name)
+}
+
+// piece is the part [start, end) of one region a scan reads.
+type piece struct {
+	span       Span
+	start, end []byte // end nil: unbounded
+}
+
+// split cuts [start, end) (end nil: unbounded) at region boundaries, in key
+// order.
+func split(spans []Span, start, end []byte) []piece {
+	var out []piece
+	for _, sp := range spans {
+		if sp.End != nil && bytes.Compare(sp.End, start) <= 0 {
+			continue
+		}
+		if end != nil && bytes.Compare(sp.Start, end) >= 0 {
+			break
+		}
+		p := piece{span: sp, start: maxKey(start, sp.Start), end: end}
+		if sp.End != nil && (end == nil || bytes.Compare(sp.End, end) < 0) {
+			p.end = sp.End
+		}
+		out = append(out, p)
+	}
+	return out
+}
+
+// scanRemote streams the piece from its region's owner, at most *left pairs
+// when limited. A failed attempt is retried (next owner, refreshed map) only
+// while it has emitted nothing: a region is read from one consistent view.
+func (s *KV) scanRemote(ctx context.Context, p piece, req *kvv1.ScanRequest, left *int, limited bool, emit func(k, v []byte) error) error {
+	sub := &kvv1.ScanRequest{Start: p.start, End: p.end, ReadTs: req.ReadTs}
+	if limited {
+		sub.Limit = uint32(*left)
+	}
+	emitted := false
+	return s.forward(ctx, "scan", p.span, func(ctx context.Context, c kvv1.KVClient) error {
+		ctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		stream, err := c.Scan(ctx, sub)
+		if err != nil {
+			return err
+		}
+		for {
+			resp, err := stream.Recv()
+			if err == io.EOF {
+				return nil
+			}
+			if err != nil && emitted {
+				// Retrying would read the rest of the region from
+				// another view, or repeat keys.
+				return noRetry{err}
+			}
+			if err != nil {
+				return err
+			}
+			for _, kv := range resp.Pairs {
+				if limited && *left == 0 {
+					return nil
+				}
+				emitted = true
+				if err := emit(kv.Key, kv.Value); err != nil {
+					return noRetry{err}
+				}
+				*left--
+			}
+		}
+	})
+}
+
+// uncovered reports the first key of [start, end) no region of this store
+// holds, for a forwarded scan: its forwarder expects the whole range from
+// here, and silently returning fewer rows would lose them.
+func (s *KV) uncovered(start, end []byte) ([]byte, bool) {
+	at := start
+	for _, r := range s.store.Regions() {
+		if r.Span.End != nil && bytes.Compare(r.Span.End, at) <= 0 {
+			continue
+		}
+		if bytes.Compare(r.Span.Start, at) > 0 {
+			break
+		}
+		if r.Span.End == nil || (end != nil && bytes.Compare(r.Span.End, end) >= 0) {
+			return nil, false
+		}
+		at = r.Span.End
+	}
+	return at, true
+}
