@@ -72,7 +72,7 @@ func Default() Config {
 		ScanLength:    20,
 		Theta:         0.99,
 		UpdatesPerSec: 200,
-		Baseline:      Duration(4 * time.Second),
+		Baseline:      Duration(8 * time.Second),
 		Tail:          Duration(2 * time.Second),
 		Window:        Duration(250 * time.Millisecond),
 		MaxWarmup:     Duration(30 * time.Second),
