@@ -34,13 +34,18 @@ func startStore(t *testing.T, bucket, walDir, mode string, compactors ...*proc) 
 	return startStoreWith(t, bucket, walDir, mode, "", compactors...)
 }
 
-// startStoreWith adds extra engine.yaml lines (e.g. the warmup mode).
-func startStoreWith(t *testing.T, bucket, walDir, mode, extra string, compactors ...*proc) *proc {
+// storeArgs are a one-region store's flags; extra adds engine.yaml lines.
+func storeArgs(t *testing.T, bucket, walDir, mode, extra string) []string {
 	config := filepath.Join(t.TempDir(), "engine.yaml")
 	if err := os.WriteFile(config, []byte(noAutoCompaction+extra), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	args := []string{"store", "--bucket=" + bucket, "--wal-dir=" + walDir, "--config=" + config, "--regions=1", "--offload=" + mode}
+	return []string{"store", "--bucket=" + bucket, "--wal-dir=" + walDir, "--config=" + config, "--regions=1", "--offload=" + mode}
+}
+
+// startStoreWith adds extra engine.yaml lines (e.g. the warmup mode).
+func startStoreWith(t *testing.T, bucket, walDir, mode, extra string, compactors ...*proc) *proc {
+	args := storeArgs(t, bucket, walDir, mode, extra)
 	var addrs []string
 	for _, c := range compactors {
 		addrs = append(addrs, c.grpc)
@@ -243,12 +248,7 @@ func TestStoreKilledCompactorAborts(t *testing.T) {
 
 // startNamedStore is a one-region store with extra flags and no compactors.
 func startNamedStore(t *testing.T, name, bucket, walDir string, flags ...string) *proc {
-	config := filepath.Join(t.TempDir(), "engine.yaml")
-	if err := os.WriteFile(config, []byte(noAutoCompaction), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	args := append([]string{"store", "--bucket=" + bucket, "--wal-dir=" + walDir, "--config=" + config, "--regions=1", "--offload=Disabled"}, flags...)
-	return start(t, name, args...)
+	return start(t, name, append(storeArgs(t, bucket, walDir, "Disabled", ""), flags...)...)
 }
 
 // Two stores are assigned one region (a region moving between pods). The

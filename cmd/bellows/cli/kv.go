@@ -19,8 +19,8 @@ func newKVCommand() *cobra.Command {
 	cmd := &cobra.Command{Use: "kv", Short: "Client: put, get, delete and scan keys on a store"}
 	cmd.PersistentFlags().StringVar(&addr, "addr", "127.0.0.1:7400", "store gRPC address")
 	cmd.PersistentFlags().DurationVar(&timeout, "timeout", 10*time.Second, "per-command timeout")
-	// with dials the store and runs f with a KV client.
-	with := func(cmd *cobra.Command, f func(ctx context.Context, c kvv1.KVClient) error) error {
+	// dial connects to the store and runs f within the command's timeout.
+	dial := func(cmd *cobra.Command, f func(ctx context.Context, conn *grpc.ClientConn) error) error {
 		conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 		if err != nil {
 			return err
@@ -28,7 +28,14 @@ func newKVCommand() *cobra.Command {
 		defer conn.Close()
 		ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
 		defer cancel()
-		return f(ctx, kvv1.NewKVClient(conn))
+		return f(ctx, conn)
+	}
+	// with runs f with a KV client, admin with an Admin client.
+	with := func(cmd *cobra.Command, f func(ctx context.Context, c kvv1.KVClient) error) error {
+		return dial(cmd, func(ctx context.Context, conn *grpc.ClientConn) error { return f(ctx, kvv1.NewKVClient(conn)) })
+	}
+	admin := func(cmd *cobra.Command, f func(ctx context.Context, c kvv1.AdminClient) error) error {
+		return dial(cmd, func(ctx context.Context, conn *grpc.ClientConn) error { return f(ctx, kvv1.NewAdminClient(conn)) })
 	}
 	put := &cobra.Command{Use: "put KEY VALUE", Short: "Write a value", Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -113,17 +120,6 @@ func newKVCommand() *cobra.Command {
 				return nil
 			})
 		}}
-	// admin dials the store and runs f with an Admin client.
-	admin := func(cmd *cobra.Command, f func(ctx context.Context, c kvv1.AdminClient) error) error {
-		conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-		if err != nil {
-			return err
-		}
-		defer conn.Close()
-		ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
-		defer cancel()
-		return f(ctx, kvv1.NewAdminClient(conn))
-	}
 	flush := &cobra.Command{Use: "flush REGION", Short: "Flush a region's memstore into an SST (Admin API)", Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return admin(cmd, func(ctx context.Context, c kvv1.AdminClient) error {
