@@ -17,7 +17,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	kvv1 "github.com/bellows-kv/bellows/api/v1alpha1"
+	kvapi "github.com/bellows-kv/bellows/api/v1alpha1"
 )
 
 // ServiceMonitorGVK is the Prometheus-operator's ServiceMonitor. The operator
@@ -28,17 +28,17 @@ var ServiceMonitorGVK = schema.GroupVersionKind{Group: "monitoring.coreos.com", 
 // selectorLabels are the immutable labels that select a component's pods.
 func selectorLabels(instance, component string) map[string]string {
 	return map[string]string{
-		kvv1.LabelName:      "bellows",
-		kvv1.LabelInstance:  instance,
-		kvv1.LabelComponent: component,
+		kvapi.LabelName:      "bellows",
+		kvapi.LabelInstance:  instance,
+		kvapi.LabelComponent: component,
 	}
 }
 
 // commonLabels are selectorLabels plus the informational ones.
 func commonLabels(instance, component string) map[string]string {
 	l := selectorLabels(instance, component)
-	l[kvv1.LabelManagedBy] = kvv1.ManagedBy
-	l[kvv1.LabelPartOf] = "bellows"
+	l[kvapi.LabelManagedBy] = kvapi.ManagedBy
+	l[kvapi.LabelPartOf] = "bellows"
 	return l
 }
 
@@ -59,8 +59,8 @@ func stampHash(obj metav1.Object, what any) {
 	if a == nil {
 		a = map[string]string{}
 	}
-	delete(a, kvv1.SpecHashAnnotation)
-	a[kvv1.SpecHashAnnotation] = hashOf(struct {
+	delete(a, kvapi.SpecHashAnnotation)
+	a[kvapi.SpecHashAnnotation] = hashOf(struct {
 		Labels      map[string]string
 		Annotations map[string]string
 		What        any
@@ -68,7 +68,7 @@ func stampHash(obj metav1.Object, what any) {
 	obj.SetAnnotations(a)
 }
 
-func specHash(obj metav1.Object) string { return obj.GetAnnotations()[kvv1.SpecHashAnnotation] }
+func specHash(obj metav1.Object) string { return obj.GetAnnotations()[kvapi.SpecHashAnnotation] }
 
 // applyResult says what apply did.
 type applyResult string

@@ -12,14 +12,14 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
-	kvv1 "github.com/bellows-kv/bellows/api/v1alpha1"
+	kvapi "github.com/bellows-kv/bellows/api/v1alpha1"
 	"github.com/bellows-kv/bellows/autoscaler"
 )
 
 // Decision is one evaluation of the autoscaler: what goes into status, and
 // the replicas it recommends (nil when it has no recommendation).
 type Decision struct {
-	Status  kvv1.AutoscalerStatus
+	Status  kvapi.AutoscalerStatus
 	Desired *int32
 	// Active, Reason and Message make the ScalingActive condition.
 	Active          bool
@@ -41,10 +41,10 @@ func parseFloat(s string) float64 {
 // observation (falling back to the last evaluation's inputs for what was not
 // measured this time), runs the model, clamps, stabilizes against the
 // recorded recommendations, and returns what to record and apply.
-func Decide(pool *kvv1.CompactionPool, obs autoscaler.Observation, regions int32, now time.Time) Decision {
+func Decide(pool *kvapi.CompactionPool, obs autoscaler.Observation, regions int32, now time.Time) Decision {
 	spec := pool.Spec
 	interval := spec.Autoscaling.Interval.Duration
-	var last kvv1.ModelInputs
+	var last kvapi.ModelInputs
 	var history []autoscaler.Sample
 	if a := pool.Status.Autoscaler; a != nil {
 		last = a.Inputs
@@ -81,9 +81,9 @@ func Decide(pool *kvv1.CompactionPool, obs autoscaler.Observation, regions int32
 	default:
 		demandKnown = false
 	}
-	d := Decision{Status: kvv1.AutoscalerStatus{
+	d := Decision{Status: kvapi.AutoscalerStatus{
 		LastEvaluationTime: metav1.NewTime(now),
-		Inputs: kvv1.ModelInputs{
+		Inputs: kvapi.ModelInputs{
 			CompactionRateBytesPerSecond: fmtFloat(in.CompactionRate),
 			TransferRateBytesPerSecond:   fmtFloat(in.TransferRate),
 			CacheBytes:                   spec.CacheBytes.Value(),
@@ -99,16 +99,16 @@ func Decide(pool *kvv1.CompactionPool, obs autoscaler.Observation, regions int32
 	}
 	if !demandKnown {
 		d.Status.Inputs.CompactionsPerRegion = ""
-		d.Reason, d.Message = kvv1.ReasonMetricsUnavailable, "compaction demand is not measured yet (a rate needs two scrapes of the storage pods)"
+		d.Reason, d.Message = kvapi.ReasonMetricsUnavailable, "compaction demand is not measured yet (a rate needs two scrapes of the storage pods)"
 		return d
 	}
 	res, err := autoscaler.Compute(in)
 	d.Result = res
 	if err != nil {
 		if ie, ok := autoscaler.IsInfeasible(err); ok {
-			d.Reason, d.Message = kvv1.ReasonModelInfeasible, ie.Reason+": "+ie.Message
+			d.Reason, d.Message = kvapi.ReasonModelInfeasible, ie.Reason+": "+ie.Message
 		} else {
-			d.Reason, d.Message = kvv1.ReasonMetricsUnavailable, "cannot size the pool: "+err.Error()
+			d.Reason, d.Message = kvapi.ReasonMetricsUnavailable, "cannot size the pool: "+err.Error()
 		}
 		return d
 	}
@@ -119,9 +119,9 @@ func Decide(pool *kvv1.CompactionPool, obs autoscaler.Observation, regions int32
 	})
 	d.Status.Recommendations = nil
 	for _, s := range kept {
-		d.Status.Recommendations = append(d.Status.Recommendations, kvv1.Recommendation{Time: metav1.NewTime(s.Time), Replicas: s.Replicas})
+		d.Status.Recommendations = append(d.Status.Recommendations, kvapi.Recommendation{Time: metav1.NewTime(s.Time), Replicas: s.Replicas})
 	}
-	out := &kvv1.ModelOutputs{
+	out := &kvapi.ModelOutputs{
 		CompactionDurationSeconds: fmtFloat(res.D),
 		ConcurrentJobsPerWorker:   res.L,
 		CompactionsPerWorker:      fmtFloat(res.H),
@@ -133,7 +133,7 @@ func Decide(pool *kvv1.CompactionPool, obs autoscaler.Observation, regions int32
 	d.Status.Outputs = out
 	d.Desired = &desired
 	d.Active = true
-	d.Reason = kvv1.ReasonModelRecommendation
+	d.Reason = kvapi.ReasonModelRecommendation
 	d.Message = fmt.Sprintf("the capacity model needs %d workers (%d for R=%d regions, %d for a backlog of %s); clamped to [%d, %d] and stabilized: %d",
 		res.Total, res.Workers, regions, res.BacklogWorkers, fmtFloat(in.Backlog), spec.MinReplicas, spec.MaxReplicas, desired)
 	return d
@@ -146,9 +146,9 @@ func (r *CompactionPoolReconciler) autoscale(ctx context.Context, p *poolPass) e
 	pool := p.pool
 	mode := pool.Spec.Autoscaling.Mode
 	now := r.Clock.Now()
-	if mode == kvv1.AutoscalingDisabled {
+	if mode == kvapi.AutoscalingDisabled {
 		pool.Status.Autoscaler, pool.Status.DesiredReplicas = nil, nil
-		setCondition(&pool.Status.Conditions, pool.Generation, kvv1.ConditionScalingActive, false, kvv1.ReasonAutoscalingDisabled,
+		setCondition(&pool.Status.Conditions, pool.Generation, kvapi.ConditionScalingActive, false, kvapi.ReasonAutoscalingDisabled,
 			"autoscaling.mode is Disabled: spec.replicas is left to the user")
 		return nil
 	}
@@ -179,13 +179,13 @@ func (r *CompactionPoolReconciler) autoscale(ctx context.Context, p *poolPass) e
 	if obsErr != nil && !d.Active {
 		d.Message += " (scrape: " + obsErr.Error() + ")"
 	}
-	setCondition(&pool.Status.Conditions, pool.Generation, kvv1.ConditionScalingActive, d.Active, d.Reason, d.Message)
+	setCondition(&pool.Status.Conditions, pool.Generation, kvapi.ConditionScalingActive, d.Active, d.Reason, d.Message)
 	r.publish(pool, d)
 	if !d.Active {
 		return nil
 	}
 	current := pool.DesiredReplicasOrDefault()
-	if mode != kvv1.AutoscalingModel || *d.Desired == current {
+	if mode != kvapi.AutoscalingModel || *d.Desired == current {
 		return nil
 	}
 	if err := r.scale(ctx, pool, *d.Desired); err != nil {
@@ -197,7 +197,7 @@ func (r *CompactionPoolReconciler) autoscale(ctx context.Context, p *poolPass) e
 }
 
 // scale writes spec.replicas through the /scale subresource, as an HPA would.
-func (r *CompactionPoolReconciler) scale(ctx context.Context, pool *kvv1.CompactionPool, replicas int32) error {
+func (r *CompactionPoolReconciler) scale(ctx context.Context, pool *kvapi.CompactionPool, replicas int32) error {
 	s := &autoscalingv1.Scale{}
 	if err := r.SubResource("scale").Get(ctx, pool, s); err != nil {
 		return fmt.Errorf("get /scale: %w", err)
@@ -211,16 +211,16 @@ func (r *CompactionPoolReconciler) scale(ctx context.Context, pool *kvv1.Compact
 
 // targets lists the pool's workers and the storage pods of the KVClusters
 // that reference it, and sums their regions (R).
-func (r *CompactionPoolReconciler) targets(ctx context.Context, pool *kvv1.CompactionPool) (autoscaler.Targets, int32, []corev1.Pod, error) {
+func (r *CompactionPoolReconciler) targets(ctx context.Context, pool *kvapi.CompactionPool) (autoscaler.Targets, int32, []corev1.Pod, error) {
 	t := autoscaler.Targets{Pool: pool.Namespace + "/" + pool.Name}
 	endpoint := func(pod *corev1.Pod) (autoscaler.Endpoint, bool) {
 		if pod.Status.PodIP == "" || !pod.DeletionTimestamp.IsZero() {
 			return autoscaler.Endpoint{}, false
 		}
-		return autoscaler.Endpoint{Pod: pod.Name, URL: fmt.Sprintf("http://%s:%d/metrics", pod.Status.PodIP, kvv1.MetricsPort)}, true
+		return autoscaler.Endpoint{Pod: pod.Name, URL: fmt.Sprintf("http://%s:%d/metrics", pod.Status.PodIP, kvapi.MetricsPort)}, true
 	}
 	var workers corev1.PodList
-	if err := r.List(ctx, &workers, client.InNamespace(pool.Namespace), client.MatchingLabels(selectorLabels(pool.Name, kvv1.ComponentCompactor))); err != nil {
+	if err := r.List(ctx, &workers, client.InNamespace(pool.Namespace), client.MatchingLabels(selectorLabels(pool.Name, kvapi.ComponentCompactor))); err != nil {
 		return t, 0, nil, err
 	}
 	for i := range workers.Items {
@@ -228,7 +228,7 @@ func (r *CompactionPoolReconciler) targets(ctx context.Context, pool *kvv1.Compa
 			t.Workers = append(t.Workers, e)
 		}
 	}
-	var clusters kvv1.KVClusterList
+	var clusters kvapi.KVClusterList
 	if err := r.List(ctx, &clusters, client.InNamespace(pool.Namespace)); err != nil {
 		return t, 0, nil, err
 	}
@@ -243,7 +243,7 @@ func (r *CompactionPoolReconciler) targets(ctx context.Context, pool *kvv1.Compa
 			regions += c.Spec.Regions.RegionCount()
 		}
 		var stores corev1.PodList
-		if err := r.List(ctx, &stores, client.InNamespace(pool.Namespace), client.MatchingLabels(selectorLabels(c.Name, kvv1.ComponentStore))); err != nil {
+		if err := r.List(ctx, &stores, client.InNamespace(pool.Namespace), client.MatchingLabels(selectorLabels(c.Name, kvapi.ComponentStore))); err != nil {
 			return t, 0, nil, err
 		}
 		for i := range stores.Items {
@@ -265,14 +265,14 @@ func (r *CompactionPoolReconciler) setDeletionCosts(ctx context.Context, workers
 			continue
 		}
 		cost := strconv.Itoa(int(jobs))
-		if pod.Annotations[kvv1.PodDeletionCostAnnotation] == cost {
+		if pod.Annotations[kvapi.PodDeletionCostAnnotation] == cost {
 			continue
 		}
 		patch := client.MergeFrom(pod.DeepCopy())
 		if pod.Annotations == nil {
 			pod.Annotations = map[string]string{}
 		}
-		pod.Annotations[kvv1.PodDeletionCostAnnotation] = cost
+		pod.Annotations[kvapi.PodDeletionCostAnnotation] = cost
 		if err := client.IgnoreNotFound(r.Patch(ctx, pod, patch)); err != nil {
 			return fmt.Errorf("pod %s deletion cost: %w", pod.Name, err)
 		}
@@ -280,7 +280,7 @@ func (r *CompactionPoolReconciler) setDeletionCosts(ctx context.Context, workers
 	return nil
 }
 
-func (r *CompactionPoolReconciler) publish(pool *kvv1.CompactionPool, d Decision) {
+func (r *CompactionPoolReconciler) publish(pool *kvapi.CompactionPool, d Decision) {
 	m := r.Metrics
 	if m == nil {
 		return

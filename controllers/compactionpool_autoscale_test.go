@@ -7,7 +7,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	kvv1 "github.com/bellows-kv/bellows/api/v1alpha1"
+	kvapi "github.com/bellows-kv/bellows/api/v1alpha1"
 	"github.com/bellows-kv/bellows/autoscaler"
 )
 
@@ -16,7 +16,7 @@ import (
 // as the controller does.
 func TestDecide(t *testing.T) {
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	pool := &kvv1.CompactionPool{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "w"}}
+	pool := &kvapi.CompactionPool{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "w"}}
 	pool.Spec.MinReplicas, pool.Spec.MaxReplicas = 1, 6
 	pool.Spec.CacheBytes = resource.MustParse("6G")
 	pool.Spec.Autoscaling.ScaleDownStabilizationWindow = &metav1.Duration{Duration: 5 * time.Minute}
@@ -33,16 +33,16 @@ func TestDecide(t *testing.T) {
 		desired  int32 // when active
 		replicas int32 // spec.replicas after applying
 	}{
-		{0, paper, 10, true, kvv1.ReasonModelRecommendation, 2, 2},
+		{0, paper, 10, true, kvapi.ReasonModelRecommendation, 2, 2},
 		// Unmeasured c, w, b and demand: the last inputs carry over.
-		{time.Minute, autoscaler.Observation{}, 10, true, kvv1.ReasonModelRecommendation, 2, 2},
+		{time.Minute, autoscaler.Observation{}, 10, true, kvapi.ReasonModelRecommendation, 2, 2},
 		// Demand drops to zero: the down-window holds 2 for 5 minutes.
-		{2 * time.Minute, autoscaler.Observation{DemandMeasured: true}, 10, true, kvv1.ReasonModelRecommendation, 2, 2},
-		{6*time.Minute + time.Second, autoscaler.Observation{DemandMeasured: true}, 10, true, kvv1.ReasonModelRecommendation, 1, 1},
+		{2 * time.Minute, autoscaler.Observation{DemandMeasured: true}, 10, true, kvapi.ReasonModelRecommendation, 2, 2},
+		{6*time.Minute + time.Second, autoscaler.Observation{DemandMeasured: true}, 10, true, kvapi.ReasonModelRecommendation, 1, 1},
 		// T = 4: one region per worker, 10 workers, clamped to 6.
-		{7 * time.Minute, autoscaler.Observation{RequestRate: 40.0 / 3600, DemandMeasured: true}, 10, true, kvv1.ReasonModelRecommendation, 6, 6},
+		{7 * time.Minute, autoscaler.Observation{RequestRate: 40.0 / 3600, DemandMeasured: true}, 10, true, kvapi.ReasonModelRecommendation, 6, 6},
 		// b > m: infeasible, no recommendation.
-		{8 * time.Minute, autoscaler.Observation{CompactionSize: 7e9, RequestRate: 10.0 / 3600, DemandMeasured: true}, 10, false, kvv1.ReasonModelInfeasible, 0, 6},
+		{8 * time.Minute, autoscaler.Observation{CompactionSize: 7e9, RequestRate: 10.0 / 3600, DemandMeasured: true}, 10, false, kvapi.ReasonModelInfeasible, 0, 6},
 	}
 	for i, s := range steps {
 		d := Decide(pool, s.obs, s.regions, t0.Add(s.at))
@@ -62,9 +62,9 @@ func TestDecide(t *testing.T) {
 	}
 
 	// First evaluation with no demand measurement and no history: no guess.
-	fresh := &kvv1.CompactionPool{}
+	fresh := &kvapi.CompactionPool{}
 	fresh.SetDefaults()
-	if d := Decide(fresh, autoscaler.Observation{CompactionRate: 1}, 4, t0); d.Active || d.Reason != kvv1.ReasonMetricsUnavailable {
+	if d := Decide(fresh, autoscaler.Observation{CompactionRate: 1}, 4, t0); d.Active || d.Reason != kvapi.ReasonMetricsUnavailable {
 		t.Fatalf("want MetricsUnavailable, got %+v", d)
 	}
 }

@@ -15,7 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 
-	kvv1 "github.com/bellows-kv/bellows/api/v1alpha1"
+	kvapi "github.com/bellows-kv/bellows/api/v1alpha1"
 )
 
 // DrainPath is the compactor's preStop endpoint on its metrics port: it stops
@@ -23,22 +23,22 @@ import (
 // --drain-timeout passed.
 const DrainPath = "/drain"
 
-func poolOwner(p *kvv1.CompactionPool) []metav1.OwnerReference {
-	return []metav1.OwnerReference{*metav1.NewControllerRef(p, kvv1.GroupVersion.WithKind("CompactionPool"))}
+func poolOwner(p *kvapi.CompactionPool) []metav1.OwnerReference {
+	return []metav1.OwnerReference{*metav1.NewControllerRef(p, kvapi.GroupVersion.WithKind("CompactionPool"))}
 }
 
-func poolMeta(p *kvv1.CompactionPool, name string) metav1.ObjectMeta {
+func poolMeta(p *kvapi.CompactionPool, name string) metav1.ObjectMeta {
 	return metav1.ObjectMeta{
 		Name:            name,
 		Namespace:       p.Namespace,
-		Labels:          commonLabels(p.Name, kvv1.ComponentCompactor),
+		Labels:          commonLabels(p.Name, kvapi.ComponentCompactor),
 		OwnerReferences: poolOwner(p),
 	}
 }
 
 // PoolSelector is the label selector of a pool's workers, as /scale reports it.
-func PoolSelector(p *kvv1.CompactionPool) string {
-	return labels.SelectorFromSet(selectorLabels(p.Name, kvv1.ComponentCompactor)).String()
+func PoolSelector(p *kvapi.CompactionPool) string {
+	return labels.SelectorFromSet(selectorLabels(p.Name, kvapi.ComponentCompactor)).String()
 }
 
 // formatBytesFlag renders bytes in the compactor's flag syntax, exactly and
@@ -72,11 +72,11 @@ func formatRateFlag(n int64) string {
 }
 
 // compactorArgs are `bellows compactor` flags (docs/interfaces.md).
-func compactorArgs(p *kvv1.CompactionPool) []string {
+func compactorArgs(p *kvapi.CompactionPool) []string {
 	return []string{
 		"compactor",
-		fmt.Sprintf("--listen=:%d", kvv1.CompactorGRPCPort),
-		fmt.Sprintf("--metrics-listen=:%d", kvv1.MetricsPort),
+		fmt.Sprintf("--listen=:%d", kvapi.CompactorGRPCPort),
+		fmt.Sprintf("--metrics-listen=:%d", kvapi.MetricsPort),
 		"--cache-bytes=" + formatBytesFlag(p.Spec.CacheBytes.Value()),
 		"--transfer-rate=" + formatRateFlag(p.Spec.TransferRateBytesPerSecond),
 		"--drain-timeout=" + p.Spec.DrainTimeout.Duration.String(),
@@ -87,8 +87,8 @@ func compactorArgs(p *kvv1.CompactionPool) []string {
 // lowest pod-deletion-cost first (the operator sets it from each worker's
 // in-flight jobs); a removed worker drains in preStop, and its grace period
 // is the drain timeout plus headroom.
-func BuildPoolDeployment(p *kvv1.CompactionPool) *appsv1.Deployment {
-	grace := int64((p.Spec.DrainTimeout.Duration + kvv1.DrainGracePeriodHeadroom) / time.Second)
+func BuildPoolDeployment(p *kvapi.CompactionPool) *appsv1.Deployment {
+	grace := int64((p.Spec.DrainTimeout.Duration + kvapi.DrainGracePeriodHeadroom) / time.Second)
 	probe := func(path string, period int32) *corev1.Probe {
 		return &corev1.Probe{
 			ProbeHandler:  corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: path, Port: intstr.FromString("metrics")}},
@@ -101,8 +101,8 @@ func BuildPoolDeployment(p *kvv1.CompactionPool) *appsv1.Deployment {
 		ImagePullPolicy: p.Spec.ImagePullPolicy,
 		Args:            compactorArgs(p),
 		Ports: []corev1.ContainerPort{
-			{Name: "grpc", ContainerPort: kvv1.CompactorGRPCPort, Protocol: corev1.ProtocolTCP},
-			{Name: "metrics", ContainerPort: kvv1.MetricsPort, Protocol: corev1.ProtocolTCP},
+			{Name: "grpc", ContainerPort: kvapi.CompactorGRPCPort, Protocol: corev1.ProtocolTCP},
+			{Name: "metrics", ContainerPort: kvapi.MetricsPort, Protocol: corev1.ProtocolTCP},
 		},
 		Resources:       p.Spec.Resources,
 		ReadinessProbe:  probe("/readyz", 5),
@@ -120,7 +120,7 @@ func BuildPoolDeployment(p *kvv1.CompactionPool) *appsv1.Deployment {
 		ObjectMeta: poolMeta(p, p.Name+"-compactor"),
 		Spec: appsv1.DeploymentSpec{
 			Replicas: ptr.To(p.DesiredReplicasOrDefault()),
-			Selector: &metav1.LabelSelector{MatchLabels: selectorLabels(p.Name, kvv1.ComponentCompactor)},
+			Selector: &metav1.LabelSelector{MatchLabels: selectorLabels(p.Name, kvapi.ComponentCompactor)},
 			Strategy: appsv1.DeploymentStrategy{
 				Type: appsv1.RollingUpdateDeploymentStrategyType,
 				RollingUpdate: &appsv1.RollingUpdateDeployment{
@@ -128,7 +128,7 @@ func BuildPoolDeployment(p *kvv1.CompactionPool) *appsv1.Deployment {
 				},
 			},
 			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: commonLabels(p.Name, kvv1.ComponentCompactor)},
+				ObjectMeta: metav1.ObjectMeta{Labels: commonLabels(p.Name, kvapi.ComponentCompactor)},
 				Spec: corev1.PodSpec{
 					Containers:                    []corev1.Container{container},
 					SecurityContext:               podSecurityContext(),
@@ -143,15 +143,15 @@ func BuildPoolDeployment(p *kvv1.CompactionPool) *appsv1.Deployment {
 
 // BuildPoolService is what storage pods discover workers through
 // (--compactor-service, EndpointSlices) and what the ServiceMonitor scrapes.
-func BuildPoolService(p *kvv1.CompactionPool) *corev1.Service {
+func BuildPoolService(p *kvapi.CompactionPool) *corev1.Service {
 	s := &corev1.Service{
 		ObjectMeta: poolMeta(p, poolServiceName(p.Name)),
 		Spec: corev1.ServiceSpec{
 			Type:     corev1.ServiceTypeClusterIP,
-			Selector: selectorLabels(p.Name, kvv1.ComponentCompactor),
+			Selector: selectorLabels(p.Name, kvapi.ComponentCompactor),
 			Ports: []corev1.ServicePort{
-				{Name: "grpc", Port: kvv1.CompactorGRPCPort, TargetPort: intstr.FromString("grpc"), Protocol: corev1.ProtocolTCP},
-				{Name: "metrics", Port: kvv1.MetricsPort, TargetPort: intstr.FromString("metrics"), Protocol: corev1.ProtocolTCP},
+				{Name: "grpc", Port: kvapi.CompactorGRPCPort, TargetPort: intstr.FromString("grpc"), Protocol: corev1.ProtocolTCP},
+				{Name: "metrics", Port: kvapi.MetricsPort, TargetPort: intstr.FromString("metrics"), Protocol: corev1.ProtocolTCP},
 			},
 		},
 	}
@@ -160,12 +160,12 @@ func BuildPoolService(p *kvv1.CompactionPool) *corev1.Service {
 }
 
 // BuildPoolPDB lets one worker be disrupted at a time.
-func BuildPoolPDB(p *kvv1.CompactionPool) *policyv1.PodDisruptionBudget {
+func BuildPoolPDB(p *kvapi.CompactionPool) *policyv1.PodDisruptionBudget {
 	pdb := &policyv1.PodDisruptionBudget{
 		ObjectMeta: poolMeta(p, p.Name+"-compactor"),
 		Spec: policyv1.PodDisruptionBudgetSpec{
 			MaxUnavailable: ptr.To(intstr.FromInt32(1)),
-			Selector:       &metav1.LabelSelector{MatchLabels: selectorLabels(p.Name, kvv1.ComponentCompactor)},
+			Selector:       &metav1.LabelSelector{MatchLabels: selectorLabels(p.Name, kvapi.ComponentCompactor)},
 		},
 	}
 	stampHash(pdb, pdb.Spec)
@@ -173,6 +173,6 @@ func BuildPoolPDB(p *kvv1.CompactionPool) *policyv1.PodDisruptionBudget {
 }
 
 // BuildPoolServiceMonitor scrapes the workers through the pool's Service.
-func BuildPoolServiceMonitor(p *kvv1.CompactionPool) *unstructured.Unstructured {
-	return buildServiceMonitor(poolMeta(p, p.Name+"-compactor"), selectorLabels(p.Name, kvv1.ComponentCompactor))
+func BuildPoolServiceMonitor(p *kvapi.CompactionPool) *unstructured.Unstructured {
+	return buildServiceMonitor(poolMeta(p, p.Name+"-compactor"), selectorLabels(p.Name, kvapi.ComponentCompactor))
 }

@@ -9,11 +9,11 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	kvv1 "github.com/bellows-kv/bellows/api/v1alpha1"
+	kvapi "github.com/bellows-kv/bellows/api/v1alpha1"
 )
 
 func TestPoolBuilders(t *testing.T) {
-	p := &kvv1.CompactionPool{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "w", UID: "u"}}
+	p := &kvapi.CompactionPool{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "w", UID: "u"}}
 	p.SetDefaults()
 	d := BuildPoolDeployment(p)
 	c := d.Spec.Template.Spec.Containers[0]
@@ -61,7 +61,7 @@ func TestFlagFormats(t *testing.T) {
 // Workers open each job's bucket themselves, so they need its credentials;
 // and they run as the image's non-root user.
 func TestPoolWorkersGetBucketCredentialsAndRunNonRoot(t *testing.T) {
-	p := &kvv1.CompactionPool{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "w", UID: "u"}}
+	p := &kvapi.CompactionPool{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "w", UID: "u"}}
 	p.SetDefaults()
 	if env := BuildPoolDeployment(p).Spec.Template.Spec.Containers[0].EnvFrom; len(env) != 0 {
 		t.Errorf("no bucket credentials configured, yet envFrom %+v", env)

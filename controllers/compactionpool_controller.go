@@ -16,7 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
-	kvv1 "github.com/bellows-kv/bellows/api/v1alpha1"
+	kvapi "github.com/bellows-kv/bellows/api/v1alpha1"
 	"github.com/bellows-kv/bellows/autoscaler"
 )
 
@@ -41,7 +41,7 @@ type CompactionPoolReconciler struct {
 
 // poolPass is the state of one reconcile pass.
 type poolPass struct {
-	pool       *kvv1.CompactionPool
+	pool       *kvapi.CompactionPool
 	deployment *appsv1.Deployment
 	// requeue is when the autoscaler is due next.
 	requeue time.Duration
@@ -49,7 +49,7 @@ type poolPass struct {
 
 // Reconcile runs the guarded steps and writes status once.
 func (r *CompactionPoolReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
-	pool := &kvv1.CompactionPool{}
+	pool := &kvapi.CompactionPool{}
 	if err := r.Get(ctx, req.NamespacedName, pool); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
@@ -60,9 +60,9 @@ func (r *CompactionPoolReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 	pool.SetDefaults()
 	p := &poolPass{pool: pool}
 
-	if kvv1.IsPaused(pool.Annotations) {
-		setCondition(&pool.Status.Conditions, pool.Generation, kvv1.ConditionProgressing, false, kvv1.ReasonPaused,
-			"the "+kvv1.PausedAnnotation+" annotation is set: the operator leaves this pool, its workers and its size alone")
+	if kvapi.IsPaused(pool.Annotations) {
+		setCondition(&pool.Status.Conditions, pool.Generation, kvapi.ConditionProgressing, false, kvapi.ReasonPaused,
+			"the "+kvapi.PausedAnnotation+" annotation is set: the operator leaves this pool, its workers and its size alone")
 		pool.Status.ObservedGeneration = pool.Generation
 		return ctrl.Result{}, r.writeStatus(ctx, orig, pool)
 	}
@@ -79,13 +79,13 @@ func (r *CompactionPoolReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 		return ctrl.Result{}, errors.Join(stepErr, err)
 	}
 	if stepErr != nil {
-		r.Recorder.Eventf(pool, nil, corev1.EventTypeWarning, kvv1.ReasonReconcileError, "Reconcile", "%v", stepErr)
+		r.Recorder.Eventf(pool, nil, corev1.EventTypeWarning, kvapi.ReasonReconcileError, "Reconcile", "%v", stepErr)
 		return ctrl.Result{}, stepErr
 	}
 	return ctrl.Result{RequeueAfter: p.requeue}, nil
 }
 
-func (r *CompactionPoolReconciler) event(p *kvv1.CompactionPool, res applyResult, kind, name string) {
+func (r *CompactionPoolReconciler) event(p *kvapi.CompactionPool, res applyResult, kind, name string) {
 	if res == applyNone {
 		return
 	}
@@ -146,31 +146,31 @@ func (r *CompactionPoolReconciler) computeStatus(p *poolPass, stepErr error) {
 		r.Metrics.Replicas.WithLabelValues(pool.Namespace + "/" + pool.Name).Set(float64(st.Replicas))
 	}
 	if stepErr != nil {
-		setCondition(&st.Conditions, gen, kvv1.ConditionDegraded, true, kvv1.ReasonReconcileError, stepErr.Error())
+		setCondition(&st.Conditions, gen, kvapi.ConditionDegraded, true, kvapi.ReasonReconcileError, stepErr.Error())
 	} else {
-		setCondition(&st.Conditions, gen, kvv1.ConditionDegraded, false, kvv1.ReasonAsExpected, "")
+		setCondition(&st.Conditions, gen, kvapi.ConditionDegraded, false, kvapi.ReasonAsExpected, "")
 	}
 	d := p.deployment
 	done := d != nil && d.Status.ObservedGeneration >= d.Generation && d.Status.UpdatedReplicas == want &&
 		d.Status.Replicas == want && d.Status.ReadyReplicas == want
 	switch {
 	case d == nil:
-		setCondition(&st.Conditions, gen, kvv1.ConditionProgressing, true, kvv1.ReasonCreating, "creating the workers")
+		setCondition(&st.Conditions, gen, kvapi.ConditionProgressing, true, kvapi.ReasonCreating, "creating the workers")
 	case !done:
-		setCondition(&st.Conditions, gen, kvv1.ConditionProgressing, true, kvv1.ReasonScaling,
+		setCondition(&st.Conditions, gen, kvapi.ConditionProgressing, true, kvapi.ReasonScaling,
 			fmt.Sprintf("%d of %d workers Ready", d.Status.ReadyReplicas, want))
 	default:
-		setCondition(&st.Conditions, gen, kvv1.ConditionProgressing, false, kvv1.ReasonReconciled, "every worker runs the current spec")
+		setCondition(&st.Conditions, gen, kvapi.ConditionProgressing, false, kvapi.ReasonReconciled, "every worker runs the current spec")
 	}
 	if done {
-		setCondition(&st.Conditions, gen, kvv1.ConditionReady, true, kvv1.ReasonReconciled, fmt.Sprintf("%d workers Ready", want))
+		setCondition(&st.Conditions, gen, kvapi.ConditionReady, true, kvapi.ReasonReconciled, fmt.Sprintf("%d workers Ready", want))
 	} else {
-		setCondition(&st.Conditions, gen, kvv1.ConditionReady, false, kvv1.ReasonPodsNotReady,
+		setCondition(&st.Conditions, gen, kvapi.ConditionReady, false, kvapi.ReasonPodsNotReady,
 			fmt.Sprintf("%d of %d workers Ready", st.ReadyReplicas, want))
 	}
 }
 
-func (r *CompactionPoolReconciler) writeStatus(ctx context.Context, orig, pool *kvv1.CompactionPool) error {
+func (r *CompactionPoolReconciler) writeStatus(ctx context.Context, orig, pool *kvapi.CompactionPool) error {
 	if equalJSON(orig.Status, pool.Status) {
 		return nil
 	}
@@ -186,12 +186,12 @@ func (r *CompactionPoolReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		r.Clock = clock.RealClock{}
 	}
 	return ctrl.NewControllerManagedBy(mgr).
-		For(&kvv1.CompactionPool{}).
+		For(&kvapi.CompactionPool{}).
 		Owns(&appsv1.Deployment{}).
 		Owns(&corev1.Service{}).
 		Owns(&policyv1.PodDisruptionBudget{}).
-		Watches(&kvv1.KVCluster{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
-			c, ok := o.(*kvv1.KVCluster)
+		Watches(&kvapi.KVCluster{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
+			c, ok := o.(*kvapi.KVCluster)
 			if !ok || c.Spec.CompactionPoolRef == nil {
 				return nil
 			}

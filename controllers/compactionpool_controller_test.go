@@ -14,7 +14,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	kvv1 "github.com/bellows-kv/bellows/api/v1alpha1"
+	kvapi "github.com/bellows-kv/bellows/api/v1alpha1"
 	"github.com/bellows-kv/bellows/autoscaler"
 )
 
@@ -30,26 +30,26 @@ func paperObservation(regions float64, perRegionPerHour float64) autoscaler.Obse
 
 // poolAndCluster creates a pool with m = 6 GB and a KVCluster of `regions`
 // regions that references it.
-func poolAndCluster(t *testing.T, g *WithT, ns string, mode kvv1.AutoscalingMode, regions int32) *kvv1.CompactionPool {
+func poolAndCluster(t *testing.T, g *WithT, ns string, mode kvapi.AutoscalingMode, regions int32) *kvapi.CompactionPool {
 	t.Helper()
 	ctx := context.Background()
 	p := validPool(ns, "workers")
 	p.Spec.MaxReplicas = 8
 	p.Spec.CacheBytes = resource.MustParse("6G")
-	p.Spec.Autoscaling = kvv1.AutoscalingSpec{
+	p.Spec.Autoscaling = kvapi.AutoscalingSpec{
 		Mode: mode, SyncPeriod: metav1.Duration{Duration: time.Second},
 		ScaleUpStabilizationWindow: &metav1.Duration{}, ScaleDownStabilizationWindow: &metav1.Duration{},
 	}
 	g.Expect(k8sClient.Create(ctx, p)).To(Succeed())
 	c := validCluster(ns, "store")
 	c.Spec.Regions.Count = ptr.To(regions)
-	c.Spec.CompactionPoolRef = &kvv1.CompactionPoolReference{Name: p.Name}
+	c.Spec.CompactionPoolRef = &kvapi.CompactionPoolReference{Name: p.Name}
 	g.Expect(k8sClient.Create(ctx, c)).To(Succeed())
 	return p
 }
 
-func getPool(g Gomega, key client.ObjectKey) *kvv1.CompactionPool {
-	p := &kvv1.CompactionPool{}
+func getPool(g Gomega, key client.ObjectKey) *kvapi.CompactionPool {
+	p := &kvapi.CompactionPool{}
 	g.Expect(k8sClient.Get(context.Background(), key, p)).To(Succeed())
 	return p
 }
@@ -71,7 +71,7 @@ func TestModelModeScalesWithFedMetrics(t *testing.T) {
 	ctx := context.Background()
 	ns := newNamespace(t)
 	fed.set(ns+"/workers", paperObservation(10, 1))
-	p := poolAndCluster(t, g, ns, kvv1.AutoscalingModel, 10)
+	p := poolAndCluster(t, g, ns, kvapi.AutoscalingModel, 10)
 	key := client.ObjectKeyFromObject(p)
 
 	// The paper's example: 2 workers.
@@ -81,7 +81,7 @@ func TestModelModeScalesWithFedMetrics(t *testing.T) {
 		g.Expect(deploymentReplicas(g, ns)).To(Equal(int32(2)))
 		a := p.Status.Autoscaler
 		g.Expect(a).NotTo(BeNil())
-		g.Expect(a.Inputs).To(Equal(kvv1.ModelInputs{
+		g.Expect(a.Inputs).To(Equal(kvapi.ModelInputs{
 			CompactionRateBytesPerSecond: "2e+07", TransferRateBytesPerSecond: "8e+06", CacheBytes: 6e9,
 			CompactionSizeBytes: "4e+09", CompactionsPerRegion: "1", IntervalSeconds: 3600, Regions: 10, Backlog: "0",
 		}))
@@ -91,7 +91,7 @@ func TestModelModeScalesWithFedMetrics(t *testing.T) {
 		g.Expect(*a.Outputs.RegionsPerWorker).To(Equal(int64(5)))
 		g.Expect(a.Outputs.RecommendedReplicas).To(Equal(int32(2)))
 		g.Expect(*p.Status.DesiredReplicas).To(Equal(int32(2)))
-		g.Expect(condition(p.Status.Conditions, kvv1.ConditionScalingActive).Status).To(Equal(metav1.ConditionTrue))
+		g.Expect(condition(p.Status.Conditions, kvapi.ConditionScalingActive).Status).To(Equal(metav1.ConditionTrue))
 	}).Should(Succeed())
 
 	// Twice the demand: ⌊h/T⌋ = ⌊5.14/2⌋ = 2 regions per worker, 5 workers.
@@ -118,9 +118,9 @@ func TestModelModeScalesWithFedMetrics(t *testing.T) {
 	fed.set(ns+"/workers", o)
 	g.Eventually(func(g Gomega) {
 		p := getPool(g, key)
-		c := condition(p.Status.Conditions, kvv1.ConditionScalingActive)
+		c := condition(p.Status.Conditions, kvapi.ConditionScalingActive)
 		g.Expect(c.Status).To(Equal(metav1.ConditionFalse))
-		g.Expect(c.Reason).To(Equal(kvv1.ReasonModelInfeasible))
+		g.Expect(c.Reason).To(Equal(kvapi.ReasonModelInfeasible))
 		g.Expect(c.Message).To(ContainSubstring(autoscaler.ReasonCompactionLargerThanCache))
 		g.Expect(*p.Spec.Replicas).To(Equal(int32(8)))
 	}).Should(Succeed())
@@ -132,7 +132,7 @@ func TestModelModeScalesWithFedMetrics(t *testing.T) {
 	// pod-deletion-cost from each worker's in-flight jobs.
 	for _, name := range []string{"busy", "idle"} {
 		pod := &corev1.Pod{
-			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: selectorLabels("workers", kvv1.ComponentCompactor)},
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: selectorLabels("workers", kvapi.ComponentCompactor)},
 			Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "x"}}},
 		}
 		g.Expect(k8sClient.Create(ctx, pod)).To(Succeed())
@@ -145,20 +145,20 @@ func TestModelModeScalesWithFedMetrics(t *testing.T) {
 		for name, want := range map[string]string{"busy": "3", "idle": "0"} {
 			pod := &corev1.Pod{}
 			g.Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, pod)).To(Succeed())
-			g.Expect(pod.Annotations[kvv1.PodDeletionCostAnnotation]).To(Equal(want))
+			g.Expect(pod.Annotations[kvapi.PodDeletionCostAnnotation]).To(Equal(want))
 		}
 	}).Should(Succeed())
 
 	// Paused: demand rises, the size does not.
 	g.Eventually(func() error {
 		p := getPool(g, key)
-		p.Annotations = map[string]string{kvv1.PausedAnnotation: "true"}
+		p.Annotations = map[string]string{kvapi.PausedAnnotation: "true"}
 		return k8sClient.Update(ctx, p)
 	}).Should(Succeed())
 	g.Eventually(func(g Gomega) {
 		p := getPool(g, key)
 		g.Expect(p.Status.ObservedGeneration).To(Equal(p.Generation))
-		g.Expect(condition(p.Status.Conditions, kvv1.ConditionProgressing).Reason).To(Equal(kvv1.ReasonPaused))
+		g.Expect(condition(p.Status.Conditions, kvapi.ConditionProgressing).Reason).To(Equal(kvapi.ReasonPaused))
 	}).Should(Succeed())
 	before := getPool(g, key).Status.Autoscaler.LastEvaluationTime
 	fed.set(ns+"/workers", paperObservation(10, 2))
@@ -182,7 +182,7 @@ func TestScaleSubresourceAndExternalMode(t *testing.T) {
 	ctx := context.Background()
 	ns := newNamespace(t)
 	fed.set(ns+"/workers", paperObservation(10, 1))
-	p := poolAndCluster(t, g, ns, kvv1.AutoscalingExternal, 10)
+	p := poolAndCluster(t, g, ns, kvapi.AutoscalingExternal, 10)
 	key := client.ObjectKeyFromObject(p)
 
 	// The recommendation (2) is published; spec.replicas stays at 1.
@@ -205,7 +205,7 @@ func TestScaleSubresourceAndExternalMode(t *testing.T) {
 	// An external writer (kubectl scale, HPA) sets 5 through /scale; the
 	// Deployment follows and the operator leaves it at 5 across evaluations.
 	g.Eventually(func() error {
-		pool := &kvv1.CompactionPool{}
+		pool := &kvapi.CompactionPool{}
 		if err := k8sClient.Get(ctx, key, pool); err != nil {
 			return err
 		}
@@ -241,7 +241,7 @@ func TestScaleSubresourceAndExternalMode(t *testing.T) {
 		s := &autoscalingv1.Scale{}
 		g.Expect(k8sClient.SubResource("scale").Get(ctx, getPool(g, key), s)).To(Succeed())
 		g.Expect(s.Status.Replicas).To(Equal(int32(5)))
-		g.Expect(condition(getPool(g, key).Status.Conditions, kvv1.ConditionReady).Status).To(Equal(metav1.ConditionTrue))
+		g.Expect(condition(getPool(g, key).Status.Conditions, kvapi.ConditionReady).Status).To(Equal(metav1.ConditionTrue))
 	}).Should(Succeed())
 }
 

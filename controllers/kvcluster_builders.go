@@ -18,7 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 
-	kvv1 "github.com/bellows-kv/bellows/api/v1alpha1"
+	kvapi "github.com/bellows-kv/bellows/api/v1alpha1"
 	"github.com/bellows-kv/bellows/internal/engineconfig"
 )
 
@@ -34,36 +34,36 @@ const (
 )
 
 // Names of a KVCluster's children.
-func storeConfigMapName(c *kvv1.KVCluster) string { return c.Name + "-engine" }
-func storeHeadlessName(c *kvv1.KVCluster) string  { return c.Name + "-headless" }
-func storeClientName(c *kvv1.KVCluster) string    { return c.Name }
-func storeStatefulSetName(c *kvv1.KVCluster) string {
+func storeConfigMapName(c *kvapi.KVCluster) string { return c.Name + "-engine" }
+func storeHeadlessName(c *kvapi.KVCluster) string  { return c.Name + "-headless" }
+func storeClientName(c *kvapi.KVCluster) string    { return c.Name }
+func storeStatefulSetName(c *kvapi.KVCluster) string {
 	return c.Name
 }
-func storePDBName(c *kvv1.KVCluster) string { return c.Name }
+func storePDBName(c *kvapi.KVCluster) string { return c.Name }
 
 // storeIdentityName names the storage pods' ServiceAccount and its Role and
 // RoleBinding.
-func storeIdentityName(c *kvv1.KVCluster) string { return c.Name + "-store" }
+func storeIdentityName(c *kvapi.KVCluster) string { return c.Name + "-store" }
 
 // poolServiceName is the Service in front of a CompactionPool's workers.
 func poolServiceName(poolName string) string { return poolName + "-compactor" }
 
-func kvOwner(c *kvv1.KVCluster) []metav1.OwnerReference {
-	return []metav1.OwnerReference{*metav1.NewControllerRef(c, kvv1.GroupVersion.WithKind("KVCluster"))}
+func kvOwner(c *kvapi.KVCluster) []metav1.OwnerReference {
+	return []metav1.OwnerReference{*metav1.NewControllerRef(c, kvapi.GroupVersion.WithKind("KVCluster"))}
 }
 
-func storeMeta(c *kvv1.KVCluster, name string) metav1.ObjectMeta {
+func storeMeta(c *kvapi.KVCluster, name string) metav1.ObjectMeta {
 	return metav1.ObjectMeta{
 		Name:            name,
 		Namespace:       c.Namespace,
-		Labels:          commonLabels(c.Name, kvv1.ComponentStore),
+		Labels:          commonLabels(c.Name, kvapi.ComponentStore),
 		OwnerReferences: kvOwner(c),
 	}
 }
 
 // EngineConfig turns the KVCluster's engine settings into engine.yaml.
-func EngineConfig(c *kvv1.KVCluster) (engineconfig.Config, error) {
+func EngineConfig(c *kvapi.KVCluster) (engineconfig.Config, error) {
 	e := c.Spec.Engine
 	ratio, err := strconv.ParseFloat(e.Compaction.Ratio, 64)
 	if err != nil {
@@ -87,7 +87,7 @@ func EngineConfig(c *kvv1.KVCluster) (engineconfig.Config, error) {
 }
 
 // BuildStoreConfigMap is the ConfigMap holding engine.yaml.
-func BuildStoreConfigMap(c *kvv1.KVCluster) (*corev1.ConfigMap, error) {
+func BuildStoreConfigMap(c *kvapi.KVCluster) (*corev1.ConfigMap, error) {
 	cfg, err := EngineConfig(c)
 	if err != nil {
 		return nil, err
@@ -106,19 +106,19 @@ func BuildStoreConfigMap(c *kvv1.KVCluster) (*corev1.ConfigMap, error) {
 
 func storePorts() []corev1.ServicePort {
 	return []corev1.ServicePort{
-		{Name: "grpc", Port: kvv1.StoreGRPCPort, TargetPort: intstr.FromString("grpc"), Protocol: corev1.ProtocolTCP},
-		{Name: "metrics", Port: kvv1.MetricsPort, TargetPort: intstr.FromString("metrics"), Protocol: corev1.ProtocolTCP},
+		{Name: "grpc", Port: kvapi.StoreGRPCPort, TargetPort: intstr.FromString("grpc"), Protocol: corev1.ProtocolTCP},
+		{Name: "metrics", Port: kvapi.MetricsPort, TargetPort: intstr.FromString("metrics"), Protocol: corev1.ProtocolTCP},
 	}
 }
 
 // BuildStoreHeadlessService gives each storage pod a stable DNS name and is
 // what the ServiceMonitor scrapes.
-func BuildStoreHeadlessService(c *kvv1.KVCluster) *corev1.Service {
+func BuildStoreHeadlessService(c *kvapi.KVCluster) *corev1.Service {
 	s := &corev1.Service{
 		ObjectMeta: storeMeta(c, storeHeadlessName(c)),
 		Spec: corev1.ServiceSpec{
 			ClusterIP:                corev1.ClusterIPNone,
-			Selector:                 selectorLabels(c.Name, kvv1.ComponentStore),
+			Selector:                 selectorLabels(c.Name, kvapi.ComponentStore),
 			Ports:                    storePorts(),
 			PublishNotReadyAddresses: true,
 		},
@@ -129,12 +129,12 @@ func BuildStoreHeadlessService(c *kvv1.KVCluster) *corev1.Service {
 }
 
 // BuildStoreClientService is the clients' entry point (gRPC only).
-func BuildStoreClientService(c *kvv1.KVCluster) *corev1.Service {
+func BuildStoreClientService(c *kvapi.KVCluster) *corev1.Service {
 	s := &corev1.Service{
 		ObjectMeta: storeMeta(c, storeClientName(c)),
 		Spec: corev1.ServiceSpec{
 			Type:     corev1.ServiceTypeClusterIP,
-			Selector: selectorLabels(c.Name, kvv1.ComponentStore),
+			Selector: selectorLabels(c.Name, kvapi.ComponentStore),
 			Ports:    storePorts()[:1],
 		},
 	}
@@ -144,11 +144,11 @@ func BuildStoreClientService(c *kvv1.KVCluster) *corev1.Service {
 }
 
 // storeArgs are `bellows store` flags (docs/interfaces.md).
-func storeArgs(c *kvv1.KVCluster) []string {
+func storeArgs(c *kvapi.KVCluster) []string {
 	args := []string{
 		"store",
-		fmt.Sprintf("--listen=:%d", kvv1.StoreGRPCPort),
-		fmt.Sprintf("--metrics-listen=:%d", kvv1.MetricsPort),
+		fmt.Sprintf("--listen=:%d", kvapi.StoreGRPCPort),
+		fmt.Sprintf("--metrics-listen=:%d", kvapi.MetricsPort),
 		"--bucket=" + c.Spec.Bucket.URL,
 		"--wal-dir=" + walMountPath,
 		"--config=" + configMountDir + "/" + engineconfig.FileName,
@@ -173,8 +173,8 @@ func storeArgs(c *kvv1.KVCluster) []string {
 // (OrderedReady, RollingUpdate): a pod is replaced only once the previous
 // one is Ready; the operator additionally waits for a rollout to finish
 // before it writes the next change.
-func BuildStoreStatefulSet(c *kvv1.KVCluster, cm *corev1.ConfigMap) *appsv1.StatefulSet {
-	labels := commonLabels(c.Name, kvv1.ComponentStore)
+func BuildStoreStatefulSet(c *kvapi.KVCluster, cm *corev1.ConfigMap) *appsv1.StatefulSet {
+	labels := commonLabels(c.Name, kvapi.ComponentStore)
 	env := []corev1.EnvVar{
 		{Name: "POD_INDEX", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.labels['apps.kubernetes.io/pod-index']"}}},
 		{Name: "POD_NAME", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}}},
@@ -198,8 +198,8 @@ func BuildStoreStatefulSet(c *kvv1.KVCluster, cm *corev1.ConfigMap) *appsv1.Stat
 		Env:             env,
 		EnvFrom:         envFrom,
 		Ports: []corev1.ContainerPort{
-			{Name: "grpc", ContainerPort: kvv1.StoreGRPCPort, Protocol: corev1.ProtocolTCP},
-			{Name: "metrics", ContainerPort: kvv1.MetricsPort, Protocol: corev1.ProtocolTCP},
+			{Name: "grpc", ContainerPort: kvapi.StoreGRPCPort, Protocol: corev1.ProtocolTCP},
+			{Name: "metrics", ContainerPort: kvapi.MetricsPort, Protocol: corev1.ProtocolTCP},
 		},
 		Resources:       c.Spec.Resources,
 		ReadinessProbe:  probe("/readyz", 5),
@@ -211,7 +211,7 @@ func BuildStoreStatefulSet(c *kvv1.KVCluster, cm *corev1.ConfigMap) *appsv1.Stat
 		},
 	}
 	pvc := corev1.PersistentVolumeClaim{
-		ObjectMeta: metav1.ObjectMeta{Name: walVolume, Labels: selectorLabels(c.Name, kvv1.ComponentStore)},
+		ObjectMeta: metav1.ObjectMeta{Name: walVolume, Labels: selectorLabels(c.Name, kvapi.ComponentStore)},
 		Spec: corev1.PersistentVolumeClaimSpec{
 			AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
 			StorageClassName: c.Spec.Storage.StorageClassName,
@@ -223,7 +223,7 @@ func BuildStoreStatefulSet(c *kvv1.KVCluster, cm *corev1.ConfigMap) *appsv1.Stat
 		Spec: appsv1.StatefulSetSpec{
 			Replicas:            ptr.To(c.Spec.Replicas),
 			ServiceName:         storeHeadlessName(c),
-			Selector:            &metav1.LabelSelector{MatchLabels: selectorLabels(c.Name, kvv1.ComponentStore)},
+			Selector:            &metav1.LabelSelector{MatchLabels: selectorLabels(c.Name, kvapi.ComponentStore)},
 			PodManagementPolicy: appsv1.OrderedReadyPodManagement,
 			UpdateStrategy: appsv1.StatefulSetUpdateStrategy{
 				Type:          appsv1.RollingUpdateStatefulSetStrategyType,
@@ -257,12 +257,12 @@ func BuildStoreStatefulSet(c *kvv1.KVCluster, cm *corev1.ConfigMap) *appsv1.Stat
 }
 
 // BuildStorePDB lets at most one storage pod be voluntarily disrupted at a time.
-func BuildStorePDB(c *kvv1.KVCluster) *policyv1.PodDisruptionBudget {
+func BuildStorePDB(c *kvapi.KVCluster) *policyv1.PodDisruptionBudget {
 	p := &policyv1.PodDisruptionBudget{
 		ObjectMeta: storeMeta(c, storePDBName(c)),
 		Spec: policyv1.PodDisruptionBudgetSpec{
 			MaxUnavailable: ptr.To(intstr.FromInt32(1)),
-			Selector:       &metav1.LabelSelector{MatchLabels: selectorLabels(c.Name, kvv1.ComponentStore)},
+			Selector:       &metav1.LabelSelector{MatchLabels: selectorLabels(c.Name, kvapi.ComponentStore)},
 		},
 	}
 	stampHash(p, p.Spec)
@@ -270,7 +270,7 @@ func BuildStorePDB(c *kvv1.KVCluster) *policyv1.PodDisruptionBudget {
 }
 
 // BuildStoreServiceAccount is the storage pods' identity.
-func BuildStoreServiceAccount(c *kvv1.KVCluster) *corev1.ServiceAccount {
+func BuildStoreServiceAccount(c *kvapi.KVCluster) *corev1.ServiceAccount {
 	sa := &corev1.ServiceAccount{ObjectMeta: storeMeta(c, storeIdentityName(c))}
 	stampHash(sa, nil)
 	return sa
@@ -291,14 +291,14 @@ func storeRoleRules() []rbacv1.PolicyRule {
 }
 
 // BuildStoreRole is what the storage pods may do in their namespace.
-func BuildStoreRole(c *kvv1.KVCluster) *rbacv1.Role {
+func BuildStoreRole(c *kvapi.KVCluster) *rbacv1.Role {
 	r := &rbacv1.Role{ObjectMeta: storeMeta(c, storeIdentityName(c)), Rules: storeRoleRules()}
 	stampHash(r, r.Rules)
 	return r
 }
 
 // BuildStoreRoleBinding grants BuildStoreRole to BuildStoreServiceAccount.
-func BuildStoreRoleBinding(c *kvv1.KVCluster) *rbacv1.RoleBinding {
+func BuildStoreRoleBinding(c *kvapi.KVCluster) *rbacv1.RoleBinding {
 	b := &rbacv1.RoleBinding{
 		ObjectMeta: storeMeta(c, storeIdentityName(c)),
 		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: storeIdentityName(c)},
@@ -334,8 +334,8 @@ func buildServiceMonitor(meta metav1.ObjectMeta, selector map[string]string) *un
 }
 
 // BuildStoreServiceMonitor scrapes the storage pods through the headless Service.
-func BuildStoreServiceMonitor(c *kvv1.KVCluster) *unstructured.Unstructured {
-	sel := selectorLabels(c.Name, kvv1.ComponentStore)
+func BuildStoreServiceMonitor(c *kvapi.KVCluster) *unstructured.Unstructured {
+	sel := selectorLabels(c.Name, kvapi.ComponentStore)
 	sel["kv.bellows.dev/service"] = "headless"
 	return buildServiceMonitor(storeMeta(c, c.Name+"-store"), sel)
 }
@@ -343,12 +343,12 @@ func BuildStoreServiceMonitor(c *kvv1.KVCluster) *unstructured.Unstructured {
 // RegionAssignments says which regions each pod serves: region i belongs to
 // the pod with ordinal i mod replicas (what --region-owner ORDINAL/REPLICAS
 // means to the store).
-func RegionAssignments(c *kvv1.KVCluster) []kvv1.RegionAssignment {
+func RegionAssignments(c *kvapi.KVCluster) []kvapi.RegionAssignment {
 	n, r := c.Spec.Regions.RegionCount(), c.Spec.Replicas
 	if r <= 0 {
 		return nil
 	}
-	out := make([]kvv1.RegionAssignment, 0, r)
+	out := make([]kvapi.RegionAssignment, 0, r)
 	for ord := int32(0); ord < r; ord++ {
 		var idx []string
 		for i := ord; i < n; i += r {
@@ -358,7 +358,7 @@ func RegionAssignments(c *kvv1.KVCluster) []kvv1.RegionAssignment {
 		if len(s) > 200 {
 			s = s[:strings.LastIndex(s[:200], ",")] + ",…"
 		}
-		out = append(out, kvv1.RegionAssignment{
+		out = append(out, kvapi.RegionAssignment{
 			Pod: fmt.Sprintf("%s-%d", storeStatefulSetName(c), ord), Regions: s, Count: int32(len(idx)),
 		})
 	}

@@ -9,17 +9,17 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
-	kvv1 "github.com/bellows-kv/bellows/api/v1alpha1"
+	kvapi "github.com/bellows-kv/bellows/api/v1alpha1"
 	"github.com/bellows-kv/bellows/internal/engineconfig"
 )
 
-func defaultedCluster() *kvv1.KVCluster {
-	c := &kvv1.KVCluster{
+func defaultedCluster() *kvapi.KVCluster {
+	c := &kvapi.KVCluster{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "kv", UID: "uid-1"},
-		Spec: kvv1.KVClusterSpec{
-			Bucket:            kvv1.BucketSpec{URL: "file:///bucket"},
-			Regions:           kvv1.RegionsSpec{Count: ptr.To(int32(7))},
-			CompactionPoolRef: &kvv1.CompactionPoolReference{Name: "pool"},
+		Spec: kvapi.KVClusterSpec{
+			Bucket:            kvapi.BucketSpec{URL: "file:///bucket"},
+			Regions:           kvapi.RegionsSpec{Count: ptr.To(int32(7))},
+			CompactionPoolRef: &kvapi.CompactionPoolReference{Name: "pool"},
 		},
 	}
 	c.SetDefaults()
@@ -80,7 +80,7 @@ func TestStoreBuilders(t *testing.T) {
 	// Offload disabled: no compactor service. Split keys: --split-keys.
 	c3 := defaultedCluster()
 	c3.Spec.Engine.Offload = "Disabled"
-	c3.Spec.Regions = kvv1.RegionsSpec{SplitKeys: []string{"g", "p"}}
+	c3.Spec.Regions = kvapi.RegionsSpec{SplitKeys: []string{"g", "p"}}
 	args = strings.Join(storeArgs(c3), " ")
 	if strings.Contains(args, "--compactor-service") || !strings.Contains(args, "--split-keys=g,p") || !strings.Contains(args, "--peer-service=ns/kv-headless") {
 		t.Errorf("args %q", args)
@@ -112,7 +112,7 @@ func TestStoreIdentityBuilders(t *testing.T) {
 		if specHash(o) == "" {
 			t.Errorf("%T has no spec hash", o)
 		}
-		if !reflect.DeepEqual(o.GetLabels(), commonLabels("kv", kvv1.ComponentStore)) {
+		if !reflect.DeepEqual(o.GetLabels(), commonLabels("kv", kvapi.ComponentStore)) {
 			t.Errorf("%T labels %v", o, o.GetLabels())
 		}
 	}
@@ -143,7 +143,7 @@ func TestStoreIdentityBuilders(t *testing.T) {
 func TestRegionAssignments(t *testing.T) {
 	c := defaultedCluster() // 7 regions, 3 pods
 	got := RegionAssignments(c)
-	want := []kvv1.RegionAssignment{{Pod: "kv-0", Regions: "0,3,6", Count: 3}, {Pod: "kv-1", Regions: "1,4", Count: 2}, {Pod: "kv-2", Regions: "2,5", Count: 2}}
+	want := []kvapi.RegionAssignment{{Pod: "kv-0", Regions: "0,3,6", Count: 3}, {Pod: "kv-1", Regions: "1,4", Count: 2}, {Pod: "kv-2", Regions: "2,5", Count: 2}}
 	if len(got) != len(want) {
 		t.Fatalf("got %+v", got)
 	}

@@ -19,7 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
-	kvv1 "github.com/bellows-kv/bellows/api/v1alpha1"
+	kvapi "github.com/bellows-kv/bellows/api/v1alpha1"
 )
 
 // +kubebuilder:rbac:groups=kv.bellows.dev,resources=kvclusters,verbs=get;list;watch;update;patch
@@ -55,7 +55,7 @@ type KVClusterReconciler struct {
 // kvPass is the state of one reconcile pass: the steps fill it, and the
 // status is computed from it once at the end.
 type kvPass struct {
-	cluster *kvv1.KVCluster
+	cluster *kvapi.KVCluster
 	sts     *appsv1.StatefulSet
 	// waiting is set when a change is held back until the rollout finishes.
 	waiting   bool
@@ -64,7 +64,7 @@ type kvPass struct {
 
 // Reconcile runs the guarded steps and writes status once.
 func (r *KVClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.Result, err error) {
-	cluster := &kvv1.KVCluster{}
+	cluster := &kvapi.KVCluster{}
 	if err := r.Get(ctx, req.NamespacedName, cluster); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
@@ -75,9 +75,9 @@ func (r *KVClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 	cluster.SetDefaults()
 	p := &kvPass{cluster: cluster}
 
-	if kvv1.IsPaused(cluster.Annotations) {
-		setCondition(&cluster.Status.Conditions, cluster.Generation, kvv1.ConditionProgressing, false, kvv1.ReasonPaused,
-			"the "+kvv1.PausedAnnotation+" annotation is set: the operator leaves this cluster and its children alone")
+	if kvapi.IsPaused(cluster.Annotations) {
+		setCondition(&cluster.Status.Conditions, cluster.Generation, kvapi.ConditionProgressing, false, kvapi.ReasonPaused,
+			"the "+kvapi.PausedAnnotation+" annotation is set: the operator leaves this cluster and its children alone")
 		cluster.Status.ObservedGeneration = cluster.Generation
 		return ctrl.Result{}, r.writeStatus(ctx, orig, cluster)
 	}
@@ -95,7 +95,7 @@ func (r *KVClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 		return ctrl.Result{}, errors.Join(stepErr, err)
 	}
 	if stepErr != nil {
-		r.Recorder.Eventf(cluster, nil, corev1.EventTypeWarning, kvv1.ReasonReconcileError, "Reconcile", "%v", stepErr)
+		r.Recorder.Eventf(cluster, nil, corev1.EventTypeWarning, kvapi.ReasonReconcileError, "Reconcile", "%v", stepErr)
 		return ctrl.Result{}, stepErr
 	}
 	if p.waiting {
@@ -104,7 +104,7 @@ func (r *KVClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 	return ctrl.Result{}, nil
 }
 
-func (r *KVClusterReconciler) event(c *kvv1.KVCluster, res applyResult, kind, name string) {
+func (r *KVClusterReconciler) event(c *kvapi.KVCluster, res applyResult, kind, name string) {
 	if res == applyNone {
 		return
 	}
@@ -250,7 +250,7 @@ func (r *KVClusterReconciler) checkPool(ctx context.Context, p *kvPass) error {
 		p.poolFound = true
 		return nil
 	}
-	err := r.Get(ctx, client.ObjectKey{Namespace: p.cluster.Namespace, Name: ref.Name}, &kvv1.CompactionPool{})
+	err := r.Get(ctx, client.ObjectKey{Namespace: p.cluster.Namespace, Name: ref.Name}, &kvapi.CompactionPool{})
 	if apierrors.IsNotFound(err) {
 		return nil
 	}
@@ -273,36 +273,36 @@ func (r *KVClusterReconciler) computeStatus(p *kvPass, stepErr error) {
 	gen := c.Generation
 	switch {
 	case stepErr != nil:
-		setCondition(&st.Conditions, gen, kvv1.ConditionDegraded, true, kvv1.ReasonReconcileError, stepErr.Error())
+		setCondition(&st.Conditions, gen, kvapi.ConditionDegraded, true, kvapi.ReasonReconcileError, stepErr.Error())
 	case !p.poolFound:
-		setCondition(&st.Conditions, gen, kvv1.ConditionDegraded, true, kvv1.ReasonCompactionPoolMissing,
+		setCondition(&st.Conditions, gen, kvapi.ConditionDegraded, true, kvapi.ReasonCompactionPoolMissing,
 			fmt.Sprintf("CompactionPool %q does not exist in namespace %s: compactions cannot be offloaded", c.Spec.CompactionPoolRef.Name, c.Namespace))
 	default:
-		setCondition(&st.Conditions, gen, kvv1.ConditionDegraded, false, kvv1.ReasonAsExpected, "")
+		setCondition(&st.Conditions, gen, kvapi.ConditionDegraded, false, kvapi.ReasonAsExpected, "")
 	}
 	ready := p.sts != nil && !p.waiting && rolloutComplete(p.sts) && p.sts.Status.ReadyReplicas == c.Spec.Replicas
 	switch {
 	case p.sts == nil:
-		setCondition(&st.Conditions, gen, kvv1.ConditionProgressing, true, kvv1.ReasonCreating, "creating the storage pods")
+		setCondition(&st.Conditions, gen, kvapi.ConditionProgressing, true, kvapi.ReasonCreating, "creating the storage pods")
 	case p.waiting:
-		setCondition(&st.Conditions, gen, kvv1.ConditionProgressing, true, kvv1.ReasonWaitingForRollout,
+		setCondition(&st.Conditions, gen, kvapi.ConditionProgressing, true, kvapi.ReasonWaitingForRollout,
 			"a spec change waits until the current rollout of the StatefulSet completes")
 	case !ready:
-		setCondition(&st.Conditions, gen, kvv1.ConditionProgressing, true, kvv1.ReasonRollingUpdate,
+		setCondition(&st.Conditions, gen, kvapi.ConditionProgressing, true, kvapi.ReasonRollingUpdate,
 			fmt.Sprintf("%d of %d storage pods updated and Ready", min(p.sts.Status.UpdatedReplicas, p.sts.Status.ReadyReplicas), c.Spec.Replicas))
 	default:
-		setCondition(&st.Conditions, gen, kvv1.ConditionProgressing, false, kvv1.ReasonReconciled, "every storage pod runs the current spec")
+		setCondition(&st.Conditions, gen, kvapi.ConditionProgressing, false, kvapi.ReasonReconciled, "every storage pod runs the current spec")
 	}
 	if ready {
-		setCondition(&st.Conditions, gen, kvv1.ConditionReady, true, kvv1.ReasonReconciled, fmt.Sprintf("%d storage pods Ready", c.Spec.Replicas))
+		setCondition(&st.Conditions, gen, kvapi.ConditionReady, true, kvapi.ReasonReconciled, fmt.Sprintf("%d storage pods Ready", c.Spec.Replicas))
 	} else {
-		setCondition(&st.Conditions, gen, kvv1.ConditionReady, false, kvv1.ReasonPodsNotReady,
+		setCondition(&st.Conditions, gen, kvapi.ConditionReady, false, kvapi.ReasonPodsNotReady,
 			fmt.Sprintf("%d of %d storage pods Ready", st.ReadyReplicas, c.Spec.Replicas))
 	}
 }
 
 // writeStatus patches the status subresource when it changed.
-func (r *KVClusterReconciler) writeStatus(ctx context.Context, orig, c *kvv1.KVCluster) error {
+func (r *KVClusterReconciler) writeStatus(ctx context.Context, orig, c *kvapi.KVCluster) error {
 	if equalJSON(orig.Status, c.Status) {
 		return nil
 	}
@@ -320,7 +320,7 @@ func (r *KVClusterReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		r.APIReader = mgr.GetAPIReader()
 	}
 	return ctrl.NewControllerManagedBy(mgr).
-		For(&kvv1.KVCluster{}).
+		For(&kvapi.KVCluster{}).
 		Owns(&appsv1.StatefulSet{}).
 		Owns(&corev1.Service{}).
 		Owns(&corev1.ConfigMap{}).
@@ -328,13 +328,13 @@ func (r *KVClusterReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Owns(&corev1.ServiceAccount{}).
 		Owns(&rbacv1.Role{}).
 		Owns(&rbacv1.RoleBinding{}).
-		Watches(&kvv1.CompactionPool{}, handler.EnqueueRequestsFromMapFunc(r.clustersOfPool)).
+		Watches(&kvapi.CompactionPool{}, handler.EnqueueRequestsFromMapFunc(r.clustersOfPool)).
 		Named("kvcluster").
 		Complete(r)
 }
 
 func (r *KVClusterReconciler) clustersOfPool(ctx context.Context, o client.Object) []reconcile.Request {
-	var list kvv1.KVClusterList
+	var list kvapi.KVClusterList
 	if err := r.List(ctx, &list, client.InNamespace(o.GetNamespace())); err != nil {
 		return nil
 	}

@@ -21,7 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/yaml"
 
-	kvv1 "github.com/bellows-kv/bellows/api/v1alpha1"
+	kvapi "github.com/bellows-kv/bellows/api/v1alpha1"
 )
 
 // loadSample reads a resource from config/samples into obj.
@@ -87,7 +87,7 @@ func markRolledOut(g *WithT, key client.ObjectKey, wantHash string) {
 // desiredStoreHash is the spec hash the operator gives the StatefulSet for
 // the KVCluster's current spec.
 func desiredStoreHash(g *WithT, key client.ObjectKey) string {
-	c := &kvv1.KVCluster{}
+	c := &kvapi.KVCluster{}
 	g.Expect(k8sClient.Get(context.Background(), key, c)).To(Succeed())
 	c.SetDefaults()
 	cm, err := BuildStoreConfigMap(c)
@@ -104,10 +104,10 @@ func TestKVClusterSamplePair(t *testing.T) {
 	ctx := context.Background()
 	ns := newNamespace(t)
 
-	pool := &kvv1.CompactionPool{}
+	pool := &kvapi.CompactionPool{}
 	loadSample(t, "kv_v1alpha1_compactionpool.yaml", pool, ns)
-	pool.Spec.Autoscaling.Mode = kvv1.AutoscalingDisabled // sizing is tested elsewhere
-	cluster := &kvv1.KVCluster{}
+	pool.Spec.Autoscaling.Mode = kvapi.AutoscalingDisabled // sizing is tested elsewhere
+	cluster := &kvapi.KVCluster{}
 	loadSample(t, "kv_v1alpha1_kvcluster.yaml", cluster, ns)
 	g.Expect(k8sClient.Create(ctx, pool)).To(Succeed())
 	g.Expect(k8sClient.Create(ctx, cluster)).To(Succeed())
@@ -137,7 +137,7 @@ func TestKVClusterSamplePair(t *testing.T) {
 	g.Expect(rb.Subjects).To(Equal([]rbacv1.Subject{{Kind: "ServiceAccount", Name: "demo-store", Namespace: ns}}))
 	// Drift in the Role is put back.
 	role.Rules[0].Verbs = []string{"get"}
-	role.Annotations[kvv1.SpecHashAnnotation] = "edited"
+	role.Annotations[kvapi.SpecHashAnnotation] = "edited"
 	g.Expect(k8sClient.Update(ctx, role)).To(Succeed())
 	g.Eventually(func(g Gomega) {
 		got := &rbacv1.Role{}
@@ -153,7 +153,7 @@ func TestKVClusterSamplePair(t *testing.T) {
 	g.Expect(sts.Spec.VolumeClaimTemplates[0].Spec.Resources.Requests.Storage().String()).To(Equal("20Gi"))
 	g.Expect(sts.Spec.Template.Spec.Containers[0].Args).To(ContainElements(
 		"--regions=10", "--region-owner=$(POD_INDEX)/3", "--compactor-service="+ns+"/workers-compactor"))
-	g.Expect(sts.Annotations).To(HaveKey(kvv1.SpecHashAnnotation))
+	g.Expect(sts.Annotations).To(HaveKey(kvapi.SpecHashAnnotation))
 	cm := &corev1.ConfigMap{}
 	g.Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: "demo-engine"}, cm)).To(Succeed())
 	g.Expect(cm.Data["engine.yaml"]).To(ContainSubstring("policy: Adaptive"))
@@ -163,29 +163,29 @@ func TestKVClusterSamplePair(t *testing.T) {
 
 	// Status follows the children: not Ready until the pods are.
 	g.Eventually(func(g Gomega) {
-		c := &kvv1.KVCluster{}
+		c := &kvapi.KVCluster{}
 		g.Expect(k8sClient.Get(ctx, key, c)).To(Succeed())
 		g.Expect(c.Status.ObservedGeneration).To(Equal(c.Generation))
 		g.Expect(c.Status.Regions).To(Equal(int32(10)))
 		g.Expect(c.Status.RegionAssignment).To(HaveLen(3))
-		g.Expect(c.Status.RegionAssignment[0]).To(Equal(kvv1.RegionAssignment{Pod: "demo-0", Regions: "0,3,6,9", Count: 4}))
-		g.Expect(condition(c.Status.Conditions, kvv1.ConditionReady).Status).To(Equal(metav1.ConditionFalse))
-		g.Expect(condition(c.Status.Conditions, kvv1.ConditionProgressing).Status).To(Equal(metav1.ConditionTrue))
-		g.Expect(condition(c.Status.Conditions, kvv1.ConditionDegraded).Status).To(Equal(metav1.ConditionFalse))
+		g.Expect(c.Status.RegionAssignment[0]).To(Equal(kvapi.RegionAssignment{Pod: "demo-0", Regions: "0,3,6,9", Count: 4}))
+		g.Expect(condition(c.Status.Conditions, kvapi.ConditionReady).Status).To(Equal(metav1.ConditionFalse))
+		g.Expect(condition(c.Status.Conditions, kvapi.ConditionProgressing).Status).To(Equal(metav1.ConditionTrue))
+		g.Expect(condition(c.Status.Conditions, kvapi.ConditionDegraded).Status).To(Equal(metav1.ConditionFalse))
 	}).Should(Succeed())
 
 	markRolledOut(g, key, specHash(sts))
 	g.Eventually(func(g Gomega) {
-		c := &kvv1.KVCluster{}
+		c := &kvapi.KVCluster{}
 		g.Expect(k8sClient.Get(ctx, key, c)).To(Succeed())
-		g.Expect(condition(c.Status.Conditions, kvv1.ConditionReady).Status).To(Equal(metav1.ConditionTrue))
+		g.Expect(condition(c.Status.Conditions, kvapi.ConditionReady).Status).To(Equal(metav1.ConditionTrue))
 		g.Expect(c.Status.ReadyReplicas).To(Equal(int32(3)))
 	}).Should(Succeed())
 
 	// A change is applied (rollout complete) and bumps the spec hash.
-	update := func(f func(*kvv1.KVCluster)) {
+	update := func(f func(*kvapi.KVCluster)) {
 		g.Eventually(func() error {
-			c := &kvv1.KVCluster{}
+			c := &kvapi.KVCluster{}
 			if err := k8sClient.Get(ctx, key, c); err != nil {
 				return err
 			}
@@ -193,26 +193,26 @@ func TestKVClusterSamplePair(t *testing.T) {
 			return k8sClient.Update(ctx, c)
 		}).Should(Succeed())
 	}
-	oldHash := sts.Annotations[kvv1.SpecHashAnnotation]
-	update(func(c *kvv1.KVCluster) { c.Spec.Image = "bellows:v2" })
+	oldHash := sts.Annotations[kvapi.SpecHashAnnotation]
+	update(func(c *kvapi.KVCluster) { c.Spec.Image = "bellows:v2" })
 	var v2Hash string
 	g.Eventually(func(g Gomega) {
 		s := &appsv1.StatefulSet{}
 		g.Expect(k8sClient.Get(ctx, key, s)).To(Succeed())
 		g.Expect(s.Spec.Template.Spec.Containers[0].Image).To(Equal("bellows:v2"))
-		g.Expect(s.Annotations[kvv1.SpecHashAnnotation]).NotTo(Equal(oldHash))
+		g.Expect(s.Annotations[kvapi.SpecHashAnnotation]).NotTo(Equal(oldHash))
 		v2Hash = specHash(s)
 	}).Should(Succeed())
 	g.Expect(v2Hash).To(Equal(desiredStoreHash(g, key)))
 
 	// That rollout is in progress (the StatefulSet controller has not
 	// caught up), so the next change waits.
-	update(func(c *kvv1.KVCluster) { c.Spec.Engine.BlockCacheBytes = resourceMust("3Gi") })
+	update(func(c *kvapi.KVCluster) { c.Spec.Engine.BlockCacheBytes = resourceMust("3Gi") })
 	g.Eventually(func(g Gomega) {
-		c := &kvv1.KVCluster{}
+		c := &kvapi.KVCluster{}
 		g.Expect(k8sClient.Get(ctx, key, c)).To(Succeed())
 		g.Expect(c.Status.ObservedGeneration).To(Equal(c.Generation))
-		g.Expect(condition(c.Status.Conditions, kvv1.ConditionProgressing).Reason).To(Equal(kvv1.ReasonWaitingForRollout))
+		g.Expect(condition(c.Status.Conditions, kvapi.ConditionProgressing).Reason).To(Equal(kvapi.ReasonWaitingForRollout))
 	}).Should(Succeed())
 	g.Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: "demo-engine"}, cm)).To(Succeed())
 	g.Expect(cm.Data["engine.yaml"]).To(ContainSubstring("blockCacheBytes: 2147483648"), "held-back change must not reach the ConfigMap")
@@ -227,26 +227,26 @@ func TestKVClusterSamplePair(t *testing.T) {
 	}).Should(Succeed())
 	markRolledOut(g, key, desiredStoreHash(g, key))
 	g.Eventually(func(g Gomega) {
-		c := &kvv1.KVCluster{}
+		c := &kvapi.KVCluster{}
 		g.Expect(k8sClient.Get(ctx, key, c)).To(Succeed())
 		g.Expect(c.Status.ObservedGeneration).To(Equal(c.Generation))
-		g.Expect(condition(c.Status.Conditions, kvv1.ConditionReady).Status).To(Equal(metav1.ConditionTrue))
+		g.Expect(condition(c.Status.Conditions, kvapi.ConditionReady).Status).To(Equal(metav1.ConditionTrue))
 	}).Should(Succeed())
 
 	// Paused: the operator records it and leaves the children alone.
-	update(func(c *kvv1.KVCluster) {
-		c.Annotations = map[string]string{kvv1.PausedAnnotation: "true"}
+	update(func(c *kvapi.KVCluster) {
+		c.Annotations = map[string]string{kvapi.PausedAnnotation: "true"}
 		c.Spec.Replicas = 5
 	})
 	g.Eventually(func(g Gomega) {
-		c := &kvv1.KVCluster{}
+		c := &kvapi.KVCluster{}
 		g.Expect(k8sClient.Get(ctx, key, c)).To(Succeed())
 		g.Expect(c.Status.ObservedGeneration).To(Equal(c.Generation))
-		g.Expect(condition(c.Status.Conditions, kvv1.ConditionProgressing).Reason).To(Equal(kvv1.ReasonPaused))
+		g.Expect(condition(c.Status.Conditions, kvapi.ConditionProgressing).Reason).To(Equal(kvapi.ReasonPaused))
 	}).Should(Succeed())
 	g.Expect(k8sClient.Get(ctx, key, sts)).To(Succeed())
 	g.Expect(*sts.Spec.Replicas).To(Equal(int32(3)), "a paused cluster's StatefulSet must not change")
-	update(func(c *kvv1.KVCluster) { delete(c.Annotations, kvv1.PausedAnnotation) })
+	update(func(c *kvapi.KVCluster) { delete(c.Annotations, kvapi.PausedAnnotation) })
 	g.Eventually(func(g Gomega) {
 		g.Expect(k8sClient.Get(ctx, key, sts)).To(Succeed())
 		g.Expect(*sts.Spec.Replicas).To(Equal(int32(5)))
@@ -271,7 +271,7 @@ func TestKVClusterSamplePair(t *testing.T) {
 		}
 	}).Should(Succeed())
 	// The pool is not owned by the cluster and stays.
-	g.Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(pool), &kvv1.CompactionPool{})).To(Succeed())
+	g.Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(pool), &kvapi.CompactionPool{})).To(Succeed())
 }
 
 // TestKVClusterMissingPoolIsDegraded: a reference to a pool that does not
@@ -283,22 +283,22 @@ func TestKVClusterMissingPoolIsDegraded(t *testing.T) {
 	ctx := context.Background()
 	ns := newNamespace(t)
 	c := validCluster(ns, "lonely")
-	c.Spec.CompactionPoolRef = &kvv1.CompactionPoolReference{Name: "nowhere"}
+	c.Spec.CompactionPoolRef = &kvapi.CompactionPoolReference{Name: "nowhere"}
 	g.Expect(k8sClient.Create(ctx, c)).To(Succeed())
 	g.Eventually(func(g Gomega) {
-		got := &kvv1.KVCluster{}
+		got := &kvapi.KVCluster{}
 		g.Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(c), got)).To(Succeed())
-		d := condition(got.Status.Conditions, kvv1.ConditionDegraded)
+		d := condition(got.Status.Conditions, kvapi.ConditionDegraded)
 		g.Expect(d.Status).To(Equal(metav1.ConditionTrue))
-		g.Expect(d.Reason).To(Equal(kvv1.ReasonCompactionPoolMissing))
+		g.Expect(d.Reason).To(Equal(kvapi.ReasonCompactionPoolMissing))
 	}).Should(Succeed())
 	p := validPool(ns, "nowhere")
-	p.Spec.Autoscaling.Mode = kvv1.AutoscalingDisabled
+	p.Spec.Autoscaling.Mode = kvapi.AutoscalingDisabled
 	g.Expect(k8sClient.Create(ctx, p)).To(Succeed())
 	g.Eventually(func(g Gomega) {
-		got := &kvv1.KVCluster{}
+		got := &kvapi.KVCluster{}
 		g.Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(c), got)).To(Succeed())
-		g.Expect(condition(got.Status.Conditions, kvv1.ConditionDegraded).Status).To(Equal(metav1.ConditionFalse))
+		g.Expect(condition(got.Status.Conditions, kvapi.ConditionDegraded).Status).To(Equal(metav1.ConditionFalse))
 	}).Should(Succeed())
 }
 
@@ -326,19 +326,19 @@ func TestServiceMonitorsFollowTheCRD(t *testing.T) {
 	g.Expect(ok).To(Equal(serviceMonitorCRDInstalled), "the ServiceMonitor CRD must be absent until this test installs it")
 
 	p := validPool(ns, "mon")
-	p.Spec.Autoscaling.Mode = kvv1.AutoscalingDisabled
+	p.Spec.Autoscaling.Mode = kvapi.AutoscalingDisabled
 	c := validCluster(ns, "mon")
-	c.Spec.CompactionPoolRef = &kvv1.CompactionPoolReference{Name: "mon"}
+	c.Spec.CompactionPoolRef = &kvapi.CompactionPoolReference{Name: "mon"}
 	g.Expect(k8sClient.Create(ctx, p)).To(Succeed())
 	g.Expect(k8sClient.Create(ctx, c)).To(Succeed())
 	g.Eventually(func(g Gomega) {
-		got := &kvv1.KVCluster{}
+		got := &kvapi.KVCluster{}
 		g.Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(c), got)).To(Succeed())
 		g.Expect(got.Status.ObservedGeneration).To(Equal(got.Generation))
-		g.Expect(condition(got.Status.Conditions, kvv1.ConditionDegraded).Status).To(Equal(metav1.ConditionFalse))
-		gotPool := &kvv1.CompactionPool{}
+		g.Expect(condition(got.Status.Conditions, kvapi.ConditionDegraded).Status).To(Equal(metav1.ConditionFalse))
+		gotPool := &kvapi.CompactionPool{}
 		g.Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(p), gotPool)).To(Succeed())
-		g.Expect(condition(gotPool.Status.Conditions, kvv1.ConditionDegraded).Status).To(Equal(metav1.ConditionFalse))
+		g.Expect(condition(gotPool.Status.Conditions, kvapi.ConditionDegraded).Status).To(Equal(metav1.ConditionFalse))
 	}).Should(Succeed())
 
 	if !serviceMonitorCRDInstalled {
@@ -346,7 +346,7 @@ func TestServiceMonitorsFollowTheCRD(t *testing.T) {
 		g.Expect(err).NotTo(HaveOccurred())
 		serviceMonitorCRDInstalled = true
 		// Nudge both objects (no watch on a kind that did not exist at start-up).
-		for _, o := range []client.Object{&kvv1.KVCluster{}, &kvv1.CompactionPool{}} {
+		for _, o := range []client.Object{&kvapi.KVCluster{}, &kvapi.CompactionPool{}} {
 			key := client.ObjectKey{Namespace: ns, Name: "mon"}
 			g.Eventually(func() error {
 				if err := k8sClient.Get(ctx, key, o); err != nil {

@@ -30,7 +30,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
-	kvv1 "github.com/bellows-kv/bellows/api/v1alpha1"
+	kvapi "github.com/bellows-kv/bellows/api/v1alpha1"
 	"github.com/bellows-kv/bellows/autoscaler"
 )
 
@@ -98,7 +98,7 @@ func runSuite(m *testing.M) int {
 		return 1
 	}
 	_ = clientgoscheme.AddToScheme(testScheme)
-	_ = kvv1.AddToScheme(testScheme)
+	_ = kvapi.AddToScheme(testScheme)
 
 	testEnv = &envtest.Environment{
 		CRDDirectoryPaths:     []string{filepath.Join("..", "config", "crd", "bases")},

@@ -11,24 +11,24 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	kvv1 "github.com/bellows-kv/bellows/api/v1alpha1"
+	kvapi "github.com/bellows-kv/bellows/api/v1alpha1"
 )
 
-func validCluster(ns, name string) *kvv1.KVCluster {
-	return &kvv1.KVCluster{
+func validCluster(ns, name string) *kvapi.KVCluster {
+	return &kvapi.KVCluster{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-		Spec: kvv1.KVClusterSpec{
+		Spec: kvapi.KVClusterSpec{
 			Replicas: 3,
-			Bucket:   kvv1.BucketSpec{URL: "s3://bucket"},
-			Regions:  kvv1.RegionsSpec{Count: ptr.To(int32(4))},
+			Bucket:   kvapi.BucketSpec{URL: "s3://bucket"},
+			Regions:  kvapi.RegionsSpec{Count: ptr.To(int32(4))},
 		},
 	}
 }
 
-func validPool(ns, name string) *kvv1.CompactionPool {
-	return &kvv1.CompactionPool{
+func validPool(ns, name string) *kvapi.CompactionPool {
+	return &kvapi.CompactionPool{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-		Spec:       kvv1.CompactionPoolSpec{MinReplicas: 1, MaxReplicas: 5},
+		Spec:       kvapi.CompactionPoolSpec{MinReplicas: 1, MaxReplicas: 5},
 	}
 }
 
@@ -70,7 +70,7 @@ func TestValidationRejectsInvalidResources(t *testing.T) {
 		}, "engine.warmup.rateBytesPerSecond must be a positive rate when mode is ThrottledIncremental"},
 		{"throttled warmup with a zero rate", func() client.Object {
 			c := validCluster(ns, "c6")
-			c.Spec.Engine.Warmup = kvv1.WarmupSpec{Mode: "ThrottledIncremental", RateBytesPerSecond: ptr.To(int64(0))}
+			c.Spec.Engine.Warmup = kvapi.WarmupSpec{Mode: "ThrottledIncremental", RateBytesPerSecond: ptr.To(int64(0))}
 			return c
 		}, "engine.warmup.rateBytesPerSecond must be a positive rate"},
 		{"unknown warmup mode", func() client.Object {
@@ -85,7 +85,7 @@ func TestValidationRejectsInvalidResources(t *testing.T) {
 		}, "regions: set exactly one of count or splitKeys"},
 		{"split keys out of order", func() client.Object {
 			c := validCluster(ns, "c9")
-			c.Spec.Regions = kvv1.RegionsSpec{SplitKeys: []string{"m", "c"}}
+			c.Spec.Regions = kvapi.RegionsSpec{SplitKeys: []string{"m", "c"}}
 			return c
 		}, "regions.splitKeys must be strictly increasing"},
 		{"zero regions", func() client.Object {
@@ -95,7 +95,7 @@ func TestValidationRejectsInvalidResources(t *testing.T) {
 		}, "spec.regions.count in body should be greater than or equal to 1"},
 		{"pool reference that names no pool", func() client.Object {
 			c := validCluster(ns, "c11")
-			c.Spec.CompactionPoolRef = &kvv1.CompactionPoolReference{Name: "Not A Pool!"}
+			c.Spec.CompactionPoolRef = &kvapi.CompactionPoolReference{Name: "Not A Pool!"}
 			return c
 		}, "compactionPoolRef.name must name a CompactionPool"},
 		{"offload required without a pool", func() client.Object {
@@ -158,7 +158,7 @@ func TestValidationImmutableFields(t *testing.T) {
 	ctx := context.Background()
 	ns := newNamespace(t)
 	c := validCluster(ns, "immutable")
-	c.Annotations = map[string]string{kvv1.PausedAnnotation: "true"} // keep the operator out of the way
+	c.Annotations = map[string]string{kvapi.PausedAnnotation: "true"} // keep the operator out of the way
 	if err := k8sClient.Create(ctx, c); err != nil {
 		t.Fatal(err)
 	}
@@ -167,18 +167,18 @@ func TestValidationImmutableFields(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		name   string
-		mutate func(*kvv1.KVCluster)
+		mutate func(*kvapi.KVCluster)
 		msg    string
 	}{
-		{"region count", func(c *kvv1.KVCluster) { c.Spec.Regions.Count = ptr.To(int32(8)) }, "regions is immutable: the region layout cannot change after creation"},
-		{"region split keys", func(c *kvv1.KVCluster) { c.Spec.Regions = kvv1.RegionsSpec{SplitKeys: []string{"k"}} }, "regions is immutable"},
-		{"storage size", func(c *kvv1.KVCluster) { c.Spec.Storage.Size = resource.MustParse("20Gi") }, "storage is immutable"},
+		{"region count", func(c *kvapi.KVCluster) { c.Spec.Regions.Count = ptr.To(int32(8)) }, "regions is immutable: the region layout cannot change after creation"},
+		{"region split keys", func(c *kvapi.KVCluster) { c.Spec.Regions = kvapi.RegionsSpec{SplitKeys: []string{"k"}} }, "regions is immutable"},
+		{"storage size", func(c *kvapi.KVCluster) { c.Spec.Storage.Size = resource.MustParse("20Gi") }, "storage is immutable"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			// The operator writes status concurrently: retry on conflicts.
 			var err error
 			for range 50 {
-				cur := &kvv1.KVCluster{}
+				cur := &kvapi.KVCluster{}
 				if err := k8sClient.Get(ctx, client.ObjectKeyFromObject(c), cur); err != nil {
 					t.Fatal(err)
 				}
@@ -194,7 +194,7 @@ func TestValidationImmutableFields(t *testing.T) {
 	}
 	var err error
 	for range 50 {
-		cur := &kvv1.KVCluster{}
+		cur := &kvapi.KVCluster{}
 		if err := k8sClient.Get(ctx, client.ObjectKeyFromObject(c), cur); err != nil {
 			t.Fatal(err)
 		}

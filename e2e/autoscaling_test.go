@@ -17,7 +17,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	kvv1 "github.com/bellows-kv/bellows/api/v1alpha1"
+	kvapi "github.com/bellows-kv/bellows/api/v1alpha1"
 )
 
 // autoscalingScenario: the capacity model (autoscaler/, paper §6.3) sizes the
@@ -39,7 +39,7 @@ func autoscalingScenario(t *testing.T, e *env, kv *kvClient, l *ledger) {
 	defer cancel()
 	e.patchPool(t, ctx, `{"spec":{"cacheBytes":"1Mi","transferRateBytesPerSecond":20000,"minReplicas":1,"maxReplicas":3,"autoscaling":{"mode":"Model","syncPeriod":"5s","scaleUpStabilizationWindow":"0s","scaleDownStabilizationWindow":"15s"}}}`)
 	// idle: the model brings the pool down to minReplicas
-	e.awaitPool(t, "the idle pool at minReplicas", func(p *kvv1.CompactionPool) bool { return ptr.Deref(p.Spec.Replicas, 0) == 1 })
+	e.awaitPool(t, "the idle pool at minReplicas", func(p *kvapi.CompactionPool) bool { return ptr.Deref(p.Spec.Replicas, 0) == 1 })
 	e.awaitWorkers(t, 1)
 
 	writeRandom(t, ctx, kv, l, "s", 300, 4000) // ~300 kB per region
@@ -87,7 +87,7 @@ func autoscalingScenario(t *testing.T, e *env, kv *kvClient, l *ledger) {
 	// The measurements drift while the demand runs (T is a rate over a
 	// growing window, w a measured rate), so m follows them until the pool
 	// has grown: the test plays the operator who sizes the pool's memory.
-	sizeFor := func(in kvv1.ModelInputs) (m int64, ok bool, what string) {
+	sizeFor := func(in kvapi.ModelInputs) (m int64, ok bool, what string) {
 		b, c, w, T := num(in.CompactionSizeBytes), num(in.CompactionRateBytesPerSecond), num(in.TransferRateBytesPerSecond), num(in.CompactionsPerRegion)
 		if b <= 0 || c <= 0 || w <= 0 || T <= 0 || in.IntervalSeconds <= 0 {
 			return 0, false, fmt.Sprintf("not measured yet: %+v", in)
@@ -97,7 +97,7 @@ func autoscalingScenario(t *testing.T, e *env, kv *kvClient, l *ledger) {
 		m = int64(lw*b) + int64(b/20)
 		return m, true, fmt.Sprintf("b=%.0f B, c=%.0f B/s, w=%.0f B/s, T=%.1f per region per %ds: D=%.1fs; m=%d gives l=%.0f", b, c, w, T, in.IntervalSeconds, D, m, lw)
 	}
-	var grown kvv1.CompactionPool
+	var grown kvapi.CompactionPool
 	var sized int64
 	eventually(t, 4*time.Minute, "the model to grow the pool to 2 or more workers", func(ctx context.Context) (bool, string, error) {
 		if err := e.c.Get(ctx, client.ObjectKey{Namespace: ns, Name: poolName}, &grown); err != nil {
@@ -124,8 +124,8 @@ func autoscalingScenario(t *testing.T, e *env, kv *kvClient, l *ledger) {
 	e.awaitWorkers(t, ptr.Deref(grown.Spec.Replicas, 0))
 	close(stop)
 	wg.Wait()
-	shrunk := e.awaitPool(t, "the pool to shrink back without demand", func(p *kvv1.CompactionPool) bool { return ptr.Deref(p.Spec.Replicas, 0) == 1 })
-	t.Logf("shrunk: %s", meta.FindStatusCondition(shrunk.Status.Conditions, kvv1.ConditionScalingActive).Message)
+	shrunk := e.awaitPool(t, "the pool to shrink back without demand", func(p *kvapi.CompactionPool) bool { return ptr.Deref(p.Spec.Replicas, 0) == 1 })
+	t.Logf("shrunk: %s", meta.FindStatusCondition(shrunk.Status.Conditions, kvapi.ConditionScalingActive).Message)
 	e.awaitWorkers(t, 1)
 	t.Logf("%d compactions requested, %d failed", requested.Load(), failed.Load())
 	if failed.Load() > 0 {
@@ -135,14 +135,14 @@ func autoscalingScenario(t *testing.T, e *env, kv *kvClient, l *ledger) {
 }
 
 // awaitPool waits for cond on the CompactionPool, with ScalingActive true.
-func (e *env) awaitPool(t *testing.T, what string, cond func(*kvv1.CompactionPool) bool) *kvv1.CompactionPool {
+func (e *env) awaitPool(t *testing.T, what string, cond func(*kvapi.CompactionPool) bool) *kvapi.CompactionPool {
 	t.Helper()
-	var pool kvv1.CompactionPool
+	var pool kvapi.CompactionPool
 	eventually(t, 3*time.Minute, what, func(ctx context.Context) (bool, string, error) {
 		if err := e.c.Get(ctx, client.ObjectKey{Namespace: ns, Name: poolName}, &pool); err != nil {
 			return false, "", err
 		}
-		sa := meta.FindStatusCondition(pool.Status.Conditions, kvv1.ConditionScalingActive)
+		sa := meta.FindStatusCondition(pool.Status.Conditions, kvapi.ConditionScalingActive)
 		st := fmt.Sprintf("replicas %d", ptr.Deref(pool.Spec.Replicas, 0))
 		if sa != nil {
 			st += fmt.Sprintf("; ScalingActive=%s %s: %s", sa.Status, sa.Reason, sa.Message)

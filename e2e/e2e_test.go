@@ -26,7 +26,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	kvv1 "github.com/bellows-kv/bellows/api/v1alpha1"
+	kvapi "github.com/bellows-kv/bellows/api/v1alpha1"
 	kvpb "github.com/bellows-kv/bellows/proto/bellows/kv/v1"
 )
 
@@ -157,23 +157,23 @@ func (e *env) helmInstall(t *testing.T) {
 func (e *env) applySamples(t *testing.T) {
 	e.run(t, "kubectl", "apply", "-k", "e2e/overlay")
 	eventually(t, 3*time.Minute, "KVCluster and CompactionPool Ready", func(ctx context.Context) (bool, string, error) {
-		var kvc kvv1.KVCluster
-		var pool kvv1.CompactionPool
+		var kvc kvapi.KVCluster
+		var pool kvapi.CompactionPool
 		if err := e.c.Get(ctx, client.ObjectKey{Namespace: ns, Name: clusterName}, &kvc); err != nil {
 			return false, "", err
 		}
 		if err := e.c.Get(ctx, client.ObjectKey{Namespace: ns, Name: poolName}, &pool); err != nil {
 			return false, "", err
 		}
-		kr := meta.FindStatusCondition(kvc.Status.Conditions, kvv1.ConditionReady)
-		pr := meta.FindStatusCondition(pool.Status.Conditions, kvv1.ConditionReady)
+		kr := meta.FindStatusCondition(kvc.Status.Conditions, kvapi.ConditionReady)
+		pr := meta.FindStatusCondition(pool.Status.Conditions, kvapi.ConditionReady)
 		s := fmt.Sprintf("KVCluster ready %d/%d %s; pool ready %d/%d %s", kvc.Status.ReadyReplicas, kvc.Spec.Replicas, condString(kr), pool.Status.ReadyReplicas, pool.Status.Replicas, condString(pr))
 		ok := kr != nil && kr.Status == metav1.ConditionTrue && kr.ObservedGeneration == kvc.Generation &&
 			pr != nil && pr.Status == metav1.ConditionTrue &&
 			kvc.Status.ReadyReplicas == kvc.Spec.Replicas && pool.Status.ReadyReplicas >= 1
 		return ok, s, nil
 	})
-	stores, workers := e.pods(t, kvv1.ComponentStore, clusterName), e.pods(t, kvv1.ComponentCompactor, poolName)
+	stores, workers := e.pods(t, kvapi.ComponentStore, clusterName), e.pods(t, kvapi.ComponentCompactor, poolName)
 	if len(stores) != 2 || len(workers) < 1 {
 		t.Fatalf("%d storage pods (want 2), %d workers (want ≥1)", len(stores), len(workers))
 	}
@@ -196,7 +196,7 @@ func (e *env) pods(t *testing.T, component, instance string) []corev1.Pod {
 	t.Helper()
 	var pods corev1.PodList
 	if err := e.c.List(context.Background(), &pods, client.InNamespace(ns), client.MatchingLabels{
-		kvv1.LabelInstance: instance, kvv1.LabelComponent: component,
+		kvapi.LabelInstance: instance, kvapi.LabelComponent: component,
 	}); err != nil {
 		t.Fatal(err)
 	}
@@ -297,7 +297,7 @@ func (e *env) offloadedCompaction(t *testing.T, kv *kvClient, l *ledger) {
 	if err := e.c.Get(ctx, client.ObjectKey{Namespace: ns, Name: clusterName}, &svc); err != nil {
 		t.Fatal(err)
 	}
-	conn, err := kv.conn(fmt.Sprintf("%s:%d", svc.Spec.ClusterIP, kvv1.StoreGRPCPort))
+	conn, err := kv.conn(fmt.Sprintf("%s:%d", svc.Spec.ClusterIP, kvapi.StoreGRPCPort))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -333,11 +333,11 @@ func (e *env) offloadedCompaction(t *testing.T, kv *kvClient, l *ledger) {
 		})
 	}
 
-	before, err := e.scrapeAll(t, ctx, kvv1.ComponentStore, clusterName)
+	before, err := e.scrapeAll(t, ctx, kvapi.ComponentStore, clusterName)
 	if err != nil {
 		t.Fatal(err)
 	}
-	workersBefore, err := e.scrapeAll(t, ctx, kvv1.ComponentCompactor, poolName)
+	workersBefore, err := e.scrapeAll(t, ctx, kvapi.ComponentCompactor, poolName)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -359,11 +359,11 @@ func (e *env) offloadedCompaction(t *testing.T, kv *kvClient, l *ledger) {
 	}
 	n := float64(len(regions))
 	eventually(t, time.Minute, "offloaded compactions and incremental warmup in the metrics", func(ctx context.Context) (bool, string, error) {
-		s, err := e.scrapeAll(t, ctx, kvv1.ComponentStore, clusterName)
+		s, err := e.scrapeAll(t, ctx, kvapi.ComponentStore, clusterName)
 		if err != nil {
 			return false, "", err
 		}
-		w, err := e.scrapeAll(t, ctx, kvv1.ComponentCompactor, poolName)
+		w, err := e.scrapeAll(t, ctx, kvapi.ComponentCompactor, poolName)
 		if err != nil {
 			return false, "", err
 		}
@@ -400,7 +400,7 @@ func (e *env) compactorDies(t *testing.T, kv *kvClient, l *ledger) {
 		}
 		writeRandom(t, ctx, kv, l, fmt.Sprintf("c%d", attempt), 300, 4000)
 		regions := flushAll(t, ctx, kv)
-		before, err := e.scrapeAll(t, ctx, kvv1.ComponentStore, clusterName)
+		before, err := e.scrapeAll(t, ctx, kvapi.ComponentStore, clusterName)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -416,7 +416,7 @@ func (e *env) compactorDies(t *testing.T, kv *kvClient, l *ledger) {
 		finished := false
 		deadline := time.Now().Add(30 * time.Second)
 		for victim == nil && time.Now().Before(deadline) {
-			for _, p := range e.pods(t, kvv1.ComponentCompactor, poolName) {
+			for _, p := range e.pods(t, kvapi.ComponentCompactor, poolName) {
 				s, err := scrape(ctx, metricsURL(&p))
 				if err != nil {
 					continue
@@ -460,7 +460,7 @@ func (e *env) compactorDies(t *testing.T, kv *kvClient, l *ledger) {
 			t.Fatalf("the compaction of %s failed after its worker died: %v", r.region, compactErr)
 		}
 		eventually(t, 2*time.Minute, "the compaction and its warmup to complete", func(ctx context.Context) (bool, string, error) {
-			s, err := e.scrapeAll(t, ctx, kvv1.ComponentStore, clusterName)
+			s, err := e.scrapeAll(t, ctx, kvapi.ComponentStore, clusterName)
 			if err != nil {
 				return false, "", err
 			}
@@ -505,7 +505,7 @@ func writeRandom(t *testing.T, ctx context.Context, kv *kvClient, l *ledger, pre
 
 func (e *env) patchPool(t *testing.T, ctx context.Context, patch string) {
 	t.Helper()
-	pool := &kvv1.CompactionPool{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: poolName}}
+	pool := &kvapi.CompactionPool{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: poolName}}
 	if err := e.c.Patch(ctx, pool, client.RawPatch("application/merge-patch+json", []byte(patch))); err != nil {
 		t.Fatalf("patch CompactionPool %s: %v", patch, err)
 	}
@@ -535,7 +535,7 @@ func (e *env) rollingUpdate(t *testing.T, kv *kvClient, l *ledger) {
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
 	old := map[string]string{}
-	for _, p := range e.pods(t, kvv1.ComponentStore, clusterName) {
+	for _, p := range e.pods(t, kvapi.ComponentStore, clusterName) {
 		old[p.Name] = string(p.UID)
 	}
 	// the workload: writes, each read back at once, until stopped
@@ -587,7 +587,7 @@ func (e *env) rollingUpdate(t *testing.T, kv *kvClient, l *ledger) {
 			case <-time.After(200 * time.Millisecond):
 			}
 			var pods corev1.PodList
-			if err := e.c.List(ctx, &pods, client.InNamespace(ns), client.MatchingLabels{kvv1.LabelInstance: clusterName, kvv1.LabelComponent: kvv1.ComponentStore}); err != nil {
+			if err := e.c.List(ctx, &pods, client.InNamespace(ns), client.MatchingLabels{kvapi.LabelInstance: clusterName, kvapi.LabelComponent: kvapi.ComponentStore}); err != nil {
 				continue
 			}
 			ready := int32(0)
@@ -604,7 +604,7 @@ func (e *env) rollingUpdate(t *testing.T, kv *kvClient, l *ledger) {
 	eventually(t, 30*time.Second, "the workload to get going", func(context.Context) (bool, string, error) {
 		return writes.Load() >= 20, fmt.Sprintf("%d writes", writes.Load()), nil
 	})
-	kvc := &kvv1.KVCluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: clusterName}}
+	kvc := &kvapi.KVCluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: clusterName}}
 	if err := e.c.Patch(ctx, kvc, client.RawPatch("application/merge-patch+json", []byte(`{"spec":{"engine":{"blockCacheBytes":"48Mi"}}}`))); err != nil {
 		t.Fatal(err)
 	}
@@ -612,14 +612,14 @@ func (e *env) rollingUpdate(t *testing.T, kv *kvClient, l *ledger) {
 		if err := e.c.Get(ctx, client.ObjectKeyFromObject(kvc), kvc); err != nil {
 			return false, "", err
 		}
-		pods := e.pods(t, kvv1.ComponentStore, clusterName)
+		pods := e.pods(t, kvapi.ComponentStore, clusterName)
 		replaced := 0
 		for _, p := range pods {
 			if old[p.Name] != "" && old[p.Name] != string(p.UID) && podReady(&p) {
 				replaced++
 			}
 		}
-		r := meta.FindStatusCondition(kvc.Status.Conditions, kvv1.ConditionReady)
+		r := meta.FindStatusCondition(kvc.Status.Conditions, kvapi.ConditionReady)
 		st := fmt.Sprintf("%d/2 pods replaced and Ready; %s; updated %d", replaced, condString(r), kvc.Status.UpdatedReplicas)
 		return replaced == 2 && r != nil && r.Status == metav1.ConditionTrue && r.ObservedGeneration == kvc.Generation, st, nil
 	})
@@ -665,12 +665,12 @@ func (e *env) uninstall(t *testing.T) {
 	e.run(t, "kubectl", "delete", "--namespace", ns, "kvclusters.kv.bellows.dev,compactionpools.kv.bellows.dev", "--all", "--wait=true", "--timeout=3m")
 	eventually(t, 2*time.Minute, "the storage and compactor pods to be gone", func(ctx context.Context) (bool, string, error) {
 		var pods corev1.PodList
-		if err := e.c.List(ctx, &pods, client.InNamespace(ns), client.HasLabels{kvv1.LabelComponent}); err != nil {
+		if err := e.c.List(ctx, &pods, client.InNamespace(ns), client.HasLabels{kvapi.LabelComponent}); err != nil {
 			return false, "", err
 		}
 		var left []string
 		for _, p := range pods.Items {
-			if c := p.Labels[kvv1.LabelComponent]; c == kvv1.ComponentStore || c == kvv1.ComponentCompactor {
+			if c := p.Labels[kvapi.LabelComponent]; c == kvapi.ComponentStore || c == kvapi.ComponentCompactor {
 				left = append(left, p.Name)
 			}
 		}

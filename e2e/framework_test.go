@@ -24,7 +24,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	kvv1 "github.com/bellows-kv/bellows/api/v1alpha1"
+	kvapi "github.com/bellows-kv/bellows/api/v1alpha1"
 )
 
 // env is what every scenario uses.
@@ -61,7 +61,7 @@ func newEnv(t *testing.T) *env {
 	if err := clientgoscheme.AddToScheme(scheme); err != nil {
 		t.Fatal(err)
 	}
-	if err := kvv1.AddToScheme(scheme); err != nil {
+	if err := kvapi.AddToScheme(scheme); err != nil {
 		t.Fatal(err)
 	}
 	if e.c, err = client.New(cfg, client.Options{Scheme: scheme}); err != nil {
@@ -199,7 +199,7 @@ func (s series) sum(metric string, want ...string) float64 {
 }
 
 func metricsURL(p *corev1.Pod) string {
-	return fmt.Sprintf("http://%s:%d/metrics", p.Status.PodIP, kvv1.MetricsPort)
+	return fmt.Sprintf("http://%s:%d/metrics", p.Status.PodIP, kvapi.MetricsPort)
 }
 
 // podReady says whether a pod is Ready and not being deleted.

@@ -14,7 +14,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
-	kvv1 "github.com/bellows-kv/bellows/proto/bellows/kv/v1"
+	kvpb "github.com/bellows-kv/bellows/proto/bellows/kv/v1"
 )
 
 // storeRegion is the one region a `bellows store --regions 1` serves.
@@ -24,8 +24,8 @@ const storeRegion = "region-000"
 // the bench needs to know about the warmup comes from the store's /metrics.
 type grpcTarget struct {
 	conn    *grpc.ClientConn
-	kv      kvv1.KVClient
-	admin   kvv1.AdminClient
+	kv      kvpb.KVClient
+	admin   kvpb.AdminClient
 	metrics string
 	http    *http.Client
 }
@@ -35,24 +35,24 @@ func newGRPCTarget(grpcAddr, metricsAddr string) (*grpcTarget, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &grpcTarget{conn: conn, kv: kvv1.NewKVClient(conn), admin: kvv1.NewAdminClient(conn),
+	return &grpcTarget{conn: conn, kv: kvpb.NewKVClient(conn), admin: kvpb.NewAdminClient(conn),
 		metrics: "http://" + metricsAddr + "/metrics", http: &http.Client{Timeout: 10 * time.Second}}, nil
 }
 
 func (t *grpcTarget) Close() error { return t.conn.Close() }
 
 func (t *grpcTarget) Put(key, value []byte) error {
-	_, err := t.kv.Put(context.Background(), &kvv1.PutRequest{Key: key, Value: value})
+	_, err := t.kv.Put(context.Background(), &kvpb.PutRequest{Key: key, Value: value})
 	return err
 }
 
 func (t *grpcTarget) Get(key []byte) error {
-	_, err := t.kv.Get(context.Background(), &kvv1.GetRequest{Key: key})
+	_, err := t.kv.Get(context.Background(), &kvpb.GetRequest{Key: key})
 	return err
 }
 
 func (t *grpcTarget) Scan(start, end []byte, n int) (int, error) {
-	s, err := t.kv.Scan(context.Background(), &kvv1.ScanRequest{Start: start, End: end, Limit: uint32(n)})
+	s, err := t.kv.Scan(context.Background(), &kvpb.ScanRequest{Start: start, End: end, Limit: uint32(n)})
 	if err != nil {
 		return 0, err
 	}
@@ -70,12 +70,12 @@ func (t *grpcTarget) Scan(start, end []byte, n int) (int, error) {
 }
 
 func (t *grpcTarget) Flush(ctx context.Context) error {
-	_, err := t.admin.Flush(ctx, &kvv1.FlushRequest{})
+	_, err := t.admin.Flush(ctx, &kvpb.FlushRequest{})
 	return err
 }
 
 func (t *grpcTarget) Compact(ctx context.Context) error {
-	resp, err := t.admin.Compact(ctx, &kvv1.CompactRequest{Region: storeRegion, Major: true})
+	resp, err := t.admin.Compact(ctx, &kvpb.CompactRequest{Region: storeRegion, Major: true})
 	if err == nil && !resp.Compacted {
 		err = errors.New("the store found nothing to compact")
 	}

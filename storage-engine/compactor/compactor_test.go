@@ -15,7 +15,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
-	compactionv1 "github.com/bellows-kv/bellows/proto/bellows/compaction/v1"
+	compactionpb "github.com/bellows-kv/bellows/proto/bellows/compaction/v1"
 	"github.com/bellows-kv/bellows/storage-engine/blob"
 	"github.com/bellows-kv/bellows/storage-engine/blockcache"
 	"github.com/bellows-kv/bellows/storage-engine/compaction"
@@ -59,14 +59,14 @@ func fixture(t *testing.T, files, keysPerFile, valueSize int) (string, compactio
 	return url, job
 }
 
-func serve(t *testing.T, w *Worker) compactionv1.CompactorClient {
+func serve(t *testing.T, w *Worker) compactionpb.CompactorClient {
 	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	s := grpc.NewServer()
-	compactionv1.RegisterCompactorServer(s, w)
+	compactionpb.RegisterCompactorServer(s, w)
 	go func() { _ = s.Serve(lis) }()
 	t.Cleanup(s.Stop)
 	c, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
@@ -74,11 +74,11 @@ func serve(t *testing.T, w *Worker) compactionv1.CompactorClient {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = c.Close() })
-	return compactionv1.NewCompactorClient(c)
+	return compactionpb.NewCompactorClient(c)
 }
 
 // run reads a Compact stream to its end.
-func run(ctx context.Context, c compactionv1.CompactorClient, req *compactionv1.CompactRequest) (*compactionv1.CompactEvent_Done, error) {
+func run(ctx context.Context, c compactionpb.CompactorClient, req *compactionpb.CompactRequest) (*compactionpb.CompactEvent_Done, error) {
 	s, err := c.Compact(ctx, req)
 	if err != nil {
 		return nil, err
@@ -97,9 +97,9 @@ func run(ctx context.Context, c compactionv1.CompactorClient, req *compactionv1.
 	}
 }
 
-func status0(t *testing.T, c compactionv1.CompactorClient) *compactionv1.StatusResponse {
+func status0(t *testing.T, c compactionpb.CompactorClient) *compactionpb.StatusResponse {
 	t.Helper()
-	st, err := c.Status(context.Background(), &compactionv1.StatusRequest{})
+	st, err := c.Status(context.Background(), &compactionpb.StatusRequest{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -126,7 +126,7 @@ func TestCompactKeepAndFetchBlocks(t *testing.T) {
 	url, job := fixture(t, 3, 300, 100)
 	w := New(Options{Name: "w", CacheBytes: 64 << 20, TransferRate: 50 << 20})
 	c := serve(t, w)
-	done, err := run(ctx, c, &compactionv1.CompactRequest{JobId: "j1", BucketUrl: url, Job: JobToProto(job), KeepOutput: true})
+	done, err := run(ctx, c, &compactionpb.CompactRequest{JobId: "j1", BucketUrl: url, Job: JobToProto(job), KeepOutput: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -150,7 +150,7 @@ func TestCompactKeepAndFetchBlocks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := c.FetchBlocks(ctx, &compactionv1.FetchBlocksRequest{JobId: "j1", FromBlock: 1})
+	s, err := c.FetchBlocks(ctx, &compactionpb.FetchBlocksRequest{JobId: "j1", FromBlock: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -184,14 +184,14 @@ func TestCompactKeepAndFetchBlocks(t *testing.T) {
 	if st := status0(t, c); st.TransferRateBytesPerSecond <= 0 {
 		t.Fatalf("transfer rate not measured: %+v", st)
 	}
-	rel, err := c.Release(ctx, &compactionv1.ReleaseRequest{JobId: "j1"})
+	rel, err := c.Release(ctx, &compactionpb.ReleaseRequest{JobId: "j1"})
 	if err != nil || rel.FreedBytes <= 0 {
 		t.Fatalf("release: %v %v", rel, err)
 	}
 	if st := status0(t, c); st.CacheUsedBytes != 0 || st.KeptOutputs != 0 {
 		t.Fatalf("status after release: %+v", st)
 	}
-	s, err = c.FetchBlocks(ctx, &compactionv1.FetchBlocksRequest{JobId: "j1"})
+	s, err = c.FetchBlocks(ctx, &compactionpb.FetchBlocksRequest{JobId: "j1"})
 	if err == nil {
 		_, err = s.Recv()
 	}
@@ -216,11 +216,11 @@ func TestAdmissionAndAbort(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	errc := make(chan error, 1)
 	go func() {
-		_, err := run(ctx, c, &compactionv1.CompactRequest{JobId: "a", BucketUrl: url, Job: JobToProto(job)})
+		_, err := run(ctx, c, &compactionpb.CompactRequest{JobId: "a", BucketUrl: url, Job: JobToProto(job)})
 		errc <- err
 	}()
 	waitFor(t, "job a in flight", func() bool { return status0(t, c).InflightJobs == 1 })
-	_, err = run(context.Background(), c, &compactionv1.CompactRequest{JobId: "b", BucketUrl: url, Job: JobToProto(job)})
+	_, err = run(context.Background(), c, &compactionpb.CompactRequest{JobId: "b", BucketUrl: url, Job: JobToProto(job)})
 	if status.Code(err) != codes.ResourceExhausted {
 		t.Fatalf("second job: want RESOURCE_EXHAUSTED, got %v", err)
 	}
@@ -239,7 +239,7 @@ func TestAdmissionAndAbort(t *testing.T) {
 	if !w.Drain(context.Background()) {
 		t.Fatal("drain of an idle worker did not finish")
 	}
-	_, err = run(context.Background(), c, &compactionv1.CompactRequest{JobId: "c", BucketUrl: url, Job: JobToProto(job)})
+	_, err = run(context.Background(), c, &compactionpb.CompactRequest{JobId: "c", BucketUrl: url, Job: JobToProto(job)})
 	if status.Code(err) != codes.Unavailable {
 		t.Fatalf("job while draining: %v", err)
 	}

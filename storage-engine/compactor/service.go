@@ -10,7 +10,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	compactionv1 "github.com/bellows-kv/bellows/proto/bellows/compaction/v1"
+	compactionpb "github.com/bellows-kv/bellows/proto/bellows/compaction/v1"
 	"github.com/bellows-kv/bellows/storage-engine/blob"
 	"github.com/bellows-kv/bellows/storage-engine/compaction"
 	"github.com/bellows-kv/bellows/storage-engine/sstable"
@@ -19,7 +19,7 @@ import (
 // keptOutput is a finished job's output, every data block as stored, in key
 // order: what FetchBlocks streams.
 type keptOutput struct {
-	blocks []*compactionv1.Block
+	blocks []*compactionpb.Block
 	bytes  int64
 	timer  *time.Timer
 }
@@ -33,7 +33,7 @@ func keepBlocks(r *sstable.Reader) (*keptOutput, error) {
 		}
 		h := r.BlockHandle(i)
 		last := r.BlockLastUserKey(i)
-		out.blocks = append(out.blocks, &compactionv1.Block{
+		out.blocks = append(out.blocks, &compactionpb.Block{
 			Index: uint32(i), Offset: h.Offset, Length: h.Length,
 			LastUserKey: append([]byte(nil), last...), Stored: stored,
 		})
@@ -42,8 +42,8 @@ func keepBlocks(r *sstable.Reader) (*keptOutput, error) {
 	return out, nil
 }
 
-// Compact implements compactionv1.CompactorServer.
-func (w *Worker) Compact(req *compactionv1.CompactRequest, stream compactionv1.Compactor_CompactServer) error {
+// Compact implements compactionpb.CompactorServer.
+func (w *Worker) Compact(req *compactionpb.CompactRequest, stream compactionpb.Compactor_CompactServer) error {
 	ctx := stream.Context()
 	job, err := JobFromProto(req.Job)
 	if err != nil {
@@ -68,8 +68,8 @@ func (w *Worker) Compact(req *compactionv1.CompactRequest, stream compactionv1.C
 	}
 	var kept *keptOutput
 	defer func() { w.finish(req.JobId, kept) }()
-	if err := stream.Send(&compactionv1.CompactEvent{Event: &compactionv1.CompactEvent_Accepted_{
-		Accepted: &compactionv1.CompactEvent_Accepted{ReservedBytes: size, Worker: w.opts.Name}}}); err != nil {
+	if err := stream.Send(&compactionpb.CompactEvent{Event: &compactionpb.CompactEvent_Accepted_{
+		Accepted: &compactionpb.CompactEvent_Accepted{ReservedBytes: size, Worker: w.opts.Name}}}); err != nil {
 		w.m.jobs.WithLabelValues(resultAborted).Inc()
 		return err
 	}
@@ -109,8 +109,8 @@ func (w *Worker) Compact(req *compactionv1.CompactRequest, stream compactionv1.C
 		case <-tick.C:
 			// A failed send means the caller is gone; ctx is cancelled with
 			// it and the merge returns shortly.
-			_ = stream.Send(&compactionv1.CompactEvent{Event: &compactionv1.CompactEvent_Progress_{
-				Progress: &compactionv1.CompactEvent_Progress{InputBytesRead: min(read.Load(), size), InputBytesTotal: size}}})
+			_ = stream.Send(&compactionpb.CompactEvent{Event: &compactionpb.CompactEvent_Progress_{
+				Progress: &compactionpb.CompactEvent_Progress{InputBytesRead: min(read.Load(), size), InputBytesTotal: size}}})
 			continue
 		case o := <-done:
 			return w.complete(ctx, stream, req, job, o.res, o.kept, o.err, began, &kept)
@@ -118,7 +118,7 @@ func (w *Worker) Compact(req *compactionv1.CompactRequest, stream compactionv1.C
 	}
 }
 
-func (w *Worker) complete(ctx context.Context, stream compactionv1.Compactor_CompactServer, req *compactionv1.CompactRequest,
+func (w *Worker) complete(ctx context.Context, stream compactionpb.Compactor_CompactServer, req *compactionpb.CompactRequest,
 	job compaction.Job, res compaction.Result, out *keptOutput, err error, began time.Time, kept **keptOutput) error {
 	if err != nil {
 		if ctx.Err() != nil {
@@ -144,7 +144,7 @@ func (w *Worker) complete(ctx context.Context, stream compactionv1.Compactor_Com
 		w.m.jobs.WithLabelValues(resultFailure).Inc()
 		return status.Errorf(codes.Internal, "compact %s: %v", req.JobId, err)
 	}
-	if err := stream.Send(&compactionv1.CompactEvent{Event: &compactionv1.CompactEvent_Done_{Done: done}}); err != nil {
+	if err := stream.Send(&compactionpb.CompactEvent{Event: &compactionpb.CompactEvent_Done_{Done: done}}); err != nil {
 		// The caller never learns of the output; it will not fetch it.
 		w.m.jobs.WithLabelValues(resultAborted).Inc()
 		return err
@@ -185,8 +185,8 @@ func codeOf(err error) codes.Code {
 	return codes.Internal
 }
 
-// FetchBlocks implements compactionv1.CompactorServer.
-func (w *Worker) FetchBlocks(req *compactionv1.FetchBlocksRequest, stream compactionv1.Compactor_FetchBlocksServer) error {
+// FetchBlocks implements compactionpb.CompactorServer.
+func (w *Worker) FetchBlocks(req *compactionpb.FetchBlocksRequest, stream compactionpb.Compactor_FetchBlocksServer) error {
 	w.mu.Lock()
 	out := w.kept[req.JobId]
 	w.mu.Unlock()
@@ -235,17 +235,17 @@ func newLimiterOrNil(bytesPerSecond float64) *rate.Limiter {
 	return newLimiter(bytesPerSecond)
 }
 
-// Release implements compactionv1.CompactorServer. Releasing an unknown job
+// Release implements compactionpb.CompactorServer. Releasing an unknown job
 // is not an error: the TTL may have dropped it already.
-func (w *Worker) Release(_ context.Context, req *compactionv1.ReleaseRequest) (*compactionv1.ReleaseResponse, error) {
-	return &compactionv1.ReleaseResponse{FreedBytes: w.release(req.JobId, nil)}, nil
+func (w *Worker) Release(_ context.Context, req *compactionpb.ReleaseRequest) (*compactionpb.ReleaseResponse, error) {
+	return &compactionpb.ReleaseResponse{FreedBytes: w.release(req.JobId, nil)}, nil
 }
 
-// Status implements compactionv1.CompactorServer.
-func (w *Worker) Status(context.Context, *compactionv1.StatusRequest) (*compactionv1.StatusResponse, error) {
+// Status implements compactionpb.CompactorServer.
+func (w *Worker) Status(context.Context, *compactionpb.StatusRequest) (*compactionpb.StatusResponse, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return &compactionv1.StatusResponse{
+	return &compactionpb.StatusResponse{
 		CacheCapacityBytes:           w.opts.CacheBytes,
 		CacheUsedBytes:               w.used,
 		InflightJobs:                 uint32(len(w.inflight)),

@@ -5,7 +5,7 @@ import (
 	"errors"
 	"fmt"
 
-	compactionv1 "github.com/bellows-kv/bellows/proto/bellows/compaction/v1"
+	compactionpb "github.com/bellows-kv/bellows/proto/bellows/compaction/v1"
 	"github.com/bellows-kv/bellows/storage-engine/compaction"
 	"github.com/bellows-kv/bellows/storage-engine/sstable"
 )
@@ -13,17 +13,17 @@ import (
 // JobToProto encodes a job for the wire; JobFromProto is its inverse. Both
 // sides of the Compact RPC use them, so a field added to compaction.Job is
 // added here once.
-func JobToProto(j compaction.Job) *compactionv1.Job {
-	return &compactionv1.Job{
+func JobToProto(j compaction.Job) *compactionpb.Job {
+	return &compactionpb.Job{
 		Region: j.Region,
 		Inputs: j.Inputs,
 		Output: j.Output,
-		Merge: &compactionv1.MergeOptions{
+		Merge: &compactionpb.MergeOptions{
 			Major:                j.Merge.Major,
 			RetentionMaxVersions: int32(j.Merge.Retention.MaxVersions),
 			Snapshots:            j.Merge.Snapshots,
 		},
-		Sst: &compactionv1.SSTOptions{
+		Sst: &compactionpb.SSTOptions{
 			BlockSize:          int64(j.SST.BlockSize),
 			Compression:        uint32(j.SST.Compression),
 			BloomFalsePositive: j.SST.BloomFalsePositive,
@@ -33,7 +33,7 @@ func JobToProto(j compaction.Job) *compactionv1.Job {
 }
 
 // JobFromProto decodes and validates a job from the wire.
-func JobFromProto(p *compactionv1.Job) (compaction.Job, error) {
+func JobFromProto(p *compactionpb.Job) (compaction.Job, error) {
 	switch {
 	case p == nil:
 		return compaction.Job{}, errors.New("job is missing")
@@ -70,7 +70,7 @@ func JobFromProto(p *compactionv1.Job) (compaction.Job, error) {
 }
 
 // ResultFromDone rebuilds the compaction result a Done event describes.
-func ResultFromDone(d *compactionv1.CompactEvent_Done) (compaction.Result, error) {
+func ResultFromDone(d *compactionpb.CompactEvent_Done) (compaction.Result, error) {
 	res := compaction.Result{
 		Empty:      d.Empty,
 		Size:       d.OutputSize,
@@ -90,8 +90,8 @@ func ResultFromDone(d *compactionv1.CompactEvent_Done) (compaction.Result, error
 	return res, nil
 }
 
-func doneFromResult(res compaction.Result, blocks int) (*compactionv1.CompactEvent_Done, error) {
-	d := &compactionv1.CompactEvent_Done{
+func doneFromResult(res compaction.Result, blocks int) (*compactionpb.CompactEvent_Done, error) {
+	d := &compactionpb.CompactEvent_Done{
 		Empty:           res.Empty,
 		OutputSize:      res.Size,
 		InputBytes:      res.InputBytes,

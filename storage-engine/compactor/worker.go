@@ -25,7 +25,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	compactionv1 "github.com/bellows-kv/bellows/proto/bellows/compaction/v1"
+	compactionpb "github.com/bellows-kv/bellows/proto/bellows/compaction/v1"
 	"github.com/bellows-kv/bellows/storage-engine/blob"
 )
 
@@ -50,9 +50,9 @@ type Options struct {
 	Registerer prometheus.Registerer
 }
 
-// Worker runs compaction jobs. It implements compactionv1.CompactorServer.
+// Worker runs compaction jobs. It implements compactionpb.CompactorServer.
 type Worker struct {
-	compactionv1.UnimplementedCompactorServer
+	compactionpb.UnimplementedCompactorServer
 	opts    Options
 	limiter *rate.Limiter // nil: compaction reads are not throttled
 	m       *metrics

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"io"
 
-	compactionv1 "github.com/bellows-kv/bellows/proto/bellows/compaction/v1"
+	compactionpb "github.com/bellows-kv/bellows/proto/bellows/compaction/v1"
 	"github.com/bellows-kv/bellows/storage-engine/compaction"
 )
 
@@ -14,7 +14,7 @@ import (
 // in memory: the store's warmup streams it, or reads single blocks of it as
 // a remote cache, until it releases it.
 type remoteBlocks struct {
-	client compactionv1.CompactorClient
+	client compactionpb.CompactorClient
 	jobID  string
 	worker string
 }
@@ -22,7 +22,7 @@ type remoteBlocks struct {
 var _ compaction.BlockSource = (*remoteBlocks)(nil)
 
 func (b *remoteBlocks) Fetch(ctx context.Context, from int, rateBytes int64, fn func(int, []byte) error) error {
-	stream, err := b.client.FetchBlocks(ctx, &compactionv1.FetchBlocksRequest{
+	stream, err := b.client.FetchBlocks(ctx, &compactionpb.FetchBlocksRequest{
 		JobId: b.jobID, FromBlock: uint32(from), RateBytesPerSecond: uint64(max(rateBytes, 0)),
 	})
 	if err != nil {
@@ -45,7 +45,7 @@ func (b *remoteBlocks) Fetch(ctx context.Context, from int, rateBytes int64, fn 
 func (b *remoteBlocks) Block(ctx context.Context, i int) ([]byte, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	stream, err := b.client.FetchBlocks(ctx, &compactionv1.FetchBlocksRequest{JobId: b.jobID, FromBlock: uint32(i), MaxBlocks: 1})
+	stream, err := b.client.FetchBlocks(ctx, &compactionpb.FetchBlocksRequest{JobId: b.jobID, FromBlock: uint32(i), MaxBlocks: 1})
 	if err != nil {
 		return nil, err
 	}
@@ -60,6 +60,6 @@ func (b *remoteBlocks) Block(ctx context.Context, i int) ([]byte, error) {
 }
 
 func (b *remoteBlocks) Release(ctx context.Context) error {
-	_, err := b.client.Release(ctx, &compactionv1.ReleaseRequest{JobId: b.jobID})
+	_, err := b.client.Release(ctx, &compactionpb.ReleaseRequest{JobId: b.jobID})
 	return err
 }

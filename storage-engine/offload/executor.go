@@ -33,7 +33,7 @@ import (
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/status"
 
-	compactionv1 "github.com/bellows-kv/bellows/proto/bellows/compaction/v1"
+	compactionpb "github.com/bellows-kv/bellows/proto/bellows/compaction/v1"
 	"github.com/bellows-kv/bellows/storage-engine/compaction"
 	"github.com/bellows-kv/bellows/storage-engine/compactor"
 )
@@ -272,11 +272,11 @@ func (e *Executor) runRemote(ctx context.Context, addr string, job compaction.Jo
 	if err != nil {
 		return compaction.Result{}, err
 	}
-	client := compactionv1.NewCompactorClient(c)
+	client := compactionpb.NewCompactorClient(c)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	id := fmt.Sprintf("%s/%s#%d", job.Region, path.Base(job.Output), e.seq.Add(1))
-	stream, err := client.Compact(ctx, &compactionv1.CompactRequest{
+	stream, err := client.Compact(ctx, &compactionpb.CompactRequest{
 		JobId: id, BucketUrl: e.opts.BucketURL, Job: compactor.JobToProto(job), KeepOutput: e.opts.KeepOutput,
 	})
 	if err != nil {
@@ -291,9 +291,9 @@ func (e *Executor) runRemote(ctx context.Context, addr string, job compaction.Jo
 			return compaction.Result{}, err
 		}
 		switch ev := ev.Event.(type) {
-		case *compactionv1.CompactEvent_Accepted_:
+		case *compactionpb.CompactEvent_Accepted_:
 			e.opts.Logger.Debug("job accepted", "worker", addr, "job", id, "reserved", ev.Accepted.ReservedBytes)
-		case *compactionv1.CompactEvent_Done_:
+		case *compactionpb.CompactEvent_Done_:
 			res, err := compactor.ResultFromDone(ev.Done)
 			if err != nil {
 				return compaction.Result{}, status.Errorf(codes.Internal, "worker %s: %v", addr, err)

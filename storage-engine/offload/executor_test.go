@@ -8,7 +8,7 @@ import (
 
 	"google.golang.org/grpc"
 
-	compactionv1 "github.com/bellows-kv/bellows/proto/bellows/compaction/v1"
+	compactionpb "github.com/bellows-kv/bellows/proto/bellows/compaction/v1"
 	"github.com/bellows-kv/bellows/storage-engine/blob"
 	"github.com/bellows-kv/bellows/storage-engine/compaction"
 	"github.com/bellows-kv/bellows/storage-engine/compactor"
@@ -28,7 +28,7 @@ func startWorker(t *testing.T, lis net.Listener, cache int64) (string, *compacto
 	t.Helper()
 	w := compactor.New(compactor.Options{Name: fmt.Sprint("cache-", cache), CacheBytes: cache})
 	s := grpc.NewServer()
-	compactionv1.RegisterCompactorServer(s, w)
+	compactionpb.RegisterCompactorServer(s, w)
 	go func() { _ = s.Serve(lis) }()
 	t.Cleanup(s.Stop)
 	return lis.Addr().String(), w

@@ -11,7 +11,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
-	kvv1 "github.com/bellows-kv/bellows/proto/bellows/kv/v1"
+	kvpb "github.com/bellows-kv/bellows/proto/bellows/kv/v1"
 	"github.com/bellows-kv/bellows/storage-engine/server/route"
 )
 
@@ -76,7 +76,7 @@ func staleRoute(err error) bool {
 //
 // When no peer serves the region and this store is assigned it (waiting for
 // its previous owner), the answer is this store's own UNAVAILABLE.
-func (s *KV) forward(ctx context.Context, op string, sp Span, call func(context.Context, kvv1.KVClient) error) error {
+func (s *KV) forward(ctx context.Context, op string, sp Span, call func(context.Context, kvpb.KVClient) error) error {
 	out := metadata.AppendToOutgoingContext(ctx, route.ForwardedHeader, "1")
 	var last error
 	for attempt := 0; attempt < 2; attempt++ {
@@ -174,13 +174,13 @@ func split(spans []Span, start, end []byte) []piece {
 // scanRemote streams the piece from its region's owner, at most *left pairs
 // when limited. A failed attempt is retried (next owner, refreshed map) only
 // while it has emitted nothing: a region is read from one consistent view.
-func (s *KV) scanRemote(ctx context.Context, p piece, req *kvv1.ScanRequest, left *int, limited bool, emit func(k, v []byte) error) error {
-	sub := &kvv1.ScanRequest{Start: p.start, End: p.end, ReadTs: req.ReadTs}
+func (s *KV) scanRemote(ctx context.Context, p piece, req *kvpb.ScanRequest, left *int, limited bool, emit func(k, v []byte) error) error {
+	sub := &kvpb.ScanRequest{Start: p.start, End: p.end, ReadTs: req.ReadTs}
 	if limited {
 		sub.Limit = uint32(*left)
 	}
 	emitted := false
-	return s.forward(ctx, "scan", p.span, func(ctx context.Context, c kvv1.KVClient) error {
+	return s.forward(ctx, "scan", p.span, func(ctx context.Context, c kvpb.KVClient) error {
 		ctx, cancel := context.WithCancel(ctx)
 		defer cancel()
 		stream, err := c.Scan(ctx, sub)

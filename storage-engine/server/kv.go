@@ -17,7 +17,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
-	kvv1 "github.com/bellows-kv/bellows/proto/bellows/kv/v1"
+	kvpb "github.com/bellows-kv/bellows/proto/bellows/kv/v1"
 	"github.com/bellows-kv/bellows/storage-engine/kv"
 	"github.com/bellows-kv/bellows/storage-engine/region"
 	"github.com/bellows-kv/bellows/storage-engine/server/route"
@@ -26,10 +26,10 @@ import (
 // scanChunk bounds one ScanResponse.
 const scanChunk = 256 << 10
 
-// KV implements kvv1.KVServer and kvv1.AdminServer.
+// KV implements kvpb.KVServer and kvpb.AdminServer.
 type KV struct {
-	kvv1.UnimplementedKVServer
-	kvv1.UnimplementedAdminServer
+	kvpb.UnimplementedKVServer
+	kvpb.UnimplementedAdminServer
 	store   *Store
 	fwd     *Forwarding // nil: serve only this store's regions
 	metrics *Metrics    // nil: not observed
@@ -83,11 +83,11 @@ func readTS(ts *uint64) uint64 {
 	return *ts
 }
 
-// Put implements kvv1.KVServer.
-func (s *KV) Put(ctx context.Context, req *kvv1.PutRequest) (*kvv1.PutResponse, error) {
+// Put implements kvpb.KVServer.
+func (s *KV) Put(ctx context.Context, req *kvpb.PutRequest) (*kvpb.PutResponse, error) {
 	if sp, ok := s.remote(ctx, req.Key); ok {
-		var resp *kvv1.PutResponse
-		err := s.forward(ctx, "put", sp, func(ctx context.Context, c kvv1.KVClient) (err error) {
+		var resp *kvpb.PutResponse
+		err := s.forward(ctx, "put", sp, func(ctx context.Context, c kvpb.KVClient) (err error) {
 			resp, err = c.Put(ctx, req)
 			return err
 		})
@@ -101,14 +101,14 @@ func (s *KV) Put(ctx context.Context, req *kvv1.PutRequest) (*kvv1.PutResponse, 
 	if err != nil {
 		return nil, regionErr(r, err)
 	}
-	return &kvv1.PutResponse{CommitTs: ts, Region: r.Name()}, nil
+	return &kvpb.PutResponse{CommitTs: ts, Region: r.Name()}, nil
 }
 
-// Get implements kvv1.KVServer.
-func (s *KV) Get(ctx context.Context, req *kvv1.GetRequest) (*kvv1.GetResponse, error) {
+// Get implements kvpb.KVServer.
+func (s *KV) Get(ctx context.Context, req *kvpb.GetRequest) (*kvpb.GetResponse, error) {
 	if sp, ok := s.remote(ctx, req.Key); ok {
-		var resp *kvv1.GetResponse
-		err := s.forward(ctx, "get", sp, func(ctx context.Context, c kvv1.KVClient) (err error) {
+		var resp *kvpb.GetResponse
+		err := s.forward(ctx, "get", sp, func(ctx context.Context, c kvpb.KVClient) (err error) {
 			resp, err = c.Get(ctx, req)
 			return err
 		})
@@ -122,14 +122,14 @@ func (s *KV) Get(ctx context.Context, req *kvv1.GetRequest) (*kvv1.GetResponse, 
 	if err != nil {
 		return nil, regionErr(r, err)
 	}
-	return &kvv1.GetResponse{Found: ok, Value: v}, nil
+	return &kvpb.GetResponse{Found: ok, Value: v}, nil
 }
 
-// Delete implements kvv1.KVServer.
-func (s *KV) Delete(ctx context.Context, req *kvv1.DeleteRequest) (*kvv1.DeleteResponse, error) {
+// Delete implements kvpb.KVServer.
+func (s *KV) Delete(ctx context.Context, req *kvpb.DeleteRequest) (*kvpb.DeleteResponse, error) {
 	if sp, ok := s.remote(ctx, req.Key); ok {
-		var resp *kvv1.DeleteResponse
-		err := s.forward(ctx, "delete", sp, func(ctx context.Context, c kvv1.KVClient) (err error) {
+		var resp *kvpb.DeleteResponse
+		err := s.forward(ctx, "delete", sp, func(ctx context.Context, c kvpb.KVClient) (err error) {
 			resp, err = c.Delete(ctx, req)
 			return err
 		})
@@ -143,11 +143,11 @@ func (s *KV) Delete(ctx context.Context, req *kvv1.DeleteRequest) (*kvv1.DeleteR
 	if err != nil {
 		return nil, regionErr(r, err)
 	}
-	return &kvv1.DeleteResponse{CommitTs: ts, Region: r.Name()}, nil
+	return &kvpb.DeleteResponse{CommitTs: ts, Region: r.Name()}, nil
 }
 
-// Batch implements kvv1.KVServer.
-func (s *KV) Batch(ctx context.Context, req *kvv1.BatchRequest) (*kvv1.BatchResponse, error) {
+// Batch implements kvpb.KVServer.
+func (s *KV) Batch(ctx context.Context, req *kvpb.BatchRequest) (*kvpb.BatchResponse, error) {
 	if len(req.Mutations) == 0 {
 		return nil, toStatus(region.ErrEmptyBatch)
 	}
@@ -163,8 +163,8 @@ func (s *KV) Batch(ctx context.Context, req *kvv1.BatchRequest) (*kvv1.BatchResp
 					"mutation %d: key %q is in region %s, mutation 0 in %s; a batch is atomic only within one region", i, m.Key, o.Name, sp.Name)
 			}
 		}
-		var resp *kvv1.BatchResponse
-		err := s.forward(ctx, "batch", sp, func(ctx context.Context, c kvv1.KVClient) (err error) {
+		var resp *kvpb.BatchResponse
+		err := s.forward(ctx, "batch", sp, func(ctx context.Context, c kvpb.KVClient) (err error) {
 			resp, err = c.Batch(ctx, req)
 			return err
 		})
@@ -183,9 +183,9 @@ func (s *KV) Batch(ctx context.Context, req *kvv1.BatchRequest) (*kvv1.BatchResp
 		}
 		r = mr
 		switch m.Op {
-		case kvv1.Mutation_OP_PUT:
+		case kvpb.Mutation_OP_PUT:
 			b.Put(m.Key, m.Value)
-		case kvv1.Mutation_OP_DELETE:
+		case kvpb.Mutation_OP_DELETE:
 			b.Delete(m.Key)
 		default:
 			return nil, status.Errorf(codes.InvalidArgument, "mutation %d: op %v is neither OP_PUT nor OP_DELETE", i, m.Op)
@@ -199,14 +199,14 @@ func (s *KV) Batch(ctx context.Context, req *kvv1.BatchRequest) (*kvv1.BatchResp
 	if err != nil {
 		return nil, regionErr(r, err)
 	}
-	return &kvv1.BatchResponse{CommitTs: ts, Region: r.Name()}, nil
+	return &kvpb.BatchResponse{CommitTs: ts, Region: r.Name()}, nil
 }
 
-// Scan implements kvv1.KVServer. Each region is read from one consistent view;
+// Scan implements kvpb.KVServer. Each region is read from one consistent view;
 // regions are read one after another, in key order. With forwarding, the
 // regions of [start, end) this store does not have open are read from their
 // owners; a forwarded scan must fall entirely in this store's regions.
-func (s *KV) Scan(req *kvv1.ScanRequest, stream kvv1.KV_ScanServer) error {
+func (s *KV) Scan(req *kvpb.ScanRequest, stream kvpb.KV_ScanServer) error {
 	ctx := stream.Context()
 	end := req.End
 	if len(end) == 0 {
@@ -221,7 +221,7 @@ func (s *KV) Scan(req *kvv1.ScanRequest, stream kvv1.KV_ScanServer) error {
 		}
 	}
 	left := int(req.Limit)
-	var chunk kvv1.ScanResponse
+	var chunk kvpb.ScanResponse
 	size := 0
 	flush := func() error {
 		if len(chunk.Pairs) == 0 {
@@ -232,7 +232,7 @@ func (s *KV) Scan(req *kvv1.ScanRequest, stream kvv1.KV_ScanServer) error {
 		return err
 	}
 	emit := func(k, v []byte) error {
-		chunk.Pairs = append(chunk.Pairs, &kvv1.KeyValue{Key: bytes.Clone(k), Value: bytes.Clone(v)})
+		chunk.Pairs = append(chunk.Pairs, &kvpb.KeyValue{Key: bytes.Clone(k), Value: bytes.Clone(v)})
 		if size += len(k) + len(v); size >= scanChunk {
 			return flush()
 		}
@@ -322,15 +322,15 @@ func maxKey(a, b []byte) []byte {
 	return b
 }
 
-// Regions implements kvv1.KVServer.
-func (s *KV) Regions(ctx context.Context, _ *kvv1.RegionsRequest) (*kvv1.RegionsResponse, error) {
+// Regions implements kvpb.KVServer.
+func (s *KV) Regions(ctx context.Context, _ *kvpb.RegionsRequest) (*kvpb.RegionsResponse, error) {
 	if s.fwd != nil {
 		// Lets this store's router recognise itself among its peers.
 		_ = grpc.SetHeader(ctx, metadata.Pairs(route.StoreIDHeader, s.fwd.Router.Self()))
 	}
-	resp := &kvv1.RegionsResponse{}
+	resp := &kvpb.RegionsResponse{}
 	for _, r := range s.store.Regions() {
-		info := &kvv1.RegionInfo{Name: r.Name(), Start: r.Span.Start, End: r.Span.End}
+		info := &kvpb.RegionInfo{Name: r.Name(), Start: r.Span.Start, End: r.Span.End}
 		if e, err := r.Engine(); err == nil {
 			info.SstFiles = uint32(e.FileCount())
 		}
@@ -339,8 +339,8 @@ func (s *KV) Regions(ctx context.Context, _ *kvv1.RegionsRequest) (*kvv1.Regions
 	return resp, nil
 }
 
-// Flush implements kvv1.AdminServer.
-func (s *KV) Flush(ctx context.Context, req *kvv1.FlushRequest) (*kvv1.FlushResponse, error) {
+// Flush implements kvpb.AdminServer.
+func (s *KV) Flush(ctx context.Context, req *kvpb.FlushRequest) (*kvpb.FlushResponse, error) {
 	regions, err := s.pick(req.Region)
 	if err != nil {
 		return nil, err
@@ -354,11 +354,11 @@ func (s *KV) Flush(ctx context.Context, req *kvv1.FlushRequest) (*kvv1.FlushResp
 			return nil, regionErr(r, err)
 		}
 	}
-	return &kvv1.FlushResponse{}, nil
+	return &kvpb.FlushResponse{}, nil
 }
 
-// Compact implements kvv1.AdminServer.
-func (s *KV) Compact(ctx context.Context, req *kvv1.CompactRequest) (*kvv1.CompactResponse, error) {
+// Compact implements kvpb.AdminServer.
+func (s *KV) Compact(ctx context.Context, req *kvpb.CompactRequest) (*kvpb.CompactResponse, error) {
 	r := s.store.ByName(req.Region)
 	if r == nil {
 		return nil, status.Errorf(codes.NotFound, "this store serves no region %q", req.Region)
@@ -372,9 +372,9 @@ func (s *KV) Compact(ctx context.Context, req *kvv1.CompactRequest) (*kvv1.Compa
 		return nil, regionErr(r, err)
 	}
 	if info == nil {
-		return &kvv1.CompactResponse{}, nil
+		return &kvpb.CompactResponse{}, nil
 	}
-	return &kvv1.CompactResponse{Compacted: true, Inputs: info.Inputs, Output: info.Output, InputBytes: info.InputBytes}, nil
+	return &kvpb.CompactResponse{Compacted: true, Inputs: info.Inputs, Output: info.Output, InputBytes: info.InputBytes}, nil
 }
 
 func (s *KV) pick(name string) ([]*Region, error) {

@@ -12,7 +12,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	kvv1 "github.com/bellows-kv/bellows/proto/bellows/kv/v1"
+	kvpb "github.com/bellows-kv/bellows/proto/bellows/kv/v1"
 	"github.com/bellows-kv/bellows/storage-engine/blob"
 	"github.com/bellows-kv/bellows/storage-engine/manifest"
 )
@@ -67,12 +67,12 @@ func load(t *testing.T, s *proc, files, perFile int) map[string][]byte {
 			k := fmt.Sprintf("bulk-%02d-%04d", f, i)
 			v := make([]byte, 1024)
 			_, _ = rand.Read(v)
-			if _, err := s.kv().Put(ctx, &kvv1.PutRequest{Key: []byte(k), Value: v}); err != nil {
+			if _, err := s.kv().Put(ctx, &kvpb.PutRequest{Key: []byte(k), Value: v}); err != nil {
 				t.Fatal(err)
 			}
 			want[k] = v
 		}
-		if _, err := s.admin().Flush(ctx, &kvv1.FlushRequest{}); err != nil {
+		if _, err := s.admin().Flush(ctx, &kvpb.FlushRequest{}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -83,7 +83,7 @@ func load(t *testing.T, s *proc, files, perFile int) map[string][]byte {
 func checkData(t *testing.T, s *proc, want map[string][]byte) {
 	t.Helper()
 	for k, v := range want {
-		got, err := s.kv().Get(context.Background(), &kvv1.GetRequest{Key: []byte(k)})
+		got, err := s.kv().Get(context.Background(), &kvpb.GetRequest{Key: []byte(k)})
 		if err != nil || !got.Found || string(got.Value) != string(v) {
 			t.Fatalf("key %s after the fault: found=%v err=%v", k, got.GetFound(), err)
 		}
@@ -116,7 +116,7 @@ func checkManifest(t *testing.T, bucketURL, region string) manifest.Manifest {
 func compactAsync(s *proc) <-chan error {
 	done := make(chan error, 1)
 	go func() {
-		resp, err := s.admin().Compact(context.Background(), &kvv1.CompactRequest{Region: region0, Major: true})
+		resp, err := s.admin().Compact(context.Background(), &kvpb.CompactRequest{Region: region0, Major: true})
 		if err == nil && !resp.Compacted {
 			err = fmt.Errorf("nothing compacted")
 		}
@@ -271,7 +271,7 @@ func TestSecondStoreClaimsTheRegionOnlyAfterRelease(t *testing.T) {
 	if n := cur.metric(t, "bellows_regions_waiting"); n != 1 {
 		t.Fatalf("new store: %v regions waiting, want 1", n)
 	}
-	_, err := cur.kv().Get(ctx, &kvv1.GetRequest{Key: []byte("k")})
+	_, err := cur.kv().Get(ctx, &kvpb.GetRequest{Key: []byte("k")})
 	if status.Code(err) != codes.Unavailable || !containsAll(status.Convert(err).Message(), region0, "owned by another store", "pid") {
 		t.Fatalf("new store before the release: want UNAVAILABLE naming the region and its owner, got %v", err)
 	}
@@ -309,29 +309,29 @@ func TestForcedTakeoverFencesTheStaleStore(t *testing.T) {
 	dir := t.TempDir()
 	bucket := "file://" + filepath.Join(dir, "bucket")
 	old := startNamedStore(t, "store-old", bucket, filepath.Join(dir, "wal-old"), "--ownership-check-interval=50ms")
-	if _, err := old.kv().Put(ctx, &kvv1.PutRequest{Key: []byte("k1"), Value: []byte("v1")}); err != nil {
+	if _, err := old.kv().Put(ctx, &kvpb.PutRequest{Key: []byte("k1"), Value: []byte("v1")}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := old.admin().Flush(ctx, &kvv1.FlushRequest{}); err != nil {
+	if _, err := old.admin().Flush(ctx, &kvpb.FlushRequest{}); err != nil {
 		t.Fatal(err)
 	}
 	cur := startNamedStore(t, "store-new", bucket, filepath.Join(dir, "wal-new"), "--force-takeover")
-	got, err := cur.kv().Get(ctx, &kvv1.GetRequest{Key: []byte("k1")})
+	got, err := cur.kv().Get(ctx, &kvpb.GetRequest{Key: []byte("k1")})
 	if err != nil || string(got.Value) != "v1" {
 		t.Fatalf("new owner reads k1: %v %v", got, err)
 	}
 	var last error
 	waitFor(t, "the stale store to refuse writes", func() bool {
-		_, last = old.kv().Put(ctx, &kvv1.PutRequest{Key: []byte("k2"), Value: []byte("stale")})
+		_, last = old.kv().Put(ctx, &kvpb.PutRequest{Key: []byte("k2"), Value: []byte("stale")})
 		return last != nil
 	})
 	if status.Code(last) != codes.FailedPrecondition || !containsAll(status.Convert(last).Message(), region0, "fenced") {
 		t.Fatalf("stale put: want FAILED_PRECONDITION naming the region and fencing, got %v", last)
 	}
-	if _, err := cur.kv().Put(ctx, &kvv1.PutRequest{Key: []byte("k4"), Value: []byte("v4")}); err != nil {
+	if _, err := cur.kv().Put(ctx, &kvpb.PutRequest{Key: []byte("k4"), Value: []byte("v4")}); err != nil {
 		t.Fatalf("new owner write: %v", err)
 	}
-	if _, err := cur.admin().Flush(ctx, &kvv1.FlushRequest{}); err != nil {
+	if _, err := cur.admin().Flush(ctx, &kvpb.FlushRequest{}); err != nil {
 		t.Fatalf("new owner flush: %v", err)
 	}
 	checkManifest(t, bucket, region0)

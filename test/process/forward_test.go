@@ -14,7 +14,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
-	kvv1 "github.com/bellows-kv/bellows/proto/bellows/kv/v1"
+	kvpb "github.com/bellows-kv/bellows/proto/bellows/kv/v1"
 )
 
 // freeAddr reserves a port for a store that must be named in its peer's
@@ -54,13 +54,13 @@ func (m model) sorted() []string {
 	return keys
 }
 
-func scanAll(t *testing.T, s *proc, req *kvv1.ScanRequest) []*kvv1.KeyValue {
+func scanAll(t *testing.T, s *proc, req *kvpb.ScanRequest) []*kvpb.KeyValue {
 	t.Helper()
 	stream, err := s.kv().Scan(context.Background(), req)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var out []*kvv1.KeyValue
+	var out []*kvpb.KeyValue
 	for {
 		resp, err := stream.Recv()
 		if err == io.EOF {
@@ -82,7 +82,7 @@ func checkScan(t *testing.T, s *proc, m model, start, end []byte, limit int) {
 			want = append(want, k)
 		}
 	}
-	got := scanAll(t, s, &kvv1.ScanRequest{Start: start, End: end, Limit: uint32(limit)})
+	got := scanAll(t, s, &kvpb.ScanRequest{Start: start, End: end, Limit: uint32(limit)})
 	var keys []string
 	for _, kv := range got {
 		keys = append(keys, string(kv.Key))
@@ -113,7 +113,7 @@ func TestForwardingServesEveryRegionThroughEitherStore(t *testing.T) {
 				for j := range 5 {
 					k := regionKey(i, fmt.Sprintf("%s-%d", entry.name, j))
 					v := "v-" + string(k)
-					resp, err := entry.kv().Put(ctx, &kvv1.PutRequest{Key: k, Value: []byte(v)})
+					resp, err := entry.kv().Put(ctx, &kvpb.PutRequest{Key: k, Value: []byte(v)})
 					if err != nil {
 						t.Fatalf("put %q (%s) through %s: %v", k, regionName(i), entry.name, err)
 					}
@@ -125,7 +125,7 @@ func TestForwardingServesEveryRegionThroughEitherStore(t *testing.T) {
 			}
 			for k, v := range m {
 				for _, s := range []*proc{entry, owners[int(k[0])/64]} {
-					g, err := s.kv().Get(ctx, &kvv1.GetRequest{Key: []byte(k)})
+					g, err := s.kv().Get(ctx, &kvpb.GetRequest{Key: []byte(k)})
 					if err != nil || !g.Found || string(g.Value) != v {
 						t.Fatalf("get %q through %s = %q, %t, %v; want %q", k, s.name, g.GetValue(), g.GetFound(), err, v)
 					}
@@ -136,11 +136,11 @@ func TestForwardingServesEveryRegionThroughEitherStore(t *testing.T) {
 				remote = 2
 			}
 			gone := regionKey(remote, entry.name+"-0")
-			if _, err := entry.kv().Delete(ctx, &kvv1.DeleteRequest{Key: gone}); err != nil {
+			if _, err := entry.kv().Delete(ctx, &kvpb.DeleteRequest{Key: gone}); err != nil {
 				t.Fatalf("delete %q through %s: %v", gone, entry.name, err)
 			}
 			delete(m, string(gone))
-			if g, err := entry.kv().Get(ctx, &kvv1.GetRequest{Key: gone}); err != nil || g.Found {
+			if g, err := entry.kv().Get(ctx, &kvpb.GetRequest{Key: gone}); err != nil || g.Found {
 				t.Fatalf("get deleted %q through %s: found=%t, %v", gone, entry.name, g.GetFound(), err)
 			}
 
@@ -157,10 +157,10 @@ func TestForwardingServesEveryRegionThroughEitherStore(t *testing.T) {
 			// at the commit timestamp every mutation is visible, just before
 			// it none.
 			k1, k2, old := regionKey(remote, entry.name+"-b1"), regionKey(remote, entry.name+"-b2"), regionKey(remote, entry.name+"-1")
-			br, err := entry.kv().Batch(ctx, &kvv1.BatchRequest{Mutations: []*kvv1.Mutation{
-				{Op: kvv1.Mutation_OP_PUT, Key: k1, Value: []byte("b1")},
-				{Op: kvv1.Mutation_OP_PUT, Key: k2, Value: []byte("b2")},
-				{Op: kvv1.Mutation_OP_DELETE, Key: old},
+			br, err := entry.kv().Batch(ctx, &kvpb.BatchRequest{Mutations: []*kvpb.Mutation{
+				{Op: kvpb.Mutation_OP_PUT, Key: k1, Value: []byte("b1")},
+				{Op: kvpb.Mutation_OP_PUT, Key: k2, Value: []byte("b2")},
+				{Op: kvpb.Mutation_OP_DELETE, Key: old},
 			}})
 			if err != nil {
 				t.Fatalf("batch in %s through %s: %v", regionName(remote), entry.name, err)
@@ -174,7 +174,7 @@ func TestForwardingServesEveryRegionThroughEitherStore(t *testing.T) {
 				ts    uint64
 				found bool
 			}{{k1, before, false}, {k2, before, false}, {old, before, true}, {k1, at, true}, {k2, at, true}, {old, at, false}} {
-				g, err := entry.kv().Get(ctx, &kvv1.GetRequest{Key: c.key, ReadTs: &c.ts})
+				g, err := entry.kv().Get(ctx, &kvpb.GetRequest{Key: c.key, ReadTs: &c.ts})
 				if err != nil || g.Found != c.found {
 					t.Fatalf("get %q at %d (batch committed at %d): found=%t, %v; want found=%t", c.key, c.ts, at, g.GetFound(), err, c.found)
 				}
@@ -184,20 +184,20 @@ func TestForwardingServesEveryRegionThroughEitherStore(t *testing.T) {
 
 			// A batch the owner rejects applies none of its mutations.
 			bad := regionKey(remote, entry.name+"-bad")
-			_, err = entry.kv().Batch(ctx, &kvv1.BatchRequest{Mutations: []*kvv1.Mutation{
-				{Op: kvv1.Mutation_OP_PUT, Key: bad, Value: []byte("x")},
-				{Op: kvv1.Mutation_OP_UNSPECIFIED, Key: regionKey(remote, entry.name+"-bad2")},
+			_, err = entry.kv().Batch(ctx, &kvpb.BatchRequest{Mutations: []*kvpb.Mutation{
+				{Op: kvpb.Mutation_OP_PUT, Key: bad, Value: []byte("x")},
+				{Op: kvpb.Mutation_OP_UNSPECIFIED, Key: regionKey(remote, entry.name+"-bad2")},
 			}})
 			if status.Code(err) != codes.InvalidArgument {
 				t.Fatalf("batch with an invalid op: %v, want INVALID_ARGUMENT", err)
 			}
-			if g, err := owners[remote].kv().Get(ctx, &kvv1.GetRequest{Key: bad}); err != nil || g.Found {
+			if g, err := owners[remote].kv().Get(ctx, &kvpb.GetRequest{Key: bad}); err != nil || g.Found {
 				t.Fatalf("rejected batch's put of %q is visible on the owner: found=%t, %v", bad, g.GetFound(), err)
 			}
 			// A batch spanning two regions is refused before forwarding.
-			_, err = entry.kv().Batch(ctx, &kvv1.BatchRequest{Mutations: []*kvv1.Mutation{
-				{Op: kvv1.Mutation_OP_PUT, Key: regionKey(remote, "x"), Value: []byte("x")},
-				{Op: kvv1.Mutation_OP_PUT, Key: regionKey(3-remote, "x"), Value: []byte("x")},
+			_, err = entry.kv().Batch(ctx, &kvpb.BatchRequest{Mutations: []*kvpb.Mutation{
+				{Op: kvpb.Mutation_OP_PUT, Key: regionKey(remote, "x"), Value: []byte("x")},
+				{Op: kvpb.Mutation_OP_PUT, Key: regionKey(3-remote, "x"), Value: []byte("x")},
 			}})
 			if status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), regionName(3-remote)) {
 				t.Fatalf("batch across regions: %v, want INVALID_ARGUMENT naming both regions", err)
@@ -213,10 +213,10 @@ func TestForwardingServesEveryRegionThroughEitherStore(t *testing.T) {
 	// A forwarded request is never forwarded again: the store answers from
 	// its own regions only.
 	fwd := metadata.AppendToOutgoingContext(ctx, "bellows-forwarded", "1")
-	if _, err := b.kv().Get(fwd, &kvv1.GetRequest{Key: regionKey(0, "x")}); status.Code(err) != codes.OutOfRange {
+	if _, err := b.kv().Get(fwd, &kvpb.GetRequest{Key: regionKey(0, "x")}); status.Code(err) != codes.OutOfRange {
 		t.Fatalf("forwarded get of another store's region: %v, want OUT_OF_RANGE", err)
 	}
-	stream, err := b.kv().Scan(fwd, &kvv1.ScanRequest{})
+	stream, err := b.kv().Scan(fwd, &kvpb.ScanRequest{})
 	if err == nil {
 		_, err = stream.Recv()
 	}
@@ -227,18 +227,18 @@ func TestForwardingServesEveryRegionThroughEitherStore(t *testing.T) {
 	// No store serves b's regions: a's answer names the region.
 	b.kill()
 	key := regionKey(1, "a-store-1")
-	_, err = a.kv().Get(ctx, &kvv1.GetRequest{Key: key})
+	_, err = a.kv().Get(ctx, &kvpb.GetRequest{Key: key})
 	if status.Code(err) != codes.Unavailable || !strings.Contains(err.Error(), "region-001") {
 		t.Fatalf("get %q with its store down: %v, want UNAVAILABLE naming region-001", key, err)
 	}
-	if g, err := a.kv().Get(ctx, &kvv1.GetRequest{Key: regionKey(2, "store-a-1")}); err != nil || !g.Found {
+	if g, err := a.kv().Get(ctx, &kvpb.GetRequest{Key: regionKey(2, "store-a-1")}); err != nil || !g.Found {
 		t.Fatalf("a's own region-002 with b down: found=%t, %v", g.GetFound(), err)
 	}
 
 	// b back (its WAL, its address): a finds it again on the next miss.
 	b = startPeerStore(t, "store-b", bucket, walB, addrB, "1/2", peers)
 	waitFor(t, "a to forward to the restarted b", func() bool {
-		g, err := a.kv().Get(ctx, &kvv1.GetRequest{Key: regionKey(1, "store-b-2")})
+		g, err := a.kv().Get(ctx, &kvpb.GetRequest{Key: regionKey(1, "store-b-2")})
 		return err == nil && g.Found && bytes.Equal(g.Value, []byte("v-"+string(regionKey(1, "store-b-2"))))
 	})
 	checkScan(t, a, m, nil, nil, 0)

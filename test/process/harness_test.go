@@ -26,8 +26,8 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
-	compactionv1 "github.com/bellows-kv/bellows/proto/bellows/compaction/v1"
-	kvv1 "github.com/bellows-kv/bellows/proto/bellows/kv/v1"
+	compactionpb "github.com/bellows-kv/bellows/proto/bellows/compaction/v1"
+	kvpb "github.com/bellows-kv/bellows/proto/bellows/kv/v1"
 )
 
 var binary string
@@ -145,13 +145,13 @@ func (p *proc) terminate() {
 	}
 }
 
-func (p *proc) kv() kvv1.KVClient                    { return kvv1.NewKVClient(p.conn) }
-func (p *proc) admin() kvv1.AdminClient              { return kvv1.NewAdminClient(p.conn) }
-func (p *proc) worker() compactionv1.CompactorClient { return compactionv1.NewCompactorClient(p.conn) }
+func (p *proc) kv() kvpb.KVClient                    { return kvpb.NewKVClient(p.conn) }
+func (p *proc) admin() kvpb.AdminClient              { return kvpb.NewAdminClient(p.conn) }
+func (p *proc) worker() compactionpb.CompactorClient { return compactionpb.NewCompactorClient(p.conn) }
 
-func (p *proc) status(t *testing.T) *compactionv1.StatusResponse {
+func (p *proc) status(t *testing.T) *compactionpb.StatusResponse {
 	t.Helper()
-	st, err := p.worker().Status(context.Background(), &compactionv1.StatusRequest{})
+	st, err := p.worker().Status(context.Background(), &compactionpb.StatusRequest{})
 	if err != nil {
 		t.Fatalf("%s Status: %v", p.name, err)
 	}

@@ -16,7 +16,7 @@ import (
 	"github.com/anishathalye/porcupine"
 	"golang.org/x/time/rate"
 
-	kvv1 "github.com/bellows-kv/bellows/proto/bellows/kv/v1"
+	kvpb "github.com/bellows-kv/bellows/proto/bellows/kv/v1"
 )
 
 // history runs concurrent clients doing puts, gets and scans on a few keys
@@ -25,7 +25,7 @@ import (
 // against a map of all keys (a scan of one region reads one snapshot, so it
 // must see some linearization point's whole state).
 type history struct {
-	kv      atomic.Value // kvv1.KVClient; swapped when a store restarts
+	kv      atomic.Value // kvpb.KVClient; swapped when a store restarts
 	clients int
 	keys    int
 	start0  time.Time
@@ -53,14 +53,14 @@ type regOutput struct {
 	rows  map[string]string // scan
 }
 
-func newHistory(kv kvv1.KVClient, clients, keys int) *history {
+func newHistory(kv kvpb.KVClient, clients, keys int) *history {
 	h := &history{clients: clients, keys: keys, start0: time.Now(), swapped: make(chan struct{})}
 	h.kv.Store(&kv)
 	return h
 }
 
 // setKV points the clients at another store (the same region restarted).
-func (h *history) setKV(kv kvv1.KVClient) {
+func (h *history) setKV(kv kvpb.KVClient) {
 	h.kv.Store(&kv)
 	h.mu.Lock()
 	close(h.swapped)
@@ -80,7 +80,7 @@ func (h *history) awaitSwap(seen chan struct{}) {
 	}
 }
 
-func (h *history) client() kvv1.KVClient { return *h.kv.Load().(*kvv1.KVClient) }
+func (h *history) client() kvpb.KVClient { return *h.kv.Load().(*kvpb.KVClient) }
 
 func (h *history) now() int64 { return int64(time.Since(h.start0)) }
 
@@ -129,7 +129,7 @@ func (h *history) one(client, i int) {
 		out.rows = rows
 	} else if rand.IntN(2) == 0 {
 		in.put, in.value = true, fmt.Sprintf("c%d-%d", client, i)
-		_, err := h.client().Put(ctx, &kvv1.PutRequest{Key: []byte(in.key), Value: []byte(in.value)})
+		_, err := h.client().Put(ctx, &kvpb.PutRequest{Key: []byte(in.key), Value: []byte(in.value)})
 		ret = h.now()
 		if err != nil {
 			// Unknown outcome: it may take effect at any later time.
@@ -137,7 +137,7 @@ func (h *history) one(client, i int) {
 			failed = true
 		}
 	} else {
-		r, err := h.client().Get(ctx, &kvv1.GetRequest{Key: []byte(in.key)})
+		r, err := h.client().Get(ctx, &kvpb.GetRequest{Key: []byte(in.key)})
 		if err != nil {
 			failed = true
 			return // a failed read constrains nothing
@@ -154,7 +154,7 @@ func (h *history) one(client, i int) {
 
 // scan reads every reg- key in one Scan call.
 func (h *history) scan(ctx context.Context) (map[string]string, error) {
-	s, err := h.client().Scan(ctx, &kvv1.ScanRequest{Start: []byte("reg-"), End: []byte("reg.")})
+	s, err := h.client().Scan(ctx, &kvpb.ScanRequest{Start: []byte("reg-"), End: []byte("reg.")})
 	if err != nil {
 		return nil, err
 	}

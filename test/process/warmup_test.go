@@ -5,7 +5,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	kvv1 "github.com/bellows-kv/bellows/proto/bellows/kv/v1"
+	kvpb "github.com/bellows-kv/bellows/proto/bellows/kv/v1"
 	"github.com/bellows-kv/bellows/storage-engine/blob"
 )
 
@@ -95,7 +95,7 @@ func TestStoreKilledDuringWarmupReopensOnlyNewFiles(t *testing.T) {
 			t.Fatalf("old file %s survived the restart", old.Key)
 		}
 	}
-	resp, err := s2.kv().Regions(context.Background(), &kvv1.RegionsRequest{})
+	resp, err := s2.kv().Regions(context.Background(), &kvpb.RegionsRequest{})
 	if err != nil || len(resp.Regions) != 1 {
 		t.Fatalf("regions after restart: %v %v", resp, err)
 	}

@@ -9,7 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	compactionv1 "github.com/bellows-kv/bellows/proto/bellows/compaction/v1"
+	compactionpb "github.com/bellows-kv/bellows/proto/bellows/compaction/v1"
 	"github.com/bellows-kv/bellows/storage-engine/compactor"
 	"github.com/bellows-kv/bellows/storage-engine/health"
 )
@@ -51,7 +51,7 @@ func newCompactorCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			compactionv1.RegisterCompactorServer(srv.grpc, worker)
+			compactionpb.RegisterCompactorServer(srv.grpc, worker)
 			// A drained worker must not be cut off by the shutdown below.
 			srv.shutdown = drainTimeout + 30*time.Second
 			mux := health.Mux(reg, func() error {

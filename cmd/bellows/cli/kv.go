@@ -10,7 +10,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
-	kvv1 "github.com/bellows-kv/bellows/proto/bellows/kv/v1"
+	kvpb "github.com/bellows-kv/bellows/proto/bellows/kv/v1"
 )
 
 func newKVCommand() *cobra.Command {
@@ -31,16 +31,16 @@ func newKVCommand() *cobra.Command {
 		return f(ctx, conn)
 	}
 	// with runs f with a KV client, admin with an Admin client.
-	with := func(cmd *cobra.Command, f func(ctx context.Context, c kvv1.KVClient) error) error {
-		return dial(cmd, func(ctx context.Context, conn *grpc.ClientConn) error { return f(ctx, kvv1.NewKVClient(conn)) })
+	with := func(cmd *cobra.Command, f func(ctx context.Context, c kvpb.KVClient) error) error {
+		return dial(cmd, func(ctx context.Context, conn *grpc.ClientConn) error { return f(ctx, kvpb.NewKVClient(conn)) })
 	}
-	admin := func(cmd *cobra.Command, f func(ctx context.Context, c kvv1.AdminClient) error) error {
-		return dial(cmd, func(ctx context.Context, conn *grpc.ClientConn) error { return f(ctx, kvv1.NewAdminClient(conn)) })
+	admin := func(cmd *cobra.Command, f func(ctx context.Context, c kvpb.AdminClient) error) error {
+		return dial(cmd, func(ctx context.Context, conn *grpc.ClientConn) error { return f(ctx, kvpb.NewAdminClient(conn)) })
 	}
 	put := &cobra.Command{Use: "put KEY VALUE", Short: "Write a value", Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return with(cmd, func(ctx context.Context, c kvv1.KVClient) error {
-				r, err := c.Put(ctx, &kvv1.PutRequest{Key: []byte(args[0]), Value: []byte(args[1])})
+			return with(cmd, func(ctx context.Context, c kvpb.KVClient) error {
+				r, err := c.Put(ctx, &kvpb.PutRequest{Key: []byte(args[0]), Value: []byte(args[1])})
 				if err == nil {
 					fmt.Fprintf(cmd.OutOrStdout(), "OK %s ts=%d\n", r.Region, r.CommitTs)
 				}
@@ -50,8 +50,8 @@ func newKVCommand() *cobra.Command {
 	var readTS uint64
 	get := &cobra.Command{Use: "get KEY", Short: "Read a value (exit status 1 if absent)", Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return with(cmd, func(ctx context.Context, c kvv1.KVClient) error {
-				req := &kvv1.GetRequest{Key: []byte(args[0])}
+			return with(cmd, func(ctx context.Context, c kvpb.KVClient) error {
+				req := &kvpb.GetRequest{Key: []byte(args[0])}
 				if readTS != 0 {
 					req.ReadTs = &readTS
 				}
@@ -69,8 +69,8 @@ func newKVCommand() *cobra.Command {
 	get.Flags().Uint64Var(&readTS, "read-ts", 0, "read the version visible at this timestamp (0: newest)")
 	del := &cobra.Command{Use: "delete KEY", Short: "Delete a key", Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return with(cmd, func(ctx context.Context, c kvv1.KVClient) error {
-				r, err := c.Delete(ctx, &kvv1.DeleteRequest{Key: []byte(args[0])})
+			return with(cmd, func(ctx context.Context, c kvpb.KVClient) error {
+				r, err := c.Delete(ctx, &kvpb.DeleteRequest{Key: []byte(args[0])})
 				if err == nil {
 					fmt.Fprintf(cmd.OutOrStdout(), "OK %s ts=%d\n", r.Region, r.CommitTs)
 				}
@@ -80,14 +80,14 @@ func newKVCommand() *cobra.Command {
 	var limit uint32
 	scan := &cobra.Command{Use: "scan [START [END]]", Short: "List keys in [START, END) as KEY<TAB>VALUE", Args: cobra.MaximumNArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			req := &kvv1.ScanRequest{Limit: limit}
+			req := &kvpb.ScanRequest{Limit: limit}
 			if len(args) > 0 {
 				req.Start = []byte(args[0])
 			}
 			if len(args) > 1 {
 				req.End = []byte(args[1])
 			}
-			return with(cmd, func(ctx context.Context, c kvv1.KVClient) error {
+			return with(cmd, func(ctx context.Context, c kvpb.KVClient) error {
 				s, err := c.Scan(ctx, req)
 				if err != nil {
 					return err
@@ -109,8 +109,8 @@ func newKVCommand() *cobra.Command {
 	scan.Flags().Uint32Var(&limit, "limit", 0, "at most this many keys (0: all)")
 	regions := &cobra.Command{Use: "regions", Short: "List the store's regions and key ranges", Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return with(cmd, func(ctx context.Context, c kvv1.KVClient) error {
-				r, err := c.Regions(ctx, &kvv1.RegionsRequest{})
+			return with(cmd, func(ctx context.Context, c kvpb.KVClient) error {
+				r, err := c.Regions(ctx, &kvpb.RegionsRequest{})
 				if err != nil {
 					return err
 				}
@@ -122,8 +122,8 @@ func newKVCommand() *cobra.Command {
 		}}
 	flush := &cobra.Command{Use: "flush REGION", Short: "Flush a region's memstore into an SST (Admin API)", Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return admin(cmd, func(ctx context.Context, c kvv1.AdminClient) error {
-				if _, err := c.Flush(ctx, &kvv1.FlushRequest{Region: args[0]}); err != nil {
+			return admin(cmd, func(ctx context.Context, c kvpb.AdminClient) error {
+				if _, err := c.Flush(ctx, &kvpb.FlushRequest{Region: args[0]}); err != nil {
 					return err
 				}
 				fmt.Fprintf(cmd.OutOrStdout(), "OK flushed %s\n", args[0])
@@ -133,8 +133,8 @@ func newKVCommand() *cobra.Command {
 	var minor bool
 	compact := &cobra.Command{Use: "compact REGION", Short: "Compact a region, major unless --minor (Admin API); runs where the store's offload mode says", Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return admin(cmd, func(ctx context.Context, c kvv1.AdminClient) error {
-				r, err := c.Compact(ctx, &kvv1.CompactRequest{Region: args[0], Major: !minor})
+			return admin(cmd, func(ctx context.Context, c kvpb.AdminClient) error {
+				r, err := c.Compact(ctx, &kvpb.CompactRequest{Region: args[0], Major: !minor})
 				if err != nil {
 					return err
 				}

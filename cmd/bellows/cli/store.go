@@ -14,7 +14,7 @@ import (
 
 	"github.com/bellows-kv/bellows/internal/discovery"
 	"github.com/bellows-kv/bellows/internal/engineconfig"
-	kvv1 "github.com/bellows-kv/bellows/proto/bellows/kv/v1"
+	kvpb "github.com/bellows-kv/bellows/proto/bellows/kv/v1"
 	"github.com/bellows-kv/bellows/storage-engine/blob"
 	"github.com/bellows-kv/bellows/storage-engine/blockcache"
 	"github.com/bellows-kv/bellows/storage-engine/compaction"
@@ -227,8 +227,8 @@ func runStore(cmd *cobra.Command, o storeFlags) error {
 		log.Info("forwarding requests for other stores' regions", "peers", peers())
 	}
 	kv := server.NewKV(store, fwd, m)
-	kvv1.RegisterKVServer(srv.grpc, kv)
-	kvv1.RegisterAdminServer(srv.grpc, kv)
+	kvpb.RegisterKVServer(srv.grpc, kv)
+	kvpb.RegisterAdminServer(srv.grpc, kv)
 	mux := health.Mux(reg, func() error { return nil }, nil)
 	return srv.run(ctx, "store", mux, cmd.OutOrStdout())
 }

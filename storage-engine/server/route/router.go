@@ -29,7 +29,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 
-	kvv1 "github.com/bellows-kv/bellows/proto/bellows/kv/v1"
+	kvpb "github.com/bellows-kv/bellows/proto/bellows/kv/v1"
 )
 
 const (
@@ -104,7 +104,7 @@ func (r *Router) Owners(region string) (addrs []string, gen uint64) {
 }
 
 // Client is the KV client of a peer, over a connection kept per peer.
-func (r *Router) Client(addr string) (kvv1.KVClient, error) {
+func (r *Router) Client(addr string) (kvpb.KVClient, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	c := r.conns[addr]
@@ -115,7 +115,7 @@ func (r *Router) Client(addr string) (kvv1.KVClient, error) {
 		}
 		r.conns[addr] = c
 	}
-	return kvv1.NewKVClient(c), nil
+	return kvpb.NewKVClient(c), nil
 }
 
 // Refresh rebuilds the map from every peer's Regions answer, unless it
@@ -187,7 +187,7 @@ func (r *Router) refresh() {
 // or did not answer.
 func (r *Router) ask(addr string) ([]string, bool) {
 	var (
-		resp *kvv1.RegionsResponse
+		resp *kvpb.RegionsResponse
 		md   metadata.MD
 		err  error
 	)
@@ -195,13 +195,13 @@ func (r *Router) ask(addr string) ([]string, bool) {
 	// call at once meanwhile, even once the peer is back (restarted): after
 	// a failure, dial afresh once. A peer still down refuses at once.
 	for attempt := 0; attempt < 2; attempt++ {
-		var c kvv1.KVClient
+		var c kvpb.KVClient
 		if c, err = r.Client(addr); err != nil {
 			r.log.Warn("peer store: bad address", "peer", addr, "err", err)
 			return nil, false
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), RegionsTimeout)
-		resp, err = c.Regions(ctx, &kvv1.RegionsRequest{}, grpc.Header(&md))
+		resp, err = c.Regions(ctx, &kvpb.RegionsRequest{}, grpc.Header(&md))
 		cancel()
 		if err == nil {
 			break

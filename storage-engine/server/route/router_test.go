@@ -10,12 +10,12 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
 
-	kvv1 "github.com/bellows-kv/bellows/proto/bellows/kv/v1"
+	kvpb "github.com/bellows-kv/bellows/proto/bellows/kv/v1"
 )
 
 // fakeStore answers Regions with a settable list and identity.
 type fakeStore struct {
-	kvv1.UnimplementedKVServer
+	kvpb.UnimplementedKVServer
 	mu      sync.Mutex
 	id      string
 	regions []string
@@ -28,15 +28,15 @@ func (f *fakeStore) set(regions ...string) {
 	f.regions = regions
 }
 
-func (f *fakeStore) Regions(ctx context.Context, _ *kvv1.RegionsRequest) (*kvv1.RegionsResponse, error) {
+func (f *fakeStore) Regions(ctx context.Context, _ *kvpb.RegionsRequest) (*kvpb.RegionsResponse, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.id != "" {
 		_ = grpc.SetHeader(ctx, metadata.Pairs(StoreIDHeader, f.id))
 	}
-	resp := &kvv1.RegionsResponse{}
+	resp := &kvpb.RegionsResponse{}
 	for _, n := range f.regions {
-		resp.Regions = append(resp.Regions, &kvv1.RegionInfo{Name: n})
+		resp.Regions = append(resp.Regions, &kvpb.RegionInfo{Name: n})
 	}
 	return resp, nil
 }
@@ -48,7 +48,7 @@ func serve(t *testing.T, f *fakeStore) *fakeStore {
 		t.Fatal(err)
 	}
 	s := grpc.NewServer()
-	kvv1.RegisterKVServer(s, f)
+	kvpb.RegisterKVServer(s, f)
 	go func() { _ = s.Serve(l) }()
 	t.Cleanup(s.Stop)
 	f.addr = l.Addr().String()
