@@ -1,7 +1,7 @@
 # syntax=docker/dockerfile:1
 # The bellows image: one static binary on a distroless base, run as 65532.
 # `make image` builds the same image without a Docker engine (hack/image,
-# internal/ociimage); TestDockerfileMatches keeps the two in step.
+# hack/image/ociimage); TestDockerfileMatches keeps the two in step.
 #
 #   docker build --build-arg VERSION=$(git describe --tags --always --dirty) \
 #     --build-arg REVISION=$(git rev-parse HEAD) -t bellows:dev .

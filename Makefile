@@ -19,9 +19,10 @@ TEST_TIMEOUT ?= 30m
 
 all: build
 
-## build: the bellows binary into bin/
+## build: the bellows binary (production) and bellows-bench (benchmarks) into bin/
 build:
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/bellows ./cmd/bellows
+	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/bellows-bench ./cmd/bellows-bench
 
 ## run: the embedded default, `bellows local`: one store and two compactors as
 ## processes on 127.0.0.1, data under bellows-data/ (RUN_ARGS adds flags)
@@ -41,7 +42,7 @@ helm:
 ## chart-test: helm lint and helm template of charts/bellows (samples on/off, with and
 ## without the ServiceMonitor API, schema rejections), dashboard queries vs metric names
 chart-test: helm
-	HELM=$(BIN)/helm $(GO) test -count=1 ./charts/... ./internal/metricnames/...
+	HELM=$(BIN)/helm $(GO) test -count=1 ./charts/... ./hack/metricnames/...
 
 ## image: dist/bellows-image.tar, the Dockerfile's image built without a Docker engine
 ## (docker-archive; `ctr images import`, `docker load`, `kind load image-archive`)
@@ -97,8 +98,8 @@ verify-generated:
 	hack/verify-generated.sh
 
 ## bench-engine: Bellows vs Pebble on the same workloads; writes bench/results/engine.md
-bench-engine:
-	$(GO) run ./bench/cmd/engine-bench -out bench/results/engine.md $(BENCH_ARGS)
+bench-engine: build
+	$(BIN)/bellows-bench engine --out bench/results/engine.md $(BENCH_ARGS)
 
 clean:
 	rm -rf $(BIN) dist

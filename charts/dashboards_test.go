@@ -16,7 +16,7 @@ import (
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/promql/parser"
 
-	"github.com/bellows-kv/bellows/internal/metricnames"
+	"github.com/bellows-kv/bellows/hack/metricnames"
 )
 
 const dashboardDir = "bellows/dashboards"

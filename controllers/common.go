@@ -160,7 +160,7 @@ func setCondition(conds *[]metav1.Condition, gen int64, typ string, status bool,
 	meta.SetStatusCondition(conds, metav1.Condition{Type: typ, Status: s, Reason: reason, Message: msg, ObservedGeneration: gen})
 }
 
-// imageUID is the non-root user of the bellows image (internal/ociimage.User).
+// imageUID is the non-root user of the bellows image (hack/image/ociimage.User).
 const imageUID = int64(65532)
 
 // podSecurityContext runs the stores and workers as the image's non-root user

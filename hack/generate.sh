@@ -44,5 +44,8 @@ protoc -I proto \
   --plugin=protoc-gen-go-grpc="$protoc_gen_go_grpc" --go-grpc_out=proto --go-grpc_opt=paths=source_relative \
   "${protos[@]}"
 
+# Docs generated from code: docs/defaults.md from internal/contract.
+go run ./hack/gendocs -defaults docs/defaults.md
+
 # Last: generated code is input to the module graph (it imports grpc).
 go mod tidy

@@ -1,5 +1,7 @@
 package v1alpha1
 
+import "github.com/bellows-kv/bellows/internal/contract"
+
 // Condition types shared by KVCluster and CompactionPool.
 const (
 	// ConditionReady is True when every replica runs the current spec and is Ready.
@@ -36,27 +38,21 @@ const (
 	ReasonAutoscalingDisabled = "AutoscalingDisabled"
 )
 
-// Annotations and labels the operator reads or writes.
+// Annotations and labels the operator reads or writes: the contract's.
 const (
-	// PausedAnnotation, set to "true", makes the operator leave the resource and
-	// its children alone (it only records the Paused reason in status).
-	PausedAnnotation = "kv.bellows.dev/paused"
-	// SpecHashAnnotation holds the hash of the desired state an object was last
-	// written from; a different hash is drift.
-	SpecHashAnnotation = "kv.bellows.dev/spec-hash"
-	// PodDeletionCostAnnotation is the ReplicaSet controller's hint: pods with a
-	// lower cost are deleted first on scale-down.
-	PodDeletionCostAnnotation = "controller.kubernetes.io/pod-deletion-cost"
+	PausedAnnotation          = contract.PausedAnnotation
+	SpecHashAnnotation        = contract.SpecHashAnnotation
+	PodDeletionCostAnnotation = contract.PodDeletionCostAnnotation
 
-	LabelName      = "app.kubernetes.io/name"
-	LabelInstance  = "app.kubernetes.io/instance"
-	LabelComponent = "app.kubernetes.io/component"
-	LabelManagedBy = "app.kubernetes.io/managed-by"
-	LabelPartOf    = "app.kubernetes.io/part-of"
+	LabelName      = contract.LabelName
+	LabelInstance  = contract.LabelInstance
+	LabelComponent = contract.LabelComponent
+	LabelManagedBy = contract.LabelManagedBy
+	LabelPartOf    = contract.LabelPartOf
 
-	ComponentStore     = "store"
-	ComponentCompactor = "compactor"
-	ManagedBy          = "bellows-operator"
+	ComponentStore     = contract.ComponentStore
+	ComponentCompactor = contract.ComponentCompactor
+	ManagedBy          = contract.ManagedBy
 )
 
 // IsPaused reports whether the pause annotation is set to "true".

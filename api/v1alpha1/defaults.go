@@ -1,45 +1,57 @@
 package v1alpha1
 
 import (
-	"time"
+	"strconv"
 
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/bellows-kv/bellows/internal/contract"
 )
 
-// Defaults. The CRD schema applies the same values (kubebuilder:default
-// markers); SetDefaults lets code that builds objects in Go (tests, pure
-// builders) see what the API server would store.
+// Defaults, all taken from internal/contract (the one place for them). The
+// CRD schema applies the same values through its kubebuilder:default markers
+// (TestCRDDefaultsMatchTheContract fails when they differ); SetDefaults lets
+// code that builds objects in Go (tests, pure builders) see what the API
+// server would store.
 const (
-	DefaultImage               = "ghcr.io/bellows-kv/bellows:latest"
-	DefaultKVClusterReplicas   = int32(3)
-	DefaultStorageSize         = "10Gi"
-	DefaultRegionCount         = int32(1)
-	DefaultMemstorePolicy      = MemstorePolicy("Adaptive")
-	DefaultMemstoreBytes       = "128Mi"
-	DefaultBlockCacheBytes     = "1Gi"
-	DefaultCompactionMinFiles  = int32(3)
-	DefaultCompactionMaxFiles  = int32(10)
-	DefaultCompactionRatio     = "1.2"
-	DefaultCompactionMaxBytes  = "4Gi"
-	DefaultOffload             = OffloadMode("Preferred")
-	DefaultWarmupMode          = WarmupMode("Incremental")
-	DefaultSyncMode            = SyncMode("sync")
-	DefaultPoolReplicas        = int32(1)
-	DefaultPoolMinReplicas     = int32(1)
-	DefaultPoolMaxReplicas     = int32(10)
-	DefaultCacheBytes          = "6Gi"
-	DefaultTransferRate        = int64(8_000_000)
-	DefaultDrainTimeout        = 10 * time.Minute
-	DefaultAutoscalingInterval = time.Hour
-	DefaultAutoscalingSync     = 30 * time.Second
-	DefaultScaleUpWindow       = time.Duration(0)
-	DefaultScaleDownWindow     = 5 * time.Minute
-	DrainGracePeriodHeadroom   = 30 * time.Second
-	StoreGRPCPort              = 7400
-	CompactorGRPCPort          = 7500
-	MetricsPort                = 9090
+	DefaultImage               = contract.DefaultImage
+	DefaultKVClusterReplicas   = contract.DefaultKVClusterReplicas
+	DefaultStorageSize         = contract.DefaultStorageSize
+	DefaultRegionCount         = contract.DefaultRegionCount
+	DefaultMemstorePolicy      = MemstorePolicy(contract.DefaultMemstorePolicy)
+	DefaultCompactionMinFiles  = int32(contract.DefaultCompactionMinFiles)
+	DefaultCompactionMaxFiles  = int32(contract.DefaultCompactionMaxFiles)
+	DefaultOffload             = OffloadMode(contract.DefaultOffload)
+	DefaultWarmupMode          = WarmupMode(contract.DefaultWarmupMode)
+	DefaultSyncMode            = SyncMode(contract.DefaultSyncMode)
+	DefaultPoolReplicas        = contract.DefaultPoolReplicas
+	DefaultPoolMinReplicas     = contract.DefaultPoolMinReplicas
+	DefaultPoolMaxReplicas     = contract.DefaultPoolMaxReplicas
+	DefaultTransferRate        = contract.DefaultTransferRate
+	DefaultDrainTimeout        = contract.DefaultDrainTimeout
+	DefaultAutoscalingInterval = contract.DefaultAutoscalingInterval
+	DefaultAutoscalingSync     = contract.DefaultAutoscalingSync
+	DefaultScaleUpWindow       = contract.DefaultScaleUpWindow
+	DefaultScaleDownWindow     = contract.DefaultScaleDownWindow
+	DrainGracePeriodHeadroom   = contract.DrainGraceHeadroom
+	StoreGRPCPort              = contract.StoreGRPCPort
+	CompactorGRPCPort          = contract.CompactorGRPCPort
+	MetricsPort                = contract.MetricsPort
 )
+
+// DefaultCompactionRatio is the ratio as the CRD writes it (a decimal string).
+var DefaultCompactionRatio = strconv.FormatFloat(contract.DefaultCompactionRatio, 'f', -1, 64)
+
+// Byte-count defaults as the quantities the API server stores.
+func defaultMemstoreBytes() resource.Quantity   { return bytesQuantity(contract.DefaultMemstoreBytes) }
+func defaultBlockCacheBytes() resource.Quantity { return bytesQuantity(contract.DefaultBlockCacheBytes) }
+func defaultCompactionMaxBytes() resource.Quantity {
+	return bytesQuantity(contract.DefaultCompactionMaxBytes)
+}
+func defaultWorkerCacheBytes() resource.Quantity { return bytesQuantity(contract.DefaultWorkerCacheBytes) }
+
+func bytesQuantity(n int64) resource.Quantity { return *resource.NewQuantity(n, resource.BinarySI) }
 
 // SetDefaults fills every unset field with its default.
 func (c *KVCluster) SetDefaults() {
@@ -62,10 +74,10 @@ func (c *KVCluster) SetDefaults() {
 		e.Memstore.Policy = DefaultMemstorePolicy
 	}
 	if e.Memstore.Bytes.IsZero() {
-		e.Memstore.Bytes = resource.MustParse(DefaultMemstoreBytes)
+		e.Memstore.Bytes = defaultMemstoreBytes()
 	}
 	if e.BlockCacheBytes.IsZero() {
-		e.BlockCacheBytes = resource.MustParse(DefaultBlockCacheBytes)
+		e.BlockCacheBytes = defaultBlockCacheBytes()
 	}
 	if e.Compaction.MinFiles == 0 {
 		e.Compaction.MinFiles = DefaultCompactionMinFiles
@@ -77,7 +89,7 @@ func (c *KVCluster) SetDefaults() {
 		e.Compaction.Ratio = DefaultCompactionRatio
 	}
 	if e.Compaction.MaxBytes.IsZero() {
-		e.Compaction.MaxBytes = resource.MustParse(DefaultCompactionMaxBytes)
+		e.Compaction.MaxBytes = defaultCompactionMaxBytes()
 	}
 	if e.Offload == "" {
 		e.Offload = DefaultOffload
@@ -115,7 +127,7 @@ func (p *CompactionPool) SetDefaults() {
 		s.Image = DefaultImage
 	}
 	if s.CacheBytes.IsZero() {
-		s.CacheBytes = resource.MustParse(DefaultCacheBytes)
+		s.CacheBytes = defaultWorkerCacheBytes()
 	}
 	if s.TransferRateBytesPerSecond == 0 {
 		s.TransferRateBytesPerSecond = DefaultTransferRate

@@ -163,9 +163,11 @@ type EngineSpec struct {
 	SyncMode SyncMode `json:"syncMode,omitempty"`
 }
 
-// MemstoreSpec configures the compacting memstore.
+// MemstoreSpec configures the memstore. Only the None policy (one skiplist
+// flushed whole) is built; the Accordion policies are accepted and run as None
+// with a warning until the compacting memstore lands.
 type MemstoreSpec struct {
-	// +kubebuilder:default=Adaptive
+	// +kubebuilder:default=None
 	// +optional
 	Policy MemstorePolicy `json:"policy,omitempty"`
 

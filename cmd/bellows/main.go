@@ -1,5 +1,8 @@
-// Command bellows is the single binary of Bellows: storage pod, compaction
-// worker, operator, embedded local cluster, client and benchmark driver.
+// Command bellows is the production binary of Bellows: storage pod,
+// compaction worker, operator, embedded local cluster and client. It is
+// wiring only (cli binds flags to each role's config; the roles live in
+// store/, compactor/ and operator/ beside it). Benchmarks are
+// cmd/bellows-bench.
 package main
 
 import (

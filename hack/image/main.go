@@ -8,7 +8,7 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/bellows-kv/bellows/internal/ociimage"
+	"github.com/bellows-kv/bellows/hack/image/ociimage"
 )
 
 func main() {

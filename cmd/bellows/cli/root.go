@@ -19,7 +19,6 @@ func NewRootCommand() *cobra.Command {
 		SilenceErrors: false,
 	}
 	root.AddCommand(newVersionCommand())
-	root.AddCommand(newBenchCommand())
 	root.AddCommand(newOperatorCommand())
 	root.AddCommand(newAutoscalerCommand())
 	root.AddCommand(newStoreCommand())

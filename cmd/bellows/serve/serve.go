@@ -1,4 +1,6 @@
-package cli
+// Package serve runs a role's gRPC and HTTP listeners until a signal: the
+// part of `bellows store` and `bellows compactor` that is the same.
+package serve
 
 import (
 	"context"
@@ -16,22 +18,24 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/keepalive"
 
-	"github.com/bellows-kv/bellows/autoscaler"
+	"github.com/bellows-kv/bellows/internal/contract"
 )
 
-// servers is one role's gRPC and HTTP listeners, served until a signal.
-type servers struct {
-	grpc     *grpc.Server
-	grpcLis  net.Listener
-	http     *http.Server
-	httpLis  net.Listener
-	log      *slog.Logger
-	shutdown time.Duration
+// Servers is one role's gRPC and HTTP listeners, served until a signal.
+type Servers struct {
+	// GRPC is where the role registers its services before Run.
+	GRPC    *grpc.Server
+	grpcLis net.Listener
+	http    *http.Server
+	httpLis net.Listener
+	log     *slog.Logger
+	// Shutdown bounds the graceful gRPC stop; then running calls are cut.
+	Shutdown time.Duration
 }
 
-// listen binds both addresses first, so a busy port fails the command
+// Listen binds both addresses first, so a busy port fails the command
 // before anything starts. Port 0 picks a free port; the ready line says which.
-func listen(grpcAddr, httpAddr string, log *slog.Logger, opts ...grpc.ServerOption) (*servers, error) {
+func Listen(grpcAddr, httpAddr string, log *slog.Logger, opts ...grpc.ServerOption) (*Servers, error) {
 	gl, err := net.Listen("tcp", grpcAddr)
 	if err != nil {
 		return nil, fmt.Errorf("--listen %s: %w", grpcAddr, err)
@@ -47,18 +51,18 @@ func listen(grpcAddr, httpAddr string, log *slog.Logger, opts ...grpc.ServerOpti
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 10 * time.Second, Timeout: 5 * time.Second}),
 	}, opts...)
-	return &servers{grpc: grpc.NewServer(opts...), grpcLis: gl, httpLis: hl, log: log, shutdown: 30 * time.Second}, nil
+	return &Servers{GRPC: grpc.NewServer(opts...), grpcLis: gl, httpLis: hl, log: log, Shutdown: contract.GracefulStopTimeout}, nil
 }
 
-// run serves until SIGINT/SIGTERM or ctx ends, then stops gracefully. It
+// Run serves until SIGINT/SIGTERM or ctx ends, then stops gracefully. It
 // prints one ready line to out once both listeners serve; bellows local and
 // the process tests read the addresses from it.
-func (s *servers) run(ctx context.Context, role string, mux http.Handler, out io.Writer) error {
+func (s *Servers) Run(ctx context.Context, role string, mux http.Handler, out io.Writer) error {
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	s.http = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	errc := make(chan error, 2)
-	go func() { errc <- s.grpc.Serve(s.grpcLis) }()
+	go func() { errc <- s.GRPC.Serve(s.grpcLis) }()
 	go func() {
 		if err := s.http.Serve(s.httpLis); !errors.Is(err, http.ErrServerClosed) {
 			errc <- err
@@ -72,11 +76,11 @@ func (s *servers) run(ctx context.Context, role string, mux http.Handler, out io
 	case err = <-errc:
 	}
 	done := make(chan struct{})
-	go func() { s.grpc.GracefulStop(); close(done) }()
+	go func() { s.GRPC.GracefulStop(); close(done) }()
 	select {
 	case <-done:
-	case <-time.After(s.shutdown):
-		s.grpc.Stop()
+	case <-time.After(s.Shutdown):
+		s.GRPC.Stop()
 	}
 	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
@@ -84,30 +88,7 @@ func (s *servers) run(ctx context.Context, role string, mux http.Handler, out io
 	return err
 }
 
-func newLogger(w io.Writer, role string) *slog.Logger {
+// NewLogger is a role's text logger.
+func NewLogger(w io.Writer, role string) *slog.Logger {
 	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelInfo})).With("role", role)
-}
-
-// parseSize and parseRate accept the operator's syntax (6GiB, 8MB/s); empty
-// or "0" means unset.
-func parseSize(flag, s string) (int64, error) {
-	if s == "" || s == "0" {
-		return 0, nil
-	}
-	v, err := autoscaler.ParseBytes(s)
-	if err != nil {
-		return 0, fmt.Errorf("--%s: %w", flag, err)
-	}
-	return int64(v), nil
-}
-
-func parseRate(flag, s string) (float64, error) {
-	if s == "" || s == "0" {
-		return 0, nil
-	}
-	v, err := autoscaler.ParseByteRate(s)
-	if err != nil {
-		return 0, fmt.Errorf("--%s: %w", flag, err)
-	}
-	return v, nil
 }

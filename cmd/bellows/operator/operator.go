@@ -1,5 +1,6 @@
-// Package operator assembles the controller-runtime manager that runs the
-// KVCluster and CompactionPool reconcilers and the autoscaler.
+// Package operator is the composition root of `bellows operator`: the
+// controller-runtime manager that runs the KVCluster and CompactionPool
+// reconcilers and the autoscaler. The CLI only binds flags to Config.
 package operator
 
 import (
@@ -20,23 +21,44 @@ import (
 	kvapi "github.com/bellows-kv/bellows/api/v1alpha1"
 	"github.com/bellows-kv/bellows/autoscaler"
 	"github.com/bellows-kv/bellows/controllers"
+	"github.com/bellows-kv/bellows/internal/contract"
 )
 
-// Options of `bellows operator`.
-type Options struct {
-	MetricsAddr      string
-	ProbeAddr        string
+// Config is everything the operator runs with.
+type Config struct {
+	MetricsAddr string
+	ProbeAddr   string
+	// LeaderElect elects one active replica through the Lease
+	// contract.LeaderElectionID in LeaderElectionNS (the pod's namespace
+	// when empty).
 	LeaderElect      bool
 	LeaderElectionNS string
-	ScrapeTimeout    time.Duration
-	Development      bool
+	// ScrapeTimeout bounds one scrape of a pod's /metrics.
+	ScrapeTimeout time.Duration
+	// Development logs for humans.
+	Development bool
 }
 
-// LeaderElectionID is the Lease the operator replicas compete for.
-const LeaderElectionID = "bellows-operator.kv.bellows.dev"
+// Default is the operator's configuration before flags.
+func Default() Config {
+	return Config{
+		MetricsAddr:   fmt.Sprintf(":%d", contract.OperatorMetricsPort),
+		ProbeAddr:     fmt.Sprintf(":%d", contract.OperatorProbePort),
+		LeaderElect:   true,
+		ScrapeTimeout: contract.DefaultScrapeTimeout,
+	}
+}
+
+// Validate reports every problem, each naming its flag.
+func (c Config) Validate() error {
+	if c.ScrapeTimeout <= 0 {
+		return fmt.Errorf("--scrape-timeout: %v must be positive", c.ScrapeTimeout)
+	}
+	return nil
+}
 
 // Run starts the manager and blocks until ctx is done.
-func Run(ctx context.Context, o Options) error {
+func Run(ctx context.Context, o Config) error {
 	ctrl.SetLogger(zap.New(zap.UseDevMode(o.Development)))
 	scheme := runtime.NewScheme()
 	if err := clientgoscheme.AddToScheme(scheme); err != nil {
@@ -54,7 +76,7 @@ func Run(ctx context.Context, o Options) error {
 		Metrics:                 metricsserver.Options{BindAddress: o.MetricsAddr},
 		HealthProbeBindAddress:  o.ProbeAddr,
 		LeaderElection:          o.LeaderElect,
-		LeaderElectionID:        LeaderElectionID,
+		LeaderElectionID:        contract.LeaderElectionID,
 		LeaderElectionNamespace: o.LeaderElectionNS,
 	})
 	if err != nil {

@@ -1,9 +1,10 @@
-package cli
+package main
 
 import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"runtime"
@@ -15,18 +16,14 @@ import (
 	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
 
+	"github.com/bellows-kv/bellows/autoscaler"
 	"github.com/bellows-kv/bellows/bench/phases"
+	"github.com/bellows-kv/bellows/internal/childproc"
 )
 
-func newBenchCommand() *cobra.Command {
-	cmd := &cobra.Command{Use: "bench", Short: "Benchmarks"}
-	cmd.AddCommand(newBenchPhasesCommand())
-	return cmd
-}
-
-func newBenchPhasesCommand() *cobra.Command {
+func newPhasesCommand() *cobra.Command {
 	cfg := phases.Default()
-	var out, modes, latency, bandwidth, warmupRate, transferRate, cache, fromJSON string
+	var out, modes, latency, bandwidth, warmupRate, transferRate, cache, fromJSON, bellows string
 	inProcess := false
 	cmd := &cobra.Command{
 		Use:   "phases",
@@ -71,6 +68,10 @@ func newBenchPhasesCommand() *cobra.Command {
 				return fmt.Errorf("--cache: %w", err)
 			}
 			cfg.CacheBytes = int64(cb)
+			bin, err := findBellows(bellows)
+			if err != nil {
+				return err
+			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			work, err := os.MkdirTemp("", "bellows-phases-")
@@ -107,14 +108,14 @@ func newBenchPhasesCommand() *cobra.Command {
 			}
 			var procs phases.Processes
 			procs.Compactor = func(ctx context.Context, name string) (string, func(), error) {
-				c, err := startChild(ctx, name, work, "compactor", "--name="+name, "--listen=127.0.0.1:0",
+				c, err := childproc.Start(ctx, bin, name, work, "compactor", "--name="+name, "--listen=127.0.0.1:0",
 					"--metrics-listen=127.0.0.1:0", "--cache-bytes=4GiB", "--transfer-rate="+transfer)
 				if err != nil {
 					return "", nil, err
 				}
 				if pinned {
-					if err := phases.PinProcess(c.cmd.Process.Pid, 1); err != nil {
-						c.stop()
+					if err := phases.PinProcess(c.Cmd.Process.Pid, 1); err != nil {
+						c.Stop()
 						return "", nil, err
 					}
 				}
@@ -122,12 +123,12 @@ func newBenchPhasesCommand() *cobra.Command {
 					// The workload shares CPU 1 with the compactor and must
 					// not queue behind it: on their own machines neither
 					// would wait for the other.
-					if err := phases.Nice(c.cmd.Process.Pid, 19); err != nil {
-						c.stop()
+					if err := phases.Nice(c.Cmd.Process.Pid, 19); err != nil {
+						c.Stop()
 						return "", nil, err
 					}
 				}
-				return c.grpc, c.stop, nil
+				return c.GRPC, c.Stop, nil
 			}
 			if !inProcess {
 				procs.Store = func(ctx context.Context, name string, a phases.StoreArgs) (string, string, func(), error) {
@@ -136,17 +137,17 @@ func newBenchPhasesCommand() *cobra.Command {
 					if a.Compactor != "" {
 						args = append(args, "--compactors="+a.Compactor)
 					}
-					c, err := startChild(ctx, name, work, args...)
+					c, err := childproc.Start(ctx, bin, name, work, args...)
 					if err != nil {
 						return "", "", nil, err
 					}
 					if pinned {
-						if err := phases.PinProcess(c.cmd.Process.Pid, 0); err != nil {
-							c.stop()
+						if err := phases.PinProcess(c.Cmd.Process.Pid, 0); err != nil {
+							c.Stop()
 							return "", "", nil, err
 						}
 					}
-					return c.grpc, c.metrics, c.stop, nil
+					return c.GRPC, c.Metrics, c.Stop, nil
 				}
 			}
 			bar := progressbar.NewOptions(1000, progressbar.OptionSetWriter(cmd.ErrOrStderr()),
@@ -170,6 +171,7 @@ func newBenchPhasesCommand() *cobra.Command {
 	}
 	f := cmd.Flags()
 	f.StringVar(&out, "out", "bench/results", "directory for phases.json, phases.md and phases.png")
+	f.StringVar(&bellows, "bellows", "", "the bellows binary that runs the store and compactor processes (default: bellows next to this binary, then $PATH)")
 	f.StringVar(&fromJSON, "from-json", "", "re-render phases.md and phases.png from an earlier phases.json instead of running")
 	f.BoolVar(&inProcess, "in-process", false, "run the region inside the bench process instead of a bellows store process reached over gRPC")
 	f.StringVar(&modes, "modes", strings.Join(cfg.Modes, ","), "warmup modes to run, in order")
@@ -191,4 +193,35 @@ func newBenchPhasesCommand() *cobra.Command {
 	f.DurationVar((*time.Duration)(&cfg.Tail), "tail", time.Duration(cfg.Tail), "workload after the warmup ends")
 	f.DurationVar((*time.Duration)(&cfg.Window), "window", time.Duration(cfg.Window), "latency window")
 	return cmd
+}
+
+// findBellows is the bellows binary the benchmark starts: the flag, else the
+// one next to this executable (make build puts both in bin/), else $PATH.
+func findBellows(flag string) (string, error) {
+	if flag != "" {
+		return flag, nil
+	}
+	if self, err := os.Executable(); err == nil {
+		p := filepath.Join(filepath.Dir(self), "bellows")
+		if _, err := os.Stat(p); err == nil {
+			return p, nil
+		}
+	}
+	p, err := exec.LookPath("bellows")
+	if err != nil {
+		return "", fmt.Errorf("no bellows binary next to bellows-bench or in $PATH: run make build or pass --bellows")
+	}
+	return p, nil
+}
+
+// parseRate accepts 8MB/s, 1GiB/min; empty or "0" is 0.
+func parseRate(flag, s string) (float64, error) {
+	if s == "" || s == "0" {
+		return 0, nil
+	}
+	v, err := autoscaler.ParseByteRate(s)
+	if err != nil {
+		return 0, fmt.Errorf("--%s: %w", flag, err)
+	}
+	return v, nil
 }

@@ -1,0 +1,136 @@
+// Package store is the composition root of `bellows store`, a storage pod:
+// it turns a Config into a running store (bucket, block cache, offload
+// executor, regions, forwarding, gRPC and HTTP servers). The CLI only binds
+// flags and engine.yaml to Config.
+package store
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/bellows-kv/bellows/internal/contract"
+	"github.com/bellows-kv/bellows/storage-engine/server"
+)
+
+// Config is everything a store runs with.
+type Config struct {
+	Listen, MetricsListen string
+	// Bucket is the URL of region files and manifests.
+	Bucket string
+	// WALDir is the local directory of the regions' WALs.
+	WALDir string
+	// ConfigFile is engine.yaml; empty runs with Engine as given.
+	ConfigFile string
+	// Engine is engine.yaml's content (LoadEngineConfig fills it from
+	// ConfigFile). An OffloadOverride replaces its offload mode.
+	Engine          contract.EngineConfig
+	OffloadOverride contract.OffloadMode
+
+	// Regions splits the key space evenly; SplitKeys, when set, splits it
+	// at these keys instead.
+	Regions   int
+	SplitKeys []string
+	// RegionOwner is ORDINAL/REPLICAS; empty serves every region.
+	RegionOwner string
+
+	// Compactors is a static list of workers; CompactorService discovers
+	// them from a Kubernetes Service's EndpointSlices (NAMESPACE/NAME).
+	Compactors       []string
+	CompactorService string
+	// Peers is a static list of the cluster's stores; PeerService
+	// discovers them from the headless Service. Neither: no forwarding.
+	Peers       []string
+	PeerService string
+
+	ForceTakeover          bool
+	OwnershipCheckInterval time.Duration
+	ReleaseTimeout         time.Duration
+}
+
+// Default is a store's configuration before flags: contract defaults, no
+// bucket or WAL directory.
+func Default() Config {
+	return Config{
+		Listen:                 fmt.Sprintf(":%d", contract.StoreGRPCPort),
+		MetricsListen:          fmt.Sprintf(":%d", contract.MetricsPort),
+		Engine:                 contract.DefaultEngineConfig(),
+		Regions:                int(contract.DefaultRegionCount),
+		OwnershipCheckInterval: contract.DefaultOwnershipCheckInterval,
+		ReleaseTimeout:         contract.DefaultReleaseTimeout,
+	}
+}
+
+// LoadEngineConfig reads ConfigFile, when set, into Engine and fills its
+// defaults.
+func (c *Config) LoadEngineConfig() error {
+	if c.ConfigFile != "" {
+		data, err := os.ReadFile(c.ConfigFile)
+		if err != nil {
+			return fmt.Errorf("--%s: %w", contract.FlagConfig, err)
+		}
+		if c.Engine, err = contract.UnmarshalEngineConfig(data); err != nil {
+			return fmt.Errorf("--%s %s: %w", contract.FlagConfig, c.ConfigFile, err)
+		}
+	}
+	c.Engine.EnsureDefaults()
+	if c.OffloadOverride != "" {
+		c.Engine.Offload = c.OffloadOverride
+	}
+	return nil
+}
+
+// Validate reports every problem of the configuration, each naming its flag
+// or engine.yaml key.
+func (c Config) Validate() error {
+	var errs []error
+	flag := func(name, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("--%s: "+format, append([]any{name}, args...)...))
+	}
+	if c.Bucket == "" {
+		flag(contract.FlagBucket, "required: the bucket URL of region files and manifests (file://, s3://, gs://, azblob://)")
+	}
+	if c.WALDir == "" {
+		flag(contract.FlagWALDir, "required: a local directory for the regions' WALs")
+	}
+	if _, err := c.Spans(); err != nil {
+		errs = append(errs, err)
+	}
+	if _, err := server.ParseOwner(c.RegionOwner); err != nil {
+		errs = append(errs, err)
+	}
+	if len(c.Compactors) > 0 && c.CompactorService != "" {
+		flag(contract.FlagCompactors, "set either --%s or --%s, not both", contract.FlagCompactors, contract.FlagCompactorService)
+	}
+	if len(c.Peers) > 0 && c.PeerService != "" {
+		flag(contract.FlagPeers, "set either --%s or --%s, not both", contract.FlagPeers, contract.FlagPeerService)
+	}
+	if c.Engine.Offload == contract.OffloadRequired && len(c.Compactors) == 0 && c.CompactorService == "" {
+		errs = append(errs, fmt.Errorf("offload mode Required needs workers: pass --%s or --%s", contract.FlagCompactors, contract.FlagCompactorService))
+	}
+	if c.OwnershipCheckInterval < 0 {
+		flag(contract.FlagOwnershipCheckInterval, "%v is negative", c.OwnershipCheckInterval)
+	}
+	if c.ReleaseTimeout <= 0 {
+		flag(contract.FlagReleaseTimeout, "%v must be positive", c.ReleaseTimeout)
+	}
+	if err := c.Engine.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// Spans is the whole key space's split into regions.
+func (c Config) Spans() ([]server.Span, error) {
+	if len(c.SplitKeys) > 0 {
+		return server.SplitAt(c.SplitKeys)
+	}
+	return server.SplitEvenly(c.Regions)
+}
+
+// SplitList splits a comma-separated flag value, dropping blanks.
+func SplitList(s string) []string {
+	return strings.FieldsFunc(s, func(r rune) bool { return r == ',' || r == ' ' })
+}

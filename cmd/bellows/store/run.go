@@ -1,0 +1,204 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"sync"
+
+	"google.golang.org/grpc"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/bellows-kv/bellows/cmd/bellows/serve"
+	"github.com/bellows-kv/bellows/internal/contract"
+	"github.com/bellows-kv/bellows/internal/discovery"
+	kvpb "github.com/bellows-kv/bellows/proto/bellows/kv/v1"
+	"github.com/bellows-kv/bellows/storage-engine/blob"
+	"github.com/bellows-kv/bellows/storage-engine/blockcache"
+	"github.com/bellows-kv/bellows/storage-engine/compaction"
+	"github.com/bellows-kv/bellows/storage-engine/health"
+	"github.com/bellows-kv/bellows/storage-engine/offload"
+	"github.com/bellows-kv/bellows/storage-engine/region"
+	"github.com/bellows-kv/bellows/storage-engine/server"
+	"github.com/bellows-kv/bellows/storage-engine/server/route"
+	"github.com/bellows-kv/bellows/storage-engine/wal"
+)
+
+// Run serves the store until ctx ends or a signal arrives, then releases its
+// regions. cfg must have passed Validate. The ready line goes to out.
+func Run(ctx context.Context, cfg Config, log *slog.Logger, out io.Writer) error {
+	allSpans, err := cfg.Spans()
+	if err != nil {
+		return err
+	}
+	owner, err := server.ParseOwner(cfg.RegionOwner)
+	if err != nil {
+		return err
+	}
+	spans := owner.Owned(allSpans)
+	kube := &kubeConfig{}
+
+	peers, err := peerList(ctx, cfg, kube)
+	if err != nil {
+		return err
+	}
+	offMode, err := offload.ParseMode(string(cfg.Engine.Offload))
+	if err != nil {
+		return err
+	}
+	var workers offload.Discovery = offload.Static(cfg.Compactors)
+	switch {
+	case cfg.CompactorService != "":
+		// In Kubernetes (the operator passes --compactor-service) workers
+		// are the ready endpoints of the pool's Service.
+		es, err := watchService(ctx, kube, contract.FlagCompactorService, cfg.CompactorService)
+		if err != nil {
+			return err
+		}
+		workers = es
+		log.Info("discovering compactors from EndpointSlices", "service", cfg.CompactorService, "now", es.Compactors())
+	case len(cfg.Compactors) == 0 && offMode == offload.Preferred:
+		// Nowhere to offload to: compact here, and say so once.
+		log.Info("no compactors given: compactions run in this store", "offload", offMode)
+		offMode = offload.Disabled
+	}
+	if p := cfg.Engine.Memstore.Policy; p != contract.MemstoreNone {
+		// Accepted so that KVClusters written for it stay valid; say so
+		// rather than pretend.
+		log.Warn("engine.yaml memstore.policy: the Accordion compacting memstore is not built yet; this store runs the plain skiplist memstore (None)", "policy", p)
+	}
+	warmup, err := region.ParseWarmupMode(string(cfg.Engine.Warmup.Mode))
+	if err != nil {
+		return fmt.Errorf("engine.yaml warmup.mode: %w", err)
+	}
+	// Modes past Offload read the worker's copy of the output.
+	keepOutput := warmup > region.WarmupOffload && offMode != offload.Disabled
+	walMode, err := wal.ParseMode(string(cfg.Engine.SyncMode))
+	if err != nil {
+		return fmt.Errorf("engine.yaml syncMode: %w", err)
+	}
+
+	bucket, err := blob.Open(ctx, cfg.Bucket)
+	if err != nil {
+		return err
+	}
+	defer bucket.Close()
+	cache := blockcache.New(cfg.Engine.BlockCacheBytes)
+	reg := health.NewRegistry()
+
+	var store *server.Store
+	exec, err := offload.New(offload.Options{
+		Mode: offMode, Workers: workers, BucketURL: cfg.Bucket, KeepOutput: keepOutput,
+		Local: compaction.Local{Bucket: bucket}, Logger: log, Registerer: reg,
+		InputBytes: func(j compaction.Job) int64 { return store.JobInputBytes(j) },
+	})
+	if err != nil {
+		return err
+	}
+	defer exec.Close()
+	e := cfg.Engine
+	base := region.Options{
+		Bucket: bucket, WALMode: walMode, MemstoreBytes: e.Memstore.Bytes, BlockCache: cache,
+		Executor: exec, Owner: fmt.Sprintf("%s pid %d", hostname(), os.Getpid()), Logger: log,
+		Warmup: warmup, WarmupRateBytes: e.Warmup.RateBytesPerSecond,
+		Compaction: compaction.Policy{MinFiles: e.Compaction.MinFiles, MaxFiles: e.Compaction.MaxFiles,
+			Ratio: e.Compaction.Ratio, MaxBytes: e.Compaction.MaxBytes},
+		ForceTakeover: cfg.ForceTakeover, OwnershipCheckInterval: cfg.OwnershipCheckInterval,
+	}
+	m := server.NewMetrics(reg)
+	srv, err := serve.Listen(cfg.Listen, cfg.MetricsListen, log,
+		grpc.ChainUnaryInterceptor(m.UnaryInterceptor), grpc.ChainStreamInterceptor(m.StreamInterceptor))
+	if err != nil {
+		return err
+	}
+	store, err = server.OpenStore(ctx, spans, cfg.WALDir, base)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		// Serving has stopped: hand the regions over, so a store that is
+		// assigned them next (a rollout, a scale change) claims them with
+		// every acknowledged write.
+		rctx, cancel := context.WithTimeout(context.Background(), cfg.ReleaseTimeout)
+		defer cancel()
+		if err := store.Release(rctx); err != nil {
+			log.Error("releasing regions; they stay owned by this store's WAL", "err", err)
+			return
+		}
+		log.Info("released regions")
+	}()
+	log.Info("serving", "regions", len(spans), "offload", offMode, "workers", workers.Compactors(), "bucket", cfg.Bucket)
+	server.RegisterStoreGauges(reg, store, cache)
+	var fwd *server.Forwarding
+	if peers != nil {
+		router := route.New(route.Options{Peers: peers, Logger: log})
+		defer router.Close()
+		go router.Run(ctx)
+		fwd = &server.Forwarding{Spans: allSpans, Router: router}
+		log.Info("forwarding requests for other stores' regions", "peers", peers())
+	}
+	kv := server.NewKV(store, fwd, m)
+	kvpb.RegisterKVServer(srv.GRPC, kv)
+	kvpb.RegisterAdminServer(srv.GRPC, kv)
+	mux := health.Mux(reg, func() error { return nil }, nil)
+	return srv.Run(ctx, "store", mux, out)
+}
+
+// peerList is where the other stores are (--peers, --peer-service), nil
+// when neither is set (no forwarding).
+func peerList(ctx context.Context, cfg Config, kube *kubeConfig) (func() []string, error) {
+	if len(cfg.Peers) > 0 {
+		static := cfg.Peers
+		return func() []string { return static }, nil
+	}
+	if cfg.PeerService == "" {
+		return nil, nil
+	}
+	// The headless Service's "grpc" port; its endpoints include this pod,
+	// which the router recognises by its identity.
+	es, err := watchService(ctx, kube, contract.FlagPeerService, cfg.PeerService)
+	if err != nil {
+		return nil, err
+	}
+	return es.Endpoints, nil
+}
+
+// watchService follows the ready endpoints of a Service's "grpc" port.
+func watchService(ctx context.Context, kube *kubeConfig, flag, service string) (*discovery.EndpointSlices, error) {
+	ns, name, err := discovery.ParseService(service)
+	if err != nil {
+		return nil, fmt.Errorf("--%s: %w", flag, err)
+	}
+	kcfg, err := kube.get()
+	if err != nil {
+		return nil, fmt.Errorf("--%s: no Kubernetes API access: %w", flag, err)
+	}
+	es, err := discovery.StartEndpointSlices(ctx, kcfg, ns, name, contract.PortNameGRPC)
+	if err != nil {
+		return nil, fmt.Errorf("--%s: %w", flag, err)
+	}
+	return es, nil
+}
+
+// kubeConfig loads the Kubernetes client configuration once, when the first
+// discovery needs it (the in-cluster ServiceAccount in a pod).
+type kubeConfig struct {
+	once sync.Once
+	cfg  *rest.Config
+	err  error
+}
+
+func (k *kubeConfig) get() (*rest.Config, error) {
+	k.once.Do(func() {
+		k.cfg, k.err = clientcmd.NewNonInteractiveDeferredLoadingClientConfig(clientcmd.NewDefaultClientConfigLoadingRules(), nil).ClientConfig()
+	})
+	return k.cfg, k.err
+}
+
+func hostname() string {
+	h, _ := os.Hostname()
+	return h
+}

@@ -1,0 +1,72 @@
+package contract
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestDefaultEngineConfigIsValid(t *testing.T) {
+	if err := DefaultEngineConfig().Validate(); err != nil {
+		t.Fatal(err)
+	}
+	var zero EngineConfig
+	zero.EnsureDefaults()
+	if zero != DefaultEngineConfig() {
+		t.Fatalf("EnsureDefaults on an empty file: %+v, want %+v", zero, DefaultEngineConfig())
+	}
+}
+
+// The SIGTERM paths must fit inside the grace periods the operator sets, or
+// the kubelet kills a store before it released its regions (and the next
+// owner waits) or a worker before its jobs finished.
+func TestShutdownFitsTheGracePeriods(t *testing.T) {
+	if got := GracefulStopTimeout + DefaultReleaseTimeout; got >= StoreGracePeriod {
+		t.Errorf("store: graceful stop %v + release %v = %v, not inside the grace period %v",
+			GracefulStopTimeout, DefaultReleaseTimeout, got, StoreGracePeriod)
+	}
+	if WorkerGracePeriod(DefaultDrainTimeout) <= DefaultDrainTimeout+GracefulStopTimeout-1 {
+		t.Errorf("worker: grace period %v leaves no room for the gRPC stop after a %v drain",
+			WorkerGracePeriod(DefaultDrainTimeout), DefaultDrainTimeout)
+	}
+}
+
+func TestValidateNamesEveryProblem(t *testing.T) {
+	c := DefaultEngineConfig()
+	c.Memstore.Policy = "Accordion"
+	c.Warmup.Mode = WarmupThrottledIncremental
+	c.Compaction.MaxFiles = 2
+	c.SyncMode = "fsync"
+	err := c.Validate()
+	if err == nil {
+		t.Fatal("want errors")
+	}
+	for _, want := range []string{
+		`engine.yaml memstore.policy: "Accordion" is not one of [None Basic Eager Adaptive]`,
+		`engine.yaml syncMode: "fsync" is not one of [sync async]`,
+		"engine.yaml compaction.maxFiles: 2 is below minFiles 3",
+		"engine.yaml warmup.rateBytesPerSecond: mode ThrottledIncremental needs a positive rate",
+	} {
+		if !strings.Contains(err.Error()+"\n", want+"\n") {
+			t.Errorf("error lacks the line %q:\n%v", want, err)
+		}
+	}
+}
+
+func TestEngineConfigRoundTrip(t *testing.T) {
+	in := DefaultEngineConfig()
+	in.Warmup = Warmup{Mode: WarmupThrottledIncremental, RateBytesPerSecond: 8_000_000}
+	data, err := MarshalEngineConfig(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := UnmarshalEngineConfig(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out != in {
+		t.Fatalf("round trip: got %+v, want %+v\n%s", out, in, data)
+	}
+	if _, err := UnmarshalEngineConfig([]byte("memstore: {policy: None}\nbogus: 1\n")); err == nil || !strings.Contains(err.Error(), `unknown field "bogus"`) {
+		t.Fatalf("want an error naming the unknown key, got %v", err)
+	}
+}

@@ -1,0 +1,221 @@
+package contract
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+
+	"sigs.k8s.io/yaml"
+)
+
+// EngineConfig is engine.yaml: the storage engine's settings. The operator
+// renders it from KVCluster.spec.engine into a ConfigMap; `bellows store
+// --config FILE` reads it. A zero field means "the default" (EnsureDefaults).
+type EngineConfig struct {
+	Memstore        Memstore    `json:"memstore"`
+	BlockCacheBytes int64       `json:"blockCacheBytes"`
+	Compaction      Compaction  `json:"compaction"`
+	Offload         OffloadMode `json:"offload"`
+	Warmup          Warmup      `json:"warmup"`
+	SyncMode        SyncMode    `json:"syncMode"`
+}
+
+// Memstore configures the memstore.
+type Memstore struct {
+	Policy MemstorePolicy `json:"policy"`
+	// Bytes is the size at which a region's memstore is flushed.
+	Bytes int64 `json:"bytes"`
+}
+
+// Compaction is HBase's exploring/ratio minor-compaction policy.
+type Compaction struct {
+	MinFiles int     `json:"minFiles"`
+	MaxFiles int     `json:"maxFiles"`
+	Ratio    float64 `json:"ratio"`
+	MaxBytes int64   `json:"maxBytes"`
+}
+
+// Warmup selects how the block cache moves to a compaction's output.
+type Warmup struct {
+	Mode WarmupMode `json:"mode"`
+	// RateBytesPerSecond is w for ThrottledIncremental.
+	RateBytesPerSecond int64 `json:"rateBytesPerSecond,omitempty"`
+}
+
+// MemstorePolicy is the Accordion policy.
+type MemstorePolicy string
+
+// The memstore policies. Only None is built; the others are accepted and
+// run as None with a warning until the compacting memstore lands.
+const (
+	MemstoreNone     MemstorePolicy = "None"
+	MemstoreBasic    MemstorePolicy = "Basic"
+	MemstoreEager    MemstorePolicy = "Eager"
+	MemstoreAdaptive MemstorePolicy = "Adaptive"
+)
+
+// MemstorePolicies lists every policy, in the order the CRD enum has them.
+var MemstorePolicies = []MemstorePolicy{MemstoreNone, MemstoreBasic, MemstoreEager, MemstoreAdaptive}
+
+// OffloadMode decides where compactions run.
+type OffloadMode string
+
+// The offload modes.
+const (
+	// OffloadRequired: jobs run only on workers; when none takes a job it waits.
+	OffloadRequired OffloadMode = "Required"
+	// OffloadPreferred: jobs run on workers; when none takes a job it runs locally.
+	OffloadPreferred OffloadMode = "Preferred"
+	// OffloadDisabled: every job runs in the store.
+	OffloadDisabled OffloadMode = "Disabled"
+)
+
+// OffloadModes lists every mode, in the order the CRD enum has them.
+var OffloadModes = []OffloadMode{OffloadRequired, OffloadPreferred, OffloadDisabled}
+
+// WarmupMode is how the block cache moves to a compaction's output.
+type WarmupMode string
+
+// The warmup modes, in the engine's order (region.WarmupMode has the same
+// names; a test in the store role checks every name converts).
+const (
+	WarmupNone                 WarmupMode = "None"
+	WarmupOffload              WarmupMode = "Offload"
+	WarmupRemoteCache          WarmupMode = "RemoteCache"
+	WarmupPreSwitch            WarmupMode = "PreSwitch"
+	WarmupIncremental          WarmupMode = "Incremental"
+	WarmupThrottledIncremental WarmupMode = "ThrottledIncremental"
+)
+
+// WarmupModes lists every mode, in the order the CRD enum has them.
+var WarmupModes = []WarmupMode{WarmupNone, WarmupOffload, WarmupRemoteCache, WarmupPreSwitch, WarmupIncremental, WarmupThrottledIncremental}
+
+// SyncMode says when a write is acknowledged.
+type SyncMode string
+
+// The WAL sync modes.
+const (
+	// SyncModeSync fsyncs the WAL before acknowledging.
+	SyncModeSync SyncMode = "sync"
+	// SyncModeAsync acknowledges once the write is appended.
+	SyncModeAsync SyncMode = "async"
+)
+
+// SyncModes lists every mode, in the order the CRD enum has them.
+var SyncModes = []SyncMode{SyncModeSync, SyncModeAsync}
+
+// DefaultEngineConfig is engine.yaml with every default filled in.
+func DefaultEngineConfig() EngineConfig {
+	return EngineConfig{
+		Memstore:        Memstore{Policy: DefaultMemstorePolicy, Bytes: DefaultMemstoreBytes},
+		BlockCacheBytes: DefaultBlockCacheBytes,
+		Compaction: Compaction{
+			MinFiles: DefaultCompactionMinFiles, MaxFiles: DefaultCompactionMaxFiles,
+			Ratio: DefaultCompactionRatio, MaxBytes: DefaultCompactionMaxBytes,
+		},
+		Offload:  DefaultOffload,
+		Warmup:   Warmup{Mode: DefaultWarmupMode},
+		SyncMode: DefaultSyncMode,
+	}
+}
+
+// EnsureDefaults fills every zero field with its default.
+func (c *EngineConfig) EnsureDefaults() {
+	d := DefaultEngineConfig()
+	if c.Memstore.Policy == "" {
+		c.Memstore.Policy = d.Memstore.Policy
+	}
+	if c.Memstore.Bytes == 0 {
+		c.Memstore.Bytes = d.Memstore.Bytes
+	}
+	if c.BlockCacheBytes == 0 {
+		c.BlockCacheBytes = d.BlockCacheBytes
+	}
+	if c.Compaction.MinFiles == 0 {
+		c.Compaction.MinFiles = d.Compaction.MinFiles
+	}
+	if c.Compaction.MaxFiles == 0 {
+		c.Compaction.MaxFiles = d.Compaction.MaxFiles
+	}
+	if c.Compaction.Ratio == 0 {
+		c.Compaction.Ratio = d.Compaction.Ratio
+	}
+	if c.Compaction.MaxBytes == 0 {
+		c.Compaction.MaxBytes = d.Compaction.MaxBytes
+	}
+	if c.Offload == "" {
+		c.Offload = d.Offload
+	}
+	if c.Warmup.Mode == "" {
+		c.Warmup.Mode = d.Warmup.Mode
+	}
+	if c.SyncMode == "" {
+		c.SyncMode = d.SyncMode
+	}
+}
+
+// Validate reports every problem of a defaulted config, each naming its
+// engine.yaml key.
+func (c EngineConfig) Validate() error {
+	var errs []error
+	bad := func(key string, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%s %s: "+format, append([]any{EngineConfigFile, key}, args...)...))
+	}
+	oneOf := func(key string, v string, allowed []string) {
+		if !slices.Contains(allowed, v) {
+			bad(key, "%q is not one of %v", v, allowed)
+		}
+	}
+	oneOf("memstore.policy", string(c.Memstore.Policy), names(MemstorePolicies))
+	oneOf("offload", string(c.Offload), names(OffloadModes))
+	oneOf("warmup.mode", string(c.Warmup.Mode), names(WarmupModes))
+	oneOf("syncMode", string(c.SyncMode), names(SyncModes))
+	if c.Memstore.Bytes < MinMemstoreBytes {
+		bad("memstore.bytes", "%d is below the minimum %d (1 MiB)", c.Memstore.Bytes, MinMemstoreBytes)
+	}
+	if c.BlockCacheBytes < 0 {
+		bad("blockCacheBytes", "%d is negative", c.BlockCacheBytes)
+	}
+	if c.Compaction.MinFiles < 2 {
+		bad("compaction.minFiles", "%d is below 2", c.Compaction.MinFiles)
+	}
+	if c.Compaction.MaxFiles < c.Compaction.MinFiles {
+		bad("compaction.maxFiles", "%d is below minFiles %d", c.Compaction.MaxFiles, c.Compaction.MinFiles)
+	}
+	if c.Compaction.Ratio <= 0 {
+		bad("compaction.ratio", "%v must be positive", c.Compaction.Ratio)
+	}
+	if c.Compaction.MaxBytes <= 0 {
+		bad("compaction.maxBytes", "%d must be positive", c.Compaction.MaxBytes)
+	}
+	if c.Warmup.RateBytesPerSecond < 0 {
+		bad("warmup.rateBytesPerSecond", "%d is negative", c.Warmup.RateBytesPerSecond)
+	}
+	if c.Warmup.Mode == WarmupThrottledIncremental && c.Warmup.RateBytesPerSecond <= 0 {
+		bad("warmup.rateBytesPerSecond", "mode ThrottledIncremental needs a positive rate")
+	}
+	return errors.Join(errs...)
+}
+
+func names[T ~string](vs []T) []string {
+	out := make([]string, len(vs))
+	for i, v := range vs {
+		out[i] = string(v)
+	}
+	return out
+}
+
+// MarshalEngineConfig renders engine.yaml. Output is deterministic (keys sorted).
+func MarshalEngineConfig(c EngineConfig) ([]byte, error) {
+	return yaml.Marshal(c)
+}
+
+// UnmarshalEngineConfig parses engine.yaml, rejecting unknown keys. It does
+// not fill defaults.
+func UnmarshalEngineConfig(data []byte) (EngineConfig, error) {
+	var c EngineConfig
+	if err := yaml.UnmarshalStrict(data, &c); err != nil {
+		return EngineConfig{}, fmt.Errorf("%s: %w", EngineConfigFile, err)
+	}
+	return c, nil
+}

@@ -1,0 +1,42 @@
+package contract
+
+import "fmt"
+
+// Flag names of `bellows store` and `bellows compactor` that the operator
+// passes. The CLI binds these names; the operator builds arguments with Arg.
+const (
+	FlagListen        = "listen"
+	FlagMetricsListen = "metrics-listen"
+
+	// store
+	FlagBucket                 = "bucket"
+	FlagWALDir                 = "wal-dir"
+	FlagConfig                 = "config"
+	FlagRegions                = "regions"
+	FlagSplitKeys              = "split-keys"
+	FlagRegionOwner            = "region-owner"
+	FlagCompactors             = "compactors"
+	FlagCompactorService       = "compactor-service"
+	FlagOffload                = "offload"
+	FlagPeers                  = "peers"
+	FlagPeerService            = "peer-service"
+	FlagForceTakeover          = "force-takeover"
+	FlagOwnershipCheckInterval = "ownership-check-interval"
+	FlagReleaseTimeout         = "release-timeout"
+
+	// compactor
+	FlagCacheBytes          = "cache-bytes"
+	FlagTransferRate        = "transfer-rate"
+	FlagCompactionRateLimit = "compaction-rate-limit"
+	FlagDrainTimeout        = "drain-timeout"
+	FlagOutputTTL           = "output-ttl"
+	FlagName                = "name"
+)
+
+// Arg renders one flag as the operator passes it: --name=value.
+func Arg(name string, value any) string { return fmt.Sprintf("--%s=%v", name, value) }
+
+// PodIndexEnv is the environment variable holding a store pod's ordinal
+// (from the StatefulSet's apps.kubernetes.io/pod-index label); the operator
+// passes --region-owner=$(POD_INDEX)/REPLICAS.
+const PodIndexEnv = "POD_INDEX"

@@ -1,0 +1,39 @@
+package contract
+
+// Label keys and values on every object the operator writes.
+const (
+	LabelName      = "app.kubernetes.io/name"
+	LabelInstance  = "app.kubernetes.io/instance"
+	LabelComponent = "app.kubernetes.io/component"
+	LabelManagedBy = "app.kubernetes.io/managed-by"
+	LabelPartOf    = "app.kubernetes.io/part-of"
+	// LabelService tells a KVCluster's two Services apart: "headless" (the
+	// stores' peers and what the ServiceMonitor scrapes) and "client".
+	LabelService = "kv.bellows.dev/service"
+
+	AppName            = "bellows"
+	ComponentStore     = "store"
+	ComponentCompactor = "compactor"
+	ManagedBy          = "bellows-operator"
+	ServiceHeadless    = "headless"
+	ServiceClient      = "client"
+)
+
+// Annotations the operator reads or writes.
+const (
+	// PausedAnnotation, set to "true", makes the operator leave the resource and
+	// its children alone (it only records the Paused reason in status).
+	PausedAnnotation = "kv.bellows.dev/paused"
+	// SpecHashAnnotation holds the hash of the desired state an object was last
+	// written from; a different hash is drift.
+	SpecHashAnnotation = "kv.bellows.dev/spec-hash"
+	// ConfigHashAnnotation on a store pod template rolls the pods when
+	// engine.yaml changes.
+	ConfigHashAnnotation = "kv.bellows.dev/config-hash"
+	// PodDeletionCostAnnotation is the ReplicaSet controller's hint: pods with a
+	// lower cost are deleted first on scale-down.
+	PodDeletionCostAnnotation = "controller.kubernetes.io/pod-deletion-cost"
+)
+
+// LeaderElectionID is the Lease the operator replicas compete for.
+const LeaderElectionID = "bellows-operator.kv.bellows.dev"

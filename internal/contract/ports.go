@@ -1,0 +1,44 @@
+package contract
+
+// Ports the pods listen on and the operator points Services and probes at.
+const (
+	StoreGRPCPort       = 7400
+	CompactorGRPCPort   = 7500
+	MetricsPort         = 9090 // store and compactor: /metrics, /healthz, /readyz (and /drain on a compactor)
+	OperatorMetricsPort = 8080
+	OperatorProbePort   = 8081
+)
+
+// Port names on containers and Services. Discovery of workers and peers
+// selects EndpointSlice ports by these names.
+const (
+	PortNameGRPC    = "grpc"
+	PortNameMetrics = "metrics"
+)
+
+// HTTP paths on the metrics port.
+const (
+	PathMetrics = "/metrics"
+	PathHealthz = "/healthz"
+	PathReadyz  = "/readyz"
+	// PathDrain is a compactor's preStop hook: stop taking jobs and answer
+	// once the running ones finished or the drain timeout passed.
+	PathDrain = "/drain"
+)
+
+// Paths inside a store pod.
+const (
+	// WALMountPath is where the WAL volume is mounted.
+	WALMountPath = "/var/lib/bellows/wal"
+	// ConfigMountDir is where the engine ConfigMap is mounted.
+	ConfigMountDir = "/etc/bellows"
+	// EngineConfigFile is the key of engine.yaml in the ConfigMap and its
+	// file name in ConfigMountDir.
+	EngineConfigFile = "engine.yaml"
+	// EngineConfigPath is the file `bellows store --config` reads in a pod.
+	EngineConfigPath = ConfigMountDir + "/" + EngineConfigFile
+)
+
+// ImageUID is the non-root user (and group) of the bellows image; pods run
+// as it.
+const ImageUID = int64(65532)

@@ -1,0 +1,97 @@
+package contract
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/dustin/go-humanize"
+)
+
+// Setting is one default, as the docs list it.
+type Setting struct {
+	// Where names the setting in each layer that has it.
+	Where string
+	Value string
+}
+
+// Settings is every default, in the order docs/defaults.md lists them.
+func Settings() []Setting {
+	e := DefaultEngineConfig()
+	return []Setting{
+		{"engine.yaml memstore.policy · KVCluster spec.engine.memstore.policy", string(e.Memstore.Policy)},
+		{"engine.yaml memstore.bytes · KVCluster spec.engine.memstore.bytes", size(e.Memstore.Bytes)},
+		{"engine.yaml blockCacheBytes · KVCluster spec.engine.blockCacheBytes", size(e.BlockCacheBytes)},
+		{"engine.yaml compaction.minFiles · KVCluster spec.engine.compaction.minFiles", fmt.Sprint(e.Compaction.MinFiles)},
+		{"engine.yaml compaction.maxFiles · KVCluster spec.engine.compaction.maxFiles", fmt.Sprint(e.Compaction.MaxFiles)},
+		{"engine.yaml compaction.ratio · KVCluster spec.engine.compaction.ratio", fmt.Sprint(e.Compaction.Ratio)},
+		{"engine.yaml compaction.maxBytes · KVCluster spec.engine.compaction.maxBytes", size(e.Compaction.MaxBytes)},
+		{"engine.yaml offload · KVCluster spec.engine.offload · store --offload", string(e.Offload)},
+		{"engine.yaml warmup.mode · KVCluster spec.engine.warmup.mode", string(e.Warmup.Mode)},
+		{"engine.yaml syncMode · KVCluster spec.engine.syncMode", string(e.SyncMode)},
+		{"KVCluster spec.replicas", fmt.Sprint(DefaultKVClusterReplicas)},
+		{"KVCluster spec.image · CompactionPool spec.image", DefaultImage},
+		{"KVCluster spec.storage.size", DefaultStorageSize},
+		{"KVCluster spec.regions.count · store --regions", fmt.Sprint(DefaultRegionCount)},
+		{"CompactionPool spec.replicas", fmt.Sprint(DefaultPoolReplicas)},
+		{"CompactionPool spec.minReplicas", fmt.Sprint(DefaultPoolMinReplicas)},
+		{"CompactionPool spec.maxReplicas", fmt.Sprint(DefaultPoolMaxReplicas)},
+		{"CompactionPool spec.cacheBytes (m) · compactor --cache-bytes", size(DefaultWorkerCacheBytes)},
+		{"CompactionPool spec.transferRateBytesPerSecond (w) · compactor --transfer-rate", fmt.Sprintf("%d B/s", DefaultTransferRate)},
+		{"CompactionPool spec.drainTimeout · compactor --drain-timeout", dur(DefaultDrainTimeout)},
+		{"compactor --output-ttl", dur(DefaultOutputTTL)},
+		{"CompactionPool spec.autoscaling.interval (t)", dur(DefaultAutoscalingInterval)},
+		{"CompactionPool spec.autoscaling.syncPeriod", dur(DefaultAutoscalingSync)},
+		{"CompactionPool spec.autoscaling.scaleUpStabilizationWindow", dur(DefaultScaleUpWindow)},
+		{"CompactionPool spec.autoscaling.scaleDownStabilizationWindow", dur(DefaultScaleDownWindow)},
+		{"store --release-timeout", dur(DefaultReleaseTimeout)},
+		{"store --ownership-check-interval", dur(DefaultOwnershipCheckInterval)},
+		{"store pod terminationGracePeriodSeconds", dur(StoreGracePeriod)},
+		{"graceful gRPC stop on SIGTERM (store, compactor)", dur(GracefulStopTimeout)},
+		{"worker pod terminationGracePeriodSeconds", "drainTimeout + " + dur(DrainGraceHeadroom)},
+		{"operator --scrape-timeout", dur(DefaultScrapeTimeout)},
+		{"ServiceMonitor interval", dur(ScrapeInterval)},
+		{"store gRPC port", fmt.Sprint(StoreGRPCPort)},
+		{"compactor gRPC port", fmt.Sprint(CompactorGRPCPort)},
+		{"store and compactor metrics port", fmt.Sprint(MetricsPort)},
+		{"operator metrics / health ports", fmt.Sprintf("%d / %d", OperatorMetricsPort, OperatorProbePort)},
+	}
+}
+
+func size(n int64) string {
+	for _, u := range []struct {
+		unit  string
+		bytes int64
+	}{{"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}} {
+		if n >= u.bytes && n%u.bytes == 0 {
+			return fmt.Sprintf("%d %s", n/u.bytes, u.unit)
+		}
+	}
+	return humanize.IBytes(uint64(n))
+}
+
+// dur prints 10m, 1h, 1m20s rather than 10m0s, 1h0m0s.
+func dur(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
+}
+
+// DefaultsMarkdown is docs/defaults.md.
+func DefaultsMarkdown() string {
+	var b strings.Builder
+	b.WriteString("# Defaults\n\n")
+	b.WriteString("Generated from `internal/contract` by `make generate`; do not edit. Every layer\n")
+	b.WriteString("(engine, CLI flags, engine.yaml, the CRDs' defaults, the operator) takes these values\n")
+	b.WriteString("from that one package, and tests fail when a layer disagrees.\n\n")
+	b.WriteString("| setting | default |\n|---|---|\n")
+	for _, s := range Settings() {
+		fmt.Fprintf(&b, "| %s | %s |\n", s.Where, s.Value)
+	}
+	return b.String()
+}

@@ -1,0 +1,29 @@
+package server
+
+import "github.com/bellows-kv/bellows/storage-engine/compaction"
+
+// JobInputBytes sizes a compaction job from its region's manifest, without
+// bucket calls (the offload queue's pending-bytes metric). 0 when the store
+// is not open yet or the region is not this store's.
+func (s *Store) JobInputBytes(j compaction.Job) int64 {
+	if s == nil {
+		return 0
+	}
+	r := s.ByName(j.Region)
+	if r == nil {
+		return 0
+	}
+	e, err := r.Engine()
+	if err != nil {
+		return 0
+	}
+	sizes := map[string]int64{}
+	for _, f := range e.Manifest().Files {
+		sizes["regions/"+j.Region+"/"+f.Key] = f.Size
+	}
+	var n int64
+	for _, in := range j.Inputs {
+		n += sizes[in]
+	}
+	return n
+}
