@@ -44,12 +44,16 @@ const (
 var DefaultCompactionRatio = strconv.FormatFloat(contract.DefaultCompactionRatio, 'f', -1, 64)
 
 // Byte-count defaults as the quantities the API server stores.
-func defaultMemstoreBytes() resource.Quantity   { return bytesQuantity(contract.DefaultMemstoreBytes) }
-func defaultBlockCacheBytes() resource.Quantity { return bytesQuantity(contract.DefaultBlockCacheBytes) }
+func defaultMemstoreBytes() resource.Quantity { return bytesQuantity(contract.DefaultMemstoreBytes) }
+func defaultBlockCacheBytes() resource.Quantity {
+	return bytesQuantity(contract.DefaultBlockCacheBytes)
+}
 func defaultCompactionMaxBytes() resource.Quantity {
 	return bytesQuantity(contract.DefaultCompactionMaxBytes)
 }
-func defaultWorkerCacheBytes() resource.Quantity { return bytesQuantity(contract.DefaultWorkerCacheBytes) }
+func defaultWorkerCacheBytes() resource.Quantity {
+	return bytesQuantity(contract.DefaultWorkerCacheBytes)
+}
 
 func bytesQuantity(n int64) resource.Quantity { return *resource.NewQuantity(n, resource.BinarySI) }
 

@@ -84,4 +84,3 @@ func newLocalCommand() *cobra.Command {
 	f.StringVar(&cacheBytes, "cache-bytes", "1GiB", "each compactor's cache")
 	return cmd
 }
-
