@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/bellows-kv/bellows/storage-engine/compaction"
-	"github.com/bellows-kv/bellows/storage-engine/manifest"
 )
 
 // CompactionInfo describes a finished compaction.
@@ -39,6 +38,7 @@ func (r *Region) maybeScheduleCompaction() {
 	r.wg.Add(1)
 	go func() {
 		defer r.wg.Done()
+		r.compactMu.handedOver()
 		defer r.compactMu.Unlock()
 		if _, err := r.compactLocked(r.bgCtx, false); err != nil && r.bgCtx.Err() == nil {
 			r.opts.Logger.Warn("background compaction failed", "region", r.opts.Name, "err", err)
@@ -87,6 +87,7 @@ func (r *Region) compactLocked(ctx context.Context, major bool) (*CompactionInfo
 		job.SST.ExpectedKeys += uint(t.meta.Entries)
 	}
 	r.stats.recordCompactionRequested(inputBytes)
+	r.checkIO("running a compaction")
 	res, err := r.exec.Execute(ctx, job)
 	if err != nil {
 		_ = r.bucket.Delete(context.Background(), outKey)
@@ -150,7 +151,7 @@ func (r *Region) installCompaction(ctx context.Context, inputs []*table, out *ta
 	next := prev.Clone()
 	next.Files = files
 	next.NextFileNum = r.nextFile.Load()
-	if err := manifest.Commit(ctx, r.bucket, prev, &next); err != nil {
+	if err := r.commitManifest(ctx, prev, &next); err != nil {
 		if out != nil {
 			out.obsolete.Store(true)
 			out.unref()

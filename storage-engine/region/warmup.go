@@ -130,6 +130,7 @@ func (r *Region) Warming() (bool, []byte) {
 // while it works and from the bucket after it fails or if there is none,
 // calling step after each block.
 func (r *Region) warmBlocks(ctx context.Context, out *table, src compaction.BlockSource, rateBytes int64, step func(i int)) error {
+	r.checkIO("warming blocks")
 	n := out.reader.NumBlocks()
 	next := 0
 	if src != nil {
