@@ -51,10 +51,10 @@ func fixture(t *testing.T, files, keysPerFile, valueSize int) (string, compactio
 			t.Fatal(err)
 		}
 	}
-	job := compaction.Job{Region: "r", Output: "regions/r/sst/out.sst", Merge: compaction.MergeOptions{Major: true},
+	job := compaction.Job{Region: "r", Output: region.ObjectKey("r", "sst/out.sst"), Merge: compaction.MergeOptions{Major: true},
 		SST: sstable.WriterOptions{BlockSize: 4 << 10, Compression: sstable.S2Compression}}
 	for _, f := range r.Manifest().Files {
-		job.Inputs = append(job.Inputs, "regions/r/"+f.Key)
+		job.Inputs = append(job.Inputs, region.ObjectKey("r", f.Key))
 	}
 	return url, job
 }

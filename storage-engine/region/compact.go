@@ -69,10 +69,9 @@ func (r *Region) compactLocked(ctx context.Context, major bool) (*CompactionInfo
 	}
 	began := time.Now()
 	num, outKey := r.newFileKey()
-	prefix := "regions/" + r.opts.Name + "/"
 	job := compaction.Job{
 		Region: r.opts.Name,
-		Output: prefix + outKey,
+		Output: ObjectKey(r.opts.Name, outKey),
 		Merge: compaction.MergeOptions{
 			Major:     major,
 			Retention: r.opts.Retention,
@@ -82,7 +81,7 @@ func (r *Region) compactLocked(ctx context.Context, major bool) (*CompactionInfo
 	}
 	var inputBytes int64
 	for _, t := range inputs {
-		job.Inputs = append(job.Inputs, prefix+t.key)
+		job.Inputs = append(job.Inputs, ObjectKey(r.opts.Name, t.key))
 		inputBytes += t.meta.Size
 		job.SST.ExpectedKeys += uint(t.meta.Entries)
 	}

@@ -1,7 +1,7 @@
 // Package region is one LSM tree: the unit of ownership, recovery and
 // compaction. A storage pod serves many regions; each has its own memstore,
 // WAL directory and manifest, and its files live in the shared bucket under
-// regions/<name>/.
+// regions/<name>/ (BucketPrefix).
 //
 // # Invariants
 //
@@ -93,7 +93,7 @@ func newMemTable(seg uint64) *memTable { return &memTable{ms: memstore.NewSkipli
 // Region is one LSM tree. All methods are safe for concurrent use.
 type Region struct {
 	opts   Options
-	bucket *blob.Bucket // prefixed regions/<name>/
+	bucket *blob.Bucket // prefixed BucketPrefix(name)
 	walDir *wal.Dir
 	log    *wal.Log
 	exec   compaction.Executor
@@ -153,7 +153,7 @@ func Open(ctx context.Context, opts Options) (_ *Region, err error) {
 	}
 	r := &Region{
 		opts:    opts,
-		bucket:  opts.Bucket.Prefixed("regions/" + opts.Name + "/"),
+		bucket:  opts.Bucket.Prefixed(BucketPrefix(opts.Name)),
 		snaps:   map[uint64]int{},
 		flushCh: make(chan struct{}, 1),
 	}
@@ -273,7 +273,7 @@ func (r *Region) openTable(ctx context.Context, f manifest.FileMeta) (*table, er
 	if err != nil {
 		return nil, fmt.Errorf("opening %s: %w", key, err)
 	}
-	rd, err := sstable.Open(obj, obj.Size(), "regions/"+r.opts.Name+"/"+key, r.opts.BlockCache)
+	rd, err := sstable.Open(obj, obj.Size(), ObjectKey(r.opts.Name, key), r.opts.BlockCache)
 	if err != nil {
 		_ = obj.Close()
 		return nil, err

@@ -137,10 +137,9 @@ func TestFlippedByteInSSTNamesFileAndBlock(t *testing.T) {
 	if !errors.Is(err, sstable.ErrCorruption) {
 		t.Fatalf("Get in the damaged block: err = %v, want corruption", err)
 	}
-	for _, want := range []string{"regions/r1/" + m.Files[0].Key, "data block 1"} {
-		if !strings.Contains(err.Error(), want) {
-			t.Errorf("error %q does not name %q", err, want)
-		}
+	var ce *sstable.CorruptionError
+	if !errors.As(err, &ce) || ce.File != ObjectKey("r1", m.Files[0].Key) || ce.Block != "data block 1" {
+		t.Errorf("error %q: want a corruption of data block 1 in %s", err, ObjectKey("r1", m.Files[0].Key))
 	}
 	if _, err := r.Scan(nil, nil, 0, kv.MaxTimestamp); !errors.Is(err, sstable.ErrCorruption) {
 		t.Fatalf("a scan across the damaged block: err = %v, want corruption", err)

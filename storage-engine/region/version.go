@@ -2,7 +2,6 @@ package region
 
 import (
 	"context"
-	"fmt"
 	"sync/atomic"
 
 	"github.com/bellows-kv/bellows/storage-engine/blob"
@@ -70,5 +69,3 @@ func (v *version) unref() {
 		}
 	}
 }
-
-func sstKey(epoch, num uint64) string { return fmt.Sprintf("sst/%06d-%06d.sst", epoch, num) }

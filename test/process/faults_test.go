@@ -15,6 +15,7 @@ import (
 	kvpb "github.com/bellows-kv/bellows/proto/bellows/kv/v1"
 	"github.com/bellows-kv/bellows/storage-engine/blob"
 	"github.com/bellows-kv/bellows/storage-engine/manifest"
+	"github.com/bellows-kv/bellows/storage-engine/region"
 )
 
 const region0 = "region-000"
@@ -91,7 +92,7 @@ func checkData(t *testing.T, s *proc, want map[string][]byte) {
 }
 
 // checkManifest: the region's manifest names only files that exist.
-func checkManifest(t *testing.T, bucketURL, region string) manifest.Manifest {
+func checkManifest(t *testing.T, bucketURL, name string) manifest.Manifest {
 	t.Helper()
 	ctx := context.Background()
 	b, err := blob.Open(ctx, bucketURL)
@@ -99,7 +100,7 @@ func checkManifest(t *testing.T, bucketURL, region string) manifest.Manifest {
 		t.Fatal(err)
 	}
 	defer b.Close()
-	rb := b.Prefixed("regions/" + region + "/")
+	rb := b.Prefixed(region.BucketPrefix(name))
 	m, err := manifest.Load(ctx, rb)
 	if err != nil {
 		t.Fatal(err)
