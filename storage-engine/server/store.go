@@ -20,9 +20,35 @@ import (
 // soon as that store releases it (a region moving between pods); until then
 // requests for it fail with UNAVAILABLE.
 type Store struct {
+	opts    StoreOptions
 	regions []*Region // by Span.Start
 	cancel  context.CancelFunc
 	claims  sync.WaitGroup
+}
+
+// StoreOptions configure OpenStore.
+type StoreOptions struct {
+	// WALRoot holds one WAL directory per region, WALRoot/<name>.
+	WALRoot string
+	// Region is copied for each region, with Name set to the span's name
+	// and WALDir to WALRoot/<name>.
+	Region region.Options
+	// ClaimRetryMin and ClaimRetryMax bound the backoff between attempts to
+	// claim a region another store owns. Defaults 200ms and 5s.
+	ClaimRetryMin, ClaimRetryMax time.Duration
+}
+
+// EnsureDefaults fills the unset fields with their defaults.
+func (o *StoreOptions) EnsureDefaults() {
+	if o.Region.Logger == nil {
+		o.Region.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.ClaimRetryMin <= 0 {
+		o.ClaimRetryMin = 200 * time.Millisecond
+	}
+	if o.ClaimRetryMax <= 0 {
+		o.ClaimRetryMax = 5 * time.Second
+	}
 }
 
 // Region is an assigned region: open, or waiting for its owner to release it.
@@ -48,24 +74,18 @@ func (r *Region) Engine() (*region.Region, error) {
 	return nil, fmt.Errorf("region %s: %w", r.Name(), region.ErrClosed)
 }
 
-// ClaimRetry bounds the backoff between attempts to claim a region another
-// store owns.
-var ClaimRetry = struct{ Min, Max time.Duration }{200 * time.Millisecond, 5 * time.Second}
-
-// OpenStore opens every span's region. base is copied for each region, with
-// Name set to the span's name and WALDir to walRoot/<name>. A region that
+// OpenStore opens every span's region (see StoreOptions). A region that
 // another store owns (region.ErrOwned) is claimed in the background; any other
 // error closes what was opened and is returned.
-func OpenStore(ctx context.Context, spans []Span, walRoot string, base region.Options) (*Store, error) {
-	if base.Logger == nil {
-		base.Logger = slog.New(slog.DiscardHandler)
-	}
+func OpenStore(ctx context.Context, spans []Span, o StoreOptions) (*Store, error) {
+	o.EnsureDefaults()
+	base := o.Region
 	bg, cancel := context.WithCancel(context.Background())
-	s := &Store{cancel: cancel}
+	s := &Store{opts: o, cancel: cancel}
 	for _, sp := range spans {
 		opts := base
 		opts.Name = sp.Name
-		opts.WALDir = filepath.Join(walRoot, sp.Name)
+		opts.WALDir = filepath.Join(o.WALRoot, sp.Name)
 		r := &Region{Span: sp}
 		s.regions = append(s.regions, r)
 		e, err := region.Open(ctx, opts)
@@ -90,7 +110,7 @@ func OpenStore(ctx context.Context, spans []Span, walRoot string, base region.Op
 // ownership, or the store closes.
 func (s *Store) claim(ctx context.Context, r *Region, opts region.Options) {
 	defer s.claims.Done()
-	wait := ClaimRetry.Min
+	wait := s.opts.ClaimRetryMin
 	for {
 		select {
 		case <-ctx.Done():
@@ -111,7 +131,7 @@ func (s *Store) claim(ctx context.Context, r *Region, opts region.Options) {
 			opts.Logger.Error("claiming region", "region", r.Name(), "err", err)
 		}
 		r.waiting.Store(&err)
-		wait = min(2*wait, ClaimRetry.Max)
+		wait = min(2*wait, s.opts.ClaimRetryMax)
 	}
 }
 

@@ -200,7 +200,7 @@ func runStore(cmd *cobra.Command, o storeFlags) error {
 	if err != nil {
 		return err
 	}
-	store, err = server.OpenStore(ctx, spans, o.walDir, base)
+	store, err = server.OpenStore(ctx, spans, server.StoreOptions{WALRoot: o.walDir, Region: base})
 	if err != nil {
 		return err
 	}
