@@ -219,7 +219,7 @@ func (s *KV) scanRemote(ctx context.Context, p piece, req *kvpb.ScanRequest, lef
 // here, and silently returning fewer rows would lose them.
 func (s *KV) uncovered(start, end []byte) ([]byte, bool) {
 	at := start
-	for _, r := range s.store.Regions() {
+	for _, r := range s.store.Assignments() {
 		if r.Span.End != nil && bytes.Compare(r.Span.End, at) <= 0 {
 			continue
 		}

@@ -41,7 +41,7 @@ func NewKV(store *Store, fwd *Forwarding, m *Metrics) *KV {
 	return &KV{store: store, fwd: fwd, metrics: m}
 }
 
-func (s *KV) route(key []byte) (*Region, error) {
+func (s *KV) route(key []byte) (*Assignment, error) {
 	if len(key) == 0 {
 		return nil, toStatus(region.ErrEmptyKey)
 	}
@@ -53,7 +53,7 @@ func (s *KV) route(key []byte) (*Region, error) {
 }
 
 // routeOpen is route to an open region.
-func (s *KV) routeOpen(key []byte) (*Region, *region.Region, error) {
+func (s *KV) routeOpen(key []byte) (*Assignment, *region.Region, error) {
 	r, err := s.route(key)
 	if err != nil {
 		return nil, nil, err
@@ -66,7 +66,7 @@ func (s *KV) routeOpen(key []byte) (*Region, *region.Region, error) {
 }
 
 // regionErr names the region in an engine error that does not already.
-func regionErr(r *Region, err error) error {
+func regionErr(r *Assignment, err error) error {
 	if err == nil {
 		return nil
 	}
@@ -170,7 +170,7 @@ func (s *KV) Batch(ctx context.Context, req *kvpb.BatchRequest) (*kvpb.BatchResp
 		})
 		return resp, err
 	}
-	var r *Region
+	var r *Assignment
 	b := new(region.Batch)
 	for i, m := range req.Mutations {
 		mr, err := s.route(m.Key)
@@ -258,7 +258,7 @@ func (s *KV) Scan(req *kvpb.ScanRequest, stream kvpb.KV_ScanServer) error {
 // scanPiece is a piece of a scan and, when it is read here, its region.
 type scanPiece struct {
 	piece
-	local *Region
+	local *Assignment
 }
 
 // scanPieces are the pieces of [start, end) in key order: without forwarding
@@ -267,7 +267,7 @@ type scanPiece struct {
 func (s *KV) scanPieces(ctx context.Context, start, end []byte) []scanPiece {
 	var out []scanPiece
 	if s.fwd == nil || forwarded(ctx) {
-		for _, r := range s.store.Regions() {
+		for _, r := range s.store.Assignments() {
 			for _, p := range split([]Span{r.Span}, start, end) {
 				out = append(out, scanPiece{p, r})
 			}
@@ -286,7 +286,7 @@ func (s *KV) scanPieces(ctx context.Context, start, end []byte) []scanPiece {
 	return out
 }
 
-func (s *KV) scanRegion(ctx context.Context, r *Region, start, end []byte, ts uint64, left *int, limited bool, emit func(k, v []byte) error) error {
+func (s *KV) scanRegion(ctx context.Context, r *Assignment, start, end []byte, ts uint64, left *int, limited bool, emit func(k, v []byte) error) error {
 	start = maxKey(start, r.Span.Start)
 	if r.Span.End != nil && (end == nil || bytes.Compare(r.Span.End, end) < 0) {
 		end = r.Span.End
@@ -329,7 +329,7 @@ func (s *KV) Regions(ctx context.Context, _ *kvpb.RegionsRequest) (*kvpb.Regions
 		_ = grpc.SetHeader(ctx, metadata.Pairs(route.StoreIDHeader, s.fwd.Router.Self()))
 	}
 	resp := &kvpb.RegionsResponse{}
-	for _, r := range s.store.Regions() {
+	for _, r := range s.store.Assignments() {
 		info := &kvpb.RegionInfo{Name: r.Name(), Start: r.Span.Start, End: r.Span.End}
 		if e, err := r.Engine(); err == nil {
 			info.SstFiles = uint32(e.FileCount())
@@ -377,12 +377,12 @@ func (s *KV) Compact(ctx context.Context, req *kvpb.CompactRequest) (*kvpb.Compa
 	return &kvpb.CompactResponse{Compacted: true, Inputs: info.Inputs, Output: info.Output, InputBytes: info.InputBytes}, nil
 }
 
-func (s *KV) pick(name string) ([]*Region, error) {
+func (s *KV) pick(name string) ([]*Assignment, error) {
 	if name == "" {
-		return s.store.Regions(), nil
+		return s.store.Assignments(), nil
 	}
 	if r := s.store.ByName(name); r != nil {
-		return []*Region{r}, nil
+		return []*Assignment{r}, nil
 	}
 	return nil, status.Errorf(codes.NotFound, "this store serves no region %q", name)
 }

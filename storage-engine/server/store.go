@@ -21,7 +21,7 @@ import (
 // requests for it fail with UNAVAILABLE.
 type Store struct {
 	opts    StoreOptions
-	regions []*Region // by Span.Start
+	regions []*Assignment // by Span.Start
 	cancel  context.CancelFunc
 	claims  sync.WaitGroup
 }
@@ -51,8 +51,9 @@ func (o *StoreOptions) EnsureDefaults() {
 	}
 }
 
-// Region is an assigned region: open, or waiting for its owner to release it.
-type Region struct {
+// Assignment is a region assigned to this store: open, or waiting for its
+// owner to release it. (region.Region is the engine's open region itself.)
+type Assignment struct {
 	Span Span
 	eng  atomic.Pointer[region.Region]
 	// waiting is why the region is not open yet.
@@ -60,18 +61,18 @@ type Region struct {
 }
 
 // Name is the region's name.
-func (r *Region) Name() string { return r.Span.Name }
+func (a *Assignment) Name() string { return a.Span.Name }
 
 // Engine is the open region, or an error matching region.ErrOwned that says
 // which store holds it.
-func (r *Region) Engine() (*region.Region, error) {
-	if e := r.eng.Load(); e != nil {
+func (a *Assignment) Engine() (*region.Region, error) {
+	if e := a.eng.Load(); e != nil {
 		return e, nil
 	}
-	if err := r.waiting.Load(); err != nil {
+	if err := a.waiting.Load(); err != nil {
 		return nil, fmt.Errorf("not open yet, waiting for its owner to release it: %w", *err)
 	}
-	return nil, fmt.Errorf("region %s: %w", r.Name(), region.ErrClosed)
+	return nil, fmt.Errorf("region %s: %w", a.Name(), region.ErrClosed)
 }
 
 // OpenStore opens every span's region (see StoreOptions). A region that
@@ -86,7 +87,7 @@ func OpenStore(ctx context.Context, spans []Span, o StoreOptions) (*Store, error
 		opts := base
 		opts.Name = sp.Name
 		opts.WALDir = filepath.Join(o.WALRoot, sp.Name)
-		r := &Region{Span: sp}
+		r := &Assignment{Span: sp}
 		s.regions = append(s.regions, r)
 		e, err := region.Open(ctx, opts)
 		switch {
@@ -108,7 +109,7 @@ func OpenStore(ctx context.Context, spans []Span, o StoreOptions) (*Store, error
 
 // claim retries opening r until it succeeds, fails for another reason than
 // ownership, or the store closes.
-func (s *Store) claim(ctx context.Context, r *Region, opts region.Options) {
+func (s *Store) claim(ctx context.Context, r *Assignment, opts region.Options) {
 	defer s.claims.Done()
 	wait := s.opts.ClaimRetryMin
 	for {
@@ -135,11 +136,11 @@ func (s *Store) claim(ctx context.Context, r *Region, opts region.Options) {
 	}
 }
 
-// Regions are the assigned regions in key order, open or not.
-func (s *Store) Regions() []*Region { return s.regions }
+// Assignments are the assigned regions in key order, open or not.
+func (s *Store) Assignments() []*Assignment { return s.regions }
 
 // Open calls f for each open region.
-func (s *Store) Open(f func(*Region, *region.Region)) {
+func (s *Store) Open(f func(*Assignment, *region.Region)) {
 	for _, r := range s.regions {
 		if e := r.eng.Load(); e != nil {
 			f(r, e)
@@ -148,7 +149,7 @@ func (s *Store) Open(f func(*Region, *region.Region)) {
 }
 
 // ByName finds an assigned region.
-func (s *Store) ByName(name string) *Region {
+func (s *Store) ByName(name string) *Assignment {
 	for _, r := range s.regions {
 		if r.Name() == name {
 			return r
@@ -158,7 +159,7 @@ func (s *Store) ByName(name string) *Region {
 }
 
 // Route finds the assigned region holding key, or nil.
-func (s *Store) Route(key []byte) *Region {
+func (s *Store) Route(key []byte) *Assignment {
 	i := sort.Search(len(s.regions), func(i int) bool { return bytes.Compare(s.regions[i].Span.Start, key) > 0 }) - 1
 	if i >= 0 && s.regions[i].Span.Contains(key) {
 		return s.regions[i]
