@@ -2,7 +2,6 @@ package region
 
 import (
 	"context"
-	"fmt"
 	"slices"
 	"time"
 
@@ -91,7 +90,7 @@ func (r *Region) compactLocked(ctx context.Context, major bool) (*CompactionInfo
 	if err != nil {
 		_ = r.bucket.Delete(context.Background(), outKey)
 		r.stats.recordCompaction(false)
-		return nil, fmt.Errorf("region %s: compaction: %w", r.opts.Name, err)
+		return nil, errorf(r.opts.Name, "compaction: %w", err)
 	}
 	var out *table
 	if !res.Empty {
@@ -137,7 +136,7 @@ func (r *Region) installCompaction(ctx context.Context, inputs []*table, out *ta
 			out.obsolete.Store(true)
 			out.unref()
 		}
-		return fmt.Errorf("region %s: compaction inputs are no longer a contiguous run of live files", r.opts.Name)
+		return errorf(r.opts.Name, "compaction inputs are no longer a contiguous run of live files")
 	}
 	tables := slices.Clone(cur.tables[:i])
 	files := slices.Clone(prev.Files[:i])

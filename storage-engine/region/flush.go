@@ -3,7 +3,6 @@ package region
 import (
 	"context"
 	"errors"
-	"fmt"
 	"time"
 
 	"github.com/bellows-kv/bellows/storage-engine/manifest"
@@ -85,7 +84,7 @@ func (r *Region) flushOne(mt *memTable) error {
 		}
 		if err != nil {
 			_ = r.bucket.Delete(context.Background(), key)
-			return fmt.Errorf("region %s: writing flush output %s: %w", r.opts.Name, key, err)
+			return errorf(r.opts.Name, "writing flush output %s: %w", key, err)
 		}
 		t, err = r.openTable(ctx, fileMeta(num, key, props, size))
 		if err != nil {

@@ -22,7 +22,7 @@ func (r *Region) checkInvariants() error {
 		return nil
 	}
 	fail := func(format string, args ...any) error {
-		return fmt.Errorf("region %s: invariant broken: %s", r.opts.Name, fmt.Sprintf(format, args...))
+		return errorf(r.opts.Name, "invariant broken: %s", fmt.Sprintf(format, args...))
 	}
 	m := r.manifest
 	if vis := r.vis.load(); vis > r.lastTS {

@@ -164,7 +164,7 @@ func Open(ctx context.Context, opts Options) (_ *Region, err error) {
 		r.exec = compaction.Local{Bucket: opts.Bucket}
 	}
 	if r.walDir, err = wal.LockDir(opts.WALDir); err != nil {
-		return nil, fmt.Errorf("region %s: %w", opts.Name, err)
+		return nil, &Error{Region: opts.Name, Err: err}
 	}
 	defer func() {
 		if err != nil {
@@ -173,11 +173,11 @@ func Open(ctx context.Context, opts Options) (_ *Region, err error) {
 	}()
 	m, err := manifest.Load(ctx, r.bucket)
 	if err != nil {
-		return nil, fmt.Errorf("region %s: %w", opts.Name, err)
+		return nil, &Error{Region: opts.Name, Err: err}
 	}
 	if err := m.CheckClaim(r.walDir.ID); err != nil {
 		if !opts.ForceTakeover {
-			return nil, fmt.Errorf("region %s: %w", opts.Name, err)
+			return nil, &Error{Region: opts.Name, Err: err}
 		}
 		opts.Logger.Warn("forcing the takeover of a region another store has not released; writes it acknowledged but did not flush are forfeited",
 			"region", opts.Name, "err", err)
@@ -186,7 +186,7 @@ func Open(ctx context.Context, opts Options) (_ *Region, err error) {
 		// The region comes from another WAL; whatever this directory
 		// holds is from an earlier tenure (see wal.Dir.RemoveSegments).
 		if err := r.walDir.RemoveSegments(); err != nil {
-			return nil, fmt.Errorf("region %s: %w", opts.Name, err)
+			return nil, &Error{Region: opts.Name, Err: err}
 		}
 	}
 	claim := m.Clone()
@@ -194,7 +194,7 @@ func Open(ctx context.Context, opts Options) (_ *Region, err error) {
 	claim.WALID = r.walDir.ID
 	claim.Released = false
 	if err := manifest.Commit(ctx, r.bucket, m, &claim); err != nil {
-		return nil, fmt.Errorf("region %s: claiming: %w", opts.Name, err)
+		return nil, errorf(opts.Name, "claiming: %w", err)
 	}
 	r.manifest = claim
 	r.epoch = claim.Number
@@ -209,7 +209,7 @@ func Open(ctx context.Context, opts Options) (_ *Region, err error) {
 			for _, t := range tables {
 				t.unref()
 			}
-			return nil, fmt.Errorf("region %s: %w", opts.Name, err)
+			return nil, &Error{Region: opts.Name, Err: err}
 		}
 		tables = append(tables, t)
 	}
@@ -238,7 +238,7 @@ func Open(ctx context.Context, opts Options) (_ *Region, err error) {
 	})
 	if err != nil {
 		r.current.unref()
-		return nil, fmt.Errorf("region %s: replaying WAL: %w", opts.Name, err)
+		return nil, errorf(opts.Name, "replaying WAL: %w", err)
 	}
 	r.vis = newVisibility(r.lastTS)
 	r.mem = mem
@@ -295,7 +295,7 @@ func (r *Region) removeOrphans(ctx context.Context) error {
 	}
 	objs, err := r.bucket.List(ctx, "sst/")
 	if err != nil {
-		return fmt.Errorf("region %s: listing files: %w", r.opts.Name, err)
+		return errorf(r.opts.Name, "listing files: %w", err)
 	}
 	for _, o := range objs {
 		if !live[o.Key] && strings.HasSuffix(o.Key, ".sst") {
@@ -322,7 +322,7 @@ func (r *Region) Close() error { return r.shutdown(nil) }
 func (r *Region) Release(ctx context.Context) error {
 	if err := r.flush(ctx, true); err != nil {
 		_ = r.Close()
-		return fmt.Errorf("region %s: releasing: %w", r.opts.Name, err)
+		return errorf(r.opts.Name, "releasing: %w", err)
 	}
 	err := r.shutdown(func() error {
 		r.manifestMu.Lock()
@@ -339,7 +339,7 @@ func (r *Region) Release(ctx context.Context) error {
 		return r.walDir.RemoveSegments()
 	})
 	if err != nil {
-		return fmt.Errorf("region %s: releasing: %w", r.opts.Name, err)
+		return errorf(r.opts.Name, "releasing: %w", err)
 	}
 	return nil
 }
@@ -417,7 +417,7 @@ func (r *Region) watchOwnership() {
 			continue
 		}
 		if taken {
-			r.setBackgroundError(fmt.Errorf("region %s: %w (manifest %d was committed by another opener)", r.opts.Name, ErrFenced, next))
+			r.setBackgroundError(errorf(r.opts.Name, "%w (manifest %d was committed by another opener)", ErrFenced, next))
 			return
 		}
 	}

@@ -217,7 +217,8 @@ func TestSecondOpenerWaitsForTheOwnerToRelease(t *testing.T) {
 	opts2.WALDir = dir + "/wal2" // another pod
 	_, err := Open(ctx, opts2)
 	var owned *manifest.OwnedError
-	if !errors.Is(err, ErrOwned) || !errors.As(err, &owned) || owned.Owner != "store-a" || !strings.Contains(err.Error(), "r1") {
+	var re *Error
+	if !errors.Is(err, ErrOwned) || !errors.As(err, &owned) || owned.Owner != "store-a" || !errors.As(err, &re) || re.Region != "r1" {
 		t.Fatalf("second opener: err = %v, want ErrOwned naming the region and store-a", err)
 	}
 	// The owner is untouched by the refused attempt.

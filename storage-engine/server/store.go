@@ -63,8 +63,9 @@ type Assignment struct {
 // Name is the region's name.
 func (a *Assignment) Name() string { return a.Span.Name }
 
-// Engine is the open region, or an error matching region.ErrOwned that says
-// which store holds it.
+// Engine is the open region, or why it is not open: an error matching
+// region.ErrOwned that says which store holds it (waiting for its release),
+// or region.ErrClosed; either names the region (region.Error).
 func (a *Assignment) Engine() (*region.Region, error) {
 	if e := a.eng.Load(); e != nil {
 		return e, nil
@@ -72,7 +73,7 @@ func (a *Assignment) Engine() (*region.Region, error) {
 	if err := a.waiting.Load(); err != nil {
 		return nil, fmt.Errorf("not open yet, waiting for its owner to release it: %w", *err)
 	}
-	return nil, fmt.Errorf("region %s: %w", a.Name(), region.ErrClosed)
+	return nil, &region.Error{Region: a.Name(), Err: region.ErrClosed}
 }
 
 // OpenStore opens every span's region (see StoreOptions). A region that
