@@ -37,6 +37,9 @@ func TestLockOrderViolationPanics(t *testing.T) {
 	r.manifestMu.Lock()
 	r.commitMu.Lock()
 	r.mu.Lock()
+	if held := r.locks.by[goid()]; len(held) != 4 {
+		t.Errorf("holding all four locks, recorded %v", held)
+	}
 	r.mu.Unlock()
 	r.commitMu.Unlock()
 	r.mu.RLock()
@@ -86,6 +89,9 @@ func TestLockHandedToAnotherGoroutine(t *testing.T) {
 		done <- panicText(func() {
 			r.compactMu.handedOver()
 			r.manifestMu.Lock() // in order after the adopted compactMu
+			if !r.locks.holds(rankCompact) {
+				t.Error("the adopting goroutine does not hold compactMu")
+			}
 			r.manifestMu.Unlock()
 			r.compactMu.Unlock()
 		})
