@@ -5,6 +5,15 @@
 // that arrived from a compaction worker are inserted like any other, and all
 // cached blocks of a file whose last user key is ≤ a threshold can be evicted
 // as the threshold advances.
+//
+// Invariants:
+//   - A block lives in exactly one shard, chosen by its Key, and each shard's
+//     entries, LRU list and per-file index hold the same set of blocks.
+//   - A shard's used bytes are the sum of its entries' charges and at most
+//     its capacity (capacity/16) after every insert: a block larger than a
+//     shard is not cached at all.
+//   - Cached blocks are immutable: Get returns the cached slice itself, and
+//     callers must not modify it.
 package blockcache
 
 import (

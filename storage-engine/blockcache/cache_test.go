@@ -1,9 +1,6 @@
 package blockcache
 
-import (
-	"fmt"
-	"testing"
-)
+import "testing"
 
 func TestCacheIsByteBoundedAndEvictsLRU(t *testing.T) {
 	c := New(numShards * 2048)
@@ -21,29 +18,6 @@ func TestCacheIsByteBoundedAndEvictsLRU(t *testing.T) {
 	// The most recent insert is always resident.
 	if _, ok := c.Get(Key{File: 1, Offset: 999}); !ok {
 		t.Fatal("most recently inserted block was evicted")
-	}
-}
-
-func TestEvictFileUpToDropsOnlyBlocksAtOrBelowThreshold(t *testing.T) {
-	c := New(1 << 20)
-	for i := 0; i < 10; i++ {
-		c.Insert(Key{File: 7, Offset: uint64(i)}, []byte("x"), []byte(fmt.Sprintf("key%02d", i)))
-		c.Insert(Key{File: 8, Offset: uint64(i)}, []byte("x"), []byte(fmt.Sprintf("key%02d", i)))
-	}
-	if n := c.EvictFileUpTo(7, []byte("key04")); n != 5 {
-		t.Fatalf("evicted %d blocks, want 5 (key00..key04)", n)
-	}
-	for i := 0; i < 10; i++ {
-		_, ok := c.Get(Key{File: 7, Offset: uint64(i)})
-		if want := i > 4; ok != want {
-			t.Errorf("file 7 block %d cached=%v, want %v", i, ok, want)
-		}
-		if _, ok := c.Get(Key{File: 8, Offset: uint64(i)}); !ok {
-			t.Errorf("file 8 block %d was evicted by an eviction of file 7", i)
-		}
-	}
-	if n := c.EvictFile(8); n != 10 {
-		t.Fatalf("EvictFile evicted %d, want 10", n)
 	}
 }
 

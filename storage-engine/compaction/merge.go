@@ -109,14 +109,10 @@ func countDeletes(vs []version) int {
 	return n
 }
 
-// retain applies the rules to one key's versions (newest first).
-func retain(vs []version, snapsDesc []uint64, opts MergeOptions) []version {
-	out, _ := retainInto(nil, nil, vs, snapsDesc, opts)
-	return out
-}
-
-// retainInto is retain appending to out and reusing keep, so a merge does
-// not allocate per key.
+// retainInto applies the retention rules to one key's versions (newest
+// first; snapsDesc newest first too), appending the survivors to out and
+// reusing keep, so a merge does not allocate per key. testdata/merge holds
+// its cases.
 func retainInto(out []version, keep []bool, vs []version, snapsDesc []uint64, opts MergeOptions) ([]version, []bool) {
 	keep = slices.Grow(keep[:0], len(vs))[:len(vs)]
 	for i := range vs {

@@ -23,7 +23,9 @@ type Policy struct {
 	MaxBytes int64 `json:"maxBytes"`
 }
 
-// DefaultPolicy mirrors HBase's defaults.
+// DefaultPolicy: MinFiles, MaxFiles and Ratio are HBase's defaults; HBase
+// does not cap a minor compaction's input (hbase.hstore.compaction.max.size
+// is unbounded by default), Bellows caps it at 2 GiB.
 func DefaultPolicy() Policy {
 	return Policy{MinFiles: 3, MaxFiles: 10, Ratio: 1.2, MaxBytes: 2 << 30}
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/bellows-kv/bellows/storage-engine/blob"
 	"github.com/bellows-kv/bellows/storage-engine/blockcache"
 	"github.com/bellows-kv/bellows/storage-engine/compaction"
+	"github.com/bellows-kv/bellows/storage-engine/compaction/compactionwire"
 	"github.com/bellows-kv/bellows/storage-engine/region"
 	"github.com/bellows-kv/bellows/storage-engine/sstable"
 )
@@ -51,10 +52,10 @@ func fixture(t *testing.T, files, keysPerFile, valueSize int) (string, compactio
 			t.Fatal(err)
 		}
 	}
-	job := compaction.Job{Region: "r", Output: "regions/r/sst/out.sst", Merge: compaction.MergeOptions{Major: true},
+	job := compaction.Job{Region: "r", Output: region.ObjectKey("r", "sst/out.sst"), Merge: compaction.MergeOptions{Major: true},
 		SST: sstable.WriterOptions{BlockSize: 4 << 10, Compression: sstable.S2Compression}}
 	for _, f := range r.Manifest().Files {
-		job.Inputs = append(job.Inputs, "regions/r/"+f.Key)
+		job.Inputs = append(job.Inputs, region.ObjectKey("r", f.Key))
 	}
 	return url, job
 }
@@ -126,11 +127,11 @@ func TestCompactKeepAndFetchBlocks(t *testing.T) {
 	url, job := fixture(t, 3, 300, 100)
 	w := New(Options{Name: "w", CacheBytes: 64 << 20, TransferRate: 50 << 20})
 	c := serve(t, w)
-	done, err := run(ctx, c, &compactionpb.CompactRequest{JobId: "j1", BucketUrl: url, Job: JobToProto(job), KeepOutput: true})
+	done, err := run(ctx, c, &compactionpb.CompactRequest{JobId: "j1", BucketUrl: url, Job: compactionwire.JobToProto(job), KeepOutput: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := ResultFromDone(done)
+	res, err := compactionwire.ResultFromDone(done)
 	if err != nil || res.Empty || res.Stats.OutputVersions != 900 || done.OutputBlocks < 2 {
 		t.Fatalf("result %+v blocks %d err %v", res, done.OutputBlocks, err)
 	}
@@ -216,11 +217,11 @@ func TestAdmissionAndAbort(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	errc := make(chan error, 1)
 	go func() {
-		_, err := run(ctx, c, &compactionpb.CompactRequest{JobId: "a", BucketUrl: url, Job: JobToProto(job)})
+		_, err := run(ctx, c, &compactionpb.CompactRequest{JobId: "a", BucketUrl: url, Job: compactionwire.JobToProto(job)})
 		errc <- err
 	}()
 	waitFor(t, "job a in flight", func() bool { return status0(t, c).InflightJobs == 1 })
-	_, err = run(context.Background(), c, &compactionpb.CompactRequest{JobId: "b", BucketUrl: url, Job: JobToProto(job)})
+	_, err = run(context.Background(), c, &compactionpb.CompactRequest{JobId: "b", BucketUrl: url, Job: compactionwire.JobToProto(job)})
 	if status.Code(err) != codes.ResourceExhausted {
 		t.Fatalf("second job: want RESOURCE_EXHAUSTED, got %v", err)
 	}
@@ -239,7 +240,7 @@ func TestAdmissionAndAbort(t *testing.T) {
 	if !w.Drain(context.Background()) {
 		t.Fatal("drain of an idle worker did not finish")
 	}
-	_, err = run(context.Background(), c, &compactionpb.CompactRequest{JobId: "c", BucketUrl: url, Job: JobToProto(job)})
+	_, err = run(context.Background(), c, &compactionpb.CompactRequest{JobId: "c", BucketUrl: url, Job: compactionwire.JobToProto(job)})
 	if status.Code(err) != codes.Unavailable {
 		t.Fatalf("job while draining: %v", err)
 	}

@@ -13,6 +13,7 @@ import (
 	compactionpb "github.com/bellows-kv/bellows/proto/bellows/compaction/v1"
 	"github.com/bellows-kv/bellows/storage-engine/blob"
 	"github.com/bellows-kv/bellows/storage-engine/compaction"
+	"github.com/bellows-kv/bellows/storage-engine/compaction/compactionwire"
 	"github.com/bellows-kv/bellows/storage-engine/sstable"
 )
 
@@ -45,7 +46,7 @@ func keepBlocks(r *sstable.Reader) (*keptOutput, error) {
 // Compact implements compactionpb.CompactorServer.
 func (w *Worker) Compact(req *compactionpb.CompactRequest, stream compactionpb.Compactor_CompactServer) error {
 	ctx := stream.Context()
-	job, err := JobFromProto(req.Job)
+	job, err := compactionwire.JobFromProto(req.Job)
 	if err != nil {
 		return status.Errorf(codes.InvalidArgument, "compact: %v", err)
 	}
@@ -139,7 +140,7 @@ func (w *Worker) complete(ctx context.Context, stream compactionpb.Compactor_Com
 	if out != nil {
 		blocks = len(out.blocks)
 	}
-	done, err := doneFromResult(res, blocks)
+	done, err := compactionwire.DoneFromResult(res, blocks)
 	if err != nil {
 		w.m.jobs.WithLabelValues(resultFailure).Inc()
 		return status.Errorf(codes.Internal, "compact %s: %v", req.JobId, err)

@@ -10,6 +10,20 @@
 // live only in its own WAL. So a manifest also names the owner's WAL, and a
 // region is claimed only by that WAL (a restart) or after the owner released
 // it, having flushed everything (CheckClaim).
+//
+// Invariants:
+//   - The newest manifest (Load) is the region's state. Each commit is the
+//     successor number of the committer's view, written create-if-absent
+//     (Commit): of two openers holding the same view, one commits and the
+//     other is fenced.
+//   - A committed manifest is never rewritten; only manifests older than a
+//     window below the newest are deleted (RemoveOlder).
+//   - Files (oldest first) have disjoint, ascending timestamp ranges, all at
+//     or below FlushedTS; replaying the owner's WAL (WALID) from
+//     WALMinSegment, skipping records at or below FlushedTS, restores every
+//     acknowledged write that is in no file.
+//   - Released is set only after the owner flushed every acknowledged write
+//     into Files, so a claim without that WAL loses nothing.
 package manifest
 
 import (

@@ -14,10 +14,11 @@ import (
 	"github.com/bellows-kv/bellows/storage-engine/kv"
 )
 
-// Memstore is what the region writes to and reads from. The classic
-// implementation is one concurrent skiplist; the Accordion compacting
-// memstore (active segment + pipeline of flat segments) implements the same
-// interface.
+// Memstore is what the region writes to and reads from. Today's only
+// implementation is one concurrent skiplist (Skiplist). This interface is
+// where the compacting memstore of the Accordion paper (VLDB 2018: an
+// active segment plus a pipeline of flat segments) will plug in; it is not
+// built yet.
 type Memstore interface {
 	// Add inserts one version. key and value are copied.
 	Add(key kv.InternalKey, value []byte)

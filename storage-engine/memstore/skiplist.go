@@ -1,5 +1,16 @@
 package memstore
 
+// Invariants of the skiplist:
+//   - Every level is sorted by kv.Compare (node prefixes first), and level
+//     i+1 is a subsequence of level i: a node is linked bottom up, level 0
+//     first, so a reader that finds it at any level finds it at level 0.
+//   - A node's key, value and height never change once it is linked, and no
+//     node is ever unlinked: a pointer a reader loaded stays valid and its
+//     successors only grow.
+//   - Skiplist.height only grows, and is at least the height of every node
+//     linked; the head has a tower of maxHeight.
+//   - bytes and count include a node only after it is linked at every level.
+
 import (
 	"math/rand/v2"
 	"sync/atomic"

@@ -35,7 +35,7 @@ import (
 
 	compactionpb "github.com/bellows-kv/bellows/proto/bellows/compaction/v1"
 	"github.com/bellows-kv/bellows/storage-engine/compaction"
-	"github.com/bellows-kv/bellows/storage-engine/compactor"
+	"github.com/bellows-kv/bellows/storage-engine/compaction/compactionwire"
 )
 
 // Mode is engine.yaml's offload setting.
@@ -277,7 +277,7 @@ func (e *Executor) runRemote(ctx context.Context, addr string, job compaction.Jo
 	defer cancel()
 	id := fmt.Sprintf("%s/%s#%d", job.Region, path.Base(job.Output), e.seq.Add(1))
 	stream, err := client.Compact(ctx, &compactionpb.CompactRequest{
-		JobId: id, BucketUrl: e.opts.BucketURL, Job: compactor.JobToProto(job), KeepOutput: e.opts.KeepOutput,
+		JobId: id, BucketUrl: e.opts.BucketURL, Job: compactionwire.JobToProto(job), KeepOutput: e.opts.KeepOutput,
 	})
 	if err != nil {
 		return compaction.Result{}, err
@@ -294,7 +294,7 @@ func (e *Executor) runRemote(ctx context.Context, addr string, job compaction.Jo
 		case *compactionpb.CompactEvent_Accepted_:
 			e.opts.Logger.Debug("job accepted", "worker", addr, "job", id, "reserved", ev.Accepted.ReservedBytes)
 		case *compactionpb.CompactEvent_Done_:
-			res, err := compactor.ResultFromDone(ev.Done)
+			res, err := compactionwire.ResultFromDone(ev.Done)
 			if err != nil {
 				return compaction.Result{}, status.Errorf(codes.Internal, "worker %s: %v", addr, err)
 			}

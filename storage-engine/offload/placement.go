@@ -33,8 +33,9 @@ func ParseStatic(list string) Static {
 // Rendezvous orders workers for a region by highest random weight: every
 // store computes the same order without coordination, a region keeps its
 // preferred worker while that worker lives, and when a worker leaves only its
-// regions move (the paper's region→compaction-server assignment, without a
-// manager on the request path).
+// regions move (Ahmad & Kemme's region→compaction-server assignment,
+// without a manager on the request path). testdata/placement pins the
+// orders: stores of two versions must agree during an upgrade.
 func Rendezvous(region string, workers []string) []string {
 	type scored struct {
 		addr  string

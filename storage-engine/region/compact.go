@@ -2,12 +2,10 @@ package region
 
 import (
 	"context"
-	"fmt"
 	"slices"
 	"time"
 
 	"github.com/bellows-kv/bellows/storage-engine/compaction"
-	"github.com/bellows-kv/bellows/storage-engine/manifest"
 )
 
 // CompactionInfo describes a finished compaction.
@@ -39,6 +37,7 @@ func (r *Region) maybeScheduleCompaction() {
 	r.wg.Add(1)
 	go func() {
 		defer r.wg.Done()
+		r.compactMu.handedOver()
 		defer r.compactMu.Unlock()
 		if _, err := r.compactLocked(r.bgCtx, false); err != nil && r.bgCtx.Err() == nil {
 			r.opts.Logger.Warn("background compaction failed", "region", r.opts.Name, "err", err)
@@ -69,10 +68,9 @@ func (r *Region) compactLocked(ctx context.Context, major bool) (*CompactionInfo
 	}
 	began := time.Now()
 	num, outKey := r.newFileKey()
-	prefix := "regions/" + r.opts.Name + "/"
 	job := compaction.Job{
 		Region: r.opts.Name,
-		Output: prefix + outKey,
+		Output: ObjectKey(r.opts.Name, outKey),
 		Merge: compaction.MergeOptions{
 			Major:     major,
 			Retention: r.opts.Retention,
@@ -82,16 +80,17 @@ func (r *Region) compactLocked(ctx context.Context, major bool) (*CompactionInfo
 	}
 	var inputBytes int64
 	for _, t := range inputs {
-		job.Inputs = append(job.Inputs, prefix+t.key)
+		job.Inputs = append(job.Inputs, ObjectKey(r.opts.Name, t.key))
 		inputBytes += t.meta.Size
 		job.SST.ExpectedKeys += uint(t.meta.Entries)
 	}
 	r.stats.recordCompactionRequested(inputBytes)
+	r.checkIO("running a compaction")
 	res, err := r.exec.Execute(ctx, job)
 	if err != nil {
 		_ = r.bucket.Delete(context.Background(), outKey)
 		r.stats.recordCompaction(false)
-		return nil, fmt.Errorf("region %s: compaction: %w", r.opts.Name, err)
+		return nil, errorf(r.opts.Name, "compaction: %w", err)
 	}
 	var out *table
 	if !res.Empty {
@@ -137,7 +136,7 @@ func (r *Region) installCompaction(ctx context.Context, inputs []*table, out *ta
 			out.obsolete.Store(true)
 			out.unref()
 		}
-		return fmt.Errorf("region %s: compaction inputs are no longer a contiguous run of live files", r.opts.Name)
+		return errorf(r.opts.Name, "compaction inputs are no longer a contiguous run of live files")
 	}
 	tables := slices.Clone(cur.tables[:i])
 	files := slices.Clone(prev.Files[:i])
@@ -150,7 +149,7 @@ func (r *Region) installCompaction(ctx context.Context, inputs []*table, out *ta
 	next := prev.Clone()
 	next.Files = files
 	next.NextFileNum = r.nextFile.Load()
-	if err := manifest.Commit(ctx, r.bucket, prev, &next); err != nil {
+	if err := r.commitManifest(ctx, prev, &next); err != nil {
 		if out != nil {
 			out.obsolete.Store(true)
 			out.unref()

@@ -23,3 +23,21 @@ var (
 	// writes.
 	ErrFenced = manifest.ErrFenced
 )
+
+// Error is an error of one region. The engine wraps an error with its
+// region's name once, where it first knows the region, so a caller finds the
+// region with errors.As instead of reading the message, and adds the name
+// itself only to errors that carry none.
+type Error struct {
+	Region string
+	Err    error
+}
+
+func (e *Error) Error() string { return "region " + e.Region + ": " + e.Err.Error() }
+
+func (e *Error) Unwrap() error { return e.Err }
+
+// errorf is fmt.Errorf (with %w) wrapped in an *Error of region name.
+func errorf(name, format string, args ...any) error {
+	return &Error{Region: name, Err: fmt.Errorf(format, args...)}
+}

@@ -3,7 +3,6 @@ package region
 import (
 	"context"
 	"errors"
-	"fmt"
 	"time"
 
 	"github.com/bellows-kv/bellows/storage-engine/manifest"
@@ -52,7 +51,7 @@ func (r *Region) flushLoop() {
 	}
 }
 
-// writeTable writes the versions of it to a new SST and opens it.
+// newFileKey allocates the number of a new SST and its key.
 func (r *Region) newFileKey() (uint64, string) {
 	n := r.nextFile.Add(1) - 1
 	return n, sstKey(r.epoch, n)
@@ -64,6 +63,7 @@ func (r *Region) flushOne(mt *memTable) error {
 	var t *table
 	if mt.ms.Len() > 0 {
 		num, key := r.newFileKey()
+		r.checkIO("writing " + key)
 		w, err := r.bucket.NewWriter(ctx, key)
 		if err != nil {
 			return err
@@ -84,7 +84,7 @@ func (r *Region) flushOne(mt *memTable) error {
 		}
 		if err != nil {
 			_ = r.bucket.Delete(context.Background(), key)
-			return fmt.Errorf("region %s: writing flush output %s: %w", r.opts.Name, key, err)
+			return errorf(r.opts.Name, "writing flush output %s: %w", key, err)
 		}
 		t, err = r.openTable(ctx, fileMeta(num, key, props, size))
 		if err != nil {
@@ -109,31 +109,39 @@ func (r *Region) flushOne(mt *memTable) error {
 	next.WALMinSegment = nextMin
 	next.FlushedTS = max(prev.FlushedTS, mt.maxTS)
 	next.NextFileNum = r.nextFile.Load()
-	if err := manifest.Commit(ctx, r.bucket, prev, &next); err != nil {
+	if err := r.commitManifest(ctx, prev, &next); err != nil {
 		if t != nil {
 			t.obsolete.Store(true)
 			t.unref()
 		}
 		return err
 	}
+	// The references replaced here are dropped after mu is released:
+	// dropping a version's last reference may close files.
+	var drop []*version
 	r.mu.Lock()
 	r.manifest = next
 	old := r.current
 	if t != nil {
 		tables := append(append([]*table{}, old.tables...), t)
 		r.current = newVersion(tables)
+		drop = append(drop, old)
 		if w := r.warm; w != nil {
 			// Both sides of a warmup see every flush.
 			prevOld := w.old
 			w.old = newVersion(append(append([]*table{}, prevOld.tables...), t))
-			prevOld.unref()
+			drop = append(drop, prevOld)
 		}
-		t.unref()
-		old.unref()
 	}
 	r.imm = r.imm[1:]
 	r.cond.Broadcast()
 	r.mu.Unlock()
+	if t != nil {
+		t.unref()
+	}
+	for _, v := range drop {
+		v.unref()
+	}
 	r.stats.recordFlush()
 	if err := r.log.RemoveBefore(nextMin); err != nil {
 		r.opts.Logger.Warn("removing flushed WAL segments", "region", r.opts.Name, "err", err)

@@ -202,6 +202,9 @@ func runModel(t *testing.T, seed uint64, cfg modelConfig, ops int) {
 	}
 
 	for i := 0; i < ops; i++ {
+		if err := r.checkInvariants(); err != nil {
+			fail("before op %d: %v", i, err)
+		}
 		switch p := rng.IntN(100); {
 		case p < 30:
 			k, v := key(), value()
@@ -291,6 +294,9 @@ func runModel(t *testing.T, seed uint64, cfg modelConfig, ops int) {
 	}
 	if _, err := r.Compact(ctx, true); err != nil {
 		fail("final major compaction: %v", err)
+	}
+	if err := r.checkInvariants(); err != nil {
+		fail("after the final major compaction: %v", err)
 	}
 	for k := 0; k < keySpace; k++ {
 		checkGet("final", []byte(fmt.Sprintf("k%05d", k)), kv.MaxTimestamp)

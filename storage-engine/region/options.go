@@ -1,16 +1,3 @@
-// Package region is one LSM tree: the unit of ownership, recovery and
-// compaction. A storage pod serves many regions; each has its own memstore,
-// WAL directory and manifest, and its files live in the shared bucket under
-// regions/<name>/.
-//
-// Invariants:
-//   - Every version has a unique commit timestamp; timestamps grow in WAL
-//     order. A version is visible to readers only once it, and every version
-//     with a smaller timestamp, is durable and in the memstore.
-//   - The live SSTs (oldest first) have disjoint, ascending timestamp ranges,
-//     and every memstore version is newer than every SST version, so a point
-//     read can stop at the first source that has a version of the key.
-//   - An SST is deleted only when no manifest and no reader refers to it.
 package region
 
 import (

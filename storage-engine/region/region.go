@@ -1,3 +1,64 @@
+// Package region is one LSM tree: the unit of ownership, recovery and
+// compaction. A storage pod serves many regions; each has its own memstore,
+// WAL directory and manifest, and its files live in the shared bucket under
+// regions/<name>/ (BucketPrefix).
+//
+// # Invariants
+//
+//   - Every version has a unique commit timestamp; timestamps grow in WAL
+//     order. A version is visible to readers only once it, and every version
+//     with a smaller timestamp, is durable and in the memstore.
+//   - The live SSTs (oldest first) have disjoint, ascending timestamp ranges,
+//     and every memstore version is newer than every SST version, so a point
+//     read can stop at the first source that has a version of the key.
+//   - An SST is deleted only when no manifest and no reader refers to it.
+//
+// Region.checkInvariants checks what of this can be checked from the
+// region's state; the model test calls it after every step.
+//
+// # Locks
+//
+// A Region has four locks; the fields each guards are listed with it in the
+// Region type.
+//
+//   - compactMu: one compaction at a time (Compact, the background
+//     compaction, and shutdown waiting for a running one).
+//   - manifestMu: serialises manifest commits (flush, compaction install,
+//     Release) and the ownership check that compares against the newest.
+//   - commitMu: orders timestamp assignment, WAL appends and memstore
+//     rotation.
+//   - mu (read-write): the read state (memstores, current version, warmup,
+//     the committed manifest, snapshots, closed/releasing/bgErr); cond waits
+//     on it.
+//
+// # Lock order
+//
+//	compactMu → manifestMu → commitMu → mu
+//
+// A goroutine takes a region's locks only in this order. The nestings that
+// occur: compactMu → manifestMu → mu (a compaction installing its output,
+// compact.go; shutdown waiting for a compaction, then Release's final
+// commit), manifestMu → mu (flush.go flushOne, Release), commitMu → mu
+// (write.go Apply and rotateLocked, flush, shutdown). manifestMu and
+// commitMu are never held together.
+//
+// # Held across I/O
+//
+//   - compactMu spans a whole compaction: reading the inputs, the job
+//     (perhaps on a remote worker), the output, the warmup.
+//   - manifestMu spans manifest.Commit (a create-if-absent bucket write) and
+//     the ownership check's bucket.Exists.
+//   - commitMu spans no I/O: a WAL append is queued under it and waited for
+//     after it is released (group commit), and wal.Log.Rotate only queues.
+//     A writer that must rotate while too many memstores wait for flush
+//     holds it while it waits (rotateLocked): that is the write stall.
+//   - mu spans no I/O: it is held only to read or swap the read state, and
+//     version and table references that may close or delete a file are
+//     dropped after it is released.
+//
+// In this package's tests every lock records its holder and checks the order
+// and checkIO checks that mu is not held at an I/O point (lockorder.go);
+// otherwise both cost one branch.
 package region
 
 import (
@@ -32,20 +93,20 @@ func newMemTable(seg uint64) *memTable { return &memTable{ms: memstore.NewSkipli
 // Region is one LSM tree. All methods are safe for concurrent use.
 type Region struct {
 	opts   Options
-	bucket *blob.Bucket // prefixed regions/<name>/
+	bucket *blob.Bucket // prefixed BucketPrefix(name)
 	walDir *wal.Dir
 	log    *wal.Log
 	exec   compaction.Executor
 
 	// commitMu orders timestamp assignment, WAL appends and memstore
-	// rotation.
-	commitMu sync.Mutex
+	// rotation; it guards lastTS and the active memTable's maxTS.
+	commitMu mutex
 	lastTS   uint64
 	vis      *visibility
 
 	// mu guards the read state and manifest below; cond signals flush
 	// progress to stalled writers and Flush callers.
-	mu       sync.RWMutex
+	mu       rwMutex
 	cond     *sync.Cond
 	mem      *memTable
 	imm      []*memTable // oldest first
@@ -59,9 +120,12 @@ type Region struct {
 	bgErr     error // sticky: fencing or a WAL failure
 
 	// manifestMu serialises manifest commits (flush vs compaction).
-	manifestMu sync.Mutex
+	manifestMu mutex
 	// compactMu allows one compaction at a time.
-	compactMu sync.Mutex
+	compactMu mutex
+	// locks records the holders of the four locks above when checkLocks
+	// is set (tests).
+	locks heldLocks
 
 	epoch    uint64 // number of the manifest that claimed the region
 	nextFile atomic.Uint64
@@ -89,17 +153,18 @@ func Open(ctx context.Context, opts Options) (_ *Region, err error) {
 	}
 	r := &Region{
 		opts:    opts,
-		bucket:  opts.Bucket.Prefixed("regions/" + opts.Name + "/"),
+		bucket:  opts.Bucket.Prefixed(BucketPrefix(opts.Name)),
 		snaps:   map[uint64]int{},
 		flushCh: make(chan struct{}, 1),
 	}
+	r.initLocks()
 	r.cond = sync.NewCond(&r.mu)
 	r.exec = opts.Executor
 	if r.exec == nil {
 		r.exec = compaction.Local{Bucket: opts.Bucket}
 	}
 	if r.walDir, err = wal.LockDir(opts.WALDir); err != nil {
-		return nil, fmt.Errorf("region %s: %w", opts.Name, err)
+		return nil, &Error{Region: opts.Name, Err: err}
 	}
 	defer func() {
 		if err != nil {
@@ -108,11 +173,11 @@ func Open(ctx context.Context, opts Options) (_ *Region, err error) {
 	}()
 	m, err := manifest.Load(ctx, r.bucket)
 	if err != nil {
-		return nil, fmt.Errorf("region %s: %w", opts.Name, err)
+		return nil, &Error{Region: opts.Name, Err: err}
 	}
 	if err := m.CheckClaim(r.walDir.ID); err != nil {
 		if !opts.ForceTakeover {
-			return nil, fmt.Errorf("region %s: %w", opts.Name, err)
+			return nil, &Error{Region: opts.Name, Err: err}
 		}
 		opts.Logger.Warn("forcing the takeover of a region another store has not released; writes it acknowledged but did not flush are forfeited",
 			"region", opts.Name, "err", err)
@@ -121,7 +186,7 @@ func Open(ctx context.Context, opts Options) (_ *Region, err error) {
 		// The region comes from another WAL; whatever this directory
 		// holds is from an earlier tenure (see wal.Dir.RemoveSegments).
 		if err := r.walDir.RemoveSegments(); err != nil {
-			return nil, fmt.Errorf("region %s: %w", opts.Name, err)
+			return nil, &Error{Region: opts.Name, Err: err}
 		}
 	}
 	claim := m.Clone()
@@ -129,7 +194,7 @@ func Open(ctx context.Context, opts Options) (_ *Region, err error) {
 	claim.WALID = r.walDir.ID
 	claim.Released = false
 	if err := manifest.Commit(ctx, r.bucket, m, &claim); err != nil {
-		return nil, fmt.Errorf("region %s: claiming: %w", opts.Name, err)
+		return nil, errorf(opts.Name, "claiming: %w", err)
 	}
 	r.manifest = claim
 	r.epoch = claim.Number
@@ -144,7 +209,7 @@ func Open(ctx context.Context, opts Options) (_ *Region, err error) {
 			for _, t := range tables {
 				t.unref()
 			}
-			return nil, fmt.Errorf("region %s: %w", opts.Name, err)
+			return nil, &Error{Region: opts.Name, Err: err}
 		}
 		tables = append(tables, t)
 	}
@@ -173,7 +238,7 @@ func Open(ctx context.Context, opts Options) (_ *Region, err error) {
 	})
 	if err != nil {
 		r.current.unref()
-		return nil, fmt.Errorf("region %s: replaying WAL: %w", opts.Name, err)
+		return nil, errorf(opts.Name, "replaying WAL: %w", err)
 	}
 	r.vis = newVisibility(r.lastTS)
 	r.mem = mem
@@ -203,16 +268,18 @@ func Open(ctx context.Context, opts Options) (_ *Region, err error) {
 
 func (r *Region) openTable(ctx context.Context, f manifest.FileMeta) (*table, error) {
 	key := f.Key
+	r.checkIO("opening " + key)
 	obj, err := r.bucket.OpenObject(ctx, key)
 	if err != nil {
 		return nil, fmt.Errorf("opening %s: %w", key, err)
 	}
-	rd, err := sstable.Open(obj, obj.Size(), "regions/"+r.opts.Name+"/"+key, r.opts.BlockCache)
+	rd, err := sstable.Open(obj, obj.Size(), ObjectKey(r.opts.Name, key), r.opts.BlockCache)
 	if err != nil {
 		_ = obj.Close()
 		return nil, err
 	}
 	t := &table{meta: f, key: key, obj: obj, reader: rd, bucket: r.bucket}
+	t.beforeClose = func(t *table) { r.checkIO("closing " + t.key) }
 	t.onDelete = func(t *table) { r.opts.BlockCache.EvictFile(t.reader.FileID()) }
 	t.refs.Store(1)
 	return t, nil
@@ -228,7 +295,7 @@ func (r *Region) removeOrphans(ctx context.Context) error {
 	}
 	objs, err := r.bucket.List(ctx, "sst/")
 	if err != nil {
-		return fmt.Errorf("region %s: listing files: %w", r.opts.Name, err)
+		return errorf(r.opts.Name, "listing files: %w", err)
 	}
 	for _, o := range objs {
 		if !live[o.Key] && strings.HasSuffix(o.Key, ".sst") {
@@ -255,7 +322,7 @@ func (r *Region) Close() error { return r.shutdown(nil) }
 func (r *Region) Release(ctx context.Context) error {
 	if err := r.flush(ctx, true); err != nil {
 		_ = r.Close()
-		return fmt.Errorf("region %s: releasing: %w", r.opts.Name, err)
+		return errorf(r.opts.Name, "releasing: %w", err)
 	}
 	err := r.shutdown(func() error {
 		r.manifestMu.Lock()
@@ -263,7 +330,7 @@ func (r *Region) Release(ctx context.Context) error {
 		prev := r.manifest
 		next := prev.Clone()
 		next.Released = true
-		if err := manifest.Commit(ctx, r.bucket, prev, &next); err != nil {
+		if err := r.commitManifest(ctx, prev, &next); err != nil {
 			return err
 		}
 		r.mu.Lock()
@@ -272,7 +339,7 @@ func (r *Region) Release(ctx context.Context) error {
 		return r.walDir.RemoveSegments()
 	})
 	if err != nil {
-		return fmt.Errorf("region %s: releasing: %w", r.opts.Name, err)
+		return errorf(r.opts.Name, "releasing: %w", err)
 	}
 	return nil
 }
@@ -304,8 +371,9 @@ func (r *Region) shutdown(final func() error) error {
 		err = final()
 	}
 	r.mu.Lock()
-	r.current.unref()
+	cur := r.current
 	r.mu.Unlock()
+	cur.unref() // closes every file: not under mu
 	if uerr := r.walDir.Unlock(); err == nil {
 		err = uerr
 	}
@@ -338,9 +406,10 @@ func (r *Region) watchOwnership() {
 		case <-t.C:
 		}
 		// Holding manifestMu keeps this region's own next commit from
-		// looking like someone else's.
+		// looking like someone else's; r.manifest changes only under it.
 		r.manifestMu.Lock()
 		next := r.manifest.Number + 1
+		r.checkIO("checking ownership")
 		taken, err := r.bucket.Exists(r.bgCtx, manifest.ObjectName(next))
 		r.manifestMu.Unlock()
 		if err != nil {
@@ -348,7 +417,7 @@ func (r *Region) watchOwnership() {
 			continue
 		}
 		if taken {
-			r.setBackgroundError(fmt.Errorf("region %s: %w (manifest %d was committed by another opener)", r.opts.Name, ErrFenced, next))
+			r.setBackgroundError(errorf(r.opts.Name, "%w (manifest %d was committed by another opener)", ErrFenced, next))
 			return
 		}
 	}
@@ -357,12 +426,22 @@ func (r *Region) watchOwnership() {
 // setBackgroundError records a failure that makes the region refuse writes.
 func (r *Region) setBackgroundError(err error) {
 	r.mu.Lock()
-	if r.bgErr == nil {
+	first := r.bgErr == nil
+	if first {
 		r.bgErr = err
-		r.opts.Logger.Error("region stops accepting writes", "region", r.opts.Name, "err", err)
 	}
 	r.cond.Broadcast()
 	r.mu.Unlock()
+	if first {
+		r.opts.Logger.Error("region stops accepting writes", "region", r.opts.Name, "err", err)
+	}
+}
+
+// commitManifest commits next as the successor of prev. The caller holds
+// manifestMu, and not mu: the commit is a bucket write.
+func (r *Region) commitManifest(ctx context.Context, prev manifest.Manifest, next *manifest.Manifest) error {
+	r.checkIO("committing manifest")
+	return manifest.Commit(ctx, r.bucket, prev, next)
 }
 
 func (r *Region) nextTS() uint64 {

@@ -137,10 +137,9 @@ func TestFlippedByteInSSTNamesFileAndBlock(t *testing.T) {
 	if !errors.Is(err, sstable.ErrCorruption) {
 		t.Fatalf("Get in the damaged block: err = %v, want corruption", err)
 	}
-	for _, want := range []string{"regions/r1/" + m.Files[0].Key, "data block 1"} {
-		if !strings.Contains(err.Error(), want) {
-			t.Errorf("error %q does not name %q", err, want)
-		}
+	var ce *sstable.CorruptionError
+	if !errors.As(err, &ce) || ce.File != ObjectKey("r1", m.Files[0].Key) || ce.Block != "data block 1" {
+		t.Errorf("error %q: want a corruption of data block 1 in %s", err, ObjectKey("r1", m.Files[0].Key))
 	}
 	if _, err := r.Scan(nil, nil, 0, kv.MaxTimestamp); !errors.Is(err, sstable.ErrCorruption) {
 		t.Fatalf("a scan across the damaged block: err = %v, want corruption", err)
@@ -218,7 +217,8 @@ func TestSecondOpenerWaitsForTheOwnerToRelease(t *testing.T) {
 	opts2.WALDir = dir + "/wal2" // another pod
 	_, err := Open(ctx, opts2)
 	var owned *manifest.OwnedError
-	if !errors.Is(err, ErrOwned) || !errors.As(err, &owned) || owned.Owner != "store-a" || !strings.Contains(err.Error(), "r1") {
+	var re *Error
+	if !errors.Is(err, ErrOwned) || !errors.As(err, &owned) || owned.Owner != "store-a" || !errors.As(err, &re) || re.Region != "r1" {
 		t.Fatalf("second opener: err = %v, want ErrOwned naming the region and store-a", err)
 	}
 	// The owner is untouched by the refused attempt.

@@ -2,7 +2,6 @@ package region
 
 import (
 	"context"
-	"fmt"
 	"sync/atomic"
 
 	"github.com/bellows-kv/bellows/storage-engine/blob"
@@ -21,7 +20,10 @@ type table struct {
 	refs     atomic.Int32
 	obsolete atomic.Bool
 	bucket   *blob.Bucket
-	onDelete func(*table)
+	// beforeClose runs when the last reference goes, before the file is
+	// closed (and deleted if obsolete).
+	beforeClose func(*table)
+	onDelete    func(*table)
 }
 
 func (t *table) ref() { t.refs.Add(1) }
@@ -29,6 +31,9 @@ func (t *table) ref() { t.refs.Add(1) }
 func (t *table) unref() {
 	if t.refs.Add(-1) != 0 {
 		return
+	}
+	if t.beforeClose != nil {
+		t.beforeClose(t)
 	}
 	_ = t.obj.Close()
 	if t.obsolete.Load() {
@@ -64,5 +69,3 @@ func (v *version) unref() {
 		}
 	}
 }
-
-func sstKey(epoch, num uint64) string { return fmt.Sprintf("sst/%06d-%06d.sst", epoch, num) }

@@ -1,5 +1,18 @@
 package region
 
+// Invariants of an incremental warmup (WarmupIncremental,
+// WarmupThrottledIncremental); testdata/warmup_routing shows them:
+//   - The manifest names only the output before the warmup starts, so a
+//     restart mid-warmup opens the new file alone.
+//   - T only grows, through the output's blocks' last keys in order, each
+//     block cached before T reaches it. A request is served wholly from the
+//     side its first key falls on when it starts (readState.tablesFor): the
+//     new file at or below T, the old ones above.
+//   - An old block is evicted only once T has passed its last key, so no
+//     request that T sends to the old files needs it again.
+//   - Flushes during the warmup reach both sides; the old version, and with
+//     it the input files, is dropped when the warmup ends (finishWarming).
+
 import (
 	"bytes"
 	"context"
@@ -13,7 +26,7 @@ import (
 )
 
 // WarmupMode says how a region's block cache moves from a compaction's
-// inputs to its output (paper §5.3–5.4).
+// inputs to its output (Ahmad & Kemme, VLDB 2015, §5.3–5.4).
 type WarmupMode int
 
 const (
@@ -47,7 +60,8 @@ func (m WarmupMode) String() string {
 	return fmt.Sprintf("WarmupMode(%d)", int(m))
 }
 
-// ParseWarmupMode accepts the names DESIGN.md and the CRD use.
+// ParseWarmupMode is the inverse of WarmupMode.String, ignoring case: it
+// accepts the names the KVCluster API and engine.yaml use.
 func ParseWarmupMode(s string) (WarmupMode, error) {
 	for i, n := range warmupNames {
 		if strings.EqualFold(s, n) {
@@ -130,6 +144,7 @@ func (r *Region) Warming() (bool, []byte) {
 // while it works and from the bucket after it fails or if there is none,
 // calling step after each block.
 func (r *Region) warmBlocks(ctx context.Context, out *table, src compaction.BlockSource, rateBytes int64, step func(i int)) error {
+	r.checkIO("warming blocks")
 	n := out.reader.NumBlocks()
 	next := 0
 	if src != nil {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync/atomic"
 	"testing"
 
@@ -296,11 +297,38 @@ func TestThrottledWarmupNeedsARate(t *testing.T) {
 	if _, err := Open(context.Background(), opts); err == nil {
 		t.Fatal("ThrottledIncremental without a rate was accepted")
 	}
-	if _, err := ParseWarmupMode("Sideways"); err == nil {
-		t.Fatal("unknown mode accepted")
+}
+
+// Every mode's name parses back to the mode, in any case; nothing else
+// parses.
+func TestWarmupModeNamesRoundTrip(t *testing.T) {
+	want := map[WarmupMode]string{
+		WarmupNone:                 "None",
+		WarmupOffload:              "Offload",
+		WarmupRemoteCache:          "RemoteCache",
+		WarmupPreSwitch:            "PreSwitch",
+		WarmupIncremental:          "Incremental",
+		WarmupThrottledIncremental: "ThrottledIncremental",
 	}
-	if m, err := ParseWarmupMode("throttledincremental"); err != nil || m != WarmupThrottledIncremental {
-		t.Fatalf("ParseWarmupMode: %v %v", m, err)
+	for m := WarmupNone; m <= WarmupThrottledIncremental; m++ {
+		if got := m.String(); got != want[m] {
+			t.Errorf("WarmupMode(%d).String() = %q, want %q", int(m), got, want[m])
+		}
+		for _, name := range []string{m.String(), strings.ToLower(m.String()), strings.ToUpper(m.String())} {
+			if got, err := ParseWarmupMode(name); err != nil || got != m {
+				t.Errorf("ParseWarmupMode(%q) = %v, %v; want %v", name, got, err, m)
+			}
+		}
+	}
+	if got := WarmupMode(len(want)).String(); got != "WarmupMode(6)" {
+		t.Errorf("an unknown mode's String() = %q, want WarmupMode(6)", got)
+	}
+	for _, bad := range []string{"", "Sideways", "WarmupMode(6)", "Incremental ", "Throttled"} {
+		_, err := ParseWarmupMode(bad)
+		want := fmt.Sprintf("unknown warmup mode %q (want one of None, Offload, RemoteCache, PreSwitch, Incremental, ThrottledIncremental)", bad)
+		if err == nil || err.Error() != want {
+			t.Errorf("ParseWarmupMode(%q): err = %v, want %q", bad, err, want)
+		}
 	}
 }
 

@@ -1,10 +1,6 @@
 package region
 
-import (
-	"fmt"
-
-	"github.com/bellows-kv/bellows/storage-engine/kv"
-)
+import "github.com/bellows-kv/bellows/storage-engine/kv"
 
 // Put writes value under key and returns the commit timestamp.
 func (r *Region) Put(key, value []byte) (uint64, error) {
@@ -50,7 +46,7 @@ func (r *Region) Apply(b *Batch) (uint64, error) {
 		// batch can be acknowledged ahead of this one.
 		mt.writers.Done()
 		r.vis.done(ts)
-		r.setBackgroundError(fmt.Errorf("region %s: %w", r.opts.Name, err))
+		r.setBackgroundError(&Error{Region: r.opts.Name, Err: err})
 		return 0, err
 	}
 	for _, o := range b.ops {

@@ -3,15 +3,24 @@ package server
 import (
 	"context"
 	"errors"
+	"fmt"
 
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	"github.com/bellows-kv/bellows/storage-engine/region"
 )
 
+// RegionResourceType is the ResourceType of the errdetails.ResourceInfo a KV
+// or Admin error carries when it is about one region; ResourceName is the
+// region's name. RegionOf reads it.
+const RegionResourceType = "bellows.region"
+
 // toStatus maps engine errors to gRPC codes; the message keeps the engine's
-// text, which names the region and the problem.
+// text, which names the region and the problem. An error of one region
+// (region.Error) also carries the region's name as a ResourceInfo detail,
+// so a forwarding store and clients find it without reading the message.
 func toStatus(err error) error {
 	if err == nil {
 		return nil
@@ -37,5 +46,51 @@ func toStatus(err error) error {
 	case errors.Is(err, context.DeadlineExceeded):
 		code = codes.DeadlineExceeded
 	}
+	var re *region.Error
+	if errors.As(err, &re) {
+		return regionStatus(code, re.Region, "%s", err.Error())
+	}
 	return status.Error(code, err.Error())
+}
+
+// regionErr is toStatus for an engine error of assignment a's region,
+// wrapped in a region.Error of a unless the engine already wrapped it.
+func regionErr(a *Assignment, err error) error {
+	if err == nil {
+		return nil
+	}
+	if _, ok := status.FromError(err); ok {
+		return err
+	}
+	var re *region.Error
+	if !errors.As(err, &re) {
+		err = &region.Error{Region: a.Name(), Err: err}
+	}
+	return toStatus(err)
+}
+
+// regionStatus is a status error about region name: the code, the message,
+// and the region as a ResourceInfo detail.
+func regionStatus(code codes.Code, name, format string, args ...any) error {
+	st := status.New(code, fmt.Sprintf(format, args...))
+	if d, err := st.WithDetails(&errdetails.ResourceInfo{ResourceType: RegionResourceType, ResourceName: name}); err == nil {
+		st = d
+	}
+	return st.Err()
+}
+
+// RegionOf is the name of the region a KV or Admin error is about (its
+// ResourceInfo detail of type RegionResourceType), or "" when it names none:
+// a transport error, or one about no single region.
+func RegionOf(err error) string {
+	st, ok := status.FromError(err)
+	if !ok {
+		return ""
+	}
+	for _, d := range st.Details() {
+		if ri, ok := d.(*errdetails.ResourceInfo); ok && ri.ResourceType == RegionResourceType {
+			return ri.ResourceName
+		}
+	}
+	return ""
 }

@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"io"
-	"strings"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
@@ -31,22 +30,6 @@ func forwarded(ctx context.Context) bool {
 	return len(md.Get(route.ForwardedHeader)) > 0
 }
 
-// remote decides where a request for key runs. It returns the span to forward
-// to when forwarding is on, the request is not itself forwarded, and this store
-// does not have the key's region open; otherwise ok is false and the request
-// is served locally (with the local errors: OUT_OF_RANGE, UNAVAILABLE).
-func (s *KV) remote(ctx context.Context, key []byte) (sp Span, ok bool) {
-	if s.fwd == nil || len(key) == 0 || forwarded(ctx) {
-		return Span{}, false
-	}
-	if r := s.store.Route(key); r != nil {
-		if _, err := r.Engine(); err == nil {
-			return Span{}, false
-		}
-	}
-	return spanOf(s.fwd.Spans, key), true
-}
-
 // spanOf is the span holding key; spans cover the whole key space.
 func spanOf(spans []Span, key []byte) Span {
 	for _, sp := range spans {
@@ -65,10 +48,11 @@ func staleRoute(err error) bool {
 	return c == codes.Unavailable || c == codes.OutOfRange
 }
 
-// forward runs call against the owners of sp's region: each known owner in
-// turn, then, if every one answered with a stale-route error, once more after
-// refreshing the map. The outgoing request carries the incoming deadline and
-// cancellation and is marked forwarded, so the owner never forwards it again.
+// forward runs call against the owners of t's region (t.remote): each known
+// owner in turn, then, if every one answered with a stale-route error, once
+// more after refreshing the map. The outgoing request carries the incoming
+// deadline and cancellation and is marked forwarded, so the owner never
+// forwards it again.
 //
 // A write the owner applied but whose answer was lost (UNAVAILABLE from a
 // broken connection) may be applied twice: the same effect, a later version,
@@ -76,7 +60,8 @@ func staleRoute(err error) bool {
 //
 // When no peer serves the region and this store is assigned it (waiting for
 // its previous owner), the answer is this store's own UNAVAILABLE.
-func (s *KV) forward(ctx context.Context, op string, sp Span, call func(context.Context, kvpb.KVClient) error) error {
+func (s *KV) forward(ctx context.Context, op string, t target, call func(context.Context, kvpb.KVClient) error) error {
+	sp := t.remote
 	out := metadata.AppendToOutgoingContext(ctx, route.ForwardedHeader, "1")
 	var last error
 	for attempt := 0; attempt < 2; attempt++ {
@@ -89,10 +74,11 @@ func (s *KV) forward(ctx context.Context, op string, sp Span, call func(context.
 			if last != nil {
 				break
 			}
-			if err := s.localErr(sp); err != nil {
-				return err
+			if t.local != nil && t.notOpen != nil {
+				// Assigned here but not open: why is this store's answer.
+				return regionErr(t.local, t.notOpen)
 			}
-			return status.Errorf(codes.Unavailable, "no store serves %s yet (keys [%q, %q))", sp.Name, sp.Start, sp.End)
+			return regionStatus(codes.Unavailable, sp.Name, "no store serves %s yet (keys [%q, %q))", sp.Name, sp.Start, sp.End)
 		}
 		for _, addr := range owners {
 			c, err := s.fwd.Router.Client(addr)
@@ -117,32 +103,18 @@ func (s *KV) forward(ctx context.Context, op string, sp Span, call func(context.
 // noRetry wraps an error forward returns without trying another owner.
 type noRetry struct{ error }
 
-// peerErr keeps an owner's error and its code, naming the region and the peer
-// when the message does not (a transport error).
+// peerErr keeps an owner's error and its code. An error that does not name
+// sp's region (RegionOf: a transport error, one about no region) gets the
+// region and the peer in its message and the region as its detail.
 func peerErr(sp Span, addr string, err error) error {
 	if err == nil {
 		return nil
 	}
-	st := status.Convert(err)
-	if strings.Contains(st.Message(), sp.Name) {
+	if RegionOf(err) == sp.Name {
 		return err
 	}
-	return status.Errorf(st.Code(), "%s at store %s: %s", sp.Name, addr, st.Message())
-}
-
-// localErr is why this store, assigned sp's region, does not serve it (it
-// waits for the previous owner to release it), or nil when it is not
-// assigned it.
-func (s *KV) localErr(sp Span) error {
-	r := s.store.ByName(sp.Name)
-	if r == nil {
-		return nil
-	}
-	if _, err := r.Engine(); err != nil {
-		return regionErr(r, err)
-	}
-	// Opened since the caller looked: the client's retry is served here.
-	return status.Errorf(codes.Unavailable, "region %s: opened on this store just now; retry", sp.Name)
+	st := status.Convert(err)
+	return regionStatus(st.Code(), sp.Name, "%s at store %s: %s", sp.Name, addr, st.Message())
 }
 
 // piece is the part [start, end) of one region a scan reads.
@@ -174,13 +146,13 @@ func split(spans []Span, start, end []byte) []piece {
 // scanRemote streams the piece from its region's owner, at most *left pairs
 // when limited. A failed attempt is retried (next owner, refreshed map) only
 // while it has emitted nothing: a region is read from one consistent view.
-func (s *KV) scanRemote(ctx context.Context, p piece, req *kvpb.ScanRequest, left *int, limited bool, emit func(k, v []byte) error) error {
+func (s *KV) scanRemote(ctx context.Context, p scanPiece, req *kvpb.ScanRequest, left *int, limited bool, emit func(k, v []byte) error) error {
 	sub := &kvpb.ScanRequest{Start: p.start, End: p.end, ReadTs: req.ReadTs}
 	if limited {
 		sub.Limit = uint32(*left)
 	}
 	emitted := false
-	return s.forward(ctx, "scan", p.span, func(ctx context.Context, c kvpb.KVClient) error {
+	return s.forward(ctx, "scan", p.target, func(ctx context.Context, c kvpb.KVClient) error {
 		ctx, cancel := context.WithCancel(ctx)
 		defer cancel()
 		stream, err := c.Scan(ctx, sub)
@@ -219,7 +191,7 @@ func (s *KV) scanRemote(ctx context.Context, p piece, req *kvpb.ScanRequest, lef
 // here, and silently returning fewer rows would lose them.
 func (s *KV) uncovered(start, end []byte) ([]byte, bool) {
 	at := start
-	for _, r := range s.store.Regions() {
+	for _, r := range s.store.Assignments() {
 		if r.Span.End != nil && bytes.Compare(r.Span.End, at) <= 0 {
 			continue
 		}

@@ -52,7 +52,7 @@ func TestUncoveredFindsKeysOfOtherStoresRegions(t *testing.T) {
 	// This store serves region-000 [,g) and region-002 [p,t).
 	kv := &KV{store: &Store{}}
 	for _, sp := range (Owner{0, 2}).Owned(all) {
-		kv.store.regions = append(kv.store.regions, &Region{Span: sp})
+		kv.store.regions = append(kv.store.regions, &Assignment{Span: sp})
 	}
 	for _, c := range []struct {
 		start, end string

@@ -13,7 +13,7 @@ func TestSplitAndRoute(t *testing.T) {
 	}
 	s := &Store{}
 	for _, sp := range spans {
-		s.regions = append(s.regions, &Region{Span: sp})
+		s.regions = append(s.regions, &Assignment{Span: sp})
 	}
 	for key, want := range map[string]string{"a": "region-000", "g": "region-001", "oz": "region-001", "p": "region-002", "zzz": "region-002"} {
 		if r := s.Route([]byte(key)); r == nil || r.Span.Name != want {

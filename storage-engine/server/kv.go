@@ -1,16 +1,19 @@
 // Package server is the storage pod's gRPC API: bellows.kv.v1.KV (and Admin)
-// over a Store, the set of regions the pod serves. Each request is routed to
-// the region holding its key; a batch must fall in one region, because a
-// region is the unit of atomicity. With Forwarding, a request for a region
-// another store serves is forwarded to it (forward.go), so any store answers
-// for any key; without, it fails with OUT_OF_RANGE.
+// over a Store, the set of regions the pod serves. Each request is routed
+// once, to the region holding its key (resolve): an open region of this
+// store, a region assigned here that waits for its previous owner, or, with
+// Forwarding, the peer stores that serve it (forward.go), so any store
+// answers for any key; without Forwarding a key outside this store's regions
+// fails with OUT_OF_RANGE. A batch must fall in one region, because a region
+// is the unit of atomicity.
+//
+// Errors are gRPC statuses; one about a single region carries the region's
+// name as a detail (RegionOf), never only in its text.
 package server
 
 import (
 	"bytes"
 	"context"
-	"fmt"
-	"strings"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -41,39 +44,60 @@ func NewKV(store *Store, fwd *Forwarding, m *Metrics) *KV {
 	return &KV{store: store, fwd: fwd, metrics: m}
 }
 
-func (s *KV) route(key []byte) (*Region, error) {
+// target is where a request (or a scan's piece of one region) runs: decided
+// once, by resolve or scanPieces, and carried to the end of the request.
+type target struct {
+	// local is this store's assignment of the region, nil if it has none.
+	local *Assignment
+	// eng is local's open region; nil when local is nil or not open.
+	eng *region.Region
+	// notOpen is why local is not open (waiting for its previous owner,
+	// or closed) when eng is nil.
+	notOpen error
+	// forward: the request goes to the owners of remote, the region's
+	// span in the whole key space (Forwarding.Spans).
+	forward bool
+	remote  Span
+}
+
+// engine is the open region a local target runs on, or the status error
+// that says why it is not open.
+func (t target) engine() (*region.Region, error) {
+	if t.eng == nil {
+		return nil, regionErr(t.local, t.notOpen)
+	}
+	return t.eng, nil
+}
+
+// resolve routes a request for key. It is served here when this store has
+// the key's region open. Otherwise, with forwarding on and the request not
+// itself forwarded (no loops), it goes to the region's owners; else it is
+// answered here: the region's error when it is assigned here but not open,
+// OUT_OF_RANGE when it is not assigned here.
+func (s *KV) resolve(ctx context.Context, key []byte) (target, error) {
 	if len(key) == 0 {
-		return nil, toStatus(region.ErrEmptyKey)
+		return target{}, toStatus(region.ErrEmptyKey)
 	}
-	r := s.store.Route(key)
-	if r == nil {
-		return nil, status.Errorf(codes.OutOfRange, "key %q is in no region this store serves (see Regions)", key)
+	var t target
+	if t.local = s.store.Route(key); t.local != nil {
+		if t.eng, t.notOpen = t.local.Engine(); t.eng != nil {
+			return t, nil
+		}
 	}
-	return r, nil
+	if s.fwd != nil && !forwarded(ctx) {
+		t.forward, t.remote = true, spanOf(s.fwd.Spans, key)
+		return t, nil
+	}
+	if t.local == nil {
+		return target{}, status.Errorf(codes.OutOfRange, "key %q is in no region this store serves (see Regions)", key)
+	}
+	return t, nil
 }
 
-// routeOpen is route to an open region.
-func (s *KV) routeOpen(key []byte) (*Region, *region.Region, error) {
-	r, err := s.route(key)
-	if err != nil {
-		return nil, nil, err
-	}
-	e, err := r.Engine()
-	if err != nil {
-		return nil, nil, regionErr(r, err)
-	}
-	return r, e, nil
-}
-
-// regionErr names the region in an engine error that does not already.
-func regionErr(r *Region, err error) error {
-	if err == nil {
-		return nil
-	}
-	if !strings.Contains(err.Error(), r.Name()) {
-		err = fmt.Errorf("region %s: %w", r.Name(), err)
-	}
-	return toStatus(err)
+// mutationErr prefixes a status error with the mutation it is about.
+func mutationErr(i int, err error) error {
+	st := status.Convert(err)
+	return status.Errorf(st.Code(), "mutation %d: %s", i, st.Message())
 }
 
 func readTS(ts *uint64) uint64 {
@@ -85,65 +109,77 @@ func readTS(ts *uint64) uint64 {
 
 // Put implements kvpb.KVServer.
 func (s *KV) Put(ctx context.Context, req *kvpb.PutRequest) (*kvpb.PutResponse, error) {
-	if sp, ok := s.remote(ctx, req.Key); ok {
+	t, err := s.resolve(ctx, req.Key)
+	if err != nil {
+		return nil, err
+	}
+	if t.forward {
 		var resp *kvpb.PutResponse
-		err := s.forward(ctx, "put", sp, func(ctx context.Context, c kvpb.KVClient) (err error) {
+		err := s.forward(ctx, "put", t, func(ctx context.Context, c kvpb.KVClient) (err error) {
 			resp, err = c.Put(ctx, req)
 			return err
 		})
 		return resp, err
 	}
-	r, e, err := s.routeOpen(req.Key)
+	e, err := t.engine()
 	if err != nil {
 		return nil, err
 	}
 	ts, err := e.Put(req.Key, req.Value)
 	if err != nil {
-		return nil, regionErr(r, err)
+		return nil, regionErr(t.local, err)
 	}
-	return &kvpb.PutResponse{CommitTs: ts, Region: r.Name()}, nil
+	return &kvpb.PutResponse{CommitTs: ts, Region: t.local.Name()}, nil
 }
 
 // Get implements kvpb.KVServer.
 func (s *KV) Get(ctx context.Context, req *kvpb.GetRequest) (*kvpb.GetResponse, error) {
-	if sp, ok := s.remote(ctx, req.Key); ok {
+	t, err := s.resolve(ctx, req.Key)
+	if err != nil {
+		return nil, err
+	}
+	if t.forward {
 		var resp *kvpb.GetResponse
-		err := s.forward(ctx, "get", sp, func(ctx context.Context, c kvpb.KVClient) (err error) {
+		err := s.forward(ctx, "get", t, func(ctx context.Context, c kvpb.KVClient) (err error) {
 			resp, err = c.Get(ctx, req)
 			return err
 		})
 		return resp, err
 	}
-	r, e, err := s.routeOpen(req.Key)
+	e, err := t.engine()
 	if err != nil {
 		return nil, err
 	}
 	v, ok, err := e.Get(req.Key, readTS(req.ReadTs))
 	if err != nil {
-		return nil, regionErr(r, err)
+		return nil, regionErr(t.local, err)
 	}
 	return &kvpb.GetResponse{Found: ok, Value: v}, nil
 }
 
 // Delete implements kvpb.KVServer.
 func (s *KV) Delete(ctx context.Context, req *kvpb.DeleteRequest) (*kvpb.DeleteResponse, error) {
-	if sp, ok := s.remote(ctx, req.Key); ok {
+	t, err := s.resolve(ctx, req.Key)
+	if err != nil {
+		return nil, err
+	}
+	if t.forward {
 		var resp *kvpb.DeleteResponse
-		err := s.forward(ctx, "delete", sp, func(ctx context.Context, c kvpb.KVClient) (err error) {
+		err := s.forward(ctx, "delete", t, func(ctx context.Context, c kvpb.KVClient) (err error) {
 			resp, err = c.Delete(ctx, req)
 			return err
 		})
 		return resp, err
 	}
-	r, e, err := s.routeOpen(req.Key)
+	e, err := t.engine()
 	if err != nil {
 		return nil, err
 	}
 	ts, err := e.Delete(req.Key)
 	if err != nil {
-		return nil, regionErr(r, err)
+		return nil, regionErr(t.local, err)
 	}
-	return &kvpb.DeleteResponse{CommitTs: ts, Region: r.Name()}, nil
+	return &kvpb.DeleteResponse{CommitTs: ts, Region: t.local.Name()}, nil
 }
 
 // Batch implements kvpb.KVServer.
@@ -151,37 +187,33 @@ func (s *KV) Batch(ctx context.Context, req *kvpb.BatchRequest) (*kvpb.BatchResp
 	if len(req.Mutations) == 0 {
 		return nil, toStatus(region.ErrEmptyBatch)
 	}
-	if sp, ok := s.remote(ctx, req.Mutations[0].Key); ok {
+	// Mutation 0 routes the batch; every other key must fall in its region.
+	t, err := s.resolve(ctx, req.Mutations[0].Key)
+	if err != nil {
+		return nil, mutationErr(0, err)
+	}
+	if t.forward {
 		// The whole batch goes to one region's owner, which applies it
-		// atomically; it must all fall in that region.
-		for i, m := range req.Mutations {
-			if len(m.Key) == 0 {
-				return nil, status.Errorf(codes.InvalidArgument, "mutation %d: %s", i, region.ErrEmptyKey)
-			}
-			if o := spanOf(s.fwd.Spans, m.Key); o.Name != sp.Name {
-				return nil, status.Errorf(codes.InvalidArgument,
-					"mutation %d: key %q is in region %s, mutation 0 in %s; a batch is atomic only within one region", i, m.Key, o.Name, sp.Name)
+		// atomically.
+		for i, m := range req.Mutations[1:] {
+			if err := s.inRegion(i+1, m.Key, t); err != nil {
+				return nil, err
 			}
 		}
 		var resp *kvpb.BatchResponse
-		err := s.forward(ctx, "batch", sp, func(ctx context.Context, c kvpb.KVClient) (err error) {
+		err := s.forward(ctx, "batch", t, func(ctx context.Context, c kvpb.KVClient) (err error) {
 			resp, err = c.Batch(ctx, req)
 			return err
 		})
 		return resp, err
 	}
-	var r *Region
 	b := new(region.Batch)
 	for i, m := range req.Mutations {
-		mr, err := s.route(m.Key)
-		if err != nil {
-			return nil, status.Errorf(status.Code(err), "mutation %d: %s", i, status.Convert(err).Message())
+		if i > 0 {
+			if err := s.inRegion(i, m.Key, t); err != nil {
+				return nil, err
+			}
 		}
-		if r != nil && mr != r {
-			return nil, status.Errorf(codes.InvalidArgument,
-				"mutation %d: key %q is in region %s, mutation 0 in %s; a batch is atomic only within one region", i, m.Key, mr.Name(), r.Name())
-		}
-		r = mr
 		switch m.Op {
 		case kvpb.Mutation_OP_PUT:
 			b.Put(m.Key, m.Value)
@@ -191,15 +223,42 @@ func (s *KV) Batch(ctx context.Context, req *kvpb.BatchRequest) (*kvpb.BatchResp
 			return nil, status.Errorf(codes.InvalidArgument, "mutation %d: op %v is neither OP_PUT nor OP_DELETE", i, m.Op)
 		}
 	}
-	e, err := r.Engine()
+	e, err := t.engine()
 	if err != nil {
-		return nil, regionErr(r, err)
+		return nil, err
 	}
 	ts, err := e.Apply(b)
 	if err != nil {
-		return nil, regionErr(r, err)
+		return nil, regionErr(t.local, err)
 	}
-	return &kvpb.BatchResponse{CommitTs: ts, Region: r.Name()}, nil
+	return &kvpb.BatchResponse{CommitTs: ts, Region: t.local.Name()}, nil
+}
+
+// inRegion checks that mutation i's key falls in the region t routed the
+// batch to (by mutation 0). The key's own region is looked up only to name
+// it in the error: in the whole key space when the batch is forwarded, among
+// this store's regions when it is served here.
+func (s *KV) inRegion(i int, key []byte, t target) error {
+	if len(key) == 0 {
+		return mutationErr(i, toStatus(region.ErrEmptyKey))
+	}
+	sp := t.remote
+	if !t.forward {
+		sp = t.local.Span
+	}
+	if sp.Contains(key) {
+		return nil
+	}
+	var other string
+	if t.forward {
+		other = spanOf(s.fwd.Spans, key).Name
+	} else if a := s.store.Route(key); a != nil {
+		other = a.Name()
+	} else {
+		return status.Errorf(codes.OutOfRange, "mutation %d: key %q is in no region this store serves (see Regions)", i, key)
+	}
+	return status.Errorf(codes.InvalidArgument,
+		"mutation %d: key %q is in region %s, mutation 0 in %s; a batch is atomic only within one region", i, key, other, sp.Name)
 }
 
 // Scan implements kvpb.KVServer. Each region is read from one consistent view;
@@ -240,10 +299,10 @@ func (s *KV) Scan(req *kvpb.ScanRequest, stream kvpb.KV_ScanServer) error {
 	}
 	for _, p := range s.scanPieces(ctx, req.Start, end) {
 		var err error
-		if p.local != nil {
-			err = s.scanRegion(ctx, p.local, p.start, p.end, readTS(req.ReadTs), &left, req.Limit > 0, emit)
+		if p.forward {
+			err = s.scanRemote(ctx, p, req, &left, req.Limit > 0, emit)
 		} else {
-			err = s.scanRemote(ctx, p.piece, req, &left, req.Limit > 0, emit)
+			err = s.scanRegion(ctx, p, readTS(req.ReadTs), &left, req.Limit > 0, emit)
 		}
 		if err != nil {
 			return err
@@ -255,45 +314,51 @@ func (s *KV) Scan(req *kvpb.ScanRequest, stream kvpb.KV_ScanServer) error {
 	return flush()
 }
 
-// scanPiece is a piece of a scan and, when it is read here, its region.
+// scanPiece is the part of a scan in one region and where it runs.
 type scanPiece struct {
 	piece
-	local *Region
+	target
 }
 
-// scanPieces are the pieces of [start, end) in key order: without forwarding
-// (or for a forwarded scan), this store's regions; with it, every region,
-// local where this store has it open.
+// scanPieces are the pieces of [start, end) in key order, each routed once:
+// without forwarding (or for a forwarded scan), this store's regions, read
+// here; with it, every region, read here where this store has it open and
+// from its owners elsewhere.
 func (s *KV) scanPieces(ctx context.Context, start, end []byte) []scanPiece {
 	var out []scanPiece
 	if s.fwd == nil || forwarded(ctx) {
-		for _, r := range s.store.Regions() {
-			for _, p := range split([]Span{r.Span}, start, end) {
-				out = append(out, scanPiece{p, r})
+		for _, a := range s.store.Assignments() {
+			for _, p := range split([]Span{a.Span}, start, end) {
+				t := target{local: a}
+				t.eng, t.notOpen = a.Engine()
+				out = append(out, scanPiece{p, t})
 			}
 		}
 		return out
 	}
 	for _, p := range split(s.fwd.Spans, start, end) {
-		sp := scanPiece{piece: p}
-		if r := s.store.ByName(p.span.Name); r != nil {
-			if _, err := r.Engine(); err == nil {
-				sp.local = r
-			}
+		var t target
+		if t.local = s.store.ByName(p.span.Name); t.local != nil {
+			t.eng, t.notOpen = t.local.Engine()
 		}
-		out = append(out, sp)
+		if t.eng == nil {
+			t.forward, t.remote = true, p.span
+		}
+		out = append(out, scanPiece{p, t})
 	}
 	return out
 }
 
-func (s *KV) scanRegion(ctx context.Context, r *Region, start, end []byte, ts uint64, left *int, limited bool, emit func(k, v []byte) error) error {
-	start = maxKey(start, r.Span.Start)
+// scanRegion reads a piece from this store's region.
+func (s *KV) scanRegion(ctx context.Context, p scanPiece, ts uint64, left *int, limited bool, emit func(k, v []byte) error) error {
+	r := p.local
+	start, end := maxKey(p.start, r.Span.Start), p.end
 	if r.Span.End != nil && (end == nil || bytes.Compare(r.Span.End, end) < 0) {
 		end = r.Span.End
 	}
-	e, err := r.Engine()
+	e, err := p.engine()
 	if err != nil {
-		return regionErr(r, err)
+		return err
 	}
 	it, err := e.NewIterator(start, end, ts)
 	if err != nil {
@@ -329,7 +394,7 @@ func (s *KV) Regions(ctx context.Context, _ *kvpb.RegionsRequest) (*kvpb.Regions
 		_ = grpc.SetHeader(ctx, metadata.Pairs(route.StoreIDHeader, s.fwd.Router.Self()))
 	}
 	resp := &kvpb.RegionsResponse{}
-	for _, r := range s.store.Regions() {
+	for _, r := range s.store.Assignments() {
 		info := &kvpb.RegionInfo{Name: r.Name(), Start: r.Span.Start, End: r.Span.End}
 		if e, err := r.Engine(); err == nil {
 			info.SstFiles = uint32(e.FileCount())
@@ -377,12 +442,12 @@ func (s *KV) Compact(ctx context.Context, req *kvpb.CompactRequest) (*kvpb.Compa
 	return &kvpb.CompactResponse{Compacted: true, Inputs: info.Inputs, Output: info.Output, InputBytes: info.InputBytes}, nil
 }
 
-func (s *KV) pick(name string) ([]*Region, error) {
+func (s *KV) pick(name string) ([]*Assignment, error) {
 	if name == "" {
-		return s.store.Regions(), nil
+		return s.store.Assignments(), nil
 	}
 	if r := s.store.ByName(name); r != nil {
-		return []*Region{r}, nil
+		return []*Assignment{r}, nil
 	}
 	return nil, status.Errorf(codes.NotFound, "this store serves no region %q", name)
 }

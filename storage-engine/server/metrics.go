@@ -111,7 +111,7 @@ func RegisterStoreGauges(reg prometheus.Registerer, s *Store, cache *blockcache.
 			ConstLabels: prometheus.Labels{"source": source},
 		}, sumRegions(s, bytes)))
 	}
-	for _, r := range s.Regions() {
+	for _, r := range s.Assignments() {
 		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "bellows_region_sst_files", Help: "Live SST files per region.",
 			ConstLabels: prometheus.Labels{"region": r.Name()},
@@ -135,13 +135,13 @@ func RegisterStoreGauges(reg prometheus.Registerer, s *Store, cache *blockcache.
 func sumRegions(s *Store, f func(*region.Region) uint64) func() float64 {
 	return func() float64 {
 		var n uint64
-		s.Open(func(_ *Region, e *region.Region) { n += f(e) })
+		s.Open(func(_ *Assignment, e *region.Region) { n += f(e) })
 		return float64(n)
 	}
 }
 
 // ofRegion is a metric function of one region, 0 while it is not open.
-func ofRegion(r *Region, f func(*region.Region) float64) func() float64 {
+func ofRegion(r *Assignment, f func(*region.Region) float64) func() float64 {
 	return func() float64 {
 		e, err := r.Engine()
 		if err != nil {
@@ -153,7 +153,7 @@ func ofRegion(r *Region, f func(*region.Region) float64) func() float64 {
 
 func countRegions(s *Store, open bool) int {
 	n := 0
-	for _, r := range s.Regions() {
+	for _, r := range s.Assignments() {
 		if _, err := r.Engine(); (err == nil) == open {
 			n++
 		}

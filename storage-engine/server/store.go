@@ -20,13 +20,40 @@ import (
 // soon as that store releases it (a region moving between pods); until then
 // requests for it fail with UNAVAILABLE.
 type Store struct {
-	regions []*Region // by Span.Start
+	opts    StoreOptions
+	regions []*Assignment // by Span.Start
 	cancel  context.CancelFunc
 	claims  sync.WaitGroup
 }
 
-// Region is an assigned region: open, or waiting for its owner to release it.
-type Region struct {
+// StoreOptions configure OpenStore.
+type StoreOptions struct {
+	// WALRoot holds one WAL directory per region, WALRoot/<name>.
+	WALRoot string
+	// Region is copied for each region, with Name set to the span's name
+	// and WALDir to WALRoot/<name>.
+	Region region.Options
+	// ClaimRetryMin and ClaimRetryMax bound the backoff between attempts to
+	// claim a region another store owns. Defaults 200ms and 5s.
+	ClaimRetryMin, ClaimRetryMax time.Duration
+}
+
+// EnsureDefaults fills the unset fields with their defaults.
+func (o *StoreOptions) EnsureDefaults() {
+	if o.Region.Logger == nil {
+		o.Region.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.ClaimRetryMin <= 0 {
+		o.ClaimRetryMin = 200 * time.Millisecond
+	}
+	if o.ClaimRetryMax <= 0 {
+		o.ClaimRetryMax = 5 * time.Second
+	}
+}
+
+// Assignment is a region assigned to this store: open, or waiting for its
+// owner to release it. (region.Region is the engine's open region itself.)
+type Assignment struct {
 	Span Span
 	eng  atomic.Pointer[region.Region]
 	// waiting is why the region is not open yet.
@@ -34,39 +61,34 @@ type Region struct {
 }
 
 // Name is the region's name.
-func (r *Region) Name() string { return r.Span.Name }
+func (a *Assignment) Name() string { return a.Span.Name }
 
-// Engine is the open region, or an error matching region.ErrOwned that says
-// which store holds it.
-func (r *Region) Engine() (*region.Region, error) {
-	if e := r.eng.Load(); e != nil {
+// Engine is the open region, or why it is not open: an error matching
+// region.ErrOwned that says which store holds it (waiting for its release),
+// or region.ErrClosed; either names the region (region.Error).
+func (a *Assignment) Engine() (*region.Region, error) {
+	if e := a.eng.Load(); e != nil {
 		return e, nil
 	}
-	if err := r.waiting.Load(); err != nil {
+	if err := a.waiting.Load(); err != nil {
 		return nil, fmt.Errorf("not open yet, waiting for its owner to release it: %w", *err)
 	}
-	return nil, fmt.Errorf("region %s: %w", r.Name(), region.ErrClosed)
+	return nil, &region.Error{Region: a.Name(), Err: region.ErrClosed}
 }
 
-// ClaimRetry bounds the backoff between attempts to claim a region another
-// store owns.
-var ClaimRetry = struct{ Min, Max time.Duration }{200 * time.Millisecond, 5 * time.Second}
-
-// OpenStore opens every span's region. base is copied for each region, with
-// Name set to the span's name and WALDir to walRoot/<name>. A region that
+// OpenStore opens every span's region (see StoreOptions). A region that
 // another store owns (region.ErrOwned) is claimed in the background; any other
 // error closes what was opened and is returned.
-func OpenStore(ctx context.Context, spans []Span, walRoot string, base region.Options) (*Store, error) {
-	if base.Logger == nil {
-		base.Logger = slog.New(slog.DiscardHandler)
-	}
+func OpenStore(ctx context.Context, spans []Span, o StoreOptions) (*Store, error) {
+	o.EnsureDefaults()
+	base := o.Region
 	bg, cancel := context.WithCancel(context.Background())
-	s := &Store{cancel: cancel}
+	s := &Store{opts: o, cancel: cancel}
 	for _, sp := range spans {
 		opts := base
 		opts.Name = sp.Name
-		opts.WALDir = filepath.Join(walRoot, sp.Name)
-		r := &Region{Span: sp}
+		opts.WALDir = filepath.Join(o.WALRoot, sp.Name)
+		r := &Assignment{Span: sp}
 		s.regions = append(s.regions, r)
 		e, err := region.Open(ctx, opts)
 		switch {
@@ -88,9 +110,9 @@ func OpenStore(ctx context.Context, spans []Span, walRoot string, base region.Op
 
 // claim retries opening r until it succeeds, fails for another reason than
 // ownership, or the store closes.
-func (s *Store) claim(ctx context.Context, r *Region, opts region.Options) {
+func (s *Store) claim(ctx context.Context, r *Assignment, opts region.Options) {
 	defer s.claims.Done()
-	wait := ClaimRetry.Min
+	wait := s.opts.ClaimRetryMin
 	for {
 		select {
 		case <-ctx.Done():
@@ -111,15 +133,15 @@ func (s *Store) claim(ctx context.Context, r *Region, opts region.Options) {
 			opts.Logger.Error("claiming region", "region", r.Name(), "err", err)
 		}
 		r.waiting.Store(&err)
-		wait = min(2*wait, ClaimRetry.Max)
+		wait = min(2*wait, s.opts.ClaimRetryMax)
 	}
 }
 
-// Regions are the assigned regions in key order, open or not.
-func (s *Store) Regions() []*Region { return s.regions }
+// Assignments are the assigned regions in key order, open or not.
+func (s *Store) Assignments() []*Assignment { return s.regions }
 
 // Open calls f for each open region.
-func (s *Store) Open(f func(*Region, *region.Region)) {
+func (s *Store) Open(f func(*Assignment, *region.Region)) {
 	for _, r := range s.regions {
 		if e := r.eng.Load(); e != nil {
 			f(r, e)
@@ -128,7 +150,7 @@ func (s *Store) Open(f func(*Region, *region.Region)) {
 }
 
 // ByName finds an assigned region.
-func (s *Store) ByName(name string) *Region {
+func (s *Store) ByName(name string) *Assignment {
 	for _, r := range s.regions {
 		if r.Name() == name {
 			return r
@@ -138,7 +160,7 @@ func (s *Store) ByName(name string) *Region {
 }
 
 // Route finds the assigned region holding key, or nil.
-func (s *Store) Route(key []byte) *Region {
+func (s *Store) Route(key []byte) *Assignment {
 	i := sort.Search(len(s.regions), func(i int) bool { return bytes.Compare(s.regions[i].Span.Start, key) > 0 }) - 1
 	if i >= 0 && s.regions[i].Span.Contains(key) {
 		return s.regions[i]

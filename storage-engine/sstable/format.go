@@ -14,8 +14,16 @@
 // format version and a magic number, so a truncated or foreign file is
 // recognised before anything else is read.
 //
-// Any checksum mismatch is an error that names the file and the block; a
-// reader never returns bytes it has not verified.
+// Invariants:
+//   - Internal keys in a file are strictly increasing (kv.Compare): the
+//     writer refuses anything else. Index entries are in the same order, and
+//     block i's last key is below block i+1's first.
+//   - A file is immutable once written. Each Reader gets its own block
+//     cache file ID (blockcache.NewFileID), so cached blocks of one file are
+//     never served for another.
+//   - Any checksum mismatch is an error that names the file and the block
+//     (CorruptionError, matching ErrCorruption); a reader never returns bytes
+//     it has not verified.
 package sstable
 
 import (

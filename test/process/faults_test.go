@@ -15,6 +15,8 @@ import (
 	kvpb "github.com/bellows-kv/bellows/proto/bellows/kv/v1"
 	"github.com/bellows-kv/bellows/storage-engine/blob"
 	"github.com/bellows-kv/bellows/storage-engine/manifest"
+	"github.com/bellows-kv/bellows/storage-engine/region"
+	"github.com/bellows-kv/bellows/storage-engine/server"
 )
 
 const region0 = "region-000"
@@ -91,7 +93,7 @@ func checkData(t *testing.T, s *proc, want map[string][]byte) {
 }
 
 // checkManifest: the region's manifest names only files that exist.
-func checkManifest(t *testing.T, bucketURL, region string) manifest.Manifest {
+func checkManifest(t *testing.T, bucketURL, name string) manifest.Manifest {
 	t.Helper()
 	ctx := context.Background()
 	b, err := blob.Open(ctx, bucketURL)
@@ -99,7 +101,7 @@ func checkManifest(t *testing.T, bucketURL, region string) manifest.Manifest {
 		t.Fatal(err)
 	}
 	defer b.Close()
-	rb := b.Prefixed("regions/" + region + "/")
+	rb := b.Prefixed(region.BucketPrefix(name))
 	m, err := manifest.Load(ctx, rb)
 	if err != nil {
 		t.Fatal(err)
@@ -272,8 +274,10 @@ func TestSecondStoreClaimsTheRegionOnlyAfterRelease(t *testing.T) {
 		t.Fatalf("new store: %v regions waiting, want 1", n)
 	}
 	_, err := cur.kv().Get(ctx, &kvpb.GetRequest{Key: []byte("k")})
-	if status.Code(err) != codes.Unavailable || !containsAll(status.Convert(err).Message(), region0, "owned by another store", "pid") {
-		t.Fatalf("new store before the release: want UNAVAILABLE naming the region and its owner, got %v", err)
+	// The owner is named exactly: quoted, as manifest.OwnedError prints it.
+	owner := fmt.Sprintf("%s: %q (manifest ", manifest.ErrOwned, fmt.Sprintf("%s pid %d", hostname(t), old.cmd.Process.Pid))
+	if status.Code(err) != codes.Unavailable || server.RegionOf(err) != region0 || !strings.Contains(status.Convert(err).Message(), owner) {
+		t.Fatalf("new store before the release: want UNAVAILABLE about %s naming its owner (%s...), got %v (region %q)", region0, owner, err, server.RegionOf(err))
 	}
 	// The owner is undisturbed: the history keeps running against it.
 	waitFor(t, "the history to record operations against the owner", func() bool {
@@ -282,7 +286,7 @@ func TestSecondStoreClaimsTheRegionOnlyAfterRelease(t *testing.T) {
 		return len(h.ops) >= 200
 	})
 	old.terminate()
-	if !strings.Contains(old.stderr.String(), "released regions") {
+	if !strings.Contains(old.stderr.String(), ` msg="released regions" `) {
 		t.Fatalf("old store did not release its region:\n%s", old.stderr.String())
 	}
 	waitFor(t, "the new store to claim the released region", func() bool {
@@ -325,8 +329,8 @@ func TestForcedTakeoverFencesTheStaleStore(t *testing.T) {
 		_, last = old.kv().Put(ctx, &kvpb.PutRequest{Key: []byte("k2"), Value: []byte("stale")})
 		return last != nil
 	})
-	if status.Code(last) != codes.FailedPrecondition || !containsAll(status.Convert(last).Message(), region0, "fenced") {
-		t.Fatalf("stale put: want FAILED_PRECONDITION naming the region and fencing, got %v", last)
+	if status.Code(last) != codes.FailedPrecondition || server.RegionOf(last) != region0 || !strings.Contains(status.Convert(last).Message(), manifest.ErrFenced.Error()) {
+		t.Fatalf("stale put: want FAILED_PRECONDITION about %s saying it is fenced, got %v (region %q)", region0, last, server.RegionOf(last))
 	}
 	if _, err := cur.kv().Put(ctx, &kvpb.PutRequest{Key: []byte("k4"), Value: []byte("v4")}); err != nil {
 		t.Fatalf("new owner write: %v", err)
@@ -337,11 +341,10 @@ func TestForcedTakeoverFencesTheStaleStore(t *testing.T) {
 	checkManifest(t, bucket, region0)
 }
 
-func containsAll(s string, subs ...string) bool {
-	for _, x := range subs {
-		if !strings.Contains(s, x) {
-			return false
-		}
+func hostname(t *testing.T) string {
+	h, err := os.Hostname()
+	if err != nil {
+		t.Fatal(err)
 	}
-	return true
+	return h
 }

@@ -7,6 +7,7 @@ import (
 
 	kvpb "github.com/bellows-kv/bellows/proto/bellows/kv/v1"
 	"github.com/bellows-kv/bellows/storage-engine/blob"
+	"github.com/bellows-kv/bellows/storage-engine/region"
 )
 
 // A compactor that streams slowly, so the test can act mid-warmup.
@@ -91,7 +92,7 @@ func TestStoreKilledDuringWarmupReopensOnlyNewFiles(t *testing.T) {
 		if old.Key == m.Files[0].Key {
 			t.Fatal("the output is one of the old files")
 		}
-		if ok, _ := b.Exists(context.Background(), "regions/"+region0+"/"+old.Key); ok {
+		if ok, _ := b.Exists(context.Background(), region.ObjectKey(region0, old.Key)); ok {
 			t.Fatalf("old file %s survived the restart", old.Key)
 		}
 	}

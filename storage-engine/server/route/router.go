@@ -42,17 +42,6 @@ const (
 	StoreIDHeader = "bellows-store-id"
 )
 
-// Timing of refreshes; variables so tests can shorten them.
-var (
-	// RefreshInterval is how often the map is rebuilt in the background.
-	RefreshInterval = 10 * time.Second
-	// MinRefreshGap spaces on-demand refreshes: a region no store serves
-	// yet would otherwise cost every request one Regions call per peer.
-	MinRefreshGap = 100 * time.Millisecond
-	// RegionsTimeout bounds one peer's Regions call during a refresh.
-	RegionsTimeout = 3 * time.Second
-)
-
 // Options configure a Router.
 type Options struct {
 	// Peers lists the stores' gRPC addresses (host:port), this store
@@ -61,11 +50,37 @@ type Options struct {
 	Peers func() []string
 	// Logger reports peers that do not answer; nil discards.
 	Logger *slog.Logger
+	// RefreshInterval is how often Run rebuilds the map. Default 10s.
+	RefreshInterval time.Duration
+	// MinRefreshGap spaces on-demand refreshes: a region no store serves
+	// yet would otherwise cost every request one Regions call per peer.
+	// Default 100ms.
+	MinRefreshGap time.Duration
+	// RegionsTimeout bounds one peer's Regions call during a refresh.
+	// Default 3s.
+	RegionsTimeout time.Duration
+}
+
+// EnsureDefaults fills the unset fields with their defaults.
+func (o *Options) EnsureDefaults() {
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.RefreshInterval <= 0 {
+		o.RefreshInterval = 10 * time.Second
+	}
+	if o.MinRefreshGap <= 0 {
+		o.MinRefreshGap = 100 * time.Millisecond
+	}
+	if o.RegionsTimeout <= 0 {
+		o.RegionsTimeout = 3 * time.Second
+	}
 }
 
 // Router maps region names to the addresses of the peer stores serving them.
 type Router struct {
 	self  string
+	opts  Options
 	peers func() []string
 	log   *slog.Logger
 
@@ -81,13 +96,10 @@ type Router struct {
 // New returns a router with a fresh random identity and an empty map; call
 // Refresh or Run to fill it.
 func New(o Options) *Router {
+	o.EnsureDefaults()
 	id := make([]byte, 8)
 	_, _ = rand.Read(id)
-	log := o.Logger
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
-	return &Router{self: hex.EncodeToString(id), peers: o.Peers, log: log,
+	return &Router{self: hex.EncodeToString(id), opts: o, peers: o.Peers, log: o.Logger,
 		conns: map[string]*grpc.ClientConn{}, owners: map[string][]string{}}
 }
 
@@ -120,15 +132,15 @@ func (r *Router) Client(addr string) (kvpb.KVClient, error) {
 
 // Refresh rebuilds the map from every peer's Regions answer, unless it
 // changed since the caller read generation seen: a concurrent caller already
-// refreshed it. Refreshes are at least MinRefreshGap apart; a caller waits
-// for its turn, sharing the refresh with every caller waiting meanwhile. It
-// does not use the caller's context: a refresh serves every request waiting
-// on it.
+// refreshed it. Refreshes are at least Options.MinRefreshGap apart; a caller
+// waits for its turn, sharing the refresh with every caller waiting
+// meanwhile. It does not use the caller's context: a refresh serves every
+// request waiting on it.
 func (r *Router) Refresh(seen uint64) {
 	r.refreshMu.Lock()
 	defer r.refreshMu.Unlock()
 	r.mu.Lock()
-	stale, wait := r.gen == seen, MinRefreshGap-time.Since(r.last)
+	stale, wait := r.gen == seen, r.opts.MinRefreshGap-time.Since(r.last)
 	r.mu.Unlock()
 	if !stale {
 		return
@@ -200,7 +212,7 @@ func (r *Router) ask(addr string) ([]string, bool) {
 			r.log.Warn("peer store: bad address", "peer", addr, "err", err)
 			return nil, false
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), RegionsTimeout)
+		ctx, cancel := context.WithTimeout(context.Background(), r.opts.RegionsTimeout)
 		resp, err = c.Regions(ctx, &kvpb.RegionsRequest{}, grpc.Header(&md))
 		cancel()
 		if err == nil {
@@ -232,9 +244,10 @@ func (r *Router) drop(addr string) {
 	}
 }
 
-// Run refreshes the map now and every RefreshInterval until ctx ends.
+// Run refreshes the map now and every Options.RefreshInterval until ctx
+// ends.
 func (r *Router) Run(ctx context.Context) {
-	t := time.NewTicker(RefreshInterval)
+	t := time.NewTicker(r.opts.RefreshInterval)
 	defer t.Stop()
 	for {
 		r.refreshMu.Lock()

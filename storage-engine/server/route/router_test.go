@@ -6,6 +6,7 @@ import (
 	"slices"
 	"sync"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
@@ -67,7 +68,6 @@ func deadAddr(t *testing.T) string {
 }
 
 func TestRouterMapsRegionsToPeersAndExcludesItself(t *testing.T) {
-	MinRefreshGap = 0
 	a := serve(t, &fakeStore{id: "a", regions: []string{"region-000", "region-002"}})
 	b := serve(t, &fakeStore{id: "b", regions: []string{"region-001", "region-002"}})
 	self := serve(t, &fakeStore{regions: []string{"region-003"}})
@@ -75,7 +75,10 @@ func TestRouterMapsRegionsToPeersAndExcludesItself(t *testing.T) {
 
 	var mu sync.Mutex
 	peers := []string{dead, self.addr, b.addr, a.addr, a.addr}
-	r := New(Options{Peers: func() []string { mu.Lock(); defer mu.Unlock(); return slices.Clone(peers) }})
+	r := New(Options{
+		Peers:         func() []string { mu.Lock(); defer mu.Unlock(); return slices.Clone(peers) },
+		MinRefreshGap: time.Nanosecond, // refresh at once, every time
+	})
 	defer r.Close()
 	self.mu.Lock()
 	self.id = r.Self() // self is reached by an address like any other peer

@@ -1,4 +1,9 @@
-package compactor
+// Package compactionwire converts compaction jobs and results to and from
+// the bellows.compaction.v1 protobuf messages. Both ends of the Compact RPC
+// use it: the store's offload executor encodes jobs and decodes results, a
+// compaction worker (package compactor) the reverse, so a field added to
+// compaction.Job or compaction.Result is added here once.
+package compactionwire
 
 import (
 	"encoding/json"
@@ -10,9 +15,7 @@ import (
 	"github.com/bellows-kv/bellows/storage-engine/sstable"
 )
 
-// JobToProto encodes a job for the wire; JobFromProto is its inverse. Both
-// sides of the Compact RPC use them, so a field added to compaction.Job is
-// added here once.
+// JobToProto encodes a job for the wire; JobFromProto is its inverse.
 func JobToProto(j compaction.Job) *compactionpb.Job {
 	return &compactionpb.Job{
 		Region: j.Region,
@@ -90,7 +93,9 @@ func ResultFromDone(d *compactionpb.CompactEvent_Done) (compaction.Result, error
 	return res, nil
 }
 
-func doneFromResult(res compaction.Result, blocks int) (*compactionpb.CompactEvent_Done, error) {
+// DoneFromResult describes a finished job's result, whose output has blocks
+// data blocks, as a Done event; ResultFromDone is its inverse.
+func DoneFromResult(res compaction.Result, blocks int) (*compactionpb.CompactEvent_Done, error) {
 	d := &compactionpb.CompactEvent_Done{
 		Empty:           res.Empty,
 		OutputSize:      res.Size,
