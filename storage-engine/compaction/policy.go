@@ -6,7 +6,11 @@
 // compaction worker runs the same code for an offloaded job.
 package compaction
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/bellows-kv/bellows/internal/contract"
+)
 
 // Policy configures minor-compaction selection (HBase's
 // ExploringCompactionPolicy).
@@ -23,11 +27,13 @@ type Policy struct {
 	MaxBytes int64 `json:"maxBytes"`
 }
 
-// DefaultPolicy: MinFiles, MaxFiles and Ratio are HBase's defaults; HBase
-// does not cap a minor compaction's input (hbase.hstore.compaction.max.size
-// is unbounded by default), Bellows caps it at 2 GiB.
+// DefaultPolicy is the contract's (internal/contract): HBase's minimum and
+// maximum file counts and ratio, and the paper's b as the size cap.
 func DefaultPolicy() Policy {
-	return Policy{MinFiles: 3, MaxFiles: 10, Ratio: 1.2, MaxBytes: 2 << 30}
+	return Policy{
+		MinFiles: contract.DefaultCompactionMinFiles, MaxFiles: contract.DefaultCompactionMaxFiles,
+		Ratio: contract.DefaultCompactionRatio, MaxBytes: contract.DefaultCompactionMaxBytes,
+	}
 }
 
 // Validate reports a policy that cannot select anything sensible.

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/bellows-kv/bellows/internal/contract"
 	"github.com/bellows-kv/bellows/storage-engine/blob"
 	"github.com/bellows-kv/bellows/storage-engine/blockcache"
 	"github.com/bellows-kv/bellows/storage-engine/compaction"
@@ -69,7 +70,7 @@ type Options struct {
 
 func (o *Options) applyDefaults() {
 	if o.MemstoreBytes <= 0 {
-		o.MemstoreBytes = 64 << 20
+		o.MemstoreBytes = contract.DefaultMemstoreBytes
 	}
 	if o.MaxImmutableMemstores <= 0 {
 		o.MaxImmutableMemstores = 2

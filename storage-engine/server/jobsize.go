@@ -1,6 +1,9 @@
 package server
 
-import "github.com/bellows-kv/bellows/storage-engine/compaction"
+import (
+	"github.com/bellows-kv/bellows/storage-engine/compaction"
+	"github.com/bellows-kv/bellows/storage-engine/region"
+)
 
 // JobInputBytes sizes a compaction job from its region's manifest, without
 // bucket calls (the offload queue's pending-bytes metric). 0 when the store
@@ -19,7 +22,7 @@ func (s *Store) JobInputBytes(j compaction.Job) int64 {
 	}
 	sizes := map[string]int64{}
 	for _, f := range e.Manifest().Files {
-		sizes["regions/"+j.Region+"/"+f.Key] = f.Size
+		sizes[region.ObjectKey(j.Region, f.Key)] = f.Size
 	}
 	var n int64
 	for _, in := range j.Inputs {

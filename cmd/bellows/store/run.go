@@ -114,7 +114,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, out io.Writer) error
 	if err != nil {
 		return err
 	}
-	store, err = server.OpenStore(ctx, spans, cfg.WALDir, base)
+	store, err = server.OpenStore(ctx, spans, server.StoreOptions{WALRoot: cfg.WALDir, Region: base})
 	if err != nil {
 		return err
 	}
