@@ -14,6 +14,7 @@ import (
 
 	kvapi "github.com/bellows-kv/bellows/api/v1alpha1"
 	"github.com/bellows-kv/bellows/autoscaler"
+	"github.com/bellows-kv/bellows/controllers/specs"
 )
 
 // Decision is one evaluation of the autoscaler: what goes into status, and
@@ -220,7 +221,7 @@ func (r *CompactionPoolReconciler) targets(ctx context.Context, pool *kvapi.Comp
 		return autoscaler.Endpoint{Pod: pod.Name, URL: fmt.Sprintf("http://%s:%d/metrics", pod.Status.PodIP, kvapi.MetricsPort)}, true
 	}
 	var workers corev1.PodList
-	if err := r.List(ctx, &workers, client.InNamespace(pool.Namespace), client.MatchingLabels(selectorLabels(pool.Name, kvapi.ComponentCompactor))); err != nil {
+	if err := r.List(ctx, &workers, client.InNamespace(pool.Namespace), client.MatchingLabels(specs.SelectorLabels(pool.Name, kvapi.ComponentCompactor))); err != nil {
 		return t, 0, nil, err
 	}
 	for i := range workers.Items {
@@ -243,7 +244,7 @@ func (r *CompactionPoolReconciler) targets(ctx context.Context, pool *kvapi.Comp
 			regions += c.Spec.Regions.RegionCount()
 		}
 		var stores corev1.PodList
-		if err := r.List(ctx, &stores, client.InNamespace(pool.Namespace), client.MatchingLabels(selectorLabels(c.Name, kvapi.ComponentStore))); err != nil {
+		if err := r.List(ctx, &stores, client.InNamespace(pool.Namespace), client.MatchingLabels(specs.SelectorLabels(c.Name, kvapi.ComponentStore))); err != nil {
 			return t, 0, nil, err
 		}
 		for i := range stores.Items {

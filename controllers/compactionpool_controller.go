@@ -18,6 +18,7 @@ import (
 
 	kvapi "github.com/bellows-kv/bellows/api/v1alpha1"
 	"github.com/bellows-kv/bellows/autoscaler"
+	"github.com/bellows-kv/bellows/controllers/specs"
 )
 
 // +kubebuilder:rbac:groups=kv.bellows.dev,resources=compactionpools,verbs=get;list;watch;update;patch
@@ -93,7 +94,7 @@ func (r *CompactionPoolReconciler) event(p *kvapi.CompactionPool, res applyResul
 }
 
 func (r *CompactionPoolReconciler) reconcileDeployment(ctx context.Context, p *poolPass) error {
-	desired := BuildPoolDeployment(p.pool)
+	desired := specs.BuildPoolDeployment(p.pool)
 	d := &appsv1.Deployment{}
 	res, err := apply(ctx, r.Client, desired, d, func() { d.Spec = desired.Spec })
 	if err != nil {
@@ -109,7 +110,7 @@ func (r *CompactionPoolReconciler) reconcileDeployment(ctx context.Context, p *p
 }
 
 func (r *CompactionPoolReconciler) reconcileService(ctx context.Context, p *poolPass) error {
-	desired := BuildPoolService(p.pool)
+	desired := specs.BuildPoolService(p.pool)
 	svc := &corev1.Service{}
 	res, err := apply(ctx, r.Client, desired, svc, func() { updateService(svc, desired) })
 	r.event(p.pool, res, "Service", desired.Name)
@@ -117,7 +118,7 @@ func (r *CompactionPoolReconciler) reconcileService(ctx context.Context, p *pool
 }
 
 func (r *CompactionPoolReconciler) reconcilePDB(ctx context.Context, p *poolPass) error {
-	desired := BuildPoolPDB(p.pool)
+	desired := specs.BuildPoolPDB(p.pool)
 	pdb := &policyv1.PodDisruptionBudget{}
 	res, err := apply(ctx, r.Client, desired, pdb, func() { pdb.Spec = desired.Spec })
 	r.event(p.pool, res, "PodDisruptionBudget", desired.Name)
@@ -125,7 +126,7 @@ func (r *CompactionPoolReconciler) reconcilePDB(ctx context.Context, p *poolPass
 }
 
 func (r *CompactionPoolReconciler) reconcileServiceMonitor(ctx context.Context, p *poolPass) error {
-	sm := BuildPoolServiceMonitor(p.pool)
+	sm := specs.BuildPoolServiceMonitor(p.pool)
 	_, res, err := applyServiceMonitor(ctx, r.Client, sm)
 	r.event(p.pool, res, "ServiceMonitor", sm.GetName())
 	return err
@@ -136,7 +137,7 @@ func (r *CompactionPoolReconciler) computeStatus(p *poolPass, stepErr error) {
 	st := &pool.Status
 	gen := pool.Generation
 	st.ObservedGeneration = gen
-	st.Selector = PoolSelector(pool)
+	st.Selector = specs.PoolSelector(pool)
 	want := pool.DesiredReplicasOrDefault()
 	if d := p.deployment; d != nil {
 		st.Replicas = d.Status.Replicas

@@ -16,6 +16,7 @@ import (
 
 	kvapi "github.com/bellows-kv/bellows/api/v1alpha1"
 	"github.com/bellows-kv/bellows/autoscaler"
+	"github.com/bellows-kv/bellows/controllers/specs"
 )
 
 // paperObservation is the §6.3 example as metrics: c = 20 MB/s, w = 8 MB/s,
@@ -132,7 +133,7 @@ func TestModelModeScalesWithFedMetrics(t *testing.T) {
 	// pod-deletion-cost from each worker's in-flight jobs.
 	for _, name := range []string{"busy", "idle"} {
 		pod := &corev1.Pod{
-			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: selectorLabels("workers", kvapi.ComponentCompactor)},
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: specs.SelectorLabels("workers", kvapi.ComponentCompactor)},
 			Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "x"}}},
 		}
 		g.Expect(k8sClient.Create(ctx, pod)).To(Succeed())

@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	kvapi "github.com/bellows-kv/bellows/api/v1alpha1"
+	"github.com/bellows-kv/bellows/controllers/specs"
 )
 
 // +kubebuilder:rbac:groups=kv.bellows.dev,resources=kvclusters,verbs=get;list;watch;update;patch
@@ -130,7 +131,7 @@ func rolloutComplete(sts *appsv1.StatefulSet) bool {
 // start under a ServiceAccount that does not exist yet.
 func (r *KVClusterReconciler) reconcileStoreIdentity(ctx context.Context, p *kvPass) error {
 	c := p.cluster
-	sa := BuildStoreServiceAccount(c)
+	sa := specs.BuildStoreServiceAccount(c)
 	saExisting := &corev1.ServiceAccount{}
 	// Nothing in the ServiceAccount's body is the operator's: leave secrets
 	// and imagePullSecrets that others add alone.
@@ -140,7 +141,7 @@ func (r *KVClusterReconciler) reconcileStoreIdentity(ctx context.Context, p *kvP
 	}
 	r.event(c, res, "ServiceAccount", sa.Name)
 
-	role := BuildStoreRole(c)
+	role := specs.BuildStoreRole(c)
 	roleExisting := &rbacv1.Role{}
 	res, err = apply(ctx, r.Client, role, roleExisting, func() { roleExisting.Rules = role.Rules })
 	if err != nil {
@@ -148,7 +149,7 @@ func (r *KVClusterReconciler) reconcileStoreIdentity(ctx context.Context, p *kvP
 	}
 	r.event(c, res, "Role", role.Name)
 
-	rb := BuildStoreRoleBinding(c)
+	rb := specs.BuildStoreRoleBinding(c)
 	rbExisting := &rbacv1.RoleBinding{}
 	// roleRef is immutable, and the builder always names the same Role.
 	res, err = apply(ctx, r.Client, rb, rbExisting, func() { rbExisting.Subjects = rb.Subjects })
@@ -161,11 +162,11 @@ func (r *KVClusterReconciler) reconcileStoreIdentity(ctx context.Context, p *kvP
 
 func (r *KVClusterReconciler) reconcileStatefulSet(ctx context.Context, p *kvPass) error {
 	c := p.cluster
-	cm, err := BuildStoreConfigMap(c)
+	cm, err := specs.BuildStoreConfigMap(c)
 	if err != nil {
 		return err
 	}
-	desired := BuildStoreStatefulSet(c, cm)
+	desired := specs.BuildStoreStatefulSet(c, cm)
 
 	// The gate decides on the live StatefulSet, not the cached one: right
 	// after the operator applied a change, the cache may still hold the
@@ -176,7 +177,7 @@ func (r *KVClusterReconciler) reconcileStatefulSet(ctx context.Context, p *kvPas
 	if err != nil && !apierrors.IsNotFound(err) {
 		return err
 	}
-	if err == nil && specHash(existing) != specHash(desired) && !rolloutComplete(existing) {
+	if err == nil && specs.SpecHash(existing) != specs.SpecHash(desired) && !rolloutComplete(existing) {
 		// One change at a time: the pods roll one by one (OrderedReady), and
 		// the next change waits until the current rollout is done.
 		p.sts, p.waiting = existing, true
@@ -211,7 +212,7 @@ func (r *KVClusterReconciler) reconcileStatefulSet(ctx context.Context, p *kvPas
 }
 
 func (r *KVClusterReconciler) reconcileServices(ctx context.Context, p *kvPass) error {
-	for _, desired := range []*corev1.Service{BuildStoreHeadlessService(p.cluster), BuildStoreClientService(p.cluster)} {
+	for _, desired := range []*corev1.Service{specs.BuildStoreHeadlessService(p.cluster), specs.BuildStoreClientService(p.cluster)} {
 		svc := &corev1.Service{}
 		res, err := apply(ctx, r.Client, desired, svc, func() { updateService(svc, desired) })
 		if err != nil {
@@ -230,7 +231,7 @@ func updateService(svc, desired *corev1.Service) {
 }
 
 func (r *KVClusterReconciler) reconcilePDB(ctx context.Context, p *kvPass) error {
-	desired := BuildStorePDB(p.cluster)
+	desired := specs.BuildStorePDB(p.cluster)
 	pdb := &policyv1.PodDisruptionBudget{}
 	res, err := apply(ctx, r.Client, desired, pdb, func() { pdb.Spec = desired.Spec })
 	r.event(p.cluster, res, "PodDisruptionBudget", desired.Name)
@@ -238,7 +239,7 @@ func (r *KVClusterReconciler) reconcilePDB(ctx context.Context, p *kvPass) error
 }
 
 func (r *KVClusterReconciler) reconcileServiceMonitor(ctx context.Context, p *kvPass) error {
-	sm := BuildStoreServiceMonitor(p.cluster)
+	sm := specs.BuildStoreServiceMonitor(p.cluster)
 	_, res, err := applyServiceMonitor(ctx, r.Client, sm)
 	r.event(p.cluster, res, "ServiceMonitor", sm.GetName())
 	return err
@@ -264,7 +265,7 @@ func (r *KVClusterReconciler) computeStatus(p *kvPass, stepErr error) {
 	st := &c.Status
 	st.ObservedGeneration = c.Generation
 	st.Regions = c.Spec.Regions.RegionCount()
-	st.RegionAssignment = RegionAssignments(c)
+	st.RegionAssignment = specs.RegionAssignments(c)
 	if p.sts != nil {
 		st.Replicas = p.sts.Status.Replicas
 		st.ReadyReplicas = p.sts.Status.ReadyReplicas
@@ -311,7 +312,7 @@ func (r *KVClusterReconciler) writeStatus(ctx context.Context, orig, c *kvapi.KV
 	return client.IgnoreNotFound(r.Status().Patch(ctx, patched, client.MergeFrom(orig)))
 }
 
-func equalJSON(a, b any) bool { return hashOf(a) == hashOf(b) }
+func equalJSON(a, b any) bool { return specs.HashOf(a) == specs.HashOf(b) }
 
 // SetupWithManager watches KVClusters, their children, and the
 // CompactionPools they reference.

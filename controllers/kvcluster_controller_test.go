@@ -22,6 +22,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	kvapi "github.com/bellows-kv/bellows/api/v1alpha1"
+	"github.com/bellows-kv/bellows/controllers/specs"
 )
 
 // loadSample reads a resource from config/samples into obj.
@@ -72,7 +73,7 @@ func markRolledOut(g *WithT, key client.ObjectKey, wantHash string) {
 		if err := k8sClient.Get(context.Background(), key, sts); err != nil {
 			return err
 		}
-		if got := specHash(sts); got != wantHash {
+		if got := specs.SpecHash(sts); got != wantHash {
 			return fmt.Errorf("StatefulSet spec hash %q, waiting for %q", got, wantHash)
 		}
 		n := *sts.Spec.Replicas
@@ -90,9 +91,9 @@ func desiredStoreHash(g *WithT, key client.ObjectKey) string {
 	c := &kvapi.KVCluster{}
 	g.Expect(k8sClient.Get(context.Background(), key, c)).To(Succeed())
 	c.SetDefaults()
-	cm, err := BuildStoreConfigMap(c)
+	cm, err := specs.BuildStoreConfigMap(c)
 	g.Expect(err).NotTo(HaveOccurred())
-	return specHash(BuildStoreStatefulSet(c, cm))
+	return specs.SpecHash(specs.BuildStoreStatefulSet(c, cm))
 }
 
 // TestKVClusterSamplePair reconciles config/samples and follows the cluster
@@ -174,7 +175,7 @@ func TestKVClusterSamplePair(t *testing.T) {
 		g.Expect(condition(c.Status.Conditions, kvapi.ConditionDegraded).Status).To(Equal(metav1.ConditionFalse))
 	}).Should(Succeed())
 
-	markRolledOut(g, key, specHash(sts))
+	markRolledOut(g, key, specs.SpecHash(sts))
 	g.Eventually(func(g Gomega) {
 		c := &kvapi.KVCluster{}
 		g.Expect(k8sClient.Get(ctx, key, c)).To(Succeed())
@@ -201,7 +202,7 @@ func TestKVClusterSamplePair(t *testing.T) {
 		g.Expect(k8sClient.Get(ctx, key, s)).To(Succeed())
 		g.Expect(s.Spec.Template.Spec.Containers[0].Image).To(Equal("bellows:v2"))
 		g.Expect(s.Annotations[kvapi.SpecHashAnnotation]).NotTo(Equal(oldHash))
-		v2Hash = specHash(s)
+		v2Hash = specs.SpecHash(s)
 	}).Should(Succeed())
 	g.Expect(v2Hash).To(Equal(desiredStoreHash(g, key)))
 
@@ -360,7 +361,7 @@ func TestServiceMonitorsFollowTheCRD(t *testing.T) {
 	for _, name := range []string{"mon-store", "mon-compactor"} {
 		g.Eventually(func(g Gomega) {
 			sm := &unstructured.Unstructured{}
-			sm.SetGroupVersionKind(ServiceMonitorGVK)
+			sm.SetGroupVersionKind(specs.ServiceMonitorGVK)
 			g.Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, sm)).To(Succeed())
 			g.Expect(metav1.GetControllerOf(sm)).NotTo(BeNil())
 			eps, _, _ := unstructured.NestedSlice(sm.Object, "spec", "endpoints")

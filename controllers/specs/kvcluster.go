@@ -1,8 +1,6 @@
-package controllers
+package specs
 
-// Pure builders of the objects a KVCluster owns: each takes the (defaulted)
-// KVCluster and returns the desired object, with owner reference, labels and
-// spec-hash annotation set. No client, no clock.
+// The objects a KVCluster owns.
 
 import (
 	"fmt"
@@ -29,38 +27,9 @@ const (
 	configMountDir = "/etc/bellows"
 	// storeGracePeriod leaves a store time to flush its memstores on SIGTERM.
 	storeGracePeriod = int64(120)
-	// configHashAnnotation on the pod template rolls the pods when engine.yaml changes.
-	configHashAnnotation = "kv.bellows.dev/config-hash"
+	// ConfigHashAnnotation on the pod template rolls the pods when engine.yaml changes.
+	ConfigHashAnnotation = "kv.bellows.dev/config-hash"
 )
-
-// Names of a KVCluster's children.
-func storeConfigMapName(c *kvapi.KVCluster) string { return c.Name + "-engine" }
-func storeHeadlessName(c *kvapi.KVCluster) string  { return c.Name + "-headless" }
-func storeClientName(c *kvapi.KVCluster) string    { return c.Name }
-func storeStatefulSetName(c *kvapi.KVCluster) string {
-	return c.Name
-}
-func storePDBName(c *kvapi.KVCluster) string { return c.Name }
-
-// storeIdentityName names the storage pods' ServiceAccount and its Role and
-// RoleBinding.
-func storeIdentityName(c *kvapi.KVCluster) string { return c.Name + "-store" }
-
-// poolServiceName is the Service in front of a CompactionPool's workers.
-func poolServiceName(poolName string) string { return poolName + "-compactor" }
-
-func kvOwner(c *kvapi.KVCluster) []metav1.OwnerReference {
-	return []metav1.OwnerReference{*metav1.NewControllerRef(c, kvapi.GroupVersion.WithKind("KVCluster"))}
-}
-
-func storeMeta(c *kvapi.KVCluster, name string) metav1.ObjectMeta {
-	return metav1.ObjectMeta{
-		Name:            name,
-		Namespace:       c.Namespace,
-		Labels:          commonLabels(c.Name, kvapi.ComponentStore),
-		OwnerReferences: kvOwner(c),
-	}
-}
 
 // EngineConfig turns the KVCluster's engine settings into engine.yaml.
 func EngineConfig(c *kvapi.KVCluster) (engineconfig.Config, error) {
@@ -97,10 +66,10 @@ func BuildStoreConfigMap(c *kvapi.KVCluster) (*corev1.ConfigMap, error) {
 		return nil, err
 	}
 	cm := &corev1.ConfigMap{
-		ObjectMeta: storeMeta(c, storeConfigMapName(c)),
+		ObjectMeta: clusterMeta(c, c.EngineConfigMapName()),
 		Data:       map[string]string{engineconfig.FileName: string(data)},
 	}
-	stampHash(cm, cm.Data)
+	StampHash(cm, cm.Data)
 	return cm, nil
 }
 
@@ -115,36 +84,36 @@ func storePorts() []corev1.ServicePort {
 // what the ServiceMonitor scrapes.
 func BuildStoreHeadlessService(c *kvapi.KVCluster) *corev1.Service {
 	s := &corev1.Service{
-		ObjectMeta: storeMeta(c, storeHeadlessName(c)),
+		ObjectMeta: clusterMeta(c, c.HeadlessServiceName()),
 		Spec: corev1.ServiceSpec{
 			ClusterIP:                corev1.ClusterIPNone,
-			Selector:                 selectorLabels(c.Name, kvapi.ComponentStore),
+			Selector:                 StoreSelectorLabels(c),
 			Ports:                    storePorts(),
 			PublishNotReadyAddresses: true,
 		},
 	}
-	s.Labels["kv.bellows.dev/service"] = "headless"
-	stampHash(s, s.Spec)
+	s.Labels[ServiceLabel] = "headless"
+	StampHash(s, s.Spec)
 	return s
 }
 
 // BuildStoreClientService is the clients' entry point (gRPC only).
 func BuildStoreClientService(c *kvapi.KVCluster) *corev1.Service {
 	s := &corev1.Service{
-		ObjectMeta: storeMeta(c, storeClientName(c)),
+		ObjectMeta: clusterMeta(c, c.ClientServiceName()),
 		Spec: corev1.ServiceSpec{
 			Type:     corev1.ServiceTypeClusterIP,
-			Selector: selectorLabels(c.Name, kvapi.ComponentStore),
+			Selector: StoreSelectorLabels(c),
 			Ports:    storePorts()[:1],
 		},
 	}
-	s.Labels["kv.bellows.dev/service"] = "client"
-	stampHash(s, s.Spec)
+	s.Labels[ServiceLabel] = "client"
+	StampHash(s, s.Spec)
 	return s
 }
 
-// storeArgs are `bellows store` flags (docs/interfaces.md).
-func storeArgs(c *kvapi.KVCluster) []string {
+// StoreArgs are `bellows store` flags (docs/interfaces.md).
+func StoreArgs(c *kvapi.KVCluster) []string {
 	args := []string{
 		"store",
 		fmt.Sprintf("--listen=:%d", kvapi.StoreGRPCPort),
@@ -162,9 +131,9 @@ func storeArgs(c *kvapi.KVCluster) []string {
 	// Every store forwards requests for the others' regions, so the client
 	// Service (which load-balances) serves any key. Peers are the headless
 	// Service's endpoints, its port "grpc".
-	args = append(args, fmt.Sprintf("--peer-service=%s/%s", c.Namespace, storeHeadlessName(c)))
-	if ref := c.Spec.CompactionPoolRef; ref != nil && c.Spec.Engine.Offload != "Disabled" {
-		args = append(args, fmt.Sprintf("--compactor-service=%s/%s", c.Namespace, poolServiceName(ref.Name)))
+	args = append(args, fmt.Sprintf("--peer-service=%s/%s", c.Namespace, c.HeadlessServiceName()))
+	if svc, ok := c.CompactorServiceName(); ok && c.Spec.Engine.Offload != "Disabled" {
+		args = append(args, fmt.Sprintf("--compactor-service=%s/%s", c.Namespace, svc))
 	}
 	return args
 }
@@ -174,7 +143,6 @@ func storeArgs(c *kvapi.KVCluster) []string {
 // one is Ready; the operator additionally waits for a rollout to finish
 // before it writes the next change.
 func BuildStoreStatefulSet(c *kvapi.KVCluster, cm *corev1.ConfigMap) *appsv1.StatefulSet {
-	labels := commonLabels(c.Name, kvapi.ComponentStore)
 	env := []corev1.EnvVar{
 		{Name: "POD_INDEX", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.labels['apps.kubernetes.io/pod-index']"}}},
 		{Name: "POD_NAME", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}}},
@@ -184,17 +152,11 @@ func BuildStoreStatefulSet(c *kvapi.KVCluster, cm *corev1.ConfigMap) *appsv1.Sta
 	if ref := c.Spec.Bucket.CredentialsSecretRef; ref != nil {
 		envFrom = append(envFrom, corev1.EnvFromSource{SecretRef: &corev1.SecretEnvSource{LocalObjectReference: *ref}})
 	}
-	probe := func(path string, period int32) *corev1.Probe {
-		return &corev1.Probe{
-			ProbeHandler:  corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: path, Port: intstr.FromString("metrics")}},
-			PeriodSeconds: period, FailureThreshold: 3,
-		}
-	}
 	container := corev1.Container{
 		Name:            "store",
 		Image:           c.Spec.Image,
 		ImagePullPolicy: c.Spec.ImagePullPolicy,
-		Args:            storeArgs(c),
+		Args:            StoreArgs(c),
 		Env:             env,
 		EnvFrom:         envFrom,
 		Ports: []corev1.ContainerPort{
@@ -202,16 +164,16 @@ func BuildStoreStatefulSet(c *kvapi.KVCluster, cm *corev1.ConfigMap) *appsv1.Sta
 			{Name: "metrics", ContainerPort: kvapi.MetricsPort, Protocol: corev1.ProtocolTCP},
 		},
 		Resources:       c.Spec.Resources,
-		ReadinessProbe:  probe("/readyz", 5),
-		LivenessProbe:   probe("/healthz", 10),
-		SecurityContext: containerSecurityContext(),
+		ReadinessProbe:  httpProbe("/readyz", 5),
+		LivenessProbe:   httpProbe("/healthz", 10),
+		SecurityContext: ContainerSecurityContext(),
 		VolumeMounts: []corev1.VolumeMount{
 			{Name: walVolume, MountPath: walMountPath},
 			{Name: configVolume, MountPath: configMountDir, ReadOnly: true},
 		},
 	}
 	pvc := corev1.PersistentVolumeClaim{
-		ObjectMeta: metav1.ObjectMeta{Name: walVolume, Labels: selectorLabels(c.Name, kvapi.ComponentStore)},
+		ObjectMeta: metav1.ObjectMeta{Name: walVolume, Labels: StoreSelectorLabels(c)},
 		Spec: corev1.PersistentVolumeClaimSpec{
 			AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
 			StorageClassName: c.Spec.Storage.StorageClassName,
@@ -219,11 +181,11 @@ func BuildStoreStatefulSet(c *kvapi.KVCluster, cm *corev1.ConfigMap) *appsv1.Sta
 		},
 	}
 	sts := &appsv1.StatefulSet{
-		ObjectMeta: storeMeta(c, storeStatefulSetName(c)),
+		ObjectMeta: clusterMeta(c, c.StatefulSetName()),
 		Spec: appsv1.StatefulSetSpec{
 			Replicas:            ptr.To(c.Spec.Replicas),
-			ServiceName:         storeHeadlessName(c),
-			Selector:            &metav1.LabelSelector{MatchLabels: selectorLabels(c.Name, kvapi.ComponentStore)},
+			ServiceName:         c.HeadlessServiceName(),
+			Selector:            &metav1.LabelSelector{MatchLabels: StoreSelectorLabels(c)},
 			PodManagementPolicy: appsv1.OrderedReadyPodManagement,
 			UpdateStrategy: appsv1.StatefulSetUpdateStrategy{
 				Type:          appsv1.RollingUpdateStatefulSetStrategyType,
@@ -231,12 +193,12 @@ func BuildStoreStatefulSet(c *kvapi.KVCluster, cm *corev1.ConfigMap) *appsv1.Sta
 			},
 			Template: corev1.PodTemplateSpec{
 				ObjectMeta: metav1.ObjectMeta{
-					Labels:      labels,
-					Annotations: map[string]string{configHashAnnotation: specHash(cm)},
+					Labels:      CommonLabels(c.Name, kvapi.ComponentStore),
+					Annotations: map[string]string{ConfigHashAnnotation: SpecHash(cm)},
 				},
 				Spec: corev1.PodSpec{
-					ServiceAccountName:            storeIdentityName(c),
-					SecurityContext:               podSecurityContext(),
+					ServiceAccountName:            c.StoreIdentityName(),
+					SecurityContext:               PodSecurityContext(),
 					Containers:                    []corev1.Container{container},
 					TerminationGracePeriodSeconds: ptr.To(storeGracePeriod),
 					Volumes: []corev1.Volume{{
@@ -252,36 +214,44 @@ func BuildStoreStatefulSet(c *kvapi.KVCluster, cm *corev1.ConfigMap) *appsv1.Sta
 			},
 		},
 	}
-	stampHash(sts, sts.Spec)
+	StampHash(sts, sts.Spec)
 	return sts
+}
+
+// httpProbe GETs path on the container's metrics port.
+func httpProbe(path string, period int32) *corev1.Probe {
+	return &corev1.Probe{
+		ProbeHandler:  corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: path, Port: intstr.FromString("metrics")}},
+		PeriodSeconds: period, FailureThreshold: 3,
+	}
 }
 
 // BuildStorePDB lets at most one storage pod be voluntarily disrupted at a time.
 func BuildStorePDB(c *kvapi.KVCluster) *policyv1.PodDisruptionBudget {
 	p := &policyv1.PodDisruptionBudget{
-		ObjectMeta: storeMeta(c, storePDBName(c)),
+		ObjectMeta: clusterMeta(c, c.PodDisruptionBudgetName()),
 		Spec: policyv1.PodDisruptionBudgetSpec{
 			MaxUnavailable: ptr.To(intstr.FromInt32(1)),
-			Selector:       &metav1.LabelSelector{MatchLabels: selectorLabels(c.Name, kvapi.ComponentStore)},
+			Selector:       &metav1.LabelSelector{MatchLabels: StoreSelectorLabels(c)},
 		},
 	}
-	stampHash(p, p.Spec)
+	StampHash(p, p.Spec)
 	return p
 }
 
 // BuildStoreServiceAccount is the storage pods' identity.
 func BuildStoreServiceAccount(c *kvapi.KVCluster) *corev1.ServiceAccount {
-	sa := &corev1.ServiceAccount{ObjectMeta: storeMeta(c, storeIdentityName(c))}
-	stampHash(sa, nil)
+	sa := &corev1.ServiceAccount{ObjectMeta: clusterMeta(c, c.StoreIdentityName())}
+	StampHash(sa, nil)
 	return sa
 }
 
 // storeRoleRules let a store discover the compaction workers and its peers:
 // it lists and watches the EndpointSlices of the CompactionPool's Service
 // (label kubernetes.io/service-name=<pool>-compactor) and of its own headless
-// Service (<cluster>-headless) in its own namespace. The
-// operator must hold these permissions itself to grant them (see the RBAC
-// markers in kvcluster_controller.go).
+// Service (<cluster>-headless) in its own namespace. The operator must hold
+// these permissions itself to grant them (see the RBAC markers in
+// controllers/kvcluster_controller.go).
 func storeRoleRules() []rbacv1.PolicyRule {
 	return []rbacv1.PolicyRule{{
 		APIGroups: []string{"discovery.k8s.io"},
@@ -292,52 +262,30 @@ func storeRoleRules() []rbacv1.PolicyRule {
 
 // BuildStoreRole is what the storage pods may do in their namespace.
 func BuildStoreRole(c *kvapi.KVCluster) *rbacv1.Role {
-	r := &rbacv1.Role{ObjectMeta: storeMeta(c, storeIdentityName(c)), Rules: storeRoleRules()}
-	stampHash(r, r.Rules)
+	r := &rbacv1.Role{ObjectMeta: clusterMeta(c, c.StoreIdentityName()), Rules: storeRoleRules()}
+	StampHash(r, r.Rules)
 	return r
 }
 
 // BuildStoreRoleBinding grants BuildStoreRole to BuildStoreServiceAccount.
 func BuildStoreRoleBinding(c *kvapi.KVCluster) *rbacv1.RoleBinding {
 	b := &rbacv1.RoleBinding{
-		ObjectMeta: storeMeta(c, storeIdentityName(c)),
-		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: storeIdentityName(c)},
-		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: storeIdentityName(c), Namespace: c.Namespace}},
+		ObjectMeta: clusterMeta(c, c.StoreIdentityName()),
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: c.StoreIdentityName()},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: c.StoreIdentityName(), Namespace: c.Namespace}},
 	}
-	stampHash(b, struct {
+	StampHash(b, struct {
 		RoleRef  rbacv1.RoleRef
 		Subjects []rbacv1.Subject
 	}{b.RoleRef, b.Subjects})
 	return b
 }
 
-// buildServiceMonitor scrapes the "metrics" port of the Services labelled
-// with selector.
-func buildServiceMonitor(meta metav1.ObjectMeta, selector map[string]string) *unstructured.Unstructured {
-	sm := &unstructured.Unstructured{}
-	sm.SetGroupVersionKind(ServiceMonitorGVK)
-	sm.SetName(meta.Name)
-	sm.SetNamespace(meta.Namespace)
-	sm.SetLabels(meta.Labels)
-	sm.SetOwnerReferences(meta.OwnerReferences)
-	match := map[string]any{}
-	for k, v := range selector {
-		match[k] = v
-	}
-	spec := map[string]any{
-		"selector":  map[string]any{"matchLabels": match},
-		"endpoints": []any{map[string]any{"port": "metrics", "path": "/metrics", "interval": "30s"}},
-	}
-	sm.Object["spec"] = spec
-	stampHash(sm, spec)
-	return sm
-}
-
 // BuildStoreServiceMonitor scrapes the storage pods through the headless Service.
 func BuildStoreServiceMonitor(c *kvapi.KVCluster) *unstructured.Unstructured {
-	sel := selectorLabels(c.Name, kvapi.ComponentStore)
-	sel["kv.bellows.dev/service"] = "headless"
-	return buildServiceMonitor(storeMeta(c, c.Name+"-store"), sel)
+	sel := StoreSelectorLabels(c)
+	sel[ServiceLabel] = "headless"
+	return buildServiceMonitor(clusterMeta(c, c.ServiceMonitorName()), sel)
 }
 
 // RegionAssignments says which regions each pod serves: region i belongs to
@@ -358,9 +306,7 @@ func RegionAssignments(c *kvapi.KVCluster) []kvapi.RegionAssignment {
 		if len(s) > 200 {
 			s = s[:strings.LastIndex(s[:200], ",")] + ",…"
 		}
-		out = append(out, kvapi.RegionAssignment{
-			Pod: fmt.Sprintf("%s-%d", storeStatefulSetName(c), ord), Regions: s, Count: int32(len(idx)),
-		})
+		out = append(out, kvapi.RegionAssignment{Pod: c.PodName(ord), Regions: s, Count: int32(len(idx))})
 	}
 	return out
 }
