@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"time"
@@ -140,61 +141,135 @@ func Decide(pool *kvapi.CompactionPool, obs autoscaler.Observation, regions int3
 	return d
 }
 
-// autoscale observes the pods' metrics when the sync period has passed,
-// sets each worker's pod-deletion-cost, and in Model mode writes the
-// recommendation through /scale.
-func (r *CompactionPoolReconciler) autoscale(ctx context.Context, p *poolPass) error {
+// autoscalePass is what the autoscaler's steps found and did in one pass;
+// autoscalerStatus turns it into status. The steps never stop the pass: a
+// problem is recorded here, logged and reported as an event, and the
+// Deployment step runs regardless.
+type autoscalePass struct {
+	// observed is true when an evaluation was due and the pods were listed
+	// and scraped; now, workers, regions and obs are valid then.
+	observed bool
+	now      time.Time
+	workers  []corev1.Pod
+	regions  int32
+	obs      autoscaler.Observation
+	// scrapeErr is the scrape's error (no pod answered).
+	scrapeErr error
+	// decision is this pass's evaluation (nil when none was due or possible).
+	decision *Decision
+	// err is why the autoscaler could not evaluate, or could not apply its
+	// recommendation.
+	err error
+}
+
+// observe lists and scrapes the pool's workers and the referencing
+// clusters' stores when the sync period has passed.
+func (r *CompactionPoolReconciler) observe(ctx context.Context, p *poolPass) Result {
 	pool := p.pool
-	mode := pool.Spec.Autoscaling.Mode
-	now := r.Clock.Now()
-	if mode == kvapi.AutoscalingDisabled {
-		pool.Status.Autoscaler, pool.Status.DesiredReplicas = nil, nil
-		setCondition(&pool.Status.Conditions, pool.Generation, kvapi.ConditionScalingActive, false, kvapi.ReasonAutoscalingDisabled,
-			"autoscaling.mode is Disabled: spec.replicas is left to the user")
-		return nil
+	if pool.Spec.Autoscaling.Mode == kvapi.AutoscalingDisabled {
+		return Continue()
 	}
+	now := r.Clock.Now()
 	period := pool.Spec.Autoscaling.SyncPeriod.Duration
 	if a := pool.Status.Autoscaler; a != nil {
 		if next := a.LastEvaluationTime.Add(period); now.Before(next) {
-			p.requeue = next.Sub(now)
-			return nil
+			return Requeue(next.Sub(now))
 		}
 	}
-	p.requeue = period
-
 	targets, regions, workers, err := r.targets(ctx, pool)
 	if err != nil {
-		return err
+		r.autoscalerFailed(ctx, p, fmt.Errorf("list the pods to scrape: %w", err))
+		return Requeue(period)
 	}
-	obs, obsErr := r.Source.Observe(ctx, targets)
-	if obsErr != nil {
-		log.FromContext(ctx).Info("metrics scrape failed", "error", obsErr.Error())
+	obs, scrapeErr := r.Source.Observe(ctx, targets)
+	if scrapeErr != nil {
+		log.FromContext(ctx).Info("metrics scrape failed", "error", scrapeErr.Error())
 	}
-	if err := r.setDeletionCosts(ctx, workers, obs.InflightJobs); err != nil {
-		return err
-	}
+	p.autoscale = autoscalePass{observed: true, now: now, workers: workers, regions: regions, obs: obs, scrapeErr: scrapeErr}
+	return Requeue(period)
+}
 
-	d := Decide(pool, obs, regions, now)
-	pool.Status.Autoscaler = &d.Status
-	pool.Status.DesiredReplicas = d.Desired
-	if obsErr != nil && !d.Active {
-		d.Message += " (scrape: " + obsErr.Error() + ")"
+// setDeletionCosts makes a scale-down prefer idle workers. A failure does
+// not hold back the scale or the Deployment: a busy worker removed first
+// drains in preStop, so its jobs are delayed, not lost.
+func (r *CompactionPoolReconciler) setDeletionCosts(ctx context.Context, p *poolPass) Result {
+	a := &p.autoscale
+	if !a.observed {
+		return Continue()
 	}
-	setCondition(&pool.Status.Conditions, pool.Generation, kvapi.ConditionScalingActive, d.Active, d.Reason, d.Message)
+	if err := r.patchDeletionCosts(ctx, a.workers, a.obs.InflightJobs); err != nil {
+		log.FromContext(ctx).Error(err, "cannot set the workers' pod-deletion-cost")
+		r.Recorder.Eventf(p.pool, nil, corev1.EventTypeWarning, kvapi.ReasonReconcileError, "SetPodDeletionCost", "%v", err)
+	}
+	return Continue()
+}
+
+// recommend evaluates the model and, in Model mode, writes the
+// recommendation through /scale; the Deployment step then applies it.
+func (r *CompactionPoolReconciler) recommend(ctx context.Context, p *poolPass) Result {
+	a := &p.autoscale
+	if !a.observed {
+		return Continue()
+	}
+	pool := p.pool
+	d := Decide(pool, a.obs, a.regions, a.now)
+	a.decision = &d
 	r.publish(pool, d)
-	if !d.Active {
-		return nil
+	current, next := pool.DesiredReplicasOrDefault(), replicasAfter(pool, d)
+	if next == current {
+		return Continue()
 	}
-	current := pool.DesiredReplicasOrDefault()
-	if mode != kvapi.AutoscalingModel || *d.Desired == current {
-		return nil
+	if err := r.scale(ctx, pool, next); err != nil {
+		r.autoscalerFailed(ctx, p, fmt.Errorf("apply the recommendation of %d workers: %w", next, err))
+		return Continue()
 	}
-	if err := r.scale(ctx, pool, *d.Desired); err != nil {
-		return err
+	r.Recorder.Eventf(pool, nil, corev1.EventTypeNormal, "Scaled", "Scale", "capacity model: %d → %d workers", current, next)
+	pool.Spec.Replicas = &next
+	return Continue()
+}
+
+// replicasAfter is spec.replicas once the operator has applied decision d
+// to pool: the recommendation (clamped to [minReplicas, maxReplicas] and
+// stabilized by Decide) in Model mode; unchanged in External mode (an HPA or
+// KEDA writes spec.replicas), in Disabled mode (the user does), and when
+// the model made no recommendation.
+func replicasAfter(pool *kvapi.CompactionPool, d Decision) int32 {
+	if pool.Spec.Autoscaling.Mode != kvapi.AutoscalingModel || !d.Active || d.Desired == nil {
+		return pool.DesiredReplicasOrDefault()
 	}
-	r.Recorder.Eventf(pool, nil, corev1.EventTypeNormal, "Scaled", "Scale", "capacity model: %d → %d workers", current, *d.Desired)
-	pool.Spec.Replicas = d.Desired
-	return nil
+	return *d.Desired
+}
+
+// autoscalerFailed records why the autoscaler could not do its part of the
+// pass, for the ScalingActive condition, and reports it as an event.
+func (r *CompactionPoolReconciler) autoscalerFailed(ctx context.Context, p *poolPass, err error) {
+	p.autoscale.err = err
+	log.FromContext(ctx).Error(err, "autoscaler")
+	r.Recorder.Eventf(p.pool, nil, corev1.EventTypeWarning, kvapi.ReasonReconcileError, "Autoscale", "%v", err)
+}
+
+// autoscalerStatus records the autoscaler's part of the pass in status:
+// the evaluation (inputs, outputs, recommendation) and ScalingActive.
+func autoscalerStatus(pool *kvapi.CompactionPool, a *autoscalePass) {
+	st := &pool.Status
+	gen := pool.Generation
+	if pool.Spec.Autoscaling.Mode == kvapi.AutoscalingDisabled {
+		st.Autoscaler, st.DesiredReplicas = nil, nil
+		setCondition(&st.Conditions, gen, kvapi.ConditionScalingActive, false, kvapi.ReasonAutoscalingDisabled,
+			"autoscaling.mode is Disabled: spec.replicas is left to the user")
+		return
+	}
+	if d := a.decision; d != nil {
+		st.Autoscaler, st.DesiredReplicas = &d.Status, d.Desired
+		msg := d.Message
+		if a.scrapeErr != nil && !d.Active {
+			msg += " (scrape: " + a.scrapeErr.Error() + ")"
+		}
+		setCondition(&st.Conditions, gen, kvapi.ConditionScalingActive, d.Active, d.Reason, msg)
+	}
+	if a.err != nil {
+		setCondition(&st.Conditions, gen, kvapi.ConditionScalingActive, false, kvapi.ReasonReconcileError, "autoscaler: "+a.err.Error())
+	}
 }
 
 // scale writes spec.replicas through the /scale subresource, as an HPA would.
@@ -221,7 +296,7 @@ func (r *CompactionPoolReconciler) targets(ctx context.Context, pool *kvapi.Comp
 		return autoscaler.Endpoint{Pod: pod.Name, URL: fmt.Sprintf("http://%s:%d/metrics", pod.Status.PodIP, kvapi.MetricsPort)}, true
 	}
 	var workers corev1.PodList
-	if err := r.List(ctx, &workers, client.InNamespace(pool.Namespace), client.MatchingLabels(specs.SelectorLabels(pool.Name, kvapi.ComponentCompactor))); err != nil {
+	if err := r.List(ctx, &workers, client.InNamespace(pool.Namespace), client.MatchingLabels(specs.PoolSelectorLabels(pool))); err != nil {
 		return t, 0, nil, err
 	}
 	for i := range workers.Items {
@@ -244,7 +319,7 @@ func (r *CompactionPoolReconciler) targets(ctx context.Context, pool *kvapi.Comp
 			regions += c.Spec.Regions.RegionCount()
 		}
 		var stores corev1.PodList
-		if err := r.List(ctx, &stores, client.InNamespace(pool.Namespace), client.MatchingLabels(specs.SelectorLabels(c.Name, kvapi.ComponentStore))); err != nil {
+		if err := r.List(ctx, &stores, client.InNamespace(pool.Namespace), client.MatchingLabels(specs.StoreSelectorLabels(&c))); err != nil {
 			return t, 0, nil, err
 		}
 		for i := range stores.Items {
@@ -256,9 +331,10 @@ func (r *CompactionPoolReconciler) targets(ctx context.Context, pool *kvapi.Comp
 	return t, regions, workers.Items, nil
 }
 
-// setDeletionCosts makes scale-down prefer idle workers: a worker's
-// pod-deletion-cost is its number of in-flight jobs.
-func (r *CompactionPoolReconciler) setDeletionCosts(ctx context.Context, workers []corev1.Pod, inflight map[string]float64) error {
+// patchDeletionCosts sets each worker's pod-deletion-cost to its number of
+// in-flight jobs. A failed patch does not stop the others.
+func (r *CompactionPoolReconciler) patchDeletionCosts(ctx context.Context, workers []corev1.Pod, inflight map[string]float64) error {
+	var errs []error
 	for i := range workers {
 		pod := &workers[i]
 		jobs, ok := inflight[pod.Name]
@@ -275,10 +351,10 @@ func (r *CompactionPoolReconciler) setDeletionCosts(ctx context.Context, workers
 		}
 		pod.Annotations[kvapi.PodDeletionCostAnnotation] = cost
 		if err := client.IgnoreNotFound(r.Patch(ctx, pod, patch)); err != nil {
-			return fmt.Errorf("pod %s deletion cost: %w", pod.Name, err)
+			errs = append(errs, fmt.Errorf("pod %s deletion cost: %w", pod.Name, err))
 		}
 	}
-	return nil
+	return errors.Join(errs...)
 }
 
 func (r *CompactionPoolReconciler) publish(pool *kvapi.CompactionPool, d Decision) {
