@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
 	"time"
 
@@ -26,17 +27,28 @@ type Decision struct {
 	// Active, Reason and Message make the ScalingActive condition.
 	Active          bool
 	Reason, Message string
-	Result          autoscaler.Result
+	// Inputs are the model's inputs as evaluated (Status.Inputs renders them).
+	Inputs autoscaler.Inputs
+	Result autoscaler.Result
 }
 
 func fmtFloat(f float64) string { return strconv.FormatFloat(f, 'g', 6, 64) }
 
-func parseFloat(s string) float64 {
-	f, err := strconv.ParseFloat(s, 64)
-	if err != nil {
-		return 0
+// parseRecorded reads back a decimal the autoscaler recorded in
+// status.autoscaler.inputs; "" means none was recorded. Anything else that
+// is not a finite number is an error, never a silent 0.
+func parseRecorded(field, s string) (float64, error) {
+	if s == "" {
+		return 0, nil
 	}
-	return f
+	f, err := strconv.ParseFloat(s, 64)
+	if err == nil && (math.IsNaN(f) || math.IsInf(f, 0)) {
+		err = errors.New("not a finite number")
+	}
+	if err != nil {
+		return 0, fmt.Errorf("status.autoscaler.inputs.%s %q: %w", field, s, err)
+	}
+	return f, nil
 }
 
 // Decide is the pure autoscaler step: it fills the model's inputs from the
@@ -54,20 +66,28 @@ func Decide(pool *kvapi.CompactionPool, obs autoscaler.Observation, regions int3
 			history = append(history, autoscaler.Sample{Time: s.Time.Time, Replicas: s.Replicas})
 		}
 	}
-	pick := func(measured float64, lastS string, fallback float64) float64 {
+	// An unmeasured input falls back to the last evaluation's; a recorded
+	// value that does not parse is an error: this evaluation makes no
+	// recommendation, and records the fallback so the next one can.
+	var unreadable []error
+	pick := func(measured float64, field, lastS string, fallback float64) float64 {
 		if measured > 0 {
 			return measured
 		}
-		if v := parseFloat(lastS); v > 0 {
+		v, err := parseRecorded(field, lastS)
+		if err != nil {
+			unreadable = append(unreadable, err)
+		}
+		if v > 0 {
 			return v
 		}
 		return fallback
 	}
 	in := autoscaler.Inputs{
-		CompactionRate: pick(obs.CompactionRate, last.CompactionRateBytesPerSecond, 0),
-		TransferRate:   pick(obs.TransferRate, last.TransferRateBytesPerSecond, float64(spec.TransferRateBytesPerSecond)),
+		CompactionRate: pick(obs.CompactionRate, "compactionRateBytesPerSecond", last.CompactionRateBytesPerSecond, 0),
+		TransferRate:   pick(obs.TransferRate, "transferRateBytesPerSecond", last.TransferRateBytesPerSecond, float64(spec.TransferRateBytesPerSecond)),
 		CacheBytes:     float64(spec.CacheBytes.Value()),
-		CompactionSize: pick(obs.CompactionSize, last.CompactionSizeBytes, 0),
+		CompactionSize: pick(obs.CompactionSize, "compactionSizeBytes", last.CompactionSizeBytes, 0),
 		Interval:       interval,
 		Regions:        int64(regions),
 		Backlog:        obs.Backlog,
@@ -79,11 +99,16 @@ func Decide(pool *kvapi.CompactionPool, obs autoscaler.Observation, regions int3
 	case obs.DemandMeasured:
 		in.CompactionsPerRegion = 0
 	case last.CompactionsPerRegion != "":
-		in.CompactionsPerRegion = parseFloat(last.CompactionsPerRegion)
+		v, err := parseRecorded("compactionsPerRegion", last.CompactionsPerRegion)
+		if err != nil {
+			unreadable = append(unreadable, err)
+			demandKnown = false
+		}
+		in.CompactionsPerRegion = v
 	default:
 		demandKnown = false
 	}
-	d := Decision{Status: kvapi.AutoscalerStatus{
+	d := Decision{Inputs: in, Status: kvapi.AutoscalerStatus{
 		LastEvaluationTime: metav1.NewTime(now),
 		Inputs: kvapi.ModelInputs{
 			CompactionRateBytesPerSecond: fmtFloat(in.CompactionRate),
@@ -101,6 +126,12 @@ func Decide(pool *kvapi.CompactionPool, obs autoscaler.Observation, regions int3
 	}
 	if !demandKnown {
 		d.Status.Inputs.CompactionsPerRegion = ""
+	}
+	if len(unreadable) > 0 {
+		d.Reason, d.Message = kvapi.ReasonMetricsUnavailable, "an unmeasured input's last value cannot be read back: "+errors.Join(unreadable...).Error()
+		return d
+	}
+	if !demandKnown {
 		d.Reason, d.Message = kvapi.ReasonMetricsUnavailable, "compaction demand is not measured yet (a rate needs two scrapes of the storage pods)"
 		return d
 	}
@@ -363,14 +394,14 @@ func (r *CompactionPoolReconciler) publish(pool *kvapi.CompactionPool, d Decisio
 		return
 	}
 	l := pool.Namespace + "/" + pool.Name
-	in := d.Status.Inputs
-	m.CompactionRate.WithLabelValues(l).Set(parseFloat(in.CompactionRateBytesPerSecond))
-	m.TransferRate.WithLabelValues(l).Set(parseFloat(in.TransferRateBytesPerSecond))
-	m.CacheBytes.WithLabelValues(l).Set(float64(in.CacheBytes))
-	m.CompactionSize.WithLabelValues(l).Set(parseFloat(in.CompactionSizeBytes))
-	m.CompactionsPerRegion.WithLabelValues(l).Set(parseFloat(in.CompactionsPerRegion))
+	in := d.Inputs
+	m.CompactionRate.WithLabelValues(l).Set(in.CompactionRate)
+	m.TransferRate.WithLabelValues(l).Set(in.TransferRate)
+	m.CacheBytes.WithLabelValues(l).Set(in.CacheBytes)
+	m.CompactionSize.WithLabelValues(l).Set(in.CompactionSize)
+	m.CompactionsPerRegion.WithLabelValues(l).Set(in.CompactionsPerRegion)
 	m.Regions.WithLabelValues(l).Set(float64(in.Regions))
-	m.Backlog.WithLabelValues(l).Set(parseFloat(in.Backlog))
+	m.Backlog.WithLabelValues(l).Set(in.Backlog)
 	if d.Active {
 		m.Duration.WithLabelValues(l).Set(d.Result.D)
 		m.ConcurrentJobs.WithLabelValues(l).Set(float64(d.Result.L))

@@ -1,6 +1,7 @@
 package controllers
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -117,6 +118,52 @@ func TestReplicasAfter(t *testing.T) {
 		pool.Spec.Replicas = ptr.To(int32(3))
 		if got := replicasAfter(pool, tc.d); got != tc.want {
 			t.Errorf("%s, active %v: spec.replicas %d, want %d", tc.mode, tc.d.Active, got, tc.want)
+		}
+	}
+}
+
+// TestDecideUnreadableInputs: a last input in status that is not a number
+// is an error (no recommendation, named in the message), not a 0; the
+// evaluation records the fallback, so the next one is back to normal.
+func TestDecideUnreadableInputs(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	paper := autoscaler.Observation{CompactionRate: 20e6, TransferRate: 8e6, CompactionSize: 4e9, RequestRate: 10.0 / 3600, DemandMeasured: true}
+	for _, tc := range []struct {
+		field string
+		edit  func(*kvapi.ModelInputs)
+	}{
+		{"compactionRateBytesPerSecond", func(in *kvapi.ModelInputs) { in.CompactionRateBytesPerSecond = "fast" }},
+		{"transferRateBytesPerSecond", func(in *kvapi.ModelInputs) { in.TransferRateBytesPerSecond = "NaN" }},
+		{"compactionSizeBytes", func(in *kvapi.ModelInputs) { in.CompactionSizeBytes = "+Inf" }},
+		{"compactionsPerRegion", func(in *kvapi.ModelInputs) { in.CompactionsPerRegion = "1,5" }},
+	} {
+		pool := decidePool(kvapi.AutoscalingModel)
+		d := Decide(pool, paper, 10, t0)
+		if !d.Active {
+			t.Fatalf("first evaluation: %s", d.Message)
+		}
+		pool.Status.Autoscaler = &d.Status
+		tc.edit(&pool.Status.Autoscaler.Inputs)
+		d = Decide(pool, autoscaler.Observation{}, 10, t0.Add(time.Minute))
+		if d.Active || d.Desired != nil || d.Reason != kvapi.ReasonMetricsUnavailable || !strings.Contains(d.Message, "status.autoscaler.inputs."+tc.field) {
+			t.Errorf("%s unreadable: active %v reason %s message %q", tc.field, d.Active, d.Reason, d.Message)
+		}
+		pool.Status.Autoscaler = &d.Status
+		if d := Decide(pool, paper, 10, t0.Add(2*time.Minute)); !d.Active {
+			t.Errorf("%s: the evaluation after the unreadable one: %s %s", tc.field, d.Reason, d.Message)
+		}
+	}
+}
+
+func TestParseRecorded(t *testing.T) {
+	for s, want := range map[string]float64{"": 0, "0": 0, "2e+07": 2e7, "1.5": 1.5} {
+		if got, err := parseRecorded("f", s); err != nil || got != want {
+			t.Errorf("parseRecorded(%q) = %v, %v; want %v", s, got, err, want)
+		}
+	}
+	for _, s := range []string{"x", "NaN", "Inf", "-Inf", "1e999"} {
+		if got, err := parseRecorded("f", s); err == nil {
+			t.Errorf("parseRecorded(%q) = %v, want an error", s, got)
 		}
 	}
 }
