@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"sync"
 	"time"
@@ -24,6 +25,24 @@ const (
 	MetricStoreQueueDepth       = "bellows_compaction_queue_depth"
 	MetricStorePendingBytes     = "bellows_compaction_pending_bytes"
 )
+
+// ErrBadValue marks a metric the autoscaler reads whose value is NaN or
+// infinite: the pod that reported it is skipped like an unreachable one,
+// rather than its value read as a number (a NaN in-flight count would become
+// an arbitrary pod-deletion-cost, a NaN counter a NaN demand).
+var ErrBadValue = errors.New("not a finite number")
+
+// checkFinite returns an ErrBadValue error for the first of names whose
+// value in m is NaN or infinite. A metric missing from m is not measured,
+// which is not an error.
+func checkFinite(m map[string]float64, names ...string) error {
+	for _, n := range names {
+		if v, ok := m[n]; ok && (math.IsNaN(v) || math.IsInf(v, 0)) {
+			return fmt.Errorf("%s is %v: %w", n, v, ErrBadValue)
+		}
+	}
+	return nil
+}
 
 // ParseMetrics parses the Prometheus text exposition format and sums every
 // series of each metric (gauges and counters; other types are ignored).
@@ -98,8 +117,9 @@ func (s *Scraper) get(ctx context.Context, url string) (map[string]float64, erro
 	return m, nil
 }
 
-// Observe scrapes the targets. Unreachable pods are skipped; the error lists
-// them only when no pod at all answered.
+// Observe scrapes the targets. Unreachable pods, and pods reporting a NaN or
+// infinite value for a metric the autoscaler reads (ErrBadValue), are
+// skipped; the error lists them only when no pod at all answered.
 func (s *Scraper) Observe(ctx context.Context, t Targets) (Observation, error) {
 	now := time.Now()
 	if s.Now != nil {
@@ -111,6 +131,9 @@ func (s *Scraper) Observe(ctx context.Context, t Targets) (Observation, error) {
 	var cN, wN int
 	for _, e := range t.Workers {
 		m, err := s.get(ctx, e.URL)
+		if err == nil {
+			err = checkFinite(m, MetricCompactorInflight, MetricCompactorRate, MetricCompactorTransferRate)
+		}
 		if err != nil {
 			errs = append(errs, fmt.Errorf("worker %s: %w", e.Pod, err))
 			continue
@@ -135,6 +158,9 @@ func (s *Scraper) Observe(ctx context.Context, t Targets) (Observation, error) {
 	cur := demandPoint{at: now, requested: map[string]float64{}, rbytes: map[string]float64{}}
 	for _, e := range t.Stores {
 		m, err := s.get(ctx, e.URL)
+		if err == nil {
+			err = checkFinite(m, MetricStoreRequested, MetricStoreRequestedBytes, MetricStoreQueueDepth)
+		}
 		if err != nil {
 			errs = append(errs, fmt.Errorf("store %s: %w", e.Pod, err))
 			continue

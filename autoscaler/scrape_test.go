@@ -2,9 +2,11 @@ package autoscaler
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -85,6 +87,60 @@ bellows_compaction_queue_depth 3
 	}
 	if !obs.DemandMeasured || obs.CompactionSize != 4e9 || obs.RequestRate != 6.0/3600 {
 		t.Fatalf("second observation: %+v", obs)
+	}
+}
+
+// TestScraperBadValues: a NaN or infinite value of a metric the autoscaler
+// reads is an error for that pod (skipped, like an unreachable one), never a
+// number; NaN elsewhere in the exposition does not matter.
+func TestScraperBadValues(t *testing.T) {
+	serve := func(body string) *httptest.Server {
+		return httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { fmt.Fprint(w, body) }))
+	}
+	good := serve(`# TYPE bellows_compactor_inflight_jobs gauge
+bellows_compactor_inflight_jobs 2
+# TYPE bellows_compactor_compaction_rate_bytes_per_second gauge
+bellows_compactor_compaction_rate_bytes_per_second 2e+07
+# TYPE some_other_ratio gauge
+some_other_ratio NaN
+`)
+	defer good.Close()
+	nanInflight := serve(`# TYPE bellows_compactor_inflight_jobs gauge
+bellows_compactor_inflight_jobs NaN
+`)
+	defer nanInflight.Close()
+	infRate := serve(`# TYPE bellows_compactor_compaction_rate_bytes_per_second gauge
+bellows_compactor_compaction_rate_bytes_per_second +Inf
+`)
+	defer infRate.Close()
+	nanStore := serve(`# TYPE bellows_compaction_requested_total counter
+bellows_compaction_requested_total NaN
+`)
+	defer nanStore.Close()
+
+	s := &Scraper{}
+	obs, err := s.Observe(context.Background(), Targets{Pool: "ns/p",
+		Workers: []Endpoint{{Pod: "good", URL: good.URL}, {Pod: "nan", URL: nanInflight.URL}, {Pod: "inf", URL: infRate.URL}},
+		Stores:  []Endpoint{{Pod: "s", URL: nanStore.URL}},
+	})
+	if err != nil {
+		t.Fatalf("one pod answered well: %v", err)
+	}
+	if want := map[string]float64{"good": 2}; !reflect.DeepEqual(obs.InflightJobs, want) {
+		t.Errorf("in-flight jobs %v, want %v: pods with bad values have none", obs.InflightJobs, want)
+	}
+	if obs.CompactionRate != 2e7 {
+		t.Errorf("compaction rate %v, want the good worker's 2e7", obs.CompactionRate)
+	}
+
+	// Every pod bad: the error says which metric of which pod.
+	_, err = s.Observe(context.Background(), Targets{Pool: "ns/q", Workers: []Endpoint{{Pod: "nan", URL: nanInflight.URL}}, Stores: []Endpoint{{Pod: "s", URL: nanStore.URL}}})
+	if !errors.Is(err, ErrBadValue) {
+		t.Fatalf("want ErrBadValue, got %v", err)
+	}
+	want := "worker nan: bellows_compactor_inflight_jobs is NaN: not a finite number\nstore s: bellows_compaction_requested_total is NaN: not a finite number"
+	if err.Error() != want {
+		t.Errorf("error %q, want %q", err, want)
 	}
 }
 

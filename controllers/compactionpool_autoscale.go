@@ -2,7 +2,9 @@ package controllers
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"math"
 	"strconv"
 	"time"
 
@@ -14,6 +16,8 @@ import (
 
 	kvapi "github.com/bellows-kv/bellows/api/v1alpha1"
 	"github.com/bellows-kv/bellows/autoscaler"
+	"github.com/bellows-kv/bellows/controllers/specs"
+	"github.com/bellows-kv/bellows/internal/contract"
 )
 
 // Decision is one evaluation of the autoscaler: what goes into status, and
@@ -24,17 +28,28 @@ type Decision struct {
 	// Active, Reason and Message make the ScalingActive condition.
 	Active          bool
 	Reason, Message string
-	Result          autoscaler.Result
+	// Inputs are the model's inputs as evaluated (Status.Inputs renders them).
+	Inputs autoscaler.Inputs
+	Result autoscaler.Result
 }
 
 func fmtFloat(f float64) string { return strconv.FormatFloat(f, 'g', 6, 64) }
 
-func parseFloat(s string) float64 {
-	f, err := strconv.ParseFloat(s, 64)
-	if err != nil {
-		return 0
+// parseRecorded reads back a decimal the autoscaler recorded in
+// status.autoscaler.inputs; "" means none was recorded. Anything else that
+// is not a finite number is an error, never a silent 0.
+func parseRecorded(field, s string) (float64, error) {
+	if s == "" {
+		return 0, nil
 	}
-	return f
+	f, err := strconv.ParseFloat(s, 64)
+	if err == nil && (math.IsNaN(f) || math.IsInf(f, 0)) {
+		err = errors.New("not a finite number")
+	}
+	if err != nil {
+		return 0, fmt.Errorf("status.autoscaler.inputs.%s %q: %w", field, s, err)
+	}
+	return f, nil
 }
 
 // Decide is the pure autoscaler step: it fills the model's inputs from the
@@ -52,20 +67,28 @@ func Decide(pool *kvapi.CompactionPool, obs autoscaler.Observation, regions int3
 			history = append(history, autoscaler.Sample{Time: s.Time.Time, Replicas: s.Replicas})
 		}
 	}
-	pick := func(measured float64, lastS string, fallback float64) float64 {
+	// An unmeasured input falls back to the last evaluation's; a recorded
+	// value that does not parse is an error: this evaluation makes no
+	// recommendation, and records the fallback so the next one can.
+	var unreadable []error
+	pick := func(measured float64, field, lastS string, fallback float64) float64 {
 		if measured > 0 {
 			return measured
 		}
-		if v := parseFloat(lastS); v > 0 {
+		v, err := parseRecorded(field, lastS)
+		if err != nil {
+			unreadable = append(unreadable, err)
+		}
+		if v > 0 {
 			return v
 		}
 		return fallback
 	}
 	in := autoscaler.Inputs{
-		CompactionRate: pick(obs.CompactionRate, last.CompactionRateBytesPerSecond, 0),
-		TransferRate:   pick(obs.TransferRate, last.TransferRateBytesPerSecond, float64(spec.TransferRateBytesPerSecond)),
+		CompactionRate: pick(obs.CompactionRate, "compactionRateBytesPerSecond", last.CompactionRateBytesPerSecond, 0),
+		TransferRate:   pick(obs.TransferRate, "transferRateBytesPerSecond", last.TransferRateBytesPerSecond, float64(spec.TransferRateBytesPerSecond)),
 		CacheBytes:     float64(spec.CacheBytes.Value()),
-		CompactionSize: pick(obs.CompactionSize, last.CompactionSizeBytes, 0),
+		CompactionSize: pick(obs.CompactionSize, "compactionSizeBytes", last.CompactionSizeBytes, 0),
 		Interval:       interval,
 		Regions:        int64(regions),
 		Backlog:        obs.Backlog,
@@ -77,11 +100,16 @@ func Decide(pool *kvapi.CompactionPool, obs autoscaler.Observation, regions int3
 	case obs.DemandMeasured:
 		in.CompactionsPerRegion = 0
 	case last.CompactionsPerRegion != "":
-		in.CompactionsPerRegion = parseFloat(last.CompactionsPerRegion)
+		v, err := parseRecorded("compactionsPerRegion", last.CompactionsPerRegion)
+		if err != nil {
+			unreadable = append(unreadable, err)
+			demandKnown = false
+		}
+		in.CompactionsPerRegion = v
 	default:
 		demandKnown = false
 	}
-	d := Decision{Status: kvapi.AutoscalerStatus{
+	d := Decision{Inputs: in, Status: kvapi.AutoscalerStatus{
 		LastEvaluationTime: metav1.NewTime(now),
 		Inputs: kvapi.ModelInputs{
 			CompactionRateBytesPerSecond: fmtFloat(in.CompactionRate),
@@ -99,6 +127,12 @@ func Decide(pool *kvapi.CompactionPool, obs autoscaler.Observation, regions int3
 	}
 	if !demandKnown {
 		d.Status.Inputs.CompactionsPerRegion = ""
+	}
+	if len(unreadable) > 0 {
+		d.Reason, d.Message = kvapi.ReasonMetricsUnavailable, "an unmeasured input's last value cannot be read back: "+errors.Join(unreadable...).Error()
+		return d
+	}
+	if !demandKnown {
 		d.Reason, d.Message = kvapi.ReasonMetricsUnavailable, "compaction demand is not measured yet (a rate needs two scrapes of the storage pods)"
 		return d
 	}
@@ -139,61 +173,135 @@ func Decide(pool *kvapi.CompactionPool, obs autoscaler.Observation, regions int3
 	return d
 }
 
-// autoscale observes the pods' metrics when the sync period has passed,
-// sets each worker's pod-deletion-cost, and in Model mode writes the
-// recommendation through /scale.
-func (r *CompactionPoolReconciler) autoscale(ctx context.Context, p *poolPass) error {
+// autoscalePass is what the autoscaler's steps found and did in one pass;
+// autoscalerStatus turns it into status. The steps never stop the pass: a
+// problem is recorded here, logged and reported as an event, and the
+// Deployment step runs regardless.
+type autoscalePass struct {
+	// observed is true when an evaluation was due and the pods were listed
+	// and scraped; now, workers, regions and obs are valid then.
+	observed bool
+	now      time.Time
+	workers  []corev1.Pod
+	regions  int32
+	obs      autoscaler.Observation
+	// scrapeErr is the scrape's error (no pod answered).
+	scrapeErr error
+	// decision is this pass's evaluation (nil when none was due or possible).
+	decision *Decision
+	// err is why the autoscaler could not evaluate, or could not apply its
+	// recommendation.
+	err error
+}
+
+// observe lists and scrapes the pool's workers and the referencing
+// clusters' stores when the sync period has passed.
+func (r *CompactionPoolReconciler) observe(ctx context.Context, p *poolPass) Result {
 	pool := p.pool
-	mode := pool.Spec.Autoscaling.Mode
-	now := r.Clock.Now()
-	if mode == kvapi.AutoscalingDisabled {
-		pool.Status.Autoscaler, pool.Status.DesiredReplicas = nil, nil
-		setCondition(&pool.Status.Conditions, pool.Generation, kvapi.ConditionScalingActive, false, kvapi.ReasonAutoscalingDisabled,
-			"autoscaling.mode is Disabled: spec.replicas is left to the user")
-		return nil
+	if pool.Spec.Autoscaling.Mode == kvapi.AutoscalingDisabled {
+		return Continue()
 	}
+	now := r.Clock.Now()
 	period := pool.Spec.Autoscaling.SyncPeriod.Duration
 	if a := pool.Status.Autoscaler; a != nil {
 		if next := a.LastEvaluationTime.Add(period); now.Before(next) {
-			p.requeue = next.Sub(now)
-			return nil
+			return Requeue(next.Sub(now))
 		}
 	}
-	p.requeue = period
-
 	targets, regions, workers, err := r.targets(ctx, pool)
 	if err != nil {
-		return err
+		r.autoscalerFailed(ctx, p, fmt.Errorf("list the pods to scrape: %w", err))
+		return Requeue(period)
 	}
-	obs, obsErr := r.Source.Observe(ctx, targets)
-	if obsErr != nil {
-		log.FromContext(ctx).Info("metrics scrape failed", "error", obsErr.Error())
+	obs, scrapeErr := r.Source.Observe(ctx, targets)
+	if scrapeErr != nil {
+		log.FromContext(ctx).Info("metrics scrape failed", "error", scrapeErr.Error())
 	}
-	if err := r.setDeletionCosts(ctx, workers, obs.InflightJobs); err != nil {
-		return err
-	}
+	p.autoscale = autoscalePass{observed: true, now: now, workers: workers, regions: regions, obs: obs, scrapeErr: scrapeErr}
+	return Requeue(period)
+}
 
-	d := Decide(pool, obs, regions, now)
-	pool.Status.Autoscaler = &d.Status
-	pool.Status.DesiredReplicas = d.Desired
-	if obsErr != nil && !d.Active {
-		d.Message += " (scrape: " + obsErr.Error() + ")"
+// setDeletionCosts makes a scale-down prefer idle workers. A failure does
+// not hold back the scale or the Deployment: a busy worker removed first
+// drains in preStop, so its jobs are delayed, not lost.
+func (r *CompactionPoolReconciler) setDeletionCosts(ctx context.Context, p *poolPass) Result {
+	a := &p.autoscale
+	if !a.observed {
+		return Continue()
 	}
-	setCondition(&pool.Status.Conditions, pool.Generation, kvapi.ConditionScalingActive, d.Active, d.Reason, d.Message)
+	if err := r.patchDeletionCosts(ctx, a.workers, a.obs.InflightJobs); err != nil {
+		log.FromContext(ctx).Error(err, "cannot set the workers' pod-deletion-cost")
+		r.Recorder.Eventf(p.pool, nil, corev1.EventTypeWarning, kvapi.ReasonReconcileError, "SetPodDeletionCost", "%v", err)
+	}
+	return Continue()
+}
+
+// recommend evaluates the model and, in Model mode, writes the
+// recommendation through /scale; the Deployment step then applies it.
+func (r *CompactionPoolReconciler) recommend(ctx context.Context, p *poolPass) Result {
+	a := &p.autoscale
+	if !a.observed {
+		return Continue()
+	}
+	pool := p.pool
+	d := Decide(pool, a.obs, a.regions, a.now)
+	a.decision = &d
 	r.publish(pool, d)
-	if !d.Active {
-		return nil
+	current, next := pool.DesiredReplicasOrDefault(), replicasAfter(pool, d)
+	if next == current {
+		return Continue()
 	}
-	current := pool.DesiredReplicasOrDefault()
-	if mode != kvapi.AutoscalingModel || *d.Desired == current {
-		return nil
+	if err := r.scale(ctx, pool, next); err != nil {
+		r.autoscalerFailed(ctx, p, fmt.Errorf("apply the recommendation of %d workers: %w", next, err))
+		return Continue()
 	}
-	if err := r.scale(ctx, pool, *d.Desired); err != nil {
-		return err
+	r.Recorder.Eventf(pool, nil, corev1.EventTypeNormal, "Scaled", "Scale", "capacity model: %d → %d workers", current, next)
+	pool.Spec.Replicas = &next
+	return Continue()
+}
+
+// replicasAfter is spec.replicas once the operator has applied decision d
+// to pool: the recommendation (clamped to [minReplicas, maxReplicas] and
+// stabilized by Decide) in Model mode; unchanged in External mode (an HPA or
+// KEDA writes spec.replicas), in Disabled mode (the user does), and when
+// the model made no recommendation.
+func replicasAfter(pool *kvapi.CompactionPool, d Decision) int32 {
+	if pool.Spec.Autoscaling.Mode != kvapi.AutoscalingModel || !d.Active || d.Desired == nil {
+		return pool.DesiredReplicasOrDefault()
 	}
-	r.Recorder.Eventf(pool, nil, corev1.EventTypeNormal, "Scaled", "Scale", "capacity model: %d → %d workers", current, *d.Desired)
-	pool.Spec.Replicas = d.Desired
-	return nil
+	return *d.Desired
+}
+
+// autoscalerFailed records why the autoscaler could not do its part of the
+// pass, for the ScalingActive condition, and reports it as an event.
+func (r *CompactionPoolReconciler) autoscalerFailed(ctx context.Context, p *poolPass, err error) {
+	p.autoscale.err = err
+	log.FromContext(ctx).Error(err, "autoscaler")
+	r.Recorder.Eventf(p.pool, nil, corev1.EventTypeWarning, kvapi.ReasonReconcileError, "Autoscale", "%v", err)
+}
+
+// autoscalerStatus records the autoscaler's part of the pass in status:
+// the evaluation (inputs, outputs, recommendation) and ScalingActive.
+func autoscalerStatus(pool *kvapi.CompactionPool, a *autoscalePass) {
+	st := &pool.Status
+	gen := pool.Generation
+	if pool.Spec.Autoscaling.Mode == kvapi.AutoscalingDisabled {
+		st.Autoscaler, st.DesiredReplicas = nil, nil
+		setCondition(&st.Conditions, gen, kvapi.ConditionScalingActive, false, kvapi.ReasonAutoscalingDisabled,
+			"autoscaling.mode is Disabled: spec.replicas is left to the user")
+		return
+	}
+	if d := a.decision; d != nil {
+		st.Autoscaler, st.DesiredReplicas = &d.Status, d.Desired
+		msg := d.Message
+		if a.scrapeErr != nil && !d.Active {
+			msg += " (scrape: " + a.scrapeErr.Error() + ")"
+		}
+		setCondition(&st.Conditions, gen, kvapi.ConditionScalingActive, d.Active, d.Reason, msg)
+	}
+	if a.err != nil {
+		setCondition(&st.Conditions, gen, kvapi.ConditionScalingActive, false, kvapi.ReasonReconcileError, "autoscaler: "+a.err.Error())
+	}
 }
 
 // scale writes spec.replicas through the /scale subresource, as an HPA would.
@@ -217,10 +325,10 @@ func (r *CompactionPoolReconciler) targets(ctx context.Context, pool *kvapi.Comp
 		if pod.Status.PodIP == "" || !pod.DeletionTimestamp.IsZero() {
 			return autoscaler.Endpoint{}, false
 		}
-		return autoscaler.Endpoint{Pod: pod.Name, URL: fmt.Sprintf("http://%s:%d/metrics", pod.Status.PodIP, kvapi.MetricsPort)}, true
+		return autoscaler.Endpoint{Pod: pod.Name, URL: fmt.Sprintf("http://%s:%d/metrics", pod.Status.PodIP, contract.MetricsPort)}, true
 	}
 	var workers corev1.PodList
-	if err := r.List(ctx, &workers, client.InNamespace(pool.Namespace), client.MatchingLabels(selectorLabels(pool.Name, kvapi.ComponentCompactor))); err != nil {
+	if err := r.List(ctx, &workers, client.InNamespace(pool.Namespace), client.MatchingLabels(specs.PoolSelectorLabels(pool))); err != nil {
 		return t, 0, nil, err
 	}
 	for i := range workers.Items {
@@ -243,7 +351,7 @@ func (r *CompactionPoolReconciler) targets(ctx context.Context, pool *kvapi.Comp
 			regions += c.Spec.Regions.RegionCount()
 		}
 		var stores corev1.PodList
-		if err := r.List(ctx, &stores, client.InNamespace(pool.Namespace), client.MatchingLabels(selectorLabels(c.Name, kvapi.ComponentStore))); err != nil {
+		if err := r.List(ctx, &stores, client.InNamespace(pool.Namespace), client.MatchingLabels(specs.StoreSelectorLabels(&c))); err != nil {
 			return t, 0, nil, err
 		}
 		for i := range stores.Items {
@@ -255,9 +363,10 @@ func (r *CompactionPoolReconciler) targets(ctx context.Context, pool *kvapi.Comp
 	return t, regions, workers.Items, nil
 }
 
-// setDeletionCosts makes scale-down prefer idle workers: a worker's
-// pod-deletion-cost is its number of in-flight jobs.
-func (r *CompactionPoolReconciler) setDeletionCosts(ctx context.Context, workers []corev1.Pod, inflight map[string]float64) error {
+// patchDeletionCosts sets each worker's pod-deletion-cost to its number of
+// in-flight jobs. A failed patch does not stop the others.
+func (r *CompactionPoolReconciler) patchDeletionCosts(ctx context.Context, workers []corev1.Pod, inflight map[string]float64) error {
+	var errs []error
 	for i := range workers {
 		pod := &workers[i]
 		jobs, ok := inflight[pod.Name]
@@ -265,19 +374,19 @@ func (r *CompactionPoolReconciler) setDeletionCosts(ctx context.Context, workers
 			continue
 		}
 		cost := strconv.Itoa(int(jobs))
-		if pod.Annotations[kvapi.PodDeletionCostAnnotation] == cost {
+		if pod.Annotations[contract.PodDeletionCostAnnotation] == cost {
 			continue
 		}
 		patch := client.MergeFrom(pod.DeepCopy())
 		if pod.Annotations == nil {
 			pod.Annotations = map[string]string{}
 		}
-		pod.Annotations[kvapi.PodDeletionCostAnnotation] = cost
+		pod.Annotations[contract.PodDeletionCostAnnotation] = cost
 		if err := client.IgnoreNotFound(r.Patch(ctx, pod, patch)); err != nil {
-			return fmt.Errorf("pod %s deletion cost: %w", pod.Name, err)
+			errs = append(errs, fmt.Errorf("pod %s deletion cost: %w", pod.Name, err))
 		}
 	}
-	return nil
+	return errors.Join(errs...)
 }
 
 func (r *CompactionPoolReconciler) publish(pool *kvapi.CompactionPool, d Decision) {
@@ -286,14 +395,14 @@ func (r *CompactionPoolReconciler) publish(pool *kvapi.CompactionPool, d Decisio
 		return
 	}
 	l := pool.Namespace + "/" + pool.Name
-	in := d.Status.Inputs
-	m.CompactionRate.WithLabelValues(l).Set(parseFloat(in.CompactionRateBytesPerSecond))
-	m.TransferRate.WithLabelValues(l).Set(parseFloat(in.TransferRateBytesPerSecond))
-	m.CacheBytes.WithLabelValues(l).Set(float64(in.CacheBytes))
-	m.CompactionSize.WithLabelValues(l).Set(parseFloat(in.CompactionSizeBytes))
-	m.CompactionsPerRegion.WithLabelValues(l).Set(parseFloat(in.CompactionsPerRegion))
+	in := d.Inputs
+	m.CompactionRate.WithLabelValues(l).Set(in.CompactionRate)
+	m.TransferRate.WithLabelValues(l).Set(in.TransferRate)
+	m.CacheBytes.WithLabelValues(l).Set(in.CacheBytes)
+	m.CompactionSize.WithLabelValues(l).Set(in.CompactionSize)
+	m.CompactionsPerRegion.WithLabelValues(l).Set(in.CompactionsPerRegion)
 	m.Regions.WithLabelValues(l).Set(float64(in.Regions))
-	m.Backlog.WithLabelValues(l).Set(parseFloat(in.Backlog))
+	m.Backlog.WithLabelValues(l).Set(in.Backlog)
 	if d.Active {
 		m.Duration.WithLabelValues(l).Set(d.Result.D)
 		m.ConcurrentJobs.WithLabelValues(l).Set(float64(d.Result.L))

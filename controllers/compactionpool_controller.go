@@ -2,13 +2,12 @@ package controllers
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -18,6 +17,7 @@ import (
 
 	kvapi "github.com/bellows-kv/bellows/api/v1alpha1"
 	"github.com/bellows-kv/bellows/autoscaler"
+	"github.com/bellows-kv/bellows/controllers/specs"
 )
 
 // +kubebuilder:rbac:groups=kv.bellows.dev,resources=compactionpools,verbs=get;list;watch;update;patch
@@ -41,13 +41,18 @@ type CompactionPoolReconciler struct {
 
 // poolPass is the state of one reconcile pass.
 type poolPass struct {
-	pool       *kvapi.CompactionPool
+	// orig is the pool as read; pool is defaulted (and carries spec.replicas
+	// as the autoscaler wrote it), and its status is what the pass computes.
+	orig, pool *kvapi.CompactionPool
+	// deployment is the live Deployment (nil until its step ran).
 	deployment *appsv1.Deployment
-	// requeue is when the autoscaler is due next.
-	requeue time.Duration
+	// autoscale is what the autoscaler steps found and did.
+	autoscale autoscalePass
 }
 
-// Reconcile runs the guarded steps and writes status once.
+func (p *poolPass) owner() owner { return p.pool }
+
+// Reconcile runs one pass over the pool.
 func (r *CompactionPoolReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	pool := &kvapi.CompactionPool{}
 	if err := r.Get(ctx, req.NamespacedName, pool); err != nil {
@@ -56,87 +61,54 @@ func (r *CompactionPoolReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 	if !pool.DeletionTimestamp.IsZero() {
 		return ctrl.Result{}, nil
 	}
-	orig := pool.DeepCopy()
+	p := &poolPass{orig: pool.DeepCopy(), pool: pool}
 	pool.SetDefaults()
-	p := &poolPass{pool: pool}
-
-	if kvapi.IsPaused(pool.Annotations) {
-		setCondition(&pool.Status.Conditions, pool.Generation, kvapi.ConditionProgressing, false, kvapi.ReasonPaused,
-			"the "+kvapi.PausedAnnotation+" annotation is set: the operator leaves this pool, its workers and its size alone")
-		pool.Status.ObservedGeneration = pool.Generation
-		return ctrl.Result{}, r.writeStatus(ctx, orig, pool)
-	}
-
-	stepErr := runSteps(ctx, p, []step[*poolPass]{
-		{"autoscaler", r.autoscale},
-		{"Deployment", r.reconcileDeployment},
-		{"Service", r.reconcileService},
-		{"PodDisruptionBudget", r.reconcilePDB},
-		{"ServiceMonitor", r.reconcileServiceMonitor},
-	})
-	r.computeStatus(p, stepErr)
-	if err := r.writeStatus(ctx, orig, pool); err != nil {
-		return ctrl.Result{}, errors.Join(stepErr, err)
-	}
-	if stepErr != nil {
-		r.Recorder.Eventf(pool, nil, corev1.EventTypeWarning, kvapi.ReasonReconcileError, "Reconcile", "%v", stepErr)
-		return ctrl.Result{}, stepErr
-	}
-	return ctrl.Result{RequeueAfter: p.requeue}, nil
+	return r.runner().run(ctx, p)
 }
 
-func (r *CompactionPoolReconciler) event(p *kvapi.CompactionPool, res applyResult, kind, name string) {
-	if res == applyNone {
-		return
+// runner lists the steps of a pass. The autoscaler's steps never stop the
+// pass (see autoscalePass): the Deployment is applied whatever happened to
+// the scrape, the pod-deletion-costs or the /scale write. They run before
+// the Deployment so that a new size reaches it in the same pass, and the
+// pod-deletion-costs are set before a scale-down picks the pods to remove.
+func (r *CompactionPoolReconciler) runner() runner[*poolPass] {
+	ch := children{client: r.Client, recorder: r.Recorder}
+	return runner[*poolPass]{
+		recorder: r.Recorder,
+		steps: []step[*poolPass]{
+			pauseStep[*poolPass]("this pool, its workers and its size"),
+			{"autoscaler: observe", r.observe},
+			{"autoscaler: pod-deletion-cost", r.setDeletionCosts},
+			{"autoscaler: recommend and scale", r.recommend},
+			{"Deployment", func(ctx context.Context, p *poolPass) Result {
+				d, err := ensure(ctx, ch, p.pool, specs.BuildPoolDeployment(p.pool), updateDeployment)
+				if err != nil {
+					return Fail(err)
+				}
+				p.deployment = d
+				return Continue()
+			}},
+			childStep("Service", ch, func(p *poolPass) *corev1.Service { return specs.BuildPoolService(p.pool) }, updateService),
+			childStep("PodDisruptionBudget", ch, func(p *poolPass) *policyv1.PodDisruptionBudget { return specs.BuildPoolPDB(p.pool) }, updatePDB),
+			serviceMonitorStep(ch, func(p *poolPass) *unstructured.Unstructured { return specs.BuildPoolServiceMonitor(p.pool) }),
+		},
+		status: r.computeStatus,
+		patchStatus: func(ctx context.Context, p *poolPass) error {
+			return patchStatus(ctx, r.Client, p.orig, p.pool, func(o *kvapi.CompactionPool) *kvapi.CompactionPoolStatus { return &o.Status })
+		},
 	}
-	r.Recorder.Eventf(p, nil, corev1.EventTypeNormal, string(res), string(res), "%s %s %s", string(res), kind, name)
 }
 
-func (r *CompactionPoolReconciler) reconcileDeployment(ctx context.Context, p *poolPass) error {
-	desired := BuildPoolDeployment(p.pool)
-	d := &appsv1.Deployment{}
-	res, err := apply(ctx, r.Client, desired, d, func() { d.Spec = desired.Spec })
-	if err != nil {
-		return err
-	}
-	r.event(p.pool, res, "Deployment", desired.Name)
-	if res == applyCreated {
-		p.deployment = desired
-	} else {
-		p.deployment = d
-	}
-	return nil
-}
-
-func (r *CompactionPoolReconciler) reconcileService(ctx context.Context, p *poolPass) error {
-	desired := BuildPoolService(p.pool)
-	svc := &corev1.Service{}
-	res, err := apply(ctx, r.Client, desired, svc, func() { updateService(svc, desired) })
-	r.event(p.pool, res, "Service", desired.Name)
-	return err
-}
-
-func (r *CompactionPoolReconciler) reconcilePDB(ctx context.Context, p *poolPass) error {
-	desired := BuildPoolPDB(p.pool)
-	pdb := &policyv1.PodDisruptionBudget{}
-	res, err := apply(ctx, r.Client, desired, pdb, func() { pdb.Spec = desired.Spec })
-	r.event(p.pool, res, "PodDisruptionBudget", desired.Name)
-	return err
-}
-
-func (r *CompactionPoolReconciler) reconcileServiceMonitor(ctx context.Context, p *poolPass) error {
-	sm := BuildPoolServiceMonitor(p.pool)
-	_, res, err := applyServiceMonitor(ctx, r.Client, sm)
-	r.event(p.pool, res, "ServiceMonitor", sm.GetName())
-	return err
-}
-
-func (r *CompactionPoolReconciler) computeStatus(p *poolPass, stepErr error) {
+func (r *CompactionPoolReconciler) computeStatus(p *poolPass, outcome Result) {
 	pool := p.pool
 	st := &pool.Status
 	gen := pool.Generation
+	if pausedStatus(&st.Conditions, &st.ObservedGeneration, gen, outcome) {
+		return
+	}
 	st.ObservedGeneration = gen
-	st.Selector = PoolSelector(pool)
+	autoscalerStatus(pool, &p.autoscale)
+	st.Selector = specs.PoolSelector(pool)
 	want := pool.DesiredReplicasOrDefault()
 	if d := p.deployment; d != nil {
 		st.Replicas = d.Status.Replicas
@@ -145,8 +117,8 @@ func (r *CompactionPoolReconciler) computeStatus(p *poolPass, stepErr error) {
 	if r.Metrics != nil {
 		r.Metrics.Replicas.WithLabelValues(pool.Namespace + "/" + pool.Name).Set(float64(st.Replicas))
 	}
-	if stepErr != nil {
-		setCondition(&st.Conditions, gen, kvapi.ConditionDegraded, true, kvapi.ReasonReconcileError, stepErr.Error())
+	if err := outcome.Err(); err != nil {
+		setCondition(&st.Conditions, gen, kvapi.ConditionDegraded, true, kvapi.ReasonReconcileError, err.Error())
 	} else {
 		setCondition(&st.Conditions, gen, kvapi.ConditionDegraded, false, kvapi.ReasonAsExpected, "")
 	}
@@ -168,15 +140,6 @@ func (r *CompactionPoolReconciler) computeStatus(p *poolPass, stepErr error) {
 		setCondition(&st.Conditions, gen, kvapi.ConditionReady, false, kvapi.ReasonPodsNotReady,
 			fmt.Sprintf("%d of %d workers Ready", st.ReadyReplicas, want))
 	}
-}
-
-func (r *CompactionPoolReconciler) writeStatus(ctx context.Context, orig, pool *kvapi.CompactionPool) error {
-	if equalJSON(orig.Status, pool.Status) {
-		return nil
-	}
-	patched := orig.DeepCopy()
-	patched.Status = pool.Status
-	return client.IgnoreNotFound(r.Status().Patch(ctx, patched, client.MergeFrom(orig)))
 }
 
 // SetupWithManager watches pools, their children, and the KVClusters that

@@ -16,6 +16,8 @@ import (
 
 	kvapi "github.com/bellows-kv/bellows/api/v1alpha1"
 	"github.com/bellows-kv/bellows/autoscaler"
+	"github.com/bellows-kv/bellows/controllers/specs"
+	"github.com/bellows-kv/bellows/internal/contract"
 )
 
 // paperObservation is the §6.3 example as metrics: c = 20 MB/s, w = 8 MB/s,
@@ -132,7 +134,7 @@ func TestModelModeScalesWithFedMetrics(t *testing.T) {
 	// pod-deletion-cost from each worker's in-flight jobs.
 	for _, name := range []string{"busy", "idle"} {
 		pod := &corev1.Pod{
-			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: selectorLabels("workers", kvapi.ComponentCompactor)},
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: specs.SelectorLabels("workers", contract.ComponentCompactor)},
 			Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "x"}}},
 		}
 		g.Expect(k8sClient.Create(ctx, pod)).To(Succeed())
@@ -145,14 +147,14 @@ func TestModelModeScalesWithFedMetrics(t *testing.T) {
 		for name, want := range map[string]string{"busy": "3", "idle": "0"} {
 			pod := &corev1.Pod{}
 			g.Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, pod)).To(Succeed())
-			g.Expect(pod.Annotations[kvapi.PodDeletionCostAnnotation]).To(Equal(want))
+			g.Expect(pod.Annotations[contract.PodDeletionCostAnnotation]).To(Equal(want))
 		}
 	}).Should(Succeed())
 
 	// Paused: demand rises, the size does not.
 	g.Eventually(func() error {
 		p := getPool(g, key)
-		p.Annotations = map[string]string{kvapi.PausedAnnotation: "true"}
+		p.Annotations = map[string]string{contract.PausedAnnotation: "true"}
 		return k8sClient.Update(ctx, p)
 	}).Should(Succeed())
 	g.Eventually(func(g Gomega) {

@@ -2,7 +2,6 @@ package controllers
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -11,6 +10,7 @@ import (
 	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	kvapi "github.com/bellows-kv/bellows/api/v1alpha1"
+	"github.com/bellows-kv/bellows/controllers/specs"
 )
 
 // +kubebuilder:rbac:groups=kv.bellows.dev,resources=kvclusters,verbs=get;list;watch;update;patch
@@ -52,18 +53,26 @@ type KVClusterReconciler struct {
 	APIReader client.Reader
 }
 
+// rolloutRecheck is how often a pass held back by the rollout gate looks
+// again. The StatefulSet's status changes normally trigger the next pass
+// through the watch; this bounds the wait if an event is missed.
+const rolloutRecheck = 10 * time.Second
+
 // kvPass is the state of one reconcile pass: the steps fill it, and the
 // status is computed from it once at the end.
 type kvPass struct {
-	cluster *kvapi.KVCluster
-	sts     *appsv1.StatefulSet
-	// waiting is set when a change is held back until the rollout finishes.
-	waiting   bool
+	// orig is the cluster as read; cluster is defaulted, and its status is
+	// what the pass computes.
+	orig, cluster *kvapi.KVCluster
+	// sts is the live StatefulSet (nil until the step that writes it ran).
+	sts       *appsv1.StatefulSet
 	poolFound bool
 }
 
-// Reconcile runs the guarded steps and writes status once.
-func (r *KVClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.Result, err error) {
+func (p *kvPass) owner() owner { return p.cluster }
+
+// Reconcile runs one pass over the cluster.
+func (r *KVClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	cluster := &kvapi.KVCluster{}
 	if err := r.Get(ctx, req.NamespacedName, cluster); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
@@ -71,44 +80,37 @@ func (r *KVClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 	if !cluster.DeletionTimestamp.IsZero() {
 		return ctrl.Result{}, nil // children go with the owner (garbage collection)
 	}
-	orig := cluster.DeepCopy()
+	p := &kvPass{orig: cluster.DeepCopy(), cluster: cluster}
 	cluster.SetDefaults()
-	p := &kvPass{cluster: cluster}
-
-	if kvapi.IsPaused(cluster.Annotations) {
-		setCondition(&cluster.Status.Conditions, cluster.Generation, kvapi.ConditionProgressing, false, kvapi.ReasonPaused,
-			"the "+kvapi.PausedAnnotation+" annotation is set: the operator leaves this cluster and its children alone")
-		cluster.Status.ObservedGeneration = cluster.Generation
-		return ctrl.Result{}, r.writeStatus(ctx, orig, cluster)
-	}
-
-	stepErr := runSteps(ctx, p, []step[*kvPass]{
-		{"store identity", r.reconcileStoreIdentity},
-		{"engine ConfigMap and StatefulSet", r.reconcileStatefulSet},
-		{"Services", r.reconcileServices},
-		{"PodDisruptionBudget", r.reconcilePDB},
-		{"ServiceMonitor", r.reconcileServiceMonitor},
-		{"CompactionPool reference", r.checkPool},
-	})
-	r.computeStatus(p, stepErr)
-	if err := r.writeStatus(ctx, orig, cluster); err != nil {
-		return ctrl.Result{}, errors.Join(stepErr, err)
-	}
-	if stepErr != nil {
-		r.Recorder.Eventf(cluster, nil, corev1.EventTypeWarning, kvapi.ReasonReconcileError, "Reconcile", "%v", stepErr)
-		return ctrl.Result{}, stepErr
-	}
-	if p.waiting {
-		return ctrl.Result{RequeueAfter: 10 * time.Second}, nil
-	}
-	return ctrl.Result{}, nil
+	return r.runner().run(ctx, p)
 }
 
-func (r *KVClusterReconciler) event(c *kvapi.KVCluster, res applyResult, kind, name string) {
-	if res == applyNone {
-		return
+// runner lists the steps of a pass. The StatefulSet comes last: its rollout
+// gate may stop the pass (Wait), and every other child, and the pool check,
+// must still be reconciled while a rollout is under way.
+func (r *KVClusterReconciler) runner() runner[*kvPass] {
+	ch := children{client: r.Client, recorder: r.Recorder}
+	return runner[*kvPass]{
+		recorder: r.Recorder,
+		steps: []step[*kvPass]{
+			pauseStep[*kvPass]("this cluster and its children"),
+			// The storage pods' identity comes before the StatefulSet, so pods
+			// never start under a ServiceAccount that does not exist yet.
+			childStep("ServiceAccount", ch, func(p *kvPass) *corev1.ServiceAccount { return specs.BuildStoreServiceAccount(p.cluster) }, updateNothing),
+			childStep("Role", ch, func(p *kvPass) *rbacv1.Role { return specs.BuildStoreRole(p.cluster) }, updateRole),
+			childStep("RoleBinding", ch, func(p *kvPass) *rbacv1.RoleBinding { return specs.BuildStoreRoleBinding(p.cluster) }, updateRoleBinding),
+			childStep("headless Service", ch, func(p *kvPass) *corev1.Service { return specs.BuildStoreHeadlessService(p.cluster) }, updateService),
+			childStep("client Service", ch, func(p *kvPass) *corev1.Service { return specs.BuildStoreClientService(p.cluster) }, updateService),
+			childStep("PodDisruptionBudget", ch, func(p *kvPass) *policyv1.PodDisruptionBudget { return specs.BuildStorePDB(p.cluster) }, updatePDB),
+			serviceMonitorStep(ch, func(p *kvPass) *unstructured.Unstructured { return specs.BuildStoreServiceMonitor(p.cluster) }),
+			{"CompactionPool reference", r.checkPool},
+			{"engine ConfigMap and StatefulSet", func(ctx context.Context, p *kvPass) Result { return r.reconcileStatefulSet(ctx, ch, p) }},
+		},
+		status: computeKVStatus,
+		patchStatus: func(ctx context.Context, p *kvPass) error {
+			return patchStatus(ctx, r.Client, p.orig, p.cluster, func(c *kvapi.KVCluster) *kvapi.KVClusterStatus { return &c.Status })
+		},
 	}
-	r.Recorder.Eventf(c, nil, corev1.EventTypeNormal, string(res), string(res), "%s %s %s", string(res), kind, name)
 }
 
 // rolloutComplete is true when the StatefulSet controller has acted on the
@@ -124,48 +126,16 @@ func rolloutComplete(sts *appsv1.StatefulSet) bool {
 		(st.UpdateRevision == "" || st.CurrentRevision == st.UpdateRevision)
 }
 
-// reconcileStoreIdentity writes the ServiceAccount the storage pods run as
-// and the Role and RoleBinding that let them discover the compaction
-// workers (EndpointSlices). It runs before the StatefulSet, so pods never
-// start under a ServiceAccount that does not exist yet.
-func (r *KVClusterReconciler) reconcileStoreIdentity(ctx context.Context, p *kvPass) error {
+// reconcileStatefulSet writes the engine ConfigMap and the StatefulSet, one
+// change at a time: while the StatefulSet rolls out a change, the next one
+// (ConfigMap included) waits.
+func (r *KVClusterReconciler) reconcileStatefulSet(ctx context.Context, ch children, p *kvPass) Result {
 	c := p.cluster
-	sa := BuildStoreServiceAccount(c)
-	saExisting := &corev1.ServiceAccount{}
-	// Nothing in the ServiceAccount's body is the operator's: leave secrets
-	// and imagePullSecrets that others add alone.
-	res, err := apply(ctx, r.Client, sa, saExisting, func() {})
+	cm, err := specs.BuildStoreConfigMap(c)
 	if err != nil {
-		return err
+		return Fail(err)
 	}
-	r.event(c, res, "ServiceAccount", sa.Name)
-
-	role := BuildStoreRole(c)
-	roleExisting := &rbacv1.Role{}
-	res, err = apply(ctx, r.Client, role, roleExisting, func() { roleExisting.Rules = role.Rules })
-	if err != nil {
-		return err
-	}
-	r.event(c, res, "Role", role.Name)
-
-	rb := BuildStoreRoleBinding(c)
-	rbExisting := &rbacv1.RoleBinding{}
-	// roleRef is immutable, and the builder always names the same Role.
-	res, err = apply(ctx, r.Client, rb, rbExisting, func() { rbExisting.Subjects = rb.Subjects })
-	if err != nil {
-		return err
-	}
-	r.event(c, res, "RoleBinding", rb.Name)
-	return nil
-}
-
-func (r *KVClusterReconciler) reconcileStatefulSet(ctx context.Context, p *kvPass) error {
-	c := p.cluster
-	cm, err := BuildStoreConfigMap(c)
-	if err != nil {
-		return err
-	}
-	desired := BuildStoreStatefulSet(c, cm)
+	desired := specs.BuildStoreStatefulSet(c, cm)
 
 	// The gate decides on the live StatefulSet, not the cached one: right
 	// after the operator applied a change, the cache may still hold the
@@ -174,119 +144,77 @@ func (r *KVClusterReconciler) reconcileStatefulSet(ctx context.Context, p *kvPas
 	existing := &appsv1.StatefulSet{}
 	err = r.APIReader.Get(ctx, client.ObjectKeyFromObject(desired), existing)
 	if err != nil && !apierrors.IsNotFound(err) {
-		return err
+		return Fail(err)
 	}
-	if err == nil && specHash(existing) != specHash(desired) && !rolloutComplete(existing) {
+	if err == nil && specs.SpecHash(existing) != specs.SpecHash(desired) && !rolloutComplete(existing) {
 		// One change at a time: the pods roll one by one (OrderedReady), and
 		// the next change waits until the current rollout is done.
-		p.sts, p.waiting = existing, true
+		p.sts = existing
 		log.FromContext(ctx).Info("holding back a StatefulSet change until the rollout completes")
-		return nil
+		return Wait(kvapi.ReasonWaitingForRollout, "a spec change waits until the current rollout of the StatefulSet completes", rolloutRecheck)
 	}
 
-	cmExisting := &corev1.ConfigMap{}
-	res, err := apply(ctx, r.Client, cm, cmExisting, func() { cmExisting.Data = cm.Data })
+	if _, err := ensure(ctx, ch, c, cm, updateConfigMap); err != nil {
+		return Fail(err)
+	}
+	sts, err := ensure(ctx, ch, c, desired, updateStatefulSet)
 	if err != nil {
-		return err
+		return Fail(err)
 	}
-	r.event(c, res, "ConfigMap", cm.Name)
-
-	sts := &appsv1.StatefulSet{}
-	res, err = apply(ctx, r.Client, desired, sts, func() {
-		sts.Spec.Replicas = desired.Spec.Replicas
-		sts.Spec.Template = desired.Spec.Template
-		sts.Spec.UpdateStrategy = desired.Spec.UpdateStrategy
-		sts.Spec.PersistentVolumeClaimRetentionPolicy = desired.Spec.PersistentVolumeClaimRetentionPolicy
-	})
-	if err != nil {
-		return err
-	}
-	r.event(c, res, "StatefulSet", desired.Name)
-	if res == applyCreated {
-		p.sts = desired
-	} else {
-		p.sts = sts
-	}
-	return nil
+	p.sts = sts
+	return Continue()
 }
 
-func (r *KVClusterReconciler) reconcileServices(ctx context.Context, p *kvPass) error {
-	for _, desired := range []*corev1.Service{BuildStoreHeadlessService(p.cluster), BuildStoreClientService(p.cluster)} {
-		svc := &corev1.Service{}
-		res, err := apply(ctx, r.Client, desired, svc, func() { updateService(svc, desired) })
-		if err != nil {
-			return err
-		}
-		r.event(p.cluster, res, "Service", desired.Name)
-	}
-	return nil
-}
-
-// updateService copies desired's spec but keeps what the API server assigned.
-func updateService(svc, desired *corev1.Service) {
-	ip, ips, fam, pol := svc.Spec.ClusterIP, svc.Spec.ClusterIPs, svc.Spec.IPFamilies, svc.Spec.IPFamilyPolicy
-	svc.Spec = desired.Spec
-	svc.Spec.ClusterIP, svc.Spec.ClusterIPs, svc.Spec.IPFamilies, svc.Spec.IPFamilyPolicy = ip, ips, fam, pol
-}
-
-func (r *KVClusterReconciler) reconcilePDB(ctx context.Context, p *kvPass) error {
-	desired := BuildStorePDB(p.cluster)
-	pdb := &policyv1.PodDisruptionBudget{}
-	res, err := apply(ctx, r.Client, desired, pdb, func() { pdb.Spec = desired.Spec })
-	r.event(p.cluster, res, "PodDisruptionBudget", desired.Name)
-	return err
-}
-
-func (r *KVClusterReconciler) reconcileServiceMonitor(ctx context.Context, p *kvPass) error {
-	sm := BuildStoreServiceMonitor(p.cluster)
-	_, res, err := applyServiceMonitor(ctx, r.Client, sm)
-	r.event(p.cluster, res, "ServiceMonitor", sm.GetName())
-	return err
-}
-
-func (r *KVClusterReconciler) checkPool(ctx context.Context, p *kvPass) error {
+// checkPool looks up the referenced CompactionPool. A missing pool does not
+// stop the pass (the stores fall back as engine.offload says); the status
+// reports it as Degraded.
+func (r *KVClusterReconciler) checkPool(ctx context.Context, p *kvPass) Result {
 	ref := p.cluster.Spec.CompactionPoolRef
 	if ref == nil {
 		p.poolFound = true
-		return nil
+		return Continue()
 	}
 	err := r.Get(ctx, client.ObjectKey{Namespace: p.cluster.Namespace, Name: ref.Name}, &kvapi.CompactionPool{})
 	if apierrors.IsNotFound(err) {
-		return nil
+		return Continue()
 	}
 	p.poolFound = err == nil
-	return err
+	return FailIf(err)
 }
 
-// computeStatus derives status and conditions from the children.
-func (r *KVClusterReconciler) computeStatus(p *kvPass, stepErr error) {
+// computeKVStatus derives status and conditions from the children and the
+// outcome of the pass.
+func computeKVStatus(p *kvPass, outcome Result) {
 	c := p.cluster
 	st := &c.Status
-	st.ObservedGeneration = c.Generation
+	gen := c.Generation
+	if pausedStatus(&st.Conditions, &st.ObservedGeneration, gen, outcome) {
+		return
+	}
+	st.ObservedGeneration = gen
 	st.Regions = c.Spec.Regions.RegionCount()
-	st.RegionAssignment = RegionAssignments(c)
+	st.RegionAssignment = specs.RegionAssignments(c)
 	if p.sts != nil {
 		st.Replicas = p.sts.Status.Replicas
 		st.ReadyReplicas = p.sts.Status.ReadyReplicas
 		st.UpdatedReplicas = p.sts.Status.UpdatedReplicas
 	}
-	gen := c.Generation
 	switch {
-	case stepErr != nil:
-		setCondition(&st.Conditions, gen, kvapi.ConditionDegraded, true, kvapi.ReasonReconcileError, stepErr.Error())
+	case outcome.Err() != nil:
+		setCondition(&st.Conditions, gen, kvapi.ConditionDegraded, true, kvapi.ReasonReconcileError, outcome.Err().Error())
 	case !p.poolFound:
 		setCondition(&st.Conditions, gen, kvapi.ConditionDegraded, true, kvapi.ReasonCompactionPoolMissing,
 			fmt.Sprintf("CompactionPool %q does not exist in namespace %s: compactions cannot be offloaded", c.Spec.CompactionPoolRef.Name, c.Namespace))
 	default:
 		setCondition(&st.Conditions, gen, kvapi.ConditionDegraded, false, kvapi.ReasonAsExpected, "")
 	}
-	ready := p.sts != nil && !p.waiting && rolloutComplete(p.sts) && p.sts.Status.ReadyReplicas == c.Spec.Replicas
+	waiting := outcome.Waiting(kvapi.ReasonWaitingForRollout)
+	ready := p.sts != nil && !waiting && rolloutComplete(p.sts) && p.sts.Status.ReadyReplicas == c.Spec.Replicas
 	switch {
 	case p.sts == nil:
 		setCondition(&st.Conditions, gen, kvapi.ConditionProgressing, true, kvapi.ReasonCreating, "creating the storage pods")
-	case p.waiting:
-		setCondition(&st.Conditions, gen, kvapi.ConditionProgressing, true, kvapi.ReasonWaitingForRollout,
-			"a spec change waits until the current rollout of the StatefulSet completes")
+	case waiting:
+		setCondition(&st.Conditions, gen, kvapi.ConditionProgressing, true, outcome.reason, outcome.message)
 	case !ready:
 		setCondition(&st.Conditions, gen, kvapi.ConditionProgressing, true, kvapi.ReasonRollingUpdate,
 			fmt.Sprintf("%d of %d storage pods updated and Ready", min(p.sts.Status.UpdatedReplicas, p.sts.Status.ReadyReplicas), c.Spec.Replicas))
@@ -300,18 +228,6 @@ func (r *KVClusterReconciler) computeStatus(p *kvPass, stepErr error) {
 			fmt.Sprintf("%d of %d storage pods Ready", st.ReadyReplicas, c.Spec.Replicas))
 	}
 }
-
-// writeStatus patches the status subresource when it changed.
-func (r *KVClusterReconciler) writeStatus(ctx context.Context, orig, c *kvapi.KVCluster) error {
-	if equalJSON(orig.Status, c.Status) {
-		return nil
-	}
-	patched := orig.DeepCopy()
-	patched.Status = c.Status
-	return client.IgnoreNotFound(r.Status().Patch(ctx, patched, client.MergeFrom(orig)))
-}
-
-func equalJSON(a, b any) bool { return hashOf(a) == hashOf(b) }
 
 // SetupWithManager watches KVClusters, their children, and the
 // CompactionPools they reference.
@@ -333,9 +249,14 @@ func (r *KVClusterReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Complete(r)
 }
 
+// clustersOfPool maps a CompactionPool to the KVClusters that reference it.
+// A failed List cannot be retried from here (the map function has no error
+// return): it is logged, and those clusters catch up on their next event.
 func (r *KVClusterReconciler) clustersOfPool(ctx context.Context, o client.Object) []reconcile.Request {
 	var list kvapi.KVClusterList
 	if err := r.List(ctx, &list, client.InNamespace(o.GetNamespace())); err != nil {
+		log.FromContext(ctx).Error(err, "cannot list the KVClusters that may reference a CompactionPool; they are not requeued for its change",
+			"compactionPool", client.ObjectKeyFromObject(o))
 		return nil
 	}
 	var out []reconcile.Request

@@ -22,6 +22,8 @@ import (
 	"sigs.k8s.io/yaml"
 
 	kvapi "github.com/bellows-kv/bellows/api/v1alpha1"
+	"github.com/bellows-kv/bellows/controllers/specs"
+	"github.com/bellows-kv/bellows/internal/contract"
 )
 
 // loadSample reads a resource from config/samples into obj.
@@ -72,7 +74,7 @@ func markRolledOut(g *WithT, key client.ObjectKey, wantHash string) {
 		if err := k8sClient.Get(context.Background(), key, sts); err != nil {
 			return err
 		}
-		if got := specHash(sts); got != wantHash {
+		if got := specs.SpecHash(sts); got != wantHash {
 			return fmt.Errorf("StatefulSet spec hash %q, waiting for %q", got, wantHash)
 		}
 		n := *sts.Spec.Replicas
@@ -90,9 +92,9 @@ func desiredStoreHash(g *WithT, key client.ObjectKey) string {
 	c := &kvapi.KVCluster{}
 	g.Expect(k8sClient.Get(context.Background(), key, c)).To(Succeed())
 	c.SetDefaults()
-	cm, err := BuildStoreConfigMap(c)
+	cm, err := specs.BuildStoreConfigMap(c)
 	g.Expect(err).NotTo(HaveOccurred())
-	return specHash(BuildStoreStatefulSet(c, cm))
+	return specs.SpecHash(specs.BuildStoreStatefulSet(c, cm))
 }
 
 // TestKVClusterSamplePair reconciles config/samples and follows the cluster
@@ -137,7 +139,7 @@ func TestKVClusterSamplePair(t *testing.T) {
 	g.Expect(rb.Subjects).To(Equal([]rbacv1.Subject{{Kind: "ServiceAccount", Name: "demo-store", Namespace: ns}}))
 	// Drift in the Role is put back.
 	role.Rules[0].Verbs = []string{"get"}
-	role.Annotations[kvapi.SpecHashAnnotation] = "edited"
+	role.Annotations[contract.SpecHashAnnotation] = "edited"
 	g.Expect(k8sClient.Update(ctx, role)).To(Succeed())
 	g.Eventually(func(g Gomega) {
 		got := &rbacv1.Role{}
@@ -153,7 +155,7 @@ func TestKVClusterSamplePair(t *testing.T) {
 	g.Expect(sts.Spec.VolumeClaimTemplates[0].Spec.Resources.Requests.Storage().String()).To(Equal("20Gi"))
 	g.Expect(sts.Spec.Template.Spec.Containers[0].Args).To(ContainElements(
 		"--regions=10", "--region-owner=$(POD_INDEX)/3", "--compactor-service="+ns+"/workers-compactor"))
-	g.Expect(sts.Annotations).To(HaveKey(kvapi.SpecHashAnnotation))
+	g.Expect(sts.Annotations).To(HaveKey(contract.SpecHashAnnotation))
 	cm := &corev1.ConfigMap{}
 	g.Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: "demo-engine"}, cm)).To(Succeed())
 	g.Expect(cm.Data["engine.yaml"]).To(ContainSubstring("policy: Adaptive"))
@@ -174,7 +176,7 @@ func TestKVClusterSamplePair(t *testing.T) {
 		g.Expect(condition(c.Status.Conditions, kvapi.ConditionDegraded).Status).To(Equal(metav1.ConditionFalse))
 	}).Should(Succeed())
 
-	markRolledOut(g, key, specHash(sts))
+	markRolledOut(g, key, specs.SpecHash(sts))
 	g.Eventually(func(g Gomega) {
 		c := &kvapi.KVCluster{}
 		g.Expect(k8sClient.Get(ctx, key, c)).To(Succeed())
@@ -193,15 +195,15 @@ func TestKVClusterSamplePair(t *testing.T) {
 			return k8sClient.Update(ctx, c)
 		}).Should(Succeed())
 	}
-	oldHash := sts.Annotations[kvapi.SpecHashAnnotation]
+	oldHash := sts.Annotations[contract.SpecHashAnnotation]
 	update(func(c *kvapi.KVCluster) { c.Spec.Image = "bellows:v2" })
 	var v2Hash string
 	g.Eventually(func(g Gomega) {
 		s := &appsv1.StatefulSet{}
 		g.Expect(k8sClient.Get(ctx, key, s)).To(Succeed())
 		g.Expect(s.Spec.Template.Spec.Containers[0].Image).To(Equal("bellows:v2"))
-		g.Expect(s.Annotations[kvapi.SpecHashAnnotation]).NotTo(Equal(oldHash))
-		v2Hash = specHash(s)
+		g.Expect(s.Annotations[contract.SpecHashAnnotation]).NotTo(Equal(oldHash))
+		v2Hash = specs.SpecHash(s)
 	}).Should(Succeed())
 	g.Expect(v2Hash).To(Equal(desiredStoreHash(g, key)))
 
@@ -235,7 +237,7 @@ func TestKVClusterSamplePair(t *testing.T) {
 
 	// Paused: the operator records it and leaves the children alone.
 	update(func(c *kvapi.KVCluster) {
-		c.Annotations = map[string]string{kvapi.PausedAnnotation: "true"}
+		c.Annotations = map[string]string{contract.PausedAnnotation: "true"}
 		c.Spec.Replicas = 5
 	})
 	g.Eventually(func(g Gomega) {
@@ -246,7 +248,7 @@ func TestKVClusterSamplePair(t *testing.T) {
 	}).Should(Succeed())
 	g.Expect(k8sClient.Get(ctx, key, sts)).To(Succeed())
 	g.Expect(*sts.Spec.Replicas).To(Equal(int32(3)), "a paused cluster's StatefulSet must not change")
-	update(func(c *kvapi.KVCluster) { delete(c.Annotations, kvapi.PausedAnnotation) })
+	update(func(c *kvapi.KVCluster) { delete(c.Annotations, contract.PausedAnnotation) })
 	g.Eventually(func(g Gomega) {
 		g.Expect(k8sClient.Get(ctx, key, sts)).To(Succeed())
 		g.Expect(*sts.Spec.Replicas).To(Equal(int32(5)))
@@ -360,7 +362,7 @@ func TestServiceMonitorsFollowTheCRD(t *testing.T) {
 	for _, name := range []string{"mon-store", "mon-compactor"} {
 		g.Eventually(func(g Gomega) {
 			sm := &unstructured.Unstructured{}
-			sm.SetGroupVersionKind(ServiceMonitorGVK)
+			sm.SetGroupVersionKind(specs.ServiceMonitorGVK)
 			g.Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, sm)).To(Succeed())
 			g.Expect(metav1.GetControllerOf(sm)).NotTo(BeNil())
 			eps, _, _ := unstructured.NestedSlice(sm.Object, "spec", "endpoints")

@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kvapi "github.com/bellows-kv/bellows/api/v1alpha1"
+	"github.com/bellows-kv/bellows/internal/contract"
 )
 
 func validCluster(ns, name string) *kvapi.KVCluster {
@@ -158,7 +159,7 @@ func TestValidationImmutableFields(t *testing.T) {
 	ctx := context.Background()
 	ns := newNamespace(t)
 	c := validCluster(ns, "immutable")
-	c.Annotations = map[string]string{kvapi.PausedAnnotation: "true"} // keep the operator out of the way
+	c.Annotations = map[string]string{contract.PausedAnnotation: "true"} // keep the operator out of the way
 	if err := k8sClient.Create(ctx, c); err != nil {
 		t.Fatal(err)
 	}

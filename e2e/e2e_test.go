@@ -27,6 +27,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kvapi "github.com/bellows-kv/bellows/api/v1alpha1"
+	"github.com/bellows-kv/bellows/internal/contract"
 	kvpb "github.com/bellows-kv/bellows/proto/bellows/kv/v1"
 )
 
@@ -173,7 +174,7 @@ func (e *env) applySamples(t *testing.T) {
 			kvc.Status.ReadyReplicas == kvc.Spec.Replicas && pool.Status.ReadyReplicas >= 1
 		return ok, s, nil
 	})
-	stores, workers := e.pods(t, kvapi.ComponentStore, clusterName), e.pods(t, kvapi.ComponentCompactor, poolName)
+	stores, workers := e.pods(t, contract.ComponentStore, clusterName), e.pods(t, contract.ComponentCompactor, poolName)
 	if len(stores) != 2 || len(workers) < 1 {
 		t.Fatalf("%d storage pods (want 2), %d workers (want ≥1)", len(stores), len(workers))
 	}
@@ -196,7 +197,7 @@ func (e *env) pods(t *testing.T, component, instance string) []corev1.Pod {
 	t.Helper()
 	var pods corev1.PodList
 	if err := e.c.List(context.Background(), &pods, client.InNamespace(ns), client.MatchingLabels{
-		kvapi.LabelInstance: instance, kvapi.LabelComponent: component,
+		contract.LabelInstance: instance, contract.LabelComponent: component,
 	}); err != nil {
 		t.Fatal(err)
 	}
@@ -297,7 +298,7 @@ func (e *env) offloadedCompaction(t *testing.T, kv *kvClient, l *ledger) {
 	if err := e.c.Get(ctx, client.ObjectKey{Namespace: ns, Name: clusterName}, &svc); err != nil {
 		t.Fatal(err)
 	}
-	conn, err := kv.conn(fmt.Sprintf("%s:%d", svc.Spec.ClusterIP, kvapi.StoreGRPCPort))
+	conn, err := kv.conn(fmt.Sprintf("%s:%d", svc.Spec.ClusterIP, contract.StoreGRPCPort))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -333,11 +334,11 @@ func (e *env) offloadedCompaction(t *testing.T, kv *kvClient, l *ledger) {
 		})
 	}
 
-	before, err := e.scrapeAll(t, ctx, kvapi.ComponentStore, clusterName)
+	before, err := e.scrapeAll(t, ctx, contract.ComponentStore, clusterName)
 	if err != nil {
 		t.Fatal(err)
 	}
-	workersBefore, err := e.scrapeAll(t, ctx, kvapi.ComponentCompactor, poolName)
+	workersBefore, err := e.scrapeAll(t, ctx, contract.ComponentCompactor, poolName)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -359,11 +360,11 @@ func (e *env) offloadedCompaction(t *testing.T, kv *kvClient, l *ledger) {
 	}
 	n := float64(len(regions))
 	eventually(t, time.Minute, "offloaded compactions and incremental warmup in the metrics", func(ctx context.Context) (bool, string, error) {
-		s, err := e.scrapeAll(t, ctx, kvapi.ComponentStore, clusterName)
+		s, err := e.scrapeAll(t, ctx, contract.ComponentStore, clusterName)
 		if err != nil {
 			return false, "", err
 		}
-		w, err := e.scrapeAll(t, ctx, kvapi.ComponentCompactor, poolName)
+		w, err := e.scrapeAll(t, ctx, contract.ComponentCompactor, poolName)
 		if err != nil {
 			return false, "", err
 		}
@@ -400,7 +401,7 @@ func (e *env) compactorDies(t *testing.T, kv *kvClient, l *ledger) {
 		}
 		writeRandom(t, ctx, kv, l, fmt.Sprintf("c%d", attempt), 300, 4000)
 		regions := flushAll(t, ctx, kv)
-		before, err := e.scrapeAll(t, ctx, kvapi.ComponentStore, clusterName)
+		before, err := e.scrapeAll(t, ctx, contract.ComponentStore, clusterName)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -416,7 +417,7 @@ func (e *env) compactorDies(t *testing.T, kv *kvClient, l *ledger) {
 		finished := false
 		deadline := time.Now().Add(30 * time.Second)
 		for victim == nil && time.Now().Before(deadline) {
-			for _, p := range e.pods(t, kvapi.ComponentCompactor, poolName) {
+			for _, p := range e.pods(t, contract.ComponentCompactor, poolName) {
 				s, err := scrape(ctx, metricsURL(&p))
 				if err != nil {
 					continue
@@ -460,7 +461,7 @@ func (e *env) compactorDies(t *testing.T, kv *kvClient, l *ledger) {
 			t.Fatalf("the compaction of %s failed after its worker died: %v", r.region, compactErr)
 		}
 		eventually(t, 2*time.Minute, "the compaction and its warmup to complete", func(ctx context.Context) (bool, string, error) {
-			s, err := e.scrapeAll(t, ctx, kvapi.ComponentStore, clusterName)
+			s, err := e.scrapeAll(t, ctx, contract.ComponentStore, clusterName)
 			if err != nil {
 				return false, "", err
 			}
@@ -535,7 +536,7 @@ func (e *env) rollingUpdate(t *testing.T, kv *kvClient, l *ledger) {
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
 	old := map[string]string{}
-	for _, p := range e.pods(t, kvapi.ComponentStore, clusterName) {
+	for _, p := range e.pods(t, contract.ComponentStore, clusterName) {
 		old[p.Name] = string(p.UID)
 	}
 	// the workload: writes, each read back at once, until stopped
@@ -587,7 +588,7 @@ func (e *env) rollingUpdate(t *testing.T, kv *kvClient, l *ledger) {
 			case <-time.After(200 * time.Millisecond):
 			}
 			var pods corev1.PodList
-			if err := e.c.List(ctx, &pods, client.InNamespace(ns), client.MatchingLabels{kvapi.LabelInstance: clusterName, kvapi.LabelComponent: kvapi.ComponentStore}); err != nil {
+			if err := e.c.List(ctx, &pods, client.InNamespace(ns), client.MatchingLabels{contract.LabelInstance: clusterName, contract.LabelComponent: contract.ComponentStore}); err != nil {
 				continue
 			}
 			ready := int32(0)
@@ -612,7 +613,7 @@ func (e *env) rollingUpdate(t *testing.T, kv *kvClient, l *ledger) {
 		if err := e.c.Get(ctx, client.ObjectKeyFromObject(kvc), kvc); err != nil {
 			return false, "", err
 		}
-		pods := e.pods(t, kvapi.ComponentStore, clusterName)
+		pods := e.pods(t, contract.ComponentStore, clusterName)
 		replaced := 0
 		for _, p := range pods {
 			if old[p.Name] != "" && old[p.Name] != string(p.UID) && podReady(&p) {
@@ -665,12 +666,12 @@ func (e *env) uninstall(t *testing.T) {
 	e.run(t, "kubectl", "delete", "--namespace", ns, "kvclusters.kv.bellows.dev,compactionpools.kv.bellows.dev", "--all", "--wait=true", "--timeout=3m")
 	eventually(t, 2*time.Minute, "the storage and compactor pods to be gone", func(ctx context.Context) (bool, string, error) {
 		var pods corev1.PodList
-		if err := e.c.List(ctx, &pods, client.InNamespace(ns), client.HasLabels{kvapi.LabelComponent}); err != nil {
+		if err := e.c.List(ctx, &pods, client.InNamespace(ns), client.HasLabels{contract.LabelComponent}); err != nil {
 			return false, "", err
 		}
 		var left []string
 		for _, p := range pods.Items {
-			if c := p.Labels[kvapi.LabelComponent]; c == kvapi.ComponentStore || c == kvapi.ComponentCompactor {
+			if c := p.Labels[contract.LabelComponent]; c == contract.ComponentStore || c == contract.ComponentCompactor {
 				left = append(left, p.Name)
 			}
 		}

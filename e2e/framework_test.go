@@ -25,6 +25,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kvapi "github.com/bellows-kv/bellows/api/v1alpha1"
+	"github.com/bellows-kv/bellows/internal/contract"
 )
 
 // env is what every scenario uses.
@@ -199,7 +200,7 @@ func (s series) sum(metric string, want ...string) float64 {
 }
 
 func metricsURL(p *corev1.Pod) string {
-	return fmt.Sprintf("http://%s:%d/metrics", p.Status.PodIP, kvapi.MetricsPort)
+	return fmt.Sprintf("http://%s:%d/metrics", p.Status.PodIP, contract.MetricsPort)
 }
 
 // podReady says whether a pod is Ready and not being deleted.

@@ -16,7 +16,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	kvapi "github.com/bellows-kv/bellows/api/v1alpha1"
+	"github.com/bellows-kv/bellows/internal/contract"
 	kvpb "github.com/bellows-kv/bellows/proto/bellows/kv/v1"
 )
 
@@ -74,7 +74,7 @@ func (k *kvClient) conn(addr string) (*grpc.ClientConn, error) {
 func (k *kvClient) discover(ctx context.Context) error {
 	var pods corev1.PodList
 	if err := k.c.List(ctx, &pods, client.InNamespace(k.ns), client.MatchingLabels{
-		kvapi.LabelInstance: k.name, kvapi.LabelComponent: kvapi.ComponentStore,
+		contract.LabelInstance: k.name, contract.LabelComponent: contract.ComponentStore,
 	}); err != nil {
 		return err
 	}
@@ -84,7 +84,7 @@ func (k *kvClient) discover(ctx context.Context) error {
 		if !podReady(p) {
 			continue
 		}
-		addr := fmt.Sprintf("%s:%d", p.Status.PodIP, kvapi.StoreGRPCPort)
+		addr := fmt.Sprintf("%s:%d", p.Status.PodIP, contract.StoreGRPCPort)
 		conn, err := k.conn(addr)
 		if err != nil {
 			return err

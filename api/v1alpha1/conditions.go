@@ -38,24 +38,8 @@ const (
 	ReasonAutoscalingDisabled = "AutoscalingDisabled"
 )
 
-// Annotations and labels the operator reads or writes: the contract's.
-const (
-	PausedAnnotation          = contract.PausedAnnotation
-	SpecHashAnnotation        = contract.SpecHashAnnotation
-	PodDeletionCostAnnotation = contract.PodDeletionCostAnnotation
-
-	LabelName      = contract.LabelName
-	LabelInstance  = contract.LabelInstance
-	LabelComponent = contract.LabelComponent
-	LabelManagedBy = contract.LabelManagedBy
-	LabelPartOf    = contract.LabelPartOf
-
-	ComponentStore     = contract.ComponentStore
-	ComponentCompactor = contract.ComponentCompactor
-	ManagedBy          = contract.ManagedBy
-)
-
-// IsPaused reports whether the pause annotation is set to "true".
-func IsPaused(annotations map[string]string) bool {
-	return annotations[PausedAnnotation] == "true"
+// isPaused reports whether the pause annotation (contract.PausedAnnotation)
+// is set to "true".
+func isPaused(annotations map[string]string) bool {
+	return annotations[contract.PausedAnnotation] == "true"
 }

@@ -34,10 +34,6 @@ const (
 	DefaultAutoscalingSync     = contract.DefaultAutoscalingSync
 	DefaultScaleUpWindow       = contract.DefaultScaleUpWindow
 	DefaultScaleDownWindow     = contract.DefaultScaleDownWindow
-	DrainGracePeriodHeadroom   = contract.DrainGraceHeadroom
-	StoreGRPCPort              = contract.StoreGRPCPort
-	CompactorGRPCPort          = contract.CompactorGRPCPort
-	MetricsPort                = contract.MetricsPort
 )
 
 // DefaultCompactionRatio is the ratio as the CRD writes it (a decimal string).

@@ -1,6 +1,6 @@
-package controllers
+package specs
 
-// Pure builders of the objects a CompactionPool owns.
+// The objects a CompactionPool owns.
 
 import (
 	"fmt"
@@ -11,35 +11,12 @@ import (
 	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 
 	kvapi "github.com/bellows-kv/bellows/api/v1alpha1"
+	"github.com/bellows-kv/bellows/internal/contract"
 )
-
-// DrainPath is the compactor's preStop endpoint on its metrics port: it stops
-// accepting jobs and returns once the in-flight ones finished or
-// --drain-timeout passed.
-const DrainPath = "/drain"
-
-func poolOwner(p *kvapi.CompactionPool) []metav1.OwnerReference {
-	return []metav1.OwnerReference{*metav1.NewControllerRef(p, kvapi.GroupVersion.WithKind("CompactionPool"))}
-}
-
-func poolMeta(p *kvapi.CompactionPool, name string) metav1.ObjectMeta {
-	return metav1.ObjectMeta{
-		Name:            name,
-		Namespace:       p.Namespace,
-		Labels:          commonLabels(p.Name, kvapi.ComponentCompactor),
-		OwnerReferences: poolOwner(p),
-	}
-}
-
-// PoolSelector is the label selector of a pool's workers, as /scale reports it.
-func PoolSelector(p *kvapi.CompactionPool) string {
-	return labels.SelectorFromSet(selectorLabels(p.Name, kvapi.ComponentCompactor)).String()
-}
 
 // formatBytesFlag renders bytes in the compactor's flag syntax, exactly and
 // as short as possible: 6GiB for 6Gi, 6GB for 6G, else plain bytes (100B).
@@ -71,15 +48,15 @@ func formatRateFlag(n int64) string {
 	return fmt.Sprintf("%dB/s", n)
 }
 
-// compactorArgs are `bellows compactor` flags (docs/interfaces.md).
-func compactorArgs(p *kvapi.CompactionPool) []string {
+// PoolArgs are `bellows compactor` flags (docs/interfaces.md).
+func PoolArgs(p *kvapi.CompactionPool) []string {
 	return []string{
 		"compactor",
-		fmt.Sprintf("--listen=:%d", kvapi.CompactorGRPCPort),
-		fmt.Sprintf("--metrics-listen=:%d", kvapi.MetricsPort),
-		"--cache-bytes=" + formatBytesFlag(p.Spec.CacheBytes.Value()),
-		"--transfer-rate=" + formatRateFlag(p.Spec.TransferRateBytesPerSecond),
-		"--drain-timeout=" + p.Spec.DrainTimeout.Duration.String(),
+		contract.Arg(contract.FlagListen, fmt.Sprintf(":%d", contract.CompactorGRPCPort)),
+		contract.Arg(contract.FlagMetricsListen, fmt.Sprintf(":%d", contract.MetricsPort)),
+		contract.Arg(contract.FlagCacheBytes, formatBytesFlag(p.Spec.CacheBytes.Value())),
+		contract.Arg(contract.FlagTransferRate, formatRateFlag(p.Spec.TransferRateBytesPerSecond)),
+		contract.Arg(contract.FlagDrainTimeout, p.Spec.DrainTimeout.Duration),
 	}
 }
 
@@ -88,28 +65,22 @@ func compactorArgs(p *kvapi.CompactionPool) []string {
 // in-flight jobs); a removed worker drains in preStop, and its grace period
 // is the drain timeout plus headroom.
 func BuildPoolDeployment(p *kvapi.CompactionPool) *appsv1.Deployment {
-	grace := int64((p.Spec.DrainTimeout.Duration + kvapi.DrainGracePeriodHeadroom) / time.Second)
-	probe := func(path string, period int32) *corev1.Probe {
-		return &corev1.Probe{
-			ProbeHandler:  corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: path, Port: intstr.FromString("metrics")}},
-			PeriodSeconds: period, FailureThreshold: 3,
-		}
-	}
+	grace := int64(contract.WorkerGracePeriod(p.Spec.DrainTimeout.Duration) / time.Second)
 	container := corev1.Container{
 		Name:            "compactor",
 		Image:           p.Spec.Image,
 		ImagePullPolicy: p.Spec.ImagePullPolicy,
-		Args:            compactorArgs(p),
+		Args:            PoolArgs(p),
 		Ports: []corev1.ContainerPort{
-			{Name: "grpc", ContainerPort: kvapi.CompactorGRPCPort, Protocol: corev1.ProtocolTCP},
-			{Name: "metrics", ContainerPort: kvapi.MetricsPort, Protocol: corev1.ProtocolTCP},
+			{Name: contract.PortNameGRPC, ContainerPort: contract.CompactorGRPCPort, Protocol: corev1.ProtocolTCP},
+			{Name: contract.PortNameMetrics, ContainerPort: contract.MetricsPort, Protocol: corev1.ProtocolTCP},
 		},
 		Resources:       p.Spec.Resources,
-		ReadinessProbe:  probe("/readyz", 5),
-		LivenessProbe:   probe("/healthz", 10),
-		SecurityContext: containerSecurityContext(),
+		ReadinessProbe:  httpProbe(contract.PathReadyz, 5),
+		LivenessProbe:   httpProbe(contract.PathHealthz, 10),
+		SecurityContext: ContainerSecurityContext(),
 		Lifecycle: &corev1.Lifecycle{PreStop: &corev1.LifecycleHandler{
-			HTTPGet: &corev1.HTTPGetAction{Path: DrainPath, Port: intstr.FromString("metrics")},
+			HTTPGet: &corev1.HTTPGetAction{Path: contract.PathDrain, Port: intstr.FromString(contract.PortNameMetrics)},
 		}},
 	}
 	// Jobs name their bucket by URL; the worker opens it with these credentials.
@@ -117,10 +88,10 @@ func BuildPoolDeployment(p *kvapi.CompactionPool) *appsv1.Deployment {
 		container.EnvFrom = []corev1.EnvFromSource{{SecretRef: &corev1.SecretEnvSource{LocalObjectReference: *ref}}}
 	}
 	d := &appsv1.Deployment{
-		ObjectMeta: poolMeta(p, p.Name+"-compactor"),
+		ObjectMeta: poolMeta(p, p.DeploymentName()),
 		Spec: appsv1.DeploymentSpec{
 			Replicas: ptr.To(p.DesiredReplicasOrDefault()),
-			Selector: &metav1.LabelSelector{MatchLabels: selectorLabels(p.Name, kvapi.ComponentCompactor)},
+			Selector: &metav1.LabelSelector{MatchLabels: PoolSelectorLabels(p)},
 			Strategy: appsv1.DeploymentStrategy{
 				Type: appsv1.RollingUpdateDeploymentStrategyType,
 				RollingUpdate: &appsv1.RollingUpdateDeployment{
@@ -128,16 +99,16 @@ func BuildPoolDeployment(p *kvapi.CompactionPool) *appsv1.Deployment {
 				},
 			},
 			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: commonLabels(p.Name, kvapi.ComponentCompactor)},
+				ObjectMeta: metav1.ObjectMeta{Labels: CommonLabels(p.Name, contract.ComponentCompactor)},
 				Spec: corev1.PodSpec{
 					Containers:                    []corev1.Container{container},
-					SecurityContext:               podSecurityContext(),
+					SecurityContext:               PodSecurityContext(),
 					TerminationGracePeriodSeconds: ptr.To(grace),
 				},
 			},
 		},
 	}
-	stampHash(d, d.Spec)
+	StampHash(d, d.Spec)
 	return d
 }
 
@@ -145,34 +116,34 @@ func BuildPoolDeployment(p *kvapi.CompactionPool) *appsv1.Deployment {
 // (--compactor-service, EndpointSlices) and what the ServiceMonitor scrapes.
 func BuildPoolService(p *kvapi.CompactionPool) *corev1.Service {
 	s := &corev1.Service{
-		ObjectMeta: poolMeta(p, poolServiceName(p.Name)),
+		ObjectMeta: poolMeta(p, p.ServiceName()),
 		Spec: corev1.ServiceSpec{
 			Type:     corev1.ServiceTypeClusterIP,
-			Selector: selectorLabels(p.Name, kvapi.ComponentCompactor),
+			Selector: PoolSelectorLabels(p),
 			Ports: []corev1.ServicePort{
-				{Name: "grpc", Port: kvapi.CompactorGRPCPort, TargetPort: intstr.FromString("grpc"), Protocol: corev1.ProtocolTCP},
-				{Name: "metrics", Port: kvapi.MetricsPort, TargetPort: intstr.FromString("metrics"), Protocol: corev1.ProtocolTCP},
+				{Name: contract.PortNameGRPC, Port: contract.CompactorGRPCPort, TargetPort: intstr.FromString(contract.PortNameGRPC), Protocol: corev1.ProtocolTCP},
+				{Name: contract.PortNameMetrics, Port: contract.MetricsPort, TargetPort: intstr.FromString(contract.PortNameMetrics), Protocol: corev1.ProtocolTCP},
 			},
 		},
 	}
-	stampHash(s, s.Spec)
+	StampHash(s, s.Spec)
 	return s
 }
 
 // BuildPoolPDB lets one worker be disrupted at a time.
 func BuildPoolPDB(p *kvapi.CompactionPool) *policyv1.PodDisruptionBudget {
 	pdb := &policyv1.PodDisruptionBudget{
-		ObjectMeta: poolMeta(p, p.Name+"-compactor"),
+		ObjectMeta: poolMeta(p, p.PodDisruptionBudgetName()),
 		Spec: policyv1.PodDisruptionBudgetSpec{
 			MaxUnavailable: ptr.To(intstr.FromInt32(1)),
-			Selector:       &metav1.LabelSelector{MatchLabels: selectorLabels(p.Name, kvapi.ComponentCompactor)},
+			Selector:       &metav1.LabelSelector{MatchLabels: PoolSelectorLabels(p)},
 		},
 	}
-	stampHash(pdb, pdb.Spec)
+	StampHash(pdb, pdb.Spec)
 	return pdb
 }
 
 // BuildPoolServiceMonitor scrapes the workers through the pool's Service.
 func BuildPoolServiceMonitor(p *kvapi.CompactionPool) *unstructured.Unstructured {
-	return buildServiceMonitor(poolMeta(p, p.Name+"-compactor"), selectorLabels(p.Name, kvapi.ComponentCompactor))
+	return buildServiceMonitor(poolMeta(p, p.ServiceMonitorName()), PoolSelectorLabels(p))
 }

@@ -1,0 +1,48 @@
+package v1alpha1
+
+import "strconv"
+
+// Questions a KVCluster answers about itself: the names of the objects the
+// operator makes for it, and its switches. The controllers and the pure
+// builders (controllers/specs) ask the object instead of spelling names out.
+
+// StatefulSetName is the storage pods' StatefulSet.
+func (c *KVCluster) StatefulSetName() string { return c.Name }
+
+// PodName is the storage pod with the given StatefulSet ordinal.
+func (c *KVCluster) PodName(ordinal int32) string {
+	return c.StatefulSetName() + "-" + strconv.Itoa(int(ordinal))
+}
+
+// EngineConfigMapName is the ConfigMap holding engine.yaml.
+func (c *KVCluster) EngineConfigMapName() string { return c.Name + "-engine" }
+
+// HeadlessServiceName is the Service that gives each storage pod a stable DNS
+// name; the stores find their peers through its EndpointSlices.
+func (c *KVCluster) HeadlessServiceName() string { return c.Name + "-headless" }
+
+// ClientServiceName is the clients' entry point.
+func (c *KVCluster) ClientServiceName() string { return c.Name }
+
+// PodDisruptionBudgetName is the storage pods' PodDisruptionBudget.
+func (c *KVCluster) PodDisruptionBudgetName() string { return c.Name }
+
+// StoreIdentityName names the storage pods' ServiceAccount and its Role and
+// RoleBinding.
+func (c *KVCluster) StoreIdentityName() string { return c.Name + "-store" }
+
+// ServiceMonitorName is the ServiceMonitor that scrapes the storage pods.
+func (c *KVCluster) ServiceMonitorName() string { return c.Name + "-store" }
+
+// CompactorServiceName is the Service in front of the referenced
+// CompactionPool's workers; ok is false without a compactionPoolRef.
+func (c *KVCluster) CompactorServiceName() (name string, ok bool) {
+	if c.Spec.CompactionPoolRef == nil {
+		return "", false
+	}
+	return CompactorServiceName(c.Spec.CompactionPoolRef.Name), true
+}
+
+// IsPaused reports whether the operator must leave the cluster and its
+// children alone (the paused annotation).
+func (c *KVCluster) IsPaused() bool { return isPaused(c.Annotations) }

@@ -1,0 +1,152 @@
+package specs
+
+import (
+	"bytes"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	kvapi "github.com/bellows-kv/bellows/api/v1alpha1"
+)
+
+// -update rewrites the golden files in testdata/ from the builders; review
+// the diff like any other change of what the operator writes.
+var update = flag.Bool("update", false, "rewrite testdata/*.yaml from the builders")
+
+// defaultedCluster is a KVCluster with only the required fields, a region
+// count and a pool, defaulted as the API server would.
+func defaultedCluster() *kvapi.KVCluster {
+	c := &kvapi.KVCluster{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "kv", UID: "uid-1"},
+		Spec: kvapi.KVClusterSpec{
+			Bucket:            kvapi.BucketSpec{URL: "file:///bucket"},
+			Regions:           kvapi.RegionsSpec{Count: ptr.To(int32(7))},
+			CompactionPoolRef: &kvapi.CompactionPoolReference{Name: "pool"},
+		},
+	}
+	c.SetDefaults()
+	return c
+}
+
+// fullCluster sets every optional field the builders read.
+func fullCluster() *kvapi.KVCluster {
+	c := &kvapi.KVCluster{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "prod", Name: "big", UID: "uid-2"},
+		Spec: kvapi.KVClusterSpec{
+			Replicas:        5,
+			Image:           "registry.example/bellows:v9",
+			ImagePullPolicy: corev1.PullAlways,
+			Resources: corev1.ResourceRequirements{
+				Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("2"), corev1.ResourceMemory: resource.MustParse("8Gi")},
+			},
+			Storage: kvapi.StorageSpec{Size: resource.MustParse("100Gi"), StorageClassName: ptr.To("fast")},
+			Bucket:  kvapi.BucketSpec{URL: "s3://bucket/prefix", CredentialsSecretRef: &corev1.LocalObjectReference{Name: "s3-creds"}},
+			Regions: kvapi.RegionsSpec{SplitKeys: []string{"g", "p"}},
+			Engine: kvapi.EngineSpec{
+				Memstore:        kvapi.MemstoreSpec{Policy: "Eager", Bytes: resource.MustParse("64Mi")},
+				BlockCacheBytes: resource.MustParse("3Gi"),
+				Compaction:      kvapi.CompactionPolicySpec{MinFiles: 4, MaxFiles: 12, Ratio: "1.5", MaxBytes: resource.MustParse("2Gi")},
+				Offload:         "Disabled",
+				Warmup:          kvapi.WarmupSpec{Mode: "ThrottledIncremental", RateBytesPerSecond: ptr.To(int64(50_000_000))},
+				SyncMode:        "async",
+			},
+			CompactionPoolRef: &kvapi.CompactionPoolReference{Name: "pool"},
+		},
+	}
+	c.SetDefaults()
+	return c
+}
+
+func defaultedPool() *kvapi.CompactionPool {
+	p := &kvapi.CompactionPool{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "w", UID: "u"}}
+	p.SetDefaults()
+	return p
+}
+
+func fullPool() *kvapi.CompactionPool {
+	p := &kvapi.CompactionPool{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "prod", Name: "workers", UID: "uid-3"},
+		Spec: kvapi.CompactionPoolSpec{
+			Replicas: ptr.To(int32(4)), MinReplicas: 2, MaxReplicas: 20,
+			Image: "registry.example/bellows:v9", ImagePullPolicy: corev1.PullIfNotPresent,
+			Resources: corev1.ResourceRequirements{
+				Limits: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("2Gi")},
+			},
+			CacheBytes:                 resource.MustParse("1536Mi"),
+			TransferRateBytesPerSecond: 8_500_000,
+			Bucket:                     kvapi.PoolBucketSpec{CredentialsSecretRef: &corev1.LocalObjectReference{Name: "s3-creds"}},
+			DrainTimeout:               metav1.Duration{Duration: 90 * time.Second},
+		},
+	}
+	p.SetDefaults()
+	return p
+}
+
+// clusterObjects is every object the operator writes for c, in the order of
+// the golden file.
+func clusterObjects(t *testing.T, c *kvapi.KVCluster) []client.Object {
+	t.Helper()
+	cm, err := BuildStoreConfigMap(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return []client.Object{
+		BuildStoreServiceAccount(c), BuildStoreRole(c), BuildStoreRoleBinding(c),
+		BuildStoreHeadlessService(c), BuildStoreClientService(c), BuildStorePDB(c), BuildStoreServiceMonitor(c),
+		cm, BuildStoreStatefulSet(c, cm),
+	}
+}
+
+func poolObjects(p *kvapi.CompactionPool) []client.Object {
+	return []client.Object{BuildPoolDeployment(p), BuildPoolService(p), BuildPoolPDB(p), BuildPoolServiceMonitor(p)}
+}
+
+// checkGolden renders objs as one YAML stream and compares it with
+// testdata/name.yaml byte for byte.
+func checkGolden(t *testing.T, name string, objs []client.Object) {
+	t.Helper()
+	var buf bytes.Buffer
+	for _, o := range objs {
+		data, err := yaml.Marshal(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintf(&buf, "---\n# %T %s\n%s", o, o.GetName(), data)
+	}
+	path := filepath.Join("testdata", name+".yaml")
+	if *update {
+		if err := os.MkdirAll("testdata", 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, buf.Bytes(), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run go test ./controllers/specs -update to write it)", err)
+	}
+	if !bytes.Equal(buf.Bytes(), want) {
+		t.Errorf("%s differs from what the builders make; if the change is intended, run go test ./controllers/specs -update and review the diff.\ngot:\n%s", path, buf.String())
+	}
+}
+
+// TestGolden pins every object the builders make, whole, for a minimal and a
+// fully specified resource of each kind.
+func TestGolden(t *testing.T) {
+	checkGolden(t, "kvcluster-default", clusterObjects(t, defaultedCluster()))
+	checkGolden(t, "kvcluster-full", clusterObjects(t, fullCluster()))
+	checkGolden(t, "compactionpool-default", poolObjects(defaultedPool()))
+	checkGolden(t, "compactionpool-full", poolObjects(fullPool()))
+}
