@@ -13,17 +13,20 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
+
+	"github.com/bellows-kv/bellows/internal/contract"
 )
 
-// Metric names read from the pods (docs/interfaces.md).
+// Metric names read from the pods: the contract's (the pods export them
+// under these names; charts/dashboards_test checks both sides).
 const (
-	MetricCompactorInflight     = "bellows_compactor_inflight_jobs"
-	MetricCompactorRate         = "bellows_compactor_compaction_rate_bytes_per_second"
-	MetricCompactorTransferRate = "bellows_compactor_transfer_rate_bytes_per_second"
-	MetricStoreRequested        = "bellows_compaction_requested_total"
-	MetricStoreRequestedBytes   = "bellows_compaction_requested_bytes_total"
-	MetricStoreQueueDepth       = "bellows_compaction_queue_depth"
-	MetricStorePendingBytes     = "bellows_compaction_pending_bytes"
+	MetricCompactorInflight     = contract.MetricCompactorInflight
+	MetricCompactorRate         = contract.MetricCompactorRate
+	MetricCompactorTransferRate = contract.MetricCompactorTransferRate
+	MetricStoreRequested        = contract.MetricCompactionRequested
+	MetricStoreRequestedBytes   = contract.MetricCompactionRequestedBytes
+	MetricStoreQueueDepth       = contract.MetricCompactionQueueDepth
+	MetricStorePendingBytes     = contract.MetricCompactionPendingBytes
 )
 
 // ErrBadValue marks a metric the autoscaler reads whose value is NaN or

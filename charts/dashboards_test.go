@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/prometheus/promql/parser"
 
 	"github.com/bellows-kv/bellows/hack/metricnames"
+	"github.com/bellows-kv/bellows/internal/contract"
 )
 
 const dashboardDir = "bellows/dashboards"
@@ -363,5 +364,24 @@ func TestDashboardCheckRejects(t *testing.T) {
 	  "templating":{"list":[{"name":"ns","type":"query","query":{"query":"label_values(bellows_kv_request_duration_seconds_count, namespace)"}}]}}`
 	if errs, used := checkDashboard(t, good, "good.json", []byte(dash)); len(errs) != 0 || !used["bellows_kv_request_duration_seconds"] {
 		t.Errorf("good dashboard: %v (used %v)", errs, used)
+	}
+}
+
+// TestContractMetricsAreExported: the metric names the operator's autoscaler
+// reads (internal/contract) are exported by the pods and documented, so a
+// rename on either side fails here, not as a silent "metrics unavailable".
+func TestContractMetricsAreExported(t *testing.T) {
+	e := loadExported(t)
+	for _, name := range []string{
+		contract.MetricCompactorInflight, contract.MetricCompactorRate, contract.MetricCompactorTransferRate,
+		contract.MetricCompactionRequested, contract.MetricCompactionRequestedBytes,
+		contract.MetricCompactionQueueDepth, contract.MetricCompactionPendingBytes,
+	} {
+		if _, ok := e.code.Series(name); !ok {
+			t.Errorf("%s: the autoscaler reads it, no Go source exports it", name)
+		}
+		if _, ok := e.docs.Series(name); !ok {
+			t.Errorf("%s: the autoscaler reads it, docs/interfaces.md does not list it", name)
+		}
 	}
 }
