@@ -170,7 +170,7 @@ func TestBuildIsReproducible(t *testing.T) {
 // exactly as Build does (user, entrypoint, working dir, env, labels, binary
 // path) and builds a static, trimmed, version-stamped binary.
 func TestDockerfileMatches(t *testing.T) {
-	raw, err := os.ReadFile("../../Dockerfile")
+	raw, err := os.ReadFile("../../../Dockerfile")
 	if err != nil {
 		t.Fatal(err)
 	}
