@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/rest"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -37,6 +38,9 @@ type Config struct {
 	ScrapeTimeout time.Duration
 	// Development logs for humans.
 	Development bool
+	// Kube is the API server to run against; nil loads it the usual way
+	// (--kubeconfig, $KUBECONFIG, in-cluster).
+	Kube *rest.Config
 }
 
 // Default is the operator's configuration before flags.
@@ -67,9 +71,12 @@ func Run(ctx context.Context, o Config) error {
 	if err := kvapi.AddToScheme(scheme); err != nil {
 		return err
 	}
-	cfg, err := ctrl.GetConfig()
-	if err != nil {
-		return fmt.Errorf("kubeconfig: %w", err)
+	cfg := o.Kube
+	if cfg == nil {
+		var err error
+		if cfg, err = ctrl.GetConfig(); err != nil {
+			return fmt.Errorf("kubeconfig: %w", err)
+		}
 	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                  scheme,
@@ -78,6 +85,10 @@ func Run(ctx context.Context, o Config) error {
 		LeaderElection:          o.LeaderElect,
 		LeaderElectionID:        contract.LeaderElectionID,
 		LeaderElectionNamespace: o.LeaderElectionNS,
+		// A leader that stops hands the Lease over at once instead of
+		// letting it expire (15 s): the standby takes over within its retry
+		// period. Safe because the process exits when Run returns.
+		LeaderElectionReleaseOnCancel: true,
 	})
 	if err != nil {
 		return fmt.Errorf("manager: %w", err)
