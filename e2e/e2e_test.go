@@ -59,7 +59,8 @@ func TestBellows(t *testing.T) {
 		{"4-compactor-dies-mid-compaction", func(t *testing.T) { e.compactorDies(t, kv, l) }},
 		{"5-autoscaling", func(t *testing.T) { e.autoscaling(t, kv, l) }},
 		{"6-rolling-update", func(t *testing.T) { e.rollingUpdate(t, kv, l) }},
-		{"7-uninstall", e.uninstall},
+		{"7-region-moves", func(t *testing.T) { e.regionMoves(t, kv, l) }},
+		{"8-uninstall", e.uninstall},
 	}
 	for _, s := range steps {
 		ok := t.Run(s.name, func(t *testing.T) {
@@ -73,7 +74,7 @@ func TestBellows(t *testing.T) {
 			s.f(t)
 		})
 		// Without the operator or the samples nothing else can run; later
-		// scenarios leave nothing that stops the next one (and 7 cleans up).
+		// scenarios leave nothing that stops the next one (and 8 cleans up).
 		if !ok && (s.name == "1-helm-install" || s.name == "2-samples") {
 			t.Fatalf("%s failed: skipping the rest", s.name)
 		}
@@ -650,7 +651,7 @@ func (e *env) rollingUpdate(t *testing.T, kv *kvClient, l *ledger) {
 	verifyLedger(t, ctx, kv, l)
 }
 
-// 7. Deleting the resources and uninstalling the chart leaves nothing
+// 8. Deleting the resources and uninstalling the chart leaves nothing
 // behind: no KVCluster, CompactionPool or namespace of the test, no PVC, no
 // operator Deployment, ServiceAccount, ClusterRole(Binding) or release
 // Secret, no pod anywhere, no container running in the node's containerd.
