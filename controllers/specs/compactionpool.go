@@ -132,15 +132,7 @@ func BuildPoolService(p *kvapi.CompactionPool) *corev1.Service {
 
 // BuildPoolPDB lets one worker be disrupted at a time.
 func BuildPoolPDB(p *kvapi.CompactionPool) *policyv1.PodDisruptionBudget {
-	pdb := &policyv1.PodDisruptionBudget{
-		ObjectMeta: poolMeta(p, p.PodDisruptionBudgetName()),
-		Spec: policyv1.PodDisruptionBudgetSpec{
-			MaxUnavailable: ptr.To(intstr.FromInt32(1)),
-			Selector:       &metav1.LabelSelector{MatchLabels: PoolSelectorLabels(p)},
-		},
-	}
-	StampHash(pdb, pdb.Spec)
-	return pdb
+	return buildOneAtATimePDB(poolMeta(p, p.PodDisruptionBudgetName()), PoolSelectorLabels(p))
 }
 
 // BuildPoolServiceMonitor scrapes the workers through the pool's Service.

@@ -223,15 +223,7 @@ func httpProbe(path string, period int32) *corev1.Probe {
 
 // BuildStorePDB lets at most one storage pod be voluntarily disrupted at a time.
 func BuildStorePDB(c *kvapi.KVCluster) *policyv1.PodDisruptionBudget {
-	p := &policyv1.PodDisruptionBudget{
-		ObjectMeta: clusterMeta(c, c.PodDisruptionBudgetName()),
-		Spec: policyv1.PodDisruptionBudgetSpec{
-			MaxUnavailable: ptr.To(intstr.FromInt32(1)),
-			Selector:       &metav1.LabelSelector{MatchLabels: StoreSelectorLabels(c)},
-		},
-	}
-	StampHash(p, p.Spec)
-	return p
+	return buildOneAtATimePDB(clusterMeta(c, c.PodDisruptionBudgetName()), StoreSelectorLabels(c))
 }
 
 // BuildStoreServiceAccount is the storage pods' identity.

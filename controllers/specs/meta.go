@@ -6,8 +6,11 @@ import (
 	"encoding/json"
 	"fmt"
 
+	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
 
 	kvapi "github.com/bellows-kv/bellows/api/v1alpha1"
 	"github.com/bellows-kv/bellows/internal/contract"
@@ -92,4 +95,18 @@ func poolMeta(p *kvapi.CompactionPool, name string) metav1.ObjectMeta {
 		Labels:          CommonLabels(p.Name, contract.ComponentCompactor),
 		OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(p, kvapi.GroupVersion.WithKind("CompactionPool"))},
 	}
+}
+
+// buildOneAtATimePDB lets at most one of the pods selector picks be
+// voluntarily disrupted at a time.
+func buildOneAtATimePDB(meta metav1.ObjectMeta, selector map[string]string) *policyv1.PodDisruptionBudget {
+	pdb := &policyv1.PodDisruptionBudget{
+		ObjectMeta: meta,
+		Spec: policyv1.PodDisruptionBudgetSpec{
+			MaxUnavailable: ptr.To(intstr.FromInt32(1)),
+			Selector:       &metav1.LabelSelector{MatchLabels: selector},
+		},
+	}
+	StampHash(pdb, pdb.Spec)
+	return pdb
 }
