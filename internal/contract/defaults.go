@@ -62,6 +62,11 @@ const (
 	// DefaultOwnershipCheckInterval is how often an open region looks for a
 	// newer owner in the bucket.
 	DefaultOwnershipCheckInterval = 5 * time.Second
+	// DefaultReleasePollInterval is how often a store assigned a region
+	// that another store owns checks the bucket for that store's release
+	// (one existence check of the next manifest), so a region moves in
+	// about its flush plus this interval.
+	DefaultReleasePollInterval = 250 * time.Millisecond
 	// DrainGraceHeadroom is added to a pool's drain timeout for the worker
 	// pod's grace period: the preStop drain, then the gRPC stop.
 	DrainGraceHeadroom = GracefulStopTimeout

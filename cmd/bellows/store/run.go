@@ -114,7 +114,8 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, out io.Writer) error
 	if err != nil {
 		return err
 	}
-	store, err = server.OpenStore(ctx, spans, server.StoreOptions{WALRoot: cfg.WALDir, Region: base})
+	store, err = server.OpenStore(ctx, spans, server.StoreOptions{WALRoot: cfg.WALDir, Region: base,
+		ReleasePollInterval: cfg.ReleasePollInterval})
 	if err != nil {
 		return err
 	}
