@@ -20,9 +20,9 @@ func TestDefaultEngineConfigIsValid(t *testing.T) {
 // the kubelet kills a store before it released its regions (and the next
 // owner waits) or a worker before its jobs finished.
 func TestShutdownFitsTheGracePeriods(t *testing.T) {
-	if got := GracefulStopTimeout + DefaultReleaseTimeout; got >= StoreGracePeriod {
-		t.Errorf("store: graceful stop %v + release %v = %v, not inside the grace period %v",
-			GracefulStopTimeout, DefaultReleaseTimeout, got, StoreGracePeriod)
+	if got := DefaultReleaseTimeout + GracefulStopTimeout; got >= StoreGracePeriod {
+		t.Errorf("store: release %v + graceful stop %v = %v, not inside the grace period %v",
+			DefaultReleaseTimeout, GracefulStopTimeout, got, StoreGracePeriod)
 	}
 	if WorkerGracePeriod(DefaultDrainTimeout) <= DefaultDrainTimeout+GracefulStopTimeout-1 {
 		t.Errorf("worker: grace period %v leaves no room for the gRPC stop after a %v drain",

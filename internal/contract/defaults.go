@@ -51,17 +51,24 @@ const (
 // Timings the operator and the pods must agree on.
 const (
 	// StoreGracePeriod is a store pod's terminationGracePeriodSeconds: its
-	// SIGTERM path (GracefulStopTimeout, then ReleaseTimeout) must fit in it.
+	// SIGTERM path (ReleaseTimeout, then GracefulStopTimeout) must fit in it.
 	StoreGracePeriod = 120 * time.Second
 	// GracefulStopTimeout bounds how long a role waits for running requests
-	// after SIGTERM before it cuts them off.
+	// after SIGTERM before it cuts them off; a store waits only after it
+	// released its regions (requests for them were answered at once).
 	GracefulStopTimeout = 30 * time.Second
-	// DefaultReleaseTimeout is how long a store spends flushing and releasing
-	// its regions after serving stopped.
+	// DefaultReleaseTimeout is how long a store spends releasing its regions
+	// on SIGTERM (aborting their compactions, flushing, committing the
+	// released manifest), first, while its other requests still run.
 	DefaultReleaseTimeout = 80 * time.Second
 	// DefaultOwnershipCheckInterval is how often an open region looks for a
 	// newer owner in the bucket.
 	DefaultOwnershipCheckInterval = 5 * time.Second
+	// DefaultReleasePollInterval is how often a store assigned a region
+	// that another store owns checks the bucket for that store's release
+	// (one existence check of the next manifest), so a region moves in
+	// about its flush plus this interval.
+	DefaultReleasePollInterval = 250 * time.Millisecond
 	// DrainGraceHeadroom is added to a pool's drain timeout for the worker
 	// pod's grace period: the preStop drain, then the gRPC stop.
 	DrainGraceHeadroom = GracefulStopTimeout

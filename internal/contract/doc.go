@@ -12,7 +12,7 @@
 //   - docs/defaults.md is generated from Defaults() by `make generate`.
 //
 // Invariants, checked by contract_test.go:
-//   - a store's shutdown (graceful stop + release) fits inside the grace
+//   - a store's shutdown (release, then graceful stop) fits inside the grace
 //     period the operator gives its pod;
 //   - a worker's drain fits inside the grace period the operator gives its pod;
 //   - Default().Validate() is nil.

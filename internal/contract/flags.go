@@ -23,6 +23,7 @@ const (
 	FlagForceTakeover          = "force-takeover"
 	FlagOwnershipCheckInterval = "ownership-check-interval"
 	FlagReleaseTimeout         = "release-timeout"
+	FlagReleasePollInterval    = "release-poll-interval"
 
 	// compactor
 	FlagCacheBytes          = "cache-bytes"

@@ -46,6 +46,7 @@ func Settings() []Setting {
 		{"CompactionPool spec.autoscaling.scaleDownStabilizationWindow", dur(DefaultScaleDownWindow)},
 		{"store --release-timeout", dur(DefaultReleaseTimeout)},
 		{"store --ownership-check-interval", dur(DefaultOwnershipCheckInterval)},
+		{"store --release-poll-interval", dur(DefaultReleasePollInterval)},
 		{"store pod terminationGracePeriodSeconds", dur(StoreGracePeriod)},
 		{"graceful gRPC stop on SIGTERM (store, compactor)", dur(GracefulStopTimeout)},
 		{"worker pod terminationGracePeriodSeconds", "drainTimeout + " + dur(DrainGraceHeadroom)},

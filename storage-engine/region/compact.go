@@ -2,6 +2,7 @@ package region
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"time"
 
@@ -21,10 +22,24 @@ type CompactionInfo struct {
 // Compact runs a compaction now and waits for it: a major compaction of
 // every file when major is set, otherwise the minor compaction the policy
 // selects (nothing if it selects none).
+//
+// A compaction never holds the region hostage: when the region is released
+// (or closed) while Compact runs, the job is cancelled (a remote worker
+// aborts it and frees its memory) and Compact returns at once with an error
+// matching ErrCompactionAborted: nothing was installed, the manifest still
+// names the inputs. Once the output is installed the compaction is done: a
+// warmup cut short by the release only leaves the cache colder, and Compact
+// reports the compaction.
 func (r *Region) Compact(ctx context.Context, major bool) (*CompactionInfo, error) {
 	if err := r.checkOpen(); err != nil {
 		return nil, err
 	}
+	// The call's context, ended also when the region stops its
+	// compactions, with the region's reason as the cause.
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	stop := context.AfterFunc(r.compactCtx, func() { cancel(context.Cause(r.compactCtx)) })
+	defer stop()
 	r.compactMu.Lock()
 	defer r.compactMu.Unlock()
 	return r.compactLocked(ctx, major)
@@ -39,13 +54,36 @@ func (r *Region) maybeScheduleCompaction() {
 		defer r.wg.Done()
 		r.compactMu.handedOver()
 		defer r.compactMu.Unlock()
-		if _, err := r.compactLocked(r.bgCtx, false); err != nil && r.bgCtx.Err() == nil {
+		if _, err := r.compactLocked(r.compactCtx, false); err != nil && r.compactCtx.Err() == nil {
 			r.opts.Logger.Warn("background compaction failed", "region", r.opts.Name, "err", err)
 		}
 	}()
 }
 
+// notInstalled is the error of a compaction whose context ended before its
+// output was installed: ErrCompactionAborted when the region stopped its
+// compactions (Release, shutdown), else the caller's cancellation.
+func (r *Region) notInstalled(ctx context.Context) error {
+	cause := context.Cause(ctx)
+	switch {
+	case errors.Is(cause, ErrReleasing):
+		return errorf(r.opts.Name, "%w: %s was released by this store while its compaction ran; nothing was installed", ErrCompactionAborted, r.opts.Name)
+	case errors.Is(cause, ErrClosed):
+		return errorf(r.opts.Name, "%w: %s was closed while its compaction ran; nothing was installed", ErrCompactionAborted, r.opts.Name)
+	}
+	return errorf(r.opts.Name, "compaction: %w; nothing was installed", ctx.Err())
+}
+
+// compactLocked runs one compaction under compactMu. Until the manifest
+// commit that installs the output, ctx ending abandons it (notInstalled);
+// the commit itself is not cancelled (installCompaction), so the newest
+// manifest names either every input or the output, never a deleted file.
 func (r *Region) compactLocked(ctx context.Context, major bool) (*CompactionInfo, error) {
+	if ctx.Err() != nil {
+		// Waited for compactMu behind a compaction that Release or
+		// shutdown cancelled.
+		return nil, r.notInstalled(ctx)
+	}
 	r.mu.RLock()
 	v := r.current
 	v.ref()
@@ -87,22 +125,49 @@ func (r *Region) compactLocked(ctx context.Context, major bool) (*CompactionInfo
 	r.stats.recordCompactionRequested(inputBytes)
 	r.checkIO("running a compaction")
 	res, err := r.exec.Execute(ctx, job)
+	if err == nil && ctx.Err() != nil {
+		// Finished as the region stopped its compactions: do not start
+		// installing (or warming) into a region being handed over.
+		releaseBlocks(res.Blocks)
+		err = ctx.Err()
+	}
 	if err != nil {
 		_ = r.bucket.Delete(context.Background(), outKey)
 		r.stats.recordCompaction(false)
+		if ctx.Err() != nil {
+			return nil, r.notInstalled(ctx)
+		}
 		return nil, errorf(r.opts.Name, "compaction: %w", err)
 	}
 	var out *table
 	if !res.Empty {
 		out, err = r.openTable(ctx, fileMeta(num, outKey, res.Props, uint64(res.Size)))
 		if err != nil {
+			releaseBlocks(res.Blocks)
 			_ = r.bucket.Delete(context.Background(), outKey)
+			r.stats.recordCompaction(false)
+			if ctx.Err() != nil {
+				return nil, r.notInstalled(ctx)
+			}
 			return nil, err
 		}
 	}
-	if err := r.installWithWarmup(ctx, inputs, out, res.Blocks); err != nil {
+	installed, err := r.installWithWarmup(ctx, inputs, out, res.Blocks)
+	if err != nil && !installed {
 		r.stats.recordCompaction(false)
+		if ctx.Err() != nil {
+			return nil, r.notInstalled(ctx)
+		}
 		return nil, err
+	}
+	if err != nil {
+		// Installed; only the warmup failed or was cut short (the region
+		// is being released): the compaction itself is done.
+		if ctx.Err() == nil {
+			r.stats.recordCompaction(false)
+			return nil, err
+		}
+		r.opts.Logger.Info("compaction installed; its warmup was cut short", "region", r.opts.Name, "cause", context.Cause(ctx))
 	}
 	r.stats.recordCompaction(true)
 	info := &CompactionInfo{Major: major, InputBytes: inputBytes, Duration: time.Since(began), Stats: res.Stats}
@@ -113,6 +178,18 @@ func (r *Region) compactLocked(ctx context.Context, major bool) (*CompactionInfo
 		info.Output = outKey
 	}
 	return info, nil
+}
+
+// releaseBlocks lets the worker drop the output blocks it kept for a
+// warmup that will not happen. Best effort and brief: the worker drops them
+// after its output TTL anyway, and a release must not wait on it.
+func releaseBlocks(src compaction.BlockSource) {
+	if src == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	_ = src.Release(ctx)
 }
 
 // installCompaction commits a manifest that replaces inputs (a contiguous
@@ -149,7 +226,10 @@ func (r *Region) installCompaction(ctx context.Context, inputs []*table, out *ta
 	next := prev.Clone()
 	next.Files = files
 	next.NextFileNum = r.nextFile.Load()
-	if err := r.commitManifest(ctx, prev, &next); err != nil {
+	// Not cancelled: a commit cut off mid-write may have been written
+	// anyway, and the output would then be deleted under a manifest that
+	// names it. One small bucket write; Release waits for it (compactMu).
+	if err := r.commitManifest(context.WithoutCancel(ctx), prev, &next); err != nil {
 		if out != nil {
 			out.obsolete.Store(true)
 			out.unref()

@@ -17,12 +17,21 @@ var (
 	// ErrReleasing: the region is being handed to another store; retry
 	// there.
 	ErrReleasing = fmt.Errorf("%w: released to another store", ErrClosed)
+	// ErrCompactionAborted: a compaction (Compact, or one the region
+	// started) was abandoned because the region was released or closed
+	// while it ran; nothing was installed, so the manifest still names its
+	// inputs. Compact it again at the region's next owner.
+	ErrCompactionAborted = errors.New("region: compaction aborted")
 	// ErrOwned: another store owns the region and has not released it.
 	ErrOwned = manifest.ErrOwned
 	// ErrFenced: another opener owns the region now; this handle refuses
 	// writes.
 	ErrFenced = manifest.ErrFenced
 )
+
+// OwnedError is the error (matching ErrOwned) that names the store owning a
+// region and the number of the manifest that says so.
+type OwnedError = manifest.OwnedError
 
 // Error is an error of one region. The engine wraps an error with its
 // region's name once, where it first knows the region, so a caller finds the

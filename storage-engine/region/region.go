@@ -12,6 +12,10 @@
 //     and every memstore version is newer than every SST version, so a point
 //     read can stop at the first source that has a version of the key.
 //   - An SST is deleted only when no manifest and no reader refers to it.
+//   - A compaction is installed by one manifest commit, which is not
+//     cancelled once begun: the newest manifest names every input of a
+//     compaction or its output. A compaction abandoned before that commit
+//     (Release, shutdown, its caller) installs nothing.
 //
 // Region.checkInvariants checks what of this can be checked from the
 // region's state; the model test calls it after every step.
@@ -45,7 +49,11 @@
 // # Held across I/O
 //
 //   - compactMu spans a whole compaction: reading the inputs, the job
-//     (perhaps on a remote worker), the output, the warmup.
+//     (perhaps on a remote worker), the output, the warmup. Release and
+//     shutdown cancel a running compaction (compactCtx) before they wait
+//     for compactMu, so they wait for the job to notice the cancellation
+//     (and at most one install commit already under way), never for the
+//     job to finish.
 //   - manifestMu spans manifest.Commit (a create-if-absent bucket write) and
 //     the ownership check's bucket.Exists.
 //   - commitMu spans no I/O: a WAL append is queued under it and waited for
@@ -135,8 +143,14 @@ type Region struct {
 	flushCh chan struct{}
 	bgCtx   context.Context
 	cancel  context.CancelFunc
-	wg      sync.WaitGroup
-	stats   Stats
+	// compactCtx is the parent of every compaction (background ones run
+	// in it, Compact's follow it): Release and shutdown cancel it first,
+	// with ErrReleasing or ErrClosed as the cause, so no compaction holds
+	// up a handover (stopCompactions).
+	compactCtx      context.Context
+	stopCompactions context.CancelCauseFunc
+	wg              sync.WaitGroup
+	stats           Stats
 }
 
 // Open opens (creating if absent) a region: it locks the WAL directory, loads
@@ -248,6 +262,7 @@ func Open(ctx context.Context, opts Options) (_ *Region, err error) {
 		return nil, err
 	}
 	r.bgCtx, r.cancel = context.WithCancel(context.Background())
+	r.compactCtx, r.stopCompactions = context.WithCancelCause(r.bgCtx)
 	r.wg.Add(1)
 	go r.flushLoop()
 	if opts.OwnershipCheckInterval > 0 {
@@ -310,16 +325,31 @@ func (r *Region) removeOrphans(ctx context.Context) error {
 // Name is the region's name.
 func (r *Region) Name() string { return r.opts.Name }
 
+// ManifestCommitted reports whether manifest n of region name exists in
+// bucket (the store's, not prefixed): one existence check, the cheap way for
+// a store waiting to claim a region to notice that its owner committed after
+// manifest n-1 (released it, perhaps) without loading anything.
+func ManifestCommitted(ctx context.Context, bucket *blob.Bucket, name string, n uint64) (bool, error) {
+	return bucket.Prefixed(BucketPrefix(name)).Exists(ctx, manifest.ObjectName(n))
+}
+
 // Close flushes nothing (the WAL holds unflushed writes), stops background
 // work and releases files. Later calls return ErrClosed.
 func (r *Region) Close() error { return r.shutdown(nil) }
 
-// Release hands the region over: it refuses new writes, flushes every
-// acknowledged write into an SST, stops background work and commits a
-// manifest marking the region released, so any store may claim it without
-// this WAL. Then the WAL segments are deleted. If Release fails the region is
-// closed but not released, and only a reopen with this WAL may claim it.
+// Release hands the region over: it aborts a running compaction, refuses
+// new writes, flushes every acknowledged write into an SST, stops
+// background work and commits a manifest marking the region released, so
+// any store may claim it without this WAL. Then the WAL segments are
+// deleted. If Release fails the region is closed but not released, and only
+// a reopen with this WAL may claim it.
+//
+// A compaction, however long (a remote job, a throttled warmup), does not
+// delay the handover: it is cancelled first, and its caller gets
+// ErrCompactionAborted unless its output was already installed (see
+// Compact). The flush is what a release waits for.
 func (r *Region) Release(ctx context.Context) error {
+	r.stopCompactions(ErrReleasing)
 	if err := r.flush(ctx, true); err != nil {
 		_ = r.Close()
 		return errorf(r.opts.Name, "releasing: %w", err)
@@ -358,6 +388,7 @@ func (r *Region) shutdown(final func() error) error {
 	r.cond.Broadcast()
 	r.mu.Unlock()
 	r.commitMu.Unlock()
+	r.stopCompactions(ErrClosed) // a no-op after Release's ErrReleasing
 	r.cancel()
 	r.wg.Wait()
 	// Wait for a running compaction to observe the cancellation.

@@ -172,6 +172,9 @@ func (r *Region) warmBlocks(ctx context.Context, out *table, src compaction.Bloc
 		lim = rate.NewLimiter(rate.Limit(rateBytes), int(max(rateBytes, 1<<20)))
 	}
 	for i := next; i < n; i++ {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
 		sz, err := out.reader.LoadBlockFromFile(i)
 		if err != nil {
 			return err
@@ -192,17 +195,35 @@ func (r *Region) setProgress(i, n int) {
 }
 
 // installWithWarmup switches the region from inputs to out according to the
-// warmup mode. The manifest is committed before any incremental warmup
-// starts, so a restart mid-warmup opens only the new file.
-func (r *Region) installWithWarmup(ctx context.Context, inputs []*table, out *table, src compaction.BlockSource) error {
+// warmup mode; installed reports whether the manifest now names out instead
+// of inputs (an error after that is the warmup's). The manifest is
+// committed before any incremental warmup starts, so a restart mid-warmup
+// opens only the new file. ctx ending before the commit installs nothing;
+// after it, it only ends the warmup.
+func (r *Region) installWithWarmup(ctx context.Context, inputs []*table, out *table, src compaction.BlockSource) (installed bool, err error) {
 	defer func() {
 		if src != nil {
-			_ = src.Release(context.Background())
+			releaseBlocks(src)
 		}
 	}()
+	install := func(warm bool) (bool, error) {
+		if err := ctx.Err(); err != nil {
+			// The region is being released: nothing may be installed
+			// now (and out is not ours to keep).
+			if out != nil {
+				out.obsolete.Store(true)
+				out.unref()
+			}
+			return false, err
+		}
+		if err := r.installCompaction(ctx, inputs, out, warm); err != nil {
+			return false, err
+		}
+		return true, nil
+	}
 	mode := r.opts.Warmup
 	if out == nil {
-		return r.installCompaction(ctx, inputs, nil, false)
+		return install(false)
 	}
 	switch mode {
 	case WarmupRemoteCache:
@@ -219,18 +240,20 @@ func (r *Region) installWithWarmup(ctx context.Context, inputs []*table, out *ta
 			// the file is replaced by the next compaction.
 			src = nil
 		}
-		return r.installCompaction(ctx, inputs, out, false)
+		return install(false)
 	case WarmupPreSwitch:
 		r.warmStats.Warmups.Add(1)
 		n := out.reader.NumBlocks()
 		if err := r.warmBlocks(ctx, out, src, 0, func(i int) { r.setProgress(i, n) }); err != nil {
-			return err
+			out.obsolete.Store(true)
+			out.unref()
+			return false, err
 		}
-		return r.installCompaction(ctx, inputs, out, false)
+		return install(false)
 	case WarmupIncremental, WarmupThrottledIncremental:
 		r.warmStats.Warmups.Add(1)
-		if err := r.installCompaction(ctx, inputs, out, true); err != nil {
-			return err
+		if ok, err := install(true); !ok {
+			return false, err
 		}
 		var rateBytes int64
 		if mode == WarmupThrottledIncremental {
@@ -243,9 +266,9 @@ func (r *Region) installWithWarmup(ctx context.Context, inputs []*table, out *ta
 			r.setProgress(i, n)
 		})
 		r.finishWarming()
-		return err
+		return true, err
 	default:
-		return r.installCompaction(ctx, inputs, out, false)
+		return install(false)
 	}
 }
 

@@ -42,7 +42,11 @@ func (s *fileSource) Fetch(ctx context.Context, from int, _ int64, fn func(int, 
 		}
 		if i+1 == s.pauseAt {
 			s.paused <- i
-			<-s.resume
+			select {
+			case <-s.resume:
+			case <-ctx.Done(): // a worker's stream breaks too
+				return ctx.Err()
+			}
 		}
 	}
 	return nil

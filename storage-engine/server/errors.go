@@ -34,6 +34,10 @@ func toStatus(err error) error {
 		errors.Is(err, region.ErrValueTooLarge), errors.Is(err, region.ErrBatchTooLarge),
 		errors.Is(err, region.ErrEmptyBatch):
 		code = codes.InvalidArgument
+	case errors.Is(err, region.ErrCompactionAborted):
+		// The region left this store while its compaction ran; nothing
+		// was installed. Compact again at the region's next owner.
+		code = codes.Aborted
 	case errors.Is(err, region.ErrClosed), errors.Is(err, region.ErrOwned):
 		// Closing, released, or not claimed yet: retry (here, or at the
 		// region's next owner).

@@ -422,7 +422,11 @@ func (s *KV) Flush(ctx context.Context, req *kvpb.FlushRequest) (*kvpb.FlushResp
 	return &kvpb.FlushResponse{}, nil
 }
 
-// Compact implements kvpb.AdminServer.
+// Compact implements kvpb.AdminServer. The call lasts as long as the
+// compaction, but never holds the region: when this store releases the
+// region meanwhile, the job is cancelled and the call answers ABORTED at
+// once ("region-003 was released by this store while its compaction ran;
+// nothing was installed").
 func (s *KV) Compact(ctx context.Context, req *kvpb.CompactRequest) (*kvpb.CompactResponse, error) {
 	r := s.store.ByName(req.Region)
 	if r == nil {

@@ -60,6 +60,7 @@ func TestResolveRoutesOnce(t *testing.T) {
 	const notOpen = `not open yet, waiting for its owner to release it: region region-002: manifest: region is owned by another store: ` +
 		`"old pid 1" (manifest 7, WAL w) has not released it, and its WAL may hold acknowledged writes that are in no SST; ` +
 		`stop that store so it releases the region, reopen the region with that WAL, or force the takeover and forfeit them`
+	const released = "region region-000: region: closed: released to another store"
 	forwardedCtx := metadata.NewIncomingContext(context.Background(), metadata.Pairs(route.ForwardedHeader, "1"))
 	for _, c := range []struct {
 		name string
@@ -79,8 +80,17 @@ func TestResolveRoutesOnce(t *testing.T) {
 		{"forwarding: empty key", true, context.Background(), "", `error InvalidArgument "region: key is empty" region=""`},
 		{"forwarded here: elsewhere", true, forwardedCtx, "h", `error OutOfRange "key \"h\" is in no region this store serves (see Regions)" region=""`},
 		{"forwarded here: waiting", true, forwardedCtx, "q", "here region-002, not open: Unavailable " + fmt.Sprintf("%q", notOpen) + ` region="region-002"`},
+		{"released here", false, context.Background(), "a!", "here region-000, not open: Unavailable " + fmt.Sprintf("%q", released) + ` region="region-000"`},
+		{"forwarding: released here", true, context.Background(), "a!", "forward region-000 (assigned here, not open)"},
+		{"forwarded here: released", true, forwardedCtx, "a!", "here region-000, not open: Unavailable " + fmt.Sprintf("%q", released) + ` region="region-000"`},
 	} {
-		if got := describe(testKV(t, c.fwd).resolve(c.ctx, []byte(c.key))); got != c.want {
+		kv := testKV(t, c.fwd)
+		if c.key == "a!" {
+			// Being handed over (Store.Release).
+			kv.store.regions[0].released.Store(true)
+			kv.store.regions[0].eng.Store(nil)
+		}
+		if got := describe(kv.resolve(c.ctx, []byte(c.key))); got != c.want {
 			t.Errorf("%s: resolve(%q) =\n  %s\nwant\n  %s", c.name, c.key, got, c.want)
 		}
 	}
@@ -133,6 +143,8 @@ func TestRegionErrNamesTheRegionOnce(t *testing.T) {
 	}{
 		{region.ErrKeyTooLarge, codes.InvalidArgument, "region region-007: region: key exceeds 64 KiB", "region-007"},
 		{&region.Error{Region: "region-007", Err: fmt.Errorf("compaction: %w", context.Canceled)}, codes.Canceled, "region region-007: compaction: context canceled", "region-007"},
+		{&region.Error{Region: "region-007", Err: fmt.Errorf("%w: released", region.ErrCompactionAborted)}, codes.Aborted, "region region-007: region: compaction aborted: released", "region-007"},
+		{&region.Error{Region: "region-007", Err: region.ErrReleasing}, codes.Unavailable, "region region-007: region: closed: released to another store", "region-007"},
 		{&region.Error{Region: "region-007", Err: fmt.Errorf("%w (manifest 9 exists)", region.ErrFenced)}, codes.FailedPrecondition,
 			"region region-007: " + manifest.ErrFenced.Error() + " (manifest 9 exists)", "region-007"},
 		// The region's name inside the text (a file name) is not taken

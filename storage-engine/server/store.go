@@ -12,13 +12,16 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/bellows-kv/bellows/internal/contract"
 	"github.com/bellows-kv/bellows/storage-engine/region"
 )
 
 // Store is the set of regions one storage pod is assigned, with their key
 // ranges. A region another store still owns is claimed in the background as
 // soon as that store releases it (a region moving between pods); until then
-// requests for it fail with UNAVAILABLE.
+// requests for it fail with UNAVAILABLE. Release hands every open region to
+// its next owner; from its first moment requests for them fail with
+// UNAVAILABLE too.
 type Store struct {
 	opts    StoreOptions
 	regions []*Assignment // by Span.Start
@@ -33,8 +36,13 @@ type StoreOptions struct {
 	// Region is copied for each region, with Name set to the span's name
 	// and WALDir to WALRoot/<name>.
 	Region region.Options
-	// ClaimRetryMin and ClaimRetryMax bound the backoff between attempts to
-	// claim a region another store owns. Defaults 200ms and 5s.
+	// ReleasePollInterval is how often a region another store owns is
+	// checked for its owner's next manifest commit (the release), one
+	// existence check each time. Default contract.DefaultReleasePollInterval.
+	ReleasePollInterval time.Duration
+	// ClaimRetryMin and ClaimRetryMax bound the backoff after a claim
+	// failed for another reason than ownership (the bucket unreachable,
+	// say). Defaults 200ms and 5s.
 	ClaimRetryMin, ClaimRetryMax time.Duration
 }
 
@@ -42,6 +50,9 @@ type StoreOptions struct {
 func (o *StoreOptions) EnsureDefaults() {
 	if o.Region.Logger == nil {
 		o.Region.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.ReleasePollInterval <= 0 {
+		o.ReleasePollInterval = contract.DefaultReleasePollInterval
 	}
 	if o.ClaimRetryMin <= 0 {
 		o.ClaimRetryMin = 200 * time.Millisecond
@@ -58,6 +69,9 @@ type Assignment struct {
 	eng  atomic.Pointer[region.Region]
 	// waiting is why the region is not open yet.
 	waiting atomic.Pointer[error]
+	// released: this store has handed the region over (Release), or is
+	// doing so.
+	released atomic.Bool
 }
 
 // Name is the region's name.
@@ -65,10 +79,14 @@ func (a *Assignment) Name() string { return a.Span.Name }
 
 // Engine is the open region, or why it is not open: an error matching
 // region.ErrOwned that says which store holds it (waiting for its release),
-// or region.ErrClosed; either names the region (region.Error).
+// region.ErrReleasing (this store is handing it over), or region.ErrClosed;
+// each names the region (region.Error).
 func (a *Assignment) Engine() (*region.Region, error) {
 	if e := a.eng.Load(); e != nil {
 		return e, nil
+	}
+	if a.released.Load() {
+		return nil, &region.Error{Region: a.Name(), Err: region.ErrReleasing}
 	}
 	if err := a.waiting.Load(); err != nil {
 		return nil, fmt.Errorf("not open yet, waiting for its owner to release it: %w", *err)
@@ -98,7 +116,7 @@ func OpenStore(ctx context.Context, spans []Span, o StoreOptions) (*Store, error
 			r.waiting.Store(&err)
 			base.Logger.Warn("region owned by another store; claiming it once released", "region", sp.Name, "err", err)
 			s.claims.Add(1)
-			go s.claim(bg, r, opts)
+			go s.claim(bg, r, opts, err)
 		default:
 			_ = s.Close()
 			return nil, err
@@ -108,16 +126,44 @@ func OpenStore(ctx context.Context, spans []Span, o StoreOptions) (*Store, error
 	return s, nil
 }
 
-// claim retries opening r until it succeeds, fails for another reason than
-// ownership, or the store closes.
-func (s *Store) claim(ctx context.Context, r *Assignment, opts region.Options) {
+// claim opens r once its owner has released it, or until the claim fails
+// for another reason than ownership, or the store closes. owned is the
+// ErrOwned error of the last attempt.
+//
+// A bucket has no watch, so the claim polls, but cheaply: the owner's
+// release is a manifest commit, so only the existence of the manifest after
+// the one that said "owned" is checked, every ReleasePollInterval (one
+// existence check: 4/s per waiting region at the default 250ms), and the
+// region is opened only when it appears. A region moves in about its flush
+// plus at most one interval. The alternative, the releasing store telling
+// the stores that wait, would need peers to be known (they are not without
+// forwarding), a new RPC, and this poll anyway for a message lost with a
+// dying store; the manifest is the truth either way. The traffic lasts only
+// while the region waits, which is during a move.
+func (s *Store) claim(ctx context.Context, r *Assignment, opts region.Options, owned error) {
 	defer s.claims.Done()
-	wait := s.opts.ClaimRetryMin
+	seen := ownedManifest(owned)
+	poll := time.NewTicker(s.opts.ReleasePollInterval)
+	defer poll.Stop()
+	retry := s.opts.ClaimRetryMin
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-time.After(wait):
+		case <-poll.C:
+		}
+		if seen > 0 {
+			next, err := region.ManifestCommitted(ctx, opts.Bucket, r.Name(), seen+1)
+			if ctx.Err() != nil {
+				return
+			}
+			if err != nil {
+				opts.Logger.Debug("checking for the release of a region", "region", r.Name(), "err", err)
+				continue
+			}
+			if !next {
+				continue
+			}
 		}
 		e, err := region.Open(ctx, opts)
 		if err == nil {
@@ -129,12 +175,31 @@ func (s *Store) claim(ctx context.Context, r *Assignment, opts region.Options) {
 		if ctx.Err() != nil {
 			return
 		}
-		if !errors.Is(err, region.ErrOwned) {
-			opts.Logger.Error("claiming region", "region", r.Name(), "err", err)
-		}
 		r.waiting.Store(&err)
-		wait = min(2*wait, s.opts.ClaimRetryMax)
+		if seen = ownedManifest(err); seen > 0 || errors.Is(err, region.ErrOwned) {
+			// Still owned (the owner committed something else, or
+			// another waiting store claimed it first): watch on.
+			retry = s.opts.ClaimRetryMin
+			continue
+		}
+		opts.Logger.Error("claiming region", "region", r.Name(), "err", err, "retry in", retry)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(retry):
+		}
+		retry = min(2*retry, s.opts.ClaimRetryMax)
 	}
+}
+
+// ownedManifest is the number of the manifest that an ErrOwned error says
+// names another owner; 0 for any other error.
+func ownedManifest(err error) uint64 {
+	var owned *region.OwnedError
+	if errors.As(err, &owned) {
+		return owned.Manifest
+	}
+	return 0
 }
 
 // Assignments are the assigned regions in key order, open or not.
@@ -181,7 +246,7 @@ func (s *Store) stopClaims() {
 // WAL can reopen them (a restart).
 func (s *Store) Close() error {
 	s.stopClaims()
-	return s.each(func(e *region.Region) error {
+	return s.each(func(_ *Assignment, e *region.Region) error {
 		if err := e.Close(); err != nil && !errors.Is(err, region.ErrClosed) {
 			return err
 		}
@@ -189,16 +254,35 @@ func (s *Store) Close() error {
 	})
 }
 
-// Release hands every open region over: each is flushed and marked released,
-// so whichever store is assigned it next claims it with every acknowledged
-// write (a pod shutting down or a region moving). A region that fails to
-// release is closed and stays owned by this store's WAL.
+// Release hands every open region over: from its first moment requests for
+// them fail with UNAVAILABLE (region.ErrReleasing), and each is released at
+// once, in parallel (region.Release: its compaction aborted, flushed, marked
+// released), so whichever store is assigned it next claims it with every
+// acknowledged write (a pod shutting down or a region moving). A region
+// that fails to release is closed and stays owned by this store's WAL.
+// Each release is logged with how long it took: what a region's move costs
+// beyond the next owner's claim.
 func (s *Store) Release(ctx context.Context) error {
 	s.stopClaims()
-	return s.each(func(e *region.Region) error { return e.Release(ctx) })
+	for _, r := range s.regions {
+		if r.eng.Load() != nil {
+			r.released.Store(true)
+		}
+	}
+	log := s.opts.Region.Logger
+	return s.each(func(r *Assignment, e *region.Region) error {
+		began := time.Now()
+		if err := e.Release(ctx); err != nil {
+			return err
+		}
+		log.Info("released region", "region", r.Name(), "took", time.Since(began))
+		return nil
+	})
 }
 
-func (s *Store) each(f func(*region.Region) error) error {
+// each takes every open region out of service and calls f for it, all at
+// once.
+func (s *Store) each(f func(*Assignment, *region.Region) error) error {
 	var (
 		mu   sync.Mutex
 		errs []error
@@ -212,7 +296,7 @@ func (s *Store) each(f func(*region.Region) error) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if err := f(e); err != nil {
+			if err := f(r, e); err != nil {
 				mu.Lock()
 				errs = append(errs, fmt.Errorf("%s: %w", r.Name(), err))
 				mu.Unlock()

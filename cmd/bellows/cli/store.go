@@ -45,7 +45,9 @@ func newStoreCommand() *cobra.Command {
 	f.DurationVar(&cfg.OwnershipCheckInterval, contract.FlagOwnershipCheckInterval, cfg.OwnershipCheckInterval,
 		"how often each region checks the bucket for a newer owner, so a store whose region was forcibly taken over stops acknowledging writes; 0 checks only at its own manifest commits")
 	f.DurationVar(&cfg.ReleaseTimeout, contract.FlagReleaseTimeout, cfg.ReleaseTimeout,
-		"on SIGTERM, after serving stops, how long to spend flushing and releasing the regions; a region not released in time stays owned by this store's WAL (it must fit in the pod's grace period)")
+		"on SIGTERM, how long to spend releasing the regions (running compactions aborted, flushed, marked released) before the remaining requests are finished; a region not released in time stays owned by this store's WAL (it must fit in the pod's grace period)")
+	f.DurationVar(&cfg.ReleasePollInterval, contract.FlagReleasePollInterval, cfg.ReleasePollInterval,
+		"how often a region that another store owns is checked for its release (one bucket existence check per waiting region), so it is claimed that soon after")
 	_ = cmd.MarkFlagRequired(contract.FlagBucket)
 	_ = cmd.MarkFlagRequired(contract.FlagWALDir)
 	cmd.MarkFlagsMutuallyExclusive(contract.FlagRegions, contract.FlagSplitKeys)

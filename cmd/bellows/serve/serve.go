@@ -29,6 +29,11 @@ type Servers struct {
 	http    *http.Server
 	httpLis net.Listener
 	log     *slog.Logger
+	// BeforeStop, if set, runs when Run stops (a signal, ctx, a listener
+	// failing) while gRPC still serves, before the graceful stop: what it
+	// takes out of service answers requests promptly (a store's regions:
+	// UNAVAILABLE) instead of waiting behind the requests still running.
+	BeforeStop func()
 	// Shutdown bounds the graceful gRPC stop; then running calls are cut.
 	Shutdown time.Duration
 }
@@ -54,9 +59,10 @@ func Listen(grpcAddr, httpAddr string, log *slog.Logger, opts ...grpc.ServerOpti
 	return &Servers{GRPC: grpc.NewServer(opts...), grpcLis: gl, httpLis: hl, log: log, Shutdown: contract.GracefulStopTimeout}, nil
 }
 
-// Run serves until SIGINT/SIGTERM or ctx ends, then stops gracefully. It
-// prints one ready line to out once both listeners serve; bellows local and
-// the process tests read the addresses from it.
+// Run serves until SIGINT/SIGTERM or ctx ends, then runs BeforeStop and
+// stops gracefully: new calls are refused and running ones get Shutdown to
+// finish. It prints one ready line to out once both listeners serve;
+// bellows local and the process tests read the addresses from it.
 func (s *Servers) Run(ctx context.Context, role string, mux http.Handler, out io.Writer) error {
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -74,6 +80,9 @@ func (s *Servers) Run(ctx context.Context, role string, mux http.Handler, out io
 	case <-ctx.Done():
 		s.log.Info("stopping")
 	case err = <-errc:
+	}
+	if s.BeforeStop != nil {
+		s.BeforeStop()
 	}
 	done := make(chan struct{})
 	go func() { s.GRPC.GracefulStop(); close(done) }()

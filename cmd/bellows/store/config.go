@@ -47,7 +47,11 @@ type Config struct {
 
 	ForceTakeover          bool
 	OwnershipCheckInterval time.Duration
-	ReleaseTimeout         time.Duration
+	// ReleaseTimeout bounds the release of the regions on SIGTERM.
+	ReleaseTimeout time.Duration
+	// ReleasePollInterval: how often a region another store owns is
+	// checked for its release.
+	ReleasePollInterval time.Duration
 }
 
 // Default is a store's configuration before flags: contract defaults, no
@@ -60,6 +64,7 @@ func Default() Config {
 		Regions:                int(contract.DefaultRegionCount),
 		OwnershipCheckInterval: contract.DefaultOwnershipCheckInterval,
 		ReleaseTimeout:         contract.DefaultReleaseTimeout,
+		ReleasePollInterval:    contract.DefaultReleasePollInterval,
 	}
 }
 
@@ -115,6 +120,9 @@ func (c Config) Validate() error {
 	}
 	if c.ReleaseTimeout <= 0 {
 		flag(contract.FlagReleaseTimeout, "%v must be positive", c.ReleaseTimeout)
+	}
+	if c.ReleasePollInterval <= 0 {
+		flag(contract.FlagReleasePollInterval, "%v must be positive", c.ReleasePollInterval)
 	}
 	if err := c.Engine.Validate(); err != nil {
 		errs = append(errs, err)

@@ -18,7 +18,8 @@ func TestDefaultIsTheContract(t *testing.T) {
 		t.Fatalf("engine defaults %+v, contract %+v", c.Engine, contract.DefaultEngineConfig())
 	}
 	if c.Listen != ":7400" || c.MetricsListen != ":9090" || c.Regions != 1 ||
-		c.ReleaseTimeout != contract.DefaultReleaseTimeout || c.OwnershipCheckInterval != contract.DefaultOwnershipCheckInterval {
+		c.ReleaseTimeout != contract.DefaultReleaseTimeout || c.OwnershipCheckInterval != contract.DefaultOwnershipCheckInterval ||
+		c.ReleasePollInterval != contract.DefaultReleasePollInterval {
 		t.Fatalf("flag defaults: %+v", c)
 	}
 }
@@ -51,6 +52,7 @@ func TestValidateListsEveryProblem(t *testing.T) {
 	c.Engine.Offload = contract.OffloadRequired
 	c.Engine.Compaction.Ratio = -1
 	c.ReleaseTimeout = 0
+	c.ReleasePollInterval = 0
 	err := c.Validate()
 	if err == nil {
 		t.Fatal("want errors")
@@ -62,6 +64,7 @@ func TestValidateListsEveryProblem(t *testing.T) {
 		"--region-owner",
 		"offload mode Required needs workers: pass --compactors or --compactor-service",
 		"--release-timeout: 0s must be positive",
+		"--release-poll-interval: 0s must be positive",
 		"engine.yaml compaction.ratio: -1 must be positive",
 	} {
 		if !strings.Contains(err.Error(), want) {

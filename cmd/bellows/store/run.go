@@ -2,11 +2,14 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"google.golang.org/grpc"
 	"k8s.io/client-go/rest"
@@ -27,8 +30,20 @@ import (
 	"github.com/bellows-kv/bellows/storage-engine/wal"
 )
 
-// Run serves the store until ctx ends or a signal arrives, then releases its
-// regions. cfg must have passed Validate. The ready line goes to out.
+// Run serves the store until ctx ends or a signal arrives, then shuts down
+// in this order, so that a region moves to its next owner in about its
+// flush:
+//
+//  1. The store stops taking requests for its regions: they answer
+//     UNAVAILABLE (region.ErrReleasing), and /readyz fails.
+//  2. It releases them (Store.Release, within cfg.ReleaseTimeout): running
+//     compactions are aborted (an Admin Compact answers ABORTED), every
+//     acknowledged write is flushed, the manifest is marked released. The
+//     next owner, polling for that commit, claims each region at once.
+//  3. Only then does gRPC stop gracefully (contract.GracefulStopTimeout)
+//     for whatever is still running: forwarded requests, scans.
+//
+// cfg must have passed Validate. The ready line goes to out.
 func Run(ctx context.Context, cfg Config, log *slog.Logger, out io.Writer) error {
 	allSpans, err := cfg.Spans()
 	if err != nil {
@@ -114,22 +129,34 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, out io.Writer) error
 	if err != nil {
 		return err
 	}
-	store, err = server.OpenStore(ctx, spans, server.StoreOptions{WALRoot: cfg.WALDir, Region: base})
+	store, err = server.OpenStore(ctx, spans, server.StoreOptions{WALRoot: cfg.WALDir, Region: base,
+		ReleasePollInterval: cfg.ReleasePollInterval})
 	if err != nil {
 		return err
 	}
-	defer func() {
-		// Serving has stopped: hand the regions over, so a store that is
-		// assigned them next (a rollout, a scale change) claims them with
-		// every acknowledged write.
-		rctx, cancel := context.WithTimeout(context.Background(), cfg.ReleaseTimeout)
-		defer cancel()
-		if err := store.Release(rctx); err != nil {
-			log.Error("releasing regions; they stay owned by this store's WAL", "err", err)
-			return
-		}
-		log.Info("released regions")
-	}()
+	// release hands the regions over, so a store that is assigned them
+	// next (a rollout, a scale change) claims them with every acknowledged
+	// write. It runs once: when serving stops (srv.BeforeStop, while gRPC
+	// still answers), or on the way out if Run returns before that.
+	var (
+		stopping    atomic.Bool
+		releaseOnce sync.Once
+	)
+	release := func() {
+		releaseOnce.Do(func() {
+			stopping.Store(true)
+			began := time.Now()
+			rctx, cancel := context.WithTimeout(context.Background(), cfg.ReleaseTimeout)
+			defer cancel()
+			if err := store.Release(rctx); err != nil {
+				log.Error("releasing regions; they stay owned by this store's WAL", "err", err)
+				return
+			}
+			log.Info("released regions", "took", time.Since(began))
+		})
+	}
+	defer release()
+	srv.BeforeStop = release
 	log.Info("serving", "regions", len(spans), "offload", offMode, "workers", workers.Compactors(), "bucket", cfg.Bucket)
 	server.RegisterStoreGauges(reg, store, cache)
 	var fwd *server.Forwarding
@@ -143,7 +170,12 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, out io.Writer) error
 	kv := server.NewKV(store, fwd, m)
 	kvpb.RegisterKVServer(srv.GRPC, kv)
 	kvpb.RegisterAdminServer(srv.GRPC, kv)
-	mux := health.Mux(reg, func() error { return nil }, nil)
+	mux := health.Mux(reg, func() error {
+		if stopping.Load() {
+			return errors.New("shutting down: the regions are being handed over")
+		}
+		return nil
+	}, nil)
 	return srv.Run(ctx, "store", mux, out)
 }
 
