@@ -42,9 +42,9 @@ func (e *stuckExecutor) Execute(ctx context.Context, job compaction.Job) (compac
 
 // releaseDuringCompaction writes three flushed files and some unflushed
 // writes, starts a major Compact with opts.Executor and, once running
-// returns, releases the region. It returns Compact's answer, the key→value pairs written
-// and the manifest the release left.
-func releaseDuringCompaction(t *testing.T, opts Options, running func()) (*CompactionInfo, error, map[string]string, manifest.Manifest) {
+// returns, releases the region. It returns Compact's answer, the key→value
+// pairs written, the manifest the release left, and Compact's error.
+func releaseDuringCompaction(t *testing.T, opts Options, running func()) (*CompactionInfo, map[string]string, manifest.Manifest, error) {
 	t.Helper()
 	ctx := context.Background()
 	opts.DisableAutoCompaction = true
@@ -90,7 +90,7 @@ func releaseDuringCompaction(t *testing.T, opts Options, running func()) (*Compa
 	if !m.Released {
 		t.Fatalf("manifest %d is not marked released", m.Number)
 	}
-	return a.info, a.err, want, m
+	return a.info, want, m, a.err
 }
 
 // checkClaimedData reopens a released region from another WAL (its next
@@ -115,7 +115,7 @@ func TestReleaseAbortsARunningCompaction(t *testing.T) {
 			opts := testOptions(t, t.TempDir())
 			ex := &stuckExecutor{bucket: opts.Bucket, finish: finish, started: make(chan struct{})}
 			opts.Executor = ex
-			info, err, want, m := releaseDuringCompaction(t, opts, func() { <-ex.started })
+			info, want, m, err := releaseDuringCompaction(t, opts, func() { <-ex.started })
 			if !ex.cancelled.Load() {
 				t.Fatal("the job was not cancelled")
 			}
@@ -156,7 +156,7 @@ func TestReleaseCutsAWarmupShortButKeepsTheCompaction(t *testing.T) {
 	opts.Executor = &sourceExecutor{bucket: opts.Bucket, setup: func(s *fileSource) {
 		s.pauseAt, s.paused, s.resume = 1, paused, make(chan struct{})
 	}}
-	info, err, want, m := releaseDuringCompaction(t, opts, func() { <-paused })
+	info, want, m, err := releaseDuringCompaction(t, opts, func() { <-paused })
 	if err != nil || info == nil || info.Output == "" {
 		t.Fatalf("Compact: %+v, %v; want the installed compaction", info, err)
 	}
