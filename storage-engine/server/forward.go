@@ -81,11 +81,7 @@ func (s *KV) forward(ctx context.Context, op string, t target, call func(context
 			return regionStatus(codes.Unavailable, sp.Name, "no store serves %s yet (keys [%q, %q))", sp.Name, sp.Start, sp.End)
 		}
 		for _, addr := range owners {
-			c, err := s.fwd.Router.Client(addr)
-			if err == nil {
-				s.metrics.forwarded(op)
-				err = call(out, c)
-			}
+			err := s.forwardTo(out, op, addr, call)
 			var final noRetry
 			if errors.As(err, &final) {
 				return peerErr(sp, addr, final.error)
@@ -98,6 +94,18 @@ func (s *KV) forward(ctx context.Context, op string, t target, call func(context
 		s.fwd.Router.Refresh(gen)
 	}
 	return last
+}
+
+// forwardTo makes one attempt of call at the owner addr, over a leased
+// connection: the router does not close it while the call runs.
+func (s *KV) forwardTo(out context.Context, op, addr string, call func(context.Context, kvpb.KVClient) error) error {
+	lease, err := s.fwd.Router.Acquire(out, addr)
+	if err != nil {
+		return err
+	}
+	defer lease.Release()
+	s.metrics.forwarded(op)
+	return call(out, lease.Client())
 }
 
 // noRetry wraps an error forward returns without trying another owner.
