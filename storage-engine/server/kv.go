@@ -75,6 +75,7 @@ func (t target) engine() (*region.Region, error) {
 // answered here: the region's error when it is assigned here but not open,
 // OUT_OF_RANGE when it is not assigned here.
 func (s *KV) resolve(ctx context.Context, key []byte) (target, error) {
+	s.answering(ctx)
 	if len(key) == 0 {
 		return target{}, toStatus(region.ErrEmptyKey)
 	}
@@ -267,6 +268,7 @@ func (s *KV) inRegion(i int, key []byte, t target) error {
 // owners; a forwarded scan must fall entirely in this store's regions.
 func (s *KV) Scan(req *kvpb.ScanRequest, stream kvpb.KV_ScanServer) error {
 	ctx := stream.Context()
+	s.answeringStream(stream)
 	end := req.End
 	if len(end) == 0 {
 		end = nil
