@@ -49,6 +49,10 @@ func staleRoute(err error) bool {
 	return c == codes.Unavailable || c == codes.OutOfRange
 }
 
+// writeOp reports whether op changes data: its forwarded call carries an
+// idempotency key (RequestIDHeader), so a retry is not applied twice.
+func writeOp(op string) bool { return op == "put" || op == "delete" || op == "batch" }
+
 // forward runs call against the owners of t's region (t.remote): each known
 // owner in turn, then, if every one failed with a stale-route error, once
 // more after refreshing the map. The outgoing request carries the incoming
@@ -61,15 +65,24 @@ func staleRoute(err error) bool {
 // is UNAVAILABLE naming the peer and the region, and, like an owner's
 // UNAVAILABLE, sends the call to the next owner or the refreshed map.
 //
-// A write the owner applied but whose answer was lost (UNAVAILABLE from a
-// broken connection) may be applied twice: the same effect, a later version,
-// as a client retrying UNAVAILABLE would do.
+// A write carries an idempotency key (RequestIDHeader: the client's, else
+// one made here), the same on every attempt, so an owner that applied an
+// attempt whose answer was lost answers the retry with the first result
+// instead of applying it again (dedupe.go, which says what that does not
+// cover).
 //
 // When no peer serves the region and this store is assigned it (waiting for
 // its previous owner), the answer is this store's own UNAVAILABLE.
 func (s *KV) forward(ctx context.Context, op string, t target, call func(context.Context, kvpb.KVClient) error) error {
 	sp := t.remote
 	out := metadata.AppendToOutgoingContext(ctx, route.ForwardedHeader, "1")
+	if writeOp(op) {
+		id, err := requestID(ctx)
+		if err != nil {
+			return err
+		}
+		out = metadata.AppendToOutgoingContext(out, RequestIDHeader, id)
+	}
 	var last error
 	for attempt := 0; attempt < 2; attempt++ {
 		owners, gen := s.fwd.Router.Owners(sp.Name)

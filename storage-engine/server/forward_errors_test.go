@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -19,6 +20,7 @@ import (
 
 	kvpb "github.com/bellows-kv/bellows/proto/bellows/kv/v1"
 	"github.com/bellows-kv/bellows/storage-engine/blob"
+	"github.com/bellows-kv/bellows/storage-engine/kv"
 	"github.com/bellows-kv/bellows/storage-engine/region"
 	"github.com/bellows-kv/bellows/storage-engine/server/route"
 )
@@ -373,3 +375,238 @@ func (s *scanSink) Send(r *kvpb.ScanResponse) error {
 	return nil
 }
 func (s *scanSink) SetTrailer(metadata.MD) {}
+
+// get reads key at ts from the owner itself.
+func (o *owner) get(t *testing.T, key string, ts uint64) string {
+	t.Helper()
+	g, err := o.kv.Get(context.Background(), &kvpb.GetRequest{Key: []byte(key), ReadTs: &ts})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !g.Found {
+		return "<none>"
+	}
+	return string(g.Value)
+}
+
+// A forwarded put whose answer is lost after the owner applied it is
+// retried by the forwarder and applied once: the retry's answer is the
+// first commit, and a concurrent writer's later value is not overwritten by
+// the stale retry.
+func TestForwardedPutWhoseAnswerIsLostIsAppliedOnce(t *testing.T) {
+	p := newPair(t, route.Options{})
+	ctx := context.Background()
+	var (
+		calls   atomic.Int32
+		firstTS atomic.Uint64
+		applied = make(chan struct{})
+		cut     = make(chan struct{})
+	)
+	p.b.setHook(func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+		if info.FullMethod != putMethod || string(req.(*kvpb.PutRequest).Key) != "n" {
+			return h(ctx, req)
+		}
+		n := calls.Add(1)
+		resp, err := h(ctx, req)
+		if n == 1 {
+			if err != nil {
+				t.Errorf("first put at the owner: %v", err)
+			} else {
+				firstTS.Store(resp.(*kvpb.PutResponse).CommitTs)
+			}
+			close(applied)
+			<-cut // the answer is lost: the test breaks the connection now
+		}
+		return resp, err
+	})
+
+	got := make(chan *kvpb.PutResponse, 1)
+	errc := make(chan error, 1)
+	go func() {
+		r, err := p.a.Put(ctx, &kvpb.PutRequest{Key: []byte("n"), Value: []byte("stale")})
+		got <- r
+		errc <- err
+	}()
+	<-applied
+	// A concurrent writer, after the first copy and before the retry.
+	w, err := p.b.kv.Put(ctx, &kvpb.PutRequest{Key: []byte("n"), Value: []byte("newer")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.proxy.cut()
+	close(cut)
+	r, err := <-got, <-errc
+	if err != nil {
+		t.Fatalf("forwarded put retried after its answer was lost: %v", err)
+	}
+	if n := calls.Load(); n != 2 {
+		t.Fatalf("owner saw the put %d times, want 2 (the first and the forwarder's retry)", n)
+	}
+	t1 := firstTS.Load()
+	if r.CommitTs != t1 {
+		t.Errorf("retry answered commit_ts %d, want the first copy's %d", r.CommitTs, t1)
+	}
+	latest, err := p.b.kv.Put(ctx, &kvpb.PutRequest{Key: []byte("z"), Value: []byte("after")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		ts   uint64
+		want string
+	}{
+		{t1 - 1, "<none>"}, {t1, "stale"}, {w.CommitTs - 1, "stale"}, {w.CommitTs, "newer"}, {latest.CommitTs, "newer"}, {kv.MaxTimestamp, "newer"},
+	} {
+		if got := p.b.get(t, "n", c.ts); got != c.want {
+			t.Errorf("read of n at %d (first copy %d, concurrent writer %d): %q, want %q", c.ts, t1, w.CommitTs, got, c.want)
+		}
+	}
+}
+
+// A client's own idempotency key: its retry, through any store, gets the
+// first result; reusing the key for another request is refused.
+func TestClientRequestIDMakesRetriesIdempotent(t *testing.T) {
+	p := newPair(t, route.Options{})
+	withID := func(id string) context.Context {
+		return metadata.NewIncomingContext(context.Background(), metadata.Pairs(RequestIDHeader, id))
+	}
+	first, err := p.a.Put(withID("client-1"), &kvpb.PutRequest{Key: []byte("n"), Value: []byte("v1")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.b.kv.Put(context.Background(), &kvpb.PutRequest{Key: []byte("n"), Value: []byte("v2")}); err != nil {
+		t.Fatal(err)
+	}
+	// The retry, straight to the owner this time, and through A again.
+	for _, kvs := range []*KV{p.b.kv, p.a} {
+		again, err := kvs.Put(withID("client-1"), &kvpb.PutRequest{Key: []byte("n"), Value: []byte("v1")})
+		if err != nil || again.CommitTs != first.CommitTs {
+			t.Fatalf("retry with the client's key: %v, %v; want commit_ts %d", again, err, first.CommitTs)
+		}
+	}
+	if got := p.b.get(t, "n", kv.MaxTimestamp); got != "v2" {
+		t.Fatalf("n = %q after the retries, want the later writer's v2", got)
+	}
+	// Batches and deletes too; and a key reused for another request.
+	del, err := p.a.Delete(withID("client-2"), &kvpb.DeleteRequest{Key: []byte("n")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again, err := p.a.Delete(withID("client-2"), &kvpb.DeleteRequest{Key: []byte("n")}); err != nil || again.CommitTs != del.CommitTs {
+		t.Fatalf("delete retried: %v, %v; want commit_ts %d", again, err, del.CommitTs)
+	}
+	b := &kvpb.BatchRequest{Mutations: []*kvpb.Mutation{{Op: kvpb.Mutation_OP_PUT, Key: []byte("n"), Value: []byte("b")}}}
+	br, err := p.a.Batch(withID("client-3"), b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again, err := p.a.Batch(withID("client-3"), b); err != nil || again.CommitTs != br.CommitTs {
+		t.Fatalf("batch retried: %v, %v; want commit_ts %d", again, err, br.CommitTs)
+	}
+	if _, err := p.a.Put(withID("client-3"), &kvpb.PutRequest{Key: []byte("n"), Value: []byte("other")}); status.Code(err) != codes.InvalidArgument {
+		t.Fatalf("key reused for another request: %v, want INVALID_ARGUMENT", err)
+	}
+	if _, err := p.a.Put(withID(strings.Repeat("x", 200)), &kvpb.PutRequest{Key: []byte("n"), Value: []byte("v")}); status.Code(err) != codes.InvalidArgument {
+		t.Fatalf("oversized key: %v, want INVALID_ARGUMENT", err)
+	}
+	// Local writes honour a key too (A's own region).
+	l1, err := p.a.Put(withID("client-4"), &kvpb.PutRequest{Key: []byte("a"), Value: []byte("v")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l2, err := p.a.Put(withID("client-4"), &kvpb.PutRequest{Key: []byte("a"), Value: []byte("v")}); err != nil || l2.CommitTs != l1.CommitTs {
+		t.Fatalf("local put retried: %v, %v; want commit_ts %d", l2, err, l1.CommitTs)
+	}
+}
+
+var errApply = errors.New("apply failed")
+
+func TestDedupeTable(t *testing.T) {
+	ctx := context.Background()
+	t.Run("a duplicate waits for the first copy", func(t *testing.T) {
+		var d dedupe
+		release := make(chan struct{})
+		started := make(chan struct{})
+		var applies atomic.Int32
+		apply := func() (uint64, error) {
+			if applies.Add(1) == 1 {
+				close(started)
+				<-release
+			}
+			return 42, nil
+		}
+		first := make(chan uint64, 1)
+		go func() { ts, _, _ := d.do(ctx, "r", "id", []byte("req"), apply); first <- ts }()
+		<-started
+		dup := make(chan uint64, 1)
+		go func() {
+			ts, isDup, err := d.do(ctx, "r", "id", []byte("req"), apply)
+			if err != nil || !isDup {
+				t.Errorf("duplicate: dup=%t, %v", isDup, err)
+			}
+			dup <- ts
+		}()
+		close(release)
+		if a, b := <-first, <-dup; a != 42 || b != 42 || applies.Load() != 1 {
+			t.Fatalf("first %d, duplicate %d, applied %d times; want 42, 42, once", a, b, applies.Load())
+		}
+	})
+	t.Run("a failed first copy is applied by the retry", func(t *testing.T) {
+		var d dedupe
+		if _, _, err := d.do(ctx, "r", "id", []byte("req"), func() (uint64, error) { return 0, errApply }); !errors.Is(err, errApply) {
+			t.Fatal(err)
+		}
+		ts, dup, err := d.do(ctx, "r", "id", []byte("req"), func() (uint64, error) { return 7, nil })
+		if ts != 7 || dup || err != nil {
+			t.Fatalf("retry after a failure: %d, dup=%t, %v; want applied at 7", ts, dup, err)
+		}
+	})
+	t.Run("a waiting duplicate gives up with its context", func(t *testing.T) {
+		var d dedupe
+		release := make(chan struct{})
+		defer close(release)
+		started := make(chan struct{})
+		go func() {
+			_, _, _ = d.do(ctx, "r", "id", []byte("req"), func() (uint64, error) { close(started); <-release; return 1, nil })
+		}()
+		<-started
+		cctx, cancel := context.WithCancel(ctx)
+		cancel()
+		if _, _, err := d.do(cctx, "r", "id", []byte("req"), func() (uint64, error) { return 2, nil }); status.Code(err) != codes.Canceled {
+			t.Fatalf("cancelled duplicate: %v", err)
+		}
+	})
+	t.Run("regions are separate, keys are bounded by count and age", func(t *testing.T) {
+		now := time.Unix(1000, 0)
+		d := dedupe{MaxEntries: 3, MaxAge: time.Minute, now: func() time.Time { return now }}
+		do := func(region, id string, ts uint64) (uint64, bool) {
+			got, dup, err := d.do(ctx, region, id, []byte(id), func() (uint64, error) { return ts, nil })
+			if err != nil {
+				t.Fatal(err)
+			}
+			return got, dup
+		}
+		do("r", "a", 1)
+		if ts, dup := do("s", "a", 2); dup || ts != 2 {
+			t.Fatalf("same key in another region: %d, dup=%t", ts, dup)
+		}
+		do("r", "b", 3)
+		do("r", "c", 4)
+		if ts, dup := do("r", "a", 9); !dup || ts != 1 {
+			t.Fatalf("a within bounds: %d, dup=%t; want the first, 1", ts, dup)
+		}
+		do("r", "d", 5) // a is the oldest of four: evicted
+		if ts, dup := do("r", "a", 10); dup || ts != 10 {
+			t.Fatalf("a beyond MaxEntries: %d, dup=%t; want applied again", ts, dup)
+		}
+		now = now.Add(2 * time.Minute)
+		if ts, dup := do("r", "d", 11); dup || ts != 11 {
+			t.Fatalf("d beyond MaxAge: %d, dup=%t; want applied again", ts, dup)
+		}
+		d.mu.Lock()
+		n := len(d.regions["r"].byID)
+		d.mu.Unlock()
+		if n != 1 {
+			t.Fatalf("region r remembers %d keys after they aged out, want 1", n)
+		}
+	})
+}
