@@ -34,12 +34,13 @@ import (
 type hook func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error)
 
 type owner struct {
-	stall atomic.Bool // a scan's second message waits for the call's end
-	kv    *KV
-	srv   *grpc.Server
-	addr  string
-	hook  atomic.Pointer[hook]
-	store *Store
+	stall      atomic.Bool  // a scan's second message waits for the call's end
+	probeFails atomic.Int32 // Regions calls still to fail
+	kv         *KV
+	srv        *grpc.Server
+	addr       string
+	hook       atomic.Pointer[hook]
+	store      *Store
 }
 
 func (o *owner) setHook(h hook) {
@@ -92,7 +93,14 @@ func newPair(t *testing.T, ro route.Options) *pair {
 	b := &owner{store: openStore(t, (Owner{1, 2}).Owned(all), bucket)}
 	b.kv = NewKV(b.store, nil, nil)
 	b.srv = grpc.NewServer(grpc.UnaryInterceptor(func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
-		if f := b.hook.Load(); f != nil && info.FullMethod != "/bellows.kv.v1.KV/Regions" {
+		if info.FullMethod == "/bellows.kv.v1.KV/Regions" {
+			if b.probeFails.Add(-1) >= 0 {
+				return nil, status.Error(codes.Internal, "probe fails")
+			}
+			b.probeFails.Store(0)
+			return h(ctx, req)
+		}
+		if f := b.hook.Load(); f != nil {
 			return (*f)(ctx, req, info, h)
 		}
 		return h(ctx, req)
@@ -326,6 +334,54 @@ func TestForwardedFailuresOnTheWayAreUnavailable(t *testing.T) {
 		err := <-got
 		wantUnavailable(t, "owner stopped under the call", err, p.proxy.addr)
 	})
+}
+
+// A forwarded call survives its peer being dropped from the list, and the
+// router re-dialling it after a failed probe, while it runs: the router
+// retires the connection instead of closing it under the call.
+func TestForwardedCallSurvivesPeerDroppedOrRedialled(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		change func(p *pair)
+	}{
+		{"dropped from the list", func(p *pair) { p.peers.set() }},
+		{"re-dialled after a failed probe", func(p *pair) {
+			// The probe over the current connection fails: the router
+			// dials afresh and retires the old one.
+			p.b.probeFails.Store(1)
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			p := newPair(t, route.Options{})
+			entered, release := make(chan struct{}), make(chan struct{})
+			var calls atomic.Int32
+			p.b.setHook(func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+				if calls.Add(1) == 1 {
+					close(entered)
+				}
+				<-release
+				return h(ctx, req)
+			})
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			got := make(chan error, 1)
+			go func() {
+				_, err := p.a.Put(ctx, &kvpb.PutRequest{Key: []byte("n"), Value: []byte("v")})
+				got <- err
+			}()
+			<-entered
+			c.change(p)
+			_, gen := p.router.Owners("region-001")
+			p.router.Refresh(gen)
+			close(release)
+			if err := <-got; err != nil {
+				t.Fatalf("forwarded put running while its peer was %s: %v", c.name, err)
+			}
+			if n := calls.Load(); n != 1 {
+				t.Fatalf("the owner saw the put %d times, want once: the first call did not survive", n)
+			}
+		})
+	}
 }
 
 // A forwarded scan whose owner's connection breaks after rows were sent on
