@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
@@ -48,21 +49,40 @@ func staleRoute(err error) bool {
 	return c == codes.Unavailable || c == codes.OutOfRange
 }
 
+// writeOp reports whether op changes data: its forwarded call carries an
+// idempotency key (RequestIDHeader), so a retry is not applied twice.
+func writeOp(op string) bool { return op == "put" || op == "delete" || op == "batch" }
+
 // forward runs call against the owners of t's region (t.remote): each known
-// owner in turn, then, if every one answered with a stale-route error, once
+// owner in turn, then, if every one failed with a stale-route error, once
 // more after refreshing the map. The outgoing request carries the incoming
 // deadline and cancellation and is marked forwarded, so the owner never
 // forwards it again.
 //
-// A write the owner applied but whose answer was lost (UNAVAILABLE from a
-// broken connection) may be applied twice: the same effect, a later version,
-// as a client retrying UNAVAILABLE would do.
+// Errors (see forwardErr): the caller's own cancellation or deadline keeps
+// its code; an owner's answer keeps its code; any other failure on the way
+// (connection closing or broken, transport error, the peer's own CANCELLED)
+// is UNAVAILABLE naming the peer and the region, and, like an owner's
+// UNAVAILABLE, sends the call to the next owner or the refreshed map.
+//
+// A write carries an idempotency key (RequestIDHeader: the client's, else
+// one made here), the same on every attempt, so an owner that applied an
+// attempt whose answer was lost answers the retry with the first result
+// instead of applying it again (dedupe.go, which says what that does not
+// cover).
 //
 // When no peer serves the region and this store is assigned it (waiting for
 // its previous owner), the answer is this store's own UNAVAILABLE.
 func (s *KV) forward(ctx context.Context, op string, t target, call func(context.Context, kvpb.KVClient) error) error {
 	sp := t.remote
 	out := metadata.AppendToOutgoingContext(ctx, route.ForwardedHeader, "1")
+	if writeOp(op) {
+		id, err := requestID(ctx)
+		if err != nil {
+			return err
+		}
+		out = metadata.AppendToOutgoingContext(out, RequestIDHeader, id)
+	}
 	var last error
 	for attempt := 0; attempt < 2; attempt++ {
 		owners, gen := s.fwd.Router.Owners(sp.Name)
@@ -81,31 +101,85 @@ func (s *KV) forward(ctx context.Context, op string, t target, call func(context
 			return regionStatus(codes.Unavailable, sp.Name, "no store serves %s yet (keys [%q, %q))", sp.Name, sp.Start, sp.End)
 		}
 		for _, addr := range owners {
-			c, err := s.fwd.Router.Client(addr)
+			err := s.forwardTo(ctx, out, op, sp, addr, call)
 			if err == nil {
-				s.metrics.forwarded(op)
-				err = call(out, c)
+				return nil
 			}
 			var final noRetry
 			if errors.As(err, &final) {
-				return peerErr(sp, addr, final.error)
+				return final.error
 			}
-			if err == nil || !staleRoute(err) {
-				return peerErr(sp, addr, err)
+			if ctx.Err() != nil || !staleRoute(err) {
+				return err
 			}
-			last = peerErr(sp, addr, err)
+			last = err
 		}
 		s.fwd.Router.Refresh(gen)
 	}
 	return last
 }
 
+// forwardTo makes one attempt of call at the owner addr, over a leased
+// connection (never closed under the call), and maps its error (forwardErr).
+func (s *KV) forwardTo(ctx, out context.Context, op string, sp Span, addr string, call func(context.Context, kvpb.KVClient) error) error {
+	lease, err := s.fwd.Router.Acquire(out, addr)
+	if err != nil {
+		return forwardErr(ctx, sp, addr, nil, err)
+	}
+	defer lease.Release()
+	s.metrics.forwarded(op)
+	var md metadata.MD
+	err = call(out, answerClient{lease.Client(), &md})
+	var final noRetry
+	if errors.As(err, &final) {
+		var mine callerSide
+		if errors.As(final.error, &mine) {
+			return noRetry{mine.error}
+		}
+		return noRetry{forwardErr(ctx, sp, addr, md, final.error)}
+	}
+	return forwardErr(ctx, sp, addr, md, err)
+}
+
 // noRetry wraps an error forward returns without trying another owner.
 type noRetry struct{ error }
 
+// callerSide wraps an error of this store's side of a call (sending to its
+// own client), returned as it is.
+type callerSide struct{ error }
+
+// forwardErr is what the forwarder answers for err, an attempt's failure at
+// the owner addr of region sp; trailer is the attempt's response trailer.
+//
+//   - The caller's context is done: its CANCELLED or DEADLINE_EXCEEDED (the
+//     caller's own doing), whatever the attempt failed with.
+//   - An answer from the owner (its trailer carries route.StoreIDHeader, or
+//     the status names a region: only a store adds that detail) keeps its
+//     code, except CANCELLED: the caller did not cancel, so the owner's
+//     cancellation is a failure on the way, UNAVAILABLE.
+//   - Anything else did not come from the owner — the connection closing
+//     (gRPC's CANCELLED "the client connection is closing"), a broken
+//     connection, a transport error: UNAVAILABLE, retryable, naming the
+//     peer and the region.
+func forwardErr(ctx context.Context, sp Span, addr string, trailer metadata.MD, err error) error {
+	if err == nil {
+		return nil
+	}
+	st := status.Convert(err)
+	if cerr := ctx.Err(); cerr != nil {
+		cst := status.FromContextError(cerr)
+		return regionStatus(cst.Code(), sp.Name, "%s at store %s: %s (the request's own context: %v)", sp.Name, addr, st.Message(), cerr)
+	}
+	answered := len(trailer.Get(route.StoreIDHeader)) > 0 || RegionOf(err) != ""
+	if answered && st.Code() != codes.Canceled {
+		return peerErr(sp, addr, err)
+	}
+	return regionStatus(codes.Unavailable, sp.Name, "%s at store %s: forwarding failed, retry: %s: %s", sp.Name, addr, st.Code(), st.Message())
+}
+
 // peerErr keeps an owner's error and its code. An error that does not name
-// sp's region (RegionOf: a transport error, one about no region) gets the
-// region and the peer in its message and the region as its detail.
+// sp's region (RegionOf: one about no region) gets the region and the peer
+// in its message and the region as its detail.
 func peerErr(sp Span, addr string, err error) error {
 	if err == nil {
 		return nil
@@ -115,6 +189,78 @@ func peerErr(sp Span, addr string, err error) error {
 	}
 	st := status.Convert(err)
 	return regionStatus(st.Code(), sp.Name, "%s at store %s: %s", sp.Name, addr, st.Message())
+}
+
+// answerClient is an owner's KV client for one forwarded attempt: it
+// records the answer's trailer in *md (unary calls through grpc.Trailer; a
+// scan when its stream ends), from which forwardErr tells an owner's answer
+// from a failure on the way.
+type answerClient struct {
+	kvpb.KVClient
+	md *metadata.MD
+}
+
+func (c answerClient) Put(ctx context.Context, in *kvpb.PutRequest, opts ...grpc.CallOption) (*kvpb.PutResponse, error) {
+	return c.KVClient.Put(ctx, in, append(opts, grpc.Trailer(c.md))...)
+}
+
+func (c answerClient) Get(ctx context.Context, in *kvpb.GetRequest, opts ...grpc.CallOption) (*kvpb.GetResponse, error) {
+	return c.KVClient.Get(ctx, in, append(opts, grpc.Trailer(c.md))...)
+}
+
+func (c answerClient) Delete(ctx context.Context, in *kvpb.DeleteRequest, opts ...grpc.CallOption) (*kvpb.DeleteResponse, error) {
+	return c.KVClient.Delete(ctx, in, append(opts, grpc.Trailer(c.md))...)
+}
+
+func (c answerClient) Batch(ctx context.Context, in *kvpb.BatchRequest, opts ...grpc.CallOption) (*kvpb.BatchResponse, error) {
+	return c.KVClient.Batch(ctx, in, append(opts, grpc.Trailer(c.md))...)
+}
+
+func (c answerClient) Scan(ctx context.Context, in *kvpb.ScanRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[kvpb.ScanResponse], error) {
+	st, err := c.KVClient.Scan(ctx, in, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return answerStream{st, c.md}, nil
+}
+
+// answerStream records the trailer when the stream ends. (Read here, in the
+// receiving goroutine: gRPC may end a stream from another one.)
+type answerStream struct {
+	grpc.ServerStreamingClient[kvpb.ScanResponse]
+	md *metadata.MD
+}
+
+func (s answerStream) Recv() (*kvpb.ScanResponse, error) {
+	resp, err := s.ServerStreamingClient.Recv()
+	if err != nil {
+		*s.md = s.Trailer()
+	}
+	return resp, err
+}
+
+// answering marks this store's answer to a forwarded request (unary) as
+// the owner's: the trailer route.StoreIDHeader (see forwardErr).
+func (s *KV) answering(ctx context.Context) {
+	if forwarded(ctx) {
+		_ = grpc.SetTrailer(ctx, metadata.Pairs(route.StoreIDHeader, s.identity()))
+	}
+}
+
+// answeringStream is answering for a stream.
+func (s *KV) answeringStream(stream grpc.ServerStream) {
+	if forwarded(stream.Context()) {
+		stream.SetTrailer(metadata.Pairs(route.StoreIDHeader, s.identity()))
+	}
+}
+
+// identity is this store's router identity, or "-" for a store that does
+// not forward (another store may still forward to it).
+func (s *KV) identity() string {
+	if s.fwd != nil && s.fwd.Router != nil {
+		return s.fwd.Router.Self()
+	}
+	return "-"
 }
 
 // piece is the part [start, end) of one region a scan reads.
@@ -178,7 +324,7 @@ func (s *KV) scanRemote(ctx context.Context, p scanPiece, req *kvpb.ScanRequest,
 				}
 				emitted = true
 				if err := emit(kv.Key, kv.Value); err != nil {
-					return noRetry{err}
+					return noRetry{callerSide{err}}
 				}
 				*left--
 			}

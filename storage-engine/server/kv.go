@@ -36,6 +36,7 @@ type KV struct {
 	store   *Store
 	fwd     *Forwarding // nil: serve only this store's regions
 	metrics *Metrics    // nil: not observed
+	applied dedupe      // idempotency keys of recent writes (dedupe.go)
 }
 
 // NewKV serves store; fwd (may be nil) forwards the requests for other
@@ -75,6 +76,7 @@ func (t target) engine() (*region.Region, error) {
 // answered here: the region's error when it is assigned here but not open,
 // OUT_OF_RANGE when it is not assigned here.
 func (s *KV) resolve(ctx context.Context, key []byte) (target, error) {
+	s.answering(ctx)
 	if len(key) == 0 {
 		return target{}, toStatus(region.ErrEmptyKey)
 	}
@@ -125,7 +127,7 @@ func (s *KV) Put(ctx context.Context, req *kvpb.PutRequest) (*kvpb.PutResponse, 
 	if err != nil {
 		return nil, err
 	}
-	ts, err := e.Put(req.Key, req.Value)
+	ts, err := s.once(ctx, t.local, req, func() (uint64, error) { return e.Put(req.Key, req.Value) })
 	if err != nil {
 		return nil, regionErr(t.local, err)
 	}
@@ -175,7 +177,7 @@ func (s *KV) Delete(ctx context.Context, req *kvpb.DeleteRequest) (*kvpb.DeleteR
 	if err != nil {
 		return nil, err
 	}
-	ts, err := e.Delete(req.Key)
+	ts, err := s.once(ctx, t.local, req, func() (uint64, error) { return e.Delete(req.Key) })
 	if err != nil {
 		return nil, regionErr(t.local, err)
 	}
@@ -227,7 +229,7 @@ func (s *KV) Batch(ctx context.Context, req *kvpb.BatchRequest) (*kvpb.BatchResp
 	if err != nil {
 		return nil, err
 	}
-	ts, err := e.Apply(b)
+	ts, err := s.once(ctx, t.local, req, func() (uint64, error) { return e.Apply(b) })
 	if err != nil {
 		return nil, regionErr(t.local, err)
 	}
@@ -267,6 +269,7 @@ func (s *KV) inRegion(i int, key []byte, t target) error {
 // owners; a forwarded scan must fall entirely in this store's regions.
 func (s *KV) Scan(req *kvpb.ScanRequest, stream kvpb.KV_ScanServer) error {
 	ctx := stream.Context()
+	s.answeringStream(stream)
 	end := req.End
 	if len(end) == 0 {
 		end = nil

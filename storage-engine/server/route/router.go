@@ -14,6 +14,13 @@
 //   - A region may have several owners for a moment (a region moving between
 //     pods: the new owner lists it while waiting for the old one to release
 //     it); Owners returns them all and the forwarder tries each.
+//   - A connection is never closed under a call using it. Every forwarded
+//     call (and every Regions probe) holds a Lease on its peer's connection
+//     from Acquire to Release. A connection the router replaces (its probe
+//     failed: it dials afresh) or removes (the peer left the list) is
+//     retired: no new lease gets it, and it is closed when its last lease
+//     is released, or at the end of its drain (the latest deadline among its
+//     users, at most Options.MaxDrain) if a user outlives that.
 package route
 
 import (
@@ -26,8 +33,10 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
 
 	kvpb "github.com/bellows-kv/bellows/proto/bellows/kv/v1"
 )
@@ -38,7 +47,10 @@ const (
 	// regions, and the forwarder refreshes its map and retries.
 	ForwardedHeader = "bellows-forwarded"
 	// StoreIDHeader is the response header of Regions carrying the answering
-	// store's identity, how a router recognises itself among its peers.
+	// store's identity, how a router recognises itself among its peers. A
+	// store also sends it as a trailer on every answer to a forwarded
+	// request, so the forwarder tells the owner's answers (whose codes it
+	// passes on) from failures on the way (which it answers UNAVAILABLE).
 	StoreIDHeader = "bellows-store-id"
 )
 
@@ -59,6 +71,12 @@ type Options struct {
 	// RegionsTimeout bounds one peer's Regions call during a refresh.
 	// Default 3s.
 	RegionsTimeout time.Duration
+	// MaxDrain bounds how long a retired connection (replaced or removed)
+	// stays open for the calls still using it: it is closed when the last
+	// one is released, at the latest deadline among them, or MaxDrain after
+	// it was retired, whichever comes first. A call still running then
+	// fails (the forwarder answers UNAVAILABLE). Default 2m.
+	MaxDrain time.Duration
 }
 
 // EnsureDefaults fills the unset fields with their defaults.
@@ -75,6 +93,9 @@ func (o *Options) EnsureDefaults() {
 	if o.RegionsTimeout <= 0 {
 		o.RegionsTimeout = 3 * time.Second
 	}
+	if o.MaxDrain <= 0 {
+		o.MaxDrain = 2 * time.Minute
+	}
 }
 
 // Router maps region names to the addresses of the peer stores serving them.
@@ -87,10 +108,51 @@ type Router struct {
 	refreshMu sync.Mutex // one refresh at a time
 
 	mu     sync.Mutex
-	conns  map[string]*grpc.ClientConn // by peer address
-	owners map[string][]string         // region → peer addresses, sorted
-	gen    uint64                      // bumped by every refresh
-	last   time.Time                   // when the last refresh started
+	conns  map[string]*peerConn // the current connection by peer address
+	owners map[string][]string  // region → peer addresses, sorted
+	gen    uint64               // bumped by every refresh
+	last   time.Time            // when the last refresh started
+	closed bool                 // Close was called: no new leases
+}
+
+// peerConn is one connection to a peer and the leases using it. Its fields
+// are guarded by Router.mu.
+type peerConn struct {
+	addr    string
+	cc      *grpc.ClientConn
+	kv      kvpb.KVClient
+	leases  map[*Lease]struct{}
+	retired bool        // no longer in Router.conns: no new leases
+	closed  bool        // cc.Close was called (or is about to be)
+	drain   *time.Timer // closes a retired connection whose users outlive its drain
+}
+
+// Lease is one use of a peer's connection, from Router.Acquire to Release:
+// the connection stays open until every lease on it is released.
+type Lease struct {
+	r        *Router
+	pc       *peerConn
+	deadline time.Time // the user's deadline; zero: none
+	once     sync.Once
+}
+
+// Client is the peer's KV client over the leased connection.
+func (l *Lease) Client() kvpb.KVClient { return l.pc.kv }
+
+// Addr is the peer's address.
+func (l *Lease) Addr() string { return l.pc.addr }
+
+// Release ends the use; it closes the connection if it was retired and this
+// was its last user. Calling it again does nothing.
+func (l *Lease) Release() {
+	l.once.Do(func() {
+		r := l.r
+		r.mu.Lock()
+		delete(l.pc.leases, l)
+		cc := r.closeIfIdleLocked(l.pc)
+		r.mu.Unlock()
+		closeConn(cc)
+	})
 }
 
 // New returns a router with a fresh random identity and an empty map; call
@@ -100,7 +162,7 @@ func New(o Options) *Router {
 	id := make([]byte, 8)
 	_, _ = rand.Read(id)
 	return &Router{self: hex.EncodeToString(id), opts: o, peers: o.Peers, log: o.Logger,
-		conns: map[string]*grpc.ClientConn{}, owners: map[string][]string{}}
+		conns: map[string]*peerConn{}, owners: map[string][]string{}}
 }
 
 // Self is this store's identity, to be sent as StoreIDHeader on its Regions
@@ -115,19 +177,98 @@ func (r *Router) Owners(region string) (addrs []string, gen uint64) {
 	return r.owners[region], r.gen
 }
 
-// Client is the KV client of a peer, over a connection kept per peer.
-func (r *Router) Client(addr string) (kvpb.KVClient, error) {
+// Acquire leases the connection to peer addr (dialled on first use, then
+// kept per peer) for one call made with ctx; the caller must Release it once
+// the call is over (a stream: received to its end, or its context
+// cancelled). The connection is not closed while the lease is held, unless
+// the call outlives its drain (see Options.MaxDrain). An error is
+// UNAVAILABLE: a bad address, or the router closed.
+func (r *Router) Acquire(ctx context.Context, addr string) (*Lease, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	c := r.conns[addr]
-	if c == nil {
-		var err error
-		if c, err = grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials())); err != nil {
-			return nil, err
-		}
-		r.conns[addr] = c
+	if r.closed {
+		return nil, status.Errorf(codes.Unavailable, "peer store %s: router closed", addr)
 	}
-	return kvpb.NewKVClient(c), nil
+	pc := r.conns[addr]
+	if pc == nil {
+		cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if err != nil {
+			return nil, status.Errorf(codes.Unavailable, "peer store %s: %v", addr, err)
+		}
+		pc = &peerConn{addr: addr, cc: cc, kv: kvpb.NewKVClient(cc), leases: map[*Lease]struct{}{}}
+		r.conns[addr] = pc
+	}
+	l := &Lease{r: r, pc: pc}
+	l.deadline, _ = ctx.Deadline()
+	pc.leases[l] = struct{}{}
+	return l, nil
+}
+
+// retireLocked takes pc out of service: no new lease gets it. It is closed
+// now if no lease holds it (the caller closes the returned connection after
+// releasing r.mu), else when its last lease is released or its drain ends.
+func (r *Router) retireLocked(pc *peerConn) *grpc.ClientConn {
+	if r.conns[pc.addr] == pc {
+		delete(r.conns, pc.addr)
+	}
+	if pc.retired {
+		return nil
+	}
+	pc.retired = true
+	if cc := r.closeIfIdleLocked(pc); cc != nil {
+		return cc
+	}
+	// Users remain: each releases when its call ends, at the latest by its
+	// deadline; the timer is for one that does not (no deadline, or stuck).
+	wait := r.opts.MaxDrain
+	var latest time.Time
+	bounded := true
+	for l := range pc.leases {
+		if l.deadline.IsZero() {
+			bounded = false
+			break
+		}
+		if l.deadline.After(latest) {
+			latest = l.deadline
+		}
+	}
+	if bounded {
+		// A moment after the deadline, so the call ends with its own
+		// DEADLINE_EXCEEDED rather than the closed connection.
+		wait = min(wait, time.Until(latest)+time.Second)
+	}
+	pc.drain = time.AfterFunc(wait, func() {
+		r.mu.Lock()
+		var cc *grpc.ClientConn
+		if !pc.closed {
+			pc.closed = true
+			cc = pc.cc
+			r.log.Warn("peer store: closing a retired connection still in use after its drain",
+				"peer", pc.addr, "calls", len(pc.leases), "drain", wait)
+		}
+		r.mu.Unlock()
+		closeConn(cc)
+	})
+	return nil
+}
+
+// closeIfIdleLocked marks a retired pc with no lease closed and returns its
+// connection for the caller to close once r.mu is released; else nil.
+func (r *Router) closeIfIdleLocked(pc *peerConn) *grpc.ClientConn {
+	if !pc.retired || pc.closed || len(pc.leases) > 0 {
+		return nil
+	}
+	pc.closed = true
+	if pc.drain != nil {
+		pc.drain.Stop()
+	}
+	return pc.cc
+}
+
+func closeConn(cc *grpc.ClientConn) {
+	if cc != nil {
+		_ = cc.Close()
+	}
 }
 
 // Refresh rebuilds the map from every peer's Regions answer, unless it
@@ -182,16 +323,19 @@ func (r *Router) refresh() {
 	}
 
 	r.mu.Lock()
-	defer r.mu.Unlock()
 	r.owners, r.last = owners, began
 	r.gen++
-	// Close the connections of peers discovery no longer lists (scaled
-	// down), so they do not accumulate.
-	for addr, c := range r.conns {
+	// Retire the connections of peers discovery no longer lists (scaled
+	// down), so they do not accumulate; calls still using one finish first.
+	var idle []*grpc.ClientConn
+	for addr, pc := range r.conns {
 		if !slices.Contains(peers, addr) {
-			_ = c.Close()
-			delete(r.conns, addr)
+			idle = append(idle, r.retireLocked(pc))
 		}
+	}
+	r.mu.Unlock()
+	for _, cc := range idle {
+		closeConn(cc)
 	}
 }
 
@@ -205,20 +349,24 @@ func (r *Router) ask(addr string) ([]string, bool) {
 	)
 	// A connection that failed backs off for up to seconds, failing every
 	// call at once meanwhile, even once the peer is back (restarted): after
-	// a failure, dial afresh once. A peer still down refuses at once.
+	// a failure, dial afresh once. A peer still down refuses at once. The
+	// failed connection is retired, not closed: calls forwarded over it
+	// finish (or fail) on their own.
 	for attempt := 0; attempt < 2; attempt++ {
-		var c kvpb.KVClient
-		if c, err = r.Client(addr); err != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), r.opts.RegionsTimeout)
+		var l *Lease
+		if l, err = r.Acquire(ctx, addr); err != nil {
+			cancel()
 			r.log.Warn("peer store: bad address", "peer", addr, "err", err)
 			return nil, false
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), r.opts.RegionsTimeout)
-		resp, err = c.Regions(ctx, &kvpb.RegionsRequest{}, grpc.Header(&md))
+		resp, err = l.Client().Regions(ctx, &kvpb.RegionsRequest{}, grpc.Header(&md))
 		cancel()
+		l.Release()
 		if err == nil {
 			break
 		}
-		r.drop(addr)
+		r.retire(l.pc)
 	}
 	if err != nil {
 		r.log.Debug("peer store did not answer Regions", "peer", addr, "err", err)
@@ -234,14 +382,13 @@ func (r *Router) ask(addr string) ([]string, bool) {
 	return names, true
 }
 
-// drop closes the connection to addr.
-func (r *Router) drop(addr string) {
+// retire takes pc out of service (see retireLocked); the next Acquire of
+// its peer dials afresh. Only pc: a connection dialled meanwhile stays.
+func (r *Router) retire(pc *peerConn) {
 	r.mu.Lock()
-	defer r.mu.Unlock()
-	if c := r.conns[addr]; c != nil {
-		_ = c.Close()
-		delete(r.conns, addr)
-	}
+	cc := r.retireLocked(pc)
+	r.mu.Unlock()
+	closeConn(cc)
 }
 
 // Run refreshes the map now and every Options.RefreshInterval until ctx
@@ -261,13 +408,18 @@ func (r *Router) Run(ctx context.Context) {
 	}
 }
 
-// Close closes the peer connections.
+// Close retires every peer connection: idle ones close now, busy ones when
+// their calls end (or their drain does); Acquire fails from now on.
 func (r *Router) Close() error {
 	r.mu.Lock()
-	defer r.mu.Unlock()
-	for addr, c := range r.conns {
-		_ = c.Close()
-		delete(r.conns, addr)
+	r.closed = true
+	var idle []*grpc.ClientConn
+	for _, pc := range r.conns {
+		idle = append(idle, r.retireLocked(pc))
+	}
+	r.mu.Unlock()
+	for _, cc := range idle {
+		closeConn(cc)
 	}
 	return nil
 }

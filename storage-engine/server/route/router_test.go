@@ -114,9 +114,11 @@ func TestRouterMapsRegionsToPeersAndExcludesItself(t *testing.T) {
 	}
 
 	// A peer discovery no longer lists is dropped, with its connection.
-	if _, err := r.Client(b.addr); err != nil {
+	l, err := r.Acquire(context.Background(), b.addr)
+	if err != nil {
 		t.Fatal(err)
 	}
+	l.Release()
 	mu.Lock()
 	peers = []string{a.addr, self.addr}
 	mu.Unlock()

@@ -1,0 +1,249 @@
+package server
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"hash/maphash"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+)
+
+// Idempotent writes.
+//
+// A forwarded write can reach its owner more than once: the forwarder
+// retries once (next owner, or after refreshing its map) when an attempt
+// fails with UNAVAILABLE — which now includes a connection that broke after
+// the owner applied the write but before its answer arrived — and a client
+// may retry the UNAVAILABLE the forwarder answered. Applied twice, the write
+// would get a second, later version: a reader at a timestamp between the
+// two would see a concurrent writer's value there, and after the second the
+// stale retry's value again.
+//
+// So every forwarded write (Put, Delete, Batch) carries an idempotency key,
+// the gRPC metadata RequestIDHeader: the client's own if it sent one, else
+// one the first store to receive the call makes, the same on the
+// forwarder's retry. The store that applies a write with a key (forwarded
+// or not) remembers it per region (table below) with the commit timestamp,
+// and answers a request with a key it already applied with that first
+// result (same commit_ts, same region) instead of applying it again. A
+// request arriving while the first with its key is still being applied
+// waits for that one's outcome: its result if it was applied; if it failed
+// (then nothing of it is visible) the waiter applies it. A key reused with
+// a different request (op, keys or values) is refused with
+// INVALID_ARGUMENT.
+//
+// What it does not cover, because the table is in the owner's memory:
+//   - a duplicate arriving after the owner restarted (its table is gone);
+//   - a duplicate arriving at another store than the one that applied the
+//     first copy: the region moved in between (released and claimed
+//     elsewhere), or the forwarder's retry went to the region's other owner
+//     while it was moving;
+//   - a duplicate arriving after the key left the table: it keeps, per
+//     region, the last dedupeMaxEntries keys applied and only for
+//     dedupeMaxAge, so at high write rates the window is shorter;
+//   - a client retry of the forwarder's UNAVAILABLE without its own key:
+//     the forwarder made a key for the first call that the client does not
+//     know; the retry is a new request. A client that retries writes sends
+//     its own RequestIDHeader, the same on every retry.
+//
+// In those cases a retried write may be applied twice, as before.
+
+// RequestIDHeader is the gRPC metadata key of a write's idempotency key
+// (at most maxRequestIDLen bytes).
+const RequestIDHeader = "bellows-request-id"
+
+const (
+	// dedupeMaxEntries bounds the applied keys remembered per region.
+	dedupeMaxEntries = 32768
+	// dedupeMaxAge bounds how long an applied key is remembered.
+	dedupeMaxAge = 2 * time.Minute
+	// maxRequestIDLen bounds a client's idempotency key.
+	maxRequestIDLen = 128
+)
+
+// requestID is the idempotency key of a write this store forwards: the
+// client's, else a fresh random one.
+func requestID(ctx context.Context) (string, error) {
+	if id, ok, err := incomingRequestID(ctx); ok || err != nil {
+		return id, err
+	}
+	b := make([]byte, 16)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b), nil
+}
+
+// incomingRequestID is the request's idempotency key, if it has one.
+func incomingRequestID(ctx context.Context) (string, bool, error) {
+	md, _ := metadata.FromIncomingContext(ctx)
+	ids := md.Get(RequestIDHeader)
+	if len(ids) == 0 {
+		return "", false, nil
+	}
+	id := ids[0]
+	if id == "" || len(id) > maxRequestIDLen {
+		return "", false, status.Errorf(codes.InvalidArgument, "%s: must be 1 to %d bytes, not %d", RequestIDHeader, maxRequestIDLen, len(id))
+	}
+	return id, true, nil
+}
+
+// once applies a write of region a through apply at most once per
+// idempotency key (see above): a request without one is applied; one whose
+// key this store applied already in a's region gets the first commit
+// timestamp. req is the request (its bytes tell a reused key).
+func (s *KV) once(ctx context.Context, a *Assignment, req proto.Message, apply func() (uint64, error)) (uint64, error) {
+	id, ok, err := incomingRequestID(ctx)
+	if err != nil {
+		return 0, err
+	}
+	if !ok {
+		return apply()
+	}
+	b, err := proto.MarshalOptions{Deterministic: true}.Marshal(req)
+	if err != nil {
+		return 0, status.Errorf(codes.Internal, "fingerprinting the request: %v", err)
+	}
+	ts, _, err := s.applied.do(ctx, a.Name(), id, b, apply)
+	return ts, err
+}
+
+// dedupe remembers, per region, the idempotency keys of recently applied
+// writes and their commit timestamps. The zero value is ready to use.
+type dedupe struct {
+	// MaxEntries and MaxAge bound each region's table; zero: the defaults.
+	MaxEntries int
+	MaxAge     time.Duration
+	// now is the clock; nil: time.Now.
+	now func() time.Time
+
+	seedOnce sync.Once
+	seed     maphash.Seed
+
+	mu      sync.Mutex
+	regions map[string]*appliedLog
+}
+
+// appliedLog is one region's table.
+type appliedLog struct {
+	byID  map[string]*appliedWrite
+	order []*appliedWrite // applied, oldest first (FIFO from head)
+	head  int
+}
+
+// appliedWrite is one key: being applied (done open), or applied at ts.
+type appliedWrite struct {
+	id   string
+	fp   uint64 // the request's fingerprint
+	ts   uint64
+	ok   bool          // applied at ts
+	at   time.Time     // when it was applied
+	done chan struct{} // closed once the first attempt ended
+}
+
+// do runs apply for (region, id) unless a request with that key was applied
+// already: then it returns the first commit timestamp and dup. A request
+// whose key is being applied waits (at most until ctx ends) for the outcome.
+func (d *dedupe) do(ctx context.Context, region, id string, req []byte, apply func() (uint64, error)) (ts uint64, dup bool, err error) {
+	d.seedOnce.Do(func() { d.seed = maphash.MakeSeed() })
+	fp := maphash.Bytes(d.seed, req)
+	for {
+		d.mu.Lock()
+		if d.regions == nil {
+			d.regions = map[string]*appliedLog{}
+		}
+		log := d.regions[region]
+		if log == nil {
+			log = &appliedLog{byID: map[string]*appliedWrite{}}
+			d.regions[region] = log
+		}
+		d.evictLocked(log)
+		w := log.byID[id]
+		if w == nil {
+			w = &appliedWrite{id: id, fp: fp, done: make(chan struct{})}
+			log.byID[id] = w
+			d.mu.Unlock()
+			return d.first(log, w, apply)
+		}
+		d.mu.Unlock()
+		if w.fp != fp {
+			return 0, false, status.Errorf(codes.InvalidArgument,
+				"%s %q was used for a different request in region %s", RequestIDHeader, id, region)
+		}
+		select {
+		case <-w.done:
+		case <-ctx.Done():
+			return 0, false, status.FromContextError(ctx.Err()).Err()
+		}
+		d.mu.Lock()
+		applied, at := w.ok, w.ts
+		d.mu.Unlock()
+		if applied {
+			return at, true, nil
+		}
+		// The first attempt failed: nothing of it is visible. Try again
+		// (this waiter, or another one, becomes the first).
+	}
+}
+
+// first applies w's request and records the outcome: applied, the key stays
+// until it is evicted; failed (or apply panicked), the key is forgotten so a
+// retry applies it. Either way the requests waiting on it go on.
+func (d *dedupe) first(log *appliedLog, w *appliedWrite, apply func() (uint64, error)) (ts uint64, dup bool, err error) {
+	applied := false
+	defer func() {
+		d.mu.Lock()
+		if applied {
+			w.ts, w.ok, w.at = ts, true, d.clock()
+			log.order = append(log.order, w)
+			d.evictLocked(log)
+		} else if log.byID[w.id] == w {
+			delete(log.byID, w.id)
+		}
+		close(w.done)
+		d.mu.Unlock()
+	}()
+	ts, err = apply()
+	applied = err == nil
+	return ts, false, err
+}
+
+// evictLocked drops the applied keys beyond MaxEntries or older than MaxAge,
+// oldest first.
+func (d *dedupe) evictLocked(log *appliedLog) {
+	maxN, maxAge := d.MaxEntries, d.MaxAge
+	if maxN <= 0 {
+		maxN = dedupeMaxEntries
+	}
+	if maxAge <= 0 {
+		maxAge = dedupeMaxAge
+	}
+	now := d.clock()
+	for log.head < len(log.order) {
+		w := log.order[log.head]
+		if len(log.order)-log.head <= maxN && now.Sub(w.at) <= maxAge {
+			break
+		}
+		if log.byID[w.id] == w {
+			delete(log.byID, w.id)
+		}
+		log.order[log.head] = nil
+		log.head++
+	}
+	// Compact the FIFO once its dead head is at least half of it.
+	if log.head > 0 && log.head*2 >= len(log.order) {
+		log.order = append(log.order[:0], log.order[log.head:]...)
+		log.head = 0
+	}
+}
+
+func (d *dedupe) clock() time.Time {
+	if d.now != nil {
+		return d.now()
+	}
+	return time.Now()
+}
