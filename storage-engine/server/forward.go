@@ -134,7 +134,7 @@ func (s *KV) forwardTo(ctx, out context.Context, op string, sp Span, addr string
 	if errors.As(err, &final) {
 		var mine callerSide
 		if errors.As(final.error, &mine) {
-			return noRetry{mine.error}
+			return noRetry(mine)
 		}
 		return noRetry{forwardErr(ctx, sp, addr, md, final.error)}
 	}
