@@ -44,15 +44,28 @@ import (
 // a different request (op, keys or values) is refused with
 // INVALID_ARGUMENT.
 //
-// What it does not cover, because the table is in the owner's memory:
-//   - a duplicate arriving after the owner restarted (its table is gone);
-//   - a duplicate arriving at another store than the one that applied the
-//     first copy: the region moved in between (released and claimed
-//     elsewhere), or the forwarder's retry went to the region's other owner
-//     while it was moving;
+// The table moves with its region when the region is released (a SIGTERM,
+// a region moving between stores; handover.go): once the region refuses
+// writes and the keyed writes in progress have ended, its keys within the
+// window are written to the bucket (region.AppliedRequestsKey) before the
+// manifest that marks it released, and the store that claims it next (which
+// claims only after that manifest) seeds its table from them, keeping each
+// key's applied-at time. A duplicate reaching the region's next owner gets
+// the first answer too. The request's fingerprint is a SHA-256 of its op,
+// keys and values (requestBytes), the same in every store.
+//
+// What it does not cover:
+//   - a duplicate arriving after the owner crashed or was killed (SIGKILL,
+//     OOM, a release that failed): a store that did not release the region
+//     loses its table, also when it reopens the region itself;
+//   - a duplicate reaching the next owner of a region whose handover object
+//     could not be written (logged; the region is released anyway:
+//     availability over the dedupe window), or of a write still in progress
+//     after the release's bounded wait (settleTimeout);
 //   - a duplicate arriving after the key left the table: it keeps, per
 //     region, the last dedupeMaxEntries keys applied and only for
-//     dedupeMaxAge, so at high write rates the window is shorter;
+//     dedupeMaxAge (by the applying store's wall clock, also after a move),
+//     so at high write rates the window is shorter;
 //   - a client retry of the forwarder's UNAVAILABLE without its own key:
 //     the forwarder made a key for the first call that the client does not
 //     know; the retry is a new request. A client that retries writes sends
