@@ -44,7 +44,8 @@
 // compact.go; shutdown waiting for a compaction, then Release's final
 // commit), manifestMu → mu (flush.go flushOne, Release), commitMu → mu
 // (write.go Apply and rotateLocked, flush, shutdown). manifestMu and
-// commitMu are never held together.
+// commitMu are never held together. ReleaseWith's beforeCommit hook runs
+// between its flush and its shutdown, holding none of them.
 //
 // # Held across I/O
 //
@@ -348,11 +349,26 @@ func (r *Region) Close() error { return r.shutdown(nil) }
 // delay the handover: it is cancelled first, and its caller gets
 // ErrCompactionAborted unless its output was already installed (see
 // Compact). The flush is what a release waits for.
-func (r *Region) Release(ctx context.Context) error {
+func (r *Region) Release(ctx context.Context) error { return r.ReleaseWith(ctx, nil) }
+
+// ReleaseWith is Release with beforeCommit (if not nil) run once every
+// write is refused and every acknowledged write is flushed, and before the
+// manifest marking the region released is committed: whatever it writes is
+// in place before any other store can claim the region (a claim waits for
+// that manifest). It runs holding none of the region's locks, so it may do
+// I/O and call the region's read methods. An error from it fails the
+// release like a failed flush: the region is closed, not released.
+func (r *Region) ReleaseWith(ctx context.Context, beforeCommit func(context.Context) error) error {
 	r.stopCompactions(ErrReleasing)
 	if err := r.flush(ctx, true); err != nil {
 		_ = r.Close()
 		return errorf(r.opts.Name, "releasing: %w", err)
+	}
+	if beforeCommit != nil {
+		if err := beforeCommit(ctx); err != nil {
+			_ = r.Close()
+			return errorf(r.opts.Name, "releasing: %w", err)
+		}
 	}
 	err := r.shutdown(func() error {
 		r.manifestMu.Lock()

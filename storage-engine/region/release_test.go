@@ -11,6 +11,7 @@ import (
 
 	"github.com/bellows-kv/bellows/storage-engine/blob"
 	"github.com/bellows-kv/bellows/storage-engine/compaction"
+	"github.com/bellows-kv/bellows/storage-engine/kv"
 	"github.com/bellows-kv/bellows/storage-engine/manifest"
 )
 
@@ -164,4 +165,60 @@ func TestReleaseCutsAWarmupShortButKeepsTheCompaction(t *testing.T) {
 		t.Fatalf("released manifest does not name the installed output %s: %+v", info.Output, m.Files)
 	}
 	checkClaimedData(t, opts, want)
+}
+
+// ReleaseWith's hook runs once the region refuses writes and has flushed
+// every acknowledged write, before the manifest marking it released: it
+// sees its own manifest still unreleased, and a failing hook leaves the
+// region closed, not released.
+func TestReleaseWithRunsItsHookBeforeTheReleasedManifest(t *testing.T) {
+	ctx := context.Background()
+	for _, fail := range []bool{false, true} {
+		t.Run(fmt.Sprintf("fail=%t", fail), func(t *testing.T) {
+			opts := testOptions(t, t.TempDir())
+			r := mustOpen(t, opts)
+			if _, err := r.Put([]byte("k"), []byte("v")); err != nil {
+				t.Fatal(err)
+			}
+			prefixed := opts.Bucket.Prefixed(BucketPrefix(opts.Name))
+			errHook := errors.New("hook failed")
+			ran := false
+			err := r.ReleaseWith(ctx, func(ctx context.Context) error {
+				ran = true
+				if _, err := r.Put([]byte("late"), []byte("v")); !errors.Is(err, ErrReleasing) {
+					t.Errorf("a write during the hook: %v, want ErrReleasing", err)
+				}
+				if v, ok, err := r.Get([]byte("k"), kv.MaxTimestamp); err != nil || !ok || string(v) != "v" {
+					t.Errorf("a read during the hook: %q %v %v", v, ok, err)
+				}
+				m, err := manifest.Load(ctx, prefixed)
+				if err != nil {
+					return err
+				}
+				if m.Released || m.FlushedTS == 0 {
+					t.Errorf("manifest %d during the hook: released=%t flushedTS=%d; want flushed, not released", m.Number, m.Released, m.FlushedTS)
+				}
+				if fail {
+					return errHook
+				}
+				return nil
+			})
+			if !ran {
+				t.Fatal("the hook did not run")
+			}
+			m, lerr := manifest.Load(ctx, prefixed)
+			if lerr != nil {
+				t.Fatal(lerr)
+			}
+			if fail {
+				if !errors.Is(err, errHook) || m.Released {
+					t.Fatalf("failing hook: %v, released=%t; want its error, not released", err, m.Released)
+				}
+				return
+			}
+			if err != nil || !m.Released {
+				t.Fatalf("release: %v, released=%t", err, m.Released)
+			}
+		})
+	}
 }

@@ -3,8 +3,12 @@ package server
 import (
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
-	"hash/maphash"
+	"fmt"
+	"sort"
+	"strconv"
 	"sync"
 	"time"
 
@@ -12,6 +16,8 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
+
+	kvpb "github.com/bellows-kv/bellows/proto/bellows/kv/v1"
 )
 
 // Idempotent writes.
@@ -38,15 +44,28 @@ import (
 // a different request (op, keys or values) is refused with
 // INVALID_ARGUMENT.
 //
-// What it does not cover, because the table is in the owner's memory:
-//   - a duplicate arriving after the owner restarted (its table is gone);
-//   - a duplicate arriving at another store than the one that applied the
-//     first copy: the region moved in between (released and claimed
-//     elsewhere), or the forwarder's retry went to the region's other owner
-//     while it was moving;
+// The table moves with its region when the region is released (a SIGTERM,
+// a region moving between stores; handover.go): once the region refuses
+// writes and the keyed writes in progress have ended, its keys within the
+// window are written to the bucket (region.AppliedRequestsKey) before the
+// manifest that marks it released, and the store that claims it next (which
+// claims only after that manifest) seeds its table from them, keeping each
+// key's applied-at time. A duplicate reaching the region's next owner gets
+// the first answer too. The request's fingerprint is a SHA-256 of its op,
+// keys and values (requestBytes), the same in every store.
+//
+// What it does not cover:
+//   - a duplicate arriving after the owner crashed or was killed (SIGKILL,
+//     OOM, a release that failed): a store that did not release the region
+//     loses its table, also when it reopens the region itself;
+//   - a duplicate reaching the next owner of a region whose handover object
+//     could not be written (logged; the region is released anyway:
+//     availability over the dedupe window), or of a write still in progress
+//     after the release's bounded wait (settleTimeout);
 //   - a duplicate arriving after the key left the table: it keeps, per
 //     region, the last dedupeMaxEntries keys applied and only for
-//     dedupeMaxAge, so at high write rates the window is shorter;
+//     dedupeMaxAge (by the applying store's wall clock, also after a move),
+//     so at high write rates the window is shorter;
 //   - a client retry of the forwarder's UNAVAILABLE without its own key:
 //     the forwarder made a key for the first call that the client does not
 //     know; the retry is a new request. A client that retries writes sends
@@ -104,12 +123,52 @@ func (s *KV) once(ctx context.Context, a *Assignment, req proto.Message, apply f
 	if !ok {
 		return apply()
 	}
-	b, err := proto.MarshalOptions{Deterministic: true}.Marshal(req)
+	b, err := requestBytes(req)
 	if err != nil {
 		return 0, status.Errorf(codes.Internal, "fingerprinting the request: %v", err)
 	}
-	ts, _, err := s.applied.do(ctx, a.Name(), id, b, apply)
+	ts, _, err := s.store.applied.do(ctx, a.Name(), id, b, apply)
 	return ts, err
+}
+
+// requestBytes is what a write's fingerprint is computed from: its op,
+// keys and values, each length-prefixed, so it is the same in every store
+// and every version (a table handed over with a region is checked against
+// requests another binary received, where proto's deterministic encoding
+// is not guaranteed to be equal).
+func requestBytes(req proto.Message) ([]byte, error) {
+	var b []byte
+	field := func(p []byte) {
+		b = binary.AppendUvarint(b, uint64(len(p)))
+		b = append(b, p...)
+	}
+	switch r := req.(type) {
+	case *kvpb.PutRequest:
+		b = append(b, 'P')
+		field(r.Key)
+		field(r.Value)
+	case *kvpb.DeleteRequest:
+		b = append(b, 'D')
+		field(r.Key)
+	case *kvpb.BatchRequest:
+		b = append(b, 'B')
+		for _, m := range r.Mutations {
+			b = binary.AppendUvarint(b, uint64(m.Op))
+			field(m.Key)
+			field(m.Value)
+		}
+	default:
+		out, err := proto.MarshalOptions{Deterministic: true}.Marshal(req)
+		return append([]byte{'?'}, out...), err
+	}
+	return b, nil
+}
+
+// fingerprint digests a request's bytes (requestBytes): the first 8 bytes
+// of its SHA-256, stable across processes.
+func fingerprint(req []byte) uint64 {
+	sum := sha256.Sum256(req)
+	return binary.BigEndian.Uint64(sum[:8])
 }
 
 // dedupe remembers, per region, the idempotency keys of recently applied
@@ -120,9 +179,6 @@ type dedupe struct {
 	MaxAge     time.Duration
 	// now is the clock; nil: time.Now.
 	now func() time.Time
-
-	seedOnce sync.Once
-	seed     maphash.Seed
 
 	mu      sync.Mutex
 	regions map[string]*appliedLog
@@ -149,18 +205,10 @@ type appliedWrite struct {
 // already: then it returns the first commit timestamp and dup. A request
 // whose key is being applied waits (at most until ctx ends) for the outcome.
 func (d *dedupe) do(ctx context.Context, region, id string, req []byte, apply func() (uint64, error)) (ts uint64, dup bool, err error) {
-	d.seedOnce.Do(func() { d.seed = maphash.MakeSeed() })
-	fp := maphash.Bytes(d.seed, req)
+	fp := fingerprint(req)
 	for {
 		d.mu.Lock()
-		if d.regions == nil {
-			d.regions = map[string]*appliedLog{}
-		}
-		log := d.regions[region]
-		if log == nil {
-			log = &appliedLog{byID: map[string]*appliedWrite{}}
-			d.regions[region] = log
-		}
+		log := d.logLocked(region)
 		d.evictLocked(log)
 		w := log.byID[id]
 		if w == nil {
@@ -210,6 +258,107 @@ func (d *dedupe) first(log *appliedLog, w *appliedWrite, apply func() (uint64, e
 	ts, err = apply()
 	applied = err == nil
 	return ts, false, err
+}
+
+// logLocked is region's table, made if absent.
+func (d *dedupe) logLocked(region string) *appliedLog {
+	if d.regions == nil {
+		d.regions = map[string]*appliedLog{}
+	}
+	log := d.regions[region]
+	if log == nil {
+		log = &appliedLog{byID: map[string]*appliedWrite{}}
+		d.regions[region] = log
+	}
+	return log
+}
+
+// appliedRecord is one applied key as a region's table is handed over
+// (handover.go).
+type appliedRecord struct {
+	ID string `json:"id"`
+	// Digest is the request's fingerprint, 16 hex digits.
+	Digest   string `json:"digest"`
+	CommitTS uint64 `json:"commit_ts"`
+	// AppliedAt is when the write was applied (Unix nanoseconds, the
+	// applying store's wall clock): the age the window counts from.
+	AppliedAt int64 `json:"applied_at"`
+}
+
+// settle waits until no write of region is being applied under a key, or
+// ctx ends (then it reports false). Call it once the region refuses writes:
+// a write in progress then either was applied (and is in the table when
+// settle returns) or failed.
+func (d *dedupe) settle(ctx context.Context, region string) bool {
+	for {
+		var pending *appliedWrite
+		d.mu.Lock()
+		if log := d.regions[region]; log != nil {
+			for _, w := range log.byID {
+				if !w.ok {
+					pending = w
+					break
+				}
+			}
+		}
+		d.mu.Unlock()
+		if pending == nil {
+			return true
+		}
+		select {
+		case <-pending.done:
+		case <-ctx.Done():
+			return false
+		}
+	}
+}
+
+// export lists region's applied keys still within the window, oldest
+// first.
+func (d *dedupe) export(region string) []appliedRecord {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	log := d.regions[region]
+	if log == nil {
+		return nil
+	}
+	d.evictLocked(log)
+	out := make([]appliedRecord, 0, len(log.order)-log.head)
+	for _, w := range log.order[log.head:] {
+		if log.byID[w.id] != w {
+			continue
+		}
+		out = append(out, appliedRecord{ID: w.id, Digest: fmt.Sprintf("%016x", w.fp), CommitTS: w.ts, AppliedAt: w.at.UnixNano()})
+	}
+	return out
+}
+
+// seed adds the applied keys handed over with region (export) to its
+// table, keeping their applied-at times: those already beyond the window
+// are dropped by the next eviction, and a key the table has already is
+// kept as it is. It returns how many were added.
+func (d *dedupe) seed(region string, recs []appliedRecord) int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	log := d.logLocked(region)
+	added := 0
+	for _, r := range recs {
+		fp, err := strconv.ParseUint(r.Digest, 16, 64)
+		if err != nil || r.ID == "" || log.byID[r.ID] != nil {
+			continue
+		}
+		w := &appliedWrite{id: r.ID, fp: fp, ts: r.CommitTS, ok: true, at: time.Unix(0, r.AppliedAt), done: make(chan struct{})}
+		close(w.done)
+		log.byID[r.ID] = w
+		log.order = append(log.order, w)
+		added++
+	}
+	// Eviction takes the oldest from the head: keep the FIFO in
+	// applied-at order.
+	live := log.order[log.head:]
+	sort.SliceStable(live, func(i, j int) bool { return live[i].at.Before(live[j].at) })
+	d.evictLocked(log)
+	return added
 }
 
 // evictLocked drops the applied keys beyond MaxEntries or older than MaxAge,

@@ -36,7 +36,6 @@ type KV struct {
 	store   *Store
 	fwd     *Forwarding // nil: serve only this store's regions
 	metrics *Metrics    // nil: not observed
-	applied dedupe      // idempotency keys of recent writes (dedupe.go)
 }
 
 // NewKV serves store; fwd (may be nil) forwards the requests for other

@@ -27,6 +27,10 @@ type Store struct {
 	regions []*Assignment // by Span.Start
 	cancel  context.CancelFunc
 	claims  sync.WaitGroup
+	// applied holds the idempotency keys of the writes recently applied
+	// in each region (dedupe.go), handed over with a released region
+	// (handover.go).
+	applied dedupe
 }
 
 // StoreOptions configure OpenStore.
@@ -111,6 +115,7 @@ func OpenStore(ctx context.Context, spans []Span, o StoreOptions) (*Store, error
 		e, err := region.Open(ctx, opts)
 		switch {
 		case err == nil:
+			s.seedApplied(ctx, r)
 			r.eng.Store(e)
 		case errors.Is(err, region.ErrOwned):
 			r.waiting.Store(&err)
@@ -167,6 +172,7 @@ func (s *Store) claim(ctx context.Context, r *Assignment, opts region.Options, o
 		}
 		e, err := region.Open(ctx, opts)
 		if err == nil {
+			s.seedApplied(ctx, r)
 			r.eng.Store(e)
 			r.waiting.Store(nil)
 			opts.Logger.Info("claimed region after its owner released it", "region", r.Name())
@@ -258,7 +264,9 @@ func (s *Store) Close() error {
 // them fail with UNAVAILABLE (region.ErrReleasing), and each is released at
 // once, in parallel (region.Release: its compaction aborted, flushed, marked
 // released), so whichever store is assigned it next claims it with every
-// acknowledged write (a pod shutting down or a region moving). A region
+// acknowledged write (a pod shutting down or a region moving) and, written
+// before the released manifest, the idempotency keys of the writes applied
+// here recently (handover.go). A region
 // that fails to release is closed and stays owned by this store's WAL.
 // Each release is logged with how long it took: what a region's move costs
 // beyond the next owner's claim.
@@ -272,7 +280,7 @@ func (s *Store) Release(ctx context.Context) error {
 	log := s.opts.Region.Logger
 	return s.each(func(r *Assignment, e *region.Region) error {
 		began := time.Now()
-		if err := e.Release(ctx); err != nil {
+		if err := e.ReleaseWith(ctx, s.handOver(r)); err != nil {
 			return err
 		}
 		log.Info("released region", "region", r.Name(), "took", time.Since(began))

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"crypto/rand"
 	"fmt"
 	"io"
 	"time"
@@ -9,9 +10,18 @@ import (
 	"github.com/spf13/cobra"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
 
 	kvpb "github.com/bellows-kv/bellows/proto/bellows/kv/v1"
+	"github.com/bellows-kv/bellows/storage-engine/server"
 )
+
+// withRequestID gives a write a fresh idempotency key, so a store that
+// retries it internally (forwarding it to the region's owner) does not
+// apply it twice. The CLI itself never retries.
+func withRequestID(ctx context.Context) context.Context {
+	return metadata.AppendToOutgoingContext(ctx, server.RequestIDHeader, rand.Text())
+}
 
 func newKVCommand() *cobra.Command {
 	var addr string
@@ -40,7 +50,7 @@ func newKVCommand() *cobra.Command {
 	put := &cobra.Command{Use: "put KEY VALUE", Short: "Write a value", Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return with(cmd, func(ctx context.Context, c kvpb.KVClient) error {
-				r, err := c.Put(ctx, &kvpb.PutRequest{Key: []byte(args[0]), Value: []byte(args[1])})
+				r, err := c.Put(withRequestID(ctx), &kvpb.PutRequest{Key: []byte(args[0]), Value: []byte(args[1])})
 				if err == nil {
 					fmt.Fprintf(cmd.OutOrStdout(), "OK %s ts=%d\n", r.Region, r.CommitTs)
 				}
@@ -70,7 +80,7 @@ func newKVCommand() *cobra.Command {
 	del := &cobra.Command{Use: "delete KEY", Short: "Delete a key", Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return with(cmd, func(ctx context.Context, c kvpb.KVClient) error {
-				r, err := c.Delete(ctx, &kvpb.DeleteRequest{Key: []byte(args[0])})
+				r, err := c.Delete(withRequestID(ctx), &kvpb.DeleteRequest{Key: []byte(args[0])})
 				if err == nil {
 					fmt.Fprintf(cmd.OutOrStdout(), "OK %s ts=%d\n", r.Region, r.CommitTs)
 				}

@@ -1,0 +1,107 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/bellows-kv/bellows/storage-engine/blob"
+	"github.com/bellows-kv/bellows/storage-engine/region"
+)
+
+// Handing the idempotency-key table over with a region (see dedupe.go).
+//
+// A store releasing a region, once the region refuses writes and the keyed
+// writes in progress have ended (settleTimeout at most), writes the keys it
+// applied in the region within the window to region.AppliedRequestsKey,
+// before the manifest that marks the region released: the next owner claims
+// only after that manifest appears, so it always finds the object. Opening
+// a region (a claim, or this store's own region after a restart) reads the
+// object, if any, and seeds the region's table with the keys still within
+// the window. Each release overwrites the object, and it holds only keys
+// younger than dedupeMaxAge (at most dedupeMaxEntries), so it stays small.
+//
+// Writing it is best effort: if it fails the region is released anyway
+// (logged), and a retry reaching the next owner may be applied twice, as
+// before. A region's availability is worth more than the dedupe window.
+
+// settleTimeout bounds the wait of a release for the keyed writes still in
+// progress in the region; they are refused by then, so they end quickly.
+const settleTimeout = 5 * time.Second
+
+// appliedRequests is the object's content.
+type appliedRequests struct {
+	Region string `json:"region"`
+	// ReleasedAt is when the releasing store wrote it (Unix nanoseconds).
+	ReleasedAt int64           `json:"released_at"`
+	Applied    []appliedRecord `json:"applied"`
+}
+
+// handOver is the hook of a's release (region.ReleaseWith): it writes a's
+// applied keys for the next owner. It never fails the release.
+func (s *Store) handOver(a *Assignment) func(context.Context) error {
+	return func(ctx context.Context) error {
+		log := s.opts.Region.Logger
+		sctx, cancel := context.WithTimeout(ctx, settleTimeout)
+		settled := s.applied.settle(sctx, a.Name())
+		cancel()
+		if !settled {
+			// Handed over without them: their retries at the next
+			// owner may be applied twice.
+			log.Warn("keyed writes still in progress when the region was released; their keys are not handed over", "region", a.Name())
+		}
+		recs := s.applied.export(a.Name())
+		if err := writeAppliedRequests(ctx, s.opts.Region.Bucket, a.Name(), recs, time.Now()); err != nil {
+			log.Error("handing over the region's idempotency keys failed; releasing it anyway (a write retried at its next owner may be applied twice)",
+				"region", a.Name(), "keys", len(recs), "err", err)
+			return nil
+		}
+		log.Debug("handed over the region's idempotency keys", "region", a.Name(), "keys", len(recs))
+		return nil
+	}
+}
+
+// seedApplied seeds a's table from the object its last releasing owner
+// wrote, if any. A failure only shortens the window: it is logged.
+func (s *Store) seedApplied(ctx context.Context, a *Assignment) {
+	log := s.opts.Region.Logger
+	recs, err := readAppliedRequests(ctx, s.opts.Region.Bucket, a.Name())
+	if err != nil {
+		log.Warn("reading the idempotency keys handed over with the region; a write retried from its previous owner may be applied twice",
+			"region", a.Name(), "err", err)
+		return
+	}
+	if n := s.applied.seed(a.Name(), recs); n > 0 {
+		log.Info("took over the region's idempotency keys", "region", a.Name(), "keys", n)
+	}
+}
+
+func writeAppliedRequests(ctx context.Context, b *blob.Bucket, name string, recs []appliedRecord, now time.Time) error {
+	if recs == nil {
+		recs = []appliedRecord{}
+	}
+	data, err := json.Marshal(appliedRequests{Region: name, ReleasedAt: now.UnixNano(), Applied: recs})
+	if err != nil {
+		return err
+	}
+	return b.WriteAll(ctx, region.AppliedRequestsKey(name), data, false)
+}
+
+// readAppliedRequests reads the object; none (no release wrote one) is
+// no keys.
+func readAppliedRequests(ctx context.Context, b *blob.Bucket, name string) ([]appliedRecord, error) {
+	data, err := b.ReadAll(ctx, region.AppliedRequestsKey(name))
+	if errors.Is(err, blob.ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var ar appliedRequests
+	if err := json.Unmarshal(data, &ar); err != nil {
+		return nil, fmt.Errorf("%s: %w", region.AppliedRequestsKey(name), err)
+	}
+	return ar.Applied, nil
+}

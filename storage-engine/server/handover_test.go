@@ -1,0 +1,203 @@
+package server
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	kvpb "github.com/bellows-kv/bellows/proto/bellows/kv/v1"
+	"github.com/bellows-kv/bellows/storage-engine/kv"
+	"github.com/bellows-kv/bellows/storage-engine/region"
+)
+
+// keyed is ctx carrying idempotency key id, as a request arrives.
+func keyed(ctx context.Context, id string) context.Context {
+	return metadata.NewIncomingContext(ctx, metadata.Pairs(RequestIDHeader, id))
+}
+
+// moveRegion releases owner's region and waits until next (waiting for
+// it) has claimed it.
+func moveRegion(t *testing.T, owner, next *Store) {
+	t.Helper()
+	if err := owner.Release(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "the next owner to claim the released region", func() bool {
+		_, err := next.Assignments()[0].Engine()
+		return err == nil
+	})
+}
+
+// A keyed write applied by store A, then retried at store B after the
+// region moved from A to B (released, claimed), is answered with A's commit
+// timestamp and not applied again: a concurrent writer's later value stays
+// the newest, and the key has exactly the two versions. The key reused for
+// another request is still refused at B, and a delete keyed the same way
+// is deduplicated too.
+func TestKeyedWriteRetriedAfterTheRegionMovedIsNotAppliedAgain(t *testing.T) {
+	ctx := context.Background()
+	a, nextOwner := oneRegionStore(t, nil)
+	kvA := NewKV(a, nil, nil)
+	name := a.Assignments()[0].Name()
+	put := &kvpb.PutRequest{Key: []byte("k"), Value: []byte("retried")}
+	first, err := kvA.Put(keyed(ctx, "put-1"), put)
+	if err != nil {
+		t.Fatal(err)
+	}
+	del := &kvpb.DeleteRequest{Key: []byte("gone")}
+	if _, err := kvA.Put(ctx, &kvpb.PutRequest{Key: []byte("gone"), Value: []byte("v")}); err != nil {
+		t.Fatal(err)
+	}
+	firstDel, err := kvA.Delete(keyed(ctx, "del-1"), del)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	b := nextOwner(5 * time.Millisecond)
+	moveRegion(t, a, b)
+	kvB := NewKV(b, nil, nil)
+
+	// A concurrent writer (no key) writes k after the first copy.
+	later, err := kvB.Put(ctx, &kvpb.PutRequest{Key: []byte("k"), Value: []byte("later")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := kvB.Put(keyed(ctx, "put-1"), put)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again.CommitTs != first.CommitTs || again.Region != name {
+		t.Fatalf("retry at the new owner: ts %d region %s; want the first answer, ts %d region %s", again.CommitTs, again.Region, first.CommitTs, name)
+	}
+	e := engine(t, b)
+	for _, c := range []struct {
+		ts   uint64
+		want string
+	}{{first.CommitTs - 1, ""}, {first.CommitTs, "retried"}, {later.CommitTs - 1, "retried"}, {later.CommitTs, "later"}, {kv.MaxTimestamp, "later"}} {
+		v, ok, err := e.Get([]byte("k"), c.ts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := map[bool]string{true: string(v)}[ok]; got != c.want {
+			t.Fatalf("k at %d: %q, want %q (first %d, later %d)", c.ts, got, c.want, first.CommitTs, later.CommitTs)
+		}
+	}
+	if _, err := kvB.Put(keyed(ctx, "put-1"), &kvpb.PutRequest{Key: []byte("k"), Value: []byte("other")}); status.Code(err) != codes.InvalidArgument {
+		t.Fatalf("the key reused for another request at the new owner: %v, want INVALID_ARGUMENT", err)
+	}
+	// The delete's retry after a re-put of the key: not applied again.
+	if _, err := kvB.Put(ctx, &kvpb.PutRequest{Key: []byte("gone"), Value: []byte("back")}); err != nil {
+		t.Fatal(err)
+	}
+	againDel, err := kvB.Delete(keyed(ctx, "del-1"), del)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if againDel.CommitTs != firstDel.CommitTs {
+		t.Fatalf("delete retried at the new owner: ts %d, want %d", againDel.CommitTs, firstDel.CommitTs)
+	}
+	if v, ok, err := e.Get([]byte("gone"), kv.MaxTimestamp); err != nil || !ok || string(v) != "back" {
+		t.Fatalf("gone after the retried delete: %q %v %v, want back", v, ok, err)
+	}
+
+	// And on to a third store: B hands over what it took over.
+	c := nextOwner(5 * time.Millisecond)
+	moveRegion(t, b, c)
+	third, err := NewKV(c, nil, nil).Put(keyed(ctx, "put-1"), put)
+	if err != nil || third.CommitTs != first.CommitTs {
+		t.Fatalf("retry at the third owner: %v, %v; want ts %d", third, err, first.CommitTs)
+	}
+}
+
+// A release whose handover of the keys fails still releases the region
+// (availability over the dedupe window): the next owner claims it, and a
+// retry there is applied again, the documented limit.
+func TestReleaseHandsOverNoKeysWhenTheWriteFails(t *testing.T) {
+	ctx := context.Background()
+	a, nextOwner := oneRegionStore(t, nil)
+	name := a.Assignments()[0].Name()
+	put := &kvpb.PutRequest{Key: []byte("k"), Value: []byte("v")}
+	first, err := NewKV(a, nil, nil).Put(keyed(ctx, "put-1"), put)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A directory where the object goes: writing it fails.
+	root := strings.TrimPrefix(a.opts.Region.Bucket.URL(), "file://")
+	blocker := filepath.Join(root, filepath.FromSlash(region.AppliedRequestsKey(name)), "x")
+	if err := os.MkdirAll(blocker, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	b := nextOwner(5 * time.Millisecond)
+	moveRegion(t, a, b)
+	again, err := NewKV(b, nil, nil).Put(keyed(ctx, "put-1"), put)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again.CommitTs == first.CommitTs {
+		t.Fatalf("retry at the new owner answered %d without the handed-over keys", again.CommitTs)
+	}
+}
+
+// The keys handed over keep their applied-at times: those beyond the window
+// by then are not taken over, and the rest age out as if applied here.
+func TestHandedOverKeysKeepTheirAge(t *testing.T) {
+	ctx := context.Background()
+	now := time.Unix(1000, 0)
+	clock := func() time.Time { return now }
+	from := dedupe{MaxAge: time.Minute, now: clock}
+	for i, id := range []string{"old", "young"} {
+		if _, _, err := from.do(ctx, "r", id, []byte(id), func() (uint64, error) { return uint64(i + 1), nil }); err != nil {
+			t.Fatal(err)
+		}
+		now = now.Add(40 * time.Second)
+	}
+	recs := from.export("r") // at 1080: old is 80s old, young 40s
+	if len(recs) != 1 || recs[0].ID != "young" {
+		t.Fatalf("exported %+v, want only young", recs)
+	}
+	recs = append(recs, appliedRecord{ID: "stale", Digest: "0000000000000001", CommitTS: 9, AppliedAt: time.Unix(900, 0).UnixNano()})
+	to := dedupe{MaxAge: time.Minute, now: clock}
+	to.seed("r", recs)
+	if ts, dup, err := to.do(ctx, "r", "young", []byte("young"), func() (uint64, error) { return 99, nil }); err != nil || !dup || ts != 2 {
+		t.Fatalf("young at the next owner: %d, dup=%t, %v; want 2, dup", ts, dup, err)
+	}
+	if _, dup, _ := to.do(ctx, "r", "stale", []byte("x"), func() (uint64, error) { return 98, nil }); dup {
+		t.Fatal("a key beyond the window was taken over")
+	}
+	now = now.Add(30 * time.Second) // young is 70s old
+	if _, dup, _ := to.do(ctx, "r", "young", []byte("young"), func() (uint64, error) { return 97, nil }); dup {
+		t.Fatal("young did not age out at the next owner")
+	}
+}
+
+// A release hands over a keyed write that was still being applied when the
+// region stopped taking writes: settle waits for it (bounded by its
+// context), so it is exported applied.
+func TestSettleWaitsForKeyedWritesInProgress(t *testing.T) {
+	ctx := context.Background()
+	var d dedupe
+	started, release := make(chan struct{}), make(chan struct{})
+	go func() {
+		_, _, _ = d.do(ctx, "r", "slow", []byte("slow"), func() (uint64, error) { close(started); <-release; return 5, nil })
+	}()
+	<-started
+	short, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
+	defer cancel()
+	if d.settle(short, "r") {
+		t.Fatal("settled with a write in progress")
+	}
+	close(release)
+	if !d.settle(ctx, "r") {
+		t.Fatal("did not settle")
+	}
+	if recs := d.export("r"); len(recs) != 1 || recs[0].ID != "slow" || recs[0].CommitTS != 5 {
+		t.Fatalf("exported %+v, want slow at 5", recs)
+	}
+}
