@@ -51,9 +51,11 @@ func TestUncoveredFindsKeysOfOtherStoresRegions(t *testing.T) {
 	}
 	// This store serves region-000 [,g) and region-002 [p,t).
 	kv := &KV{store: &Store{}}
+	var live []*Assignment
 	for _, sp := range (Owner{0, 2}).Owned(all) {
-		kv.store.regions = append(kv.store.regions, &Assignment{Span: sp})
+		live = append(live, &Assignment{Span: sp})
 	}
+	kv.store.snap.Store(newAssigned(live, nil))
 	for _, c := range []struct {
 		start, end string
 		gap        string // "" covered

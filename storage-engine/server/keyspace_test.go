@@ -12,9 +12,11 @@ func TestSplitAndRoute(t *testing.T) {
 		t.Fatal(spans, err)
 	}
 	s := &Store{}
+	var live []*Assignment
 	for _, sp := range spans {
-		s.regions = append(s.regions, &Assignment{Span: sp})
+		live = append(live, &Assignment{Span: sp})
 	}
+	s.snap.Store(newAssigned(live, nil))
 	for key, want := range map[string]string{"a": "region-000", "g": "region-001", "oz": "region-001", "p": "region-002", "zzz": "region-002"} {
 		if r := s.Route([]byte(key)); r == nil || r.Span.Name != want {
 			t.Fatalf("Route(%q) = %v, want %s", key, r, want)

@@ -25,13 +25,15 @@ func testKV(t *testing.T, fwd bool) *KV {
 		t.Fatal(err)
 	}
 	kv := &KV{store: &Store{}}
+	var live []*Assignment
 	for _, sp := range (Owner{0, 2}).Owned(all) {
-		kv.store.regions = append(kv.store.regions, &Assignment{Span: sp})
+		live = append(live, &Assignment{Span: sp})
 	}
+	kv.store.snap.Store(newAssigned(live, nil))
 	// resolve only asks whether a region is open; it never uses the engine.
-	kv.store.regions[0].eng.Store(new(region.Region))
+	kv.store.Assignments()[0].eng.Store(new(region.Region))
 	owned := error(&region.Error{Region: "region-002", Err: &manifest.OwnedError{Manifest: 7, Owner: "old pid 1", WALID: "w"}})
-	kv.store.regions[1].waiting.Store(&owned)
+	kv.store.Assignments()[1].waiting.Store(&owned)
 	if fwd {
 		kv.fwd = &Forwarding{Spans: all}
 	}
@@ -87,8 +89,8 @@ func TestResolveRoutesOnce(t *testing.T) {
 		kv := testKV(t, c.fwd)
 		if c.key == "a!" {
 			// Being handed over (Store.Release).
-			kv.store.regions[0].released.Store(true)
-			kv.store.regions[0].eng.Store(nil)
+			kv.store.Assignments()[0].released.Store(true)
+			kv.store.Assignments()[0].eng.Store(nil)
 		}
 		if got := describe(kv.resolve(c.ctx, []byte(c.key))); got != c.want {
 			t.Errorf("%s: resolve(%q) =\n  %s\nwant\n  %s", c.name, c.key, got, c.want)

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"path/filepath"
+	"slices"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -23,10 +24,17 @@ import (
 // its next owner; from its first moment requests for them fail with
 // UNAVAILABLE too.
 type Store struct {
-	opts    StoreOptions
-	regions []*Assignment // by Span.Start
-	cancel  context.CancelFunc
-	claims  sync.WaitGroup
+	opts StoreOptions
+	// snap is the assignment every request looks up: replaced whole
+	// (copy on write) by Reassign, so a lookup takes no lock.
+	snap atomic.Pointer[assigned]
+	// mu serializes the changes of the assignment: Reassign, Release,
+	// Close.
+	mu     sync.Mutex
+	closed bool
+	bg     context.Context
+	cancel context.CancelFunc
+	claims sync.WaitGroup
 	// applied holds the idempotency keys of the writes recently applied
 	// in each region (dedupe.go), handed over with a released region
 	// (handover.go).
@@ -73,9 +81,32 @@ type Assignment struct {
 	eng  atomic.Pointer[region.Region]
 	// waiting is why the region is not open yet.
 	waiting atomic.Pointer[error]
-	// released: this store has handed the region over (Release), or is
-	// doing so.
+	// released: this store has handed the region over (Release,
+	// Reassign), or is doing so.
 	released atomic.Bool
+	// stopClaim ends this region's background claim; claimDone is closed
+	// when it ended (nil: no claim was started).
+	stopClaim context.CancelFunc
+	claimDone chan struct{}
+}
+
+// assigned is one version of a Store's assignment.
+type assigned struct {
+	// live are the assigned regions, by Span.Start.
+	live []*Assignment
+	// all are live and the regions Reassign released (which answer
+	// UNAVAILABLE, region.ErrReleasing, until they are assigned here
+	// again), by Span.Start: what requests are routed by.
+	all []*Assignment
+}
+
+func newAssigned(live, gone []*Assignment) *assigned {
+	byStart := func(a, b *Assignment) int { return bytes.Compare(a.Span.Start, b.Span.Start) }
+	live = slices.Clone(live)
+	slices.SortFunc(live, byStart)
+	all := append(slices.Clone(live), gone...)
+	slices.SortFunc(all, byStart)
+	return &assigned{live: live, all: all}
 }
 
 // Name is the region's name.
@@ -103,32 +134,117 @@ func (a *Assignment) Engine() (*region.Region, error) {
 // error closes what was opened and is returned.
 func OpenStore(ctx context.Context, spans []Span, o StoreOptions) (*Store, error) {
 	o.EnsureDefaults()
-	base := o.Region
 	bg, cancel := context.WithCancel(context.Background())
-	s := &Store{opts: o, cancel: cancel}
+	s := &Store{opts: o, bg: bg, cancel: cancel}
+	var live []*Assignment
 	for _, sp := range spans {
-		opts := base
-		opts.Name = sp.Name
-		opts.WALDir = filepath.Join(o.WALRoot, sp.Name)
 		r := &Assignment{Span: sp}
-		s.regions = append(s.regions, r)
+		opts := s.regionOptions(sp)
 		e, err := region.Open(ctx, opts)
 		switch {
 		case err == nil:
 			s.seedApplied(ctx, r)
 			r.eng.Store(e)
 		case errors.Is(err, region.ErrOwned):
-			r.waiting.Store(&err)
-			base.Logger.Warn("region owned by another store; claiming it once released", "region", sp.Name, "err", err)
-			s.claims.Add(1)
-			go s.claim(bg, r, opts, err)
+			opts.Logger.Warn("region owned by another store; claiming it once released", "region", sp.Name, "err", err)
+			s.startClaim(r, opts, err)
 		default:
+			s.snap.Store(newAssigned(live, nil))
 			_ = s.Close()
 			return nil, err
 		}
+		live = append(live, r)
 	}
-	sort.Slice(s.regions, func(i, j int) bool { return bytes.Compare(s.regions[i].Span.Start, s.regions[j].Span.Start) < 0 })
+	s.snap.Store(newAssigned(live, nil))
 	return s, nil
+}
+
+// regionOptions are the options of sp's region.
+func (s *Store) regionOptions(sp Span) region.Options {
+	opts := s.opts.Region
+	opts.Name = sp.Name
+	opts.WALDir = filepath.Join(s.opts.WALRoot, sp.Name)
+	return opts
+}
+
+// startClaim claims r in the background (claim); owned is why it is not
+// open (nil: not tried yet, tried at once).
+func (s *Store) startClaim(r *Assignment, opts region.Options, owned error) {
+	if owned == nil {
+		owned = errors.New("assigned to this store, claiming it")
+	}
+	r.waiting.Store(&owned)
+	ctx, stop := context.WithCancel(s.bg)
+	r.stopClaim, r.claimDone = stop, make(chan struct{})
+	s.claims.Add(1)
+	go func() {
+		defer close(r.claimDone)
+		s.claim(ctx, r, opts, owned)
+	}()
+}
+
+// Reassign makes spans this store's assignment while it serves: a region
+// newly assigned is claimed in the background (as at OpenStore: at once if
+// its owner released it, else once it does); a region no longer assigned is
+// released as on SIGTERM (Release), requests for it answering UNAVAILABLE
+// (region.ErrReleasing) from the first moment. Requests for the other
+// regions are served throughout. It returns once the released regions are
+// released; added and released are their names. A region that fails to
+// release is closed and stays owned by this store's WAL (the error).
+func (s *Store) Reassign(ctx context.Context, spans []Span) (added, released []string, err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil, nil, &region.Error{Err: region.ErrClosed}
+	}
+	cur := s.snap.Load()
+	want := map[string]Span{}
+	for _, sp := range spans {
+		want[sp.Name] = sp
+	}
+	var keep, drop []*Assignment
+	for _, a := range cur.live {
+		if _, ok := want[a.Name()]; ok {
+			keep = append(keep, a)
+			delete(want, a.Name())
+		} else {
+			drop = append(drop, a)
+		}
+	}
+	if len(want) == 0 && len(drop) == 0 {
+		return nil, nil, nil
+	}
+	// Released earlier and not assigned again: still answered UNAVAILABLE.
+	var gone []*Assignment
+	for _, a := range cur.all {
+		if a.released.Load() && !slices.Contains(cur.live, a) {
+			if _, again := want[a.Name()]; !again {
+				gone = append(gone, a)
+			}
+		}
+	}
+	for _, sp := range spans {
+		if _, ok := want[sp.Name]; !ok {
+			continue
+		}
+		r := &Assignment{Span: sp}
+		s.startClaim(r, s.regionOptions(sp), nil)
+		keep = append(keep, r)
+		added = append(added, sp.Name)
+	}
+	for _, a := range drop {
+		a.released.Store(true)
+		released = append(released, a.Name())
+	}
+	s.snap.Store(newAssigned(keep, append(gone, drop...)))
+	for _, a := range drop {
+		if a.stopClaim != nil {
+			a.stopClaim()
+			<-a.claimDone
+		}
+	}
+	err = s.release(ctx, drop)
+	return added, released, err
 }
 
 // claim opens r once its owner has released it, or until the claim fails
@@ -151,12 +267,18 @@ func (s *Store) claim(ctx context.Context, r *Assignment, opts region.Options, o
 	poll := time.NewTicker(s.opts.ReleasePollInterval)
 	defer poll.Stop()
 	retry := s.opts.ClaimRetryMin
+	// A region not known to be owned elsewhere (newly assigned by
+	// Reassign) is tried at once.
+	now := !errors.Is(owned, region.ErrOwned)
 	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-poll.C:
+		if !now {
+			select {
+			case <-ctx.Done():
+				return
+			case <-poll.C:
+			}
 		}
+		now = false
 		if seen > 0 {
 			next, err := region.ManifestCommitted(ctx, opts.Bucket, r.Name(), seen+1)
 			if ctx.Err() != nil {
@@ -209,20 +331,21 @@ func ownedManifest(err error) uint64 {
 }
 
 // Assignments are the assigned regions in key order, open or not.
-func (s *Store) Assignments() []*Assignment { return s.regions }
+func (s *Store) Assignments() []*Assignment { return s.snap.Load().live }
 
 // Open calls f for each open region.
 func (s *Store) Open(f func(*Assignment, *region.Region)) {
-	for _, r := range s.regions {
+	for _, r := range s.Assignments() {
 		if e := r.eng.Load(); e != nil {
 			f(r, e)
 		}
 	}
 }
 
-// ByName finds an assigned region.
+// ByName finds an assigned region, or one Reassign released (which
+// answers UNAVAILABLE).
 func (s *Store) ByName(name string) *Assignment {
-	for _, r := range s.regions {
+	for _, r := range s.snap.Load().all {
 		if r.Name() == name {
 			return r
 		}
@@ -230,11 +353,13 @@ func (s *Store) ByName(name string) *Assignment {
 	return nil
 }
 
-// Route finds the assigned region holding key, or nil.
+// Route finds the assigned region holding key, or the region Reassign
+// released that holds it (which answers UNAVAILABLE), or nil.
 func (s *Store) Route(key []byte) *Assignment {
-	i := sort.Search(len(s.regions), func(i int) bool { return bytes.Compare(s.regions[i].Span.Start, key) > 0 }) - 1
-	if i >= 0 && s.regions[i].Span.Contains(key) {
-		return s.regions[i]
+	all := s.snap.Load().all
+	i := sort.Search(len(all), func(i int) bool { return bytes.Compare(all[i].Span.Start, key) > 0 }) - 1
+	if i >= 0 && all[i].Span.Contains(key) {
+		return all[i]
 	}
 	return nil
 }
@@ -251,8 +376,11 @@ func (s *Store) stopClaims() {
 // Close closes every open region without releasing it: only this store's
 // WAL can reopen them (a restart).
 func (s *Store) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.closed = true
 	s.stopClaims()
-	return s.each(func(_ *Assignment, e *region.Region) error {
+	return s.each(s.Assignments(), func(_ *Assignment, e *region.Region) error {
 		if err := e.Close(); err != nil && !errors.Is(err, region.ErrClosed) {
 			return err
 		}
@@ -271,14 +399,22 @@ func (s *Store) Close() error {
 // Each release is logged with how long it took: what a region's move costs
 // beyond the next owner's claim.
 func (s *Store) Release(ctx context.Context) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.closed = true
 	s.stopClaims()
-	for _, r := range s.regions {
+	return s.release(ctx, s.Assignments())
+}
+
+// release hands rs over (Release), their claims ended.
+func (s *Store) release(ctx context.Context, rs []*Assignment) error {
+	for _, r := range rs {
 		if r.eng.Load() != nil {
 			r.released.Store(true)
 		}
 	}
 	log := s.opts.Region.Logger
-	return s.each(func(r *Assignment, e *region.Region) error {
+	return s.each(rs, func(r *Assignment, e *region.Region) error {
 		began := time.Now()
 		if err := e.ReleaseWith(ctx, s.handOver(r)); err != nil {
 			return err
@@ -288,15 +424,15 @@ func (s *Store) Release(ctx context.Context) error {
 	})
 }
 
-// each takes every open region out of service and calls f for it, all at
-// once.
-func (s *Store) each(f func(*Assignment, *region.Region) error) error {
+// each takes every open region of rs out of service and calls f for it,
+// all at once.
+func (s *Store) each(rs []*Assignment, f func(*Assignment, *region.Region) error) error {
 	var (
 		mu   sync.Mutex
 		errs []error
 		wg   sync.WaitGroup
 	)
-	for _, r := range s.regions {
+	for _, r := range rs {
 		e := r.eng.Swap(nil)
 		if e == nil {
 			continue

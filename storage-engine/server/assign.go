@@ -1,0 +1,97 @@
+package server
+
+import (
+	"context"
+	"time"
+)
+
+// Assigner keeps a Store's assignment following the cluster's replica
+// count (--replicas-from): region i belongs to ordinal i mod N. When N
+// changes only the regions whose owner changes move: this store claims the
+// regions it now owns (Store.Reassign) and releases those it no longer owns,
+// each once its new owner is ready (Ready), so that a region is not handed
+// to a pod that is still starting. Until then it keeps serving it. It is
+// Kubernetes-free: the store command feeds it from a StatefulSet and the
+// headless Service's endpoints.
+type Assigner struct {
+	Store *Store
+	// Spans are all the regions, in order (region i is Spans[i]).
+	Spans   []Span
+	Ordinal int
+	// Replicas is the current replica count; ok false while unknown
+	// (the assignment then stays as it is).
+	Replicas func() (n int, ok bool)
+	// Ready says whether the store with this ordinal is ready to claim
+	// the regions it is assigned; nil: every store is.
+	Ready func(ordinal int) bool
+	// Interval is how often Replicas and Ready are checked (they are
+	// cheap: informer caches). Default 250ms.
+	Interval time.Duration
+}
+
+// Target is the assignment this store should have now, given its current
+// one: the regions its ordinal owns under the current replica count, plus
+// those it still holds whose new owner is not ready. ok false when the
+// replica count is unknown.
+func (a *Assigner) Target() ([]Span, bool) {
+	n, ok := a.Replicas()
+	if !ok || n < 0 {
+		return nil, false
+	}
+	held := map[string]bool{}
+	for _, r := range a.Store.Assignments() {
+		held[r.Name()] = true
+	}
+	var out []Span
+	for i, sp := range a.Spans {
+		owner := -1
+		if n > 0 {
+			owner = i % n
+		}
+		switch {
+		case owner == a.Ordinal:
+			out = append(out, sp)
+		case held[sp.Name] && owner >= 0 && a.Ready != nil && !a.Ready(owner):
+			// Hold it until its new owner can take it.
+			out = append(out, sp)
+		}
+	}
+	return out, true
+}
+
+// Step re-assigns the store to Target once.
+func (a *Assigner) Step(ctx context.Context) error {
+	target, ok := a.Target()
+	if !ok {
+		return nil
+	}
+	log := a.Store.opts.Region.Logger
+	added, released, err := a.Store.Reassign(ctx, target)
+	if len(added) > 0 || len(released) > 0 {
+		n, _ := a.Replicas()
+		log.Info("region assignment changed", "ordinal", a.Ordinal, "replicas", n,
+			"claiming", added, "released", released, "regions", len(target))
+	}
+	if err != nil {
+		log.Error("releasing regions no longer assigned here; they stay owned by this store's WAL", "err", err)
+	}
+	return err
+}
+
+// Run steps every Interval until ctx ends.
+func (a *Assigner) Run(ctx context.Context) {
+	every := a.Interval
+	if every <= 0 {
+		every = 250 * time.Millisecond
+	}
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		_ = a.Step(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
