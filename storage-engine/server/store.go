@@ -171,7 +171,7 @@ func (s *Store) regionOptions(sp Span) region.Options {
 // open (nil: not tried yet, tried at once).
 func (s *Store) startClaim(r *Assignment, opts region.Options, owned error) {
 	if owned == nil {
-		owned = errors.New("assigned to this store, claiming it")
+		owned = &region.Error{Region: r.Name(), Err: fmt.Errorf("%w: newly assigned to this store, claiming it", region.ErrClosed)}
 	}
 	r.waiting.Store(&owned)
 	ctx, stop := context.WithCancel(s.bg)
