@@ -102,3 +102,35 @@ func Addresses(sl []*discoveryv1.EndpointSlice, portName string) []string {
 	slices.Sort(out)
 	return slices.Compact(out)
 }
+
+// ReadyHostnames are the hostnames of the ready, not terminating endpoints
+// (a StatefulSet pod's endpoint carries its pod name as hostname; the
+// targetRef's name stands in when it has none), sorted.
+func (d *EndpointSlices) ReadyHostnames() []string {
+	sl, err := d.lister.List(labels.Set{discoveryv1.LabelServiceName: d.service}.AsSelector())
+	if err != nil {
+		return nil
+	}
+	return Hostnames(sl)
+}
+
+// Hostnames extracts the hostnames of the serving endpoints of slices.
+func Hostnames(sl []*discoveryv1.EndpointSlice) []string {
+	var out []string
+	for _, s := range sl {
+		for _, ep := range s.Endpoints {
+			c := ep.Conditions
+			if (c.Ready != nil && !*c.Ready) || (c.Terminating != nil && *c.Terminating) {
+				continue
+			}
+			switch {
+			case ep.Hostname != nil && *ep.Hostname != "":
+				out = append(out, *ep.Hostname)
+			case ep.TargetRef != nil && ep.TargetRef.Kind == "Pod" && ep.TargetRef.Name != "":
+				out = append(out, ep.TargetRef.Name)
+			}
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}

@@ -1,0 +1,70 @@
+package discovery
+
+import (
+	"context"
+	"slices"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
+)
+
+// The replica count follows the StatefulSet's spec.replicas through a
+// watch: a scale is seen without a restart.
+func TestStatefulSetReplicasFollowsScaling(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	sts := &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "kv-store"}, Spec: appsv1.StatefulSetSpec{Replicas: ptr(int32(3))}}
+	cs := fake.NewClientset(sts)
+	r, err := StartStatefulSetReplicasWith(ctx, cs, "ns", "kv-store")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, ok := r.Replicas(); !ok || n != 3 {
+		t.Fatalf("Replicas() = %d, %v, want 3", n, ok)
+	}
+	for _, want := range []int32{2, 3} {
+		sts = sts.DeepCopy()
+		sts.Spec.Replicas = ptr(want)
+		if _, err := cs.AppsV1().StatefulSets("ns").Update(ctx, sts, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		deadline := time.Now().Add(10 * time.Second)
+		for n, _ := r.Replicas(); n != int(want); n, _ = r.Replicas() {
+			if time.Now().After(deadline) {
+				t.Fatalf("Replicas() = %d, want %d", n, want)
+			}
+			time.Sleep(5 * time.Millisecond) // polling interval, not synchronisation
+		}
+	}
+	if err := cs.AppsV1().StatefulSets("ns").Delete(ctx, "kv-store", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for _, ok := r.Replicas(); ok; _, ok = r.Replicas() {
+		if time.Now().After(deadline) {
+			t.Fatal("a deleted StatefulSet still has a replica count")
+		}
+		time.Sleep(5 * time.Millisecond) // polling interval, not synchronisation
+	}
+}
+
+func TestHostnamesAreTheReadyPods(t *testing.T) {
+	named := func(host string, ready, terminating bool) discoveryv1.Endpoint {
+		e := ep("10.0.0.1", ready, terminating)
+		e.Hostname = ptr(host)
+		return e
+	}
+	byRef := ep("10.0.0.9", true, false)
+	byRef.TargetRef = &corev1.ObjectReference{Kind: "Pod", Name: "kv-store-4"}
+	got := Hostnames([]*discoveryv1.EndpointSlice{slice("a", 7400,
+		named("kv-store-1", true, false), named("kv-store-0", true, false),
+		named("kv-store-2", false, false), named("kv-store-3", true, true), byRef)})
+	if want := []string{"kv-store-0", "kv-store-1", "kv-store-4"}; !slices.Equal(got, want) {
+		t.Fatalf("Hostnames = %v, want %v", got, want)
+	}
+}
