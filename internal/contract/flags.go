@@ -9,12 +9,16 @@ const (
 	FlagMetricsListen = "metrics-listen"
 
 	// store
-	FlagBucket                 = "bucket"
-	FlagWALDir                 = "wal-dir"
-	FlagConfig                 = "config"
-	FlagRegions                = "regions"
-	FlagSplitKeys              = "split-keys"
-	FlagRegionOwner            = "region-owner"
+	FlagBucket      = "bucket"
+	FlagWALDir      = "wal-dir"
+	FlagConfig      = "config"
+	FlagRegions     = "regions"
+	FlagSplitKeys   = "split-keys"
+	FlagRegionOwner = "region-owner"
+	// FlagReplicasFrom is NAMESPACE/STATEFULSET: the replica count is
+	// that StatefulSet's spec.replicas, watched, and --region-owner is
+	// only the ORDINAL.
+	FlagReplicasFrom           = "replicas-from"
 	FlagCompactors             = "compactors"
 	FlagCompactorService       = "compactor-service"
 	FlagOffload                = "offload"
@@ -39,5 +43,6 @@ func Arg(name string, value any) string { return fmt.Sprintf("--%s=%v", name, va
 
 // PodIndexEnv is the environment variable holding a store pod's ordinal
 // (from the StatefulSet's apps.kubernetes.io/pod-index label); the operator
-// passes --region-owner=$(POD_INDEX)/REPLICAS.
+// passes --region-owner=$(POD_INDEX) with --replicas-from, so the replica
+// count is not in the pod template.
 const PodIndexEnv = "POD_INDEX"

@@ -3,6 +3,8 @@ package server
 import (
 	"context"
 	"time"
+
+	"github.com/bellows-kv/bellows/internal/contract"
 )
 
 // Assigner keeps a Store's assignment following the cluster's replica
@@ -27,6 +29,10 @@ type Assigner struct {
 	// Interval is how often Replicas and Ready are checked (they are
 	// cheap: informer caches). Default 250ms.
 	Interval time.Duration
+	// ReleaseTimeout bounds the release of the regions a step gives up
+	// (not the Run context: a shutdown must not cut a release short).
+	// Default contract.DefaultReleaseTimeout.
+	ReleaseTimeout time.Duration
 }
 
 // Target is the assignment this store should have now, given its current
@@ -66,7 +72,13 @@ func (a *Assigner) Step(ctx context.Context) error {
 		return nil
 	}
 	log := a.Store.opts.Region.Logger
-	added, released, err := a.Store.Reassign(ctx, target)
+	timeout := a.ReleaseTimeout
+	if timeout <= 0 {
+		timeout = contract.DefaultReleaseTimeout
+	}
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
+	defer cancel()
+	added, released, err := a.Store.Reassign(rctx, target)
 	if len(added) > 0 || len(released) > 0 {
 		n, _ := a.Replicas()
 		log.Info("region assignment changed", "ordinal", a.Ordinal, "replicas", n,

@@ -197,7 +197,7 @@ func (s *Store) Reassign(ctx context.Context, spans []Span) (added, released []s
 	if s.closed {
 		return nil, nil, &region.Error{Err: region.ErrClosed}
 	}
-	cur := s.snap.Load()
+	cur := s.current()
 	want := map[string]Span{}
 	for _, sp := range spans {
 		want[sp.Name] = sp
@@ -331,7 +331,15 @@ func ownedManifest(err error) uint64 {
 }
 
 // Assignments are the assigned regions in key order, open or not.
-func (s *Store) Assignments() []*Assignment { return s.snap.Load().live }
+func (s *Store) Assignments() []*Assignment { return s.current().live }
+
+// current is the assignment now (empty before OpenStore set it).
+func (s *Store) current() *assigned {
+	if a := s.snap.Load(); a != nil {
+		return a
+	}
+	return &assigned{}
+}
 
 // Open calls f for each open region.
 func (s *Store) Open(f func(*Assignment, *region.Region)) {
@@ -345,7 +353,7 @@ func (s *Store) Open(f func(*Assignment, *region.Region)) {
 // ByName finds an assigned region, or one Reassign released (which
 // answers UNAVAILABLE).
 func (s *Store) ByName(name string) *Assignment {
-	for _, r := range s.snap.Load().all {
+	for _, r := range s.current().all {
 		if r.Name() == name {
 			return r
 		}
@@ -356,7 +364,7 @@ func (s *Store) ByName(name string) *Assignment {
 // Route finds the assigned region holding key, or the region Reassign
 // released that holds it (which answers UNAVAILABLE), or nil.
 func (s *Store) Route(key []byte) *Assignment {
-	all := s.snap.Load().all
+	all := s.current().all
 	i := sort.Search(len(all), func(i int) bool { return bytes.Compare(all[i].Span.Start, key) > 0 }) - 1
 	if i >= 0 && all[i].Span.Contains(key) {
 		return all[i]

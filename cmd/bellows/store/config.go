@@ -8,10 +8,12 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/bellows-kv/bellows/internal/contract"
+	"github.com/bellows-kv/bellows/internal/discovery"
 	"github.com/bellows-kv/bellows/storage-engine/server"
 )
 
@@ -33,8 +35,12 @@ type Config struct {
 	// at these keys instead.
 	Regions   int
 	SplitKeys []string
-	// RegionOwner is ORDINAL/REPLICAS; empty serves every region.
+	// RegionOwner is ORDINAL/REPLICAS; empty serves every region. With
+	// ReplicasFrom it is only the ORDINAL.
 	RegionOwner string
+	// ReplicasFrom is NAMESPACE/STATEFULSET: REPLICAS is its spec.replicas,
+	// watched, and the store is re-assigned on every change.
+	ReplicasFrom string
 
 	// Compactors is a static list of workers; CompactorService discovers
 	// them from a Kubernetes Service's EndpointSlices (NAMESPACE/NAME).
@@ -103,7 +109,14 @@ func (c Config) Validate() error {
 	if _, err := c.Spans(); err != nil {
 		errs = append(errs, err)
 	}
-	if _, err := server.ParseOwner(c.RegionOwner); err != nil {
+	if c.ReplicasFrom != "" {
+		if _, err := c.Ordinal(); err != nil {
+			errs = append(errs, err)
+		}
+		if _, _, err := discovery.ParseService(c.ReplicasFrom); err != nil {
+			flag(contract.FlagReplicasFrom, "%v", err)
+		}
+	} else if _, err := server.ParseOwner(c.RegionOwner); err != nil {
 		errs = append(errs, err)
 	}
 	if len(c.Compactors) > 0 && c.CompactorService != "" {
@@ -128,6 +141,15 @@ func (c Config) Validate() error {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
+}
+
+// Ordinal is --region-owner's ORDINAL under --replicas-from.
+func (c Config) Ordinal() (int, error) {
+	o, err := strconv.Atoi(c.RegionOwner)
+	if err != nil || o < 0 {
+		return 0, fmt.Errorf("--%s %q: with --%s want the ORDINAL alone, e.g. 2", contract.FlagRegionOwner, c.RegionOwner, contract.FlagReplicasFrom)
+	}
+	return o, nil
 }
 
 // Spans is the whole key space's split into regions.

@@ -102,3 +102,27 @@ func TestLoadEngineConfigFillsDefaultsAndOverrides(t *testing.T) {
 		t.Fatalf("want the unknown key named, got %v", err)
 	}
 }
+
+// Under --replicas-from, --region-owner is the ORDINAL alone (the replica
+// count is watched); without it, ORDINAL/REPLICAS as before.
+func TestRegionOwnerWithReplicasFrom(t *testing.T) {
+	c := Default()
+	c.Bucket, c.WALDir = "file:///b", "/w"
+	for _, tc := range []struct {
+		owner, from string
+		ok          bool
+	}{
+		{"2", "ns/kv-store", true},
+		{"0", "ns/kv-store", true},
+		{"2/3", "ns/kv-store", false},
+		{"-1", "ns/kv-store", false},
+		{"2", "kv-store", false},
+		{"2/3", "", true},
+		{"2", "", false},
+	} {
+		c.RegionOwner, c.ReplicasFrom = tc.owner, tc.from
+		if err := c.Validate(); (err == nil) != tc.ok {
+			t.Errorf("--region-owner %q --replicas-from %q: %v", tc.owner, tc.from, err)
+		}
+	}
+}

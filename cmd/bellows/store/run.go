@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -49,16 +50,24 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, out io.Writer) error
 	if err != nil {
 		return err
 	}
-	owner, err := server.ParseOwner(cfg.RegionOwner)
+	kube := &kubeConfig{}
+	peers, peerSlices, err := peerList(ctx, cfg, kube)
 	if err != nil {
 		return err
 	}
-	spans := owner.Owned(allSpans)
-	kube := &kubeConfig{}
-
-	peers, err := peerList(ctx, cfg, kube)
-	if err != nil {
-		return err
+	var assigner *server.Assigner
+	var spans []server.Span
+	if cfg.ReplicasFrom != "" {
+		if assigner, err = replicaAssigner(ctx, cfg, kube, peerSlices, allSpans, log); err != nil {
+			return err
+		}
+		spans, _ = assigner.Target()
+	} else {
+		owner, err := server.ParseOwner(cfg.RegionOwner)
+		if err != nil {
+			return err
+		}
+		spans = owner.Owned(allSpans)
 	}
 	offMode, err := offload.ParseMode(string(cfg.Engine.Offload))
 	if err != nil {
@@ -142,9 +151,20 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, out io.Writer) error
 		stopping    atomic.Bool
 		releaseOnce sync.Once
 	)
+	stopAssigner := func() {}
+	if assigner != nil {
+		// Re-assign the running store on every replica change, until
+		// the release on shutdown.
+		actx, cancel := context.WithCancel(ctx)
+		done := make(chan struct{})
+		assigner.Store = store
+		go func() { defer close(done); assigner.Run(actx) }()
+		stopAssigner = func() { cancel(); <-done }
+	}
 	release := func() {
 		releaseOnce.Do(func() {
 			stopping.Store(true)
+			stopAssigner()
 			began := time.Now()
 			rctx, cancel := context.WithTimeout(context.Background(), cfg.ReleaseTimeout)
 			defer cancel()
@@ -180,22 +200,63 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, out io.Writer) error
 }
 
 // peerList is where the other stores are (--peers, --peer-service), nil
-// when neither is set (no forwarding).
-func peerList(ctx context.Context, cfg Config, kube *kubeConfig) (func() []string, error) {
+// when neither is set (no forwarding); with --peer-service also the
+// headless Service's EndpointSlices.
+func peerList(ctx context.Context, cfg Config, kube *kubeConfig) (func() []string, *discovery.EndpointSlices, error) {
 	if len(cfg.Peers) > 0 {
 		static := cfg.Peers
-		return func() []string { return static }, nil
+		return func() []string { return static }, nil, nil
 	}
 	if cfg.PeerService == "" {
-		return nil, nil
+		return nil, nil, nil
 	}
 	// The headless Service's "grpc" port; its endpoints include this pod,
 	// which the router recognises by its identity.
 	es, err := watchService(ctx, kube, contract.FlagPeerService, cfg.PeerService)
 	if err != nil {
+		return nil, nil, err
+	}
+	return es.Endpoints, es, nil
+}
+
+// replicaAssigner follows --replicas-from: the StatefulSet's spec.replicas
+// is the replica count, and a region is handed to a new owner only once
+// that pod (<statefulset>-<ordinal>) is a ready endpoint of the headless
+// Service (--peer-service). Its Store is set once the store is open.
+func replicaAssigner(ctx context.Context, cfg Config, kube *kubeConfig, peers *discovery.EndpointSlices, all []server.Span, log *slog.Logger) (*server.Assigner, error) {
+	ordinal, err := cfg.Ordinal()
+	if err != nil {
 		return nil, err
 	}
-	return es.Endpoints, nil
+	ns, name, err := discovery.ParseService(cfg.ReplicasFrom)
+	if err != nil {
+		return nil, fmt.Errorf("--%s: %w", contract.FlagReplicasFrom, err)
+	}
+	kcfg, err := kube.get()
+	if err != nil {
+		return nil, fmt.Errorf("--%s: no Kubernetes API access: %w", contract.FlagReplicasFrom, err)
+	}
+	sts, err := discovery.StartStatefulSetReplicas(ctx, kcfg, ns, name)
+	if err != nil {
+		return nil, fmt.Errorf("--%s: %w", contract.FlagReplicasFrom, err)
+	}
+	n, ok := sts.Replicas()
+	if !ok {
+		return nil, fmt.Errorf("--%s: StatefulSet %s/%s not found", contract.FlagReplicasFrom, ns, name)
+	}
+	a := &server.Assigner{Spans: all, Ordinal: ordinal, Replicas: sts.Replicas,
+		Interval: cfg.ReleasePollInterval, ReleaseTimeout: cfg.ReleaseTimeout}
+	if peers != nil {
+		a.Ready = func(ord int) bool {
+			return slices.Contains(peers.ReadyHostnames(), fmt.Sprintf("%s-%d", name, ord))
+		}
+	} else {
+		log.Warn("no --peer-service: regions are released to their new owner on a replica change without waiting for it to be ready", "replicas-from", cfg.ReplicasFrom)
+	}
+	// Until the store is open, Target sees an empty one: no holds.
+	a.Store = &server.Store{}
+	log.Info("following the replica count", "statefulset", cfg.ReplicasFrom, "ordinal", ordinal, "replicas", n)
+	return a, nil
 }
 
 // watchService follows the ready endpoints of a Service's "grpc" port.
