@@ -127,11 +127,14 @@ func TestKVClusterSamplePair(t *testing.T) {
 	}).Should(Succeed())
 
 	// The storage pods run as demo-store, which may read EndpointSlices
-	// (compactor discovery) and nothing else.
+	// (compactor and peer discovery) and StatefulSets (its replica count,
+	// --replicas-from) and nothing else.
 	role := &rbacv1.Role{}
 	g.Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: "demo-store"}, role)).To(Succeed())
 	g.Expect(role.Rules).To(Equal([]rbacv1.PolicyRule{{
 		APIGroups: []string{"discovery.k8s.io"}, Resources: []string{"endpointslices"}, Verbs: []string{"get", "list", "watch"},
+	}, {
+		APIGroups: []string{"apps"}, Resources: []string{"statefulsets"}, Verbs: []string{"get", "list", "watch"},
 	}}))
 	rb := &rbacv1.RoleBinding{}
 	g.Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: "demo-store"}, rb)).To(Succeed())
@@ -144,7 +147,7 @@ func TestKVClusterSamplePair(t *testing.T) {
 	g.Eventually(func(g Gomega) {
 		got := &rbacv1.Role{}
 		g.Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: "demo-store"}, got)).To(Succeed())
-		g.Expect(got.Rules).To(HaveLen(1))
+		g.Expect(got.Rules).To(HaveLen(2))
 		g.Expect(got.Rules[0].Verbs).To(ConsistOf("get", "list", "watch"))
 	}).Should(Succeed())
 
@@ -154,7 +157,7 @@ func TestKVClusterSamplePair(t *testing.T) {
 	g.Expect(sts.Spec.VolumeClaimTemplates).To(HaveLen(1))
 	g.Expect(sts.Spec.VolumeClaimTemplates[0].Spec.Resources.Requests.Storage().String()).To(Equal("20Gi"))
 	g.Expect(sts.Spec.Template.Spec.Containers[0].Args).To(ContainElements(
-		"--regions=10", "--region-owner=$(POD_INDEX)/3", "--compactor-service="+ns+"/workers-compactor"))
+		"--regions=10", "--region-owner=$(POD_INDEX)", "--replicas-from="+ns+"/demo", "--compactor-service="+ns+"/workers-compactor"))
 	g.Expect(sts.Annotations).To(HaveKey(contract.SpecHashAnnotation))
 	cm := &corev1.ConfigMap{}
 	g.Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: "demo-engine"}, cm)).To(Succeed())
@@ -248,11 +251,14 @@ func TestKVClusterSamplePair(t *testing.T) {
 	}).Should(Succeed())
 	g.Expect(k8sClient.Get(ctx, key, sts)).To(Succeed())
 	g.Expect(*sts.Spec.Replicas).To(Equal(int32(3)), "a paused cluster's StatefulSet must not change")
+	template := sts.Spec.Template.DeepCopy()
 	update(func(c *kvapi.KVCluster) { delete(c.Annotations, contract.PausedAnnotation) })
 	g.Eventually(func(g Gomega) {
 		g.Expect(k8sClient.Get(ctx, key, sts)).To(Succeed())
 		g.Expect(*sts.Spec.Replicas).To(Equal(int32(5)))
 	}).Should(Succeed())
+	// A replica change leaves the pod template alone: no store restarts.
+	g.Expect(sts.Spec.Template).To(Equal(*template), "a replica change must not change the pod template")
 
 	// Deleting the KVCluster removes every child (garbage collection by the
 	// real kube-controller-manager, through the owner references).

@@ -247,14 +247,14 @@ func (e *env) regionMoves(t *testing.T, kv *kvClient, l *ledger) {
 	if bad > 0 {
 		t.Errorf("%d attempts failed with a code a client cannot retry: %s", bad, strings.Join(codesSeen, "; "))
 	}
-	// The outage goal is reported, not asserted, until a replica change
-	// stops rolling every store: the region assignment is in the stores'
-	// arguments (--region-owner ORDINAL/REPLICAS), so 3 → 2 restarts all of
-	// them and the StatefulSet's scale-down and rolling update overlap.
-	// Moving a region by release and claim takes well under a second
-	// (test/process TestRegionMovesInAboutASecondDuringALongCompaction).
+	// The outage goal is reported, not asserted. The stores now read the
+	// replica count from their StatefulSet (--replicas-from) and are
+	// re-assigned live, so a replica change restarts no store and only the
+	// regions whose owner changes move (release and claim, well under a
+	// second: test/process TestRegionMovesInAboutASecondDuringALongCompaction);
+	// not yet measured on a cluster, so not yet asserted.
 	if worst > outageGoal+flushBound {
-		t.Logf("GOAL MISSED: a region was unavailable for %v, over the goal of %v plus its flush (%v): the replica change restarted every store", worst, outageGoal, flushBound)
+		t.Logf("GOAL MISSED: a region was unavailable for %v, over the goal of %v plus its flush (%v)", worst, outageGoal, flushBound)
 	}
 	verifyLedger(t, ctx, kv, l)
 }

@@ -122,7 +122,11 @@ func StoreArgs(c *kvapi.KVCluster) []string {
 	} else {
 		args = append(args, contract.Arg(contract.FlagRegions, c.Spec.Regions.RegionCount()))
 	}
-	args = append(args, contract.Arg(contract.FlagRegionOwner, fmt.Sprintf("$(%s)/%d", contract.PodIndexEnv, c.Spec.Replicas)))
+	// The store reads the replica count from its StatefulSet (a watch),
+	// so a replica change leaves the pod template alone: no store
+	// restarts, only the regions whose owner changes move.
+	args = append(args, contract.Arg(contract.FlagRegionOwner, fmt.Sprintf("$(%s)", contract.PodIndexEnv)))
+	args = append(args, contract.Arg(contract.FlagReplicasFrom, c.Namespace+"/"+c.StatefulSetName()))
 	// Every store forwards requests for the others' regions, so the client
 	// Service (which load-balances) serves any key. Peers are the headless
 	// Service's endpoints, its port "grpc".
@@ -236,13 +240,19 @@ func BuildStoreServiceAccount(c *kvapi.KVCluster) *corev1.ServiceAccount {
 // storeRoleRules let a store discover the compaction workers and its peers:
 // it lists and watches the EndpointSlices of the CompactionPool's Service
 // (label kubernetes.io/service-name=<pool>-compactor) and of its own headless
-// Service (<cluster>-headless) in its own namespace. The operator must hold
+// Service (<cluster>-headless) in its own namespace, and it watches its own
+// StatefulSet's replica count (--replicas-from). The operator must hold
 // these permissions itself to grant them (see the RBAC markers in
 // controllers/kvcluster_controller.go).
 func storeRoleRules() []rbacv1.PolicyRule {
 	return []rbacv1.PolicyRule{{
 		APIGroups: []string{"discovery.k8s.io"},
 		Resources: []string{"endpointslices"},
+		Verbs:     []string{"get", "list", "watch"},
+	}, {
+		// --replicas-from: the stores' own StatefulSet's spec.replicas.
+		APIGroups: []string{"apps"},
+		Resources: []string{"statefulsets"},
 		Verbs:     []string{"get", "list", "watch"},
 	}}
 }
@@ -276,8 +286,8 @@ func BuildStoreServiceMonitor(c *kvapi.KVCluster) *unstructured.Unstructured {
 }
 
 // RegionAssignments says which regions each pod serves: region i belongs to
-// the pod with ordinal i mod replicas (what --region-owner ORDINAL/REPLICAS
-// means to the store).
+// the pod with ordinal i mod replicas (what --region-owner ORDINAL with
+// --replicas-from, or ORDINAL/REPLICAS, means to the store).
 func RegionAssignments(c *kvapi.KVCluster) []kvapi.RegionAssignment {
 	n, r := c.Spec.Regions.RegionCount(), c.Spec.Replicas
 	if r <= 0 {

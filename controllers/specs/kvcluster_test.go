@@ -73,7 +73,7 @@ func TestStoreArgs(t *testing.T) {
 		{"region count and a pool", defaultedCluster(), []string{
 			"store", "--listen=:7400", "--metrics-listen=:9090", "--bucket=file:///bucket",
 			"--wal-dir=/var/lib/bellows/wal", "--config=/etc/bellows/engine.yaml",
-			"--regions=7", "--region-owner=$(POD_INDEX)/3", "--peer-service=ns/kv-headless",
+			"--regions=7", "--region-owner=$(POD_INDEX)", "--replicas-from=ns/kv", "--peer-service=ns/kv-headless",
 			"--compactor-service=ns/pool-compactor",
 		}},
 		// Split keys instead of a count; offload Disabled: no compactor
@@ -81,7 +81,7 @@ func TestStoreArgs(t *testing.T) {
 		{"split keys, offload disabled", fullCluster(), []string{
 			"store", "--listen=:7400", "--metrics-listen=:9090", "--bucket=s3://bucket/prefix",
 			"--wal-dir=/var/lib/bellows/wal", "--config=/etc/bellows/engine.yaml",
-			"--split-keys=g,p", "--region-owner=$(POD_INDEX)/5", "--peer-service=prod/big-headless",
+			"--split-keys=g,p", "--region-owner=$(POD_INDEX)", "--replicas-from=prod/big", "--peer-service=prod/big-headless",
 		}},
 		{"no pool", func() *kvapi.KVCluster {
 			c := defaultedCluster()
@@ -91,7 +91,7 @@ func TestStoreArgs(t *testing.T) {
 		}(), []string{
 			"store", "--listen=:7400", "--metrics-listen=:9090", "--bucket=file:///bucket",
 			"--wal-dir=/var/lib/bellows/wal", "--config=/etc/bellows/engine.yaml",
-			"--regions=70", "--region-owner=$(POD_INDEX)/3", "--peer-service=ns/kv-headless",
+			"--regions=70", "--region-owner=$(POD_INDEX)", "--replicas-from=ns/kv", "--peer-service=ns/kv-headless",
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -219,6 +219,33 @@ func TestStoreServices(t *testing.T) {
 
 // TestStoreIdentityBuilders: the storage pods' ServiceAccount, and the Role
 // and RoleBinding that let it (and only it) read EndpointSlices.
+// A replica change must not touch the pod template: the StatefulSet would
+// restart every store. The stores read the replica count themselves
+// (--replicas-from).
+func TestReplicaChangeKeepsThePodTemplate(t *testing.T) {
+	a, b := defaultedCluster(), defaultedCluster()
+	b.Spec.Replicas = a.Spec.Replicas + 2
+	cm, err := BuildStoreConfigMap(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmB, err := BuildStoreConfigMap(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if SpecHash(cm) != SpecHash(cmB) {
+		t.Error("the engine ConfigMap changes with replicas")
+	}
+	stsA, stsB := BuildStoreStatefulSet(a, cm), BuildStoreStatefulSet(b, cmB)
+	if !reflect.DeepEqual(stsA.Spec.Template, stsB.Spec.Template) {
+		t.Errorf("pod templates differ with replicas %d and %d:\n%+v\n%+v", a.Spec.Replicas, b.Spec.Replicas,
+			stsA.Spec.Template.Spec.Containers[0].Args, stsB.Spec.Template.Spec.Containers[0].Args)
+	}
+	if *stsA.Spec.Replicas == *stsB.Spec.Replicas {
+		t.Error("spec.replicas does not follow the cluster")
+	}
+}
+
 func TestStoreIdentityBuilders(t *testing.T) {
 	c := defaultedCluster()
 	sa, role, rb := BuildStoreServiceAccount(c), BuildStoreRole(c), BuildStoreRoleBinding(c)
@@ -233,7 +260,10 @@ func TestStoreIdentityBuilders(t *testing.T) {
 			t.Errorf("%T has no spec hash", o)
 		}
 	}
-	wantRules := []rbacv1.PolicyRule{{APIGroups: []string{"discovery.k8s.io"}, Resources: []string{"endpointslices"}, Verbs: []string{"get", "list", "watch"}}}
+	wantRules := []rbacv1.PolicyRule{
+		{APIGroups: []string{"discovery.k8s.io"}, Resources: []string{"endpointslices"}, Verbs: []string{"get", "list", "watch"}},
+		{APIGroups: []string{"apps"}, Resources: []string{"statefulsets"}, Verbs: []string{"get", "list", "watch"}},
+	}
 	if !reflect.DeepEqual(role.Rules, wantRules) {
 		t.Errorf("role rules %+v, want %+v", role.Rules, wantRules)
 	}
