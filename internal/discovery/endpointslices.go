@@ -103,9 +103,9 @@ func Addresses(sl []*discoveryv1.EndpointSlice, portName string) []string {
 	return slices.Compact(out)
 }
 
-// ReadyHostnames are the hostnames of the ready, not terminating endpoints
-// (a StatefulSet pod's endpoint carries its pod name as hostname; the
-// targetRef's name stands in when it has none), sorted.
+// ReadyHostnames are the hostnames of the endpoints whose pod is Ready and
+// not terminating (a StatefulSet pod's endpoint carries its pod name as
+// hostname; the targetRef's name stands in when it has none), sorted.
 func (d *EndpointSlices) ReadyHostnames() []string {
 	sl, err := d.lister.List(labels.Set{discoveryv1.LabelServiceName: d.service}.AsSelector())
 	if err != nil {
@@ -114,13 +114,21 @@ func (d *EndpointSlices) ReadyHostnames() []string {
 	return Hostnames(sl)
 }
 
-// Hostnames extracts the hostnames of the serving endpoints of slices.
+// Hostnames extracts the hostnames of the endpoints of slices whose pod is
+// Ready and not terminating. The condition read is serving, not ready: a
+// Service with publishNotReadyAddresses (the stores' headless one) has every
+// endpoint ready, while serving is the pod's Ready condition; ready stands
+// in when serving is unset.
 func Hostnames(sl []*discoveryv1.EndpointSlice) []string {
 	var out []string
 	for _, s := range sl {
 		for _, ep := range s.Endpoints {
 			c := ep.Conditions
-			if (c.Ready != nil && !*c.Ready) || (c.Terminating != nil && *c.Terminating) {
+			podReady := c.Serving
+			if podReady == nil {
+				podReady = c.Ready
+			}
+			if (podReady != nil && !*podReady) || (c.Terminating != nil && *c.Terminating) {
 				continue
 			}
 			switch {

@@ -61,10 +61,16 @@ func TestHostnamesAreTheReadyPods(t *testing.T) {
 	}
 	byRef := ep("10.0.0.9", true, false)
 	byRef.TargetRef = &corev1.ObjectReference{Kind: "Pod", Name: "kv-store-4"}
+	// publishNotReadyAddresses: ready, but the pod is not Ready (serving
+	// false).
+	starting := named("kv-store-5", true, false)
+	starting.Conditions.Serving = ptr(false)
+	serving := named("kv-store-6", true, false)
+	serving.Conditions.Serving = ptr(true)
 	got := Hostnames([]*discoveryv1.EndpointSlice{slice("a", 7400,
 		named("kv-store-1", true, false), named("kv-store-0", true, false),
-		named("kv-store-2", false, false), named("kv-store-3", true, true), byRef)})
-	if want := []string{"kv-store-0", "kv-store-1", "kv-store-4"}; !slices.Equal(got, want) {
+		named("kv-store-2", false, false), named("kv-store-3", true, true), byRef, starting, serving)})
+	if want := []string{"kv-store-0", "kv-store-1", "kv-store-4", "kv-store-6"}; !slices.Equal(got, want) {
 		t.Fatalf("Hostnames = %v, want %v", got, want)
 	}
 }
