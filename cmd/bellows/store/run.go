@@ -247,9 +247,7 @@ func replicaAssigner(ctx context.Context, cfg Config, kube *kubeConfig, peers *d
 	a := &server.Assigner{Spans: all, Ordinal: ordinal, Replicas: sts.Replicas,
 		Interval: cfg.ReleasePollInterval, ReleaseTimeout: cfg.ReleaseTimeout}
 	if peers != nil {
-		a.Ready = func(ord int) bool {
-			return slices.Contains(peers.ReadyHostnames(), fmt.Sprintf("%s-%d", name, ord))
-		}
+		a.Ready = readyOrdinals(name, peers.ReadyHostnames)
 	} else {
 		log.Warn("no --peer-service: regions are released to their new owner on a replica change without waiting for it to be ready", "replicas-from", cfg.ReplicasFrom)
 	}
@@ -289,6 +287,12 @@ func (k *kubeConfig) get() (*rest.Config, error) {
 		k.cfg, k.err = clientcmd.NewNonInteractiveDeferredLoadingClientConfig(clientcmd.NewDefaultClientConfigLoadingRules(), nil).ClientConfig()
 	})
 	return k.cfg, k.err
+}
+
+// readyOrdinals says whether the StatefulSet sts's pod with an ordinal is
+// among hostnames (the pod names of the ready endpoints).
+func readyOrdinals(sts string, hostnames func() []string) func(ordinal int) bool {
+	return func(ord int) bool { return slices.Contains(hostnames(), fmt.Sprintf("%s-%d", sts, ord)) }
 }
 
 func hostname() string {
