@@ -72,7 +72,7 @@ func (m *moveRecorder) ok(region string, at time.Time) {
 // major compactions running back to back, and a probe of every region every
 // 250 ms. Every acknowledged write reads back and no attempt fails with a
 // code other than UNAVAILABLE or DEADLINE_EXCEEDED (asserted); the longest
-// outage of any region is reported against the goal of 2 s plus that
+// outage of any region is reported against the goal of 2 s plus the
 // region's flush time.
 func (e *env) regionMoves(t *testing.T, kv *kvClient, l *ledger) {
 	ctx, cancel := context.WithTimeout(context.Background(), 12*time.Minute)
@@ -247,14 +247,16 @@ func (e *env) regionMoves(t *testing.T, kv *kvClient, l *ledger) {
 	if bad > 0 {
 		t.Errorf("%d attempts failed with a code a client cannot retry: %s", bad, strings.Join(codesSeen, "; "))
 	}
-	// The outage goal is reported, not asserted. The stores now read the
-	// replica count from their StatefulSet (--replicas-from) and are
-	// re-assigned live, so a replica change restarts no store and only the
-	// regions whose owner changes move (release and claim, well under a
-	// second: test/process TestRegionMovesInAboutASecondDuringALongCompaction);
-	// not yet measured on a cluster, so not yet asserted.
+	// The outage is a timing: reported against its goal, not asserted
+	// (timings belong in benchmarks; the machines are shared and noisy).
+	// What keeps it short: the stores read the replica count from their
+	// StatefulSet (--replicas-from) and are re-assigned live, so a replica
+	// change restarts no store and only the regions whose owner changes move,
+	// each by release and claim.
+	verdict := "goal met"
 	if worst > outageGoal+flushBound {
-		t.Logf("GOAL MISSED: a region was unavailable for %v, over the goal of %v plus its flush (%v)", worst, outageGoal, flushBound)
+		verdict = "GOAL MISSED"
 	}
+	t.Logf("%s: longest outage of any region %v; goal %v plus its flush (%v)", verdict, worst.Round(10*time.Millisecond), outageGoal, flushBound.Round(10*time.Millisecond))
 	verifyLedger(t, ctx, kv, l)
 }
