@@ -253,7 +253,7 @@ func TestForwardedCallerCancellationKeepsItsCode(t *testing.T) {
 		t.Fatalf("caller cancelled a forwarded put: %v, want CANCELLED about region-001", err)
 	}
 
-	dctx, dcancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	dctx, dcancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer dcancel()
 	_, err := p.a.Get(dctx, &kvpb.GetRequest{Key: []byte("n")})
 	<-entered
