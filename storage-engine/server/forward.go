@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -166,7 +167,14 @@ func forwardErr(ctx context.Context, sp Span, addr string, trailer metadata.MD, 
 		return nil
 	}
 	st := status.Convert(err)
-	if cerr := ctx.Err(); cerr != nil {
+	cerr := ctx.Err()
+	if d, ok := ctx.Deadline(); ok && cerr == nil && !time.Now().Before(d) {
+		// The outgoing call carries the caller's deadline and can fail with
+		// it a moment before the caller's own context notices: it is
+		// still the caller's deadline, not a failure on the way.
+		cerr = context.DeadlineExceeded
+	}
+	if cerr != nil {
 		cst := status.FromContextError(cerr)
 		return regionStatus(cst.Code(), sp.Name, "%s at store %s: %s (the request's own context: %v)", sp.Name, addr, st.Message(), cerr)
 	}
