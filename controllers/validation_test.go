@@ -174,6 +174,8 @@ func TestValidationImmutableFields(t *testing.T) {
 		{"region count", func(c *kvapi.KVCluster) { c.Spec.Regions.Count = ptr.To(int32(8)) }, "regions is immutable: the region layout cannot change after creation"},
 		{"region split keys", func(c *kvapi.KVCluster) { c.Spec.Regions = kvapi.RegionsSpec{SplitKeys: []string{"k"}} }, "regions is immutable"},
 		{"storage size", func(c *kvapi.KVCluster) { c.Spec.Storage.Size = resource.MustParse("20Gi") }, "storage is immutable"},
+		{"storage class", func(c *kvapi.KVCluster) { c.Spec.Storage.StorageClassName = ptr.To("fast") }, "storage is immutable"},
+		{"bucket url", func(c *kvapi.KVCluster) { c.Spec.Bucket.URL = "s3://another-bucket" }, "bucket.url is immutable: the stores' regions live in the bucket it names"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			// The operator writes status concurrently: retry on conflicts.
@@ -193,7 +195,21 @@ func TestValidationImmutableFields(t *testing.T) {
 			}
 		})
 	}
+	// The same size in another unit is not a change.
 	var err error
+	for range 50 {
+		cur := &kvapi.KVCluster{}
+		if err := k8sClient.Get(ctx, client.ObjectKeyFromObject(c), cur); err != nil {
+			t.Fatal(err)
+		}
+		cur.Spec.Storage.Size = resource.MustParse("10240Mi")
+		if err = k8sClient.Update(ctx, cur); !apierrors.IsConflict(err) {
+			break
+		}
+	}
+	if err != nil {
+		t.Fatalf("10Gi rewritten as 10240Mi was refused: %v", err)
+	}
 	for range 50 {
 		cur := &kvapi.KVCluster{}
 		if err := k8sClient.Get(ctx, client.ObjectKeyFromObject(c), cur); err != nil {

@@ -34,7 +34,8 @@ type KVClusterSpec struct {
 
 	// Storage is the per-pod volume that holds the write-ahead log.
 	// +kubebuilder:default={size: "10Gi"}
-	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="storage is immutable: the volume claim template of existing pods cannot change"
+	// Quantities are compared by value, so 20Gi rewritten as 20480Mi is the same size.
+	// +kubebuilder:validation:XValidation:rule="has(self.size) == has(oldSelf.size) && (!has(self.size) || quantity(string(self.size)).compareTo(quantity(string(oldSelf.size))) == 0) && has(self.storageClassName) == has(oldSelf.storageClassName) && (!has(self.storageClassName) || self.storageClassName == oldSelf.storageClassName)",message="storage is immutable: the volume claim template of existing pods cannot change (the same size written in another unit is accepted)"
 	// +optional
 	Storage StorageSpec `json:"storage,omitzero"`
 
@@ -78,6 +79,7 @@ type BucketSpec struct {
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=2048
 	// +kubebuilder:validation:XValidation:rule="self.matches('^(file|s3|gs|azblob)://.+')",message="bucket.url must start with one of the supported schemes file://, s3://, gs:// or azblob:// followed by a bucket or path"
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="bucket.url is immutable: the stores' regions live in the bucket it names; create a new KVCluster to use another bucket"
 	URL string `json:"url"`
 
 	// CredentialsSecretRef names a Secret whose keys become the store's
