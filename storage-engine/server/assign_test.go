@@ -119,7 +119,8 @@ func TestReassignMovesARegionBetweenRunningStores(t *testing.T) {
 			stayed.Add(1)
 		}
 	}()
-	time.Sleep(100 * time.Millisecond)
+	ackedCount := func() int { mu.Lock(); defer mu.Unlock(); return len(acked) }
+	waitUntil(t, "writes to both regions before the move", func() bool { return ackedCount() >= 20 && stayed.Load() >= 20 })
 	if added, _, err := b.Reassign(ctx, spans[1:]); err != nil || len(added) != 1 {
 		t.Fatalf("b.Reassign = %v, %v", added, err)
 	}
@@ -133,7 +134,8 @@ func TestReassignMovesARegionBetweenRunningStores(t *testing.T) {
 		t.Fatalf("get at the old owner after the release: %v, want UNAVAILABLE", err)
 	}
 	waitUntil(t, "the new owner to claim region-001", func() bool { return isOpen(b, "region-001") })
-	time.Sleep(100 * time.Millisecond)
+	movedBefore := ackedCount()
+	waitUntil(t, "writes to the moved region at its new owner", func() bool { return ackedCount() >= movedBefore+20 })
 	close(stop)
 	wg.Wait()
 	if err, _ := stayFail.Load().(error); err != nil {
@@ -175,8 +177,14 @@ func TestAssignerHoldsARegionUntilItsNewOwnerIsReady(t *testing.T) {
 	var replicas atomic.Int64
 	replicas.Store(1)
 	var ready1 atomic.Bool
+	var asked atomic.Int64 // readiness questions about ordinal 1: the assigner's rounds while it holds
 	n := func() (int, bool) { return int(replicas.Load()), true }
-	ready := func(ord int) bool { return ord == 0 || ready1.Load() }
+	ready := func(ord int) bool {
+		if ord == 1 {
+			asked.Add(1)
+		}
+		return ord == 0 || ready1.Load()
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var wg sync.WaitGroup
@@ -190,7 +198,10 @@ func TestAssignerHoldsARegionUntilItsNewOwnerIsReady(t *testing.T) {
 
 	replicas.Store(2)
 	waitUntil(t, "ordinal 1 to be assigned region-001", func() bool { return b.ByName("region-001") != nil })
-	time.Sleep(200 * time.Millisecond)
+	// Hold for many of the assigner's rounds, each of which asks whether
+	// ordinal 1 is ready and must keep the region.
+	from := asked.Load()
+	waitUntil(t, "ten rounds of the assigner asking about ordinal 1", func() bool { return asked.Load() >= from+10 })
 	if !isOpen(a, "region-001") || isOpen(b, "region-001") {
 		t.Fatal("region-001 was released before its new owner was ready")
 	}
