@@ -109,10 +109,21 @@ func (e *env) regionMoves(t *testing.T, kv *kvClient, l *ledger) {
 		t.Fatal(err)
 	}
 	svcKV := kvpb.NewKVClient(conn)
-	routes, err := kv.Regions(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	// Every region served by exactly one store: while a region is handed to
+	// a new store, both list it (the new one as waiting to claim it).
+	var routes []route
+	eventually(t, time.Minute, "each of the 4 regions listed by one store", func(ctx context.Context) (bool, string, error) {
+		r, err := kv.Regions(ctx)
+		if err != nil {
+			return false, "", err
+		}
+		names := map[string]bool{}
+		for _, x := range r {
+			names[x.region] = true
+		}
+		routes = r
+		return len(r) == 4 && len(names) == 4, fmt.Sprintf("%d routes for %d regions", len(r), len(names)), nil
+	})
 
 	// The flush time a region's move may add: a flush of each region under
 	// the same load, measured now.
