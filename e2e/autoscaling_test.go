@@ -121,7 +121,10 @@ func autoscalingScenario(t *testing.T, e *env, kv *kvClient, l *ledger) {
 	if a := grown.Status.Autoscaler; a != nil {
 		t.Logf("model inputs %+v, outputs %+v", a.Inputs, a.Outputs)
 	}
-	e.awaitWorkers(t, ptr.Deref(grown.Spec.Replicas, 0))
+	// The demand keeps running until the workers are up, and the measured T
+	// and w drift with it, so the model may grow the pool further meanwhile:
+	// wait for every worker of the grown pool, however many, to be Ready.
+	e.awaitWorkersWhere(t, "every worker of the grown pool (2 or more) Ready", func(spec int32) bool { return spec >= 2 })
 	close(stop)
 	wg.Wait()
 	shrunk := e.awaitPool(t, "the pool to shrink back without demand", func(p *kvapi.CompactionPool) bool { return ptr.Deref(p.Spec.Replicas, 0) == 1 })

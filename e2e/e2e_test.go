@@ -516,13 +516,21 @@ func (e *env) patchPool(t *testing.T, ctx context.Context, patch string) {
 // awaitWorkers waits until the pool's Deployment has exactly n Ready, updated workers.
 func (e *env) awaitWorkers(t *testing.T, n int32) {
 	t.Helper()
-	eventually(t, 2*time.Minute, fmt.Sprintf("%d Ready workers", n), func(ctx context.Context) (bool, string, error) {
+	e.awaitWorkersWhere(t, fmt.Sprintf("%d Ready workers", n), func(spec int32) bool { return spec == n })
+}
+
+// awaitWorkersWhere waits until the workers' Deployment has rolled out at a
+// size for which ok is true, every worker Ready.
+func (e *env) awaitWorkersWhere(t *testing.T, what string, ok func(spec int32) bool) {
+	t.Helper()
+	eventually(t, 2*time.Minute, what, func(ctx context.Context) (bool, string, error) {
 		var d appsv1.Deployment
 		if err := e.c.Get(ctx, client.ObjectKey{Namespace: ns, Name: poolName + "-compactor"}, &d); err != nil {
 			return false, "", err
 		}
-		s := fmt.Sprintf("spec %d, ready %d, updated %d, total %d", ptr.Deref(d.Spec.Replicas, 0), d.Status.ReadyReplicas, d.Status.UpdatedReplicas, d.Status.Replicas)
-		return ptr.Deref(d.Spec.Replicas, 0) == n && d.Status.ReadyReplicas == n && d.Status.UpdatedReplicas == n && d.Status.Replicas == n &&
+		n := ptr.Deref(d.Spec.Replicas, 0)
+		s := fmt.Sprintf("spec %d, ready %d, updated %d, total %d", n, d.Status.ReadyReplicas, d.Status.UpdatedReplicas, d.Status.Replicas)
+		return ok(n) && d.Status.ReadyReplicas == n && d.Status.UpdatedReplicas == n && d.Status.Replicas == n &&
 			d.Status.ObservedGeneration == d.Generation, s, nil
 	})
 }
