@@ -71,10 +71,7 @@ func BuildPoolDeployment(p *kvapi.CompactionPool) *appsv1.Deployment {
 		Image:           p.Spec.Image,
 		ImagePullPolicy: p.Spec.ImagePullPolicy,
 		Args:            PoolArgs(p),
-		Ports: []corev1.ContainerPort{
-			{Name: contract.PortNameGRPC, ContainerPort: contract.CompactorGRPCPort, Protocol: corev1.ProtocolTCP},
-			{Name: contract.PortNameMetrics, ContainerPort: contract.MetricsPort, Protocol: corev1.ProtocolTCP},
-		},
+		Ports:           containerPorts(contract.CompactorGRPCPort),
 		Resources:       p.Spec.Resources,
 		ReadinessProbe:  httpProbe(contract.PathReadyz, 5),
 		LivenessProbe:   httpProbe(contract.PathHealthz, 10),
@@ -120,10 +117,7 @@ func BuildPoolService(p *kvapi.CompactionPool) *corev1.Service {
 		Spec: corev1.ServiceSpec{
 			Type:     corev1.ServiceTypeClusterIP,
 			Selector: PoolSelectorLabels(p),
-			Ports: []corev1.ServicePort{
-				{Name: contract.PortNameGRPC, Port: contract.CompactorGRPCPort, TargetPort: intstr.FromString(contract.PortNameGRPC), Protocol: corev1.ProtocolTCP},
-				{Name: contract.PortNameMetrics, Port: contract.MetricsPort, TargetPort: intstr.FromString(contract.PortNameMetrics), Protocol: corev1.ProtocolTCP},
-			},
+			Ports:    servicePorts(contract.CompactorGRPCPort),
 		},
 	}
 	StampHash(s, s.Spec)

@@ -68,12 +68,7 @@ func BuildStoreConfigMap(c *kvapi.KVCluster) (*corev1.ConfigMap, error) {
 	return cm, nil
 }
 
-func storePorts() []corev1.ServicePort {
-	return []corev1.ServicePort{
-		{Name: contract.PortNameGRPC, Port: contract.StoreGRPCPort, TargetPort: intstr.FromString(contract.PortNameGRPC), Protocol: corev1.ProtocolTCP},
-		{Name: contract.PortNameMetrics, Port: contract.MetricsPort, TargetPort: intstr.FromString(contract.PortNameMetrics), Protocol: corev1.ProtocolTCP},
-	}
-}
+func storePorts() []corev1.ServicePort { return servicePorts(contract.StoreGRPCPort) }
 
 // BuildStoreHeadlessService gives each storage pod a stable DNS name and is
 // what the ServiceMonitor scrapes.
@@ -158,10 +153,7 @@ func BuildStoreStatefulSet(c *kvapi.KVCluster, cm *corev1.ConfigMap) *appsv1.Sta
 		Args:            StoreArgs(c),
 		Env:             env,
 		EnvFrom:         envFrom,
-		Ports: []corev1.ContainerPort{
-			{Name: contract.PortNameGRPC, ContainerPort: contract.StoreGRPCPort, Protocol: corev1.ProtocolTCP},
-			{Name: contract.PortNameMetrics, ContainerPort: contract.MetricsPort, Protocol: corev1.ProtocolTCP},
-		},
+		Ports:           containerPorts(contract.StoreGRPCPort),
 		Resources:       c.Spec.Resources,
 		ReadinessProbe:  httpProbe(contract.PathReadyz, 5),
 		LivenessProbe:   httpProbe(contract.PathHealthz, 10),

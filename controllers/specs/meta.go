@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 
+	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -109,4 +110,21 @@ func buildOneAtATimePDB(meta metav1.ObjectMeta, selector map[string]string) *pol
 	}
 	StampHash(pdb, pdb.Spec)
 	return pdb
+}
+
+// servicePorts are a role's Service ports: its gRPC port and the metrics
+// port, both targeting the container ports by name.
+func servicePorts(grpcPort int32) []corev1.ServicePort {
+	return []corev1.ServicePort{
+		{Name: contract.PortNameGRPC, Port: grpcPort, TargetPort: intstr.FromString(contract.PortNameGRPC), Protocol: corev1.ProtocolTCP},
+		{Name: contract.PortNameMetrics, Port: contract.MetricsPort, TargetPort: intstr.FromString(contract.PortNameMetrics), Protocol: corev1.ProtocolTCP},
+	}
+}
+
+// containerPorts are a role's container ports, named as servicePorts target them.
+func containerPorts(grpcPort int32) []corev1.ContainerPort {
+	return []corev1.ContainerPort{
+		{Name: contract.PortNameGRPC, ContainerPort: grpcPort, Protocol: corev1.ProtocolTCP},
+		{Name: contract.PortNameMetrics, ContainerPort: contract.MetricsPort, Protocol: corev1.ProtocolTCP},
+	}
 }
