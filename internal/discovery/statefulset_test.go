@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes/fake"
 )
 
@@ -33,23 +34,22 @@ func TestStatefulSetReplicasFollowsScaling(t *testing.T) {
 		if _, err := cs.AppsV1().StatefulSets("ns").Update(ctx, sts, metav1.UpdateOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		deadline := time.Now().Add(10 * time.Second)
-		for n, _ := r.Replicas(); n != int(want); n, _ = r.Replicas() {
-			if time.Now().After(deadline) {
-				t.Fatalf("Replicas() = %d, want %d", n, want)
-			}
-			time.Sleep(5 * time.Millisecond) // polling interval, not synchronisation
+		if err := wait.PollUntilContextTimeout(ctx, 5*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+			n, _ := r.Replicas()
+			return n == int(want), nil
+		}); err != nil {
+			n, _ := r.Replicas()
+			t.Fatalf("Replicas() = %d, want %d", n, want)
 		}
 	}
 	if err := cs.AppsV1().StatefulSets("ns").Delete(ctx, "kv-store", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for _, ok := r.Replicas(); ok; _, ok = r.Replicas() {
-		if time.Now().After(deadline) {
-			t.Fatal("a deleted StatefulSet still has a replica count")
-		}
-		time.Sleep(5 * time.Millisecond) // polling interval, not synchronisation
+	if err := wait.PollUntilContextTimeout(ctx, 5*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		_, ok := r.Replicas()
+		return !ok, nil
+	}); err != nil {
+		t.Fatal("a deleted StatefulSet still has a replica count")
 	}
 }
 

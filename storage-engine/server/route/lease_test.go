@@ -261,12 +261,12 @@ func TestRetiredConnectionDrainIsBounded(t *testing.T) {
 	refresh(r2)
 	peers.set()
 	refresh(r2) // retires the leaked connection
-	deadline := time.Now().Add(10 * time.Second)
-	for state(l2) != connectivity.Shutdown {
-		if time.Now().After(deadline) {
+	wctx, wcancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer wcancel()
+	for st := state(l2); st != connectivity.Shutdown; st = state(l2) {
+		if !l2.pc.cc.WaitForStateChange(wctx, st) {
 			t.Fatal("leaked lease's connection not closed after its deadline")
 		}
-		time.Sleep(10 * time.Millisecond) // polling interval, not synchronisation
 	}
 }
 
