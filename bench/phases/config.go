@@ -8,36 +8,49 @@ import (
 	"strings"
 	"time"
 
+	"github.com/dustin/go-humanize"
+
 	"github.com/bellows-kv/bellows/storage-engine/blob"
 	"github.com/bellows-kv/bellows/storage-engine/region"
 )
 
 // Config is one run. Its JSON form is phases.json's "config".
 type Config struct {
-	Modes          []string       `json:"modes"`
-	Keys           int            `json:"keys"`
-	ValueSize      int            `json:"valueSize"`
-	Files          int            `json:"files"`
-	BlockSize      int            `json:"blockSize"`
-	CacheBytes     int64          `json:"cacheBytes"`
-	Readers        int            `json:"readers"`
-	ReadsPerSec    int            `json:"readsPerSecond"`
-	ScanFraction   float64        `json:"scanFraction"`
-	ScanLength     int            `json:"scanLength"`
-	Theta          float64        `json:"zipfTheta"`
-	UpdatesPerSec  int            `json:"updatesPerSecond"`
-	Baseline       Duration       `json:"baseline"`
-	Tail           Duration       `json:"tail"`
-	Window         Duration       `json:"window"`
-	MaxWarmup      Duration       `json:"maxWarmup"`
-	Bucket         blob.CostModel `json:"-"`
-	BucketModel    string         `json:"bucketModel"`
-	TransferRate   int64          `json:"transferRateBytesPerSecond"`
-	WarmupRate     int64          `json:"throttledWarmupRateBytesPerSecond"`
-	CompactionRate int64          `json:"compactionRateLimitBytesPerSecond"`
-	Pinning        string         `json:"cpuPinning"`
-	Store          string         `json:"store"`
-	Seed           uint64         `json:"seed"`
+	Modes         []string       `json:"modes"`
+	Keys          int            `json:"keys"`
+	ValueSize     int            `json:"valueSize"`
+	Files         int            `json:"files"`
+	BlockSize     int            `json:"blockSize"`
+	CacheBytes    int64          `json:"cacheBytes"`
+	Readers       int            `json:"readers"`
+	ReadsPerSec   int            `json:"readsPerSecond"`
+	ScanFraction  float64        `json:"scanFraction"`
+	ScanLength    int            `json:"scanLength"`
+	Theta         float64        `json:"zipfTheta"`
+	UpdatesPerSec int            `json:"updatesPerSecond"`
+	Baseline      Duration       `json:"baseline"`
+	Tail          Duration       `json:"tail"`
+	Window        Duration       `json:"window"`
+	MaxWarmup     Duration       `json:"maxWarmup"`
+	Bucket        blob.CostModel `json:"-"`
+	BucketModel   string         `json:"bucketModel"`
+	// The worker link: the network between a compactor and the store.
+	// Every FetchBlocks stream waits LinkLatency before its first block
+	// (compactor --link-latency) and then gets TransferRate (compactor
+	// --transfer-rate), so a fetch from a worker is not free.
+	LinkLatency     Duration `json:"workerLinkLatency"`
+	TransferRate    int64    `json:"transferRateBytesPerSecond"`
+	WorkerLinkModel string   `json:"workerLinkModel"`
+	// DataBytes is keys × value size, the data the cache is sized
+	// against (0 in a config: derived).
+	DataBytes      int64  `json:"dataBytes"`
+	WarmupRate     int64  `json:"throttledWarmupRateBytesPerSecond"`
+	CompactionRate int64  `json:"compactionRateLimitBytesPerSecond"`
+	Pinning        string `json:"cpuPinning"`
+	Store          string `json:"store"`
+	Seed           uint64 `json:"seed"`
+	// Goal is what the run is expected to show, stated before it ran.
+	Goal string `json:"goal,omitempty"`
 	// Repeats runs every mode this many times, interleaved; the report
 	// gives medians.
 	Repeats int `json:"repeats,omitempty"`
@@ -57,15 +70,25 @@ func (d *Duration) UnmarshalJSON(b []byte) error {
 	return err
 }
 
-// Default is a run that finishes in a few minutes on two cores.
+// CacheToData is the default block cache over the data: the cache holds
+// the data but not the old and the new files together, as in the paper's
+// Figure 7 (4 GB of data in a 6 GB cache).
+const CacheToData = 1 / 0.7
+
+// Goal is what the run is expected to show, stated before it ran.
+const Goal = "ThrottledIncremental within 5% of the baseline mean get latency and 10% mean scan latency in both phases, " +
+	"p99 get within 10%; None shows the paper's warmup problem; PreSwitch shows its eviction cost."
+
+// Default is the paper's regime (old + new > block cache ≥ data) at a size
+// that runs all seven modes five times, interleaved, in about 15 minutes
+// on two cores.
 func Default() Config {
-	return Config{
-		Modes:         []string{"None", "Offload", "RemoteCache", "PreSwitch", "Incremental", "ThrottledIncremental"},
+	c := Config{
+		Modes:         []string{"None", "WriteThrough", "Offload", "RemoteCache", "PreSwitch", "Incremental", "ThrottledIncremental"},
 		Keys:          30000,
 		ValueSize:     1000,
 		Files:         4,
 		BlockSize:     32 << 10,
-		CacheBytes:    256 << 20,
 		Readers:       4,
 		ReadsPerSec:   6000,
 		ScanFraction:  0.1,
@@ -77,10 +100,39 @@ func Default() Config {
 		Window:        Duration(250 * time.Millisecond),
 		MaxWarmup:     Duration(30 * time.Second),
 		Bucket:        blob.CostModel{Latency: 5 * time.Millisecond, Bandwidth: 200e6},
-		TransferRate:  0,
+		LinkLatency:   Duration(time.Millisecond),
+		TransferRate:  125e6, // 1 Gbit/s
 		WarmupRate:    8e6,
 		Seed:          7,
+		Repeats:       5,
+		Goal:          Goal,
 	}
+	c.CacheBytes = c.defaultCacheBytes()
+	return c.resolved()
+}
+
+func (c Config) dataBytes() int64 { return int64(c.Keys) * int64(c.ValueSize) }
+
+func (c Config) defaultCacheBytes() int64 { return int64(float64(c.dataBytes()) * CacheToData) }
+
+// resolved fills what a config derives: the cache (0: data / 0.7) and the
+// stated models.
+func (c Config) resolved() Config {
+	c.DataBytes = c.dataBytes()
+	if c.CacheBytes == 0 {
+		c.CacheBytes = c.defaultCacheBytes()
+	}
+	c.BucketModel = c.Bucket.String()
+	c.WorkerLinkModel = linkModel(time.Duration(c.LinkLatency), c.TransferRate)
+	return c
+}
+
+func linkModel(latency time.Duration, bandwidth int64) string {
+	bw := "unlimited"
+	if bandwidth > 0 {
+		bw = humanize.Bytes(uint64(bandwidth)) + "/s"
+	}
+	return fmt.Sprintf("%v per FetchBlocks stream + %s", latency, bw)
 }
 
 func (c Config) validate() error {
@@ -100,6 +152,16 @@ func (c Config) validate() error {
 		return fmt.Errorf("--warmup-rate must be positive (ThrottledIncremental)")
 	case c.Window <= 0 || c.Baseline <= 0:
 		return fmt.Errorf("--window and --baseline must be positive")
+	case c.LinkLatency < 0 || c.TransferRate < 0:
+		return fmt.Errorf("--link-latency and --transfer-rate must not be negative")
+	}
+	// The paper's regime: the cache holds the data (a warm baseline
+	// hits) but not the old and the new files together (the new file
+	// evicts the old, so warming it up costs).
+	if data := c.dataBytes(); c.CacheBytes < data || c.CacheBytes >= 2*data {
+		return fmt.Errorf("--cache %s is outside the paper's regime for %s of data (%d keys × %d B): "+
+			"the cache must hold the data but not old and new together (data ≤ cache < 2 × data; default data / 0.7 = %s)",
+			humanize.IBytes(uint64(max(c.CacheBytes, 0))), humanize.IBytes(uint64(data)), c.Keys, c.ValueSize, humanize.IBytes(uint64(c.defaultCacheBytes())))
 	}
 	return nil
 }

@@ -1,9 +1,11 @@
 package phases
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -25,8 +27,11 @@ func TestRecorderMeansByPhase(t *testing.T) {
 	if g, s := r.mean(later, later.Add(time.Second)); g != 3 || s != 10 {
 		t.Fatalf("later mean = %v, %v; want 3 and 10", g, s)
 	}
-	if got := pct(3, 1); got != 200 {
+	if got := pct(1, 3, 10, 1); got == nil || *got != 200 {
 		t.Fatalf("pct(3,1) = %v, want +200%%", got)
+	}
+	if got := pct(0, 0, 10, 1); got != nil {
+		t.Fatalf("a phase without operations: pct = %v, want nil (n/a)", *got)
 	}
 	ts, gets, _ := r.series()
 	if len(ts) != 11 || gets[0] != 1 || gets[10] != 3 {
@@ -34,14 +39,35 @@ func TestRecorderMeansByPhase(t *testing.T) {
 	}
 }
 
+func f64(v float64) *float64 { return &v }
+
 func TestMarkdownIsFigure7Shaped(t *testing.T) {
 	cfg := Default()
-	rep := Report{Config: cfg, Modes: []ModeResult{{Mode: "ThrottledIncremental", Baseline: Baseline{GetMeanMs: 0.1},
-		Compaction: Phase{GetDegradationPct: 4, DurationS: 3}, Warmup: Phase{GetDegradationPct: -2, DurationS: 5}}}}
+	rep := Report{Config: cfg, Modes: []ModeResult{
+		{Mode: "ThrottledIncremental", Baseline: Baseline{GetMeanMs: 0.1, GetP99Ms: 0.9},
+			Compaction: Phase{GetDegradationPct: f64(4), GetP99DegradationPct: f64(7), ScanDegradationPct: f64(1), ScanP99DegradationPct: f64(3), DurationS: 3},
+			Warmup:     Phase{GetDegradationPct: f64(-2), GetP99DegradationPct: f64(9), ScanDegradationPct: f64(5), ScanP99DegradationPct: f64(6), DurationS: 5}},
+		// PreSwitch's warmup phase is empty: n/a, never +0%.
+		{Mode: "PreSwitch", Baseline: Baseline{GetMeanMs: 0.1},
+			Compaction: Phase{GetDegradationPct: f64(30), GetP99DegradationPct: f64(80), ScanDegradationPct: f64(20), ScanP99DegradationPct: f64(50), DurationS: 4}}}}
 	md := Markdown(rep)
-	for _, want := range []string{"| ThrottledIncremental | 0.100 |", "+4%", "-2%", "compaction: get Δ", "warmup s"} {
+	for _, want := range []string{"| ThrottledIncremental | 0.100 / 0.900 |", "| +4% | +7% | +1% | +3% | 3.0 | -2% | +9% | +5% | +6% | 5.0 |",
+		"| PreSwitch |", "| +30% | +80% | +20% | +50% | 4.0 | n/a | n/a | n/a | n/a | 0.0 |",
+		"compaction: get Δ", "get p99 Δ", "scan p99 Δ", "warmup s", "paper's regime", Goal, "1ms per FetchBlocks stream + 125 MB/s"} {
 		if !strings.Contains(md, want) {
 			t.Errorf("markdown lacks %q:\n%s", want, md)
+		}
+	}
+	if strings.Contains(md, "+0%") {
+		t.Errorf("an empty phase shows as +0%%:\n%s", md)
+	}
+	js, err := json.Marshal(rep.Modes[1].Warmup)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`"get_degradation_pct":null`, `"scan_degradation_pct":null`, `"get_p99_degradation_pct":null`, `"scan_p99_degradation_pct":null`} {
+		if !strings.Contains(string(js), want) {
+			t.Errorf("empty phase JSON lacks %s: %s", want, js)
 		}
 	}
 	if err := (Config{Modes: []string{"Sideways"}, Keys: 1, ValueSize: 1, Files: 1, Readers: 1, ReadsPerSec: 1, WarmupRate: 1, Window: 1, Baseline: 1}).validate(); err == nil {
@@ -83,16 +109,76 @@ bellows_warmup_bytes_total{source="compactor"} 11
 
 func TestRepeatsReportMedians(t *testing.T) {
 	run := func(get float64) ModeResult {
-		return ModeResult{Mode: "Incremental", Baseline: Baseline{GetMeanMs: get}, Compaction: Phase{GetDegradationPct: get}, Warmup: Phase{DurationS: get}}
+		return ModeResult{Mode: "Incremental", Baseline: Baseline{GetMeanMs: get}, Compaction: Phase{GetDegradationPct: f64(get), GetP99DegradationPct: f64(2 * get)}, Warmup: Phase{DurationS: get}}
 	}
 	m := medianOf([]ModeResult{run(9), run(1), run(4)})
-	if m.Baseline.GetMeanMs != 4 || m.Compaction.GetDegradationPct != 4 || m.Warmup.DurationS != 4 || len(m.Runs) != 3 {
+	if m.Baseline.GetMeanMs != 4 || *m.Compaction.GetDegradationPct != 4 || *m.Compaction.GetP99DegradationPct != 8 || m.Warmup.DurationS != 4 || len(m.Runs) != 3 {
 		t.Fatalf("median of 9,1,4: %+v", m)
+	}
+	// Empty in every run: n/a, not 0.
+	if m.Warmup.GetDegradationPct != nil || m.Warmup.ScanP99DegradationPct != nil {
+		t.Fatalf("median of empty phases: %+v", m.Warmup)
+	}
+	// Empty in one run: the median of the others.
+	e := run(100)
+	e.Compaction.GetDegradationPct = nil
+	if p := medianOf([]ModeResult{run(2), e, run(6)}).Compaction.GetDegradationPct; p == nil || *p != 4 {
+		t.Fatalf("median of 2, n/a, 6 = %v, want 4", p)
 	}
 	cfg := Default()
 	cfg.Repeats = 3
 	md := Markdown(Report{Config: cfg, Modes: []ModeResult{m}})
-	if !strings.Contains(md, "median of 3 runs") || !strings.Contains(md, "+9%, +1%, +4%") {
+	if !strings.Contains(md, "median of 3 runs") || !strings.Contains(md, "+9%, +1%, +4%") || !strings.Contains(md, "+18%, +2%, +8%") || !strings.Contains(md, "n/a, n/a, n/a") {
 		t.Fatalf("markdown does not show the runs:\n%s", md)
+	}
+}
+
+func TestRecorderP99AndEmpty(t *testing.T) {
+	start := time.Unix(0, 0)
+	r := newRecorder(start, 100*time.Millisecond)
+	// 100 gets: 99 of 1ms and one of 50ms; p99 is 1ms (nearest rank), the
+	// mean 1.49ms. 200 gets with two of 50ms: p99 50ms.
+	for i := 0; i < 100; i++ {
+		d := time.Millisecond
+		if i == 42 {
+			d = 50 * time.Millisecond
+		}
+		r.add(start.Add(time.Duration(i)*time.Millisecond), d, false)
+	}
+	g, s := r.stats(start, start.Add(time.Second))
+	if g.Count != 100 || g.P99Ms != 1 || g.MeanMs != 1.49 || s.Count != 0 {
+		t.Fatalf("stats = %+v %+v", g, s)
+	}
+	r.add(start.Add(150*time.Millisecond), 50*time.Millisecond, false)
+	if g, _ := r.stats(start, start.Add(time.Second)); g.P99Ms != 50 {
+		t.Fatalf("p99 of 101 with two slow = %v, want 50", g.P99Ms)
+	}
+	// A phase in which nothing began is empty: every figure n/a.
+	p := phaseOf(r, start.Add(time.Second), start.Add(2*time.Second), g, s)
+	if p.GetDegradationPct != nil || p.GetP99DegradationPct != nil || p.ScanDegradationPct != nil || p.Gets != 0 {
+		t.Fatalf("empty phase: %+v", p)
+	}
+}
+
+func TestDefaultIsThePapersRegime(t *testing.T) {
+	c := Default()
+	data := int64(c.Keys) * int64(c.ValueSize)
+	if c.CacheBytes < data || c.CacheBytes >= 2*data || !slices.Contains(c.Modes, "WriteThrough") || c.Repeats < 5 || c.LinkLatency <= 0 || c.TransferRate <= 0 {
+		t.Fatalf("default config %+v", c)
+	}
+	if err := c.validate(); err != nil {
+		t.Fatal(err)
+	}
+	c.CacheBytes = 256 << 20
+	if err := c.validate(); err == nil || !strings.Contains(err.Error(), "256 MiB") || !strings.Contains(err.Error(), "29 MiB") {
+		t.Fatalf("a cache that holds old and new: err = %v", err)
+	}
+	c.Keys = 1000
+	if r := c.resolved(); r.CacheBytes != 256<<20 {
+		t.Fatalf("resolved overrode an explicit cache: %d", r.CacheBytes)
+	}
+	c.CacheBytes = 0
+	if r := c.resolved(); r.CacheBytes != int64(float64(1000*c.ValueSize)/0.7) || r.validate() != nil {
+		t.Fatalf("derived cache %d", r.CacheBytes)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
@@ -42,44 +43,85 @@ func Write(dir string, rep Report) error {
 	return plotPNG(filepath.Join(dir, "phases.png"), rep)
 }
 
-// Markdown is the table of the paper's Figure 7: per mode, get and scan
-// degradation against the pre-compaction baseline and each phase's length.
+// Markdown is the table of the paper's Figure 7: per mode, the change of
+// mean and p99 get and scan latency against the pre-compaction baseline in
+// each phase, and each phase's length. An empty phase is n/a.
 func Markdown(rep Report) string {
 	c := rep.Config
 	var b strings.Builder
 	b.WriteString("# Compaction and warmup phases (paper Figure 7)\n\n")
-	fmt.Fprintf(&b, "%d keys × %d B in %d files (blocks of %d KiB), block cache %d MiB; %d readers issuing %d reads/s (%.0f%% scans of %d keys, %.0f%% gets, Zipf θ=%.2f) and %d updates/s during the run. "+
-		"A major compaction starts after a %v baseline. Bucket reads cost %s (the bucket's read model). Throttled warmup at %.1f MB/s. Store: %s. CPU pinning: %s.\n\n",
-		c.Keys, c.ValueSize, c.Files, c.BlockSize>>10, c.CacheBytes>>20, c.Readers, c.ReadsPerSec, c.ScanFraction*100, c.ScanLength, (1-c.ScanFraction)*100, c.Theta,
-		c.UpdatesPerSec, durationString(c.Baseline), c.BucketModel, float64(c.WarmupRate)/1e6, storeString(c.Store), c.Pinning)
-	b.WriteString("| mode | baseline get ms | baseline scan ms | compaction: get Δ | compaction: scan Δ | compaction s | warmup: get Δ | warmup: scan Δ | warmup s |\n")
-	b.WriteString("|---|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	data := c.DataBytes
+	if data == 0 {
+		data = int64(c.Keys) * int64(c.ValueSize)
+	}
+	regime := "the cache holds the data but not the old and the new files together (old + new ≈ 2 × data > cache ≥ data), " +
+		"the paper's regime (Figure 7: 4 GB of data in a 6 GB cache)"
+	switch {
+	case c.CacheBytes >= 2*data:
+		regime = "the cache holds the old and the new files together: nothing is evicted, outside the paper's regime"
+	case c.CacheBytes < data:
+		regime = "the cache does not hold the data: the baseline misses, outside the paper's regime"
+	}
+	link := c.WorkerLinkModel
+	if link == "" {
+		link = linkModel(time.Duration(c.LinkLatency), c.TransferRate)
+	}
+	fmt.Fprintf(&b, "**Regime:** %s of data (%d keys × %d B) in %d files (blocks of %d KiB), block cache %s (%.2f × data): %s.\n\n",
+		mib(data), c.Keys, c.ValueSize, c.Files, c.BlockSize>>10, mib(c.CacheBytes), float64(c.CacheBytes)/float64(max(data, 1)), regime)
+	fmt.Fprintf(&b, "**Cost models:** bucket reads cost %s (the bucket's read model); the worker link (compactor to store) costs %s "+
+		"(compactor --link-latency and --transfer-rate), so a fetch from a worker is not free. Throttled warmup at %.1f MB/s.\n\n",
+		c.BucketModel, link, float64(c.WarmupRate)/1e6)
+	if c.Goal != "" {
+		fmt.Fprintf(&b, "**Goal (stated before the run):** %s\n\n", c.Goal)
+	}
+	fmt.Fprintf(&b, "%d readers issuing %d reads/s (%.0f%% scans of %d keys, %.0f%% gets, Zipf θ=%.2f) and %d updates/s during the run. "+
+		"A major compaction starts after a %v baseline. Store: %s. CPU pinning: %s.\n\n",
+		c.Readers, c.ReadsPerSec, c.ScanFraction*100, c.ScanLength, (1-c.ScanFraction)*100, c.Theta,
+		c.UpdatesPerSec, durationString(c.Baseline), storeString(c.Store), c.Pinning)
+	b.WriteString("| mode | baseline get ms (mean / p99) | baseline scan ms (mean / p99) | compaction: get Δ | get p99 Δ | scan Δ | scan p99 Δ | compaction s | warmup: get Δ | get p99 Δ | scan Δ | scan p99 Δ | warmup s |\n")
+	b.WriteString("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, m := range rep.Modes {
-		fmt.Fprintf(&b, "| %s | %.3f | %.3f | %+.0f%% | %+.0f%% | %.1f | %+.0f%% | %+.0f%% | %.1f |\n",
-			m.Mode, m.Baseline.GetMeanMs, m.Baseline.ScanMeanMs,
-			m.Compaction.GetDegradationPct, m.Compaction.ScanDegradationPct, m.Compaction.DurationS,
-			m.Warmup.GetDegradationPct, m.Warmup.ScanDegradationPct, m.Warmup.DurationS)
+		fmt.Fprintf(&b, "| %s | %.3f / %.3f | %.3f / %.3f | %s | %s | %s | %s | %.1f | %s | %s | %s | %s | %.1f |\n",
+			m.Mode, m.Baseline.GetMeanMs, m.Baseline.GetP99Ms, m.Baseline.ScanMeanMs, m.Baseline.ScanP99Ms,
+			pctString(m.Compaction.GetDegradationPct), pctString(m.Compaction.GetP99DegradationPct),
+			pctString(m.Compaction.ScanDegradationPct), pctString(m.Compaction.ScanP99DegradationPct), m.Compaction.DurationS,
+			pctString(m.Warmup.GetDegradationPct), pctString(m.Warmup.GetP99DegradationPct),
+			pctString(m.Warmup.ScanDegradationPct), pctString(m.Warmup.ScanP99DegradationPct), m.Warmup.DurationS)
 	}
 	if c.Repeats > 1 {
-		fmt.Fprintf(&b, "\nEach figure is the median of %d runs per mode (modes interleaved). Every run's get Δ, compaction / warmup:\n\n", c.Repeats)
-		b.WriteString("| mode | runs: compaction get Δ | runs: warmup get Δ | runs: compaction scan Δ | runs: warmup scan Δ |\n|---|---|---|---|---|\n")
+		fmt.Fprintf(&b, "\nEach figure is the median of %d runs per mode (modes interleaved; an n/a run is left out). Every run's Δ, compaction / warmup:\n\n", c.Repeats)
+		b.WriteString("| mode | runs: compaction get Δ | runs: warmup get Δ | runs: compaction get p99 Δ | runs: warmup get p99 Δ | runs: compaction scan Δ | runs: warmup scan Δ | runs: compaction scan p99 Δ | runs: warmup scan p99 Δ |\n|---|---|---|---|---|---|---|---|---|\n")
 		for _, m := range rep.Modes {
-			col := func(f func(RunResult) float64) string {
+			col := func(f func(RunResult) *float64) string {
 				var parts []string
 				for _, r := range m.Runs {
-					parts = append(parts, fmt.Sprintf("%+.0f%%", f(r)))
+					parts = append(parts, pctString(f(r)))
 				}
 				return strings.Join(parts, ", ")
 			}
-			fmt.Fprintf(&b, "| %s | %s | %s | %s | %s |\n", m.Mode,
-				col(func(r RunResult) float64 { return r.Compaction.GetDegradationPct }), col(func(r RunResult) float64 { return r.Warmup.GetDegradationPct }),
-				col(func(r RunResult) float64 { return r.Compaction.ScanDegradationPct }), col(func(r RunResult) float64 { return r.Warmup.ScanDegradationPct }))
+			fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", m.Mode,
+				col(func(r RunResult) *float64 { return r.Compaction.GetDegradationPct }), col(func(r RunResult) *float64 { return r.Warmup.GetDegradationPct }),
+				col(func(r RunResult) *float64 { return r.Compaction.GetP99DegradationPct }), col(func(r RunResult) *float64 { return r.Warmup.GetP99DegradationPct }),
+				col(func(r RunResult) *float64 { return r.Compaction.ScanDegradationPct }), col(func(r RunResult) *float64 { return r.Warmup.ScanDegradationPct }),
+				col(func(r RunResult) *float64 { return r.Compaction.ScanP99DegradationPct }), col(func(r RunResult) *float64 { return r.Warmup.ScanP99DegradationPct }))
 		}
 	}
-	b.WriteString("\nΔ is the change of mean latency against the baseline. The compaction phase runs from the compaction's start to the switch to the new file; " +
-		"the warmup phase from the switch until the incremental warmup finished or, for the other modes, until 95% of the new file's blocks were cached.\n")
+	b.WriteString("\nΔ is the change of mean (or p99) latency against the baseline's. The compaction phase runs from the compaction's start to the switch to the new file; " +
+		"the warmup phase from the switch until the incremental warmup finished or, for None, WriteThrough, Offload and RemoteCache, until 95% of the new file's blocks were cached. " +
+		"PreSwitch fetches the new file before it switches, so its warmup phase is empty by construction and its cost (fetching, and evicting the old file's blocks) is in its compaction phase. " +
+		"n/a: the phase is empty (no operation of that kind began in it).\n")
 	return b.String()
 }
+
+// pctString is a degradation as the table shows it: n/a for an empty phase.
+func pctString(p *float64) string {
+	if p == nil {
+		return "n/a"
+	}
+	return fmt.Sprintf("%+.0f%%", *p)
+}
+
+func mib(n int64) string { return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20)) }
 
 func durationString(d Duration) string { b, _ := d.MarshalJSON(); return strings.Trim(string(b), `"`) }
 

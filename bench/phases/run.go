@@ -16,6 +16,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/bellows-kv/bellows/bench/engine"
+	"github.com/bellows-kv/bellows/internal/contract"
 	"github.com/bellows-kv/bellows/storage-engine/blob"
 	"github.com/bellows-kv/bellows/storage-engine/blockcache"
 	"github.com/bellows-kv/bellows/storage-engine/compaction"
@@ -42,17 +43,30 @@ type StoreArgs struct {
 	BucketURL, WALDir, Config, Compactor string
 }
 
-// Phase is one phase's latency against the baseline.
+// Phase is one phase's latency against the baseline: the change of the
+// mean and of the p99 of get and scan latency. A figure is null (n/a) when
+// the phase is empty: no operation of its kind began in it (PreSwitch's
+// warmup phase is empty by construction).
 type Phase struct {
-	GetDegradationPct  float64 `json:"get_degradation_pct"`
-	ScanDegradationPct float64 `json:"scan_degradation_pct"`
-	DurationS          float64 `json:"duration_s"`
+	GetDegradationPct     *float64 `json:"get_degradation_pct"`
+	ScanDegradationPct    *float64 `json:"scan_degradation_pct"`
+	GetP99DegradationPct  *float64 `json:"get_p99_degradation_pct"`
+	ScanP99DegradationPct *float64 `json:"scan_p99_degradation_pct"`
+	DurationS             float64  `json:"duration_s"`
+	GetMeanMs             *float64 `json:"get_mean_ms"`
+	ScanMeanMs            *float64 `json:"scan_mean_ms"`
+	GetP99Ms              *float64 `json:"get_p99_ms"`
+	ScanP99Ms             *float64 `json:"scan_p99_ms"`
+	Gets                  int      `json:"gets"`
+	Scans                 int      `json:"scans"`
 }
 
-// Baseline is the mean latency before the compaction.
+// Baseline is the latency before the compaction.
 type Baseline struct {
 	GetMeanMs  float64 `json:"get_mean_ms"`
 	ScanMeanMs float64 `json:"scan_mean_ms"`
+	GetP99Ms   float64 `json:"get_p99_ms"`
+	ScanP99Ms  float64 `json:"scan_p99_ms"`
 }
 
 // ModeResult is one warmup mode's run.
@@ -100,10 +114,10 @@ type Progress func(what string, done float64)
 // Run runs every configured mode, one after the other, each on a fresh
 // bucket, region and worker.
 func Run(ctx context.Context, cfg Config, dir string, start Processes, progress Progress) (Report, error) {
+	cfg = cfg.resolved()
 	if err := cfg.validate(); err != nil {
 		return Report{}, err
 	}
-	cfg.BucketModel = cfg.Bucket.String()
 	rep := Report{Config: cfg}
 	repeats := max(cfg.Repeats, 1)
 	runs := make([][]ModeResult, len(cfg.Modes))
@@ -143,24 +157,48 @@ func medianOf(rs []ModeResult) ModeResult {
 	}
 	out := rs[0]
 	out.Runs = nil
-	med := func(f func(ModeResult) float64) float64 {
-		v := make([]float64, len(rs))
-		for i, r := range rs {
-			v[i] = f(r)
+	// medOpt is the median of the runs that have the figure (an empty
+	// phase has none); nil if none has.
+	medOpt := func(f func(ModeResult) *float64) *float64 {
+		var v []float64
+		for _, r := range rs {
+			if x := f(r); x != nil {
+				v = append(v, *x)
+			}
+		}
+		if len(v) == 0 {
+			return nil
 		}
 		slices.Sort(v)
-		if len(v)%2 == 1 {
-			return v[len(v)/2]
+		m := v[len(v)/2]
+		if len(v)%2 == 0 {
+			m = (v[len(v)/2-1] + v[len(v)/2]) / 2
 		}
-		return (v[len(v)/2-1] + v[len(v)/2]) / 2
+		return &m
+	}
+	med := func(f func(ModeResult) float64) float64 {
+		return *medOpt(func(r ModeResult) *float64 { v := f(r); return &v })
+	}
+	medInt := func(f func(ModeResult) int) int {
+		return int(med(func(r ModeResult) float64 { return float64(f(r)) }))
 	}
 	out.Baseline = Baseline{GetMeanMs: med(func(r ModeResult) float64 { return r.Baseline.GetMeanMs }),
-		ScanMeanMs: med(func(r ModeResult) float64 { return r.Baseline.ScanMeanMs })}
+		ScanMeanMs: med(func(r ModeResult) float64 { return r.Baseline.ScanMeanMs }),
+		GetP99Ms:   med(func(r ModeResult) float64 { return r.Baseline.GetP99Ms }),
+		ScanP99Ms:  med(func(r ModeResult) float64 { return r.Baseline.ScanP99Ms })}
 	phase := func(p func(ModeResult) Phase) Phase {
 		return Phase{
-			GetDegradationPct:  med(func(r ModeResult) float64 { return p(r).GetDegradationPct }),
-			ScanDegradationPct: med(func(r ModeResult) float64 { return p(r).ScanDegradationPct }),
-			DurationS:          med(func(r ModeResult) float64 { return p(r).DurationS }),
+			GetDegradationPct:     medOpt(func(r ModeResult) *float64 { return p(r).GetDegradationPct }),
+			ScanDegradationPct:    medOpt(func(r ModeResult) *float64 { return p(r).ScanDegradationPct }),
+			GetP99DegradationPct:  medOpt(func(r ModeResult) *float64 { return p(r).GetP99DegradationPct }),
+			ScanP99DegradationPct: medOpt(func(r ModeResult) *float64 { return p(r).ScanP99DegradationPct }),
+			DurationS:             med(func(r ModeResult) float64 { return p(r).DurationS }),
+			GetMeanMs:             medOpt(func(r ModeResult) *float64 { return p(r).GetMeanMs }),
+			ScanMeanMs:            medOpt(func(r ModeResult) *float64 { return p(r).ScanMeanMs }),
+			GetP99Ms:              medOpt(func(r ModeResult) *float64 { return p(r).GetP99Ms }),
+			ScanP99Ms:             medOpt(func(r ModeResult) *float64 { return p(r).ScanP99Ms }),
+			Gets:                  medInt(func(r ModeResult) int { return p(r).Gets }),
+			Scans:                 medInt(func(r ModeResult) int { return p(r).Scans }),
 		}
 	}
 	out.Compaction = phase(func(r ModeResult) Phase { return r.Compaction })
@@ -187,7 +225,8 @@ func runMode(ctx context.Context, cfg Config, dir string, mode region.WarmupMode
 	defer bucket.Close()
 
 	var compactor string
-	if mode != region.WarmupNone {
+	// None and WriteThrough (the paper's baselines) compact in the store.
+	if mode != region.WarmupNone && mode != region.WarmupWriteThrough {
 		addr, stop, err := start.Compactor(ctx, "compactor-"+mode.String())
 		if err != nil {
 			return res, err
@@ -268,15 +307,10 @@ func runMode(ctx context.Context, cfg Config, dir string, mode region.WarmupMode
 		return res, err
 	}
 
-	bg, bs := rec.mean(began, t0)
-	cg, cs := rec.mean(t0, ts)
-	wgm, wsm := rec.mean(ts, te)
-	res.Baseline = Baseline{GetMeanMs: bg, ScanMeanMs: bs}
-	res.Compaction = Phase{GetDegradationPct: pct(cg, bg), ScanDegradationPct: pct(cs, bs), DurationS: ts.Sub(t0).Seconds()}
-	res.Warmup = Phase{DurationS: te.Sub(ts).Seconds()}
-	if te.After(ts) {
-		res.Warmup.GetDegradationPct, res.Warmup.ScanDegradationPct = pct(wgm, bg), pct(wsm, bs)
-	}
+	bg, bs := rec.stats(began, t0)
+	res.Baseline = Baseline{GetMeanMs: bg.MeanMs, ScanMeanMs: bs.MeanMs, GetP99Ms: bg.P99Ms, ScanP99Ms: bs.P99Ms}
+	res.Compaction = phaseOf(rec, t0, ts, bg, bs)
+	res.Warmup = phaseOf(rec, ts, te, bg, bs)
 	res.Series.TimeS, res.Series.GetMs, res.Series.ScanMs = rec.series()
 	res.CompactionAtS = t0.Sub(began).Seconds()
 	res.SwitchAtS = ts.Sub(began).Seconds()
@@ -285,17 +319,40 @@ func runMode(ctx context.Context, cfg Config, dir string, mode region.WarmupMode
 	return res, err
 }
 
-func pct(phase, base float64) float64 {
-	if base == 0 || phase == 0 {
-		return 0
+// phaseOf is the latency of the operations that began in [from, to)
+// against the baseline's.
+func phaseOf(rec *recorder, from, to time.Time, bg, bs Latency) Phase {
+	p := Phase{DurationS: max(to.Sub(from).Seconds(), 0)}
+	g, s := rec.stats(from, to)
+	p.Gets, p.Scans = g.Count, s.Count
+	if g.Count > 0 {
+		p.GetMeanMs, p.GetP99Ms = &g.MeanMs, &g.P99Ms
 	}
-	return (phase/base - 1) * 100
+	if s.Count > 0 {
+		p.ScanMeanMs, p.ScanP99Ms = &s.MeanMs, &s.P99Ms
+	}
+	p.GetDegradationPct = pct(g.Count, g.MeanMs, bg.Count, bg.MeanMs)
+	p.GetP99DegradationPct = pct(g.Count, g.P99Ms, bg.Count, bg.P99Ms)
+	p.ScanDegradationPct = pct(s.Count, s.MeanMs, bs.Count, bs.MeanMs)
+	p.ScanP99DegradationPct = pct(s.Count, s.P99Ms, bs.Count, bs.P99Ms)
+	return p
+}
+
+// pct is the change in percent of a phase's figure against the
+// baseline's; nil (n/a) if either has no operations.
+func pct(n int, phase float64, baseN int, base float64) *float64 {
+	if n == 0 || baseN == 0 || base == 0 {
+		return nil
+	}
+	v := (phase/base - 1) * 100
+	return &v
 }
 
 // awaitPhases returns when the compaction phase ended (the switch to the new
 // file) and when the warmup phase ended: for the incremental modes when the
-// warmup finished; for the others when reads (or the pre-switch fetch) had
-// brought 95% of the new file's blocks into the cache, or MaxWarmup passed.
+// warmup finished; for PreSwitch at the switch (it fetched the new file
+// before); for the others when reads had brought 95% of the new file's
+// blocks into the cache, or MaxWarmup passed.
 func awaitPhases(r target, mode region.WarmupMode, cfg Config, t0 time.Time, done <-chan error, step Progress) (ts, te time.Time, err error) {
 	// Polling is cheap in process but a /metrics scrape of a store
 	// process is not free, so poll at a rate that does not load it.
@@ -326,6 +383,12 @@ func awaitPhases(r target, mode region.WarmupMode, cfg Config, t0 time.Time, don
 		incremental := mode == region.WarmupIncremental || mode == region.WarmupThrottledIncremental
 		if !compacted {
 			continue
+		}
+		if mode == region.WarmupPreSwitch {
+			// PreSwitch fetched the new file before it switched: its
+			// warmup phase is empty by construction (n/a), its cost is
+			// in the compaction phase.
+			return ts, ts, nil
 		}
 		if incremental || time.Since(ts) > time.Duration(cfg.MaxWarmup) {
 			return ts, time.Now(), nil
@@ -440,6 +503,9 @@ func updateLoop(r target, cfg Config, stop <-chan struct{}) error {
 // compactor ("" runs them here).
 func openLocal(ctx context.Context, cfg Config, dir string, mode region.WarmupMode, bucket *blob.Bucket, bucketURL, compactor string) (target, func(), error) {
 	var exec compaction.Executor = compaction.Local{Bucket: bucket}
+	if mode == region.WarmupWriteThrough {
+		exec = region.WriteThroughExecutor{Bucket: bucket, CacheBytes: cfg.CacheBytes}
+	}
 	var closers []func()
 	stop := func() {
 		for i := len(closers) - 1; i >= 0; i-- {
@@ -449,7 +515,7 @@ func openLocal(ctx context.Context, cfg Config, dir string, mode region.WarmupMo
 	if compactor != "" {
 		off, err := offload.New(offload.Options{
 			Mode: offload.Required, Workers: offload.Static{compactor}, BucketURL: bucketURL,
-			Local: compaction.Local{Bucket: bucket}, KeepOutput: mode > region.WarmupOffload,
+			Local: compaction.Local{Bucket: bucket}, KeepOutput: contract.WarmupMode(mode.String()).TransfersOutput(),
 			Logger: slog.New(slog.DiscardHandler), Registerer: prometheus.NewRegistry(),
 		})
 		if err != nil {

@@ -19,6 +19,7 @@ import (
 	"github.com/bellows-kv/bellows/autoscaler"
 	"github.com/bellows-kv/bellows/bench/phases"
 	"github.com/bellows-kv/bellows/internal/childproc"
+	"github.com/bellows-kv/bellows/internal/contract"
 )
 
 func newPhasesCommand() *cobra.Command {
@@ -31,7 +32,10 @@ func newPhasesCommand() *cobra.Command {
 		Long: "Loads a dataset into a region, runs a read workload (gets and short scans, Zipf) with concurrent updates,\n" +
 			"triggers a major compaction and records get and scan latency in fixed windows through the compaction\n" +
 			"and warmup phases, for each warmup mode in turn. Remote modes run the compaction on a bellows compactor\n" +
-			"process. Writes phases.json, phases.md and phases.png into --out.",
+			"process. Writes phases.json, phases.md and phases.png into --out.\n\n" +
+			"The defaults are the paper's regime (old + new > block cache ≥ data: the cache is data / 0.7), all seven\n" +
+			"modes, five interleaved runs each, a bucket of 5ms per read + 200 MB/s and a worker link of 1ms per\n" +
+			"FetchBlocks stream + 125 MB/s: about 15 minutes on two cores (make bench-phases).",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if fromJSON != "" {
@@ -63,11 +67,15 @@ func newPhasesCommand() *cobra.Command {
 				return err
 			}
 			cfg.TransferRate = int64(tr)
-			cb, err := humanize.ParseBytes(cache)
-			if err != nil {
-				return fmt.Errorf("--cache: %w", err)
+			// No --cache: data / 0.7 of the keys and value size run.
+			cfg.CacheBytes = 0
+			if cache != "" {
+				cb, err := humanize.ParseBytes(cache)
+				if err != nil {
+					return fmt.Errorf("--cache: %w", err)
+				}
+				cfg.CacheBytes = int64(cb)
 			}
-			cfg.CacheBytes = int64(cb)
 			bin, err := findBellows(bellows)
 			if err != nil {
 				return err
@@ -106,10 +114,14 @@ func newPhasesCommand() *cobra.Command {
 			if cfg.TransferRate > 0 {
 				transfer = fmt.Sprintf("%dB/s", cfg.TransferRate)
 			}
+			// The worker link's model: its latency per FetchBlocks stream
+			// and its bandwidth (the transfer rate).
+			linkLatency := time.Duration(cfg.LinkLatency).String()
 			var procs phases.Processes
 			procs.Compactor = func(ctx context.Context, name string) (string, func(), error) {
 				c, err := childproc.Start(ctx, bin, name, work, "compactor", "--name="+name, "--listen=127.0.0.1:0",
-					"--metrics-listen=127.0.0.1:0", "--cache-bytes=4GiB", "--transfer-rate="+transfer)
+					"--metrics-listen=127.0.0.1:0", "--cache-bytes=4GiB", "--transfer-rate="+transfer,
+					contract.Arg(contract.FlagLinkLatency, linkLatency))
 				if err != nil {
 					return "", nil, err
 				}
@@ -175,11 +187,11 @@ func newPhasesCommand() *cobra.Command {
 	f.StringVar(&fromJSON, "from-json", "", "re-render phases.md and phases.png from an earlier phases.json instead of running")
 	f.BoolVar(&inProcess, "in-process", false, "run the region inside the bench process instead of a bellows store process reached over gRPC")
 	f.StringVar(&modes, "modes", strings.Join(cfg.Modes, ","), "warmup modes to run, in order")
-	f.IntVar(&cfg.Repeats, "repeat", 1, "run every mode this many times, interleaved, and report medians")
+	f.IntVar(&cfg.Repeats, "repeat", cfg.Repeats, "run every mode this many times, interleaved, and report medians")
 	f.IntVar(&cfg.Keys, "keys", cfg.Keys, "keys loaded")
 	f.IntVar(&cfg.ValueSize, "value-size", cfg.ValueSize, "value bytes")
 	f.IntVar(&cfg.Files, "files", cfg.Files, "SSTs before the major compaction")
-	f.StringVar(&cache, "cache", "256MiB", "block cache (must hold the old and the new data for PreSwitch)")
+	f.StringVar(&cache, "cache", "", "block cache; the paper's regime needs data ≤ cache < 2 × data, data = keys × value size (default: data / 0.7)")
 	f.IntVar(&cfg.Readers, "readers", cfg.Readers, "reader goroutines")
 	f.IntVar(&cfg.ReadsPerSec, "reads", cfg.ReadsPerSec, "reads per second, all readers together (open loop)")
 	f.Float64Var(&cfg.ScanFraction, "scan-fraction", cfg.ScanFraction, "fraction of reads that are scans")
@@ -188,7 +200,8 @@ func newPhasesCommand() *cobra.Command {
 	f.StringVar(&latency, "bucket-latency", "5ms", "latency of every bucket read (the bucket's cost model)")
 	f.StringVar(&bandwidth, "bucket-bandwidth", "200MB/s", "bandwidth of bucket reads")
 	f.StringVar(&warmupRate, "warmup-rate", "8MB/s", "ThrottledIncremental's rate w")
-	f.StringVar(&transferRate, "transfer-rate", "0", "the compactor's own FetchBlocks limit (0: unlimited)")
+	f.StringVar(&transferRate, "transfer-rate", "125MB/s", "the worker link's bandwidth: the compactor's FetchBlocks limit per stream (0: unlimited)")
+	f.DurationVar((*time.Duration)(&cfg.LinkLatency), "link-latency", time.Duration(cfg.LinkLatency), "the worker link's latency: every FetchBlocks stream waits this long before its first block (compactor --link-latency)")
 	f.DurationVar((*time.Duration)(&cfg.Baseline), "baseline", time.Duration(cfg.Baseline), "workload before the compaction starts")
 	f.DurationVar((*time.Duration)(&cfg.Tail), "tail", time.Duration(cfg.Tail), "workload after the warmup ends")
 	f.DurationVar((*time.Duration)(&cfg.Window), "window", time.Duration(cfg.Window), "latency window")

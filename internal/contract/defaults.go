@@ -25,7 +25,12 @@ const (
 
 // KVCluster defaults.
 const (
-	DefaultImage             = "ghcr.io/bellows-kv/bellows:latest"
+	// ImageRepository is where the bellows image is published. A KVCluster
+	// or CompactionPool without spec.image runs the operator's default image
+	// (operator --default-image; the chart passes the operator's own image,
+	// and an operator binary defaults to this repository at its own version),
+	// so pods never mix versions behind a floating tag such as :latest.
+	ImageRepository          = "ghcr.io/bellows-kv/bellows"
 	DefaultKVClusterReplicas = int32(3)
 	DefaultStorageSize       = "10Gi"
 	DefaultRegionCount       = int32(1)
@@ -46,6 +51,25 @@ const (
 	DefaultAutoscalingSync     = 30 * time.Second
 	DefaultScaleUpWindow       = time.Duration(0)
 	DefaultScaleDownWindow     = 5 * time.Minute
+)
+
+// Default pod resources, used when a KVCluster or CompactionPool leaves
+// spec.resources empty. Memory is derived from the engine settings (see
+// controllers/specs.StoreMemory and WorkerMemory); these are the parts that
+// are not settings.
+const (
+	// StoreMemoryOverhead is a store's memory outside the block cache and
+	// the memstores: the Go runtime and GC headroom, gRPC buffers, WAL
+	// buffers, SST indexes of open files.
+	StoreMemoryOverhead = int64(256 << 20)
+	// WorkerMemoryOverhead is a worker's memory outside its output cache m:
+	// the merge's input blocks and write buffers, the runtime, gRPC.
+	WorkerMemoryOverhead = int64(256 << 20)
+	// DefaultStoreCPURequest and DefaultWorkerCPURequest are CPU requests
+	// only (no CPU limit: throttling a store shows in read latency, and a
+	// compaction's speed is the model's c).
+	DefaultStoreCPURequest  = "500m"
+	DefaultWorkerCPURequest = "500m"
 )
 
 // Timings the operator and the pods must agree on.
@@ -69,6 +93,28 @@ const (
 	// (one existence check of the next manifest), so a region moves in
 	// about its flush plus this interval.
 	DefaultReleasePollInterval = 250 * time.Millisecond
+	// DefaultRemoteBlockTimeout bounds one block read from a compaction
+	// worker's memory on a cache miss (RemoteCache warmup). A healthy
+	// worker answers in about a millisecond and the bucket, which the
+	// miss reads instead on a timeout, in tens to a couple of hundred; so
+	// 300ms is far past a healthy worker yet keeps a stuck worker's cost
+	// to a read (this, then a bucket read) well under a client's typical
+	// 1–2 s deadline. Without it a paused worker held reads for the
+	// 15 s gRPC keepalive.
+	DefaultRemoteBlockTimeout = 300 * time.Millisecond
+	// DefaultRemoteBlockRetryAfter is how long a store reads new files
+	// from the bucket after a worker failed a block read, before one read
+	// probes the worker again: long enough that a dead worker costs one
+	// deadline per interval, not per read; short enough that a worker
+	// back from a pause serves its cache again within seconds.
+	DefaultRemoteBlockRetryAfter = 5 * time.Second
+	// DefaultRemoteCacheRate bounds the bytes per second one store pulls
+	// from workers' memory for RemoteCache misses, all files together: the
+	// same link budget w a worker's stream has (DefaultTransferRate), which
+	// the capacity model charges per transfer. Without it every miss opened
+	// its own FetchBlocks stream and --transfer-rate bounded nothing a
+	// store pulled. Misses past the bound read the bucket: never a wait.
+	DefaultRemoteCacheRate = DefaultTransferRate
 	// DrainGraceHeadroom is added to a pool's drain timeout for the worker
 	// pod's grace period: the preStop drain, then the gRPC stop.
 	DrainGraceHeadroom = GracefulStopTimeout
@@ -76,6 +122,12 @@ const (
 	ScrapeInterval = 30 * time.Second
 	// DefaultScrapeTimeout bounds one scrape of a pod's /metrics by the operator.
 	DefaultScrapeTimeout = 5 * time.Second
+	// RolloutProgressDeadline is how long a storage pod may stay not Ready
+	// before the operator calls its rollout stuck, when no container says so
+	// sooner (an image that cannot be pulled, a crash loop). A store opens its
+	// regions and warms up before it is Ready; this leaves ample room for
+	// that, as a Deployment's default progressDeadlineSeconds does.
+	RolloutProgressDeadline = 10 * time.Minute
 )
 
 // WorkerGracePeriod is the grace period of a worker pod whose pool drains
@@ -83,3 +135,6 @@ const (
 func WorkerGracePeriod(drainTimeout time.Duration) time.Duration {
 	return drainTimeout + DrainGraceHeadroom
 }
+
+// Image is the bellows image of a version, in ImageRepository.
+func Image(version string) string { return ImageRepository + ":" + version }

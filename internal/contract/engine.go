@@ -70,6 +70,11 @@ const (
 	OffloadDisabled OffloadMode = "Disabled"
 )
 
+// RunsLocally reports whether compactions in this warmup mode run in the
+// store whatever the offload setting: WriteThrough caches what the store
+// itself writes.
+func (m WarmupMode) RunsLocally() bool { return m == WarmupWriteThrough }
+
 // OffloadModes lists every mode, in the order the CRD enum has them.
 var OffloadModes = []OffloadMode{OffloadRequired, OffloadPreferred, OffloadDisabled}
 
@@ -85,10 +90,26 @@ const (
 	WarmupPreSwitch            WarmupMode = "PreSwitch"
 	WarmupIncremental          WarmupMode = "Incremental"
 	WarmupThrottledIncremental WarmupMode = "ThrottledIncremental"
+	// WarmupWriteThrough is the paper's §5.3.1 baseline: compactions run
+	// in the store, which caches the output's blocks as it writes them.
+	WarmupWriteThrough WarmupMode = "WriteThrough"
 )
 
 // WarmupModes lists every mode, in the order the CRD enum has them.
-var WarmupModes = []WarmupMode{WarmupNone, WarmupOffload, WarmupRemoteCache, WarmupPreSwitch, WarmupIncremental, WarmupThrottledIncremental}
+var WarmupModes = []WarmupMode{WarmupNone, WarmupOffload, WarmupRemoteCache, WarmupPreSwitch, WarmupIncremental, WarmupThrottledIncremental, WarmupWriteThrough}
+
+// TransfersOutput reports whether a store in this mode streams compaction
+// output back from the workers (FetchBlocks). The capacity model charges a
+// compaction b/w of transfer time only then: in None and Offload the store
+// reads the output from the bucket, and in WriteThrough it compacts
+// locally, so a worker (if any) is free once it has written the output.
+func (m WarmupMode) TransfersOutput() bool {
+	switch m {
+	case WarmupRemoteCache, WarmupPreSwitch, WarmupIncremental, WarmupThrottledIncremental:
+		return true
+	}
+	return false
+}
 
 // SyncMode says when a write is acknowledged.
 type SyncMode string

@@ -28,10 +28,14 @@ const (
 	FlagOwnershipCheckInterval = "ownership-check-interval"
 	FlagReleaseTimeout         = "release-timeout"
 	FlagReleasePollInterval    = "release-poll-interval"
+	FlagRemoteBlockTimeout     = "remote-block-timeout"
+	FlagRemoteBlockRetryAfter  = "remote-block-retry-after"
+	FlagRemoteCacheRate        = "remote-cache-rate"
 
 	// compactor
 	FlagCacheBytes          = "cache-bytes"
 	FlagTransferRate        = "transfer-rate"
+	FlagLinkLatency         = "link-latency"
 	FlagCompactionRateLimit = "compaction-rate-limit"
 	FlagDrainTimeout        = "drain-timeout"
 	FlagOutputTTL           = "output-ttl"

@@ -9,9 +9,18 @@ const (
 	MetricCompactorInflight     = "bellows_compactor_inflight_jobs"
 	MetricCompactorRate         = "bellows_compactor_compaction_rate_bytes_per_second"
 	MetricCompactorTransferRate = "bellows_compactor_transfer_rate_bytes_per_second"
+	// w is measured as Δbytes/Δseconds of these two counters: bytes sent by
+	// FetchBlocks and the seconds its streams spent sending them. A rate
+	// per stream would weigh a one-block remote-cache read (mostly
+	// latency) like a whole output's stream.
+	MetricCompactorTransferBytes   = "bellows_compactor_transfer_bytes_total"
+	MetricCompactorTransferSeconds = "bellows_compactor_transfer_seconds_total"
 	// Stores.
 	MetricCompactionRequested      = "bellows_compaction_requested_total"
 	MetricCompactionRequestedBytes = "bellows_compaction_requested_bytes_total"
-	MetricCompactionQueueDepth     = "bellows_compaction_queue_depth"
-	MetricCompactionPendingBytes   = "bellows_compaction_pending_bytes"
+	// MetricCompactionQueueDepth counts compactions requested and not yet
+	// started anywhere (running ones are not queued: the model's backlog
+	// term is work no worker has taken).
+	MetricCompactionQueueDepth   = "bellows_compaction_queue_depth"
+	MetricCompactionPendingBytes = "bellows_compaction_pending_bytes"
 )

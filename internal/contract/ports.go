@@ -22,7 +22,8 @@ const (
 	PathHealthz = "/healthz"
 	PathReadyz  = "/readyz"
 	// PathDrain is a compactor's preStop hook: stop taking jobs and answer
-	// once the running ones finished or the drain timeout passed.
+	// once the running ones finished and stores fetched and released their
+	// outputs, or the drain timeout passed.
 	PathDrain = "/drain"
 )
 

@@ -118,7 +118,10 @@ func (b *Bucket) WriteAll(ctx context.Context, key string, data []byte, ifNotExi
 // NewWriter streams a new object to key; it becomes visible on Close.
 func (b *Bucket) NewWriter(ctx context.Context, key string) (io.WriteCloser, error) {
 	w, err := b.b.NewWriter(ctx, b.prefix+key, &gblob.WriterOptions{ContentType: "application/octet-stream"})
-	return w, translate(key, err)
+	if err != nil {
+		return nil, translate(key, err)
+	}
+	return w, nil
 }
 
 // ReadAll reads a whole object.

@@ -97,7 +97,7 @@ func TestMergeDataDriven(t *testing.T) {
 		n++
 		in, out := fmt.Sprintf("in-%d.sst", n), fmt.Sprintf("out-%d.sst", n)
 		writeInput(t, d, b, in)
-		res, err := Execute(ctx, b, Job{Region: "r", Inputs: []string{in}, Output: out, Merge: opts}, nil)
+		res, err := Execute(ctx, b, Job{Region: "r", Inputs: []string{in}, Output: out, Merge: opts}, false)
 		if err != nil {
 			return "error: " + err.Error()
 		}

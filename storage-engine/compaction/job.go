@@ -1,6 +1,7 @@
 package compaction
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -34,6 +35,17 @@ type Result struct {
 	// Blocks serves the output's blocks from the memory of the worker that
 	// ran the job; nil when the job ran locally.
 	Blocks BlockSource
+	// Kept is every data block of the output as written, in key order,
+	// when Execute was asked to keep them (a worker serving warmup).
+	Kept []StoredBlock
+}
+
+// StoredBlock is one data block of an output exactly as the file stores it
+// (compressed, with its checksummed trailer): what a worker serves.
+type StoredBlock struct {
+	Handle      sstable.Handle
+	LastUserKey []byte
+	Stored      []byte
 }
 
 // BlockSource serves the stored (compressed, checksummed) data blocks of a
@@ -59,14 +71,15 @@ type Local struct{ Bucket *blob.Bucket }
 
 // Execute implements Executor.
 func (l Local) Execute(ctx context.Context, job Job) (Result, error) {
-	return Execute(ctx, l.Bucket, job, nil)
+	return Execute(ctx, l.Bucket, job, false)
 }
 
 // Execute reads the job's inputs from b, merges them and writes the output
-// to b. Input blocks are not cached: a compaction reads each once. If keep is
-// not nil it receives every stored data block of the output, in key order,
-// after the output is complete (a worker keeps them to serve warmup).
-func Execute(ctx context.Context, b *blob.Bucket, job Job, keep func(r *sstable.Reader) error) (res Result, err error) {
+// to b. Input blocks are not cached: a compaction reads each once. With keep
+// set, Result.Kept holds every data block of the output, captured as it was
+// written (the worker caches what it writes, Ahmad & Kemme §5.3.2): keeping
+// costs memory, never a read of the output back from the bucket.
+func Execute(ctx context.Context, b *blob.Bucket, job Job, keep bool) (res Result, err error) {
 	if len(job.Inputs) == 0 {
 		return Result{}, errors.New("compaction: job has no inputs")
 	}
@@ -94,6 +107,10 @@ func Execute(ctx context.Context, b *blob.Bucket, job Job, keep func(r *sstable.
 		return Result{}, err
 	}
 	cw := &countingWriter{w: w}
+	if keep {
+		// The output is rarely larger than the inputs: one allocation.
+		cw.tee = make([]byte, 0, res.InputBytes)
+	}
 	sw := sstable.NewWriter(cw, job.SST)
 	st, err := Merge(ctx, in, job.Merge, sw)
 	res.Stats = st
@@ -115,30 +132,62 @@ func Execute(ctx context.Context, b *blob.Bucket, job Job, keep func(r *sstable.
 		return Result{}, fmt.Errorf("compaction: writing output %s: %w", job.Output, err)
 	}
 	res.Size = cw.n
-	if keep != nil {
-		obj, err := b.OpenObject(ctx, job.Output)
-		if err != nil {
-			return Result{}, err
-		}
-		defer obj.Close()
-		r, err := sstable.Open(obj, obj.Size(), job.Output, nil)
-		if err != nil {
-			return Result{}, err
-		}
-		if err := keep(r); err != nil {
+	if keep {
+		if res.Kept, err = storedBlocks(cw.tee, job.Output); err != nil {
 			return Result{}, err
 		}
 	}
 	return res, nil
 }
 
+// storedBlocks cuts the data blocks out of file, the output's bytes as
+// written. The index is parsed from memory; the blocks share one buffer
+// holding just the data blocks (a prefix of the file, in key order).
+func storedBlocks(file []byte, name string) ([]StoredBlock, error) {
+	r, err := sstable.Open(bytes.NewReader(file), int64(len(file)), name, nil)
+	if err != nil {
+		return nil, fmt.Errorf("compaction: parsing the output as written: %w", err)
+	}
+	n := r.NumBlocks()
+	if n == 0 {
+		return nil, nil
+	}
+	// The trailer's size is a format constant: measure it on block 0
+	// rather than restate it here.
+	first, err := r.ReadStoredBlock(0)
+	if err != nil {
+		return nil, err
+	}
+	trailer := uint64(len(first)) - r.BlockHandle(0).Length
+	last := r.BlockHandle(n - 1)
+	data := file[:last.Offset+last.Length+trailer]
+	if cap(file)-len(data) > len(data)/8 {
+		// Filter, index and a buffer sized for the inputs would otherwise
+		// stay in memory with the blocks.
+		data = bytes.Clone(data)
+	}
+	out := make([]StoredBlock, n)
+	for i := range out {
+		h := r.BlockHandle(i)
+		end := h.Offset + h.Length + trailer
+		out[i] = StoredBlock{Handle: h, LastUserKey: bytes.Clone(r.BlockLastUserKey(i)), Stored: data[h.Offset:end:end]}
+	}
+	return out, nil
+}
+
+// countingWriter counts the bytes written and, when tee is not nil, keeps
+// a copy of them.
 type countingWriter struct {
-	w interface{ Write([]byte) (int, error) }
-	n int64
+	w   interface{ Write([]byte) (int, error) }
+	n   int64
+	tee []byte
 }
 
 func (c *countingWriter) Write(p []byte) (int, error) {
 	n, err := c.w.Write(p)
 	c.n += int64(n)
+	if c.tee != nil {
+		c.tee = append(c.tee, p[:n]...)
+	}
 	return n, err
 }

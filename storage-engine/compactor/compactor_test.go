@@ -254,3 +254,26 @@ func mustOpen(t *testing.T, url string) *blob.Bucket {
 	t.Cleanup(func() { _ = b.Close() })
 	return b
 }
+
+// LinkLatency is the modelled network's latency: a FetchBlocks stream's
+// first block arrives no sooner than that after the request.
+func TestFetchBlocksWaitsTheLinkLatency(t *testing.T) {
+	ctx := context.Background()
+	url, job := fixture(t, 2, 100, 100)
+	const latency = 150 * time.Millisecond
+	c := serve(t, New(Options{Name: "w", CacheBytes: 64 << 20, LinkLatency: latency}))
+	if _, err := run(ctx, c, &compactionpb.CompactRequest{JobId: "j1", BucketUrl: url, Job: compactionwire.JobToProto(job), KeepOutput: true}); err != nil {
+		t.Fatal(err)
+	}
+	began := time.Now()
+	s, err := c.FetchBlocks(ctx, &compactionpb.FetchBlocksRequest{JobId: "j1", MaxBlocks: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Recv(); err != nil {
+		t.Fatal(err)
+	}
+	if d := time.Since(began); d < latency {
+		t.Fatalf("first block after %v, want at least the link latency %v", d, latency)
+	}
+}

@@ -7,8 +7,11 @@ type metrics struct {
 	inflight, used, capacity prometheus.Gauge
 	compactionRate           prometheus.Gauge
 	transferRate             prometheus.Gauge
-	rejections               prometheus.Counter
-	jobs                     *prometheus.CounterVec
+	// transferBytes and transferSeconds give the autoscaler w as
+	// Δbytes/Δseconds (see "bellows_compactor_transfer_bytes_total").
+	transferBytes, transferSeconds prometheus.Counter
+	rejections                     prometheus.Counter
+	jobs                           *prometheus.CounterVec
 }
 
 // Job results in bellows_compactor_jobs_total.
@@ -31,6 +34,10 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Help: "Measured compaction rate c: input bytes per second of job time (smoothed)."}),
 		transferRate: prometheus.NewGauge(prometheus.GaugeOpts{Name: "bellows_compactor_transfer_rate_bytes_per_second",
 			Help: "Measured transfer rate w: bytes per second sent by FetchBlocks (smoothed)."}),
+		transferBytes: prometheus.NewCounter(prometheus.CounterOpts{Name: "bellows_compactor_transfer_bytes_total",
+			Help: "Bytes sent by FetchBlocks streams."}),
+		transferSeconds: prometheus.NewCounter(prometheus.CounterOpts{Name: "bellows_compactor_transfer_seconds_total",
+			Help: "Seconds FetchBlocks streams spent sending (w = Δbytes/Δseconds)."}),
 		rejections: prometheus.NewCounter(prometheus.CounterOpts{Name: "bellows_compactor_rejections_total",
 			Help: "Jobs refused with RESOURCE_EXHAUSTED because the cache had no room."}),
 		jobs: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "bellows_compactor_jobs_total",
@@ -40,7 +47,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		m.jobs.WithLabelValues(r)
 	}
 	if reg != nil {
-		reg.MustRegister(m.inflight, m.used, m.capacity, m.compactionRate, m.transferRate, m.rejections, m.jobs)
+		reg.MustRegister(m.inflight, m.used, m.capacity, m.compactionRate, m.transferRate, m.transferBytes, m.transferSeconds, m.rejections, m.jobs)
 	}
 	return m
 }

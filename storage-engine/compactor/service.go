@@ -20,27 +20,25 @@ import (
 // keptOutput is a finished job's output, every data block as stored, in key
 // order: what FetchBlocks streams.
 type keptOutput struct {
-	blocks []*compactionpb.Block
-	bytes  int64
-	timer  *time.Timer
+	// store and session of the job's caller (CompactRequest).
+	store, session string
+	blocks         []*compactionpb.Block
+	bytes          int64
+	timer          *time.Timer
 }
 
-func keepBlocks(r *sstable.Reader) (*keptOutput, error) {
-	out := &keptOutput{}
-	for i := range r.NumBlocks() {
-		stored, err := r.ReadStoredBlock(i)
-		if err != nil {
-			return nil, err
-		}
-		h := r.BlockHandle(i)
-		last := r.BlockLastUserKey(i)
+// keepBlocks wraps the blocks Execute captured as it wrote them: no read of
+// the output back from the bucket.
+func keepBlocks(blocks []compaction.StoredBlock) *keptOutput {
+	out := &keptOutput{blocks: make([]*compactionpb.Block, 0, len(blocks))}
+	for i, b := range blocks {
 		out.blocks = append(out.blocks, &compactionpb.Block{
-			Index: uint32(i), Offset: h.Offset, Length: h.Length,
-			LastUserKey: append([]byte(nil), last...), Stored: stored,
+			Index: uint32(i), Offset: b.Handle.Offset, Length: b.Handle.Length,
+			LastUserKey: b.LastUserKey, Stored: b.Stored,
 		})
-		out.bytes += int64(len(stored) + len(last))
+		out.bytes += int64(len(b.Stored) + len(b.LastUserKey))
 	}
-	return out, nil
+	return out
 }
 
 // Compact implements compactionpb.CompactorServer.
@@ -63,12 +61,21 @@ func (w *Worker) Compact(req *compactionpb.CompactRequest, stream compactionpb.C
 	if err != nil {
 		return status.Errorf(codeOf(err), "compact %s: %v", req.JobId, err)
 	}
+	// Before admission: the outputs of this store's dead incarnation may be
+	// what fills the cache.
+	w.announce(req.Store, req.Session)
 	if err := w.admit(req.JobId, size); err != nil {
 		w.opts.Logger.Info("job refused", "job", req.JobId, "region", job.Region, "err", err)
 		return err
 	}
-	var kept *keptOutput
-	defer func() { w.finish(req.JobId, kept) }()
+	// Until complete converts it into the kept output, the reservation is
+	// freed on every way out.
+	finished := false
+	defer func() {
+		if !finished {
+			w.finish(req.JobId, nil)
+		}
+	}()
 	if err := stream.Send(&compactionpb.CompactEvent{Event: &compactionpb.CompactEvent_Accepted_{
 		Accepted: &compactionpb.CompactEvent_Accepted{ReservedBytes: size, Worker: w.opts.Name}}}); err != nil {
 		w.m.jobs.WithLabelValues(resultAborted).Inc()
@@ -88,19 +95,14 @@ func (w *Worker) Compact(req *compactionpb.CompactRequest, stream compactionpb.C
 		return nil
 	})
 	type outcome struct {
-		res  compaction.Result
-		kept *keptOutput
-		err  error
+		res compaction.Result
+		err error
 	}
 	done := make(chan outcome, 1)
 	began := time.Now()
 	go func() {
 		var o outcome
-		var keep func(*sstable.Reader) error
-		if req.KeepOutput {
-			keep = func(r *sstable.Reader) (err error) { o.kept, err = keepBlocks(r); return err }
-		}
-		o.res, o.err = compaction.Execute(ctx, hooked, job, keep)
+		o.res, o.err = compaction.Execute(ctx, hooked, job, req.KeepOutput)
 		done <- o
 	}()
 	tick := time.NewTicker(w.opts.ProgressInterval)
@@ -114,13 +116,16 @@ func (w *Worker) Compact(req *compactionpb.CompactRequest, stream compactionpb.C
 				Progress: &compactionpb.CompactEvent_Progress{InputBytesRead: min(read.Load(), size), InputBytesTotal: size}}})
 			continue
 		case o := <-done:
-			return w.complete(ctx, stream, req, job, o.res, o.kept, o.err, began, &kept)
+			return w.complete(ctx, stream, req, job, o.res, o.err, began, &finished)
 		}
 	}
 }
 
+// complete reports a finished job. A kept output is registered (finish)
+// before Done is sent, so a FetchBlocks issued the moment the caller reads
+// Done finds it; *finished tells Compact the reservation is converted.
 func (w *Worker) complete(ctx context.Context, stream compactionpb.Compactor_CompactServer, req *compactionpb.CompactRequest,
-	job compaction.Job, res compaction.Result, out *keptOutput, err error, began time.Time, kept **keptOutput) error {
+	job compaction.Job, res compaction.Result, err error, began time.Time, finished *bool) error {
 	if err != nil {
 		if ctx.Err() != nil {
 			w.m.jobs.WithLabelValues(resultAborted).Inc()
@@ -136,6 +141,11 @@ func (w *Worker) complete(ctx context.Context, stream compactionpb.Compactor_Com
 		w.m.compactionRate.Set(w.c.add(float64(res.InputBytes) / secs))
 		w.mu.Unlock()
 	}
+	var out *keptOutput
+	if req.KeepOutput && !res.Empty {
+		out = keepBlocks(res.Kept)
+		out.store, out.session = req.Store, req.Session
+	}
 	blocks := 0
 	if out != nil {
 		blocks = len(out.blocks)
@@ -145,12 +155,16 @@ func (w *Worker) complete(ctx context.Context, stream compactionpb.Compactor_Com
 		w.m.jobs.WithLabelValues(resultFailure).Inc()
 		return status.Errorf(codes.Internal, "compact %s: %v", req.JobId, err)
 	}
+	w.finish(req.JobId, out)
+	*finished = true
 	if err := stream.Send(&compactionpb.CompactEvent{Event: &compactionpb.CompactEvent_Done_{Done: done}}); err != nil {
 		// The caller never learns of the output; it will not fetch it.
+		if out != nil {
+			w.release(req.JobId, out)
+		}
 		w.m.jobs.WithLabelValues(resultAborted).Inc()
 		return err
 	}
-	*kept = out
 	w.m.jobs.WithLabelValues(resultSuccess).Inc()
 	w.opts.Logger.Info("job done", "job", req.JobId, "region", job.Region, "inputBytes", res.InputBytes,
 		"outputBytes", res.Size, "took", time.Since(began).Round(time.Millisecond))
@@ -188,12 +202,11 @@ func codeOf(err error) codes.Code {
 
 // FetchBlocks implements compactionpb.CompactorServer.
 func (w *Worker) FetchBlocks(req *compactionpb.FetchBlocksRequest, stream compactionpb.Compactor_FetchBlocksServer) error {
-	w.mu.Lock()
-	out := w.kept[req.JobId]
-	w.mu.Unlock()
+	out, done := w.openStream(req.JobId)
 	if out == nil {
 		return status.Errorf(codes.NotFound, "compactor %s keeps no output of job %q (never kept, released or expired)", w.opts.Name, req.JobId)
 	}
+	defer done()
 	if int(req.FromBlock) > len(out.blocks) {
 		return status.Errorf(codes.OutOfRange, "job %s output has %d blocks, from_block is %d", req.JobId, len(out.blocks), req.FromBlock)
 	}
@@ -202,10 +215,22 @@ func (w *Worker) FetchBlocks(req *compactionpb.FetchBlocksRequest, stream compac
 		bps = r
 	}
 	lim := newLimiterOrNil(bps)
+	if d := w.opts.LinkLatency; d > 0 {
+		// The modelled network's latency, once per stream.
+		t := time.NewTimer(d)
+		select {
+		case <-t.C:
+		case <-stream.Context().Done():
+			t.Stop()
+			return status.FromContextError(stream.Context().Err()).Err()
+		}
+	}
 	began := time.Now()
 	var sent int64
 	defer func() {
 		if secs := time.Since(began).Seconds(); sent > 0 && secs > 0 {
+			w.m.transferBytes.Add(float64(sent))
+			w.m.transferSeconds.Add(secs)
 			w.mu.Lock()
 			w.m.transferRate.Set(w.w.add(float64(sent) / secs))
 			w.mu.Unlock()
@@ -240,6 +265,14 @@ func newLimiterOrNil(bytesPerSecond float64) *rate.Limiter {
 // is not an error: the TTL may have dropped it already.
 func (w *Worker) Release(_ context.Context, req *compactionpb.ReleaseRequest) (*compactionpb.ReleaseResponse, error) {
 	return &compactionpb.ReleaseResponse{FreedBytes: w.release(req.JobId, nil)}, nil
+}
+
+// Announce implements compactionpb.CompactorServer.
+func (w *Worker) Announce(_ context.Context, req *compactionpb.AnnounceRequest) (*compactionpb.AnnounceResponse, error) {
+	if req.Store == "" || req.Session == "" {
+		return nil, status.Error(codes.InvalidArgument, "announce: store and session are required")
+	}
+	return &compactionpb.AnnounceResponse{FreedBytes: w.announce(req.Store, req.Session)}, nil
 }
 
 // Status implements compactionpb.CompactorServer.

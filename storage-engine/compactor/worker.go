@@ -1,7 +1,7 @@
 // Package compactor is the compaction worker: it admits jobs by reserving
 // memory, runs them against the bucket with the same code a storage pod runs
-// locally (compaction.Execute), keeps each job's output blocks in memory for
-// warmup and serves them over gRPC (bellows.compaction.v1.Compactor).
+// locally (compaction.Execute), keeps each job's output blocks in memory as
+// it writes them, for warmup, and serves them over gRPC (bellows.compaction.v1.Compactor).
 //
 // Invariants:
 //   - used = Σ reservations of running jobs + Σ bytes of kept outputs ≤
@@ -10,6 +10,20 @@
 //     work is done would waste the job).
 //   - A job's reservation is freed exactly once: when it fails, is aborted
 //     (its caller's stream broke), or is converted into its kept output.
+//   - Every kept output of a store belongs to its latest announced session
+//     (sessions): a job from a new session releases the earlier sessions'
+//     outputs before admission, and an output finishing for a superseded
+//     session is not kept. A restarted store never releases what its
+//     previous incarnation held, so without this a small cache stays full
+//     of dead outputs until the TTL and refuses every job.
+//   - A kept output is registered before its Done is sent (a FetchBlocks
+//     right after Done finds it) and dropped if that Send fails. Its blocks
+//     are the ones the job wrote, captured as written: keeping never reads
+//     the output back from the bucket.
+//   - Drain returns true only when no job runs, no output is kept and no
+//     FetchBlocks stream is open: a worker removed by scale-down loses
+//     neither a compaction nor the warmup of one (bounded by the drain
+//     timeout; a store whose warmup is cut short reads the bucket).
 package compactor
 
 import (
@@ -27,6 +41,7 @@ import (
 
 	compactionpb "github.com/bellows-kv/bellows/proto/bellows/compaction/v1"
 	"github.com/bellows-kv/bellows/storage-engine/blob"
+	"github.com/bellows-kv/bellows/storage-engine/compaction/compactionwire"
 )
 
 // Options configure a worker.
@@ -38,6 +53,11 @@ type Options struct {
 	// TransferRate is w's bound: bytes per second FetchBlocks sends per
 	// stream; 0 is unlimited.
 	TransferRate float64
+	// LinkLatency models the network between this worker and a store:
+	// every FetchBlocks stream waits this long before its first block
+	// (with TransferRate as the link's bandwidth). Benchmarks set it so a
+	// remote fetch is not free; 0, the default, adds nothing.
+	LinkLatency time.Duration
 	// CompactionRateLimit bounds the bytes per second all jobs of this worker
 	// read from the bucket together; 0 is unlimited.
 	CompactionRateLimit float64
@@ -61,8 +81,10 @@ type Worker struct {
 	used     int64
 	inflight map[string]int64 // job id → reserved bytes
 	kept     map[string]*keptOutput
+	sessions map[string]string // store → its latest announced session
 	draining bool
-	idle     chan struct{} // closed and replaced when inflight drops to 0
+	streams  int           // open FetchBlocks streams
+	idle     chan struct{} // closed and replaced when a job, kept output or stream ends
 	buckets  map[string]*blob.Bucket
 	rejected uint64
 	c, w     ewma
@@ -83,6 +105,7 @@ func New(opts Options) *Worker {
 		opts:     opts,
 		inflight: map[string]int64{},
 		kept:     map[string]*keptOutput{},
+		sessions: map[string]string{},
 		idle:     make(chan struct{}),
 		buckets:  map[string]*blob.Bucket{},
 		m:        newMetrics(opts.Registerer),
@@ -121,6 +144,17 @@ func (w *Worker) admit(id string, size int64) error {
 		return status.Errorf(codes.Unavailable, "compactor %s is draining and accepts no new jobs", w.opts.Name)
 	case w.inflight[id] != 0 || w.kept[id] != nil:
 		return status.Errorf(codes.AlreadyExists, "compactor %s already has job %s", w.opts.Name, id)
+	case size > w.opts.CacheBytes:
+		// Not "full": it would not fit an empty cache either, and the store
+		// should not wait for room (it runs the job itself).
+		w.rejected++
+		w.m.rejections.Inc()
+		st := status.Newf(codes.ResourceExhausted, "compactor %s: job %s needs %s, larger than the whole cache (%s)",
+			w.opts.Name, id, humanize.IBytes(uint64(size)), humanize.IBytes(uint64(w.opts.CacheBytes)))
+		if d, err := st.WithDetails(compactionwire.LargerThanCacheDetail(w.opts.CacheBytes)); err == nil {
+			st = d
+		}
+		return st.Err()
 	case w.used+size > w.opts.CacheBytes:
 		w.rejected++
 		w.m.rejections.Inc()
@@ -143,16 +177,70 @@ func (w *Worker) finish(id string, out *keptOutput) {
 	defer w.mu.Unlock()
 	w.used -= w.inflight[id]
 	delete(w.inflight, id)
+	if out != nil && out.store != "" && w.sessions[out.store] != out.session {
+		w.opts.Logger.Info("dropping the output of a superseded store session", "job", id, "store", out.store, "session", out.session)
+		out = nil
+	}
 	if out != nil {
 		w.kept[id] = out
 		w.used += out.bytes
 		out.timer = time.AfterFunc(w.opts.OutputTTL, func() { w.release(id, out) })
 	}
-	if len(w.inflight) == 0 {
-		close(w.idle)
-		w.idle = make(chan struct{})
-	}
+	w.wakeLocked()
 	w.updateGaugesLocked()
+}
+
+// announce records session as store's current one and releases the outputs
+// its earlier sessions kept (that incarnation is gone). Empty store or
+// session: the caller does not take part. It returns the bytes freed.
+func (w *Worker) announce(store, session string) (freed int64) {
+	if store == "" || session == "" {
+		return 0
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	prev, known := w.sessions[store]
+	if prev == session {
+		return 0
+	}
+	w.sessions[store] = session
+	var n int
+	for id, k := range w.kept {
+		if k.store == store && k.session != session {
+			freed += w.releaseLocked(id, k)
+			n++
+		}
+	}
+	if known || n > 0 {
+		w.opts.Logger.Info("store started a new session; released its previous session's outputs",
+			"store", store, "session", session, "previous", prev, "outputs", n, "bytes", freed)
+	}
+	return freed
+}
+
+// wakeLocked tells Drain to look again.
+func (w *Worker) wakeLocked() {
+	close(w.idle)
+	w.idle = make(chan struct{})
+}
+
+// openStream finds a kept output and counts a FetchBlocks stream of it
+// until done is called; under one lock, so Drain never sees the output
+// released and the stream not yet open.
+func (w *Worker) openStream(id string) (out *keptOutput, done func()) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	out = w.kept[id]
+	if out == nil {
+		return nil, nil
+	}
+	w.streams++
+	return out, func() {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		w.streams--
+		w.wakeLocked()
+	}
 }
 
 // release drops a kept output; only the given one, so a TTL timer cannot
@@ -160,6 +248,10 @@ func (w *Worker) finish(id string, out *keptOutput) {
 func (w *Worker) release(id string, out *keptOutput) int64 {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	return w.releaseLocked(id, out)
+}
+
+func (w *Worker) releaseLocked(id string, out *keptOutput) int64 {
 	cur := w.kept[id]
 	if cur == nil || (out != nil && cur != out) {
 		return 0
@@ -167,6 +259,7 @@ func (w *Worker) release(id string, out *keptOutput) int64 {
 	cur.timer.Stop()
 	delete(w.kept, id)
 	w.used -= cur.bytes
+	w.wakeLocked()
 	w.updateGaugesLocked()
 	return cur.bytes
 }
@@ -176,22 +269,24 @@ func (w *Worker) updateGaugesLocked() {
 	w.m.used.Set(float64(w.used))
 }
 
-// Drain stops admitting jobs and waits until none is running or ctx ends. It
-// reports whether every job finished.
+// Drain stops admitting jobs and waits until none is running and no output
+// is kept or streaming (stores release outputs once warmed; the TTL drops
+// the others), or ctx ends. It reports whether all of them finished.
 func (w *Worker) Drain(ctx context.Context) bool {
 	w.mu.Lock()
 	w.draining = true
 	w.mu.Unlock()
 	for {
 		w.mu.Lock()
-		n, idle := len(w.inflight), w.idle
+		jobs, kept, streams, idle := len(w.inflight), len(w.kept), w.streams, w.idle
 		w.mu.Unlock()
-		if n == 0 {
+		if jobs == 0 && kept == 0 && streams == 0 {
 			return true
 		}
 		select {
 		case <-idle:
 		case <-ctx.Done():
+			w.opts.Logger.Warn("drain timed out", "jobs", jobs, "keptOutputs", kept, "streams", streams)
 			return false
 		}
 	}

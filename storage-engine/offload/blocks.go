@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sync/atomic"
 
 	compactionpb "github.com/bellows-kv/bellows/proto/bellows/compaction/v1"
 	"github.com/bellows-kv/bellows/storage-engine/compaction"
@@ -17,6 +18,9 @@ type remoteBlocks struct {
 	client compactionpb.CompactorClient
 	jobID  string
 	worker string
+	reads  *remoteReads
+	// gone: the worker answered that it no longer keeps the job.
+	gone atomic.Bool
 }
 
 var _ compaction.BlockSource = (*remoteBlocks)(nil)
@@ -42,12 +46,19 @@ func (b *remoteBlocks) Fetch(ctx context.Context, from int, rateBytes int64, fn 
 	}
 }
 
+// Block reads one block for a cache miss, failing fast when the worker is
+// slow or known to be unhealthy (remotecache.go); the caller then reads the
+// file from the bucket.
 func (b *remoteBlocks) Block(ctx context.Context, i int) ([]byte, error) {
+	return b.reads.block(ctx, b, i)
+}
+
+func (b *remoteBlocks) fetchOne(ctx context.Context, i int) ([]byte, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	stream, err := b.client.FetchBlocks(ctx, &compactionpb.FetchBlocksRequest{JobId: b.jobID, FromBlock: uint32(i), MaxBlocks: 1})
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("worker %s: block %d of %s: %w", b.worker, i, b.jobID, err)
 	}
 	blk, err := stream.Recv()
 	if err != nil {

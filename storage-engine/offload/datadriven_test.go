@@ -19,10 +19,15 @@ import (
 //	remove W            drops a worker and prints which of the last placed
 //	                    regions changed their first choice, from → to
 //	add W               adds a worker and prints the same
+//	balance R...        prints each region's Balanced worker (ε = 0) and
+//	                    each worker's load; balance with no regions
+//	                    re-balances the last ones over the current workers
+//	                    and prints which moved
 //
 // Run with -rewrite to regenerate the expected output.
 func TestRendezvousDataDriven(t *testing.T) {
 	var workers, regions []string
+	var balanced map[string]string
 	datadriven.RunTest(t, "testdata/placement", func(t *testing.T, d *datadriven.TestData) string {
 		args := make([]string, 0, len(d.CmdArgs))
 		for _, a := range d.CmdArgs {
@@ -47,6 +52,31 @@ func TestRendezvousDataDriven(t *testing.T) {
 					order = "(no workers)"
 				}
 				fmt.Fprintf(&sb, "%s: %s\n", r, order)
+			}
+			return sb.String()
+		case "balance":
+			before := balanced
+			if len(args) > 0 {
+				regions, before = nil, nil
+				for _, a := range args {
+					regions = append(regions, expandRange(t, d, a)...)
+				}
+			}
+			balanced = Balanced(regions, workers, 0)
+			var sb strings.Builder
+			load := map[string]int{}
+			for _, r := range regions {
+				load[balanced[r]]++
+				switch {
+				case before == nil:
+					fmt.Fprintf(&sb, "%s: %s\n", r, balanced[r])
+				case before[r] != balanced[r]:
+					fmt.Fprintf(&sb, "%s: %s → %s\n", r, before[r], balanced[r])
+				}
+			}
+			sb.WriteString("load:")
+			for _, w := range slices.Sorted(slices.Values(workers)) {
+				fmt.Fprintf(&sb, " %s=%d", w, load[w])
 			}
 			return sb.String()
 		case "remove", "add":

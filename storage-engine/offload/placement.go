@@ -2,6 +2,7 @@ package offload
 
 import (
 	"hash/fnv"
+	"math"
 	"slices"
 	"strings"
 )
@@ -43,26 +44,139 @@ func Rendezvous(region string, workers []string) []string {
 	}
 	s := make([]scored, 0, len(workers))
 	for _, w := range workers {
-		h := fnv.New64a()
-		h.Write([]byte(region))
-		h.Write([]byte{0})
-		h.Write([]byte(w))
-		s = append(s, scored{w, mix(h.Sum64())})
+		s = append(s, scored{w, score(region, w)})
 	}
-	slices.SortFunc(s, func(a, b scored) int {
-		if a.score != b.score {
-			if a.score > b.score {
-				return -1
-			}
-			return 1
-		}
-		return strings.Compare(a.addr, b.addr)
-	})
+	slices.SortFunc(s, func(a, b scored) int { return byScore(a.score, a.addr, b.score, b.addr) })
 	out := make([]string, len(s))
 	for i, x := range s {
 		out[i] = x.addr
 	}
 	return out
+}
+
+// score is a region's weight for a worker: the higher, the more the region
+// prefers it.
+func score(region, worker string) uint64 {
+	h := fnv.New64a()
+	h.Write([]byte(region))
+	h.Write([]byte{0})
+	h.Write([]byte(worker))
+	return mix(h.Sum64())
+}
+
+// byScore orders higher scores first, ties by name.
+func byScore(sa uint64, a string, sb uint64, b string) int {
+	if sa != sb {
+		if sa > sb {
+			return -1
+		}
+		return 1
+	}
+	return strings.Compare(a, b)
+}
+
+// DefaultEpsilon is the balance slack of Balanced. Zero: every worker is the
+// first choice of ⌊R/C⌋ or ⌈R/C⌉ regions, the balance the capacity model
+// assumes. A larger ε moves fewer regions when a worker comes or goes
+// (Mirrokni et al., consistent hashing with bounded loads); at 0, adding a
+// worker to 100 regions on 8 moves about 17 regions, where 11 is the least
+// any balanced placement moves and pure rendezvous hashing moves 11.
+const DefaultEpsilon = 0
+
+// Balanced assigns each region a worker with rendezvous hashing under a
+// load bound: no worker is the first choice of more than
+// ⌈(1+ε)·len(regions)/len(workers)⌉ regions. Pure rendezvous hashing leaves
+// the load to chance (4 regions on 3 workers: some worker has no region
+// 56% of the time), while the capacity model (Ahmad & Kemme §6.3) counts
+// on every worker taking its share.
+//
+// The assignment is the region-proposing stable matching (Gale–Shapley with
+// capacities): regions ask workers in their rendezvous order, and a full
+// worker keeps the regions that score highest for it. It is unique, so it
+// depends only on the two sets, not on their order, and a region stays on
+// its rendezvous choice unless that worker is over the bound; when a worker
+// comes or goes, only regions near the bound move with it.
+func Balanced(regions, workers []string, epsilon float64) map[string]string {
+	regions = slices.Compact(slices.Sorted(slices.Values(regions)))
+	workers = slices.Compact(slices.Sorted(slices.Values(workers)))
+	if len(workers) == 0 || len(regions) == 0 {
+		return map[string]string{}
+	}
+	bound := LoadBound(len(regions), len(workers), epsilon)
+	orders := make(map[string][]string, len(regions))
+	next := make(map[string]int, len(regions))
+	held := make(map[string][]string, len(workers))
+	free := slices.Clone(regions)
+	for len(free) > 0 {
+		r := free[len(free)-1]
+		free = free[:len(free)-1]
+		if orders[r] == nil {
+			orders[r] = Rendezvous(r, workers)
+		}
+		// bound·C ≥ R, so some worker along r's order has room.
+		w := orders[r][next[r]]
+		next[r]++
+		held[w] = append(held[w], r)
+		if len(held[w]) > bound {
+			// Evict the region that scores lowest for w; it asks its next.
+			slices.SortFunc(held[w], func(a, b string) int { return byScore(score(a, w), a, score(b, w), b) })
+			free = append(free, held[w][bound])
+			held[w] = held[w][:bound]
+		}
+	}
+	// The bound caps loads but leaves workers idle (4 regions, 3 workers:
+	// 2+2+0 is within it). A worker under ⌊R/C⌋ takes, from workers above
+	// it, the region that scores highest for it; Σ loads = R ≥ C·⌊R/C⌋, so
+	// there is always one to take.
+	floor := len(regions) / len(workers)
+	for _, w := range workers {
+		for len(held[w]) < floor {
+			var from, best string
+			for _, v := range workers {
+				if len(held[v]) <= floor {
+					continue
+				}
+				for _, r := range held[v] {
+					if best == "" || byScore(score(r, w), r, score(best, w), best) < 0 {
+						from, best = v, r
+					}
+				}
+			}
+			held[from] = slices.DeleteFunc(held[from], func(r string) bool { return r == best })
+			held[w] = append(held[w], best)
+		}
+	}
+	out := make(map[string]string, len(regions))
+	for w, rs := range held {
+		for _, r := range rs {
+			out[r] = w
+		}
+	}
+	return out
+}
+
+// LoadBound is ⌈(1+ε)·regions/workers⌉, at least 1.
+func LoadBound(regions, workers int, epsilon float64) int {
+	if workers <= 0 {
+		return 0
+	}
+	return max(1, int(math.Ceil((1+max(epsilon, 0))*float64(regions)/float64(workers)-1e-9)))
+}
+
+// BalancedOrder is the order in which a store offers a region's jobs to
+// workers: the region's Balanced worker first, then the rest in rendezvous
+// order (the fallbacks when the first refuses or is unreachable). regions
+// is the set of regions the store balances over; region is added to it.
+func BalancedOrder(region string, regions, workers []string, epsilon float64) []string {
+	order := Rendezvous(region, workers)
+	if !slices.Contains(regions, region) {
+		regions = append(slices.Clone(regions), region)
+	}
+	first, ok := Balanced(regions, workers, epsilon)[region]
+	if !ok || order[0] == first {
+		return order
+	}
+	return append([]string{first}, slices.DeleteFunc(order, func(w string) bool { return w == first })...)
 }
 
 // mix is splitmix64's finalizer: FNV's low bits alone spread poorly over

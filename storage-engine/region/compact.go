@@ -41,23 +41,84 @@ func (r *Region) Compact(ctx context.Context, major bool) (*CompactionInfo, erro
 	stop := context.AfterFunc(r.compactCtx, func() { cancel(context.Cause(r.compactCtx)) })
 	defer stop()
 	r.compactMu.Lock()
-	defer r.compactMu.Unlock()
-	return r.compactLocked(ctx, major)
+	info, err := r.compactLocked(ctx, major)
+	r.compactMu.Unlock()
+	r.runQueuedCompaction()
+	return info, err
 }
 
+// maybeScheduleCompaction is called after a flush: it runs the compaction
+// the policy selects in the background. When a compaction already holds
+// compactMu, the request is not dropped: if the policy selects one among
+// the files that compaction is not merging, the request is counted now
+// (demand is measured when it arises, so overload, when requests meet a
+// busy region, does not hide it from the autoscaler) and queued; whoever
+// unlocks compactMu next runs it (runQueuedCompaction).
 func (r *Region) maybeScheduleCompaction() {
-	if !r.compactMu.TryLock() {
+	if r.compactMu.TryLock() {
+		r.startBackgroundCompaction()
 		return
 	}
+	if !r.queueCompactionRequest() {
+		return
+	}
+	// The holder may have unlocked between the TryLock and the queueing,
+	// and checked compactQueued before it was set: try once more, so one
+	// of the two runs the request.
+	r.runQueuedCompaction()
+}
+
+// startBackgroundCompaction runs a minor compaction in the background; the
+// caller holds compactMu and hands it over.
+func (r *Region) startBackgroundCompaction() {
 	r.wg.Add(1)
 	go func() {
 		defer r.wg.Done()
 		r.compactMu.handedOver()
-		defer r.compactMu.Unlock()
-		if _, err := r.compactLocked(r.compactCtx, false); err != nil && r.compactCtx.Err() == nil {
+		_, err := r.compactLocked(r.compactCtx, false)
+		r.compactMu.Unlock()
+		if err != nil && r.compactCtx.Err() == nil {
 			r.opts.Logger.Warn("background compaction failed", "region", r.opts.Name, "err", err)
 		}
+		r.runQueuedCompaction()
 	}()
+}
+
+// runQueuedCompaction starts the request queued while compactMu was held,
+// if any and if compactMu is free (else its holder will).
+func (r *Region) runQueuedCompaction() {
+	if !r.compactQueued.Load() || r.compactCtx.Err() != nil || r.opts.DisableAutoCompaction {
+		return
+	}
+	if r.compactMu.TryLock() {
+		r.startBackgroundCompaction()
+	}
+}
+
+// queueCompactionRequest records a compaction request that found compactMu
+// held: when the policy selects a compaction among the files the running
+// one is not merging and none is queued yet, it counts the request and
+// queues it, and reports true.
+func (r *Region) queueCompactionRequest() bool {
+	busy := r.compacting.Load()
+	r.mu.RLock()
+	var sizes []int64
+	for _, t := range r.current.tables {
+		if busy == nil || !(*busy)[t] {
+			sizes = append(sizes, t.meta.Size)
+		}
+	}
+	r.mu.RUnlock()
+	start, end, ok := compaction.SelectMinor(sizes, r.opts.Compaction)
+	if !ok || !r.compactQueued.CompareAndSwap(false, true) {
+		return false
+	}
+	var bytes int64
+	for _, n := range sizes[start:end] {
+		bytes += n
+	}
+	r.stats.recordCompactionRequested(bytes)
+	return true
 }
 
 // notInstalled is the error of a compaction whose context ended before its
@@ -84,6 +145,9 @@ func (r *Region) compactLocked(ctx context.Context, major bool) (*CompactionInfo
 		// shutdown cancelled.
 		return nil, r.notInstalled(ctx)
 	}
+	// A request queued while compactMu was held was counted then; this
+	// compaction serves it.
+	queued := !major && r.compactQueued.Swap(false)
 	r.mu.RLock()
 	v := r.current
 	v.ref()
@@ -104,6 +168,12 @@ func (r *Region) compactLocked(ctx context.Context, major bool) (*CompactionInfo
 	if len(inputs) == 0 {
 		return nil, nil
 	}
+	busy := make(map[*table]bool, len(inputs))
+	for _, t := range inputs {
+		busy[t] = true
+	}
+	r.compacting.Store(&busy)
+	defer r.compacting.Store(nil)
 	began := time.Now()
 	num, outKey := r.newFileKey()
 	job := compaction.Job{
@@ -122,7 +192,9 @@ func (r *Region) compactLocked(ctx context.Context, major bool) (*CompactionInfo
 		inputBytes += t.meta.Size
 		job.SST.ExpectedKeys += uint(t.meta.Entries)
 	}
-	r.stats.recordCompactionRequested(inputBytes)
+	if !queued {
+		r.stats.recordCompactionRequested(inputBytes)
+	}
 	r.checkIO("running a compaction")
 	res, err := r.exec.Execute(ctx, job)
 	if err == nil && ctx.Err() != nil {

@@ -2,6 +2,7 @@ package region
 
 import (
 	"bytes"
+	"context"
 
 	"github.com/bellows-kv/bellows/storage-engine/iterator"
 	"github.com/bellows-kv/bellows/storage-engine/kv"
@@ -54,9 +55,15 @@ func (rs *readState) tablesFor(key []byte) []*table {
 	return rs.v.tables
 }
 
-// Get returns the value of key at readTS (kv.MaxTimestamp for the latest).
-// The returned slice is the caller's.
+// Get is GetContext without a request context.
 func (r *Region) Get(key []byte, readTS uint64) ([]byte, bool, error) {
+	return r.GetContext(context.Background(), key, readTS)
+}
+
+// GetContext returns the value of key at readTS (kv.MaxTimestamp for the
+// latest). The returned slice is the caller's. ctx is the request's: a
+// block read from a compaction worker (WarmupRemoteCache) ends with it.
+func (r *Region) GetContext(ctx context.Context, key []byte, readTS uint64) ([]byte, bool, error) {
 	if err := validateKey(key); err != nil {
 		return nil, false, err
 	}
@@ -65,7 +72,7 @@ func (r *Region) Get(key []byte, readTS uint64) ([]byte, bool, error) {
 		return nil, false, err
 	}
 	defer rs.release()
-	val, kind, ok, err := rs.get(key)
+	val, kind, ok, err := rs.get(ctx, key)
 	if err != nil || !ok || kind == kv.KindDelete {
 		return nil, false, err
 	}
@@ -73,7 +80,7 @@ func (r *Region) Get(key []byte, readTS uint64) ([]byte, bool, error) {
 	return bytes.Clone(val), true, nil
 }
 
-func (rs *readState) get(key []byte) ([]byte, kv.Kind, bool, error) {
+func (rs *readState) get(ctx context.Context, key []byte) ([]byte, kv.Kind, bool, error) {
 	if v, k, ok := rs.mem.ms.Get(key, rs.ts); ok {
 		return v, k, true, nil
 	}
@@ -90,7 +97,7 @@ func (rs *readState) get(key []byte) ([]byte, kv.Kind, bool, error) {
 		if t.meta.MinTS > rs.ts || bytes.Compare(key, t.meta.Smallest) < 0 || bytes.Compare(key, t.meta.Largest) > 0 {
 			continue
 		}
-		v, k, ok, err := t.reader.Get(key, rs.ts)
+		v, k, ok, err := t.reader.GetContext(ctx, key, rs.ts)
 		if err != nil || ok {
 			return v, k, ok, err
 		}
@@ -134,8 +141,14 @@ type Iterator struct {
 	closed bool
 }
 
-// NewIterator returns an iterator over [start, end) at readTS. Close it.
+// NewIterator is NewIteratorContext without a request context.
 func (r *Region) NewIterator(start, end []byte, readTS uint64) (*Iterator, error) {
+	return r.NewIteratorContext(context.Background(), start, end, readTS)
+}
+
+// NewIteratorContext returns an iterator over [start, end) at readTS, whose
+// block reads belong to the request of ctx. Close it.
+func (r *Region) NewIteratorContext(ctx context.Context, start, end []byte, readTS uint64) (*Iterator, error) {
 	rs, err := r.acquire(readTS)
 	if err != nil {
 		return nil, err
@@ -151,7 +164,7 @@ func (r *Region) NewIterator(start, end []byte, readTS uint64) (*Iterator, error
 		if start != nil && bytes.Compare(t.meta.Largest, start) < 0 {
 			continue
 		}
-		children = append(children, t.reader.NewIter())
+		children = append(children, t.reader.NewIterContext(ctx))
 	}
 	return &Iterator{rs: rs, in: iterator.NewMerging(children...), start: start, end: end}, nil
 }

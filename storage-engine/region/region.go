@@ -132,6 +132,12 @@ type Region struct {
 	manifestMu mutex
 	// compactMu allows one compaction at a time.
 	compactMu mutex
+	// compactQueued: a compaction request arrived while compactMu was
+	// held; it has been counted in stats and the next holder runs it.
+	compactQueued atomic.Bool
+	// compacting is the input set of the running compaction (nil when
+	// none), so a request queued meanwhile is judged on the other files.
+	compacting atomic.Pointer[map[*table]bool]
 	// locks records the holders of the four locks above when checkLocks
 	// is set (tests).
 	locks heldLocks
@@ -175,6 +181,9 @@ func Open(ctx context.Context, opts Options) (_ *Region, err error) {
 	r.initLocks()
 	r.cond = sync.NewCond(&r.mu)
 	r.exec = opts.Executor
+	if r.exec == nil && opts.Warmup == WarmupWriteThrough {
+		r.exec = WriteThroughExecutor{Bucket: opts.Bucket, CacheBytes: opts.BlockCache.Stats().Capacity}
+	}
 	if r.exec == nil {
 		r.exec = compaction.Local{Bucket: opts.Bucket}
 	}

@@ -5,6 +5,7 @@ import (
 	"sync/atomic"
 
 	"github.com/bellows-kv/bellows/storage-engine/blob"
+	"github.com/bellows-kv/bellows/storage-engine/compaction"
 	"github.com/bellows-kv/bellows/storage-engine/manifest"
 	"github.com/bellows-kv/bellows/storage-engine/sstable"
 )
@@ -24,6 +25,11 @@ type table struct {
 	// closed (and deleted if obsolete).
 	beforeClose func(*table)
 	onDelete    func(*table)
+	// remote is the copy of this file a compaction worker keeps in memory
+	// (WarmupRemoteCache), set before the table is shared. It is released
+	// when the table closes: the file left every version (compacted away)
+	// or the region closed or was released, so nothing reads it any more.
+	remote compaction.BlockSource
 }
 
 func (t *table) ref() { t.refs.Add(1) }
@@ -34,6 +40,12 @@ func (t *table) unref() {
 	}
 	if t.beforeClose != nil {
 		t.beforeClose(t)
+	}
+	if t.remote != nil {
+		t.reader.SetRemote(nil)
+		// Not on the caller's path (a read, a Close): a stopped worker
+		// must not delay it by the release's timeout.
+		go releaseBlocks(t.remote)
 	}
 	_ = t.obj.Close()
 	if t.obsolete.Load() {

@@ -49,9 +49,15 @@ const (
 	// WarmupThrottledIncremental is WarmupIncremental at a bounded byte
 	// rate (Options.WarmupRateBytes).
 	WarmupThrottledIncremental
+	// WarmupWriteThrough is the paper's write-through baseline (§5.3.1):
+	// compactions run locally and the store caches the output's blocks as
+	// it writes them (WriteThroughExecutor), before the switch, so the
+	// cache is warm after it without reading the file; the new blocks
+	// compete with the hot old ones for the cache meanwhile.
+	WarmupWriteThrough
 )
 
-var warmupNames = []string{"None", "Offload", "RemoteCache", "PreSwitch", "Incremental", "ThrottledIncremental"}
+var warmupNames = []string{"None", "Offload", "RemoteCache", "PreSwitch", "Incremental", "ThrottledIncremental", "WriteThrough"}
 
 func (m WarmupMode) String() string {
 	if int(m) < len(warmupNames) {
@@ -229,15 +235,16 @@ func (r *Region) installWithWarmup(ctx context.Context, inputs []*table, out *ta
 	case WarmupRemoteCache:
 		if src != nil {
 			remote := src
-			out.reader.SetRemote(func(i int) ([]byte, error) {
-				b, err := remote.Block(context.Background(), i)
+			out.reader.SetRemote(func(ctx context.Context, i int) ([]byte, error) {
+				b, err := remote.Block(ctx, i)
 				if err == nil {
 					r.warmStats.BytesFromCompactor.Add(uint64(len(b)))
 				}
 				return b, err
 			})
-			// The worker keeps the output until released: keep it until
-			// the file is replaced by the next compaction.
+			// The worker keeps the output until released: the table
+			// releases it when it closes (table.remote).
+			out.remote = src
 			src = nil
 		}
 		return install(false)
@@ -248,6 +255,11 @@ func (r *Region) installWithWarmup(ctx context.Context, inputs []*table, out *ta
 			out.obsolete.Store(true)
 			out.unref()
 			return false, err
+		}
+		return install(false)
+	case WarmupWriteThrough:
+		if w, ok := src.(*writtenOutput); ok {
+			w.cache(out.reader)
 		}
 		return install(false)
 	case WarmupIncremental, WarmupThrottledIncremental:

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/bellows-kv/bellows/storage-engine/blob"
 	"github.com/bellows-kv/bellows/storage-engine/compaction"
@@ -279,6 +280,9 @@ func TestPreSwitchWarmsEverythingBeforeTheSwitch(t *testing.T) {
 	}
 }
 
+// Misses on the new file go to the worker while the file is live; the
+// worker's copy is released once the file leaves the version (compacted
+// away) and when the region is released, not only by the worker's TTL.
 func TestRemoteCacheServesMissesFromTheWorker(t *testing.T) {
 	r, ex := warmupRegion(t, WarmupRemoteCache, nil)
 	if _, err := r.Compact(context.Background(), true); err != nil {
@@ -287,11 +291,40 @@ func TestRemoteCacheServesMissesFromTheWorker(t *testing.T) {
 	if v, ok, err := r.Get(key(1234), kv.MaxTimestamp); err != nil || !ok || v[0] != byte(1234%256) {
 		t.Fatalf("get: %v %v %v", v, ok, err)
 	}
-	if ex.last.remote.Load() == 0 {
+	first := ex.last
+	if first.remote.Load() == 0 {
 		t.Fatal("a miss on the new file did not go to the worker")
 	}
-	if ex.last.released.Load() {
+	if first.released.Load() {
 		t.Fatal("remote cache mode released the worker's copy while still using it")
+	}
+	// The next compaction replaces the file: its copy is released.
+	if _, err := r.Compact(context.Background(), true); err != nil {
+		t.Fatal(err)
+	}
+	second := ex.last
+	if second == first {
+		t.Fatal("the second compaction kept no output")
+	}
+	awaitTrue(t, "the compacted-away file's copy released", first.released.Load)
+	if second.released.Load() {
+		t.Fatal("the live file's copy was released")
+	}
+	if err := r.Release(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	awaitTrue(t, "the released region's copy released", second.released.Load)
+}
+
+// awaitTrue polls cond: a release runs off the closing path.
+func awaitTrue(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 }
 
@@ -313,8 +346,9 @@ func TestWarmupModeNamesRoundTrip(t *testing.T) {
 		WarmupPreSwitch:            "PreSwitch",
 		WarmupIncremental:          "Incremental",
 		WarmupThrottledIncremental: "ThrottledIncremental",
+		WarmupWriteThrough:         "WriteThrough",
 	}
-	for m := WarmupNone; m <= WarmupThrottledIncremental; m++ {
+	for m := WarmupNone; m <= WarmupWriteThrough; m++ {
 		if got := m.String(); got != want[m] {
 			t.Errorf("WarmupMode(%d).String() = %q, want %q", int(m), got, want[m])
 		}
@@ -324,12 +358,12 @@ func TestWarmupModeNamesRoundTrip(t *testing.T) {
 			}
 		}
 	}
-	if got := WarmupMode(len(want)).String(); got != "WarmupMode(6)" {
-		t.Errorf("an unknown mode's String() = %q, want WarmupMode(6)", got)
+	if got := WarmupMode(len(want)).String(); got != "WarmupMode(7)" {
+		t.Errorf("an unknown mode's String() = %q, want WarmupMode(7)", got)
 	}
-	for _, bad := range []string{"", "Sideways", "WarmupMode(6)", "Incremental ", "Throttled"} {
+	for _, bad := range []string{"", "Sideways", "WarmupMode(7)", "Incremental ", "Throttled"} {
 		_, err := ParseWarmupMode(bad)
-		want := fmt.Sprintf("unknown warmup mode %q (want one of None, Offload, RemoteCache, PreSwitch, Incremental, ThrottledIncremental)", bad)
+		want := fmt.Sprintf("unknown warmup mode %q (want one of None, Offload, RemoteCache, PreSwitch, Incremental, ThrottledIncremental, WriteThrough)", bad)
 		if err == nil || err.Error() != want {
 			t.Errorf("ParseWarmupMode(%q): err = %v, want %q", bad, err, want)
 		}

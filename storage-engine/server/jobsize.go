@@ -30,3 +30,16 @@ func (s *Store) JobInputBytes(j compaction.Job) int64 {
 	}
 	return n
 }
+
+// RegionNames lists the regions this store serves, the set offload placement
+// balances over the workers; nil when the store is not open yet.
+func (s *Store) RegionNames() []string {
+	if s == nil {
+		return nil
+	}
+	var names []string
+	for _, a := range s.Assignments() {
+		names = append(names, a.Name())
+	}
+	return names
+}

@@ -14,6 +14,8 @@ package server
 import (
 	"bytes"
 	"context"
+	"errors"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -22,6 +24,7 @@ import (
 
 	kvpb "github.com/bellows-kv/bellows/proto/bellows/kv/v1"
 	"github.com/bellows-kv/bellows/storage-engine/kv"
+	"github.com/bellows-kv/bellows/storage-engine/offload"
 	"github.com/bellows-kv/bellows/storage-engine/region"
 	"github.com/bellows-kv/bellows/storage-engine/server/route"
 )
@@ -151,7 +154,7 @@ func (s *KV) Get(ctx context.Context, req *kvpb.GetRequest) (*kvpb.GetResponse, 
 	if err != nil {
 		return nil, err
 	}
-	v, ok, err := e.Get(req.Key, readTS(req.ReadTs))
+	v, ok, err := e.GetContext(ctx, req.Key, readTS(req.ReadTs))
 	if err != nil {
 		return nil, regionErr(t.local, err)
 	}
@@ -362,7 +365,7 @@ func (s *KV) scanRegion(ctx context.Context, p scanPiece, ts uint64, left *int, 
 	if err != nil {
 		return err
 	}
-	it, err := e.NewIterator(start, end, ts)
+	it, err := e.NewIteratorContext(ctx, start, end, ts)
 	if err != nil {
 		return regionErr(r, err)
 	}
@@ -438,14 +441,21 @@ func (s *KV) Compact(ctx context.Context, req *kvpb.CompactRequest) (*kvpb.Compa
 	if err != nil {
 		return nil, regionErr(r, err)
 	}
-	info, err := e.Compact(ctx, req.Major)
+	// The executor reports where the job ran and why it did not start.
+	rep := &offload.Report{StartTimeout: time.Duration(req.StartTimeoutMs) * time.Millisecond}
+	info, err := e.Compact(offload.WithReport(ctx, rep), req.Major)
 	if err != nil {
+		if ns := (*offload.NotStartedError)(nil); errors.As(err, &ns) {
+			return nil, notStartedStatus(r.Name(), ns)
+		}
 		return nil, regionErr(r, err)
 	}
 	if info == nil {
 		return &kvpb.CompactResponse{}, nil
 	}
-	return &kvpb.CompactResponse{Compacted: true, Inputs: info.Inputs, Output: info.Output, InputBytes: info.InputBytes}, nil
+	location, worker, note := rep.Ran()
+	return &kvpb.CompactResponse{Compacted: true, Inputs: info.Inputs, Output: info.Output, InputBytes: info.InputBytes,
+		Location: location, Worker: worker, Note: note}, nil
 }
 
 func (s *KV) pick(name string) ([]*Assignment, error) {

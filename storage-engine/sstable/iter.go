@@ -1,6 +1,8 @@
 package sstable
 
 import (
+	"context"
+
 	"github.com/bellows-kv/bellows/storage-engine/iterator"
 	"github.com/bellows-kv/bellows/storage-engine/kv"
 )
@@ -8,6 +10,7 @@ import (
 // Iter walks every version in an SST: a position in the index plus an
 // iterator over the current data block.
 type Iter struct {
+	ctx   context.Context // the request's, for remote block reads
 	r     *Reader
 	blk   int
 	bi    blockIter
@@ -17,7 +20,13 @@ type Iter struct {
 }
 
 // NewIter returns an unpositioned iterator.
-func (r *Reader) NewIter() iterator.Iterator { return &Iter{r: r, blk: -1} }
+func (r *Reader) NewIter() iterator.Iterator { return r.NewIterContext(context.Background()) }
+
+// NewIterContext returns an unpositioned iterator whose block reads belong
+// to the request of ctx.
+func (r *Reader) NewIterContext(ctx context.Context) iterator.Iterator {
+	return &Iter{ctx: ctx, r: r, blk: -1}
+}
 
 func (it *Iter) loadBlock(i int) bool {
 	it.blk = i
@@ -25,7 +34,7 @@ func (it *Iter) loadBlock(i int) bool {
 		it.valid = false
 		return false
 	}
-	b, err := it.r.block(i)
+	b, err := it.r.block(it.ctx, i)
 	if err != nil {
 		it.err, it.valid = err, false
 		return false

@@ -2,6 +2,7 @@ package sstable
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -166,15 +167,18 @@ func (r *Reader) decodeStored(buf []byte, h Handle, what string) ([]byte, error)
 
 func blockName(i int) string { return fmt.Sprintf("data block %d", i) }
 
-// block returns data block i decoded, from the cache when possible.
-func (r *Reader) block(i int) ([]byte, error) {
+// block returns data block i decoded, from the cache when possible. ctx is
+// the reading request's: it bounds only the remote read, which may wait on
+// the network; the file read is the fallback that must answer.
+func (r *Reader) block(ctx context.Context, i int) ([]byte, error) {
 	e := &r.index[i]
 	k := blockcache.Key{File: r.fileID, Offset: e.h.Offset}
 	if b, ok := r.cache.Get(k); ok {
 		return b, nil
 	}
 	if src := r.remote.Load(); src != nil {
-		if stored, err := (*src)(i); err == nil {
+		stored, err := (*src)(ctx, i)
+		if err == nil {
 			if b, err := r.decodeStored(stored, e.h, blockName(i)); err == nil {
 				if Compression(stored[len(stored)-trailerLen]) == NoCompression {
 					b = bytes.Clone(b)
@@ -182,9 +186,13 @@ func (r *Reader) block(i int) ([]byte, error) {
 				r.cache.Insert(k, b, e.lastUser)
 				return b, nil
 			}
+		} else if ctx.Err() != nil {
+			// The client gave up: no one waits for the file read either.
+			return nil, ctx.Err()
 		}
-		// The worker is gone or sent a bad block: the file is the truth.
-		r.remote.Store(nil)
+		// The worker is slow, gone or sent a bad block: the file is the
+		// truth. The source decides when to try the worker again, so one
+		// failure does not give up the remote cache for the file's life.
 	}
 	b, err := r.readStored(e.h, blockName(i))
 	if err != nil {
@@ -194,11 +202,13 @@ func (r *Reader) block(i int) ([]byte, error) {
 	return b, nil
 }
 
-// RemoteBlocks returns stored data block i from a remote cache.
-type RemoteBlocks func(i int) ([]byte, error)
+// RemoteBlocks returns stored data block i from a remote cache. It should
+// fail fast (a deadline, a circuit breaker) rather than wait on a worker
+// that does not answer: every miss on the file waits for it.
+type RemoteBlocks func(ctx context.Context, i int) ([]byte, error)
 
-// SetRemote makes cache misses read from src first (nil: stop). A failed
-// remote read switches the reader back to the file for good.
+// SetRemote makes cache misses read from src first (nil: stop); a miss src
+// fails is read from the file.
 func (r *Reader) SetRemote(src RemoteBlocks) {
 	if src == nil {
 		r.remote.Store(nil)
@@ -295,9 +305,15 @@ func (r *Reader) findBlock(target []byte) int {
 	})
 }
 
-// Get returns the newest version of userKey with timestamp ≤ readTS. The
-// value aliases a cached block, which is immutable.
+// Get is GetContext without a request context.
 func (r *Reader) Get(userKey []byte, readTS uint64) (value []byte, kind kv.Kind, found bool, err error) {
+	return r.GetContext(context.Background(), userKey, readTS)
+}
+
+// GetContext returns the newest version of userKey with timestamp ≤ readTS.
+// The value aliases a cached block, which is immutable. ctx is the request's:
+// ending it abandons a remote block read.
+func (r *Reader) GetContext(ctx context.Context, userKey []byte, readTS uint64) (value []byte, kind kv.Kind, found bool, err error) {
 	if !r.filter.Test(userKey) {
 		return nil, 0, false, nil
 	}
@@ -307,7 +323,7 @@ func (r *Reader) Get(userKey []byte, readTS uint64) (value []byte, kind kv.Kind,
 	if i == len(r.index) {
 		return nil, 0, false, nil
 	}
-	b, err := r.block(i)
+	b, err := r.block(ctx, i)
 	if err != nil {
 		return nil, 0, false, err
 	}

@@ -2,6 +2,7 @@ package sstable
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -189,5 +190,62 @@ func TestStoredBlockTransferVerifiesAndCaches(t *testing.T) {
 	stored[3] ^= 1
 	if err := dst.InsertStoredBlock(3, stored); !errors.Is(err, ErrCorruption) {
 		t.Fatalf("damaged transfer accepted: %v", err)
+	}
+}
+
+// A remote cache that fails a miss sends that miss to the file, and only
+// that one: the next miss asks the remote again (its own breaker decides
+// when to stop asking). A cancelled request reads nothing.
+func TestRemoteFailureFallsBackPerMiss(t *testing.T) {
+	vs := randomVersions(rand.New(rand.NewPCG(3, 4)), 1000)
+	data := buildTable(t, vs, WriterOptions{BlockSize: 512, Compression: S2Compression})
+	src, _ := Open(bytes.NewReader(data), int64(len(data)), "src.sst", nil)
+	r, _ := Open(bytes.NewReader(data), int64(len(data)), "dst.sst", blockcache.New(1<<20))
+	var asked []int
+	fail := true
+	r.SetRemote(func(ctx context.Context, i int) ([]byte, error) {
+		asked = append(asked, i)
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		if fail {
+			return nil, errors.New("worker paused")
+		}
+		return src.ReadStoredBlock(i)
+	})
+	lastKey := func(i int) kv.InternalKey {
+		for _, v := range vs {
+			if bytes.Equal(v.key.UserKey, r.BlockLastUserKey(i)) {
+				return v.key
+			}
+		}
+		t.Fatalf("no key of block %d", i)
+		return kv.InternalKey{}
+	}
+	get := func(ctx context.Context, i int) error {
+		k := lastKey(i)
+		_, _, found, err := r.GetContext(ctx, k.UserKey, kv.MaxTimestamp)
+		if err == nil && !found {
+			err = fmt.Errorf("block %d: key %s not found", i, k.UserKey)
+		}
+		return err
+	}
+	if err := get(context.Background(), 0); err != nil {
+		t.Fatalf("a failed remote read was not served from the file: %v", err)
+	}
+	fail = false
+	if err := get(context.Background(), 1); err != nil {
+		t.Fatal(err)
+	}
+	if len(asked) != 2 {
+		t.Fatalf("remote asked for %v, want blocks 0 and 1: one failure must not switch it off", asked)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := get(ctx, 2); !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled request: %v, want context.Canceled", err)
+	}
+	if r.BlockCached(2) {
+		t.Fatal("a cancelled request read the block from the file")
 	}
 }

@@ -3,11 +3,13 @@ package cli
 import (
 	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/bellows-kv/bellows/autoscaler"
+	"github.com/bellows-kv/bellows/internal/contract"
 )
 
 func newAutoscalerCommand() *cobra.Command {
@@ -17,7 +19,7 @@ func newAutoscalerCommand() *cobra.Command {
 }
 
 func newAutoscalerModelCommand() *cobra.Command {
-	var compactRate, transferRate, cache, size, perRegion, interval string
+	var compactRate, transferRate, cache, size, perRegion, interval, warmup string
 	var regions, backlog float64
 	cmd := &cobra.Command{
 		Use:   "model",
@@ -26,7 +28,7 @@ func newAutoscalerModelCommand() *cobra.Command {
 			"    --compaction-size 4GB --compactions-per-region 1/h --interval 1h --regions 10",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			in, err := modelInputs(compactRate, transferRate, cache, size, perRegion, interval, regions, backlog)
+			in, err := modelInputs(compactRate, transferRate, cache, size, perRegion, interval, warmup, regions, backlog)
 			if err != nil {
 				return err
 			}
@@ -41,29 +43,43 @@ func newAutoscalerModelCommand() *cobra.Command {
 	}
 	f := cmd.Flags()
 	f.StringVar(&compactRate, "compact-rate", "", "c: bytes per second a worker compacts, e.g. 20MB/s")
-	f.StringVar(&transferRate, "transfer-rate", "", "w: bytes per second a worker streams back, e.g. 8MB/s")
+	f.StringVar(&transferRate, "transfer-rate", "", "w: bytes per second a worker streams back, e.g. 8MB/s (needed when --warmup-mode transfers)")
 	f.StringVar(&cache, "cache", "", "m: a worker's cache, e.g. 6GB")
 	f.StringVar(&size, "compaction-size", "", "b: average compaction size, e.g. 4GB")
 	f.StringVar(&perRegion, "compactions-per-region", "", "T: compactions per region, e.g. 1/h")
 	f.StringVar(&interval, "interval", "1h", "t: the model's interval")
 	f.Float64Var(&regions, "regions", 0, "R: number of regions")
-	f.Float64Var(&backlog, "backlog", 0, "queued compactions to drain within one interval")
-	for _, name := range []string{"compact-rate", "transfer-rate", "cache", "compaction-size", "compactions-per-region", "regions"} {
+	f.Float64Var(&backlog, "backlog", 0, "queued compactions to drain within one interval (the operator passes the stores' queued, not running, compactions when the queue grew)")
+	f.StringVar(&warmup, "warmup-mode", string(contract.DefaultWarmupMode), fmt.Sprintf(
+		"the stores' warmup mode, one of %v: only modes that stream output back (RemoteCache, PreSwitch, Incremental, ThrottledIncremental) are charged b/w", contract.WarmupModes))
+	for _, name := range []string{"compact-rate", "cache", "compaction-size", "compactions-per-region", "regions"} {
 		_ = cmd.MarkFlagRequired(name)
 	}
 	return cmd
 }
 
 // modelInputs parses the flags; every error names its flag.
-func modelInputs(compactRate, transferRate, cache, size, perRegion, interval string, regions, backlog float64) (autoscaler.Inputs, error) {
+func modelInputs(compactRate, transferRate, cache, size, perRegion, interval, warmup string, regions, backlog float64) (autoscaler.Inputs, error) {
 	var in autoscaler.Inputs
 	var err error
 	flagErr := func(flag string, err error) error { return fmt.Errorf("--%s: %w", flag, err) }
 	if in.CompactionRate, err = autoscaler.ParseByteRate(compactRate); err != nil {
 		return in, flagErr("compact-rate", err)
 	}
-	if in.TransferRate, err = autoscaler.ParseByteRate(transferRate); err != nil {
-		return in, flagErr("transfer-rate", err)
+	mode, ok := contract.WarmupMode(""), false
+	for _, m := range contract.WarmupModes {
+		if strings.EqualFold(string(m), warmup) {
+			mode, ok = m, true
+		}
+	}
+	if !ok {
+		return in, flagErr("warmup-mode", fmt.Errorf("%q is not one of %v", warmup, contract.WarmupModes))
+	}
+	in.NoTransfer = !mode.TransfersOutput()
+	if !in.NoTransfer || transferRate != "" {
+		if in.TransferRate, err = autoscaler.ParseByteRate(transferRate); err != nil {
+			return in, flagErr("transfer-rate", err)
+		}
 	}
 	if in.CacheBytes, err = autoscaler.ParseBytes(cache); err != nil {
 		return in, flagErr("cache", err)

@@ -37,6 +37,28 @@ func TestAutoscalerModelPaperExample(t *testing.T) {
 	}
 }
 
+// In a mode that streams nothing back (Offload: the store reads the output
+// from the bucket), D = b/c = 200 s and h = 18: one worker serves the
+// example's 10 regions, and w is not needed.
+func TestAutoscalerModelWithoutTransfer(t *testing.T) {
+	args := []string{"autoscaler", "model", "--compact-rate", "20MB/s", "--cache", "6GB",
+		"--compaction-size", "4GB", "--compactions-per-region", "1/h", "--regions", "10", "--warmup-mode", "Offload"}
+	out, err := runCLI(args...)
+	if err != nil {
+		t.Fatal(err, out)
+	}
+	var got map[string]any
+	if err := json.Unmarshal([]byte(out), &got); err != nil {
+		t.Fatalf("not JSON: %v\n%s", err, out)
+	}
+	if got["workers"] != 1.0 || got["D"] != 200.0 {
+		t.Fatalf("without transfer: %s", out)
+	}
+	if _, err := runCLI(append(args[:len(args)-1], "Incremental")...); err == nil || !strings.Contains(err.Error(), "--transfer-rate") {
+		t.Fatalf("Incremental without --transfer-rate: want an error naming it, got %v", err)
+	}
+}
+
 func TestAutoscalerModelErrors(t *testing.T) {
 	with := func(flag, value string) []string {
 		args := append([]string(nil), paperFlags...)
@@ -55,6 +77,7 @@ func TestAutoscalerModelErrors(t *testing.T) {
 		{with("--cache", "six gigs"), "--cache"},
 		{with("--compactions-per-region", "1/fortnight"), "--compactions-per-region"},
 		{with("--interval", "-1h"), "--interval"},
+		{append(append([]string(nil), paperFlags...), "--warmup-mode", "Lukewarm"), "--warmup-mode"},
 		{with("--compaction-size", "7GB"), "infeasible"},
 		{with("--compactions-per-region", "10/h"), "⌊h/T⌋ = 0"},
 	} {

@@ -26,6 +26,7 @@ func newCompactorCommand() *cobra.Command {
 	f.StringVar(&cfg.MetricsListen, contract.FlagMetricsListen, cfg.MetricsListen, "HTTP address of /metrics, /healthz, /readyz and /drain")
 	f.Var(sizeFlag{&cfg.CacheBytes}, contract.FlagCacheBytes, "m: memory for running jobs and kept output blocks, e.g. 6GiB")
 	f.Var(rateFlag{&cfg.TransferRate}, contract.FlagTransferRate, "w: bytes per second FetchBlocks sends per stream, e.g. 8MB/s (0: unlimited)")
+	f.DurationVar(&cfg.LinkLatency, contract.FlagLinkLatency, 0, "benchmarks: a modelled network latency every FetchBlocks stream waits before its first block (0: none)")
 	f.Var(rateFlag{&cfg.CompactionRateLimit}, contract.FlagCompactionRateLimit, "bytes per second all jobs read from the bucket together, e.g. 16MB/s (0: unlimited)")
 	f.DurationVar(&cfg.DrainTimeout, contract.FlagDrainTimeout, cfg.DrainTimeout, "how long GET /drain waits for in-flight jobs")
 	f.DurationVar(&cfg.OutputTTL, contract.FlagOutputTTL, cfg.OutputTTL, "drop a kept output nobody released after this long")

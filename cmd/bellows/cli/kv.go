@@ -141,10 +141,11 @@ func newKVCommand() *cobra.Command {
 			})
 		}}
 	var minor bool
+	var startTimeout time.Duration
 	compact := &cobra.Command{Use: "compact REGION", Short: "Compact a region, major unless --minor (Admin API); runs where the store's offload mode says", Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return admin(cmd, func(ctx context.Context, c kvpb.AdminClient) error {
-				r, err := c.Compact(ctx, &kvpb.CompactRequest{Region: args[0], Major: !minor})
+				r, err := c.Compact(ctx, &kvpb.CompactRequest{Region: args[0], Major: !minor, StartTimeoutMs: startTimeout.Milliseconds()})
 				if err != nil {
 					return err
 				}
@@ -153,9 +154,13 @@ func newKVCommand() *cobra.Command {
 					return nil
 				}
 				fmt.Fprintf(cmd.OutOrStdout(), "OK %s: %d files (%d bytes) -> %s\n", args[0], len(r.Inputs), r.InputBytes, r.Output)
+				if r.Note != "" {
+					fmt.Fprintf(cmd.OutOrStdout(), "ran %s: %s\n", r.Location, r.Note)
+				}
 				return nil
 			})
 		}}
+	compact.Flags().DurationVar(&startTimeout, "start-timeout", 0, "with offload Required: give up, saying why, if no worker starts the compaction within this (0: wait)")
 	compact.Flags().BoolVar(&minor, "minor", false, "a minor compaction (the exploring policy's selection) instead of a major one")
 	cmd.AddCommand(put, get, del, scan, regions, flush, compact)
 	return cmd

@@ -27,6 +27,7 @@ func newOperatorCommand() *cobra.Command {
 	f.BoolVar(&cfg.LeaderElect, "leader-elect", cfg.LeaderElect, "elect a leader among operator replicas (Lease "+contract.LeaderElectionID+")")
 	f.StringVar(&cfg.LeaderElectionNS, "leader-election-namespace", "", "namespace of the Lease (the pod's namespace when empty)")
 	f.DurationVar(&cfg.ScrapeTimeout, "scrape-timeout", cfg.ScrapeTimeout, "timeout of one scrape of a pod's /metrics")
+	f.StringVar(&cfg.DefaultImage, "default-image", cfg.DefaultImage, "image of the pods of a KVCluster or CompactionPool without spec.image (the chart passes the operator's own image)")
 	f.BoolVar(&cfg.Development, "dev-log", false, "human-readable logs")
 	return cmd
 }

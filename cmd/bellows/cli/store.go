@@ -49,6 +49,12 @@ func newStoreCommand() *cobra.Command {
 		"on SIGTERM, how long to spend releasing the regions (running compactions aborted, flushed, marked released) before the remaining requests are finished; a region not released in time stays owned by this store's WAL (it must fit in the pod's grace period)")
 	f.DurationVar(&cfg.ReleasePollInterval, contract.FlagReleasePollInterval, cfg.ReleasePollInterval,
 		"how often a region that another store owns is checked for its release (one bucket existence check per waiting region), so it is claimed that soon after")
+	f.DurationVar(&cfg.RemoteBlockTimeout, contract.FlagRemoteBlockTimeout, cfg.RemoteBlockTimeout,
+		"RemoteCache warmup: how long a cache miss waits for a block from the compaction worker's memory before reading the bucket instead (keep it well under clients' deadlines)")
+	f.DurationVar(&cfg.RemoteBlockRetryAfter, contract.FlagRemoteBlockRetryAfter, cfg.RemoteBlockRetryAfter,
+		"RemoteCache warmup: after a worker failed a block read, how long misses read the bucket without asking it, before one read probes it again")
+	f.Var(rateFlag{&cfg.RemoteCacheRate}, contract.FlagRemoteCacheRate,
+		"RemoteCache warmup: bytes per second this store pulls from workers' memory for cache misses, all workers together, e.g. 8MB/s; misses past it read the bucket (0: unbounded)")
 	_ = cmd.MarkFlagRequired(contract.FlagBucket)
 	_ = cmd.MarkFlagRequired(contract.FlagWALDir)
 	cmd.MarkFlagsMutuallyExclusive(contract.FlagRegions, contract.FlagSplitKeys)

@@ -26,6 +26,9 @@ type Config struct {
 	CacheBytes int64
 	// TransferRate is w: bytes per second FetchBlocks sends per stream (0: unlimited).
 	TransferRate float64
+	// LinkLatency is a modelled network latency FetchBlocks waits before
+	// each stream's first block (benchmarks; 0: none).
+	LinkLatency time.Duration
 	// CompactionRateLimit bounds the bytes per second all jobs read from
 	// the bucket together (0: unlimited).
 	CompactionRateLimit float64
@@ -61,6 +64,9 @@ func (c Config) Validate() error {
 	if c.TransferRate < 0 {
 		flag(contract.FlagTransferRate, "%v is negative", c.TransferRate)
 	}
+	if c.LinkLatency < 0 {
+		flag(contract.FlagLinkLatency, "%v is negative", c.LinkLatency)
+	}
 	if c.CompactionRateLimit < 0 {
 		flag(contract.FlagCompactionRateLimit, "%v is negative", c.CompactionRateLimit)
 	}
@@ -81,7 +87,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, out io.Writer) error
 	}
 	reg := health.NewRegistry()
 	worker := compactor.New(compactor.Options{
-		Name: cfg.Name, CacheBytes: cfg.CacheBytes, TransferRate: cfg.TransferRate, CompactionRateLimit: cfg.CompactionRateLimit,
+		Name: cfg.Name, CacheBytes: cfg.CacheBytes, TransferRate: cfg.TransferRate, LinkLatency: cfg.LinkLatency, CompactionRateLimit: cfg.CompactionRateLimit,
 		OutputTTL: cfg.OutputTTL, Logger: log, Registerer: reg,
 	})
 	defer worker.Close()
@@ -103,16 +109,16 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, out io.Writer) error
 }
 
 // drainHandler is the operator's preStop hook: stop accepting jobs, wait for
-// the running ones (up to the timeout), then answer 200 either way so the
-// pod's shutdown proceeds.
+// the running ones and for the outputs stores still stream (up to the
+// timeout), then answer 200 either way so the pod's shutdown proceeds.
 func drainHandler(w *compactor.Worker, timeout time.Duration) http.Handler {
 	return http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
 		ctx, cancel := context.WithTimeout(r.Context(), timeout)
 		defer cancel()
 		if w.Drain(ctx) {
-			fmt.Fprintln(rw, "drained: no jobs running")
+			fmt.Fprintln(rw, "drained: no jobs running, no outputs kept or streaming")
 			return
 		}
-		fmt.Fprintln(rw, "drain timeout: jobs still running")
+		fmt.Fprintln(rw, "drain timeout: jobs running or outputs kept or streaming")
 	})
 }

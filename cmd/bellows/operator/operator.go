@@ -5,8 +5,10 @@ package operator
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/runtime"
@@ -23,6 +25,7 @@ import (
 	"github.com/bellows-kv/bellows/autoscaler"
 	"github.com/bellows-kv/bellows/controllers"
 	"github.com/bellows-kv/bellows/internal/contract"
+	"github.com/bellows-kv/bellows/internal/version"
 )
 
 // Config is everything the operator runs with.
@@ -36,6 +39,9 @@ type Config struct {
 	LeaderElectionNS string
 	// ScrapeTimeout bounds one scrape of a pod's /metrics.
 	ScrapeTimeout time.Duration
+	// DefaultImage runs the pods of a KVCluster or CompactionPool that
+	// names no image. The chart passes the operator's own image.
+	DefaultImage string
 	// Development logs for humans.
 	Development bool
 	// Kube is the API server to run against; nil loads it the usual way
@@ -50,15 +56,20 @@ func Default() Config {
 		ProbeAddr:     fmt.Sprintf(":%d", contract.OperatorProbePort),
 		LeaderElect:   true,
 		ScrapeTimeout: contract.DefaultScrapeTimeout,
+		DefaultImage:  contract.Image(version.Version),
 	}
 }
 
 // Validate reports every problem, each naming its flag.
 func (c Config) Validate() error {
+	var errs []error
 	if c.ScrapeTimeout <= 0 {
-		return fmt.Errorf("--scrape-timeout: %v must be positive", c.ScrapeTimeout)
+		errs = append(errs, fmt.Errorf("--scrape-timeout: %v must be positive", c.ScrapeTimeout))
 	}
-	return nil
+	if c.DefaultImage == "" || strings.ContainsAny(c.DefaultImage, " \t\n") {
+		errs = append(errs, fmt.Errorf("--default-image: %q is not an image reference such as %s", c.DefaultImage, contract.Image("v1.2.3")))
+	}
+	return errors.Join(errs...)
 }
 
 // Run starts the manager and blocks until ctx is done.
@@ -94,15 +105,16 @@ func Run(ctx context.Context, o Config) error {
 		return fmt.Errorf("manager: %w", err)
 	}
 	recorder := mgr.GetEventRecorder("bellows-operator")
-	if err := (&controllers.KVClusterReconciler{Client: mgr.GetClient(), Scheme: scheme, Recorder: recorder}).SetupWithManager(mgr); err != nil {
+	if err := (&controllers.KVClusterReconciler{Client: mgr.GetClient(), Scheme: scheme, Recorder: recorder, DefaultImage: o.DefaultImage}).SetupWithManager(mgr); err != nil {
 		return err
 	}
 	if err := (&controllers.CompactionPoolReconciler{
-		Client:   mgr.GetClient(),
-		Recorder: recorder,
-		Source:   &autoscaler.Scraper{Client: &http.Client{Timeout: o.ScrapeTimeout}},
-		Clock:    clock.RealClock{},
-		Metrics:  controllers.NewAutoscalerMetrics(metrics.Registry),
+		Client:       mgr.GetClient(),
+		Recorder:     recorder,
+		Source:       &autoscaler.Scraper{Client: &http.Client{Timeout: o.ScrapeTimeout}},
+		Clock:        clock.RealClock{},
+		Metrics:      controllers.NewAutoscalerMetrics(metrics.Registry),
+		DefaultImage: o.DefaultImage,
 	}).SetupWithManager(mgr); err != nil {
 		return err
 	}

@@ -58,6 +58,13 @@ type Config struct {
 	// ReleasePollInterval: how often a region another store owns is
 	// checked for its release.
 	ReleasePollInterval time.Duration
+	// RemoteBlockTimeout and RemoteBlockRetryAfter shape block reads from
+	// workers' memory (RemoteCache warmup): offload.Options.
+	RemoteBlockTimeout    time.Duration
+	RemoteBlockRetryAfter time.Duration
+	// RemoteCacheRate bounds the bytes per second of those reads, all
+	// workers together (0: unbounded).
+	RemoteCacheRate float64
 }
 
 // Default is a store's configuration before flags: contract defaults, no
@@ -71,6 +78,9 @@ func Default() Config {
 		OwnershipCheckInterval: contract.DefaultOwnershipCheckInterval,
 		ReleaseTimeout:         contract.DefaultReleaseTimeout,
 		ReleasePollInterval:    contract.DefaultReleasePollInterval,
+		RemoteBlockTimeout:     contract.DefaultRemoteBlockTimeout,
+		RemoteBlockRetryAfter:  contract.DefaultRemoteBlockRetryAfter,
+		RemoteCacheRate:        float64(contract.DefaultRemoteCacheRate),
 	}
 }
 
@@ -136,6 +146,12 @@ func (c Config) Validate() error {
 	}
 	if c.ReleasePollInterval <= 0 {
 		flag(contract.FlagReleasePollInterval, "%v must be positive", c.ReleasePollInterval)
+	}
+	if c.RemoteBlockTimeout <= 0 {
+		flag(contract.FlagRemoteBlockTimeout, "%v must be positive", c.RemoteBlockTimeout)
+	}
+	if c.RemoteBlockRetryAfter <= 0 {
+		flag(contract.FlagRemoteBlockRetryAfter, "%v must be positive", c.RemoteBlockRetryAfter)
 	}
 	if err := c.Engine.Validate(); err != nil {
 		errs = append(errs, err)

@@ -19,7 +19,8 @@ func TestDefaultIsTheContract(t *testing.T) {
 	}
 	if c.Listen != ":7400" || c.MetricsListen != ":9090" || c.Regions != 1 ||
 		c.ReleaseTimeout != contract.DefaultReleaseTimeout || c.OwnershipCheckInterval != contract.DefaultOwnershipCheckInterval ||
-		c.ReleasePollInterval != contract.DefaultReleasePollInterval {
+		c.ReleasePollInterval != contract.DefaultReleasePollInterval ||
+		c.RemoteBlockTimeout != contract.DefaultRemoteBlockTimeout || c.RemoteBlockRetryAfter != contract.DefaultRemoteBlockRetryAfter {
 		t.Fatalf("flag defaults: %+v", c)
 	}
 }
@@ -53,6 +54,7 @@ func TestValidateListsEveryProblem(t *testing.T) {
 	c.Engine.Compaction.Ratio = -1
 	c.ReleaseTimeout = 0
 	c.ReleasePollInterval = 0
+	c.RemoteBlockTimeout = 0
 	err := c.Validate()
 	if err == nil {
 		t.Fatal("want errors")
@@ -65,6 +67,7 @@ func TestValidateListsEveryProblem(t *testing.T) {
 		"offload mode Required needs workers: pass --compactors or --compactor-service",
 		"--release-timeout: 0s must be positive",
 		"--release-poll-interval: 0s must be positive",
+		"--remote-block-timeout: 0s must be positive",
 		"engine.yaml compaction.ratio: -1 must be positive",
 	} {
 		if !strings.Contains(err.Error(), want) {

@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -98,8 +99,13 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, out io.Writer) error
 	if err != nil {
 		return fmt.Errorf("engine.yaml warmup.mode: %w", err)
 	}
-	// Modes past Offload read the worker's copy of the output.
-	keepOutput := warmup > region.WarmupOffload && offMode != offload.Disabled
+	if mode := cfg.Engine.Warmup.Mode; mode.RunsLocally() && offMode != offload.Disabled {
+		// WriteThrough caches what this store writes: it compacts here.
+		log.Info("warmup mode compacts in this store: offload is off", "warmup", mode, "offload", offMode)
+		offMode = offload.Disabled
+	}
+	// Modes that stream the worker's copy of the output ask it to keep it.
+	keepOutput := cfg.Engine.Warmup.Mode.TransfersOutput() && offMode != offload.Disabled
 	walMode, err := wal.ParseMode(string(cfg.Engine.SyncMode))
 	if err != nil {
 		return fmt.Errorf("engine.yaml syncMode: %w", err)
@@ -114,10 +120,21 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, out io.Writer) error
 	reg := health.NewRegistry()
 
 	var store *server.Store
+	walDir, err := filepath.Abs(cfg.WALDir)
+	if err != nil {
+		return err
+	}
 	exec, err := offload.New(offload.Options{
 		Mode: offMode, Workers: workers, BucketURL: cfg.Bucket, KeepOutput: keepOutput,
-		Local: compaction.Local{Bucket: bucket}, Logger: log, Registerer: reg,
+		// The WAL directory is this store's across restarts (and locked by
+		// one process at a time); the host tells apart stores on machines
+		// with the same layout.
+		Store:              hostname() + ":" + walDir,
+		RemoteBlockTimeout: cfg.RemoteBlockTimeout, RemoteBlockRetryAfter: cfg.RemoteBlockRetryAfter,
+		RemoteCacheRate: int64(cfg.RemoteCacheRate),
+		Local:           localExecutor(warmup, bucket, cfg.Engine.BlockCacheBytes), Logger: log, Registerer: reg,
 		InputBytes: func(j compaction.Job) int64 { return store.JobInputBytes(j) },
+		Regions:    func() []string { return store.RegionNames() },
 	})
 	if err != nil {
 		return err
@@ -298,4 +315,13 @@ func readyOrdinals(sts string, hostnames func() []string) func(ordinal int) bool
 func hostname() string {
 	h, _ := os.Hostname()
 	return h
+}
+
+// localExecutor runs this store's local compactions: in WriteThrough mode
+// it keeps a copy of each output as written, for the region to cache.
+func localExecutor(warmup region.WarmupMode, bucket *blob.Bucket, cacheBytes int64) compaction.Executor {
+	if warmup == region.WarmupWriteThrough {
+		return region.WriteThroughExecutor{Bucket: bucket, CacheBytes: cacheBytes}
+	}
+	return compaction.Local{Bucket: bucket}
 }

@@ -241,7 +241,13 @@ type CompactRequest struct {
 	Job       *Job   `protobuf:"bytes,3,opt,name=job,proto3" json:"job,omitempty"`
 	// keep_output: hold the output blocks in memory after the job, for
 	// FetchBlocks, until Release or the worker's TTL.
-	KeepOutput    bool `protobuf:"varint,4,opt,name=keep_output,json=keepOutput,proto3" json:"keep_output,omitempty"`
+	KeepOutput bool `protobuf:"varint,4,opt,name=keep_output,json=keepOutput,proto3" json:"keep_output,omitempty"`
+	// store names the calling store, stable across its restarts; session
+	// names this incarnation of it. A job from a new session of a store
+	// releases the outputs its earlier sessions kept: a restarted store will
+	// never release them itself. Empty: outputs expire only by Release or TTL.
+	Store         string `protobuf:"bytes,5,opt,name=store,proto3" json:"store,omitempty"`
+	Session       string `protobuf:"bytes,6,opt,name=session,proto3" json:"session,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -302,6 +308,20 @@ func (x *CompactRequest) GetKeepOutput() bool {
 		return x.KeepOutput
 	}
 	return false
+}
+
+func (x *CompactRequest) GetStore() string {
+	if x != nil {
+		return x.Store
+	}
+	return ""
+}
+
+func (x *CompactRequest) GetSession() string {
+	if x != nil {
+		return x.Session
+	}
+	return ""
 }
 
 type CompactEvent struct {
@@ -640,6 +660,103 @@ func (x *ReleaseResponse) GetFreedBytes() int64 {
 	return 0
 }
 
+type AnnounceRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// store and session as in CompactRequest.
+	Store         string `protobuf:"bytes,1,opt,name=store,proto3" json:"store,omitempty"`
+	Session       string `protobuf:"bytes,2,opt,name=session,proto3" json:"session,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AnnounceRequest) Reset() {
+	*x = AnnounceRequest{}
+	mi := &file_bellows_compaction_v1_compaction_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AnnounceRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AnnounceRequest) ProtoMessage() {}
+
+func (x *AnnounceRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_bellows_compaction_v1_compaction_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AnnounceRequest.ProtoReflect.Descriptor instead.
+func (*AnnounceRequest) Descriptor() ([]byte, []int) {
+	return file_bellows_compaction_v1_compaction_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *AnnounceRequest) GetStore() string {
+	if x != nil {
+		return x.Store
+	}
+	return ""
+}
+
+func (x *AnnounceRequest) GetSession() string {
+	if x != nil {
+		return x.Session
+	}
+	return ""
+}
+
+type AnnounceResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	FreedBytes    int64                  `protobuf:"varint,1,opt,name=freed_bytes,json=freedBytes,proto3" json:"freed_bytes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AnnounceResponse) Reset() {
+	*x = AnnounceResponse{}
+	mi := &file_bellows_compaction_v1_compaction_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AnnounceResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AnnounceResponse) ProtoMessage() {}
+
+func (x *AnnounceResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_bellows_compaction_v1_compaction_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AnnounceResponse.ProtoReflect.Descriptor instead.
+func (*AnnounceResponse) Descriptor() ([]byte, []int) {
+	return file_bellows_compaction_v1_compaction_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *AnnounceResponse) GetFreedBytes() int64 {
+	if x != nil {
+		return x.FreedBytes
+	}
+	return 0
+}
+
 type StatusRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -648,7 +765,7 @@ type StatusRequest struct {
 
 func (x *StatusRequest) Reset() {
 	*x = StatusRequest{}
-	mi := &file_bellows_compaction_v1_compaction_proto_msgTypes[9]
+	mi := &file_bellows_compaction_v1_compaction_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -660,7 +777,7 @@ func (x *StatusRequest) String() string {
 func (*StatusRequest) ProtoMessage() {}
 
 func (x *StatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bellows_compaction_v1_compaction_proto_msgTypes[9]
+	mi := &file_bellows_compaction_v1_compaction_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -673,7 +790,7 @@ func (x *StatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusRequest.ProtoReflect.Descriptor instead.
 func (*StatusRequest) Descriptor() ([]byte, []int) {
-	return file_bellows_compaction_v1_compaction_proto_rawDescGZIP(), []int{9}
+	return file_bellows_compaction_v1_compaction_proto_rawDescGZIP(), []int{11}
 }
 
 type StatusResponse struct {
@@ -695,7 +812,7 @@ type StatusResponse struct {
 
 func (x *StatusResponse) Reset() {
 	*x = StatusResponse{}
-	mi := &file_bellows_compaction_v1_compaction_proto_msgTypes[10]
+	mi := &file_bellows_compaction_v1_compaction_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -707,7 +824,7 @@ func (x *StatusResponse) String() string {
 func (*StatusResponse) ProtoMessage() {}
 
 func (x *StatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bellows_compaction_v1_compaction_proto_msgTypes[10]
+	mi := &file_bellows_compaction_v1_compaction_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -720,7 +837,7 @@ func (x *StatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusResponse.ProtoReflect.Descriptor instead.
 func (*StatusResponse) Descriptor() ([]byte, []int) {
-	return file_bellows_compaction_v1_compaction_proto_rawDescGZIP(), []int{10}
+	return file_bellows_compaction_v1_compaction_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *StatusResponse) GetCacheCapacityBytes() int64 {
@@ -790,7 +907,7 @@ type CompactEvent_Accepted struct {
 
 func (x *CompactEvent_Accepted) Reset() {
 	*x = CompactEvent_Accepted{}
-	mi := &file_bellows_compaction_v1_compaction_proto_msgTypes[11]
+	mi := &file_bellows_compaction_v1_compaction_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -802,7 +919,7 @@ func (x *CompactEvent_Accepted) String() string {
 func (*CompactEvent_Accepted) ProtoMessage() {}
 
 func (x *CompactEvent_Accepted) ProtoReflect() protoreflect.Message {
-	mi := &file_bellows_compaction_v1_compaction_proto_msgTypes[11]
+	mi := &file_bellows_compaction_v1_compaction_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -842,7 +959,7 @@ type CompactEvent_Progress struct {
 
 func (x *CompactEvent_Progress) Reset() {
 	*x = CompactEvent_Progress{}
-	mi := &file_bellows_compaction_v1_compaction_proto_msgTypes[12]
+	mi := &file_bellows_compaction_v1_compaction_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -854,7 +971,7 @@ func (x *CompactEvent_Progress) String() string {
 func (*CompactEvent_Progress) ProtoMessage() {}
 
 func (x *CompactEvent_Progress) ProtoReflect() protoreflect.Message {
-	mi := &file_bellows_compaction_v1_compaction_proto_msgTypes[12]
+	mi := &file_bellows_compaction_v1_compaction_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -904,7 +1021,7 @@ type CompactEvent_Done struct {
 
 func (x *CompactEvent_Done) Reset() {
 	*x = CompactEvent_Done{}
-	mi := &file_bellows_compaction_v1_compaction_proto_msgTypes[13]
+	mi := &file_bellows_compaction_v1_compaction_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -916,7 +1033,7 @@ func (x *CompactEvent_Done) String() string {
 func (*CompactEvent_Done) ProtoMessage() {}
 
 func (x *CompactEvent_Done) ProtoReflect() protoreflect.Message {
-	mi := &file_bellows_compaction_v1_compaction_proto_msgTypes[13]
+	mi := &file_bellows_compaction_v1_compaction_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1016,14 +1133,16 @@ const file_bellows_compaction_v1_compaction_proto_rawDesc = "" +
 	"\x06inputs\x18\x02 \x03(\tR\x06inputs\x12\x16\n" +
 	"\x06output\x18\x03 \x01(\tR\x06output\x129\n" +
 	"\x05merge\x18\x04 \x01(\v2#.bellows.compaction.v1.MergeOptionsR\x05merge\x123\n" +
-	"\x03sst\x18\x05 \x01(\v2!.bellows.compaction.v1.SSTOptionsR\x03sst\"\x95\x01\n" +
+	"\x03sst\x18\x05 \x01(\v2!.bellows.compaction.v1.SSTOptionsR\x03sst\"\xc5\x01\n" +
 	"\x0eCompactRequest\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x1d\n" +
 	"\n" +
 	"bucket_url\x18\x02 \x01(\tR\tbucketUrl\x12,\n" +
 	"\x03job\x18\x03 \x01(\v2\x1a.bellows.compaction.v1.JobR\x03job\x12\x1f\n" +
 	"\vkeep_output\x18\x04 \x01(\bR\n" +
-	"keepOutput\"\xe5\x05\n" +
+	"keepOutput\x12\x14\n" +
+	"\x05store\x18\x05 \x01(\tR\x05store\x12\x18\n" +
+	"\asession\x18\x06 \x01(\tR\asession\"\xe5\x05\n" +
 	"\fCompactEvent\x12J\n" +
 	"\baccepted\x18\x01 \x01(\v2,.bellows.compaction.v1.CompactEvent.AcceptedH\x00R\baccepted\x12J\n" +
 	"\bprogress\x18\x02 \x01(\v2,.bellows.compaction.v1.CompactEvent.ProgressH\x00R\bprogress\x12>\n" +
@@ -1065,6 +1184,12 @@ const file_bellows_compaction_v1_compaction_proto_rawDesc = "" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\"2\n" +
 	"\x0fReleaseResponse\x12\x1f\n" +
 	"\vfreed_bytes\x18\x01 \x01(\x03R\n" +
+	"freedBytes\"A\n" +
+	"\x0fAnnounceRequest\x12\x14\n" +
+	"\x05store\x18\x01 \x01(\tR\x05store\x12\x18\n" +
+	"\asession\x18\x02 \x01(\tR\asession\"3\n" +
+	"\x10AnnounceResponse\x12\x1f\n" +
+	"\vfreed_bytes\x18\x01 \x01(\x03R\n" +
 	"freedBytes\"\x0f\n" +
 	"\rStatusRequest\"\xfc\x02\n" +
 	"\x0eStatusResponse\x120\n" +
@@ -1077,12 +1202,13 @@ const file_bellows_compaction_v1_compaction_proto_rawDesc = "" +
 	"\bdraining\x18\a \x01(\bR\bdraining\x12\x1e\n" +
 	"\n" +
 	"rejections\x18\b \x01(\x04R\n" +
-	"rejections2\xef\x02\n" +
+	"rejections2\xcc\x03\n" +
 	"\tCompactor\x12W\n" +
 	"\aCompact\x12%.bellows.compaction.v1.CompactRequest\x1a#.bellows.compaction.v1.CompactEvent0\x01\x12X\n" +
 	"\vFetchBlocks\x12).bellows.compaction.v1.FetchBlocksRequest\x1a\x1c.bellows.compaction.v1.Block0\x01\x12X\n" +
 	"\aRelease\x12%.bellows.compaction.v1.ReleaseRequest\x1a&.bellows.compaction.v1.ReleaseResponse\x12U\n" +
-	"\x06Status\x12$.bellows.compaction.v1.StatusRequest\x1a%.bellows.compaction.v1.StatusResponseBHZFgithub.com/bellows-kv/bellows/proto/bellows/compaction/v1;compactionv1b\x06proto3"
+	"\x06Status\x12$.bellows.compaction.v1.StatusRequest\x1a%.bellows.compaction.v1.StatusResponse\x12[\n" +
+	"\bAnnounce\x12&.bellows.compaction.v1.AnnounceRequest\x1a'.bellows.compaction.v1.AnnounceResponseBHZFgithub.com/bellows-kv/bellows/proto/bellows/compaction/v1;compactionv1b\x06proto3"
 
 var (
 	file_bellows_compaction_v1_compaction_proto_rawDescOnce sync.Once
@@ -1096,7 +1222,7 @@ func file_bellows_compaction_v1_compaction_proto_rawDescGZIP() []byte {
 	return file_bellows_compaction_v1_compaction_proto_rawDescData
 }
 
-var file_bellows_compaction_v1_compaction_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
+var file_bellows_compaction_v1_compaction_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
 var file_bellows_compaction_v1_compaction_proto_goTypes = []any{
 	(*MergeOptions)(nil),          // 0: bellows.compaction.v1.MergeOptions
 	(*SSTOptions)(nil),            // 1: bellows.compaction.v1.SSTOptions
@@ -1107,29 +1233,33 @@ var file_bellows_compaction_v1_compaction_proto_goTypes = []any{
 	(*Block)(nil),                 // 6: bellows.compaction.v1.Block
 	(*ReleaseRequest)(nil),        // 7: bellows.compaction.v1.ReleaseRequest
 	(*ReleaseResponse)(nil),       // 8: bellows.compaction.v1.ReleaseResponse
-	(*StatusRequest)(nil),         // 9: bellows.compaction.v1.StatusRequest
-	(*StatusResponse)(nil),        // 10: bellows.compaction.v1.StatusResponse
-	(*CompactEvent_Accepted)(nil), // 11: bellows.compaction.v1.CompactEvent.Accepted
-	(*CompactEvent_Progress)(nil), // 12: bellows.compaction.v1.CompactEvent.Progress
-	(*CompactEvent_Done)(nil),     // 13: bellows.compaction.v1.CompactEvent.Done
+	(*AnnounceRequest)(nil),       // 9: bellows.compaction.v1.AnnounceRequest
+	(*AnnounceResponse)(nil),      // 10: bellows.compaction.v1.AnnounceResponse
+	(*StatusRequest)(nil),         // 11: bellows.compaction.v1.StatusRequest
+	(*StatusResponse)(nil),        // 12: bellows.compaction.v1.StatusResponse
+	(*CompactEvent_Accepted)(nil), // 13: bellows.compaction.v1.CompactEvent.Accepted
+	(*CompactEvent_Progress)(nil), // 14: bellows.compaction.v1.CompactEvent.Progress
+	(*CompactEvent_Done)(nil),     // 15: bellows.compaction.v1.CompactEvent.Done
 }
 var file_bellows_compaction_v1_compaction_proto_depIdxs = []int32{
 	0,  // 0: bellows.compaction.v1.Job.merge:type_name -> bellows.compaction.v1.MergeOptions
 	1,  // 1: bellows.compaction.v1.Job.sst:type_name -> bellows.compaction.v1.SSTOptions
 	2,  // 2: bellows.compaction.v1.CompactRequest.job:type_name -> bellows.compaction.v1.Job
-	11, // 3: bellows.compaction.v1.CompactEvent.accepted:type_name -> bellows.compaction.v1.CompactEvent.Accepted
-	12, // 4: bellows.compaction.v1.CompactEvent.progress:type_name -> bellows.compaction.v1.CompactEvent.Progress
-	13, // 5: bellows.compaction.v1.CompactEvent.done:type_name -> bellows.compaction.v1.CompactEvent.Done
+	13, // 3: bellows.compaction.v1.CompactEvent.accepted:type_name -> bellows.compaction.v1.CompactEvent.Accepted
+	14, // 4: bellows.compaction.v1.CompactEvent.progress:type_name -> bellows.compaction.v1.CompactEvent.Progress
+	15, // 5: bellows.compaction.v1.CompactEvent.done:type_name -> bellows.compaction.v1.CompactEvent.Done
 	3,  // 6: bellows.compaction.v1.Compactor.Compact:input_type -> bellows.compaction.v1.CompactRequest
 	5,  // 7: bellows.compaction.v1.Compactor.FetchBlocks:input_type -> bellows.compaction.v1.FetchBlocksRequest
 	7,  // 8: bellows.compaction.v1.Compactor.Release:input_type -> bellows.compaction.v1.ReleaseRequest
-	9,  // 9: bellows.compaction.v1.Compactor.Status:input_type -> bellows.compaction.v1.StatusRequest
-	4,  // 10: bellows.compaction.v1.Compactor.Compact:output_type -> bellows.compaction.v1.CompactEvent
-	6,  // 11: bellows.compaction.v1.Compactor.FetchBlocks:output_type -> bellows.compaction.v1.Block
-	8,  // 12: bellows.compaction.v1.Compactor.Release:output_type -> bellows.compaction.v1.ReleaseResponse
-	10, // 13: bellows.compaction.v1.Compactor.Status:output_type -> bellows.compaction.v1.StatusResponse
-	10, // [10:14] is the sub-list for method output_type
-	6,  // [6:10] is the sub-list for method input_type
+	11, // 9: bellows.compaction.v1.Compactor.Status:input_type -> bellows.compaction.v1.StatusRequest
+	9,  // 10: bellows.compaction.v1.Compactor.Announce:input_type -> bellows.compaction.v1.AnnounceRequest
+	4,  // 11: bellows.compaction.v1.Compactor.Compact:output_type -> bellows.compaction.v1.CompactEvent
+	6,  // 12: bellows.compaction.v1.Compactor.FetchBlocks:output_type -> bellows.compaction.v1.Block
+	8,  // 13: bellows.compaction.v1.Compactor.Release:output_type -> bellows.compaction.v1.ReleaseResponse
+	12, // 14: bellows.compaction.v1.Compactor.Status:output_type -> bellows.compaction.v1.StatusResponse
+	10, // 15: bellows.compaction.v1.Compactor.Announce:output_type -> bellows.compaction.v1.AnnounceResponse
+	11, // [11:16] is the sub-list for method output_type
+	6,  // [6:11] is the sub-list for method input_type
 	6,  // [6:6] is the sub-list for extension type_name
 	6,  // [6:6] is the sub-list for extension extendee
 	0,  // [0:6] is the sub-list for field type_name
@@ -1151,7 +1281,7 @@ func file_bellows_compaction_v1_compaction_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_bellows_compaction_v1_compaction_proto_rawDesc), len(file_bellows_compaction_v1_compaction_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   14,
+			NumMessages:   16,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -25,6 +25,7 @@ const (
 	Compactor_FetchBlocks_FullMethodName = "/bellows.compaction.v1.Compactor/FetchBlocks"
 	Compactor_Release_FullMethodName     = "/bellows.compaction.v1.Compactor/Release"
 	Compactor_Status_FullMethodName      = "/bellows.compaction.v1.Compactor/Status"
+	Compactor_Announce_FullMethodName    = "/bellows.compaction.v1.Compactor/Announce"
 )
 
 // CompactorClient is the client API for Compactor service.
@@ -47,6 +48,12 @@ type CompactorClient interface {
 	Release(ctx context.Context, in *ReleaseRequest, opts ...grpc.CallOption) (*ReleaseResponse, error)
 	// Status reports capacity, use and measured rates.
 	Status(ctx context.Context, in *StatusRequest, opts ...grpc.CallOption) (*StatusResponse, error)
+	// Announce tells the worker which session of a store is current, and
+	// releases the outputs the store's earlier sessions kept. A store
+	// announces itself to every worker it discovers, so a restart frees what
+	// its previous incarnation held on all of them, not only on the workers
+	// its next jobs reach.
+	Announce(ctx context.Context, in *AnnounceRequest, opts ...grpc.CallOption) (*AnnounceResponse, error)
 }
 
 type compactorClient struct {
@@ -115,6 +122,16 @@ func (c *compactorClient) Status(ctx context.Context, in *StatusRequest, opts ..
 	return out, nil
 }
 
+func (c *compactorClient) Announce(ctx context.Context, in *AnnounceRequest, opts ...grpc.CallOption) (*AnnounceResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(AnnounceResponse)
+	err := c.cc.Invoke(ctx, Compactor_Announce_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // CompactorServer is the server API for Compactor service.
 // All implementations must embed UnimplementedCompactorServer
 // for forward compatibility.
@@ -135,6 +152,12 @@ type CompactorServer interface {
 	Release(context.Context, *ReleaseRequest) (*ReleaseResponse, error)
 	// Status reports capacity, use and measured rates.
 	Status(context.Context, *StatusRequest) (*StatusResponse, error)
+	// Announce tells the worker which session of a store is current, and
+	// releases the outputs the store's earlier sessions kept. A store
+	// announces itself to every worker it discovers, so a restart frees what
+	// its previous incarnation held on all of them, not only on the workers
+	// its next jobs reach.
+	Announce(context.Context, *AnnounceRequest) (*AnnounceResponse, error)
 	mustEmbedUnimplementedCompactorServer()
 }
 
@@ -156,6 +179,9 @@ func (UnimplementedCompactorServer) Release(context.Context, *ReleaseRequest) (*
 }
 func (UnimplementedCompactorServer) Status(context.Context, *StatusRequest) (*StatusResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Status not implemented")
+}
+func (UnimplementedCompactorServer) Announce(context.Context, *AnnounceRequest) (*AnnounceResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Announce not implemented")
 }
 func (UnimplementedCompactorServer) mustEmbedUnimplementedCompactorServer() {}
 func (UnimplementedCompactorServer) testEmbeddedByValue()                   {}
@@ -236,6 +262,24 @@ func _Compactor_Status_Handler(srv interface{}, ctx context.Context, dec func(in
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Compactor_Announce_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(AnnounceRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(CompactorServer).Announce(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Compactor_Announce_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(CompactorServer).Announce(ctx, req.(*AnnounceRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Compactor_ServiceDesc is the grpc.ServiceDesc for Compactor service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -250,6 +294,10 @@ var Compactor_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Status",
 			Handler:    _Compactor_Status_Handler,
+		},
+		{
+			MethodName: "Announce",
+			Handler:    _Compactor_Announce_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

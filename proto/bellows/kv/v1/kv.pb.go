@@ -936,9 +936,17 @@ type CompactRequest struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
 	Region string                 `protobuf:"bytes,1,opt,name=region,proto3" json:"region,omitempty"`
 	// major merges every file of the region and drops tombstones.
-	Major         bool `protobuf:"varint,2,opt,name=major,proto3" json:"major,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Major bool `protobuf:"varint,2,opt,name=major,proto3" json:"major,omitempty"`
+	// start_timeout_ms, when > 0, bounds how long the compaction may wait to
+	// start: for one of the store's compaction slots and, in offload mode
+	// Required, for a worker that takes it. Past it the call answers
+	// RESOURCE_EXHAUSTED (CACHE_FULL, STORE_BUSY) or UNAVAILABLE
+	// (WORKERS_REFUSING, NO_WORKERS) with the reason as a
+	// google.rpc.ErrorInfo detail, and installs nothing. 0: wait as long as
+	// the call lasts.
+	StartTimeoutMs int64 `protobuf:"varint,3,opt,name=start_timeout_ms,json=startTimeoutMs,proto3" json:"start_timeout_ms,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *CompactRequest) Reset() {
@@ -985,13 +993,29 @@ func (x *CompactRequest) GetMajor() bool {
 	return false
 }
 
+func (x *CompactRequest) GetStartTimeoutMs() int64 {
+	if x != nil {
+		return x.StartTimeoutMs
+	}
+	return 0
+}
+
 type CompactResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// compacted is false when the policy selected nothing.
-	Compacted     bool     `protobuf:"varint,1,opt,name=compacted,proto3" json:"compacted,omitempty"`
-	Inputs        []string `protobuf:"bytes,2,rep,name=inputs,proto3" json:"inputs,omitempty"`
-	Output        string   `protobuf:"bytes,3,opt,name=output,proto3" json:"output,omitempty"`
-	InputBytes    int64    `protobuf:"varint,4,opt,name=input_bytes,json=inputBytes,proto3" json:"input_bytes,omitempty"`
+	Compacted  bool     `protobuf:"varint,1,opt,name=compacted,proto3" json:"compacted,omitempty"`
+	Inputs     []string `protobuf:"bytes,2,rep,name=inputs,proto3" json:"inputs,omitempty"`
+	Output     string   `protobuf:"bytes,3,opt,name=output,proto3" json:"output,omitempty"`
+	InputBytes int64    `protobuf:"varint,4,opt,name=input_bytes,json=inputBytes,proto3" json:"input_bytes,omitempty"`
+	// location is where the compaction ran: "remote" (on a worker) or
+	// "local" (in the store).
+	Location string `protobuf:"bytes,5,opt,name=location,proto3" json:"location,omitempty"`
+	// worker is the worker that ran a remote compaction.
+	Worker string `protobuf:"bytes,6,opt,name=worker,proto3" json:"worker,omitempty"`
+	// note says why a compaction of an offloading store ran locally, e.g.
+	// "JOB_TOO_LARGE: 3.0 GiB of inputs, larger than every worker's cache
+	// (largest 1.0 GiB)".
+	Note          string `protobuf:"bytes,7,opt,name=note,proto3" json:"note,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1052,6 +1076,27 @@ func (x *CompactResponse) GetInputBytes() int64 {
 		return x.InputBytes
 	}
 	return 0
+}
+
+func (x *CompactResponse) GetLocation() string {
+	if x != nil {
+		return x.Location
+	}
+	return ""
+}
+
+func (x *CompactResponse) GetWorker() string {
+	if x != nil {
+		return x.Worker
+	}
+	return ""
+}
+
+func (x *CompactResponse) GetNote() string {
+	if x != nil {
+		return x.Note
+	}
+	return ""
 }
 
 var File_bellows_kv_v1_kv_proto protoreflect.FileDescriptor
@@ -1117,16 +1162,20 @@ const file_bellows_kv_v1_kv_proto_rawDesc = "" +
 	"\aregions\x18\x01 \x03(\v2\x19.bellows.kv.v1.RegionInfoR\aregions\"&\n" +
 	"\fFlushRequest\x12\x16\n" +
 	"\x06region\x18\x01 \x01(\tR\x06region\"\x0f\n" +
-	"\rFlushResponse\">\n" +
+	"\rFlushResponse\"h\n" +
 	"\x0eCompactRequest\x12\x16\n" +
 	"\x06region\x18\x01 \x01(\tR\x06region\x12\x14\n" +
-	"\x05major\x18\x02 \x01(\bR\x05major\"\x80\x01\n" +
+	"\x05major\x18\x02 \x01(\bR\x05major\x12(\n" +
+	"\x10start_timeout_ms\x18\x03 \x01(\x03R\x0estartTimeoutMs\"\xc8\x01\n" +
 	"\x0fCompactResponse\x12\x1c\n" +
 	"\tcompacted\x18\x01 \x01(\bR\tcompacted\x12\x16\n" +
 	"\x06inputs\x18\x02 \x03(\tR\x06inputs\x12\x16\n" +
 	"\x06output\x18\x03 \x01(\tR\x06output\x12\x1f\n" +
 	"\vinput_bytes\x18\x04 \x01(\x03R\n" +
-	"inputBytes2\x98\x03\n" +
+	"inputBytes\x12\x1a\n" +
+	"\blocation\x18\x05 \x01(\tR\blocation\x12\x16\n" +
+	"\x06worker\x18\x06 \x01(\tR\x06worker\x12\x12\n" +
+	"\x04note\x18\a \x01(\tR\x04note2\x98\x03\n" +
 	"\x02KV\x12<\n" +
 	"\x03Put\x12\x19.bellows.kv.v1.PutRequest\x1a\x1a.bellows.kv.v1.PutResponse\x12<\n" +
 	"\x03Get\x12\x19.bellows.kv.v1.GetRequest\x1a\x1a.bellows.kv.v1.GetResponse\x12E\n" +
