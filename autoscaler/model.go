@@ -23,6 +23,11 @@ type Inputs struct {
 	CompactionRate float64
 	// TransferRate is w: bytes per second a worker streams back (throttled).
 	TransferRate float64
+	// NoTransfer: the stores fetch no output from the workers (warmup
+	// modes None and Offload, contract.WarmupMode.TransfersOutput), so a
+	// worker is done once it has written the output: D = b/c, and w is
+	// neither needed nor checked.
+	NoTransfer bool
 	// CacheBytes is m: a worker's cache for compaction output.
 	CacheBytes float64
 	// CompactionSize is b: the average compaction's input size.
@@ -34,13 +39,14 @@ type Inputs struct {
 	// Regions is R.
 	Regions int64
 	// Backlog is the number of compactions queued on the stores, beyond the
-	// steady demand T.
+	// steady demand T (the operator passes the queued compactions only when
+	// the queue grew since its previous evaluation).
 	Backlog float64
 }
 
 // Result of the capacity model.
 type Result struct {
-	// D is D(b) = b/c + b/w, seconds per compaction.
+	// D is D(b) = b/c + b/w (b/c with NoTransfer), seconds per compaction.
 	D float64 `json:"D"`
 	// L is l = ⌊m/b⌋, concurrent compactions per worker.
 	L int64 `json:"l"`
@@ -103,7 +109,7 @@ func (in Inputs) validate(demand bool) error {
 	}
 	for _, c := range []check{
 		{"compaction rate c", in.CompactionRate, true},
-		{"transfer rate w", in.TransferRate, true},
+		{"transfer rate w", in.TransferRate, !in.NoTransfer},
 		{"cache bytes m", in.CacheBytes, true},
 		{"compaction size b", in.CompactionSize, false},
 		{"compactions per region T", in.CompactionsPerRegion, false},
@@ -143,7 +149,10 @@ func Compute(in Inputs) (Result, error) {
 	}
 	var r Result
 	b, t := in.CompactionSize, in.Interval.Seconds()
-	r.D = b/in.CompactionRate + b/in.TransferRate
+	r.D = b / in.CompactionRate
+	if !in.NoTransfer {
+		r.D += b / in.TransferRate
+	}
 	r.L = int64(floor(in.CacheBytes / b))
 	if r.L == 0 {
 		return r, &InfeasibleError{ReasonCompactionLargerThanCache, fmt.Sprintf(

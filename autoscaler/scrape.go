@@ -20,13 +20,14 @@ import (
 // Metric names read from the pods: the contract's (the pods export them
 // under these names; charts/dashboards_test checks both sides).
 const (
-	MetricCompactorInflight     = contract.MetricCompactorInflight
-	MetricCompactorRate         = contract.MetricCompactorRate
-	MetricCompactorTransferRate = contract.MetricCompactorTransferRate
-	MetricStoreRequested        = contract.MetricCompactionRequested
-	MetricStoreRequestedBytes   = contract.MetricCompactionRequestedBytes
-	MetricStoreQueueDepth       = contract.MetricCompactionQueueDepth
-	MetricStorePendingBytes     = contract.MetricCompactionPendingBytes
+	MetricCompactorInflight        = contract.MetricCompactorInflight
+	MetricCompactorRate            = contract.MetricCompactorRate
+	MetricCompactorTransferBytes   = contract.MetricCompactorTransferBytes
+	MetricCompactorTransferSeconds = contract.MetricCompactorTransferSeconds
+	MetricStoreRequested           = contract.MetricCompactionRequested
+	MetricStoreRequestedBytes      = contract.MetricCompactionRequestedBytes
+	MetricStoreQueueDepth          = contract.MetricCompactionQueueDepth
+	MetricStorePendingBytes        = contract.MetricCompactionPendingBytes
 )
 
 // ErrBadValue marks a metric the autoscaler reads whose value is NaN or
@@ -80,7 +81,8 @@ func ParseMetrics(r io.Reader) (map[string]float64, error) {
 }
 
 // Scraper is the production Source: it GETs every pod's /metrics and turns
-// the stores' counters into rates with the previous scrape of the same pool.
+// the stores' and workers' counters into rates with the previous scrape of
+// the same pool.
 type Scraper struct {
 	Client *http.Client
 	// Now is the clock (time.Now when nil).
@@ -93,6 +95,8 @@ type Scraper struct {
 type demandPoint struct {
 	at                time.Time
 	requested, rbytes map[string]float64 // per store pod
+	// tbytes, tsecs: per worker pod, its transfer counters.
+	tbytes, tsecs map[string]float64
 }
 
 func (s *Scraper) get(ctx context.Context, url string) (map[string]float64, error) {
@@ -130,12 +134,14 @@ func (s *Scraper) Observe(ctx context.Context, t Targets) (Observation, error) {
 	}
 	var errs []error
 	obs := Observation{InflightJobs: map[string]float64{}}
-	var cSum, wSum float64
-	var cN, wN int
+	cur := demandPoint{at: now, requested: map[string]float64{}, rbytes: map[string]float64{},
+		tbytes: map[string]float64{}, tsecs: map[string]float64{}}
+	var cSum float64
+	var cN int
 	for _, e := range t.Workers {
 		m, err := s.get(ctx, e.URL)
 		if err == nil {
-			err = checkFinite(m, MetricCompactorInflight, MetricCompactorRate, MetricCompactorTransferRate)
+			err = checkFinite(m, MetricCompactorInflight, MetricCompactorRate, MetricCompactorTransferBytes, MetricCompactorTransferSeconds)
 		}
 		if err != nil {
 			errs = append(errs, fmt.Errorf("worker %s: %w", e.Pod, err))
@@ -146,19 +152,13 @@ func (s *Scraper) Observe(ctx context.Context, t Targets) (Observation, error) {
 			cSum += v
 			cN++
 		}
-		if v := m[MetricCompactorTransferRate]; v > 0 {
-			wSum += v
-			wN++
-		}
+		cur.tbytes[e.Pod] = m[MetricCompactorTransferBytes]
+		cur.tsecs[e.Pod] = m[MetricCompactorTransferSeconds]
 	}
 	if cN > 0 {
 		obs.CompactionRate = cSum / float64(cN)
 	}
-	if wN > 0 {
-		obs.TransferRate = wSum / float64(wN)
-	}
 
-	cur := demandPoint{at: now, requested: map[string]float64{}, rbytes: map[string]float64{}}
 	for _, e := range t.Stores {
 		m, err := s.get(ctx, e.URL)
 		if err == nil {
@@ -170,7 +170,7 @@ func (s *Scraper) Observe(ctx context.Context, t Targets) (Observation, error) {
 		}
 		cur.requested[e.Pod] = m[MetricStoreRequested]
 		cur.rbytes[e.Pod] = m[MetricStoreRequestedBytes]
-		obs.Backlog += m[MetricStoreQueueDepth]
+		obs.Queued += m[MetricStoreQueueDepth]
 	}
 
 	s.mu.Lock()
@@ -182,6 +182,7 @@ func (s *Scraper) Observe(ctx context.Context, t Targets) (Observation, error) {
 	s.mu.Unlock()
 	if had {
 		obs.RequestRate, obs.CompactionSize, obs.DemandMeasured = DemandBetween(prev.at, prev.requested, prev.rbytes, cur.at, cur.requested, cur.rbytes)
+		obs.TransferRate = TransferRateBetween(prev.tbytes, prev.tsecs, cur.tbytes, cur.tsecs)
 	}
 
 	if len(errs) > 0 && len(errs) == len(t.Workers)+len(t.Stores) {
@@ -215,4 +216,28 @@ func DemandBetween(t0 time.Time, req0, bytes0 map[string]float64, t1 time.Time, 
 		size = dBytes / dReq
 	}
 	return rate, size, true
+}
+
+// TransferRateBetween is w from two snapshots of the workers' transfer
+// counters (per pod): the bytes streamed meanwhile over the seconds spent
+// streaming them, all workers together, so each stream weighs by its bytes
+// and a one-block fetch (mostly latency) barely moves it. 0 (not measured)
+// when nothing was streamed; a pod missing from either snapshot, or whose
+// counters went down (restart), contributes nothing.
+func TransferRateBetween(bytes0, secs0, bytes1, secs1 map[string]float64) float64 {
+	var dBytes, dSecs float64
+	for pod, b1 := range bytes1 {
+		b0, okb := bytes0[pod]
+		s0, oks := secs0[pod]
+		s1 := secs1[pod]
+		if !okb || !oks || b1 < b0 || s1 < s0 {
+			continue
+		}
+		dBytes += b1 - b0
+		dSecs += s1 - s0
+	}
+	if dBytes <= 0 || dSecs <= 0 {
+		return 0
+	}
+	return dBytes / dSecs
 }

@@ -35,14 +35,18 @@ bellows_compaction_queue_depth 2
 // checks that two scrapes give c, w, b, the request rate and the backlog.
 func TestScraperObserve(t *testing.T) {
 	var requested atomic.Int64
+	// The worker's transfer counters: bytes streamed and seconds spent.
+	var tBytes, tMillis atomic.Int64
 	worker := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		fmt.Fprint(w, `# TYPE bellows_compactor_inflight_jobs gauge
+		fmt.Fprintf(w, `# TYPE bellows_compactor_inflight_jobs gauge
 bellows_compactor_inflight_jobs 2
 # TYPE bellows_compactor_compaction_rate_bytes_per_second gauge
 bellows_compactor_compaction_rate_bytes_per_second 2e+07
-# TYPE bellows_compactor_transfer_rate_bytes_per_second gauge
-bellows_compactor_transfer_rate_bytes_per_second 8e+06
-`)
+# TYPE bellows_compactor_transfer_bytes_total counter
+bellows_compactor_transfer_bytes_total %d
+# TYPE bellows_compactor_transfer_seconds_total counter
+bellows_compactor_transfer_seconds_total %g
+`, tBytes.Load(), float64(tMillis.Load())/1000)
 	}))
 	defer worker.Close()
 	store := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
@@ -72,7 +76,7 @@ bellows_compaction_queue_depth 3
 	if obs.DemandMeasured {
 		t.Fatal("one scrape cannot measure a rate")
 	}
-	if obs.CompactionRate != 20e6 || obs.TransferRate != 8e6 || obs.Backlog != 3 || obs.InflightJobs["w-0"] != 2 {
+	if obs.CompactionRate != 20e6 || obs.TransferRate != 0 || obs.Queued != 3 || obs.InflightJobs["w-0"] != 2 {
 		t.Fatalf("first observation: %+v", obs)
 	}
 	if _, ok := obs.InflightJobs["w-gone"]; ok {
@@ -80,6 +84,11 @@ bellows_compaction_queue_depth 3
 	}
 
 	requested.Store(16)
+	// Meanwhile one output of 4 GB streamed at 8 MB/s (500 s), and one
+	// remote-cache fetch of a 4 KB block took 10 ms (400 KB/s as a rate
+	// of its own): w weighs each by its bytes.
+	tBytes.Store(4_000_000_000 + 4_000)
+	tMillis.Store(500_000 + 10)
 	now = now.Add(time.Hour)
 	obs, err = s.Observe(context.Background(), targets)
 	if err != nil {
@@ -87,6 +96,15 @@ bellows_compaction_queue_depth 3
 	}
 	if !obs.DemandMeasured || obs.CompactionSize != 4e9 || obs.RequestRate != 6.0/3600 {
 		t.Fatalf("second observation: %+v", obs)
+	}
+	if w := obs.TransferRate; w < 7.99e6 || w > 8e6 {
+		t.Fatalf("w = %v, want ≈ 8e6 (bytes over streaming seconds)", w)
+	}
+	// Nothing streamed since: w is not measured (the operator keeps its
+	// last value), not 0 bytes/s.
+	now = now.Add(time.Hour)
+	if obs, _ = s.Observe(context.Background(), targets); obs.TransferRate != 0 {
+		t.Fatalf("w = %v with nothing streamed, want 0 (not measured)", obs.TransferRate)
 	}
 }
 

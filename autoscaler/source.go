@@ -27,7 +27,8 @@ type Targets struct {
 type Observation struct {
 	// CompactionRate is c, the mean over the workers that report it (bytes/s).
 	CompactionRate float64
-	// TransferRate is w, the mean over the workers that report it (bytes/s).
+	// TransferRate is w: bytes the workers streamed since the last
+	// observation over the seconds they spent streaming them (bytes/s).
 	TransferRate float64
 	// CompactionSize is b, requested bytes / requested compactions since the
 	// last observation (0 when nothing was requested meanwhile).
@@ -38,8 +39,10 @@ type Observation struct {
 	// DemandMeasured is false until two observations of the stores' counters
 	// exist (a rate needs two points).
 	DemandMeasured bool
-	// Backlog is the compactions queued on the stores now.
-	Backlog float64
+	// Queued is the compactions queued on the stores now: requested and
+	// not started (running ones are not queued). The backlog term is
+	// charged only when it grew since the previous evaluation.
+	Queued float64
 	// InflightJobs is each worker's jobs in flight, by pod name.
 	InflightJobs map[string]float64
 }

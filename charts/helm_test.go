@@ -14,6 +14,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/yaml"
@@ -129,7 +130,7 @@ func TestTemplateDefaults(t *testing.T) {
 	for _, want := range []string{
 		"ServiceAccount/rel-bellows-operator", "ClusterRole/rel-bellows-operator", "ClusterRoleBinding/rel-bellows-operator",
 		"Role/rel-bellows-operator-leader-election", "RoleBinding/rel-bellows-operator-leader-election",
-		"Deployment/rel-bellows-operator", "Service/rel-bellows-operator-metrics",
+		"Deployment/rel-bellows-operator", "Service/rel-bellows-operator-metrics", "PodDisruptionBudget/rel-bellows-operator",
 	} {
 		if objs[want] == nil {
 			t.Errorf("no %s", want)
@@ -168,8 +169,24 @@ func TestTemplateDefaults(t *testing.T) {
 			t.Errorf("args %q lack %q", c.Args, a)
 		}
 	}
-	if c.Image != "ghcr.io/bellows-kv/bellows:latest" {
-		t.Errorf("image %q", c.Image)
+	// A pinned image, the same as kubectl apply -k installs, and the pods
+	// of clusters and pools without spec.image run it too.
+	if c.Image != mc.Image || strings.HasSuffix(c.Image, ":latest") {
+		t.Errorf("image %q, config/manager %q", c.Image, mc.Image)
+	}
+	if !slices.Contains(c.Args, "--default-image="+c.Image) {
+		t.Errorf("args %q do not make the operator's image the pods' default", c.Args)
+	}
+	// The replicas prefer different nodes, like config/manager's.
+	if a := dep.Spec.Template.Spec.Affinity; a == nil || a.PodAntiAffinity == nil ||
+		!reflect.DeepEqual(a.PodAntiAffinity.PreferredDuringSchedulingIgnoredDuringExecution[0].PodAffinityTerm.LabelSelector.MatchLabels, dep.Spec.Selector.MatchLabels) ||
+		!reflect.DeepEqual(a.PodAntiAffinity.PreferredDuringSchedulingIgnoredDuringExecution[0].PodAffinityTerm.TopologyKey, mgr.Spec.Template.Spec.Affinity.PodAntiAffinity.PreferredDuringSchedulingIgnoredDuringExecution[0].PodAffinityTerm.TopologyKey) {
+		t.Errorf("operator replicas have no default anti-affinity on their own pods: %+v", a)
+	}
+	var pdb policyv1.PodDisruptionBudget
+	into(t, objs["PodDisruptionBudget/rel-bellows-operator"], &pdb)
+	if pdb.Spec.MaxUnavailable == nil || pdb.Spec.MaxUnavailable.IntValue() != 1 || !reflect.DeepEqual(pdb.Spec.Selector.MatchLabels, dep.Spec.Selector.MatchLabels) {
+		t.Errorf("operator PDB %+v does not allow one eviction of the operator's pods", pdb.Spec)
 	}
 	if !reflect.DeepEqual(c.Resources, mc.Resources) {
 		t.Errorf("resources %v, config/manager %v", c.Resources, mc.Resources)

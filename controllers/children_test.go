@@ -138,8 +138,8 @@ func poolWithWorker() (*kvapi.CompactionPool, []client.Object, autoscaler.Source
 	pool := &kvapi.CompactionPool{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "workers", UID: "pool-uid", Generation: 1}}
 	pool.Spec.MinReplicas, pool.Spec.MaxReplicas = 1, 8
 	pool.Spec.CacheBytes = resource.MustParse("6G")
-	pool.Spec.Autoscaling.ScaleUpStabilizationWindow = &metav1.Duration{}
-	pool.Spec.Autoscaling.ScaleDownStabilizationWindow = &metav1.Duration{}
+	pool.Spec.Autoscaling.ScaleUpStabilizationWindow = "0s"
+	pool.Spec.Autoscaling.ScaleDownStabilizationWindow = "0s"
 	pool.SetDefaults()
 	cluster := &kvapi.KVCluster{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "store"}}
 	cluster.Spec.Regions.Count = ptr.To(int32(10))
@@ -178,7 +178,7 @@ func TestAutoscalerCannotBlockTheDeployment(t *testing.T) {
 	if err != nil {
 		t.Fatalf("an autoscaler problem must not fail the pass: %v", err)
 	}
-	if res.RequeueAfter != pool.Spec.Autoscaling.SyncPeriod.Duration {
+	if res.RequeueAfter != kvapi.DefaultAutoscalingSync {
 		t.Errorf("requeue after %s, want the sync period", res.RequeueAfter)
 	}
 	d := &appsv1.Deployment{}

@@ -6,10 +6,12 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+	"strings"
 	"time"
 
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
@@ -55,10 +57,17 @@ func parseRecorded(field, s string) (float64, error) {
 // Decide is the pure autoscaler step: it fills the model's inputs from the
 // observation (falling back to the last evaluation's inputs for what was not
 // measured this time), runs the model, clamps, stabilizes against the
-// recorded recommendations, and returns what to record and apply.
-func Decide(pool *kvapi.CompactionPool, obs autoscaler.Observation, regions int32, now time.Time) Decision {
+// recorded recommendations, and returns what to record and apply. dur are
+// the pool's durations as the spec step parsed them; regions is R and
+// transfers whether any referencing cluster streams output back (b/w).
+//
+// The backlog term is the queued compactions only when the queue grew
+// since the previous evaluation (recorded in status): a steady queue is
+// served by the steady capacity, and counting it as extra would ask for
+// more workers than the model in a steady state.
+func Decide(pool *kvapi.CompactionPool, dur kvapi.PoolDurations, obs autoscaler.Observation, regions int32, transfers bool, now time.Time) Decision {
 	spec := pool.Spec
-	interval := spec.Autoscaling.Interval.Duration
+	interval := dur.Interval
 	var last kvapi.ModelInputs
 	var history []autoscaler.Sample
 	if a := pool.Status.Autoscaler; a != nil {
@@ -84,6 +93,16 @@ func Decide(pool *kvapi.CompactionPool, obs autoscaler.Observation, regions int3
 		}
 		return fallback
 	}
+	var backlog float64
+	if last.Queued != "" {
+		prevQueued, err := parseRecorded("queued", last.Queued)
+		if err != nil {
+			unreadable = append(unreadable, err)
+		}
+		if obs.Queued > prevQueued {
+			backlog = obs.Queued
+		}
+	}
 	in := autoscaler.Inputs{
 		CompactionRate: pick(obs.CompactionRate, "compactionRateBytesPerSecond", last.CompactionRateBytesPerSecond, 0),
 		TransferRate:   pick(obs.TransferRate, "transferRateBytesPerSecond", last.TransferRateBytesPerSecond, float64(spec.TransferRateBytesPerSecond)),
@@ -91,7 +110,8 @@ func Decide(pool *kvapi.CompactionPool, obs autoscaler.Observation, regions int3
 		CompactionSize: pick(obs.CompactionSize, "compactionSizeBytes", last.CompactionSizeBytes, 0),
 		Interval:       interval,
 		Regions:        int64(regions),
-		Backlog:        obs.Backlog,
+		Backlog:        backlog,
+		NoTransfer:     !transfers,
 	}
 	demandKnown := true
 	switch {
@@ -120,6 +140,8 @@ func Decide(pool *kvapi.CompactionPool, obs autoscaler.Observation, regions int3
 			IntervalSeconds:              int64(interval / time.Second),
 			Regions:                      regions,
 			Backlog:                      fmtFloat(in.Backlog),
+			Queued:                       fmtFloat(obs.Queued),
+			TransfersOutput:              transfers,
 		},
 	}}
 	if pool.Status.Autoscaler != nil {
@@ -149,7 +171,7 @@ func Decide(pool *kvapi.CompactionPool, obs autoscaler.Observation, regions int3
 	recommended := autoscaler.Clamp(res.Total, spec.MinReplicas, spec.MaxReplicas)
 	current := pool.DesiredReplicasOrDefault()
 	desired, kept := autoscaler.Stabilize(now, current, recommended, history, autoscaler.Windows{
-		Up: spec.Autoscaling.ScaleUpStabilizationWindow.Duration, Down: spec.Autoscaling.ScaleDownStabilizationWindow.Duration,
+		Up: dur.ScaleUpWindow, Down: dur.ScaleDownWindow,
 	})
 	d.Status.Recommendations = nil
 	for _, s := range kept {
@@ -184,7 +206,10 @@ type autoscalePass struct {
 	now      time.Time
 	workers  []corev1.Pod
 	regions  int32
-	obs      autoscaler.Observation
+	// transfers: some referencing cluster's warmup mode streams output
+	// from the workers.
+	transfers bool
+	obs       autoscaler.Observation
 	// scrapeErr is the scrape's error (no pod answered).
 	scrapeErr error
 	// decision is this pass's evaluation (nil when none was due or possible).
@@ -192,6 +217,9 @@ type autoscalePass struct {
 	// err is why the autoscaler could not evaluate, or could not apply its
 	// recommendation.
 	err error
+	// outOfBounds reports spec.replicas outside [min, max] in a mode where
+	// the operator leaves them alone (see compactionpool_bounds.go).
+	outOfBounds string
 }
 
 // observe lists and scrapes the pool's workers and the referencing
@@ -202,13 +230,13 @@ func (r *CompactionPoolReconciler) observe(ctx context.Context, p *poolPass) Res
 		return Continue()
 	}
 	now := r.Clock.Now()
-	period := pool.Spec.Autoscaling.SyncPeriod.Duration
+	period := p.durations.SyncPeriod
 	if a := pool.Status.Autoscaler; a != nil {
 		if next := a.LastEvaluationTime.Add(period); now.Before(next) {
 			return Requeue(next.Sub(now))
 		}
 	}
-	targets, regions, workers, err := r.targets(ctx, pool)
+	targets, regions, transfers, workers, err := r.targets(ctx, pool)
 	if err != nil {
 		r.autoscalerFailed(ctx, p, fmt.Errorf("list the pods to scrape: %w", err))
 		return Requeue(period)
@@ -217,7 +245,7 @@ func (r *CompactionPoolReconciler) observe(ctx context.Context, p *poolPass) Res
 	if scrapeErr != nil {
 		log.FromContext(ctx).Info("metrics scrape failed", "error", scrapeErr.Error())
 	}
-	p.autoscale = autoscalePass{observed: true, now: now, workers: workers, regions: regions, obs: obs, scrapeErr: scrapeErr}
+	p.autoscale = autoscalePass{observed: true, now: now, workers: workers, regions: regions, transfers: transfers, obs: obs, scrapeErr: scrapeErr}
 	return Requeue(period)
 }
 
@@ -244,7 +272,7 @@ func (r *CompactionPoolReconciler) recommend(ctx context.Context, p *poolPass) R
 		return Continue()
 	}
 	pool := p.pool
-	d := Decide(pool, a.obs, a.regions, a.now)
+	d := Decide(pool, p.durations, a.obs, a.regions, a.transfers, a.now)
 	a.decision = &d
 	r.publish(pool, d)
 	current, next := pool.DesiredReplicasOrDefault(), replicasAfter(pool, d)
@@ -287,8 +315,11 @@ func autoscalerStatus(pool *kvapi.CompactionPool, a *autoscalePass) {
 	gen := pool.Generation
 	if pool.Spec.Autoscaling.Mode == kvapi.AutoscalingDisabled {
 		st.Autoscaler, st.DesiredReplicas = nil, nil
-		setCondition(&st.Conditions, gen, kvapi.ConditionScalingActive, false, kvapi.ReasonAutoscalingDisabled,
-			"autoscaling.mode is Disabled: spec.replicas is left to the user")
+		msg := "autoscaling.mode is Disabled: spec.replicas is left to the user"
+		if a.outOfBounds != "" {
+			msg += "; " + a.outOfBounds
+		}
+		setCondition(&st.Conditions, gen, kvapi.ConditionScalingActive, false, kvapi.ReasonAutoscalingDisabled, msg)
 		return
 	}
 	if d := a.decision; d != nil {
@@ -301,6 +332,12 @@ func autoscalerStatus(pool *kvapi.CompactionPool, a *autoscalePass) {
 	}
 	if a.err != nil {
 		setCondition(&st.Conditions, gen, kvapi.ConditionScalingActive, false, kvapi.ReasonReconcileError, "autoscaler: "+a.err.Error())
+	}
+	if a.outOfBounds != "" {
+		c := meta.FindStatusCondition(st.Conditions, kvapi.ConditionScalingActive)
+		if c != nil && !strings.Contains(c.Message, a.outOfBounds) {
+			c.Message += "; " + a.outOfBounds
+		}
 	}
 }
 
@@ -318,8 +355,11 @@ func (r *CompactionPoolReconciler) scale(ctx context.Context, pool *kvapi.Compac
 }
 
 // targets lists the pool's workers and the storage pods of the KVClusters
-// that reference it, and sums their regions (R).
-func (r *CompactionPoolReconciler) targets(ctx context.Context, pool *kvapi.CompactionPool) (autoscaler.Targets, int32, []corev1.Pod, error) {
+// that reference it, sums their regions (R), and says whether any of them
+// streams compaction output back from the workers (its warmup mode), so
+// the model charges b/w. A pool shared by clusters in different modes is
+// sized for the ones that transfer: the conservative answer.
+func (r *CompactionPoolReconciler) targets(ctx context.Context, pool *kvapi.CompactionPool) (autoscaler.Targets, int32, bool, []corev1.Pod, error) {
 	t := autoscaler.Targets{Pool: pool.Namespace + "/" + pool.Name}
 	endpoint := func(pod *corev1.Pod) (autoscaler.Endpoint, bool) {
 		if pod.Status.PodIP == "" || !pod.DeletionTimestamp.IsZero() {
@@ -329,7 +369,7 @@ func (r *CompactionPoolReconciler) targets(ctx context.Context, pool *kvapi.Comp
 	}
 	var workers corev1.PodList
 	if err := r.List(ctx, &workers, client.InNamespace(pool.Namespace), client.MatchingLabels(specs.PoolSelectorLabels(pool))); err != nil {
-		return t, 0, nil, err
+		return t, 0, false, nil, err
 	}
 	for i := range workers.Items {
 		if e, ok := endpoint(&workers.Items[i]); ok {
@@ -338,13 +378,19 @@ func (r *CompactionPoolReconciler) targets(ctx context.Context, pool *kvapi.Comp
 	}
 	var clusters kvapi.KVClusterList
 	if err := r.List(ctx, &clusters, client.InNamespace(pool.Namespace)); err != nil {
-		return t, 0, nil, err
+		return t, 0, false, nil, err
 	}
 	var regions int32
+	var transfers bool
 	for _, c := range clusters.Items {
 		if c.Spec.CompactionPoolRef == nil || c.Spec.CompactionPoolRef.Name != pool.Name || !c.DeletionTimestamp.IsZero() {
 			continue
 		}
+		mode := contract.WarmupMode(c.Spec.Engine.Warmup.Mode)
+		if mode == "" {
+			mode = contract.DefaultWarmupMode
+		}
+		transfers = transfers || mode.TransfersOutput()
 		if c.Status.Regions > 0 {
 			regions += c.Status.Regions
 		} else {
@@ -352,7 +398,7 @@ func (r *CompactionPoolReconciler) targets(ctx context.Context, pool *kvapi.Comp
 		}
 		var stores corev1.PodList
 		if err := r.List(ctx, &stores, client.InNamespace(pool.Namespace), client.MatchingLabels(specs.StoreSelectorLabels(&c))); err != nil {
-			return t, 0, nil, err
+			return t, 0, false, nil, err
 		}
 		for i := range stores.Items {
 			if e, ok := endpoint(&stores.Items[i]); ok {
@@ -360,7 +406,7 @@ func (r *CompactionPoolReconciler) targets(ctx context.Context, pool *kvapi.Comp
 			}
 		}
 	}
-	return t, regions, workers.Items, nil
+	return t, regions, transfers, workers.Items, nil
 }
 
 // patchDeletionCosts sets each worker's pod-deletion-cost to its number of

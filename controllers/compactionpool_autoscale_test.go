@@ -23,10 +23,20 @@ func decidePool(mode kvapi.AutoscalingMode) *kvapi.CompactionPool {
 	pool.Spec.MinReplicas, pool.Spec.MaxReplicas = 1, 6
 	pool.Spec.CacheBytes = resource.MustParse("6G")
 	pool.Spec.Autoscaling.Mode = mode
-	pool.Spec.Autoscaling.ScaleDownStabilizationWindow = &metav1.Duration{Duration: 5 * time.Minute}
-	pool.Spec.Autoscaling.ScaleUpStabilizationWindow = &metav1.Duration{}
+	pool.Spec.Autoscaling.ScaleDownStabilizationWindow = "5m"
+	pool.Spec.Autoscaling.ScaleUpStabilizationWindow = "0s"
 	pool.SetDefaults()
 	return pool
+}
+
+// durationsOf is what the spec step gives Decide for a defaulted pool.
+func durationsOf(t *testing.T, pool *kvapi.CompactionPool) kvapi.PoolDurations {
+	t.Helper()
+	d, err := pool.Spec.Durations()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
 }
 
 // TestDecide runs the pure autoscaler step over a sequence of observations
@@ -68,7 +78,7 @@ func TestDecide(t *testing.T) {
 	for _, mode := range []kvapi.AutoscalingMode{kvapi.AutoscalingModel, kvapi.AutoscalingExternal} {
 		pool := decidePool(mode)
 		for i, s := range steps {
-			d := Decide(pool, s.obs, s.regions, t0.Add(s.at))
+			d := Decide(pool, durationsOf(t, pool), s.obs, s.regions, true, t0.Add(s.at))
 			if d.Active != s.active || d.Reason != s.reason {
 				t.Fatalf("%s step %d: active %v reason %s (%s), want %v %s", mode, i, d.Active, d.Reason, d.Message, s.active, s.reason)
 			}
@@ -93,7 +103,7 @@ func TestDecide(t *testing.T) {
 	// First evaluation with no demand measurement and no history: no guess.
 	fresh := &kvapi.CompactionPool{}
 	fresh.SetDefaults()
-	if d := Decide(fresh, autoscaler.Observation{CompactionRate: 1}, 4, t0); d.Active || d.Reason != kvapi.ReasonMetricsUnavailable || d.Desired != nil {
+	if d := Decide(fresh, durationsOf(t, fresh), autoscaler.Observation{CompactionRate: 1}, 4, true, t0); d.Active || d.Reason != kvapi.ReasonMetricsUnavailable || d.Desired != nil {
 		t.Fatalf("want MetricsUnavailable, got %+v", d)
 	}
 }
@@ -138,18 +148,18 @@ func TestDecideUnreadableInputs(t *testing.T) {
 		{"compactionsPerRegion", func(in *kvapi.ModelInputs) { in.CompactionsPerRegion = "1,5" }},
 	} {
 		pool := decidePool(kvapi.AutoscalingModel)
-		d := Decide(pool, paper, 10, t0)
+		d := Decide(pool, durationsOf(t, pool), paper, 10, true, t0)
 		if !d.Active {
 			t.Fatalf("first evaluation: %s", d.Message)
 		}
 		pool.Status.Autoscaler = &d.Status
 		tc.edit(&pool.Status.Autoscaler.Inputs)
-		d = Decide(pool, autoscaler.Observation{}, 10, t0.Add(time.Minute))
+		d = Decide(pool, durationsOf(t, pool), autoscaler.Observation{}, 10, true, t0.Add(time.Minute))
 		if d.Active || d.Desired != nil || d.Reason != kvapi.ReasonMetricsUnavailable || !strings.Contains(d.Message, "status.autoscaler.inputs."+tc.field) {
 			t.Errorf("%s unreadable: active %v reason %s message %q", tc.field, d.Active, d.Reason, d.Message)
 		}
 		pool.Status.Autoscaler = &d.Status
-		if d := Decide(pool, paper, 10, t0.Add(2*time.Minute)); !d.Active {
+		if d := Decide(pool, durationsOf(t, pool), paper, 10, true, t0.Add(2*time.Minute)); !d.Active {
 			t.Errorf("%s: the evaluation after the unreadable one: %s %s", tc.field, d.Reason, d.Message)
 		}
 	}

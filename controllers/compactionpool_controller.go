@@ -1,6 +1,7 @@
 package controllers
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 
@@ -18,6 +19,8 @@ import (
 	kvapi "github.com/bellows-kv/bellows/api/v1alpha1"
 	"github.com/bellows-kv/bellows/autoscaler"
 	"github.com/bellows-kv/bellows/controllers/specs"
+	"github.com/bellows-kv/bellows/internal/contract"
+	"github.com/bellows-kv/bellows/internal/version"
 )
 
 // +kubebuilder:rbac:groups=kv.bellows.dev,resources=compactionpools,verbs=get;list;watch;update;patch
@@ -37,6 +40,9 @@ type CompactionPoolReconciler struct {
 	Clock clock.PassiveClock
 	// Metrics, when set, publishes the autoscaler's inputs and outputs.
 	Metrics *AutoscalerMetrics
+	// DefaultImage runs the workers of a pool without spec.image (operator
+	// --default-image). SetupWithManager defaults it to this build's image.
+	DefaultImage string
 }
 
 // poolPass is the state of one reconcile pass.
@@ -46,6 +52,8 @@ type poolPass struct {
 	orig, pool *kvapi.CompactionPool
 	// deployment is the live Deployment (nil until its step ran).
 	deployment *appsv1.Deployment
+	// durations are the pool's durations, parsed by the spec step.
+	durations kvapi.PoolDurations
 	// autoscale is what the autoscaler steps found and did.
 	autoscale autoscalePass
 }
@@ -63,6 +71,7 @@ func (r *CompactionPoolReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 	}
 	p := &poolPass{orig: pool.DeepCopy(), pool: pool}
 	pool.SetDefaults()
+	pool.Spec.Image = cmp.Or(pool.Spec.Image, r.DefaultImage, contract.Image(version.Version))
 	return r.runner().run(ctx, p)
 }
 
@@ -77,9 +86,11 @@ func (r *CompactionPoolReconciler) runner() runner[*poolPass] {
 		recorder: r.Recorder,
 		steps: []step[*poolPass]{
 			pauseStep[*poolPass]("this pool, its workers and its size"),
+			{"spec", checkPoolSpec},
 			{"autoscaler: observe", r.observe},
 			{"autoscaler: pod-deletion-cost", r.setDeletionCosts},
 			{"autoscaler: recommend and scale", r.recommend},
+			{"replica bounds", r.enforceBounds},
 			{"Deployment", func(ctx context.Context, p *poolPass) Result {
 				d, err := ensure(ctx, ch, p.pool, specs.BuildPoolDeployment(p.pool), updateDeployment)
 				if err != nil {
@@ -99,16 +110,30 @@ func (r *CompactionPoolReconciler) runner() runner[*poolPass] {
 	}
 }
 
+// checkPoolSpec parses what the API server stores as plain strings. The CRD
+// rejects every value that fails here; one stored before those rules existed
+// stops this pool's pass with InvalidSpec, and only this pool's.
+func checkPoolSpec(_ context.Context, p *poolPass) Result {
+	d, err := p.pool.Spec.Durations()
+	if err != nil {
+		return Invalid(err)
+	}
+	p.durations = d
+	return Continue()
+}
+
 func (r *CompactionPoolReconciler) computeStatus(p *poolPass, outcome Result) {
 	pool := p.pool
 	st := &pool.Status
 	gen := pool.Generation
+	// The selector first, whatever the pass did (paused, failed): an HPA
+	// on /scale needs it, and it depends on nothing but the pool's name.
+	st.Selector = specs.PoolSelector(pool)
 	if pausedStatus(&st.Conditions, &st.ObservedGeneration, gen, outcome) {
 		return
 	}
 	st.ObservedGeneration = gen
 	autoscalerStatus(pool, &p.autoscale)
-	st.Selector = specs.PoolSelector(pool)
 	want := pool.DesiredReplicasOrDefault()
 	if d := p.deployment; d != nil {
 		st.Replicas = d.Status.Replicas
@@ -118,7 +143,7 @@ func (r *CompactionPoolReconciler) computeStatus(p *poolPass, outcome Result) {
 		r.Metrics.Replicas.WithLabelValues(pool.Namespace + "/" + pool.Name).Set(float64(st.Replicas))
 	}
 	if err := outcome.Err(); err != nil {
-		setCondition(&st.Conditions, gen, kvapi.ConditionDegraded, true, kvapi.ReasonReconcileError, err.Error())
+		setCondition(&st.Conditions, gen, kvapi.ConditionDegraded, true, outcome.FailReason(), err.Error())
 	} else {
 		setCondition(&st.Conditions, gen, kvapi.ConditionDegraded, false, kvapi.ReasonAsExpected, "")
 	}
@@ -126,6 +151,9 @@ func (r *CompactionPoolReconciler) computeStatus(p *poolPass, outcome Result) {
 	done := d != nil && d.Status.ObservedGeneration >= d.Generation && d.Status.UpdatedReplicas == want &&
 		d.Status.Replicas == want && d.Status.ReadyReplicas == want
 	switch {
+	case outcome.IsInvalid():
+		setCondition(&st.Conditions, gen, kvapi.ConditionProgressing, false, kvapi.ReasonInvalidSpec,
+			"the operator leaves the workers as they are until the spec is fixed (see Degraded)")
 	case d == nil:
 		setCondition(&st.Conditions, gen, kvapi.ConditionProgressing, true, kvapi.ReasonCreating, "creating the workers")
 	case !done:
@@ -147,6 +175,9 @@ func (r *CompactionPoolReconciler) computeStatus(p *poolPass, outcome Result) {
 func (r *CompactionPoolReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if r.Clock == nil {
 		r.Clock = clock.RealClock{}
+	}
+	if r.DefaultImage == "" {
+		r.DefaultImage = contract.Image(version.Version)
 	}
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&kvapi.CompactionPool{}).

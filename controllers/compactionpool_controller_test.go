@@ -39,8 +39,7 @@ func poolAndCluster(t *testing.T, g *WithT, ns string, mode kvapi.AutoscalingMod
 	p.Spec.MaxReplicas = 8
 	p.Spec.CacheBytes = resource.MustParse("6G")
 	p.Spec.Autoscaling = kvapi.AutoscalingSpec{
-		Mode: mode, SyncPeriod: metav1.Duration{Duration: time.Second},
-		ScaleUpStabilizationWindow: &metav1.Duration{}, ScaleDownStabilizationWindow: &metav1.Duration{},
+		Mode: mode, SyncPeriod: "1s", ScaleUpStabilizationWindow: "0s", ScaleDownStabilizationWindow: "0s",
 	}
 	g.Expect(k8sClient.Create(ctx, p)).To(Succeed())
 	c := validCluster(ns, "store")
@@ -86,6 +85,7 @@ func TestModelModeScalesWithFedMetrics(t *testing.T) {
 		g.Expect(a.Inputs).To(Equal(kvapi.ModelInputs{
 			CompactionRateBytesPerSecond: "2e+07", TransferRateBytesPerSecond: "8e+06", CacheBytes: 6e9,
 			CompactionSizeBytes: "4e+09", CompactionsPerRegion: "1", IntervalSeconds: 3600, Regions: 10, Backlog: "0",
+			Queued: "0", TransfersOutput: true,
 		}))
 		g.Expect(a.Outputs).NotTo(BeNil())
 		g.Expect(a.Outputs.CompactionDurationSeconds).To(Equal("700"))
@@ -97,17 +97,28 @@ func TestModelModeScalesWithFedMetrics(t *testing.T) {
 	}).Should(Succeed())
 
 	// Twice the demand: ⌊h/T⌋ = ⌊5.14/2⌋ = 2 regions per worker, 5 workers.
-	// A backlog of 6 compactions adds ⌈6/5.14⌉ = 2.
 	fed.set(ns+"/workers", paperObservation(10, 2))
 	g.Eventually(func(g Gomega) { g.Expect(*getPool(g, key).Spec.Replicas).To(Equal(int32(5))) }).Should(Succeed())
+	// A queue that grows by 6 compactions per evaluation is a backlog:
+	// ⌈queued/5.14⌉ more workers, up to maxReplicas 8.
 	o := paperObservation(10, 2)
-	o.Backlog = 6
+	o.Queued = 6
 	fed.set(ns+"/workers", o)
+	fed.growQueue(ns+"/workers", 6)
 	g.Eventually(func(g Gomega) {
 		p := getPool(g, key)
-		g.Expect(*p.Spec.Replicas).To(Equal(int32(7)))
-		g.Expect(p.Status.Autoscaler.Outputs.BacklogReplicas).To(Equal(int32(2)))
-		g.Expect(deploymentReplicas(g, ns)).To(Equal(int32(7)))
+		g.Expect(*p.Spec.Replicas).To(Equal(int32(8)))
+		g.Expect(p.Status.Autoscaler.Outputs.BacklogReplicas).To(BeNumerically(">=", 3))
+		g.Expect(deploymentReplicas(g, ns)).To(Equal(int32(8)))
+	}).Should(Succeed())
+	// The queue stops growing: the steady capacity serves it; no backlog
+	// term, back to the model's 5 (the down-window is 0s here).
+	fed.growQueue(ns+"/workers", 0)
+	g.Eventually(func(g Gomega) {
+		p := getPool(g, key)
+		g.Expect(*p.Spec.Replicas).To(Equal(int32(5)))
+		g.Expect(p.Status.Autoscaler.Outputs.BacklogReplicas).To(Equal(int32(0)))
+		g.Expect(p.Status.Autoscaler.Inputs.Backlog).To(Equal("0"))
 	}).Should(Succeed())
 
 	// Far more demand than maxReplicas allows (10 workers): clamped to 8.

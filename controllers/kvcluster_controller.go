@@ -1,8 +1,10 @@
 package controllers
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -10,6 +12,8 @@ import (
 	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/tools/events"
@@ -21,13 +25,16 @@ import (
 
 	kvapi "github.com/bellows-kv/bellows/api/v1alpha1"
 	"github.com/bellows-kv/bellows/controllers/specs"
+	"github.com/bellows-kv/bellows/internal/contract"
+	"github.com/bellows-kv/bellows/internal/version"
 )
 
 // +kubebuilder:rbac:groups=kv.bellows.dev,resources=kvclusters,verbs=get;list;watch;update;patch
 // +kubebuilder:rbac:groups=kv.bellows.dev,resources=kvclusters/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=apps,resources=statefulsets,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups="",resources=services;configmaps,verbs=get;list;watch;create;update;patch;delete
-// +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch;update;patch
+// Deleting a pod is how a stuck rollout is replaced (rollout.go).
+// +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch;update;patch;delete
 // +kubebuilder:rbac:groups=policy,resources=poddisruptionbudgets,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups=monitoring.coreos.com,resources=servicemonitors,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups="",resources=serviceaccounts,verbs=get;list;watch;create;update;patch;delete
@@ -51,11 +58,16 @@ type KVClusterReconciler struct {
 	// look rolled out when it is not. SetupWithManager defaults it to the
 	// manager's API reader.
 	APIReader client.Reader
+	// DefaultImage runs the pods of a cluster without spec.image (operator
+	// --default-image). SetupWithManager defaults it to this build's image.
+	DefaultImage string
 }
 
-// rolloutRecheck is how often a pass held back by the rollout gate looks
-// again. The StatefulSet's status changes normally trigger the next pass
-// through the watch; this bounds the wait if an event is missed.
+// rolloutRecheck is how often a pass looks again while the StatefulSet rolls
+// out: whether a held-back change may go, whether a pod got stuck. The
+// StatefulSet's status changes trigger most passes through the watch, but
+// not a pod's container starting to wait on an image, nor the progress
+// deadline passing.
 const rolloutRecheck = 10 * time.Second
 
 // kvPass is the state of one reconcile pass: the steps fill it, and the
@@ -67,6 +79,15 @@ type kvPass struct {
 	// sts is the live StatefulSet (nil until the step that writes it ran).
 	sts       *appsv1.StatefulSet
 	poolFound bool
+	// memoryShortfall says why the user's memory limit cannot hold what
+	// the engine settings need (empty when it can).
+	memoryShortfall string
+	// rollout is what the pods say about an incomplete rollout (empty when
+	// the rollout was complete or not yet observed).
+	rollout rolloutPods
+	// replaced says how this pass replaced a stuck rollout: the newer spec
+	// written over it, the superseded pods deleted.
+	replaced []string
 }
 
 func (p *kvPass) owner() owner { return p.cluster }
@@ -82,6 +103,7 @@ func (r *KVClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 	}
 	p := &kvPass{orig: cluster.DeepCopy(), cluster: cluster}
 	cluster.SetDefaults()
+	cluster.Spec.Image = cmp.Or(cluster.Spec.Image, r.DefaultImage, contract.Image(version.Version))
 	return r.runner().run(ctx, p)
 }
 
@@ -104,13 +126,65 @@ func (r *KVClusterReconciler) runner() runner[*kvPass] {
 			childStep("PodDisruptionBudget", ch, func(p *kvPass) *policyv1.PodDisruptionBudget { return specs.BuildStorePDB(p.cluster) }, updatePDB),
 			serviceMonitorStep(ch, func(p *kvPass) *unstructured.Unstructured { return specs.BuildStoreServiceMonitor(p.cluster) }),
 			{"CompactionPool reference", r.checkPool},
+			{"resources", r.checkResources},
 			{"engine ConfigMap and StatefulSet", func(ctx context.Context, p *kvPass) Result { return r.reconcileStatefulSet(ctx, ch, p) }},
 		},
-		status: computeKVStatus,
-		patchStatus: func(ctx context.Context, p *kvPass) error {
-			return patchStatus(ctx, r.Client, p.orig, p.cluster, func(c *kvapi.KVCluster) *kvapi.KVClusterStatus { return &c.Status })
-		},
+		status:      computeKVStatus,
+		patchStatus: r.writeStatus,
 	}
+}
+
+// writeStatus patches the status and announces, as events, the transitions
+// it records (announcements): an event per transition, not per pass, since
+// the status remembers what was announced. A pass that announces patches
+// with optimistic locking: a pass that read the cluster before the previous
+// pass's status write reached the cache fails here and is retried, instead
+// of announcing the same transition a second time.
+func (r *KVClusterReconciler) writeStatus(ctx context.Context, p *kvPass) error {
+	news := announcements(p.orig.Status.Conditions, p.cluster.Status.Conditions)
+	if len(news) == 0 {
+		return patchStatus(ctx, r.Client, p.orig, p.cluster, func(c *kvapi.KVCluster) *kvapi.KVClusterStatus { return &c.Status })
+	}
+	patched := p.orig.DeepCopy()
+	patched.Status = p.cluster.Status
+	if err := r.Status().Patch(ctx, patched, client.MergeFromWithOptions(p.orig, client.MergeFromWithOptimisticLock{})); err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	for _, a := range news {
+		r.Recorder.Eventf(p.cluster, nil, a.eventType, a.reason, a.action, "%s", truncate(a.note, maxEventNote))
+	}
+	return nil
+}
+
+// announcement is an event for a condition's transition.
+type announcement struct{ eventType, reason, action, note string }
+
+// announcements are the transitions from orig's conditions to cur's that a
+// person should hear of: a change held back by the rollout gate (each
+// generation held back once), a stuck rollout, a missing CompactionPool
+// (each pool name once).
+func announcements(orig, cur []metav1.Condition) []announcement {
+	var out []announcement
+	was, is := conditionOf(orig, kvapi.ConditionProgressing), conditionOf(cur, kvapi.ConditionProgressing)
+	switch {
+	case is.Reason == kvapi.ReasonWaitingForRollout && (was.Reason != is.Reason || was.ObservedGeneration != is.ObservedGeneration):
+		out = append(out, announcement{corev1.EventTypeNormal, is.Reason, "HoldBack", fmt.Sprintf("generation %d: %s", is.ObservedGeneration, is.Message)})
+	case is.Reason == kvapi.ReasonRolloutStuck && was.Reason != is.Reason:
+		out = append(out, announcement{corev1.EventTypeWarning, is.Reason, "DetectStuckRollout", is.Message})
+	}
+	was, is = conditionOf(orig, kvapi.ConditionDegraded), conditionOf(cur, kvapi.ConditionDegraded)
+	if is.Reason == kvapi.ReasonCompactionPoolMissing && (was.Reason != is.Reason || was.Message != is.Message) {
+		out = append(out, announcement{corev1.EventTypeWarning, is.Reason, "CheckCompactionPool", is.Message})
+	}
+	return out
+}
+
+// conditionOf is the condition of type typ, or the zero condition.
+func conditionOf(conds []metav1.Condition, typ string) metav1.Condition {
+	if c := meta.FindStatusCondition(conds, typ); c != nil {
+		return *c
+	}
+	return metav1.Condition{}
 }
 
 // rolloutComplete is true when the StatefulSet controller has acted on the
@@ -128,12 +202,17 @@ func rolloutComplete(sts *appsv1.StatefulSet) bool {
 
 // reconcileStatefulSet writes the engine ConfigMap and the StatefulSet, one
 // change at a time: while the StatefulSet rolls out a change, the next one
-// (ConfigMap included) waits.
+// (ConfigMap included) waits, unless the rollout is stuck (rollout.go). While
+// it rolls out, pods stuck on a superseded revision are replaced, and drift
+// is corrected except in the pod template.
 func (r *KVClusterReconciler) reconcileStatefulSet(ctx context.Context, ch children, p *kvPass) Result {
 	c := p.cluster
 	cm, err := specs.BuildStoreConfigMap(c)
 	if err != nil {
-		return Fail(err)
+		// Engine settings the stores would refuse (stored before a CRD
+		// rule existed): reported on this cluster, which keeps its pods
+		// as they are, rather than rolled out as crash-looping stores.
+		return Invalid(err)
 	}
 	desired := specs.BuildStoreStatefulSet(c, cm)
 
@@ -146,22 +225,60 @@ func (r *KVClusterReconciler) reconcileStatefulSet(ctx context.Context, ch child
 	if err != nil && !apierrors.IsNotFound(err) {
 		return Fail(err)
 	}
-	if err == nil && specs.SpecHash(existing) != specs.SpecHash(desired) && !rolloutComplete(existing) {
-		// One change at a time: the pods roll one by one (OrderedReady), and
-		// the next change waits until the current rollout is done.
-		p.sts = existing
-		log.FromContext(ctx).Info("holding back a StatefulSet change until the rollout completes")
-		return Wait(kvapi.ReasonWaitingForRollout, "a spec change waits until the current rollout of the StatefulSet completes", rolloutRecheck)
+	rolling := err == nil && !rolloutComplete(existing)
+	update, replacing := updateStatefulSet, false
+	if rolling {
+		rp, err := judgePods(ctx, r.APIReader, existing, time.Now())
+		if err != nil {
+			return Fail(err)
+		}
+		p.rollout = rp
+		deleted, err := replaceSuperseded(ctx, r.Client, existing, rp)
+		if len(deleted) > 0 {
+			msg := replacedMessage(existing, rp.updateRevision, deleted)
+			p.replaced = append(p.replaced, msg)
+			r.Recorder.Eventf(c, existing, corev1.EventTypeWarning, kvapi.ReasonRolloutReplaced, "DeleteStuckPods", "%s", truncate(msg, maxEventNote))
+		}
+		if err != nil {
+			return Fail(err)
+		}
+		switch {
+		case specs.SpecHash(existing) == specs.SpecHash(desired):
+			// Drift in the pod template would be a second rollout on top
+			// of this one: it waits, as a change of the spec does. The
+			// rest (replicas above all) is corrected at once.
+			update = updateStatefulSetKeepTemplate
+		case len(rp.stuck) == 0:
+			// One change at a time: the pods roll one by one
+			// (OrderedReady), and the next change waits until the
+			// current rollout is done.
+			p.sts = existing
+			log.FromContext(ctx).Info("holding back a StatefulSet change until the rollout completes")
+			return Wait(kvapi.ReasonWaitingForRollout, "a spec change waits until the current rollout of the StatefulSet completes", rolloutRecheck)
+		default:
+			// Waiting would be forever: the newer spec replaces the
+			// stuck rollout.
+			replacing = true
+		}
 	}
 
 	if _, err := ensure(ctx, ch, c, cm, updateConfigMap); err != nil {
 		return Fail(err)
 	}
-	sts, err := ensure(ctx, ch, c, desired, updateStatefulSet)
+	sts, err := ensure(ctx, ch, c, desired, update)
 	if err != nil {
 		return Fail(err)
 	}
 	p.sts = sts
+	if replacing {
+		msg := fmt.Sprintf("wrote the newer spec over %s; once the StatefulSet controller has taken it, "+
+			"the pods stuck on revision %s are deleted so that it recreates them", p.rollout.stuckDetail(), p.rollout.updateRevision)
+		p.replaced = append(p.replaced, msg)
+		r.Recorder.Eventf(c, sts, corev1.EventTypeWarning, kvapi.ReasonRolloutReplaced, "ReplaceStuckRollout", "%s", truncate(msg, maxEventNote))
+	}
+	if rolling || !rolloutComplete(sts) {
+		return Requeue(rolloutRecheck)
+	}
 	return Continue()
 }
 
@@ -201,20 +318,30 @@ func computeKVStatus(p *kvPass, outcome Result) {
 	}
 	switch {
 	case outcome.Err() != nil:
-		setCondition(&st.Conditions, gen, kvapi.ConditionDegraded, true, kvapi.ReasonReconcileError, outcome.Err().Error())
+		setCondition(&st.Conditions, gen, kvapi.ConditionDegraded, true, outcome.FailReason(), outcome.Err().Error())
 	case !p.poolFound:
 		setCondition(&st.Conditions, gen, kvapi.ConditionDegraded, true, kvapi.ReasonCompactionPoolMissing,
 			fmt.Sprintf("CompactionPool %q does not exist in namespace %s: compactions cannot be offloaded", c.Spec.CompactionPoolRef.Name, c.Namespace))
 	default:
 		setCondition(&st.Conditions, gen, kvapi.ConditionDegraded, false, kvapi.ReasonAsExpected, "")
 	}
+	resourcesCondition(p)
 	waiting := outcome.Waiting(kvapi.ReasonWaitingForRollout)
 	ready := p.sts != nil && !waiting && rolloutComplete(p.sts) && p.sts.Status.ReadyReplicas == c.Spec.Replicas
+	// A replacement is reported until the rollout it started completes (or
+	// the spec changes again), not only in the pass that acted.
+	wasReplacing := conditionOf(p.orig.Status.Conditions, kvapi.ConditionProgressing)
 	switch {
 	case p.sts == nil:
 		setCondition(&st.Conditions, gen, kvapi.ConditionProgressing, true, kvapi.ReasonCreating, "creating the storage pods")
 	case waiting:
 		setCondition(&st.Conditions, gen, kvapi.ConditionProgressing, true, outcome.reason, outcome.message)
+	case len(p.replaced) > 0:
+		setCondition(&st.Conditions, gen, kvapi.ConditionProgressing, true, kvapi.ReasonRolloutReplaced, strings.Join(p.replaced, "; "))
+	case !ready && len(p.rollout.stuck) > 0:
+		setCondition(&st.Conditions, gen, kvapi.ConditionProgressing, false, kvapi.ReasonRolloutStuck, p.rollout.stuckMessage())
+	case !ready && wasReplacing.Reason == kvapi.ReasonRolloutReplaced && wasReplacing.ObservedGeneration == gen:
+		setCondition(&st.Conditions, gen, kvapi.ConditionProgressing, true, kvapi.ReasonRolloutReplaced, wasReplacing.Message)
 	case !ready:
 		setCondition(&st.Conditions, gen, kvapi.ConditionProgressing, true, kvapi.ReasonRollingUpdate,
 			fmt.Sprintf("%d of %d storage pods updated and Ready", min(p.sts.Status.UpdatedReplicas, p.sts.Status.ReadyReplicas), c.Spec.Replicas))
@@ -234,6 +361,9 @@ func computeKVStatus(p *kvPass, outcome Result) {
 func (r *KVClusterReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if r.APIReader == nil {
 		r.APIReader = mgr.GetAPIReader()
+	}
+	if r.DefaultImage == "" {
+		r.DefaultImage = contract.Image(version.Version)
 	}
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&kvapi.KVCluster{}).

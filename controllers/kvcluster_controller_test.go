@@ -2,7 +2,6 @@ package controllers
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -68,22 +67,7 @@ func ownedNames(g Gomega, ns string, owner metav1.Object, list client.ObjectList
 // would leave the new one looking unrolled forever (the rollout gate then
 // holds back every later change).
 func markRolledOut(g *WithT, key client.ObjectKey, wantHash string) {
-	g.Expect(wantHash).NotTo(BeEmpty())
-	g.Eventually(func() error {
-		sts := &appsv1.StatefulSet{}
-		if err := k8sClient.Get(context.Background(), key, sts); err != nil {
-			return err
-		}
-		if got := specs.SpecHash(sts); got != wantHash {
-			return fmt.Errorf("StatefulSet spec hash %q, waiting for %q", got, wantHash)
-		}
-		n := *sts.Spec.Replicas
-		sts.Status = appsv1.StatefulSetStatus{
-			ObservedGeneration: sts.Generation, Replicas: n, ReadyReplicas: n, CurrentReplicas: n, UpdatedReplicas: n,
-			AvailableReplicas: n, CurrentRevision: "r", UpdateRevision: "r",
-		}
-		return k8sClient.Status().Update(context.Background(), sts)
-	}).Should(Succeed())
+	setStoreStatus(g, key, wantHash, "r", "r", allReplicas, allReplicas)
 }
 
 // desiredStoreHash is the spec hash the operator gives the StatefulSet for
@@ -92,6 +76,9 @@ func desiredStoreHash(g *WithT, key client.ObjectKey) string {
 	c := &kvapi.KVCluster{}
 	g.Expect(k8sClient.Get(context.Background(), key, c)).To(Succeed())
 	c.SetDefaults()
+	if c.Spec.Image == "" {
+		c.Spec.Image = suiteDefaultImage // what the reconciler fills in
+	}
 	cm, err := specs.BuildStoreConfigMap(c)
 	g.Expect(err).NotTo(HaveOccurred())
 	return specs.SpecHash(specs.BuildStoreStatefulSet(c, cm))

@@ -10,6 +10,7 @@ import (
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	kvapi "github.com/bellows-kv/bellows/api/v1alpha1"
 	"github.com/bellows-kv/bellows/internal/contract"
@@ -26,6 +27,10 @@ import (
 //   - Fail: the pass stops with an error: status records Degraded, the
 //     object gets a Warning event, and controller-runtime retries with
 //     backoff.
+//   - Invalid: a Fail that no retry can fix, because the stored spec has a
+//     value the operator cannot use: status records Degraded with reason
+//     InvalidSpec, the object gets a Warning event, and the pass is not
+//     retried (a new spec starts a new pass through the watch).
 //
 // After the steps, however they ended, the runner computes the status from
 // the pass state and the outcome, and patches it: exactly once per pass, and
@@ -46,6 +51,8 @@ type Result struct {
 	message string
 	after   time.Duration
 	err     error
+	// invalid marks a Fail caused by the spec (Invalid).
+	invalid bool
 }
 
 // Continue lets the next step run.
@@ -64,6 +71,10 @@ func Wait(reason, message string, after time.Duration) Result {
 // Fail stops the pass with err.
 func Fail(err error) Result { return Result{kind: failKind, err: err} }
 
+// Invalid stops the pass because the spec cannot be used; err says which
+// field has which value, for the user.
+func Invalid(err error) Result { return Result{kind: failKind, err: err, invalid: true} }
+
 // FailIf is Fail(err) when err is not nil, else Continue.
 func FailIf(err error) Result {
 	if err != nil {
@@ -75,14 +86,30 @@ func FailIf(err error) Result {
 // Waiting reports whether the pass stopped to wait for reason.
 func (r Result) Waiting(reason string) bool { return r.kind == waitKind && r.reason == reason }
 
-// Err is the error of a failed pass, naming the step; nil otherwise.
+// Err is the error of a failed pass, naming the step (not for Invalid,
+// whose error names the field); nil otherwise.
 func (r Result) Err() error { return r.err }
+
+// IsInvalid reports whether the pass stopped on an unusable spec (Invalid).
+func (r Result) IsInvalid() bool { return r.kind == failKind && r.invalid }
+
+// FailReason is the Degraded reason of a failed pass: InvalidSpec or
+// ReconcileError.
+func (r Result) FailReason() string {
+	if r.invalid {
+		return kvapi.ReasonInvalidSpec
+	}
+	return kvapi.ReasonReconcileError
+}
 
 func (r Result) String() string {
 	switch r.kind {
 	case waitKind:
 		return fmt.Sprintf("wait %s (%s), requeue after %s", r.reason, r.message, r.after)
 	case failKind:
+		if r.invalid {
+			return "invalid spec: " + r.err.Error()
+		}
 		return "fail: " + r.err.Error()
 	}
 	if r.after > 0 {
@@ -131,7 +158,7 @@ func (r runner[P]) run(ctx context.Context, p P) (ctrl.Result, error) {
 			requeue = soonest(requeue, res.after)
 			continue
 		}
-		if res.kind == failKind {
+		if res.kind == failKind && !res.invalid {
 			res.err = fmt.Errorf("%s: %w", s.name, res.err)
 		}
 		outcome = res
@@ -143,7 +170,10 @@ func (r runner[P]) run(ctx context.Context, p P) (ctrl.Result, error) {
 	}
 	switch outcome.kind {
 	case failKind:
-		r.recorder.Eventf(p.owner(), nil, corev1.EventTypeWarning, kvapi.ReasonReconcileError, "Reconcile", "%v", outcome.err)
+		r.recorder.Eventf(p.owner(), nil, corev1.EventTypeWarning, outcome.FailReason(), "Reconcile", "%v", outcome.err)
+		if outcome.invalid {
+			return ctrl.Result{}, reconcile.TerminalError(outcome.err)
+		}
 		return ctrl.Result{}, outcome.err
 	case waitKind:
 		return ctrl.Result{RequeueAfter: soonest(requeue, outcome.after)}, nil

@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	kvapi "github.com/bellows-kv/bellows/api/v1alpha1"
 	"github.com/bellows-kv/bellows/internal/contract"
@@ -107,9 +108,29 @@ func TestRunner(t *testing.T) {
 		})
 	}
 
+	// An unusable spec stops the pass like Fail, but for good: the error is
+	// terminal (controller-runtime does not retry it; a new spec starts a
+	// pass), names the field rather than the step, and the event and the
+	// Degraded reason say InvalidSpec.
+	rec := events.NewFakeRecorder(10)
+	inv := &runnerPass{pool: &kvapi.CompactionPool{ObjectMeta: metav1.ObjectMeta{Name: "p"}}}
+	res, err := testRunner(rec, nil, named("a", Invalid(boom)), named("b", Continue())).run(context.Background(), inv)
+	if !errors.Is(err, reconcile.TerminalError(nil)) || !errors.Is(err, boom) || res != (ctrl.Result{}) {
+		t.Errorf("invalid: result %+v, error %v; want a terminal boom", res, err)
+	}
+	if got := strings.Join(inv.ran, " "); got != "a" || inv.patches != 1 {
+		t.Errorf("invalid: ran %q, patched %d times", got, inv.patches)
+	}
+	if o := inv.outcomes[0]; !o.IsInvalid() || o.FailReason() != kvapi.ReasonInvalidSpec || o.Err().Error() != "boom" {
+		t.Errorf("invalid: outcome %v, reason %s", o, o.FailReason())
+	}
+	if e := drain(rec); len(e) != 1 || e[0] != "Warning InvalidSpec boom" {
+		t.Errorf("invalid: events %q", e)
+	}
+
 	// A failed status write is returned, together with a step's error.
 	p := &runnerPass{pool: &kvapi.CompactionPool{}}
-	_, err := testRunner(events.NewFakeRecorder(10), errors.New("conflict"), named("a", Fail(boom))).run(context.Background(), p)
+	_, err = testRunner(events.NewFakeRecorder(10), errors.New("conflict"), named("a", Fail(boom))).run(context.Background(), p)
 	if !errors.Is(err, boom) || err.Error() != "a: boom\nwrite status: conflict" {
 		t.Errorf("error %q", err)
 	}

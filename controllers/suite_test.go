@@ -34,6 +34,9 @@ import (
 	"github.com/bellows-kv/bellows/autoscaler"
 )
 
+// suiteDefaultImage is the operator's --default-image in the suite.
+const suiteDefaultImage = "registry.test/bellows:v0.0.0-suite"
+
 var (
 	testEnv     *envtest.Environment
 	cfg         *rest.Config
@@ -50,6 +53,20 @@ var (
 type fedSource struct {
 	mu  sync.Mutex
 	obs map[string]autoscaler.Observation
+	// grow adds to a pool's Queued at every observation: a queue that
+	// grows while the pool is too small.
+	grow map[string]float64
+}
+
+// growQueue makes the pool's queue grow by n compactions per observation
+// (0 stops it).
+func (f *fedSource) growQueue(pool string, n float64) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.grow == nil {
+		f.grow = map[string]float64{}
+	}
+	f.grow[pool] = n
 }
 
 func (f *fedSource) set(pool string, o autoscaler.Observation) {
@@ -64,6 +81,10 @@ func (f *fedSource) Observe(_ context.Context, t autoscaler.Targets) (autoscaler
 	o, ok := f.obs[t.Pool]
 	if !ok {
 		return autoscaler.Observation{}, fmt.Errorf("no metrics fed for %s", t.Pool)
+	}
+	if n := f.grow[t.Pool]; n != 0 {
+		o.Queued += n
+		f.obs[t.Pool] = o
 	}
 	return o, nil
 }
@@ -135,12 +156,13 @@ func runSuite(m *testing.M) int {
 		return 1
 	}
 	testMetrics = NewAutoscalerMetrics(testReg)
-	if err := (&KVClusterReconciler{Client: mgr.GetClient(), Scheme: mgr.GetScheme(), Recorder: mgr.GetEventRecorder("bellows-operator")}).SetupWithManager(mgr); err != nil {
+	if err := (&KVClusterReconciler{Client: mgr.GetClient(), Scheme: mgr.GetScheme(), Recorder: mgr.GetEventRecorder("bellows-operator"),
+		DefaultImage: suiteDefaultImage}).SetupWithManager(mgr); err != nil {
 		fmt.Fprintln(os.Stderr, "FAIL:", err)
 		return 1
 	}
 	if err := (&CompactionPoolReconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("bellows-operator"),
-		Source: fed, Clock: clock.RealClock{}, Metrics: testMetrics}).SetupWithManager(mgr); err != nil {
+		Source: fed, Clock: clock.RealClock{}, Metrics: testMetrics, DefaultImage: suiteDefaultImage}).SetupWithManager(mgr); err != nil {
 		fmt.Fprintln(os.Stderr, "FAIL:", err)
 		return 1
 	}

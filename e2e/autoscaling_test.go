@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kvapi "github.com/bellows-kv/bellows/api/v1alpha1"
+	"github.com/bellows-kv/bellows/internal/contract"
 )
 
 // autoscalingScenario: the capacity model (autoscaler/, paper §6.3) sizes the
@@ -125,8 +126,24 @@ func autoscalingScenario(t *testing.T, e *env, kv *kvClient, l *ledger) {
 	// and w drift with it, so the model may grow the pool further meanwhile:
 	// wait for every worker of the grown pool, however many, to be Ready.
 	e.awaitWorkersWhere(t, "every worker of the grown pool (2 or more) Ready", func(spec int32) bool { return spec >= 2 })
+	// The operator restarts while a worker runs a compaction: the job is
+	// between a store and a worker, and must finish (failed stays 0).
+	eventually(t, time.Minute, "a worker running a compaction", func(ctx context.Context) (bool, string, error) {
+		s, err := e.scrapeAll(t, ctx, contract.ComponentCompactor, poolName)
+		if err != nil {
+			return false, "", err
+		}
+		n := s.sum("bellows_compactor_inflight_jobs")
+		return n > 0, fmt.Sprintf("%v jobs in flight", n), nil
+	})
+	e.restartOperator(t, ctx, "while a worker runs a compaction")
 	close(stop)
 	wg.Wait()
+	// And again in the middle of the scale-down: the pool's size has come
+	// down, and the Deployment still runs (drains) the removed workers.
+	grownTo := ptr.Deref(e.awaitPool(t, "the grown pool", func(*kvapi.CompactionPool) bool { return true }).Spec.Replicas, 0)
+	e.awaitPool(t, "the scale-down to begin", func(p *kvapi.CompactionPool) bool { return ptr.Deref(p.Spec.Replicas, 0) < grownTo })
+	e.restartOperator(t, ctx, "in the middle of the scale-down")
 	shrunk := e.awaitPool(t, "the pool to shrink back without demand", func(p *kvapi.CompactionPool) bool { return ptr.Deref(p.Spec.Replicas, 0) == 1 })
 	t.Logf("shrunk: %s", meta.FindStatusCondition(shrunk.Status.Conditions, kvapi.ConditionScalingActive).Message)
 	e.awaitWorkers(t, 1)

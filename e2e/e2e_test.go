@@ -41,6 +41,10 @@ const (
 	pvCount      = 3
 )
 
+// operatorImage is the image hack/cluster-images.sh imports (and the chart
+// runs the operator, and so every pod, with).
+var operatorImage = envOr("E2E_IMAGE", "bellows.test/bellows:e2e")
+
 // TestBellows runs the scenarios in order; each builds on the previous one,
 // so the first failure stops the rest.
 func TestBellows(t *testing.T) {
@@ -59,8 +63,9 @@ func TestBellows(t *testing.T) {
 		{"4-compactor-dies-mid-compaction", func(t *testing.T) { e.compactorDies(t, kv, l) }},
 		{"5-autoscaling", func(t *testing.T) { e.autoscaling(t, kv, l) }},
 		{"6-rolling-update", func(t *testing.T) { e.rollingUpdate(t, kv, l) }},
-		{"7-region-moves", func(t *testing.T) { e.regionMoves(t, kv, l) }},
-		{"8-uninstall", e.uninstall},
+		{"7-bad-image-rollout", func(t *testing.T) { e.badImageRollout(t, kv, l) }},
+		{"8-region-moves", func(t *testing.T) { e.regionMoves(t, kv, l) }},
+		{"9-uninstall", e.uninstall},
 	}
 	for _, s := range steps {
 		ok := t.Run(s.name, func(t *testing.T) {
@@ -74,7 +79,7 @@ func TestBellows(t *testing.T) {
 			s.f(t)
 		})
 		// Without the operator or the samples nothing else can run; later
-		// scenarios leave nothing that stops the next one (and 8 cleans up).
+		// scenarios leave nothing that stops the next one (and 9 cleans up).
 		if !ok && (s.name == "1-helm-install" || s.name == "2-samples") {
 			t.Fatalf("%s failed: skipping the rest", s.name)
 		}
@@ -136,7 +141,7 @@ func (e *env) volumes(t *testing.T) {
 // every replica Ready.
 func (e *env) helmInstall(t *testing.T) {
 	e.run(t, "helm", "install", release, "charts/bellows", "--namespace", operatorNS, "--create-namespace",
-		"--set", "image.repository=bellows.test/bellows", "--set", "image.tag=e2e", "--set", "image.pullPolicy=Never",
+		"--set", "image.repository="+operatorImage[:strings.LastIndex(operatorImage, ":")], "--set", "image.tag="+operatorImage[strings.LastIndex(operatorImage, ":")+1:], "--set", "image.pullPolicy=Never",
 		"--set", "operator.resources.requests.cpu=20m", "--wait", "--timeout", "3m")
 	eventually(t, 2*time.Minute, "the operator Deployment to be Available", func(ctx context.Context) (bool, string, error) {
 		var d appsv1.Deployment
@@ -182,6 +187,10 @@ func (e *env) applySamples(t *testing.T) {
 	for _, p := range append(stores, workers...) {
 		if !podReady(&p) {
 			t.Errorf("pod %s is not Ready", p.Name)
+		}
+		// The samples name no image: the pods run the operator's own.
+		if img := p.Spec.Containers[0].Image; img != operatorImage {
+			t.Errorf("pod %s runs %s, not the operator's image %s", p.Name, img, operatorImage)
 		}
 	}
 }
@@ -467,15 +476,19 @@ func (e *env) compactorDies(t *testing.T, kv *kvClient, l *ledger) {
 				return false, "", err
 			}
 			d := func(m string, labels ...string) float64 { return s.sum(m, labels...) - before.sum(m, labels...) }
-			remoteOK, remoteFail, localOK := d("bellows_compactions_total", "location=remote", "result=success"), d("bellows_compactions_total", "location=remote", "result=failure"), d("bellows_compactions_total", "location=local", "result=success")
+			// A failed attempt is a try on a worker that did not run the
+			// job (the compaction itself succeeded on a retry, so it is
+			// not a failure in bellows_compactions_total).
+			remoteOK, localOK := d("bellows_compactions_total", "location=remote", "result=success"), d("bellows_compactions_total", "location=local", "result=success")
+			remoteFail := d("bellows_compaction_attempts_total", "worker_outcome=unavailable") + d("bellows_compaction_attempts_total", "worker_outcome=failed")
 			fromBucket := d("bellows_warmup_bytes_total", "source=bucket")
 			progress := s.sum("bellows_warmup_progress_ratio", "region="+r.region)
-			st := fmt.Sprintf("remote success %v, remote failure %v, local success %v, warmup bytes from the bucket %v, warmup progress of %s %v",
+			st := fmt.Sprintf("remote success %v, failed remote attempts %v, local success %v, warmup bytes from the bucket %v, warmup progress of %s %v",
 				remoteOK, remoteFail, localOK, fromBucket, r.region, progress)
 			// The worker's in-flight gauge covers the merge and the
 			// output's stream, so the guessed phase is only a hint; the
 			// metrics say which failure it was. Killed while merging: the
-			// attempt is a remote failure and the retry succeeded on the
+			// attempt failed (unavailable) and the retry succeeded on the
 			// other worker or, Preferred, locally (failure case 1). Killed
 			// while streaming: the compaction succeeded remotely and the
 			// warmup finished from the bucket (case 2).
@@ -659,7 +672,7 @@ func (e *env) rollingUpdate(t *testing.T, kv *kvClient, l *ledger) {
 	verifyLedger(t, ctx, kv, l)
 }
 
-// 8. Deleting the resources and uninstalling the chart leaves nothing
+// 9. Deleting the resources and uninstalling the chart leaves nothing
 // behind: no KVCluster, CompactionPool or namespace of the test, no PVC, no
 // operator Deployment, ServiceAccount, ClusterRole(Binding) or release
 // Secret, no pod anywhere, no container running in the node's containerd.

@@ -21,9 +21,20 @@ const (
 	AutoscalingDisabled AutoscalingMode = "Disabled"
 )
 
-// CompactionPoolSpec is the desired state of a pool of compaction workers.
+// The rules of CompactionPoolSpec. Where a message names a default, it is
+// that of a side the user may not have written: defaults are applied before
+// validation, so a rule cannot tell (TestCRDMessagesNameTheDefaults keeps
+// those numbers in step with the schema). The replicas rule is a transition
+// rule: it refuses only a write that sets replicas above maxReplicas, so
+// that lowering maxReplicas below the current replicas stays possible (see
+// MaxReplicas). It holds for writes through /scale too
+// (TestReplicasAboveMaxReplicas).
 //
-// +kubebuilder:validation:XValidation:rule="self.minReplicas <= self.maxReplicas",message="minReplicas must be less than or equal to maxReplicas"
+// +kubebuilder:validation:XValidation:rule=`self.minReplicas <= self.maxReplicas`,fieldPath=`.minReplicas`,messageExpression=`'minReplicas %d is greater than maxReplicas %d%s: lower minReplicas, or set maxReplicas to at least %d'.format([self.minReplicas, self.maxReplicas, self.maxReplicas == 10 ? ' (the default)' : '', self.minReplicas])`
+// +kubebuilder:validation:XValidation:rule=`!has(self.replicas) || self.replicas <= self.maxReplicas || (oldSelf.hasValue() && has(oldSelf.value().replicas) && oldSelf.value().replicas == self.replicas)`,optionalOldSelf=true,fieldPath=`.replicas`,messageExpression=`'replicas %d is greater than maxReplicas %d%s: scale to at most %d, or raise maxReplicas first'.format([self.replicas, self.maxReplicas, self.maxReplicas == 10 ? ' (the default)' : '', self.maxReplicas])`
+// +kubebuilder:validation:XValidation:rule=`!has(self.resources) || !has(self.resources.limits) || !('memory' in self.resources.limits) || !has(self.cacheBytes) || !isQuantity(string(self.resources.limits['memory'])) || !isQuantity(string(self.cacheBytes)) || quantity(string(self.resources.limits['memory'])).isGreaterThan(quantity(string(self.cacheBytes)))`,fieldPath=`.resources.limits`,messageExpression=`'resources.limits.memory %s must be greater than cacheBytes %s%s: a worker keeps up to cacheBytes of compaction output in memory, besides its own; raise the limit or lower cacheBytes'.format([string(self.resources.limits['memory']), string(self.cacheBytes), quantity(string(self.cacheBytes)).compareTo(quantity('6Gi')) == 0 ? ' (the default)' : ''])`
+
+// CompactionPoolSpec is the desired state of a pool of compaction workers.
 type CompactionPoolSpec struct {
 	// Replicas is the current size of the pool. The /scale subresource reads
 	// and writes it; in Model mode the operator sets it.
@@ -40,7 +51,12 @@ type CompactionPoolSpec struct {
 	// +optional
 	MinReplicas int32 `json:"minReplicas"`
 
-	// MaxReplicas is the autoscaler's upper bound.
+	// MaxReplicas is the autoscaler's upper bound. A write that sets replicas
+	// above it is refused, through /scale too; lowering it below the current
+	// replicas is accepted: in Model mode the operator clamps replicas to it
+	// at once; in External and Disabled mode the pool keeps its size, which
+	// the operator reports, until the HPA, KEDA or the user writes replicas
+	// (at most maxReplicas).
 	// +kubebuilder:default=10
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=1000
@@ -48,8 +64,10 @@ type CompactionPoolSpec struct {
 	MaxReplicas int32 `json:"maxReplicas,omitempty"`
 
 	// Image is the bellows container image (it runs `bellows compactor`).
-	// +kubebuilder:default="ghcr.io/bellows-kv/bellows:latest"
-	// +kubebuilder:validation:MinLength=1
+	// Empty means the operator's default image: the operator's own version
+	// (operator --default-image), so the pods match the operator that
+	// manages them and an operator upgrade rolls them to its version.
+	// Set it to pin a version.
 	// +optional
 	Image string `json:"image,omitempty"`
 
@@ -58,13 +76,21 @@ type CompactionPoolSpec struct {
 	// +optional
 	ImagePullPolicy corev1.PullPolicy `json:"imagePullPolicy,omitempty"`
 
-	// Resources of the compactor container. The memory limit should exceed cacheBytes.
+	// Resources of the compactor container. When empty, the operator requests
+	// cacheBytes plus the worker's working memory (docs/defaults.md).
 	// +optional
 	Resources corev1.ResourceRequirements `json:"resources,omitempty"`
 
+	// Scheduling places the pods. When affinity and topologySpreadConstraints
+	// are not set, the operator spreads the pods over nodes and zones
+	// (preferred, so a single-node cluster still schedules them); set
+	// `affinity: {}` or `topologySpreadConstraints: []` to opt out.
+	// +optional
+	Scheduling SchedulingSpec `json:"scheduling,omitzero"`
+
 	// CacheBytes is m: the memory each worker keeps compaction output in.
 	// +kubebuilder:default="6Gi"
-	// +kubebuilder:validation:XValidation:rule="quantity(string(self)).isGreaterThan(quantity('0'))",message="cacheBytes must be greater than zero"
+	// +kubebuilder:validation:XValidation:rule=`isQuantity(string(self)) && quantity(string(self)).isGreaterThan(quantity('0'))`,messageExpression=`!isQuantity(string(self)) ? 'cacheBytes: "' + string(self) + '" is not a quantity; write bytes with a unit, e.g. 6Gi or 512Mi' : 'cacheBytes: ' + string(self) + ' must be greater than zero, e.g. 6Gi'`
 	// +optional
 	CacheBytes resource.Quantity `json:"cacheBytes,omitzero"`
 
@@ -85,8 +111,9 @@ type CompactionPoolSpec struct {
 	// DrainTimeout bounds how long a worker being removed waits (in preStop)
 	// for its in-flight compactions. The pod's grace period is this plus 30s.
 	// +kubebuilder:default="10m"
+	// +kubebuilder:validation:XValidation:rule=`self.matches('^[-+]?(0|(([0-9]+([.][0-9]*)?|[.][0-9]+)(ns|us|ms|s|m|h))+)$') && duration(self) >= duration('1s')`,messageExpression=`!self.matches('^[-+]?(0|(([0-9]+([.][0-9]*)?|[.][0-9]+)(ns|us|ms|s|m|h))+)$') ? 'drainTimeout: "' + self + '" is not a duration; ' + (self.matches('[0-9]d') ? 'use hours, e.g. 24h for a day' : 'write a number with a unit (h, m, s), e.g. 10m or 1h30m') : 'drainTimeout: ' + self + ' is below the minimum 1s: a worker being removed needs time to hand back its compactions; e.g. 10m'`
 	// +optional
-	DrainTimeout metav1.Duration `json:"drainTimeout,omitzero"`
+	DrainTimeout Duration `json:"drainTimeout,omitempty"`
 
 	// Autoscaling configures who sizes the pool and how.
 	// +kubebuilder:default={mode: Model}
@@ -99,6 +126,7 @@ type PoolBucketSpec struct {
 	// CredentialsSecretRef names a Secret, in the pool's namespace, whose keys
 	// become the workers' environment (e.g. AWS_ACCESS_KEY_ID,
 	// AWS_SECRET_ACCESS_KEY, AWS_REGION).
+	// +kubebuilder:validation:XValidation:rule=`has(self.name) && size(self.name) <= 253 && self.name.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?)*$')`,messageExpression=`!has(self.name) || self.name == '' ? 'bucket.credentialsSecretRef.name is empty: name the Secret with the bucket credentials, e.g. s3-credentials, or leave credentialsSecretRef out' : 'bucket.credentialsSecretRef.name: "' + self.name + '" is not a Secret name: use lowercase letters, digits, - and ., e.g. s3-credentials'`
 	// +optional
 	CredentialsSecretRef *corev1.LocalObjectReference `json:"credentialsSecretRef,omitempty"`
 }
@@ -114,25 +142,29 @@ type AutoscalingSpec struct {
 	// Interval is t of the capacity model: compaction demand T is counted per
 	// interval, and h is the compactions one worker completes per interval.
 	// +kubebuilder:default="1h"
+	// +kubebuilder:validation:XValidation:rule=`self.matches('^[-+]?(0|(([0-9]+([.][0-9]*)?|[.][0-9]+)(ns|us|ms|s|m|h))+)$') && duration(self) >= duration('1s')`,messageExpression=`!self.matches('^[-+]?(0|(([0-9]+([.][0-9]*)?|[.][0-9]+)(ns|us|ms|s|m|h))+)$') ? 'autoscaling.interval: "' + self + '" is not a duration; ' + (self.matches('[0-9]d') ? 'use hours, e.g. 24h for a day' : 'write a number with a unit (h, m, s), e.g. 10m or 1h30m') : 'autoscaling.interval: ' + self + ' is below the minimum 1s: the model counts demand per interval, in whole seconds; e.g. 1h'`
 	// +optional
-	Interval metav1.Duration `json:"interval,omitzero"`
+	Interval Duration `json:"interval,omitempty"`
 
 	// SyncPeriod is how often the autoscaler re-evaluates the model.
 	// +kubebuilder:default="30s"
+	// +kubebuilder:validation:XValidation:rule=`self.matches('^[-+]?(0|(([0-9]+([.][0-9]*)?|[.][0-9]+)(ns|us|ms|s|m|h))+)$') && duration(self) >= duration('1s')`,messageExpression=`!self.matches('^[-+]?(0|(([0-9]+([.][0-9]*)?|[.][0-9]+)(ns|us|ms|s|m|h))+)$') ? 'autoscaling.syncPeriod: "' + self + '" is not a duration; ' + (self.matches('[0-9]d') ? 'use hours, e.g. 24h for a day' : 'write a number with a unit (h, m, s), e.g. 10m or 1h30m') : 'autoscaling.syncPeriod: ' + self + ' is below the minimum 1s: the autoscaler would re-evaluate without pause; e.g. 30s'`
 	// +optional
-	SyncPeriod metav1.Duration `json:"syncPeriod,omitzero"`
+	SyncPeriod Duration `json:"syncPeriod,omitempty"`
 
 	// ScaleUpStabilizationWindow: scale up only to the lowest recommendation
 	// seen within this window.
 	// +kubebuilder:default="0s"
+	// +kubebuilder:validation:XValidation:rule=`self.matches('^[-+]?(0|(([0-9]+([.][0-9]*)?|[.][0-9]+)(ns|us|ms|s|m|h))+)$') && duration(self) >= duration('0s')`,messageExpression=`!self.matches('^[-+]?(0|(([0-9]+([.][0-9]*)?|[.][0-9]+)(ns|us|ms|s|m|h))+)$') ? 'autoscaling.scaleUpStabilizationWindow: "' + self + '" is not a duration; ' + (self.matches('[0-9]d') ? 'use hours, e.g. 24h for a day' : 'write a number with a unit (h, m, s), e.g. 10m or 1h30m') : 'autoscaling.scaleUpStabilizationWindow: ' + self + ' is negative; write 0s for no window, or e.g. 3m'`
 	// +optional
-	ScaleUpStabilizationWindow *metav1.Duration `json:"scaleUpStabilizationWindow,omitempty"`
+	ScaleUpStabilizationWindow Duration `json:"scaleUpStabilizationWindow,omitempty"`
 
 	// ScaleDownStabilizationWindow: scale down only to the highest
 	// recommendation seen within this window.
 	// +kubebuilder:default="5m"
+	// +kubebuilder:validation:XValidation:rule=`self.matches('^[-+]?(0|(([0-9]+([.][0-9]*)?|[.][0-9]+)(ns|us|ms|s|m|h))+)$') && duration(self) >= duration('0s')`,messageExpression=`!self.matches('^[-+]?(0|(([0-9]+([.][0-9]*)?|[.][0-9]+)(ns|us|ms|s|m|h))+)$') ? 'autoscaling.scaleDownStabilizationWindow: "' + self + '" is not a duration; ' + (self.matches('[0-9]d') ? 'use hours, e.g. 24h for a day' : 'write a number with a unit (h, m, s), e.g. 10m or 1h30m') : 'autoscaling.scaleDownStabilizationWindow: ' + self + ' is negative; write 0s for no window, or e.g. 5m'`
 	// +optional
-	ScaleDownStabilizationWindow *metav1.Duration `json:"scaleDownStabilizationWindow,omitempty"`
+	ScaleDownStabilizationWindow Duration `json:"scaleDownStabilizationWindow,omitempty"`
 }
 
 // CompactionPoolStatus is the observed state of a CompactionPool.
@@ -200,8 +232,19 @@ type ModelInputs struct {
 	IntervalSeconds int64 `json:"intervalSeconds"`
 	// Regions is R, summed over the KVClusters that reference this pool.
 	Regions int32 `json:"regions"`
-	// Backlog is the number of compactions queued on the stores.
+	// Backlog is the backlog term: the compactions queued on the stores
+	// (requested, not started) when the queue grew since the previous
+	// evaluation, else 0.
 	Backlog string `json:"backlog"`
+	// Queued is the compactions queued on the stores at this evaluation,
+	// kept to tell whether the queue grows at the next one.
+	// +optional
+	Queued string `json:"queued,omitempty"`
+	// TransfersOutput is true when some KVCluster that references this pool
+	// streams compaction output from the workers (its warmup mode is not
+	// None, Offload or WriteThrough): only then is D charged b/w.
+	// +optional
+	TransfersOutput bool `json:"transfersOutput,omitempty"`
 }
 
 // ModelOutputs are the capacity model's results.
@@ -228,6 +271,12 @@ type Recommendation struct {
 	Time     metav1.Time `json:"time"`
 	Replicas int32       `json:"replicas"`
 }
+
+// The name rules keep the name of every child of the pool valid
+// (MaxCompactionPoolNameLength).
+//
+// +kubebuilder:validation:XValidation:rule=`size(self.metadata.name) <= 53`,messageExpression=`'metadata.name: "%s" has %d characters; a CompactionPool name may have at most 53, as its Service <name>-compactor must be a DNS label of at most 63: choose a shorter name'.format([self.metadata.name, size(self.metadata.name)])`
+// +kubebuilder:validation:XValidation:rule=`self.metadata.name.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$')`,messageExpression=`'metadata.name: "' + self.metadata.name + '" cannot name the Service <name>-compactor of the pool: use lowercase letters, digits and -, starting with a letter, e.g. workers'`
 
 // CompactionPool is an autoscaled pool of compaction workers.
 //

@@ -16,26 +16,49 @@ const (
 	// True when the capacity model produced a recommendation, False with the
 	// reason when it could not (infeasible model, missing metrics).
 	ConditionScalingActive = "ScalingActive"
+	// ConditionResourcesSufficient is a KVCluster's: False when the memory
+	// limit the user set is below what the engine settings need per pod.
+	ConditionResourcesSufficient = "ResourcesSufficient"
 )
 
 // Condition reasons.
 const (
-	ReasonReconciled            = "Reconciled"
-	ReasonCreating              = "Creating"
-	ReasonRollingUpdate         = "RollingUpdate"
-	ReasonWaitingForRollout     = "WaitingForRollout"
-	ReasonScaling               = "Scaling"
-	ReasonPodsNotReady          = "PodsNotReady"
-	ReasonPaused                = "Paused"
-	ReasonReconcileError        = "ReconcileError"
+	ReasonReconciled        = "Reconciled"
+	ReasonCreating          = "Creating"
+	ReasonRollingUpdate     = "RollingUpdate"
+	ReasonWaitingForRollout = "WaitingForRollout"
+	ReasonScaling           = "Scaling"
+	ReasonPodsNotReady      = "PodsNotReady"
+	ReasonPaused            = "Paused"
+	ReasonReconcileError    = "ReconcileError"
+	// ReasonInvalidSpec: the stored spec has a value the operator cannot use
+	// (e.g. written before the CRD rule that now rejects it); only a new
+	// spec fixes it.
+	ReasonInvalidSpec           = "InvalidSpec"
 	ReasonCompactionPoolMissing = "CompactionPoolNotFound"
 	ReasonAsExpected            = "AsExpected"
+	ReasonMemoryBelowEngineNeed = "MemoryLimitBelowEngineNeed"
 
 	ReasonModelRecommendation = "ModelRecommendation"
 	ReasonModelInfeasible     = "ModelInfeasible"
 	ReasonMetricsUnavailable  = "MetricsUnavailable"
 	ReasonExternallyScaled    = "ExternallyScaled"
 	ReasonAutoscalingDisabled = "AutoscalingDisabled"
+	ReasonReplicasClamped     = "ReplicasClamped"
+	ReasonReplicasOutOfBounds = "ReplicasOutOfBounds"
+)
+
+// Reasons of a KVCluster's rollout that cannot finish on its own.
+const (
+	// ReasonRolloutStuck: a pod of the StatefulSet's update revision cannot
+	// become Ready (its image cannot be pulled, it crash-loops, or it has not
+	// been Ready for contract.RolloutProgressDeadline). Progressing is False:
+	// only a newer spec gets the rollout going again.
+	ReasonRolloutStuck = "RolloutStuck"
+	// ReasonRolloutReplaced: a newer spec was written over a stuck rollout,
+	// and the pods stuck on the superseded revision are deleted so that the
+	// StatefulSet recreates them from the newer one.
+	ReasonRolloutReplaced = "RolloutReplaced"
 )
 
 // isPaused reports whether the pause annotation (contract.PausedAnnotation)

@@ -4,7 +4,6 @@ import (
 	"strconv"
 
 	"k8s.io/apimachinery/pkg/api/resource"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/bellows-kv/bellows/internal/contract"
 )
@@ -15,7 +14,6 @@ import (
 // code that builds objects in Go (tests, pure builders) see what the API
 // server would store.
 const (
-	DefaultImage               = contract.DefaultImage
 	DefaultKVClusterReplicas   = contract.DefaultKVClusterReplicas
 	DefaultStorageSize         = contract.DefaultStorageSize
 	DefaultRegionCount         = contract.DefaultRegionCount
@@ -53,14 +51,13 @@ func defaultWorkerCacheBytes() resource.Quantity {
 
 func bytesQuantity(n int64) resource.Quantity { return *resource.NewQuantity(n, resource.BinarySI) }
 
-// SetDefaults fills every unset field with its default.
+// SetDefaults fills every unset field with its default. spec.image is not
+// one of them: an empty image means the operator's default image, which the
+// reconciler fills in (it is the operator's, not the API's, to choose).
 func (c *KVCluster) SetDefaults() {
 	s := &c.Spec
 	if s.Replicas == 0 {
 		s.Replicas = DefaultKVClusterReplicas
-	}
-	if s.Image == "" {
-		s.Image = DefaultImage
 	}
 	if s.Storage.Size.IsZero() {
 		s.Storage.Size = resource.MustParse(DefaultStorageSize)
@@ -113,7 +110,8 @@ func (s *RegionsSpec) RegionCount() int32 {
 	return DefaultRegionCount
 }
 
-// SetDefaults fills every unset field with its default.
+// SetDefaults fills every unset field with its default but spec.image (see
+// KVCluster.SetDefaults).
 func (p *CompactionPool) SetDefaults() {
 	s := &p.Spec
 	if s.Replicas == nil {
@@ -123,33 +121,30 @@ func (p *CompactionPool) SetDefaults() {
 	if s.MaxReplicas == 0 {
 		s.MaxReplicas = DefaultPoolMaxReplicas
 	}
-	if s.Image == "" {
-		s.Image = DefaultImage
-	}
 	if s.CacheBytes.IsZero() {
 		s.CacheBytes = defaultWorkerCacheBytes()
 	}
 	if s.TransferRateBytesPerSecond == 0 {
 		s.TransferRateBytesPerSecond = DefaultTransferRate
 	}
-	if s.DrainTimeout.Duration == 0 {
-		s.DrainTimeout = metav1.Duration{Duration: DefaultDrainTimeout}
+	if s.DrainTimeout == "" {
+		s.DrainTimeout = DurationOf(DefaultDrainTimeout)
 	}
 	a := &s.Autoscaling
 	if a.Mode == "" {
 		a.Mode = AutoscalingModel
 	}
-	if a.Interval.Duration == 0 {
-		a.Interval = metav1.Duration{Duration: DefaultAutoscalingInterval}
+	if a.Interval == "" {
+		a.Interval = DurationOf(DefaultAutoscalingInterval)
 	}
-	if a.SyncPeriod.Duration == 0 {
-		a.SyncPeriod = metav1.Duration{Duration: DefaultAutoscalingSync}
+	if a.SyncPeriod == "" {
+		a.SyncPeriod = DurationOf(DefaultAutoscalingSync)
 	}
-	if a.ScaleUpStabilizationWindow == nil {
-		a.ScaleUpStabilizationWindow = &metav1.Duration{Duration: DefaultScaleUpWindow}
+	if a.ScaleUpStabilizationWindow == "" {
+		a.ScaleUpStabilizationWindow = DurationOf(DefaultScaleUpWindow)
 	}
-	if a.ScaleDownStabilizationWindow == nil {
-		a.ScaleDownStabilizationWindow = &metav1.Duration{Duration: DefaultScaleDownWindow}
+	if a.ScaleDownStabilizationWindow == "" {
+		a.ScaleDownStabilizationWindow = DurationOf(DefaultScaleDownWindow)
 	}
 }
 

@@ -46,3 +46,22 @@ func (c *KVCluster) CompactorServiceName() (name string, ok bool) {
 // IsPaused reports whether the operator must leave the cluster and its
 // children alone (the paused annotation).
 func (c *KVCluster) IsPaused() bool { return isPaused(c.Annotations) }
+
+// MaxKVClusterNameLength is the longest cluster name whose children get
+// valid names and labels. The tightest limit is the StatefulSet's revision
+// label: its controller labels every pod
+// controller-revision-hash=<StatefulSet name>-<hash>, where the hash is a
+// 32-bit FNV hash written in decimal and letter-encoded, up to 10 characters
+// (ControllerRevisionName and HashControllerRevision in
+// k8s.io/kubernetes/pkg/controller/history), and a label value has at most
+// 63 characters: 63 - 1 - 10 = 52. The others leave more room: the pods
+// <name>-<ordinal> (ordinal < 100: spec.replicas ≤ 100) are hostnames and
+// the statefulset.kubernetes.io/pod-name label (63 - 3 = 60); the headless
+// Service <name>-headless is a DNS-1035 label (63 - 9 = 54); the name is the
+// app.kubernetes.io/instance label (63). The CRD's rule on metadata.name
+// (kvcluster_types.go) says 52 too (a test checks it).
+const MaxKVClusterNameLength = 63 - len("-") - statefulSetRevisionHashLength
+
+// statefulSetRevisionHashLength is the longest hash the StatefulSet
+// controller appends to the revision label: the decimal digits of a uint32.
+const statefulSetRevisionHashLength = len("4294967295")

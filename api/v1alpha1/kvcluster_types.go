@@ -18,8 +18,10 @@ type KVClusterSpec struct {
 	Replicas int32 `json:"replicas,omitempty"`
 
 	// Image is the bellows container image (it runs `bellows store`).
-	// +kubebuilder:default="ghcr.io/bellows-kv/bellows:latest"
-	// +kubebuilder:validation:MinLength=1
+	// Empty means the operator's default image: the operator's own version
+	// (operator --default-image), so the pods match the operator that
+	// manages them and an operator upgrade rolls them to its version.
+	// Set it to pin a version.
 	// +optional
 	Image string `json:"image,omitempty"`
 
@@ -28,14 +30,24 @@ type KVClusterSpec struct {
 	// +optional
 	ImagePullPolicy corev1.PullPolicy `json:"imagePullPolicy,omitempty"`
 
-	// Resources of the store container.
+	// Resources of the store container. When empty, the operator requests
+	// what the engine settings imply: memory for the block cache, the
+	// memstores of the regions a pod serves and the runtime (docs/defaults.md);
+	// explicit limits below that are reported (condition ResourcesSufficient).
 	// +optional
 	Resources corev1.ResourceRequirements `json:"resources,omitempty"`
+
+	// Scheduling places the pods. When affinity and topologySpreadConstraints
+	// are not set, the operator spreads the pods over nodes and zones
+	// (preferred, so a single-node cluster still schedules them); set
+	// `affinity: {}` or `topologySpreadConstraints: []` to opt out.
+	// +optional
+	Scheduling SchedulingSpec `json:"scheduling,omitzero"`
 
 	// Storage is the per-pod volume that holds the write-ahead log.
 	// +kubebuilder:default={size: "10Gi"}
 	// Quantities are compared by value, so 20Gi rewritten as 20480Mi is the same size.
-	// +kubebuilder:validation:XValidation:rule="has(self.size) == has(oldSelf.size) && (!has(self.size) || quantity(string(self.size)).compareTo(quantity(string(oldSelf.size))) == 0) && has(self.storageClassName) == has(oldSelf.storageClassName) && (!has(self.storageClassName) || self.storageClassName == oldSelf.storageClassName)",message="storage is immutable: the volume claim template of existing pods cannot change (the same size written in another unit is accepted)"
+	// +kubebuilder:validation:XValidation:rule="has(self.size) == has(oldSelf.size) && (!has(self.size) || !isQuantity(string(self.size)) || !isQuantity(string(oldSelf.size)) || quantity(string(self.size)).compareTo(quantity(string(oldSelf.size))) == 0) && has(self.storageClassName) == has(oldSelf.storageClassName) && (!has(self.storageClassName) || self.storageClassName == oldSelf.storageClassName)",message="storage is immutable: the volume claim template of existing pods cannot change (the same size written in another unit is accepted)"
 	// +optional
 	Storage StorageSpec `json:"storage,omitzero"`
 
@@ -59,11 +71,32 @@ type KVClusterSpec struct {
 	CompactionPoolRef *CompactionPoolReference `json:"compactionPoolRef,omitempty"`
 }
 
+// SchedulingSpec is where a role's pods may run.
+type SchedulingSpec struct {
+	// Affinity of the pods. Nil means the operator's default: a preferred
+	// pod anti-affinity on kubernetes.io/hostname among the role's pods.
+	// +optional
+	Affinity *corev1.Affinity `json:"affinity,omitempty"`
+	// TopologySpreadConstraints of the pods. Nil means the operator's
+	// default: spread over topology.kubernetes.io/zone with maxSkew 1,
+	// ScheduleAnyway.
+	// +listType=atomic
+	// +optional
+	TopologySpreadConstraints []corev1.TopologySpreadConstraint `json:"topologySpreadConstraints,omitempty"`
+	// NodeSelector of the pods.
+	// +optional
+	NodeSelector map[string]string `json:"nodeSelector,omitempty"`
+	// Tolerations of the pods.
+	// +listType=atomic
+	// +optional
+	Tolerations []corev1.Toleration `json:"tolerations,omitempty"`
+}
+
 // StorageSpec is the persistent volume claim template of a storage pod.
 type StorageSpec struct {
 	// Size of each pod's WAL volume.
 	// +kubebuilder:default="10Gi"
-	// +kubebuilder:validation:XValidation:rule="quantity(string(self)).isGreaterThan(quantity('0'))",message="storage.size must be greater than zero"
+	// +kubebuilder:validation:XValidation:rule=`isQuantity(string(self)) && quantity(string(self)).isGreaterThan(quantity('0'))`,messageExpression=`!isQuantity(string(self)) ? 'storage.size: "' + string(self) + '" is not a quantity; write bytes with a unit, e.g. 10Gi or 500Mi' : 'storage.size: ' + string(self) + ' must be greater than zero, e.g. 10Gi or 500Mi'`
 	// +optional
 	Size resource.Quantity `json:"size,omitzero"`
 
@@ -84,6 +117,7 @@ type BucketSpec struct {
 
 	// CredentialsSecretRef names a Secret whose keys become the store's
 	// environment (e.g. AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY).
+	// +kubebuilder:validation:XValidation:rule=`has(self.name) && size(self.name) <= 253 && self.name.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?)*$')`,messageExpression=`!has(self.name) || self.name == '' ? 'bucket.credentialsSecretRef.name is empty: name the Secret with the bucket credentials, e.g. s3-credentials, or leave credentialsSecretRef out' : 'bucket.credentialsSecretRef.name: "' + self.name + '" is not a Secret name: use lowercase letters, digits, - and ., e.g. s3-credentials'`
 	// +optional
 	CredentialsSecretRef *corev1.LocalObjectReference `json:"credentialsSecretRef,omitempty"`
 }
@@ -105,6 +139,7 @@ type RegionsSpec struct {
 	// +kubebuilder:validation:items:MaxLength=1024
 	// +kubebuilder:validation:XValidation:rule="self.isSorted()",message="regions.splitKeys must be strictly increasing"
 	// +kubebuilder:validation:XValidation:rule="self.all(k, !k.contains(','))",message="regions.splitKeys must not contain commas"
+	// +kubebuilder:validation:XValidation:rule=`self.all(k, k != '')`,messageExpression=`'regions.splitKeys[%d]: "" (an empty key) is not a boundary, as every key sorts after it; remove it'.format([self.indexOf('')])`
 	// +listType=set
 	// +optional
 	SplitKeys []string `json:"splitKeys,omitempty"`
@@ -113,7 +148,7 @@ type RegionsSpec struct {
 // CompactionPoolReference names a CompactionPool in the same namespace.
 type CompactionPoolReference struct {
 	// Name of the CompactionPool.
-	// +kubebuilder:validation:XValidation:rule="self.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?$') && size(self) <= 63",message="compactionPoolRef.name must name a CompactionPool: a lowercase DNS label such as 'workers'"
+	// +kubebuilder:validation:XValidation:rule=`size(self) <= 53 && self.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$')`,messageExpression=`'compactionPoolRef.name must name a CompactionPool: "' + self + '" is not a pool name (lowercase letters, digits and -, starting with a letter, at most 53 characters), e.g. workers'`
 	Name string `json:"name"`
 }
 
@@ -126,7 +161,7 @@ type MemstorePolicy string
 type OffloadMode string
 
 // WarmupMode is how a store warms its block cache after a compaction.
-// +kubebuilder:validation:Enum=None;Offload;RemoteCache;PreSwitch;Incremental;ThrottledIncremental
+// +kubebuilder:validation:Enum=None;Offload;RemoteCache;PreSwitch;Incremental;ThrottledIncremental;WriteThrough
 type WarmupMode string
 
 // SyncMode is the WAL durability mode.
@@ -141,7 +176,7 @@ type EngineSpec struct {
 
 	// BlockCacheBytes is the block cache budget per store pod.
 	// +kubebuilder:default="1Gi"
-	// +kubebuilder:validation:XValidation:rule="quantity(string(self)).isGreaterThan(quantity('0'))",message="engine.blockCacheBytes must be greater than zero"
+	// +kubebuilder:validation:XValidation:rule=`isQuantity(string(self)) && quantity(string(self)).isGreaterThan(quantity('0'))`,messageExpression=`!isQuantity(string(self)) ? 'engine.blockCacheBytes: "' + string(self) + '" is not a quantity; write bytes with a unit, e.g. 1Gi or 512Mi' : 'engine.blockCacheBytes: ' + string(self) + ' must be greater than zero, e.g. 1Gi or 512Mi'`
 	// +optional
 	BlockCacheBytes resource.Quantity `json:"blockCacheBytes,omitzero"`
 
@@ -173,16 +208,20 @@ type MemstoreSpec struct {
 	// +optional
 	Policy MemstorePolicy `json:"policy,omitempty"`
 
-	// Bytes is the memstore budget per region.
+	// Bytes is the memstore budget per region, at least 1Mi.
 	// +kubebuilder:default="128Mi"
-	// +kubebuilder:validation:XValidation:rule="quantity(string(self)).isGreaterThan(quantity('0'))",message="engine.memstore.bytes must be greater than zero"
+	// +kubebuilder:validation:XValidation:rule=`isQuantity(string(self)) && quantity(string(self)).compareTo(quantity('1Mi')) >= 0`,messageExpression=`!isQuantity(string(self)) ? 'engine.memstore.bytes: "' + string(self) + '" is not a quantity; write bytes with a unit, e.g. 128Mi or 64Mi' : 'engine.memstore.bytes: ' + string(self) + ' is below the minimum 1Mi: a smaller memstore flushes a file every few writes; e.g. 128Mi'`
 	// +optional
 	Bytes resource.Quantity `json:"bytes,omitzero"`
 }
 
-// CompactionPolicySpec is the exploring/ratio minor compaction policy.
+// The minFiles/maxFiles message names the default of a side the user may not
+// have written: defaults are applied before validation, so the rule cannot
+// tell (TestCRDMessagesNameTheDefaults).
 //
-// +kubebuilder:validation:XValidation:rule="!has(self.minFiles) || !has(self.maxFiles) || self.minFiles <= self.maxFiles",message="engine.compaction.minFiles must be less than or equal to maxFiles"
+// +kubebuilder:validation:XValidation:rule=`!has(self.minFiles) || !has(self.maxFiles) || self.minFiles <= self.maxFiles`,fieldPath=`.minFiles`,messageExpression=`'engine.compaction.minFiles %d%s is greater than maxFiles %d%s: lower minFiles, or set maxFiles to at least %d'.format([self.minFiles, self.minFiles == 3 ? ' (the default)' : '', self.maxFiles, self.maxFiles == 10 ? ' (the default)' : '', self.minFiles])`
+
+// CompactionPolicySpec is the exploring/ratio minor compaction policy.
 type CompactionPolicySpec struct {
 	// +kubebuilder:default=3
 	// +kubebuilder:validation:Minimum=2
@@ -198,14 +237,14 @@ type CompactionPolicySpec struct {
 
 	// Ratio of the exploring policy, a decimal such as "1.2".
 	// +kubebuilder:default="1.2"
-	// +kubebuilder:validation:Pattern=`^[0-9]+(\.[0-9]+)?$`
+	// +kubebuilder:validation:XValidation:rule=`self.matches('^[0-9]+([.][0-9]+)?$') && double(self) > 0.0`,messageExpression=`!self.matches('^[0-9]+([.][0-9]+)?$') ? 'engine.compaction.ratio: "' + self + '" is not a decimal number; write one such as "1.2"' : 'engine.compaction.ratio: "' + self + '" must be greater than 0, e.g. "1.2"'`
 	// +kubebuilder:validation:MaxLength=16
 	// +optional
 	Ratio string `json:"ratio,omitempty"`
 
 	// MaxBytes caps the input size of a minor compaction.
 	// +kubebuilder:default="4Gi"
-	// +kubebuilder:validation:XValidation:rule="quantity(string(self)).isGreaterThan(quantity('0'))",message="engine.compaction.maxBytes must be greater than zero"
+	// +kubebuilder:validation:XValidation:rule=`isQuantity(string(self)) && quantity(string(self)).isGreaterThan(quantity('0'))`,messageExpression=`!isQuantity(string(self)) ? 'engine.compaction.maxBytes: "' + string(self) + '" is not a quantity; write bytes with a unit, e.g. 4Gi or 512Mi' : 'engine.compaction.maxBytes: ' + string(self) + ' must be greater than zero, e.g. 4Gi or 512Mi'`
 	// +optional
 	MaxBytes resource.Quantity `json:"maxBytes,omitzero"`
 }
@@ -265,6 +304,12 @@ type RegionAssignment struct {
 	// Count of regions.
 	Count int32 `json:"count"`
 }
+
+// The name rules keep the name and labels of every child of the cluster
+// valid (MaxKVClusterNameLength).
+//
+// +kubebuilder:validation:XValidation:rule=`size(self.metadata.name) <= 52`,messageExpression=`'metadata.name: "%s" has %d characters; a KVCluster name may have at most 52, as its pods carry the label controller-revision-hash=<name>-<10-character hash> of at most 63: choose a shorter name'.format([self.metadata.name, size(self.metadata.name)])`
+// +kubebuilder:validation:XValidation:rule=`self.metadata.name.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$')`,messageExpression=`'metadata.name: "' + self.metadata.name + '" cannot name the Services of the cluster: use lowercase letters, digits and -, starting with a letter, e.g. orders'`
 
 // KVCluster is a Bellows storage cluster.
 //

@@ -56,7 +56,7 @@ func PoolArgs(p *kvapi.CompactionPool) []string {
 		contract.Arg(contract.FlagMetricsListen, fmt.Sprintf(":%d", contract.MetricsPort)),
 		contract.Arg(contract.FlagCacheBytes, formatBytesFlag(p.Spec.CacheBytes.Value())),
 		contract.Arg(contract.FlagTransferRate, formatRateFlag(p.Spec.TransferRateBytesPerSecond)),
-		contract.Arg(contract.FlagDrainTimeout, p.Spec.DrainTimeout.Duration),
+		contract.Arg(contract.FlagDrainTimeout, p.Spec.DrainTimeoutOrDefault()),
 	}
 }
 
@@ -65,14 +65,14 @@ func PoolArgs(p *kvapi.CompactionPool) []string {
 // in-flight jobs); a removed worker drains in preStop, and its grace period
 // is the drain timeout plus headroom.
 func BuildPoolDeployment(p *kvapi.CompactionPool) *appsv1.Deployment {
-	grace := int64(contract.WorkerGracePeriod(p.Spec.DrainTimeout.Duration) / time.Second)
+	grace := int64(contract.WorkerGracePeriod(p.Spec.DrainTimeoutOrDefault()) / time.Second)
 	container := corev1.Container{
 		Name:            "compactor",
 		Image:           p.Spec.Image,
 		ImagePullPolicy: p.Spec.ImagePullPolicy,
 		Args:            PoolArgs(p),
 		Ports:           containerPorts(contract.CompactorGRPCPort),
-		Resources:       p.Spec.Resources,
+		Resources:       WorkerResources(p),
 		ReadinessProbe:  httpProbe(contract.PathReadyz, 5),
 		LivenessProbe:   httpProbe(contract.PathHealthz, 10),
 		SecurityContext: ContainerSecurityContext(),
@@ -105,6 +105,7 @@ func BuildPoolDeployment(p *kvapi.CompactionPool) *appsv1.Deployment {
 			},
 		},
 	}
+	applyScheduling(&d.Spec.Template.Spec, p.Spec.Scheduling, PoolSelectorLabels(p))
 	StampHash(d, d.Spec)
 	return d
 }

@@ -7,7 +7,6 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -17,6 +16,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	kvapi "github.com/bellows-kv/bellows/api/v1alpha1"
+	"github.com/bellows-kv/bellows/internal/contract"
 )
 
 // -update rewrites the golden files in testdata/ from the builders; review
@@ -35,8 +35,13 @@ func defaultedCluster() *kvapi.KVCluster {
 		},
 	}
 	c.SetDefaults()
+	c.Spec.Image = operatorDefaultImage
 	return c
 }
+
+// operatorDefaultImage stands for the image the reconcilers fill in when
+// spec.image is empty (the operator's --default-image).
+var operatorDefaultImage = contract.Image("v1.0.0")
 
 // fullCluster sets every optional field the builders read.
 func fullCluster() *kvapi.KVCluster {
@@ -61,6 +66,11 @@ func fullCluster() *kvapi.KVCluster {
 				SyncMode:        "async",
 			},
 			CompactionPoolRef: &kvapi.CompactionPoolReference{Name: "pool"},
+			// A hard spread over nodes replaces the default preference.
+			Scheduling: kvapi.SchedulingSpec{TopologySpreadConstraints: []corev1.TopologySpreadConstraint{{
+				MaxSkew: 1, TopologyKey: "kubernetes.io/hostname", WhenUnsatisfiable: corev1.DoNotSchedule,
+				LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app.kubernetes.io/instance": "big"}},
+			}}},
 		},
 	}
 	c.SetDefaults()
@@ -70,6 +80,7 @@ func fullCluster() *kvapi.KVCluster {
 func defaultedPool() *kvapi.CompactionPool {
 	p := &kvapi.CompactionPool{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "w", UID: "u"}}
 	p.SetDefaults()
+	p.Spec.Image = operatorDefaultImage
 	return p
 }
 
@@ -85,7 +96,14 @@ func fullPool() *kvapi.CompactionPool {
 			CacheBytes:                 resource.MustParse("1536Mi"),
 			TransferRateBytesPerSecond: 8_500_000,
 			Bucket:                     kvapi.PoolBucketSpec{CredentialsSecretRef: &corev1.LocalObjectReference{Name: "s3-creds"}},
-			DrainTimeout:               metav1.Duration{Duration: 90 * time.Second},
+			DrainTimeout:               "90s",
+			// Opted out of the default spread, on dedicated nodes.
+			Scheduling: kvapi.SchedulingSpec{
+				Affinity:                  &corev1.Affinity{},
+				TopologySpreadConstraints: []corev1.TopologySpreadConstraint{},
+				NodeSelector:              map[string]string{"bellows.dev/role": "compaction"},
+				Tolerations:               []corev1.Toleration{{Key: "dedicated", Operator: corev1.TolerationOpEqual, Value: "compaction", Effect: corev1.TaintEffectNoSchedule}},
+			},
 		},
 	}
 	p.SetDefaults()

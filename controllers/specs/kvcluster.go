@@ -47,6 +47,11 @@ func EngineConfig(c *kvapi.KVCluster) (contract.EngineConfig, error) {
 	if e.Warmup.RateBytesPerSecond != nil {
 		cfg.Warmup.RateBytesPerSecond = *e.Warmup.RateBytesPerSecond
 	}
+	// The stores validate engine.yaml when they start; what they would
+	// refuse is refused here, before any pod restarts with it.
+	if err := cfg.Validate(); err != nil {
+		return contract.EngineConfig{}, fmt.Errorf("spec.engine: %w", err)
+	}
 	return cfg, nil
 }
 
@@ -154,7 +159,7 @@ func BuildStoreStatefulSet(c *kvapi.KVCluster, cm *corev1.ConfigMap) *appsv1.Sta
 		Env:             env,
 		EnvFrom:         envFrom,
 		Ports:           containerPorts(contract.StoreGRPCPort),
-		Resources:       c.Spec.Resources,
+		Resources:       StoreResources(c),
 		ReadinessProbe:  httpProbe(contract.PathReadyz, 5),
 		LivenessProbe:   httpProbe(contract.PathHealthz, 10),
 		SecurityContext: ContainerSecurityContext(),
@@ -205,6 +210,7 @@ func BuildStoreStatefulSet(c *kvapi.KVCluster, cm *corev1.ConfigMap) *appsv1.Sta
 			},
 		},
 	}
+	applyScheduling(&sts.Spec.Template.Spec, c.Spec.Scheduling, StoreSelectorLabels(c))
 	StampHash(sts, sts.Spec)
 	return sts
 }

@@ -2,6 +2,7 @@ package specs
 
 import (
 	"reflect"
+	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -339,5 +340,16 @@ func checkNonRoot(t *testing.T, spec corev1.PodSpec) {
 		if !reflect.DeepEqual(c.SecurityContext, wantContainer) {
 			t.Errorf("container %s security context %+v, want %+v", c.Name, c.SecurityContext, wantContainer)
 		}
+	}
+}
+
+// TestEngineConfigRefusesWhatTheStoresWould: settings stored before a CRD
+// rule existed (a ratio of 0) are refused by the builder, naming the key,
+// instead of being rolled out to stores that would not start.
+func TestEngineConfigRefusesWhatTheStoresWould(t *testing.T) {
+	c := defaultedCluster()
+	c.Spec.Engine.Compaction.Ratio = "0"
+	if _, err := BuildStoreConfigMap(c); err == nil || !strings.Contains(err.Error(), "compaction.ratio") {
+		t.Fatalf("ratio 0: %v, want an error naming compaction.ratio", err)
 	}
 }
