@@ -137,13 +137,20 @@ func autoscalingScenario(t *testing.T, e *env, kv *kvClient, l *ledger) {
 		return n > 0, fmt.Sprintf("%v jobs in flight", n), nil
 	})
 	e.restartOperator(t, ctx, "while a worker runs a compaction")
-	close(stop)
-	wg.Wait()
 	// And again in the middle of the scale-down: the pool's size has come
-	// down, and the Deployment still runs (drains) the removed workers.
+	// down, and the Deployment still runs (drains) the removed workers. The
+	// grown size is read while the demand still runs: once it stops, the
+	// scale-down can begin (and end) within one stabilization window (15 s),
+	// sooner than the compactions in flight return, so the demand's
+	// goroutines are awaited only after the restart (they keep compacting
+	// through it).
 	grownTo := ptr.Deref(e.awaitPool(t, "the grown pool", func(*kvapi.CompactionPool) bool { return true }).Spec.Replicas, 0)
-	e.awaitPool(t, "the scale-down to begin", func(p *kvapi.CompactionPool) bool { return ptr.Deref(p.Spec.Replicas, 0) < grownTo })
+	close(stop)
+	e.awaitPool(t, fmt.Sprintf("the scale-down from %d to begin", grownTo), func(p *kvapi.CompactionPool) bool {
+		return ptr.Deref(p.Spec.Replicas, 0) < grownTo || grownTo <= 1
+	})
 	e.restartOperator(t, ctx, "in the middle of the scale-down")
+	wg.Wait()
 	shrunk := e.awaitPool(t, "the pool to shrink back without demand", func(p *kvapi.CompactionPool) bool { return ptr.Deref(p.Spec.Replicas, 0) == 1 })
 	t.Logf("shrunk: %s", meta.FindStatusCondition(shrunk.Status.Conditions, kvapi.ConditionScalingActive).Message)
 	e.awaitWorkers(t, 1)

@@ -13,7 +13,7 @@ export E2E_IMAGE=${E2E_IMAGE:-bellows.test/bellows:e2e}
 export E2E_S3_IMAGE=${S3_IMAGE:-bellows.test/s3:e2e}
 
 finish() {
-  local rc=$?
+  local rc=$? test_log=${test_log:-}
   if [[ $rc != 0 && -d $CLUSTER_DIR/logs ]]; then
     echo "e2e: FAILED (exit $rc); the last lines of each component's log:" >&2
     for f in "$CLUSTER_DIR"/logs/*.log; do echo "----- $f" >&2; tail -n 30 "$f" >&2; done
@@ -24,11 +24,19 @@ finish() {
     "$root/hack/cluster-down.sh" || rc=1
   fi
   [[ $rc != 0 && -d $CLUSTER_DIR.logs ]] && echo "e2e: logs kept in $CLUSTER_DIR.logs" >&2
+  # The test's own account last, where a reader of a truncated CI log looks:
+  # which scenario failed, with what, and what each scenario logged.
+  [[ -f $test_log ]] || test_log=$CLUSTER_DIR.logs/e2e/go-test.log
+  if [[ $rc != 0 && -f $test_log ]]; then
+    echo "e2e: FAILED: the tests' own lines (full output in $test_log):" >&2
+    grep -E '_test\.go:[0-9]+:|--- FAIL|^FAIL|panic:|timed out' "$test_log" | tail -n 80 >&2 || true
+  fi
   exit $rc
 }
 trap finish EXIT
 trap 'exit 130' INT TERM
 
+test_log=$CLUSTER_DIR/logs/e2e/go-test.log
 start=$SECONDS
 up=1
 for c in "${COMPONENTS[@]}"; do pid_alive "$c" || up=0; done
@@ -42,5 +50,5 @@ log "cluster ready after $((SECONDS - start))s"
 mkdir -p "$CLUSTER_DIR/logs/e2e"
 cd "$root"
 CONTAINERD_SOCK=$CONTAINERD_SOCK KUBECONFIG=$KUBECONFIG_ADMIN HELM=$root/bin/helm E2E_ARTIFACTS=$CLUSTER_DIR/logs/e2e \
-  go test -tags e2e -count=1 -timeout "$E2E_TIMEOUT" -v ./e2e/... ${E2E_ARGS:-}
+  go test -tags e2e -count=1 -timeout "$E2E_TIMEOUT" -v ./e2e/... ${E2E_ARGS:-} 2>&1 | tee "$test_log"
 log "e2e passed in $((SECONDS - start))s"
