@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/bellows-kv/bellows/internal/contract"
 	kvpb "github.com/bellows-kv/bellows/proto/bellows/kv/v1"
 )
 
@@ -75,7 +76,7 @@ import (
 
 // RequestIDHeader is the gRPC metadata key of a write's idempotency key
 // (at most maxRequestIDLen bytes).
-const RequestIDHeader = "bellows-request-id"
+const RequestIDHeader = contract.RequestIDHeader
 
 const (
 	// dedupeMaxEntries bounds the applied keys remembered per region.

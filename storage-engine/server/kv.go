@@ -399,6 +399,9 @@ func (s *KV) Regions(ctx context.Context, _ *kvpb.RegionsRequest) (*kvpb.Regions
 		_ = grpc.SetHeader(ctx, metadata.Pairs(route.StoreIDHeader, s.fwd.Router.Self()))
 	}
 	resp := &kvpb.RegionsResponse{}
+	if s.fwd != nil {
+		resp.Peers = s.fwd.Router.Peers()
+	}
 	for _, r := range s.store.Assignments() {
 		info := &kvpb.RegionInfo{Name: r.Name(), Start: r.Span.Start, End: r.Span.End}
 		if e, err := r.Engine(); err == nil {

@@ -169,6 +169,10 @@ func New(o Options) *Router {
 // answers.
 func (r *Router) Self() string { return r.self }
 
+// Peers is the stores' addresses as discovery lists them now, sorted, this
+// store possibly among them (what a Regions answer tells clients).
+func (r *Router) Peers() []string { return slices.Compact(slices.Sorted(slices.Values(r.peers()))) }
+
 // Owners returns the peers serving region and the map's generation, to pass
 // to Refresh when they turn out stale.
 func (r *Router) Owners(region string) (addrs []string, gen uint64) {
@@ -294,7 +298,7 @@ func (r *Router) Refresh(seen uint64) {
 
 func (r *Router) refresh() {
 	began := time.Now()
-	peers := slices.Compact(slices.Sorted(slices.Values(r.peers())))
+	peers := r.Peers()
 	type answer struct {
 		addr    string
 		regions []string

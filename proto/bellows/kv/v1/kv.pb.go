@@ -809,8 +809,15 @@ func (x *RegionInfo) GetSstFiles() uint32 {
 }
 
 type RegionsResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Regions       []*RegionInfo          `protobuf:"bytes,1,rep,name=regions,proto3" json:"regions,omitempty"`
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Regions []*RegionInfo          `protobuf:"bytes,1,rep,name=regions,proto3" json:"regions,omitempty"`
+	// peers are the gRPC addresses (host:port) of the stores this store
+	// forwards to, itself possibly among them: what its discovery lists. A
+	// client that reaches them can ask each for its regions and send every
+	// request straight to the region's owner; one that does not (outside the
+	// cluster) sends everything here, and this store forwards. Empty when the
+	// store does not forward (a single store: it serves every region itself).
+	Peers         []string `protobuf:"bytes,2,rep,name=peers,proto3" json:"peers,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -848,6 +855,13 @@ func (*RegionsResponse) Descriptor() ([]byte, []int) {
 func (x *RegionsResponse) GetRegions() []*RegionInfo {
 	if x != nil {
 		return x.Regions
+	}
+	return nil
+}
+
+func (x *RegionsResponse) GetPeers() []string {
+	if x != nil {
+		return x.Peers
 	}
 	return nil
 }
@@ -1157,9 +1171,10 @@ const file_bellows_kv_v1_kv_proto_rawDesc = "" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
 	"\x05start\x18\x02 \x01(\fR\x05start\x12\x10\n" +
 	"\x03end\x18\x03 \x01(\fR\x03end\x12\x1b\n" +
-	"\tsst_files\x18\x04 \x01(\rR\bsstFiles\"F\n" +
+	"\tsst_files\x18\x04 \x01(\rR\bsstFiles\"\\\n" +
 	"\x0fRegionsResponse\x123\n" +
-	"\aregions\x18\x01 \x03(\v2\x19.bellows.kv.v1.RegionInfoR\aregions\"&\n" +
+	"\aregions\x18\x01 \x03(\v2\x19.bellows.kv.v1.RegionInfoR\aregions\x12\x14\n" +
+	"\x05peers\x18\x02 \x03(\tR\x05peers\"&\n" +
 	"\fFlushRequest\x12\x16\n" +
 	"\x06region\x18\x01 \x01(\tR\x06region\"\x0f\n" +
 	"\rFlushResponse\"h\n" +

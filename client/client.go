@@ -1,0 +1,406 @@
+// Package client is the Go client of a Bellows cluster.
+//
+// New dials one or more seed addresses — a store, or the cluster's client
+// Service — and learns the regions: which key range each holds and which
+// store serves it (every store's Regions answer, and the peer stores each
+// one lists). A request goes straight to its region's owner; when the client
+// cannot reach the owners (outside the cluster, only the Service is
+// reachable) it goes to a seed, and that store forwards it.
+//
+// Retries. A request that fails because the route was stale — the owner is
+// gone or restarting (UNAVAILABLE), or no longer serves the key's region
+// (OUT_OF_RANGE, FAILED_PRECONDITION of a fenced region) — refreshes the
+// table and is tried again with exponential backoff, until it succeeds or
+// the caller's context ends. Writes are retried too: each logical write
+// carries one idempotency key (contract.RequestIDHeader) on every attempt,
+// so a store that applied an attempt whose answer was lost answers the
+// retry with the first result instead of applying it twice (the store's
+// dedupe.go says what that does not cover: a duplicate reaching a store
+// restarted after a crash). Any other error is returned at once.
+//
+// Consistency. Each region orders its own writes (commit timestamps are per
+// region). A Scan over several regions reads each region in turn; it is not
+// a snapshot of the whole key space. Batch is atomic and must fall in one
+// region; cross-region atomic writes are what transactions will add.
+//
+// Concurrency: a Client is safe for concurrent use. Lock order: Client.mu
+// (connections) is never held while calling a store.
+package client
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/cenkalti/backoff/v5"
+	"golang.org/x/sync/singleflight"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	"github.com/bellows-kv/bellows/internal/contract"
+	kvpb "github.com/bellows-kv/bellows/proto/bellows/kv/v1"
+)
+
+// Options configure a Client. The zero value is usable.
+type Options struct {
+	// DialOptions are used for every connection; default: plaintext.
+	DialOptions []grpc.DialOption
+	// RegionsTimeout bounds one store's Regions answer during a refresh: a
+	// store that does not answer in time is not used as an owner until a
+	// later refresh. Default 2s.
+	RegionsTimeout time.Duration
+	// RetryInitial and RetryMax bound the backoff between attempts of one
+	// request. Defaults 20ms and 1s.
+	RetryInitial, RetryMax time.Duration
+	// Logger reports refreshes that reach no store; nil discards.
+	Logger *slog.Logger
+}
+
+func (o *Options) ensureDefaults() {
+	if len(o.DialOptions) == 0 {
+		o.DialOptions = []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}
+	}
+	if o.RegionsTimeout <= 0 {
+		o.RegionsTimeout = 2 * time.Second
+	}
+	if o.RetryInitial <= 0 {
+		o.RetryInitial = 20 * time.Millisecond
+	}
+	if o.RetryMax <= 0 {
+		o.RetryMax = time.Second
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+}
+
+// Client reads and writes a Bellows cluster.
+type Client struct {
+	seeds []string
+	opts  Options
+
+	table   atomic.Pointer[table]
+	refresh singleflight.Group
+
+	mu     sync.Mutex
+	conns  map[string]*grpc.ClientConn // by address
+	closed bool
+}
+
+// ErrClosed is returned by calls on a closed Client.
+var ErrClosed = errors.New("bellows client: closed")
+
+// New returns a client of the cluster reached at seeds (host:port, at least
+// one) and learns its regions. It fails when no seed answers within ctx: a
+// wrong address fails here, not on the first request.
+func New(ctx context.Context, seeds []string, opts Options) (*Client, error) {
+	seeds = slices.DeleteFunc(slices.Clone(seeds), func(s string) bool { return strings.TrimSpace(s) == "" })
+	if len(seeds) == 0 {
+		return nil, errors.New("bellows client: no seed address given")
+	}
+	opts.ensureDefaults()
+	c := &Client{seeds: seeds, opts: opts, conns: map[string]*grpc.ClientConn{}}
+	c.table.Store(&table{})
+	for {
+		t, err := c.rebuild(ctx)
+		if err == nil && len(t.regions) > 0 {
+			return c, nil
+		}
+		if err == nil {
+			err = errors.New("no store lists any region yet")
+		}
+		select {
+		case <-ctx.Done():
+			_ = c.Close()
+			return nil, fmt.Errorf("bellows client: learning the regions from %s: %w (%v)", strings.Join(seeds, ","), err, ctx.Err())
+		case <-time.After(opts.RetryInitial): // backoff between attempts, not synchronisation
+		}
+	}
+}
+
+// Close closes every connection. Calls in progress fail.
+func (c *Client) Close() error {
+	c.mu.Lock()
+	conns := c.conns
+	c.conns, c.closed = nil, true
+	c.mu.Unlock()
+	var errs []error
+	for _, cc := range conns {
+		errs = append(errs, cc.Close())
+	}
+	return errors.Join(errs...)
+}
+
+// Regions returns the regions as the client last learned them, in key order.
+func (c *Client) Regions() []Region { return slices.Clone(c.table.Load().regions) }
+
+// Refresh learns the regions again now (a request does this by itself when
+// it finds its route stale).
+func (c *Client) Refresh(ctx context.Context) error {
+	_, err := c.rebuild(ctx)
+	return err
+}
+
+// conn is the connection to addr, dialled on first use and then kept.
+func (c *Client) conn(addr string) (*grpc.ClientConn, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return nil, ErrClosed
+	}
+	if cc, ok := c.conns[addr]; ok {
+		return cc, nil
+	}
+	cc, err := grpc.NewClient(addr, c.opts.DialOptions...)
+	if err != nil {
+		return nil, fmt.Errorf("bellows client: address %q: %w", addr, err)
+	}
+	c.conns[addr] = cc
+	return cc, nil
+}
+
+// rebuild asks the seeds and every peer they list (and the peers of the
+// last table) for their regions, and installs the table built from the
+// answers — unless no store answered, when the last table stays.
+func (c *Client) rebuild(ctx context.Context) (*table, error) {
+	old := c.table.Load()
+	asked := map[string]bool{}
+	var answers []answer
+	var errs []error
+	round := func(addrs []string, seed bool) {
+		var todo []string
+		for _, a := range addrs {
+			if !asked[a] {
+				asked[a] = true
+				todo = append(todo, a)
+			}
+		}
+		got := make([]*answer, len(todo))
+		fails := make([]error, len(todo))
+		var wg sync.WaitGroup
+		for i, addr := range todo {
+			wg.Go(func() {
+				resp, err := c.askRegions(ctx, addr)
+				if err != nil {
+					fails[i] = fmt.Errorf("%s: %w", addr, err)
+					return
+				}
+				got[i] = &answer{addr: addr, seed: seed, resp: resp}
+			})
+		}
+		wg.Wait()
+		for i := range todo {
+			if got[i] != nil {
+				answers = append(answers, *got[i])
+			} else {
+				errs = append(errs, fails[i])
+			}
+		}
+	}
+	round(c.seeds, true)
+	var peers []string
+	for _, a := range answers {
+		peers = append(peers, a.resp.GetPeers()...)
+	}
+	round(append(peers, old.peers...), false)
+	if len(answers) == 0 {
+		err := fmt.Errorf("no store answered: %w", errors.Join(errs...))
+		c.opts.Logger.Warn("bellows client: refreshing the regions", "err", err)
+		return old, err
+	}
+	t := buildTable(answers, old.gen+1)
+	c.table.Store(t)
+	return t, nil
+}
+
+func (c *Client) askRegions(ctx context.Context, addr string) (*kvpb.RegionsResponse, error) {
+	cc, err := c.conn(addr)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, c.opts.RegionsTimeout)
+	defer cancel()
+	return kvpb.NewKVClient(cc).Regions(ctx, &kvpb.RegionsRequest{})
+}
+
+// refreshAfter rebuilds the table unless it changed since generation seen
+// (another request refreshed it meanwhile); concurrent callers share one
+// rebuild. A rebuild serves every waiting request, so it does not run under
+// one caller's context, only under RegionsTimeout per store.
+func (c *Client) refreshAfter(seen uint64) {
+	if c.table.Load().gen != seen {
+		return
+	}
+	_, _, _ = c.refresh.Do("", func() (any, error) {
+		if c.table.Load().gen != seen {
+			return nil, nil
+		}
+		return c.rebuild(context.Background())
+	})
+}
+
+// staleRoute reports whether err says the request went to a store that does
+// not (or does not yet, or no longer) serve its region, or could not be
+// reached: after a refresh another store, or the same one later, may.
+// Nothing was applied in those cases, or the idempotency key makes the
+// retry answer with what was.
+func staleRoute(err error) bool {
+	switch status.Code(err) {
+	case codes.Unavailable, codes.OutOfRange, codes.FailedPrecondition:
+		return true
+	}
+	return false
+}
+
+// targets are the addresses to try for key, in order, and the table's
+// generation they came from: the owners, else the seeds (which forward).
+func (c *Client) targets(key []byte) ([]string, uint64) {
+	t := c.table.Load()
+	if r, ok := t.lookup(key); ok && len(r.Owners) > 0 {
+		return r.Owners, t.gen
+	}
+	return c.seeds, t.gen
+}
+
+// do runs call against the stores that should serve key until one answers,
+// refreshing the table and backing off between rounds while the failures
+// say the route was stale, until ctx ends.
+func do[T any](ctx context.Context, c *Client, key []byte, call func(context.Context, kvpb.KVClient) (T, error)) (T, error) {
+	b := backoff.NewExponentialBackOff()
+	b.InitialInterval, b.MaxInterval = c.opts.RetryInitial, c.opts.RetryMax
+	round := func() (T, error) {
+		var zero T
+		addrs, gen := c.targets(key)
+		var last error
+		for _, addr := range addrs {
+			cc, err := c.conn(addr)
+			if err != nil {
+				return zero, backoff.Permanent(err)
+			}
+			v, err := call(ctx, kvpb.NewKVClient(cc))
+			if err == nil {
+				return v, nil
+			}
+			if ctx.Err() != nil || !staleRoute(err) {
+				return zero, backoff.Permanent(err)
+			}
+			last = err
+		}
+		c.refreshAfter(gen)
+		return zero, last
+	}
+	v, err := backoff.Retry(ctx, round, backoff.WithBackOff(b), backoff.WithMaxElapsedTime(0))
+	if err != nil && ctx.Err() != nil && status.Code(err) != codes.Canceled && status.Code(err) != codes.DeadlineExceeded {
+		// Retries ended by the caller's deadline: say so, with the last
+		// store's answer.
+		return v, fmt.Errorf("%w (last answer: %v)", ctx.Err(), err)
+	}
+	return v, err
+}
+
+// withRequestID gives a logical write its idempotency key, the same on
+// every attempt.
+func withRequestID(ctx context.Context) context.Context {
+	return metadata.AppendToOutgoingContext(ctx, contract.RequestIDHeader, rand.Text())
+}
+
+// WriteResult is where and when a write was applied.
+type WriteResult struct {
+	Region string
+	// CommitTS is the write's timestamp within its region.
+	CommitTS uint64
+}
+
+// Get reads key's newest value; found is false when the key has none.
+func (c *Client) Get(ctx context.Context, key []byte) (value []byte, found bool, err error) {
+	return c.get(ctx, &kvpb.GetRequest{Key: key})
+}
+
+// GetAt reads the value of key visible at readTS in its region.
+func (c *Client) GetAt(ctx context.Context, key []byte, readTS uint64) (value []byte, found bool, err error) {
+	return c.get(ctx, &kvpb.GetRequest{Key: key, ReadTs: &readTS})
+}
+
+func (c *Client) get(ctx context.Context, req *kvpb.GetRequest) ([]byte, bool, error) {
+	resp, err := do(ctx, c, req.Key, func(ctx context.Context, kv kvpb.KVClient) (*kvpb.GetResponse, error) {
+		return kv.Get(ctx, req)
+	})
+	if err != nil {
+		return nil, false, err
+	}
+	return resp.Value, resp.Found, nil
+}
+
+// Put writes value under key.
+func (c *Client) Put(ctx context.Context, key, value []byte) (WriteResult, error) {
+	ctx = withRequestID(ctx)
+	resp, err := do(ctx, c, key, func(ctx context.Context, kv kvpb.KVClient) (*kvpb.PutResponse, error) {
+		return kv.Put(ctx, &kvpb.PutRequest{Key: key, Value: value})
+	})
+	if err != nil {
+		return WriteResult{}, err
+	}
+	return WriteResult{Region: resp.Region, CommitTS: resp.CommitTs}, nil
+}
+
+// Delete removes key.
+func (c *Client) Delete(ctx context.Context, key []byte) (WriteResult, error) {
+	ctx = withRequestID(ctx)
+	resp, err := do(ctx, c, key, func(ctx context.Context, kv kvpb.KVClient) (*kvpb.DeleteResponse, error) {
+		return kv.Delete(ctx, &kvpb.DeleteRequest{Key: key})
+	})
+	if err != nil {
+		return WriteResult{}, err
+	}
+	return WriteResult{Region: resp.Region, CommitTS: resp.CommitTs}, nil
+}
+
+// Mutation is one write of a Batch: a put, or a delete when Delete is set.
+type Mutation struct {
+	Key, Value []byte
+	Delete     bool
+}
+
+// ErrBatchSpansRegions is returned (wrapped, naming the regions) by a Batch
+// whose keys fall in more than one region, before anything is sent.
+var ErrBatchSpansRegions = errors.New("batch spans regions")
+
+// Batch applies the mutations atomically: all or none. They must fall in
+// one region.
+func (c *Client) Batch(ctx context.Context, muts []Mutation) (WriteResult, error) {
+	if len(muts) == 0 {
+		return WriteResult{}, errors.New("bellows client: empty batch")
+	}
+	req := &kvpb.BatchRequest{Mutations: make([]*kvpb.Mutation, len(muts))}
+	t := c.table.Load()
+	first, firstOK := t.lookup(muts[0].Key)
+	for i, m := range muts {
+		op := kvpb.Mutation_OP_PUT
+		if m.Delete {
+			op = kvpb.Mutation_OP_DELETE
+		}
+		req.Mutations[i] = &kvpb.Mutation{Op: op, Key: m.Key, Value: m.Value}
+		if r, ok := t.lookup(m.Key); ok && firstOK && r.Name != first.Name {
+			return WriteResult{}, fmt.Errorf("bellows client: %w: mutation 0 (key %q) is in %s, mutation %d (key %q) in %s",
+				ErrBatchSpansRegions, muts[0].Key, first.Name, i, m.Key, r.Name)
+		}
+	}
+	ctx = withRequestID(ctx)
+	resp, err := do(ctx, c, muts[0].Key, func(ctx context.Context, kv kvpb.KVClient) (*kvpb.BatchResponse, error) {
+		return kv.Batch(ctx, req)
+	})
+	if err != nil {
+		return WriteResult{}, err
+	}
+	return WriteResult{Region: resp.Region, CommitTS: resp.CommitTs}, nil
+}

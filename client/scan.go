@@ -1,0 +1,193 @@
+package client
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"time"
+
+	"github.com/cenkalti/backoff/v5"
+
+	kvpb "github.com/bellows-kv/bellows/proto/bellows/kv/v1"
+)
+
+// ScanOptions shape a Scan.
+type ScanOptions struct {
+	// Limit bounds the number of pairs; 0 means no limit.
+	Limit int
+	// ReadTS, when set, reads each region's versions visible at it.
+	ReadTS *uint64
+}
+
+// KeyValue is one pair of a scan.
+type KeyValue struct{ Key, Value []byte }
+
+// Scan returns an iterator over the live keys of [start, end) in key order
+// (empty start: the first key; empty end: past the last). It reads one
+// region at a time from its owner; a stream that breaks (the owner moved,
+// restarted or went away) resumes after the last key returned, at the
+// owner the refreshed table names, until the context ends. Close it when
+// done.
+func (c *Client) Scan(ctx context.Context, start, end []byte, opts ScanOptions) *Iterator {
+	ctx, cancel := context.WithCancel(ctx)
+	b := backoff.NewExponentialBackOff()
+	b.InitialInterval, b.MaxInterval = c.opts.RetryInitial, c.opts.RetryMax
+	return &Iterator{c: c, ctx: ctx, cancel: cancel, from: bytes.Clone(start), end: bytes.Clone(end), opts: opts, retry: b}
+}
+
+// Iterator walks a Scan's pairs. Use:
+//
+//	it := c.Scan(ctx, start, end, client.ScanOptions{})
+//	defer it.Close()
+//	for it.Next() {
+//		use(it.Key(), it.Value())
+//	}
+//	if err := it.Err(); err != nil { ... }
+type Iterator struct {
+	c      *Client
+	ctx    context.Context
+	cancel context.CancelFunc
+	end    []byte
+	opts   ScanOptions
+	retry  *backoff.ExponentialBackOff
+
+	// from is where the next stream starts: the successor of the last key
+	// returned, or the start of the next region.
+	from []byte
+	// The open stream and the range it covers: [from at opening, segEnd);
+	// empty segEnd: up to end.
+	stream   receiver
+	stop     context.CancelFunc // cancels the open stream
+	segEnd   []byte
+	gen      uint64 // the table generation the stream's route came from
+	failures int    // consecutive stale-route failures: which owner to try
+
+	buf      []*kvpb.KeyValue
+	cur      *kvpb.KeyValue
+	returned int
+	done     bool
+	err      error
+}
+
+// Next advances to the next pair; false at the end or on an error (Err).
+func (it *Iterator) Next() bool {
+	for {
+		if len(it.buf) > 0 {
+			it.cur, it.buf = it.buf[0], it.buf[1:]
+			it.from = append(bytes.Clone(it.cur.Key), 0)
+			it.returned++
+			return true
+		}
+		if it.done || it.err != nil || (it.opts.Limit > 0 && it.returned >= it.opts.Limit) {
+			it.closeStream()
+			return false
+		}
+		if it.stream == nil {
+			it.open()
+		}
+		resp, err := it.stream.Recv()
+		switch {
+		case err == nil:
+			it.buf = resp.Pairs
+			it.failures = 0
+			it.retry.Reset()
+		case errors.Is(err, io.EOF):
+			// The segment is done: the next starts where it ended.
+			it.closeStream()
+			if len(it.segEnd) == 0 || (len(it.end) > 0 && bytes.Compare(it.segEnd, it.end) >= 0) {
+				it.done = true
+			} else {
+				it.from = it.segEnd
+			}
+		case it.ctx.Err() != nil || !staleRoute(err):
+			it.closeStream()
+			it.err = err
+		default:
+			// Resume after the last key returned, at the owner a
+			// refreshed table names, after a backoff.
+			it.closeStream()
+			it.failures++
+			it.c.refreshAfter(it.gen)
+			select {
+			case <-it.ctx.Done():
+				it.err = it.ctx.Err()
+			case <-time.After(it.retry.NextBackOff()): // backoff, not synchronisation
+			}
+		}
+	}
+}
+
+// open starts the stream for the segment holding it.from: to the end of
+// its region at the region's owner or, when no owner is known, to the end
+// of the scan at a seed (which forwards across regions).
+func (it *Iterator) open() {
+	t := it.c.table.Load()
+	it.gen = t.gen
+	targets, segEnd := it.c.seeds, it.end
+	if r, ok := t.lookup(it.from); ok && len(r.Owners) > 0 {
+		targets = r.Owners
+		if len(r.End) > 0 && (len(it.end) == 0 || bytes.Compare(r.End, it.end) < 0) {
+			segEnd = r.End
+		}
+	}
+	it.segEnd = segEnd
+	addr := targets[it.failures%len(targets)]
+	req := &kvpb.ScanRequest{Start: it.from, End: segEnd, ReadTs: it.opts.ReadTS}
+	if it.opts.Limit > 0 {
+		req.Limit = uint32(it.opts.Limit - it.returned)
+	}
+	ctx, stop := context.WithCancel(it.ctx)
+	it.stop = stop
+	cc, err := it.c.conn(addr)
+	if err == nil {
+		it.stream, err = kvpb.NewKVClient(cc).Scan(ctx, req)
+	}
+	if err != nil {
+		it.stream = failedStream{err}
+	}
+}
+
+func (it *Iterator) closeStream() {
+	if it.stop != nil {
+		it.stop()
+	}
+	it.stream, it.stop = nil, nil
+}
+
+// Key is the current pair's key; valid until the next call to Next.
+func (it *Iterator) Key() []byte { return it.cur.GetKey() }
+
+// Value is the current pair's value; valid until the next call to Next.
+func (it *Iterator) Value() []byte { return it.cur.GetValue() }
+
+// Err is the error that ended the iteration, if any.
+func (it *Iterator) Err() error { return it.err }
+
+// Close ends the iteration and its stream.
+func (it *Iterator) Close() {
+	it.closeStream()
+	it.cancel()
+}
+
+// ScanAll runs the scan to its end and returns every pair.
+func (c *Client) ScanAll(ctx context.Context, start, end []byte, opts ScanOptions) ([]KeyValue, error) {
+	it := c.Scan(ctx, start, end, opts)
+	defer it.Close()
+	var out []KeyValue
+	for it.Next() {
+		out = append(out, KeyValue{Key: it.Key(), Value: it.Value()})
+	}
+	return out, it.Err()
+}
+
+// receiver is the part of a scan stream the iterator uses.
+type receiver interface {
+	Recv() (*kvpb.ScanResponse, error)
+}
+
+// failedStream is a stream that could not be opened: its Recv returns why,
+// so Next handles it like a stream that broke.
+type failedStream struct{ err error }
+
+func (f failedStream) Recv() (*kvpb.ScanResponse, error) { return nil, f.err }

@@ -1,0 +1,8 @@
+package contract
+
+// RequestIDHeader is the gRPC metadata key of a write's idempotency key: a
+// store that already applied a write with the same key answers it with the
+// first result instead of applying it again (storage-engine/server's
+// dedupe.go says what that covers). The CLI and the Go client send one per
+// logical write, the same on every retry.
+const RequestIDHeader = "bellows-request-id"
