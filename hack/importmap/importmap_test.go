@@ -118,7 +118,9 @@ func TestPackageMap(t *testing.T) {
 		{"the store side of offload does not link the worker",
 			prefixed(module + "storage-engine/offload"), prefixed(module + "storage-engine/compactor")},
 		{"the Go client is small for its users: the wire protocol and the shared header names, no engine, no Kubernetes",
-			prefixed(module + "client"), func(p string) bool { return kubernetes(p) || prefixed(module+"storage-engine", module+"cmd", module+"api", module+"controllers")(p) }},
+			prefixed(module + "client"), func(p string) bool {
+				return kubernetes(p) || prefixed(module+"storage-engine", module+"cmd", module+"api", module+"controllers")(p)
+			}},
 		{"the contract is a leaf both sides import",
 			prefixed(module + "internal/contract"), func(p string) bool { return strings.HasPrefix(p, module) || kubernetes(p) }},
 		{"the production binary links no benchmark, Pebble or plotting code",
