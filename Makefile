@@ -15,7 +15,7 @@ IMAGE_ARCH  ?= $(shell $(GO) env GOARCH)
 CA_CERTS    ?= $(wildcard /etc/ssl/certs/ca-certificates.crt)
 TEST_TIMEOUT ?= 30m
 
-.PHONY: all build run test unit lint vet staticcheck fmt-check generate verify-generated bench-engine bench-phases clean envtest-bins chart-test helm image cluster-bins cluster-up cluster-down e2e
+.PHONY: all build run test unit lint vet staticcheck fmt-check generate verify-generated bench-engine bench-phases bench-ycsb clean envtest-bins chart-test helm image cluster-bins cluster-up cluster-down e2e
 
 all: build
 
@@ -106,6 +106,11 @@ bench-engine: build
 ## p99 latency per phase; about 15 minutes on two cores. Writes bench/results/phases.{json,md,png}
 bench-phases: build
 	$(BIN)/bellows-bench phases --out bench/results $(BENCH_ARGS)
+
+## bench-ycsb: the YCSB core workloads A–F (go-ycsb over the Go client) against a fresh
+## bellows local per workload; writes bench/results/ycsb.{json,md}
+bench-ycsb: build
+	$(BIN)/bellows-bench ycsb --out bench/results $(BENCH_ARGS)
 
 clean:
 	rm -rf $(BIN) dist

@@ -17,7 +17,7 @@ func main() {
 		Short:        "Bellows benchmarks",
 		SilenceUsage: true,
 	}
-	root.AddCommand(newPhasesCommand(), newEngineCommand())
+	root.AddCommand(newPhasesCommand(), newEngineCommand(), newYCSBCommand())
 	if err := root.Execute(); err != nil {
 		os.Exit(1)
 	}

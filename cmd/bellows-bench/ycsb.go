@@ -1,0 +1,172 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/pingcap/go-ycsb/pkg/prop"
+	"github.com/spf13/cobra"
+
+	"github.com/bellows-kv/bellows/bench/ycsb"
+	"github.com/bellows-kv/bellows/client"
+)
+
+func newYCSBCommand() *cobra.Command {
+	var (
+		addr, bellows, out, workloads, offload string
+		records, operations, threads       int
+		props                              []string
+	)
+	cmd := &cobra.Command{
+		Use:   "ycsb",
+		Short: "The YCSB core workloads A–F (go-ycsb) through the Go client, against bellows local or --addr",
+		Long: "For each workload: load recordcount records, then run operationcount operations, with go-ycsb's core\n" +
+			"workload and measurement over the Bellows binding. Without --addr every workload gets a fresh\n" +
+			"`bellows local` (one store, 4 regions, 2 compactors) in a temporary directory. Writes ycsb.json and ycsb.md.",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx := cmd.Context()
+			overrides := map[string]string{
+				prop.RecordCount:    strconv.Itoa(records),
+				prop.OperationCount: strconv.Itoa(operations),
+				prop.ThreadCount:    strconv.Itoa(threads),
+			}
+			for _, kv := range props {
+				k, v, ok := strings.Cut(kv, "=")
+				if !ok || k == "" {
+					return fmt.Errorf("-p %q: want key=value", kv)
+				}
+				overrides[k] = v
+			}
+			names := strings.Split(workloads, ",")
+			for _, n := range names {
+				if _, err := ycsb.Properties(n, overrides); err != nil {
+					return err
+				}
+			}
+			if err := os.MkdirAll(out, 0o755); err != nil {
+				return err
+			}
+			work, err := os.MkdirTemp("", "bellows-ycsb-")
+			if err != nil {
+				return err
+			}
+			defer os.RemoveAll(work)
+			rep := ycsb.Report{Properties: overrides, Target: "`" + addr + "`"}
+			if addr == "" {
+				rep.Target = fmt.Sprintf("a fresh `bellows local --offload %s` per workload (one store with 4 regions, 2 compactors, file:// bucket; all on this machine)", offload)
+			}
+			for _, name := range names {
+				seeds := addr
+				stop := func() {}
+				if addr == "" {
+					bin, err := findBellows(bellows)
+					if err != nil {
+						return err
+					}
+					dir := filepath.Join(work, name)
+					if seeds, stop, err = startLocal(ctx, bin, dir, offload); err != nil {
+						return err
+					}
+				}
+				phases, err := runWorkload(ctx, seeds, name, overrides, work)
+				stop()
+				if err != nil {
+					return err
+				}
+				for _, p := range phases {
+					fmt.Fprintf(cmd.ErrOrStderr(), "workload %s %s: %.0f ops/s in %v, %d errors\n", strings.ToUpper(name), p.Phase, p.Throughput(), p.Took.Round(time.Millisecond), p.Errors())
+				}
+				rep.Phases = append(rep.Phases, phases...)
+			}
+			if err := ycsb.Write(out, rep); err != nil {
+				return err
+			}
+			fmt.Fprint(cmd.OutOrStdout(), ycsb.Markdown(rep))
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&addr, "addr", "", "seed addresses of a running cluster (a store or the client Service); empty: start bellows local per workload")
+	f.StringVar(&bellows, "bellows", "", "the bellows binary for bellows local (default: bellows next to this binary, then $PATH)")
+	f.StringVar(&out, "out", "bench/results", "directory for ycsb.json and ycsb.md")
+	f.StringVar(&workloads, "workloads", strings.Join(ycsb.Workloads, ","), "core workloads to run, in order")
+	f.StringVar(&offload, "offload", "Preferred", "bellows local's offload mode")
+	f.IntVar(&records, "recordcount", 100000, "records loaded (YCSB recordcount)")
+	f.IntVar(&operations, "operationcount", 100000, "operations per run (YCSB operationcount)")
+	f.IntVar(&threads, "threads", 16, "client threads (YCSB threadcount)")
+	f.StringArrayVarP(&props, "property", "p", nil, "any other YCSB property, key=value (repeatable), e.g. -p requestdistribution=uniform")
+	return cmd
+}
+
+// runWorkload loads and runs one workload through a client of seeds.
+func runWorkload(ctx context.Context, seeds, name string, overrides map[string]string, work string) ([]ycsb.Phase, error) {
+	dial, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	c, err := client.New(dial, strings.Split(seeds, ","), client.Options{})
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+	var phases []ycsb.Phase
+	for _, load := range []bool{true, false} {
+		p, err := ycsb.RunPhase(ctx, c, name, load, overrides, work)
+		if err != nil {
+			return nil, err
+		}
+		phases = append(phases, p)
+	}
+	return phases, nil
+}
+
+// localReady is bellows local's last line once everything serves.
+var localReady = regexp.MustCompile(`^ready; try: .* --addr (\S+);`)
+
+// startLocal runs `bellows local` on fresh data in dir and returns the
+// store's address and how to stop it.
+func startLocal(ctx context.Context, bin, dir, offload string) (string, func(), error) {
+	cmd := exec.CommandContext(ctx, bin, "local", "--data-dir="+dir, "--listen=127.0.0.1:0", "--offload="+offload)
+	cmd.Stderr = os.Stderr
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return "", nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return "", nil, err
+	}
+	stop := func() {
+		_ = cmd.Process.Signal(os.Interrupt)
+		_ = cmd.Wait()
+	}
+	found := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			if m := localReady.FindStringSubmatch(sc.Text()); m != nil {
+				found <- m[1]
+			}
+		}
+		_, _ = io.Copy(io.Discard, stdout)
+		close(found)
+	}()
+	select {
+	case a, ok := <-found:
+		if !ok {
+			stop()
+			return "", nil, fmt.Errorf("bellows local exited before it was ready (logs in %s)", filepath.Join(dir, "logs"))
+		}
+		return a, stop, nil
+	case <-time.After(60 * time.Second):
+		stop()
+		return "", nil, fmt.Errorf("bellows local not ready in 60s (logs in %s)", filepath.Join(dir, "logs"))
+	}
+}
