@@ -23,8 +23,8 @@ import (
 func newYCSBCommand() *cobra.Command {
 	var (
 		addr, bellows, out, workloads, offload string
-		records, operations, threads       int
-		props                              []string
+		records, operations, threads           int
+		props                                  []string
 	)
 	cmd := &cobra.Command{
 		Use:   "ycsb",
