@@ -278,10 +278,10 @@ func (c *Client) targets(key []byte) ([]string, uint64) {
 func do[T any](ctx context.Context, c *Client, key []byte, call func(context.Context, kvpb.KVClient) (T, error)) (T, error) {
 	b := backoff.NewExponentialBackOff()
 	b.InitialInterval, b.MaxInterval = c.opts.RetryInitial, c.opts.RetryMax
+	var stale error // the last stale-route answer
 	round := func() (T, error) {
 		var zero T
 		addrs, gen := c.targets(key)
-		var last error
 		for _, addr := range addrs {
 			cc, err := c.conn(addr)
 			if err != nil {
@@ -294,16 +294,16 @@ func do[T any](ctx context.Context, c *Client, key []byte, call func(context.Con
 			if ctx.Err() != nil || !staleRoute(err) {
 				return zero, backoff.Permanent(err)
 			}
-			last = err
+			stale = err
 		}
 		c.refreshAfter(gen)
-		return zero, last
+		return zero, stale
 	}
 	v, err := backoff.Retry(ctx, round, backoff.WithBackOff(b), backoff.WithMaxElapsedTime(0))
-	if err != nil && ctx.Err() != nil && status.Code(err) != codes.Canceled && status.Code(err) != codes.DeadlineExceeded {
-		// Retries ended by the caller's deadline: say so, with the last
-		// store's answer.
-		return v, fmt.Errorf("%w (last answer: %v)", ctx.Err(), err)
+	if err != nil && stale != nil && (errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)) {
+		// The caller's deadline ended the retries: say so, with the
+		// last store's answer.
+		return v, fmt.Errorf("%w (last answer: %v)", err, stale)
 	}
 	return v, err
 }

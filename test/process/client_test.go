@@ -170,6 +170,17 @@ func TestClientRoutesEachRequestToItsOwner(t *testing.T) {
 	if n := forwardedTotal(t, a, b); n != 0 {
 		t.Fatalf("the stores forwarded %v calls: the client did not route to the owners", n)
 	}
+
+	// With store-b gone, a read of its region retries until the caller's
+	// deadline and then says both: the deadline, and what the stores
+	// answered.
+	b.kill()
+	short, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+	defer cancel()
+	_, _, err = c.Get(short, regionKey(1, "k000"))
+	if !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "last answer: rpc error: code = Unavailable") {
+		t.Fatalf("get from a region whose store is down: %v; want the deadline and the last UNAVAILABLE", err)
+	}
 }
 
 // A workload through the client rides through a region moving between two
