@@ -502,9 +502,10 @@ func updateLoop(r target, cfg Config, stop <-chan struct{}) error {
 // openLocal opens the region in this process, its compactions offloaded to
 // compactor ("" runs them here).
 func openLocal(ctx context.Context, cfg Config, dir string, mode region.WarmupMode, bucket *blob.Bucket, bucketURL, compactor string) (target, func(), error) {
+	cache := blockcache.New(cfg.CacheBytes)
 	var exec compaction.Executor = compaction.Local{Bucket: bucket}
 	if mode == region.WarmupWriteThrough {
-		exec = region.WriteThroughExecutor{Bucket: bucket, CacheBytes: cfg.CacheBytes}
+		exec = region.WriteThroughExecutor{Bucket: bucket, Cache: cache}
 	}
 	var closers []func()
 	stop := func() {
@@ -526,7 +527,7 @@ func openLocal(ctx context.Context, cfg Config, dir string, mode region.WarmupMo
 	}
 	r, err := region.Open(ctx, region.Options{
 		Name: "phases", Bucket: bucket, WALDir: filepath.Join(dir, "wal"), WALMode: wal.ModeAsync,
-		MemstoreBytes: memstoreBytes, BlockCache: blockcache.New(cfg.CacheBytes),
+		MemstoreBytes: memstoreBytes, BlockCache: cache,
 		SST:                   sstable.WriterOptions{BlockSize: cfg.BlockSize, Compression: sstable.S2Compression},
 		DisableAutoCompaction: true, Executor: exec, Warmup: mode, WarmupRateBytes: cfg.WarmupRate,
 		Retention: compaction.Retention{MaxVersions: 1},

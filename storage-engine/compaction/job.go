@@ -38,6 +38,10 @@ type Result struct {
 	// Kept is every data block of the output as written, in key order,
 	// when Execute was asked to keep them (a worker serving warmup).
 	Kept []StoredBlock
+	// CacheFileID, when not 0, is the block cache ID under which the
+	// output's blocks were cached as they were written (write-through): the
+	// output's reader must be opened with it (sstable.OpenWithFileID).
+	CacheFileID uint64
 }
 
 // StoredBlock is one data block of an output exactly as the file stores it

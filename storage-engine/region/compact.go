@@ -213,9 +213,12 @@ func (r *Region) compactLocked(ctx context.Context, major bool) (*CompactionInfo
 	}
 	var out *table
 	if !res.Empty {
-		out, err = r.openTable(ctx, fileMeta(num, outKey, res.Props, uint64(res.Size)))
+		out, err = r.openTable(ctx, fileMeta(num, outKey, res.Props, uint64(res.Size)), res.CacheFileID)
 		if err != nil {
 			releaseBlocks(res.Blocks)
+			if res.CacheFileID != 0 {
+				r.opts.BlockCache.EvictFile(res.CacheFileID)
+			}
 			_ = r.bucket.Delete(context.Background(), outKey)
 			r.stats.recordCompaction(false)
 			if ctx.Err() != nil {

@@ -86,7 +86,7 @@ func (r *Region) flushOne(mt *memTable) error {
 			_ = r.bucket.Delete(context.Background(), key)
 			return errorf(r.opts.Name, "writing flush output %s: %w", key, err)
 		}
-		t, err = r.openTable(ctx, fileMeta(num, key, props, size))
+		t, err = r.openTable(ctx, fileMeta(num, key, props, size), 0)
 		if err != nil {
 			_ = r.bucket.Delete(context.Background(), key)
 			return err

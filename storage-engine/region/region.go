@@ -80,6 +80,7 @@ import (
 	"time"
 
 	"github.com/bellows-kv/bellows/storage-engine/blob"
+	"github.com/bellows-kv/bellows/storage-engine/blockcache"
 	"github.com/bellows-kv/bellows/storage-engine/compaction"
 	"github.com/bellows-kv/bellows/storage-engine/kv"
 	"github.com/bellows-kv/bellows/storage-engine/manifest"
@@ -182,7 +183,7 @@ func Open(ctx context.Context, opts Options) (_ *Region, err error) {
 	r.cond = sync.NewCond(&r.mu)
 	r.exec = opts.Executor
 	if r.exec == nil && opts.Warmup == WarmupWriteThrough {
-		r.exec = WriteThroughExecutor{Bucket: opts.Bucket, CacheBytes: opts.BlockCache.Stats().Capacity}
+		r.exec = WriteThroughExecutor{Bucket: opts.Bucket, Cache: opts.BlockCache}
 	}
 	if r.exec == nil {
 		r.exec = compaction.Local{Bucket: opts.Bucket}
@@ -228,7 +229,7 @@ func Open(ctx context.Context, opts Options) (_ *Region, err error) {
 	}
 	tables := make([]*table, 0, len(claim.Files))
 	for _, f := range claim.Files {
-		t, err := r.openTable(ctx, f)
+		t, err := r.openTable(ctx, f, 0)
 		if err != nil {
 			for _, t := range tables {
 				t.unref()
@@ -291,14 +292,20 @@ func Open(ctx context.Context, opts Options) (_ *Region, err error) {
 	return r, nil
 }
 
-func (r *Region) openTable(ctx context.Context, f manifest.FileMeta) (*table, error) {
+// openTable opens file f. cacheFileID, when not 0, is the block cache ID its
+// blocks were cached under as they were written (write-through); 0 gives
+// the file a new one.
+func (r *Region) openTable(ctx context.Context, f manifest.FileMeta, cacheFileID uint64) (*table, error) {
 	key := f.Key
 	r.checkIO("opening " + key)
 	obj, err := r.bucket.OpenObject(ctx, key)
 	if err != nil {
 		return nil, fmt.Errorf("opening %s: %w", key, err)
 	}
-	rd, err := sstable.Open(obj, obj.Size(), ObjectKey(r.opts.Name, key), r.opts.BlockCache)
+	if cacheFileID == 0 {
+		cacheFileID = blockcache.NewFileID()
+	}
+	rd, err := sstable.OpenWithFileID(obj, obj.Size(), ObjectKey(r.opts.Name, key), r.opts.BlockCache, cacheFileID)
 	if err != nil {
 		_ = obj.Close()
 		return nil, err

@@ -258,9 +258,8 @@ func (r *Region) installWithWarmup(ctx context.Context, inputs []*table, out *ta
 		}
 		return install(false)
 	case WarmupWriteThrough:
-		if w, ok := src.(*writtenOutput); ok {
-			w.cache(out.reader)
-		}
+		// The output's blocks entered the cache as they were written
+		// (WriteThroughExecutor): nothing to warm.
 		return install(false)
 	case WarmupIncremental, WarmupThrottledIncremental:
 		r.warmStats.Warmups.Add(1)

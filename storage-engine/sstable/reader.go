@@ -61,7 +61,14 @@ type Reader struct {
 // Open reads the footer, index, filter and properties of the SST in r. name
 // is used in errors; cache may be nil.
 func Open(r io.ReaderAt, size int64, name string, cache *blockcache.Cache) (*Reader, error) {
-	rd := &Reader{name: name, fileID: blockcache.NewFileID(), r: r, size: size, cache: cache}
+	return OpenWithFileID(r, size, name, cache, blockcache.NewFileID())
+}
+
+// OpenWithFileID is Open with the file's cache ID chosen by the caller
+// (blockcache.NewFileID): the ID under which the file's blocks were cached
+// as they were written (WriterOptions.OnDataBlock), so the reader finds them.
+func OpenWithFileID(r io.ReaderAt, size int64, name string, cache *blockcache.Cache, fileID uint64) (*Reader, error) {
+	rd := &Reader{name: name, fileID: fileID, r: r, size: size, cache: cache}
 	if size < footerLen {
 		return nil, &CorruptionError{File: name, Block: "footer", Reason: fmt.Sprintf("file is %d bytes, shorter than a footer", size)}
 	}

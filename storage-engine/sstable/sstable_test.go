@@ -249,3 +249,50 @@ func TestRemoteFailureFallsBackPerMiss(t *testing.T) {
 		t.Fatal("a cancelled request read the block from the file")
 	}
 }
+
+// OnDataBlock hands over every data block as a cache holds it, with its
+// offset and last user key: a reader opened with the file ID the blocks
+// were cached under reads the whole file without a cache miss.
+func TestOnDataBlockGivesEachBlockAsCached(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	vs := randomVersions(rng, 3000)
+	for _, c := range []Compression{NoCompression, S2Compression} {
+		cache := blockcache.New(1 << 24)
+		id := blockcache.NewFileID()
+		var offsets []uint64
+		var lastKeys [][]byte
+		data := buildTable(t, vs, WriterOptions{BlockSize: 1024, Compression: c,
+			OnDataBlock: func(offset uint64, block, lastUserKey []byte) {
+				offsets = append(offsets, offset)
+				lastKeys = append(lastKeys, bytes.Clone(lastUserKey))
+				cache.Insert(blockcache.Key{File: id, Offset: offset}, bytes.Clone(block), bytes.Clone(lastUserKey))
+			}})
+		r, err := OpenWithFileID(bytes.NewReader(data), int64(len(data)), "t.sst", cache, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(offsets) != r.NumBlocks() || r.NumBlocks() < 10 {
+			t.Fatalf("%v: %d blocks handed over, the file has %d", c, len(offsets), r.NumBlocks())
+		}
+		for i := range offsets {
+			if offsets[i] != r.BlockHandle(i).Offset || !bytes.Equal(lastKeys[i], r.BlockLastUserKey(i)) {
+				t.Fatalf("%v block %d: handed over at %d (last key %q), the index says %d (%q)", c, i, offsets[i], lastKeys[i], r.BlockHandle(i).Offset, r.BlockLastUserKey(i))
+			}
+		}
+		misses := cache.Stats().Misses
+		it := r.NewIter()
+		n := 0
+		for ok := it.First(); ok; ok = it.Next() {
+			if kv.Compare(it.Key(), vs[n].key) != 0 || !bytes.Equal(it.Value(), vs[n].val) {
+				t.Fatalf("%v entry %d: got %v=%q want %v=%q", c, n, it.Key(), it.Value(), vs[n].key, vs[n].val)
+			}
+			n++
+		}
+		if it.Err() != nil || n != len(vs) {
+			t.Fatalf("%v: iterated %d of %d, err %v", c, n, len(vs), it.Err())
+		}
+		if m := cache.Stats().Misses - misses; m != 0 {
+			t.Fatalf("%v: %d cache misses reading a file whose blocks were all handed over", c, m)
+		}
+	}
+}

@@ -24,6 +24,12 @@ type WriterOptions struct {
 	BloomFalsePositive float64
 	// ExpectedKeys sizes the bloom filter; an estimate is fine.
 	ExpectedKeys uint
+	// OnDataBlock, when set, is called after each data block is written
+	// with its offset in the file, its contents as a block cache holds them
+	// (uncompressed) and its last user key: how a write-through cache
+	// takes each block as it is written. Both slices are the writer's
+	// buffers, valid only during the call.
+	OnDataBlock func(offset uint64, block, lastUserKey []byte)
 }
 
 func (o WriterOptions) withDefaults() WriterOptions {
@@ -113,9 +119,13 @@ func (w *Writer) flushBlock() error {
 	if w.block.entries == 0 {
 		return nil
 	}
-	h, err := w.writeBlock(w.block.finish(), w.opts.Compression)
+	raw := w.block.finish()
+	h, err := w.writeBlock(raw, w.opts.Compression)
 	if err != nil {
 		return err
+	}
+	if w.opts.OnDataBlock != nil {
+		w.opts.OnDataBlock(h.Offset, raw, kv.UserKey(w.lastKey))
 	}
 	// Index entry: key = last key of the block; value = handle + first key.
 	v := h.append(nil)

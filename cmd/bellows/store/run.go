@@ -132,7 +132,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, out io.Writer) error
 		Store:              hostname() + ":" + walDir,
 		RemoteBlockTimeout: cfg.RemoteBlockTimeout, RemoteBlockRetryAfter: cfg.RemoteBlockRetryAfter,
 		RemoteCacheRate: int64(cfg.RemoteCacheRate),
-		Local:           localExecutor(warmup, bucket, cfg.Engine.BlockCacheBytes), Logger: log, Registerer: reg,
+		Local:           localExecutor(warmup, bucket, cache), Logger: log, Registerer: reg,
 		InputBytes: func(j compaction.Job) int64 { return store.JobInputBytes(j) },
 		Regions:    func() []string { return store.RegionNames() },
 	})
@@ -318,10 +318,10 @@ func hostname() string {
 }
 
 // localExecutor runs this store's local compactions: in WriteThrough mode
-// it keeps a copy of each output as written, for the region to cache.
-func localExecutor(warmup region.WarmupMode, bucket *blob.Bucket, cacheBytes int64) compaction.Executor {
+// it caches each output block in the store's block cache as it is written.
+func localExecutor(warmup region.WarmupMode, bucket *blob.Bucket, cache *blockcache.Cache) compaction.Executor {
 	if warmup == region.WarmupWriteThrough {
-		return region.WriteThroughExecutor{Bucket: bucket, CacheBytes: cacheBytes}
+		return region.WriteThroughExecutor{Bucket: bucket, Cache: cache}
 	}
 	return compaction.Local{Bucket: bucket}
 }
