@@ -178,17 +178,17 @@ func (c *Client) rebuild(ctx context.Context) (*table, error) {
 	var answers []answer
 	var errs []error
 	round := func(addrs []string, seed bool) {
-		var todo []string
+		var pending []string
 		for _, a := range addrs {
 			if !asked[a] {
 				asked[a] = true
-				todo = append(todo, a)
+				pending = append(pending, a)
 			}
 		}
-		got := make([]*answer, len(todo))
-		fails := make([]error, len(todo))
+		got := make([]*answer, len(pending))
+		fails := make([]error, len(pending))
 		var wg sync.WaitGroup
-		for i, addr := range todo {
+		for i, addr := range pending {
 			wg.Go(func() {
 				resp, err := c.askRegions(ctx, addr)
 				if err != nil {
@@ -199,7 +199,7 @@ func (c *Client) rebuild(ctx context.Context) (*table, error) {
 			})
 		}
 		wg.Wait()
-		for i := range todo {
+		for i := range pending {
 			if got[i] != nil {
 				answers = append(answers, *got[i])
 			} else {
