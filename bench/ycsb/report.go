@@ -13,6 +13,10 @@ import (
 type Report struct {
 	// Target says what the workloads ran against.
 	Target string `json:"target"`
+	// Regime says what bounds the numbers (data against cache, what is
+	// saturated); Goal, what the run was to show, fixed before it ran.
+	Regime string `json:"regime"`
+	Goal   string `json:"goal"`
 	// Properties are the overrides given on top of each workload file.
 	Properties map[string]string `json:"properties"`
 	Phases     []Phase           `json:"phases"`
@@ -31,7 +35,14 @@ func Markdown(r Report) string {
 		slices.Sort(kv)
 		fmt.Fprintf(&b, ", with %s", strings.Join(kv, ", "))
 	}
-	fmt.Fprintf(&b, ".\n\n| workload | phase | ops/s | operation | count | p50 ms | p99 ms | errors |\n|---|---|---:|---|---:|---:|---:|---:|\n")
+	fmt.Fprintf(&b, ".\n\n")
+	if r.Regime != "" {
+		fmt.Fprintf(&b, "**Regime:** %s\n\n", r.Regime)
+	}
+	if r.Goal != "" {
+		fmt.Fprintf(&b, "**Goal (stated before the run):** %s\n\n", r.Goal)
+	}
+	fmt.Fprintf(&b, "| workload | phase | ops/s | operation | count | p50 ms | p99 ms | errors |\n|---|---|---:|---|---:|---:|---:|---:|\n")
 	for _, p := range r.Phases {
 		first := true
 		for _, o := range p.Ops {

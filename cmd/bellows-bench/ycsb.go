@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"strconv"
 	"strings"
 	"time"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/bellows-kv/bellows/bench/ycsb"
 	"github.com/bellows-kv/bellows/client"
+	"github.com/bellows-kv/bellows/internal/contract"
 )
 
 func newYCSBCommand() *cobra.Command {
@@ -64,7 +66,12 @@ func newYCSBCommand() *cobra.Command {
 			rep := ycsb.Report{Properties: overrides, Target: "`" + addr + "`"}
 			if addr == "" {
 				rep.Target = fmt.Sprintf("a fresh `bellows local --offload %s` per workload (one store with 4 regions, 2 compactors, file:// bucket; all on this machine)", offload)
+				rep.Regime = fmt.Sprintf("about %d MB of records (recordcount × 10 fields × 100 B) in the store's %d MiB block cache: reads are served from memory; "+
+					"every write waits for the WAL's group-commit fsync; the YCSB client, the store and the compactors share this machine's %d cores, "+
+					"so the client's own CPU is part of every latency. One run per workload (no repeats, no spread): a sanity run, not a comparison.",
+					records*1000/1_000_000, contract.DefaultBlockCacheBytes>>20, runtime.NumCPU())
 			}
+			rep.Goal = "every core workload runs unchanged through go-ycsb over the Go client, with 0 failed operations; no latency or throughput target"
 			for _, name := range names {
 				seeds := addr
 				stop := func() {}
