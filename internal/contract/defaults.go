@@ -9,6 +9,22 @@ const (
 	DefaultMemstorePolicy = MemstoreNone
 	// DefaultMemstoreBytes is HBase's hbase.hregion.memstore.flush.size.
 	DefaultMemstoreBytes = int64(128 << 20)
+	// DefaultMemstoreActiveFraction is Accordion's A, the paper's tuned
+	// value (§4.2: A = 0.02; HBase ships 0.014).
+	DefaultMemstoreActiveFraction = 0.02
+	// DefaultMemstorePipelineSegments is Accordion's S: the paper's best
+	// write throughput on SSD (§4.2.4: S = 5); HBase ships 2, for reads.
+	DefaultMemstorePipelineSegments = 5
+	// DefaultMemstoreRedundancyThreshold is Adaptive's R: HBase's
+	// hbase.memstore.compaction.adaptive.compaction.threshold.
+	DefaultMemstoreRedundancyThreshold = 0.5
+	// DefaultMaxWALMemstores sets memstore.maxWALBytes when it is not
+	// given: this many memstore.bytes. Past maxWALBytes a region flushes
+	// its memstore to disk so its WAL can be truncated (HBase's
+	// hbase.regionserver.maxlogs, per region). Under None and Basic the WAL
+	// never reaches twice the memstore; under Eager, whose memstore can
+	// keep a key set in memory forever, the bound is what bounds recovery.
+	DefaultMaxWALMemstores = 2
 	// MinMemstoreBytes keeps a flush from producing a file per write.
 	MinMemstoreBytes       = int64(1 << 20)
 	DefaultBlockCacheBytes = int64(1 << 30)

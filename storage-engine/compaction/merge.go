@@ -8,6 +8,7 @@ import (
 
 	"github.com/bellows-kv/bellows/storage-engine/iterator"
 	"github.com/bellows-kv/bellows/storage-engine/kv"
+	"github.com/bellows-kv/bellows/storage-engine/retention"
 	"github.com/bellows-kv/bellows/storage-engine/sstable"
 )
 
@@ -46,12 +47,13 @@ func Merge(ctx context.Context, in iterator.Iterator, opts MergeOptions, w *ssta
 	var st MergeStats
 	var group, kept []version
 	var keep []bool
+	var tss []uint64
 	var cur []byte
 	flush := func() error {
 		for i := range group {
 			group[i].key.UserKey = cur
 		}
-		kept, keep = retainInto(kept[:0], keep, group, snaps, opts)
+		kept, keep, tss = retainInto(kept[:0], keep, tss, group, snaps, opts)
 		st.DroppedVersions += uint64(len(group) - len(kept))
 		st.DroppedDeletes += uint64(countDeletes(group) - countDeletes(kept))
 		for _, v := range kept {
@@ -109,25 +111,16 @@ func countDeletes(vs []version) int {
 	return n
 }
 
-// retainInto applies the retention rules to one key's versions (newest
-// first; snapsDesc newest first too), appending the survivors to out and
-// reusing keep, so a merge does not allocate per key. testdata/merge holds
-// its cases.
-func retainInto(out []version, keep []bool, vs []version, snapsDesc []uint64, opts MergeOptions) ([]version, []bool) {
-	keep = slices.Grow(keep[:0], len(vs))[:len(vs)]
-	for i := range vs {
-		keep[i] = opts.Retention.MaxVersions == 0 || i < opts.Retention.MaxVersions
+// retainInto applies the retention rules (package retention) to one key's
+// versions (newest first; snapsDesc newest first too), appending the
+// survivors to out and reusing keep and tss, so a merge does not allocate
+// per key. testdata/merge holds its cases.
+func retainInto(out []version, keep []bool, tss []uint64, vs []version, snapsDesc []uint64, opts MergeOptions) ([]version, []bool, []uint64) {
+	tss = tss[:0]
+	for _, v := range vs {
+		tss = append(tss, v.key.TS)
 	}
-	// The version each open snapshot reads survives.
-	j := 0
-	for _, s := range snapsDesc {
-		for j < len(vs) && vs[j].key.TS > s {
-			j++
-		}
-		if j < len(vs) {
-			keep[j] = true
-		}
-	}
+	keep = retention.Mark(keep, tss, opts.Retention.MaxVersions, snapsDesc, kv.MaxTimestamp)
 	for i, v := range vs {
 		if keep[i] {
 			out = append(out, v)
@@ -140,5 +133,5 @@ func retainInto(out []version, keep []bool, vs []version, snapsDesc []uint64, op
 			out = out[:len(out)-1]
 		}
 	}
-	return out, keep
+	return out, keep, tss
 }

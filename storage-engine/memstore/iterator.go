@@ -10,7 +10,7 @@ type skiplistIter struct {
 	n *node
 }
 
-// NewIterator implements Memstore. The iterator sees every node linked before
+// NewIterator returns an iterator over every version. The iterator sees every node linked before
 // each positioning call; concurrent inserts may or may not appear, which is
 // fine because readers filter by timestamp.
 func (s *Skiplist) NewIterator() iterator.Iterator { return &skiplistIter{s: s} }

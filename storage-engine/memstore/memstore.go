@@ -1,34 +1,447 @@
 // Package memstore holds a region's recent writes in memory until they are
-// flushed to an SST.
+// flushed to an SST: Accordion's compacting memstore (Bortnikov et al.,
+// VLDB 2018) as HBase ships it (CompactingMemStore, MemStoreCompactor).
+//
+// A small mutable active segment (a Skiplist) absorbs writes. When it holds
+// more than A × the flush size, an in-memory flush pushes it into a
+// pipeline of immutable segments; the pipeline flattens it into a flat
+// segment (a sorted array over pointer-free chunks) and, by the policy,
+// merges the pipeline's indexes into one or compacts the pipeline into one
+// segment without the versions retention does not need. A disk flush
+// freezes the whole memstore (active and pipeline) and writes it to one
+// SST. Policy None is one skiplist flushed whole.
 //
 // Invariants:
-//   - Add is safe for concurrent use with other Adds and with readers; readers
-//     never block writers.
-//   - Internal keys are unique (every version has its own commit timestamp),
-//     so the list never holds two equal keys.
-//   - Nothing is ever removed from a memstore; it is dropped whole after flush.
+//   - Segments' timestamp ranges are disjoint and ascending from the oldest
+//     pipeline segment to the active one: the region assigns timestamps and
+//     chooses the active segment (Skiplist.BeginWrite) under its commit
+//     lock, and pushes the active segment under that lock too. So a point
+//     read stops at the first segment, newest first, holding a version.
+//   - A View never changes once published. Readers load one and never
+//     block; pipeline changes publish a new View by compare-and-swap
+//     (§3.3's versioned copy-on-write pipeline).
+//   - A segment leaves the pipeline only replaced by one holding the same
+//     versions (flatten, merge) or the same minus versions the retention
+//     rules allow dropping (compaction), or with the whole memstore when
+//     it is frozen for a disk flush. A frozen memstore's View never
+//     changes: an in-memory compaction that finds it frozen aborts and
+//     publishes nothing.
+//   - A compaction drops a version only if a newer version of its key at
+//     or below its horizon exists (retention.Mark), and the View it
+//     publishes carries that horizon: a reader reads at a timestamp ≥ its
+//     View's horizon (the region loads the visible timestamp again if not).
+//
+// Concurrency: PushActive and Freeze are called under the region's commit
+// lock; FlushInMemory by one background goroutine at a time (compactMu);
+// readers and writers at any time.
 package memstore
 
 import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"sync/atomic"
+
 	"github.com/bellows-kv/bellows/storage-engine/iterator"
 	"github.com/bellows-kv/bellows/storage-engine/kv"
 )
 
-// Memstore is what the region writes to and reads from. Today's only
-// implementation is one concurrent skiplist (Skiplist). This interface is
-// where the compacting memstore of the Accordion paper (VLDB 2018: an
-// active segment plus a pipeline of flat segments) will plug in; it is not
-// built yet.
-type Memstore interface {
-	// Add inserts one version. key and value are copied.
-	Add(key kv.InternalKey, value []byte)
-	// Get returns the newest version of userKey with timestamp ≤ readTS.
-	Get(userKey []byte, readTS uint64) (value []byte, kind kv.Kind, ok bool)
-	// NewIterator returns an iterator over every version in the memstore.
+// segment is one piece of the memstore: the active Skiplist, a pushed but
+// not yet flattened Skiplist, or a flat segment.
+type segment interface {
+	Get(userKey []byte, readTS uint64) ([]byte, kv.Kind, bool)
 	NewIterator() iterator.Iterator
-	// ApproximateBytes is the memory the memstore accounts for, including
-	// per-entry overhead; it drives flush decisions.
 	ApproximateBytes() int64
-	// Len is the number of versions held.
 	Len() int64
+	tsRange() (minTS, maxTS uint64)
+}
+
+// Config configures a memstore.
+type Config struct {
+	Policy Policy
+	// FlushBytes is the size at which the region flushes the memstore to
+	// disk; the active segment's bound is ActiveFraction of it.
+	FlushBytes int64
+	// ActiveFraction is A: an in-memory flush happens when the active
+	// segment holds more than A × FlushBytes.
+	ActiveFraction float64
+	// PipelineSegments is S: Basic (and Adaptive when it does not
+	// compact) merges the pipeline when it holds more segments.
+	PipelineSegments int
+	// RedundancyThreshold is Adaptive's R: it compacts only when more
+	// than this share of the versions are redundant.
+	RedundancyThreshold float64
+	// Stats, if set, counts what the memstore does (shared by a region's
+	// successive memstores).
+	Stats *Stats
+	// Rand draws Adaptive's coin; nil uses math/rand/v2.
+	Rand func() float64
+}
+
+// Validate reports the first setting out of range, naming it.
+func (c Config) Validate() error {
+	switch c.Policy {
+	case None, Basic, Eager, Adaptive:
+	default:
+		return fmt.Errorf("memstore: policy %q is not one of None, Basic, Eager, Adaptive", c.Policy)
+	}
+	if c.FlushBytes <= 0 {
+		return fmt.Errorf("memstore: flush bytes %d must be positive", c.FlushBytes)
+	}
+	if c.Policy == None {
+		return nil
+	}
+	if !(c.ActiveFraction > 0 && c.ActiveFraction <= 1) {
+		return fmt.Errorf("memstore: active fraction (A) %v must be in (0, 1]", c.ActiveFraction)
+	}
+	if c.PipelineSegments < 1 {
+		return fmt.Errorf("memstore: pipeline segments (S) %d must be at least 1", c.PipelineSegments)
+	}
+	if !(c.RedundancyThreshold >= 0 && c.RedundancyThreshold < 1) {
+		return fmt.Errorf("memstore: redundancy threshold (R) %v must be in [0, 1)", c.RedundancyThreshold)
+	}
+	return nil
+}
+
+// Stats counts in-memory work. All fields are cumulative.
+type Stats struct {
+	InMemoryFlushes atomic.Uint64 // segments pushed and flattened
+	Merges          atomic.Uint64
+	Compactions     atomic.Uint64
+	VersionsDropped atomic.Uint64
+	// Aborted counts merges and compactions a disk flush overtook.
+	Aborted atomic.Uint64
+}
+
+// View is one immutable state of a memstore: what a reader reads.
+type View struct {
+	active        *Skiplist
+	pipeline      []segment // newest first
+	pipelineBytes int64
+	pipelineLen   int64
+	frozen        bool
+	horizon       uint64
+}
+
+func (v *View) clone() *View {
+	c := *v
+	c.pipeline = slices.Clone(v.pipeline)
+	return &c
+}
+
+func (v *View) recount() {
+	v.pipelineBytes, v.pipelineLen = 0, 0
+	for _, s := range v.pipeline {
+		v.pipelineBytes += s.ApproximateBytes()
+		v.pipelineLen += s.Len()
+	}
+}
+
+// Get returns the newest version of userKey with timestamp ≤ readTS.
+func (v *View) Get(userKey []byte, readTS uint64) ([]byte, kv.Kind, bool) {
+	if val, k, ok := v.active.Get(userKey, readTS); ok {
+		return val, k, true
+	}
+	for _, s := range v.pipeline {
+		if lo, _ := s.tsRange(); lo > readTS {
+			continue
+		}
+		if val, k, ok := s.Get(userKey, readTS); ok {
+			return val, k, true
+		}
+	}
+	return nil, 0, false
+}
+
+// AppendIterators appends an iterator per segment to dst.
+func (v *View) AppendIterators(dst []iterator.Iterator) []iterator.Iterator {
+	dst = append(dst, v.active.NewIterator())
+	for _, s := range v.pipeline {
+		dst = append(dst, s.NewIterator())
+	}
+	return dst
+}
+
+// NewIterator returns one iterator over every version, in key order.
+func (v *View) NewIterator() iterator.Iterator {
+	if len(v.pipeline) == 0 {
+		return v.active.NewIterator()
+	}
+	return iterator.NewMerging(v.AppendIterators(nil)...)
+}
+
+// Horizon is the newest horizon of the compactions that made this View's
+// segments: a read below it may miss versions they dropped.
+func (v *View) Horizon() uint64 { return v.horizon }
+
+// ApproximateBytes is the memory the View's segments account for.
+func (v *View) ApproximateBytes() int64 { return v.active.ApproximateBytes() + v.pipelineBytes }
+
+// Len is the number of versions held.
+func (v *View) Len() int64 { return v.active.Len() + v.pipelineLen }
+
+// Segments is the number of pipeline segments.
+func (v *View) Segments() int { return len(v.pipeline) }
+
+// MinTS is the oldest timestamp of any version held, ^0 when empty: WAL
+// records below it are all in SSTs or dropped by in-memory compaction.
+func (v *View) MinTS() uint64 {
+	m := v.active.minTS.Load()
+	for _, s := range v.pipeline {
+		if s.Len() > 0 {
+			lo, _ := s.tsRange()
+			m = min(m, lo)
+		}
+	}
+	return m
+}
+
+// WaitWriters waits for every commit registered with a skiplist of v.
+func (v *View) WaitWriters() {
+	v.active.WaitWriters()
+	for _, s := range v.pipeline {
+		if sl, ok := s.(*Skiplist); ok {
+			sl.WaitWriters()
+		}
+	}
+}
+
+// Memstore is a region's memstore under one policy; a disk flush freezes
+// it and the region starts a new one.
+type Memstore struct {
+	cfg       Config
+	threshold int64 // A × FlushBytes
+	view      atomic.Pointer[View]
+	stats     *Stats
+
+	// compactMu: one FlushInMemory at a time; it guards adaptive.
+	compactMu sync.Mutex
+	adaptive  adaptiveState
+}
+
+// New returns an empty memstore.
+func New(cfg Config) (*Memstore, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	m := &Memstore{cfg: cfg, stats: cfg.Stats, adaptive: newAdaptiveState()}
+	if m.stats == nil {
+		m.stats = new(Stats)
+	}
+	if cfg.Policy != None {
+		m.threshold = max(1, int64(cfg.ActiveFraction*float64(cfg.FlushBytes)))
+	}
+	if m.cfg.Rand == nil {
+		m.cfg.Rand = rand.Float64
+	}
+	m.view.Store(&View{active: NewSkiplist()})
+	return m, nil
+}
+
+// Policy is the memstore's policy.
+func (m *Memstore) Policy() Policy { return m.cfg.Policy }
+
+// View returns the current state.
+func (m *Memstore) View() *View { return m.view.Load() }
+
+// Active is the segment a commit chosen now writes to.
+func (m *Memstore) Active() *Skiplist { return m.view.Load().active }
+
+// NeedsInMemoryFlush reports whether the active segment is over its bound.
+func (m *Memstore) NeedsInMemoryFlush() bool {
+	v := m.view.Load()
+	return m.threshold > 0 && !v.frozen && v.active.ApproximateBytes() >= m.threshold
+}
+
+// PushActive makes the active segment immutable, pushes it into the
+// pipeline and starts a new active segment; FlushInMemory flattens it. The
+// region calls it under its commit lock. It reports false (and does
+// nothing) under policy None or once frozen.
+func (m *Memstore) PushActive() bool {
+	if m.cfg.Policy == None {
+		return false
+	}
+	for {
+		v := m.view.Load()
+		if v.frozen || v.active.Len() == 0 {
+			return false
+		}
+		nv := v.clone()
+		nv.active = NewSkiplist()
+		nv.pipeline = append([]segment{v.active}, v.pipeline...)
+		nv.recount()
+		if m.view.CompareAndSwap(v, nv) {
+			return true
+		}
+	}
+}
+
+// Freeze ends every change for a disk flush and returns the final View.
+// The region calls it under its commit lock.
+func (m *Memstore) Freeze() *View {
+	for {
+		v := m.view.Load()
+		if v.frozen {
+			return v
+		}
+		nv := v.clone()
+		nv.frozen = true
+		if m.view.CompareAndSwap(v, nv) {
+			return nv
+		}
+	}
+}
+
+// errFrozen: a disk flush froze the memstore under an in-memory flush.
+var errFrozen = errors.New("memstore: frozen for a disk flush")
+
+// replace swaps the run of pipeline segments old (newest first, adjacent)
+// for repl, raising the View's horizon to horizon.
+func (m *Memstore) replace(old []segment, repl segment, horizon uint64) error {
+	for {
+		v := m.view.Load()
+		if v.frozen {
+			return errFrozen
+		}
+		i := slices.Index(v.pipeline, old[0])
+		if i < 0 || i+len(old) > len(v.pipeline) || !slices.Equal(v.pipeline[i:i+len(old)], old) {
+			// Only this goroutine removes pipeline segments.
+			panic("memstore: pipeline segments replaced behind the in-memory flush")
+		}
+		nv := v.clone()
+		nv.pipeline = slices.Concat(v.pipeline[:i], []segment{repl}, v.pipeline[i+len(old):])
+		nv.horizon = max(v.horizon, horizon)
+		nv.recount()
+		if m.view.CompareAndSwap(v, nv) {
+			return nil
+		}
+	}
+}
+
+// FlushResult says what one FlushInMemory did.
+type FlushResult struct {
+	Flattened int
+	Action    Action
+	// Dropped versions (a compaction's).
+	Dropped int
+	// Aborted: a disk flush froze the memstore first; nothing more was
+	// published (what was published before stays: it is equivalent).
+	Aborted bool
+}
+
+// FlushInMemory completes the in-memory flushes PushActive began: it waits
+// for the writers of each pushed segment, flattens it, and then merges or
+// compacts the pipeline as the policy decides. ret says what a compaction
+// may drop. It runs outside the region's locks, one call at a time.
+func (m *Memstore) FlushInMemory(ret Retention) FlushResult {
+	m.compactMu.Lock()
+	defer m.compactMu.Unlock()
+	var res FlushResult
+	v := m.view.Load()
+	for i := len(v.pipeline) - 1; i >= 0; i-- { // oldest first
+		sl, ok := v.pipeline[i].(*Skiplist)
+		if !ok {
+			continue
+		}
+		sl.WaitWriters()
+		f := flatten(sl)
+		if err := m.replace([]segment{sl}, f, 0); err != nil {
+			m.stats.Aborted.Add(1)
+			res.Aborted = true
+			return res
+		}
+		res.Flattened++
+		m.stats.InMemoryFlushes.Add(1)
+	}
+	if res.Flattened == 0 {
+		return res
+	}
+	// The inputs: every flat segment, which is the oldest run of the
+	// pipeline (segments pushed since are newer and still skiplists).
+	v = m.view.Load()
+	var inputs []*flat
+	var olds []segment
+	for _, s := range v.pipeline {
+		if f, ok := s.(*flat); ok {
+			inputs = append(inputs, f)
+			olds = append(olds, s)
+		} else if len(inputs) > 0 {
+			panic("memstore: a skiplist segment older than a flat one")
+		}
+	}
+	// Adaptive's t grows once per in-memory flush: the decision below
+	// counts one, the extra flattened segments the rest.
+	for range res.Flattened - 1 {
+		m.adaptive.t = min(1, m.adaptive.t*(1+adaptiveStep))
+	}
+	res.Action = decide(m.cfg.Policy, len(v.pipeline), m.cfg.PipelineSegments, m.cfg.RedundancyThreshold, &m.adaptive, m.cfg.Rand())
+	if res.Action == Flatten || len(inputs) == 0 || (res.Action == Merge && len(inputs) < 2) {
+		res.Action = Flatten
+		return res
+	}
+	var out *flat
+	var horizon uint64
+	in := 0
+	for _, f := range inputs {
+		in += len(f.entries)
+	}
+	if res.Action == Compact {
+		out, res.Dropped = mergeFlat(inputs, &ret)
+		horizon = ret.Horizon
+	} else {
+		out, _ = mergeFlat(inputs, nil)
+	}
+	if err := m.replace(olds, out, horizon); err != nil {
+		m.stats.Aborted.Add(1)
+		res.Aborted, res.Dropped = true, 0
+		return res
+	}
+	m.adaptive.learn(res.Action, in, len(out.entries), out.uniques, m.cfg.RedundancyThreshold)
+	if res.Action == Compact {
+		m.stats.Compactions.Add(1)
+		m.stats.VersionsDropped.Add(uint64(res.Dropped))
+	} else {
+		m.stats.Merges.Add(1)
+	}
+	return res
+}
+
+// CheckInvariants checks what of the package invariants can be checked
+// from v: segments' timestamp ranges disjoint and ascending, oldest
+// pipeline segment first, and each flat segment sorted. Tests call it.
+func (v *View) CheckInvariants() error {
+	segs := append([]segment{v.active}, v.pipeline...) // newest first
+	var newerMin uint64 = ^uint64(0)
+	for i, s := range segs {
+		if s.Len() == 0 {
+			continue
+		}
+		lo, hi := s.tsRange()
+		if hi >= newerMin {
+			return fmt.Errorf("memstore: segment %d (newest first) holds timestamps %d..%d, overlapping a newer segment's from %d", i, lo, hi, newerMin)
+		}
+		newerMin = lo
+		if f, ok := s.(*flat); ok {
+			for j := 1; j < len(f.entries); j++ {
+				if !lessEntry(f, &f.entries[j-1], f, &f.entries[j]) {
+					return fmt.Errorf("memstore: flat segment %d out of order at entry %d", i, j)
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// TSRange is the oldest and newest timestamp v holds (^0, 0 when empty).
+func (v *View) TSRange() (uint64, uint64) {
+	lo, hi := v.active.tsRange()
+	for _, s := range v.pipeline {
+		if s.Len() > 0 {
+			a, b := s.tsRange()
+			lo, hi = min(lo, a), max(hi, b)
+		}
+	}
+	return lo, hi
 }

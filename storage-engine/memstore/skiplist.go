@@ -13,6 +13,7 @@ package memstore
 
 import (
 	"math/rand/v2"
+	"sync"
 	"sync/atomic"
 
 	"github.com/bellows-kv/bellows/storage-engine/kv"
@@ -39,6 +40,7 @@ type node struct {
 	prefix uint64
 	key    kv.InternalKey
 	value  []byte
+	loc    loc // of key then value in the arena; flattening indexes it
 	tower  [inlineHeight]atomic.Pointer[node]
 	upper  []atomic.Pointer[node] // levels ≥ inlineHeight
 }
@@ -77,22 +79,45 @@ func compareNode(n *node, key kv.InternalKey, kp uint64) int {
 // Skiplist is a lock-free, insert-only concurrent skiplist: inserts link a
 // node level by level with compare-and-swap, retrying only the level that
 // raced; readers follow atomic pointers and never lock.
+//
+// It is the active segment of a Memstore, and the whole memstore under
+// policy None.
 type Skiplist struct {
-	arena  arena
+	arena  *arena
 	head   *node
 	height atomic.Int32
 	bytes  atomic.Int64
 	count  atomic.Int64
+	minTS  atomic.Uint64 // of every version added; ^0 while empty
+	maxTS  atomic.Uint64
+	// writers are the commits that chose this segment and have not added
+	// their versions yet (BeginWrite/EndWrite): a segment is flattened or
+	// flushed only after they finish.
+	writers sync.WaitGroup
 }
 
-var _ Memstore = (*Skiplist)(nil)
+var _ segment = (*Skiplist)(nil)
 
-// NewSkiplist returns an empty skiplist memstore.
+// NewSkiplist returns an empty skiplist.
 func NewSkiplist() *Skiplist {
-	s := &Skiplist{head: &node{upper: make([]atomic.Pointer[node], maxHeight-inlineHeight)}}
+	s := &Skiplist{arena: newArena(), head: &node{upper: make([]atomic.Pointer[node], maxHeight-inlineHeight)}}
 	s.height.Store(1)
+	s.minTS.Store(^uint64(0))
 	return s
 }
+
+// BeginWrite registers a commit that will add to s. The region calls it
+// under its commit lock, in the same critical section that assigns the
+// commit's timestamp and chooses s as the active segment: so every version
+// of a segment that is no longer active was registered before the switch,
+// and waiting for the writers (WaitWriters) waits for all of them.
+func (s *Skiplist) BeginWrite() { s.writers.Add(1) }
+
+// EndWrite marks a registered commit's versions added (or abandoned).
+func (s *Skiplist) EndWrite() { s.writers.Done() }
+
+// WaitWriters waits for every registered commit.
+func (s *Skiplist) WaitWriters() { s.writers.Wait() }
 
 func randomHeight() int {
 	h := 1
@@ -107,7 +132,7 @@ func randomHeight() int {
 // Add implements Memstore.
 func (s *Skiplist) Add(key kv.InternalKey, value []byte) {
 	h := randomHeight()
-	buf := s.arena.alloc(len(key.UserKey) + len(value))
+	buf, at := s.arena.alloc(len(key.UserKey) + len(value))
 	copy(buf, key.UserKey)
 	copy(buf[len(key.UserKey):], value)
 	nk := len(key.UserKey)
@@ -115,6 +140,7 @@ func (s *Skiplist) Add(key kv.InternalKey, value []byte) {
 		prefix: keyPrefix(key.UserKey),
 		key:    kv.InternalKey{UserKey: buf[:nk:nk], TS: key.TS, Kind: key.Kind},
 		value:  buf[nk:],
+		loc:    at,
 	}
 	if h > inlineHeight {
 		n.upper = make([]atomic.Pointer[node], h-inlineHeight)
@@ -144,6 +170,10 @@ func (s *Skiplist) Add(key kv.InternalKey, value []byte) {
 	}
 	s.bytes.Add(int64(len(buf) + nodeOverhead + 8*len(n.upper)))
 	s.count.Add(1)
+	for cur := s.minTS.Load(); key.TS < cur && !s.minTS.CompareAndSwap(cur, key.TS); cur = s.minTS.Load() {
+	}
+	for cur := s.maxTS.Load(); key.TS > cur && !s.maxTS.CompareAndSwap(cur, key.TS); cur = s.maxTS.Load() {
+	}
 }
 
 // findSplice walks level from start and returns the last node < key and its
@@ -170,7 +200,7 @@ func (s *Skiplist) seekGE(key kv.InternalKey) *node {
 	return next
 }
 
-// Get implements Memstore.
+// Get returns the newest version of userKey with timestamp ≤ readTS.
 func (s *Skiplist) Get(userKey []byte, readTS uint64) ([]byte, kv.Kind, bool) {
 	n := s.seekGE(kv.MakeSearchKey(userKey, readTS))
 	if n == nil || string(n.key.UserKey) != string(userKey) {
@@ -179,8 +209,11 @@ func (s *Skiplist) Get(userKey []byte, readTS uint64) ([]byte, kv.Kind, bool) {
 	return n.value, n.key.Kind, true
 }
 
-// ApproximateBytes implements Memstore.
+// ApproximateBytes is the memory s accounts for: key and value bytes plus
+// each node's fixed cost.
 func (s *Skiplist) ApproximateBytes() int64 { return s.bytes.Load() }
 
-// Len implements Memstore.
+// Len is the number of versions held.
 func (s *Skiplist) Len() int64 { return s.count.Load() }
+
+func (s *Skiplist) tsRange() (uint64, uint64) { return s.minTS.Load(), s.maxTS.Load() }

@@ -245,6 +245,9 @@ func (r *Region) compactLocked(ctx context.Context, major bool) (*CompactionInfo
 		r.opts.Logger.Info("compaction installed; its warmup was cut short", "region", r.opts.Name, "cause", context.Cause(ctx))
 	}
 	r.stats.recordCompaction(true)
+	if !res.Empty {
+		r.stats.CompactionWrittenBytes.Add(uint64(res.Size))
+	}
 	info := &CompactionInfo{Major: major, InputBytes: inputBytes, Duration: time.Since(began), Stats: res.Stats}
 	for _, t := range inputs {
 		info.Inputs = append(info.Inputs, t.key)

@@ -58,10 +58,11 @@ func (r *Region) newFileKey() (uint64, string) {
 }
 
 func (r *Region) flushOne(mt *memTable) error {
-	mt.writers.Wait()
+	view := mt.frozen
+	view.WaitWriters()
 	ctx := r.bgCtx
 	var t *table
-	if mt.ms.Len() > 0 {
+	if view.Len() > 0 {
 		num, key := r.newFileKey()
 		r.checkIO("writing " + key)
 		w, err := r.bucket.NewWriter(ctx, key)
@@ -69,9 +70,9 @@ func (r *Region) flushOne(mt *memTable) error {
 			return err
 		}
 		opts := r.opts.SST
-		opts.ExpectedKeys = uint(mt.ms.Len())
+		opts.ExpectedKeys = uint(view.Len())
 		sw := sstable.NewWriter(w, opts)
-		it := mt.ms.NewIterator()
+		it := view.NewIterator()
 		for ok := it.First(); ok; ok = it.Next() {
 			if err := sw.Add(it.Key(), it.Value()); err != nil {
 				_ = w.Close()
@@ -143,9 +144,16 @@ func (r *Region) flushOne(mt *memTable) error {
 		v.unref()
 	}
 	r.stats.recordFlush()
+	if t != nil {
+		r.stats.FlushedBytes.Add(uint64(t.meta.Size))
+	}
 	if err := r.log.RemoveBefore(nextMin); err != nil {
 		r.opts.Logger.Warn("removing flushed WAL segments", "region", r.opts.Name, "err", err)
+	} else {
+		r.forgetWALSegmentsBefore(nextMin)
 	}
+	// In-memory compaction may have dropped what newer segments hold.
+	r.truncateWAL()
 	return nil
 }
 
@@ -175,7 +183,7 @@ func (r *Region) flush(ctx context.Context, stopWrites bool) error {
 		r.mu.Unlock()
 	}
 	var target *memTable
-	if r.mem.ms.Len() > 0 {
+	if r.mem.ms.View().Len() > 0 {
 		target = r.mem
 		if err := r.rotateLocked(); err != nil {
 			r.commitMu.Unlock()

@@ -60,8 +60,19 @@ func (r *Region) checkInvariants() error {
 	// Every memstore version is newer than every flushed one, and the WAL
 	// still holds every memstore's records.
 	mems := append(slices.Clone(r.imm), r.mem)
+	var olderMax uint64
 	for i, mt := range mems {
-		if mt.ms.Len() > 0 && mt.maxTS <= m.FlushedTS {
+		view := mt.ms.View()
+		if err := view.CheckInvariants(); err != nil {
+			return fail("memstore %d of %d: %v", i, len(mems), err)
+		}
+		if lo, hi := view.TSRange(); view.Len() > 0 {
+			if lo <= olderMax {
+				return fail("memstore %d of %d holds timestamps from %d, not newer than its predecessor's %d", i, len(mems), lo, olderMax)
+			}
+			olderMax = hi
+		}
+		if mt.ms.View().Len() > 0 && mt.maxTS <= m.FlushedTS {
 			return fail("memstore %d of %d holds versions up to %d, not newer than the flushed %d", i, len(mems), mt.maxTS, m.FlushedTS)
 		}
 		if i > 0 && mt.walSeg < mems[i-1].walSeg {

@@ -16,6 +16,7 @@ import (
 	"github.com/bellows-kv/bellows/storage-engine/blockcache"
 	"github.com/bellows-kv/bellows/storage-engine/compaction"
 	"github.com/bellows-kv/bellows/storage-engine/kv"
+	"github.com/bellows-kv/bellows/storage-engine/memstore"
 	"github.com/bellows-kv/bellows/storage-engine/sstable"
 	"github.com/bellows-kv/bellows/storage-engine/wal"
 )
@@ -77,7 +78,10 @@ func (m *reference) scan(start, end string, limit int, ts uint64) []KV {
 type modelConfig struct {
 	maxVersions int
 	walMode     wal.Mode
+	memstore    memstore.Policy
 }
+
+var memstorePolicies = []memstore.Policy{memstore.None, memstore.Basic, memstore.Eager, memstore.Adaptive}
 
 // TestModelRandomized runs seeded random operation sequences against a
 // region and the reference. BELLOWS_SEED=n reruns one seed;
@@ -100,8 +104,10 @@ func TestModelRandomized(t *testing.T) {
 		}
 	}
 	for _, seed := range seeds {
-		cfg := modelConfig{maxVersions: []int{0, 1, 2}[seed%3], walMode: wal.Mode(seed / 3 % 2)}
-		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
+		// 3 × 4 is coprime: the 12 seeds cover every retention with
+		// every memstore policy.
+		cfg := modelConfig{maxVersions: []int{0, 1, 2}[seed%3], walMode: wal.Mode(seed / 3 % 2), memstore: memstorePolicies[seed%4]}
+		t.Run(fmt.Sprintf("seed=%d/%s", seed, cfg.memstore), func(t *testing.T) {
 			t.Parallel()
 			runModel(t, seed, cfg, 2500)
 		})
@@ -131,7 +137,15 @@ func runModel(t *testing.T, seed uint64, cfg modelConfig, ops int) {
 		SST:           sstable.WriterOptions{BlockSize: 256 + rng.IntN(2048), Compression: sstable.Compression(rng.IntN(2))},
 		Compaction:    compaction.Policy{MinFiles: 2 + rng.IntN(3), MaxFiles: 6, Ratio: 1.2 + rng.Float64(), MaxBytes: 1 << 30},
 		Retention:     compaction.Retention{MaxVersions: cfg.maxVersions},
-		Logger:        slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError})),
+		// In-memory flushes every few writes; merges and compactions as
+		// often as S allows.
+		Memstore: MemstoreOptions{
+			Policy:              cfg.memstore,
+			ActiveFraction:      0.02 + 0.13*rng.Float64(),
+			PipelineSegments:    1 + rng.IntN(5),
+			RedundancyThreshold: 0.1 + 0.5*rng.Float64(),
+		},
+		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError})),
 	}
 	// Every warmup mode installs compactions its own way; a block source
 	// stands in for the worker.
@@ -308,4 +322,15 @@ func runModel(t *testing.T, seed uint64, cfg modelConfig, ops int) {
 	if want := ref.scan("", "", 0, kv.MaxTimestamp); len(got) != len(want) {
 		fail("final scan: %d rows, want %d", len(got), len(want))
 	}
+	// The in-memory machinery ran (it is asynchronous: assert only what
+	// thousands of writes make certain).
+	st := r.MemstoreStats()
+	if cfg.memstore != memstore.None && st.InMemoryFlushes.Load() == 0 {
+		fail("policy %s: no in-memory flush in %d ops", cfg.memstore, ops)
+	}
+	if cfg.memstore == memstore.Eager && st.Compactions.Load() == 0 {
+		fail("policy Eager: no in-memory compaction in %d ops", ops)
+	}
+	t.Logf("policy %s: in-memory flushes %d, merges %d, compactions %d, versions dropped %d, aborted %d",
+		cfg.memstore, st.InMemoryFlushes.Load(), st.Merges.Load(), st.Compactions.Load(), st.VersionsDropped.Load(), st.Aborted.Load())
 }

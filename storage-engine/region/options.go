@@ -10,6 +10,7 @@ import (
 	"github.com/bellows-kv/bellows/storage-engine/blob"
 	"github.com/bellows-kv/bellows/storage-engine/blockcache"
 	"github.com/bellows-kv/bellows/storage-engine/compaction"
+	"github.com/bellows-kv/bellows/storage-engine/memstore"
 	"github.com/bellows-kv/bellows/storage-engine/sstable"
 	"github.com/bellows-kv/bellows/storage-engine/wal"
 )
@@ -34,6 +35,12 @@ type Options struct {
 	// MaxImmutableMemstores frozen memstores may wait for flush before
 	// writers stall.
 	MaxImmutableMemstores int
+	// Memstore is the in-memory compaction (Accordion): the policy and
+	// its parameters A, S and R; FlushBytes is MemstoreBytes.
+	Memstore MemstoreOptions
+	// MaxWALBytes bounds the region's WAL: past it the memstore is flushed
+	// to disk so the WAL can be truncated, bounding recovery.
+	MaxWALBytes int64
 	// BlockCache may be shared by regions; nil disables caching.
 	BlockCache *blockcache.Cache
 	// SST configures the files written by flushes and compactions.
@@ -68,9 +75,33 @@ type Options struct {
 	Logger                 *slog.Logger
 }
 
+// MemstoreOptions configure the compacting memstore (memstore.Config).
+type MemstoreOptions struct {
+	Policy              memstore.Policy
+	ActiveFraction      float64
+	PipelineSegments    int
+	RedundancyThreshold float64
+}
+
 func (o *Options) applyDefaults() {
 	if o.MemstoreBytes <= 0 {
 		o.MemstoreBytes = contract.DefaultMemstoreBytes
+	}
+	m := &o.Memstore
+	if m.Policy == "" {
+		m.Policy = memstore.Policy(contract.DefaultMemstorePolicy)
+	}
+	if m.ActiveFraction == 0 {
+		m.ActiveFraction = contract.DefaultMemstoreActiveFraction
+	}
+	if m.PipelineSegments == 0 {
+		m.PipelineSegments = contract.DefaultMemstorePipelineSegments
+	}
+	if m.RedundancyThreshold == 0 {
+		m.RedundancyThreshold = contract.DefaultMemstoreRedundancyThreshold
+	}
+	if o.MaxWALBytes <= 0 {
+		o.MaxWALBytes = contract.DefaultMaxWALMemstores * o.MemstoreBytes
 	}
 	if o.MaxImmutableMemstores <= 0 {
 		o.MaxImmutableMemstores = 2
@@ -102,6 +133,9 @@ func (o *Options) validate() error {
 	case o.WALDir == "":
 		return errors.New("region: options: WALDir is required")
 	}
+	if err := o.memstoreConfig(nil).Validate(); err != nil {
+		return fmt.Errorf("region: options: %w", err)
+	}
 	if err := o.Compaction.Validate(); err != nil {
 		return fmt.Errorf("region: options: %w", err)
 	}
@@ -112,4 +146,16 @@ func (o *Options) validate() error {
 		return fmt.Errorf("region: options: retention maxVersions %d is negative", o.Retention.MaxVersions)
 	}
 	return nil
+}
+
+// memstoreConfig is the configuration of each memstore the region starts.
+func (o *Options) memstoreConfig(stats *memstore.Stats) memstore.Config {
+	return memstore.Config{
+		Policy:              o.Memstore.Policy,
+		FlushBytes:          o.MemstoreBytes,
+		ActiveFraction:      o.Memstore.ActiveFraction,
+		PipelineSegments:    o.Memstore.PipelineSegments,
+		RedundancyThreshold: o.Memstore.RedundancyThreshold,
+		Stats:               stats,
+	}
 }

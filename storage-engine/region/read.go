@@ -6,13 +6,15 @@ import (
 
 	"github.com/bellows-kv/bellows/storage-engine/iterator"
 	"github.com/bellows-kv/bellows/storage-engine/kv"
+	"github.com/bellows-kv/bellows/storage-engine/memstore"
 )
 
 // readState is a consistent view of every source of the region.
 type readState struct {
-	mem *memTable
-	imm []*memTable
-	v   *version
+	// mems are the memstores' views, newest first: the active memstore's,
+	// then the frozen ones waiting for flush.
+	mems []*memstore.View
+	v    *version
 	// old and warm are set during an incremental warmup: requests whose key
 	// is above the threshold read old instead of v.
 	old  *version
@@ -21,15 +23,31 @@ type readState struct {
 }
 
 func (r *Region) acquire(readTS uint64) (*readState, error) {
-	// Take the visible timestamp before the sources: everything visible at
-	// that point is in the memstores or files acquired below.
-	vis := r.vis.load()
 	r.mu.RLock()
 	if r.closed {
 		r.mu.RUnlock()
 		return nil, ErrClosed
 	}
-	rs := &readState{mem: r.mem, imm: r.imm, v: r.current, ts: min(readTS, vis)}
+	// Under mu the memstores and files cannot change, except the active
+	// memstore's view (in-memory flushes publish without mu). Everything
+	// visible at vis is in the view loaded after it. A view made by an
+	// in-memory compaction that started later than vis was loaded may have
+	// dropped versions a read at vis needs: its horizon says so, and vis
+	// is loaded again, which is then past that horizon.
+	var vis uint64
+	var active *memstore.View
+	for {
+		vis = r.vis.load()
+		active = r.mem.ms.View()
+		if active.Horizon() <= vis {
+			break
+		}
+	}
+	rs := &readState{mems: make([]*memstore.View, 0, 1+len(r.imm)), v: r.current, ts: min(readTS, vis)}
+	rs.mems = append(rs.mems, active)
+	for i := len(r.imm) - 1; i >= 0; i-- {
+		rs.mems = append(rs.mems, r.imm[i].frozen)
+	}
 	rs.v.ref()
 	if r.warm != nil {
 		rs.warm, rs.old = r.warm, r.warm.old
@@ -81,11 +99,8 @@ func (r *Region) GetContext(ctx context.Context, key []byte, readTS uint64) ([]b
 }
 
 func (rs *readState) get(ctx context.Context, key []byte) ([]byte, kv.Kind, bool, error) {
-	if v, k, ok := rs.mem.ms.Get(key, rs.ts); ok {
-		return v, k, true, nil
-	}
-	for i := len(rs.imm) - 1; i >= 0; i-- {
-		if v, k, ok := rs.imm[i].ms.Get(key, rs.ts); ok {
+	for _, m := range rs.mems {
+		if v, k, ok := m.Get(key, rs.ts); ok {
 			return v, k, true, nil
 		}
 	}
@@ -153,9 +168,9 @@ func (r *Region) NewIteratorContext(ctx context.Context, start, end []byte, read
 	if err != nil {
 		return nil, err
 	}
-	children := []iterator.Iterator{rs.mem.ms.NewIterator()}
-	for _, m := range rs.imm {
-		children = append(children, m.ms.NewIterator())
+	var children []iterator.Iterator
+	for _, m := range rs.mems {
+		children = m.AppendIterators(children)
 	}
 	for _, t := range rs.tablesFor(start) {
 		if end != nil && bytes.Compare(t.meta.Smallest, end) >= 0 {

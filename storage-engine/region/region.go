@@ -71,9 +71,11 @@
 package region
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -91,14 +93,22 @@ import (
 
 // memTable is a memstore plus what flushing it needs to know.
 type memTable struct {
-	ms memstore.Memstore
+	ms *memstore.Memstore
 	// walSeg is the lowest WAL segment that may hold records of ms.
-	walSeg  uint64
-	writers sync.WaitGroup
-	maxTS   uint64 // written under commitMu
+	walSeg uint64
+	maxTS  uint64 // written under commitMu
+	// frozen is the memstore's final view, set when it is frozen for a
+	// disk flush (rotateLocked, under commitMu and mu).
+	frozen *memstore.View
 }
 
-func newMemTable(seg uint64) *memTable { return &memTable{ms: memstore.NewSkiplist(), walSeg: seg} }
+func (r *Region) newMemTable(seg uint64) *memTable {
+	ms, err := memstore.New(r.opts.memstoreConfig(&r.memStats))
+	if err != nil {
+		panic(err) // Options.validate checked the configuration
+	}
+	return &memTable{ms: ms, walSeg: seg}
+}
 
 // Region is one LSM tree. All methods are safe for concurrent use.
 type Region struct {
@@ -149,8 +159,17 @@ type Region struct {
 	warmStats WarmupStats
 
 	flushCh chan struct{}
-	bgCtx   context.Context
-	cancel  context.CancelFunc
+	// inMemCh wakes the in-memory flush goroutine (inmemory.go).
+	inMemCh  chan struct{}
+	memStats memstore.Stats
+
+	// walMu guards walSegs; it is a leaf lock (taken under commitMu by
+	// WAL rotations, alone by truncation).
+	walMu   sync.Mutex
+	walSegs []walSegment // closed WAL segments not yet removed, oldest first
+
+	bgCtx  context.Context
+	cancel context.CancelFunc
 	// compactCtx is the parent of every compaction (background ones run
 	// in it, Compact's follow it): Release and shutdown cancel it first,
 	// with ErrReleasing or ErrClosed as the cause, so no compaction holds
@@ -178,6 +197,7 @@ func Open(ctx context.Context, opts Options) (_ *Region, err error) {
 		bucket:  opts.Bucket.Prefixed(BucketPrefix(opts.Name)),
 		snaps:   map[uint64]int{},
 		flushCh: make(chan struct{}, 1),
+		inMemCh: make(chan struct{}, 1),
 	}
 	r.initLocks()
 	r.cond = sync.NewCond(&r.mu)
@@ -244,27 +264,38 @@ func Open(ctx context.Context, opts Options) (_ *Region, err error) {
 	}
 
 	// Replay: records at or below FlushedTS are already in SSTs.
-	mem := newMemTable(claim.WALMinSegment)
+	mem := r.newMemTable(claim.WALMinSegment)
 	r.lastTS = max(claim.FlushedTS, claim.MaxTS())
-	_, err = wal.Replay(opts.WALDir, claim.WALMinSegment, func(_ uint64, rec []byte) error {
+	segMax := map[uint64]uint64{}
+	_, err = wal.Replay(opts.WALDir, claim.WALMinSegment, func(seg uint64, rec []byte) error {
 		ts, b, err := decodeBatch(rec)
 		if err != nil {
 			return err
 		}
+		segMax[seg] = max(segMax[seg], ts)
 		if ts <= claim.FlushedTS {
 			return nil
 		}
+		active := mem.ms.Active()
 		for _, o := range b.ops {
-			mem.ms.Add(kv.InternalKey{UserKey: o.key, TS: ts, Kind: o.kind}, o.value)
+			active.Add(kv.InternalKey{UserKey: o.key, TS: ts, Kind: o.kind}, o.value)
 		}
 		mem.maxTS = max(mem.maxTS, ts)
 		r.lastTS = max(r.lastTS, ts)
+		if mem.ms.NeedsInMemoryFlush() && mem.ms.PushActive() {
+			// Everything replayed is visible once the region opens.
+			mem.ms.FlushInMemory(memstore.Retention{MaxVersions: opts.Retention.MaxVersions, Horizon: r.lastTS})
+		}
 		return nil
 	})
 	if err != nil {
 		r.current.unref()
 		return nil, errorf(opts.Name, "replaying WAL: %w", err)
 	}
+	for seg, ts := range segMax {
+		r.walSegs = append(r.walSegs, walSegment{seg: seg, maxTS: ts})
+	}
+	slices.SortFunc(r.walSegs, func(a, b walSegment) int { return cmp.Compare(a.seg, b.seg) })
 	r.vis = newVisibility(r.lastTS)
 	r.mem = mem
 	r.log, err = wal.Open(wal.Options{Dir: opts.WALDir, Mode: opts.WALMode, SyncInterval: opts.WALSyncInterval, MinSegment: claim.WALMinSegment})
@@ -274,13 +305,14 @@ func Open(ctx context.Context, opts Options) (_ *Region, err error) {
 	}
 	r.bgCtx, r.cancel = context.WithCancel(context.Background())
 	r.compactCtx, r.stopCompactions = context.WithCancelCause(r.bgCtx)
-	r.wg.Add(1)
+	r.wg.Add(2)
 	go r.flushLoop()
+	go r.inMemoryFlushLoop()
 	if opts.OwnershipCheckInterval > 0 {
 		r.wg.Add(1)
 		go r.watchOwnership()
 	}
-	if mem.ms.ApproximateBytes() >= opts.MemstoreBytes {
+	if mem.ms.View().ApproximateBytes() >= opts.MemstoreBytes {
 		r.commitMu.Lock()
 		err := r.rotateLocked()
 		r.commitMu.Unlock()

@@ -13,6 +13,11 @@ type Stats struct {
 	CompactionsRequested, CompactionFailed atomic.Uint64
 	CompactionsDone                        atomic.Uint64
 	CompactionRequestedBytes               atomic.Uint64
+	// FlushedBytes and CompactionWrittenBytes are the SST bytes written by
+	// flushes and by compactions (the write volume, WAL apart).
+	FlushedBytes, CompactionWrittenBytes atomic.Uint64
+	// WALForcedFlushes counts disk flushes forced by MaxWALBytes.
+	WALForcedFlushes atomic.Uint64
 }
 
 func (s *Stats) recordWrite(n int) { s.Writes.Add(uint64(n)) }

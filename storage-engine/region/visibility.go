@@ -59,3 +59,16 @@ func (v *visibility) done(ts uint64) {
 }
 
 func (v *visibility) load() uint64 { return v.visible.Load() }
+
+// oldestInFlight is the smallest timestamp of a commit that has not yet
+// added its versions to the memstore (or failed), or ^0 if none.
+func (v *visibility) oldestInFlight() uint64 {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	for _, p := range v.pending {
+		if !p.done {
+			return p.ts
+		}
+	}
+	return ^uint64(0)
+}

@@ -27,15 +27,22 @@ func (r *Region) Apply(b *Batch) (uint64, error) {
 		r.commitMu.Unlock()
 		return 0, err
 	}
-	if r.mem.ms.ApproximateBytes() >= r.opts.MemstoreBytes {
+	if r.mem.ms.View().ApproximateBytes() >= r.opts.MemstoreBytes || r.walOverLimitLocked() {
 		if err := r.rotateLocked(); err != nil {
 			r.commitMu.Unlock()
 			return 0, err
 		}
+	} else if r.mem.ms.NeedsInMemoryFlush() {
+		r.pushActiveLocked()
 	}
+	// The timestamp and the segment are chosen in one critical section,
+	// after any switch of segment: so segments' timestamp ranges are
+	// disjoint and ascending, and a segment no longer active gets no new
+	// writer (memstore invariants).
 	ts := r.nextTS()
 	mt := r.mem
-	mt.writers.Add(1)
+	seg := mt.ms.Active()
+	seg.BeginWrite()
 	mt.maxTS = ts
 	commit := r.log.AppendEncoded(b.encodedLen(), func(dst []byte) []byte { return b.encode(dst, ts) })
 	r.vis.add(ts)
@@ -44,15 +51,15 @@ func (r *Region) Apply(b *Batch) (uint64, error) {
 	if err := commit.Wait(); err != nil {
 		// The WAL failed; it fails every later append too, so no newer
 		// batch can be acknowledged ahead of this one.
-		mt.writers.Done()
+		seg.EndWrite()
 		r.vis.done(ts)
 		r.setBackgroundError(&Error{Region: r.opts.Name, Err: err})
 		return 0, err
 	}
 	for _, o := range b.ops {
-		mt.ms.Add(kv.InternalKey{UserKey: o.key, TS: ts, Kind: o.kind}, o.value)
+		seg.Add(kv.InternalKey{UserKey: o.key, TS: ts, Kind: o.kind}, o.value)
 	}
-	mt.writers.Done()
+	seg.EndWrite()
 	r.vis.done(ts)
 	r.stats.recordWrite(len(b.ops))
 	return ts, nil
@@ -76,13 +83,30 @@ func (r *Region) rotateLocked() error {
 		r.mu.Unlock()
 		return err
 	}
-	seg := r.log.Rotate()
+	seg := r.rotateWALLocked()
+	r.mem.frozen = r.mem.ms.Freeze()
 	r.imm = append(r.imm, r.mem)
-	r.mem = newMemTable(seg)
+	r.mem = r.newMemTable(seg)
 	r.mu.Unlock()
 	select {
 	case r.flushCh <- struct{}{}:
 	default:
 	}
 	return nil
+}
+
+// walOverLimitLocked reports whether the WAL has outgrown MaxWALBytes with
+// no disk flush under way that would let it shrink: then the writer forces
+// one. Called with commitMu held.
+func (r *Region) walOverLimitLocked() bool {
+	if r.log.Size() <= r.opts.MaxWALBytes || r.mem.ms.View().Len() == 0 {
+		return false
+	}
+	r.mu.RLock()
+	flushing := len(r.imm) > 0
+	r.mu.RUnlock()
+	if !flushing {
+		r.stats.WALForcedFlushes.Add(1)
+	}
+	return !flushing
 }

@@ -107,6 +107,11 @@ type Log struct {
 	closed  bool
 	failed  error
 	spare   [][]byte // written unit buffers, reused so appends do not regrow
+	// segBytes is what each segment on disk holds or will once the
+	// writer catches up, and bytes their sum: the log's size for a bound
+	// on it (the region's maxWALBytes) without a stat per append.
+	segBytes map[uint64]int64
+	bytes    int64
 
 	fileMu sync.Mutex // guards f across the writer and the async syncer
 	f      *os.File
@@ -157,8 +162,14 @@ func Open(opts Options) (*Log, error) {
 	if len(segs) > 0 {
 		first = max(first, segs[len(segs)-1]+1)
 	}
-	l := &Log{opts: opts, nextSeg: first + 1, stop: make(chan struct{})}
+	l := &Log{opts: opts, nextSeg: first + 1, stop: make(chan struct{}), segBytes: map[uint64]int64{}}
 	l.cond = sync.NewCond(&l.mu)
+	for _, s := range segs {
+		if fi, err := os.Stat(filepath.Join(opts.Dir, SegmentName(s))); err == nil {
+			l.segBytes[s] = fi.Size()
+			l.bytes += fi.Size()
+		}
+	}
 	if err := l.openSegment(first); err != nil {
 		return nil, err
 	}
@@ -239,6 +250,8 @@ func (l *Log) AppendEncoded(n int, encode func(dst []byte) []byte) *Commit {
 	binary.LittleEndian.PutUint32(h[4:], uint32(len(payload)))
 	crc := crc32.Update(0, crcTable, h[4:])
 	binary.LittleEndian.PutUint32(h[:4], crc32.Update(crc, crcTable, payload))
+	l.segBytes[l.nextSeg-1] += int64(headerLen + len(payload))
+	l.bytes += int64(headerLen + len(payload))
 	if !u.hasRecord {
 		u.hasRecord = true
 		l.cond.Signal()
@@ -388,8 +401,9 @@ func (l *Log) Sync() error {
 	return nil
 }
 
-// RemoveBefore deletes every segment numbered below n: their records are all
-// in SSTs named by a committed manifest.
+// RemoveBefore deletes every segment numbered below n: the caller knows
+// their records are all in SSTs named by a committed manifest or replaced
+// by newer versions in memory. n must not exceed the current segment.
 func (l *Log) RemoveBefore(n uint64) error {
 	segs, err := Segments(l.opts.Dir)
 	if err != nil {
@@ -402,8 +416,20 @@ func (l *Log) RemoveBefore(n uint64) error {
 		if err := os.Remove(filepath.Join(l.opts.Dir, SegmentName(s))); err != nil && !errors.Is(err, os.ErrNotExist) {
 			return fmt.Errorf("wal: removing segment %d: %w", s, err)
 		}
+		l.mu.Lock()
+		l.bytes -= l.segBytes[s]
+		delete(l.segBytes, s)
+		l.mu.Unlock()
 	}
 	return nil
+}
+
+// Size is the bytes of every segment not yet removed, counting appends the
+// writer has not written yet.
+func (l *Log) Size() int64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.bytes
 }
 
 // Close writes and syncs everything appended, then closes the segment.

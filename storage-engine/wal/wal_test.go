@@ -176,3 +176,40 @@ func TestNumberingNeverRestartsBelowMinSegment(t *testing.T) {
 		t.Fatalf("replay from 9: %v, %v", got, err)
 	}
 }
+
+func TestSizeCountsAppendsAndRemovals(t *testing.T) {
+	dir := t.TempDir()
+	l, err := Open(Options{Dir: dir, Mode: ModeSync})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := make([]byte, 100)
+	if err := l.Append(rec).Wait(); err != nil {
+		t.Fatal(err)
+	}
+	first := l.Rotate()
+	if err := l.Append(rec).Wait(); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := l.Size(), int64(2*(headerLen+100)); got != want {
+		t.Fatalf("Size after two appends = %d, want %d", got, want)
+	}
+	if err := l.RemoveBefore(first); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := l.Size(), int64(headerLen+100); got != want {
+		t.Fatalf("Size after removing the first segment = %d, want %d", got, want)
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// A reopened log counts what is on disk.
+	l, err = Open(Options{Dir: dir, Mode: ModeSync})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	if got, want := l.Size(), int64(headerLen+100); got != want {
+		t.Fatalf("Size after reopening = %d, want %d", got, want)
+	}
+}

@@ -1,0 +1,163 @@
+package memstore
+
+// Invariants of a flat segment:
+//   - entries is sorted by kv.Compare of the keys it names and never
+//     changes; neither do the chunk bytes an entry names.
+//   - entries holds no pointers (keys and values are named by loc into
+//     chunks), so the garbage collector scans a flat segment's index in
+//     no time however many versions it holds: a few chunk pointers remain.
+
+import (
+	"bytes"
+	"sort"
+
+	"github.com/bellows-kv/bellows/storage-engine/iterator"
+	"github.com/bellows-kv/bellows/storage-engine/kv"
+)
+
+// flatEntryBytes is the index cost of one version in a flat segment
+// (unsafe.Sizeof(flatEntry{})), against a skiplist node's nodeOverhead.
+const flatEntryBytes = 32
+
+// tombstoneBit marks a tombstone in flatEntry.klen (keys are < 64 KiB).
+const tombstoneBit = 1 << 31
+
+type flatEntry struct {
+	prefix uint64 // as node.prefix: most comparisons end here
+	ts     uint64
+	at     loc    // key then value
+	klen   uint32 // | tombstoneBit for a tombstone
+	vlen   uint32
+}
+
+func (e *flatEntry) kind() kv.Kind {
+	if e.klen&tombstoneBit != 0 {
+		return kv.KindDelete
+	}
+	return kv.KindSet
+}
+
+func (e *flatEntry) keyLen() int { return int(e.klen &^ tombstoneBit) }
+
+// flat is an immutable segment: a sorted array over pointer-free chunks,
+// searched by binary search (Accordion's flat index; HBase's CellChunkMap).
+type flat struct {
+	entries   []flatEntry
+	chunks    [][]byte
+	dataBytes int64 // key and value bytes of the entries
+	uniques   int   // distinct user keys
+	minTS     uint64
+	maxTS     uint64
+	// merged: built by a merge or compaction of segments, so uniques
+	// measures the redundancy across them (Adaptive's u).
+	merged bool
+}
+
+var _ segment = (*flat)(nil)
+
+func (f *flat) userKey(e *flatEntry) []byte {
+	c := f.chunks[e.at.chunk()]
+	o := e.at.off()
+	n := e.keyLen()
+	return c[o : o+n : o+n]
+}
+
+func (f *flat) value(e *flatEntry) []byte {
+	c := f.chunks[e.at.chunk()]
+	o := e.at.off() + e.keyLen()
+	n := int(e.vlen)
+	return c[o : o+n : o+n]
+}
+
+func (f *flat) key(e *flatEntry) kv.InternalKey {
+	return kv.InternalKey{UserKey: f.userKey(e), TS: e.ts, Kind: e.kind()}
+}
+
+// compare orders entry i against key (prefix kp) like kv.Compare.
+func (f *flat) compare(e *flatEntry, key kv.InternalKey, kp uint64) int {
+	if e.prefix != kp {
+		if e.prefix < kp {
+			return -1
+		}
+		return 1
+	}
+	return kv.Compare(f.key(e), key)
+}
+
+// seekGE is the index of the first entry ≥ key, or len(entries).
+func (f *flat) seekGE(key kv.InternalKey) int {
+	kp := keyPrefix(key.UserKey)
+	return sort.Search(len(f.entries), func(i int) bool { return f.compare(&f.entries[i], key, kp) >= 0 })
+}
+
+func (f *flat) Get(userKey []byte, readTS uint64) ([]byte, kv.Kind, bool) {
+	i := f.seekGE(kv.MakeSearchKey(userKey, readTS))
+	if i == len(f.entries) || !bytes.Equal(f.userKey(&f.entries[i]), userKey) {
+		return nil, 0, false
+	}
+	e := &f.entries[i]
+	return f.value(e), e.kind(), true
+}
+
+func (f *flat) ApproximateBytes() int64 {
+	return f.dataBytes + flatEntryBytes*int64(len(f.entries))
+}
+func (f *flat) Len() int64                     { return int64(len(f.entries)) }
+func (f *flat) tsRange() (uint64, uint64)      { return f.minTS, f.maxTS }
+func (f *flat) NewIterator() iterator.Iterator { return &flatIter{f: f, i: -1} }
+
+// flatten builds the flat segment of s, whose writers have all finished.
+// The chunks are shared, not copied: the data is unaffected by flattening,
+// only the index changes (Accordion §3.1).
+func flatten(s *Skiplist) *flat {
+	f := &flat{entries: make([]flatEntry, 0, s.Len()), chunks: s.arena.all(), minTS: ^uint64(0)}
+	var prev []byte
+	for n := s.head.next(0).Load(); n != nil; n = n.next(0).Load() {
+		f.add(n.prefix, n.key, n.loc, len(n.value), &prev)
+	}
+	return f
+}
+
+// add appends one entry; prev is the previous entry's user key.
+func (f *flat) add(prefix uint64, key kv.InternalKey, at loc, vlen int, prev *[]byte) {
+	klen := uint32(len(key.UserKey))
+	if key.Kind == kv.KindDelete {
+		klen |= tombstoneBit
+	}
+	f.entries = append(f.entries, flatEntry{prefix: prefix, ts: key.TS, at: at, klen: klen, vlen: uint32(vlen)})
+	f.dataBytes += int64(len(key.UserKey) + vlen)
+	if *prev == nil || !bytes.Equal(*prev, key.UserKey) {
+		f.uniques++
+	}
+	*prev = key.UserKey
+	f.minTS = min(f.minTS, key.TS)
+	f.maxTS = max(f.maxTS, key.TS)
+}
+
+type flatIter struct {
+	f *flat
+	i int
+}
+
+func (it *flatIter) valid() bool { return it.i >= 0 && it.i < len(it.f.entries) }
+
+func (it *flatIter) SeekGE(key kv.InternalKey) bool {
+	it.i = it.f.seekGE(key)
+	return it.valid()
+}
+
+func (it *flatIter) First() bool { it.i = 0; return it.valid() }
+
+func (it *flatIter) Next() bool {
+	if !it.valid() {
+		return false
+	}
+	it.i++
+	return it.valid()
+}
+
+func (it *flatIter) Valid() bool         { return it.valid() }
+func (it *flatIter) Key() kv.InternalKey { return it.f.key(&it.f.entries[it.i]) }
+func (it *flatIter) Value() []byte       { return it.f.value(&it.f.entries[it.i]) }
+func (it *flatIter) Err() error          { return nil }
+func (it *flatIter) Close() error        { it.i = len(it.f.entries); return nil }

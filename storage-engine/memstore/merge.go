@@ -1,0 +1,126 @@
+package memstore
+
+import (
+	"bytes"
+
+	"github.com/bellows-kv/bellows/storage-engine/retention"
+)
+
+// Retention is what an in-memory compaction may drop: the rules of the
+// region's disk compactions, with the open snapshots and the horizon (the
+// visible timestamp when the compaction began) of package retention.
+type Retention struct {
+	MaxVersions int
+	// SnapshotsDesc are the open snapshots' timestamps, newest first.
+	SnapshotsDesc []uint64
+	Horizon       uint64
+}
+
+// mergeFlat merges segments into one. With keep nil every version stays and
+// only the index is rebuilt: the chunks are shared (Accordion's in-memory
+// merge). Otherwise the retention rules drop versions and the survivors are
+// copied into new chunks, so the dropped ones' memory is freed with their
+// segments (the in-memory compaction, which relocates cells as HBase's
+// MSLAB does). It returns the segment and the number of versions dropped.
+func mergeFlat(segs []*flat, keep *Retention) (*flat, int) {
+	total := 0
+	for _, s := range segs {
+		total += len(s.entries)
+	}
+	out := &flat{entries: make([]flatEntry, 0, total), minTS: ^uint64(0), merged: true}
+	var base []int // chunk index of each input's first chunk in out
+	var ar *arena
+	if keep == nil {
+		for _, s := range segs {
+			base = append(base, len(out.chunks))
+			out.chunks = append(out.chunks, s.chunks...)
+		}
+	} else {
+		ar = newArena()
+	}
+	pos := make([]int, len(segs))
+	// next is the input whose current entry is smallest, or -1.
+	next := func() int {
+		best := -1
+		for i, s := range segs {
+			if pos[i] == len(s.entries) {
+				continue
+			}
+			if best < 0 || lessEntry(s, &s.entries[pos[i]], segs[best], &segs[best].entries[pos[best]]) {
+				best = i
+			}
+		}
+		return best
+	}
+	var prev []byte
+	type ref struct{ seg, i int }
+	var group []ref
+	var tss []uint64
+	var keepMarks []bool
+	dropped := 0
+	emitGroup := func() {
+		for _, g := range group {
+			tss = append(tss, segs[g.seg].entries[g.i].ts)
+		}
+		keepMarks = retention.Mark(keepMarks, tss, keep.MaxVersions, keep.SnapshotsDesc, keep.Horizon)
+		for j, g := range group {
+			if !keepMarks[j] {
+				dropped++
+				continue
+			}
+			s := segs[g.seg]
+			e := &s.entries[g.i]
+			k, v := s.userKey(e), s.value(e)
+			buf, at := ar.alloc(len(k) + len(v))
+			copy(buf, k)
+			copy(buf[len(k):], v)
+			key := s.key(e)
+			key.UserKey = buf[:len(k):len(k)]
+			out.add(e.prefix, key, at, len(v), &prev)
+		}
+		group, tss = group[:0], tss[:0]
+	}
+	for {
+		i := next()
+		if i < 0 {
+			break
+		}
+		s := segs[i]
+		e := &s.entries[pos[i]]
+		if keep == nil {
+			at := makeLoc(base[i]+e.at.chunk(), e.at.off())
+			out.add(e.prefix, s.key(e), at, int(e.vlen), &prev)
+		} else {
+			if len(group) > 0 {
+				g := group[0]
+				if !bytes.Equal(segs[g.seg].userKey(&segs[g.seg].entries[g.i]), s.userKey(e)) {
+					emitGroup()
+				}
+			}
+			group = append(group, ref{i, pos[i]})
+		}
+		pos[i]++
+	}
+	if keep != nil {
+		if len(group) > 0 {
+			emitGroup()
+		}
+		out.chunks = ar.all()
+	}
+	return out, dropped
+}
+
+// lessEntry orders two entries of (perhaps) different segments like
+// kv.Compare.
+func lessEntry(a *flat, ea *flatEntry, b *flat, eb *flatEntry) bool {
+	if ea.prefix != eb.prefix {
+		return ea.prefix < eb.prefix
+	}
+	if c := bytes.Compare(a.userKey(ea), b.userKey(eb)); c != 0 {
+		return c < 0
+	}
+	if ea.ts != eb.ts {
+		return ea.ts > eb.ts
+	}
+	return ea.kind() > eb.kind()
+}
