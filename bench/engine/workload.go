@@ -11,16 +11,19 @@ import (
 
 // Config sizes a run.
 type Config struct {
-	Keys      int     // keys loaded by fill-random
-	KeySize   int     // bytes
-	ValueSize int     // bytes
-	Ops       int     // operations per read/mixed workload
-	ScanOps   int     // operations of the scan workload
-	ScanLen   int     // keys per scan
-	Threads   int     // client goroutines for the read and mixed workloads
-	Theta     float64 // Zipf skew for YCSB
-	Seed      uint64
-	Budget    Budget
+	Keys        int     // keys loaded by fill-random
+	KeySize     int     // bytes
+	ValueSize   int     // bytes
+	Ops         int     // operations per read/mixed workload
+	ScanOps     int     // operations of the short-scan workload
+	ScanLen     int     // keys per short scan
+	LongScanOps int     // operations of the long-scan workload
+	LongScanLen int     // keys per long scan
+	SyncOps     int     // writes of the sync-write workload
+	Threads     int     // client goroutines for the read, mixed and sync-write workloads
+	Theta       float64 // Zipf skew for YCSB
+	Seed        uint64
+	Budget      Budget
 }
 
 // Result is one workload on one engine.
@@ -85,14 +88,11 @@ const (
 	opScan
 )
 
-// Mixed runs Ops operations from Threads goroutines. readFrac of them are
-// gets (or scans when scan is set) and the rest updates; zipf chooses keys
-// with skew Theta, else keys are uniform.
-func Mixed(name string, e Engine, c Config, readFrac float64, zipf, scan bool) (Result, error) {
-	ops := c.Ops
-	if scan {
-		ops = c.ScanOps
-	}
+// Mixed runs ops operations from Threads goroutines. readFrac of them are
+// gets (or scans of scanLen keys when scanLen > 0) and the rest updates;
+// zipf chooses keys with skew Theta, else keys are uniform.
+func Mixed(name string, e Engine, c Config, ops int, readFrac float64, zipf bool, scanLen int) (Result, error) {
+	scan := scanLen > 0
 	per := ops / c.Threads
 	lats := make([][]time.Duration, c.Threads)
 	found := make([]int, c.Threads)
@@ -141,7 +141,7 @@ func Mixed(name string, e Engine, c Config, readFrac float64, zipf, scan bool) (
 					}
 				case opScan:
 					var n int
-					n, err = e.Scan(k, c.ScanLen)
+					n, err = e.Scan(k, scanLen)
 					if n > 0 {
 						found[t]++
 					}
@@ -186,7 +186,10 @@ func summarize(name string, e Engine, lat []time.Duration, elapsed time.Duration
 }
 
 // Workloads runs the whole suite on one freshly opened engine, in order:
-// fill-random, read-random, YCSB-A, YCSB-B, short scans.
+// fill-random; then, after a flush and a reopen with a cold cache sized to
+// the budget (for Bellows: less the index and filter memory the load left),
+// read-random, YCSB-A, YCSB-B, short scans and long scans; last, after a
+// reopen with an fsync per write, sync writes (uniform updates).
 func Workloads(e Engine, c Config, progress func(string)) ([]Result, error) {
 	var out []Result
 	r, err := FillRandom(e, c)
@@ -195,19 +198,34 @@ func Workloads(e Engine, c Config, progress func(string)) ([]Result, error) {
 	}
 	out = append(out, r)
 	progress(fmt.Sprintf("%s fill-random: %.0f ops/s", e.Name(), r.OpsPerSec()))
+	if err := e.Flush(); err != nil {
+		return nil, fmt.Errorf("%s flush after fill-random: %w", e.Name(), err)
+	}
+	if err := e.Reopen(false); err != nil {
+		return nil, fmt.Errorf("%s reopen after fill-random: %w", e.Name(), err)
+	}
 	steps := []struct {
 		name     string
+		ops      int
 		readFrac float64
 		zipf     bool
-		scan     bool
+		scanLen  int
+		sync     bool
 	}{
-		{"read-random", 1, false, false},
-		{"ycsb-a (50/50, zipf)", 0.5, true, false},
-		{"ycsb-b (95/5, zipf)", 0.95, true, false},
-		{fmt.Sprintf("short scans (%d keys, zipf start)", c.ScanLen), 1, true, true},
+		{"read-random", c.Ops, 1, false, 0, false},
+		{"ycsb-a (50/50, zipf)", c.Ops, 0.5, true, 0, false},
+		{"ycsb-b (95/5, zipf)", c.Ops, 0.95, true, 0, false},
+		{fmt.Sprintf("short scans (%d keys, zipf start)", c.ScanLen), c.ScanOps, 1, true, c.ScanLen, false},
+		{fmt.Sprintf("long scans (%d keys, zipf start)", c.LongScanLen), c.LongScanOps, 1, true, c.LongScanLen, false},
+		{"sync writes (fsync per write, uniform)", c.SyncOps, 0, false, 0, true},
 	}
 	for _, s := range steps {
-		r, err := Mixed(s.name, e, c, s.readFrac, s.zipf, s.scan)
+		if s.sync {
+			if err := e.Reopen(true); err != nil {
+				return nil, fmt.Errorf("%s reopen with sync writes: %w", e.Name(), err)
+			}
+		}
+		r, err := Mixed(s.name, e, c, s.ops, s.readFrac, s.zipf, s.scanLen)
 		if err != nil {
 			return nil, err
 		}

@@ -25,12 +25,15 @@ func newEngineCommand() *cobra.Command {
 	var pebbleFirst bool
 	cmd := &cobra.Command{
 		Use:   "engine",
-		Short: "Bellows vs Pebble on the same workloads (fill, reads, YCSB A/B, scans); writes a Markdown report",
+		Short: "Bellows vs Pebble (configured as CockroachDB runs it) on the same workloads (fill, reads, YCSB A/B, short and long scans, sync writes); writes a Markdown report",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			c.Budget = engine.Budget{MemtableBytes: memtable << 20, CacheBytes: cache << 20}
-			if c.Keys <= 0 || c.Ops <= 0 || c.Threads <= 0 || c.KeySize < 8 {
-				return errors.New("--keys, --ops and --threads must be positive and --key-size at least 8")
+			if c.Keys <= 0 || c.Threads <= 0 || c.KeySize < 8 || c.ScanLen <= 0 || c.LongScanLen <= 0 {
+				return errors.New("--keys, --threads, --scan-len and --long-scan-len must be positive and --key-size at least 8")
+			}
+			if c.Ops < c.Threads || c.ScanOps < c.Threads || c.LongScanOps < c.Threads || c.SyncOps < c.Threads {
+				return errors.New("--ops, --scan-ops, --long-scan-ops and --sync-ops must be at least --threads")
 			}
 			work := dir
 			if work == "" {
@@ -73,10 +76,13 @@ func newEngineCommand() *cobra.Command {
 			br, err := engine.Workloads(b, c, progress)
 			pprof.StopCPUProfile()
 			if err != nil {
+				b.Close()
 				return err
 			}
-			outside := b.OutsideCacheBytes()
-			b.Close()
+			mem := engine.Memory{BellowsOpens: b.Opens, BellowsTableBytes: b.TableMemoryBytes()}
+			if err := b.Close(); err != nil {
+				return err
+			}
 			if !pebbleFirst {
 				if pr, err = runPebble(); err != nil {
 					return err
@@ -84,7 +90,7 @@ func newEngineCommand() *cobra.Command {
 			}
 			header := fmt.Sprintf("Run %s on %s/%s, %d CPUs, %s. Command: `make bench-engine` (`bellows-bench engine %s`).",
 				time.Now().UTC().Format(time.RFC3339), runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), runtime.Version(), strings.Join(os.Args[2:], " "))
-			report := engine.Markdown(c, header, br, pr, outside)
+			report := engine.Markdown(c, header, br, pr, mem)
 			fmt.Fprint(cmd.OutOrStdout(), report)
 			if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
 				return err
@@ -99,9 +105,12 @@ func newEngineCommand() *cobra.Command {
 	f.IntVar(&c.KeySize, "key-size", 16, "key bytes")
 	f.IntVar(&c.ValueSize, "value-size", 100, "value bytes")
 	f.IntVar(&c.Ops, "ops", 400_000, "operations per read or mixed workload")
-	f.IntVar(&c.ScanOps, "scan-ops", 100_000, "scans in the scan workload")
-	f.IntVar(&c.ScanLen, "scan-len", 20, "keys per scan")
-	f.IntVar(&c.Threads, "threads", 2, "client goroutines for read and mixed workloads")
+	f.IntVar(&c.ScanOps, "scan-ops", 100_000, "scans in the short-scan workload")
+	f.IntVar(&c.ScanLen, "scan-len", 20, "keys per short scan")
+	f.IntVar(&c.LongScanOps, "long-scan-ops", 20_000, "scans in the long-scan workload")
+	f.IntVar(&c.LongScanLen, "long-scan-len", 100, "keys per long scan")
+	f.IntVar(&c.SyncOps, "sync-ops", 20_000, "writes in the sync-write workload (fsync per write)")
+	f.IntVar(&c.Threads, "threads", 2, "client goroutines for read, mixed and sync-write workloads")
 	f.Float64Var(&c.Theta, "theta", 0.99, "Zipf skew")
 	f.Uint64Var(&c.Seed, "seed", 42, "workload seed")
 	f.Int64Var(&memtable, "memtable-mib", 32, "memtable budget per engine (MiB)")
