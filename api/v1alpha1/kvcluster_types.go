@@ -194,16 +194,33 @@ type EngineSpec struct {
 	// +optional
 	Warmup WarmupSpec `json:"warmup,omitzero"`
 
+	// Retention: which old versions compactions (on disk and in memory)
+	// may drop.
+	// +optional
+	Retention RetentionSpec `json:"retention,omitzero"`
+
 	// SyncMode: sync fsyncs the WAL before acknowledging; async acknowledges after an interval.
 	// +kubebuilder:default=sync
 	// +optional
 	SyncMode SyncMode `json:"syncMode,omitempty"`
 }
 
-// MemstoreSpec configures the memstore. Only the None policy (one skiplist
-// flushed whole) is built; the Accordion policies are accepted and run as None
-// with a warning until the compacting memstore lands.
+// RetentionSpec says which old versions compactions may drop.
+type RetentionSpec struct {
+	// MaxVersions keeps at most this many newest versions of each key, and
+	// every version an open snapshot reads; 0 keeps every version (then
+	// the Eager and Adaptive memstore policies can drop nothing).
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	MaxVersions int32 `json:"maxVersions,omitempty"`
+}
+
+// MemstoreSpec configures the memstore: Accordion's in-memory compaction
+// policy (docs/memstore.md) and the budgets.
 type MemstoreSpec struct {
+	// Policy: None (one skiplist flushed whole), Basic (flat segments whose
+	// indexes are merged), Eager (in-memory compaction at every in-memory
+	// flush) or Adaptive (compaction when redundancy is measured high).
 	// +kubebuilder:default=None
 	// +optional
 	Policy MemstorePolicy `json:"policy,omitempty"`
@@ -213,6 +230,13 @@ type MemstoreSpec struct {
 	// +kubebuilder:validation:XValidation:rule=`isQuantity(string(self)) && quantity(string(self)).compareTo(quantity('1Mi')) >= 0`,messageExpression=`!isQuantity(string(self)) ? 'engine.memstore.bytes: "' + string(self) + '" is not a quantity; write bytes with a unit, e.g. 128Mi or 64Mi' : 'engine.memstore.bytes: ' + string(self) + ' is below the minimum 1Mi: a smaller memstore flushes a file every few writes; e.g. 128Mi'`
 	// +optional
 	Bytes resource.Quantity `json:"bytes,omitzero"`
+
+	// MaxWALBytes bounds each region's WAL: past it the memstore is
+	// flushed so the WAL can be truncated, which bounds recovery. At least
+	// bytes; when empty, twice bytes.
+	// +kubebuilder:validation:XValidation:rule=`isQuantity(string(self)) && quantity(string(self)).compareTo(quantity('1Mi')) >= 0`,messageExpression=`!isQuantity(string(self)) ? 'engine.memstore.maxWALBytes: "' + string(self) + '" is not a quantity; write bytes with a unit, e.g. 256Mi' : 'engine.memstore.maxWALBytes: ' + string(self) + ' is below the minimum 1Mi, e.g. 256Mi'`
+	// +optional
+	MaxWALBytes resource.Quantity `json:"maxWALBytes,omitzero"`
 }
 
 // The minFiles/maxFiles message names the default of a side the user may not

@@ -34,7 +34,12 @@ func EngineConfig(c *kvapi.KVCluster) (contract.EngineConfig, error) {
 		return contract.EngineConfig{}, fmt.Errorf("engine.compaction.ratio %q: %w", e.Compaction.Ratio, err)
 	}
 	cfg := contract.EngineConfig{
-		Memstore:        contract.Memstore{Policy: contract.MemstorePolicy(e.Memstore.Policy), Bytes: e.Memstore.Bytes.Value()},
+		// A, S and R are engine.yaml's alone: the CRD keeps to the policy.
+		Memstore: contract.Memstore{Policy: contract.MemstorePolicy(e.Memstore.Policy), Bytes: e.Memstore.Bytes.Value(),
+			MaxWALBytes:    e.Memstore.MaxWALBytes.Value(),
+			ActiveFraction: contract.DefaultMemstoreActiveFraction, PipelineSegments: contract.DefaultMemstorePipelineSegments,
+			RedundancyThreshold: contract.DefaultMemstoreRedundancyThreshold},
+		Retention:       contract.Retention{MaxVersions: int(e.Retention.MaxVersions)},
 		BlockCacheBytes: e.BlockCacheBytes.Value(),
 		Compaction: contract.Compaction{
 			MinFiles: int(e.Compaction.MinFiles), MaxFiles: int(e.Compaction.MaxFiles),
@@ -46,6 +51,9 @@ func EngineConfig(c *kvapi.KVCluster) (contract.EngineConfig, error) {
 	}
 	if e.Warmup.RateBytesPerSecond != nil {
 		cfg.Warmup.RateBytesPerSecond = *e.Warmup.RateBytesPerSecond
+	}
+	if cfg.Memstore.MaxWALBytes == 0 {
+		cfg.Memstore.MaxWALBytes = contract.DefaultMaxWALMemstores * cfg.Memstore.Bytes
 	}
 	// The stores validate engine.yaml when they start; what they would
 	// refuse is refused here, before any pod restarts with it.

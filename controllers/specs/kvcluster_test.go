@@ -29,7 +29,10 @@ func TestEngineConfig(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := contract.EngineConfig{
-		Memstore:        contract.Memstore{Policy: contract.MemstoreEager, Bytes: 64 << 20},
+		Memstore: contract.Memstore{Policy: contract.MemstoreEager, Bytes: 64 << 20, MaxWALBytes: 96 << 20,
+			ActiveFraction: contract.DefaultMemstoreActiveFraction, PipelineSegments: contract.DefaultMemstorePipelineSegments,
+			RedundancyThreshold: contract.DefaultMemstoreRedundancyThreshold},
+		Retention:       contract.Retention{MaxVersions: 1},
 		BlockCacheBytes: 3 << 30,
 		Compaction:      contract.Compaction{MinFiles: 4, MaxFiles: 12, Ratio: 1.5, MaxBytes: 2 << 30},
 		Offload:         contract.OffloadDisabled,

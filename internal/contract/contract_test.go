@@ -36,6 +36,11 @@ func TestValidateNamesEveryProblem(t *testing.T) {
 	c.Warmup.Mode = WarmupThrottledIncremental
 	c.Compaction.MaxFiles = 2
 	c.SyncMode = "fsync"
+	c.Memstore.MaxWALBytes = c.Memstore.Bytes - 1
+	c.Memstore.ActiveFraction = 1.5
+	c.Memstore.PipelineSegments = -1
+	c.Memstore.RedundancyThreshold = 1
+	c.Retention.MaxVersions = -2
 	err := c.Validate()
 	if err == nil {
 		t.Fatal("want errors")
@@ -45,6 +50,11 @@ func TestValidateNamesEveryProblem(t *testing.T) {
 		`engine.yaml syncMode: "fsync" is not one of [sync async]`,
 		"engine.yaml compaction.maxFiles: 2 is below minFiles 3",
 		"engine.yaml warmup.rateBytesPerSecond: mode ThrottledIncremental needs a positive rate",
+		"engine.yaml memstore.maxWALBytes: 134217727 is below memstore.bytes 134217728: every memstore would be flushed before it fills",
+		"engine.yaml memstore.activeFraction: 1.5 is not in (0, 1], e.g. 0.02",
+		"engine.yaml memstore.pipelineSegments: -1 is below 1, e.g. 5",
+		"engine.yaml memstore.redundancyThreshold: 1 is not in (0, 1), e.g. 0.5",
+		"engine.yaml retention.maxVersions: -2 is negative (0 keeps every version)",
 	} {
 		if !strings.Contains(err.Error()+"\n", want+"\n") {
 			t.Errorf("error lacks the line %q:\n%v", want, err)

@@ -13,6 +13,7 @@ import (
 // --config FILE` reads it. A zero field means "the default" (EnsureDefaults).
 type EngineConfig struct {
 	Memstore        Memstore    `json:"memstore"`
+	Retention       Retention   `json:"retention"`
 	BlockCacheBytes int64       `json:"blockCacheBytes"`
 	Compaction      Compaction  `json:"compaction"`
 	Offload         OffloadMode `json:"offload"`
@@ -25,6 +26,24 @@ type Memstore struct {
 	Policy MemstorePolicy `json:"policy"`
 	// Bytes is the size at which a region's memstore is flushed.
 	Bytes int64 `json:"bytes"`
+	// MaxWALBytes bounds each region's WAL: past it the memstore is
+	// flushed so the WAL can be truncated (recovery time stays bounded).
+	MaxWALBytes int64 `json:"maxWALBytes"`
+	// ActiveFraction (Accordion's A), PipelineSegments (S) and
+	// RedundancyThreshold (Adaptive's R) tune the compacting policies;
+	// engine.yaml only (the CRD keeps to the policy).
+	ActiveFraction      float64 `json:"activeFraction"`
+	PipelineSegments    int     `json:"pipelineSegments"`
+	RedundancyThreshold float64 `json:"redundancyThreshold"`
+}
+
+// Retention says which old versions compactions, on disk and in memory,
+// may drop.
+type Retention struct {
+	// MaxVersions keeps at most this many newest versions of each key
+	// (and every version an open snapshot reads); 0 keeps every version,
+	// and then Eager and Adaptive in-memory compactions can drop nothing.
+	MaxVersions int `json:"maxVersions"`
 }
 
 // Compaction is HBase's exploring/ratio minor-compaction policy.
@@ -45,8 +64,7 @@ type Warmup struct {
 // MemstorePolicy is the Accordion policy.
 type MemstorePolicy string
 
-// The memstore policies. Only None is built; the others are accepted and
-// run as None with a warning until the compacting memstore lands.
+// The memstore policies (storage-engine/memstore).
 const (
 	MemstoreNone     MemstorePolicy = "None"
 	MemstoreBasic    MemstorePolicy = "Basic"
@@ -128,7 +146,12 @@ var SyncModes = []SyncMode{SyncModeSync, SyncModeAsync}
 // DefaultEngineConfig is engine.yaml with every default filled in.
 func DefaultEngineConfig() EngineConfig {
 	return EngineConfig{
-		Memstore:        Memstore{Policy: DefaultMemstorePolicy, Bytes: DefaultMemstoreBytes},
+		Memstore: Memstore{
+			Policy: DefaultMemstorePolicy, Bytes: DefaultMemstoreBytes,
+			MaxWALBytes:    DefaultMaxWALMemstores * DefaultMemstoreBytes,
+			ActiveFraction: DefaultMemstoreActiveFraction, PipelineSegments: DefaultMemstorePipelineSegments,
+			RedundancyThreshold: DefaultMemstoreRedundancyThreshold,
+		},
 		BlockCacheBytes: DefaultBlockCacheBytes,
 		Compaction: Compaction{
 			MinFiles: DefaultCompactionMinFiles, MaxFiles: DefaultCompactionMaxFiles,
@@ -148,6 +171,18 @@ func (c *EngineConfig) EnsureDefaults() {
 	}
 	if c.Memstore.Bytes == 0 {
 		c.Memstore.Bytes = d.Memstore.Bytes
+	}
+	if c.Memstore.MaxWALBytes == 0 {
+		c.Memstore.MaxWALBytes = DefaultMaxWALMemstores * c.Memstore.Bytes
+	}
+	if c.Memstore.ActiveFraction == 0 {
+		c.Memstore.ActiveFraction = d.Memstore.ActiveFraction
+	}
+	if c.Memstore.PipelineSegments == 0 {
+		c.Memstore.PipelineSegments = d.Memstore.PipelineSegments
+	}
+	if c.Memstore.RedundancyThreshold == 0 {
+		c.Memstore.RedundancyThreshold = d.Memstore.RedundancyThreshold
 	}
 	if c.BlockCacheBytes == 0 {
 		c.BlockCacheBytes = d.BlockCacheBytes
@@ -193,6 +228,21 @@ func (c EngineConfig) Validate() error {
 	oneOf("syncMode", string(c.SyncMode), names(SyncModes))
 	if c.Memstore.Bytes < MinMemstoreBytes {
 		bad("memstore.bytes", "%d is below the minimum %d (1 MiB)", c.Memstore.Bytes, MinMemstoreBytes)
+	}
+	if c.Memstore.MaxWALBytes < c.Memstore.Bytes {
+		bad("memstore.maxWALBytes", "%d is below memstore.bytes %d: every memstore would be flushed before it fills", c.Memstore.MaxWALBytes, c.Memstore.Bytes)
+	}
+	if !(c.Memstore.ActiveFraction > 0 && c.Memstore.ActiveFraction <= 1) {
+		bad("memstore.activeFraction", "%v is not in (0, 1], e.g. %v", c.Memstore.ActiveFraction, DefaultMemstoreActiveFraction)
+	}
+	if c.Memstore.PipelineSegments < 1 {
+		bad("memstore.pipelineSegments", "%d is below 1, e.g. %d", c.Memstore.PipelineSegments, DefaultMemstorePipelineSegments)
+	}
+	if !(c.Memstore.RedundancyThreshold > 0 && c.Memstore.RedundancyThreshold < 1) {
+		bad("memstore.redundancyThreshold", "%v is not in (0, 1), e.g. %v", c.Memstore.RedundancyThreshold, DefaultMemstoreRedundancyThreshold)
+	}
+	if c.Retention.MaxVersions < 0 {
+		bad("retention.maxVersions", "%d is negative (0 keeps every version)", c.Retention.MaxVersions)
 	}
 	if c.BlockCacheBytes < 0 {
 		bad("blockCacheBytes", "%d is negative", c.BlockCacheBytes)

@@ -22,6 +22,7 @@ const (
 	FlagCompactors             = "compactors"
 	FlagCompactorService       = "compactor-service"
 	FlagOffload                = "offload"
+	FlagMemstorePolicy         = "memstore-policy"
 	FlagPeers                  = "peers"
 	FlagPeerService            = "peer-service"
 	FlagForceTakeover          = "force-takeover"

@@ -19,8 +19,13 @@ type Setting struct {
 func Settings() []Setting {
 	e := DefaultEngineConfig()
 	return []Setting{
-		{"engine.yaml memstore.policy · KVCluster spec.engine.memstore.policy", string(e.Memstore.Policy)},
+		{"engine.yaml memstore.policy · KVCluster spec.engine.memstore.policy · store/local --memstore-policy", string(e.Memstore.Policy)},
 		{"engine.yaml memstore.bytes · KVCluster spec.engine.memstore.bytes", size(e.Memstore.Bytes)},
+		{"engine.yaml memstore.maxWALBytes · KVCluster spec.engine.memstore.maxWALBytes", fmt.Sprintf("%d × memstore.bytes (%s)", DefaultMaxWALMemstores, size(e.Memstore.MaxWALBytes))},
+		{"engine.yaml memstore.activeFraction (Accordion's A)", fmt.Sprint(e.Memstore.ActiveFraction)},
+		{"engine.yaml memstore.pipelineSegments (Accordion's S)", fmt.Sprint(e.Memstore.PipelineSegments)},
+		{"engine.yaml memstore.redundancyThreshold (Adaptive's R)", fmt.Sprint(e.Memstore.RedundancyThreshold)},
+		{"engine.yaml retention.maxVersions · KVCluster spec.engine.retention.maxVersions (0: every version)", fmt.Sprint(e.Retention.MaxVersions)},
 		{"engine.yaml blockCacheBytes · KVCluster spec.engine.blockCacheBytes", size(e.BlockCacheBytes)},
 		{"engine.yaml compaction.minFiles · KVCluster spec.engine.compaction.minFiles", fmt.Sprint(e.Compaction.MinFiles)},
 		{"engine.yaml compaction.maxFiles · KVCluster spec.engine.compaction.maxFiles", fmt.Sprint(e.Compaction.MaxFiles)},

@@ -142,3 +142,7 @@ func (r *Region) PipelineSegments() int {
 
 // WALBytes is the size of the region's WAL segments.
 func (r *Region) WALBytes() int64 { return r.log.Size() }
+
+// WALAppendedBytes is every byte appended to the region's WAL since it was
+// opened: its write volume.
+func (r *Region) WALAppendedBytes() int64 { return r.log.Appended() }

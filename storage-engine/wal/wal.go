@@ -112,6 +112,7 @@ type Log struct {
 	// on it (the region's maxWALBytes) without a stat per append.
 	segBytes map[uint64]int64
 	bytes    int64
+	appended int64 // every byte appended since Open
 
 	fileMu sync.Mutex // guards f across the writer and the async syncer
 	f      *os.File
@@ -252,6 +253,7 @@ func (l *Log) AppendEncoded(n int, encode func(dst []byte) []byte) *Commit {
 	binary.LittleEndian.PutUint32(h[:4], crc32.Update(crc, crcTable, payload))
 	l.segBytes[l.nextSeg-1] += int64(headerLen + len(payload))
 	l.bytes += int64(headerLen + len(payload))
+	l.appended += int64(headerLen + len(payload))
 	if !u.hasRecord {
 		u.hasRecord = true
 		l.cond.Signal()
@@ -422,6 +424,14 @@ func (l *Log) RemoveBefore(n uint64) error {
 		l.mu.Unlock()
 	}
 	return nil
+}
+
+// Appended is every byte appended since Open (records and their headers):
+// the WAL's write volume.
+func (l *Log) Appended() int64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.appended
 }
 
 // Size is the bytes of every segment not yet removed, counting appends the

@@ -191,7 +191,7 @@ func TestSizeCountsAppendsAndRemovals(t *testing.T) {
 	if err := l.Append(rec).Wait(); err != nil {
 		t.Fatal(err)
 	}
-	if got, want := l.Size(), int64(2*(headerLen+100)); got != want {
+	if got, want := l.Size(), int64(2*(headerLen+100)); got != want || l.Appended() != want {
 		t.Fatalf("Size after two appends = %d, want %d", got, want)
 	}
 	if err := l.RemoveBefore(first); err != nil {

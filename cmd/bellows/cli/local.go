@@ -15,7 +15,7 @@ import (
 )
 
 func newLocalCommand() *cobra.Command {
-	var dataDir, storeListen, offloadMode, cacheBytes string
+	var dataDir, storeListen, offloadMode, cacheBytes, memstorePolicy string
 	var compactors, regions int
 	cmd := &cobra.Command{
 		Use:   "local",
@@ -60,7 +60,8 @@ func newLocalCommand() *cobra.Command {
 			}
 			s, err := childproc.Start(ctx, self, "store", logDir, "store", "--listen="+storeListen, "--metrics-listen=127.0.0.1:0",
 				"--bucket=file://"+filepath.Join(abs, "bucket"), "--wal-dir="+filepath.Join(abs, "wal"),
-				fmt.Sprintf("--regions=%d", regions), "--compactors="+strings.Join(addrs, ","), "--offload="+offloadMode)
+				fmt.Sprintf("--regions=%d", regions), "--compactors="+strings.Join(addrs, ","), "--offload="+offloadMode,
+				"--"+contract.FlagMemstorePolicy+"="+memstorePolicy)
 			if err != nil {
 				return err
 			}
@@ -82,5 +83,6 @@ func newLocalCommand() *cobra.Command {
 	f.IntVar(&regions, "regions", 4, "regions of the store")
 	f.StringVar(&offloadMode, "offload", string(contract.DefaultOffload), "Required, Preferred or Disabled")
 	f.StringVar(&cacheBytes, "cache-bytes", "1GiB", "each compactor's cache")
+	f.StringVar(&memstorePolicy, contract.FlagMemstorePolicy, string(contract.DefaultMemstorePolicy), fmt.Sprintf("the store's in-memory compaction policy, one of %v", contract.MemstorePolicies))
 	return cmd
 }

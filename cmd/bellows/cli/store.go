@@ -1,6 +1,8 @@
 package cli
 
 import (
+	"fmt"
+
 	"github.com/spf13/cobra"
 
 	"github.com/bellows-kv/bellows/cmd/bellows/serve"
@@ -10,13 +12,14 @@ import (
 
 func newStoreCommand() *cobra.Command {
 	cfg := store.Default()
-	var offload string
+	var offload, memstorePolicy string
 	cmd := &cobra.Command{
 		Use:   "store",
 		Short: "Run a storage pod: serve regions over gRPC (bellows.kv.v1.KV), offload their compactions",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg.OffloadOverride = contract.OffloadMode(offload)
+			cfg.MemstorePolicyOverride = contract.MemstorePolicy(memstorePolicy)
 			if err := cfg.LoadEngineConfig(); err != nil {
 				return err
 			}
@@ -39,6 +42,7 @@ func newStoreCommand() *cobra.Command {
 	f.StringSliceVar(&cfg.Compactors, contract.FlagCompactors, nil, "compaction workers, host:port,...")
 	f.StringVar(&cfg.CompactorService, contract.FlagCompactorService, "", "NAMESPACE/NAME of the workers' Service (the ready endpoints of its EndpointSlices; needs list/watch on endpointslices)")
 	f.StringVar(&offload, contract.FlagOffload, "", "Required, Preferred or Disabled; overrides engine.yaml")
+	f.StringVar(&memstorePolicy, contract.FlagMemstorePolicy, "", fmt.Sprintf("the in-memory compaction policy, one of %v; overrides engine.yaml memstore.policy (default %s)", contract.MemstorePolicies, contract.DefaultMemstorePolicy))
 	f.StringSliceVar(&cfg.Peers, contract.FlagPeers, nil, "the stores of the cluster, host:port,... (this one may be listed): requests for their regions are forwarded to them")
 	f.StringVar(&cfg.PeerService, contract.FlagPeerService, "", "NAMESPACE/NAME of the stores' headless Service: the peers are its EndpointSlices' endpoints (needs list/watch on endpointslices)")
 	f.BoolVar(&cfg.ForceTakeover, contract.FlagForceTakeover, false,

@@ -30,6 +30,8 @@ type Config struct {
 	// ConfigFile). An OffloadOverride replaces its offload mode.
 	Engine          contract.EngineConfig
 	OffloadOverride contract.OffloadMode
+	// MemstorePolicyOverride replaces engine.yaml's memstore.policy.
+	MemstorePolicyOverride contract.MemstorePolicy
 
 	// Regions splits the key space evenly; SplitKeys, when set, splits it
 	// at these keys instead.
@@ -99,6 +101,9 @@ func (c *Config) LoadEngineConfig() error {
 	c.Engine.EnsureDefaults()
 	if c.OffloadOverride != "" {
 		c.Engine.Offload = c.OffloadOverride
+	}
+	if c.MemstorePolicyOverride != "" {
+		c.Engine.Memstore.Policy = c.MemstorePolicyOverride
 	}
 	return nil
 }

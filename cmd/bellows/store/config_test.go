@@ -88,11 +88,15 @@ func TestLoadEngineConfigFillsDefaultsAndOverrides(t *testing.T) {
 	}
 	c := Default()
 	c.ConfigFile, c.OffloadOverride = path, contract.OffloadDisabled
+	c.MemstorePolicyOverride = contract.MemstoreBasic
 	if err := c.LoadEngineConfig(); err != nil {
 		t.Fatal(err)
 	}
 	want := contract.DefaultEngineConfig()
 	want.Memstore.Bytes = 2 << 20
+	// maxWALBytes follows the memstore it was not given for.
+	want.Memstore.MaxWALBytes = contract.DefaultMaxWALMemstores * 2 << 20
+	want.Memstore.Policy = contract.MemstoreBasic
 	want.Warmup.Mode = contract.WarmupRemoteCache
 	want.Offload = contract.OffloadDisabled
 	if c.Engine != want {

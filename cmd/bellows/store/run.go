@@ -26,6 +26,7 @@ import (
 	"github.com/bellows-kv/bellows/storage-engine/compaction"
 	"github.com/bellows-kv/bellows/storage-engine/health"
 	"github.com/bellows-kv/bellows/storage-engine/offload"
+	"github.com/bellows-kv/bellows/storage-engine/memstore"
 	"github.com/bellows-kv/bellows/storage-engine/region"
 	"github.com/bellows-kv/bellows/storage-engine/server"
 	"github.com/bellows-kv/bellows/storage-engine/server/route"
@@ -90,11 +91,6 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, out io.Writer) error
 		log.Info("no compactors given: compactions run in this store", "offload", offMode)
 		offMode = offload.Disabled
 	}
-	if p := cfg.Engine.Memstore.Policy; p != contract.MemstoreNone {
-		// Accepted so that KVClusters written for it stay valid; say so
-		// rather than pretend.
-		log.Warn("engine.yaml memstore.policy: the Accordion compacting memstore is not built yet; this store runs the plain skiplist memstore (None)", "policy", p)
-	}
 	warmup, err := region.ParseWarmupMode(string(cfg.Engine.Warmup.Mode))
 	if err != nil {
 		return fmt.Errorf("engine.yaml warmup.mode: %w", err)
@@ -143,6 +139,10 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, out io.Writer) error
 	e := cfg.Engine
 	base := region.Options{
 		Bucket: bucket, WALMode: walMode, MemstoreBytes: e.Memstore.Bytes, BlockCache: cache,
+		Memstore: region.MemstoreOptions{Policy: memstore.Policy(e.Memstore.Policy), ActiveFraction: e.Memstore.ActiveFraction,
+			PipelineSegments: e.Memstore.PipelineSegments, RedundancyThreshold: e.Memstore.RedundancyThreshold},
+		MaxWALBytes: e.Memstore.MaxWALBytes,
+		Retention:   compaction.Retention{MaxVersions: e.Retention.MaxVersions},
 		Executor: exec, Owner: fmt.Sprintf("%s pid %d", hostname(), os.Getpid()), Logger: log,
 		Warmup: warmup, WarmupRateBytes: e.Warmup.RateBytesPerSecond,
 		Compaction: compaction.Policy{MinFiles: e.Compaction.MinFiles, MaxFiles: e.Compaction.MaxFiles,
