@@ -15,7 +15,7 @@ IMAGE_ARCH  ?= $(shell $(GO) env GOARCH)
 CA_CERTS    ?= $(wildcard /etc/ssl/certs/ca-certificates.crt)
 TEST_TIMEOUT ?= 30m
 
-.PHONY: all build run test unit lint vet staticcheck fmt-check generate verify-generated bench-engine bench-phases bench-ycsb clean envtest-bins chart-test helm image cluster-bins cluster-up cluster-down e2e
+.PHONY: all build run test unit lint vet staticcheck fmt-check generate verify-generated bench-engine bench-phases bench-ycsb clean envtest-bins chart-test helm promtool image cluster-bins cluster-up cluster-down e2e
 
 all: build
 
@@ -32,17 +32,23 @@ run: build
 ## test: everything CI checks: generated code is current, vet, lint, chart, all tests
 test: verify-generated lint chart-test unit
 
-unit: envtest-bins helm
-	HELM=$(BIN)/helm KUBEBUILDER_ASSETS=$(BIN)/k8s $(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...
+unit: envtest-bins helm promtool
+	HELM=$(BIN)/helm PROMTOOL=$(BIN)/promtool KUBEBUILDER_ASSETS=$(BIN)/k8s $(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...
 
 ## helm: helm into bin/ (hack/tool.sh; about 75 s the first time)
 helm:
 	hack/tool.sh helm helm.sh/helm/v4/cmd/helm $(HELM_VERSION) >/dev/null
 
+## promtool: promtool into bin/ from Debian's prometheus package (hack/promtool.sh:
+## apt-get download + dpkg-deb -x, nothing installed system-wide; skipped when present)
+promtool:
+	hack/promtool.sh >/dev/null
+
 ## chart-test: helm lint and helm template of charts/bellows (samples on/off, with and
-## without the ServiceMonitor API, schema rejections), dashboard queries vs metric names
-chart-test: helm
-	HELM=$(BIN)/helm $(GO) test -count=1 ./charts/... ./hack/metricnames/...
+## without the ServiceMonitor and PrometheusRule APIs, schema rejections), dashboard and
+## alert-rule queries vs metric names, `promtool check rules` and `promtool test rules`
+chart-test: helm promtool
+	HELM=$(BIN)/helm PROMTOOL=$(BIN)/promtool $(GO) test -count=1 ./charts/... ./hack/metricnames/...
 
 ## image: dist/bellows-image.tar, the Dockerfile's image built without a Docker engine
 ## (docker-archive; `ctr images import`, `docker load`, `kind load image-archive`)

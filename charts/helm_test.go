@@ -114,6 +114,7 @@ func TestHelmLint(t *testing.T) {
 		nil,
 		{"--set", "samples.enabled=true", "--set", "samples.bucketSecret.create=true"},
 		{"--set", "serviceMonitor.enabled=true", "--set", "dashboards.enabled=false"},
+		{"--set", "prometheusRule.enabled=true"},
 	} {
 		if out, err := helm(t, append([]string{"lint", "--strict", chart}, args...)...); err != nil {
 			t.Errorf("helm lint %v: %v", args, err)
@@ -123,8 +124,8 @@ func TestHelmLint(t *testing.T) {
 	}
 }
 
-// TestTemplateDefaults: the operator and its RBAC, no ServiceMonitor without
-// the API, no samples.
+// TestTemplateDefaults: the operator and its RBAC, no ServiceMonitor or
+// PrometheusRule without the API, no samples.
 func TestTemplateDefaults(t *testing.T) {
 	objs := render(t)
 	for _, want := range []string{
@@ -136,7 +137,7 @@ func TestTemplateDefaults(t *testing.T) {
 			t.Errorf("no %s", want)
 		}
 	}
-	for _, kind := range []string{"ServiceMonitor", "KVCluster", "CompactionPool", "Secret", "CustomResourceDefinition"} {
+	for _, kind := range []string{"ServiceMonitor", "PrometheusRule", "KVCluster", "CompactionPool", "Secret", "CustomResourceDefinition"} {
 		if n := len(kinds(objs, kind)); n != 0 {
 			t.Errorf("%d %s rendered by default", n, kind)
 		}
@@ -416,6 +417,9 @@ func TestValuesSchemaRejects(t *testing.T) {
 		"operator.metricsPort=70000",
 		"image.pullPolicy=Sometimes",
 		"serviceMonitor.enabled=maybe",
+		"prometheusRule.enabled=maybe",
+		"prometheusRule.runbookURL=docs/runbooks.md",
+		"prometheusRule.storeJob=",
 		"operator.securityContext.allowPrivilegeEscalation=true",
 		"operator.podSecurityContext.runAsNonRoot=false",
 		"samples.compactionPool.spec.autoscaling.mode=Magic",

@@ -48,10 +48,31 @@ app.kubernetes.io/part-of: bellows
 {{- printf "%s:%s" .Values.image.repository (.Values.image.tag | default .Chart.AppVersion) }}
 {{- end }}
 
-{{/* Whether to render the operator's ServiceMonitor: enabled=true, or enabled=auto and
-the cluster serves monitoring.coreos.com/v1 (helm template: --api-versions). */}}
+{{/* Whether to render an object of the Prometheus operator's API: .enabled is the
+values flag (true, false or "auto"), .kind the object's kind, .root the chart's context.
+"auto" renders it only when the cluster serves monitoring.coreos.com/v1 .kind. A live
+cluster lists each kind it serves ("monitoring.coreos.com/v1/PrometheusRule"), so a
+cluster with only the ServiceMonitor CRD gets no PrometheusRule; helm template's
+--api-versions may name only the group version, which then stands for all its kinds. */}}
+{{- define "bellows.monitoringEnabled" -}}
+{{- $e := toString .enabled }}
+{{- $caps := .root.Capabilities.APIVersions }}
+{{- $gv := "monitoring.coreos.com/v1" }}
+{{- $api := $caps.Has (printf "%s/%s" $gv .kind) }}
+{{- if and (not $api) ($caps.Has $gv) }}
+{{- $kinds := false }}
+{{- range $caps }}{{ if hasPrefix (printf "%s/" $gv) . }}{{ $kinds = true }}{{ end }}{{ end }}
+{{- $api = not $kinds }}
+{{- end }}
+{{- if or (eq $e "true") (and (eq $e "auto") $api) }}true{{ end }}
+{{- end }}
+
+{{/* Whether to render the operator's ServiceMonitor (serviceMonitor.enabled). */}}
 {{- define "bellows.serviceMonitorEnabled" -}}
-{{- $e := .Values.serviceMonitor.enabled }}
-{{- $api := or (.Capabilities.APIVersions.Has "monitoring.coreos.com/v1") (.Capabilities.APIVersions.Has "monitoring.coreos.com/v1/ServiceMonitor") }}
-{{- if or (eq (toString $e) "true") (and (eq (toString $e) "auto") $api) }}true{{ end }}
+{{- include "bellows.monitoringEnabled" (dict "root" . "enabled" .Values.serviceMonitor.enabled "kind" "ServiceMonitor") }}
+{{- end }}
+
+{{/* Whether to render the alerting rules' PrometheusRule (prometheusRule.enabled). */}}
+{{- define "bellows.prometheusRuleEnabled" -}}
+{{- include "bellows.monitoringEnabled" (dict "root" . "enabled" .Values.prometheusRule.enabled "kind" "PrometheusRule") }}
 {{- end }}
