@@ -102,6 +102,27 @@ func RegisterStoreGauges(reg prometheus.Registerer, s *Store, cache *blockcache.
 			Help: "Input bytes of requested compactions; b = bytes / requests."},
 			sumRegions(s, func(r *region.Region) uint64 { return r.Stats().CompactionRequestedBytes.Load() })),
 	)
+	for _, c := range []struct {
+		Name, Help string
+		f          func(*region.Region) uint64
+	}{
+		{Name: "bellows_memstore_in_memory_flushes_total", Help: "In-memory flushes: active segments pushed into the pipeline and flattened (Accordion).",
+			func(r *region.Region) uint64 { return r.MemstoreStats().InMemoryFlushes.Load() }},
+		{Name: "bellows_memstore_merges_total", Help: "In-memory merges of the pipeline's segment indexes (nothing dropped).",
+			func(r *region.Region) uint64 { return r.MemstoreStats().Merges.Load() }},
+		{Name: "bellows_memstore_compactions_total", Help: "In-memory compactions of the pipeline (versions retention does not need dropped).",
+			func(r *region.Region) uint64 { return r.MemstoreStats().Compactions.Load() }},
+		{Name: "bellows_memstore_versions_dropped_total", Help: "Versions dropped by in-memory compactions before reaching disk.",
+			func(r *region.Region) uint64 { return r.MemstoreStats().VersionsDropped.Load() }},
+		{Name: "bellows_flush_bytes_total", Help: "SST bytes written by memstore flushes.",
+			func(r *region.Region) uint64 { return r.Stats().FlushedBytes.Load() }},
+		{Name: "bellows_compaction_written_bytes_total", Help: "SST bytes written by compactions installed in this store's regions.",
+			func(r *region.Region) uint64 { return r.Stats().CompactionWrittenBytes.Load() }},
+		{Name: "bellows_wal_forced_flushes_total", Help: "Memstore flushes forced because a region's WAL outgrew memstore.maxWALBytes.",
+			func(r *region.Region) uint64 { return r.Stats().WALForcedFlushes.Load() }},
+	} {
+		reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: c.Name, Help: c.Help}, sumRegions(s, c.f)))
+	}
 	for source, bytes := range map[string]func(*region.Region) uint64{
 		"compactor": func(r *region.Region) uint64 { return r.WarmupStats().BytesFromCompactor.Load() },
 		"bucket":    func(r *region.Region) uint64 { return r.WarmupStats().BytesFromBucket.Load() },
@@ -124,6 +145,14 @@ func RegisterStoreGauges(reg prometheus.Registerer, s *Store, cache *blockcache.
 			Name: "bellows_warmup_switched_timestamp_seconds", Help: "When the region's last compaction output replaced its inputs for readers (Unix time; 0 before the first).",
 			ConstLabels: prometheus.Labels{"region": r.Name()},
 		}, ofRegion(r, func(e *region.Region) float64 { return float64(e.WarmupStats().SwitchedAt.Load()) / 1e9 })))
+		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "bellows_region_memstore_pipeline_segments", Help: "Immutable segments in the region's memstore pipeline (Accordion; 0 under policy None).",
+			ConstLabels: prometheus.Labels{"region": r.Name()},
+		}, ofRegion(r, func(e *region.Region) float64 { return float64(e.PipelineSegments()) })))
+		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "bellows_region_wal_bytes", Help: "Bytes of the region's WAL segments on disk (what a restart replays at most).",
+			ConstLabels: prometheus.Labels{"region": r.Name()},
+		}, ofRegion(r, func(e *region.Region) float64 { return float64(e.WALBytes()) })))
 		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "bellows_region_cached_ratio", Help: "Fraction of the region's live data blocks in the block cache.",
 			ConstLabels: prometheus.Labels{"region": r.Name()},
