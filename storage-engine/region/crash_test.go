@@ -17,6 +17,7 @@ import (
 	"github.com/bellows-kv/bellows/storage-engine/blob"
 	"github.com/bellows-kv/bellows/storage-engine/compaction"
 	"github.com/bellows-kv/bellows/storage-engine/kv"
+	"github.com/bellows-kv/bellows/storage-engine/memstore"
 	"github.com/bellows-kv/bellows/storage-engine/sstable"
 	"github.com/bellows-kv/bellows/storage-engine/wal"
 )
@@ -26,8 +27,12 @@ const (
 	keysPerBatch  = 5
 )
 
-func crashOptions(dir string, b *blob.Bucket, mode wal.Mode) Options {
+func crashOptions(dir string, b *blob.Bucket, mode wal.Mode, policy memstore.Policy) Options {
 	return Options{
+		// One version retained, so Eager and Adaptive drop the hot keys'
+		// old versions and the WAL is truncated under them.
+		Memstore:      MemstoreOptions{Policy: policy, ActiveFraction: 0.1, PipelineSegments: 2},
+		Retention:     compaction.Retention{MaxVersions: 1},
 		Name:          "crash",
 		Bucket:        b,
 		WALDir:        dir + "/wal",
@@ -48,13 +53,14 @@ func TestCrashChild(t *testing.T) {
 	parts := strings.Split(spec, ",")
 	dir, iter := parts[0], parts[1]
 	mode, _ := wal.ParseMode(parts[2])
+	policy := memstore.Policy(parts[3])
 	ctx := context.Background()
 	b, err := blob.Open(ctx, "file://"+dir+"/bucket")
 	if err != nil {
 		fmt.Println("ERR", err)
 		os.Exit(2)
 	}
-	r, err := Open(ctx, crashOptions(dir, b, mode))
+	r, err := Open(ctx, crashOptions(dir, b, mode, policy))
 	if err != nil {
 		fmt.Println("ERR", err)
 		os.Exit(2)
@@ -79,6 +85,9 @@ func TestCrashChild(t *testing.T) {
 				for k := 0; k < keysPerBatch; k++ {
 					bt.Put([]byte(fmt.Sprintf("b/%s/%d", id, k)), []byte(strings.Repeat(id, 8)))
 				}
+				// A hot key per writer, overwritten by every batch: its
+				// old versions are what in-memory compaction drops.
+				bt.Put([]byte(fmt.Sprintf("h/%d", w)), []byte(id))
 				ts, err := r.Apply(bt)
 				if err != nil {
 					say("ERR " + err.Error())
@@ -106,17 +115,22 @@ func TestCrashChild(t *testing.T) {
 // batch committed before it survived too.
 func TestCrashDurability(t *testing.T) {
 	for _, mode := range []wal.Mode{wal.ModeSync, wal.ModeAsync} {
-		t.Run(mode.String(), func(t *testing.T) {
-			iterations := 25
-			if s := os.Getenv("BELLOWS_CRASH_ITERATIONS"); s != "" {
-				iterations, _ = strconv.Atoi(s)
-			}
-			runCrashIterations(t, mode, iterations)
-		})
+		for _, policy := range memstorePolicies {
+			t.Run(mode.String()+"/"+string(policy), func(t *testing.T) {
+				iterations := 25
+				if policy != memstore.None {
+					iterations = 10
+				}
+				if s := os.Getenv("BELLOWS_CRASH_ITERATIONS"); s != "" {
+					iterations, _ = strconv.Atoi(s)
+				}
+				runCrashIterations(t, mode, policy, iterations)
+			})
+		}
 	}
 }
 
-func runCrashIterations(t *testing.T, mode wal.Mode, iterations int) {
+func runCrashIterations(t *testing.T, mode wal.Mode, policy memstore.Policy, iterations int) {
 	dir := t.TempDir()
 	seed := uint64(time.Now().UnixNano())
 	rng := rand.New(rand.NewPCG(seed, 1))
@@ -124,7 +138,7 @@ func runCrashIterations(t *testing.T, mode wal.Mode, iterations int) {
 	acked := map[string]uint64{} // batch id → commit timestamp
 	for it := 0; it < iterations; it++ {
 		cmd := exec.Command(os.Args[0], "-test.run=^TestCrashChild$", "-test.count=1")
-		cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%s,%d,%s", crashChildEnv, dir, it, mode))
+		cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%s,%d,%s,%s", crashChildEnv, dir, it, mode, policy))
 		stdout, err := cmd.StdoutPipe()
 		if err != nil {
 			t.Fatal(err)
@@ -157,22 +171,23 @@ func runCrashIterations(t *testing.T, mode wal.Mode, iterations int) {
 		if n < killAfter {
 			t.Fatalf("iteration %d: child exited after %d acks, before the kill", it, n)
 		}
-		checkCrashState(t, dir, mode, acked, it)
+		checkCrashState(t, dir, mode, policy, acked, it)
 	}
 }
 
-func checkCrashState(t *testing.T, dir string, mode wal.Mode, acked map[string]uint64, it int) {
+func checkCrashState(t *testing.T, dir string, mode wal.Mode, policy memstore.Policy, acked map[string]uint64, it int) {
 	t.Helper()
 	ctx := context.Background()
 	b, err := blob.Open(ctx, "file://"+dir+"/bucket")
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := Open(ctx, crashOptions(dir, b, mode))
+	r, err := Open(ctx, crashOptions(dir, b, mode, policy))
 	if err != nil {
 		t.Fatalf("iteration %d: reopen after kill: %v", it, err)
 	}
 	defer r.Close()
+	defer checkHotKeys(t, r, acked, it)
 	rows, err := r.Scan([]byte("b/"), []byte("b0"), 0, kv.MaxTimestamp)
 	if err != nil {
 		t.Fatalf("iteration %d: scan: %v", it, err)
@@ -213,6 +228,45 @@ func checkCrashState(t *testing.T, dir string, mode wal.Mode, acked map[string]u
 		}
 		if perBatch[id] == 0 {
 			delete(acked, id)
+		}
+	}
+}
+
+// checkHotKeys checks each writer's hot key (deferred, so after the batch
+// checks have forgotten lost async batches): its value names a batch that
+// survived, and no acknowledged surviving batch of that writer has a newer
+// timestamp, so the newest version was kept though its old ones were
+// dropped in memory and their WAL truncated.
+func checkHotKeys(t *testing.T, r *Region, acked map[string]uint64, it int) {
+	t.Helper()
+	if t.Failed() {
+		return
+	}
+	rows, err := r.Scan([]byte("h/"), []byte("h0"), 0, kv.MaxTimestamp)
+	if err != nil {
+		t.Fatalf("iteration %d: scan of hot keys: %v", it, err)
+	}
+	newest := map[string]uint64{} // writer → newest surviving acked ts
+	for id, ts := range acked {
+		w := strings.Split(id, "-")[1]
+		newest[w] = max(newest[w], ts)
+	}
+	seen := map[string]bool{}
+	for _, row := range rows {
+		w := strings.TrimPrefix(string(row.Key), "h/")
+		seen[w] = true
+		id := string(row.Value)
+		_, ok, err := r.Get([]byte(fmt.Sprintf("b/%s/0", id)), kv.MaxTimestamp)
+		if err != nil || !ok {
+			t.Fatalf("iteration %d: hot key %s names batch %s, which did not survive (%v)", it, row.Key, id, err)
+		}
+		if ts, ok := acked[id]; ok && ts < newest[w] {
+			t.Fatalf("iteration %d: hot key %s holds batch %s (ts %d), older than acknowledged batch ts %d of the same writer", it, row.Key, id, ts, newest[w])
+		}
+	}
+	for w := range newest {
+		if !seen[w] {
+			t.Fatalf("iteration %d: writer %s's hot key is gone", it, w)
 		}
 	}
 }

@@ -1,0 +1,241 @@
+package region
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/bellows-kv/bellows/storage-engine/blob"
+	"github.com/bellows-kv/bellows/storage-engine/compaction"
+	"github.com/bellows-kv/bellows/storage-engine/kv"
+	"github.com/bellows-kv/bellows/storage-engine/memstore"
+	"github.com/bellows-kv/bellows/storage-engine/wal"
+)
+
+func inMemoryOptions(t *testing.T, policy memstore.Policy) Options {
+	t.Helper()
+	dir := t.TempDir()
+	b, err := blob.Open(context.Background(), "file://"+dir+"/bucket")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return Options{
+		Name: "inmem", Bucket: b, WALDir: dir + "/wal", WALMode: wal.ModeAsync,
+		MemstoreBytes: 1 << 20,
+		Memstore:      MemstoreOptions{Policy: policy, ActiveFraction: 0.05, PipelineSegments: 2},
+		Retention:     compaction.Retention{MaxVersions: 1},
+	}
+}
+
+// await polls cond until it holds or the deadline passes.
+func await(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func putHot(t *testing.T, r *Region, keys, rounds int) map[string]string {
+	t.Helper()
+	last := map[string]string{}
+	val := make([]byte, 100)
+	for i := range rounds {
+		for k := range keys {
+			key := fmt.Sprintf("hot%03d", k)
+			v := fmt.Sprintf("%s-%06d", key, i)
+			copy(val, v)
+			if _, err := r.Put([]byte(key), val); err != nil {
+				t.Fatal(err)
+			}
+			last[key] = string(val)
+		}
+	}
+	return last
+}
+
+func checkValues(t *testing.T, r *Region, want map[string]string) {
+	t.Helper()
+	for k, v := range want {
+		got, ok, err := r.Get([]byte(k), kv.MaxTimestamp)
+		if err != nil || !ok || string(got) != v {
+			t.Fatalf("Get(%s) = %.20q, %v, %v; want %.20q", k, got, ok, err, v)
+		}
+	}
+}
+
+// Eager keeps a hot key set in memory: no disk flush happens, and WAL
+// truncation from the oldest timestamp in memory keeps the WAL far below
+// what was written, and far below maxWALBytes. Recovery from the truncated
+// WAL has every newest value.
+func TestEagerTruncatesTheWALUnderAHotKeySet(t *testing.T) {
+	ctx := context.Background()
+	opts := inMemoryOptions(t, memstore.Eager)
+	r, err := Open(ctx, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := putHot(t, r, 50, 400) // 20000 puts, about 2.6 MB of WAL
+	if n := r.WALAppendedBytes(); n < r.opts.MaxWALBytes {
+		t.Fatalf("the test wrote only %d WAL bytes; it needs more than maxWALBytes to mean anything", n)
+	}
+	await(t, "the WAL to be truncated below 256 KiB", func() bool { return r.WALBytes() < 256<<10 })
+	if f, ff := r.Stats().Flushes.Load(), r.Stats().WALForcedFlushes.Load(); f != 0 || ff != 0 {
+		t.Fatalf("%d disk flushes (%d forced): Eager should have kept the hot set in memory", f, ff)
+	}
+	if r.MemstoreStats().VersionsDropped.Load() == 0 {
+		t.Fatal("no version dropped in memory")
+	}
+	checkValues(t, r, want)
+	if err := r.Close(); err != nil { // Close flushes nothing: recovery is from the WAL
+		t.Fatal(err)
+	}
+	r, err = Open(ctx, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	checkValues(t, r, want)
+}
+
+// One key written once pins the oldest timestamp in memory, so truncation
+// cannot help; maxWALBytes forces a disk flush, which bounds the WAL.
+func TestMaxWALBytesForcesAFlush(t *testing.T) {
+	ctx := context.Background()
+	opts := inMemoryOptions(t, memstore.Eager)
+	opts.MaxWALBytes = opts.MemstoreBytes
+	r, err := Open(ctx, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Put([]byte("cold"), []byte("once")); err != nil {
+		t.Fatal(err)
+	}
+	want := putHot(t, r, 50, 400)
+	want["cold"] = "once"
+	if r.Stats().WALForcedFlushes.Load() == 0 {
+		t.Fatalf("no forced flush though %d WAL bytes were written against a bound of %d", r.WALAppendedBytes(), opts.MaxWALBytes)
+	}
+	await(t, "the WAL back under maxWALBytes", func() bool { return r.WALBytes() <= opts.MaxWALBytes })
+	checkValues(t, r, want)
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+	r, err = Open(ctx, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	checkValues(t, r, want)
+}
+
+// An open snapshot keeps the version it reads through in-memory
+// compactions that drop the versions around it.
+func TestEagerKeepsWhatASnapshotReads(t *testing.T) {
+	ctx := context.Background()
+	r, err := Open(ctx, inMemoryOptions(t, memstore.Eager))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if _, err := r.Put([]byte("hot000"), []byte("before the snapshot")); err != nil {
+		t.Fatal(err)
+	}
+	snap, err := r.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer snap.Close()
+	want := putHot(t, r, 20, 100)
+	await(t, "in-memory compactions that drop versions", func() bool {
+		return r.MemstoreStats().Compactions.Load() > 2 && r.MemstoreStats().VersionsDropped.Load() > 0
+	})
+	got, ok, err := snap.Get([]byte("hot000"))
+	if err != nil || !ok || string(got) != "before the snapshot" {
+		t.Fatalf("snapshot read %q, %v, %v; want the version before it", got, ok, err)
+	}
+	checkValues(t, r, want)
+}
+
+// Readers racing writers across in-memory flushes, merges and compactions
+// never see a key go back to an older value than one acknowledged before
+// the read began (run under -race in make test).
+func TestReadsNeverGoBackAcrossInMemoryCompactions(t *testing.T) {
+	for _, policy := range []memstore.Policy{memstore.Basic, memstore.Eager, memstore.Adaptive} {
+		t.Run(string(policy), func(t *testing.T) {
+			ctx := context.Background()
+			opts := inMemoryOptions(t, policy)
+			opts.MemstoreBytes = 256 << 10 // disk flushes race the in-memory ones too
+			r, err := Open(ctx, opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer r.Close()
+			const writers, keysPerWriter, rounds = 4, 8, 300
+			var acked [writers * keysPerWriter]atomic.Int64
+			var stop atomic.Bool
+			var wg, readers sync.WaitGroup
+			errs := make(chan error, 8)
+			for w := range writers {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					val := make([]byte, 64)
+					for i := 1; i <= rounds; i++ {
+						for k := range keysPerWriter {
+							id := w*keysPerWriter + k
+							copy(val, fmt.Sprintf("%08d", i))
+							if _, err := r.Put([]byte(fmt.Sprintf("k%03d", id)), val); err != nil {
+								errs <- err
+								return
+							}
+							acked[id].Store(int64(i))
+						}
+					}
+				}()
+			}
+			for range 2 {
+				readers.Add(1)
+				go func() {
+					defer readers.Done()
+					for n := 0; !stop.Load(); n++ {
+						id := n % len(acked)
+						before := acked[id].Load()
+						got, ok, err := r.Get([]byte(fmt.Sprintf("k%03d", id)), kv.MaxTimestamp)
+						if err != nil {
+							errs <- err
+							return
+						}
+						var seen int64
+						if ok {
+							fmt.Sscanf(string(got[:8]), "%d", &seen)
+						}
+						if seen < before {
+							errs <- fmt.Errorf("k%03d read %d after %d was acknowledged", id, seen, before)
+							return
+						}
+					}
+				}()
+			}
+			wg.Wait()
+			stop.Store(true)
+			readers.Wait()
+			close(errs)
+			for err := range errs {
+				t.Fatal(err)
+			}
+			if err := r.checkInvariants(); err != nil {
+				t.Fatal(err)
+			}
+			if r.MemstoreStats().InMemoryFlushes.Load() == 0 {
+				t.Fatal("no in-memory flush happened")
+			}
+		})
+	}
+}
