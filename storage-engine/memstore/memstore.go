@@ -294,6 +294,11 @@ func (m *Memstore) Freeze() *View {
 	}
 }
 
+// testHookBeforePublish, if set (by tests only), runs in FlushInMemory
+// after a merge or compaction is built and before it is published: a test
+// freezes the memstore there to race a disk flush deterministically.
+var testHookBeforePublish func(*Memstore)
+
 // errFrozen: a disk flush froze the memstore under an in-memory flush.
 var errFrozen = errors.New("memstore: frozen for a disk flush")
 
@@ -392,6 +397,9 @@ func (m *Memstore) FlushInMemory(ret Retention) FlushResult {
 		horizon = ret.Horizon
 	} else {
 		out, _ = mergeFlat(inputs, nil)
+	}
+	if testHookBeforePublish != nil {
+		testHookBeforePublish(m)
 	}
 	if err := m.replace(olds, out, horizon); err != nil {
 		m.stats.Aborted.Add(1)

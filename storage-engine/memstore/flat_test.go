@@ -1,0 +1,382 @@
+package memstore
+
+import (
+	"bytes"
+	"fmt"
+	"math/rand/v2"
+	"reflect"
+	"slices"
+	"testing"
+	"unsafe"
+
+	"github.com/bellows-kv/bellows/storage-engine/iterator"
+	"github.com/bellows-kv/bellows/storage-engine/kv"
+)
+
+// randomSkiplist fills a skiplist with n versions over keys that share long
+// prefixes (so comparisons go past the 8-byte prefix), including the empty
+// key and keys that are prefixes of others, some tombstones, and values of
+// many sizes; timestamps are unique.
+func randomSkiplist(rng *rand.Rand, n int) *Skiplist {
+	s := NewSkiplist()
+	keys := []string{"", "a", "abcdefgh", "abcdefgh\x00", "abcdefghi", "abcdefgz", "b", "\xff\xff"}
+	for i := 0; i < 20; i++ {
+		keys = append(keys, fmt.Sprintf("abcdefgh%03d", rng.IntN(100)))
+	}
+	for _, p := range rng.Perm(n) {
+		k := keys[rng.IntN(len(keys))]
+		key := kv.InternalKey{UserKey: []byte(k), TS: uint64(p + 1), Kind: kv.KindSet}
+		var v []byte
+		if rng.IntN(6) == 0 {
+			key.Kind = kv.KindDelete
+		} else {
+			v = bytes.Repeat([]byte{byte(p)}, rng.IntN(300))
+			if rng.IntN(200) == 0 {
+				v = bytes.Repeat([]byte{byte(p)}, chunkSize/4+rng.IntN(1000))
+			}
+		}
+		s.Add(key, v)
+	}
+	return s
+}
+
+type kvPair struct {
+	key   kv.InternalKey
+	value []byte
+}
+
+func collect(t *testing.T, it iterator.Iterator) []kvPair {
+	t.Helper()
+	var out []kvPair
+	for ok := it.First(); ok; ok = it.Next() {
+		out = append(out, kvPair{it.Key().Clone(), bytes.Clone(it.Value())})
+	}
+	if err := it.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func equalPairs(a, b []kvPair) bool {
+	return slices.EqualFunc(a, b, func(x, y kvPair) bool {
+		return kv.Compare(x.key, y.key) == 0 && x.key.Kind == y.key.Kind && bytes.Equal(x.value, y.value)
+	})
+}
+
+func TestFlattenIteratesAsTheSkiplist(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	for _, n := range []int{0, 1, 5, 3000} {
+		s := randomSkiplist(rng, n)
+		f := flatten(s)
+		want, got := collect(t, s.NewIterator()), collect(t, f.NewIterator())
+		if len(want) != n || !equalPairs(got, want) {
+			t.Fatalf("n=%d: flat iterates %d versions, skiplist %d, or they differ", n, len(got), len(want))
+		}
+		if f.Len() != s.Len() {
+			t.Fatalf("n=%d: Len %d, skiplist %d", n, f.Len(), s.Len())
+		}
+		lo, hi := s.tsRange()
+		if flo, fhi := f.tsRange(); n > 0 && (flo != lo || fhi != hi || lo != 1 || hi != uint64(n)) {
+			t.Fatalf("n=%d: tsRange %d..%d, skiplist %d..%d", n, flo, fhi, lo, hi)
+		}
+		uniques := 0
+		for i := range want {
+			if i == 0 || !bytes.Equal(want[i].key.UserKey, want[i-1].key.UserKey) {
+				uniques++
+			}
+		}
+		if f.uniques != uniques {
+			t.Fatalf("n=%d: uniques %d, want %d", n, f.uniques, uniques)
+		}
+		// The view's invariant check agrees that it is sorted.
+		v := &View{active: NewSkiplist(), pipeline: []segment{f}}
+		if err := v.CheckInvariants(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func TestFlatGetAndSeekGEMatchTheSkiplist(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	const n = 2000
+	s := randomSkiplist(rng, n)
+	f := flatten(s)
+	var userKeys [][]byte
+	for _, p := range collect(t, s.NewIterator()) {
+		if len(userKeys) == 0 || !bytes.Equal(userKeys[len(userKeys)-1], p.key.UserKey) {
+			userKeys = append(userKeys, p.key.UserKey)
+		}
+	}
+	userKeys = append(userKeys, []byte("abcdefg"), []byte("abcdefgh000\x00"), []byte("zzz"), []byte("\x00"))
+	tss := []uint64{0, 1, 2, n / 2, n - 1, n, n + 1, kv.MaxTimestamp}
+	for range 20 {
+		tss = append(tss, 1+rng.Uint64N(n))
+	}
+	for _, k := range userKeys {
+		for _, ts := range tss {
+			wv, wk, wok := s.Get(k, ts)
+			gv, gk, gok := f.Get(k, ts)
+			if gok != wok || (gok && (gk != wk || !bytes.Equal(gv, wv))) {
+				t.Fatalf("Get(%q, %d): flat %v %v %d bytes, skiplist %v %v %d bytes", k, ts, gok, gk, len(gv), wok, wk, len(wv))
+			}
+			for _, kind := range []kv.Kind{kv.KindSet, kv.KindDelete} {
+				key := kv.InternalKey{UserKey: k, TS: ts, Kind: kind}
+				si, fi := s.NewIterator(), f.NewIterator()
+				sok, fok := si.SeekGE(key), fi.SeekGE(key)
+				for step := 0; step < 3; step++ {
+					if sok != fok || fok != fi.Valid() {
+						t.Fatalf("SeekGE(%v)+%d: flat valid %v, skiplist %v", key, step, fok, sok)
+					}
+					if !sok {
+						break
+					}
+					if kv.Compare(si.Key(), fi.Key()) != 0 || !bytes.Equal(si.Value(), fi.Value()) {
+						t.Fatalf("SeekGE(%v)+%d: flat at %v, skiplist at %v", key, step, fi.Key(), si.Key())
+					}
+					if step == 0 && kv.Compare(fi.Key(), key) < 0 {
+						t.Fatalf("SeekGE(%v) landed below it, at %v", key, fi.Key())
+					}
+					sok, fok = si.Next(), fi.Next()
+				}
+			}
+		}
+	}
+	// Exhausted and closed iterators stay invalid.
+	it := f.NewIterator()
+	if it.Valid() || it.Next() {
+		t.Fatal("a new iterator is valid before positioning")
+	}
+	if it.SeekGE(kv.MakeSearchKey([]byte("\xff\xff\xff"), 0)) || it.Valid() || it.Next() {
+		t.Fatal("SeekGE past the end is valid")
+	}
+	if !it.First() || it.Close() != nil || it.Valid() || it.Next() {
+		t.Fatal("a closed iterator is valid")
+	}
+}
+
+func TestFlatGetTombstoneAndTimestamps(t *testing.T) {
+	s := NewSkiplist()
+	s.Add(kv.InternalKey{UserKey: []byte("k"), TS: 10, Kind: kv.KindSet}, []byte("v10"))
+	s.Add(kv.InternalKey{UserKey: []byte("k"), TS: 20, Kind: kv.KindDelete}, nil)
+	s.Add(kv.InternalKey{UserKey: []byte("k"), TS: 30, Kind: kv.KindSet}, []byte("v30"))
+	s.Add(kv.InternalKey{UserKey: []byte("ka"), TS: 5, Kind: kv.KindSet}, []byte("ka5"))
+	s.Add(kv.InternalKey{UserKey: []byte(""), TS: 7, Kind: kv.KindSet}, []byte("empty"))
+	f := flatten(s)
+	for _, c := range []struct {
+		key  string
+		ts   uint64
+		want string
+		kind kv.Kind
+		ok   bool
+	}{
+		{"k", 9, "", 0, false},
+		{"k", 10, "v10", kv.KindSet, true},
+		{"k", 19, "v10", kv.KindSet, true},
+		{"k", 20, "", kv.KindDelete, true},
+		{"k", 29, "", kv.KindDelete, true},
+		{"k", 30, "v30", kv.KindSet, true},
+		{"k", kv.MaxTimestamp, "v30", kv.KindSet, true},
+		{"ka", 4, "", 0, false},
+		{"ka", 5, "ka5", kv.KindSet, true},
+		{"", 7, "empty", kv.KindSet, true},
+		{"", 6, "", 0, false},
+		{"j", 100, "", 0, false},
+		{"kb", 100, "", 0, false},
+	} {
+		v, kind, ok := f.Get([]byte(c.key), c.ts)
+		if ok != c.ok || (ok && (kind != c.kind || string(v) != c.want)) {
+			t.Errorf("Get(%q, %d) = %q %v %v; want %q %v %v", c.key, c.ts, v, kind, ok, c.want, c.kind, c.ok)
+		}
+	}
+}
+
+// TestFlatUsesLessMemoryThanTheSkiplist: for the paper's 16-byte keys and
+// 100-byte values, the flat index costs flatEntryBytes per version against
+// a skiplist node's overhead, and the data is the same.
+func TestFlatUsesLessMemoryThanTheSkiplist(t *testing.T) {
+	const n = 10000
+	s := NewSkiplist()
+	v := make([]byte, 100)
+	for i := 0; i < n; i++ {
+		s.Add(kv.InternalKey{UserKey: fmt.Appendf(nil, "%016x", uint64(i)*0x9e3779b97f4a7c15), TS: uint64(i + 1), Kind: kv.KindSet}, v)
+	}
+	f := flatten(s)
+	fb, sb := f.ApproximateBytes(), s.ApproximateBytes()
+	if want := int64(n * (16 + 100 + flatEntryBytes)); fb != want {
+		t.Fatalf("flat ApproximateBytes = %d, want %d", fb, want)
+	}
+	if sb < int64(n*(16+100+nodeOverhead)) {
+		t.Fatalf("skiplist ApproximateBytes = %d, below its data and node overhead", sb)
+	}
+	if fb >= sb {
+		t.Fatalf("flat %d bytes >= skiplist %d bytes", fb, sb)
+	}
+	t.Logf("flat %d bytes, skiplist %d bytes (%.0f%%)", fb, sb, 100*float64(fb)/float64(sb))
+	// Flattening shares the chunks: no key or value byte is copied.
+	if len(f.chunks) != len(s.arena.chunks) || unsafe.SliceData(f.chunks[0]) != unsafe.SliceData(s.arena.chunks[0]) {
+		t.Fatal("flatten copied the arena's chunks")
+	}
+	// A view holding it accounts for it.
+	view := &View{active: NewSkiplist(), pipeline: []segment{f}}
+	view.recount()
+	if view.ApproximateBytes() != fb || view.Len() != n {
+		t.Fatalf("view: %d bytes, %d versions; want %d, %d", view.ApproximateBytes(), view.Len(), fb, n)
+	}
+}
+
+// TestFlatIndexHoldsNoPointers: the garbage collector must not scan a flat
+// segment's index, so flatEntry has only integer fields, and its size is the
+// flatEntryBytes the memory accounting charges.
+func TestFlatIndexHoldsNoPointers(t *testing.T) {
+	typ := reflect.TypeFor[flatEntry]()
+	for i := 0; i < typ.NumField(); i++ {
+		fld := typ.Field(i)
+		switch fld.Type.Kind() {
+		case reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64, reflect.Int, reflect.Uint, reflect.Bool:
+		default:
+			t.Errorf("flatEntry.%s is a %s: the flat index must hold no pointers", fld.Name, fld.Type.Kind())
+		}
+	}
+	if got := unsafe.Sizeof(flatEntry{}); got != flatEntryBytes {
+		t.Errorf("unsafe.Sizeof(flatEntry{}) = %d, flatEntryBytes = %d", got, flatEntryBytes)
+	}
+	// loc is an integer too, as arena chunks are named by index.
+	if k := reflect.TypeFor[loc]().Kind(); k != reflect.Uint64 {
+		t.Errorf("loc is a %s", k)
+	}
+}
+
+// TestMergeFlat: a merge (no retention) rebuilds only the index over the
+// inputs' shared chunks and keeps every version; a compaction copies the
+// survivors into chunks of its own, so the inputs' memory goes with them.
+func TestMergeFlat(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	// Three segments with disjoint, ascending timestamp ranges over the
+	// same keys, as a pipeline holds them (newest first).
+	var segs []*flat
+	var all []kvPair
+	ts := uint64(0)
+	for range 3 {
+		s := NewSkiplist()
+		for range 500 {
+			ts++
+			k := fmt.Appendf(nil, "key%02d", rng.IntN(40))
+			v := bytes.Repeat([]byte{byte(ts)}, rng.IntN(200))
+			if rng.IntN(150) == 0 {
+				v = bytes.Repeat([]byte{byte(ts)}, chunkSize/4+1)
+			}
+			s.Add(kv.InternalKey{UserKey: k, TS: ts, Kind: kv.KindSet}, v)
+		}
+		f := flatten(s)
+		segs = append([]*flat{f}, segs...)
+		all = append(all, collect(t, f.NewIterator())...)
+	}
+	slices.SortFunc(all, func(a, b kvPair) int { return kv.Compare(a.key, b.key) })
+
+	merged, dropped := mergeFlat(segs, nil)
+	if dropped != 0 || !equalPairs(collect(t, merged.NewIterator()), all) {
+		t.Fatalf("merge dropped %d or reordered versions", dropped)
+	}
+	uniques := 0
+	for i := range all {
+		if i == 0 || !bytes.Equal(all[i].key.UserKey, all[i-1].key.UserKey) {
+			uniques++
+		}
+	}
+	if !merged.merged || merged.uniques != uniques {
+		t.Fatalf("merged %v, uniques %d; want %d", merged.merged, merged.uniques, uniques)
+	}
+	if lo, hi := merged.tsRange(); lo != 1 || hi != ts {
+		t.Fatalf("merged tsRange %d..%d, want 1..%d", lo, hi, ts)
+	}
+	var shared int
+	for _, s := range segs {
+		for _, c := range s.chunks {
+			for _, mc := range merged.chunks {
+				if unsafe.SliceData(mc) == unsafe.SliceData(c) {
+					shared++
+				}
+			}
+		}
+	}
+	if n := len(merged.chunks); shared != n {
+		t.Fatalf("merge shares %d of its %d chunks with the inputs; want all", shared, n)
+	}
+
+	compacted, dropped := mergeFlat(segs, &Retention{MaxVersions: 1, Horizon: ts})
+	got := collect(t, compacted.NewIterator())
+	if len(got)+dropped != len(all) || len(got) != compacted.uniques {
+		t.Fatalf("compaction kept %d (uniques %d) and dropped %d of %d", len(got), compacted.uniques, dropped, len(all))
+	}
+	for i, p := range got {
+		// The survivor of each key is its newest version.
+		j := slices.IndexFunc(all, func(q kvPair) bool { return bytes.Equal(q.key.UserKey, p.key.UserKey) })
+		if !equalPairs([]kvPair{p}, all[j:j+1]) || i > 0 && bytes.Equal(got[i-1].key.UserKey, p.key.UserKey) {
+			t.Fatalf("compaction kept %v, want only %v", p.key, all[j].key)
+		}
+	}
+	for _, s := range segs {
+		for _, c := range s.chunks {
+			for _, cc := range compacted.chunks {
+				if unsafe.SliceData(cc) == unsafe.SliceData(c) {
+					t.Fatal("a compaction shares a chunk with its inputs: dropped versions' memory stays")
+				}
+			}
+		}
+	}
+	if compacted.ApproximateBytes() >= merged.ApproximateBytes() {
+		t.Fatalf("compacted %d bytes, merged %d", compacted.ApproximateBytes(), merged.ApproximateBytes())
+	}
+}
+
+func TestArenaLargeValuesGetTheirOwnChunk(t *testing.T) {
+	a := newArena()
+	_, l1 := a.alloc(10)
+	big, l2 := a.alloc(chunkSize/4 + 1)
+	_, l3 := a.alloc(10)
+	_, l4 := a.alloc(chunkSize / 4) // not large: shares the chunk
+	if l1.chunk() != 0 || l1.off() != 0 {
+		t.Fatalf("first alloc at %d/%d", l1.chunk(), l1.off())
+	}
+	if l2.chunk() != 1 || l2.off() != 0 || len(big) != chunkSize/4+1 {
+		t.Fatalf("large alloc at %d/%d, %d bytes", l2.chunk(), l2.off(), len(big))
+	}
+	if l3.chunk() != 0 || l3.off() != 10 {
+		t.Fatalf("alloc after a large one at %d/%d; want chunk 0 offset 10", l3.chunk(), l3.off())
+	}
+	if l4.chunk() != 0 || l4.off() != 20 {
+		t.Fatalf("alloc of chunkSize/4 at %d/%d; want chunk 0 offset 20", l4.chunk(), l4.off())
+	}
+	// Filling past the chunk opens a new one; earlier slices stay valid.
+	b1, _ := a.alloc(10)
+	copy(b1, "0123456789")
+	for range 4 {
+		a.alloc(chunkSize / 4)
+	}
+	if string(b1) != "0123456789" || len(a.all()) != 3 {
+		t.Fatalf("after filling: %q, %d chunks", b1, len(a.all()))
+	}
+	buf, l := a.alloc(5)
+	if cap(buf) != 5 || l.chunk() != 2 {
+		t.Fatalf("alloc's slice has cap %d in chunk %d", cap(buf), l.chunk())
+	}
+}
+
+func TestWithSnapshotKeepsDescendingOrder(t *testing.T) {
+	for _, c := range []struct {
+		desc []uint64
+		ts   uint64
+		want []uint64
+	}{
+		{nil, 5, []uint64{5}},
+		{[]uint64{9, 3}, 5, []uint64{9, 5, 3}},
+		{[]uint64{9, 3}, 10, []uint64{10, 9, 3}},
+		{[]uint64{9, 3}, 1, []uint64{9, 3, 1}},
+		{[]uint64{9, 5, 3}, 5, []uint64{9, 5, 3}},
+	} {
+		in := slices.Clone(c.desc)
+		if got := withSnapshot(in, c.ts); !slices.Equal(got, c.want) || !slices.Equal(in, c.desc) {
+			t.Errorf("withSnapshot(%v, %d) = %v (input now %v), want %v", c.desc, c.ts, got, in, c.want)
+		}
+	}
+}
