@@ -15,7 +15,7 @@ IMAGE_ARCH  ?= $(shell $(GO) env GOARCH)
 CA_CERTS    ?= $(wildcard /etc/ssl/certs/ca-certificates.crt)
 TEST_TIMEOUT ?= 30m
 
-.PHONY: all build run test unit lint vet staticcheck fmt-check generate verify-generated bench-engine bench-phases bench-ycsb clean envtest-bins chart-test helm promtool image cluster-bins cluster-up cluster-down e2e
+.PHONY: all build run test unit lint vet staticcheck fmt-check generate verify-generated bench-engine bench-phases bench-ycsb bench-memstore clean envtest-bins chart-test helm promtool image cluster-bins cluster-up cluster-down e2e
 
 all: build
 
@@ -117,6 +117,14 @@ bench-phases: build
 ## bellows local per workload; writes bench/results/ycsb.{json,md}
 bench-ycsb: build
 	$(BIN)/bellows-bench ycsb --out bench/results $(BENCH_ARGS)
+
+## bench-memstore: Accordion's write results (VLDB 2018 §5): None, Basic, Eager and Adaptive on the
+## same write workload (16 B keys, 100 B values, ~10 KB batches, async WAL, 64 MiB memstore,
+## retention of one version, Zipf 0.99 and uniform over 2M keys, 3.5M puts per run) with a reader
+## of gets and 20-key scans, 5 interleaved runs each, medians and spread; about 10 minutes on two
+## idle cores (run nothing else). Writes bench/results/memstore.{json,md,png}
+bench-memstore: build
+	$(BIN)/bellows-bench memstore --out bench/results $(BENCH_ARGS)
 
 clean:
 	rm -rf $(BIN) dist

@@ -107,6 +107,9 @@ func (c Config) Validate() error {
 
 // Stats counts in-memory work. All fields are cumulative.
 type Stats struct {
+	// Pushes counts active segments pushed into the pipeline (the start of
+	// an in-memory flush, synchronous with the write that crossed A).
+	Pushes          atomic.Uint64
 	InMemoryFlushes atomic.Uint64 // segments pushed and flattened
 	Merges          atomic.Uint64
 	Compactions     atomic.Uint64
@@ -273,6 +276,7 @@ func (m *Memstore) PushActive() bool {
 		nv.pipeline = append([]segment{v.active}, v.pipeline...)
 		nv.recount()
 		if m.view.CompareAndSwap(v, nv) {
+			m.stats.Pushes.Add(1)
 			return true
 		}
 	}

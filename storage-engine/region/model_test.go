@@ -322,15 +322,12 @@ func runModel(t *testing.T, seed uint64, cfg modelConfig, ops int) {
 	if want := ref.scan("", "", 0, kv.MaxTimestamp); len(got) != len(want) {
 		fail("final scan: %d rows, want %d", len(got), len(want))
 	}
-	// The in-memory machinery ran (it is asynchronous: assert only what
-	// thousands of writes make certain).
+	// The in-memory machinery ran: pushes happen in the write path; what
+	// follows them is asynchronous, and a disk flush may overtake it.
 	st := r.MemstoreStats()
-	if cfg.memstore != memstore.None && st.InMemoryFlushes.Load() == 0 {
-		fail("policy %s: no in-memory flush in %d ops", cfg.memstore, ops)
+	if cfg.memstore != memstore.None && st.Pushes.Load() == 0 {
+		fail("policy %s: no in-memory flush began in %d ops", cfg.memstore, ops)
 	}
-	if cfg.memstore == memstore.Eager && st.Compactions.Load() == 0 {
-		fail("policy Eager: no in-memory compaction in %d ops", ops)
-	}
-	t.Logf("policy %s: in-memory flushes %d, merges %d, compactions %d, versions dropped %d, aborted %d",
-		cfg.memstore, st.InMemoryFlushes.Load(), st.Merges.Load(), st.Compactions.Load(), st.VersionsDropped.Load(), st.Aborted.Load())
+	t.Logf("policy %s: pushes %d, in-memory flushes %d, merges %d, compactions %d, versions dropped %d, aborted %d",
+		cfg.memstore, st.Pushes.Load(), st.InMemoryFlushes.Load(), st.Merges.Load(), st.Compactions.Load(), st.VersionsDropped.Load(), st.Aborted.Load())
 }

@@ -1,0 +1,206 @@
+package memstore
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// tiny is a configuration that runs every policy on both distributions in
+// seconds: a 1 MiB memstore flushed a few times per run.
+func tiny() Config {
+	c := Default()
+	c.Keys = 20_000
+	c.MemstoreBytes = 1 << 20
+	c.Writes = 30_000
+	c.Runs = 2
+	c.ReadsPerSec = 1000
+	c.CacheBytes = 8 << 20
+	return c.Resolved()
+}
+
+func TestTinyRunEndToEnd(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the benchmark")
+	}
+	cfg := tiny()
+	rep, err := Run(context.Background(), cfg, t.TempDir(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := t.TempDir()
+	if err := Write(out, rep); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range Files {
+		if st, err := os.Stat(filepath.Join(out, f)); err != nil || st.Size() == 0 {
+			t.Fatalf("%s not written: %v", f, err)
+		}
+	}
+
+	// memstore.json has the issue's shape: config, and results with one
+	// entry per policy and distribution carrying the issue's fields.
+	b, err := os.ReadFile(filepath.Join(out, "memstore.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var raw map[string]json.RawMessage
+	if err := json.Unmarshal(b, &raw); err != nil {
+		t.Fatal(err)
+	}
+	if keys := slices.Sorted(mapKeys(raw)); !slices.Equal(keys, []string{"config", "results"}) {
+		t.Fatalf("top-level keys %v, want config and results", keys)
+	}
+	var results []map[string]any
+	if err := json.Unmarshal(raw["results"], &results); err != nil {
+		t.Fatal(err)
+	}
+	issueFields := []string{"policy", "distribution", "write_ops_per_s", "write_ratio_vs_none", "flushes_ratio_vs_none",
+		"sst_bytes_ratio_vs_none", "get_p99_ratio_vs_none", "scan_ratio_vs_none", "gc_cpu_ratio_vs_none"}
+	seen := map[string]bool{}
+	for _, r := range results {
+		for _, f := range issueFields {
+			if _, ok := r[f]; !ok {
+				t.Errorf("result %v lacks %q", r["policy"], f)
+			}
+		}
+		seen[r["policy"].(string)+"/"+r["distribution"].(string)] = true
+	}
+	if len(results) != len(cfg.Policies)*len(cfg.Distributions) {
+		t.Errorf("%d results, want %d", len(results), len(cfg.Policies)*len(cfg.Distributions))
+	}
+	for _, d := range cfg.Distributions {
+		for _, p := range cfg.Policies {
+			if !seen[p+"/"+d] {
+				t.Errorf("no result for %s on %s", p, d)
+			}
+		}
+	}
+
+	back, err := ReadJSON(filepath.Join(out, "memstore.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range back.Results {
+		if !(r.WriteOpsPerS > 0) {
+			t.Errorf("%s/%s: write throughput %v", r.Policy, r.Distribution, r.WriteOpsPerS)
+		}
+		if len(r.Runs) != cfg.Runs {
+			t.Errorf("%s/%s: %d runs, want %d", r.Policy, r.Distribution, len(r.Runs), cfg.Runs)
+		}
+		if r.WriteRatioVsNone == nil || (r.Policy == "None" && *r.WriteRatioVsNone != 1) {
+			t.Errorf("%s/%s: write ratio vs None %v", r.Policy, r.Distribution, r.WriteRatioVsNone)
+		}
+		if r.Flushes < 1 || r.SSTBytes <= 0 || r.WALBytes <= 0 {
+			t.Errorf("%s/%s: flushes %v, SST bytes %v, WAL bytes %v: the run did not reach disk", r.Policy, r.Distribution, r.Flushes, r.SSTBytes, r.WALBytes)
+		}
+		for _, run := range r.Runs {
+			if run.Gets == 0 || run.Scans == 0 || run.ScanRows == 0 {
+				t.Errorf("%s/%s round %d: %d gets, %d scans (%d rows): the reader did not run", r.Policy, r.Distribution, run.Round, run.Gets, run.Scans, run.ScanRows)
+			}
+		}
+		switch r.Policy {
+		case "None":
+			if r.InMemoryFlushes != 0 {
+				t.Errorf("None flushed in memory %v times", r.InMemoryFlushes)
+			}
+		case "Basic":
+			if r.InMemoryFlushes == 0 || r.VersionsDropped != 0 {
+				t.Errorf("Basic: %v in-memory flushes, %v versions dropped", r.InMemoryFlushes, r.VersionsDropped)
+			}
+		case "Eager":
+			// Retention of one version on Zipf keys: the hot keys'
+			// old versions go.
+			if r.Distribution == Zipf && r.VersionsDropped == 0 {
+				t.Errorf("Eager on Zipf dropped no version")
+			}
+		}
+	}
+
+	md, err := os.ReadFile(filepath.Join(out, "memstore.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{GoalBasicThroughput, GoalAdaptiveIO, GoalGetP99, "## Zipf", "## Uniform", "| Adaptive |",
+		"**Regime:**", "## Goals: met or missed", "can drop nothing"} {
+		if !strings.Contains(string(md), want) {
+			t.Errorf("memstore.md lacks %q:\n%s", want, md)
+		}
+	}
+	// Every goal is judged (met or missed), none left out.
+	if n := strings.Count(string(md), "— **met**") + strings.Count(string(md), "— **missed**"); n != 3 {
+		t.Errorf("%d goals judged, want 3:\n%s", n, md)
+	}
+}
+
+func mapKeys[V any](m map[string]V) func(func(string) bool) {
+	return func(yield func(string) bool) {
+		for k := range m {
+			if !yield(k) {
+				return
+			}
+		}
+	}
+}
+
+func TestVerdictsFromNumbers(t *testing.T) {
+	f := func(v float64) *float64 { return &v }
+	rep := Report{Config: Config{Distributions: []string{Zipf, Uniform}}, Results: []Result{
+		{Policy: "None", Distribution: Zipf, GetP99RatioVsNone: f(1)},
+		{Policy: "Basic", Distribution: Zipf, WriteRatioVsNone: f(1.3), GetP99RatioVsNone: f(1.05)},
+		{Policy: "Adaptive", Distribution: Zipf, FlushesRatioVsNone: f(0.4), SSTBytesRatioVsNone: f(0.8), GetP99RatioVsNone: f(0.9)},
+		{Policy: "Eager", Distribution: Uniform, GetP99RatioVsNone: f(1.2)},
+	}}
+	v := Verdicts(rep)
+	if len(v) != 3 {
+		t.Fatalf("%d verdicts", len(v))
+	}
+	if !v[0].Judged || !v[0].Met {
+		t.Errorf("Basic at 1.30×: %+v", v[0])
+	}
+	if !v[1].Judged || v[1].Met || !strings.Contains(v[1].Measured, "SST bytes 0.80× (missed)") {
+		t.Errorf("Adaptive with SST bytes at 0.80×: %+v", v[1])
+	}
+	if !v[2].Judged || v[2].Met || !strings.Contains(v[2].Measured, "uniform: worst Eager at 1.20×") {
+		t.Errorf("Eager at 1.20× get p99 on uniform: %+v", v[2])
+	}
+	if got := ratio(0, 0); got == nil || *got != 1 {
+		t.Errorf("ratio(0, 0) = %v, want 1", got)
+	}
+	if ratio(1, 0) != nil {
+		t.Error("ratio(1, 0) is not null")
+	}
+	if s := spreadOf([]float64{4, 1, 3, 2, 5}); s.Median != 3 || s.Min != 1 || s.Max != 5 || s.Q1 != 2 || s.Q3 != 4 {
+		t.Errorf("spread %+v", s)
+	}
+	if k := string(keyOf(nil, 42, 16)); k != "k000000000000042" {
+		t.Errorf("key %q", k)
+	}
+}
+
+func TestConfigValidate(t *testing.T) {
+	c := Default()
+	if err := c.Validate(); err != nil {
+		t.Fatalf("default: %v", err)
+	}
+	if c.PutsPerBatch != 86 || c.RawBytes < 6*c.MemstoreBytes || c.MaxVersions != 1 || c.Runs < 5 {
+		t.Errorf("default is not the issue's shape: %+v", c)
+	}
+	for _, bad := range []func(*Config){
+		func(c *Config) { c.Policies = []string{"Basic"} },
+		func(c *Config) { c.Policies = []string{"None", "Lazy"} },
+		func(c *Config) { c.Distributions = []string{"latest"} },
+		func(c *Config) { c.Theta = 1 },
+		func(c *Config) { c.KeySize = 8 },
+	} {
+		c := Default()
+		bad(&c)
+		if c.Validate() == nil {
+			t.Errorf("accepted %+v", c)
+		}
+	}
+}

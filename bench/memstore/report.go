@@ -1,0 +1,425 @@
+package memstore
+
+import (
+	"encoding/json"
+	"fmt"
+	"image/color"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/vg"
+	"gonum.org/v1/plot/vg/draw"
+	"gonum.org/v1/plot/vg/vgimg"
+
+	"github.com/bellows-kv/bellows/internal/contract"
+	"github.com/bellows-kv/bellows/storage-engine/memstore"
+)
+
+// Files are the names Write writes into its directory.
+var Files = []string{"memstore.json", "memstore.md", "memstore.png"}
+
+// ReadJSON loads a memstore.json written by Write.
+func ReadJSON(path string) (Report, error) {
+	var rep Report
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return rep, err
+	}
+	err = json.Unmarshal(b, &rep)
+	return rep, err
+}
+
+// Write writes memstore.json, memstore.md and memstore.png into dir.
+func Write(dir string, rep Report) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	js, err := json.MarshalIndent(rep, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, Files[0]), append(js, '\n'), 0o644); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, Files[1]), []byte(Markdown(rep)), 0o644); err != nil {
+		return err
+	}
+	return plotPNG(filepath.Join(dir, Files[2]), rep)
+}
+
+// Verdict is one goal, judged from the numbers.
+type Verdict struct {
+	Goal string
+	// Judged is false when the run lacks what the goal needs (a policy
+	// or distribution not run).
+	Judged, Met bool
+	Measured    string
+}
+
+// Verdicts judges the issue's goals from the medians.
+func Verdicts(rep Report) []Verdict {
+	var out []Verdict
+	// Basic ≥ +25% write throughput over None on Zipf.
+	v := Verdict{Goal: GoalBasicThroughput}
+	if b, ok := rep.Find(string(memstore.Basic), Zipf); ok && b.WriteRatioVsNone != nil {
+		v.Judged, v.Met = true, *b.WriteRatioVsNone >= basicMinWriteRatio
+		v.Measured = fmt.Sprintf("Basic/None write throughput on Zipf %s (%+.1f%%)%s", ratioString(b.WriteRatioVsNone),
+			(*b.WriteRatioVsNone-1)*100, pairedString(b, "write_ops_per_s"))
+	} else {
+		v.Measured = "not judged: Basic on Zipf was not run"
+	}
+	out = append(out, v)
+	// Adaptive ≤ 0.5× None's flushes and ≤ 0.75× its SST bytes (Zipf,
+	// where the paper measured it).
+	v = Verdict{Goal: GoalAdaptiveIO}
+	if a, ok := rep.Find(string(memstore.Adaptive), Zipf); ok && a.FlushesRatioVsNone != nil && a.SSTBytesRatioVsNone != nil {
+		f, s := *a.FlushesRatioVsNone <= adaptiveMaxFlushRatio, *a.SSTBytesRatioVsNone <= adaptiveMaxSSTRatio
+		v.Judged, v.Met = true, f && s
+		v.Measured = fmt.Sprintf("Adaptive/None on Zipf: flushes %s (%s)%s, SST bytes %s (%s)%s",
+			ratioString(a.FlushesRatioVsNone), metString(f), pairedString(a, "flushes"),
+			ratioString(a.SSTBytesRatioVsNone), metString(s), pairedString(a, "sst_bytes"))
+	} else {
+		v.Measured = "not judged: Adaptive on Zipf was not run (or None flushed nothing)"
+	}
+	out = append(out, v)
+	// No policy worse than 1.10× None's get p99, on every distribution.
+	v = Verdict{Goal: GoalGetP99, Met: true}
+	var parts []string
+	for _, dist := range rep.Config.Distributions {
+		worst, worstP := 0.0, ""
+		for _, r := range rep.Results {
+			if r.Distribution != dist || r.Policy == string(memstore.None) || r.GetP99RatioVsNone == nil {
+				continue
+			}
+			v.Judged = true
+			if *r.GetP99RatioVsNone > worst {
+				worst, worstP = *r.GetP99RatioVsNone, r.Policy
+			}
+			if *r.GetP99RatioVsNone > maxGetP99RatioVsNone {
+				v.Met = false
+			}
+		}
+		if worstP != "" {
+			parts = append(parts, fmt.Sprintf("%s: worst %s at %.2f× None's get p99", dist, worstP, worst))
+		}
+	}
+	v.Met = v.Met && v.Judged
+	v.Measured = strings.Join(parts, "; ")
+	if !v.Judged {
+		v.Measured = "not judged: no policy but None was run"
+	}
+	out = append(out, v)
+	return out
+}
+
+func metString(ok bool) string {
+	if ok {
+		return "met"
+	}
+	return "missed"
+}
+
+func ratioString(r *float64) string {
+	if r == nil {
+		return "n/a"
+	}
+	return fmt.Sprintf("%.2f×", *r)
+}
+
+// pairedString is the range of the per-round ratios of a figure.
+func pairedString(r Result, name string) string {
+	s, ok := r.PairedRatioVsNone[name]
+	if !ok || s.N < 2 {
+		return ""
+	}
+	return fmt.Sprintf(" [per round %.2f–%.2f]", s.Min, s.Max)
+}
+
+// Markdown is the report: the goals first, the regime, a table per
+// distribution (medians and spread), and a verdict per goal.
+func Markdown(rep Report) string {
+	c := rep.Config
+	var b strings.Builder
+	b.WriteString("# In-memory compaction: the four memstore policies on the paper's write workload (Accordion, VLDB 2018, §5)\n\n")
+	b.WriteString("**Goals (stated before the run, issue #12):**\n\n")
+	for _, g := range c.Goals {
+		fmt.Fprintf(&b, "- %s\n", g)
+	}
+	b.WriteString("\n")
+	fmt.Fprintf(&b, "**Workload:** per run, %d writer goroutines issue %d puts of a %d B key and a %d B value (%s of raw data, %.1f × the memstore), "+
+		"in batches of %d puts (≈ %d B, the paper's 10 KB client buffers); async WAL; one region with a %s memstore; retention %s; "+
+		"A = %g, S = %d, R = %g; automatic minor compactions on; block cache %s; the other engine settings at their defaults "+
+		"(maxWALBytes %d × the memstore, writers stall behind 2 frozen memstores, 32 KiB S2-compressed SST blocks). "+
+		"A reader runs during the writes at %d reads/s, alternating point gets and %d-key scans, keys from the writers' distribution. "+
+		"Zipf θ = %.2f (YCSB's scrambled generator) and uniform, over %d keys. Machine: %s. Started %s.\n\n",
+		c.Writers, c.Writes, c.KeySize, c.ValueSize, mib(float64(c.RawBytes)), float64(c.RawBytes)/float64(max(c.MemstoreBytes, 1)),
+		c.PutsPerBatch, c.PutsPerBatch*(c.KeySize+c.ValueSize), mib(float64(c.MemstoreBytes)), retentionString(c.MaxVersions),
+		c.ActiveFraction, c.PipelineSegments, c.RedundancyThreshold, mib(float64(c.CacheBytes)), contract.DefaultMaxWALMemstores,
+		c.ReadsPerSec, c.ScanLength, c.Theta, c.Keys, c.Machine, c.Started)
+	b.WriteString("**Regime:** " + regime(rep) + "\n\n")
+	fmt.Fprintf(&b, "**Method:** %d runs per policy and distribution, interleaved (round 1 runs %s, then round 2, …), each in a fresh directory "+
+		"and a fresh region; the policies of one round see the same key sequences. Each figure is the median over the runs, with the "+
+		"range (min–max) in brackets; ×None is the ratio of the medians to None's on the same distribution, and per-round ratios "+
+		"(paired with None's run of the same round) are in memstore.json (`paired_ratio_vs_none`).\n\n",
+		c.Runs, strings.Join(c.Policies, ", "))
+	b.WriteString("Write throughput is puts over the time the writers took. Flushes are the disk flushes the writes caused (a full memstore, or the WAL bound); " +
+		"after the writes a final flush puts what is left in memory on disk (not counted as a flush) and the region's minor compactions are allowed to finish: " +
+		"compactions and SST bytes (bytes flushed + bytes written by compaction, the WAL apart) are those of getting the whole run onto disk. " +
+		"GC CPU is the GC's share of all CPU (GOMAXPROCS × wall time, `runtime/metrics`) during the writes. Get p99 and scan latency are the reader's, " +
+		"measured during the writes (open loop, so every policy gets the same read load).\n\n")
+
+	for _, dist := range c.Distributions {
+		fmt.Fprintf(&b, "## %s\n\n", distTitle(dist, c.Theta))
+		b.WriteString("| policy | write ops/s | ×None | flushes | ×None | of which WAL-forced | compactions | SST MiB written | ×None | WAL MiB | write stalls |\n")
+		b.WriteString("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+		for _, r := range rep.Results {
+			if r.Distribution != dist {
+				continue
+			}
+			fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", r.Policy,
+				spreadString(r.Spread["write_ops_per_s"], 1, "%.0f"), ratioString(r.WriteRatioVsNone),
+				spreadString(r.Spread["flushes"], 1, "%.0f"), ratioString(r.FlushesRatioVsNone),
+				spreadString(r.Spread["wal_forced_flushes"], 1, "%.0f"),
+				spreadString(r.Spread["compactions"], 1, "%.0f"),
+				spreadString(r.Spread["sst_bytes"], 1.0/(1<<20), "%.0f"), ratioString(r.SSTBytesRatioVsNone),
+				spreadString(r.Spread["wal_bytes"], 1.0/(1<<20), "%.0f"),
+				spreadString(r.Spread["write_stalls"], 1, "%.0f"))
+		}
+		b.WriteString("\n| policy | in-memory flushes | merges | in-memory compactions | versions dropped | GC CPU % | ×None | get p99 ms | ×None | scan mean ms | ×None | scan p99 ms |\n")
+		b.WriteString("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+		for _, r := range rep.Results {
+			if r.Distribution != dist {
+				continue
+			}
+			fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", r.Policy,
+				spreadString(r.Spread["in_memory_flushes"], 1, "%.0f"), spreadString(r.Spread["merges"], 1, "%.0f"),
+				spreadString(r.Spread["in_memory_compactions"], 1, "%.0f"), spreadString(r.Spread["versions_dropped"], 1, "%.0f"),
+				spreadString(r.Spread["gc_cpu_share"], 100, "%.1f"), ratioString(r.GCCPURatioVsNone),
+				spreadString(r.Spread["get_p99_ms"], 1, "%.3f"), ratioString(r.GetP99RatioVsNone),
+				spreadString(r.Spread["scan_mean_ms"], 1, "%.3f"), ratioString(r.ScanRatioVsNone),
+				spreadString(r.Spread["scan_p99_ms"], 1, "%.3f"))
+		}
+		b.WriteString("\n")
+	}
+
+	b.WriteString("## Goals: met or missed\n\n")
+	for _, v := range Verdicts(rep) {
+		status := "**missed**"
+		switch {
+		case !v.Judged:
+			status = "**not judged**"
+		case v.Met:
+			status = "**met**"
+		}
+		fmt.Fprintf(&b, "- %s — %s: %s.\n", v.Goal, status, v.Measured)
+	}
+	b.WriteString("\n")
+	b.WriteString("## Retention\n\n")
+	fmt.Fprintf(&b, "This run's retention is %s. Eager and Adaptive drop only what retention allows: a version is dropped only when a newer "+
+		"version of its key is kept and no open snapshot or read in flight can see it. With a retention that keeps every version "+
+		"(`maxVersions: 0`) they can drop nothing: their in-memory compactions drop no version, the memstore fills as fast as under "+
+		"Basic, and they save no flushes and no SST bytes; they only pay for the compactions. Run with `--max-versions 0` to see it.\n", retentionString(c.MaxVersions))
+	if c.MaxVersions == 0 {
+		b.WriteString("\nThis run kept every version, so Eager's and Adaptive's figures show that case: no version can be dropped.\n")
+	}
+	return b.String()
+}
+
+func retentionString(maxVersions int) string {
+	if maxVersions == 0 {
+		return "every version (maxVersions 0)"
+	}
+	if maxVersions == 1 {
+		return "one version (maxVersions 1)"
+	}
+	return fmt.Sprintf("%d versions (maxVersions %d)", maxVersions, maxVersions)
+}
+
+func distTitle(dist string, theta float64) string {
+	if dist == Zipf {
+		return fmt.Sprintf("Zipf (θ = %.2f)", theta)
+	}
+	return "Uniform (reference)"
+}
+
+// spreadString is "median [min–max]" of a figure scaled by scale.
+func spreadString(s Spread, scale float64, format string) string {
+	if s.N == 0 {
+		return "n/a"
+	}
+	med := fmt.Sprintf(format, s.Median*scale)
+	if s.N < 2 {
+		return med
+	}
+	return fmt.Sprintf("%s ["+format+"–"+format+"]", med, s.Min*scale, s.Max*scale)
+}
+
+func mib(n float64) string { return fmt.Sprintf("%.0f MiB", n/(1<<20)) }
+
+// regime states the regime from the run itself: how many puts None took
+// per disk flush, and what share of that many draws of each distribution
+// are distinct keys (sampled with the run's generators).
+func regime(rep Report) string {
+	c := rep.Config
+	none, ok := rep.Find(string(memstore.None), firstOr(c.Distributions, Zipf))
+	if !ok || none.Flushes == 0 {
+		return fmt.Sprintf("%d keys; None did not flush, so a memstore's worth of puts is not measured: outside the regime "+
+			"(run at least several memstores' worth of writes).", c.Keys)
+	}
+	perFlush := int(float64(c.Writes) / none.Flushes)
+	var parts []string
+	for _, dist := range c.Distributions {
+		d := distinctShare(c, dist, perFlush)
+		parts = append(parts, fmt.Sprintf("%s: %.0f%% distinct (%.0f%% of the writes are to a key already written in that memstore)", dist, d*100, (1-d)*100))
+	}
+	return fmt.Sprintf("None flushed its %s memstore about every %d puts (%s of raw data), %d keys in all. Of %d draws of the key "+
+		"distribution (one memstore's worth): %s. Under Zipf the hot keys are overwritten many times within one memstore, "+
+		"the regime where in-memory compaction matters (the paper: 2M keys per region, a region memstore flushed about every 340K puts); "+
+		"under uniform keys almost every write is to a new key, the reference case where it cannot help.",
+		mib(float64(c.MemstoreBytes)), perFlush, mib(float64(perFlush*(c.KeySize+c.ValueSize))), c.Keys, perFlush, strings.Join(parts, "; "))
+}
+
+func firstOr(s []string, def string) string {
+	for _, v := range s {
+		if v == def {
+			return v
+		}
+	}
+	if len(s) > 0 {
+		return s[0]
+	}
+	return def
+}
+
+// distinctShare is the share of distinct keys in n draws of a
+// distribution, with the bench's own generator.
+func distinctShare(c Config, dist string, n int) float64 {
+	if n <= 0 || c.Keys <= 0 {
+		return 0
+	}
+	rng := rand.New(rand.NewPCG(c.Seed, 77))
+	next := newKeyGen(c, dist, rng)
+	seen := make([]uint64, (c.Keys+63)/64)
+	distinct := 0
+	for i := 0; i < n; i++ {
+		k := next()
+		if seen[k/64]&(1<<(k%64)) == 0 {
+			seen[k/64] |= 1 << (k % 64)
+			distinct++
+		}
+	}
+	return float64(distinct) / float64(n)
+}
+
+var distColors = map[string]color.RGBA{Zipf: {0xd6, 0x27, 0x28, 0xff}, Uniform: {0x1f, 0x77, 0xb4, 0xff}}
+
+// medianRange is medians with min/max whiskers, for YErrorBars.
+type medianRange struct {
+	plotter.XYs
+	lo, hi []float64
+}
+
+func (m medianRange) YError(i int) (float64, float64) { return m.Y(i) - m.lo[i], m.hi[i] - m.Y(i) }
+
+func (m medianRange) Y(i int) float64 { return m.XYs[i].Y }
+
+// plotPNG draws six panels (write throughput, disk flushes, SST bytes
+// written, GC CPU share, get p99, mean scan latency) per policy, a point per
+// distribution at the median with a whisker over the runs' range.
+func plotPNG(path string, rep Report) error {
+	panels := []struct {
+		title, unit, metric string
+		scale               float64
+	}{
+		{"Write throughput", "puts/s (thousands)", "write_ops_per_s", 1e-3},
+		{"Disk flushes", "flushes per run", "flushes", 1},
+		{"SST bytes written (flush + compaction)", "MiB per run", "sst_bytes", 1.0 / (1 << 20)},
+		{"GC CPU share during the writes", "% of all CPU", "gc_cpu_share", 100},
+		{"Get p99 during the writes", "ms", "get_p99_ms", 1},
+		{"20-key scan, mean, during the writes", "ms", "scan_mean_ms", 1},
+	}
+	const cols = 3
+	policies := rep.Config.Policies
+	dists := rep.Config.Distributions
+	plots := make([][]*plot.Plot, (len(panels)+cols-1)/cols)
+	for i, pn := range panels {
+		p := plot.New()
+		p.Title.Text = pn.title
+		p.Y.Label.Text = pn.unit
+		p.Y.Min = 0
+		p.Legend.Top = true
+		p.NominalX(policies...)
+		p.Add(plotter.NewGrid())
+		top := 0.0
+		for di, dist := range dists {
+			var mr medianRange
+			for pi, pol := range policies {
+				r, ok := rep.Find(pol, dist)
+				if !ok {
+					continue
+				}
+				s := r.Spread[pn.metric]
+				x := float64(pi) + (float64(di)-float64(len(dists)-1)/2)*0.18
+				mr.XYs = append(mr.XYs, plotter.XY{X: x, Y: s.Median * pn.scale})
+				mr.lo = append(mr.lo, s.Min*pn.scale)
+				mr.hi = append(mr.hi, s.Max*pn.scale)
+				top = max(top, s.Max*pn.scale)
+			}
+			if len(mr.XYs) == 0 {
+				continue
+			}
+			col := distColors[dist]
+			sc, err := plotter.NewScatter(mr.XYs)
+			if err != nil {
+				return err
+			}
+			sc.Color = col
+			sc.Radius = vg.Points(3.5)
+			sc.Shape = draw.CircleGlyph{}
+			eb, err := plotter.NewYErrorBars(mr)
+			if err != nil {
+				return err
+			}
+			eb.Color = col
+			eb.Width = vg.Points(1.2)
+			p.Add(sc, eb)
+			if i == 0 {
+				p.Legend.Add(dist, sc)
+			}
+		}
+		// Headroom above the highest whisker for the legend.
+		p.Y.Max = max(top*1.2, 1e-9)
+		p.X.Min, p.X.Max = -0.5, float64(len(policies))-0.5
+		plots[i/cols] = append(plots[i/cols], p)
+	}
+	const w, h = 15 * vg.Inch, 8 * vg.Inch
+	img := vgimg.New(w, h)
+	dc := draw.New(img)
+	title := fmt.Sprintf("Memstore policies: median over %d runs, whiskers min–max (%d keys, %s memstore, retention %s)",
+		rep.Config.Runs, rep.Config.Keys, mib(float64(rep.Config.MemstoreBytes)), retentionString(rep.Config.MaxVersions))
+	top := dc.Max.Y - vg.Points(4)
+	sty := plot.New().Title.TextStyle
+	sty.XAlign, sty.YAlign = draw.XCenter, draw.YTop
+	dc.FillText(sty, vg.Point{X: (dc.Min.X + dc.Max.X) / 2, Y: top}, title)
+	tiles := draw.Tiles{Rows: len(plots), Cols: cols, PadTop: vg.Points(22), PadX: vg.Points(18), PadY: vg.Points(14), PadLeft: vg.Points(6), PadRight: vg.Points(10), PadBottom: vg.Points(6)}
+	canvases := plot.Align(plots, tiles, dc)
+	for j := range plots {
+		for i := range plots[j] {
+			plots[j][i].Draw(canvases[j][i])
+		}
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	png := vgimg.PngCanvas{Canvas: img}
+	if _, err := png.WriteTo(f); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}

@@ -1,0 +1,450 @@
+package memstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"runtime"
+	"runtime/debug"
+	"runtime/metrics"
+	"slices"
+	"sync"
+	"time"
+
+	"golang.org/x/time/rate"
+
+	"github.com/bellows-kv/bellows/bench/engine"
+	"github.com/bellows-kv/bellows/storage-engine/blob"
+	"github.com/bellows-kv/bellows/storage-engine/blockcache"
+	"github.com/bellows-kv/bellows/storage-engine/compaction"
+	"github.com/bellows-kv/bellows/storage-engine/kv"
+	"github.com/bellows-kv/bellows/storage-engine/memstore"
+	"github.com/bellows-kv/bellows/storage-engine/region"
+	"github.com/bellows-kv/bellows/storage-engine/wal"
+)
+
+// RunResult is one policy's run on one distribution: what it did and how fast.
+type RunResult struct {
+	Round int `json:"round"`
+	// Writes are the puts issued (whole batches; a batch's duplicate keys
+	// count as the client sent them).
+	Writes       int     `json:"writes"`
+	WriteSeconds float64 `json:"write_seconds"`
+	WriteOpsPerS float64 `json:"write_ops_per_s"`
+	// Flushes are the disk flushes the writes caused (memstore full, or
+	// the WAL bound): the final flush of what was left in memory after
+	// the writes is not counted (it is in the bytes).
+	Flushes          uint64 `json:"flushes"`
+	WALForcedFlushes uint64 `json:"wal_forced_flushes"`
+	// Compactions are the minor compactions the region ran by itself,
+	// counted once they had all finished after the final flush.
+	Compactions uint64 `json:"compactions"`
+	// FlushedBytes and CompactionBytes are SST bytes written by flushes
+	// (the final one included) and by compactions; SSTBytes their sum:
+	// the bytes it took to get the run's writes onto disk, WAL apart.
+	FlushedBytes    uint64 `json:"flushed_bytes"`
+	CompactionBytes uint64 `json:"compaction_written_bytes"`
+	SSTBytes        uint64 `json:"sst_bytes"`
+	// FinalFlushBytes are the bytes flushed after the writes ended (the
+	// final flush, and any flush still under way then).
+	FinalFlushBytes uint64 `json:"final_flush_bytes"`
+	WALBytes        int64  `json:"wal_bytes"`
+	WriteStalls     uint64 `json:"write_stalls"`
+	// In-memory work (Accordion).
+	InMemoryFlushes      uint64 `json:"in_memory_flushes"`
+	Merges               uint64 `json:"merges"`
+	InMemoryCompactions  uint64 `json:"in_memory_compactions"`
+	VersionsDropped      uint64 `json:"versions_dropped"`
+	InMemoryAborted      uint64 `json:"in_memory_aborted"`
+	PipelineSegmentsLast int    `json:"pipeline_segments_at_end"`
+	// GCCPUShare is GC CPU over all CPU (GOMAXPROCS × wall time,
+	// runtime/metrics) during the writes; GCCPUShareOfUsed over CPU not
+	// idle. GCCycles are the collections during the writes.
+	GCCPUShare       float64 `json:"gc_cpu_share"`
+	GCCPUShareOfUsed float64 `json:"gc_cpu_share_of_used"`
+	GCCycles         uint64  `json:"gc_cycles"`
+	// The reader during the writes.
+	Gets       int     `json:"gets"`
+	Scans      int     `json:"scans"`
+	GetMeanMs  float64 `json:"get_mean_ms"`
+	GetP99Ms   float64 `json:"get_p99_ms"`
+	ScanMeanMs float64 `json:"scan_mean_ms"`
+	ScanP99Ms  float64 `json:"scan_p99_ms"`
+	// ScanRows are the rows the scans returned in all (a sanity check:
+	// scans read real data).
+	ScanRows int `json:"scan_rows"`
+}
+
+// Progress reports what the run is doing and how far it is (0..1).
+type Progress func(what string, done float64)
+
+// Run runs every policy on every distribution, cfg.Runs times each,
+// interleaved: for each distribution, round 1 runs every policy in order,
+// then round 2, and so on, each in a fresh directory under dir and a fresh
+// region. Policies in one round see the same key sequences.
+func Run(ctx context.Context, cfg Config, dir string, progress Progress) (Report, error) {
+	cfg = cfg.Resolved()
+	if err := cfg.Validate(); err != nil {
+		return Report{}, err
+	}
+	if progress == nil {
+		progress = func(string, float64) {}
+	}
+	cfg.Machine = fmt.Sprintf("%s/%s, %d CPUs, GOMAXPROCS %d, %s, GOGC %s",
+		runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), runtime.GOMAXPROCS(0), runtime.Version(), gogc())
+	cfg.Started = time.Now().UTC().Format(time.RFC3339)
+	runs := map[key][]RunResult{}
+	total := float64(len(cfg.Distributions) * cfg.Runs * len(cfg.Policies))
+	n := 0
+	for _, dist := range cfg.Distributions {
+		for round := 0; round < cfg.Runs; round++ {
+			for _, p := range cfg.Policies {
+				label := fmt.Sprintf("%s %s (run %d/%d)", dist, p, round+1, cfg.Runs)
+				step := func(what string, frac float64) {
+					progress(label+": "+what, (float64(n)+frac)/total)
+				}
+				rdir := filepath.Join(dir, fmt.Sprintf("%s-%s-%d", dist, p, round))
+				res, err := runOne(ctx, cfg, rdir, memstore.Policy(p), dist, round, step)
+				_ = os.RemoveAll(rdir)
+				if err != nil {
+					return Report{}, fmt.Errorf("%s: %w", label, err)
+				}
+				runs[key{p, dist}] = append(runs[key{p, dist}], res)
+				n++
+			}
+		}
+	}
+	progress("done", 1)
+	return summarize(cfg, runs), nil
+}
+
+type key struct{ policy, dist string }
+
+func gogc() string {
+	if v := os.Getenv("GOGC"); v != "" {
+		return v
+	}
+	return "100 (default)"
+}
+
+// keyOf writes key i: "k", 15 decimal digits, padded with 'x' to size, so
+// key order is numeric order and a scan from a key reads its neighbours.
+func keyOf(dst []byte, i uint64, size int) []byte {
+	dst = dst[:0]
+	dst = append(dst, 'k')
+	var d [15]byte
+	for j := len(d) - 1; j >= 0; j-- {
+		d[j] = byte('0' + i%10)
+		i /= 10
+	}
+	dst = append(dst, d[:]...)
+	for len(dst) < size {
+		dst = append(dst, 'x')
+	}
+	return dst
+}
+
+// keyGen draws keys of one distribution.
+type keyGen func() uint64
+
+func newKeyGen(cfg Config, dist string, rng *rand.Rand) keyGen {
+	if dist == Zipf {
+		z := engine.NewZipf(rng, uint64(cfg.Keys), cfg.Theta)
+		return z.Next
+	}
+	n := uint64(cfg.Keys)
+	return func() uint64 { return rng.Uint64N(n) }
+}
+
+// Stream seeds: writers are 0..Writers-1, the reader and the values these.
+const (
+	readerStream = 1000
+	valueStream  = 1001
+)
+
+func runOne(ctx context.Context, cfg Config, dir string, policy memstore.Policy, dist string, round int, step Progress) (RunResult, error) {
+	res := RunResult{Round: round + 1}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return res, err
+	}
+	bucket, err := blob.Open(ctx, "file://"+filepath.Join(dir, "bucket"))
+	if err != nil {
+		return res, err
+	}
+	defer bucket.Close()
+	r, err := region.Open(ctx, region.Options{
+		Name: "memstore", Bucket: bucket, WALDir: filepath.Join(dir, "wal"), WALMode: wal.ModeAsync,
+		MemstoreBytes: cfg.MemstoreBytes,
+		Memstore: region.MemstoreOptions{Policy: policy, ActiveFraction: cfg.ActiveFraction,
+			PipelineSegments: cfg.PipelineSegments, RedundancyThreshold: cfg.RedundancyThreshold},
+		BlockCache: blockcache.New(cfg.CacheBytes),
+		Retention:  compaction.Retention{MaxVersions: cfg.MaxVersions},
+	})
+	if err != nil {
+		return res, err
+	}
+	closed := false
+	defer func() {
+		if !closed {
+			_ = r.Close()
+		}
+	}()
+
+	// Everything a writer or the reader needs is made before the clock
+	// starts (the Zipf generator's zeta is O(keys)).
+	step("preparing", 0)
+	seed := cfg.Seed*1_000_003 + uint64(round)
+	values := make([]byte, 1<<20)
+	vrng := rand.New(rand.NewPCG(seed, valueStream))
+	for i := range values {
+		values[i] = byte(vrng.Uint32())
+	}
+	perBatch := cfg.PutsPerBatch
+	batches := (cfg.Writes + perBatch - 1) / perBatch
+	type writer struct {
+		next    keyGen
+		rng     *rand.Rand
+		batches int
+	}
+	writers := make([]writer, cfg.Writers)
+	for w := range writers {
+		rng := rand.New(rand.NewPCG(seed, uint64(w)))
+		writers[w] = writer{next: newKeyGen(cfg, dist, rng), rng: rng, batches: batches / cfg.Writers}
+		if w < batches%cfg.Writers {
+			writers[w].batches++
+		}
+	}
+	rrng := rand.New(rand.NewPCG(seed, readerStream))
+	readKey := newKeyGen(cfg, dist, rrng)
+
+	// The previous run's garbage is not this run's GC work; the collection
+	// also takes the runtime's CPU snapshot the GC share starts from.
+	runtime.GC()
+	debug.FreeOSMemory()
+	gc0 := readGC()
+
+	step("writing", 0.05)
+	readCtx, stopReader := context.WithCancel(ctx)
+	defer stopReader()
+	var rd reader
+	readDone := make(chan error, 1)
+	go func() { readDone <- rd.run(readCtx, r, cfg, readKey) }()
+
+	began := time.Now()
+	var wg sync.WaitGroup
+	errs := make(chan error, cfg.Writers)
+	for _, w := range writers {
+		wg.Add(1)
+		go func(w writer) {
+			defer wg.Done()
+			k := make([]byte, 0, cfg.KeySize)
+			for b := 0; b < w.batches; b++ {
+				if ctx.Err() != nil {
+					errs <- ctx.Err()
+					return
+				}
+				batch := new(region.Batch)
+				for j := 0; j < perBatch; j++ {
+					k = keyOf(k, w.next(), cfg.KeySize)
+					off := w.rng.IntN(len(values) - cfg.ValueSize)
+					batch.Put(k, values[off:off+cfg.ValueSize])
+				}
+				if _, err := r.Apply(batch); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}(w)
+	}
+	wg.Wait()
+	elapsed := time.Since(began)
+	gc1 := readGC()
+	stopReader()
+	if err := <-readDone; err != nil {
+		return res, fmt.Errorf("reader: %w", err)
+	}
+	close(errs)
+	if err := <-errs; err != nil {
+		return res, err
+	}
+	res.Writes = batches * perBatch
+	res.WriteSeconds = elapsed.Seconds()
+	res.WriteOpsPerS = float64(res.Writes) / elapsed.Seconds()
+	res.GCCPUShare, res.GCCPUShareOfUsed, res.GCCycles = gc1.since(gc0)
+	res.WALBytes = r.WALAppendedBytes()
+	res.PipelineSegmentsLast = r.PipelineSegments()
+	res.Gets, res.GetMeanMs, res.GetP99Ms = latency(rd.gets)
+	res.Scans, res.ScanMeanMs, res.ScanP99Ms = latency(rd.scans)
+	res.ScanRows = rd.scanRows
+
+	// Get the rest of the writes onto disk and let the compactions they
+	// cause finish, so the bytes are those of the whole run. One put
+	// makes sure the active memstore is not empty, so the final flush is
+	// exactly one flush (not counted in Flushes).
+	step("final flush and compactions", 0.85)
+	st := r.Stats()
+	flushedBefore := st.FlushedBytes.Load()
+	if _, err := r.Put(keyOf(nil, 0, cfg.KeySize), values[:cfg.ValueSize]); err != nil {
+		return res, err
+	}
+	if err := r.Flush(ctx); err != nil {
+		return res, fmt.Errorf("final flush: %w", err)
+	}
+	if err := awaitCompactions(ctx, r); err != nil {
+		return res, err
+	}
+	res.Flushes = st.Flushes.Load() - 1
+	res.WALForcedFlushes = st.WALForcedFlushes.Load()
+	res.Compactions = st.CompactionsDone.Load()
+	res.FlushedBytes = st.FlushedBytes.Load()
+	res.CompactionBytes = st.CompactionWrittenBytes.Load()
+	res.SSTBytes = res.FlushedBytes + res.CompactionBytes
+	res.FinalFlushBytes = res.FlushedBytes - flushedBefore
+	res.WriteStalls = st.WriteStalls.Load()
+	ms := r.MemstoreStats()
+	res.InMemoryFlushes = ms.InMemoryFlushes.Load()
+	res.Merges = ms.Merges.Load()
+	res.InMemoryCompactions = ms.Compactions.Load()
+	res.VersionsDropped = ms.VersionsDropped.Load()
+	res.InMemoryAborted = ms.Aborted.Load()
+	if n := st.CompactionFailed.Load(); n > 0 {
+		return res, fmt.Errorf("%d compactions failed", n)
+	}
+	closed = true
+	if err := r.Close(); err != nil {
+		return res, err
+	}
+	step("done", 1)
+	return res, nil
+}
+
+// awaitCompactions waits until the region's automatic compactions are
+// done, without starting one of its own: Compact with a context already
+// cancelled takes the compaction lock (so it waits for the compaction
+// holding it), returns without compacting, and then starts the request
+// queued meanwhile, if any, as the region would. Done when two such waits,
+// some time apart, see no compaction asked for, finished or failed between
+// them (a flush asks for its compaction just after it completes).
+func awaitCompactions(ctx context.Context, r *region.Region) error {
+	st := r.Stats()
+	cancelled, cancel := context.WithCancel(ctx)
+	cancel()
+	barrier := func() [3]uint64 {
+		_, _ = r.Compact(cancelled, false)
+		return [3]uint64{st.CompactionsRequested.Load(), st.CompactionsDone.Load(), st.CompactionFailed.Load()}
+	}
+	deadline := time.Now().Add(10 * time.Minute)
+	last := barrier()
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+		now := barrier()
+		if now == last {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return errors.New("compactions did not finish within 10 minutes of the final flush")
+		}
+		last = now
+	}
+}
+
+// reader alternates point gets and scans of ScanLength keys, paced at
+// ReadsPerSec (open loop, so every policy gets the same read load), and
+// records every latency.
+type reader struct {
+	gets, scans []time.Duration
+	scanRows    int
+}
+
+func (rd *reader) run(ctx context.Context, r *region.Region, cfg Config, next keyGen) error {
+	if cfg.ReadsPerSec == 0 {
+		<-ctx.Done()
+		return nil
+	}
+	lim := rate.NewLimiter(rate.Limit(cfg.ReadsPerSec), 1)
+	k := make([]byte, 0, cfg.KeySize)
+	for i := 0; ; i++ {
+		if err := lim.Wait(ctx); err != nil {
+			return nil
+		}
+		k = keyOf(k, next(), cfg.KeySize)
+		t := time.Now()
+		if i%2 == 0 {
+			if _, _, err := r.Get(k, kv.MaxTimestamp); err != nil {
+				return err
+			}
+			rd.gets = append(rd.gets, time.Since(t))
+			continue
+		}
+		rows, err := r.Scan(k, nil, cfg.ScanLength, kv.MaxTimestamp)
+		if err != nil {
+			return err
+		}
+		rd.scans = append(rd.scans, time.Since(t))
+		rd.scanRows += len(rows)
+	}
+}
+
+// latency is the count, mean and p99 (nearest rank) in milliseconds.
+func latency(d []time.Duration) (n int, meanMs, p99Ms float64) {
+	if len(d) == 0 {
+		return 0, 0, 0
+	}
+	s := slices.Clone(d)
+	slices.Sort(s)
+	var sum time.Duration
+	for _, v := range s {
+		sum += v
+	}
+	rank := int(math.Ceil(0.99*float64(len(s)))) - 1
+	return len(s), ms(sum) / float64(len(s)), ms(s[max(rank, 0)])
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// gcSample is the runtime's CPU accounting (updated at every GC) and the
+// GC count.
+type gcSample struct{ gc, total, idle, cycles float64 }
+
+var gcMetrics = []string{"/cpu/classes/gc/total:cpu-seconds", "/cpu/classes/total:cpu-seconds", "/cpu/classes/idle:cpu-seconds", "/gc/cycles/total:gc-cycles"}
+
+func readGC() gcSample {
+	s := make([]metrics.Sample, len(gcMetrics))
+	for i, name := range gcMetrics {
+		s[i].Name = name
+	}
+	metrics.Read(s)
+	v := func(i int) float64 {
+		switch s[i].Value.Kind() {
+		case metrics.KindFloat64:
+			return s[i].Value.Float64()
+		case metrics.KindUint64:
+			return float64(s[i].Value.Uint64())
+		}
+		return 0
+	}
+	return gcSample{gc: v(0), total: v(1), idle: v(2), cycles: v(3)}
+}
+
+// since is the GC CPU share of all CPU and of the CPU not idle between two
+// samples, and the collections between them. The runtime's CPU figures are
+// a snapshot taken at each GC, so the share is over the span from the first
+// sample's GC to the last GC before the second.
+func (s gcSample) since(from gcSample) (share, ofUsed float64, cycles uint64) {
+	gc, total, idle := s.gc-from.gc, s.total-from.total, s.idle-from.idle
+	if total > 0 {
+		share = gc / total
+	}
+	if used := total - idle; used > 0 {
+		ofUsed = gc / used
+	}
+	return share, ofUsed, uint64(s.cycles - from.cycles)
+}
