@@ -103,25 +103,25 @@ func RegisterStoreGauges(reg prometheus.Registerer, s *Store, cache *blockcache.
 			sumRegions(s, func(r *region.Region) uint64 { return r.Stats().CompactionRequestedBytes.Load() })),
 	)
 	for _, c := range []struct {
-		Name, Help string
-		Of         func(*region.Region) uint64
+		opts prometheus.CounterOpts
+		of   func(*region.Region) uint64
 	}{
-		{Name: "bellows_memstore_in_memory_flushes_total", Help: "In-memory flushes: active segments pushed into the pipeline and flattened (Accordion).",
-			Of: func(r *region.Region) uint64 { return r.MemstoreStats().InMemoryFlushes.Load() }},
-		{Name: "bellows_memstore_merges_total", Help: "In-memory merges of the pipeline's segment indexes (nothing dropped).",
-			Of: func(r *region.Region) uint64 { return r.MemstoreStats().Merges.Load() }},
-		{Name: "bellows_memstore_compactions_total", Help: "In-memory compactions of the pipeline (versions retention does not need dropped).",
-			Of: func(r *region.Region) uint64 { return r.MemstoreStats().Compactions.Load() }},
-		{Name: "bellows_memstore_versions_dropped_total", Help: "Versions dropped by in-memory compactions before reaching disk.",
-			Of: func(r *region.Region) uint64 { return r.MemstoreStats().VersionsDropped.Load() }},
-		{Name: "bellows_flush_bytes_total", Help: "SST bytes written by memstore flushes.",
-			Of: func(r *region.Region) uint64 { return r.Stats().FlushedBytes.Load() }},
-		{Name: "bellows_compaction_written_bytes_total", Help: "SST bytes written by compactions installed in this store's regions.",
-			Of: func(r *region.Region) uint64 { return r.Stats().CompactionWrittenBytes.Load() }},
-		{Name: "bellows_wal_forced_flushes_total", Help: "Memstore flushes forced because a region's WAL outgrew memstore.maxWALBytes.",
-			Of: func(r *region.Region) uint64 { return r.Stats().WALForcedFlushes.Load() }},
+		{prometheus.CounterOpts{Name: "bellows_memstore_in_memory_flushes_total", Help: "In-memory flushes: active segments pushed into the pipeline and flattened (Accordion)."},
+			func(r *region.Region) uint64 { return r.MemstoreStats().InMemoryFlushes.Load() }},
+		{prometheus.CounterOpts{Name: "bellows_memstore_merges_total", Help: "In-memory merges of the pipeline's segment indexes (nothing dropped)."},
+			func(r *region.Region) uint64 { return r.MemstoreStats().Merges.Load() }},
+		{prometheus.CounterOpts{Name: "bellows_memstore_compactions_total", Help: "In-memory compactions of the pipeline (versions retention does not need dropped)."},
+			func(r *region.Region) uint64 { return r.MemstoreStats().Compactions.Load() }},
+		{prometheus.CounterOpts{Name: "bellows_memstore_versions_dropped_total", Help: "Versions dropped by in-memory compactions before reaching disk."},
+			func(r *region.Region) uint64 { return r.MemstoreStats().VersionsDropped.Load() }},
+		{prometheus.CounterOpts{Name: "bellows_flush_bytes_total", Help: "SST bytes written by memstore flushes."},
+			func(r *region.Region) uint64 { return r.Stats().FlushedBytes.Load() }},
+		{prometheus.CounterOpts{Name: "bellows_compaction_written_bytes_total", Help: "SST bytes written by compactions installed in this store's regions."},
+			func(r *region.Region) uint64 { return r.Stats().CompactionWrittenBytes.Load() }},
+		{prometheus.CounterOpts{Name: "bellows_wal_forced_flushes_total", Help: "Memstore flushes forced because a region's WAL outgrew memstore.maxWALBytes."},
+			func(r *region.Region) uint64 { return r.Stats().WALForcedFlushes.Load() }},
 	} {
-		reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: c.Name, Help: c.Help}, sumRegions(s, c.Of)))
+		reg.MustRegister(prometheus.NewCounterFunc(c.opts, sumRegions(s, c.of)))
 	}
 	for source, bytes := range map[string]func(*region.Region) uint64{
 		"compactor": func(r *region.Region) uint64 { return r.WarmupStats().BytesFromCompactor.Load() },
