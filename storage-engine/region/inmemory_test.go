@@ -30,18 +30,6 @@ func inMemoryOptions(t *testing.T, policy memstore.Policy) Options {
 	}
 }
 
-// await polls cond until it holds or the deadline passes.
-func await(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 func putHot(t *testing.T, r *Region, keys, rounds int) map[string]string {
 	t.Helper()
 	last := map[string]string{}
@@ -58,6 +46,21 @@ func putHot(t *testing.T, r *Region, keys, rounds int) map[string]string {
 		}
 	}
 	return last
+}
+
+// reopenAndCheck closes r (which flushes nothing: recovery is from the
+// WAL), opens the region again and checks want.
+func reopenAndCheck(t *testing.T, r *Region, opts Options, want map[string]string) {
+	t.Helper()
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+	r, err := Open(context.Background(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	checkValues(t, r, want)
 }
 
 func checkValues(t *testing.T, r *Region, want map[string]string) {
@@ -85,7 +88,7 @@ func TestEagerTruncatesTheWALUnderAHotKeySet(t *testing.T) {
 	if n := r.WALAppendedBytes(); n < r.opts.MaxWALBytes {
 		t.Fatalf("the test wrote only %d WAL bytes; it needs more than maxWALBytes to mean anything", n)
 	}
-	await(t, "the WAL to be truncated below 256 KiB", func() bool { return r.WALBytes() < 256<<10 })
+	awaitWithin(t, 20*time.Second, "the WAL to be truncated below 256 KiB", func() bool { return r.WALBytes() < 256<<10 })
 	if f, ff := r.Stats().Flushes.Load(), r.Stats().WALForcedFlushes.Load(); f != 0 || ff != 0 {
 		t.Fatalf("%d disk flushes (%d forced): Eager should have kept the hot set in memory", f, ff)
 	}
@@ -93,15 +96,7 @@ func TestEagerTruncatesTheWALUnderAHotKeySet(t *testing.T) {
 		t.Fatal("no version dropped in memory")
 	}
 	checkValues(t, r, want)
-	if err := r.Close(); err != nil { // Close flushes nothing: recovery is from the WAL
-		t.Fatal(err)
-	}
-	r, err = Open(ctx, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
-	checkValues(t, r, want)
+	reopenAndCheck(t, r, opts, want)
 }
 
 // One key written once pins the oldest timestamp in memory, so truncation
@@ -122,17 +117,9 @@ func TestMaxWALBytesForcesAFlush(t *testing.T) {
 	if r.Stats().WALForcedFlushes.Load() == 0 {
 		t.Fatalf("no forced flush though %d WAL bytes were written against a bound of %d", r.WALAppendedBytes(), opts.MaxWALBytes)
 	}
-	await(t, "the WAL back under maxWALBytes", func() bool { return r.WALBytes() <= opts.MaxWALBytes })
+	awaitWithin(t, 20*time.Second, "the WAL back under maxWALBytes", func() bool { return r.WALBytes() <= opts.MaxWALBytes })
 	checkValues(t, r, want)
-	if err := r.Close(); err != nil {
-		t.Fatal(err)
-	}
-	r, err = Open(ctx, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
-	checkValues(t, r, want)
+	reopenAndCheck(t, r, opts, want)
 }
 
 // An open snapshot keeps the version it reads through in-memory
@@ -153,7 +140,7 @@ func TestEagerKeepsWhatASnapshotReads(t *testing.T) {
 	}
 	defer snap.Close()
 	want := putHot(t, r, 20, 100)
-	await(t, "in-memory compactions that drop versions", func() bool {
+	awaitWithin(t, 20*time.Second, "in-memory compactions that drop versions", func() bool {
 		return r.MemstoreStats().Compactions.Load() > 2 && r.MemstoreStats().VersionsDropped.Load() > 0
 	})
 	got, ok, err := snap.Get([]byte("hot000"))

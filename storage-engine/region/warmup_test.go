@@ -319,7 +319,13 @@ func TestRemoteCacheServesMissesFromTheWorker(t *testing.T) {
 // awaitTrue polls cond: a release runs off the closing path.
 func awaitTrue(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	awaitWithin(t, 10*time.Second, what, cond)
+}
+
+// awaitWithin polls cond until it holds, failing the test after d.
+func awaitWithin(t *testing.T, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
 	for !cond() {
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out waiting for %s", what)
