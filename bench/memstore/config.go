@@ -41,7 +41,16 @@ type Config struct {
 	// a batch holds BatchBytes / (KeySize + ValueSize) puts.
 	BatchBytes   int `json:"batchBytes"`
 	PutsPerBatch int `json:"putsPerBatch"`
-	// RawBytes is Writes × (KeySize + ValueSize): the data one run writes.
+	// PacedWrites are puts issued after Writes at PacedWritesPerSec (all
+	// writers together), a rate every policy sustains: the reader's
+	// latency during them compares the policies' read paths under the
+	// same write load. During the Writes, which run as fast as each
+	// policy can, a policy that writes faster also takes more of the CPU
+	// the reader needs. 0 skips the phase.
+	PacedWrites       int `json:"pacedWrites"`
+	PacedWritesPerSec int `json:"pacedWritesPerSecond"`
+	// RawBytes is (Writes + PacedWrites) × (KeySize + ValueSize): the data
+	// one run writes.
 	RawBytes int64 `json:"rawBytesPerRun"`
 	// ReadsPerSec paces the reader (open loop): gets and 20-key scans
 	// alternate, so half of it each.
@@ -75,6 +84,10 @@ const (
 	GoalBasicThroughput = "Basic ≥ +25% write throughput over None on Zipf (the paper: +47.6% on SSD, +25.4% on HDD)"
 	GoalAdaptiveIO      = "Adaptive ≤ 0.5× None's flushes and ≤ 0.75× its SST bytes written (the paper: −58% flushes, ≈ −30% bytes)"
 	GoalGetP99          = "no policy worse than 1.10× None's get p99"
+	// The get p99 goal is judged twice: during the saturated writes (as
+	// first stated) and during the paced writes (the same write load).
+	goalGetP99Saturated = GoalGetP99 + ", during the writes at full speed"
+	goalGetP99Paced     = GoalGetP99 + ", during the paced writes (every policy at the same write rate)"
 )
 
 // The goals' thresholds.
@@ -121,12 +134,16 @@ func Default() Config {
 		Writers:       2,
 		BatchBytes:    10_000,
 		ReadsPerSec:   2000,
-		ScanLength:    20,
-		MemstoreBytes: defaultMemstoreBytes,
-		MaxVersions:   1,
-		CacheBytes:    256 << 20,
-		Runs:          5,
-		Seed:          12,
+		// 800K puts at 100K/s: 8 s of reads (8000 gets) under a write
+		// load about half of None's full speed on this machine.
+		PacedWrites:       800_000,
+		PacedWritesPerSec: 100_000,
+		ScanLength:        20,
+		MemstoreBytes:     defaultMemstoreBytes,
+		MaxVersions:       1,
+		CacheBytes:        256 << 20,
+		Runs:              5,
+		Seed:              12,
 	}
 	c.Writes = DefaultWrites(c.MemstoreBytes, c.KeySize+c.ValueSize)
 	return c.Resolved()
@@ -154,7 +171,7 @@ func (c Config) Resolved() Config {
 	if put := c.KeySize + c.ValueSize; put > 0 {
 		c.PutsPerBatch = max(c.BatchBytes/put, 1)
 	}
-	c.RawBytes = int64(c.Writes) * int64(c.KeySize+c.ValueSize)
+	c.RawBytes = int64(c.Writes+c.PacedWrites) * int64(c.KeySize+c.ValueSize)
 	c.WALMode = "async"
 	c.Goals = []string{GoalBasicThroughput, GoalAdaptiveIO, GoalGetP99}
 	return c
@@ -188,6 +205,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("--key-size %d: at least 16", c.KeySize)
 	case c.ValueSize <= 0 || c.BatchBytes <= 0:
 		return fmt.Errorf("--value-size and --batch-bytes must be positive")
+	case c.PacedWrites < 0 || c.PacedWritesPerSec < 0 || (c.PacedWrites > 0 && c.PacedWritesPerSec == 0):
+		return fmt.Errorf("--paced-writes must not be negative, and --paced-rate must be positive when --paced-writes is")
 	case c.ReadsPerSec < 0 || c.ScanLength <= 0:
 		return fmt.Errorf("--reads must not be negative and --scan-length must be positive")
 	case c.MemstoreBytes < contract.MinMemstoreBytes:

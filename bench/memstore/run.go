@@ -12,9 +12,9 @@ import (
 	"runtime/debug"
 	"runtime/metrics"
 	"slices"
-	"sync"
 	"time"
 
+	"golang.org/x/sync/errgroup"
 	"golang.org/x/time/rate"
 
 	"github.com/bellows-kv/bellows/bench/engine"
@@ -77,6 +77,13 @@ type RunResult struct {
 	// ScanRows are the rows the scans returned in all (a sanity check:
 	// scans read real data).
 	ScanRows int `json:"scan_rows"`
+	// The reader during the paced writes, and the write rate achieved.
+	PacedWriteOpsPerS float64 `json:"paced_write_ops_per_s,omitempty"`
+	PacedGets         int     `json:"paced_gets,omitempty"`
+	PacedGetMeanMs    float64 `json:"paced_get_mean_ms,omitempty"`
+	PacedGetP99Ms     float64 `json:"paced_get_p99_ms,omitempty"`
+	PacedScanMeanMs   float64 `json:"paced_scan_mean_ms,omitempty"`
+	PacedScanP99Ms    float64 `json:"paced_scan_p99_ms,omitempty"`
 }
 
 // Progress reports what the run is doing and how far it is (0..1).
@@ -205,11 +212,6 @@ func runOne(ctx context.Context, cfg Config, dir string, policy memstore.Policy,
 	}
 	perBatch := cfg.PutsPerBatch
 	batches := (cfg.Writes + perBatch - 1) / perBatch
-	type writer struct {
-		next    keyGen
-		rng     *rand.Rand
-		batches int
-	}
 	writers := make([]writer, cfg.Writers)
 	for w := range writers {
 		rng := rand.New(rand.NewPCG(seed, uint64(w)))
@@ -228,58 +230,56 @@ func runOne(ctx context.Context, cfg Config, dir string, policy memstore.Policy,
 	gc0 := readGC()
 
 	step("writing", 0.05)
-	readCtx, stopReader := context.WithCancel(ctx)
-	defer stopReader()
 	var rd reader
-	readDone := make(chan error, 1)
-	go func() { readDone <- rd.run(readCtx, r, cfg, readKey) }()
-
+	stopReader := rd.start(ctx, r, cfg, readKey)
 	began := time.Now()
-	var wg sync.WaitGroup
-	errs := make(chan error, cfg.Writers)
-	for _, w := range writers {
-		wg.Add(1)
-		go func(w writer) {
-			defer wg.Done()
-			k := make([]byte, 0, cfg.KeySize)
-			for b := 0; b < w.batches; b++ {
-				if ctx.Err() != nil {
-					errs <- ctx.Err()
-					return
-				}
-				batch := new(region.Batch)
-				for j := 0; j < perBatch; j++ {
-					k = keyOf(k, w.next(), cfg.KeySize)
-					off := w.rng.IntN(len(values) - cfg.ValueSize)
-					batch.Put(k, values[off:off+cfg.ValueSize])
-				}
-				if _, err := r.Apply(batch); err != nil {
-					errs <- err
-					return
-				}
-			}
-		}(w)
-	}
-	wg.Wait()
+	err = writeAll(ctx, r, cfg, writers, values, nil)
 	elapsed := time.Since(began)
 	gc1 := readGC()
-	stopReader()
-	if err := <-readDone; err != nil {
-		return res, fmt.Errorf("reader: %w", err)
+	if rerr := stopReader(); err == nil && rerr != nil {
+		err = fmt.Errorf("reader: %w", rerr)
 	}
-	close(errs)
-	if err := <-errs; err != nil {
+	if err != nil {
 		return res, err
 	}
 	res.Writes = batches * perBatch
 	res.WriteSeconds = elapsed.Seconds()
 	res.WriteOpsPerS = float64(res.Writes) / elapsed.Seconds()
 	res.GCCPUShare, res.GCCPUShareOfUsed, res.GCCycles = gc1.since(gc0)
-	res.WALBytes = r.WALAppendedBytes()
-	res.PipelineSegmentsLast = r.PipelineSegments()
 	res.Gets, res.GetMeanMs, res.GetP99Ms = latency(rd.gets)
 	res.Scans, res.ScanMeanMs, res.ScanP99Ms = latency(rd.scans)
 	res.ScanRows = rd.scanRows
+
+	if cfg.PacedWrites > 0 {
+		step("paced writes", 0.7)
+		pacedBatches := (cfg.PacedWrites + perBatch - 1) / perBatch
+		for w := range writers {
+			writers[w].batches = pacedBatches / len(writers)
+			if w < pacedBatches%len(writers) {
+				writers[w].batches++
+			}
+		}
+		// One token per batch, shared by the writers, no burst beyond one
+		// batch each: the write load is the same for every policy.
+		lim := rate.NewLimiter(rate.Limit(float64(cfg.PacedWritesPerSec)/float64(perBatch)), len(writers))
+		var prd reader
+		stop := prd.start(ctx, r, cfg, readKey)
+		began := time.Now()
+		err := writeAll(ctx, r, cfg, writers, values, lim)
+		pacedElapsed := time.Since(began)
+		if rerr := stop(); err == nil && rerr != nil {
+			err = fmt.Errorf("reader: %w", rerr)
+		}
+		if err != nil {
+			return res, err
+		}
+		res.Writes += pacedBatches * perBatch
+		res.PacedWriteOpsPerS = float64(pacedBatches*perBatch) / pacedElapsed.Seconds()
+		res.PacedGets, res.PacedGetMeanMs, res.PacedGetP99Ms = latency(prd.gets)
+		_, res.PacedScanMeanMs, res.PacedScanP99Ms = latency(prd.scans)
+	}
+	res.WALBytes = r.WALAppendedBytes()
+	res.PipelineSegmentsLast = r.PipelineSegments()
 
 	// Get the rest of the writes onto disk and let the compactions they
 	// cause finish, so the bytes are those of the whole run. One put
@@ -322,6 +322,44 @@ func runOne(ctx context.Context, cfg Config, dir string, policy memstore.Policy,
 	return res, nil
 }
 
+// writer is one writer goroutine's key stream and its share of a phase.
+type writer struct {
+	next    keyGen
+	rng     *rand.Rand
+	batches int
+}
+
+// writeAll runs every writer's batches, each paced by lim if it is set,
+// and returns the first error.
+func writeAll(ctx context.Context, r *region.Region, cfg Config, writers []writer, values []byte, lim *rate.Limiter) error {
+	var g errgroup.Group
+	for _, w := range writers {
+		g.Go(func() error {
+			k := make([]byte, 0, cfg.KeySize)
+			for b := 0; b < w.batches; b++ {
+				if lim != nil {
+					if err := lim.Wait(ctx); err != nil {
+						return err
+					}
+				} else if err := ctx.Err(); err != nil {
+					return err
+				}
+				batch := new(region.Batch)
+				for j := 0; j < cfg.PutsPerBatch; j++ {
+					k = keyOf(k, w.next(), cfg.KeySize)
+					off := w.rng.IntN(len(values) - cfg.ValueSize)
+					batch.Put(k, values[off:off+cfg.ValueSize])
+				}
+				if _, err := r.Apply(batch); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+	}
+	return g.Wait()
+}
+
 // awaitCompactions waits until the region's automatic compactions are
 // done, without starting one of its own: Compact with a context already
 // cancelled takes the compaction lock (so it waits for the compaction
@@ -362,6 +400,18 @@ func awaitCompactions(ctx context.Context, r *region.Region) error {
 type reader struct {
 	gets, scans []time.Duration
 	scanRows    int
+}
+
+// start runs the reader until the returned stop is called; stop returns
+// the reader's error.
+func (rd *reader) start(ctx context.Context, r *region.Region, cfg Config, next keyGen) (stop func() error) {
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- rd.run(ctx, r, cfg, next) }()
+	return func() error {
+		cancel()
+		return <-done
+	}
 }
 
 func (rd *reader) run(ctx context.Context, r *region.Region, cfg Config, next keyGen) error {

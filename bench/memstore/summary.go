@@ -35,6 +35,11 @@ type Result struct {
 	CompactionsRatioVsNone *float64 `json:"compactions_ratio_vs_none"`
 	WALBytesRatioVsNone    *float64 `json:"wal_bytes_ratio_vs_none"`
 	ScanP99RatioVsNone     *float64 `json:"scan_p99_ratio_vs_none"`
+	// The reader during the paced writes (every policy at the same write
+	// rate): get p99 and mean 20-key scan latency against None's.
+	PacedGetP99RatioVsNone  *float64 `json:"paced_get_p99_ratio_vs_none,omitempty"`
+	PacedScanRatioVsNone    *float64 `json:"paced_scan_ratio_vs_none,omitempty"`
+	PacedScanP99RatioVsNone *float64 `json:"paced_scan_p99_ratio_vs_none,omitempty"`
 	// Medians of the other figures (see RunResult for what each is).
 	Flushes             float64 `json:"flushes"`
 	Compactions         float64 `json:"compactions"`
@@ -52,6 +57,8 @@ type Result struct {
 	ScanMeanMs          float64 `json:"scan_mean_ms"`
 	ScanP99Ms           float64 `json:"scan_p99_ms"`
 	WriteStalls         float64 `json:"write_stalls"`
+	PacedGetP99Ms       float64 `json:"paced_get_p99_ms,omitempty"`
+	PacedScanMeanMs     float64 `json:"paced_scan_mean_ms,omitempty"`
 
 	// Spread is every per-run figure's distribution over the runs.
 	Spread map[string]Spread `json:"spread"`
@@ -102,10 +109,16 @@ var runMetrics = []metric{
 	{"get_p99_ms", func(r RunResult) float64 { return r.GetP99Ms }},
 	{"scan_mean_ms", func(r RunResult) float64 { return r.ScanMeanMs }},
 	{"scan_p99_ms", func(r RunResult) float64 { return r.ScanP99Ms }},
+	{"paced_write_ops_per_s", func(r RunResult) float64 { return r.PacedWriteOpsPerS }},
+	{"paced_get_mean_ms", func(r RunResult) float64 { return r.PacedGetMeanMs }},
+	{"paced_get_p99_ms", func(r RunResult) float64 { return r.PacedGetP99Ms }},
+	{"paced_scan_mean_ms", func(r RunResult) float64 { return r.PacedScanMeanMs }},
+	{"paced_scan_p99_ms", func(r RunResult) float64 { return r.PacedScanP99Ms }},
 }
 
 // pairedMetrics are the figures whose per-round ratio to None is kept.
-var pairedMetrics = []string{"write_ops_per_s", "flushes", "compactions", "sst_bytes", "wal_bytes", "gc_cpu_share", "get_p99_ms", "scan_mean_ms", "scan_p99_ms"}
+var pairedMetrics = []string{"write_ops_per_s", "flushes", "compactions", "sst_bytes", "wal_bytes", "gc_cpu_share", "get_p99_ms", "scan_mean_ms", "scan_p99_ms",
+	"paced_get_p99_ms", "paced_scan_mean_ms", "paced_scan_p99_ms"}
 
 func metricOf(name string) func(RunResult) float64 {
 	for _, m := range runMetrics {
@@ -176,34 +189,39 @@ func result(policy, dist string, rs, none []RunResult) Result {
 	vsNone := func(name string) *float64 { return ratio(med(name), median(none, metricOf(name))) }
 	res := Result{
 		Policy: policy, Distribution: dist,
-		WriteOpsPerS:           med("write_ops_per_s"),
-		WriteRatioVsNone:       vsNone("write_ops_per_s"),
-		FlushesRatioVsNone:     vsNone("flushes"),
-		SSTBytesRatioVsNone:    vsNone("sst_bytes"),
-		GetP99RatioVsNone:      vsNone("get_p99_ms"),
-		ScanRatioVsNone:        vsNone("scan_mean_ms"),
-		GCCPURatioVsNone:       vsNone("gc_cpu_share"),
-		CompactionsRatioVsNone: vsNone("compactions"),
-		WALBytesRatioVsNone:    vsNone("wal_bytes"),
-		ScanP99RatioVsNone:     vsNone("scan_p99_ms"),
-		Flushes:                med("flushes"),
-		Compactions:            med("compactions"),
-		SSTBytes:               med("sst_bytes"),
-		FlushedBytes:           med("flushed_bytes"),
-		CompactionBytes:        med("compaction_written_bytes"),
-		WALBytes:               med("wal_bytes"),
-		InMemoryFlushes:        med("in_memory_flushes"),
-		Merges:                 med("merges"),
-		InMemoryCompactions:    med("in_memory_compactions"),
-		VersionsDropped:        med("versions_dropped"),
-		GCCPUShare:             med("gc_cpu_share"),
-		GetP99Ms:               med("get_p99_ms"),
-		GetMeanMs:              med("get_mean_ms"),
-		ScanMeanMs:             med("scan_mean_ms"),
-		ScanP99Ms:              med("scan_p99_ms"),
-		WriteStalls:            med("write_stalls"),
-		Spread:                 map[string]Spread{},
-		Runs:                   rs,
+		WriteOpsPerS:            med("write_ops_per_s"),
+		WriteRatioVsNone:        vsNone("write_ops_per_s"),
+		FlushesRatioVsNone:      vsNone("flushes"),
+		SSTBytesRatioVsNone:     vsNone("sst_bytes"),
+		GetP99RatioVsNone:       vsNone("get_p99_ms"),
+		ScanRatioVsNone:         vsNone("scan_mean_ms"),
+		GCCPURatioVsNone:        vsNone("gc_cpu_share"),
+		CompactionsRatioVsNone:  vsNone("compactions"),
+		WALBytesRatioVsNone:     vsNone("wal_bytes"),
+		ScanP99RatioVsNone:      vsNone("scan_p99_ms"),
+		Flushes:                 med("flushes"),
+		Compactions:             med("compactions"),
+		SSTBytes:                med("sst_bytes"),
+		FlushedBytes:            med("flushed_bytes"),
+		CompactionBytes:         med("compaction_written_bytes"),
+		WALBytes:                med("wal_bytes"),
+		InMemoryFlushes:         med("in_memory_flushes"),
+		Merges:                  med("merges"),
+		InMemoryCompactions:     med("in_memory_compactions"),
+		VersionsDropped:         med("versions_dropped"),
+		GCCPUShare:              med("gc_cpu_share"),
+		GetP99Ms:                med("get_p99_ms"),
+		GetMeanMs:               med("get_mean_ms"),
+		ScanMeanMs:              med("scan_mean_ms"),
+		ScanP99Ms:               med("scan_p99_ms"),
+		WriteStalls:             med("write_stalls"),
+		PacedGetP99Ms:           med("paced_get_p99_ms"),
+		PacedScanMeanMs:         med("paced_scan_mean_ms"),
+		PacedGetP99RatioVsNone:  vsNone("paced_get_p99_ms"),
+		PacedScanRatioVsNone:    vsNone("paced_scan_mean_ms"),
+		PacedScanP99RatioVsNone: vsNone("paced_scan_p99_ms"),
+		Spread:                  map[string]Spread{},
+		Runs:                    rs,
 	}
 	for _, m := range runMetrics {
 		res.Spread[m.name] = spreadOf(values(rs, m.of))

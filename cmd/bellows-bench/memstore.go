@@ -107,6 +107,8 @@ func newMemstoreCommand() *cobra.Command {
 	f.StringVar(&dists, "distributions", strings.Join(cfg.Distributions, ","), "key distributions: zipf, uniform")
 	f.IntVar(&cfg.Runs, "runs", cfg.Runs, "runs per policy and distribution, interleaved; the report gives medians and spread")
 	f.IntVar(&cfg.Writes, "writes", cfg.Writes, "puts per run, all writers together (default: 6 × the memstore of raw data, rounded up to 100K)")
+	f.IntVar(&cfg.PacedWrites, "paced-writes", cfg.PacedWrites, "puts after --writes at --paced-rate, with the reader measuring again: read latency under the same write load for every policy (0: skip)")
+	f.IntVar(&cfg.PacedWritesPerSec, "paced-rate", cfg.PacedWritesPerSec, "puts per second, all writers together, of the paced writes (below every policy's full speed)")
 	f.IntVar(&cfg.Keys, "keys", cfg.Keys, "key space: keys are drawn from [0, keys)")
 	f.Int64Var(&memstoreMiB, "memstore-mib", cfg.MemstoreBytes>>20, "memstore flush size (MiB)")
 	f.Int64Var(&cacheMiB, "cache-mib", cfg.CacheBytes>>20, "block cache (MiB)")
