@@ -209,7 +209,8 @@ type EngineSpec struct {
 type RetentionSpec struct {
 	// MaxVersions keeps at most this many newest versions of each key, and
 	// every version an open snapshot reads; 0 keeps every version (then
-	// the Eager and Adaptive memstore policies can drop nothing).
+	// the Eager and Adaptive memstore policies can drop nothing, and act
+	// as Basic).
 	// +kubebuilder:validation:Minimum=0
 	// +optional
 	MaxVersions int32 `json:"maxVersions,omitempty"`
@@ -220,8 +221,9 @@ type RetentionSpec struct {
 type MemstoreSpec struct {
 	// Policy: None (one skiplist flushed whole), Basic (flat segments whose
 	// indexes are merged), Eager (in-memory compaction at every in-memory
-	// flush) or Adaptive (compaction when redundancy is measured high).
-	// +kubebuilder:default=None
+	// flush) or Adaptive (compaction when redundancy is measured high;
+	// the default: bench/results/memstore.md).
+	// +kubebuilder:default=Adaptive
 	// +optional
 	Policy MemstorePolicy `json:"policy,omitempty"`
 

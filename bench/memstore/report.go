@@ -255,8 +255,8 @@ func Markdown(rep Report) string {
 	b.WriteString("## Retention\n\n")
 	fmt.Fprintf(&b, "This run's retention is %s. Eager and Adaptive drop only what retention allows: a version is dropped only when a newer "+
 		"version of its key is kept and no open snapshot or read in flight can see it. With a retention that keeps every version "+
-		"(`maxVersions: 0`) they can drop nothing: their in-memory compactions drop no version, the memstore fills as fast as under "+
-		"Basic, and they save no flushes and no SST bytes; they only pay for the compactions. Run with `--max-versions 0` to see it.\n", retentionString(c.MaxVersions))
+		"(`maxVersions: 0`) they can drop nothing, so they do not compact at all (a compaction would only copy the data) and act as "+
+		"Basic: the same merges, flushes and SST bytes. Run with `--max-versions 0` to see it.\n", retentionString(c.MaxVersions))
 	if c.MaxVersions == 0 {
 		b.WriteString("\nThis run kept every version, so Eager's and Adaptive's figures show that case: no version can be dropped.\n")
 	}

@@ -42,7 +42,8 @@ type Memstore struct {
 type Retention struct {
 	// MaxVersions keeps at most this many newest versions of each key
 	// (and every version an open snapshot reads); 0 keeps every version,
-	// and then Eager and Adaptive in-memory compactions can drop nothing.
+	// and then Eager and Adaptive in-memory compactions can drop nothing
+	// (so those policies act as Basic).
 	MaxVersions int `json:"maxVersions"`
 }
 

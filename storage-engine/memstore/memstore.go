@@ -385,7 +385,7 @@ func (m *Memstore) FlushInMemory(ret Retention) FlushResult {
 	for range res.Flattened - 1 {
 		m.adaptive.t = min(1, m.adaptive.t*(1+adaptiveStep))
 	}
-	res.Action = decide(m.cfg.Policy, len(v.pipeline), m.cfg.PipelineSegments, m.cfg.RedundancyThreshold, &m.adaptive, m.cfg.Rand())
+	res.Action = decide(m.cfg.Policy, len(v.pipeline), m.cfg.PipelineSegments, m.cfg.RedundancyThreshold, &m.adaptive, m.cfg.Rand(), ret.MaxVersions == 0)
 	if res.Action == Flatten || len(inputs) == 0 || (res.Action == Merge && len(inputs) < 2) {
 		res.Action = Flatten
 		return res

@@ -120,11 +120,14 @@ func TestModelPerPolicy(t *testing.T) {
 						t.Errorf("Basic: merges %d compactions %d dropped %d; want merges, no compaction, nothing dropped", r.stats.Merges.Load(), r.stats.Compactions.Load(), r.dropped)
 					}
 				case Eager, Adaptive:
-					if r.stats.Compactions.Load() == 0 {
-						t.Errorf("%s never compacted", p)
+					// Under a retention that keeps every version a
+					// compaction could only copy: they act as Basic.
+					if maxVersions == 0 && (r.stats.Compactions.Load() != 0 || r.stats.Merges.Load() == 0) {
+						t.Errorf("%s under a retention that keeps every version: %d compactions, %d merges; want Basic's merges and no compaction",
+							p, r.stats.Compactions.Load(), r.stats.Merges.Load())
 					}
-					if maxVersions == 0 && r.dropped != 0 {
-						t.Errorf("%s dropped %d versions under a retention that keeps every version", p, r.dropped)
+					if maxVersions > 0 && r.stats.Compactions.Load() == 0 {
+						t.Errorf("%s never compacted", p)
 					}
 					if maxVersions > 0 && r.dropped == 0 {
 						t.Errorf("%s dropped nothing in a workload full of superseded versions", p)
