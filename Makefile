@@ -15,7 +15,7 @@ IMAGE_ARCH  ?= $(shell $(GO) env GOARCH)
 CA_CERTS    ?= $(wildcard /etc/ssl/certs/ca-certificates.crt)
 TEST_TIMEOUT ?= 30m
 
-.PHONY: all build run test unit lint vet staticcheck fmt-check generate verify-generated bench-engine bench-phases bench-ycsb bench-memstore clean envtest-bins chart-test helm promtool image cluster-bins cluster-up cluster-down e2e
+.PHONY: all build run test unit race lint vet staticcheck fmt-check generate verify-generated bench-engine bench-phases bench-ycsb bench-memstore clean envtest-bins chart-test helm promtool image cluster-bins cluster-up cluster-down e2e
 
 all: build
 
@@ -30,7 +30,14 @@ run: build
 	$(BIN)/bellows local $(RUN_ARGS)
 
 ## test: everything CI checks: generated code is current, vet, lint, chart, all tests
-test: verify-generated lint chart-test unit
+test: verify-generated lint chart-test unit race
+
+## race: the memstore's and the region's concurrency tests under the race detector
+## (readers during flatten, merge and compaction; commits racing in-memory and disk
+## flushes; the model tests' concurrent readers); about a minute
+race:
+	$(GO) test -race -count=1 -timeout 10m ./storage-engine/memstore/
+	$(GO) test -race -count=1 -timeout 10m -run 'TestReadsNeverGoBack|TestEager|TestModel' ./storage-engine/region/
 
 unit: envtest-bins helm promtool
 	HELM=$(BIN)/helm PROMTOOL=$(BIN)/promtool KUBEBUILDER_ASSETS=$(BIN)/k8s $(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...
