@@ -87,7 +87,7 @@ cluster-down:
 
 ## e2e: the end-to-end tests (e2e/, build tag e2e) against the local cluster;
 ## brings it up when it is not, and down afterwards unless E2E_KEEP_CLUSTER=1
-e2e: helm
+e2e: helm promtool
 	hack/e2e.sh
 
 ## lint: gofmt, go vet and staticcheck (installed into bin/ by hack/tool.sh)

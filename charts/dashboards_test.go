@@ -1,13 +1,11 @@
 package charts
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
 	"os"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -16,6 +14,7 @@ import (
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/promql/parser"
 
+	"github.com/bellows-kv/bellows/hack/grafana"
 	"github.com/bellows-kv/bellows/hack/metricnames"
 	"github.com/bellows-kv/bellows/internal/contract"
 )
@@ -62,72 +61,18 @@ func (e exported) check(series string) error {
 	return nil
 }
 
-// grafanaVars replaces Grafana's interval variables (the only variables that
-// may appear outside a quoted label value) with a duration.
-var grafanaVars = regexp.MustCompile(`\$__(rate_interval|interval|range)\b|\$\{__(rate_interval|interval|range)\}`)
-
-// labelValues matches a template variable's label_values(selector, label).
-var labelValues = regexp.MustCompile(`^label_values\((.*),\s*([A-Za-z_][A-Za-z0-9_]*)\)$`)
-
 // query is one PromQL expression of a dashboard and where it is.
-type query struct{ where, expr string }
+type query = grafana.Query
 
-// queries returns every panel target's expr (rows' nested panels too) and
-// every query variable's metric selector.
+// queries returns every panel target's expr and every query variable's
+// metric selector.
 func queries(t *testing.T, file string, data []byte) []query {
 	t.Helper()
-	var d struct {
-		Panels     []json.RawMessage `json:"panels"`
-		Templating struct {
-			List []struct {
-				Name  string `json:"name"`
-				Type  string `json:"type"`
-				Query any    `json:"query"`
-			} `json:"list"`
-		} `json:"templating"`
+	qs, err := grafana.Queries(file, data)
+	if err != nil {
+		t.Fatal(err)
 	}
-	if err := json.Unmarshal(data, &d); err != nil {
-		t.Fatalf("%s: %v", file, err)
-	}
-	var out []query
-	var walk func(raw []json.RawMessage)
-	walk = func(raw []json.RawMessage) {
-		for _, r := range raw {
-			var p struct {
-				Title   string            `json:"title"`
-				Panels  []json.RawMessage `json:"panels"`
-				Targets []struct {
-					RefID string `json:"refId"`
-					Expr  string `json:"expr"`
-				} `json:"targets"`
-			}
-			if err := json.Unmarshal(r, &p); err != nil {
-				t.Fatalf("%s: panel: %v", file, err)
-			}
-			for _, tg := range p.Targets {
-				out = append(out, query{fmt.Sprintf("%s: panel %q target %s", file, p.Title, tg.RefID), tg.Expr})
-			}
-			walk(p.Panels)
-		}
-	}
-	walk(d.Panels)
-	for _, v := range d.Templating.List {
-		if v.Type != "query" {
-			continue
-		}
-		q := v.Query
-		if m, ok := q.(map[string]any); ok {
-			q = m["query"]
-		}
-		s, _ := q.(string)
-		m := labelValues.FindStringSubmatch(strings.TrimSpace(s))
-		if m == nil {
-			t.Errorf("%s: variable %s: query %q is not label_values(selector, label)", file, v.Name, s)
-			continue
-		}
-		out = append(out, query{fmt.Sprintf("%s: variable %s", file, v.Name), m[1]})
-	}
-	return out
+	return qs
 }
 
 // targetLabels are the labels Prometheus (and the Prometheus operator's
@@ -167,7 +112,7 @@ func labelAllowed(docs metricnames.Set, series, label string) bool {
 // against the documented labels (and a matcher's value against the
 // documented values).
 func metricsOf(expr string, docs metricnames.Set) ([]string, error) {
-	e, err := parser.NewParser(parser.Options{}).ParseExpr(grafanaVars.ReplaceAllString(expr, "5m"))
+	e, err := parser.NewParser(parser.Options{}).ParseExpr(grafana.IntervalVars.ReplaceAllString(expr, "5m"))
 	if err != nil {
 		return nil, err
 	}
@@ -225,14 +170,14 @@ func checkDashboard(t *testing.T, e exported, file string, data []byte) ([]error
 		errs = append(errs, fmt.Errorf("%s: no queries", file))
 	}
 	for _, q := range qs {
-		names, err := metricsOf(q.expr, e.docs)
+		names, err := metricsOf(q.Expr, e.docs)
 		if err != nil {
-			errs = append(errs, fmt.Errorf("%s: %q: %v", q.where, q.expr, err))
+			errs = append(errs, fmt.Errorf("%s: %q: %v", q.Where, q.Expr, err))
 			continue
 		}
 		for _, n := range names {
 			if err := e.check(n); err != nil {
-				errs = append(errs, fmt.Errorf("%s: %v", q.where, err))
+				errs = append(errs, fmt.Errorf("%s: %v", q.Where, err))
 			}
 			if m, ok := e.docs.Series(n); ok {
 				used[m.Name] = true

@@ -14,6 +14,7 @@ export E2E_S3_IMAGE=${S3_IMAGE:-bellows.test/s3:e2e}
 
 finish() {
   local rc=$? test_log=${test_log:-}
+  stop_prometheus
   if [[ $rc != 0 && -d $CLUSTER_DIR/logs ]]; then
     echo "e2e: FAILED (exit $rc); the last lines of each component's log:" >&2
     for f in "$CLUSTER_DIR"/logs/*.log; do echo "----- $f" >&2; tail -n 30 "$f" >&2; done
@@ -36,6 +37,41 @@ finish() {
 trap finish EXIT
 trap 'exit 130' INT TERM
 
+# A real Prometheus (Debian's, bin/prometheus from hack/promtool.sh) scrapes the
+# cluster while the tests run. Debian builds it without Kubernetes service discovery,
+# so the tests discover the targets themselves (the EndpointSlices' "metrics" ports in
+# the operator's and the tests' namespaces) and keep a file_sd file current, labelled
+# as the Prometheus operator labels a ServiceMonitor's targets (job = the Service's
+# name), so the chart's dashboards and alert rules select them unchanged. The tests
+# also load the chart's alert rules into $PROM_DIR/rules and check at the end what
+# Prometheus scraped and evaluated (e2e/prometheus_test.go).
+PROM_DIR=$CLUSTER_DIR/prometheus
+PROM_ADDR=${PROM_ADDR:-127.0.0.1:19090}
+prom_pid=
+start_prometheus() {
+  rm -rf "$PROM_DIR"
+  mkdir -p "$PROM_DIR/rules" "$PROM_DIR/targets" "$PROM_DIR/data" "$CLUSTER_DIR/logs"
+  cat > "$PROM_DIR/prometheus.yml" <<EOF
+global: {scrape_interval: 5s, evaluation_interval: 5s}
+rule_files: ["$PROM_DIR/rules/*.yaml"]
+scrape_configs:
+- job_name: bellows
+  file_sd_configs:
+  - {files: ["$PROM_DIR/targets/*.json"], refresh_interval: 5s}
+EOF
+  "$root/bin/promtool" check config "$PROM_DIR/prometheus.yml" >/dev/null
+  "$root/bin/prometheus" --config.file="$PROM_DIR/prometheus.yml" --storage.tsdb.path="$PROM_DIR/data" \
+    --web.listen-address="$PROM_ADDR" --web.enable-lifecycle >"$CLUSTER_DIR/logs/prometheus.log" 2>&1 &
+  prom_pid=$!
+  # The tests wait for it to be ready (newProm), and fail with its log's tail if not.
+}
+stop_prometheus() {
+  [[ -n $prom_pid ]] || return 0
+  kill "$prom_pid" 2>/dev/null || true
+  wait "$prom_pid" 2>/dev/null || true
+  prom_pid=
+}
+
 test_log=$CLUSTER_DIR/logs/e2e/go-test.log
 start=$SECONDS
 up=1
@@ -48,7 +84,10 @@ else
 fi
 log "cluster ready after $((SECONDS - start))s"
 mkdir -p "$CLUSTER_DIR/logs/e2e"
+start_prometheus
+log "prometheus on http://$PROM_ADDR (config and data in $PROM_DIR)"
 cd "$root"
 CONTAINERD_SOCK=$CONTAINERD_SOCK KUBECONFIG=$KUBECONFIG_ADMIN HELM=$root/bin/helm E2E_ARTIFACTS=$CLUSTER_DIR/logs/e2e \
+  PROMETHEUS_URL=http://$PROM_ADDR PROMETHEUS_DIR=$PROM_DIR \
   go test -tags e2e -count=1 -timeout "$E2E_TIMEOUT" -v ./e2e/... ${E2E_ARGS:-} 2>&1 | tee "$test_log"
 log "e2e passed in $((SECONDS - start))s"
