@@ -48,8 +48,13 @@ protoc -I proto \
   --plugin=protoc-gen-go-grpc="$protoc_gen_go_grpc" --go-grpc_out=proto --go-grpc_opt=paths=source_relative \
   "${protos[@]}"
 
-# Docs generated from code: docs/defaults.md from internal/contract.
-go run ./hack/gendocs -defaults docs/defaults.md
+# Docs generated from code: docs/defaults.md from internal/contract, the CRD
+# reference from the CRDs just written (after crdschema, so it describes what
+# is installed), the gRPC reference from proto/**/*.proto (parsed in Go by
+# protocompile: no protoc plugin).
+go run ./hack/gendocs -defaults docs/defaults.md \
+  -crds docs/reference/crds.md -crd-dir config/crd/bases \
+  -grpc docs/reference/grpc.md -proto-dir proto
 
 # Last: generated code is input to the module graph (it imports grpc).
 go mod tidy

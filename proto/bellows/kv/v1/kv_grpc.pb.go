@@ -33,9 +33,11 @@ const (
 //
 // For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
 //
-// KV reads and writes keys. A store routes every request to the region that
-// holds the key; requests for a key no region of this store holds fail with
-// OUT_OF_RANGE (another store serves it: see Regions).
+// KV reads and writes keys. A store serves the keys of its own regions. With
+// forwarding (bellows store --peers or --peer-service, which the operator
+// sets) it forwards a request for another store's region to that store, so
+// any store serves any key; without it, such a request fails with
+// OUT_OF_RANGE (Regions says which regions a store serves).
 type KVClient interface {
 	Put(ctx context.Context, in *PutRequest, opts ...grpc.CallOption) (*PutResponse, error)
 	// Get reads the newest version, or the newest at or below read_ts.
@@ -130,9 +132,11 @@ func (c *kVClient) Regions(ctx context.Context, in *RegionsRequest, opts ...grpc
 // All implementations must embed UnimplementedKVServer
 // for forward compatibility.
 //
-// KV reads and writes keys. A store routes every request to the region that
-// holds the key; requests for a key no region of this store holds fail with
-// OUT_OF_RANGE (another store serves it: see Regions).
+// KV reads and writes keys. A store serves the keys of its own regions. With
+// forwarding (bellows store --peers or --peer-service, which the operator
+// sets) it forwards a request for another store's region to that store, so
+// any store serves any key; without it, such a request fails with
+// OUT_OF_RANGE (Regions says which regions a store serves).
 type KVServer interface {
 	Put(context.Context, *PutRequest) (*PutResponse, error)
 	// Get reads the newest version, or the newest at or below read_ts.
