@@ -15,7 +15,7 @@ IMAGE_ARCH  ?= $(shell $(GO) env GOARCH)
 CA_CERTS    ?= $(wildcard /etc/ssl/certs/ca-certificates.crt)
 TEST_TIMEOUT ?= 30m
 
-.PHONY: all build run test unit race lint vet staticcheck fmt-check generate verify-generated bench-engine bench-phases bench-ycsb bench-memstore clean envtest-bins chart-test helm promtool image cluster-bins cluster-up cluster-down e2e
+.PHONY: all build run test unit race prometheus-adapter lint vet staticcheck fmt-check generate verify-generated bench-engine bench-phases bench-ycsb bench-memstore clean envtest-bins chart-test helm promtool image cluster-bins cluster-up cluster-down e2e
 
 all: build
 
@@ -87,8 +87,13 @@ cluster-down:
 
 ## e2e: the end-to-end tests (e2e/, build tag e2e) against the local cluster;
 ## brings it up when it is not, and down afterwards unless E2E_KEEP_CLUSTER=1
-e2e: helm promtool
+e2e: helm promtool prometheus-adapter
 	hack/e2e.sh
+
+## prometheus-adapter: bin/prometheus-adapter for the e2e's HPA, built from the Go
+## module proxy (hack/prometheus-adapter.sh; about 4 minutes the first time)
+prometheus-adapter:
+	hack/prometheus-adapter.sh >/dev/null
 
 ## lint: gofmt, go vet and staticcheck (installed into bin/ by hack/tool.sh)
 lint: fmt-check vet staticcheck

@@ -144,10 +144,21 @@ func metricsOf(expr string, docs metricnames.Set) ([]string, error) {
 			if docs == nil || n.Without {
 				return nil
 			}
+			// Labels that label_replace makes inside the aggregation are
+			// the expression's own, not the metric's.
+			made := map[string]bool{}
+			parser.Inspect(n.Expr, func(inner parser.Node, _ []parser.Node) error {
+				if c, ok := inner.(*parser.Call); ok && c.Func.Name == "label_replace" && len(c.Args) > 1 {
+					if dst, ok := c.Args[1].(*parser.StringLiteral); ok {
+						made[dst.Val] = true
+					}
+				}
+				return nil
+			})
 			parser.Inspect(n.Expr, func(inner parser.Node, _ []parser.Node) error {
 				if vs, ok := inner.(*parser.VectorSelector); ok {
 					for _, l := range n.Grouping {
-						if name := selectorName(vs); name != "" && !labelAllowed(docs, name, l) {
+						if name := selectorName(vs); name != "" && !made[l] && !labelAllowed(docs, name, l) {
 							errs = append(errs, fmt.Errorf("%s by (%s): %s has no label %q", n.Op, strings.Join(n.Grouping, ", "), name, l))
 						}
 					}

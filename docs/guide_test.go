@@ -69,7 +69,7 @@ import (
 )
 
 // pages are the guide in reading order.
-var pages = []string{"getting-started.md", "concepts.md", "settings.md", "operations.md"}
+var pages = []string{"getting-started.md", "concepts.md", "settings.md", "operations.md", "autoscaling.md"}
 
 const defaultStoreAddr = "127.0.0.1:7400"
 

@@ -43,81 +43,8 @@ func autoscalingScenario(t *testing.T, e *env, kv *kvClient, l *ledger) {
 	e.awaitPool(t, "the idle pool at minReplicas", func(p *kvapi.CompactionPool) bool { return ptr.Deref(p.Spec.Replicas, 0) == 1 })
 	e.awaitWorkers(t, 1)
 
-	writeRandom(t, ctx, kv, l, "s", 300, 4000) // ~300 kB per region
-	regions := flushAll(t, ctx, kv)
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	var requested, failed atomic.Int64
-	var firstErr atomic.Value
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		tick := time.NewTicker(2 * time.Second)
-		defer tick.Stop()
-		busy := make([]atomic.Bool, len(regions))
-		for i := 0; ; i++ {
-			select {
-			case <-stop:
-				return
-			case <-tick.C:
-			}
-			idx := i % len(regions)
-			if !busy[idx].CompareAndSwap(false, true) {
-				continue
-			}
-			wg.Add(1)
-			go func(r route, i int) {
-				defer wg.Done()
-				defer busy[idx].Store(false)
-				// a little new data, flushed, then the major compaction
-				key, val := keyFor(fmt.Sprintf("s%d", i), i), []byte(fmt.Sprintf("demand-%d", i))
-				if _, err := kv.Put(ctx, key, val); err == nil {
-					l.ack(key, val)
-				}
-				requested.Add(1)
-				if _, err := compact(ctx, kv, r); err != nil {
-					failed.Add(1)
-					firstErr.CompareAndSwap(nil, fmt.Sprintf("compact %s: %v", r.region, err))
-				}
-			}(regions[idx], i)
-		}
-	}()
-	// Size m to the measured load: once the model has measured c, w, b and T,
-	// choose m so that l = ⌊m/b⌋ makes one worker handle h/T ≈ 2 regions
-	// (h = t/D·l, D = b/c + b/w): the model then needs ⌈R/2⌉ = 2 workers.
-	// The measurements drift while the demand runs (T is a rate over a
-	// growing window, w a measured rate), so m follows them until the pool
-	// has grown: the test plays the operator who sizes the pool's memory.
-	sizeFor := func(in kvapi.ModelInputs) (m int64, ok bool, what string) {
-		b, c, w, T := num(in.CompactionSizeBytes), num(in.CompactionRateBytesPerSecond), num(in.TransferRateBytesPerSecond), num(in.CompactionsPerRegion)
-		if b <= 0 || c <= 0 || w <= 0 || T <= 0 || in.IntervalSeconds <= 0 {
-			return 0, false, fmt.Sprintf("not measured yet: %+v", in)
-		}
-		D := b/c + b/w
-		lw := math.Max(1, math.Floor(2*T*D/float64(in.IntervalSeconds)))
-		m = int64(lw*b) + int64(b/20)
-		return m, true, fmt.Sprintf("b=%.0f B, c=%.0f B/s, w=%.0f B/s, T=%.1f per region per %ds: D=%.1fs; m=%d gives l=%.0f", b, c, w, T, in.IntervalSeconds, D, m, lw)
-	}
-	var grown kvapi.CompactionPool
-	var sized int64
-	eventually(t, 4*time.Minute, "the model to grow the pool to 2 or more workers", func(ctx context.Context) (bool, string, error) {
-		if err := e.c.Get(ctx, client.ObjectKey{Namespace: ns, Name: poolName}, &grown); err != nil {
-			return false, "", err
-		}
-		if ptr.Deref(grown.Spec.Replicas, 0) >= 2 {
-			return true, "", nil
-		}
-		if grown.Status.Autoscaler == nil {
-			return false, "no evaluation yet", nil
-		}
-		m, ok, what := sizeFor(grown.Status.Autoscaler.Inputs)
-		if ok && (sized == 0 || math.Abs(float64(m-sized)) > 0.1*float64(sized)) {
-			t.Logf("measured %s", what)
-			e.patchPool(t, ctx, fmt.Sprintf(`{"spec":{"cacheBytes":"%d"}}`, m))
-			sized = m
-		}
-		return false, what, nil
-	})
+	d := startDemand(t, ctx, kv, l, "s")
+	grown := e.sizeCacheUntilGrown(t, "the model to grow the pool to 2 or more workers", nil)
 	t.Logf("grown to %d workers", ptr.Deref(grown.Spec.Replicas, 0))
 	if a := grown.Status.Autoscaler; a != nil {
 		t.Logf("model inputs %+v, outputs %+v", a.Inputs, a.Outputs)
@@ -145,20 +72,132 @@ func autoscalingScenario(t *testing.T, e *env, kv *kvClient, l *ledger) {
 	// goroutines are awaited only after the restart (they keep compacting
 	// through it).
 	grownTo := ptr.Deref(e.awaitPool(t, "the grown pool", func(*kvapi.CompactionPool) bool { return true }).Spec.Replicas, 0)
-	close(stop)
+	d.stopIssuing()
 	e.awaitPool(t, fmt.Sprintf("the scale-down from %d to begin", grownTo), func(p *kvapi.CompactionPool) bool {
 		return ptr.Deref(p.Spec.Replicas, 0) < grownTo || grownTo <= 1
 	})
 	e.restartOperator(t, ctx, "in the middle of the scale-down")
-	wg.Wait()
+	d.wait()
 	shrunk := e.awaitPool(t, "the pool to shrink back without demand", func(p *kvapi.CompactionPool) bool { return ptr.Deref(p.Spec.Replicas, 0) == 1 })
 	t.Logf("shrunk: %s", meta.FindStatusCondition(shrunk.Status.Conditions, kvapi.ConditionScalingActive).Message)
 	e.awaitWorkers(t, 1)
-	t.Logf("%d compactions requested, %d failed", requested.Load(), failed.Load())
-	if failed.Load() > 0 {
-		t.Errorf("%d compactions failed, first: %v", failed.Load(), firstErr.Load())
-	}
+	d.check(t)
 	verifyLedger(t, ctx, kv, l)
+}
+
+// demand raises compaction demand the realistic way: a client keeps
+// writing and asks for a major compaction of one region every 2 s, each of
+// about 300 kB of incompressible data (written first, with prefix).
+type demand struct {
+	stop              chan struct{}
+	wg                sync.WaitGroup
+	requested, failed atomic.Int64
+	firstErr          atomic.Value
+}
+
+func startDemand(t *testing.T, ctx context.Context, kv *kvClient, l *ledger, prefix string) *demand {
+	t.Helper()
+	writeRandom(t, ctx, kv, l, prefix, 300, 4000) // ~300 kB per region
+	regions := flushAll(t, ctx, kv)
+	d := &demand{stop: make(chan struct{})}
+	d.wg.Add(1)
+	go func() {
+		defer d.wg.Done()
+		tick := time.NewTicker(2 * time.Second)
+		defer tick.Stop()
+		busy := make([]atomic.Bool, len(regions))
+		for i := 0; ; i++ {
+			select {
+			case <-d.stop:
+				return
+			case <-tick.C:
+			}
+			idx := i % len(regions)
+			if !busy[idx].CompareAndSwap(false, true) {
+				continue
+			}
+			d.wg.Add(1)
+			go func(r route, i int) {
+				defer d.wg.Done()
+				defer busy[idx].Store(false)
+				// a little new data, flushed, then the major compaction
+				key, val := keyFor(fmt.Sprintf("%s%d", prefix, i), i), []byte(fmt.Sprintf("demand-%d", i))
+				if _, err := kv.Put(ctx, key, val); err == nil {
+					l.ack(key, val)
+				}
+				d.requested.Add(1)
+				if _, err := compact(ctx, kv, r); err != nil {
+					d.failed.Add(1)
+					d.firstErr.CompareAndSwap(nil, fmt.Sprintf("compact %s: %v", r.region, err))
+				}
+			}(regions[idx], i)
+		}
+	}()
+	return d
+}
+
+// stopIssuing stops asking for compactions; those in flight go on.
+func (d *demand) stopIssuing() { close(d.stop) }
+
+// wait waits for the compactions in flight.
+func (d *demand) wait() { d.wg.Wait() }
+
+// check: every compaction asked for succeeded.
+func (d *demand) check(t *testing.T) {
+	t.Helper()
+	t.Logf("%d compactions requested, %d failed", d.requested.Load(), d.failed.Load())
+	if d.failed.Load() > 0 {
+		t.Errorf("%d compactions failed, first: %v", d.failed.Load(), d.firstErr.Load())
+	}
+}
+
+// sizeCacheUntilGrown sizes the pool's cache m to the measured load until
+// the pool's spec.replicas is 2 or more (written by the operator in Model
+// mode, by an HPA in External mode); each poll also runs check, if set.
+// Once the model has measured c, w, b and T, it chooses m so that
+// l = ⌊m/b⌋ makes one worker handle h/T ≈ 2 regions (h = t/D·l,
+// D = b/c + b/w): the model then needs ⌈R/2⌉ = 2 workers. The measurements
+// drift while the demand runs (T is a rate over a growing window, w a
+// measured rate), so m follows them until the pool has grown: the test
+// plays the operator who sizes the pool's memory.
+func (e *env) sizeCacheUntilGrown(t *testing.T, what string, check func(*kvapi.CompactionPool) error) kvapi.CompactionPool {
+	t.Helper()
+	sizeFor := func(in kvapi.ModelInputs) (m int64, ok bool, what string) {
+		b, c, w, T := num(in.CompactionSizeBytes), num(in.CompactionRateBytesPerSecond), num(in.TransferRateBytesPerSecond), num(in.CompactionsPerRegion)
+		if b <= 0 || c <= 0 || w <= 0 || T <= 0 || in.IntervalSeconds <= 0 {
+			return 0, false, fmt.Sprintf("not measured yet: %+v", in)
+		}
+		D := b/c + b/w
+		lw := math.Max(1, math.Floor(2*T*D/float64(in.IntervalSeconds)))
+		m = int64(lw*b) + int64(b/20)
+		return m, true, fmt.Sprintf("b=%.0f B, c=%.0f B/s, w=%.0f B/s, T=%.1f per region per %ds: D=%.1fs; m=%d gives l=%.0f", b, c, w, T, in.IntervalSeconds, D, m, lw)
+	}
+	var grown kvapi.CompactionPool
+	var sized int64
+	eventually(t, 4*time.Minute, what, func(ctx context.Context) (bool, string, error) {
+		if err := e.c.Get(ctx, client.ObjectKey{Namespace: ns, Name: poolName}, &grown); err != nil {
+			return false, "", err
+		}
+		if check != nil {
+			if err := check(&grown); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if ptr.Deref(grown.Spec.Replicas, 0) >= 2 {
+			return true, "", nil
+		}
+		if grown.Status.Autoscaler == nil {
+			return false, "no evaluation yet", nil
+		}
+		m, ok, what := sizeFor(grown.Status.Autoscaler.Inputs)
+		if ok && (sized == 0 || math.Abs(float64(m-sized)) > 0.1*float64(sized)) {
+			t.Logf("measured %s", what)
+			e.patchPool(t, ctx, fmt.Sprintf(`{"spec":{"cacheBytes":"%d"}}`, m))
+			sized = m
+		}
+		return false, fmt.Sprintf("replicas %d; %s", ptr.Deref(grown.Spec.Replicas, 0), what), nil
+	})
+	return grown
 }
 
 // awaitPool waits for cond on the CompactionPool, with ScalingActive true.

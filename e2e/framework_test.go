@@ -23,6 +23,8 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	kvapi "github.com/bellows-kv/bellows/api/v1alpha1"
 	"github.com/bellows-kv/bellows/internal/contract"
@@ -54,6 +56,8 @@ func newEnv(t *testing.T) *env {
 	if e.kubeconfig == "" {
 		t.Fatal("KUBECONFIG is not set: run the tests with `make e2e` (hack/e2e.sh)")
 	}
+	// The client logs the API server's warnings (a deprecated API, say).
+	ctrllog.SetLogger(zap.New(zap.WriteTo(os.Stderr)))
 	cfg, err := clientcmd.BuildConfigFromFlags("", e.kubeconfig)
 	if err != nil {
 		t.Fatalf("kubeconfig %s: %v", e.kubeconfig, err)

@@ -127,7 +127,8 @@ func (p *prom) discoverTargets(ctx context.Context, t *testing.T, e *env) {
 		if !bytes.Equal(b, last) {
 			// Renamed into place: Prometheus never reads a half-written file.
 			tmp := path + ".tmp"
-			if err := os.WriteFile(tmp, b, 0o644); err == nil {
+			err := os.WriteFile(tmp, b, 0o644)
+			if err == nil {
 				err = os.Rename(tmp, path)
 			}
 			if err != nil {
@@ -189,8 +190,8 @@ func (p *prom) loadRules(t *testing.T, e *env) {
 }
 
 // monitoring: the operator, the stores and the workers are scraped; every
-// dashboard panel's query returns at least one series; every alert rule
-// has evaluated since it was loaded, without error.
+// dashboard panel's query returns at least one series; every rule has
+// evaluated since it was loaded, without error.
 func (e *env) monitoring(t *testing.T, p *prom) {
 	// Scraped: a target up for each component's Service (the jobs the
 	// chart's alert rules and dashboards select).
@@ -262,8 +263,9 @@ func (e *env) monitoring(t *testing.T, p *prom) {
 	}
 	t.Logf("%d dashboard queries from %d dashboards each returned a series", n-len(empty), len(files))
 
-	// Every alert rule evaluated, since it was loaded, without error.
-	eventually(t, time.Minute, "every alert rule evaluated without error since it was loaded", func(ctx context.Context) (bool, string, error) {
+	// Every rule (alerting and recording) evaluated, since it was loaded,
+	// without error.
+	eventually(t, time.Minute, "every rule evaluated without error since it was loaded", func(ctx context.Context) (bool, string, error) {
 		rs, err := p.api.Rules(ctx)
 		if err != nil {
 			return false, "", err
@@ -272,21 +274,28 @@ func (e *env) monitoring(t *testing.T, p *prom) {
 		rules := 0
 		for _, g := range rs.Groups {
 			for _, r := range g.Rules {
-				a, ok := r.(promv1.AlertingRule)
-				if !ok {
+				var name, lastError string
+				var health promv1.RuleHealth
+				var last time.Time
+				switch r := r.(type) {
+				case promv1.AlertingRule:
+					name, health, lastError, last = r.Name, r.Health, r.LastError, r.LastEvaluation
+				case promv1.RecordingRule:
+					name, health, lastError, last = r.Name, r.Health, r.LastError, r.LastEvaluation
+				default:
 					continue
 				}
 				rules++
 				switch {
-				case a.Health != promv1.RuleHealthGood:
-					bad = append(bad, fmt.Sprintf("%s: health %s, error %q", a.Name, a.Health, a.LastError))
-				case a.LastEvaluation.Before(p.loaded):
-					bad = append(bad, fmt.Sprintf("%s: not evaluated since the rules were loaded", a.Name))
+				case health != promv1.RuleHealthGood:
+					bad = append(bad, fmt.Sprintf("%s: health %s, error %q", name, health, lastError))
+				case last.Before(p.loaded):
+					bad = append(bad, fmt.Sprintf("%s: not evaluated since the rules were loaded", name))
 				}
 			}
 		}
 		if rules == 0 {
-			return false, "no alerting rules listed", nil
+			return false, "no rules listed", nil
 		}
 		slices.Sort(bad)
 		return len(bad) == 0, fmt.Sprintf("%d alerting rules; %s", rules, strings.Join(bad, "; ")), nil

@@ -76,6 +76,10 @@ cert scheduler system:kube-scheduler ""
 cert kubelet "system:node:$NODE_NAME" system:nodes
 cert kubelet-serving "$NODE_NAME" "" "DNS:$NODE_NAME,IP:$NODE_IP,IP:127.0.0.1" serverAuth
 cert kube-proxy system:kube-proxy ""
+# The aggregation layer's client: kube-apiserver proxies to aggregated APIs (the
+# e2e's prometheus-adapter serving external.metrics.k8s.io) as front-proxy-client,
+# and the aggregated server trusts only that name from this CA for the user headers.
+cert front-proxy-client front-proxy-client ""
 openssl_q genrsa -out "$P/sa.key" 2048
 openssl_q rsa -in "$P/sa.key" -pubout -out "$P/sa.pub"
 
@@ -185,7 +189,12 @@ start kube-apiserver "$K8S_BIN/kube-apiserver" \
   --service-account-key-file="$P/sa.pub" --service-account-signing-key-file="$P/sa.key" \
   --service-account-issuer=https://kubernetes.default.svc.cluster.local \
   --kubelet-client-certificate="$P/apiserver-kubelet-client.crt" --kubelet-client-key="$P/apiserver-kubelet-client.key" \
-  --kubelet-certificate-authority="$P/ca.crt" --kubelet-preferred-address-types=InternalIP
+  --kubelet-certificate-authority="$P/ca.crt" --kubelet-preferred-address-types=InternalIP \
+  --requestheader-client-ca-file="$P/ca.crt" --requestheader-allowed-names=front-proxy-client \
+  --requestheader-username-headers=X-Remote-User --requestheader-group-headers=X-Remote-Group \
+  --requestheader-extra-headers-prefix=X-Remote-Extra- \
+  --proxy-client-cert-file="$P/front-proxy-client.crt" --proxy-client-key-file="$P/front-proxy-client.key" \
+  --enable-aggregator-routing=true
 await "kube-apiserver" 90 "$K8S_BIN/kubectl" --kubeconfig "$KUBECONFIG_ADMIN" get --raw /readyz
 alive etcd kube-apiserver
 

@@ -65,11 +65,28 @@ EOF
   prom_pid=$!
   # The tests wait for it to be ready (newProm), and fail with its log's tail if not.
 }
+# prometheus-adapter (bin/prometheus-adapter, hack/prometheus-adapter.sh) serves the
+# external metrics API from that Prometheus with config/autoscaling/prometheus-adapter.yaml,
+# for the HorizontalPodAutoscaler scenario (e2e/hpa_test.go, which registers it with
+# the aggregation layer: an APIService whose Service's endpoint is this machine).
+ADAPTER_PORT=${ADAPTER_PORT:-16443}
+adapter_pid=
+start_adapter() {
+  mkdir -p "$PROM_DIR/adapter-certs"
+  "$root/bin/prometheus-adapter" --secure-port="$ADAPTER_PORT" --cert-dir="$PROM_DIR/adapter-certs" \
+    --lister-kubeconfig="$KUBECONFIG_ADMIN" --authentication-kubeconfig="$KUBECONFIG_ADMIN" \
+    --authorization-kubeconfig="$KUBECONFIG_ADMIN" --prometheus-url="http://$PROM_ADDR" \
+    --config="$root/config/autoscaling/prometheus-adapter.yaml" --metrics-relist-interval=10s \
+    >"$CLUSTER_DIR/logs/prometheus-adapter.log" 2>&1 &
+  adapter_pid=$!
+}
 stop_prometheus() {
-  [[ -n $prom_pid ]] || return 0
-  kill "$prom_pid" 2>/dev/null || true
-  wait "$prom_pid" 2>/dev/null || true
-  prom_pid=
+  local pid
+  for pid in $adapter_pid $prom_pid; do
+    kill "$pid" 2>/dev/null || true
+    wait "$pid" 2>/dev/null || true
+  done
+  adapter_pid= prom_pid=
 }
 
 test_log=$CLUSTER_DIR/logs/e2e/go-test.log
@@ -85,9 +102,10 @@ fi
 log "cluster ready after $((SECONDS - start))s"
 mkdir -p "$CLUSTER_DIR/logs/e2e"
 start_prometheus
-log "prometheus on http://$PROM_ADDR (config and data in $PROM_DIR)"
+start_adapter
+log "prometheus on http://$PROM_ADDR (config and data in $PROM_DIR), prometheus-adapter on :$ADAPTER_PORT"
 cd "$root"
 CONTAINERD_SOCK=$CONTAINERD_SOCK KUBECONFIG=$KUBECONFIG_ADMIN HELM=$root/bin/helm E2E_ARTIFACTS=$CLUSTER_DIR/logs/e2e \
-  PROMETHEUS_URL=http://$PROM_ADDR PROMETHEUS_DIR=$PROM_DIR \
+  PROMETHEUS_URL=http://$PROM_ADDR PROMETHEUS_DIR=$PROM_DIR PROMETHEUS_ADAPTER_PORT=$ADAPTER_PORT \
   go test -tags e2e -count=1 -timeout "$E2E_TIMEOUT" -v ./e2e/... ${E2E_ARGS:-} 2>&1 | tee "$test_log"
 log "e2e passed in $((SECONDS - start))s"
