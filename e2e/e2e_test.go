@@ -47,7 +47,7 @@ var operatorImage = envOr("E2E_IMAGE", "bellows.test/bellows:e2e")
 
 // TestBellows runs the scenarios in order; each builds on the previous one,
 // so the first failure stops the rest. A real Prometheus scrapes the
-// cluster throughout (prometheus_test.go); scenario 10 checks what it saw.
+// cluster throughout (prometheus_test.go); scenario 11 checks what it saw.
 func TestBellows(t *testing.T) {
 	e := newEnv(t)
 	p := newProm(t)
@@ -72,9 +72,10 @@ func TestBellows(t *testing.T) {
 		{"6-rolling-update", func(t *testing.T) { e.rollingUpdate(t, kv, l) }},
 		{"7-bad-image-rollout", func(t *testing.T) { e.badImageRollout(t, kv, l) }},
 		{"8-region-moves", func(t *testing.T) { e.regionMoves(t, kv, l) }},
-		{"9-hpa-on-scale", func(t *testing.T) { hpaScenario(t, e, kv, l) }},
-		{"10-monitoring", func(t *testing.T) { e.monitoring(t, p) }},
-		{"11-uninstall", e.uninstall},
+		{"9-ycsb-through-the-client-service", e.ycsbThroughTheService},
+		{"10-hpa-on-scale", func(t *testing.T) { hpaScenario(t, e, kv, l) }},
+		{"11-monitoring", func(t *testing.T) { e.monitoring(t, p) }},
+		{"12-uninstall", e.uninstall},
 	}
 	for _, s := range steps {
 		ok := t.Run(s.name, func(t *testing.T) {
