@@ -39,6 +39,10 @@
 //
 //	compactMu → manifestMu → commitMu → mu
 //
+// A write's key latches (latch.go) come before all four: Apply and CommitTxn
+// take them first (CommitTxn's validation reads under them, taking mu) and
+// release them last; nothing holding a region lock takes a latch.
+//
 // A goroutine takes a region's locks only in this order. The nestings that
 // occur: compactMu → manifestMu → mu (a compaction installing its output,
 // compact.go; shutdown waiting for a compaction, then Release's final
@@ -122,7 +126,10 @@ type Region struct {
 	// rotation; it guards lastTS and the active memTable's maxTS.
 	commitMu mutex
 	lastTS   uint64
-	vis      *visibility
+	// latches serialise the writes of one key from a transaction's
+	// validation to its commit (latch.go); taken before commitMu.
+	latches *latches
+	vis     *visibility
 
 	// mu guards the read state and manifest below; cond signals flush
 	// progress to stalled writers and Flush callers.
@@ -198,6 +205,7 @@ func Open(ctx context.Context, opts Options) (_ *Region, err error) {
 		snaps:   map[uint64]int{},
 		flushCh: make(chan struct{}, 1),
 		inMemCh: make(chan struct{}, 1),
+		latches: newLatches(),
 	}
 	r.initLocks()
 	r.cond = sync.NewCond(&r.mu)

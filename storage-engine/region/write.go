@@ -22,6 +22,17 @@ func (r *Region) Apply(b *Batch) (uint64, error) {
 		return 0, err
 	}
 	b.dedupe()
+	// The keys' latches: a transaction validating any of them waits for
+	// this write to be in the memstore (latch.go).
+	slots := r.latches.slotsOf(b)
+	r.latches.lock(slots)
+	defer r.latches.unlock(slots)
+	return r.applyLatched(b)
+}
+
+// applyLatched is Apply of a validated, deduplicated batch whose keys'
+// latches the caller holds.
+func (r *Region) applyLatched(b *Batch) (uint64, error) {
 	r.commitMu.Lock()
 	if err := r.checkOpen(); err != nil {
 		r.commitMu.Unlock()
