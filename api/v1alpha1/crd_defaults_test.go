@@ -206,3 +206,36 @@ func names[T ~string](vs []T) []string {
 	}
 	return out
 }
+
+// TestRegionCountBoundMatchesTheStore: the CRD admits no region count the
+// storage pods refuse (--regions), which would crash-loop them.
+func TestRegionCountBoundMatchesTheStore(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join("..", "..", "config", "crd", "bases", "kv.bellows.dev_kvclusters.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var crd struct {
+		Spec struct {
+			Versions []struct {
+				Schema struct {
+					OpenAPIV3Schema map[string]any `json:"openAPIV3Schema"`
+				} `json:"schema"`
+			} `json:"versions"`
+		} `json:"spec"`
+	}
+	if err := yaml.Unmarshal(data, &crd); err != nil || len(crd.Spec.Versions) == 0 {
+		t.Fatalf("the KVCluster CRD: %v", err)
+	}
+	node := crd.Spec.Versions[0].Schema.OpenAPIV3Schema
+	for _, p := range []string{"spec", "regions", "count"} {
+		props, _ := node["properties"].(map[string]any)
+		node, _ = props[p].(map[string]any)
+	}
+	max, ok := node["maximum"].(float64)
+	if !ok {
+		t.Fatalf("spec.regions.count has no maximum in the CRD: %v", node)
+	}
+	if int(max) != contract.MaxRegionCount {
+		t.Fatalf("the CRD's spec.regions.count maximum is %v, the store's is %d (contract.MaxRegionCount)", max, contract.MaxRegionCount)
+	}
+}

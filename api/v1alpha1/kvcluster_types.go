@@ -126,9 +126,10 @@ type BucketSpec struct {
 //
 // +kubebuilder:validation:XValidation:rule="has(self.count) != has(self.splitKeys)",message="regions: set exactly one of count or splitKeys"
 type RegionsSpec struct {
-	// Count splits the key space into this many regions.
+	// Count splits the key space into this many regions, evenly by the
+	// keys' first byte: at most 256 (contract.MaxRegionCount).
 	// +kubebuilder:validation:Minimum=1
-	// +kubebuilder:validation:Maximum=4096
+	// +kubebuilder:validation:Maximum=256
 	// +optional
 	Count *int32 `json:"count,omitempty"`
 

@@ -30,6 +30,9 @@ const (
 	// never reaches twice the memstore; under Eager, whose memstore can
 	// keep a key set in memory forever, the bound is what bounds recovery.
 	DefaultMaxWALMemstores = 2
+	// MaxRegionCount bounds KVCluster.spec.regions.count and --regions: a
+	// count splits the key space evenly by the keys' first byte.
+	MaxRegionCount = 256
 	// MinMemstoreBytes keeps a flush from producing a file per write.
 	MinMemstoreBytes       = int64(1 << 20)
 	DefaultBlockCacheBytes = int64(1 << 30)

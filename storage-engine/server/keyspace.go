@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/bellows-kv/bellows/internal/contract"
 )
 
 // Span is one region's key range [Start, End); a nil End is unbounded.
@@ -22,8 +24,8 @@ func (s Span) Contains(key []byte) bool {
 // SplitEvenly divides the key space into n regions by first byte (--regions
 // N): region i starts at byte ⌊256·i/n⌋.
 func SplitEvenly(n int) ([]Span, error) {
-	if n < 1 || n > 256 {
-		return nil, fmt.Errorf("--regions %d: want 1 to 256 (regions split the key space by first byte)", n)
+	if n < 1 || n > contract.MaxRegionCount {
+		return nil, fmt.Errorf("--regions %d: want 1 to %d (regions split the key space by first byte)", n, contract.MaxRegionCount)
 	}
 	var bounds [][]byte
 	for i := 1; i < n; i++ {
