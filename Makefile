@@ -37,7 +37,7 @@ test: verify-generated lint chart-test unit race
 ## flushes; the model tests' concurrent readers); about a minute
 race:
 	$(GO) test -race -count=1 -timeout 10m ./storage-engine/memstore/
-	$(GO) test -race -count=1 -timeout 10m -run 'TestReadsNeverGoBack|TestEager|TestModel' ./storage-engine/region/
+	$(GO) test -race -count=1 -timeout 10m -run 'TestReadsNeverGoBack|TestEager|TestModel|TestConcurrentIncrements' ./storage-engine/region/
 
 unit: envtest-bins helm promtool
 	HELM=$(BIN)/helm PROMTOOL=$(BIN)/promtool KUBEBUILDER_ASSETS=$(BIN)/k8s $(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...

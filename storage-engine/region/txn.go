@@ -37,8 +37,8 @@ func (e *ConflictError) Is(target error) bool { return target == ErrConflict }
 // so no other write of those keys can commit in between.
 //
 // A transaction that read at a timestamp this region's clock has not
-// reached yet (another region's snapshot) commits after it: the clock is
-// advanced to startTS first.
+// reached yet (another region's snapshot) commits after it: the region is
+// made ReadableAt(startTS) first.
 func (r *Region) CommitTxn(ctx context.Context, startTS uint64, b *Batch) (uint64, error) {
 	if err := b.validate(r.opts.MaxValueSize, r.opts.MaxBatchBytes); err != nil {
 		return 0, err
@@ -47,7 +47,7 @@ func (r *Region) CommitTxn(ctx context.Context, startTS uint64, b *Batch) (uint6
 	slots := r.latches.slotsOf(b)
 	r.latches.lock(slots)
 	defer r.latches.unlock(slots)
-	if err := r.AdvanceClock(startTS); err != nil {
+	if err := r.ReadableAt(startTS); err != nil {
 		return 0, err
 	}
 	if err := r.validateTxn(ctx, startTS, b); err != nil {
@@ -119,15 +119,39 @@ func (rs *readState) newestTS(ctx context.Context, key []byte) (uint64, bool, er
 	return 0, false, nil
 }
 
-// AdvanceClock makes every later commit of the region get a timestamp
-// above ts: a snapshot taken at ts elsewhere (another region's) then reads
-// here what committed before it and nothing after.
-func (r *Region) AdvanceClock(ts uint64) error {
+// advanceClock moves the region's clock to ts if it is behind, so no later
+// commit gets a timestamp at or below ts. When it moved it, it returns true
+// and has left ts in the visibility order like a commit with no writes;
+// the caller must then finish it (vis.done), as ReadableAt does.
+func (r *Region) advanceClock(ts uint64) (marker bool, err error) {
 	r.commitMu.Lock()
 	defer r.commitMu.Unlock()
 	if err := r.checkOpen(); err != nil {
+		return false, err
+	}
+	if ts <= r.lastTS {
+		return false, nil
+	}
+	r.lastTS = ts
+	r.vis.add(ts)
+	return true, nil
+}
+
+// ReadableAt makes a read at ts exact: the clock is advanced past ts (so
+// no later commit gets a timestamp at or below it) and the call returns
+// once every commit at or below ts is visible. A read at ts that follows
+// sees exactly the writes committed at or before ts, instead of being
+// clamped to what is visible: a cross-region snapshot's start timestamp is
+// honoured by every region it reads.
+func (r *Region) ReadableAt(ts uint64) error {
+	marker, err := r.advanceClock(ts)
+	if err != nil {
 		return err
 	}
-	r.lastTS = max(r.lastTS, ts)
+	if marker {
+		r.vis.done(ts)
+		return nil
+	}
+	r.vis.waitFor(ts)
 	return nil
 }

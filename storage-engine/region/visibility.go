@@ -60,6 +60,19 @@ func (v *visibility) done(ts uint64) {
 
 func (v *visibility) load() uint64 { return v.visible.Load() }
 
+// waitFor returns once ts is visible: a commit with a timestamp ≥ ts has
+// been added (the caller knows), so the visible timestamp gets there.
+func (v *visibility) waitFor(ts uint64) {
+	if v.visible.Load() >= ts {
+		return
+	}
+	v.mu.Lock()
+	for v.visible.Load() < ts {
+		v.cond.Wait()
+	}
+	v.mu.Unlock()
+}
+
 // oldestInFlight is the smallest timestamp of a commit that has not yet
 // added its versions to the memstore (or failed), or ^0 if none.
 func (v *visibility) oldestInFlight() uint64 {
