@@ -181,6 +181,24 @@ func (p Phase) Operations() int64 {
 	return n
 }
 
+// Complete reports an error unless every operation the phase was to run
+// (overrides' recordcount for a load, operationcount for a run) succeeded
+// and was counted once.
+func (p Phase) Complete(overrides map[string]string) error {
+	key := prop.OperationCount
+	if p.Phase == "load" {
+		key = prop.RecordCount
+	}
+	want, err := strconv.ParseInt(overrides[key], 10, 64)
+	if err != nil {
+		return fmt.Errorf("workload %s %s: %s %q: %w", p.Workload, p.Phase, key, overrides[key], err)
+	}
+	if p.Errors() != 0 || p.Operations() != want {
+		return fmt.Errorf("workload %s %s: %d operations counted, %d errors; want %d and none: %+v", p.Workload, p.Phase, p.Operations(), p.Errors(), want, p.Ops)
+	}
+	return nil
+}
+
 // Throughput is operations per second over the phase.
 func (p Phase) Throughput() float64 { return float64(p.Operations()) / p.Took.Seconds() }
 
