@@ -6,3 +6,11 @@ package contract
 // dedupe.go says what that covers). The CLI and the Go client send one per
 // logical write, the same on every retry.
 const RequestIDHeader = "bellows-request-id"
+
+// WriteConflictReason is the ErrorInfo reason (domain ErrorDomain) of the
+// ABORTED status a CommitTxn answers on a write conflict; its metadata
+// names the key (key_base64) and the conflicting commit (committed_ts).
+const (
+	WriteConflictReason = "WRITE_CONFLICT"
+	ErrorDomain         = "bellows.kv.v1"
+)

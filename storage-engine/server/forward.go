@@ -52,7 +52,9 @@ func staleRoute(err error) bool {
 
 // writeOp reports whether op changes data: its forwarded call carries an
 // idempotency key (RequestIDHeader), so a retry is not applied twice.
-func writeOp(op string) bool { return op == "put" || op == "delete" || op == "batch" }
+func writeOp(op string) bool {
+	return op == "put" || op == "delete" || op == "batch" || op == "commit-txn"
+}
 
 // forward runs call against the owners of t's region (t.remote): each known
 // owner in turn, then, if every one failed with a stale-route error, once

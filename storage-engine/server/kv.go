@@ -211,21 +211,14 @@ func (s *KV) Batch(ctx context.Context, req *kvpb.BatchRequest) (*kvpb.BatchResp
 		})
 		return resp, err
 	}
-	b := new(region.Batch)
-	for i, m := range req.Mutations {
-		if i > 0 {
-			if err := s.inRegion(i, m.Key, t); err != nil {
-				return nil, err
-			}
+	for i, m := range req.Mutations[1:] {
+		if err := s.inRegion(i+1, m.Key, t); err != nil {
+			return nil, err
 		}
-		switch m.Op {
-		case kvpb.Mutation_OP_PUT:
-			b.Put(m.Key, m.Value)
-		case kvpb.Mutation_OP_DELETE:
-			b.Delete(m.Key)
-		default:
-			return nil, status.Errorf(codes.InvalidArgument, "mutation %d: op %v is neither OP_PUT nor OP_DELETE", i, m.Op)
-		}
+	}
+	b, err := toBatch(req.Mutations)
+	if err != nil {
+		return nil, err
 	}
 	e, err := t.engine()
 	if err != nil {
@@ -258,6 +251,10 @@ func (s *KV) inRegion(i int, key []byte, t target) error {
 		other = spanOf(s.fwd.Spans, key).Name
 	} else if a := s.store.Route(key); a != nil {
 		other = a.Name()
+	} else if s.fwd != nil {
+		// Another store's region: the request is well formed but not
+		// atomic, which OUT_OF_RANGE (a stale route, to retry) would hide.
+		other = spanOf(s.fwd.Spans, key).Name
 	} else {
 		return status.Errorf(codes.OutOfRange, "mutation %d: key %q is in no region this store serves (see Regions)", i, key)
 	}

@@ -23,6 +23,7 @@ type Metrics struct {
 var ops = map[string]string{
 	"/bellows.kv.v1.KV/Get": "get", "/bellows.kv.v1.KV/Scan": "scan", "/bellows.kv.v1.KV/Put": "put",
 	"/bellows.kv.v1.KV/Delete": "delete", "/bellows.kv.v1.KV/Batch": "batch",
+	"/bellows.kv.v1.KV/BeginTxn": "begin-txn", "/bellows.kv.v1.KV/TxnGet": "txn-get", "/bellows.kv.v1.KV/CommitTxn": "commit-txn",
 }
 
 // NewMetrics registers the request metrics with reg.

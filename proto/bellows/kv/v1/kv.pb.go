@@ -439,6 +439,245 @@ func (x *Mutation) GetValue() []byte {
 	return nil
 }
 
+type BeginTxnRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BeginTxnRequest) Reset() {
+	*x = BeginTxnRequest{}
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BeginTxnRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BeginTxnRequest) ProtoMessage() {}
+
+func (x *BeginTxnRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BeginTxnRequest.ProtoReflect.Descriptor instead.
+func (*BeginTxnRequest) Descriptor() ([]byte, []int) {
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{7}
+}
+
+type BeginTxnResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// start_ts is the transaction's snapshot: it reads what committed at or
+	// before it, and conflicts with any write of its keys committed after it.
+	StartTs       uint64 `protobuf:"varint,1,opt,name=start_ts,json=startTs,proto3" json:"start_ts,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BeginTxnResponse) Reset() {
+	*x = BeginTxnResponse{}
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BeginTxnResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BeginTxnResponse) ProtoMessage() {}
+
+func (x *BeginTxnResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BeginTxnResponse.ProtoReflect.Descriptor instead.
+func (*BeginTxnResponse) Descriptor() ([]byte, []int) {
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *BeginTxnResponse) GetStartTs() uint64 {
+	if x != nil {
+		return x.StartTs
+	}
+	return 0
+}
+
+type TxnGetRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	StartTs       uint64                 `protobuf:"varint,1,opt,name=start_ts,json=startTs,proto3" json:"start_ts,omitempty"`
+	Key           []byte                 `protobuf:"bytes,2,opt,name=key,proto3" json:"key,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TxnGetRequest) Reset() {
+	*x = TxnGetRequest{}
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TxnGetRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TxnGetRequest) ProtoMessage() {}
+
+func (x *TxnGetRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TxnGetRequest.ProtoReflect.Descriptor instead.
+func (*TxnGetRequest) Descriptor() ([]byte, []int) {
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *TxnGetRequest) GetStartTs() uint64 {
+	if x != nil {
+		return x.StartTs
+	}
+	return 0
+}
+
+func (x *TxnGetRequest) GetKey() []byte {
+	if x != nil {
+		return x.Key
+	}
+	return nil
+}
+
+type CommitTxnRequest struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	StartTs uint64                 `protobuf:"varint,1,opt,name=start_ts,json=startTs,proto3" json:"start_ts,omitempty"`
+	// mutations are the transaction's writes, all in one region; at least one.
+	Mutations     []*Mutation `protobuf:"bytes,2,rep,name=mutations,proto3" json:"mutations,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CommitTxnRequest) Reset() {
+	*x = CommitTxnRequest{}
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CommitTxnRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CommitTxnRequest) ProtoMessage() {}
+
+func (x *CommitTxnRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CommitTxnRequest.ProtoReflect.Descriptor instead.
+func (*CommitTxnRequest) Descriptor() ([]byte, []int) {
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *CommitTxnRequest) GetStartTs() uint64 {
+	if x != nil {
+		return x.StartTs
+	}
+	return 0
+}
+
+func (x *CommitTxnRequest) GetMutations() []*Mutation {
+	if x != nil {
+		return x.Mutations
+	}
+	return nil
+}
+
+type CommitTxnResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	CommitTs      uint64                 `protobuf:"varint,1,opt,name=commit_ts,json=commitTs,proto3" json:"commit_ts,omitempty"`
+	Region        string                 `protobuf:"bytes,2,opt,name=region,proto3" json:"region,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CommitTxnResponse) Reset() {
+	*x = CommitTxnResponse{}
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CommitTxnResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CommitTxnResponse) ProtoMessage() {}
+
+func (x *CommitTxnResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CommitTxnResponse.ProtoReflect.Descriptor instead.
+func (*CommitTxnResponse) Descriptor() ([]byte, []int) {
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *CommitTxnResponse) GetCommitTs() uint64 {
+	if x != nil {
+		return x.CommitTs
+	}
+	return 0
+}
+
+func (x *CommitTxnResponse) GetRegion() string {
+	if x != nil {
+		return x.Region
+	}
+	return ""
+}
+
 type BatchRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Mutations     []*Mutation            `protobuf:"bytes,1,rep,name=mutations,proto3" json:"mutations,omitempty"`
@@ -448,7 +687,7 @@ type BatchRequest struct {
 
 func (x *BatchRequest) Reset() {
 	*x = BatchRequest{}
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[7]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -460,7 +699,7 @@ func (x *BatchRequest) String() string {
 func (*BatchRequest) ProtoMessage() {}
 
 func (x *BatchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[7]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -473,7 +712,7 @@ func (x *BatchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BatchRequest.ProtoReflect.Descriptor instead.
 func (*BatchRequest) Descriptor() ([]byte, []int) {
-	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{7}
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *BatchRequest) GetMutations() []*Mutation {
@@ -493,7 +732,7 @@ type BatchResponse struct {
 
 func (x *BatchResponse) Reset() {
 	*x = BatchResponse{}
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[8]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -505,7 +744,7 @@ func (x *BatchResponse) String() string {
 func (*BatchResponse) ProtoMessage() {}
 
 func (x *BatchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[8]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -518,7 +757,7 @@ func (x *BatchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BatchResponse.ProtoReflect.Descriptor instead.
 func (*BatchResponse) Descriptor() ([]byte, []int) {
-	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{8}
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *BatchResponse) GetCommitTs() uint64 {
@@ -550,7 +789,7 @@ type ScanRequest struct {
 
 func (x *ScanRequest) Reset() {
 	*x = ScanRequest{}
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[9]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -562,7 +801,7 @@ func (x *ScanRequest) String() string {
 func (*ScanRequest) ProtoMessage() {}
 
 func (x *ScanRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[9]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -575,7 +814,7 @@ func (x *ScanRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScanRequest.ProtoReflect.Descriptor instead.
 func (*ScanRequest) Descriptor() ([]byte, []int) {
-	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{9}
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ScanRequest) GetStart() []byte {
@@ -616,7 +855,7 @@ type KeyValue struct {
 
 func (x *KeyValue) Reset() {
 	*x = KeyValue{}
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[10]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -628,7 +867,7 @@ func (x *KeyValue) String() string {
 func (*KeyValue) ProtoMessage() {}
 
 func (x *KeyValue) ProtoReflect() protoreflect.Message {
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[10]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -641,7 +880,7 @@ func (x *KeyValue) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KeyValue.ProtoReflect.Descriptor instead.
 func (*KeyValue) Descriptor() ([]byte, []int) {
-	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{10}
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *KeyValue) GetKey() []byte {
@@ -668,7 +907,7 @@ type ScanResponse struct {
 
 func (x *ScanResponse) Reset() {
 	*x = ScanResponse{}
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[11]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -680,7 +919,7 @@ func (x *ScanResponse) String() string {
 func (*ScanResponse) ProtoMessage() {}
 
 func (x *ScanResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[11]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -693,7 +932,7 @@ func (x *ScanResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScanResponse.ProtoReflect.Descriptor instead.
 func (*ScanResponse) Descriptor() ([]byte, []int) {
-	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{11}
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ScanResponse) GetPairs() []*KeyValue {
@@ -711,7 +950,7 @@ type RegionsRequest struct {
 
 func (x *RegionsRequest) Reset() {
 	*x = RegionsRequest{}
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[12]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -723,7 +962,7 @@ func (x *RegionsRequest) String() string {
 func (*RegionsRequest) ProtoMessage() {}
 
 func (x *RegionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[12]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -736,7 +975,7 @@ func (x *RegionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegionsRequest.ProtoReflect.Descriptor instead.
 func (*RegionsRequest) Descriptor() ([]byte, []int) {
-	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{12}
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{17}
 }
 
 type RegionInfo struct {
@@ -752,7 +991,7 @@ type RegionInfo struct {
 
 func (x *RegionInfo) Reset() {
 	*x = RegionInfo{}
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[13]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -764,7 +1003,7 @@ func (x *RegionInfo) String() string {
 func (*RegionInfo) ProtoMessage() {}
 
 func (x *RegionInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[13]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -777,7 +1016,7 @@ func (x *RegionInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegionInfo.ProtoReflect.Descriptor instead.
 func (*RegionInfo) Descriptor() ([]byte, []int) {
-	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{13}
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *RegionInfo) GetName() string {
@@ -824,7 +1063,7 @@ type RegionsResponse struct {
 
 func (x *RegionsResponse) Reset() {
 	*x = RegionsResponse{}
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[14]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -836,7 +1075,7 @@ func (x *RegionsResponse) String() string {
 func (*RegionsResponse) ProtoMessage() {}
 
 func (x *RegionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[14]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -849,7 +1088,7 @@ func (x *RegionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegionsResponse.ProtoReflect.Descriptor instead.
 func (*RegionsResponse) Descriptor() ([]byte, []int) {
-	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{14}
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *RegionsResponse) GetRegions() []*RegionInfo {
@@ -875,7 +1114,7 @@ type FlushRequest struct {
 
 func (x *FlushRequest) Reset() {
 	*x = FlushRequest{}
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[15]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -887,7 +1126,7 @@ func (x *FlushRequest) String() string {
 func (*FlushRequest) ProtoMessage() {}
 
 func (x *FlushRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[15]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -900,7 +1139,7 @@ func (x *FlushRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FlushRequest.ProtoReflect.Descriptor instead.
 func (*FlushRequest) Descriptor() ([]byte, []int) {
-	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{15}
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *FlushRequest) GetRegion() string {
@@ -918,7 +1157,7 @@ type FlushResponse struct {
 
 func (x *FlushResponse) Reset() {
 	*x = FlushResponse{}
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[16]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -930,7 +1169,7 @@ func (x *FlushResponse) String() string {
 func (*FlushResponse) ProtoMessage() {}
 
 func (x *FlushResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[16]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -943,7 +1182,7 @@ func (x *FlushResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FlushResponse.ProtoReflect.Descriptor instead.
 func (*FlushResponse) Descriptor() ([]byte, []int) {
-	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{16}
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{21}
 }
 
 type CompactRequest struct {
@@ -965,7 +1204,7 @@ type CompactRequest struct {
 
 func (x *CompactRequest) Reset() {
 	*x = CompactRequest{}
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[17]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -977,7 +1216,7 @@ func (x *CompactRequest) String() string {
 func (*CompactRequest) ProtoMessage() {}
 
 func (x *CompactRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[17]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -990,7 +1229,7 @@ func (x *CompactRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompactRequest.ProtoReflect.Descriptor instead.
 func (*CompactRequest) Descriptor() ([]byte, []int) {
-	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{17}
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *CompactRequest) GetRegion() string {
@@ -1036,7 +1275,7 @@ type CompactResponse struct {
 
 func (x *CompactResponse) Reset() {
 	*x = CompactResponse{}
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[18]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1048,7 +1287,7 @@ func (x *CompactResponse) String() string {
 func (*CompactResponse) ProtoMessage() {}
 
 func (x *CompactResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[18]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1061,7 +1300,7 @@ func (x *CompactResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompactResponse.ProtoReflect.Descriptor instead.
 func (*CompactResponse) Descriptor() ([]byte, []int) {
-	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{18}
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *CompactResponse) GetCompacted() bool {
@@ -1147,7 +1386,19 @@ const file_bellows_kv_v1_kv_proto_rawDesc = "" +
 	"\x0eOP_UNSPECIFIED\x10\x00\x12\n" +
 	"\n" +
 	"\x06OP_PUT\x10\x01\x12\r\n" +
-	"\tOP_DELETE\x10\x02\"E\n" +
+	"\tOP_DELETE\x10\x02\"\x11\n" +
+	"\x0fBeginTxnRequest\"-\n" +
+	"\x10BeginTxnResponse\x12\x19\n" +
+	"\bstart_ts\x18\x01 \x01(\x04R\astartTs\"<\n" +
+	"\rTxnGetRequest\x12\x19\n" +
+	"\bstart_ts\x18\x01 \x01(\x04R\astartTs\x12\x10\n" +
+	"\x03key\x18\x02 \x01(\fR\x03key\"d\n" +
+	"\x10CommitTxnRequest\x12\x19\n" +
+	"\bstart_ts\x18\x01 \x01(\x04R\astartTs\x125\n" +
+	"\tmutations\x18\x02 \x03(\v2\x17.bellows.kv.v1.MutationR\tmutations\"H\n" +
+	"\x11CommitTxnResponse\x12\x1b\n" +
+	"\tcommit_ts\x18\x01 \x01(\x04R\bcommitTs\x12\x16\n" +
+	"\x06region\x18\x02 \x01(\tR\x06region\"E\n" +
 	"\fBatchRequest\x125\n" +
 	"\tmutations\x18\x01 \x03(\v2\x17.bellows.kv.v1.MutationR\tmutations\"D\n" +
 	"\rBatchResponse\x12\x1b\n" +
@@ -1190,14 +1441,17 @@ const file_bellows_kv_v1_kv_proto_rawDesc = "" +
 	"inputBytes\x12\x1a\n" +
 	"\blocation\x18\x05 \x01(\tR\blocation\x12\x16\n" +
 	"\x06worker\x18\x06 \x01(\tR\x06worker\x12\x12\n" +
-	"\x04note\x18\a \x01(\tR\x04note2\x98\x03\n" +
+	"\x04note\x18\a \x01(\tR\x04note2\xf9\x04\n" +
 	"\x02KV\x12<\n" +
 	"\x03Put\x12\x19.bellows.kv.v1.PutRequest\x1a\x1a.bellows.kv.v1.PutResponse\x12<\n" +
 	"\x03Get\x12\x19.bellows.kv.v1.GetRequest\x1a\x1a.bellows.kv.v1.GetResponse\x12E\n" +
 	"\x06Delete\x12\x1c.bellows.kv.v1.DeleteRequest\x1a\x1d.bellows.kv.v1.DeleteResponse\x12B\n" +
 	"\x05Batch\x12\x1b.bellows.kv.v1.BatchRequest\x1a\x1c.bellows.kv.v1.BatchResponse\x12A\n" +
 	"\x04Scan\x12\x1a.bellows.kv.v1.ScanRequest\x1a\x1b.bellows.kv.v1.ScanResponse0\x01\x12H\n" +
-	"\aRegions\x12\x1d.bellows.kv.v1.RegionsRequest\x1a\x1e.bellows.kv.v1.RegionsResponse2\x95\x01\n" +
+	"\aRegions\x12\x1d.bellows.kv.v1.RegionsRequest\x1a\x1e.bellows.kv.v1.RegionsResponse\x12K\n" +
+	"\bBeginTxn\x12\x1e.bellows.kv.v1.BeginTxnRequest\x1a\x1f.bellows.kv.v1.BeginTxnResponse\x12B\n" +
+	"\x06TxnGet\x12\x1c.bellows.kv.v1.TxnGetRequest\x1a\x1a.bellows.kv.v1.GetResponse\x12N\n" +
+	"\tCommitTxn\x12\x1f.bellows.kv.v1.CommitTxnRequest\x1a .bellows.kv.v1.CommitTxnResponse2\x95\x01\n" +
 	"\x05Admin\x12B\n" +
 	"\x05Flush\x12\x1b.bellows.kv.v1.FlushRequest\x1a\x1c.bellows.kv.v1.FlushResponse\x12H\n" +
 	"\aCompact\x12\x1d.bellows.kv.v1.CompactRequest\x1a\x1e.bellows.kv.v1.CompactResponseB8Z6github.com/bellows-kv/bellows/proto/bellows/kv/v1;kvv1b\x06proto3"
@@ -1215,55 +1469,67 @@ func file_bellows_kv_v1_kv_proto_rawDescGZIP() []byte {
 }
 
 var file_bellows_kv_v1_kv_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_bellows_kv_v1_kv_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
+var file_bellows_kv_v1_kv_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
 var file_bellows_kv_v1_kv_proto_goTypes = []any{
-	(Mutation_Op)(0),        // 0: bellows.kv.v1.Mutation.Op
-	(*PutRequest)(nil),      // 1: bellows.kv.v1.PutRequest
-	(*PutResponse)(nil),     // 2: bellows.kv.v1.PutResponse
-	(*GetRequest)(nil),      // 3: bellows.kv.v1.GetRequest
-	(*GetResponse)(nil),     // 4: bellows.kv.v1.GetResponse
-	(*DeleteRequest)(nil),   // 5: bellows.kv.v1.DeleteRequest
-	(*DeleteResponse)(nil),  // 6: bellows.kv.v1.DeleteResponse
-	(*Mutation)(nil),        // 7: bellows.kv.v1.Mutation
-	(*BatchRequest)(nil),    // 8: bellows.kv.v1.BatchRequest
-	(*BatchResponse)(nil),   // 9: bellows.kv.v1.BatchResponse
-	(*ScanRequest)(nil),     // 10: bellows.kv.v1.ScanRequest
-	(*KeyValue)(nil),        // 11: bellows.kv.v1.KeyValue
-	(*ScanResponse)(nil),    // 12: bellows.kv.v1.ScanResponse
-	(*RegionsRequest)(nil),  // 13: bellows.kv.v1.RegionsRequest
-	(*RegionInfo)(nil),      // 14: bellows.kv.v1.RegionInfo
-	(*RegionsResponse)(nil), // 15: bellows.kv.v1.RegionsResponse
-	(*FlushRequest)(nil),    // 16: bellows.kv.v1.FlushRequest
-	(*FlushResponse)(nil),   // 17: bellows.kv.v1.FlushResponse
-	(*CompactRequest)(nil),  // 18: bellows.kv.v1.CompactRequest
-	(*CompactResponse)(nil), // 19: bellows.kv.v1.CompactResponse
+	(Mutation_Op)(0),          // 0: bellows.kv.v1.Mutation.Op
+	(*PutRequest)(nil),        // 1: bellows.kv.v1.PutRequest
+	(*PutResponse)(nil),       // 2: bellows.kv.v1.PutResponse
+	(*GetRequest)(nil),        // 3: bellows.kv.v1.GetRequest
+	(*GetResponse)(nil),       // 4: bellows.kv.v1.GetResponse
+	(*DeleteRequest)(nil),     // 5: bellows.kv.v1.DeleteRequest
+	(*DeleteResponse)(nil),    // 6: bellows.kv.v1.DeleteResponse
+	(*Mutation)(nil),          // 7: bellows.kv.v1.Mutation
+	(*BeginTxnRequest)(nil),   // 8: bellows.kv.v1.BeginTxnRequest
+	(*BeginTxnResponse)(nil),  // 9: bellows.kv.v1.BeginTxnResponse
+	(*TxnGetRequest)(nil),     // 10: bellows.kv.v1.TxnGetRequest
+	(*CommitTxnRequest)(nil),  // 11: bellows.kv.v1.CommitTxnRequest
+	(*CommitTxnResponse)(nil), // 12: bellows.kv.v1.CommitTxnResponse
+	(*BatchRequest)(nil),      // 13: bellows.kv.v1.BatchRequest
+	(*BatchResponse)(nil),     // 14: bellows.kv.v1.BatchResponse
+	(*ScanRequest)(nil),       // 15: bellows.kv.v1.ScanRequest
+	(*KeyValue)(nil),          // 16: bellows.kv.v1.KeyValue
+	(*ScanResponse)(nil),      // 17: bellows.kv.v1.ScanResponse
+	(*RegionsRequest)(nil),    // 18: bellows.kv.v1.RegionsRequest
+	(*RegionInfo)(nil),        // 19: bellows.kv.v1.RegionInfo
+	(*RegionsResponse)(nil),   // 20: bellows.kv.v1.RegionsResponse
+	(*FlushRequest)(nil),      // 21: bellows.kv.v1.FlushRequest
+	(*FlushResponse)(nil),     // 22: bellows.kv.v1.FlushResponse
+	(*CompactRequest)(nil),    // 23: bellows.kv.v1.CompactRequest
+	(*CompactResponse)(nil),   // 24: bellows.kv.v1.CompactResponse
 }
 var file_bellows_kv_v1_kv_proto_depIdxs = []int32{
 	0,  // 0: bellows.kv.v1.Mutation.op:type_name -> bellows.kv.v1.Mutation.Op
-	7,  // 1: bellows.kv.v1.BatchRequest.mutations:type_name -> bellows.kv.v1.Mutation
-	11, // 2: bellows.kv.v1.ScanResponse.pairs:type_name -> bellows.kv.v1.KeyValue
-	14, // 3: bellows.kv.v1.RegionsResponse.regions:type_name -> bellows.kv.v1.RegionInfo
-	1,  // 4: bellows.kv.v1.KV.Put:input_type -> bellows.kv.v1.PutRequest
-	3,  // 5: bellows.kv.v1.KV.Get:input_type -> bellows.kv.v1.GetRequest
-	5,  // 6: bellows.kv.v1.KV.Delete:input_type -> bellows.kv.v1.DeleteRequest
-	8,  // 7: bellows.kv.v1.KV.Batch:input_type -> bellows.kv.v1.BatchRequest
-	10, // 8: bellows.kv.v1.KV.Scan:input_type -> bellows.kv.v1.ScanRequest
-	13, // 9: bellows.kv.v1.KV.Regions:input_type -> bellows.kv.v1.RegionsRequest
-	16, // 10: bellows.kv.v1.Admin.Flush:input_type -> bellows.kv.v1.FlushRequest
-	18, // 11: bellows.kv.v1.Admin.Compact:input_type -> bellows.kv.v1.CompactRequest
-	2,  // 12: bellows.kv.v1.KV.Put:output_type -> bellows.kv.v1.PutResponse
-	4,  // 13: bellows.kv.v1.KV.Get:output_type -> bellows.kv.v1.GetResponse
-	6,  // 14: bellows.kv.v1.KV.Delete:output_type -> bellows.kv.v1.DeleteResponse
-	9,  // 15: bellows.kv.v1.KV.Batch:output_type -> bellows.kv.v1.BatchResponse
-	12, // 16: bellows.kv.v1.KV.Scan:output_type -> bellows.kv.v1.ScanResponse
-	15, // 17: bellows.kv.v1.KV.Regions:output_type -> bellows.kv.v1.RegionsResponse
-	17, // 18: bellows.kv.v1.Admin.Flush:output_type -> bellows.kv.v1.FlushResponse
-	19, // 19: bellows.kv.v1.Admin.Compact:output_type -> bellows.kv.v1.CompactResponse
-	12, // [12:20] is the sub-list for method output_type
-	4,  // [4:12] is the sub-list for method input_type
-	4,  // [4:4] is the sub-list for extension type_name
-	4,  // [4:4] is the sub-list for extension extendee
-	0,  // [0:4] is the sub-list for field type_name
+	7,  // 1: bellows.kv.v1.CommitTxnRequest.mutations:type_name -> bellows.kv.v1.Mutation
+	7,  // 2: bellows.kv.v1.BatchRequest.mutations:type_name -> bellows.kv.v1.Mutation
+	16, // 3: bellows.kv.v1.ScanResponse.pairs:type_name -> bellows.kv.v1.KeyValue
+	19, // 4: bellows.kv.v1.RegionsResponse.regions:type_name -> bellows.kv.v1.RegionInfo
+	1,  // 5: bellows.kv.v1.KV.Put:input_type -> bellows.kv.v1.PutRequest
+	3,  // 6: bellows.kv.v1.KV.Get:input_type -> bellows.kv.v1.GetRequest
+	5,  // 7: bellows.kv.v1.KV.Delete:input_type -> bellows.kv.v1.DeleteRequest
+	13, // 8: bellows.kv.v1.KV.Batch:input_type -> bellows.kv.v1.BatchRequest
+	15, // 9: bellows.kv.v1.KV.Scan:input_type -> bellows.kv.v1.ScanRequest
+	18, // 10: bellows.kv.v1.KV.Regions:input_type -> bellows.kv.v1.RegionsRequest
+	8,  // 11: bellows.kv.v1.KV.BeginTxn:input_type -> bellows.kv.v1.BeginTxnRequest
+	10, // 12: bellows.kv.v1.KV.TxnGet:input_type -> bellows.kv.v1.TxnGetRequest
+	11, // 13: bellows.kv.v1.KV.CommitTxn:input_type -> bellows.kv.v1.CommitTxnRequest
+	21, // 14: bellows.kv.v1.Admin.Flush:input_type -> bellows.kv.v1.FlushRequest
+	23, // 15: bellows.kv.v1.Admin.Compact:input_type -> bellows.kv.v1.CompactRequest
+	2,  // 16: bellows.kv.v1.KV.Put:output_type -> bellows.kv.v1.PutResponse
+	4,  // 17: bellows.kv.v1.KV.Get:output_type -> bellows.kv.v1.GetResponse
+	6,  // 18: bellows.kv.v1.KV.Delete:output_type -> bellows.kv.v1.DeleteResponse
+	14, // 19: bellows.kv.v1.KV.Batch:output_type -> bellows.kv.v1.BatchResponse
+	17, // 20: bellows.kv.v1.KV.Scan:output_type -> bellows.kv.v1.ScanResponse
+	20, // 21: bellows.kv.v1.KV.Regions:output_type -> bellows.kv.v1.RegionsResponse
+	9,  // 22: bellows.kv.v1.KV.BeginTxn:output_type -> bellows.kv.v1.BeginTxnResponse
+	4,  // 23: bellows.kv.v1.KV.TxnGet:output_type -> bellows.kv.v1.GetResponse
+	12, // 24: bellows.kv.v1.KV.CommitTxn:output_type -> bellows.kv.v1.CommitTxnResponse
+	22, // 25: bellows.kv.v1.Admin.Flush:output_type -> bellows.kv.v1.FlushResponse
+	24, // 26: bellows.kv.v1.Admin.Compact:output_type -> bellows.kv.v1.CompactResponse
+	16, // [16:27] is the sub-list for method output_type
+	5,  // [5:16] is the sub-list for method input_type
+	5,  // [5:5] is the sub-list for extension type_name
+	5,  // [5:5] is the sub-list for extension extendee
+	0,  // [0:5] is the sub-list for field type_name
 }
 
 func init() { file_bellows_kv_v1_kv_proto_init() }
@@ -1272,14 +1538,14 @@ func file_bellows_kv_v1_kv_proto_init() {
 		return
 	}
 	file_bellows_kv_v1_kv_proto_msgTypes[2].OneofWrappers = []any{}
-	file_bellows_kv_v1_kv_proto_msgTypes[9].OneofWrappers = []any{}
+	file_bellows_kv_v1_kv_proto_msgTypes[14].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_bellows_kv_v1_kv_proto_rawDesc), len(file_bellows_kv_v1_kv_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   19,
+			NumMessages:   24,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

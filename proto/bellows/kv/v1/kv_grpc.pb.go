@@ -21,12 +21,15 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	KV_Put_FullMethodName     = "/bellows.kv.v1.KV/Put"
-	KV_Get_FullMethodName     = "/bellows.kv.v1.KV/Get"
-	KV_Delete_FullMethodName  = "/bellows.kv.v1.KV/Delete"
-	KV_Batch_FullMethodName   = "/bellows.kv.v1.KV/Batch"
-	KV_Scan_FullMethodName    = "/bellows.kv.v1.KV/Scan"
-	KV_Regions_FullMethodName = "/bellows.kv.v1.KV/Regions"
+	KV_Put_FullMethodName       = "/bellows.kv.v1.KV/Put"
+	KV_Get_FullMethodName       = "/bellows.kv.v1.KV/Get"
+	KV_Delete_FullMethodName    = "/bellows.kv.v1.KV/Delete"
+	KV_Batch_FullMethodName     = "/bellows.kv.v1.KV/Batch"
+	KV_Scan_FullMethodName      = "/bellows.kv.v1.KV/Scan"
+	KV_Regions_FullMethodName   = "/bellows.kv.v1.KV/Regions"
+	KV_BeginTxn_FullMethodName  = "/bellows.kv.v1.KV/BeginTxn"
+	KV_TxnGet_FullMethodName    = "/bellows.kv.v1.KV/TxnGet"
+	KV_CommitTxn_FullMethodName = "/bellows.kv.v1.KV/CommitTxn"
 )
 
 // KVClient is the client API for KV service.
@@ -49,6 +52,18 @@ type KVClient interface {
 	Scan(ctx context.Context, in *ScanRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[ScanResponse], error)
 	// Regions lists the regions this store serves and their key ranges.
 	Regions(ctx context.Context, in *RegionsRequest, opts ...grpc.CallOption) (*RegionsResponse, error)
+	// Snapshot-isolation transactions (LogBase's MVOCC). BeginTxn returns a
+	// start timestamp; TxnGet reads at it exactly (a region whose clock is
+	// behind it advances first, so every region reads the same snapshot);
+	// CommitTxn commits the buffered mutations if no write of their keys
+	// committed after the start (first committer wins), else fails with
+	// ABORTED and an ErrorInfo (reason WRITE_CONFLICT, metadata key_base64 and
+	// committed_ts) naming the key. For now a transaction's mutations must
+	// fall in one region (INVALID_ARGUMENT otherwise): cross-region commit
+	// is not built yet.
+	BeginTxn(ctx context.Context, in *BeginTxnRequest, opts ...grpc.CallOption) (*BeginTxnResponse, error)
+	TxnGet(ctx context.Context, in *TxnGetRequest, opts ...grpc.CallOption) (*GetResponse, error)
+	CommitTxn(ctx context.Context, in *CommitTxnRequest, opts ...grpc.CallOption) (*CommitTxnResponse, error)
 }
 
 type kVClient struct {
@@ -128,6 +143,36 @@ func (c *kVClient) Regions(ctx context.Context, in *RegionsRequest, opts ...grpc
 	return out, nil
 }
 
+func (c *kVClient) BeginTxn(ctx context.Context, in *BeginTxnRequest, opts ...grpc.CallOption) (*BeginTxnResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(BeginTxnResponse)
+	err := c.cc.Invoke(ctx, KV_BeginTxn_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *kVClient) TxnGet(ctx context.Context, in *TxnGetRequest, opts ...grpc.CallOption) (*GetResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetResponse)
+	err := c.cc.Invoke(ctx, KV_TxnGet_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *kVClient) CommitTxn(ctx context.Context, in *CommitTxnRequest, opts ...grpc.CallOption) (*CommitTxnResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CommitTxnResponse)
+	err := c.cc.Invoke(ctx, KV_CommitTxn_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // KVServer is the server API for KV service.
 // All implementations must embed UnimplementedKVServer
 // for forward compatibility.
@@ -148,6 +193,18 @@ type KVServer interface {
 	Scan(*ScanRequest, grpc.ServerStreamingServer[ScanResponse]) error
 	// Regions lists the regions this store serves and their key ranges.
 	Regions(context.Context, *RegionsRequest) (*RegionsResponse, error)
+	// Snapshot-isolation transactions (LogBase's MVOCC). BeginTxn returns a
+	// start timestamp; TxnGet reads at it exactly (a region whose clock is
+	// behind it advances first, so every region reads the same snapshot);
+	// CommitTxn commits the buffered mutations if no write of their keys
+	// committed after the start (first committer wins), else fails with
+	// ABORTED and an ErrorInfo (reason WRITE_CONFLICT, metadata key_base64 and
+	// committed_ts) naming the key. For now a transaction's mutations must
+	// fall in one region (INVALID_ARGUMENT otherwise): cross-region commit
+	// is not built yet.
+	BeginTxn(context.Context, *BeginTxnRequest) (*BeginTxnResponse, error)
+	TxnGet(context.Context, *TxnGetRequest) (*GetResponse, error)
+	CommitTxn(context.Context, *CommitTxnRequest) (*CommitTxnResponse, error)
 	mustEmbedUnimplementedKVServer()
 }
 
@@ -175,6 +232,15 @@ func (UnimplementedKVServer) Scan(*ScanRequest, grpc.ServerStreamingServer[ScanR
 }
 func (UnimplementedKVServer) Regions(context.Context, *RegionsRequest) (*RegionsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Regions not implemented")
+}
+func (UnimplementedKVServer) BeginTxn(context.Context, *BeginTxnRequest) (*BeginTxnResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method BeginTxn not implemented")
+}
+func (UnimplementedKVServer) TxnGet(context.Context, *TxnGetRequest) (*GetResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method TxnGet not implemented")
+}
+func (UnimplementedKVServer) CommitTxn(context.Context, *CommitTxnRequest) (*CommitTxnResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method CommitTxn not implemented")
 }
 func (UnimplementedKVServer) mustEmbedUnimplementedKVServer() {}
 func (UnimplementedKVServer) testEmbeddedByValue()            {}
@@ -298,6 +364,60 @@ func _KV_Regions_Handler(srv interface{}, ctx context.Context, dec func(interfac
 	return interceptor(ctx, in, info, handler)
 }
 
+func _KV_BeginTxn_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(BeginTxnRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(KVServer).BeginTxn(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: KV_BeginTxn_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(KVServer).BeginTxn(ctx, req.(*BeginTxnRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _KV_TxnGet_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(TxnGetRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(KVServer).TxnGet(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: KV_TxnGet_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(KVServer).TxnGet(ctx, req.(*TxnGetRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _KV_CommitTxn_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CommitTxnRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(KVServer).CommitTxn(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: KV_CommitTxn_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(KVServer).CommitTxn(ctx, req.(*CommitTxnRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // KV_ServiceDesc is the grpc.ServiceDesc for KV service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -324,6 +444,18 @@ var KV_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Regions",
 			Handler:    _KV_Regions_Handler,
+		},
+		{
+			MethodName: "BeginTxn",
+			Handler:    _KV_BeginTxn_Handler,
+		},
+		{
+			MethodName: "TxnGet",
+			Handler:    _KV_TxnGet_Handler,
+		},
+		{
+			MethodName: "CommitTxn",
+			Handler:    _KV_CommitTxn_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

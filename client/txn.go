@@ -1,0 +1,175 @@
+package client
+
+import (
+	"context"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"strconv"
+
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/bellows-kv/bellows/internal/contract"
+	kvpb "github.com/bellows-kv/bellows/proto/bellows/kv/v1"
+)
+
+// ErrConflict matches a *ConflictError.
+var ErrConflict = errors.New("bellows client: write conflict")
+
+// ConflictError is a Commit aborted because a write of Key committed
+// after the transaction started (first committer wins). Nothing of the
+// transaction was written; run it again from Begin.
+type ConflictError struct {
+	Key         []byte
+	CommittedTS uint64
+	Message     string
+}
+
+func (e *ConflictError) Error() string { return "bellows client: " + e.Message }
+
+func (e *ConflictError) Is(target error) bool { return target == ErrConflict }
+
+// Txn is a snapshot-isolation transaction: it reads what committed at or
+// before its start timestamp, in every region, and buffers its writes
+// until Commit. Not safe for concurrent use. Transactions are region-local
+// for now: Commit fails with ErrTxnSpansRegions, before sending anything,
+// when the writes span regions.
+type Txn struct {
+	c       *Client
+	startTS uint64
+	writes  []Mutation
+	index   map[string]int // key → its write in writes
+}
+
+// ErrTxnSpansRegions is returned (wrapped, naming the regions) by a Commit
+// whose writes fall in more than one region: cross-region transactions are
+// not built yet.
+var ErrTxnSpansRegions = errors.New("transaction spans regions (cross-region transactions are not built yet)")
+
+// Begin starts a transaction at a start timestamp from the cluster.
+func (c *Client) Begin(ctx context.Context) (*Txn, error) {
+	resp, err := do(ctx, c, nil, func(ctx context.Context, kv kvpb.KVClient) (*kvpb.BeginTxnResponse, error) {
+		return kv.BeginTxn(ctx, &kvpb.BeginTxnRequest{})
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &Txn{c: c, startTS: resp.StartTs, index: map[string]int{}}, nil
+}
+
+// StartTS is the transaction's snapshot.
+func (t *Txn) StartTS() uint64 { return t.startTS }
+
+// Get reads key: the transaction's own write of it if there is one, else
+// the value committed at or before the start timestamp.
+func (t *Txn) Get(ctx context.Context, key []byte) (value []byte, found bool, err error) {
+	if i, ok := t.index[string(key)]; ok {
+		w := t.writes[i]
+		return w.Value, !w.Delete, nil
+	}
+	req := &kvpb.TxnGetRequest{StartTs: t.startTS, Key: key}
+	resp, err := do(ctx, t.c, key, func(ctx context.Context, kv kvpb.KVClient) (*kvpb.GetResponse, error) {
+		return kv.TxnGet(ctx, req)
+	})
+	if err != nil {
+		return nil, false, err
+	}
+	return resp.Value, resp.Found, nil
+}
+
+// Put buffers a write of value to key (copied).
+func (t *Txn) Put(key, value []byte) {
+	t.write(Mutation{Key: append([]byte{}, key...), Value: append([]byte{}, value...)})
+}
+
+// Delete buffers a delete of key.
+func (t *Txn) Delete(key []byte) { t.write(Mutation{Key: append([]byte{}, key...), Delete: true}) }
+
+func (t *Txn) write(m Mutation) {
+	if i, ok := t.index[string(m.Key)]; ok {
+		t.writes[i] = m
+		return
+	}
+	t.index[string(m.Key)] = len(t.writes)
+	t.writes = append(t.writes, m)
+}
+
+// Commit writes the buffered writes atomically if no write of their keys
+// committed after the start; else it returns a *ConflictError (matching
+// ErrConflict) and writes nothing. A transaction without writes (read
+// only) commits without asking the cluster: it never aborts. Retried
+// attempts of one Commit (a store restarting, a region moving) carry one
+// idempotency key, so a commit whose answer was lost is not applied twice.
+func (t *Txn) Commit(ctx context.Context) (WriteResult, error) {
+	if len(t.writes) == 0 {
+		return WriteResult{}, nil
+	}
+	req := &kvpb.CommitTxnRequest{StartTs: t.startTS, Mutations: make([]*kvpb.Mutation, len(t.writes))}
+	table := t.c.table.Load()
+	first, firstOK := table.lookup(t.writes[0].Key)
+	for i, m := range t.writes {
+		if r, ok := table.lookup(m.Key); ok && firstOK && r.Name != first.Name {
+			return WriteResult{}, fmt.Errorf("bellows client: %w: write 0 (key %q) is in %s, write %d (key %q) in %s",
+				ErrTxnSpansRegions, t.writes[0].Key, first.Name, i, m.Key, r.Name)
+		}
+		op := kvpb.Mutation_OP_PUT
+		if m.Delete {
+			op = kvpb.Mutation_OP_DELETE
+		}
+		req.Mutations[i] = &kvpb.Mutation{Op: op, Key: m.Key, Value: m.Value}
+	}
+	ctx = withRequestID(ctx)
+	resp, err := do(ctx, t.c, t.writes[0].Key, func(ctx context.Context, kv kvpb.KVClient) (*kvpb.CommitTxnResponse, error) {
+		return kv.CommitTxn(ctx, req)
+	})
+	if err != nil {
+		return WriteResult{}, conflictFrom(err)
+	}
+	return WriteResult{Region: resp.Region, CommitTS: resp.CommitTs}, nil
+}
+
+// conflictFrom turns an ABORTED WRITE_CONFLICT status into a
+// *ConflictError; other errors pass through.
+func conflictFrom(err error) error {
+	st, ok := status.FromError(err)
+	if !ok || st.Code() != codes.Aborted {
+		return err
+	}
+	for _, d := range st.Details() {
+		info, ok := d.(*errdetails.ErrorInfo)
+		if !ok || info.Reason != contract.WriteConflictReason {
+			continue
+		}
+		key, kerr := base64.StdEncoding.DecodeString(info.Metadata["key_base64"])
+		ts, terr := strconv.ParseUint(info.Metadata["committed_ts"], 10, 64)
+		if kerr != nil || terr != nil {
+			return fmt.Errorf("bellows client: a write conflict with malformed details %v: %w", info.Metadata, err)
+		}
+		return &ConflictError{Key: key, CommittedTS: ts, Message: st.Message()}
+	}
+	return err
+}
+
+// RunTxn runs f in a transaction and commits it, running it again from a
+// new Begin while Commit fails with a write conflict, until ctx ends. f
+// must be safe to run more than once (it sees a newer snapshot each time).
+func (c *Client) RunTxn(ctx context.Context, f func(ctx context.Context, t *Txn) error) (WriteResult, error) {
+	for {
+		t, err := c.Begin(ctx)
+		if err != nil {
+			return WriteResult{}, err
+		}
+		if err := f(ctx, t); err != nil {
+			return WriteResult{}, err
+		}
+		res, err := t.Commit(ctx)
+		if !errors.Is(err, ErrConflict) {
+			return res, err
+		}
+		if ctx.Err() != nil {
+			return WriteResult{}, fmt.Errorf("%w (last attempt: %v)", ctx.Err(), err)
+		}
+	}
+}

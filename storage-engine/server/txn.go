@@ -1,0 +1,142 @@
+package server
+
+import (
+	"context"
+	"encoding/base64"
+	"errors"
+	"strconv"
+	"time"
+
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/bellows-kv/bellows/internal/contract"
+	kvpb "github.com/bellows-kv/bellows/proto/bellows/kv/v1"
+	"github.com/bellows-kv/bellows/storage-engine/region"
+)
+
+// Snapshot-isolation transactions (LogBase §3.7, region-local for now).
+// A transaction's state is its start timestamp and, at the client, its
+// buffered writes: a store keeps nothing per transaction, so any store
+// serves any of its requests and a store's restart loses none.
+
+// BeginTxn implements kvpb.KVServer: the start timestamp is this store's
+// clock. The stores' region clocks are wall-clock nanoseconds kept
+// monotonic; a region whose clock is behind a start timestamp moves it
+// forward before it serves a read or commit at it (region.ReadableAt), so
+// clock skew between stores delays nothing and orders nothing wrongly.
+func (s *KV) BeginTxn(ctx context.Context, _ *kvpb.BeginTxnRequest) (*kvpb.BeginTxnResponse, error) {
+	s.answering(ctx)
+	return &kvpb.BeginTxnResponse{StartTs: uint64(time.Now().UnixNano())}, nil
+}
+
+// TxnGet implements kvpb.KVServer: a read at exactly the start timestamp.
+func (s *KV) TxnGet(ctx context.Context, req *kvpb.TxnGetRequest) (*kvpb.GetResponse, error) {
+	if req.StartTs == 0 {
+		return nil, status.Error(codes.InvalidArgument, "start_ts is 0: take it from BeginTxn")
+	}
+	t, err := s.resolve(ctx, req.Key)
+	if err != nil {
+		return nil, err
+	}
+	if t.forward {
+		var resp *kvpb.GetResponse
+		err := s.forward(ctx, "txn-get", t, func(ctx context.Context, c kvpb.KVClient) (err error) {
+			resp, err = c.TxnGet(ctx, req)
+			return err
+		})
+		return resp, err
+	}
+	e, err := t.engine()
+	if err != nil {
+		return nil, err
+	}
+	if err := e.ReadableAt(req.StartTs); err != nil {
+		return nil, regionErr(t.local, err)
+	}
+	v, ok, err := e.GetContext(ctx, req.Key, req.StartTs)
+	if err != nil {
+		return nil, regionErr(t.local, err)
+	}
+	return &kvpb.GetResponse{Found: ok, Value: v}, nil
+}
+
+// CommitTxn implements kvpb.KVServer. Its mutations must fall in one
+// region (mutation 0's); a retry with the same request ID (a forwarded
+// commit whose answer was lost) returns the first commit's timestamp.
+func (s *KV) CommitTxn(ctx context.Context, req *kvpb.CommitTxnRequest) (*kvpb.CommitTxnResponse, error) {
+	if req.StartTs == 0 {
+		return nil, status.Error(codes.InvalidArgument, "start_ts is 0: take it from BeginTxn")
+	}
+	if len(req.Mutations) == 0 {
+		return nil, status.Error(codes.InvalidArgument, "a transaction commits at least one mutation (a read-only transaction needs no commit)")
+	}
+	t, err := s.resolve(ctx, req.Mutations[0].Key)
+	if err != nil {
+		return nil, mutationErr(0, err)
+	}
+	for i, m := range req.Mutations[1:] {
+		if err := s.inRegion(i+1, m.Key, t); err != nil {
+			if status.Code(err) == codes.InvalidArgument {
+				// INVALID_ARGUMENT, not FAILED_PRECONDITION, which clients
+				// retry as a stale route: no retry makes it commit.
+				return nil, status.Errorf(codes.InvalidArgument, "%s: cross-region transactions are not built yet", status.Convert(err).Message())
+			}
+			return nil, err
+		}
+	}
+	if t.forward {
+		var resp *kvpb.CommitTxnResponse
+		err := s.forward(ctx, "commit-txn", t, func(ctx context.Context, c kvpb.KVClient) (err error) {
+			resp, err = c.CommitTxn(ctx, req)
+			return err
+		})
+		return resp, err
+	}
+	b, err := toBatch(req.Mutations)
+	if err != nil {
+		return nil, err
+	}
+	e, err := t.engine()
+	if err != nil {
+		return nil, err
+	}
+	ts, err := s.once(ctx, t.local, req, func() (uint64, error) { return e.CommitTxn(ctx, req.StartTs, b) })
+	var ce *region.ConflictError
+	if errors.As(err, &ce) {
+		return nil, conflictStatus(ce)
+	}
+	if err != nil {
+		return nil, regionErr(t.local, err)
+	}
+	return &kvpb.CommitTxnResponse{CommitTs: ts, Region: t.local.Name()}, nil
+}
+
+// toBatch is the engine batch of mutations.
+func toBatch(muts []*kvpb.Mutation) (*region.Batch, error) {
+	b := new(region.Batch)
+	for i, m := range muts {
+		switch m.Op {
+		case kvpb.Mutation_OP_PUT:
+			b.Put(m.Key, m.Value)
+		case kvpb.Mutation_OP_DELETE:
+			b.Delete(m.Key)
+		default:
+			return nil, status.Errorf(codes.InvalidArgument, "mutation %d: op %v is neither OP_PUT nor OP_DELETE", i, m.Op)
+		}
+	}
+	return b, nil
+}
+
+// conflictStatus is ABORTED with the conflict as an ErrorInfo.
+func conflictStatus(ce *region.ConflictError) error {
+	st := status.New(codes.Aborted, ce.Error())
+	if d, err := st.WithDetails(&errdetails.ErrorInfo{Reason: contract.WriteConflictReason, Domain: contract.ErrorDomain, Metadata: map[string]string{
+		"key_base64":   base64.StdEncoding.EncodeToString(ce.Key),
+		"committed_ts": strconv.FormatUint(ce.CommittedTS, 10),
+	}}); err == nil {
+		st = d
+	}
+	return st.Err()
+}

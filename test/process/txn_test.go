@@ -1,0 +1,157 @@
+package process
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/bellows-kv/bellows/client"
+	kvpb "github.com/bellows-kv/bellows/proto/bellows/kv/v1"
+)
+
+// Snapshot-isolation transactions through the Go client against two real
+// stores that split 4 regions and forward to each other; the client is
+// seeded with one store only, so half the regions are reached through it.
+func TestTransactionsAgainstTwoStores(t *testing.T) {
+	bucket := "file://" + t.TempDir()
+	addrA, addrB := freeAddr(t), freeAddr(t)
+	peers := addrA + "," + addrB
+	a := startPeerStore(t, "store-a", bucket, t.TempDir(), addrA, "0/2", peers)
+	startPeerStore(t, "store-b", bucket, t.TempDir(), addrB, "1/2", peers)
+	c := newClient(t, a)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+
+	t.Run("no lost update", func(t *testing.T) {
+		// 8 clients × 5 increments of one counter per region, each a
+		// transaction retried on conflict: every counter ends at 40.
+		for i := range 4 {
+			if _, err := c.Put(ctx, regionKey(i, "n"), []byte("0")); err != nil {
+				t.Fatal(err)
+			}
+		}
+		var wg sync.WaitGroup
+		errs := make(chan error, 32)
+		for w := range 8 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for j := range 5 {
+					key := regionKey((w+j)%4, "n")
+					_, err := c.RunTxn(ctx, func(ctx context.Context, x *client.Txn) error {
+						v, _, err := x.Get(ctx, key)
+						if err != nil {
+							return err
+						}
+						n, err := strconv.Atoi(string(v))
+						if err != nil {
+							return err
+						}
+						x.Put(key, []byte(strconv.Itoa(n+1)))
+						return nil
+					})
+					if err != nil {
+						errs <- err
+						return
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Fatal(err)
+		}
+		for i := range 4 {
+			v, _, err := c.Get(ctx, regionKey(i, "n"))
+			if err != nil || string(v) != "10" {
+				t.Fatalf("counter of %s = %q, %v; want 10 (8 clients × 5 increments over 4 regions)", regionName(i), v, err)
+			}
+		}
+	})
+
+	t.Run("a plain write after the start aborts the commit, naming the key", func(t *testing.T) {
+		key := regionKey(3, "contended")
+		x, err := c.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.Put(ctx, key, []byte("plain")); err != nil {
+			t.Fatal(err)
+		}
+		x.Put(regionKey(3, "other"), []byte("txn"))
+		x.Put(key, []byte("txn"))
+		_, err = x.Commit(ctx)
+		var ce *client.ConflictError
+		if !errors.Is(err, client.ErrConflict) || !errors.As(err, &ce) || string(ce.Key) != string(key) {
+			t.Fatalf("commit after a plain write of %q: %v; want a conflict naming it", key, err)
+		}
+		if _, found, _ := c.Get(ctx, regionKey(3, "other")); found {
+			t.Fatal("the aborted transaction's other write is visible")
+		}
+	})
+
+	t.Run("reads see the snapshot, not later writes, in every region", func(t *testing.T) {
+		for i := range 4 {
+			if _, err := c.Put(ctx, regionKey(i, "snap"), []byte("before")); err != nil {
+				t.Fatal(err)
+			}
+		}
+		x, err := c.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range 4 {
+			if _, err := c.Put(ctx, regionKey(i, "snap"), []byte("after")); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for i := range 4 {
+			v, _, err := x.Get(ctx, regionKey(i, "snap"))
+			if err != nil || string(v) != "before" {
+				t.Fatalf("%s read in the transaction: %q, %v; want the snapshot's \"before\"", regionName(i), v, err)
+			}
+		}
+		// A read-only transaction commits without asking and never aborts.
+		if _, err := x.Commit(ctx); err != nil {
+			t.Fatalf("read-only commit: %v", err)
+		}
+	})
+
+	t.Run("bad requests say what is wrong and change nothing", func(t *testing.T) {
+		x, err := c.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		x.Put(regionKey(0, "x"), []byte("1"))
+		x.Put(regionKey(1, "x"), []byte("1"))
+		if _, err := x.Commit(ctx); !errors.Is(err, client.ErrTxnSpansRegions) {
+			t.Fatalf("a commit across regions: %v; want ErrTxnSpansRegions", err)
+		}
+		// The store refuses it too, naming both regions.
+		req := &kvpb.CommitTxnRequest{StartTs: x.StartTS(), Mutations: []*kvpb.Mutation{
+			{Op: kvpb.Mutation_OP_PUT, Key: regionKey(0, "x")}, {Op: kvpb.Mutation_OP_PUT, Key: regionKey(1, "x")}}}
+		if _, err := a.kv().CommitTxn(ctx, req); status.Code(err) != codes.InvalidArgument ||
+			!strings.Contains(err.Error(), "cross-region") || !strings.Contains(err.Error(), regionName(1)) {
+			t.Fatalf("a commit across regions, sent to the store: %v; want InvalidArgument naming %s and saying cross-region transactions are not built", err, regionName(1))
+		}
+		if _, found, _ := c.Get(ctx, regionKey(0, "x")); found {
+			t.Fatal("a refused commit wrote")
+		}
+		for name, req := range map[string]*kvpb.CommitTxnRequest{
+			"no start_ts":  {Mutations: []*kvpb.Mutation{{Op: kvpb.Mutation_OP_PUT, Key: regionKey(0, "y")}}},
+			"no mutations": {StartTs: 1},
+		} {
+			if _, err := a.kv().CommitTxn(ctx, req); status.Code(err) != codes.InvalidArgument {
+				t.Errorf("%s: %v; want InvalidArgument", name, err)
+			}
+		}
+	})
+}
