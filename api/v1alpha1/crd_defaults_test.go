@@ -210,23 +210,7 @@ func names[T ~string](vs []T) []string {
 // TestRegionCountBoundMatchesTheStore: the CRD admits no region count the
 // storage pods refuse (--regions), which would crash-loop them.
 func TestRegionCountBoundMatchesTheStore(t *testing.T) {
-	data, err := os.ReadFile(filepath.Join("..", "..", "config", "crd", "bases", "kv.bellows.dev_kvclusters.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var crd struct {
-		Spec struct {
-			Versions []struct {
-				Schema struct {
-					OpenAPIV3Schema map[string]any `json:"openAPIV3Schema"`
-				} `json:"schema"`
-			} `json:"versions"`
-		} `json:"spec"`
-	}
-	if err := yaml.Unmarshal(data, &crd); err != nil || len(crd.Spec.Versions) == 0 {
-		t.Fatalf("the KVCluster CRD: %v", err)
-	}
-	node := crd.Spec.Versions[0].Schema.OpenAPIV3Schema
+	node := crdSchema(t, "kv.bellows.dev_kvclusters.yaml")
 	for _, p := range []string{"spec", "regions", "count"} {
 		props, _ := node["properties"].(map[string]any)
 		node, _ = props[p].(map[string]any)

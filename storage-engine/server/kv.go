@@ -138,14 +138,23 @@ func (s *KV) Put(ctx context.Context, req *kvpb.PutRequest) (*kvpb.PutResponse, 
 
 // Get implements kvpb.KVServer.
 func (s *KV) Get(ctx context.Context, req *kvpb.GetRequest) (*kvpb.GetResponse, error) {
-	t, err := s.resolve(ctx, req.Key)
+	return s.get(ctx, "get", req.Key, readTS(req.ReadTs), false, func(ctx context.Context, c kvpb.KVClient) (*kvpb.GetResponse, error) {
+		return c.Get(ctx, req)
+	})
+}
+
+// get reads key at ts here, or forwards the request (fwd) to the key's
+// owner. exact makes the region readable at ts first (region.ReadableAt)
+// instead of clamping ts to what it has made visible.
+func (s *KV) get(ctx context.Context, op string, key []byte, ts uint64, exact bool, fwd func(context.Context, kvpb.KVClient) (*kvpb.GetResponse, error)) (*kvpb.GetResponse, error) {
+	t, err := s.resolve(ctx, key)
 	if err != nil {
 		return nil, err
 	}
 	if t.forward {
 		var resp *kvpb.GetResponse
-		err := s.forward(ctx, "get", t, func(ctx context.Context, c kvpb.KVClient) (err error) {
-			resp, err = c.Get(ctx, req)
+		err := s.forward(ctx, op, t, func(ctx context.Context, c kvpb.KVClient) (err error) {
+			resp, err = fwd(ctx, c)
 			return err
 		})
 		return resp, err
@@ -154,7 +163,12 @@ func (s *KV) Get(ctx context.Context, req *kvpb.GetRequest) (*kvpb.GetResponse, 
 	if err != nil {
 		return nil, err
 	}
-	v, ok, err := e.GetContext(ctx, req.Key, readTS(req.ReadTs))
+	if exact {
+		if err := e.ReadableAt(ts); err != nil {
+			return nil, regionErr(t.local, err)
+		}
+	}
+	v, ok, err := e.GetContext(ctx, key, ts)
 	if err != nil {
 		return nil, regionErr(t.local, err)
 	}

@@ -36,30 +36,9 @@ func (s *KV) TxnGet(ctx context.Context, req *kvpb.TxnGetRequest) (*kvpb.GetResp
 	if req.StartTs == 0 {
 		return nil, status.Error(codes.InvalidArgument, "start_ts is 0: take it from BeginTxn")
 	}
-	t, err := s.resolve(ctx, req.Key)
-	if err != nil {
-		return nil, err
-	}
-	if t.forward {
-		var resp *kvpb.GetResponse
-		err := s.forward(ctx, "txn-get", t, func(ctx context.Context, c kvpb.KVClient) (err error) {
-			resp, err = c.TxnGet(ctx, req)
-			return err
-		})
-		return resp, err
-	}
-	e, err := t.engine()
-	if err != nil {
-		return nil, err
-	}
-	if err := e.ReadableAt(req.StartTs); err != nil {
-		return nil, regionErr(t.local, err)
-	}
-	v, ok, err := e.GetContext(ctx, req.Key, req.StartTs)
-	if err != nil {
-		return nil, regionErr(t.local, err)
-	}
-	return &kvpb.GetResponse{Found: ok, Value: v}, nil
+	return s.get(ctx, "txn-get", req.Key, req.StartTs, true, func(ctx context.Context, c kvpb.KVClient) (*kvpb.GetResponse, error) {
+		return c.TxnGet(ctx, req)
+	})
 }
 
 // CommitTxn implements kvpb.KVServer. Its mutations must fall in one
