@@ -46,7 +46,7 @@ func (e *env) badImageRollout(t *testing.T, kv *kvClient, l *ledger) {
 	// The samples name no image (the operator's own runs); set back is
 	// unset again.
 	pinned := kvc.Spec.Image
-	good := cmp.Or(pinned, operatorImage)
+	good := cmp.Or(pinned, upgradeImage) // scenario 6 upgraded the operator
 	write(t, ctx, kv, l, "bad-image", 50, 200)
 	before := map[string]types.UID{}
 	for _, p := range e.pods(t, contract.ComponentStore, clusterName) {

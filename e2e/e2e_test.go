@@ -23,6 +23,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -41,9 +42,20 @@ const (
 	pvCount      = 3
 )
 
-// operatorImage is the image hack/cluster-images.sh imports (and the chart
-// runs the operator, and so every pod, with).
-var operatorImage = envOr("E2E_IMAGE", "bellows.test/bellows:e2e")
+// installImage is the image hack/cluster-images.sh imports and the chart is
+// installed with (the operator, and so every pod, runs it); upgradeImage is a
+// second tag of it that scenario 6 upgrades the release to, as a user moves
+// to a new version. After scenario 6 every pod runs upgradeImage.
+var (
+	installImage = envOr("E2E_IMAGE", "bellows.test/bellows:e2e")
+	upgradeImage = envOr("E2E_UPGRADE_IMAGE", "bellows.test/bellows:e2e-upgrade")
+)
+
+// imageRepo and imageTag split an image reference for the chart's values.
+// The images are pulled never (image.pullPolicy=Never): the node has them and
+// there is no registry.
+func imageRepo(image string) string { return image[:strings.LastIndex(image, ":")] }
+func imageTag(image string) string  { return image[strings.LastIndex(image, ":")+1:] }
 
 // TestBellows runs the scenarios in order; each builds on the previous one,
 // so the first failure stops the rest. A real Prometheus scrapes the
@@ -69,7 +81,7 @@ func TestBellows(t *testing.T) {
 		{"3-offloaded-compaction-and-warmup", func(t *testing.T) { e.offloadedCompaction(t, kv, l) }},
 		{"4-compactor-dies-mid-compaction", func(t *testing.T) { e.compactorDies(t, kv, l) }},
 		{"5-autoscaling", func(t *testing.T) { e.autoscaling(t, kv, l) }},
-		{"6-rolling-update", func(t *testing.T) { e.rollingUpdate(t, kv, l) }},
+		{"6-upgrade", func(t *testing.T) { e.upgrade(t, kv, l) }},
 		{"7-bad-image-rollout", func(t *testing.T) { e.badImageRollout(t, kv, l) }},
 		{"8-region-moves", func(t *testing.T) { e.regionMoves(t, kv, l) }},
 		{"9-ycsb-through-the-client-service", e.ycsbThroughTheService},
@@ -151,21 +163,33 @@ func (e *env) volumes(t *testing.T) {
 // every replica Ready.
 func (e *env) helmInstall(t *testing.T) {
 	e.run(t, "helm", "install", release, "charts/bellows", "--namespace", operatorNS, "--create-namespace",
-		"--set", "image.repository="+operatorImage[:strings.LastIndex(operatorImage, ":")], "--set", "image.tag="+operatorImage[strings.LastIndex(operatorImage, ":")+1:], "--set", "image.pullPolicy=Never",
-		"--set", "operator.resources.requests.cpu=20m", "--wait", "--timeout", "3m")
-	eventually(t, 2*time.Minute, "the operator Deployment to be Available", func(ctx context.Context) (bool, string, error) {
+		"--set", "image.repository="+imageRepo(installImage), "--set", "image.tag="+imageTag(installImage), "--set", "image.pullPolicy=Never",
+		"--set", operatorCPU, "--wait", "--timeout", "3m")
+	e.awaitOperator(t, installImage)
+	// Leader election: one of them holds the lease.
+	eventually(t, time.Minute, "the operator to hold its leader lease", func(ctx context.Context) (bool, string, error) {
+		out, err := e.try("kubectl", "get", "leases", "-n", operatorNS, "-o", "jsonpath={.items[*].spec.holderIdentity}")
+		return err == nil && strings.TrimSpace(out) != "", out, nil
+	})
+}
+
+// operatorCPU keeps the operator's request small on the one-node cluster.
+const operatorCPU = "operator.resources.requests.cpu=20m"
+
+// awaitOperator waits until the operator Deployment is Available, every
+// replica Ready and on image.
+func (e *env) awaitOperator(t *testing.T, image string) {
+	t.Helper()
+	eventually(t, 2*time.Minute, "the operator Deployment to be Available on "+image, func(ctx context.Context) (bool, string, error) {
 		var d appsv1.Deployment
 		if err := e.c.Get(ctx, client.ObjectKey{Namespace: operatorNS, Name: release + "-operator"}, &d); err != nil {
 			return false, "", err
 		}
 		want := ptr.Deref(d.Spec.Replicas, 1)
-		s := fmt.Sprintf("ready %d/%d, available %d", d.Status.ReadyReplicas, want, d.Status.AvailableReplicas)
-		return d.Status.ReadyReplicas == want && d.Status.AvailableReplicas == want && d.Status.ObservedGeneration == d.Generation, s, nil
-	})
-	// Leader election: one of them holds the lease.
-	eventually(t, time.Minute, "the operator to hold its leader lease", func(ctx context.Context) (bool, string, error) {
-		out, err := e.try("kubectl", "get", "leases", "-n", operatorNS, "-o", "jsonpath={.items[*].spec.holderIdentity}")
-		return err == nil && strings.TrimSpace(out) != "", out, nil
+		got := d.Spec.Template.Spec.Containers[0].Image
+		s := fmt.Sprintf("ready %d/%d, available %d, updated %d, image %s", d.Status.ReadyReplicas, want, d.Status.AvailableReplicas, d.Status.UpdatedReplicas, got)
+		return got == image && d.Status.ReadyReplicas == want && d.Status.AvailableReplicas == want && d.Status.UpdatedReplicas == want &&
+			d.Status.Replicas == want && d.Status.ObservedGeneration == d.Generation, s, nil
 	})
 }
 
@@ -199,8 +223,8 @@ func (e *env) applySamples(t *testing.T) {
 			t.Errorf("pod %s is not Ready", p.Name)
 		}
 		// The samples name no image: the pods run the operator's own.
-		if img := p.Spec.Containers[0].Image; img != operatorImage {
-			t.Errorf("pod %s runs %s, not the operator's image %s", p.Name, img, operatorImage)
+		if img := p.Spec.Containers[0].Image; img != installImage {
+			t.Errorf("pod %s runs %s, not the operator's image %s", p.Name, img, installImage)
 		}
 	}
 }
@@ -561,15 +585,22 @@ func (e *env) awaitWorkersWhere(t *testing.T, what string, ok func(spec int32) b
 // 5. Autoscaling through the capacity model (see autoscaling_test.go).
 func (e *env) autoscaling(t *testing.T, kv *kvClient, l *ledger) { autoscalingScenario(t, e, kv, l) }
 
-// 6. A change to the KVCluster's engine settings rolls the storage pods one
-// at a time while a client keeps writing and reading: it may see brief
-// UNAVAILABLE (retried), but every acknowledged write reads back.
-func (e *env) rollingUpdate(t *testing.T, kv *kvClient, l *ledger) {
+// 6. The upgrade of docs/guide/operations.md, as a user runs it: the new
+// CRDs applied server-side, then `helm upgrade` to a new image. The new
+// operator rolls the storage pods one at a time and the workers by their
+// Deployment, while a client keeps writing and reading: it may see brief
+// UNAVAILABLE (retried), but no operation fails and every acknowledged write
+// reads back.
+func (e *env) upgrade(t *testing.T, kv *kvClient, l *ledger) {
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
 	old := map[string]string{}
 	for _, p := range e.pods(t, contract.ComponentStore, clusterName) {
 		old[p.Name] = string(p.UID)
+	}
+	oldWorkers := map[types.UID]bool{}
+	for _, p := range e.pods(t, contract.ComponentCompactor, poolName) {
+		oldWorkers[p.UID] = true
 	}
 	// the workload: writes, each read back at once, until stopped
 	stop := make(chan struct{})
@@ -637,23 +668,27 @@ func (e *env) rollingUpdate(t *testing.T, kv *kvClient, l *ledger) {
 	eventually(t, 30*time.Second, "the workload to get going", func(context.Context) (bool, string, error) {
 		return writes.Load() >= 20, fmt.Sprintf("%d writes", writes.Load()), nil
 	})
+	// Helm installs crds/ only on the first install; re-applying the same
+	// CRDs server-side over Helm's must not conflict.
+	e.run(t, "kubectl", "apply", "--server-side", "-f", "charts/bellows/crds/")
+	e.run(t, "helm", "upgrade", release, "charts/bellows", "--namespace", operatorNS,
+		"--set", "image.repository="+imageRepo(upgradeImage), "--set", "image.tag="+imageTag(upgradeImage), "--set", "image.pullPolicy=Never",
+		"--set", operatorCPU, "--wait", "--timeout", "3m")
+	e.awaitOperator(t, upgradeImage)
 	kvc := &kvapi.KVCluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: clusterName}}
-	if err := e.c.Patch(ctx, kvc, client.RawPatch("application/merge-patch+json", []byte(`{"spec":{"engine":{"blockCacheBytes":"48Mi"}}}`))); err != nil {
-		t.Fatal(err)
-	}
-	eventually(t, 5*time.Minute, "every storage pod replaced and the KVCluster Ready", func(ctx context.Context) (bool, string, error) {
+	eventually(t, 5*time.Minute, "every storage pod replaced on the new image and the KVCluster Ready", func(ctx context.Context) (bool, string, error) {
 		if err := e.c.Get(ctx, client.ObjectKeyFromObject(kvc), kvc); err != nil {
 			return false, "", err
 		}
 		pods := e.pods(t, contract.ComponentStore, clusterName)
 		replaced := 0
 		for _, p := range pods {
-			if old[p.Name] != "" && old[p.Name] != string(p.UID) && podReady(&p) {
+			if old[p.Name] != "" && old[p.Name] != string(p.UID) && podReady(&p) && p.Spec.Containers[0].Image == upgradeImage {
 				replaced++
 			}
 		}
 		r := meta.FindStatusCondition(kvc.Status.Conditions, kvapi.ConditionReady)
-		st := fmt.Sprintf("%d/2 pods replaced and Ready; %s; updated %d", replaced, condString(r), kvc.Status.UpdatedReplicas)
+		st := fmt.Sprintf("%d/2 pods replaced, Ready and on %s; %s; updated %d", replaced, upgradeImage, condString(r), kvc.Status.UpdatedReplicas)
 		return replaced == 2 && r != nil && r.Status == metav1.ConditionTrue && r.ObservedGeneration == kvc.Generation, st, nil
 	})
 	// keep going briefly on the new pods, then stop
@@ -671,13 +706,16 @@ func (e *env) rollingUpdate(t *testing.T, kv *kvClient, l *ledger) {
 	if maxDown.Load() > 1 {
 		t.Errorf("%d storage pods were down at once: the roll must go one pod at a time", maxDown.Load())
 	}
-	// the new setting reached the pods
-	var cm corev1.ConfigMap
-	if err := e.c.Get(ctx, client.ObjectKey{Namespace: ns, Name: clusterName + "-engine"}, &cm); err != nil {
-		t.Fatal(err)
-	}
-	if !strings.Contains(cm.Data["engine.yaml"], "50331648") && !strings.Contains(cm.Data["engine.yaml"], "48Mi") {
-		t.Errorf("engine.yaml does not carry the new block cache size:\n%s", cm.Data["engine.yaml"])
+	// The workers rolled too: none of the old ones is left, every one is
+	// Ready on the new image.
+	e.awaitWorkersWhere(t, "the workers rolled", func(int32) bool { return true })
+	for _, p := range e.pods(t, contract.ComponentCompactor, poolName) {
+		if oldWorkers[p.UID] {
+			t.Errorf("worker %s predates the upgrade", p.Name)
+		}
+		if img := p.Spec.Containers[0].Image; img != upgradeImage {
+			t.Errorf("worker %s runs %s, not %s", p.Name, img, upgradeImage)
+		}
 	}
 	verifyLedger(t, ctx, kv, l)
 }

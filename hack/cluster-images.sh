@@ -7,6 +7,9 @@ set -euo pipefail
 source "$(dirname "$0")/cluster-env.sh"
 S3_IMAGE=${S3_IMAGE:-bellows.test/s3:e2e}
 E2E_IMAGE=${E2E_IMAGE:-bellows.test/bellows:e2e}
+# The end-to-end upgrade scenario moves the release to this second tag of the
+# same image, as a user moves to a new version.
+E2E_UPGRADE_IMAGE=${E2E_UPGRADE_IMAGE:-bellows.test/bellows:e2e-upgrade}
 out=$CLUSTER_DIR/images
 mkdir -p "$out"
 what=("$@"); [[ ${#what[@]} -gt 0 ]] || what=(pause s3 bellows)
@@ -30,4 +33,7 @@ for w in "${what[@]}"; do
     *) die "unknown image $w (pause, s3, bellows)" ;;
   esac
   ctr_ images import "$tar" >&2
+  if [[ $w == bellows ]]; then
+    ctr_ images tag --force "$E2E_IMAGE" "$E2E_UPGRADE_IMAGE" >&2
+  fi
 done

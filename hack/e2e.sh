@@ -10,6 +10,7 @@ set -euo pipefail
 source "$(dirname "$0")/cluster-env.sh"
 E2E_TIMEOUT=${E2E_TIMEOUT:-25m}
 export E2E_IMAGE=${E2E_IMAGE:-bellows.test/bellows:e2e}
+export E2E_UPGRADE_IMAGE=${E2E_UPGRADE_IMAGE:-bellows.test/bellows:e2e-upgrade}
 export E2E_S3_IMAGE=${S3_IMAGE:-bellows.test/s3:e2e}
 
 finish() {
