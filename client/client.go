@@ -21,7 +21,7 @@
 // Consistency. Each region orders its own writes (commit timestamps are per
 // region). A Scan over several regions reads each region in turn; it is not
 // a snapshot of the whole key space. Batch is atomic and must fall in one
-// region; cross-region atomic writes are what transactions will add.
+// region; for atomic writes across regions, use a transaction (Txn).
 //
 // Concurrency: a Client is safe for concurrent use. Lock order: Client.mu
 // (connections) is never held while calling a store.

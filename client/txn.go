@@ -19,8 +19,10 @@ import (
 var ErrConflict = errors.New("bellows client: write conflict")
 
 // ConflictError is a Commit aborted because a write of Key committed
-// after the transaction started (first committer wins). Nothing of the
-// transaction was written; run it again from Begin.
+// after the transaction started (first committer wins), or, with Key nil,
+// because a cross-region commit was rolled back (its locks expired before
+// it reached its commit point). Nothing of the transaction was written;
+// run it again from Begin.
 type ConflictError struct {
 	Key         []byte
 	CommittedTS uint64
@@ -33,20 +35,15 @@ func (e *ConflictError) Is(target error) bool { return target == ErrConflict }
 
 // Txn is a snapshot-isolation transaction: it reads what committed at or
 // before its start timestamp, in every region, and buffers its writes
-// until Commit. Not safe for concurrent use. Transactions are region-local
-// for now: Commit fails with ErrTxnSpansRegions, before sending anything,
-// when the writes span regions.
+// until Commit, which commits them atomically wherever they fall (across
+// regions by two-phase commit, coordinated by the store that owns the
+// first write's region). Not safe for concurrent use.
 type Txn struct {
 	c       *Client
 	startTS uint64
 	writes  []Mutation
 	index   map[string]int // key → its write in writes
 }
-
-// ErrTxnSpansRegions is returned (wrapped, naming the regions) by a Commit
-// whose writes fall in more than one region: cross-region transactions are
-// not built yet.
-var ErrTxnSpansRegions = errors.New("transaction spans regions (cross-region transactions are not built yet)")
 
 // Begin starts a transaction at a start timestamp from the cluster.
 func (c *Client) Begin(ctx context.Context) (*Txn, error) {
@@ -107,13 +104,7 @@ func (t *Txn) Commit(ctx context.Context) (WriteResult, error) {
 		return WriteResult{}, nil
 	}
 	req := &kvpb.CommitTxnRequest{StartTs: t.startTS, Mutations: make([]*kvpb.Mutation, len(t.writes))}
-	table := t.c.table.Load()
-	first, firstOK := table.lookup(t.writes[0].Key)
 	for i, m := range t.writes {
-		if r, ok := table.lookup(m.Key); ok && firstOK && r.Name != first.Name {
-			return WriteResult{}, fmt.Errorf("bellows client: %w: write 0 (key %q) is in %s, write %d (key %q) in %s",
-				ErrTxnSpansRegions, t.writes[0].Key, first.Name, i, m.Key, r.Name)
-		}
 		op := kvpb.Mutation_OP_PUT
 		if m.Delete {
 			op = kvpb.Mutation_OP_DELETE
@@ -149,7 +140,8 @@ func conflictFrom(err error) error {
 		}
 		return &ConflictError{Key: key, CommittedTS: ts, Message: st.Message()}
 	}
-	return err
+	// A cross-region commit rolled back before its commit point.
+	return &ConflictError{Message: st.Message()}
 }
 
 // RunTxn runs f in a transaction and commits it, running it again from a

@@ -60,6 +60,23 @@ const (
 	DefaultRegionCount       = int32(1)
 )
 
+// Cross-region transactions (storage-engine/server/twopc.go).
+const (
+	// DefaultTxnLockTTL is how long a cross-region commit's locks hold
+	// before a reader that meets one may roll the transaction back: long
+	// against a commit (milliseconds), short against a coordinator's crash.
+	// TiKV's is 3 s to 20 s, by the transaction's size.
+	DefaultTxnLockTTL = 10 * time.Second
+	// DefaultTxnLockResolveInterval: how often a store resolves the expired
+	// locks of its regions that no request met.
+	DefaultTxnLockResolveInterval = 2 * time.Second
+	// DefaultTxnOutcomeRetention: how long a primary's region keeps an
+	// outcome its coordinator did not forget (it crashed before every lock
+	// was resolved). A lock of the transaction that outlives it (its region
+	// closed all that time) rolls back: it must exceed any region's outage.
+	DefaultTxnOutcomeRetention = 24 * time.Hour
+)
+
 // CompactionPool and compactor defaults.
 const (
 	DefaultPoolReplicas    = int32(1)

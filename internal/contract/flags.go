@@ -29,6 +29,7 @@ const (
 	FlagOwnershipCheckInterval = "ownership-check-interval"
 	FlagReleaseTimeout         = "release-timeout"
 	FlagReleasePollInterval    = "release-poll-interval"
+	FlagTxnLockTTL             = "txn-lock-ttl"
 	FlagRemoteBlockTimeout     = "remote-block-timeout"
 	FlagRemoteBlockRetryAfter  = "remote-block-retry-after"
 	FlagRemoteCacheRate        = "remote-cache-rate"

@@ -103,6 +103,39 @@ type Manifest struct {
 	// replay skips such records.
 	FlushedTS   uint64 `json:"flushedTS"`
 	NextFileNum uint64 `json:"nextFileNum"`
+	// Locks and TxnOutcomes are the region's cross-region transaction
+	// state as of FlushedTS (region/twopc.go): the locks prewritten and
+	// not yet resolved, and the outcomes decided at this region as some
+	// transaction's primary. The WAL's records past FlushedTS change them
+	// further. Treat both as immutable: manifests share them.
+	Locks       []TxnLock    `json:"locks,omitempty"`
+	TxnOutcomes []TxnOutcome `json:"txnOutcomes,omitempty"`
+}
+
+// TxnLock is one key's prewritten, unresolved write of a cross-region
+// transaction.
+type TxnLock struct {
+	Key     []byte `json:"key"`
+	StartTS uint64 `json:"startTS"`
+	// Primary is the transaction's primary key, in whatever region: its
+	// outcome there decides this lock's.
+	Primary []byte `json:"primary"`
+	Delete  bool   `json:"delete,omitempty"`
+	Value   []byte `json:"value,omitempty"`
+	// ExpiresAt (Unix nanoseconds, the prewriting store's clock): after it,
+	// a reader may roll the transaction back if its primary is not
+	// committed.
+	ExpiresAt int64 `json:"expiresAt"`
+}
+
+// TxnOutcome is the decision on a transaction whose primary key is in this
+// region: committed at CommitTS, or rolled back (CommitTS 0).
+type TxnOutcome struct {
+	StartTS  uint64 `json:"startTS"`
+	CommitTS uint64 `json:"commitTS,omitempty"`
+	// DecidedAt (Unix nanoseconds) bounds how long the outcome is kept
+	// when no coordinator forgets it (contract.DefaultTxnOutcomeRetention).
+	DecidedAt int64 `json:"decidedAt"`
 }
 
 // Clone returns a deep-enough copy to edit Files.

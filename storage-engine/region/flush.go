@@ -110,6 +110,7 @@ func (r *Region) flushOne(mt *memTable) error {
 	next.WALMinSegment = nextMin
 	next.FlushedTS = max(prev.FlushedTS, mt.maxTS)
 	next.NextFileNum = r.nextFile.Load()
+	next.Locks, next.TxnOutcomes = manifestTxnState(prev, mt.txnRecs)
 	if err := r.commitManifest(ctx, prev, &next); err != nil {
 		if t != nil {
 			t.obsolete.Store(true)

@@ -100,6 +100,13 @@ func (r *Region) truncateWAL() {
 	for _, mt := range r.imm {
 		oldest = min(oldest, mt.frozen.MinTS())
 	}
+	// Transaction records live in no memstore version until their
+	// memstore's flush puts them in the manifest.
+	for _, mt := range append([]*memTable{r.mem}, r.imm...) {
+		if ts := mt.txnMinTS.Load(); ts != 0 {
+			oldest = min(oldest, ts)
+		}
+	}
 	r.mu.RUnlock()
 	n := 0
 	for n < len(segs) && segs[n].maxTS < oldest {

@@ -42,6 +42,9 @@
 // A write's key latches (latch.go) come before all four: Apply and CommitTxn
 // take them first (CommitTxn's validation reads under them, taking mu) and
 // release them last; nothing holding a region lock takes a latch.
+// resolveMu (twopc.go) sits between the latches and mu: a read takes it
+// (shared) around taking its read state, a cross-region commit's record
+// (exclusive) around adding its versions and removing its locks.
 //
 // A goroutine takes a region's locks only in this order. The nestings that
 // occur: compactMu → manifestMu → mu (a compaction installing its output,
@@ -104,6 +107,13 @@ type memTable struct {
 	// frozen is the memstore's final view, set when it is frozen for a
 	// disk flush (rotateLocked, under commitMu and mu).
 	frozen *memstore.View
+	// txnRecs are the transaction records written while this was the
+	// active memstore (twopc.go): its flush's manifest applies them.
+	txnRecs []*txnRecord
+	// txnMinTS is the timestamp of the first of txnRecs (0: none): WAL
+	// truncation keeps its segment, since a lock lives in no memstore
+	// version (truncateWAL).
+	txnMinTS atomic.Uint64
 }
 
 func (r *Region) newMemTable(seg uint64) *memTable {
@@ -130,6 +140,14 @@ type Region struct {
 	// validation to its commit (latch.go); taken before commitMu.
 	latches *latches
 	vis     *visibility
+	// txn is the cross-region transactions' locks and outcomes (twopc.go).
+	txn *txnState
+	// resolveMu excludes a resolution's versions and lock removal from a
+	// read's taking of its state and lock check (twopc.go).
+	resolveMu sync.RWMutex
+	// txnVersions: a commit record wrote versions at their commit
+	// timestamp, older than other keys' (checkInvariants).
+	txnVersions atomic.Bool
 
 	// mu guards the read state and manifest below; cond signals flush
 	// progress to stalled writers and Flush callers.
@@ -271,12 +289,29 @@ func Open(ctx context.Context, opts Options) (_ *Region, err error) {
 		t.unref() // the version holds the only reference
 	}
 
-	// Replay: records at or below FlushedTS are already in SSTs.
+	// Replay: records at or below FlushedTS are already in SSTs (and
+	// transaction records in the manifest's locks and outcomes).
 	mem := r.newMemTable(claim.WALMinSegment)
 	r.lastTS = max(claim.FlushedTS, claim.MaxTS())
+	r.txn = newTxnState(claim)
 	segMax := map[uint64]uint64{}
 	_, err = wal.Replay(opts.WALDir, claim.WALMinSegment, func(seg uint64, rec []byte) error {
-		ts, b, err := decodeBatch(rec)
+		var ts, versionTS uint64
+		var ops []op
+		var txnRec *txnRecord
+		var err error
+		if isTxnRecord(rec) {
+			ts, txnRec, err = decodeTxnRecord(rec)
+			if txnRec != nil {
+				ops, versionTS = txnRec.versions, txnRec.commitTS
+			}
+		} else {
+			var b *Batch
+			ts, b, err = decodeBatch(rec)
+			if b != nil {
+				ops, versionTS = b.ops, ts
+			}
+		}
 		if err != nil {
 			return err
 		}
@@ -284,9 +319,15 @@ func Open(ctx context.Context, opts Options) (_ *Region, err error) {
 		if ts <= claim.FlushedTS {
 			return nil
 		}
+		if txnRec != nil {
+			r.txnVersions.Store(r.txnVersions.Load() || len(txnRec.versions) > 0)
+			r.txn.apply(txnRec)
+			mem.txnRecs = append(mem.txnRecs, txnRec)
+			mem.txnMinTS.CompareAndSwap(0, ts)
+		}
 		active := mem.ms.Active()
-		for _, o := range b.ops {
-			active.Add(kv.InternalKey{UserKey: o.key, TS: ts, Kind: o.kind}, o.value)
+		for _, o := range ops {
+			active.Add(kv.InternalKey{UserKey: o.key, TS: versionTS, Kind: o.kind}, o.value)
 		}
 		mem.maxTS = max(mem.maxTS, ts)
 		r.lastTS = max(r.lastTS, ts)

@@ -50,6 +50,9 @@ func (r *Region) CommitTxn(ctx context.Context, startTS uint64, b *Batch) (uint6
 	if err := r.ReadableAt(startTS); err != nil {
 		return 0, err
 	}
+	if err := r.checkLocksLatched(b, 0); err != nil {
+		return 0, err
+	}
 	if err := r.validateTxn(ctx, startTS, b); err != nil {
 		return 0, err
 	}

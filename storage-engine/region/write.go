@@ -27,6 +27,9 @@ func (r *Region) Apply(b *Batch) (uint64, error) {
 	slots := r.latches.slotsOf(b)
 	r.latches.lock(slots)
 	defer r.latches.unlock(slots)
+	if err := r.checkLocksLatched(b, 0); err != nil {
+		return 0, err
+	}
 	return r.applyLatched(b)
 }
 

@@ -42,13 +42,18 @@ func toStatus(err error) error {
 		// Closing, released, or not claimed yet: retry (here, or at the
 		// region's next owner).
 		code = codes.Unavailable
-	case errors.Is(err, region.ErrFenced):
-		// This store no longer owns the region: retrying here cannot help.
-		code = codes.FailedPrecondition
+	case errors.Is(err, region.ErrTxnRolledBack):
+		code = codes.Aborted
 	case errors.Is(err, context.Canceled):
 		code = codes.Canceled
 	case errors.Is(err, context.DeadlineExceeded):
 		code = codes.DeadlineExceeded
+	case errors.Is(err, region.ErrLocked):
+		// A transaction being committed holds the key: retry.
+		code = codes.Unavailable
+	case errors.Is(err, region.ErrFenced):
+		// This store no longer owns the region: retrying here cannot help.
+		code = codes.FailedPrecondition
 	}
 	var re *region.Error
 	if errors.As(err, &re) {

@@ -43,8 +43,13 @@ type KV struct {
 
 // NewKV serves store; fwd (may be nil) forwards the requests for other
 // stores' regions, counted in m (may be nil).
+//
+// It resolves the expired transaction locks of the store's regions in the
+// background (RunLockResolver) until the store closes.
 func NewKV(store *Store, fwd *Forwarding, m *Metrics) *KV {
-	return &KV{store: store, fwd: fwd, metrics: m}
+	s := &KV{store: store, fwd: fwd, metrics: m}
+	go s.RunLockResolver(store.bg, store.opts.TxnLockResolveInterval, store.opts.TxnOutcomeRetention)
+	return s
 }
 
 // target is where a request (or a scan's piece of one region) runs: decided
@@ -129,7 +134,10 @@ func (s *KV) Put(ctx context.Context, req *kvpb.PutRequest) (*kvpb.PutResponse, 
 	if err != nil {
 		return nil, err
 	}
-	ts, err := s.once(ctx, t.local, req, func() (uint64, error) { return e.Put(req.Key, req.Value) })
+	ts, err := s.once(ctx, t.local, req, func() (ts uint64, err error) {
+		err = s.withLocks(ctx, t, func() (err error) { ts, err = e.Put(req.Key, req.Value); return err })
+		return ts, err
+	})
 	if err != nil {
 		return nil, regionErr(t.local, err)
 	}
@@ -168,7 +176,9 @@ func (s *KV) get(ctx context.Context, op string, key []byte, ts uint64, exact bo
 			return nil, regionErr(t.local, err)
 		}
 	}
-	v, ok, err := e.GetContext(ctx, key, ts)
+	var v []byte
+	var ok bool
+	err = s.withLocks(ctx, t, func() (err error) { v, ok, err = e.GetContext(ctx, key, ts); return err })
 	if err != nil {
 		return nil, regionErr(t.local, err)
 	}
@@ -193,7 +203,10 @@ func (s *KV) Delete(ctx context.Context, req *kvpb.DeleteRequest) (*kvpb.DeleteR
 	if err != nil {
 		return nil, err
 	}
-	ts, err := s.once(ctx, t.local, req, func() (uint64, error) { return e.Delete(req.Key) })
+	ts, err := s.once(ctx, t.local, req, func() (ts uint64, err error) {
+		err = s.withLocks(ctx, t, func() (err error) { ts, err = e.Delete(req.Key); return err })
+		return ts, err
+	})
 	if err != nil {
 		return nil, regionErr(t.local, err)
 	}
@@ -238,7 +251,10 @@ func (s *KV) Batch(ctx context.Context, req *kvpb.BatchRequest) (*kvpb.BatchResp
 	if err != nil {
 		return nil, err
 	}
-	ts, err := s.once(ctx, t.local, req, func() (uint64, error) { return e.Apply(b) })
+	ts, err := s.once(ctx, t.local, req, func() (ts uint64, err error) {
+		err = s.withLocks(ctx, t, func() (err error) { ts, err = e.Apply(b); return err })
+		return ts, err
+	})
 	if err != nil {
 		return nil, regionErr(t.local, err)
 	}
@@ -376,7 +392,8 @@ func (s *KV) scanRegion(ctx context.Context, p scanPiece, ts uint64, left *int, 
 	if err != nil {
 		return err
 	}
-	it, err := e.NewIteratorContext(ctx, start, end, ts)
+	var it *region.Iterator
+	err = s.withLocks(ctx, p.target, func() (err error) { it, err = e.NewIteratorContext(ctx, start, end, ts); return err })
 	if err != nil {
 		return regionErr(r, err)
 	}

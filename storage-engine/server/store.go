@@ -56,6 +56,11 @@ type StoreOptions struct {
 	// failed for another reason than ownership (the bucket unreachable,
 	// say). Defaults 200ms and 5s.
 	ClaimRetryMin, ClaimRetryMax time.Duration
+	// TxnLockTTL, TxnLockResolveInterval and TxnOutcomeRetention: the
+	// cross-region commits' timings (twopc.go); defaults in contract.
+	TxnLockTTL             time.Duration
+	TxnLockResolveInterval time.Duration
+	TxnOutcomeRetention    time.Duration
 }
 
 // EnsureDefaults fills the unset fields with their defaults.
@@ -71,6 +76,15 @@ func (o *StoreOptions) EnsureDefaults() {
 	}
 	if o.ClaimRetryMax <= 0 {
 		o.ClaimRetryMax = 5 * time.Second
+	}
+	if o.TxnLockTTL <= 0 {
+		o.TxnLockTTL = contract.DefaultTxnLockTTL
+	}
+	if o.TxnLockResolveInterval <= 0 {
+		o.TxnLockResolveInterval = contract.DefaultTxnLockResolveInterval
+	}
+	if o.TxnOutcomeRetention <= 0 {
+		o.TxnOutcomeRetention = contract.DefaultTxnOutcomeRetention
 	}
 }
 

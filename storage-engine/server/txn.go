@@ -41,9 +41,12 @@ func (s *KV) TxnGet(ctx context.Context, req *kvpb.TxnGetRequest) (*kvpb.GetResp
 	})
 }
 
-// CommitTxn implements kvpb.KVServer. Its mutations must fall in one
-// region (mutation 0's); a retry with the same request ID (a forwarded
-// commit whose answer was lost) returns the first commit's timestamp.
+// CommitTxn implements kvpb.KVServer. Mutations in one region commit there
+// (region.CommitTxn); mutations in several commit by two-phase commit
+// (twopc.go), coordinated by the owner of mutation 0's region, the
+// primary's: a request for a primary elsewhere is forwarded to its owner. A
+// retry with the same request ID (a forwarded commit whose answer was lost)
+// returns the first commit's timestamp.
 func (s *KV) CommitTxn(ctx context.Context, req *kvpb.CommitTxnRequest) (*kvpb.CommitTxnResponse, error) {
 	if req.StartTs == 0 {
 		return nil, status.Error(codes.InvalidArgument, "start_ts is 0: take it from BeginTxn")
@@ -55,14 +58,9 @@ func (s *KV) CommitTxn(ctx context.Context, req *kvpb.CommitTxnRequest) (*kvpb.C
 	if err != nil {
 		return nil, mutationErr(0, err)
 	}
-	for i, m := range req.Mutations[1:] {
-		if err := s.inRegion(i+1, m.Key, t); err != nil {
-			if status.Code(err) == codes.InvalidArgument {
-				// INVALID_ARGUMENT, not FAILED_PRECONDITION, which clients
-				// retry as a stale route: no retry makes it commit.
-				return nil, status.Errorf(codes.InvalidArgument, "%s: cross-region transactions are not built yet", status.Convert(err).Message())
-			}
-			return nil, err
+	for i, m := range req.Mutations {
+		if len(m.Key) == 0 {
+			return nil, mutationErr(i, toStatus(region.ErrEmptyKey))
 		}
 	}
 	if t.forward {
@@ -81,7 +79,37 @@ func (s *KV) CommitTxn(ctx context.Context, req *kvpb.CommitTxnRequest) (*kvpb.C
 	if err != nil {
 		return nil, err
 	}
-	ts, err := s.once(ctx, t.local, req, func() (uint64, error) { return e.CommitTxn(ctx, req.StartTs, b) })
+	// The other regions' owners are found as for a request of this store's
+	// own, also when this one was forwarded here.
+	parts, err := s.participants(internalCtx(ctx), req.Mutations)
+	if err != nil {
+		return nil, err
+	}
+	if len(parts) > 1 {
+		var resp *kvpb.CommitTxnResponse
+		ts, err := s.once(ctx, t.local, req, func() (uint64, error) {
+			var err error
+			resp, err = s.commitAcrossRegions(internalCtx(ctx), req, parts)
+			if err != nil {
+				return 0, err
+			}
+			return resp.CommitTs, nil
+		})
+		if err != nil {
+			return nil, err
+		}
+		if resp == nil { // a retry answered from the record of the first
+			resp = &kvpb.CommitTxnResponse{CommitTs: ts, Region: t.local.Name()}
+		}
+		return resp, nil
+	}
+	ts, err := s.once(ctx, t.local, req, func() (ts uint64, err error) {
+		err = s.withLocks(ctx, t, func() (err error) {
+			ts, err = e.CommitTxn(ctx, req.StartTs, b)
+			return err
+		})
+		return ts, err
+	})
 	var ce *region.ConflictError
 	if errors.As(err, &ce) {
 		return nil, conflictStatus(ce)

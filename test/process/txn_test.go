@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"strconv"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -125,26 +124,37 @@ func TestTransactionsAgainstTwoStores(t *testing.T) {
 		}
 	})
 
-	t.Run("bad requests say what is wrong and change nothing", func(t *testing.T) {
+	t.Run("a transaction across every region commits atomically", func(t *testing.T) {
 		x, err := c.Begin(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
-		x.Put(regionKey(0, "x"), []byte("1"))
-		x.Put(regionKey(1, "x"), []byte("1"))
-		if _, err := x.Commit(ctx); !errors.Is(err, client.ErrTxnSpansRegions) {
-			t.Fatalf("a commit across regions: %v; want ErrTxnSpansRegions", err)
+		// Mutation 0 is in store-b's region 1: store-a forwards the commit
+		// to it, the coordinator, which prewrites through store-a again.
+		for _, i := range []int{1, 0, 2, 3} {
+			x.Put(regionKey(i, "atomic"), []byte("v"+strconv.Itoa(i)))
 		}
-		// The store refuses it too, naming both regions.
-		req := &kvpb.CommitTxnRequest{StartTs: x.StartTS(), Mutations: []*kvpb.Mutation{
-			{Op: kvpb.Mutation_OP_PUT, Key: regionKey(0, "x")}, {Op: kvpb.Mutation_OP_PUT, Key: regionKey(1, "x")}}}
-		if _, err := a.kv().CommitTxn(ctx, req); status.Code(err) != codes.InvalidArgument ||
-			!strings.Contains(err.Error(), "cross-region") || !strings.Contains(err.Error(), regionName(1)) {
-			t.Fatalf("a commit across regions, sent to the store: %v; want InvalidArgument naming %s and saying cross-region transactions are not built", err, regionName(1))
+		res, err := x.Commit(ctx)
+		if err != nil {
+			t.Fatal(err)
 		}
-		if _, found, _ := c.Get(ctx, regionKey(0, "x")); found {
-			t.Fatal("a refused commit wrote")
+		if res.Region != regionName(1) || res.CommitTS <= x.StartTS() {
+			t.Fatalf("commit answered %+v; want region %s (the primary's) and a timestamp after the start %d", res, regionName(1), x.StartTS())
 		}
+		for i := range 4 {
+			// Exactly at the commit timestamp every write is there; just
+			// before it none is.
+			at, before := res.CommitTS, res.CommitTS-1
+			for ts, want := range map[uint64]string{at: "v" + strconv.Itoa(i), before: ""} {
+				resp, err := a.kv().Get(ctx, &kvpb.GetRequest{Key: regionKey(i, "atomic"), ReadTs: &ts})
+				if err != nil || string(resp.Value) != want {
+					t.Fatalf("%s at %d: %v, %v; want %q", regionName(i), ts, resp, err, want)
+				}
+			}
+		}
+	})
+
+	t.Run("bad requests say what is wrong and change nothing", func(t *testing.T) {
 		for name, req := range map[string]*kvpb.CommitTxnRequest{
 			"no start_ts":  {Mutations: []*kvpb.Mutation{{Op: kvpb.Mutation_OP_PUT, Key: regionKey(0, "y")}}},
 			"no mutations": {StartTs: 1},

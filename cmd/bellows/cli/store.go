@@ -53,6 +53,8 @@ func newStoreCommand() *cobra.Command {
 		"on SIGTERM, how long to spend releasing the regions (running compactions aborted, flushed, marked released) before the remaining requests are finished; a region not released in time stays owned by this store's WAL (it must fit in the pod's grace period)")
 	f.DurationVar(&cfg.ReleasePollInterval, contract.FlagReleasePollInterval, cfg.ReleasePollInterval,
 		"how often a region that another store owns is checked for its release (one bucket existence check per waiting region), so it is claimed that soon after")
+	f.DurationVar(&cfg.TxnLockTTL, contract.FlagTxnLockTTL, cfg.TxnLockTTL,
+		"how long the locks of a cross-region transaction's commit hold before a request that meets one may roll the transaction back (when its coordinator, the store owning its first key, crashed mid-commit)")
 	f.DurationVar(&cfg.RemoteBlockTimeout, contract.FlagRemoteBlockTimeout, cfg.RemoteBlockTimeout,
 		"RemoteCache warmup: how long a cache miss waits for a block from the compaction worker's memory before reading the bucket instead (keep it well under clients' deadlines)")
 	f.DurationVar(&cfg.RemoteBlockRetryAfter, contract.FlagRemoteBlockRetryAfter, cfg.RemoteBlockRetryAfter,

@@ -60,6 +60,9 @@ type Config struct {
 	// ReleasePollInterval: how often a region another store owns is
 	// checked for its release.
 	ReleasePollInterval time.Duration
+	// TxnLockTTL: how long a cross-region commit's locks hold before a
+	// reader may roll the transaction back.
+	TxnLockTTL time.Duration
 	// RemoteBlockTimeout and RemoteBlockRetryAfter shape block reads from
 	// workers' memory (RemoteCache warmup): offload.Options.
 	RemoteBlockTimeout    time.Duration
@@ -80,6 +83,7 @@ func Default() Config {
 		OwnershipCheckInterval: contract.DefaultOwnershipCheckInterval,
 		ReleaseTimeout:         contract.DefaultReleaseTimeout,
 		ReleasePollInterval:    contract.DefaultReleasePollInterval,
+		TxnLockTTL:             contract.DefaultTxnLockTTL,
 		RemoteBlockTimeout:     contract.DefaultRemoteBlockTimeout,
 		RemoteBlockRetryAfter:  contract.DefaultRemoteBlockRetryAfter,
 		RemoteCacheRate:        float64(contract.DefaultRemoteCacheRate),
@@ -151,6 +155,9 @@ func (c Config) Validate() error {
 	}
 	if c.ReleasePollInterval <= 0 {
 		flag(contract.FlagReleasePollInterval, "%v must be positive", c.ReleasePollInterval)
+	}
+	if c.TxnLockTTL < 100*time.Millisecond {
+		flag(contract.FlagTxnLockTTL, "%v is under 100ms: commits would roll back before they finish", c.TxnLockTTL)
 	}
 	if c.RemoteBlockTimeout <= 0 {
 		flag(contract.FlagRemoteBlockTimeout, "%v must be positive", c.RemoteBlockTimeout)

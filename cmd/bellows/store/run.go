@@ -156,7 +156,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, out io.Writer) error
 		return err
 	}
 	store, err = server.OpenStore(ctx, spans, server.StoreOptions{WALRoot: cfg.WALDir, Region: base,
-		ReleasePollInterval: cfg.ReleasePollInterval})
+		ReleasePollInterval: cfg.ReleasePollInterval, TxnLockTTL: cfg.TxnLockTTL})
 	if err != nil {
 		return err
 	}

@@ -576,7 +576,8 @@ func (x *TxnGetRequest) GetKey() []byte {
 type CommitTxnRequest struct {
 	state   protoimpl.MessageState `protogen:"open.v1"`
 	StartTs uint64                 `protobuf:"varint,1,opt,name=start_ts,json=startTs,proto3" json:"start_ts,omitempty"`
-	// mutations are the transaction's writes, all in one region; at least one.
+	// mutations are the transaction's writes, at least one; mutation 0's key
+	// is the primary key when they span regions.
 	Mutations     []*Mutation `protobuf:"bytes,2,rep,name=mutations,proto3" json:"mutations,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -626,6 +627,375 @@ func (x *CommitTxnRequest) GetMutations() []*Mutation {
 	return nil
 }
 
+type PrewriteRequest struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	StartTs uint64                 `protobuf:"varint,1,opt,name=start_ts,json=startTs,proto3" json:"start_ts,omitempty"`
+	// primary is the transaction's primary key, in whatever region.
+	Primary []byte `protobuf:"bytes,2,opt,name=primary,proto3" json:"primary,omitempty"`
+	// mutations fall in one region; at least one.
+	Mutations []*Mutation `protobuf:"bytes,3,rep,name=mutations,proto3" json:"mutations,omitempty"`
+	// ttl_ms: how long the locks hold before a reader that meets one may
+	// roll the transaction back (if its primary has not committed).
+	TtlMs         uint64 `protobuf:"varint,4,opt,name=ttl_ms,json=ttlMs,proto3" json:"ttl_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PrewriteRequest) Reset() {
+	*x = PrewriteRequest{}
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PrewriteRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PrewriteRequest) ProtoMessage() {}
+
+func (x *PrewriteRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PrewriteRequest.ProtoReflect.Descriptor instead.
+func (*PrewriteRequest) Descriptor() ([]byte, []int) {
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *PrewriteRequest) GetStartTs() uint64 {
+	if x != nil {
+		return x.StartTs
+	}
+	return 0
+}
+
+func (x *PrewriteRequest) GetPrimary() []byte {
+	if x != nil {
+		return x.Primary
+	}
+	return nil
+}
+
+func (x *PrewriteRequest) GetMutations() []*Mutation {
+	if x != nil {
+		return x.Mutations
+	}
+	return nil
+}
+
+func (x *PrewriteRequest) GetTtlMs() uint64 {
+	if x != nil {
+		return x.TtlMs
+	}
+	return 0
+}
+
+type PrewriteResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// prepare_ts: the commit timestamp must be above it.
+	PrepareTs uint64 `protobuf:"varint,1,opt,name=prepare_ts,json=prepareTs,proto3" json:"prepare_ts,omitempty"`
+	// committed_ts is set when the transaction already committed (a retried
+	// commit whose first attempt reached the commit point).
+	CommittedTs   uint64 `protobuf:"varint,2,opt,name=committed_ts,json=committedTs,proto3" json:"committed_ts,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PrewriteResponse) Reset() {
+	*x = PrewriteResponse{}
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PrewriteResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PrewriteResponse) ProtoMessage() {}
+
+func (x *PrewriteResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PrewriteResponse.ProtoReflect.Descriptor instead.
+func (*PrewriteResponse) Descriptor() ([]byte, []int) {
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *PrewriteResponse) GetPrepareTs() uint64 {
+	if x != nil {
+		return x.PrepareTs
+	}
+	return 0
+}
+
+func (x *PrewriteResponse) GetCommittedTs() uint64 {
+	if x != nil {
+		return x.CommittedTs
+	}
+	return 0
+}
+
+type ResolveLocksRequest struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	StartTs uint64                 `protobuf:"varint,1,opt,name=start_ts,json=startTs,proto3" json:"start_ts,omitempty"`
+	// commit_ts commits the locks at it; 0 rolls them back.
+	CommitTs uint64 `protobuf:"varint,2,opt,name=commit_ts,json=commitTs,proto3" json:"commit_ts,omitempty"`
+	// keys fall in one region; at least one.
+	Keys [][]byte `protobuf:"bytes,3,rep,name=keys,proto3" json:"keys,omitempty"`
+	// primary: keys[0] is the primary key and this is the commit point (the
+	// outcome is recorded), or the rollback that decides the transaction.
+	Primary bool `protobuf:"varint,4,opt,name=primary,proto3" json:"primary,omitempty"`
+	// forget_outcome: every lock is resolved; the primary's region may drop
+	// the recorded outcome.
+	ForgetOutcome bool `protobuf:"varint,5,opt,name=forget_outcome,json=forgetOutcome,proto3" json:"forget_outcome,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResolveLocksRequest) Reset() {
+	*x = ResolveLocksRequest{}
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResolveLocksRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResolveLocksRequest) ProtoMessage() {}
+
+func (x *ResolveLocksRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResolveLocksRequest.ProtoReflect.Descriptor instead.
+func (*ResolveLocksRequest) Descriptor() ([]byte, []int) {
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *ResolveLocksRequest) GetStartTs() uint64 {
+	if x != nil {
+		return x.StartTs
+	}
+	return 0
+}
+
+func (x *ResolveLocksRequest) GetCommitTs() uint64 {
+	if x != nil {
+		return x.CommitTs
+	}
+	return 0
+}
+
+func (x *ResolveLocksRequest) GetKeys() [][]byte {
+	if x != nil {
+		return x.Keys
+	}
+	return nil
+}
+
+func (x *ResolveLocksRequest) GetPrimary() bool {
+	if x != nil {
+		return x.Primary
+	}
+	return false
+}
+
+func (x *ResolveLocksRequest) GetForgetOutcome() bool {
+	if x != nil {
+		return x.ForgetOutcome
+	}
+	return false
+}
+
+type ResolveLocksResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResolveLocksResponse) Reset() {
+	*x = ResolveLocksResponse{}
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResolveLocksResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResolveLocksResponse) ProtoMessage() {}
+
+func (x *ResolveLocksResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResolveLocksResponse.ProtoReflect.Descriptor instead.
+func (*ResolveLocksResponse) Descriptor() ([]byte, []int) {
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{14}
+}
+
+type CheckTxnStatusRequest struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Primary []byte                 `protobuf:"bytes,1,opt,name=primary,proto3" json:"primary,omitempty"`
+	StartTs uint64                 `protobuf:"varint,2,opt,name=start_ts,json=startTs,proto3" json:"start_ts,omitempty"`
+	// rollback_if_absent: the caller met an expired lock of the transaction;
+	// if the primary has neither a lock nor an outcome, roll it back.
+	RollbackIfAbsent bool `protobuf:"varint,3,opt,name=rollback_if_absent,json=rollbackIfAbsent,proto3" json:"rollback_if_absent,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *CheckTxnStatusRequest) Reset() {
+	*x = CheckTxnStatusRequest{}
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CheckTxnStatusRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CheckTxnStatusRequest) ProtoMessage() {}
+
+func (x *CheckTxnStatusRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CheckTxnStatusRequest.ProtoReflect.Descriptor instead.
+func (*CheckTxnStatusRequest) Descriptor() ([]byte, []int) {
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *CheckTxnStatusRequest) GetPrimary() []byte {
+	if x != nil {
+		return x.Primary
+	}
+	return nil
+}
+
+func (x *CheckTxnStatusRequest) GetStartTs() uint64 {
+	if x != nil {
+		return x.StartTs
+	}
+	return 0
+}
+
+func (x *CheckTxnStatusRequest) GetRollbackIfAbsent() bool {
+	if x != nil {
+		return x.RollbackIfAbsent
+	}
+	return false
+}
+
+type CheckTxnStatusResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Exactly one of commit_ts (committed), rolled_back, or neither (still
+	// being committed: lock_expires_at_unix_ns says until when at most).
+	CommitTs            uint64 `protobuf:"varint,1,opt,name=commit_ts,json=commitTs,proto3" json:"commit_ts,omitempty"`
+	RolledBack          bool   `protobuf:"varint,2,opt,name=rolled_back,json=rolledBack,proto3" json:"rolled_back,omitempty"`
+	LockExpiresAtUnixNs int64  `protobuf:"varint,3,opt,name=lock_expires_at_unix_ns,json=lockExpiresAtUnixNs,proto3" json:"lock_expires_at_unix_ns,omitempty"`
+	unknownFields       protoimpl.UnknownFields
+	sizeCache           protoimpl.SizeCache
+}
+
+func (x *CheckTxnStatusResponse) Reset() {
+	*x = CheckTxnStatusResponse{}
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CheckTxnStatusResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CheckTxnStatusResponse) ProtoMessage() {}
+
+func (x *CheckTxnStatusResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CheckTxnStatusResponse.ProtoReflect.Descriptor instead.
+func (*CheckTxnStatusResponse) Descriptor() ([]byte, []int) {
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *CheckTxnStatusResponse) GetCommitTs() uint64 {
+	if x != nil {
+		return x.CommitTs
+	}
+	return 0
+}
+
+func (x *CheckTxnStatusResponse) GetRolledBack() bool {
+	if x != nil {
+		return x.RolledBack
+	}
+	return false
+}
+
+func (x *CheckTxnStatusResponse) GetLockExpiresAtUnixNs() int64 {
+	if x != nil {
+		return x.LockExpiresAtUnixNs
+	}
+	return 0
+}
+
 type CommitTxnResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	CommitTs      uint64                 `protobuf:"varint,1,opt,name=commit_ts,json=commitTs,proto3" json:"commit_ts,omitempty"`
@@ -636,7 +1006,7 @@ type CommitTxnResponse struct {
 
 func (x *CommitTxnResponse) Reset() {
 	*x = CommitTxnResponse{}
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[11]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -648,7 +1018,7 @@ func (x *CommitTxnResponse) String() string {
 func (*CommitTxnResponse) ProtoMessage() {}
 
 func (x *CommitTxnResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[11]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -661,7 +1031,7 @@ func (x *CommitTxnResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommitTxnResponse.ProtoReflect.Descriptor instead.
 func (*CommitTxnResponse) Descriptor() ([]byte, []int) {
-	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{11}
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *CommitTxnResponse) GetCommitTs() uint64 {
@@ -687,7 +1057,7 @@ type BatchRequest struct {
 
 func (x *BatchRequest) Reset() {
 	*x = BatchRequest{}
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[12]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -699,7 +1069,7 @@ func (x *BatchRequest) String() string {
 func (*BatchRequest) ProtoMessage() {}
 
 func (x *BatchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[12]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -712,7 +1082,7 @@ func (x *BatchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BatchRequest.ProtoReflect.Descriptor instead.
 func (*BatchRequest) Descriptor() ([]byte, []int) {
-	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{12}
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *BatchRequest) GetMutations() []*Mutation {
@@ -732,7 +1102,7 @@ type BatchResponse struct {
 
 func (x *BatchResponse) Reset() {
 	*x = BatchResponse{}
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[13]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -744,7 +1114,7 @@ func (x *BatchResponse) String() string {
 func (*BatchResponse) ProtoMessage() {}
 
 func (x *BatchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[13]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -757,7 +1127,7 @@ func (x *BatchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BatchResponse.ProtoReflect.Descriptor instead.
 func (*BatchResponse) Descriptor() ([]byte, []int) {
-	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{13}
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *BatchResponse) GetCommitTs() uint64 {
@@ -789,7 +1159,7 @@ type ScanRequest struct {
 
 func (x *ScanRequest) Reset() {
 	*x = ScanRequest{}
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[14]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -801,7 +1171,7 @@ func (x *ScanRequest) String() string {
 func (*ScanRequest) ProtoMessage() {}
 
 func (x *ScanRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[14]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -814,7 +1184,7 @@ func (x *ScanRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScanRequest.ProtoReflect.Descriptor instead.
 func (*ScanRequest) Descriptor() ([]byte, []int) {
-	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{14}
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ScanRequest) GetStart() []byte {
@@ -855,7 +1225,7 @@ type KeyValue struct {
 
 func (x *KeyValue) Reset() {
 	*x = KeyValue{}
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[15]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -867,7 +1237,7 @@ func (x *KeyValue) String() string {
 func (*KeyValue) ProtoMessage() {}
 
 func (x *KeyValue) ProtoReflect() protoreflect.Message {
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[15]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -880,7 +1250,7 @@ func (x *KeyValue) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KeyValue.ProtoReflect.Descriptor instead.
 func (*KeyValue) Descriptor() ([]byte, []int) {
-	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{15}
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *KeyValue) GetKey() []byte {
@@ -907,7 +1277,7 @@ type ScanResponse struct {
 
 func (x *ScanResponse) Reset() {
 	*x = ScanResponse{}
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[16]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -919,7 +1289,7 @@ func (x *ScanResponse) String() string {
 func (*ScanResponse) ProtoMessage() {}
 
 func (x *ScanResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[16]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -932,7 +1302,7 @@ func (x *ScanResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScanResponse.ProtoReflect.Descriptor instead.
 func (*ScanResponse) Descriptor() ([]byte, []int) {
-	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{16}
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ScanResponse) GetPairs() []*KeyValue {
@@ -950,7 +1320,7 @@ type RegionsRequest struct {
 
 func (x *RegionsRequest) Reset() {
 	*x = RegionsRequest{}
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[17]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -962,7 +1332,7 @@ func (x *RegionsRequest) String() string {
 func (*RegionsRequest) ProtoMessage() {}
 
 func (x *RegionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[17]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -975,7 +1345,7 @@ func (x *RegionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegionsRequest.ProtoReflect.Descriptor instead.
 func (*RegionsRequest) Descriptor() ([]byte, []int) {
-	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{17}
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{23}
 }
 
 type RegionInfo struct {
@@ -991,7 +1361,7 @@ type RegionInfo struct {
 
 func (x *RegionInfo) Reset() {
 	*x = RegionInfo{}
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[18]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1003,7 +1373,7 @@ func (x *RegionInfo) String() string {
 func (*RegionInfo) ProtoMessage() {}
 
 func (x *RegionInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[18]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1016,7 +1386,7 @@ func (x *RegionInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegionInfo.ProtoReflect.Descriptor instead.
 func (*RegionInfo) Descriptor() ([]byte, []int) {
-	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{18}
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *RegionInfo) GetName() string {
@@ -1063,7 +1433,7 @@ type RegionsResponse struct {
 
 func (x *RegionsResponse) Reset() {
 	*x = RegionsResponse{}
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[19]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1075,7 +1445,7 @@ func (x *RegionsResponse) String() string {
 func (*RegionsResponse) ProtoMessage() {}
 
 func (x *RegionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[19]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1088,7 +1458,7 @@ func (x *RegionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegionsResponse.ProtoReflect.Descriptor instead.
 func (*RegionsResponse) Descriptor() ([]byte, []int) {
-	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{19}
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *RegionsResponse) GetRegions() []*RegionInfo {
@@ -1114,7 +1484,7 @@ type FlushRequest struct {
 
 func (x *FlushRequest) Reset() {
 	*x = FlushRequest{}
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[20]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1126,7 +1496,7 @@ func (x *FlushRequest) String() string {
 func (*FlushRequest) ProtoMessage() {}
 
 func (x *FlushRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[20]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1139,7 +1509,7 @@ func (x *FlushRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FlushRequest.ProtoReflect.Descriptor instead.
 func (*FlushRequest) Descriptor() ([]byte, []int) {
-	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{20}
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *FlushRequest) GetRegion() string {
@@ -1157,7 +1527,7 @@ type FlushResponse struct {
 
 func (x *FlushResponse) Reset() {
 	*x = FlushResponse{}
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[21]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1169,7 +1539,7 @@ func (x *FlushResponse) String() string {
 func (*FlushResponse) ProtoMessage() {}
 
 func (x *FlushResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[21]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1182,7 +1552,7 @@ func (x *FlushResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FlushResponse.ProtoReflect.Descriptor instead.
 func (*FlushResponse) Descriptor() ([]byte, []int) {
-	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{21}
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{27}
 }
 
 type CompactRequest struct {
@@ -1204,7 +1574,7 @@ type CompactRequest struct {
 
 func (x *CompactRequest) Reset() {
 	*x = CompactRequest{}
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[22]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1216,7 +1586,7 @@ func (x *CompactRequest) String() string {
 func (*CompactRequest) ProtoMessage() {}
 
 func (x *CompactRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[22]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1229,7 +1599,7 @@ func (x *CompactRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompactRequest.ProtoReflect.Descriptor instead.
 func (*CompactRequest) Descriptor() ([]byte, []int) {
-	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{22}
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *CompactRequest) GetRegion() string {
@@ -1275,7 +1645,7 @@ type CompactResponse struct {
 
 func (x *CompactResponse) Reset() {
 	*x = CompactResponse{}
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[23]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1287,7 +1657,7 @@ func (x *CompactResponse) String() string {
 func (*CompactResponse) ProtoMessage() {}
 
 func (x *CompactResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[23]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1300,7 +1670,7 @@ func (x *CompactResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompactResponse.ProtoReflect.Descriptor instead.
 func (*CompactResponse) Descriptor() ([]byte, []int) {
-	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{23}
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *CompactResponse) GetCompacted() bool {
@@ -1395,7 +1765,32 @@ const file_bellows_kv_v1_kv_proto_rawDesc = "" +
 	"\x03key\x18\x02 \x01(\fR\x03key\"d\n" +
 	"\x10CommitTxnRequest\x12\x19\n" +
 	"\bstart_ts\x18\x01 \x01(\x04R\astartTs\x125\n" +
-	"\tmutations\x18\x02 \x03(\v2\x17.bellows.kv.v1.MutationR\tmutations\"H\n" +
+	"\tmutations\x18\x02 \x03(\v2\x17.bellows.kv.v1.MutationR\tmutations\"\x94\x01\n" +
+	"\x0fPrewriteRequest\x12\x19\n" +
+	"\bstart_ts\x18\x01 \x01(\x04R\astartTs\x12\x18\n" +
+	"\aprimary\x18\x02 \x01(\fR\aprimary\x125\n" +
+	"\tmutations\x18\x03 \x03(\v2\x17.bellows.kv.v1.MutationR\tmutations\x12\x15\n" +
+	"\x06ttl_ms\x18\x04 \x01(\x04R\x05ttlMs\"T\n" +
+	"\x10PrewriteResponse\x12\x1d\n" +
+	"\n" +
+	"prepare_ts\x18\x01 \x01(\x04R\tprepareTs\x12!\n" +
+	"\fcommitted_ts\x18\x02 \x01(\x04R\vcommittedTs\"\xa2\x01\n" +
+	"\x13ResolveLocksRequest\x12\x19\n" +
+	"\bstart_ts\x18\x01 \x01(\x04R\astartTs\x12\x1b\n" +
+	"\tcommit_ts\x18\x02 \x01(\x04R\bcommitTs\x12\x12\n" +
+	"\x04keys\x18\x03 \x03(\fR\x04keys\x12\x18\n" +
+	"\aprimary\x18\x04 \x01(\bR\aprimary\x12%\n" +
+	"\x0eforget_outcome\x18\x05 \x01(\bR\rforgetOutcome\"\x16\n" +
+	"\x14ResolveLocksResponse\"z\n" +
+	"\x15CheckTxnStatusRequest\x12\x18\n" +
+	"\aprimary\x18\x01 \x01(\fR\aprimary\x12\x19\n" +
+	"\bstart_ts\x18\x02 \x01(\x04R\astartTs\x12,\n" +
+	"\x12rollback_if_absent\x18\x03 \x01(\bR\x10rollbackIfAbsent\"\x8c\x01\n" +
+	"\x16CheckTxnStatusResponse\x12\x1b\n" +
+	"\tcommit_ts\x18\x01 \x01(\x04R\bcommitTs\x12\x1f\n" +
+	"\vrolled_back\x18\x02 \x01(\bR\n" +
+	"rolledBack\x124\n" +
+	"\x17lock_expires_at_unix_ns\x18\x03 \x01(\x03R\x13lockExpiresAtUnixNs\"H\n" +
 	"\x11CommitTxnResponse\x12\x1b\n" +
 	"\tcommit_ts\x18\x01 \x01(\x04R\bcommitTs\x12\x16\n" +
 	"\x06region\x18\x02 \x01(\tR\x06region\"E\n" +
@@ -1441,7 +1836,7 @@ const file_bellows_kv_v1_kv_proto_rawDesc = "" +
 	"inputBytes\x12\x1a\n" +
 	"\blocation\x18\x05 \x01(\tR\blocation\x12\x16\n" +
 	"\x06worker\x18\x06 \x01(\tR\x06worker\x12\x12\n" +
-	"\x04note\x18\a \x01(\tR\x04note2\xf9\x04\n" +
+	"\x04note\x18\a \x01(\tR\x04note2\xfe\x06\n" +
 	"\x02KV\x12<\n" +
 	"\x03Put\x12\x19.bellows.kv.v1.PutRequest\x1a\x1a.bellows.kv.v1.PutResponse\x12<\n" +
 	"\x03Get\x12\x19.bellows.kv.v1.GetRequest\x1a\x1a.bellows.kv.v1.GetResponse\x12E\n" +
@@ -1451,7 +1846,10 @@ const file_bellows_kv_v1_kv_proto_rawDesc = "" +
 	"\aRegions\x12\x1d.bellows.kv.v1.RegionsRequest\x1a\x1e.bellows.kv.v1.RegionsResponse\x12K\n" +
 	"\bBeginTxn\x12\x1e.bellows.kv.v1.BeginTxnRequest\x1a\x1f.bellows.kv.v1.BeginTxnResponse\x12B\n" +
 	"\x06TxnGet\x12\x1c.bellows.kv.v1.TxnGetRequest\x1a\x1a.bellows.kv.v1.GetResponse\x12N\n" +
-	"\tCommitTxn\x12\x1f.bellows.kv.v1.CommitTxnRequest\x1a .bellows.kv.v1.CommitTxnResponse2\x95\x01\n" +
+	"\tCommitTxn\x12\x1f.bellows.kv.v1.CommitTxnRequest\x1a .bellows.kv.v1.CommitTxnResponse\x12K\n" +
+	"\bPrewrite\x12\x1e.bellows.kv.v1.PrewriteRequest\x1a\x1f.bellows.kv.v1.PrewriteResponse\x12W\n" +
+	"\fResolveLocks\x12\".bellows.kv.v1.ResolveLocksRequest\x1a#.bellows.kv.v1.ResolveLocksResponse\x12]\n" +
+	"\x0eCheckTxnStatus\x12$.bellows.kv.v1.CheckTxnStatusRequest\x1a%.bellows.kv.v1.CheckTxnStatusResponse2\x95\x01\n" +
 	"\x05Admin\x12B\n" +
 	"\x05Flush\x12\x1b.bellows.kv.v1.FlushRequest\x1a\x1c.bellows.kv.v1.FlushResponse\x12H\n" +
 	"\aCompact\x12\x1d.bellows.kv.v1.CompactRequest\x1a\x1e.bellows.kv.v1.CompactResponseB8Z6github.com/bellows-kv/bellows/proto/bellows/kv/v1;kvv1b\x06proto3"
@@ -1469,67 +1867,80 @@ func file_bellows_kv_v1_kv_proto_rawDescGZIP() []byte {
 }
 
 var file_bellows_kv_v1_kv_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_bellows_kv_v1_kv_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
+var file_bellows_kv_v1_kv_proto_msgTypes = make([]protoimpl.MessageInfo, 30)
 var file_bellows_kv_v1_kv_proto_goTypes = []any{
-	(Mutation_Op)(0),          // 0: bellows.kv.v1.Mutation.Op
-	(*PutRequest)(nil),        // 1: bellows.kv.v1.PutRequest
-	(*PutResponse)(nil),       // 2: bellows.kv.v1.PutResponse
-	(*GetRequest)(nil),        // 3: bellows.kv.v1.GetRequest
-	(*GetResponse)(nil),       // 4: bellows.kv.v1.GetResponse
-	(*DeleteRequest)(nil),     // 5: bellows.kv.v1.DeleteRequest
-	(*DeleteResponse)(nil),    // 6: bellows.kv.v1.DeleteResponse
-	(*Mutation)(nil),          // 7: bellows.kv.v1.Mutation
-	(*BeginTxnRequest)(nil),   // 8: bellows.kv.v1.BeginTxnRequest
-	(*BeginTxnResponse)(nil),  // 9: bellows.kv.v1.BeginTxnResponse
-	(*TxnGetRequest)(nil),     // 10: bellows.kv.v1.TxnGetRequest
-	(*CommitTxnRequest)(nil),  // 11: bellows.kv.v1.CommitTxnRequest
-	(*CommitTxnResponse)(nil), // 12: bellows.kv.v1.CommitTxnResponse
-	(*BatchRequest)(nil),      // 13: bellows.kv.v1.BatchRequest
-	(*BatchResponse)(nil),     // 14: bellows.kv.v1.BatchResponse
-	(*ScanRequest)(nil),       // 15: bellows.kv.v1.ScanRequest
-	(*KeyValue)(nil),          // 16: bellows.kv.v1.KeyValue
-	(*ScanResponse)(nil),      // 17: bellows.kv.v1.ScanResponse
-	(*RegionsRequest)(nil),    // 18: bellows.kv.v1.RegionsRequest
-	(*RegionInfo)(nil),        // 19: bellows.kv.v1.RegionInfo
-	(*RegionsResponse)(nil),   // 20: bellows.kv.v1.RegionsResponse
-	(*FlushRequest)(nil),      // 21: bellows.kv.v1.FlushRequest
-	(*FlushResponse)(nil),     // 22: bellows.kv.v1.FlushResponse
-	(*CompactRequest)(nil),    // 23: bellows.kv.v1.CompactRequest
-	(*CompactResponse)(nil),   // 24: bellows.kv.v1.CompactResponse
+	(Mutation_Op)(0),               // 0: bellows.kv.v1.Mutation.Op
+	(*PutRequest)(nil),             // 1: bellows.kv.v1.PutRequest
+	(*PutResponse)(nil),            // 2: bellows.kv.v1.PutResponse
+	(*GetRequest)(nil),             // 3: bellows.kv.v1.GetRequest
+	(*GetResponse)(nil),            // 4: bellows.kv.v1.GetResponse
+	(*DeleteRequest)(nil),          // 5: bellows.kv.v1.DeleteRequest
+	(*DeleteResponse)(nil),         // 6: bellows.kv.v1.DeleteResponse
+	(*Mutation)(nil),               // 7: bellows.kv.v1.Mutation
+	(*BeginTxnRequest)(nil),        // 8: bellows.kv.v1.BeginTxnRequest
+	(*BeginTxnResponse)(nil),       // 9: bellows.kv.v1.BeginTxnResponse
+	(*TxnGetRequest)(nil),          // 10: bellows.kv.v1.TxnGetRequest
+	(*CommitTxnRequest)(nil),       // 11: bellows.kv.v1.CommitTxnRequest
+	(*PrewriteRequest)(nil),        // 12: bellows.kv.v1.PrewriteRequest
+	(*PrewriteResponse)(nil),       // 13: bellows.kv.v1.PrewriteResponse
+	(*ResolveLocksRequest)(nil),    // 14: bellows.kv.v1.ResolveLocksRequest
+	(*ResolveLocksResponse)(nil),   // 15: bellows.kv.v1.ResolveLocksResponse
+	(*CheckTxnStatusRequest)(nil),  // 16: bellows.kv.v1.CheckTxnStatusRequest
+	(*CheckTxnStatusResponse)(nil), // 17: bellows.kv.v1.CheckTxnStatusResponse
+	(*CommitTxnResponse)(nil),      // 18: bellows.kv.v1.CommitTxnResponse
+	(*BatchRequest)(nil),           // 19: bellows.kv.v1.BatchRequest
+	(*BatchResponse)(nil),          // 20: bellows.kv.v1.BatchResponse
+	(*ScanRequest)(nil),            // 21: bellows.kv.v1.ScanRequest
+	(*KeyValue)(nil),               // 22: bellows.kv.v1.KeyValue
+	(*ScanResponse)(nil),           // 23: bellows.kv.v1.ScanResponse
+	(*RegionsRequest)(nil),         // 24: bellows.kv.v1.RegionsRequest
+	(*RegionInfo)(nil),             // 25: bellows.kv.v1.RegionInfo
+	(*RegionsResponse)(nil),        // 26: bellows.kv.v1.RegionsResponse
+	(*FlushRequest)(nil),           // 27: bellows.kv.v1.FlushRequest
+	(*FlushResponse)(nil),          // 28: bellows.kv.v1.FlushResponse
+	(*CompactRequest)(nil),         // 29: bellows.kv.v1.CompactRequest
+	(*CompactResponse)(nil),        // 30: bellows.kv.v1.CompactResponse
 }
 var file_bellows_kv_v1_kv_proto_depIdxs = []int32{
 	0,  // 0: bellows.kv.v1.Mutation.op:type_name -> bellows.kv.v1.Mutation.Op
 	7,  // 1: bellows.kv.v1.CommitTxnRequest.mutations:type_name -> bellows.kv.v1.Mutation
-	7,  // 2: bellows.kv.v1.BatchRequest.mutations:type_name -> bellows.kv.v1.Mutation
-	16, // 3: bellows.kv.v1.ScanResponse.pairs:type_name -> bellows.kv.v1.KeyValue
-	19, // 4: bellows.kv.v1.RegionsResponse.regions:type_name -> bellows.kv.v1.RegionInfo
-	1,  // 5: bellows.kv.v1.KV.Put:input_type -> bellows.kv.v1.PutRequest
-	3,  // 6: bellows.kv.v1.KV.Get:input_type -> bellows.kv.v1.GetRequest
-	5,  // 7: bellows.kv.v1.KV.Delete:input_type -> bellows.kv.v1.DeleteRequest
-	13, // 8: bellows.kv.v1.KV.Batch:input_type -> bellows.kv.v1.BatchRequest
-	15, // 9: bellows.kv.v1.KV.Scan:input_type -> bellows.kv.v1.ScanRequest
-	18, // 10: bellows.kv.v1.KV.Regions:input_type -> bellows.kv.v1.RegionsRequest
-	8,  // 11: bellows.kv.v1.KV.BeginTxn:input_type -> bellows.kv.v1.BeginTxnRequest
-	10, // 12: bellows.kv.v1.KV.TxnGet:input_type -> bellows.kv.v1.TxnGetRequest
-	11, // 13: bellows.kv.v1.KV.CommitTxn:input_type -> bellows.kv.v1.CommitTxnRequest
-	21, // 14: bellows.kv.v1.Admin.Flush:input_type -> bellows.kv.v1.FlushRequest
-	23, // 15: bellows.kv.v1.Admin.Compact:input_type -> bellows.kv.v1.CompactRequest
-	2,  // 16: bellows.kv.v1.KV.Put:output_type -> bellows.kv.v1.PutResponse
-	4,  // 17: bellows.kv.v1.KV.Get:output_type -> bellows.kv.v1.GetResponse
-	6,  // 18: bellows.kv.v1.KV.Delete:output_type -> bellows.kv.v1.DeleteResponse
-	14, // 19: bellows.kv.v1.KV.Batch:output_type -> bellows.kv.v1.BatchResponse
-	17, // 20: bellows.kv.v1.KV.Scan:output_type -> bellows.kv.v1.ScanResponse
-	20, // 21: bellows.kv.v1.KV.Regions:output_type -> bellows.kv.v1.RegionsResponse
-	9,  // 22: bellows.kv.v1.KV.BeginTxn:output_type -> bellows.kv.v1.BeginTxnResponse
-	4,  // 23: bellows.kv.v1.KV.TxnGet:output_type -> bellows.kv.v1.GetResponse
-	12, // 24: bellows.kv.v1.KV.CommitTxn:output_type -> bellows.kv.v1.CommitTxnResponse
-	22, // 25: bellows.kv.v1.Admin.Flush:output_type -> bellows.kv.v1.FlushResponse
-	24, // 26: bellows.kv.v1.Admin.Compact:output_type -> bellows.kv.v1.CompactResponse
-	16, // [16:27] is the sub-list for method output_type
-	5,  // [5:16] is the sub-list for method input_type
-	5,  // [5:5] is the sub-list for extension type_name
-	5,  // [5:5] is the sub-list for extension extendee
-	0,  // [0:5] is the sub-list for field type_name
+	7,  // 2: bellows.kv.v1.PrewriteRequest.mutations:type_name -> bellows.kv.v1.Mutation
+	7,  // 3: bellows.kv.v1.BatchRequest.mutations:type_name -> bellows.kv.v1.Mutation
+	22, // 4: bellows.kv.v1.ScanResponse.pairs:type_name -> bellows.kv.v1.KeyValue
+	25, // 5: bellows.kv.v1.RegionsResponse.regions:type_name -> bellows.kv.v1.RegionInfo
+	1,  // 6: bellows.kv.v1.KV.Put:input_type -> bellows.kv.v1.PutRequest
+	3,  // 7: bellows.kv.v1.KV.Get:input_type -> bellows.kv.v1.GetRequest
+	5,  // 8: bellows.kv.v1.KV.Delete:input_type -> bellows.kv.v1.DeleteRequest
+	19, // 9: bellows.kv.v1.KV.Batch:input_type -> bellows.kv.v1.BatchRequest
+	21, // 10: bellows.kv.v1.KV.Scan:input_type -> bellows.kv.v1.ScanRequest
+	24, // 11: bellows.kv.v1.KV.Regions:input_type -> bellows.kv.v1.RegionsRequest
+	8,  // 12: bellows.kv.v1.KV.BeginTxn:input_type -> bellows.kv.v1.BeginTxnRequest
+	10, // 13: bellows.kv.v1.KV.TxnGet:input_type -> bellows.kv.v1.TxnGetRequest
+	11, // 14: bellows.kv.v1.KV.CommitTxn:input_type -> bellows.kv.v1.CommitTxnRequest
+	12, // 15: bellows.kv.v1.KV.Prewrite:input_type -> bellows.kv.v1.PrewriteRequest
+	14, // 16: bellows.kv.v1.KV.ResolveLocks:input_type -> bellows.kv.v1.ResolveLocksRequest
+	16, // 17: bellows.kv.v1.KV.CheckTxnStatus:input_type -> bellows.kv.v1.CheckTxnStatusRequest
+	27, // 18: bellows.kv.v1.Admin.Flush:input_type -> bellows.kv.v1.FlushRequest
+	29, // 19: bellows.kv.v1.Admin.Compact:input_type -> bellows.kv.v1.CompactRequest
+	2,  // 20: bellows.kv.v1.KV.Put:output_type -> bellows.kv.v1.PutResponse
+	4,  // 21: bellows.kv.v1.KV.Get:output_type -> bellows.kv.v1.GetResponse
+	6,  // 22: bellows.kv.v1.KV.Delete:output_type -> bellows.kv.v1.DeleteResponse
+	20, // 23: bellows.kv.v1.KV.Batch:output_type -> bellows.kv.v1.BatchResponse
+	23, // 24: bellows.kv.v1.KV.Scan:output_type -> bellows.kv.v1.ScanResponse
+	26, // 25: bellows.kv.v1.KV.Regions:output_type -> bellows.kv.v1.RegionsResponse
+	9,  // 26: bellows.kv.v1.KV.BeginTxn:output_type -> bellows.kv.v1.BeginTxnResponse
+	4,  // 27: bellows.kv.v1.KV.TxnGet:output_type -> bellows.kv.v1.GetResponse
+	18, // 28: bellows.kv.v1.KV.CommitTxn:output_type -> bellows.kv.v1.CommitTxnResponse
+	13, // 29: bellows.kv.v1.KV.Prewrite:output_type -> bellows.kv.v1.PrewriteResponse
+	15, // 30: bellows.kv.v1.KV.ResolveLocks:output_type -> bellows.kv.v1.ResolveLocksResponse
+	17, // 31: bellows.kv.v1.KV.CheckTxnStatus:output_type -> bellows.kv.v1.CheckTxnStatusResponse
+	28, // 32: bellows.kv.v1.Admin.Flush:output_type -> bellows.kv.v1.FlushResponse
+	30, // 33: bellows.kv.v1.Admin.Compact:output_type -> bellows.kv.v1.CompactResponse
+	20, // [20:34] is the sub-list for method output_type
+	6,  // [6:20] is the sub-list for method input_type
+	6,  // [6:6] is the sub-list for extension type_name
+	6,  // [6:6] is the sub-list for extension extendee
+	0,  // [0:6] is the sub-list for field type_name
 }
 
 func init() { file_bellows_kv_v1_kv_proto_init() }
@@ -1538,14 +1949,14 @@ func file_bellows_kv_v1_kv_proto_init() {
 		return
 	}
 	file_bellows_kv_v1_kv_proto_msgTypes[2].OneofWrappers = []any{}
-	file_bellows_kv_v1_kv_proto_msgTypes[14].OneofWrappers = []any{}
+	file_bellows_kv_v1_kv_proto_msgTypes[20].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_bellows_kv_v1_kv_proto_rawDesc), len(file_bellows_kv_v1_kv_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   24,
+			NumMessages:   30,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

@@ -21,15 +21,18 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	KV_Put_FullMethodName       = "/bellows.kv.v1.KV/Put"
-	KV_Get_FullMethodName       = "/bellows.kv.v1.KV/Get"
-	KV_Delete_FullMethodName    = "/bellows.kv.v1.KV/Delete"
-	KV_Batch_FullMethodName     = "/bellows.kv.v1.KV/Batch"
-	KV_Scan_FullMethodName      = "/bellows.kv.v1.KV/Scan"
-	KV_Regions_FullMethodName   = "/bellows.kv.v1.KV/Regions"
-	KV_BeginTxn_FullMethodName  = "/bellows.kv.v1.KV/BeginTxn"
-	KV_TxnGet_FullMethodName    = "/bellows.kv.v1.KV/TxnGet"
-	KV_CommitTxn_FullMethodName = "/bellows.kv.v1.KV/CommitTxn"
+	KV_Put_FullMethodName            = "/bellows.kv.v1.KV/Put"
+	KV_Get_FullMethodName            = "/bellows.kv.v1.KV/Get"
+	KV_Delete_FullMethodName         = "/bellows.kv.v1.KV/Delete"
+	KV_Batch_FullMethodName          = "/bellows.kv.v1.KV/Batch"
+	KV_Scan_FullMethodName           = "/bellows.kv.v1.KV/Scan"
+	KV_Regions_FullMethodName        = "/bellows.kv.v1.KV/Regions"
+	KV_BeginTxn_FullMethodName       = "/bellows.kv.v1.KV/BeginTxn"
+	KV_TxnGet_FullMethodName         = "/bellows.kv.v1.KV/TxnGet"
+	KV_CommitTxn_FullMethodName      = "/bellows.kv.v1.KV/CommitTxn"
+	KV_Prewrite_FullMethodName       = "/bellows.kv.v1.KV/Prewrite"
+	KV_ResolveLocks_FullMethodName   = "/bellows.kv.v1.KV/ResolveLocks"
+	KV_CheckTxnStatus_FullMethodName = "/bellows.kv.v1.KV/CheckTxnStatus"
 )
 
 // KVClient is the client API for KV service.
@@ -58,12 +61,22 @@ type KVClient interface {
 	// CommitTxn commits the buffered mutations if no write of their keys
 	// committed after the start (first committer wins), else fails with
 	// ABORTED and an ErrorInfo (reason WRITE_CONFLICT, metadata key_base64 and
-	// committed_ts) naming the key. For now a transaction's mutations must
-	// fall in one region (INVALID_ARGUMENT otherwise): cross-region commit
-	// is not built yet.
+	// committed_ts) naming the key. Mutations in one region commit in that
+	// region's commit path; mutations across regions commit by two-phase
+	// commit, coordinated by the store that owns mutation 0's region (its
+	// primary key): all of them or none, also when a store crashes.
 	BeginTxn(ctx context.Context, in *BeginTxnRequest, opts ...grpc.CallOption) (*BeginTxnResponse, error)
 	TxnGet(ctx context.Context, in *TxnGetRequest, opts ...grpc.CallOption) (*GetResponse, error)
 	CommitTxn(ctx context.Context, in *CommitTxnRequest, opts ...grpc.CallOption) (*CommitTxnResponse, error)
+	// The participants' side of a cross-region commit, which stores call on
+	// each other (applications call CommitTxn). Prewrite locks a region's
+	// mutations for the transaction; ResolveLocks commits or rolls back a
+	// transaction's locks in a region (at the primary's region first: that
+	// is the commit point); CheckTxnStatus asks the primary's region whether
+	// a transaction committed, rolling it back if its primary lock expired.
+	Prewrite(ctx context.Context, in *PrewriteRequest, opts ...grpc.CallOption) (*PrewriteResponse, error)
+	ResolveLocks(ctx context.Context, in *ResolveLocksRequest, opts ...grpc.CallOption) (*ResolveLocksResponse, error)
+	CheckTxnStatus(ctx context.Context, in *CheckTxnStatusRequest, opts ...grpc.CallOption) (*CheckTxnStatusResponse, error)
 }
 
 type kVClient struct {
@@ -173,6 +186,36 @@ func (c *kVClient) CommitTxn(ctx context.Context, in *CommitTxnRequest, opts ...
 	return out, nil
 }
 
+func (c *kVClient) Prewrite(ctx context.Context, in *PrewriteRequest, opts ...grpc.CallOption) (*PrewriteResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(PrewriteResponse)
+	err := c.cc.Invoke(ctx, KV_Prewrite_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *kVClient) ResolveLocks(ctx context.Context, in *ResolveLocksRequest, opts ...grpc.CallOption) (*ResolveLocksResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ResolveLocksResponse)
+	err := c.cc.Invoke(ctx, KV_ResolveLocks_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *kVClient) CheckTxnStatus(ctx context.Context, in *CheckTxnStatusRequest, opts ...grpc.CallOption) (*CheckTxnStatusResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CheckTxnStatusResponse)
+	err := c.cc.Invoke(ctx, KV_CheckTxnStatus_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // KVServer is the server API for KV service.
 // All implementations must embed UnimplementedKVServer
 // for forward compatibility.
@@ -199,12 +242,22 @@ type KVServer interface {
 	// CommitTxn commits the buffered mutations if no write of their keys
 	// committed after the start (first committer wins), else fails with
 	// ABORTED and an ErrorInfo (reason WRITE_CONFLICT, metadata key_base64 and
-	// committed_ts) naming the key. For now a transaction's mutations must
-	// fall in one region (INVALID_ARGUMENT otherwise): cross-region commit
-	// is not built yet.
+	// committed_ts) naming the key. Mutations in one region commit in that
+	// region's commit path; mutations across regions commit by two-phase
+	// commit, coordinated by the store that owns mutation 0's region (its
+	// primary key): all of them or none, also when a store crashes.
 	BeginTxn(context.Context, *BeginTxnRequest) (*BeginTxnResponse, error)
 	TxnGet(context.Context, *TxnGetRequest) (*GetResponse, error)
 	CommitTxn(context.Context, *CommitTxnRequest) (*CommitTxnResponse, error)
+	// The participants' side of a cross-region commit, which stores call on
+	// each other (applications call CommitTxn). Prewrite locks a region's
+	// mutations for the transaction; ResolveLocks commits or rolls back a
+	// transaction's locks in a region (at the primary's region first: that
+	// is the commit point); CheckTxnStatus asks the primary's region whether
+	// a transaction committed, rolling it back if its primary lock expired.
+	Prewrite(context.Context, *PrewriteRequest) (*PrewriteResponse, error)
+	ResolveLocks(context.Context, *ResolveLocksRequest) (*ResolveLocksResponse, error)
+	CheckTxnStatus(context.Context, *CheckTxnStatusRequest) (*CheckTxnStatusResponse, error)
 	mustEmbedUnimplementedKVServer()
 }
 
@@ -241,6 +294,15 @@ func (UnimplementedKVServer) TxnGet(context.Context, *TxnGetRequest) (*GetRespon
 }
 func (UnimplementedKVServer) CommitTxn(context.Context, *CommitTxnRequest) (*CommitTxnResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method CommitTxn not implemented")
+}
+func (UnimplementedKVServer) Prewrite(context.Context, *PrewriteRequest) (*PrewriteResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Prewrite not implemented")
+}
+func (UnimplementedKVServer) ResolveLocks(context.Context, *ResolveLocksRequest) (*ResolveLocksResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ResolveLocks not implemented")
+}
+func (UnimplementedKVServer) CheckTxnStatus(context.Context, *CheckTxnStatusRequest) (*CheckTxnStatusResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method CheckTxnStatus not implemented")
 }
 func (UnimplementedKVServer) mustEmbedUnimplementedKVServer() {}
 func (UnimplementedKVServer) testEmbeddedByValue()            {}
@@ -418,6 +480,60 @@ func _KV_CommitTxn_Handler(srv interface{}, ctx context.Context, dec func(interf
 	return interceptor(ctx, in, info, handler)
 }
 
+func _KV_Prewrite_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(PrewriteRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(KVServer).Prewrite(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: KV_Prewrite_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(KVServer).Prewrite(ctx, req.(*PrewriteRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _KV_ResolveLocks_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ResolveLocksRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(KVServer).ResolveLocks(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: KV_ResolveLocks_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(KVServer).ResolveLocks(ctx, req.(*ResolveLocksRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _KV_CheckTxnStatus_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CheckTxnStatusRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(KVServer).CheckTxnStatus(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: KV_CheckTxnStatus_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(KVServer).CheckTxnStatus(ctx, req.(*CheckTxnStatusRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // KV_ServiceDesc is the grpc.ServiceDesc for KV service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -456,6 +572,18 @@ var KV_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "CommitTxn",
 			Handler:    _KV_CommitTxn_Handler,
+		},
+		{
+			MethodName: "Prewrite",
+			Handler:    _KV_Prewrite_Handler,
+		},
+		{
+			MethodName: "ResolveLocks",
+			Handler:    _KV_ResolveLocks_Handler,
+		},
+		{
+			MethodName: "CheckTxnStatus",
+			Handler:    _KV_CheckTxnStatus_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{
