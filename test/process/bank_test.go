@@ -124,6 +124,8 @@ func TestBankAcrossRegionsWithCrashes(t *testing.T) {
 	h.add(seedTxn)
 
 	var transfers, sums, violations atomic.Int64
+	// committed wakes awaitTransfers after each committed transfer.
+	committed := make(chan struct{}, 1)
 	transfer := func(rng *rand.Rand, deadline time.Duration) {
 		id := fmt.Sprintf("t%d", h.seq.Add(1))
 		from := rng.IntN(accounts)
@@ -167,6 +169,10 @@ func TestBankAcrossRegionsWithCrashes(t *testing.T) {
 		h.add(rec)
 		if err == nil {
 			transfers.Add(1)
+			select {
+			case committed <- struct{}{}:
+			default:
+			}
 		}
 	}
 	sum := func() {
@@ -239,12 +245,13 @@ func TestBankAcrossRegionsWithCrashes(t *testing.T) {
 	}
 	awaitTransfers := func(n int64, why string) {
 		t.Helper()
-		deadline := time.Now().Add(time.Minute)
+		timeout := time.After(time.Minute)
 		for transfers.Load() < n {
-			if time.Now().After(deadline) {
+			select {
+			case <-committed:
+			case <-timeout:
 				t.Fatalf("%s: only %d transfers committed in a minute", why, transfers.Load())
 			}
-			time.Sleep(10 * time.Millisecond) // polling a counter, not synchronisation
 		}
 	}
 	restart := func(name string) {
