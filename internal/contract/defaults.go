@@ -75,6 +75,12 @@ const (
 	// was resolved). A lock of the transaction that outlives it (its region
 	// closed all that time) rolls back: it must exceed any region's outage.
 	DefaultTxnOutcomeRetention = 24 * time.Hour
+	// DefaultTxnOutcomeRetryWindow: how long a primary's region keeps the
+	// outcome of a transaction whose locks are all resolved, so a retry of
+	// its commit request whose first answer was lost (the coordinator
+	// restarted, say) learns that it committed instead of seeing its own
+	// writes as a conflict. Longer than any client's commit deadline.
+	DefaultTxnOutcomeRetryWindow = 10 * time.Minute
 )
 
 // CompactionPool and compactor defaults.

@@ -129,10 +129,18 @@ type TxnLock struct {
 }
 
 // TxnOutcome is the decision on a transaction whose primary key is in this
-// region: committed at CommitTS, or rolled back (CommitTS 0).
+// region: committed at CommitTS, or rolled back (CommitTS 0). A transaction
+// is its start timestamp and primary key.
 type TxnOutcome struct {
 	StartTS  uint64 `json:"startTS"`
+	Primary  []byte `json:"primary"`
 	CommitTS uint64 `json:"commitTS,omitempty"`
+	// RequestID is the commit request's idempotency key: a retry of it
+	// (whose first answer was lost) learns the commit from here.
+	RequestID string `json:"requestID,omitempty"`
+	// Resolved: every lock of the transaction is resolved; the outcome is
+	// kept only for the commit's retries (contract.DefaultTxnOutcomeRetryWindow).
+	Resolved bool `json:"resolved,omitempty"`
 	// DecidedAt (Unix nanoseconds) bounds how long the outcome is kept
 	// when no coordinator forgets it (contract.DefaultTxnOutcomeRetention).
 	DecidedAt int64 `json:"decidedAt"`

@@ -35,10 +35,12 @@ package region
 //   - A resolution writes its versions and removes the locks under
 //     resolveMu; a read takes its read state and checks for locks under it
 //     (shared): a read that finds no lock has the versions in its state.
-//   - The outcome of a transaction is recorded in its primary's region by
-//     the record that commits or rolls back the primary's lock, and only
-//     there; it is kept until the coordinator forgets it (every lock
-//     resolved) or the store's retention passes (contract.DefaultTxnOutcomeRetention).
+//   - The outcome of a transaction (its start timestamp and primary key) is
+//     recorded in its primary's region by the record that commits or rolls
+//     back the primary's lock, and only there. Once the coordinator has
+//     resolved every lock it is kept for the commit request's retries
+//     (contract.DefaultTxnOutcomeRetryWindow); otherwise for
+//     contract.DefaultTxnOutcomeRetention.
 //   - Every record has its own timestamp L from the region's clock, in WAL
 //     order like a batch's: FlushedTS and WAL truncation count L.
 //
@@ -103,19 +105,19 @@ func (s TxnStatus) Decided() bool { return s.CommitTS != 0 || s.RolledBack }
 type txnState struct {
 	mu       sync.Mutex
 	locks    map[string]manifest.TxnLock
-	outcomes map[uint64]manifest.TxnOutcome
+	outcomes map[txnKey]manifest.TxnOutcome
 	// nLocks mirrors len(locks), so writes and reads skip the check when
 	// no key is locked (the common case).
 	nLocks atomic.Int64
 }
 
 func newTxnState(m manifest.Manifest) *txnState {
-	s := &txnState{locks: map[string]manifest.TxnLock{}, outcomes: map[uint64]manifest.TxnOutcome{}}
+	s := &txnState{locks: map[string]manifest.TxnLock{}, outcomes: map[txnKey]manifest.TxnOutcome{}}
 	for _, l := range m.Locks {
 		s.locks[string(l.Key)] = l
 	}
 	for _, o := range m.TxnOutcomes {
-		s.outcomes[o.StartTS] = o
+		s.outcomes[keyOf(o.StartTS, o.Primary)] = o
 	}
 	s.nLocks.Store(int64(len(s.locks)))
 	return s
@@ -131,10 +133,19 @@ func (s *txnState) lock(key []byte) (manifest.TxnLock, bool) {
 	return l, ok
 }
 
-func (s *txnState) outcome(startTS uint64) (manifest.TxnOutcome, bool) {
+// txnKey identifies a transaction: its start timestamp and primary key
+// (two transactions may start at one timestamp, on different stores).
+type txnKey struct {
+	startTS uint64
+	primary string
+}
+
+func keyOf(startTS uint64, primary []byte) txnKey { return txnKey{startTS, string(primary)} }
+
+func (s *txnState) outcome(startTS uint64, primary []byte) (manifest.TxnOutcome, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	o, ok := s.outcomes[startTS]
+	o, ok := s.outcomes[keyOf(startTS, primary)]
 	return o, ok
 }
 
@@ -146,7 +157,7 @@ func (s *txnState) apply(rec *txnRecord) {
 }
 
 // applyTxnRecord changes locks and outcomes as rec does.
-func applyTxnRecord(locks map[string]manifest.TxnLock, outcomes map[uint64]manifest.TxnOutcome, rec *txnRecord) {
+func applyTxnRecord(locks map[string]manifest.TxnLock, outcomes map[txnKey]manifest.TxnOutcome, rec *txnRecord) {
 	for _, u := range rec.unlocks {
 		if l, ok := locks[string(u.key)]; ok && l.StartTS == u.startTS {
 			delete(locks, string(u.key))
@@ -156,10 +167,10 @@ func applyTxnRecord(locks map[string]manifest.TxnLock, outcomes map[uint64]manif
 		locks[string(l.Key)] = l
 	}
 	if rec.outcome != nil {
-		outcomes[rec.outcome.StartTS] = *rec.outcome
+		outcomes[keyOf(rec.outcome.StartTS, rec.outcome.Primary)] = *rec.outcome
 	}
-	for _, ts := range rec.forget {
-		delete(outcomes, ts)
+	for _, k := range rec.forget {
+		delete(outcomes, keyOf(k.startTS, k.key))
 	}
 }
 
@@ -186,7 +197,12 @@ func (s *txnState) sorted() ([]manifest.TxnLock, []manifest.TxnOutcome) {
 	for _, o := range s.outcomes {
 		outs = append(outs, o)
 	}
-	slices.SortFunc(outs, func(a, b manifest.TxnOutcome) int { return cmpUint(a.StartTS, b.StartTS) })
+	slices.SortFunc(outs, func(a, b manifest.TxnOutcome) int {
+		if c := cmpUint(a.StartTS, b.StartTS); c != 0 {
+			return c
+		}
+		return bytes.Compare(a.Primary, b.Primary)
+	})
 	return locks, outs
 }
 
@@ -209,7 +225,7 @@ type txnRecord struct {
 	commitTS uint64
 	versions []op // at commitTS
 	outcome  *manifest.TxnOutcome
-	forget   []uint64
+	forget   []lockRef // start timestamp and primary
 }
 
 type lockRef struct {
@@ -232,7 +248,13 @@ func (rec *txnRecord) encodedLen() int {
 	for _, o := range rec.versions {
 		n += 1 + 2*10 + len(o.key) + len(o.value)
 	}
-	return n + 3*10 + 1 + len(rec.forget)*10
+	if rec.outcome != nil {
+		n += 4*10 + 2 + len(rec.outcome.Primary) + len(rec.outcome.RequestID)
+	}
+	for _, f := range rec.forget {
+		n += 2*10 + len(f.key)
+	}
+	return n + 3*10 + 1
 }
 
 func (rec *txnRecord) encode(buf []byte, ts uint64) []byte {
@@ -269,14 +291,22 @@ func (rec *txnRecord) encode(buf []byte, ts uint64) []byte {
 	if rec.outcome != nil {
 		buf = append(buf, 1)
 		buf = binary.AppendUvarint(buf, rec.outcome.StartTS)
+		putBytes(rec.outcome.Primary)
 		buf = binary.AppendUvarint(buf, rec.outcome.CommitTS)
 		buf = binary.AppendVarint(buf, rec.outcome.DecidedAt)
+		putBytes([]byte(rec.outcome.RequestID))
+		if rec.outcome.Resolved {
+			buf = append(buf, 1)
+		} else {
+			buf = append(buf, 0)
+		}
 	} else {
 		buf = append(buf, 0)
 	}
 	buf = binary.AppendUvarint(buf, uint64(len(rec.forget)))
-	for _, ts := range rec.forget {
-		buf = binary.AppendUvarint(buf, ts)
+	for _, f := range rec.forget {
+		buf = binary.AppendUvarint(buf, f.startTS)
+		putBytes(f.key)
 	}
 	return buf
 }
@@ -350,10 +380,10 @@ func decodeTxnRecord(p []byte) (uint64, *txnRecord, error) {
 		rec.versions = append(rec.versions, o)
 	}
 	if byt() == 1 {
-		rec.outcome = &manifest.TxnOutcome{StartTS: uv(), CommitTS: uv(), DecidedAt: sv()}
+		rec.outcome = &manifest.TxnOutcome{StartTS: uv(), Primary: bs(), CommitTS: uv(), DecidedAt: sv(), RequestID: string(bs()), Resolved: byt() == 1}
 	}
 	for n := uv(); !bad && n > 0; n-- {
-		rec.forget = append(rec.forget, uv())
+		rec.forget = append(rec.forget, lockRef{startTS: uv(), key: bs()})
 	}
 	if bad {
 		return 0, nil, errBadTxnRecord
@@ -491,9 +521,12 @@ func (r *Region) checkReadLocks(start, end []byte, readTS uint64) error {
 // keys is newer than startTS, with a *LockedError if another transaction
 // holds a lock on one, and with ErrTxnRolledBack if this region is the
 // primary's and rolled the transaction back. A retried prewrite of the
-// same transaction succeeds again. It returns the prepare timestamp: the
-// commit timestamp must be above it.
-func (r *Region) Prewrite(ctx context.Context, startTS uint64, primary []byte, b *Batch, expiresAt time.Time) (uint64, error) {
+// same transaction succeeds again; one of a transaction this region
+// recorded as committed by the same commit request (requestID, when not
+// empty) returns an *AlreadyCommittedError: a retry of a commit whose
+// answer was lost. It returns the prepare timestamp: the commit timestamp
+// must be above it.
+func (r *Region) Prewrite(ctx context.Context, startTS uint64, primary []byte, b *Batch, expiresAt time.Time, requestID string) (uint64, error) {
 	if err := b.validate(r.opts.MaxValueSize, r.opts.MaxBatchBytes); err != nil {
 		return 0, err
 	}
@@ -504,11 +537,14 @@ func (r *Region) Prewrite(ctx context.Context, startTS uint64, primary []byte, b
 	slots := r.latches.slotsOf(b)
 	r.latches.lock(slots)
 	defer r.latches.unlock(slots)
-	if o, ok := r.txn.outcome(startTS); ok {
-		if o.CommitTS == 0 {
+	if o, ok := r.txn.outcome(startTS, primary); ok {
+		switch {
+		case o.CommitTS == 0:
 			return 0, ErrTxnRolledBack
+		case requestID != "" && o.RequestID == requestID:
+			return 0, &AlreadyCommittedError{StartTS: startTS, CommitTS: o.CommitTS}
 		}
-		return 0, &AlreadyCommittedError{StartTS: startTS, CommitTS: o.CommitTS}
+		return 0, fmt.Errorf("region: the transaction started at %d with primary %q committed at %d, by another commit request", startTS, primary, o.CommitTS)
 	}
 	if err := r.checkLocksLatched(b, startTS); err != nil {
 		return 0, err
@@ -528,25 +564,29 @@ func (r *Region) Prewrite(ctx context.Context, startTS uint64, primary []byte, b
 
 // CommitLocks writes the versions of the locks that transaction startTS
 // holds on keys at commitTS and removes the locks; keys it holds no lock
-// on are skipped (resolved already). With primary set this region is the
-// primary's and the record is the transaction's commit point: it records
-// the outcome, and fails with ErrTxnRolledBack if the transaction was
-// rolled back or its primary lock is gone.
-func (r *Region) CommitLocks(ctx context.Context, startTS, commitTS uint64, keys [][]byte, primary bool) error {
+// on are skipped (resolved already). With primary set, keys[0] is the
+// primary key, this region is the primary's, and the record is the
+// transaction's commit point: it records the outcome (with the commit
+// request's requestID), and fails with ErrTxnRolledBack if the transaction
+// was rolled back or its primary lock is gone.
+func (r *Region) CommitLocks(ctx context.Context, startTS, commitTS uint64, keys [][]byte, primary bool, requestID string) error {
 	if commitTS <= startTS {
 		return fmt.Errorf("region: commit timestamp %d is not after the start %d", commitTS, startTS)
 	}
-	return r.resolve(startTS, commitTS, keys, primary)
+	return r.resolve(startTS, commitTS, keys, primary, requestID)
 }
 
 // RollbackLocks removes the locks transaction startTS holds on keys. With
-// primary set it records the rollback as the outcome (and fails if the
-// transaction committed).
+// primary set (keys[0] is the primary key) it records the rollback as the
+// outcome, and fails if the transaction committed.
 func (r *Region) RollbackLocks(ctx context.Context, startTS uint64, keys [][]byte, primary bool) error {
-	return r.resolve(startTS, 0, keys, primary)
+	return r.resolve(startTS, 0, keys, primary, "")
 }
 
-func (r *Region) resolve(startTS, commitTS uint64, keys [][]byte, primary bool) error {
+func (r *Region) resolve(startTS, commitTS uint64, keys [][]byte, primary bool, requestID string) error {
+	if len(keys) == 0 {
+		return ErrEmptyBatch
+	}
 	b := new(Batch)
 	for _, k := range keys {
 		b.ops = append(b.ops, op{key: k})
@@ -556,7 +596,7 @@ func (r *Region) resolve(startTS, commitTS uint64, keys [][]byte, primary bool) 
 	defer r.latches.unlock(slots)
 	rec := &txnRecord{commitTS: commitTS}
 	if primary {
-		if o, ok := r.txn.outcome(startTS); ok {
+		if o, ok := r.txn.outcome(startTS, keys[0]); ok {
 			switch {
 			case o.CommitTS == commitTS:
 				return nil // a retry
@@ -566,7 +606,8 @@ func (r *Region) resolve(startTS, commitTS uint64, keys [][]byte, primary bool) 
 				return fmt.Errorf("region: the transaction started at %d committed at %d, not %d", startTS, o.CommitTS, commitTS)
 			}
 		}
-		rec.outcome = &manifest.TxnOutcome{StartTS: startTS, CommitTS: commitTS, DecidedAt: time.Now().UnixNano()}
+		rec.outcome = &manifest.TxnOutcome{StartTS: startTS, Primary: bytes.Clone(keys[0]), CommitTS: commitTS,
+			RequestID: requestID, DecidedAt: time.Now().UnixNano()}
 	}
 	for _, k := range keys {
 		l, ok := r.txn.lock(k)
@@ -582,7 +623,7 @@ func (r *Region) resolve(startTS, commitTS uint64, keys [][]byte, primary bool) 
 			rec.versions = append(rec.versions, op{kind: kind, key: l.Key, value: l.Value})
 		}
 	}
-	if primary && commitTS != 0 && len(rec.unlocks) == 0 {
+	if primary && commitTS != 0 && (len(rec.unlocks) == 0 || !bytes.Equal(rec.unlocks[0].key, keys[0])) {
 		// The primary's lock is gone and no outcome says why: it was
 		// never written, or rolled back and forgotten. Never commit.
 		return ErrTxnRolledBack
@@ -605,18 +646,19 @@ func (r *Region) CheckTxnStatus(ctx context.Context, primary []byte, startTS uin
 	slots := r.latches.slotsOf(b)
 	r.latches.lock(slots)
 	defer r.latches.unlock(slots)
-	if o, ok := r.txn.outcome(startTS); ok {
+	if o, ok := r.txn.outcome(startTS, primary); ok {
 		return TxnStatus{CommitTS: o.CommitTS, RolledBack: o.CommitTS == 0}, nil
 	}
 	l, ok := r.txn.lock(primary)
-	if ok && l.StartTS == startTS && now.UnixNano() < l.ExpiresAt {
+	mine := ok && l.StartTS == startTS
+	if mine && now.UnixNano() < l.ExpiresAt {
 		return TxnStatus{Lock: &l}, nil
 	}
-	if !(ok && l.StartTS == startTS) && !rollbackIfAbsent {
+	if !mine && !rollbackIfAbsent {
 		return TxnStatus{}, nil
 	}
-	rec := &txnRecord{outcome: &manifest.TxnOutcome{StartTS: startTS, DecidedAt: now.UnixNano()}}
-	if ok && l.StartTS == startTS {
+	rec := &txnRecord{outcome: &manifest.TxnOutcome{StartTS: startTS, Primary: bytes.Clone(primary), DecidedAt: now.UnixNano()}}
+	if mine {
 		rec.unlocks = append(rec.unlocks, lockRef{key: l.Key, startTS: startTS})
 	}
 	if _, err := r.writeTxnRecord(rec); err != nil {
@@ -625,20 +667,38 @@ func (r *Region) CheckTxnStatus(ctx context.Context, primary []byte, startTS uin
 	return TxnStatus{RolledBack: true}, nil
 }
 
-// ForgetTxns drops the outcomes of the transactions started at startTSs
-// (their coordinator resolved every lock), and of every transaction decided
-// before decidedBefore (zero: none): see contract.DefaultTxnOutcomeRetention.
-func (r *Region) ForgetTxns(startTSs []uint64, decidedBefore time.Time) error {
-	rec := &txnRecord{forget: slices.Clone(startTSs)}
-	if !decidedBefore.IsZero() {
-		r.txn.mu.Lock()
-		for ts, o := range r.txn.outcomes {
-			if o.DecidedAt < decidedBefore.UnixNano() {
-				rec.forget = append(rec.forget, ts)
-			}
-		}
-		r.txn.mu.Unlock()
+// MarkTxnResolved records that every lock of the transaction (startTS,
+// primary) is resolved: its outcome is then kept only for retries of its
+// commit request (ForgetTxns).
+func (r *Region) MarkTxnResolved(startTS uint64, primary []byte) error {
+	b := new(Batch)
+	b.ops = append(b.ops, op{key: primary})
+	slots := r.latches.slotsOf(b)
+	r.latches.lock(slots)
+	defer r.latches.unlock(slots)
+	o, ok := r.txn.outcome(startTS, primary)
+	if !ok || o.Resolved {
+		return nil
 	}
+	o.Resolved = true
+	_, err := r.writeTxnRecord(&txnRecord{outcome: &o})
+	return err
+}
+
+// ForgetTxns drops the outcomes decided before resolvedBefore whose
+// transactions are resolved, and every outcome decided before anyBefore
+// (a zero time drops none): see contract.DefaultTxnOutcomeRetryWindow and
+// DefaultTxnOutcomeRetention.
+func (r *Region) ForgetTxns(resolvedBefore, anyBefore time.Time) error {
+	rec := &txnRecord{}
+	r.txn.mu.Lock()
+	for k, o := range r.txn.outcomes {
+		if (o.Resolved && !resolvedBefore.IsZero() && o.DecidedAt < resolvedBefore.UnixNano()) ||
+			(!anyBefore.IsZero() && o.DecidedAt < anyBefore.UnixNano()) {
+			rec.forget = append(rec.forget, lockRef{startTS: k.startTS, key: []byte(k.primary)})
+		}
+	}
+	r.txn.mu.Unlock()
 	if len(rec.forget) == 0 {
 		return nil
 	}

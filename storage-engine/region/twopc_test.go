@@ -27,7 +27,7 @@ func prewrite(t *testing.T, r *Region, startTS uint64, primary string, ttl time.
 	for i := 0; i < len(kvs); i += 2 {
 		b.Put([]byte(kvs[i]), []byte(kvs[i+1]))
 	}
-	p, err := r.Prewrite(bg, startTS, []byte(primary), b, time.Now().Add(ttl))
+	p, err := r.Prewrite(bg, startTS, []byte(primary), b, time.Now().Add(ttl), "")
 	if err != nil {
 		t.Fatalf("prewrite at %d: %v", startTS, err)
 	}
@@ -79,7 +79,7 @@ func TestLockBlocksUntilCommitThenVersionAtCommitTS(t *testing.T) {
 	x.b.Put([]byte("b"), []byte("other"))
 	_, err = x.commit(r)
 	wantLocked(t, err, "b", startTS)
-	_, err = r.Prewrite(bg, prep, []byte("b"), new(Batch).Put([]byte("b"), []byte("x")), time.Now().Add(time.Minute))
+	_, err = r.Prewrite(bg, prep, []byte("b"), new(Batch).Put([]byte("b"), []byte("x")), time.Now().Add(time.Minute), "")
 	wantLocked(t, err, "b", startTS)
 	// An unrelated key is not held up.
 	mustPut(t, r, "c", "free")
@@ -87,7 +87,7 @@ func TestLockBlocksUntilCommitThenVersionAtCommitTS(t *testing.T) {
 	// the one chosen, older than them.
 	later := mustPut(t, r, "d", "later")
 	commitTS := prep + 1
-	if err := r.CommitLocks(bg, startTS, commitTS, keys("a", "b"), true); err != nil {
+	if err := r.CommitLocks(bg, startTS, commitTS, keys("a", "b"), true, ""); err != nil {
 		t.Fatal(err)
 	}
 	if later <= commitTS {
@@ -106,7 +106,7 @@ func TestLockBlocksUntilCommitThenVersionAtCommitTS(t *testing.T) {
 		t.Fatalf("status %+v, %v; want committed at %d", st, err, commitTS)
 	}
 	// A retried commit is a no-op; a plain write now goes ahead and is newer.
-	if err := r.CommitLocks(bg, startTS, commitTS, keys("a", "b"), true); err != nil {
+	if err := r.CommitLocks(bg, startTS, commitTS, keys("a", "b"), true, ""); err != nil {
 		t.Fatalf("retried commit: %v", err)
 	}
 	ts := mustPut(t, r, "a", "newest")
@@ -129,7 +129,7 @@ func TestLocksSurviveRestartFlushAndMove(t *testing.T) {
 	base := mustPut(t, r, "k0", "v0")
 	prewrite(t, r, base+1, "p", time.Minute, "k1", "v1", "k2", "v2")
 	prep2 := prewrite(t, r, base+2, "k3", time.Minute, "k3", "v3")
-	if err := r.CommitLocks(bg, base+2, prep2+1, keys("k3"), true); err != nil {
+	if err := r.CommitLocks(bg, base+2, prep2+1, keys("k3"), true, ""); err != nil {
 		t.Fatal(err)
 	}
 	restart := func(why string) {
@@ -166,7 +166,7 @@ func TestLocksSurviveRestartFlushAndMove(t *testing.T) {
 	if got := r.Locks(); len(got) != 2 {
 		t.Fatalf("after a move: locks %+v, want k1 and k2", got)
 	}
-	if err := r.CommitLocks(bg, base+1, base+100, keys("k1", "k2"), false); err != nil {
+	if err := r.CommitLocks(bg, base+1, base+100, keys("k1", "k2"), false, ""); err != nil {
 		t.Fatal(err)
 	}
 	if v, err := getAt(t, r, "k1", base+100); err != nil || v != "v1" {
@@ -191,10 +191,10 @@ func TestExpiredPrimaryRollsBackAndStaysRolledBack(t *testing.T) {
 	if err != nil || !st.RolledBack {
 		t.Fatalf("status %+v, %v; want rolled back", st, err)
 	}
-	if err := r.CommitLocks(bg, startTS, prep+1, keys("p", "s"), true); !errors.Is(err, ErrTxnRolledBack) {
+	if err := r.CommitLocks(bg, startTS, prep+1, keys("p", "s"), true, ""); !errors.Is(err, ErrTxnRolledBack) {
 		t.Fatalf("commit after the rollback: %v, want ErrTxnRolledBack", err)
 	}
-	if _, err := r.Prewrite(bg, startTS, []byte("p"), new(Batch).Put([]byte("p"), []byte("2")), time.Now().Add(time.Minute)); !errors.Is(err, ErrTxnRolledBack) {
+	if _, err := r.Prewrite(bg, startTS, []byte("p"), new(Batch).Put([]byte("p"), []byte("2")), time.Now().Add(time.Minute), ""); !errors.Is(err, ErrTxnRolledBack) {
 		t.Fatalf("prewrite after the rollback: %v, want ErrTxnRolledBack", err)
 	}
 	// The secondary's lock is still there until resolved.
@@ -221,11 +221,8 @@ func TestExpiredPrimaryRollsBackAndStaysRolledBack(t *testing.T) {
 	if st, err := r.CheckTxnStatus(bg, []byte("nope"), start2+1, time.Now(), true); err != nil || !st.RolledBack {
 		t.Fatalf("absent primary, rollback asked: %+v, %v", st, err)
 	}
-	// Outcomes go when forgotten.
-	if err := r.ForgetTxns([]uint64{startTS}, time.Time{}); err != nil {
-		t.Fatal(err)
-	}
-	if err := r.ForgetTxns(nil, time.Now().Add(time.Hour)); err != nil {
+	// Outcomes go after the retention.
+	if err := r.ForgetTxns(time.Time{}, time.Now().Add(time.Hour)); err != nil {
 		t.Fatal(err)
 	}
 	if outs := r.TxnOutcomes(); len(outs) != 0 {
@@ -239,7 +236,7 @@ func TestPrewriteConflictsAndRetries(t *testing.T) {
 	r := openForTxns(t)
 	startTS := mustPut(t, r, "a", "0")
 	mustPut(t, r, "a", "1")
-	_, err := r.Prewrite(bg, startTS, []byte("a"), new(Batch).Put([]byte("a"), []byte("2")), time.Now().Add(time.Minute))
+	_, err := r.Prewrite(bg, startTS, []byte("a"), new(Batch).Put([]byte("a"), []byte("2")), time.Now().Add(time.Minute), "")
 	wantConflict(t, err, "a")
 	s2 := mustPut(t, r, "z", "0")
 	prewrite(t, r, s2, "b", time.Minute, "b", "1")
@@ -255,14 +252,16 @@ func TestTxnRecordEncoding(t *testing.T) {
 	rec := &txnRecord{commitTS: 7, versions: []op{{kind: kv.KindSet, key: []byte("k"), value: []byte("v")}, {kind: kv.KindDelete, key: []byte("d")}},
 		unlocks: []lockRef{{key: []byte("k"), startTS: 3}}}
 	rec.locks = append(rec.locks, lockOf("l", 3, "p"))
-	rec.forget = []uint64{1, 2}
+	rec.forget = []lockRef{{startTS: 1, key: []byte("p")}, {startTS: 2}}
+	rec.outcome = &manifest.TxnOutcome{StartTS: 5, Primary: []byte("p"), CommitTS: 9, RequestID: "id", Resolved: true, DecidedAt: -3}
 	buf := rec.encode(nil, 42)
 	if len(buf) > rec.encodedLen() {
 		t.Fatalf("encoded %d bytes, bound %d", len(buf), rec.encodedLen())
 	}
 	ts, got, err := decodeTxnRecord(buf)
 	if err != nil || ts != 42 || got.commitTS != 7 || len(got.versions) != 2 || got.versions[1].kind != kv.KindDelete ||
-		len(got.locks) != 1 || string(got.locks[0].Primary) != "p" || len(got.forget) != 2 || len(got.unlocks) != 1 {
+		len(got.locks) != 1 || string(got.locks[0].Primary) != "p" || len(got.forget) != 2 || string(got.forget[0].key) != "p" || len(got.unlocks) != 1 ||
+		got.outcome == nil || string(got.outcome.Primary) != "p" || got.outcome.RequestID != "id" || !got.outcome.Resolved || got.outcome.DecidedAt != -3 {
 		t.Fatalf("decoded %d %+v %v", ts, got, err)
 	}
 	for n := 9; n < len(buf); n++ {
@@ -274,4 +273,53 @@ func TestTxnRecordEncoding(t *testing.T) {
 
 func lockOf(key string, startTS uint64, primary string) manifest.TxnLock {
 	return manifest.TxnLock{Key: []byte(key), StartTS: startTS, Primary: []byte(primary), Value: []byte("v"), ExpiresAt: 99}
+}
+
+// A retry of a commit request whose answer was lost learns from the
+// primary's prewrite that it committed, also after its locks were all
+// resolved and the store restarted; another request for the same
+// transaction does not. A resolved outcome goes after the retry window, an
+// unresolved one only after the retention.
+func TestRetriedCommitLearnsItsOutcome(t *testing.T) {
+	dir := t.TempDir()
+	opts := testOptions(t, dir)
+	r := mustOpen(t, opts)
+	defer func() { _ = r.Close() }()
+	startTS := mustPut(t, r, "p", "0") + 1
+	prep, err := r.Prewrite(bg, startTS, []byte("p"), new(Batch).Put([]byte("p"), []byte("1")), time.Now().Add(time.Minute), "req-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.CommitLocks(bg, startTS, prep+1, keys("p"), true, "req-1"); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.MarkTxnResolved(startTS, []byte("p")); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+	r = mustOpen(t, opts)
+	_, err = r.Prewrite(bg, startTS, []byte("p"), new(Batch).Put([]byte("p"), []byte("1")), time.Now().Add(time.Minute), "req-1")
+	var ac *AlreadyCommittedError
+	if !errors.As(err, &ac) || ac.CommitTS != prep+1 {
+		t.Fatalf("the retried request's prewrite: %v; want already committed at %d", err, prep+1)
+	}
+	_, err = r.Prewrite(bg, startTS, []byte("p"), new(Batch).Put([]byte("p"), []byte("1")), time.Now().Add(time.Minute), "req-2")
+	if err == nil || errors.As(err, &ac) {
+		t.Fatalf("another request's prewrite: %v; want a refusal, not a commit", err)
+	}
+	// An unresolved outcome of another transaction stays when the retry
+	// window passes; the resolved one goes.
+	s2 := startTS + 100
+	prewrite(t, r, s2, "q", time.Minute, "q", "1")
+	if err := r.CommitLocks(bg, s2, s2+1, keys("q"), true, ""); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.ForgetTxns(time.Now().Add(time.Second), time.Time{}); err != nil {
+		t.Fatal(err)
+	}
+	if outs := r.TxnOutcomes(); len(outs) != 1 || string(outs[0].Primary) != "q" {
+		t.Fatalf("outcomes after the retry window: %+v; want only q's, which is not resolved", outs)
+	}
 }

@@ -48,7 +48,7 @@ type KV struct {
 // background (RunLockResolver) until the store closes.
 func NewKV(store *Store, fwd *Forwarding, m *Metrics) *KV {
 	s := &KV{store: store, fwd: fwd, metrics: m}
-	go s.RunLockResolver(store.bg, store.opts.TxnLockResolveInterval, store.opts.TxnOutcomeRetention)
+	go s.RunLockResolver(store.bg, store.opts.TxnLockResolveInterval)
 	return s
 }
 

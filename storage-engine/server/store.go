@@ -61,6 +61,7 @@ type StoreOptions struct {
 	TxnLockTTL             time.Duration
 	TxnLockResolveInterval time.Duration
 	TxnOutcomeRetention    time.Duration
+	TxnOutcomeRetryWindow  time.Duration
 }
 
 // EnsureDefaults fills the unset fields with their defaults.
@@ -85,6 +86,9 @@ func (o *StoreOptions) EnsureDefaults() {
 	}
 	if o.TxnOutcomeRetention <= 0 {
 		o.TxnOutcomeRetention = contract.DefaultTxnOutcomeRetention
+	}
+	if o.TxnOutcomeRetryWindow <= 0 {
+		o.TxnOutcomeRetryWindow = contract.DefaultTxnOutcomeRetryWindow
 	}
 }
 

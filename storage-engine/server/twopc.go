@@ -79,7 +79,7 @@ func (s *KV) participants(ctx context.Context, muts []*kvpb.Mutation) ([]*partic
 
 // commitAcrossRegions is CommitTxn of mutations in more than one region,
 // run here because this store owns the primary's region.
-func (s *KV) commitAcrossRegions(ctx context.Context, req *kvpb.CommitTxnRequest, parts []*participant) (*kvpb.CommitTxnResponse, error) {
+func (s *KV) commitAcrossRegions(ctx context.Context, req *kvpb.CommitTxnRequest, requestID string, parts []*participant) (*kvpb.CommitTxnResponse, error) {
 	primary := parts[0]
 	primaryKey := req.Mutations[0].Key
 	ttl := s.lockTTL()
@@ -94,14 +94,14 @@ func (s *KV) commitAcrossRegions(ctx context.Context, req *kvpb.CommitTxnRequest
 			if i > 0 && !prepared[i] {
 				continue
 			}
-			if err := s.resolveIn(rctx, p, req.StartTs, 0, p.keys(), i == 0, false); err != nil {
+			if err := s.resolveIn(rctx, p, req.StartTs, 0, p.keys(), i == 0, false, ""); err != nil {
 				s.store.opts.Region.Logger.Warn("rolling back a cross-region transaction; its locks roll back when they expire",
 					"start_ts", req.StartTs, "region", p.name, "err", err)
 			}
 		}
 		return cause
 	}
-	committed, err := s.prewriteIn(ctx, primary, req.StartTs, primaryKey, ttl, &prepares[0])
+	committed, err := s.prewriteIn(ctx, primary, req.StartTs, primaryKey, ttl, requestID, &prepares[0])
 	if err != nil {
 		return nil, rollback(err)
 	}
@@ -113,7 +113,7 @@ func (s *KV) commitAcrossRegions(ctx context.Context, req *kvpb.CommitTxnRequest
 	g, gctx := errgroup.WithContext(ctx)
 	for i, p := range parts[1:] {
 		g.Go(func() error {
-			_, err := s.prewriteIn(gctx, p, req.StartTs, primaryKey, ttl, &prepares[i+1])
+			_, err := s.prewriteIn(gctx, p, req.StartTs, primaryKey, ttl, requestID, &prepares[i+1])
 			if err == nil {
 				prepared[i+1] = true
 			}
@@ -129,7 +129,7 @@ func (s *KV) commitAcrossRegions(ctx context.Context, req *kvpb.CommitTxnRequest
 	}
 	commitTS++
 	// The commit point.
-	if err := s.resolveIn(ctx, primary, req.StartTs, commitTS, primary.keys(), true, false); err != nil {
+	if err := s.resolveIn(ctx, primary, req.StartTs, commitTS, primary.keys(), true, false, requestID); err != nil {
 		if errors.Is(err, region.ErrTxnRolledBack) || status.Code(err) == codes.Aborted {
 			return nil, status.Errorf(codes.Aborted, "transaction started at %d: rolled back before it could commit (its locks expired after %s): %v",
 				req.StartTs, ttl, err)
@@ -143,7 +143,7 @@ func (s *KV) commitAcrossRegions(ctx context.Context, req *kvpb.CommitTxnRequest
 	g, gctx = errgroup.WithContext(context.WithoutCancel(ctx))
 	for _, p := range parts[1:] {
 		g.Go(func() error {
-			if err := s.resolveIn(gctx, p, req.StartTs, commitTS, p.keys(), false, false); err != nil {
+			if err := s.resolveIn(gctx, p, req.StartTs, commitTS, p.keys(), false, false, ""); err != nil {
 				all = false
 				s.store.opts.Region.Logger.Warn("committing a cross-region transaction's locks; the first request to meet one rolls it forward",
 					"start_ts", req.StartTs, "region", p.name, "err", err)
@@ -153,7 +153,7 @@ func (s *KV) commitAcrossRegions(ctx context.Context, req *kvpb.CommitTxnRequest
 	}
 	_ = g.Wait()
 	if all {
-		_ = s.resolveIn(context.WithoutCancel(ctx), primary, req.StartTs, commitTS, [][]byte{primaryKey}, true, true)
+		_ = s.resolveIn(context.WithoutCancel(ctx), primary, req.StartTs, commitTS, [][]byte{primaryKey}, true, true, "")
 	}
 	return &kvpb.CommitTxnResponse{CommitTs: commitTS, Region: primary.name}, nil
 }
@@ -170,8 +170,8 @@ func internalCtx(ctx context.Context) context.Context {
 // prewriteIn prewrites p's mutations, resolving the locks of other
 // transactions it meets; it returns the commit timestamp instead when the
 // transaction already committed (p is the primary's region).
-func (s *KV) prewriteIn(ctx context.Context, p *participant, startTS uint64, primary []byte, ttl time.Duration, prepare *uint64) (uint64, error) {
-	req := &kvpb.PrewriteRequest{StartTs: startTS, Primary: primary, Mutations: p.mutations, TtlMs: uint64(ttl.Milliseconds())}
+func (s *KV) prewriteIn(ctx context.Context, p *participant, startTS uint64, primary []byte, ttl time.Duration, requestID string, prepare *uint64) (uint64, error) {
+	req := &kvpb.PrewriteRequest{StartTs: startTS, Primary: primary, Mutations: p.mutations, TtlMs: uint64(ttl.Milliseconds()), RequestId: requestID}
 	var resp *kvpb.PrewriteResponse
 	var err error
 	if p.t.forward {
@@ -201,7 +201,7 @@ func (s *KV) prewriteLocal(ctx context.Context, t target, req *kvpb.PrewriteRequ
 	expires := time.Now().Add(time.Duration(req.TtlMs) * time.Millisecond)
 	var ts uint64
 	err = s.withLocks(ctx, t, func() (err error) {
-		ts, err = e.Prewrite(ctx, req.StartTs, req.Primary, b, expires)
+		ts, err = e.Prewrite(ctx, req.StartTs, req.Primary, b, expires, req.RequestId)
 		return err
 	})
 	var ac *region.AlreadyCommittedError
@@ -220,8 +220,8 @@ func (s *KV) prewriteLocal(ctx context.Context, t target, req *kvpb.PrewriteRequ
 
 // resolveIn commits (commitTS > 0) or rolls back the locks of transaction
 // startTS on keys, in p's region.
-func (s *KV) resolveIn(ctx context.Context, p *participant, startTS, commitTS uint64, keys [][]byte, primary, forget bool) error {
-	req := &kvpb.ResolveLocksRequest{StartTs: startTS, CommitTs: commitTS, Keys: keys, Primary: primary, ForgetOutcome: forget}
+func (s *KV) resolveIn(ctx context.Context, p *participant, startTS, commitTS uint64, keys [][]byte, primary, forget bool, requestID string) error {
+	req := &kvpb.ResolveLocksRequest{StartTs: startTS, CommitTs: commitTS, Keys: keys, Primary: primary, ForgetOutcome: forget, RequestId: requestID}
 	if p.t.forward {
 		return s.forward(ctx, "resolve-locks", p.t, func(ctx context.Context, c kvpb.KVClient) error {
 			_, err := c.ResolveLocks(ctx, req)
@@ -239,9 +239,9 @@ func (s *KV) resolveLocal(ctx context.Context, t target, req *kvpb.ResolveLocksR
 	}
 	switch {
 	case req.ForgetOutcome:
-		err = e.ForgetTxns([]uint64{req.StartTs}, time.Time{})
+		err = e.MarkTxnResolved(req.StartTs, req.Keys[0])
 	case req.CommitTs != 0:
-		err = e.CommitLocks(ctx, req.StartTs, req.CommitTs, req.Keys, req.Primary)
+		err = e.CommitLocks(ctx, req.StartTs, req.CommitTs, req.Keys, req.Primary, req.RequestId)
 	default:
 		err = e.RollbackLocks(ctx, req.StartTs, req.Keys, req.Primary)
 	}
@@ -385,7 +385,7 @@ func (s *KV) resolveLock(ctx context.Context, t target, l manifest.TxnLock) (boo
 	}
 	switch {
 	case st.CommitTs != 0:
-		err = e.CommitLocks(ctx, l.StartTS, st.CommitTs, [][]byte{l.Key}, false)
+		err = e.CommitLocks(ctx, l.StartTS, st.CommitTs, [][]byte{l.Key}, false, "")
 	case st.RolledBack:
 		err = e.RollbackLocks(ctx, l.StartTS, [][]byte{l.Key}, false)
 	default:
@@ -395,10 +395,10 @@ func (s *KV) resolveLock(ctx context.Context, t target, l manifest.TxnLock) (boo
 }
 
 // ResolveExpiredLocks resolves the expired locks of every open region of
-// this store, and forgets the outcomes older than retention: the locks no
+// this store, and forgets the outcomes past their retention: the locks no
 // request meets (a transaction whose coordinator crashed) go within a TTL
 // and an interval. RunLockResolver calls it; tests call it directly.
-func (s *KV) ResolveExpiredLocks(ctx context.Context, retention time.Duration) {
+func (s *KV) ResolveExpiredLocks(ctx context.Context) {
 	now := time.Now()
 	for _, a := range s.store.Assignments() {
 		e, err := a.Engine()
@@ -414,14 +414,14 @@ func (s *KV) ResolveExpiredLocks(ctx context.Context, retention time.Duration) {
 				s.store.opts.Region.Logger.Warn("resolving an expired transaction lock", "region", a.Name(), "key", l.Key, "start_ts", l.StartTS, "err", err)
 			}
 		}
-		if err := e.ForgetTxns(nil, now.Add(-retention)); err != nil && ctx.Err() == nil {
+		if err := e.ForgetTxns(now.Add(-s.store.opts.TxnOutcomeRetryWindow), now.Add(-s.store.opts.TxnOutcomeRetention)); err != nil && ctx.Err() == nil {
 			s.store.opts.Region.Logger.Warn("forgetting old transaction outcomes", "region", a.Name(), "err", err)
 		}
 	}
 }
 
 // RunLockResolver calls ResolveExpiredLocks every interval until ctx ends.
-func (s *KV) RunLockResolver(ctx context.Context, interval, retention time.Duration) {
+func (s *KV) RunLockResolver(ctx context.Context, interval time.Duration) {
 	tick := time.NewTicker(interval)
 	defer tick.Stop()
 	for {
@@ -430,7 +430,7 @@ func (s *KV) RunLockResolver(ctx context.Context, interval, retention time.Durat
 			return
 		case <-tick.C:
 			rctx, cancel := context.WithTimeout(ctx, interval*5)
-			s.ResolveExpiredLocks(rctx, retention)
+			s.ResolveExpiredLocks(rctx)
 			cancel()
 		}
 	}

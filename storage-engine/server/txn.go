@@ -87,9 +87,13 @@ func (s *KV) CommitTxn(ctx context.Context, req *kvpb.CommitTxnRequest) (*kvpb.C
 	}
 	if len(parts) > 1 {
 		var resp *kvpb.CommitTxnResponse
+		requestID, _, err := incomingRequestID(ctx)
+		if err != nil {
+			return nil, err
+		}
 		ts, err := s.once(ctx, t.local, req, func() (uint64, error) {
 			var err error
-			resp, err = s.commitAcrossRegions(internalCtx(ctx), req, parts)
+			resp, err = s.commitAcrossRegions(internalCtx(ctx), req, requestID, parts)
 			if err != nil {
 				return 0, err
 			}

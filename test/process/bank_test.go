@@ -12,7 +12,12 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
 	"github.com/bellows-kv/bellows/client"
+	"github.com/bellows-kv/bellows/internal/contract"
 	"github.com/bellows-kv/bellows/internal/sicheck"
 	kvpb "github.com/bellows-kv/bellows/proto/bellows/kv/v1"
 )
@@ -305,6 +310,9 @@ func TestLockResolutionAfterTheCoordinatorDies(t *testing.T) {
 	peers := addrA + "," + addrB
 	a := startTxnStore(t, "store-a", bucket, t.TempDir(), addrA, "0/2", peers)
 	b := startTxnStore(t, "store-b", bucket, walB, addrB, "1/2", peers)
+	// Stores restarted in a subtest belong to the test: a process is
+	// killed when the test that started it ends.
+	top := t
 	c := newClient(t, a, b)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -366,12 +374,44 @@ func TestLockResolutionAfterTheCoordinatorDies(t *testing.T) {
 		}
 	})
 
+	t.Run("a commit retried after its coordinator restarted learns it committed", func(t *testing.T) {
+		// The answer to a committed request is lost, and the coordinator
+		// (store-b, the primary's owner) restarts, forgetting the request
+		// ID; the client retries with the same ID. Before the primary's
+		// region kept outcomes for retries, the retry met its own writes
+		// as a conflict and answered ABORTED: a client would have run the
+		// transaction again.
+		x, err := c.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req := &kvpb.CommitTxnRequest{StartTs: x.StartTS(), Mutations: []*kvpb.Mutation{
+			{Op: kvpb.Mutation_OP_PUT, Key: regionKey(1, "retried-p"), Value: []byte("v")},
+			{Op: kvpb.Mutation_OP_PUT, Key: regionKey(0, "retried-s"), Value: []byte("v")}}}
+		rctx := metadata.AppendToOutgoingContext(ctx, contract.RequestIDHeader, "retried-commit-1")
+		first, err := b.kv().CommitTxn(rctx, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b.kill()
+		b = startTxnStore(top, "store-b", bucket, walB, addrB, "1/2", peers)
+		again, err := b.kv().CommitTxn(rctx, req)
+		if err != nil || again.CommitTs != first.CommitTs {
+			t.Fatalf("the retried commit: %v, %v; want the first commit's timestamp %d", again, err, first.CommitTs)
+		}
+		// Another request for the same transaction is not taken for it.
+		other := metadata.AppendToOutgoingContext(ctx, contract.RequestIDHeader, "retried-commit-2")
+		if _, err := b.kv().CommitTxn(other, req); status.Code(err) == codes.OK {
+			t.Fatal("a second request committing the same transaction succeeded")
+		}
+	})
+
 	t.Run("the primary's store restarts between prewrite and commit", func(t *testing.T) {
 		// A TTL the restart cannot outlast: the stores' resolver would
 		// rightly roll back an expired primary first.
 		start, p, s, commitTS := prewriteBoth("restart", time.Minute)
 		b.kill()
-		b = startTxnStore(t, "store-b", bucket, walB, addrB, "1/2", peers)
+		b = startTxnStore(top, "store-b", bucket, walB, addrB, "1/2", peers)
 		// Within the TTL the lock is still there and the commit succeeds.
 		if _, err := a.kv().ResolveLocks(ctx, &kvpb.ResolveLocksRequest{StartTs: start, CommitTs: commitTS, Keys: [][]byte{p}, Primary: true}); err != nil {
 			t.Fatalf("commit after the primary's store restarted: %v (the lock must survive the restart)", err)

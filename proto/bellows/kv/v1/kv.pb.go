@@ -636,7 +636,10 @@ type PrewriteRequest struct {
 	Mutations []*Mutation `protobuf:"bytes,3,rep,name=mutations,proto3" json:"mutations,omitempty"`
 	// ttl_ms: how long the locks hold before a reader that meets one may
 	// roll the transaction back (if its primary has not committed).
-	TtlMs         uint64 `protobuf:"varint,4,opt,name=ttl_ms,json=ttlMs,proto3" json:"ttl_ms,omitempty"`
+	TtlMs uint64 `protobuf:"varint,4,opt,name=ttl_ms,json=ttlMs,proto3" json:"ttl_ms,omitempty"`
+	// request_id is the commit request's idempotency key: the primary's
+	// region answers committed_ts to a retry of a commit it recorded.
+	RequestId     string `protobuf:"bytes,5,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -697,6 +700,13 @@ func (x *PrewriteRequest) GetTtlMs() uint64 {
 		return x.TtlMs
 	}
 	return 0
+}
+
+func (x *PrewriteRequest) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
 }
 
 type PrewriteResponse struct {
@@ -764,9 +774,12 @@ type ResolveLocksRequest struct {
 	// primary: keys[0] is the primary key and this is the commit point (the
 	// outcome is recorded), or the rollback that decides the transaction.
 	Primary bool `protobuf:"varint,4,opt,name=primary,proto3" json:"primary,omitempty"`
-	// forget_outcome: every lock is resolved; the primary's region may drop
-	// the recorded outcome.
+	// forget_outcome: every lock is resolved; the primary's region keeps the
+	// outcome only for the commit request's retries.
 	ForgetOutcome bool `protobuf:"varint,5,opt,name=forget_outcome,json=forgetOutcome,proto3" json:"forget_outcome,omitempty"`
+	// request_id is the commit request's idempotency key, recorded with the
+	// outcome by the commit point.
+	RequestId     string `protobuf:"bytes,6,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -834,6 +847,13 @@ func (x *ResolveLocksRequest) GetForgetOutcome() bool {
 		return x.ForgetOutcome
 	}
 	return false
+}
+
+func (x *ResolveLocksRequest) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
 }
 
 type ResolveLocksResponse struct {
@@ -1765,22 +1785,26 @@ const file_bellows_kv_v1_kv_proto_rawDesc = "" +
 	"\x03key\x18\x02 \x01(\fR\x03key\"d\n" +
 	"\x10CommitTxnRequest\x12\x19\n" +
 	"\bstart_ts\x18\x01 \x01(\x04R\astartTs\x125\n" +
-	"\tmutations\x18\x02 \x03(\v2\x17.bellows.kv.v1.MutationR\tmutations\"\x94\x01\n" +
+	"\tmutations\x18\x02 \x03(\v2\x17.bellows.kv.v1.MutationR\tmutations\"\xb3\x01\n" +
 	"\x0fPrewriteRequest\x12\x19\n" +
 	"\bstart_ts\x18\x01 \x01(\x04R\astartTs\x12\x18\n" +
 	"\aprimary\x18\x02 \x01(\fR\aprimary\x125\n" +
 	"\tmutations\x18\x03 \x03(\v2\x17.bellows.kv.v1.MutationR\tmutations\x12\x15\n" +
-	"\x06ttl_ms\x18\x04 \x01(\x04R\x05ttlMs\"T\n" +
+	"\x06ttl_ms\x18\x04 \x01(\x04R\x05ttlMs\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x05 \x01(\tR\trequestId\"T\n" +
 	"\x10PrewriteResponse\x12\x1d\n" +
 	"\n" +
 	"prepare_ts\x18\x01 \x01(\x04R\tprepareTs\x12!\n" +
-	"\fcommitted_ts\x18\x02 \x01(\x04R\vcommittedTs\"\xa2\x01\n" +
+	"\fcommitted_ts\x18\x02 \x01(\x04R\vcommittedTs\"\xc1\x01\n" +
 	"\x13ResolveLocksRequest\x12\x19\n" +
 	"\bstart_ts\x18\x01 \x01(\x04R\astartTs\x12\x1b\n" +
 	"\tcommit_ts\x18\x02 \x01(\x04R\bcommitTs\x12\x12\n" +
 	"\x04keys\x18\x03 \x03(\fR\x04keys\x12\x18\n" +
 	"\aprimary\x18\x04 \x01(\bR\aprimary\x12%\n" +
-	"\x0eforget_outcome\x18\x05 \x01(\bR\rforgetOutcome\"\x16\n" +
+	"\x0eforget_outcome\x18\x05 \x01(\bR\rforgetOutcome\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x06 \x01(\tR\trequestId\"\x16\n" +
 	"\x14ResolveLocksResponse\"z\n" +
 	"\x15CheckTxnStatusRequest\x12\x18\n" +
 	"\aprimary\x18\x01 \x01(\fR\aprimary\x12\x19\n" +
