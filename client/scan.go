@@ -51,6 +51,8 @@ type Iterator struct {
 	end    []byte
 	opts   ScanOptions
 	retry  *backoff.ExponentialBackOff
+	// snapshot: a transaction's scan (TxnScan at opts.ReadTS).
+	snapshot bool
 
 	// from is where the next stream starts: the successor of the last key
 	// returned, or the start of the next region.
@@ -140,7 +142,9 @@ func (it *Iterator) open() {
 	ctx, stop := context.WithCancel(it.ctx)
 	it.stop = stop
 	cc, err := it.c.conn(addr)
-	if err == nil {
+	if err == nil && it.snapshot {
+		it.stream, err = kvpb.NewKVClient(cc).TxnScan(ctx, &kvpb.TxnScanRequest{StartTs: *req.ReadTs, Start: req.Start, End: req.End, Limit: req.Limit})
+	} else if err == nil {
 		it.stream, err = kvpb.NewKVClient(cc).Scan(ctx, req)
 	}
 	if err != nil {
@@ -172,7 +176,11 @@ func (it *Iterator) Close() {
 
 // ScanAll runs the scan to its end and returns every pair.
 func (c *Client) ScanAll(ctx context.Context, start, end []byte, opts ScanOptions) ([]KeyValue, error) {
-	it := c.Scan(ctx, start, end, opts)
+	return c.Scan(ctx, start, end, opts).all()
+}
+
+// all drains and closes the iterator.
+func (it *Iterator) all() ([]KeyValue, error) {
 	defer it.Close()
 	var out []KeyValue
 	for it.Next() {

@@ -1,10 +1,12 @@
 package client
 
 import (
+	"bytes"
 	"context"
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
@@ -74,6 +76,64 @@ func (t *Txn) Get(ctx context.Context, key []byte) (value []byte, found bool, er
 		return nil, false, err
 	}
 	return resp.Value, resp.Found, nil
+}
+
+// Scan returns the live keys of [start, end) (empty end: past the last key)
+// in key order, at most limit of them (0: all): the snapshot at the start
+// timestamp in every region (TxnScan), with the transaction's own writes
+// applied over it.
+func (t *Txn) Scan(ctx context.Context, start, end []byte, limit int) ([]KeyValue, error) {
+	in := func(k []byte) bool {
+		return bytes.Compare(k, start) >= 0 && (len(end) == 0 || bytes.Compare(k, end) < 0)
+	}
+	var own []Mutation
+	deletes := 0
+	for _, w := range t.writes {
+		if in(w.Key) {
+			own = append(own, w)
+			if w.Delete {
+				deletes++
+			}
+		}
+	}
+	slices.SortFunc(own, func(a, b Mutation) int { return bytes.Compare(a.Key, b.Key) })
+	// Each own delete may hide one stored pair: read that many more.
+	opts := ScanOptions{ReadTS: &t.startTS}
+	if limit > 0 {
+		opts.Limit = limit + deletes
+	}
+	it := t.c.Scan(ctx, start, end, opts)
+	it.snapshot = true
+	stored, err := it.all()
+	if err != nil {
+		return nil, err
+	}
+	out := make([]KeyValue, 0, len(stored)+len(own))
+	i := 0
+	for _, kv := range stored {
+		for ; i < len(own) && bytes.Compare(own[i].Key, kv.Key) < 0; i++ {
+			if !own[i].Delete {
+				out = append(out, KeyValue{Key: own[i].Key, Value: own[i].Value})
+			}
+		}
+		if i < len(own) && bytes.Equal(own[i].Key, kv.Key) {
+			if !own[i].Delete {
+				out = append(out, KeyValue{Key: own[i].Key, Value: own[i].Value})
+			}
+			i++
+			continue
+		}
+		out = append(out, kv)
+	}
+	for ; i < len(own); i++ {
+		if !own[i].Delete {
+			out = append(out, KeyValue{Key: own[i].Key, Value: own[i].Value})
+		}
+	}
+	if limit > 0 && len(out) > limit {
+		out = out[:limit]
+	}
+	return out, nil
 }
 
 // Put buffers a write of value to key (copied).

@@ -302,16 +302,26 @@ func split(spans []Span, start, end []byte) []piece {
 // scanRemote streams the piece from its region's owner, at most *left pairs
 // when limited. A failed attempt is retried (next owner, refreshed map) only
 // while it has emitted nothing: a region is read from one consistent view.
-func (s *KV) scanRemote(ctx context.Context, p scanPiece, req *kvpb.ScanRequest, left *int, limited bool, emit func(k, v []byte) error) error {
+func (s *KV) scanRemote(ctx context.Context, p scanPiece, req *kvpb.ScanRequest, exact bool, left *int, limited bool, emit func(k, v []byte) error) error {
 	sub := &kvpb.ScanRequest{Start: p.start, End: p.end, ReadTs: req.ReadTs}
 	if limited {
 		sub.Limit = uint32(*left)
 	}
+	op := "scan"
+	if exact {
+		op = "txn-scan"
+	}
 	emitted := false
-	return s.forward(ctx, "scan", p.target, func(ctx context.Context, c kvpb.KVClient) error {
+	return s.forward(ctx, op, p.target, func(ctx context.Context, c kvpb.KVClient) error {
 		ctx, cancel := context.WithCancel(ctx)
 		defer cancel()
-		stream, err := c.Scan(ctx, sub)
+		var stream grpc.ServerStreamingClient[kvpb.ScanResponse]
+		var err error
+		if exact {
+			stream, err = c.TxnScan(ctx, &kvpb.TxnScanRequest{StartTs: *req.ReadTs, Start: sub.Start, End: sub.End, Limit: sub.Limit})
+		} else {
+			stream, err = c.Scan(ctx, sub)
+		}
 		if err != nil {
 			return err
 		}

@@ -297,6 +297,12 @@ func (s *KV) inRegion(i int, key []byte, t target) error {
 // regions of [start, end) this store does not have open are read from their
 // owners; a forwarded scan must fall entirely in this store's regions.
 func (s *KV) Scan(req *kvpb.ScanRequest, stream kvpb.KV_ScanServer) error {
+	return s.scan(req, false, stream)
+}
+
+// scan is Scan, or TxnScan when exact: then every region is made readable
+// at req.ReadTs first (region.ReadableAt), so the regions read one snapshot.
+func (s *KV) scan(req *kvpb.ScanRequest, exact bool, stream kvpb.KV_ScanServer) error {
 	ctx := stream.Context()
 	s.answeringStream(stream)
 	end := req.End
@@ -332,9 +338,9 @@ func (s *KV) Scan(req *kvpb.ScanRequest, stream kvpb.KV_ScanServer) error {
 	for _, p := range s.scanPieces(ctx, req.Start, end) {
 		var err error
 		if p.forward {
-			err = s.scanRemote(ctx, p, req, &left, req.Limit > 0, emit)
+			err = s.scanRemote(ctx, p, req, exact, &left, req.Limit > 0, emit)
 		} else {
-			err = s.scanRegion(ctx, p, readTS(req.ReadTs), &left, req.Limit > 0, emit)
+			err = s.scanRegion(ctx, p, readTS(req.ReadTs), exact, &left, req.Limit > 0, emit)
 		}
 		if err != nil {
 			return err
@@ -382,7 +388,7 @@ func (s *KV) scanPieces(ctx context.Context, start, end []byte) []scanPiece {
 }
 
 // scanRegion reads a piece from this store's region.
-func (s *KV) scanRegion(ctx context.Context, p scanPiece, ts uint64, left *int, limited bool, emit func(k, v []byte) error) error {
+func (s *KV) scanRegion(ctx context.Context, p scanPiece, ts uint64, exact bool, left *int, limited bool, emit func(k, v []byte) error) error {
 	r := p.local
 	start, end := maxKey(p.start, r.Span.Start), p.end
 	if r.Span.End != nil && (end == nil || bytes.Compare(r.Span.End, end) < 0) {
@@ -391,6 +397,11 @@ func (s *KV) scanRegion(ctx context.Context, p scanPiece, ts uint64, left *int, 
 	e, err := p.engine()
 	if err != nil {
 		return err
+	}
+	if exact {
+		if err := e.ReadableAt(ts); err != nil {
+			return regionErr(r, err)
+		}
 	}
 	var it *region.Iterator
 	err = s.withLocks(ctx, p.target, func() (err error) { it, err = e.NewIteratorContext(ctx, start, end, ts); return err })

@@ -41,6 +41,15 @@ func (s *KV) TxnGet(ctx context.Context, req *kvpb.TxnGetRequest) (*kvpb.GetResp
 	})
 }
 
+// TxnScan implements kvpb.KVServer: a scan at exactly the start timestamp.
+func (s *KV) TxnScan(req *kvpb.TxnScanRequest, stream kvpb.KV_TxnScanServer) error {
+	if req.StartTs == 0 {
+		return status.Error(codes.InvalidArgument, "start_ts is 0: take it from BeginTxn")
+	}
+	ts := req.StartTs
+	return s.scan(&kvpb.ScanRequest{Start: req.Start, End: req.End, Limit: req.Limit, ReadTs: &ts}, true, stream)
+}
+
 // CommitTxn implements kvpb.KVServer. Mutations in one region commit there
 // (region.CommitTxn); mutations in several commit by two-phase commit
 // (twopc.go), coordinated by the owner of mutation 0's region, the

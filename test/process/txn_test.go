@@ -3,7 +3,11 @@ package process
 import (
 	"context"
 	"errors"
+	"fmt"
+	"os/exec"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -151,6 +155,69 @@ func TestTransactionsAgainstTwoStores(t *testing.T) {
 					t.Fatalf("%s at %d: %v, %v; want %q", regionName(i), ts, resp, err, want)
 				}
 			}
+		}
+	})
+
+	t.Run("a transaction's scan reads its snapshot in every region, with its own writes", func(t *testing.T) {
+		for i := range 4 {
+			if _, err := c.Put(ctx, regionKey(i, "scan"), []byte("before")); err != nil {
+				t.Fatal(err)
+			}
+		}
+		x, err := c.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range 4 {
+			if _, err := c.Put(ctx, regionKey(i, "scan"), []byte("after")); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := c.Put(ctx, regionKey(i, "scan-later"), []byte("after")); err != nil {
+				t.Fatal(err)
+			}
+		}
+		x.Put(regionKey(2, "scan"), []byte("mine"))
+		x.Delete(regionKey(3, "scan"))
+		x.Put(regionKey(3, "scan-own"), []byte("mine"))
+		rows, err := x.Scan(ctx, nil, nil, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, kv := range rows {
+			if strings.Contains(string(kv.Key), "scan") {
+				got = append(got, fmt.Sprintf("%s=%s", kv.Key[1:], kv.Value))
+			}
+		}
+		want := []string{"scan=before", "scan=before", "scan=mine", "scan-own=mine"}
+		if !slices.Equal(got, want) {
+			t.Fatalf("the transaction's scan: %q, want %q (the snapshot in every region, its own writes over it, no later write)", got, want)
+		}
+		if rows, err := x.Scan(ctx, nil, nil, 2); err != nil || len(rows) != 2 {
+			t.Fatalf("a scan limited to 2: %d rows, %v", len(rows), err)
+		}
+	})
+
+	t.Run("bellows kv txn commits across regions and refuses malformed operations", func(t *testing.T) {
+		kv := func(args ...string) (string, error) {
+			out, err := exec.Command(binary, append([]string{"kv", "--addr", a.grpc}, args...)...).CombinedOutput()
+			return string(out), err
+		}
+		k0, k3 := string(regionKey(0, "cli-txn")), string(regionKey(3, "cli-txn"))
+		out, err := kv("txn", "put", k0, "1", "put", k3, "1", "get", k0)
+		if err != nil || !strings.Contains(out, k0+"\t1\n") || !strings.Contains(out, "COMMITTED "+regionName(0)+" ts=") {
+			t.Fatalf("kv txn: %v\n%s", err, out)
+		}
+		for _, k := range []string{k0, k3} {
+			if v, _, err := c.Get(ctx, []byte(k)); err != nil || string(v) != "1" {
+				t.Fatalf("%q after kv txn: %q, %v", k, v, err)
+			}
+		}
+		if out, err := kv("txn", "put", k0); err == nil || !strings.Contains(out, "put needs 2 more argument(s)") {
+			t.Fatalf("kv txn with a put missing its value: %v\n%s", err, out)
+		}
+		if out, err := kv("txn", "bump", k0); err == nil || !strings.Contains(out, `"bump" is not an operation`) {
+			t.Fatalf("kv txn with an unknown operation: %v\n%s", err, out)
 		}
 	})
 

@@ -164,6 +164,6 @@ func newKVCommand() *cobra.Command {
 		}}
 	compact.Flags().DurationVar(&startTimeout, "start-timeout", 0, "with offload Required: give up, saying why, if no worker starts the compaction within this (0: wait)")
 	compact.Flags().BoolVar(&minor, "minor", false, "a minor compaction (the exploring policy's selection) instead of a major one")
-	cmd.AddCommand(put, get, del, scan, regions, flush, compact)
+	cmd.AddCommand(put, get, del, scan, newKVTxnCommand(with), regions, flush, compact)
 	return cmd
 }

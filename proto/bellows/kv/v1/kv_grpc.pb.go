@@ -29,6 +29,7 @@ const (
 	KV_Regions_FullMethodName        = "/bellows.kv.v1.KV/Regions"
 	KV_BeginTxn_FullMethodName       = "/bellows.kv.v1.KV/BeginTxn"
 	KV_TxnGet_FullMethodName         = "/bellows.kv.v1.KV/TxnGet"
+	KV_TxnScan_FullMethodName        = "/bellows.kv.v1.KV/TxnScan"
 	KV_CommitTxn_FullMethodName      = "/bellows.kv.v1.KV/CommitTxn"
 	KV_Prewrite_FullMethodName       = "/bellows.kv.v1.KV/Prewrite"
 	KV_ResolveLocks_FullMethodName   = "/bellows.kv.v1.KV/ResolveLocks"
@@ -67,6 +68,9 @@ type KVClient interface {
 	// primary key): all of them or none, also when a store crashes.
 	BeginTxn(ctx context.Context, in *BeginTxnRequest, opts ...grpc.CallOption) (*BeginTxnResponse, error)
 	TxnGet(ctx context.Context, in *TxnGetRequest, opts ...grpc.CallOption) (*GetResponse, error)
+	// TxnScan streams the live keys of [start, end) at exactly start_ts, in
+	// every region (one snapshot across regions, unlike Scan).
+	TxnScan(ctx context.Context, in *TxnScanRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[ScanResponse], error)
 	CommitTxn(ctx context.Context, in *CommitTxnRequest, opts ...grpc.CallOption) (*CommitTxnResponse, error)
 	// The participants' side of a cross-region commit, which stores call on
 	// each other (applications call CommitTxn). Prewrite locks a region's
@@ -176,6 +180,25 @@ func (c *kVClient) TxnGet(ctx context.Context, in *TxnGetRequest, opts ...grpc.C
 	return out, nil
 }
 
+func (c *kVClient) TxnScan(ctx context.Context, in *TxnScanRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[ScanResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &KV_ServiceDesc.Streams[1], KV_TxnScan_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[TxnScanRequest, ScanResponse]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type KV_TxnScanClient = grpc.ServerStreamingClient[ScanResponse]
+
 func (c *kVClient) CommitTxn(ctx context.Context, in *CommitTxnRequest, opts ...grpc.CallOption) (*CommitTxnResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(CommitTxnResponse)
@@ -248,6 +271,9 @@ type KVServer interface {
 	// primary key): all of them or none, also when a store crashes.
 	BeginTxn(context.Context, *BeginTxnRequest) (*BeginTxnResponse, error)
 	TxnGet(context.Context, *TxnGetRequest) (*GetResponse, error)
+	// TxnScan streams the live keys of [start, end) at exactly start_ts, in
+	// every region (one snapshot across regions, unlike Scan).
+	TxnScan(*TxnScanRequest, grpc.ServerStreamingServer[ScanResponse]) error
 	CommitTxn(context.Context, *CommitTxnRequest) (*CommitTxnResponse, error)
 	// The participants' side of a cross-region commit, which stores call on
 	// each other (applications call CommitTxn). Prewrite locks a region's
@@ -291,6 +317,9 @@ func (UnimplementedKVServer) BeginTxn(context.Context, *BeginTxnRequest) (*Begin
 }
 func (UnimplementedKVServer) TxnGet(context.Context, *TxnGetRequest) (*GetResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method TxnGet not implemented")
+}
+func (UnimplementedKVServer) TxnScan(*TxnScanRequest, grpc.ServerStreamingServer[ScanResponse]) error {
+	return status.Error(codes.Unimplemented, "method TxnScan not implemented")
 }
 func (UnimplementedKVServer) CommitTxn(context.Context, *CommitTxnRequest) (*CommitTxnResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method CommitTxn not implemented")
@@ -462,6 +491,17 @@ func _KV_TxnGet_Handler(srv interface{}, ctx context.Context, dec func(interface
 	return interceptor(ctx, in, info, handler)
 }
 
+func _KV_TxnScan_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(TxnScanRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(KVServer).TxnScan(m, &grpc.GenericServerStream[TxnScanRequest, ScanResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type KV_TxnScanServer = grpc.ServerStreamingServer[ScanResponse]
+
 func _KV_CommitTxn_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(CommitTxnRequest)
 	if err := dec(in); err != nil {
@@ -590,6 +630,11 @@ var KV_ServiceDesc = grpc.ServiceDesc{
 		{
 			StreamName:    "Scan",
 			Handler:       _KV_Scan_Handler,
+			ServerStreams: true,
+		},
+		{
+			StreamName:    "TxnScan",
+			Handler:       _KV_TxnScan_Handler,
 			ServerStreams: true,
 		},
 	},

@@ -1,0 +1,115 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"io"
+
+	"github.com/spf13/cobra"
+
+	"github.com/bellows-kv/bellows/client"
+)
+
+// txnOp is one operation of `bellows kv txn`.
+type txnOp struct {
+	verb       string // get, put, delete
+	key, value string
+}
+
+// parseTxnOps reads `get KEY`, `put KEY VALUE` and `delete KEY` in order.
+func parseTxnOps(args []string) ([]txnOp, error) {
+	var ops []txnOp
+	for i := 0; i < len(args); {
+		verb := args[i]
+		need := map[string]int{"get": 1, "put": 2, "delete": 1}[verb]
+		if need == 0 {
+			return nil, fmt.Errorf("argument %d: %q is not an operation (want get KEY, put KEY VALUE or delete KEY)", i+1, verb)
+		}
+		if i+need >= len(args) {
+			return nil, fmt.Errorf("argument %d: %s needs %d more argument(s)", i+1, verb, need)
+		}
+		op := txnOp{verb: verb, key: args[i+1]}
+		if need == 2 {
+			op.value = args[i+2]
+		}
+		ops = append(ops, op)
+		i += 1 + need
+	}
+	if len(ops) == 0 {
+		return nil, fmt.Errorf("no operations: give get KEY, put KEY VALUE or delete KEY, one or more")
+	}
+	return ops, nil
+}
+
+// runTxnOps runs ops in t, printing each read as KEY<TAB>VALUE.
+func runTxnOps(ctx context.Context, t *client.Txn, ops []txnOp, out io.Writer) error {
+	for _, op := range ops {
+		switch op.verb {
+		case "get":
+			v, found, err := t.Get(ctx, []byte(op.key))
+			if err != nil {
+				return err
+			}
+			if found {
+				fmt.Fprintf(out, "%s\t%s\n", op.key, v)
+			} else {
+				fmt.Fprintf(out, "%s\t(absent)\n", op.key)
+			}
+		case "put":
+			t.Put([]byte(op.key), []byte(op.value))
+		case "delete":
+			t.Delete([]byte(op.key))
+		}
+	}
+	return nil
+}
+
+func newKVTxnCommand(with func(*cobra.Command, func(context.Context, *client.Client) error) error) *cobra.Command {
+	var retry bool
+	cmd := &cobra.Command{
+		Use:   "txn OPERATION...",
+		Short: "Run get KEY, put KEY VALUE and delete KEY in one snapshot-isolation transaction, in any regions, and commit it",
+		Long: `Runs the operations in order in one transaction: reads see the snapshot at its
+start (and its own writes), writes commit together or not at all, in whatever
+regions they fall. A conflict (another write of one of its keys committed after the
+start) aborts it, naming the key; --retry runs it again from a new snapshot instead.
+
+  bellows kv txn get a put a 2 put b 3`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ops, err := parseTxnOps(args)
+			if err != nil {
+				return err
+			}
+			return with(cmd, func(ctx context.Context, c *client.Client) error {
+				out := cmd.OutOrStdout()
+				if retry {
+					res, err := c.RunTxn(ctx, func(ctx context.Context, t *client.Txn) error { return runTxnOps(ctx, t, ops, out) })
+					if err == nil {
+						fmt.Fprintf(out, "COMMITTED %s ts=%d\n", res.Region, res.CommitTS)
+					}
+					return err
+				}
+				t, err := c.Begin(ctx)
+				if err != nil {
+					return err
+				}
+				if err := runTxnOps(ctx, t, ops, out); err != nil {
+					return err
+				}
+				res, err := t.Commit(ctx)
+				if err != nil {
+					return err
+				}
+				if res.CommitTS == 0 {
+					fmt.Fprintf(out, "READ-ONLY ts=%d\n", t.StartTS())
+				} else {
+					fmt.Fprintf(out, "COMMITTED %s ts=%d\n", res.Region, res.CommitTS)
+				}
+				return nil
+			})
+		},
+	}
+	cmd.Flags().BoolVar(&retry, "retry", false, "on a conflict, run the transaction again from a new snapshot until it commits or --timeout")
+	return cmd
+}
