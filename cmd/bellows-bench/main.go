@@ -1,8 +1,8 @@
 // Command bellows-bench is the benchmark driver: Figure 7 of the offload
 // paper (phases), the engine against Pebble (engine), the YCSB core
-// workloads (ycsb) and Accordion's memstore policies (memstore). It is a binary of
-// its own so that the production image (cmd/bellows) links no Pebble,
-// plotting or benchmark code. Benchmarks that run store and compactor
+// workloads (ycsb), Accordion's memstore policies (memstore) and the cost of
+// transactions (txn). It is a binary of its own so that the production
+// image (cmd/bellows) links no Pebble, plotting or benchmark code. Benchmarks that run store and compactor
 // processes start the bellows binary (--bellows).
 package main
 
@@ -18,7 +18,7 @@ func main() {
 		Short:        "Bellows benchmarks",
 		SilenceUsage: true,
 	}
-	root.AddCommand(newPhasesCommand(), newEngineCommand(), newYCSBCommand(), newMemstoreCommand())
+	root.AddCommand(newPhasesCommand(), newEngineCommand(), newYCSBCommand(), newMemstoreCommand(), newTxnCommand())
 	if err := root.Execute(); err != nil {
 		os.Exit(1)
 	}

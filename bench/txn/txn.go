@@ -1,0 +1,292 @@
+// Package txn measures what snapshot-isolation transactions cost
+// (bellows-bench txn): single-region transactions of 4 writes against plain
+// batches of the same 4 writes, and aborts and commit rate as contention
+// grows. It drives an in-process region (storage-engine/region) so that
+// the numbers are the commit path's own: latches, validation against the
+// newest versions, the WAL and the memstore, not gRPC.
+//
+// Regime: the WAL is asynchronous, so no fsync hides the transactions'
+// extra work (validation reads every written key's newest version); keys
+// are 16 bytes over 1M (low contention: two transactions rarely share a
+// key), values 100 bytes; 200K keys are loaded and flushed first, so
+// validation looks into a file as well as the memstore.
+package txn
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/bellows-kv/bellows/storage-engine/blob"
+	"github.com/bellows-kv/bellows/storage-engine/blockcache"
+	"github.com/bellows-kv/bellows/storage-engine/region"
+	"github.com/bellows-kv/bellows/storage-engine/wal"
+)
+
+// Config shapes a run.
+type Config struct {
+	Keys, Preload, Workers, Runs int
+	Phase                        time.Duration
+	HotKeys                      []int
+	ContentionWorkers            int
+}
+
+// Default is the full run: about 2 minutes on two idle cores.
+func Default() Config {
+	return Config{Keys: 1_000_000, Preload: 200_000, Workers: 4, Runs: 5, Phase: 3 * time.Second,
+		HotKeys: []int{10_000, 100, 10}, ContentionWorkers: 8}
+}
+
+// Throughput compares transactions with batches of the same writes.
+type Throughput struct {
+	TxnOpsPerS   float64   `json:"txn_ops_per_s"`
+	BatchOpsPerS float64   `json:"batch_ops_per_s"`
+	Ratio        float64   `json:"ratio"`
+	RatioMin     float64   `json:"ratio_min"`
+	RatioMax     float64   `json:"ratio_max"`
+	TxnRuns      []float64 `json:"txn_runs"`
+	BatchRuns    []float64 `json:"batch_runs"`
+}
+
+// Contention is read-modify-write transactions of 2 keys from a hot set.
+type Contention struct {
+	HotKeys     int     `json:"hot_keys"`
+	AbortRate   float64 `json:"abort_rate"`
+	CommitsPerS float64 `json:"commits_per_s"`
+}
+
+// Report is txn.json.
+type Report struct {
+	Command    string       `json:"command"`
+	Regime     string       `json:"regime"`
+	Throughput Throughput   `json:"throughput"`
+	Contention []Contention `json:"contention"`
+	// Bank and Recovery are not measured by this benchmark yet (see
+	// txn.md): the bank runs as a process test, recovery is not bounded yet.
+	Bank     *Bank      `json:"bank,omitempty"`
+	Recovery []Recovery `json:"recovery,omitempty"`
+}
+
+// Bank is the bank workload's outcome.
+type Bank struct {
+	Transfers           int `json:"transfers"`
+	Crashes             int `json:"crashes"`
+	InvariantViolations int `json:"invariant_violations"`
+}
+
+// Recovery is one recovery measurement.
+type Recovery struct {
+	UptimeS   float64 `json:"uptime_s"`
+	WALBytes  int64   `json:"wal_bytes"`
+	RecoveryS float64 `json:"recovery_s"`
+	Bounded   bool    `json:"bounded"`
+}
+
+func key(i int) []byte {
+	k := make([]byte, 16)
+	copy(k, "txnbench")
+	binary.BigEndian.PutUint64(k[8:], uint64(i))
+	return k
+}
+
+var value = make([]byte, 100)
+
+func open(ctx context.Context, dir string) (*region.Region, error) {
+	b, err := blob.Open(ctx, "file://"+filepath.Join(dir, "bucket"))
+	if err != nil {
+		return nil, err
+	}
+	return region.Open(ctx, region.Options{Name: "txn", Bucket: b, WALDir: filepath.Join(dir, "wal"),
+		WALMode: wal.ModeAsync, BlockCache: blockcache.New(64 << 20)})
+}
+
+// Run runs the benchmark in work (a scratch directory).
+func Run(ctx context.Context, cfg Config, work string, progress func(string)) (Report, error) {
+	rep := Report{Regime: fmt.Sprintf("in-process region, async WAL, %d workers, 16 B keys uniform over %d (%d preloaded and flushed), 100 B values, %d interleaved runs of %s per mode",
+		cfg.Workers, cfg.Keys, cfg.Preload, cfg.Runs, cfg.Phase)}
+	for run := range cfg.Runs {
+		for _, mode := range []string{"batch", "txn"} {
+			progress(fmt.Sprintf("run %d/%d: %s", run+1, cfg.Runs, mode))
+			ops, err := throughputRun(ctx, cfg, filepath.Join(work, fmt.Sprintf("%s-%d", mode, run)), mode == "txn")
+			if err != nil {
+				return rep, err
+			}
+			if mode == "txn" {
+				rep.Throughput.TxnRuns = append(rep.Throughput.TxnRuns, ops)
+			} else {
+				rep.Throughput.BatchRuns = append(rep.Throughput.BatchRuns, ops)
+			}
+		}
+	}
+	t := &rep.Throughput
+	t.TxnOpsPerS, t.BatchOpsPerS = median(t.TxnRuns), median(t.BatchRuns)
+	t.Ratio = t.TxnOpsPerS / t.BatchOpsPerS
+	ratios := make([]float64, len(t.TxnRuns))
+	for i := range ratios {
+		ratios[i] = t.TxnRuns[i] / t.BatchRuns[i]
+	}
+	t.RatioMin, t.RatioMax = slices.Min(ratios), slices.Max(ratios)
+	for _, hot := range cfg.HotKeys {
+		progress(fmt.Sprintf("contention over %d hot keys", hot))
+		c, err := contentionRun(ctx, cfg, filepath.Join(work, fmt.Sprintf("hot-%d", hot)), hot)
+		if err != nil {
+			return rep, err
+		}
+		rep.Contention = append(rep.Contention, c)
+	}
+	return rep, nil
+}
+
+func median(xs []float64) float64 {
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	return s[len(s)/2]
+}
+
+// throughputRun: Workers goroutines commit 4 random writes each, as a
+// transaction (snapshot, then CommitTxn) or as a batch, for Phase;
+// operations (transactions or batches) per second.
+func throughputRun(ctx context.Context, cfg Config, dir string, asTxn bool) (float64, error) {
+	defer os.RemoveAll(dir)
+	r, err := open(ctx, dir)
+	if err != nil {
+		return 0, err
+	}
+	defer r.Close()
+	for i := 0; i < cfg.Preload; i += 1000 {
+		b := new(region.Batch)
+		for j := i; j < i+1000; j++ {
+			b.Put(key(j*(cfg.Keys/cfg.Preload)), value)
+		}
+		if _, err := r.Apply(b); err != nil {
+			return 0, err
+		}
+	}
+	if err := r.Flush(ctx); err != nil {
+		return 0, err
+	}
+	var ops atomic.Int64
+	var firstErr error
+	var once sync.Once
+	deadline := time.Now().Add(cfg.Phase)
+	var wg sync.WaitGroup
+	for w := range cfg.Workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rng := rand.New(rand.NewPCG(uint64(w), 7))
+			for time.Now().Before(deadline) {
+				b := new(region.Batch)
+				for range 4 {
+					b.Put(key(rng.IntN(cfg.Keys)), value)
+				}
+				var err error
+				if asTxn {
+					var s *region.Snapshot
+					if s, err = r.Snapshot(); err == nil {
+						_, err = r.CommitTxn(ctx, s.TS(), b)
+						s.Close()
+					}
+					if errors.Is(err, region.ErrConflict) {
+						continue // rare at this contention; not counted
+					}
+				} else {
+					_, err = r.Apply(b)
+				}
+				if err != nil {
+					once.Do(func() { firstErr = err })
+					return
+				}
+				ops.Add(1)
+			}
+		}()
+	}
+	wg.Wait()
+	return float64(ops.Load()) / cfg.Phase.Seconds(), firstErr
+}
+
+// contentionRun: ContentionWorkers goroutines each increment 2 keys of a
+// hot set in one transaction (read both at the snapshot, write both),
+// retrying aborts, for Phase.
+func contentionRun(ctx context.Context, cfg Config, dir string, hot int) (Contention, error) {
+	defer os.RemoveAll(dir)
+	r, err := open(ctx, dir)
+	if err != nil {
+		return Contention{}, err
+	}
+	defer r.Close()
+	var commits, aborts atomic.Int64
+	var firstErr error
+	var once sync.Once
+	deadline := time.Now().Add(cfg.Phase)
+	var wg sync.WaitGroup
+	for w := range cfg.ContentionWorkers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rng := rand.New(rand.NewPCG(uint64(w), 11))
+			for time.Now().Before(deadline) {
+				a := rng.IntN(hot)
+				b := (a + 1 + rng.IntN(hot-1)) % hot
+				s, err := r.Snapshot()
+				if err != nil {
+					once.Do(func() { firstErr = err })
+					return
+				}
+				batch := new(region.Batch)
+				for _, k := range []int{a, b} {
+					v, _, err := s.Get(key(k))
+					if err != nil {
+						once.Do(func() { firstErr = err })
+						s.Close()
+						return
+					}
+					n := uint64(0)
+					if len(v) == 8 {
+						n = binary.BigEndian.Uint64(v)
+					}
+					batch.Put(key(k), binary.BigEndian.AppendUint64(nil, n+1))
+				}
+				_, err = r.CommitTxn(ctx, s.TS(), batch)
+				s.Close()
+				switch {
+				case errors.Is(err, region.ErrConflict):
+					aborts.Add(1)
+				case err != nil:
+					once.Do(func() { firstErr = err })
+					return
+				default:
+					commits.Add(1)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if firstErr != nil {
+		return Contention{}, firstErr
+	}
+	// No lost update: the counters add up to two increments per commit.
+	var sum uint64
+	for k := range hot {
+		v, _, err := r.Get(key(k), ^uint64(0))
+		if err != nil {
+			return Contention{}, err
+		}
+		if len(v) == 8 {
+			sum += binary.BigEndian.Uint64(v)
+		}
+	}
+	if sum != 2*uint64(commits.Load()) {
+		return Contention{}, fmt.Errorf("%d hot keys: the counters sum to %d after %d committed increments of 2 keys: a lost update", hot, sum, commits.Load())
+	}
+	c, a := float64(commits.Load()), float64(aborts.Load())
+	return Contention{HotKeys: hot, AbortRate: a / max(c+a, 1), CommitsPerS: c / cfg.Phase.Seconds()}, nil
+}
