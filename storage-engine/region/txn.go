@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/bellows-kv/bellows/storage-engine/iterator"
 	"github.com/bellows-kv/bellows/storage-engine/kv"
 )
 
@@ -85,23 +86,32 @@ func (r *Region) validateTxn(ctx context.Context, startTS uint64, b *Batch) erro
 // included), whatever its visibility.
 func (rs *readState) newestTS(ctx context.Context, key []byte) (uint64, bool, error) {
 	seek := kv.MakeSearchKey(key, kv.MaxTimestamp)
-	// Memstores newest first, each newer than every file.
+	// Memstores newest first, each newer than every file; within one, its
+	// segments newest first (per key, the first that has a version has the
+	// newest: the ascending-ranges order, kept per key by cross-region
+	// commits too). One iterator per segment, not a merge of them all.
+	var its []iterator.Iterator
 	for _, m := range rs.mems {
-		it := m.NewIterator()
-		ok := it.SeekGE(seek) && bytes.Equal(it.Key().UserKey, key)
-		var ts uint64
-		if ok {
-			ts = it.Key().TS
-		}
-		_ = it.Close()
-		if ok {
-			return ts, true, nil
+		its = m.AppendIterators(its[:0])
+		for j, it := range its {
+			ok := it.SeekGE(seek) && bytes.Equal(it.Key().UserKey, key)
+			var ts uint64
+			if ok {
+				ts = it.Key().TS
+			}
+			_ = it.Close()
+			if ok {
+				for _, rest := range its[j+1:] {
+					_ = rest.Close()
+				}
+				return ts, true, nil
+			}
 		}
 	}
 	tables := rs.tablesFor(key)
 	for i := len(tables) - 1; i >= 0; i-- {
 		t := tables[i]
-		if bytes.Compare(key, t.meta.Smallest) < 0 || bytes.Compare(key, t.meta.Largest) > 0 {
+		if bytes.Compare(key, t.meta.Smallest) < 0 || bytes.Compare(key, t.meta.Largest) > 0 || !t.reader.MayContain(key) {
 			continue
 		}
 		it := t.reader.NewIterContext(ctx)
