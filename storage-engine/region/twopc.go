@@ -396,35 +396,14 @@ func decodeTxnRecord(p []byte) (uint64, *txnRecord, error) {
 // order. The caller holds the latches of every key rec names. It returns
 // the record's timestamp L.
 func (r *Region) writeTxnRecord(rec *txnRecord) (uint64, error) {
-	r.commitMu.Lock()
-	if err := r.checkOpen(); err != nil {
-		r.commitMu.Unlock()
-		return 0, err
-	}
-	if r.mem.ms.View().ApproximateBytes() >= r.opts.MemstoreBytes || r.walOverLimitLocked() {
-		if err := r.rotateLocked(); err != nil {
-			r.commitMu.Unlock()
-			return 0, err
-		}
-	}
-	// The clock moves past the commit timestamp first, so no later write
-	// of these keys gets an older timestamp than their committed version.
-	r.lastTS = max(r.lastTS, rec.commitTS)
-	ts := r.nextTS()
-	mt := r.mem
-	seg := mt.ms.Active()
-	seg.BeginWrite()
-	mt.maxTS = ts
-	mt.txnRecs = append(mt.txnRecs, rec)
-	mt.txnMinTS.CompareAndSwap(0, ts)
-	commit := r.log.AppendEncoded(rec.encodedLen(), func(dst []byte) []byte { return rec.encode(dst, ts) })
-	r.vis.add(ts)
-	r.commitMu.Unlock()
-
-	if err := commit.Wait(); err != nil {
-		seg.EndWrite()
-		r.vis.done(ts)
-		r.setBackgroundError(&Error{Region: r.opts.Name, Err: err})
+	// The clock moves past the commit timestamp first (floor), so no later
+	// write of these keys gets an older timestamp than their committed
+	// version.
+	ts, seg, err := r.commitRecord(rec.commitTS, rec.encodedLen(), rec.encode, func(mt *memTable, ts uint64) {
+		mt.txnRecs = append(mt.txnRecs, rec)
+		mt.txnMinTS.CompareAndSwap(0, ts)
+	})
+	if err != nil {
 		return 0, err
 	}
 	if len(rec.versions) > 0 {

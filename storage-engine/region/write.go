@@ -1,6 +1,9 @@
 package region
 
-import "github.com/bellows-kv/bellows/storage-engine/kv"
+import (
+	"github.com/bellows-kv/bellows/storage-engine/kv"
+	"github.com/bellows-kv/bellows/storage-engine/memstore"
+)
 
 // Put writes value under key and returns the commit timestamp.
 func (r *Region) Put(key, value []byte) (uint64, error) {
@@ -36,38 +39,8 @@ func (r *Region) Apply(b *Batch) (uint64, error) {
 // applyLatched is Apply of a validated, deduplicated batch whose keys'
 // latches the caller holds.
 func (r *Region) applyLatched(b *Batch) (uint64, error) {
-	r.commitMu.Lock()
-	if err := r.checkOpen(); err != nil {
-		r.commitMu.Unlock()
-		return 0, err
-	}
-	if r.mem.ms.View().ApproximateBytes() >= r.opts.MemstoreBytes || r.walOverLimitLocked() {
-		if err := r.rotateLocked(); err != nil {
-			r.commitMu.Unlock()
-			return 0, err
-		}
-	} else if r.mem.ms.NeedsInMemoryFlush() {
-		r.pushActiveLocked()
-	}
-	// The timestamp and the segment are chosen in one critical section,
-	// after any switch of segment: so segments' timestamp ranges are
-	// disjoint and ascending, and a segment no longer active gets no new
-	// writer (memstore invariants).
-	ts := r.nextTS()
-	mt := r.mem
-	seg := mt.ms.Active()
-	seg.BeginWrite()
-	mt.maxTS = ts
-	commit := r.log.AppendEncoded(b.encodedLen(), func(dst []byte) []byte { return b.encode(dst, ts) })
-	r.vis.add(ts)
-	r.commitMu.Unlock()
-
-	if err := commit.Wait(); err != nil {
-		// The WAL failed; it fails every later append too, so no newer
-		// batch can be acknowledged ahead of this one.
-		seg.EndWrite()
-		r.vis.done(ts)
-		r.setBackgroundError(&Error{Region: r.opts.Name, Err: err})
+	ts, seg, err := r.commitRecord(0, b.encodedLen(), b.encode, nil)
+	if err != nil {
 		return 0, err
 	}
 	for _, o := range b.ops {
@@ -77,6 +50,55 @@ func (r *Region) applyLatched(b *Batch) (uint64, error) {
 	r.vis.done(ts)
 	r.stats.recordWrite(len(b.ops))
 	return ts, nil
+}
+
+// commitRecord is the commit path every WAL record takes (a batch, a
+// transaction record): under commitMu it rotates or pushes the memstore if
+// due, takes the next timestamp (after floor), begins a write on the
+// active segment, lets note record what the memTable must know of it, and
+// queues the record (encode at that timestamp, at most n bytes); then it
+// waits for the WAL. On success the caller adds its versions to seg, then
+// calls seg.EndWrite and r.vis.done(ts); on failure that is done here.
+func (r *Region) commitRecord(floor uint64, n int, encode func(dst []byte, ts uint64) []byte, note func(mt *memTable, ts uint64)) (uint64, *memstore.Skiplist, error) {
+	r.commitMu.Lock()
+	if err := r.checkOpen(); err != nil {
+		r.commitMu.Unlock()
+		return 0, nil, err
+	}
+	if r.mem.ms.View().ApproximateBytes() >= r.opts.MemstoreBytes || r.walOverLimitLocked() {
+		if err := r.rotateLocked(); err != nil {
+			r.commitMu.Unlock()
+			return 0, nil, err
+		}
+	} else if r.mem.ms.NeedsInMemoryFlush() {
+		r.pushActiveLocked()
+	}
+	// The timestamp and the segment are chosen in one critical section,
+	// after any switch of segment: so segments' timestamp ranges are
+	// disjoint and ascending, and a segment no longer active gets no new
+	// writer (memstore invariants).
+	r.lastTS = max(r.lastTS, floor)
+	ts := r.nextTS()
+	mt := r.mem
+	seg := mt.ms.Active()
+	seg.BeginWrite()
+	mt.maxTS = ts
+	if note != nil {
+		note(mt, ts)
+	}
+	commit := r.log.AppendEncoded(n, func(dst []byte) []byte { return encode(dst, ts) })
+	r.vis.add(ts)
+	r.commitMu.Unlock()
+
+	if err := commit.Wait(); err != nil {
+		// The WAL failed; it fails every later append too, so no newer
+		// record can be acknowledged ahead of this one.
+		seg.EndWrite()
+		r.vis.done(ts)
+		r.setBackgroundError(&Error{Region: r.opts.Name, Err: err})
+		return 0, nil, err
+	}
+	return ts, seg, nil
 }
 
 // rotateLocked freezes the active memstore and starts a new one with a new

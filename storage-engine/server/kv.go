@@ -134,10 +134,7 @@ func (s *KV) Put(ctx context.Context, req *kvpb.PutRequest) (*kvpb.PutResponse, 
 	if err != nil {
 		return nil, err
 	}
-	ts, err := s.once(ctx, t.local, req, func() (ts uint64, err error) {
-		err = s.withLocks(ctx, t, func() (err error) { ts, err = e.Put(req.Key, req.Value); return err })
-		return ts, err
-	})
+	ts, err := s.write(ctx, t, req, func() (uint64, error) { return e.Put(req.Key, req.Value) })
 	if err != nil {
 		return nil, regionErr(t.local, err)
 	}
@@ -203,10 +200,7 @@ func (s *KV) Delete(ctx context.Context, req *kvpb.DeleteRequest) (*kvpb.DeleteR
 	if err != nil {
 		return nil, err
 	}
-	ts, err := s.once(ctx, t.local, req, func() (ts uint64, err error) {
-		err = s.withLocks(ctx, t, func() (err error) { ts, err = e.Delete(req.Key); return err })
-		return ts, err
-	})
+	ts, err := s.write(ctx, t, req, func() (uint64, error) { return e.Delete(req.Key) })
 	if err != nil {
 		return nil, regionErr(t.local, err)
 	}
@@ -251,10 +245,7 @@ func (s *KV) Batch(ctx context.Context, req *kvpb.BatchRequest) (*kvpb.BatchResp
 	if err != nil {
 		return nil, err
 	}
-	ts, err := s.once(ctx, t.local, req, func() (ts uint64, err error) {
-		err = s.withLocks(ctx, t, func() (err error) { ts, err = e.Apply(b); return err })
-		return ts, err
-	})
+	ts, err := s.write(ctx, t, req, func() (uint64, error) { return e.Apply(b) })
 	if err != nil {
 		return nil, regionErr(t.local, err)
 	}

@@ -31,6 +31,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	kvpb "github.com/bellows-kv/bellows/proto/bellows/kv/v1"
 	"github.com/bellows-kv/bellows/storage-engine/manifest"
@@ -339,6 +340,15 @@ func (s *KV) CheckTxnStatus(ctx context.Context, req *kvpb.CheckTxnStatusRequest
 		resp.LockExpiresAtUnixNs = st.Lock.ExpiresAt
 	}
 	return resp, nil
+}
+
+// write applies a write of req in t's region once per request ID (once),
+// resolving the transaction locks it meets (withLocks).
+func (s *KV) write(ctx context.Context, t target, req proto.Message, apply func() (uint64, error)) (uint64, error) {
+	return s.once(ctx, t.local, req, func() (ts uint64, err error) {
+		err = s.withLocks(ctx, t, func() (err error) { ts, err = apply(); return err })
+		return ts, err
+	})
 }
 
 // withLocks runs op, which works on t's region, resolving each lock it

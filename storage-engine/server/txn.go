@@ -116,13 +116,7 @@ func (s *KV) CommitTxn(ctx context.Context, req *kvpb.CommitTxnRequest) (*kvpb.C
 		}
 		return resp, nil
 	}
-	ts, err := s.once(ctx, t.local, req, func() (ts uint64, err error) {
-		err = s.withLocks(ctx, t, func() (err error) {
-			ts, err = e.CommitTxn(ctx, req.StartTs, b)
-			return err
-		})
-		return ts, err
-	})
+	ts, err := s.write(ctx, t, req, func() (uint64, error) { return e.CommitTxn(ctx, req.StartTs, b) })
 	var ce *region.ConflictError
 	if errors.As(err, &ce) {
 		return nil, conflictStatus(ce)
