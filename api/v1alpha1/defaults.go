@@ -73,6 +73,9 @@ func (c *KVCluster) SetDefaults() {
 	if e.Memstore.Bytes.IsZero() {
 		e.Memstore.Bytes = defaultMemstoreBytes()
 	}
+	if e.Memstore.MaxWALAge == "" {
+		e.Memstore.MaxWALAge = DurationOf(contract.DefaultMaxWALAge)
+	}
 	if e.BlockCacheBytes.IsZero() {
 		e.BlockCacheBytes = defaultBlockCacheBytes()
 	}

@@ -240,6 +240,23 @@ type MemstoreSpec struct {
 	// +kubebuilder:validation:XValidation:rule=`isQuantity(string(self)) && quantity(string(self)).compareTo(quantity('1Mi')) >= 0`,messageExpression=`!isQuantity(string(self)) ? 'engine.memstore.maxWALBytes: "' + string(self) + '" is not a quantity; write bytes with a unit, e.g. 256Mi' : 'engine.memstore.maxWALBytes: ' + string(self) + ' is below the minimum 1Mi, e.g. 256Mi'`
 	// +optional
 	MaxWALBytes resource.Quantity `json:"maxWALBytes,omitzero"`
+
+	// MaxWALAge flushes a region whose oldest unflushed write is this old,
+	// however little its memstore holds, so a slowly written region's WAL
+	// does not reach back indefinitely. At least 10s.
+	// +kubebuilder:default="1h"
+	// +kubebuilder:validation:XValidation:rule=`self.matches('^[-+]?(0|(([0-9]+([.][0-9]*)?|[.][0-9]+)(ns|us|ms|s|m|h))+)$') && duration(self) >= duration('10s')`,messageExpression=`!self.matches('^[-+]?(0|(([0-9]+([.][0-9]*)?|[.][0-9]+)(ns|us|ms|s|m|h))+)$') ? 'engine.memstore.maxWALAge: "' + self + '" is not a duration; ' + (self.matches('[0-9]d') ? 'use hours, e.g. 24h for a day' : 'write a number with a unit (h, m, s), e.g. 1h or 30m') : 'engine.memstore.maxWALAge: ' + self + ' is below the minimum 10s: a region would flush a file every few writes; e.g. 1h'`
+	// +optional
+	MaxWALAge Duration `json:"maxWALAge,omitempty"`
+
+	// MaxStoreWALBytes caps the WAL of all of a store's regions together:
+	// past it the regions with the oldest unflushed writes are flushed
+	// first, which bounds a restart's replay however many regions the store
+	// holds. At least bytes; when empty, the store's memstore budget (its
+	// regions × bytes).
+	// +kubebuilder:validation:XValidation:rule=`isQuantity(string(self)) && quantity(string(self)).compareTo(quantity('1Mi')) >= 0`,messageExpression=`!isQuantity(string(self)) ? 'engine.memstore.maxStoreWALBytes: "' + string(self) + '" is not a quantity; write bytes with a unit, e.g. 1Gi' : 'engine.memstore.maxStoreWALBytes: ' + string(self) + ' is below the minimum 1Mi, e.g. 1Gi'`
+	// +optional
+	MaxStoreWALBytes resource.Quantity `json:"maxStoreWALBytes,omitzero"`
 }
 
 // The minFiles/maxFiles message names the default of a side the user may not

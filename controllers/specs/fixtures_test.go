@@ -58,7 +58,8 @@ func fullCluster() *kvapi.KVCluster {
 			Bucket:  kvapi.BucketSpec{URL: "s3://bucket/prefix", CredentialsSecretRef: &corev1.LocalObjectReference{Name: "s3-creds"}},
 			Regions: kvapi.RegionsSpec{SplitKeys: []string{"g", "p"}},
 			Engine: kvapi.EngineSpec{
-				Memstore:        kvapi.MemstoreSpec{Policy: "Eager", Bytes: resource.MustParse("64Mi"), MaxWALBytes: resource.MustParse("96Mi")},
+				Memstore: kvapi.MemstoreSpec{Policy: "Eager", Bytes: resource.MustParse("64Mi"), MaxWALBytes: resource.MustParse("96Mi"),
+					MaxWALAge: "30m", MaxStoreWALBytes: resource.MustParse("1Gi")},
 				Retention:       kvapi.RetentionSpec{MaxVersions: 1},
 				BlockCacheBytes: resource.MustParse("3Gi"),
 				Compaction:      kvapi.CompactionPolicySpec{MinFiles: 4, MaxFiles: 12, Ratio: "1.5", MaxBytes: resource.MustParse("2Gi")},

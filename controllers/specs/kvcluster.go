@@ -49,6 +49,16 @@ func EngineConfig(c *kvapi.KVCluster) (contract.EngineConfig, error) {
 		Warmup:   contract.Warmup{Mode: contract.WarmupMode(e.Warmup.Mode)},
 		SyncMode: contract.SyncMode(e.SyncMode),
 	}
+	if e.Memstore.MaxWALAge != "" {
+		age, err := e.Memstore.MaxWALAge.Parse()
+		if err != nil {
+			return contract.EngineConfig{}, fmt.Errorf("engine.memstore.maxWALAge: %w", err)
+		}
+		cfg.Memstore.MaxWALAge = contract.Duration{Duration: age}
+	} else {
+		cfg.Memstore.MaxWALAge = contract.Duration{Duration: contract.DefaultMaxWALAge}
+	}
+	cfg.Memstore.MaxStoreWALBytes = e.Memstore.MaxStoreWALBytes.Value()
 	if e.Warmup.RateBytesPerSecond != nil {
 		cfg.Warmup.RateBytesPerSecond = *e.Warmup.RateBytesPerSecond
 	}

@@ -4,6 +4,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -30,6 +31,7 @@ func TestEngineConfig(t *testing.T) {
 	}
 	want := contract.EngineConfig{
 		Memstore: contract.Memstore{Policy: contract.MemstoreEager, Bytes: 64 << 20, MaxWALBytes: 96 << 20,
+			MaxWALAge: contract.Duration{Duration: 30 * time.Minute}, MaxStoreWALBytes: 1 << 30,
 			ActiveFraction: contract.DefaultMemstoreActiveFraction, PipelineSegments: contract.DefaultMemstorePipelineSegments,
 			RedundancyThreshold: contract.DefaultMemstoreRedundancyThreshold},
 		Retention:       contract.Retention{MaxVersions: 1},

@@ -3,6 +3,7 @@ package contract
 import (
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestDefaultEngineConfigIsValid(t *testing.T) {
@@ -41,6 +42,8 @@ func TestValidateNamesEveryProblem(t *testing.T) {
 	c.Memstore.PipelineSegments = -1
 	c.Memstore.RedundancyThreshold = 1
 	c.Retention.MaxVersions = -2
+	c.Memstore.MaxWALAge = Duration{time.Second}
+	c.Memstore.MaxStoreWALBytes = 1 << 20
 	err := c.Validate()
 	if err == nil {
 		t.Fatal("want errors")
@@ -55,6 +58,8 @@ func TestValidateNamesEveryProblem(t *testing.T) {
 		"engine.yaml memstore.pipelineSegments: -1 is below 1, e.g. 5",
 		"engine.yaml memstore.redundancyThreshold: 1 is not in (0, 1), e.g. 0.5",
 		"engine.yaml retention.maxVersions: -2 is negative (0 keeps every version)",
+		"engine.yaml memstore.maxWALAge: 1s is below the minimum 10s: a region would flush a file every few writes; e.g. 1h0m0s",
+		"engine.yaml memstore.maxStoreWALBytes: 1048576 is below memstore.bytes 134217728: the store would flush every memstore before it fills",
 	} {
 		if !strings.Contains(err.Error()+"\n", want+"\n") {
 			t.Errorf("error lacks the line %q:\n%v", want, err)
@@ -75,6 +80,13 @@ func TestEngineConfigRoundTrip(t *testing.T) {
 	}
 	if out != in {
 		t.Fatalf("round trip: got %+v, want %+v\n%s", out, in, data)
+	}
+	c, err := UnmarshalEngineConfig([]byte("memstore: {maxWALAge: 30m}\n"))
+	if err != nil || c.Memstore.MaxWALAge.Duration != 30*time.Minute {
+		t.Fatalf("maxWALAge: 30m read as %v, %v", c.Memstore.MaxWALAge, err)
+	}
+	if _, err := UnmarshalEngineConfig([]byte("memstore: {maxWALAge: 30}\n")); err == nil || !strings.Contains(err.Error(), `30 is not a duration: write a string with a unit`) {
+		t.Fatalf("want an error that says maxWALAge is not a duration, got %v", err)
 	}
 	if _, err := UnmarshalEngineConfig([]byte("memstore: {policy: None}\nbogus: 1\n")); err == nil || !strings.Contains(err.Error(), `unknown field "bogus"`) {
 		t.Fatalf("want an error naming the unknown key, got %v", err)

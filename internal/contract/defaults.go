@@ -30,6 +30,23 @@ const (
 	// never reaches twice the memstore; under Eager, whose memstore can
 	// keep a key set in memory forever, the bound is what bounds recovery.
 	DefaultMaxWALMemstores = 2
+	// DefaultMaxWALAge flushes a region whose oldest unflushed write is
+	// this old, however little it holds: HBase's
+	// hbase.regionserver.optionalcacheflushinterval. It bounds how old a
+	// restart's replay reaches back, and so the WAL a slowly written
+	// region keeps.
+	DefaultMaxWALAge = time.Hour
+	// MinMaxWALAge is the least memstore.maxWALAge: below it a slowly
+	// written region would flush a file every few writes.
+	MinMaxWALAge = 10 * time.Second
+	// DefaultWALBoundInterval is how often a store checks the age bound
+	// and its store-wide WAL cap (memstore.maxStoreWALBytes).
+	DefaultWALBoundInterval = time.Second
+	// DefaultRegionOpenConcurrency is how many regions a store opens at
+	// once at a start: a replay is CPU (decoding, memstore inserts) and a
+	// region's opening is bucket round trips (manifest, claim, SSTs'
+	// footers), so a few more than the cores keep both busy.
+	DefaultRegionOpenConcurrency = 8
 	// MaxRegionCount bounds KVCluster.spec.regions.count and --regions: a
 	// count splits the key space evenly by the keys' first byte.
 	MaxRegionCount = 256

@@ -29,6 +29,13 @@ type Memstore struct {
 	// MaxWALBytes bounds each region's WAL: past it the memstore is
 	// flushed so the WAL can be truncated (recovery time stays bounded).
 	MaxWALBytes int64 `json:"maxWALBytes"`
+	// MaxWALAge flushes a region whose oldest unflushed write is this
+	// old, however little its memstore holds.
+	MaxWALAge Duration `json:"maxWALAge"`
+	// MaxStoreWALBytes caps the WAL of all of a store's regions together:
+	// past it the regions with the oldest unflushed writes are flushed
+	// first. 0: the store's memstore budget (its open regions × bytes).
+	MaxStoreWALBytes int64 `json:"maxStoreWALBytes,omitempty"`
 	// ActiveFraction (Accordion's A), PipelineSegments (S) and
 	// RedundancyThreshold (Adaptive's R) tune the compacting policies;
 	// engine.yaml only (the CRD keeps to the policy).
@@ -150,6 +157,7 @@ func DefaultEngineConfig() EngineConfig {
 		Memstore: Memstore{
 			Policy: DefaultMemstorePolicy, Bytes: DefaultMemstoreBytes,
 			MaxWALBytes:    DefaultMaxWALMemstores * DefaultMemstoreBytes,
+			MaxWALAge:      Duration{DefaultMaxWALAge},
 			ActiveFraction: DefaultMemstoreActiveFraction, PipelineSegments: DefaultMemstorePipelineSegments,
 			RedundancyThreshold: DefaultMemstoreRedundancyThreshold,
 		},
@@ -175,6 +183,9 @@ func (c *EngineConfig) EnsureDefaults() {
 	}
 	if c.Memstore.MaxWALBytes == 0 {
 		c.Memstore.MaxWALBytes = DefaultMaxWALMemstores * c.Memstore.Bytes
+	}
+	if c.Memstore.MaxWALAge.Duration == 0 {
+		c.Memstore.MaxWALAge = d.Memstore.MaxWALAge
 	}
 	if c.Memstore.ActiveFraction == 0 {
 		c.Memstore.ActiveFraction = d.Memstore.ActiveFraction
@@ -232,6 +243,14 @@ func (c EngineConfig) Validate() error {
 	}
 	if c.Memstore.MaxWALBytes < c.Memstore.Bytes {
 		bad("memstore.maxWALBytes", "%d is below memstore.bytes %d: every memstore would be flushed before it fills", c.Memstore.MaxWALBytes, c.Memstore.Bytes)
+	}
+	if c.Memstore.MaxWALAge.Duration < MinMaxWALAge {
+		bad("memstore.maxWALAge", "%v is below the minimum %v: a region would flush a file every few writes; e.g. %v", c.Memstore.MaxWALAge, MinMaxWALAge, DefaultMaxWALAge)
+	}
+	if c.Memstore.MaxStoreWALBytes < 0 {
+		bad("memstore.maxStoreWALBytes", "%d is negative (0: the store's memstore budget)", c.Memstore.MaxStoreWALBytes)
+	} else if c.Memstore.MaxStoreWALBytes > 0 && c.Memstore.MaxStoreWALBytes < c.Memstore.Bytes {
+		bad("memstore.maxStoreWALBytes", "%d is below memstore.bytes %d: the store would flush every memstore before it fills", c.Memstore.MaxStoreWALBytes, c.Memstore.Bytes)
 	}
 	if !(c.Memstore.ActiveFraction > 0 && c.Memstore.ActiveFraction <= 1) {
 		bad("memstore.activeFraction", "%v is not in (0, 1], e.g. %v", c.Memstore.ActiveFraction, DefaultMemstoreActiveFraction)

@@ -22,6 +22,8 @@ func Settings() []Setting {
 		{"engine.yaml memstore.policy · KVCluster spec.engine.memstore.policy · store/local --memstore-policy", string(e.Memstore.Policy)},
 		{"engine.yaml memstore.bytes · KVCluster spec.engine.memstore.bytes", size(e.Memstore.Bytes)},
 		{"engine.yaml memstore.maxWALBytes · KVCluster spec.engine.memstore.maxWALBytes", fmt.Sprintf("%d × memstore.bytes (%s)", DefaultMaxWALMemstores, size(e.Memstore.MaxWALBytes))},
+		{"engine.yaml memstore.maxWALAge · KVCluster spec.engine.memstore.maxWALAge", dur(e.Memstore.MaxWALAge.Duration)},
+		{"engine.yaml memstore.maxStoreWALBytes · KVCluster spec.engine.memstore.maxStoreWALBytes", "the store's memstore budget: its open regions × memstore.bytes"},
 		{"engine.yaml memstore.activeFraction (Accordion's A)", fmt.Sprint(e.Memstore.ActiveFraction)},
 		{"engine.yaml memstore.pipelineSegments (Accordion's S)", fmt.Sprint(e.Memstore.PipelineSegments)},
 		{"engine.yaml memstore.redundancyThreshold (Adaptive's R)", fmt.Sprint(e.Memstore.RedundancyThreshold)},

@@ -118,6 +118,14 @@ func (r *Region) flushOne(mt *memTable) error {
 		}
 		return err
 	}
+	// The segments below nextMin hold only what the committed manifest
+	// has; they go before the flush's waiters wake, so a Flush that
+	// returns has shrunk the WAL (the store's WAL bound counts on it).
+	if err := r.log.RemoveBefore(nextMin); err != nil {
+		r.opts.Logger.Warn("removing flushed WAL segments", "region", r.opts.Name, "err", err)
+	} else {
+		r.forgetWALSegmentsBefore(nextMin)
+	}
 	// The references replaced here are dropped after mu is released:
 	// dropping a version's last reference may close files.
 	var drop []*version
@@ -147,11 +155,6 @@ func (r *Region) flushOne(mt *memTable) error {
 	r.stats.recordFlush()
 	if t != nil {
 		r.stats.FlushedBytes.Add(uint64(t.meta.Size))
-	}
-	if err := r.log.RemoveBefore(nextMin); err != nil {
-		r.opts.Logger.Warn("removing flushed WAL segments", "region", r.opts.Name, "err", err)
-	} else {
-		r.forgetWALSegmentsBefore(nextMin)
 	}
 	// In-memory compaction may have dropped what newer segments hold.
 	r.truncateWAL()

@@ -114,6 +114,10 @@ type memTable struct {
 	// truncation keeps its segment, since a lock lives in no memstore
 	// version (truncateWAL).
 	txnMinTS atomic.Uint64
+	// firstWrite is when the first record of this memTable was written
+	// (Unix nanoseconds; 0: none yet; at a restart, when the region
+	// opened): the age of the WAL it keeps (OldestUnflushed).
+	firstWrite atomic.Int64
 }
 
 func (r *Region) newMemTable(seg uint64) *memTable {
@@ -203,6 +207,7 @@ type Region struct {
 	stopCompactions context.CancelCauseFunc
 	wg              sync.WaitGroup
 	stats           Stats
+	recovery        Recovery
 }
 
 // Open opens (creating if absent) a region: it locks the WAL directory, loads
@@ -213,6 +218,7 @@ type Region struct {
 // another store still owns fails with an error matching manifest.ErrOwned
 // unless Options.ForceTakeover is set.
 func Open(ctx context.Context, opts Options) (_ *Region, err error) {
+	began := time.Now()
 	opts.applyDefaults()
 	if err := opts.validate(); err != nil {
 		return nil, err
@@ -295,7 +301,8 @@ func Open(ctx context.Context, opts Options) (_ *Region, err error) {
 	r.lastTS = max(claim.FlushedTS, claim.MaxTS())
 	r.txn = newTxnState(claim)
 	segMax := map[uint64]uint64{}
-	_, err = wal.Replay(opts.WALDir, claim.WALMinSegment, func(seg uint64, rec []byte) error {
+	replayBegan := time.Now()
+	replayed, err := wal.Replay(opts.WALDir, claim.WALMinSegment, func(seg uint64, rec []byte) error {
 		var ts, versionTS uint64
 		var ops []op
 		var txnRec *txnRecord
@@ -341,6 +348,13 @@ func Open(ctx context.Context, opts Options) (_ *Region, err error) {
 		r.current.unref()
 		return nil, errorf(opts.Name, "replaying WAL: %w", err)
 	}
+	r.recovery = Recovery{
+		ReplayedBytes: replayed.Bytes, ReplayedRecords: replayed.Records, ReplayedSegments: replayed.Segments,
+		Replay: time.Since(replayBegan),
+	}
+	if mem.maxTS > 0 {
+		mem.firstWrite.Store(time.Now().UnixNano())
+	}
 	for seg, ts := range segMax {
 		r.walSegs = append(r.walSegs, walSegment{seg: seg, maxTS: ts})
 	}
@@ -370,6 +384,7 @@ func Open(ctx context.Context, opts Options) (_ *Region, err error) {
 			return nil, err
 		}
 	}
+	r.recovery.Open = time.Since(began)
 	return r, nil
 }
 

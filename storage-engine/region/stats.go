@@ -2,6 +2,7 @@ package region
 
 import (
 	"sync/atomic"
+	"time"
 
 	"github.com/bellows-kv/bellows/storage-engine/manifest"
 )
@@ -66,3 +67,40 @@ func (r *Region) TableMemoryBytes() int64 {
 	}
 	return n
 }
+
+// Recovery is what opening the region took: the WAL it replayed (the
+// records not yet in an SST when it last closed or crashed) and how long.
+type Recovery struct {
+	ReplayedBytes    int64
+	ReplayedRecords  int
+	ReplayedSegments int
+	// Replay is the WAL replay alone; Open is all of Open (manifest load
+	// and claim, the SSTs' opening, the replay).
+	Replay, Open time.Duration
+}
+
+// Recovery says what opening the region replayed and how long it took.
+func (r *Region) Recovery() Recovery { return r.recovery }
+
+// OldestUnflushed is when the oldest write not yet in an SST was written
+// (zero when every write is): the age of the WAL a restart would replay.
+// A store flushes a region whose oldest write is older than its bound
+// (server.walBound).
+func (r *Region) OldestUnflushed() time.Time {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	var oldest int64
+	for _, mt := range append([]*memTable{r.mem}, r.imm...) {
+		if t := mt.firstWrite.Load(); t != 0 && (oldest == 0 || t < oldest) {
+			oldest = t
+		}
+	}
+	if oldest == 0 {
+		return time.Time{}
+	}
+	return time.Unix(0, oldest)
+}
+
+// MemstoreBytes is the size at which the region's memstore is flushed: its
+// share of the store's memstore budget.
+func (r *Region) MemstoreBytes() int64 { return r.opts.MemstoreBytes }

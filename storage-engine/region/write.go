@@ -1,6 +1,8 @@
 package region
 
 import (
+	"time"
+
 	"github.com/bellows-kv/bellows/storage-engine/kv"
 	"github.com/bellows-kv/bellows/storage-engine/memstore"
 )
@@ -83,6 +85,9 @@ func (r *Region) commitRecord(floor uint64, n int, encode func(dst []byte, ts ui
 	seg := mt.ms.Active()
 	seg.BeginWrite()
 	mt.maxTS = ts
+	if mt.firstWrite.Load() == 0 {
+		mt.firstWrite.Store(time.Now().UnixNano())
+	}
 	if note != nil {
 		note(mt, ts)
 	}

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -128,6 +129,15 @@ func RegisterStoreGauges(reg prometheus.Registerer, s *Store, cache *blockcache.
 	} {
 		reg.MustRegister(prometheus.NewCounterFunc(c.opts, sumRegions(s, c.of)))
 	}
+	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "bellows_store_recovery_seconds",
+		Help: "How long the store's start took to open (and so replay the WAL of) every region it owned."},
+		func() float64 { return s.Recovered().Seconds() }))
+	for reason, n := range map[string]*atomic.Uint64{"age": &s.WALBoundStats().AgeFlushes, "cap": &s.WALBoundStats().CapFlushes} {
+		reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "bellows_wal_bound_flushes_total", Help: "Flushes the store forced to bound its WAL: age (memstore.maxWALAge), cap (memstore.maxStoreWALBytes).",
+			ConstLabels: prometheus.Labels{"reason": reason},
+		}, func() float64 { return float64(n.Load()) }))
+	}
 	for source, bytes := range map[string]func(*region.Region) uint64{
 		"compactor": func(r *region.Region) uint64 { return r.WarmupStats().BytesFromCompactor.Load() },
 		"bucket":    func(r *region.Region) uint64 { return r.WarmupStats().BytesFromBucket.Load() },
@@ -158,6 +168,14 @@ func RegisterStoreGauges(reg prometheus.Registerer, s *Store, cache *blockcache.
 			Name: "bellows_region_wal_bytes", Help: "Bytes of the region's WAL segments on disk (what a restart replays at most).",
 			ConstLabels: prometheus.Labels{"region": r.Name()},
 		}, ofRegion(r, func(e *region.Region) float64 { return float64(e.WALBytes()) })))
+		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "bellows_region_recovery_replayed_bytes", Help: "WAL bytes the region replayed when this store opened it.",
+			ConstLabels: prometheus.Labels{"region": r.Name()},
+		}, ofRegion(r, func(e *region.Region) float64 { return float64(e.Recovery().ReplayedBytes) })))
+		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "bellows_region_recovery_seconds", Help: "How long opening the region took on this store, its WAL replay included.",
+			ConstLabels: prometheus.Labels{"region": r.Name()},
+		}, ofRegion(r, func(e *region.Region) float64 { return e.Recovery().Open.Seconds() })))
 		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "bellows_region_cached_ratio", Help: "Fraction of the region's live data blocks in the block cache.",
 			ConstLabels: prometheus.Labels{"region": r.Name()},

@@ -15,6 +15,7 @@ import (
 
 	"github.com/bellows-kv/bellows/internal/contract"
 	"github.com/bellows-kv/bellows/storage-engine/region"
+	"golang.org/x/sync/errgroup"
 )
 
 // Store is the set of regions one storage pod is assigned, with their key
@@ -39,6 +40,12 @@ type Store struct {
 	// in each region (dedupe.go), handed over with a released region
 	// (handover.go).
 	applied dedupe
+	// loops are the store's background loops (the WAL bound), ended
+	// with claims by stopClaims.
+	loops    sync.WaitGroup
+	walStats WALBoundStats
+	// opened is how long OpenStore took: the store's recovery.
+	opened time.Duration
 }
 
 // StoreOptions configure OpenStore.
@@ -62,6 +69,20 @@ type StoreOptions struct {
 	TxnLockResolveInterval time.Duration
 	TxnOutcomeRetention    time.Duration
 	TxnOutcomeRetryWindow  time.Duration
+	// MaxWALAge flushes a region whose oldest unflushed write is older
+	// (walbound.go). Default contract.DefaultMaxWALAge.
+	MaxWALAge time.Duration
+	// MaxStoreWALBytes caps the WAL of all the store's regions together:
+	// past it the regions with the oldest unflushed writes are flushed
+	// first. 0: the store's memstore budget, its open regions times
+	// Region.MemstoreBytes.
+	MaxStoreWALBytes int64
+	// WALBoundInterval is how often the store checks the WAL bound.
+	// Default contract.DefaultWALBoundInterval.
+	WALBoundInterval time.Duration
+	// OpenConcurrency is how many regions OpenStore opens (and so
+	// replays) at once. Default contract.DefaultRegionOpenConcurrency.
+	OpenConcurrency int
 }
 
 // EnsureDefaults fills the unset fields with their defaults.
@@ -89,6 +110,15 @@ func (o *StoreOptions) EnsureDefaults() {
 	}
 	if o.TxnOutcomeRetryWindow <= 0 {
 		o.TxnOutcomeRetryWindow = contract.DefaultTxnOutcomeRetryWindow
+	}
+	if o.MaxWALAge <= 0 {
+		o.MaxWALAge = contract.DefaultMaxWALAge
+	}
+	if o.WALBoundInterval <= 0 {
+		o.WALBoundInterval = contract.DefaultWALBoundInterval
+	}
+	if o.OpenConcurrency <= 0 {
+		o.OpenConcurrency = contract.DefaultRegionOpenConcurrency
 	}
 }
 
@@ -147,35 +177,60 @@ func (a *Assignment) Engine() (*region.Region, error) {
 	return nil, &region.Error{Region: a.Name(), Err: region.ErrClosed}
 }
 
-// OpenStore opens every span's region (see StoreOptions). A region that
-// another store owns (region.ErrOwned) is claimed in the background; any other
-// error closes what was opened and is returned.
+// OpenStore opens every span's region (see StoreOptions), OpenConcurrency
+// at a time: a restart's recovery is then about its largest replays rather
+// than their sum. A region that another store owns (region.ErrOwned) is
+// claimed in the background; any other error closes what was opened and is
+// returned (every error, joined). It starts the WAL bound (walbound.go).
 func OpenStore(ctx context.Context, spans []Span, o StoreOptions) (*Store, error) {
+	began := time.Now()
 	o.EnsureDefaults()
 	bg, cancel := context.WithCancel(context.Background())
 	s := &Store{opts: o, bg: bg, cancel: cancel}
-	var live []*Assignment
-	for _, sp := range spans {
+	live := make([]*Assignment, len(spans))
+	errs := make([]error, len(spans))
+	var g errgroup.Group
+	g.SetLimit(o.OpenConcurrency)
+	for i, sp := range spans {
 		r := &Assignment{Span: sp}
-		opts := s.regionOptions(sp)
-		e, err := region.Open(ctx, opts)
-		switch {
-		case err == nil:
-			s.seedApplied(ctx, r)
-			r.eng.Store(e)
-		case errors.Is(err, region.ErrOwned):
-			opts.Logger.Warn("region owned by another store; claiming it once released", "region", sp.Name, "err", err)
-			s.startClaim(r, opts, err)
-		default:
-			s.snap.Store(newAssigned(live, nil))
-			_ = s.Close()
-			return nil, err
-		}
-		live = append(live, r)
+		live[i] = r
+		g.Go(func() error {
+			opts := s.regionOptions(sp)
+			e, err := region.Open(ctx, opts)
+			switch {
+			case err == nil:
+				s.seedApplied(ctx, r)
+				r.eng.Store(e)
+			case errors.Is(err, region.ErrOwned):
+				opts.Logger.Warn("region owned by another store; claiming it once released", "region", sp.Name, "err", err)
+				s.startClaim(r, opts, err)
+			default:
+				errs[i] = err
+			}
+			return nil
+		})
 	}
+	_ = g.Wait()
 	s.snap.Store(newAssigned(live, nil))
+	if err := errors.Join(errs...); err != nil {
+		_ = s.Close()
+		return nil, err
+	}
+	s.opened = time.Since(began)
+	s.loops.Add(1)
+	go func() {
+		defer s.loops.Done()
+		s.runWALBound(bg, o.WALBoundInterval)
+	}()
 	return s, nil
 }
+
+// Recovered is how long OpenStore took to open every region it could
+// (those another store owned are claimed later, not counted).
+func (s *Store) Recovered() time.Duration { return s.opened }
+
+// WALBoundStats counts the flushes the WAL bound forced.
+func (s *Store) WALBoundStats() *WALBoundStats { return &s.walStats }
 
 // regionOptions are the options of sp's region.
 func (s *Store) regionOptions(sp Span) region.Options {
@@ -397,6 +452,7 @@ func (s *Store) stopClaims() {
 		s.cancel()
 	}
 	s.claims.Wait()
+	s.loops.Wait()
 }
 
 // Close closes every open region without releasing it: only this store's

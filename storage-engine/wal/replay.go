@@ -12,8 +12,11 @@ import (
 
 // ReplayStats says what a replay found.
 type ReplayStats struct {
-	Segments       int
-	Records        int
+	Segments int
+	Records  int
+	// Bytes is the size of the intact records read, framing included:
+	// what recovery replayed.
+	Bytes          int64
 	TruncatedBytes int64  // bytes cut from a torn tail
 	TruncatedSeg   uint64 // segment that had the torn tail, if any
 }
@@ -56,6 +59,7 @@ func Replay(dir string, from uint64, fn func(seg uint64, payload []byte) error) 
 				return st, err
 			}
 			st.Records++
+			st.Bytes += int64(n)
 			off += n
 		}
 	}

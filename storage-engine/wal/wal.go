@@ -113,6 +113,10 @@ type Log struct {
 	segBytes map[uint64]int64
 	bytes    int64
 	appended int64 // every byte appended since Open
+	// removeBelow is the highest RemoveBefore bound: a segment below it
+	// that the writer has not finished yet (async appends run ahead of
+	// it) is removed when the writer closes it.
+	removeBelow uint64
 
 	fileMu sync.Mutex // guards f across the writer and the async syncer
 	f      *os.File
@@ -359,6 +363,14 @@ func (l *Log) writeUnit(u *unit) error {
 			return fmt.Errorf("wal: closing segment %d: %w", l.seg, err)
 		}
 		l.dirty = false
+		l.mu.Lock()
+		removed := l.seg < l.removeBelow
+		l.mu.Unlock()
+		if removed {
+			if err := os.Remove(filepath.Join(l.opts.Dir, SegmentName(l.seg))); err != nil && !errors.Is(err, os.ErrNotExist) {
+				return fmt.Errorf("wal: removing segment %d: %w", l.seg, err)
+			}
+		}
 		l.fileMu.Unlock()
 		err := l.openSegment(u.rotateTo)
 		l.fileMu.Lock()
@@ -406,11 +418,28 @@ func (l *Log) Sync() error {
 // RemoveBefore deletes every segment numbered below n: the caller knows
 // their records are all in SSTs named by a committed manifest or replaced
 // by newer versions in memory. n must not exceed the current segment.
+//
+// A segment the writer has not reached or finished yet (an async append
+// is acknowledged before it is written) is removed when the writer closes
+// it; its bytes stop counting in Size at once.
 func (l *Log) RemoveBefore(n uint64) error {
+	l.mu.Lock()
+	l.removeBelow = max(l.removeBelow, n)
+	for s, b := range l.segBytes {
+		if s < n {
+			l.bytes -= b
+			delete(l.segBytes, s)
+		}
+	}
+	l.mu.Unlock()
 	segs, err := Segments(l.opts.Dir)
 	if err != nil {
 		return err
 	}
+	// A file listed here may be the writer's current one: unlinking it is
+	// harmless (it holds only records below n, and the writer's own
+	// removal when it closes it finds it gone). One the writer creates
+	// after this listing it removes itself: removeBelow was set first.
 	for _, s := range segs {
 		if s >= n {
 			break
@@ -418,10 +447,6 @@ func (l *Log) RemoveBefore(n uint64) error {
 		if err := os.Remove(filepath.Join(l.opts.Dir, SegmentName(s))); err != nil && !errors.Is(err, os.ErrNotExist) {
 			return fmt.Errorf("wal: removing segment %d: %w", s, err)
 		}
-		l.mu.Lock()
-		l.bytes -= l.segBytes[s]
-		delete(l.segBytes, s)
-		l.mu.Unlock()
 	}
 	return nil
 }

@@ -52,10 +52,14 @@ func TestGroupCommitKeepsAppendOrderAcrossRotations(t *testing.T) {
 				}(w)
 			}
 			wg.Wait()
+			size := l.Size()
 			if err := l.Close(); err != nil {
 				t.Fatal(err)
 			}
 			got, st := replayAll(t, dir)
+			if st.Bytes != size {
+				t.Fatalf("replay read %d bytes, the log held %d", st.Bytes, size)
+			}
 			if len(got) != len(want) {
 				t.Fatalf("replayed %d records, want %d", len(got), len(want))
 			}
@@ -211,5 +215,40 @@ func TestSizeCountsAppendsAndRemovals(t *testing.T) {
 	defer l.Close()
 	if got, want := l.Size(), int64(headerLen+100); got != want {
 		t.Fatalf("Size after reopening = %d, want %d", got, want)
+	}
+}
+
+// An async append is acknowledged before the writer writes it, so a flush
+// can remove segments the writer has not created yet: they must go too,
+// once written, and stop counting in Size at once.
+func TestRemoveBeforeReachesSegmentsTheWriterHasNotWritten(t *testing.T) {
+	dir := t.TempDir()
+	l, err := Open(Options{Dir: dir, Mode: ModeAsync})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := make([]byte, 256<<10)
+	var last uint64
+	for i := 0; i < 64; i++ {
+		if err := l.Append(rec).Wait(); err != nil {
+			t.Fatal(err)
+		}
+		last = l.Rotate()
+	}
+	if err := l.RemoveBefore(last); err != nil {
+		t.Fatal(err)
+	}
+	if got := l.Size(); got != 0 {
+		t.Fatalf("Size after removing every segment with records = %d, want 0", got)
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	segs, err := Segments(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(segs) != 1 || segs[0] != last {
+		t.Fatalf("segments left %v; want only %d", segs, last)
 	}
 }

@@ -156,7 +156,8 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, out io.Writer) error
 		return err
 	}
 	store, err = server.OpenStore(ctx, spans, server.StoreOptions{WALRoot: cfg.WALDir, Region: base,
-		ReleasePollInterval: cfg.ReleasePollInterval, TxnLockTTL: cfg.TxnLockTTL})
+		ReleasePollInterval: cfg.ReleasePollInterval, TxnLockTTL: cfg.TxnLockTTL,
+		MaxWALAge: e.Memstore.MaxWALAge.Duration, MaxStoreWALBytes: e.Memstore.MaxStoreWALBytes})
 	if err != nil {
 		return err
 	}
@@ -194,7 +195,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, out io.Writer) error
 	}
 	defer release()
 	srv.BeforeStop = release
-	log.Info("serving", "regions", len(spans), "offload", offMode, "workers", workers.Compactors(), "bucket", cfg.Bucket)
+	log.Info("serving", "regions", len(spans), "recovery", store.Recovered(), "offload", offMode, "workers", workers.Compactors(), "bucket", cfg.Bucket)
 	server.RegisterStoreGauges(reg, store, cache)
 	var fwd *server.Forwarding
 	if peers != nil {
