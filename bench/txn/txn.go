@@ -37,12 +37,26 @@ type Config struct {
 	Phase                        time.Duration
 	HotKeys                      []int
 	ContentionWorkers            int
+	// Sections are the parts to run: throughput, contention, recovery.
+	Sections []string
+	// RecoveryUptimes are how long each writer runs before its crash, in
+	// both modes; RecoveryRate is its write rate in bytes/s.
+	RecoveryUptimes []time.Duration
+	RecoveryRate    int
+	// Self is this benchmark's executable, which the recovery section
+	// starts as its writer process (RecoveryWriterCommand).
+	Self string
 }
 
-// Default is the full run: about 2 minutes on two idle cores.
+// Sections are the benchmark's parts, in the order they run.
+var Sections = []string{"throughput", "contention", "recovery"}
+
+// Default is the full run: about 7 minutes on two idle cores.
 func Default() Config {
 	return Config{Keys: 1_000_000, Preload: 200_000, Workers: 4, Runs: 5, Phase: 3 * time.Second,
-		HotKeys: []int{10_000, 100, 10}, ContentionWorkers: 8}
+		HotKeys: []int{10_000, 100, 10}, ContentionWorkers: 8, Sections: Sections,
+		RecoveryUptimes: []time.Duration{5 * time.Second, 15 * time.Second, 30 * time.Second, 60 * time.Second},
+		RecoveryRate:    16 << 20}
 }
 
 // Throughput compares transactions with batches of the same writes.
@@ -69,10 +83,12 @@ type Report struct {
 	Regime     string       `json:"regime"`
 	Throughput Throughput   `json:"throughput"`
 	Contention []Contention `json:"contention"`
-	// Bank and Recovery are not measured by this benchmark yet (see
-	// txn.md): the bank runs as a process test, recovery is not bounded yet.
-	Bank     *Bank      `json:"bank,omitempty"`
-	Recovery []Recovery `json:"recovery,omitempty"`
+	// Bank is not measured by this benchmark (see txn.md): the bank
+	// runs as a process test.
+	Bank                *Bank      `json:"bank,omitempty"`
+	RecoveryRegime      string     `json:"recovery_regime,omitempty"`
+	MemstoreBudgetBytes int64      `json:"memstore_budget_bytes,omitempty"`
+	Recovery            []Recovery `json:"recovery,omitempty"`
 }
 
 // Bank is the bank workload's outcome.
@@ -82,12 +98,17 @@ type Bank struct {
 	InvariantViolations int `json:"invariant_violations"`
 }
 
-// Recovery is one recovery measurement.
+// Recovery is one recovery measurement: a writer killed after UptimeS
+// left WALBytes on disk; opening the store replayed ReplayedBytes of them
+// (those not yet flushed) in a median RecoveryS over RecoveryOpens opens.
 type Recovery struct {
-	UptimeS   float64 `json:"uptime_s"`
-	WALBytes  int64   `json:"wal_bytes"`
-	RecoveryS float64 `json:"recovery_s"`
-	Bounded   bool    `json:"bounded"`
+	UptimeS       float64 `json:"uptime_s"`
+	WALBytes      int64   `json:"wal_bytes"`
+	ReplayedBytes int64   `json:"replayed_bytes"`
+	RecoveryS     float64 `json:"recovery_s"`
+	RecoveryMinS  float64 `json:"recovery_min_s"`
+	RecoveryMaxS  float64 `json:"recovery_max_s"`
+	Bounded       bool    `json:"bounded"`
 }
 
 func key(i int) []byte {
@@ -112,21 +133,60 @@ func open(ctx context.Context, dir string) (*region.Region, error) {
 func Run(ctx context.Context, cfg Config, work string, progress func(string)) (Report, error) {
 	rep := Report{Regime: fmt.Sprintf("in-process region, async WAL, %d workers, 16 B keys uniform over %d (%d preloaded and flushed), 100 B values, %d interleaved runs of %s per mode",
 		cfg.Workers, cfg.Keys, cfg.Preload, cfg.Runs, cfg.Phase)}
+	for _, sec := range cfg.Sections {
+		if !slices.Contains(Sections, sec) {
+			return rep, fmt.Errorf("section %q: want some of %v", sec, Sections)
+		}
+	}
+	if slices.Contains(cfg.Sections, "throughput") {
+		if err := throughput(ctx, cfg, work, progress, &rep.Throughput); err != nil {
+			return rep, err
+		}
+	}
+	if slices.Contains(cfg.Sections, "contention") {
+		for _, hot := range cfg.HotKeys {
+			progress(fmt.Sprintf("contention over %d hot keys", hot))
+			c, err := contentionRun(ctx, cfg, filepath.Join(work, fmt.Sprintf("hot-%d", hot)), hot)
+			if err != nil {
+				return rep, err
+			}
+			rep.Contention = append(rep.Contention, c)
+		}
+	}
+	if slices.Contains(cfg.Sections, "recovery") {
+		rep.RecoveryRegime = fmt.Sprintf("a store of %d regions with %d MiB Eager memstores keeping 1 version (budget %d MiB), async WAL; a writer process overwrites %d hot keys per region (1 KB values) at %d MiB/s after writing one cold key per region, and is SIGKILLed after the uptime; the store is then opened %d times from its WAL (median, min–max). Unbounded: memstore.maxWALBytes, memstore.maxStoreWALBytes and memstore.maxWALAge out of reach; bounded: their defaults (2 × memstore.bytes, the budget, 1 h)",
+			RecoveryRegions, RecoveryMemstoreBytes>>20, RecoveryRegions*RecoveryMemstoreBytes>>20, RecoveryHotKeys, cfg.RecoveryRate>>20, RecoveryOpens)
+		rep.MemstoreBudgetBytes = RecoveryRegions * RecoveryMemstoreBytes
+		for _, unbounded := range []bool{true, false} {
+			for _, up := range cfg.RecoveryUptimes {
+				progress(fmt.Sprintf("recovery after %s, bounded %v", up, !unbounded))
+				r, err := recoveryRun(ctx, cfg.Self, filepath.Join(work, fmt.Sprintf("recovery-%v-%s", unbounded, up)), unbounded, up, cfg.RecoveryRate)
+				if err != nil {
+					return rep, err
+				}
+				rep.Recovery = append(rep.Recovery, r)
+			}
+		}
+	}
+	return rep, nil
+}
+
+// throughput runs the interleaved transaction and batch runs.
+func throughput(ctx context.Context, cfg Config, work string, progress func(string), t *Throughput) error {
 	for run := range cfg.Runs {
 		for _, mode := range []string{"batch", "txn"} {
 			progress(fmt.Sprintf("run %d/%d: %s", run+1, cfg.Runs, mode))
 			ops, err := throughputRun(ctx, cfg, filepath.Join(work, fmt.Sprintf("%s-%d", mode, run)), mode == "txn")
 			if err != nil {
-				return rep, err
+				return err
 			}
 			if mode == "txn" {
-				rep.Throughput.TxnRuns = append(rep.Throughput.TxnRuns, ops)
+				t.TxnRuns = append(t.TxnRuns, ops)
 			} else {
-				rep.Throughput.BatchRuns = append(rep.Throughput.BatchRuns, ops)
+				t.BatchRuns = append(t.BatchRuns, ops)
 			}
 		}
 	}
-	t := &rep.Throughput
 	t.TxnOpsPerS, t.BatchOpsPerS = median(t.TxnRuns), median(t.BatchRuns)
 	t.Ratio = t.TxnOpsPerS / t.BatchOpsPerS
 	ratios := make([]float64, len(t.TxnRuns))
@@ -134,15 +194,7 @@ func Run(ctx context.Context, cfg Config, work string, progress func(string)) (R
 		ratios[i] = t.TxnRuns[i] / t.BatchRuns[i]
 	}
 	t.RatioMin, t.RatioMax = slices.Min(ratios), slices.Max(ratios)
-	for _, hot := range cfg.HotKeys {
-		progress(fmt.Sprintf("contention over %d hot keys", hot))
-		c, err := contentionRun(ctx, cfg, filepath.Join(work, fmt.Sprintf("hot-%d", hot)), hot)
-		if err != nil {
-			return rep, err
-		}
-		rep.Contention = append(rep.Contention, c)
-	}
-	return rep, nil
+	return nil
 }
 
 func median(xs []float64) float64 {

@@ -17,15 +17,23 @@ func newTxnCommand() *cobra.Command {
 	var out string
 	cmd := &cobra.Command{
 		Use:   "txn",
-		Short: "What snapshot-isolation transactions cost: 4-write transactions against batches, and aborts under contention",
-		Long: "Drives an in-process region with an async WAL: Workers goroutines commit 4 random writes each, as\n" +
-			"transactions and as plain batches, in interleaved runs (throughput ratio, goal ≥ 0.5×); then transactions\n" +
-			"incrementing 2 keys of 10000, 100 and 10 hot keys (abort rate, commits/s, and a check that no update was\n" +
-			"lost). Writes txn.json and txn.md into --out. About 2 minutes; run it on an otherwise idle machine.",
+		Short: "What snapshot-isolation transactions cost, and how long recovery takes with and without the WAL bound",
+		Long: "throughput: drives an in-process region with an async WAL: Workers goroutines commit 4 random writes\n" +
+			"each, as transactions and as plain batches, in interleaved runs (throughput ratio, goal ≥ 0.5×).\n" +
+			"contention: transactions incrementing 2 keys of 10000, 100 and 10 hot keys (abort rate, commits/s, and a\n" +
+			"check that no update was lost).\n" +
+			"recovery: a writer process SIGKILLed after each --recovery-uptimes, with and without the WAL bound; the\n" +
+			"store's recovery time and replayed bytes (goal: flat in uptime, ≤ 2 s per GiB of memstore budget).\n" +
+			"Writes txn.json and txn.md into --out. About 7 minutes; run it on an otherwise idle machine.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
+			self, err := os.Executable()
+			if err != nil {
+				return err
+			}
+			cfg.Self = self
 			work, err := os.MkdirTemp("", "bellows-bench-txn-")
 			if err != nil {
 				return err
@@ -47,5 +55,33 @@ func newTxnCommand() *cobra.Command {
 	cmd.Flags().IntVar(&cfg.Runs, "runs", cfg.Runs, "interleaved runs per mode")
 	cmd.Flags().DurationVar(&cfg.Phase, "phase", cfg.Phase, "length of each measured phase")
 	cmd.Flags().IntVar(&cfg.Workers, "workers", cfg.Workers, "writers in the throughput runs")
+	cmd.Flags().StringSliceVar(&cfg.Sections, "sections", cfg.Sections, "parts to run, of "+strings.Join(txn.Sections, ","))
+	cmd.Flags().DurationSliceVar(&cfg.RecoveryUptimes, "recovery-uptimes", cfg.RecoveryUptimes, "how long each recovery writer runs before it is killed")
+	cmd.Flags().IntVar(&cfg.RecoveryRate, "recovery-rate", cfg.RecoveryRate, "the recovery writer's rate, bytes/s")
+	cmd.AddCommand(newRecoveryWriterCommand())
+	return cmd
+}
+
+// newRecoveryWriterCommand is the recovery section's writer process.
+func newRecoveryWriterCommand() *cobra.Command {
+	var (
+		dir       string
+		rate      int
+		unbounded bool
+	)
+	cmd := &cobra.Command{
+		Use:    txn.RecoveryWriterCommand,
+		Short:  "The recovery measurement's writer: writes into a store in --dir until it is killed",
+		Hidden: true,
+		Args:   cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return txn.RunRecoveryWriter(cmd.Context(), dir, unbounded, rate)
+		},
+	}
+	cmd.Flags().StringVar(&dir, "dir", "", "the store's directory (bucket and WAL)")
+	cmd.Flags().IntVar(&rate, "rate", 0, "bytes/s")
+	cmd.Flags().BoolVar(&unbounded, "unbounded", false, "lift every WAL bound out of reach")
+	_ = cmd.MarkFlagRequired("dir")
+	_ = cmd.MarkFlagRequired("rate")
 	return cmd
 }

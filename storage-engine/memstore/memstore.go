@@ -258,6 +258,20 @@ func (m *Memstore) NeedsInMemoryFlush() bool {
 	return m.threshold > 0 && !v.frozen && v.active.ApproximateBytes() >= m.threshold
 }
 
+// replayFlushFactor: a WAL replay pushes the active segment at this many
+// times the in-memory flush threshold. Every in-memory flush under Eager
+// merges the whole pipeline, so replaying a WAL of overwrites pays that
+// copy once per threshold of records; no reader searches the active
+// segment during a replay, so it may grow larger (8 × A = 16% of the
+// memstore at the defaults) and the merges become 8 times rarer.
+const replayFlushFactor = 8
+
+// NeedsReplayFlush is NeedsInMemoryFlush during a WAL replay.
+func (m *Memstore) NeedsReplayFlush() bool {
+	v := m.view.Load()
+	return m.threshold > 0 && !v.frozen && v.active.ApproximateBytes() >= replayFlushFactor*m.threshold
+}
+
 // PushActive makes the active segment immutable, pushes it into the
 // pipeline and starts a new active segment; FlushInMemory flattens it. The
 // region calls it under its commit lock. It reports false (and does

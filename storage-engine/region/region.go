@@ -338,7 +338,7 @@ func Open(ctx context.Context, opts Options) (_ *Region, err error) {
 		}
 		mem.maxTS = max(mem.maxTS, ts)
 		r.lastTS = max(r.lastTS, ts)
-		if mem.ms.NeedsInMemoryFlush() && mem.ms.PushActive() {
+		if mem.ms.NeedsReplayFlush() && mem.ms.PushActive() {
 			// Everything replayed is visible once the region opens.
 			mem.ms.FlushInMemory(memstore.Retention{MaxVersions: opts.Retention.MaxVersions, Horizon: r.lastTS})
 		}
