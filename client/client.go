@@ -276,6 +276,13 @@ func (c *Client) targets(key []byte) ([]string, uint64) {
 // refreshing the table and backing off between rounds while the failures
 // say the route was stale, until ctx ends.
 func do[T any](ctx context.Context, c *Client, key []byte, call func(context.Context, kvpb.KVClient) (T, error)) (T, error) {
+	v, _, err := doAddr(ctx, c, key, call)
+	return v, err
+}
+
+// doAddr is do, also returning the address of the store that answered.
+func doAddr[T any](ctx context.Context, c *Client, key []byte, call func(context.Context, kvpb.KVClient) (T, error)) (T, string, error) {
+	var answered string
 	b := backoff.NewExponentialBackOff()
 	b.InitialInterval, b.MaxInterval = c.opts.RetryInitial, c.opts.RetryMax
 	var stale error // the last stale-route answer
@@ -289,6 +296,7 @@ func do[T any](ctx context.Context, c *Client, key []byte, call func(context.Con
 			}
 			v, err := call(ctx, kvpb.NewKVClient(cc))
 			if err == nil {
+				answered = addr
 				return v, nil
 			}
 			if ctx.Err() != nil || !staleRoute(err) {
@@ -303,9 +311,30 @@ func do[T any](ctx context.Context, c *Client, key []byte, call func(context.Con
 	if err != nil && stale != nil && (errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)) {
 		// The caller's deadline ended the retries: say so, with the
 		// last store's answer.
-		return v, fmt.Errorf("%w (last answer: %v)", err, stale)
+		return v, "", fmt.Errorf("%w (last answer: %v)", err, stale)
 	}
-	return v, err
+	return v, answered, err
+}
+
+// doAt runs call against the store at addr, retrying while it answers
+// UNAVAILABLE (restarting, say), until ctx ends; attempts is how many
+// calls were made.
+func doAt[T any](ctx context.Context, c *Client, addr string, call func(context.Context, kvpb.KVClient) (T, error)) (v T, attempts int, err error) {
+	cc, err := c.conn(addr)
+	if err != nil {
+		return v, 0, err
+	}
+	b := backoff.NewExponentialBackOff()
+	b.InitialInterval, b.MaxInterval = c.opts.RetryInitial, c.opts.RetryMax
+	v, err = backoff.Retry(ctx, func() (T, error) {
+		attempts++
+		v, err := call(ctx, kvpb.NewKVClient(cc))
+		if err != nil && (ctx.Err() != nil || status.Code(err) != codes.Unavailable) {
+			return v, backoff.Permanent(err)
+		}
+		return v, err
+	}, backoff.WithBackOff(b), backoff.WithMaxElapsedTime(0))
+	return v, attempts, err
 }
 
 // withRequestID gives a logical write its idempotency key, the same on

@@ -20,6 +20,11 @@ import (
 // ErrConflict matches a *ConflictError.
 var ErrConflict = errors.New("bellows client: write conflict")
 
+// ErrTxnLost: the store that began the transaction no longer has it
+// (it restarted, or the transaction timed out or was rolled back) and
+// nothing of it was written. Run it again from Begin; RunTxn does.
+var ErrTxnLost = errors.New("bellows client: transaction lost")
+
 // ConflictError is a Commit aborted because a write of Key committed
 // after the transaction started (first committer wins), or, with Key nil,
 // because a cross-region commit was rolled back (its locks expired before
@@ -41,21 +46,44 @@ func (e *ConflictError) Is(target error) bool { return target == ErrConflict }
 // regions by two-phase commit, coordinated by the store that owns the
 // first write's region). Not safe for concurrent use.
 type Txn struct {
-	c       *Client
-	startTS uint64
-	writes  []Mutation
-	index   map[string]int // key → its write in writes
+	c *Client
+	// id names the transaction at issuer, the store that began it, where
+	// its commit and rollback go (see BeginTxn in proto/bellows/kv/v1).
+	id, issuer string
+	startTS    uint64
+	writes     []Mutation
+	index      map[string]int // key → its write in writes
 }
 
 // Begin starts a transaction at a start timestamp from the cluster.
 func (c *Client) Begin(ctx context.Context) (*Txn, error) {
-	resp, err := do(ctx, c, nil, func(ctx context.Context, kv kvpb.KVClient) (*kvpb.BeginTxnResponse, error) {
+	resp, issuer, err := doAddr(ctx, c, nil, func(ctx context.Context, kv kvpb.KVClient) (*kvpb.BeginTxnResponse, error) {
 		return kv.BeginTxn(ctx, &kvpb.BeginTxnRequest{})
 	})
 	if err != nil {
 		return nil, err
 	}
-	return &Txn{c: c, startTS: resp.StartTs, index: map[string]int{}}, nil
+	return &Txn{c: c, id: resp.TxnId, issuer: issuer, startTS: resp.StartTs, index: map[string]int{}}, nil
+}
+
+// ID is the transaction's id at the store that began it ("" from a store
+// that registers none).
+func (t *Txn) ID() string { return t.id }
+
+// Rollback ends the transaction without writing anything, so its store
+// stops keeping the versions it reads. Rolling back twice, or a
+// transaction that timed out, is harmless.
+func (t *Txn) Rollback(ctx context.Context) error {
+	if t.id == "" {
+		return nil
+	}
+	_, _, err := doAt(ctx, t.c, t.issuer, func(ctx context.Context, kv kvpb.KVClient) (*kvpb.RollbackTxnResponse, error) {
+		return kv.RollbackTxn(ctx, &kvpb.RollbackTxnRequest{TxnId: t.id})
+	})
+	if status.Code(err) == codes.NotFound {
+		return nil // the store forgot it: nothing is kept for it
+	}
+	return err
 }
 
 // StartTS is the transaction's snapshot.
@@ -161,6 +189,9 @@ func (t *Txn) write(m Mutation) {
 // idempotency key, so a commit whose answer was lost is not applied twice.
 func (t *Txn) Commit(ctx context.Context) (WriteResult, error) {
 	if len(t.writes) == 0 {
+		// Nothing to commit; end it so its store stops keeping versions
+		// for it (best effort: it times out otherwise).
+		_ = t.Rollback(ctx)
 		return WriteResult{}, nil
 	}
 	req := &kvpb.CommitTxnRequest{StartTs: t.startTS, Mutations: make([]*kvpb.Mutation, len(t.writes))}
@@ -172,6 +203,24 @@ func (t *Txn) Commit(ctx context.Context) (WriteResult, error) {
 		req.Mutations[i] = &kvpb.Mutation{Op: op, Key: m.Key, Value: m.Value}
 	}
 	ctx = withRequestID(ctx)
+	if t.id != "" {
+		req.StartTs, req.TxnId = 0, t.id
+		resp, attempts, err := doAt(ctx, t.c, t.issuer, func(ctx context.Context, kv kvpb.KVClient) (*kvpb.CommitTxnResponse, error) {
+			return kv.CommitTxn(ctx, req)
+		})
+		switch code := status.Code(err); {
+		case err == nil:
+			return WriteResult{Region: resp.Region, CommitTS: resp.CommitTs}, nil
+		case code == codes.NotFound && attempts == 1, hasReason(err, contract.TxnEndedReason):
+			// Refused before anything was written: the first attempt
+			// found no such transaction, or it had ended. (A NOT_FOUND
+			// after an attempt that may have committed is an unknown
+			// outcome, returned as it is.)
+			return WriteResult{}, fmt.Errorf("%w: %s", ErrTxnLost, status.Convert(err).Message())
+		default:
+			return WriteResult{}, conflictFrom(err)
+		}
+	}
 	resp, err := do(ctx, t.c, t.writes[0].Key, func(ctx context.Context, kv kvpb.KVClient) (*kvpb.CommitTxnResponse, error) {
 		return kv.CommitTxn(ctx, req)
 	})
@@ -205,7 +254,9 @@ func conflictFrom(err error) error {
 }
 
 // RunTxn runs f in a transaction and commits it, running it again from a
-// new Begin while Commit fails with a write conflict, until ctx ends. f
+// new Begin while Commit fails with a write conflict or the transaction
+// was lost (ErrTxnLost), until ctx ends; a transaction f fails is rolled
+// back. f
 // must be safe to run more than once (it sees a newer snapshot each time).
 func (c *Client) RunTxn(ctx context.Context, f func(ctx context.Context, t *Txn) error) (WriteResult, error) {
 	for {
@@ -214,14 +265,25 @@ func (c *Client) RunTxn(ctx context.Context, f func(ctx context.Context, t *Txn)
 			return WriteResult{}, err
 		}
 		if err := f(ctx, t); err != nil {
+			_ = t.Rollback(ctx)
 			return WriteResult{}, err
 		}
 		res, err := t.Commit(ctx)
-		if !errors.Is(err, ErrConflict) {
+		if !errors.Is(err, ErrConflict) && !errors.Is(err, ErrTxnLost) {
 			return res, err
 		}
 		if ctx.Err() != nil {
 			return WriteResult{}, fmt.Errorf("%w (last attempt: %v)", ctx.Err(), err)
 		}
 	}
+}
+
+// hasReason reports whether err is a status with an ErrorInfo of reason.
+func hasReason(err error, reason string) bool {
+	for _, d := range status.Convert(err).Details() {
+		if info, ok := d.(*errdetails.ErrorInfo); ok && info.Reason == reason {
+			return true
+		}
+	}
+	return false
 }

@@ -98,6 +98,11 @@ const (
 	// restarted, say) learns that it committed instead of seeing its own
 	// writes as a conflict. Longer than any client's commit deadline.
 	DefaultTxnOutcomeRetryWindow = 10 * time.Minute
+	// DefaultTxnTimeout ends a transaction BeginTxn registered that is
+	// neither committed nor rolled back this long after it began, with the
+	// versions its store kept for it: a client that forgot one does not pin
+	// old versions forever. Long against an interactive transaction.
+	DefaultTxnTimeout = 5 * time.Minute
 )
 
 // CompactionPool and compactor defaults.

@@ -30,6 +30,7 @@ const (
 	FlagReleaseTimeout         = "release-timeout"
 	FlagReleasePollInterval    = "release-poll-interval"
 	FlagTxnLockTTL             = "txn-lock-ttl"
+	FlagTxnTimeout             = "txn-timeout"
 	FlagRemoteBlockTimeout     = "remote-block-timeout"
 	FlagRemoteBlockRetryAfter  = "remote-block-retry-after"
 	FlagRemoteCacheRate        = "remote-cache-rate"

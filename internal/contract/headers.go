@@ -14,3 +14,9 @@ const (
 	WriteConflictReason = "WRITE_CONFLICT"
 	ErrorDomain         = "bellows.kv.v1"
 )
+
+// TxnEndedReason is the ErrorInfo reason (domain ErrorDomain) of the
+// FAILED_PRECONDITION a CommitTxn naming a txn_id answers when that
+// transaction ended without a commit (rolled back, timed out, aborted):
+// nothing of it was written, and it may be run again from BeginTxn.
+const TxnEndedReason = "TXN_ENDED"

@@ -29,6 +29,21 @@ func (r *Region) Snapshot() (*Snapshot, error) {
 	return &Snapshot{r: r, ts: ts}, nil
 }
 
+// SnapshotAt pins ts, which may be above the newest visible timestamp (a
+// transaction's start, which this region will advance to before it serves
+// a read at it): compactions keep every version a read at ts needs until
+// the snapshot is closed. Versions a compaction dropped before the pin
+// stay dropped.
+func (r *Region) SnapshotAt(ts uint64) (*Snapshot, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return nil, ErrClosed
+	}
+	r.snaps[ts]++
+	return &Snapshot{r: r, ts: ts}, nil
+}
+
 // TS is the snapshot's read timestamp.
 func (s *Snapshot) TS() uint64 { return s.ts }
 
@@ -64,3 +79,7 @@ func (r *Region) snapshotList() []uint64 {
 	slices.Sort(out)
 	return out
 }
+
+// Snapshots are the read timestamps open snapshots pin, ascending (one per
+// timestamp however many pin it).
+func (r *Region) Snapshots() []uint64 { return r.snapshotList() }

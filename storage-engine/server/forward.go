@@ -4,13 +4,16 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"time"
 
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/anypb"
 
 	kvpb "github.com/bellows-kv/bellows/proto/bellows/kv/v1"
 	"github.com/bellows-kv/bellows/storage-engine/server/route"
@@ -197,8 +200,14 @@ func peerErr(sp Span, addr string, err error) error {
 	if RegionOf(err) == sp.Name {
 		return err
 	}
-	st := status.Convert(err)
-	return regionStatus(st.Code(), sp.Name, "%s at store %s: %s", sp.Name, addr, st.Message())
+	// The owner's other details (a write conflict's ErrorInfo, say) are
+	// part of its answer: they go with it.
+	p := status.Convert(err).Proto() // a copy
+	p.Message = fmt.Sprintf("%s at store %s: %s", sp.Name, addr, p.Message)
+	if ri, err := anypb.New(&errdetails.ResourceInfo{ResourceType: RegionResourceType, ResourceName: sp.Name}); err == nil {
+		p.Details = append([]*anypb.Any{ri}, p.Details...)
+	}
+	return status.FromProto(p).Err()
 }
 
 // answerClient is an owner's KV client for one forwarded attempt: it
@@ -232,6 +241,34 @@ func (c answerClient) Scan(ctx context.Context, in *kvpb.ScanRequest, opts ...gr
 		return nil, err
 	}
 	return answerStream{st, c.md}, nil
+}
+
+func (c answerClient) TxnScan(ctx context.Context, in *kvpb.TxnScanRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[kvpb.ScanResponse], error) {
+	st, err := c.KVClient.TxnScan(ctx, in, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return answerStream{st, c.md}, nil
+}
+
+func (c answerClient) TxnGet(ctx context.Context, in *kvpb.TxnGetRequest, opts ...grpc.CallOption) (*kvpb.GetResponse, error) {
+	return c.KVClient.TxnGet(ctx, in, append(opts, grpc.Trailer(c.md))...)
+}
+
+func (c answerClient) CommitTxn(ctx context.Context, in *kvpb.CommitTxnRequest, opts ...grpc.CallOption) (*kvpb.CommitTxnResponse, error) {
+	return c.KVClient.CommitTxn(ctx, in, append(opts, grpc.Trailer(c.md))...)
+}
+
+func (c answerClient) Prewrite(ctx context.Context, in *kvpb.PrewriteRequest, opts ...grpc.CallOption) (*kvpb.PrewriteResponse, error) {
+	return c.KVClient.Prewrite(ctx, in, append(opts, grpc.Trailer(c.md))...)
+}
+
+func (c answerClient) ResolveLocks(ctx context.Context, in *kvpb.ResolveLocksRequest, opts ...grpc.CallOption) (*kvpb.ResolveLocksResponse, error) {
+	return c.KVClient.ResolveLocks(ctx, in, append(opts, grpc.Trailer(c.md))...)
+}
+
+func (c answerClient) CheckTxnStatus(ctx context.Context, in *kvpb.CheckTxnStatusRequest, opts ...grpc.CallOption) (*kvpb.CheckTxnStatusResponse, error) {
+	return c.KVClient.CheckTxnStatus(ctx, in, append(opts, grpc.Trailer(c.md))...)
 }
 
 // answerStream records the trailer when the stream ends. (Read here, in the

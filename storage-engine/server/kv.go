@@ -39,6 +39,7 @@ type KV struct {
 	store   *Store
 	fwd     *Forwarding // nil: serve only this store's regions
 	metrics *Metrics    // nil: not observed
+	txns    *txnRegistry
 }
 
 // NewKV serves store; fwd (may be nil) forwards the requests for other
@@ -47,8 +48,10 @@ type KV struct {
 // It resolves the expired transaction locks of the store's regions in the
 // background (RunLockResolver) until the store closes.
 func NewKV(store *Store, fwd *Forwarding, m *Metrics) *KV {
-	s := &KV{store: store, fwd: fwd, metrics: m}
+	s := &KV{store: store, fwd: fwd, metrics: m,
+		txns: newTxnRegistry(store.opts.TxnTimeout, store.opts.TxnOutcomeRetryWindow)}
 	go s.RunLockResolver(store.bg, store.opts.TxnLockResolveInterval)
+	go s.txns.run(store.bg, time.Second)
 	return s
 }
 

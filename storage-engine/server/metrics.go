@@ -24,7 +24,7 @@ type Metrics struct {
 var ops = map[string]string{
 	"/bellows.kv.v1.KV/Get": "get", "/bellows.kv.v1.KV/Scan": "scan", "/bellows.kv.v1.KV/Put": "put",
 	"/bellows.kv.v1.KV/Delete": "delete", "/bellows.kv.v1.KV/Batch": "batch",
-	"/bellows.kv.v1.KV/BeginTxn": "begin-txn", "/bellows.kv.v1.KV/TxnGet": "txn-get", "/bellows.kv.v1.KV/CommitTxn": "commit-txn",
+	"/bellows.kv.v1.KV/BeginTxn": "begin-txn", "/bellows.kv.v1.KV/TxnGet": "txn-get", "/bellows.kv.v1.KV/CommitTxn": "commit-txn", "/bellows.kv.v1.KV/RollbackTxn": "rollback-txn",
 	"/bellows.kv.v1.KV/TxnScan": "txn-scan",
 	// A cross-region commit's calls between stores.
 	"/bellows.kv.v1.KV/Prewrite": "prewrite", "/bellows.kv.v1.KV/ResolveLocks": "resolve-locks",

@@ -69,6 +69,10 @@ type StoreOptions struct {
 	TxnLockResolveInterval time.Duration
 	TxnOutcomeRetention    time.Duration
 	TxnOutcomeRetryWindow  time.Duration
+	// TxnTimeout ends a transaction BeginTxn registered that is neither
+	// committed nor rolled back this long after it began (txnreg.go).
+	// Default contract.DefaultTxnTimeout.
+	TxnTimeout time.Duration
 	// MaxWALAge flushes a region whose oldest unflushed write is older
 	// (walbound.go). Default contract.DefaultMaxWALAge.
 	MaxWALAge time.Duration
@@ -110,6 +114,9 @@ func (o *StoreOptions) EnsureDefaults() {
 	}
 	if o.TxnOutcomeRetryWindow <= 0 {
 		o.TxnOutcomeRetryWindow = contract.DefaultTxnOutcomeRetryWindow
+	}
+	if o.TxnTimeout <= 0 {
+		o.TxnTimeout = contract.DefaultTxnTimeout
 	}
 	if o.MaxWALAge <= 0 {
 		o.MaxWALAge = contract.DefaultMaxWALAge

@@ -5,7 +5,6 @@ import (
 	"encoding/base64"
 	"errors"
 	"strconv"
-	"time"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
@@ -20,16 +19,6 @@ import (
 // A transaction's state is its start timestamp and, at the client, its
 // buffered writes: a store keeps nothing per transaction, so any store
 // serves any of its requests and a store's restart loses none.
-
-// BeginTxn implements kvpb.KVServer: the start timestamp is this store's
-// clock. The stores' region clocks are wall-clock nanoseconds kept
-// monotonic; a region whose clock is behind a start timestamp moves it
-// forward before it serves a read or commit at it (region.ReadableAt), so
-// clock skew between stores delays nothing and orders nothing wrongly.
-func (s *KV) BeginTxn(ctx context.Context, _ *kvpb.BeginTxnRequest) (*kvpb.BeginTxnResponse, error) {
-	s.answering(ctx)
-	return &kvpb.BeginTxnResponse{StartTs: uint64(time.Now().UnixNano())}, nil
-}
 
 // TxnGet implements kvpb.KVServer: a read at exactly the start timestamp.
 func (s *KV) TxnGet(ctx context.Context, req *kvpb.TxnGetRequest) (*kvpb.GetResponse, error) {
@@ -56,10 +45,21 @@ func (s *KV) TxnScan(req *kvpb.TxnScanRequest, stream kvpb.KV_TxnScanServer) err
 // primary's: a request for a primary elsewhere is forwarded to its owner. A
 // retry with the same request ID (a forwarded commit whose answer was lost)
 // returns the first commit's timestamp.
+//
+// A request naming a txn_id commits that registered transaction (txnreg.go);
+// one without commits at its start_ts (one-shot).
 func (s *KV) CommitTxn(ctx context.Context, req *kvpb.CommitTxnRequest) (*kvpb.CommitTxnResponse, error) {
-	if req.StartTs == 0 {
-		return nil, status.Error(codes.InvalidArgument, "start_ts is 0: take it from BeginTxn")
+	switch {
+	case req.TxnId != "":
+		return s.commitRegistered(ctx, req)
+	case req.StartTs == 0:
+		return nil, status.Error(codes.InvalidArgument, errTxnIDAndStart.Error())
 	}
+	return s.commitOneShot(ctx, req)
+}
+
+// commitOneShot commits req's mutations at its start_ts.
+func (s *KV) commitOneShot(ctx context.Context, req *kvpb.CommitTxnRequest) (*kvpb.CommitTxnResponse, error) {
 	if len(req.Mutations) == 0 {
 		return nil, status.Error(codes.InvalidArgument, "a transaction commits at least one mutation (a read-only transaction needs no commit)")
 	}

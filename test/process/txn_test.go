@@ -27,7 +27,7 @@ func TestTransactionsAgainstTwoStores(t *testing.T) {
 	addrA, addrB := freeAddr(t), freeAddr(t)
 	peers := addrA + "," + addrB
 	a := startPeerStore(t, "store-a", bucket, t.TempDir(), addrA, "0/2", peers)
-	startPeerStore(t, "store-b", bucket, t.TempDir(), addrB, "1/2", peers)
+	b := startPeerStore(t, "store-b", bucket, t.TempDir(), addrB, "1/2", peers)
 	c := newClient(t, a)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -218,6 +218,54 @@ func TestTransactionsAgainstTwoStores(t *testing.T) {
 		}
 		if out, err := kv("txn", "bump", k0); err == nil || !strings.Contains(out, `"bump" is not an operation`) {
 			t.Fatalf("kv txn with an unknown operation: %v\n%s", err, out)
+		}
+	})
+
+	t.Run("a registered transaction commits and rolls back by id at its store only", func(t *testing.T) {
+		put := func(k, v string) []*kvpb.Mutation {
+			return []*kvpb.Mutation{{Op: kvpb.Mutation_OP_PUT, Key: regionKey(0, k), Value: []byte(v)}, {Op: kvpb.Mutation_OP_PUT, Key: regionKey(3, k), Value: []byte(v)}}
+		}
+		begun, err := a.kv().BeginTxn(ctx, &kvpb.BeginTxnRequest{})
+		if err != nil || begun.TxnId == "" || begun.TimeoutMs == 0 {
+			t.Fatalf("BeginTxn = %v, %v; want an id and a timeout", begun, err)
+		}
+		if _, err := b.kv().CommitTxn(ctx, &kvpb.CommitTxnRequest{TxnId: begun.TxnId, Mutations: put("reg", "x")}); status.Code(err) != codes.NotFound || !strings.Contains(err.Error(), "the store that answered its BeginTxn") {
+			t.Fatalf("a commit sent to another store: %v; want NotFound naming where to send it", err)
+		}
+		if _, err := a.kv().CommitTxn(ctx, &kvpb.CommitTxnRequest{TxnId: begun.TxnId, StartTs: begun.StartTs + 1, Mutations: put("reg", "x")}); status.Code(err) != codes.InvalidArgument {
+			t.Fatalf("a commit naming another start_ts: %v; want InvalidArgument", err)
+		}
+		done, err := a.kv().CommitTxn(ctx, &kvpb.CommitTxnRequest{TxnId: begun.TxnId, Mutations: put("reg", "1")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range []int{0, 3} {
+			if v, _, err := c.Get(ctx, regionKey(r, "reg")); err != nil || string(v) != "1" {
+				t.Fatalf("region %d after the commit: %q, %v", r, v, err)
+			}
+		}
+		if _, err := a.kv().RollbackTxn(ctx, &kvpb.RollbackTxnRequest{TxnId: begun.TxnId}); status.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), fmt.Sprintf("committed at %d", done.CommitTs)) {
+			t.Fatalf("rolling back a committed transaction: %v; want FailedPrecondition with its commit", err)
+		}
+		if _, err := a.kv().RollbackTxn(ctx, &kvpb.RollbackTxnRequest{}); status.Code(err) != codes.InvalidArgument {
+			t.Fatalf("RollbackTxn without an id: %v; want InvalidArgument", err)
+		}
+
+		// Through the client: a rolled-back transaction's commit is
+		// refused as lost, and writes nothing.
+		x, err := c.Begin(ctx)
+		if err != nil || x.ID() == "" {
+			t.Fatalf("Begin: %v, id %q", err, x.ID())
+		}
+		x.Put(regionKey(1, "rolled"), []byte("no"))
+		if err := x.Rollback(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := x.Commit(ctx); !errors.Is(err, client.ErrTxnLost) || !strings.Contains(err.Error(), "rolled back") {
+			t.Fatalf("commit after rollback: %v; want ErrTxnLost saying it was rolled back", err)
+		}
+		if _, found, err := c.Get(ctx, regionKey(1, "rolled")); err != nil || found {
+			t.Fatalf("a rolled-back transaction's write reads back: found %v, %v", found, err)
 		}
 	})
 

@@ -55,6 +55,8 @@ func newStoreCommand() *cobra.Command {
 		"how often a region that another store owns is checked for its release (one bucket existence check per waiting region), so it is claimed that soon after")
 	f.DurationVar(&cfg.TxnLockTTL, contract.FlagTxnLockTTL, cfg.TxnLockTTL,
 		"how long the locks of a cross-region transaction's commit hold before a request that meets one may roll the transaction back (when its coordinator, the store owning its first key, crashed mid-commit)")
+	f.DurationVar(&cfg.TxnTimeout, contract.FlagTxnTimeout, cfg.TxnTimeout,
+		"how long a transaction BeginTxn registered may stay open (neither committed nor rolled back) before it times out and its store stops keeping the versions it reads")
 	f.DurationVar(&cfg.RemoteBlockTimeout, contract.FlagRemoteBlockTimeout, cfg.RemoteBlockTimeout,
 		"RemoteCache warmup: how long a cache miss waits for a block from the compaction worker's memory before reading the bucket instead (keep it well under clients' deadlines)")
 	f.DurationVar(&cfg.RemoteBlockRetryAfter, contract.FlagRemoteBlockRetryAfter, cfg.RemoteBlockRetryAfter,

@@ -63,6 +63,9 @@ type Config struct {
 	// TxnLockTTL: how long a cross-region commit's locks hold before a
 	// reader may roll the transaction back.
 	TxnLockTTL time.Duration
+	// TxnTimeout: how long a transaction BeginTxn registered may stay
+	// open before it times out.
+	TxnTimeout time.Duration
 	// RemoteBlockTimeout and RemoteBlockRetryAfter shape block reads from
 	// workers' memory (RemoteCache warmup): offload.Options.
 	RemoteBlockTimeout    time.Duration
@@ -84,6 +87,7 @@ func Default() Config {
 		ReleaseTimeout:         contract.DefaultReleaseTimeout,
 		ReleasePollInterval:    contract.DefaultReleasePollInterval,
 		TxnLockTTL:             contract.DefaultTxnLockTTL,
+		TxnTimeout:             contract.DefaultTxnTimeout,
 		RemoteBlockTimeout:     contract.DefaultRemoteBlockTimeout,
 		RemoteBlockRetryAfter:  contract.DefaultRemoteBlockRetryAfter,
 		RemoteCacheRate:        float64(contract.DefaultRemoteCacheRate),
@@ -158,6 +162,9 @@ func (c Config) Validate() error {
 	}
 	if c.TxnLockTTL < 100*time.Millisecond {
 		flag(contract.FlagTxnLockTTL, "%v is under 100ms: commits would roll back before they finish", c.TxnLockTTL)
+	}
+	if c.TxnTimeout < time.Second {
+		flag(contract.FlagTxnTimeout, "%v is under 1s: transactions would time out before a client could commit them", c.TxnTimeout)
 	}
 	if c.RemoteBlockTimeout <= 0 {
 		flag(contract.FlagRemoteBlockTimeout, "%v must be positive", c.RemoteBlockTimeout)

@@ -156,7 +156,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, out io.Writer) error
 		return err
 	}
 	store, err = server.OpenStore(ctx, spans, server.StoreOptions{WALRoot: cfg.WALDir, Region: base,
-		ReleasePollInterval: cfg.ReleasePollInterval, TxnLockTTL: cfg.TxnLockTTL,
+		ReleasePollInterval: cfg.ReleasePollInterval, TxnLockTTL: cfg.TxnLockTTL, TxnTimeout: cfg.TxnTimeout,
 		MaxWALAge: e.Memstore.MaxWALAge.Duration, MaxStoreWALBytes: e.Memstore.MaxStoreWALBytes})
 	if err != nil {
 		return err

@@ -479,7 +479,13 @@ type BeginTxnResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// start_ts is the transaction's snapshot: it reads what committed at or
 	// before it, and conflicts with any write of its keys committed after it.
-	StartTs       uint64 `protobuf:"varint,1,opt,name=start_ts,json=startTs,proto3" json:"start_ts,omitempty"`
+	StartTs uint64 `protobuf:"varint,1,opt,name=start_ts,json=startTs,proto3" json:"start_ts,omitempty"`
+	// txn_id names the transaction at the store that answered, for CommitTxn
+	// and RollbackTxn there.
+	TxnId string `protobuf:"bytes,2,opt,name=txn_id,json=txnId,proto3" json:"txn_id,omitempty"`
+	// timeout_ms: a transaction neither committed nor rolled back this long
+	// after it began times out; its commit is refused (FAILED_PRECONDITION).
+	TimeoutMs     uint64 `protobuf:"varint,3,opt,name=timeout_ms,json=timeoutMs,proto3" json:"timeout_ms,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -521,6 +527,100 @@ func (x *BeginTxnResponse) GetStartTs() uint64 {
 	return 0
 }
 
+func (x *BeginTxnResponse) GetTxnId() string {
+	if x != nil {
+		return x.TxnId
+	}
+	return ""
+}
+
+func (x *BeginTxnResponse) GetTimeoutMs() uint64 {
+	if x != nil {
+		return x.TimeoutMs
+	}
+	return 0
+}
+
+type RollbackTxnRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	TxnId         string                 `protobuf:"bytes,1,opt,name=txn_id,json=txnId,proto3" json:"txn_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RollbackTxnRequest) Reset() {
+	*x = RollbackTxnRequest{}
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RollbackTxnRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RollbackTxnRequest) ProtoMessage() {}
+
+func (x *RollbackTxnRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RollbackTxnRequest.ProtoReflect.Descriptor instead.
+func (*RollbackTxnRequest) Descriptor() ([]byte, []int) {
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *RollbackTxnRequest) GetTxnId() string {
+	if x != nil {
+		return x.TxnId
+	}
+	return ""
+}
+
+type RollbackTxnResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RollbackTxnResponse) Reset() {
+	*x = RollbackTxnResponse{}
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RollbackTxnResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RollbackTxnResponse) ProtoMessage() {}
+
+func (x *RollbackTxnResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RollbackTxnResponse.ProtoReflect.Descriptor instead.
+func (*RollbackTxnResponse) Descriptor() ([]byte, []int) {
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{10}
+}
+
 type TxnGetRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	StartTs       uint64                 `protobuf:"varint,1,opt,name=start_ts,json=startTs,proto3" json:"start_ts,omitempty"`
@@ -531,7 +631,7 @@ type TxnGetRequest struct {
 
 func (x *TxnGetRequest) Reset() {
 	*x = TxnGetRequest{}
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[9]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -543,7 +643,7 @@ func (x *TxnGetRequest) String() string {
 func (*TxnGetRequest) ProtoMessage() {}
 
 func (x *TxnGetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[9]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -556,7 +656,7 @@ func (x *TxnGetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnGetRequest.ProtoReflect.Descriptor instead.
 func (*TxnGetRequest) Descriptor() ([]byte, []int) {
-	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{9}
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *TxnGetRequest) GetStartTs() uint64 {
@@ -588,7 +688,7 @@ type TxnScanRequest struct {
 
 func (x *TxnScanRequest) Reset() {
 	*x = TxnScanRequest{}
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[10]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -600,7 +700,7 @@ func (x *TxnScanRequest) String() string {
 func (*TxnScanRequest) ProtoMessage() {}
 
 func (x *TxnScanRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[10]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -613,7 +713,7 @@ func (x *TxnScanRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnScanRequest.ProtoReflect.Descriptor instead.
 func (*TxnScanRequest) Descriptor() ([]byte, []int) {
-	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{10}
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *TxnScanRequest) GetStartTs() uint64 {
@@ -645,8 +745,12 @@ func (x *TxnScanRequest) GetLimit() uint32 {
 }
 
 type CommitTxnRequest struct {
-	state   protoimpl.MessageState `protogen:"open.v1"`
-	StartTs uint64                 `protobuf:"varint,1,opt,name=start_ts,json=startTs,proto3" json:"start_ts,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// start_ts: a one-shot commit's snapshot; with txn_id, 0 or the
+	// transaction's own.
+	StartTs uint64 `protobuf:"varint,1,opt,name=start_ts,json=startTs,proto3" json:"start_ts,omitempty"`
+	// txn_id: a transaction BeginTxn registered at this store.
+	TxnId string `protobuf:"bytes,3,opt,name=txn_id,json=txnId,proto3" json:"txn_id,omitempty"`
 	// mutations are the transaction's writes, at least one; mutation 0's key
 	// is the primary key when they span regions.
 	Mutations     []*Mutation `protobuf:"bytes,2,rep,name=mutations,proto3" json:"mutations,omitempty"`
@@ -656,7 +760,7 @@ type CommitTxnRequest struct {
 
 func (x *CommitTxnRequest) Reset() {
 	*x = CommitTxnRequest{}
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[11]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -668,7 +772,7 @@ func (x *CommitTxnRequest) String() string {
 func (*CommitTxnRequest) ProtoMessage() {}
 
 func (x *CommitTxnRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[11]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -681,7 +785,7 @@ func (x *CommitTxnRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommitTxnRequest.ProtoReflect.Descriptor instead.
 func (*CommitTxnRequest) Descriptor() ([]byte, []int) {
-	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{11}
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *CommitTxnRequest) GetStartTs() uint64 {
@@ -689,6 +793,13 @@ func (x *CommitTxnRequest) GetStartTs() uint64 {
 		return x.StartTs
 	}
 	return 0
+}
+
+func (x *CommitTxnRequest) GetTxnId() string {
+	if x != nil {
+		return x.TxnId
+	}
+	return ""
 }
 
 func (x *CommitTxnRequest) GetMutations() []*Mutation {
@@ -717,7 +828,7 @@ type PrewriteRequest struct {
 
 func (x *PrewriteRequest) Reset() {
 	*x = PrewriteRequest{}
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[12]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -729,7 +840,7 @@ func (x *PrewriteRequest) String() string {
 func (*PrewriteRequest) ProtoMessage() {}
 
 func (x *PrewriteRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[12]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -742,7 +853,7 @@ func (x *PrewriteRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PrewriteRequest.ProtoReflect.Descriptor instead.
 func (*PrewriteRequest) Descriptor() ([]byte, []int) {
-	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{12}
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *PrewriteRequest) GetStartTs() uint64 {
@@ -793,7 +904,7 @@ type PrewriteResponse struct {
 
 func (x *PrewriteResponse) Reset() {
 	*x = PrewriteResponse{}
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[13]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -805,7 +916,7 @@ func (x *PrewriteResponse) String() string {
 func (*PrewriteResponse) ProtoMessage() {}
 
 func (x *PrewriteResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[13]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -818,7 +929,7 @@ func (x *PrewriteResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PrewriteResponse.ProtoReflect.Descriptor instead.
 func (*PrewriteResponse) Descriptor() ([]byte, []int) {
-	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{13}
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *PrewriteResponse) GetPrepareTs() uint64 {
@@ -857,7 +968,7 @@ type ResolveLocksRequest struct {
 
 func (x *ResolveLocksRequest) Reset() {
 	*x = ResolveLocksRequest{}
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[14]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -869,7 +980,7 @@ func (x *ResolveLocksRequest) String() string {
 func (*ResolveLocksRequest) ProtoMessage() {}
 
 func (x *ResolveLocksRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[14]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -882,7 +993,7 @@ func (x *ResolveLocksRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResolveLocksRequest.ProtoReflect.Descriptor instead.
 func (*ResolveLocksRequest) Descriptor() ([]byte, []int) {
-	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{14}
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ResolveLocksRequest) GetStartTs() uint64 {
@@ -935,7 +1046,7 @@ type ResolveLocksResponse struct {
 
 func (x *ResolveLocksResponse) Reset() {
 	*x = ResolveLocksResponse{}
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[15]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -947,7 +1058,7 @@ func (x *ResolveLocksResponse) String() string {
 func (*ResolveLocksResponse) ProtoMessage() {}
 
 func (x *ResolveLocksResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[15]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -960,7 +1071,7 @@ func (x *ResolveLocksResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResolveLocksResponse.ProtoReflect.Descriptor instead.
 func (*ResolveLocksResponse) Descriptor() ([]byte, []int) {
-	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{15}
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{17}
 }
 
 type CheckTxnStatusRequest struct {
@@ -976,7 +1087,7 @@ type CheckTxnStatusRequest struct {
 
 func (x *CheckTxnStatusRequest) Reset() {
 	*x = CheckTxnStatusRequest{}
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[16]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -988,7 +1099,7 @@ func (x *CheckTxnStatusRequest) String() string {
 func (*CheckTxnStatusRequest) ProtoMessage() {}
 
 func (x *CheckTxnStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[16]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1001,7 +1112,7 @@ func (x *CheckTxnStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckTxnStatusRequest.ProtoReflect.Descriptor instead.
 func (*CheckTxnStatusRequest) Descriptor() ([]byte, []int) {
-	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{16}
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *CheckTxnStatusRequest) GetPrimary() []byte {
@@ -1038,7 +1149,7 @@ type CheckTxnStatusResponse struct {
 
 func (x *CheckTxnStatusResponse) Reset() {
 	*x = CheckTxnStatusResponse{}
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[17]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1050,7 +1161,7 @@ func (x *CheckTxnStatusResponse) String() string {
 func (*CheckTxnStatusResponse) ProtoMessage() {}
 
 func (x *CheckTxnStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[17]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1063,7 +1174,7 @@ func (x *CheckTxnStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckTxnStatusResponse.ProtoReflect.Descriptor instead.
 func (*CheckTxnStatusResponse) Descriptor() ([]byte, []int) {
-	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{17}
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *CheckTxnStatusResponse) GetCommitTs() uint64 {
@@ -1097,7 +1208,7 @@ type CommitTxnResponse struct {
 
 func (x *CommitTxnResponse) Reset() {
 	*x = CommitTxnResponse{}
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[18]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1109,7 +1220,7 @@ func (x *CommitTxnResponse) String() string {
 func (*CommitTxnResponse) ProtoMessage() {}
 
 func (x *CommitTxnResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[18]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1122,7 +1233,7 @@ func (x *CommitTxnResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommitTxnResponse.ProtoReflect.Descriptor instead.
 func (*CommitTxnResponse) Descriptor() ([]byte, []int) {
-	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{18}
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *CommitTxnResponse) GetCommitTs() uint64 {
@@ -1148,7 +1259,7 @@ type BatchRequest struct {
 
 func (x *BatchRequest) Reset() {
 	*x = BatchRequest{}
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[19]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1160,7 +1271,7 @@ func (x *BatchRequest) String() string {
 func (*BatchRequest) ProtoMessage() {}
 
 func (x *BatchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[19]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1173,7 +1284,7 @@ func (x *BatchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BatchRequest.ProtoReflect.Descriptor instead.
 func (*BatchRequest) Descriptor() ([]byte, []int) {
-	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{19}
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *BatchRequest) GetMutations() []*Mutation {
@@ -1193,7 +1304,7 @@ type BatchResponse struct {
 
 func (x *BatchResponse) Reset() {
 	*x = BatchResponse{}
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[20]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1205,7 +1316,7 @@ func (x *BatchResponse) String() string {
 func (*BatchResponse) ProtoMessage() {}
 
 func (x *BatchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[20]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1218,7 +1329,7 @@ func (x *BatchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BatchResponse.ProtoReflect.Descriptor instead.
 func (*BatchResponse) Descriptor() ([]byte, []int) {
-	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{20}
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *BatchResponse) GetCommitTs() uint64 {
@@ -1250,7 +1361,7 @@ type ScanRequest struct {
 
 func (x *ScanRequest) Reset() {
 	*x = ScanRequest{}
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[21]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1262,7 +1373,7 @@ func (x *ScanRequest) String() string {
 func (*ScanRequest) ProtoMessage() {}
 
 func (x *ScanRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[21]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1275,7 +1386,7 @@ func (x *ScanRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScanRequest.ProtoReflect.Descriptor instead.
 func (*ScanRequest) Descriptor() ([]byte, []int) {
-	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{21}
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *ScanRequest) GetStart() []byte {
@@ -1316,7 +1427,7 @@ type KeyValue struct {
 
 func (x *KeyValue) Reset() {
 	*x = KeyValue{}
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[22]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1328,7 +1439,7 @@ func (x *KeyValue) String() string {
 func (*KeyValue) ProtoMessage() {}
 
 func (x *KeyValue) ProtoReflect() protoreflect.Message {
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[22]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1341,7 +1452,7 @@ func (x *KeyValue) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KeyValue.ProtoReflect.Descriptor instead.
 func (*KeyValue) Descriptor() ([]byte, []int) {
-	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{22}
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *KeyValue) GetKey() []byte {
@@ -1368,7 +1479,7 @@ type ScanResponse struct {
 
 func (x *ScanResponse) Reset() {
 	*x = ScanResponse{}
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[23]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1380,7 +1491,7 @@ func (x *ScanResponse) String() string {
 func (*ScanResponse) ProtoMessage() {}
 
 func (x *ScanResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[23]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1393,7 +1504,7 @@ func (x *ScanResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScanResponse.ProtoReflect.Descriptor instead.
 func (*ScanResponse) Descriptor() ([]byte, []int) {
-	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{23}
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *ScanResponse) GetPairs() []*KeyValue {
@@ -1411,7 +1522,7 @@ type RegionsRequest struct {
 
 func (x *RegionsRequest) Reset() {
 	*x = RegionsRequest{}
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[24]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1423,7 +1534,7 @@ func (x *RegionsRequest) String() string {
 func (*RegionsRequest) ProtoMessage() {}
 
 func (x *RegionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[24]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1436,7 +1547,7 @@ func (x *RegionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegionsRequest.ProtoReflect.Descriptor instead.
 func (*RegionsRequest) Descriptor() ([]byte, []int) {
-	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{24}
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{26}
 }
 
 type RegionInfo struct {
@@ -1452,7 +1563,7 @@ type RegionInfo struct {
 
 func (x *RegionInfo) Reset() {
 	*x = RegionInfo{}
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[25]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1464,7 +1575,7 @@ func (x *RegionInfo) String() string {
 func (*RegionInfo) ProtoMessage() {}
 
 func (x *RegionInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[25]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1477,7 +1588,7 @@ func (x *RegionInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegionInfo.ProtoReflect.Descriptor instead.
 func (*RegionInfo) Descriptor() ([]byte, []int) {
-	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{25}
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *RegionInfo) GetName() string {
@@ -1524,7 +1635,7 @@ type RegionsResponse struct {
 
 func (x *RegionsResponse) Reset() {
 	*x = RegionsResponse{}
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[26]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1536,7 +1647,7 @@ func (x *RegionsResponse) String() string {
 func (*RegionsResponse) ProtoMessage() {}
 
 func (x *RegionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[26]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1549,7 +1660,7 @@ func (x *RegionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegionsResponse.ProtoReflect.Descriptor instead.
 func (*RegionsResponse) Descriptor() ([]byte, []int) {
-	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{26}
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *RegionsResponse) GetRegions() []*RegionInfo {
@@ -1575,7 +1686,7 @@ type FlushRequest struct {
 
 func (x *FlushRequest) Reset() {
 	*x = FlushRequest{}
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[27]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1587,7 +1698,7 @@ func (x *FlushRequest) String() string {
 func (*FlushRequest) ProtoMessage() {}
 
 func (x *FlushRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[27]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1600,7 +1711,7 @@ func (x *FlushRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FlushRequest.ProtoReflect.Descriptor instead.
 func (*FlushRequest) Descriptor() ([]byte, []int) {
-	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{27}
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *FlushRequest) GetRegion() string {
@@ -1618,7 +1729,7 @@ type FlushResponse struct {
 
 func (x *FlushResponse) Reset() {
 	*x = FlushResponse{}
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[28]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1630,7 +1741,7 @@ func (x *FlushResponse) String() string {
 func (*FlushResponse) ProtoMessage() {}
 
 func (x *FlushResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[28]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1643,7 +1754,7 @@ func (x *FlushResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FlushResponse.ProtoReflect.Descriptor instead.
 func (*FlushResponse) Descriptor() ([]byte, []int) {
-	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{28}
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{30}
 }
 
 type CompactRequest struct {
@@ -1665,7 +1776,7 @@ type CompactRequest struct {
 
 func (x *CompactRequest) Reset() {
 	*x = CompactRequest{}
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[29]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1677,7 +1788,7 @@ func (x *CompactRequest) String() string {
 func (*CompactRequest) ProtoMessage() {}
 
 func (x *CompactRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[29]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1690,7 +1801,7 @@ func (x *CompactRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompactRequest.ProtoReflect.Descriptor instead.
 func (*CompactRequest) Descriptor() ([]byte, []int) {
-	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{29}
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *CompactRequest) GetRegion() string {
@@ -1736,7 +1847,7 @@ type CompactResponse struct {
 
 func (x *CompactResponse) Reset() {
 	*x = CompactResponse{}
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[30]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1748,7 +1859,7 @@ func (x *CompactResponse) String() string {
 func (*CompactResponse) ProtoMessage() {}
 
 func (x *CompactResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[30]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1761,7 +1872,7 @@ func (x *CompactResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompactResponse.ProtoReflect.Descriptor instead.
 func (*CompactResponse) Descriptor() ([]byte, []int) {
-	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{30}
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *CompactResponse) GetCompacted() bool {
@@ -1848,9 +1959,15 @@ const file_bellows_kv_v1_kv_proto_rawDesc = "" +
 	"\n" +
 	"\x06OP_PUT\x10\x01\x12\r\n" +
 	"\tOP_DELETE\x10\x02\"\x11\n" +
-	"\x0fBeginTxnRequest\"-\n" +
+	"\x0fBeginTxnRequest\"c\n" +
 	"\x10BeginTxnResponse\x12\x19\n" +
-	"\bstart_ts\x18\x01 \x01(\x04R\astartTs\"<\n" +
+	"\bstart_ts\x18\x01 \x01(\x04R\astartTs\x12\x15\n" +
+	"\x06txn_id\x18\x02 \x01(\tR\x05txnId\x12\x1d\n" +
+	"\n" +
+	"timeout_ms\x18\x03 \x01(\x04R\ttimeoutMs\"+\n" +
+	"\x12RollbackTxnRequest\x12\x15\n" +
+	"\x06txn_id\x18\x01 \x01(\tR\x05txnId\"\x15\n" +
+	"\x13RollbackTxnResponse\"<\n" +
 	"\rTxnGetRequest\x12\x19\n" +
 	"\bstart_ts\x18\x01 \x01(\x04R\astartTs\x12\x10\n" +
 	"\x03key\x18\x02 \x01(\fR\x03key\"i\n" +
@@ -1858,9 +1975,10 @@ const file_bellows_kv_v1_kv_proto_rawDesc = "" +
 	"\bstart_ts\x18\x01 \x01(\x04R\astartTs\x12\x14\n" +
 	"\x05start\x18\x02 \x01(\fR\x05start\x12\x10\n" +
 	"\x03end\x18\x03 \x01(\fR\x03end\x12\x14\n" +
-	"\x05limit\x18\x04 \x01(\rR\x05limit\"d\n" +
+	"\x05limit\x18\x04 \x01(\rR\x05limit\"{\n" +
 	"\x10CommitTxnRequest\x12\x19\n" +
-	"\bstart_ts\x18\x01 \x01(\x04R\astartTs\x125\n" +
+	"\bstart_ts\x18\x01 \x01(\x04R\astartTs\x12\x15\n" +
+	"\x06txn_id\x18\x03 \x01(\tR\x05txnId\x125\n" +
 	"\tmutations\x18\x02 \x03(\v2\x17.bellows.kv.v1.MutationR\tmutations\"\xb3\x01\n" +
 	"\x0fPrewriteRequest\x12\x19\n" +
 	"\bstart_ts\x18\x01 \x01(\x04R\astartTs\x12\x18\n" +
@@ -1936,7 +2054,7 @@ const file_bellows_kv_v1_kv_proto_rawDesc = "" +
 	"inputBytes\x12\x1a\n" +
 	"\blocation\x18\x05 \x01(\tR\blocation\x12\x16\n" +
 	"\x06worker\x18\x06 \x01(\tR\x06worker\x12\x12\n" +
-	"\x04note\x18\a \x01(\tR\x04note2\xc7\a\n" +
+	"\x04note\x18\a \x01(\tR\x04note2\x9d\b\n" +
 	"\x02KV\x12<\n" +
 	"\x03Put\x12\x19.bellows.kv.v1.PutRequest\x1a\x1a.bellows.kv.v1.PutResponse\x12<\n" +
 	"\x03Get\x12\x19.bellows.kv.v1.GetRequest\x1a\x1a.bellows.kv.v1.GetResponse\x12E\n" +
@@ -1947,7 +2065,8 @@ const file_bellows_kv_v1_kv_proto_rawDesc = "" +
 	"\bBeginTxn\x12\x1e.bellows.kv.v1.BeginTxnRequest\x1a\x1f.bellows.kv.v1.BeginTxnResponse\x12B\n" +
 	"\x06TxnGet\x12\x1c.bellows.kv.v1.TxnGetRequest\x1a\x1a.bellows.kv.v1.GetResponse\x12G\n" +
 	"\aTxnScan\x12\x1d.bellows.kv.v1.TxnScanRequest\x1a\x1b.bellows.kv.v1.ScanResponse0\x01\x12N\n" +
-	"\tCommitTxn\x12\x1f.bellows.kv.v1.CommitTxnRequest\x1a .bellows.kv.v1.CommitTxnResponse\x12K\n" +
+	"\tCommitTxn\x12\x1f.bellows.kv.v1.CommitTxnRequest\x1a .bellows.kv.v1.CommitTxnResponse\x12T\n" +
+	"\vRollbackTxn\x12!.bellows.kv.v1.RollbackTxnRequest\x1a\".bellows.kv.v1.RollbackTxnResponse\x12K\n" +
 	"\bPrewrite\x12\x1e.bellows.kv.v1.PrewriteRequest\x1a\x1f.bellows.kv.v1.PrewriteResponse\x12W\n" +
 	"\fResolveLocks\x12\".bellows.kv.v1.ResolveLocksRequest\x1a#.bellows.kv.v1.ResolveLocksResponse\x12]\n" +
 	"\x0eCheckTxnStatus\x12$.bellows.kv.v1.CheckTxnStatusRequest\x1a%.bellows.kv.v1.CheckTxnStatusResponse2\x95\x01\n" +
@@ -1968,7 +2087,7 @@ func file_bellows_kv_v1_kv_proto_rawDescGZIP() []byte {
 }
 
 var file_bellows_kv_v1_kv_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_bellows_kv_v1_kv_proto_msgTypes = make([]protoimpl.MessageInfo, 31)
+var file_bellows_kv_v1_kv_proto_msgTypes = make([]protoimpl.MessageInfo, 33)
 var file_bellows_kv_v1_kv_proto_goTypes = []any{
 	(Mutation_Op)(0),               // 0: bellows.kv.v1.Mutation.Op
 	(*PutRequest)(nil),             // 1: bellows.kv.v1.PutRequest
@@ -1980,68 +2099,72 @@ var file_bellows_kv_v1_kv_proto_goTypes = []any{
 	(*Mutation)(nil),               // 7: bellows.kv.v1.Mutation
 	(*BeginTxnRequest)(nil),        // 8: bellows.kv.v1.BeginTxnRequest
 	(*BeginTxnResponse)(nil),       // 9: bellows.kv.v1.BeginTxnResponse
-	(*TxnGetRequest)(nil),          // 10: bellows.kv.v1.TxnGetRequest
-	(*TxnScanRequest)(nil),         // 11: bellows.kv.v1.TxnScanRequest
-	(*CommitTxnRequest)(nil),       // 12: bellows.kv.v1.CommitTxnRequest
-	(*PrewriteRequest)(nil),        // 13: bellows.kv.v1.PrewriteRequest
-	(*PrewriteResponse)(nil),       // 14: bellows.kv.v1.PrewriteResponse
-	(*ResolveLocksRequest)(nil),    // 15: bellows.kv.v1.ResolveLocksRequest
-	(*ResolveLocksResponse)(nil),   // 16: bellows.kv.v1.ResolveLocksResponse
-	(*CheckTxnStatusRequest)(nil),  // 17: bellows.kv.v1.CheckTxnStatusRequest
-	(*CheckTxnStatusResponse)(nil), // 18: bellows.kv.v1.CheckTxnStatusResponse
-	(*CommitTxnResponse)(nil),      // 19: bellows.kv.v1.CommitTxnResponse
-	(*BatchRequest)(nil),           // 20: bellows.kv.v1.BatchRequest
-	(*BatchResponse)(nil),          // 21: bellows.kv.v1.BatchResponse
-	(*ScanRequest)(nil),            // 22: bellows.kv.v1.ScanRequest
-	(*KeyValue)(nil),               // 23: bellows.kv.v1.KeyValue
-	(*ScanResponse)(nil),           // 24: bellows.kv.v1.ScanResponse
-	(*RegionsRequest)(nil),         // 25: bellows.kv.v1.RegionsRequest
-	(*RegionInfo)(nil),             // 26: bellows.kv.v1.RegionInfo
-	(*RegionsResponse)(nil),        // 27: bellows.kv.v1.RegionsResponse
-	(*FlushRequest)(nil),           // 28: bellows.kv.v1.FlushRequest
-	(*FlushResponse)(nil),          // 29: bellows.kv.v1.FlushResponse
-	(*CompactRequest)(nil),         // 30: bellows.kv.v1.CompactRequest
-	(*CompactResponse)(nil),        // 31: bellows.kv.v1.CompactResponse
+	(*RollbackTxnRequest)(nil),     // 10: bellows.kv.v1.RollbackTxnRequest
+	(*RollbackTxnResponse)(nil),    // 11: bellows.kv.v1.RollbackTxnResponse
+	(*TxnGetRequest)(nil),          // 12: bellows.kv.v1.TxnGetRequest
+	(*TxnScanRequest)(nil),         // 13: bellows.kv.v1.TxnScanRequest
+	(*CommitTxnRequest)(nil),       // 14: bellows.kv.v1.CommitTxnRequest
+	(*PrewriteRequest)(nil),        // 15: bellows.kv.v1.PrewriteRequest
+	(*PrewriteResponse)(nil),       // 16: bellows.kv.v1.PrewriteResponse
+	(*ResolveLocksRequest)(nil),    // 17: bellows.kv.v1.ResolveLocksRequest
+	(*ResolveLocksResponse)(nil),   // 18: bellows.kv.v1.ResolveLocksResponse
+	(*CheckTxnStatusRequest)(nil),  // 19: bellows.kv.v1.CheckTxnStatusRequest
+	(*CheckTxnStatusResponse)(nil), // 20: bellows.kv.v1.CheckTxnStatusResponse
+	(*CommitTxnResponse)(nil),      // 21: bellows.kv.v1.CommitTxnResponse
+	(*BatchRequest)(nil),           // 22: bellows.kv.v1.BatchRequest
+	(*BatchResponse)(nil),          // 23: bellows.kv.v1.BatchResponse
+	(*ScanRequest)(nil),            // 24: bellows.kv.v1.ScanRequest
+	(*KeyValue)(nil),               // 25: bellows.kv.v1.KeyValue
+	(*ScanResponse)(nil),           // 26: bellows.kv.v1.ScanResponse
+	(*RegionsRequest)(nil),         // 27: bellows.kv.v1.RegionsRequest
+	(*RegionInfo)(nil),             // 28: bellows.kv.v1.RegionInfo
+	(*RegionsResponse)(nil),        // 29: bellows.kv.v1.RegionsResponse
+	(*FlushRequest)(nil),           // 30: bellows.kv.v1.FlushRequest
+	(*FlushResponse)(nil),          // 31: bellows.kv.v1.FlushResponse
+	(*CompactRequest)(nil),         // 32: bellows.kv.v1.CompactRequest
+	(*CompactResponse)(nil),        // 33: bellows.kv.v1.CompactResponse
 }
 var file_bellows_kv_v1_kv_proto_depIdxs = []int32{
 	0,  // 0: bellows.kv.v1.Mutation.op:type_name -> bellows.kv.v1.Mutation.Op
 	7,  // 1: bellows.kv.v1.CommitTxnRequest.mutations:type_name -> bellows.kv.v1.Mutation
 	7,  // 2: bellows.kv.v1.PrewriteRequest.mutations:type_name -> bellows.kv.v1.Mutation
 	7,  // 3: bellows.kv.v1.BatchRequest.mutations:type_name -> bellows.kv.v1.Mutation
-	23, // 4: bellows.kv.v1.ScanResponse.pairs:type_name -> bellows.kv.v1.KeyValue
-	26, // 5: bellows.kv.v1.RegionsResponse.regions:type_name -> bellows.kv.v1.RegionInfo
+	25, // 4: bellows.kv.v1.ScanResponse.pairs:type_name -> bellows.kv.v1.KeyValue
+	28, // 5: bellows.kv.v1.RegionsResponse.regions:type_name -> bellows.kv.v1.RegionInfo
 	1,  // 6: bellows.kv.v1.KV.Put:input_type -> bellows.kv.v1.PutRequest
 	3,  // 7: bellows.kv.v1.KV.Get:input_type -> bellows.kv.v1.GetRequest
 	5,  // 8: bellows.kv.v1.KV.Delete:input_type -> bellows.kv.v1.DeleteRequest
-	20, // 9: bellows.kv.v1.KV.Batch:input_type -> bellows.kv.v1.BatchRequest
-	22, // 10: bellows.kv.v1.KV.Scan:input_type -> bellows.kv.v1.ScanRequest
-	25, // 11: bellows.kv.v1.KV.Regions:input_type -> bellows.kv.v1.RegionsRequest
+	22, // 9: bellows.kv.v1.KV.Batch:input_type -> bellows.kv.v1.BatchRequest
+	24, // 10: bellows.kv.v1.KV.Scan:input_type -> bellows.kv.v1.ScanRequest
+	27, // 11: bellows.kv.v1.KV.Regions:input_type -> bellows.kv.v1.RegionsRequest
 	8,  // 12: bellows.kv.v1.KV.BeginTxn:input_type -> bellows.kv.v1.BeginTxnRequest
-	10, // 13: bellows.kv.v1.KV.TxnGet:input_type -> bellows.kv.v1.TxnGetRequest
-	11, // 14: bellows.kv.v1.KV.TxnScan:input_type -> bellows.kv.v1.TxnScanRequest
-	12, // 15: bellows.kv.v1.KV.CommitTxn:input_type -> bellows.kv.v1.CommitTxnRequest
-	13, // 16: bellows.kv.v1.KV.Prewrite:input_type -> bellows.kv.v1.PrewriteRequest
-	15, // 17: bellows.kv.v1.KV.ResolveLocks:input_type -> bellows.kv.v1.ResolveLocksRequest
-	17, // 18: bellows.kv.v1.KV.CheckTxnStatus:input_type -> bellows.kv.v1.CheckTxnStatusRequest
-	28, // 19: bellows.kv.v1.Admin.Flush:input_type -> bellows.kv.v1.FlushRequest
-	30, // 20: bellows.kv.v1.Admin.Compact:input_type -> bellows.kv.v1.CompactRequest
-	2,  // 21: bellows.kv.v1.KV.Put:output_type -> bellows.kv.v1.PutResponse
-	4,  // 22: bellows.kv.v1.KV.Get:output_type -> bellows.kv.v1.GetResponse
-	6,  // 23: bellows.kv.v1.KV.Delete:output_type -> bellows.kv.v1.DeleteResponse
-	21, // 24: bellows.kv.v1.KV.Batch:output_type -> bellows.kv.v1.BatchResponse
-	24, // 25: bellows.kv.v1.KV.Scan:output_type -> bellows.kv.v1.ScanResponse
-	27, // 26: bellows.kv.v1.KV.Regions:output_type -> bellows.kv.v1.RegionsResponse
-	9,  // 27: bellows.kv.v1.KV.BeginTxn:output_type -> bellows.kv.v1.BeginTxnResponse
-	4,  // 28: bellows.kv.v1.KV.TxnGet:output_type -> bellows.kv.v1.GetResponse
-	24, // 29: bellows.kv.v1.KV.TxnScan:output_type -> bellows.kv.v1.ScanResponse
-	19, // 30: bellows.kv.v1.KV.CommitTxn:output_type -> bellows.kv.v1.CommitTxnResponse
-	14, // 31: bellows.kv.v1.KV.Prewrite:output_type -> bellows.kv.v1.PrewriteResponse
-	16, // 32: bellows.kv.v1.KV.ResolveLocks:output_type -> bellows.kv.v1.ResolveLocksResponse
-	18, // 33: bellows.kv.v1.KV.CheckTxnStatus:output_type -> bellows.kv.v1.CheckTxnStatusResponse
-	29, // 34: bellows.kv.v1.Admin.Flush:output_type -> bellows.kv.v1.FlushResponse
-	31, // 35: bellows.kv.v1.Admin.Compact:output_type -> bellows.kv.v1.CompactResponse
-	21, // [21:36] is the sub-list for method output_type
-	6,  // [6:21] is the sub-list for method input_type
+	12, // 13: bellows.kv.v1.KV.TxnGet:input_type -> bellows.kv.v1.TxnGetRequest
+	13, // 14: bellows.kv.v1.KV.TxnScan:input_type -> bellows.kv.v1.TxnScanRequest
+	14, // 15: bellows.kv.v1.KV.CommitTxn:input_type -> bellows.kv.v1.CommitTxnRequest
+	10, // 16: bellows.kv.v1.KV.RollbackTxn:input_type -> bellows.kv.v1.RollbackTxnRequest
+	15, // 17: bellows.kv.v1.KV.Prewrite:input_type -> bellows.kv.v1.PrewriteRequest
+	17, // 18: bellows.kv.v1.KV.ResolveLocks:input_type -> bellows.kv.v1.ResolveLocksRequest
+	19, // 19: bellows.kv.v1.KV.CheckTxnStatus:input_type -> bellows.kv.v1.CheckTxnStatusRequest
+	30, // 20: bellows.kv.v1.Admin.Flush:input_type -> bellows.kv.v1.FlushRequest
+	32, // 21: bellows.kv.v1.Admin.Compact:input_type -> bellows.kv.v1.CompactRequest
+	2,  // 22: bellows.kv.v1.KV.Put:output_type -> bellows.kv.v1.PutResponse
+	4,  // 23: bellows.kv.v1.KV.Get:output_type -> bellows.kv.v1.GetResponse
+	6,  // 24: bellows.kv.v1.KV.Delete:output_type -> bellows.kv.v1.DeleteResponse
+	23, // 25: bellows.kv.v1.KV.Batch:output_type -> bellows.kv.v1.BatchResponse
+	26, // 26: bellows.kv.v1.KV.Scan:output_type -> bellows.kv.v1.ScanResponse
+	29, // 27: bellows.kv.v1.KV.Regions:output_type -> bellows.kv.v1.RegionsResponse
+	9,  // 28: bellows.kv.v1.KV.BeginTxn:output_type -> bellows.kv.v1.BeginTxnResponse
+	4,  // 29: bellows.kv.v1.KV.TxnGet:output_type -> bellows.kv.v1.GetResponse
+	26, // 30: bellows.kv.v1.KV.TxnScan:output_type -> bellows.kv.v1.ScanResponse
+	21, // 31: bellows.kv.v1.KV.CommitTxn:output_type -> bellows.kv.v1.CommitTxnResponse
+	11, // 32: bellows.kv.v1.KV.RollbackTxn:output_type -> bellows.kv.v1.RollbackTxnResponse
+	16, // 33: bellows.kv.v1.KV.Prewrite:output_type -> bellows.kv.v1.PrewriteResponse
+	18, // 34: bellows.kv.v1.KV.ResolveLocks:output_type -> bellows.kv.v1.ResolveLocksResponse
+	20, // 35: bellows.kv.v1.KV.CheckTxnStatus:output_type -> bellows.kv.v1.CheckTxnStatusResponse
+	31, // 36: bellows.kv.v1.Admin.Flush:output_type -> bellows.kv.v1.FlushResponse
+	33, // 37: bellows.kv.v1.Admin.Compact:output_type -> bellows.kv.v1.CompactResponse
+	22, // [22:38] is the sub-list for method output_type
+	6,  // [6:22] is the sub-list for method input_type
 	6,  // [6:6] is the sub-list for extension type_name
 	6,  // [6:6] is the sub-list for extension extendee
 	0,  // [0:6] is the sub-list for field type_name
@@ -2053,14 +2176,14 @@ func file_bellows_kv_v1_kv_proto_init() {
 		return
 	}
 	file_bellows_kv_v1_kv_proto_msgTypes[2].OneofWrappers = []any{}
-	file_bellows_kv_v1_kv_proto_msgTypes[21].OneofWrappers = []any{}
+	file_bellows_kv_v1_kv_proto_msgTypes[23].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_bellows_kv_v1_kv_proto_rawDesc), len(file_bellows_kv_v1_kv_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   31,
+			NumMessages:   33,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

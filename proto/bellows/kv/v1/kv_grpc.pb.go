@@ -31,6 +31,7 @@ const (
 	KV_TxnGet_FullMethodName         = "/bellows.kv.v1.KV/TxnGet"
 	KV_TxnScan_FullMethodName        = "/bellows.kv.v1.KV/TxnScan"
 	KV_CommitTxn_FullMethodName      = "/bellows.kv.v1.KV/CommitTxn"
+	KV_RollbackTxn_FullMethodName    = "/bellows.kv.v1.KV/RollbackTxn"
 	KV_Prewrite_FullMethodName       = "/bellows.kv.v1.KV/Prewrite"
 	KV_ResolveLocks_FullMethodName   = "/bellows.kv.v1.KV/ResolveLocks"
 	KV_CheckTxnStatus_FullMethodName = "/bellows.kv.v1.KV/CheckTxnStatus"
@@ -66,12 +67,24 @@ type KVClient interface {
 	// region's commit path; mutations across regions commit by two-phase
 	// commit, coordinated by the store that owns mutation 0's region (its
 	// primary key): all of them or none, also when a store crashes.
+	//
+	// BeginTxn also registers the transaction at the store that answered it,
+	// under txn_id, until it commits, rolls back or times out: a CommitTxn
+	// or RollbackTxn naming the id must be sent to that store. Its regions
+	// keep every version the transaction reads (a snapshot pinned at
+	// start_ts) while it is open. A CommitTxn without a txn_id and with a
+	// start_ts is a one-shot optimistic commit: nothing registered.
 	BeginTxn(ctx context.Context, in *BeginTxnRequest, opts ...grpc.CallOption) (*BeginTxnResponse, error)
 	TxnGet(ctx context.Context, in *TxnGetRequest, opts ...grpc.CallOption) (*GetResponse, error)
 	// TxnScan streams the live keys of [start, end) at exactly start_ts, in
 	// every region (one snapshot across regions, unlike Scan).
 	TxnScan(ctx context.Context, in *TxnScanRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[ScanResponse], error)
 	CommitTxn(ctx context.Context, in *CommitTxnRequest, opts ...grpc.CallOption) (*CommitTxnResponse, error)
+	// RollbackTxn ends a registered transaction without writing anything.
+	// Rolling back one already rolled back (or timed out) succeeds; one that
+	// committed fails with FAILED_PRECONDITION; an id the store does not know
+	// gets NOT_FOUND.
+	RollbackTxn(ctx context.Context, in *RollbackTxnRequest, opts ...grpc.CallOption) (*RollbackTxnResponse, error)
 	// The participants' side of a cross-region commit, which stores call on
 	// each other (applications call CommitTxn). Prewrite locks a region's
 	// mutations for the transaction; ResolveLocks commits or rolls back a
@@ -209,6 +222,16 @@ func (c *kVClient) CommitTxn(ctx context.Context, in *CommitTxnRequest, opts ...
 	return out, nil
 }
 
+func (c *kVClient) RollbackTxn(ctx context.Context, in *RollbackTxnRequest, opts ...grpc.CallOption) (*RollbackTxnResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RollbackTxnResponse)
+	err := c.cc.Invoke(ctx, KV_RollbackTxn_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *kVClient) Prewrite(ctx context.Context, in *PrewriteRequest, opts ...grpc.CallOption) (*PrewriteResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(PrewriteResponse)
@@ -269,12 +292,24 @@ type KVServer interface {
 	// region's commit path; mutations across regions commit by two-phase
 	// commit, coordinated by the store that owns mutation 0's region (its
 	// primary key): all of them or none, also when a store crashes.
+	//
+	// BeginTxn also registers the transaction at the store that answered it,
+	// under txn_id, until it commits, rolls back or times out: a CommitTxn
+	// or RollbackTxn naming the id must be sent to that store. Its regions
+	// keep every version the transaction reads (a snapshot pinned at
+	// start_ts) while it is open. A CommitTxn without a txn_id and with a
+	// start_ts is a one-shot optimistic commit: nothing registered.
 	BeginTxn(context.Context, *BeginTxnRequest) (*BeginTxnResponse, error)
 	TxnGet(context.Context, *TxnGetRequest) (*GetResponse, error)
 	// TxnScan streams the live keys of [start, end) at exactly start_ts, in
 	// every region (one snapshot across regions, unlike Scan).
 	TxnScan(*TxnScanRequest, grpc.ServerStreamingServer[ScanResponse]) error
 	CommitTxn(context.Context, *CommitTxnRequest) (*CommitTxnResponse, error)
+	// RollbackTxn ends a registered transaction without writing anything.
+	// Rolling back one already rolled back (or timed out) succeeds; one that
+	// committed fails with FAILED_PRECONDITION; an id the store does not know
+	// gets NOT_FOUND.
+	RollbackTxn(context.Context, *RollbackTxnRequest) (*RollbackTxnResponse, error)
 	// The participants' side of a cross-region commit, which stores call on
 	// each other (applications call CommitTxn). Prewrite locks a region's
 	// mutations for the transaction; ResolveLocks commits or rolls back a
@@ -323,6 +358,9 @@ func (UnimplementedKVServer) TxnScan(*TxnScanRequest, grpc.ServerStreamingServer
 }
 func (UnimplementedKVServer) CommitTxn(context.Context, *CommitTxnRequest) (*CommitTxnResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method CommitTxn not implemented")
+}
+func (UnimplementedKVServer) RollbackTxn(context.Context, *RollbackTxnRequest) (*RollbackTxnResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method RollbackTxn not implemented")
 }
 func (UnimplementedKVServer) Prewrite(context.Context, *PrewriteRequest) (*PrewriteResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Prewrite not implemented")
@@ -520,6 +558,24 @@ func _KV_CommitTxn_Handler(srv interface{}, ctx context.Context, dec func(interf
 	return interceptor(ctx, in, info, handler)
 }
 
+func _KV_RollbackTxn_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RollbackTxnRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(KVServer).RollbackTxn(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: KV_RollbackTxn_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(KVServer).RollbackTxn(ctx, req.(*RollbackTxnRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _KV_Prewrite_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(PrewriteRequest)
 	if err := dec(in); err != nil {
@@ -612,6 +668,10 @@ var KV_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "CommitTxn",
 			Handler:    _KV_CommitTxn_Handler,
+		},
+		{
+			MethodName: "RollbackTxn",
+			Handler:    _KV_RollbackTxn_Handler,
 		},
 		{
 			MethodName: "Prewrite",

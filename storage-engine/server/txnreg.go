@@ -1,0 +1,290 @@
+package server
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/bellows-kv/bellows/internal/contract"
+	kvpb "github.com/bellows-kv/bellows/proto/bellows/kv/v1"
+	"github.com/bellows-kv/bellows/storage-engine/region"
+)
+
+// The transactions BeginTxn registers (txn ids). A registered transaction
+// lives at the store that began it, in memory: CommitTxn and RollbackTxn
+// name it there. While it is open, every region of that store keeps the
+// versions it reads (a snapshot pinned at its start timestamp), so
+// compactions that drop old versions (retention.maxVersions > 0) do not
+// drop them under it; it ends when it commits, rolls back, or times out
+// (TxnTimeout after its begin), and its pins go with it. An ended
+// transaction is remembered for TxnOutcomeRetryWindow, so a retried commit
+// whose first answer was lost gets that answer, and a late commit of a
+// rolled-back or timed-out one is told which.
+//
+// The registry is not durable: a store that restarts forgets its open
+// transactions (their commits get NOT_FOUND; nothing of them was written
+// unless a commit had begun, whose own retry finds its outcome through the
+// request ID). Transactions without an id (one-shot commits naming their
+// start_ts) do not use it.
+
+// MaxOpenTxns bounds the transactions open at one store: past it BeginTxn
+// answers RESOURCE_EXHAUSTED rather than pinning without limit.
+const MaxOpenTxns = 100_000
+
+// txnState is where a registered transaction is.
+type txnState int
+
+const (
+	txnOpen txnState = iota
+	txnCommitting
+	txnCommitted
+	txnRolledBack
+	txnAborted
+	txnTimedOut
+)
+
+func (s txnState) String() string {
+	return [...]string{"open", "being committed", "committed", "rolled back", "aborted by a write conflict", "timed out"}[s]
+}
+
+type registeredTxn struct {
+	startTS uint64
+	began   time.Time
+	state   txnState
+	ended   time.Time
+	commit  *kvpb.CommitTxnResponse // state txnCommitted
+	// requestID is the idempotency key of the commit that began (""
+	// without one): only its retries get the recorded answer.
+	requestID string
+	pins      []*region.Snapshot
+}
+
+type txnRegistry struct {
+	timeout, keepEnded time.Duration
+	mu                 sync.Mutex
+	txns               map[string]*registeredTxn
+	open               int
+}
+
+func newTxnRegistry(timeout, keepEnded time.Duration) *txnRegistry {
+	return &txnRegistry{timeout: timeout, keepEnded: keepEnded, txns: map[string]*registeredTxn{}}
+}
+
+// begin registers a transaction at startTS, pinning it in regions.
+func (g *txnRegistry) begin(startTS uint64, now time.Time, regions []*region.Region) (string, error) {
+	var b [12]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", err
+	}
+	id := "t" + hex.EncodeToString(b[:])
+	t := &registeredTxn{startTS: startTS, began: now}
+	for _, e := range regions {
+		if s, err := e.SnapshotAt(startTS); err == nil {
+			t.pins = append(t.pins, s) // a region closing meanwhile needs no pin
+		}
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.open >= MaxOpenTxns {
+		unpin(t)
+		return "", status.Errorf(codes.ResourceExhausted, "%d transactions are open at this store, the most it keeps: commit or roll back some (RollbackTxn), or wait for them to time out (%v)", g.open, g.timeout)
+	}
+	g.txns[id] = t
+	g.open++
+	return id, nil
+}
+
+func unpin(t *registeredTxn) {
+	for _, s := range t.pins {
+		s.Close()
+	}
+	t.pins = nil
+}
+
+// endLocked ends an open or committing t in state.
+func (g *txnRegistry) endLocked(t *registeredTxn, state txnState, now time.Time) {
+	if t.state == txnOpen || t.state == txnCommitting {
+		g.open--
+		unpin(t)
+	}
+	t.state, t.ended = state, now
+}
+
+// notFound is the error for an id this store does not know.
+func notFound(id string) error {
+	return status.Errorf(codes.NotFound, "transaction %q is not known to this store: it began at another store (send its CommitTxn and RollbackTxn to the store that answered its BeginTxn), this store restarted since, or it ended long ago", id)
+}
+
+// startCommit marks id as being committed and returns its start timestamp;
+// done, if not nil, is the answer of its earlier commit (a retry).
+// startTS, when not 0, must be the transaction's own.
+func (g *txnRegistry) startCommit(id string, startTS uint64, requestID string, now time.Time) (ts uint64, done *kvpb.CommitTxnResponse, err error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	t, ok := g.txns[id]
+	if !ok {
+		return 0, nil, notFound(id)
+	}
+	if startTS != 0 && startTS != t.startTS {
+		return 0, nil, status.Errorf(codes.InvalidArgument, "start_ts %d is not transaction %s's (%d): leave start_ts 0 with a txn_id", startTS, id, t.startTS)
+	}
+	if t.state == txnOpen && now.Sub(t.began) > g.timeout {
+		g.endLocked(t, txnTimedOut, now)
+	}
+	switch t.state {
+	case txnOpen:
+		t.state, t.requestID = txnCommitting, requestID
+		return t.startTS, nil, nil
+	case txnCommitted:
+		if requestID != "" && requestID == t.requestID {
+			return 0, t.commit, nil // a retry whose first answer was lost
+		}
+		return 0, nil, status.Errorf(codes.FailedPrecondition, "transaction %s already committed at %d; a transaction commits once", id, t.commit.GetCommitTs())
+	case txnCommitting:
+		return 0, nil, status.Errorf(codes.FailedPrecondition, "transaction %s is being committed by another request; retry with the same request ID to learn its outcome", id)
+	case txnTimedOut:
+		return 0, nil, txnEnded(fmt.Sprintf("transaction %s timed out: it was neither committed nor rolled back within %v of BeginTxn (--txn-timeout); nothing of it was written, run it again", id, g.timeout))
+	default:
+		return 0, nil, txnEnded(fmt.Sprintf("transaction %s was %s; nothing of it was written, run it again", id, t.state))
+	}
+}
+
+// txnEnded is the FAILED_PRECONDITION of a commit of a transaction that
+// ended without one, with ErrorInfo reason TXN_ENDED.
+func txnEnded(msg string) error {
+	st := status.New(codes.FailedPrecondition, msg)
+	if d, err := st.WithDetails(&errdetails.ErrorInfo{Reason: contract.TxnEndedReason, Domain: contract.ErrorDomain}); err == nil {
+		st = d
+	}
+	return st.Err()
+}
+
+// finishCommit records the outcome of a commit startCommit began: a
+// commit or a conflict ends the transaction; any other error leaves it
+// open, so the commit may be retried.
+func (g *txnRegistry) finishCommit(id string, resp *kvpb.CommitTxnResponse, err error, now time.Time) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	t, ok := g.txns[id]
+	if !ok || t.state != txnCommitting {
+		return
+	}
+	switch {
+	case err == nil:
+		g.endLocked(t, txnCommitted, now)
+		t.commit = resp
+	case status.Code(err) == codes.Aborted:
+		g.endLocked(t, txnAborted, now)
+	default:
+		t.state = txnOpen
+	}
+}
+
+// rollback ends id without a commit.
+func (g *txnRegistry) rollback(id string, now time.Time) error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	t, ok := g.txns[id]
+	if !ok {
+		return notFound(id)
+	}
+	switch t.state {
+	case txnOpen:
+		g.endLocked(t, txnRolledBack, now)
+		return nil
+	case txnCommitting:
+		return status.Errorf(codes.FailedPrecondition, "transaction %s is being committed; its commit decides", id)
+	case txnCommitted:
+		return status.Errorf(codes.FailedPrecondition, "transaction %s committed at %d; a committed transaction cannot be rolled back", id, t.commit.GetCommitTs())
+	default:
+		return nil // already ended without a commit
+	}
+}
+
+// sweep times out the open transactions past the timeout and forgets the
+// ended ones past keepEnded.
+func (g *txnRegistry) sweep(now time.Time) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for id, t := range g.txns {
+		switch {
+		case t.state == txnOpen && now.Sub(t.began) > g.timeout:
+			g.endLocked(t, txnTimedOut, now)
+		case t.state >= txnCommitted && now.Sub(t.ended) > g.keepEnded:
+			delete(g.txns, id)
+		}
+	}
+}
+
+// run sweeps every interval until ctx ends.
+func (g *txnRegistry) run(ctx context.Context, interval time.Duration) {
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-tick.C:
+			g.sweep(now)
+		}
+	}
+}
+
+// errTxnIDAndStart is the error of a request naming neither.
+var errTxnIDAndStart = errors.New("neither txn_id nor start_ts is set: take them from BeginTxn")
+
+// BeginTxn implements kvpb.KVServer: the start timestamp is this store's
+// clock, and the transaction is registered here (see above).
+func (s *KV) BeginTxn(ctx context.Context, _ *kvpb.BeginTxnRequest) (*kvpb.BeginTxnResponse, error) {
+	s.answering(ctx)
+	now := time.Now()
+	startTS := uint64(now.UnixNano())
+	var regions []*region.Region
+	s.store.Open(func(_ *Assignment, e *region.Region) { regions = append(regions, e) })
+	id, err := s.txns.begin(startTS, now, regions)
+	if err != nil {
+		return nil, err
+	}
+	return &kvpb.BeginTxnResponse{StartTs: startTS, TxnId: id, TimeoutMs: uint64(s.txns.timeout / time.Millisecond)}, nil
+}
+
+// RollbackTxn implements kvpb.KVServer.
+func (s *KV) RollbackTxn(ctx context.Context, req *kvpb.RollbackTxnRequest) (*kvpb.RollbackTxnResponse, error) {
+	if req.TxnId == "" {
+		return nil, status.Error(codes.InvalidArgument, "txn_id is empty: take it from BeginTxn (a one-shot transaction has nothing to roll back)")
+	}
+	if err := s.txns.rollback(req.TxnId, time.Now()); err != nil {
+		return nil, err
+	}
+	return &kvpb.RollbackTxnResponse{}, nil
+}
+
+// commitRegistered is CommitTxn of a registered transaction.
+func (s *KV) commitRegistered(ctx context.Context, req *kvpb.CommitTxnRequest) (*kvpb.CommitTxnResponse, error) {
+	if len(req.Mutations) == 0 {
+		return nil, status.Error(codes.InvalidArgument, "a transaction commits at least one mutation (roll a read-only transaction back with RollbackTxn)")
+	}
+	requestID, _, err := incomingRequestID(ctx)
+	if err != nil {
+		return nil, err
+	}
+	startTS, done, err := s.txns.startCommit(req.TxnId, req.StartTs, requestID, time.Now())
+	if err != nil || done != nil {
+		return done, err
+	}
+	one := &kvpb.CommitTxnRequest{StartTs: startTS, Mutations: req.Mutations}
+	resp, err := s.commitOneShot(ctx, one)
+	s.txns.finishCommit(req.TxnId, resp, err, time.Now())
+	if err != nil {
+		return nil, err
+	}
+	return resp, nil
+}
