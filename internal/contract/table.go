@@ -56,6 +56,8 @@ func Settings() []Setting {
 		{"store --release-timeout", dur(DefaultReleaseTimeout)},
 		{"store --ownership-check-interval", dur(DefaultOwnershipCheckInterval)},
 		{"store --release-poll-interval", dur(DefaultReleasePollInterval)},
+		{"store --txn-lock-ttl", dur(DefaultTxnLockTTL)},
+		{"store --txn-timeout", dur(DefaultTxnTimeout)},
 		{"store --remote-block-timeout", dur(DefaultRemoteBlockTimeout)},
 		{"store --remote-block-retry-after", dur(DefaultRemoteBlockRetryAfter)},
 		{"store --remote-cache-rate", fmt.Sprintf("%d B/s", DefaultRemoteCacheRate)},
