@@ -167,6 +167,20 @@ func (v *View) AppendIterators(dst []iterator.Iterator) []iterator.Iterator {
 	return dst
 }
 
+// AppendIteratorsAfter is AppendIterators without the pipeline segments
+// whose versions are all at or below ts: what a search for a version newer
+// than ts needs (a transaction's validation). The active segment, still
+// written, is always included.
+func (v *View) AppendIteratorsAfter(dst []iterator.Iterator, ts uint64) []iterator.Iterator {
+	dst = append(dst, v.active.NewIterator())
+	for _, s := range v.pipeline {
+		if _, hi := s.tsRange(); hi > ts {
+			dst = append(dst, s.NewIterator())
+		}
+	}
+	return dst
+}
+
 // NewIterator returns one iterator over every version, in key order.
 func (v *View) NewIterator() iterator.Iterator {
 	if len(v.pipeline) == 0 {

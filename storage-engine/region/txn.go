@@ -71,7 +71,7 @@ func (r *Region) validateTxn(ctx context.Context, startTS uint64, b *Batch) erro
 	}
 	defer rs.release()
 	for _, o := range b.ops {
-		ts, ok, err := rs.newestTS(ctx, o.key)
+		ts, ok, err := rs.newestTS(ctx, o.key, startTS)
 		if err != nil {
 			return err
 		}
@@ -83,8 +83,11 @@ func (r *Region) validateTxn(ctx context.Context, startTS uint64, b *Batch) erro
 }
 
 // newestTS returns the timestamp of key's newest version (a tombstone
-// included), whatever its visibility.
-func (rs *readState) newestTS(ctx context.Context, key []byte) (uint64, bool, error) {
+// included), whatever its visibility, if it is newer than after; (0,
+// false) when no version is. Segments and files whose versions are all at
+// or below after are not searched: a validation at a recent start
+// searches the few newest segments only.
+func (rs *readState) newestTS(ctx context.Context, key []byte, after uint64) (uint64, bool, error) {
 	seek := kv.MakeSearchKey(key, kv.MaxTimestamp)
 	// Memstores newest first, each newer than every file; within one, its
 	// segments newest first (per key, the first that has a version has the
@@ -92,7 +95,7 @@ func (rs *readState) newestTS(ctx context.Context, key []byte) (uint64, bool, er
 	// commits too). One iterator per segment, not a merge of them all.
 	var its []iterator.Iterator
 	for _, m := range rs.mems {
-		its = m.AppendIterators(its[:0])
+		its = m.AppendIteratorsAfter(its[:0], after)
 		for j, it := range its {
 			ok := it.SeekGE(seek) && bytes.Equal(it.Key().UserKey, key)
 			var ts uint64
@@ -104,13 +107,16 @@ func (rs *readState) newestTS(ctx context.Context, key []byte) (uint64, bool, er
 				for _, rest := range its[j+1:] {
 					_ = rest.Close()
 				}
-				return ts, true, nil
+				return ts, ts > after, nil
 			}
 		}
 	}
 	tables := rs.tablesFor(key)
 	for i := len(tables) - 1; i >= 0; i-- {
 		t := tables[i]
+		if t.meta.MaxTS <= after {
+			continue
+		}
 		if bytes.Compare(key, t.meta.Smallest) < 0 || bytes.Compare(key, t.meta.Largest) > 0 || !t.reader.MayContain(key) {
 			continue
 		}
@@ -126,7 +132,7 @@ func (rs *readState) newestTS(ctx context.Context, key []byte) (uint64, bool, er
 			return 0, false, err
 		}
 		if ok {
-			return ts, true, nil
+			return ts, ts > after, nil
 		}
 	}
 	return 0, false, nil
