@@ -51,7 +51,7 @@ func NewKV(store *Store, fwd *Forwarding, m *Metrics) *KV {
 	s := &KV{store: store, fwd: fwd, metrics: m,
 		txns: newTxnRegistry(store.opts.TxnTimeout, store.opts.TxnOutcomeRetryWindow)}
 	go s.RunLockResolver(store.bg, store.opts.TxnLockResolveInterval)
-	go s.txns.run(store.bg, time.Second)
+	go every(store.bg, time.Second, s.txns.sweep)
 	return s
 }
 

@@ -432,16 +432,9 @@ func (s *KV) ResolveExpiredLocks(ctx context.Context) {
 
 // RunLockResolver calls ResolveExpiredLocks every interval until ctx ends.
 func (s *KV) RunLockResolver(ctx context.Context, interval time.Duration) {
-	tick := time.NewTicker(interval)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-			rctx, cancel := context.WithTimeout(ctx, interval*5)
-			s.ResolveExpiredLocks(rctx)
-			cancel()
-		}
-	}
+	every(ctx, interval, func(time.Time) {
+		rctx, cancel := context.WithTimeout(ctx, interval*5)
+		defer cancel()
+		s.ResolveExpiredLocks(rctx)
+	})
 }

@@ -224,20 +224,6 @@ func (g *txnRegistry) sweep(now time.Time) {
 	}
 }
 
-// run sweeps every interval until ctx ends.
-func (g *txnRegistry) run(ctx context.Context, interval time.Duration) {
-	tick := time.NewTicker(interval)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case now := <-tick.C:
-			g.sweep(now)
-		}
-	}
-}
-
 // errTxnIDAndStart is the error of a request naming neither.
 var errTxnIDAndStart = errors.New("neither txn_id nor start_ts is set: take them from BeginTxn")
 

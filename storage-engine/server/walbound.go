@@ -107,6 +107,18 @@ func walFlushes(rs []walRegion, now time.Time, maxAge time.Duration, limit int64
 
 // runWALBound runs boundWAL every interval until ctx ends.
 func (s *Store) runWALBound(ctx context.Context, interval time.Duration) {
+	every(ctx, interval, func(now time.Time) {
+		byAge, byCap := s.boundWAL(ctx, now)
+		if len(byAge)+len(byCap) > 0 {
+			s.opts.Region.Logger.Debug("flushed regions to bound the WAL", "byAge", byAge, "byCap", byCap)
+		}
+	})
+}
+
+// every calls f every interval, with the tick's time, until ctx ends: the
+// store's background loops (the WAL bound, the lock resolver, the
+// transaction registry's sweep).
+func every(ctx context.Context, interval time.Duration, f func(now time.Time)) {
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
@@ -114,10 +126,7 @@ func (s *Store) runWALBound(ctx context.Context, interval time.Duration) {
 		case <-ctx.Done():
 			return
 		case now := <-t.C:
-			byAge, byCap := s.boundWAL(ctx, now)
-			if len(byAge)+len(byCap) > 0 {
-				s.opts.Region.Logger.Debug("flushed regions to bound the WAL", "byAge", byAge, "byCap", byCap)
-			}
+			f(now)
 		}
 	}
 }
