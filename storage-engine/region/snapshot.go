@@ -83,3 +83,8 @@ func (r *Region) snapshotList() []uint64 {
 // Snapshots are the read timestamps open snapshots pin, ascending (one per
 // timestamp however many pin it).
 func (r *Region) Snapshots() []uint64 { return r.snapshotList() }
+
+// DropsVersions reports whether compactions may drop versions a read at an
+// older timestamp needs (retention keeps at most MaxVersions): only then
+// does a snapshot need pinning.
+func (r *Region) DropsVersions() bool { return r.opts.Retention.MaxVersions > 0 }

@@ -20,10 +20,10 @@ import (
 
 // The transactions BeginTxn registers (txn ids). A registered transaction
 // lives at the store that began it, in memory: CommitTxn and RollbackTxn
-// name it there. While it is open, every region of that store keeps the
-// versions it reads (a snapshot pinned at its start timestamp), so
-// compactions that drop old versions (retention.maxVersions > 0) do not
-// drop them under it; it ends when it commits, rolls back, or times out
+// name it there. While it is open, every region of that store that drops
+// old versions (retention.maxVersions > 0) keeps the versions it reads (a
+// snapshot pinned at its start timestamp; a region that keeps every
+// version needs no pin and takes none); it ends when it commits, rolls back, or times out
 // (TxnTimeout after its begin), and its pins go with it. An ended
 // transaction is remembered for TxnOutcomeRetryWindow, so a retried commit
 // whose first answer was lost gets that answer, and a late commit of a
@@ -87,6 +87,9 @@ func (g *txnRegistry) begin(startTS uint64, now time.Time, regions []*region.Reg
 	id := "t" + hex.EncodeToString(b[:])
 	t := &registeredTxn{startTS: startTS, began: now}
 	for _, e := range regions {
+		if !e.DropsVersions() {
+			continue // it keeps every version: nothing to pin
+		}
 		if s, err := e.SnapshotAt(startTS); err == nil {
 			t.pins = append(t.pins, s) // a region closing meanwhile needs no pin
 		}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/bellows-kv/bellows/internal/contract"
 	kvpb "github.com/bellows-kv/bellows/proto/bellows/kv/v1"
+	"github.com/bellows-kv/bellows/storage-engine/compaction"
 	"github.com/bellows-kv/bellows/storage-engine/region"
 )
 
@@ -18,7 +19,7 @@ import (
 // ID gets the same answer, another commit is refused); a rollback or the
 // timeout ends it without one (TXN_ENDED), and releases the pins.
 func TestTxnRegistryLifecycle(t *testing.T) {
-	s, _ := fourRegionStore(t, StoreOptions{WALBoundInterval: time.Hour})
+	s, _ := fourRegionStore(t, StoreOptions{WALBoundInterval: time.Hour, Region: region.Options{Retention: compaction.Retention{MaxVersions: 1}}})
 	var regions []*region.Region
 	s.Open(func(_ *Assignment, e *region.Region) { regions = append(regions, e) })
 	g := newTxnRegistry(time.Minute, 10*time.Minute)
@@ -87,6 +88,18 @@ func TestTxnRegistryLifecycle(t *testing.T) {
 		t.Fatalf("a commit that failed without an outcome stays open for its retry: %v", err)
 	}
 	g.finishCommit(retried, &kvpb.CommitTxnResponse{CommitTs: 401}, nil, now)
+
+	// A store whose regions keep every version pins nothing.
+	keepAll, _ := fourRegionStore(t, StoreOptions{WALBoundInterval: time.Hour})
+	var keepers []*region.Region
+	keepAll.Open(func(_ *Assignment, e *region.Region) { keepers = append(keepers, e) })
+	unpinned, _ := g.begin(450, now, keepers)
+	for _, e := range keepers {
+		if got := e.Snapshots(); len(got) != 0 {
+			t.Fatalf("a region that keeps every version was pinned at %v", got)
+		}
+	}
+	_ = g.rollback(unpinned, now)
 
 	stale, _ := g.begin(500, now, regions)
 	if pinned() != len(regions) {

@@ -27,7 +27,8 @@ func fourRegionStore(t *testing.T, o StoreOptions) (s *Store, reopen func() *Sto
 		t.Fatal(err)
 	}
 	o.WALRoot = filepath.Join(dir, "wal")
-	o.Region = region.Options{Bucket: b, DisableAutoCompaction: true, MemstoreBytes: 1 << 20, WALMode: wal.ModeAsync}
+	retention := o.Region.Retention // the caller's, else every version
+	o.Region = region.Options{Bucket: b, DisableAutoCompaction: true, MemstoreBytes: 1 << 20, WALMode: wal.ModeAsync, Retention: retention}
 	open := func() *Store {
 		s, err := OpenStore(context.Background(), spans, o)
 		if err != nil {
