@@ -140,8 +140,9 @@ bench-memstore: build
 
 ## bench-txn: what snapshot-isolation transactions cost: 4-write transactions against batches in an
 ## in-process region (async WAL, 4 writers, 5 interleaved runs), and aborts under contention over
-## 10000, 100 and 10 hot keys; then recovery after a SIGKILL against uptime (5-60 s of writes),
-## with and without the WAL bound; about 5 minutes on two idle cores. Writes bench/results/txn.{json,md}
+## 10000, 100 and 10 hot keys; the bank workload against two bellows stores SIGKILLed 10 times;
+## then recovery after a SIGKILL against uptime (5-60 s of writes), with and without the WAL bound;
+## about 6 minutes on two idle cores. Writes bench/results/txn.{json,md}
 bench-txn: build
 	$(BIN)/bellows-bench txn --out bench/results $(BENCH_ARGS)
 

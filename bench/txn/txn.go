@@ -37,8 +37,13 @@ type Config struct {
 	Phase                        time.Duration
 	HotKeys                      []int
 	ContentionWorkers            int
-	// Sections are the parts to run: throughput, contention, recovery.
+	// Sections are the parts to run: throughput, contention, bank, recovery.
 	Sections []string
+	// BankCrashes is how many store crashes the bank section has, one
+	// after every BankTransfersPerCrash committed transfers.
+	BankCrashes, BankTransfersPerCrash int
+	// Bellows is the bellows binary the bank section starts its stores from.
+	Bellows string
 	// RecoveryUptimes are how long each writer runs before its crash, in
 	// both modes; RecoveryRate is its write rate in bytes/s.
 	RecoveryUptimes []time.Duration
@@ -49,12 +54,13 @@ type Config struct {
 }
 
 // Sections are the benchmark's parts, in the order they run.
-var Sections = []string{"throughput", "contention", "recovery"}
+var Sections = []string{"throughput", "contention", "bank", "recovery"}
 
 // Default is the full run: about 7 minutes on two idle cores.
 func Default() Config {
 	return Config{Keys: 1_000_000, Preload: 200_000, Workers: 4, Runs: 5, Phase: 3 * time.Second,
 		HotKeys: []int{10_000, 100, 10}, ContentionWorkers: 8, Sections: Sections,
+		BankCrashes: 10, BankTransfersPerCrash: 500,
 		RecoveryUptimes: []time.Duration{5 * time.Second, 15 * time.Second, 30 * time.Second, 60 * time.Second},
 		RecoveryRate:    16 << 20}
 }
@@ -79,23 +85,14 @@ type Contention struct {
 
 // Report is txn.json.
 type Report struct {
-	Command    string       `json:"command"`
-	Regime     string       `json:"regime"`
-	Throughput Throughput   `json:"throughput"`
-	Contention []Contention `json:"contention"`
-	// Bank is not measured by this benchmark (see txn.md): the bank
-	// runs as a process test.
-	Bank                *Bank      `json:"bank,omitempty"`
-	RecoveryRegime      string     `json:"recovery_regime,omitempty"`
-	MemstoreBudgetBytes int64      `json:"memstore_budget_bytes,omitempty"`
-	Recovery            []Recovery `json:"recovery,omitempty"`
-}
-
-// Bank is the bank workload's outcome.
-type Bank struct {
-	Transfers           int `json:"transfers"`
-	Crashes             int `json:"crashes"`
-	InvariantViolations int `json:"invariant_violations"`
+	Command             string       `json:"command"`
+	Regime              string       `json:"regime"`
+	Throughput          Throughput   `json:"throughput"`
+	Contention          []Contention `json:"contention"`
+	Bank                *BankResult  `json:"bank,omitempty"`
+	RecoveryRegime      string       `json:"recovery_regime,omitempty"`
+	MemstoreBudgetBytes int64        `json:"memstore_budget_bytes,omitempty"`
+	Recovery            []Recovery   `json:"recovery,omitempty"`
 }
 
 // Recovery is one recovery measurement: a writer killed after UptimeS
@@ -152,6 +149,14 @@ func Run(ctx context.Context, cfg Config, work string, progress func(string)) (R
 			}
 			rep.Contention = append(rep.Contention, c)
 		}
+	}
+	if slices.Contains(cfg.Sections, "bank") {
+		progress("bank")
+		b, err := bankRun(ctx, cfg.Bellows, filepath.Join(work, "bank"), cfg.BankCrashes, cfg.BankTransfersPerCrash, progress)
+		if err != nil {
+			return rep, err
+		}
+		rep.Bank = &b
 	}
 	if slices.Contains(cfg.Sections, "recovery") {
 		rep.RecoveryRegime = fmt.Sprintf("a store of %d regions with %d MiB Eager memstores keeping 1 version (budget %d MiB), async WAL; a writer process overwrites %d hot keys per region (1 KB values) at %d MiB/s after writing one cold key per region, and is SIGKILLed after the uptime; the store is then opened %d times from its WAL (median, min–max). Unbounded: memstore.maxWALBytes, memstore.maxStoreWALBytes and memstore.maxWALAge out of reach; bounded: their defaults (2 × memstore.bytes, the budget, 1 h)",

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"syscall"
 
@@ -14,7 +15,7 @@ import (
 
 func newTxnCommand() *cobra.Command {
 	cfg := txn.Default()
-	var out string
+	var out, bellows string
 	cmd := &cobra.Command{
 		Use:   "txn",
 		Short: "What snapshot-isolation transactions cost, and how long recovery takes with and without the WAL bound",
@@ -22,6 +23,8 @@ func newTxnCommand() *cobra.Command {
 			"each, as transactions and as plain batches, in interleaved runs (throughput ratio, goal ≥ 0.5×).\n" +
 			"contention: transactions incrementing 2 keys of 10000, 100 and 10 hot keys (abort rate, commits/s, and a\n" +
 			"check that no update was lost).\n" +
+			"bank: the bank workload against two `bellows store` processes, SIGKILLed and restarted in turn (invariant and\n" +
+			"snapshot-isolation violations, goal 0).\n" +
 			"recovery: a writer process SIGKILLed after each --recovery-uptimes, with and without the WAL bound; the\n" +
 			"store's recovery time and replayed bytes (goal: flat in uptime, ≤ 2 s per GiB of memstore budget).\n" +
 			"Writes txn.json and txn.md into --out. About 7 minutes; run it on an otherwise idle machine.",
@@ -34,6 +37,11 @@ func newTxnCommand() *cobra.Command {
 				return err
 			}
 			cfg.Self = self
+			if slices.Contains(cfg.Sections, "bank") {
+				if cfg.Bellows, err = findBellows(bellows); err != nil {
+					return err
+				}
+			}
 			work, err := os.MkdirTemp("", "bellows-bench-txn-")
 			if err != nil {
 				return err
@@ -57,6 +65,9 @@ func newTxnCommand() *cobra.Command {
 	cmd.Flags().IntVar(&cfg.Workers, "workers", cfg.Workers, "writers in the throughput runs")
 	cmd.Flags().StringSliceVar(&cfg.Sections, "sections", cfg.Sections, "parts to run, of "+strings.Join(txn.Sections, ","))
 	cmd.Flags().DurationSliceVar(&cfg.RecoveryUptimes, "recovery-uptimes", cfg.RecoveryUptimes, "how long each recovery writer runs before it is killed")
+	cmd.Flags().IntVar(&cfg.BankCrashes, "bank-crashes", cfg.BankCrashes, "store crashes in the bank section")
+	cmd.Flags().IntVar(&cfg.BankTransfersPerCrash, "bank-transfers", cfg.BankTransfersPerCrash, "committed transfers before each bank crash, and after the last")
+	cmd.Flags().StringVar(&bellows, "bellows", "", "the bellows binary for the bank section's stores (default: bellows next to this binary, then $PATH)")
 	cmd.Flags().IntVar(&cfg.RecoveryRate, "recovery-rate", cfg.RecoveryRate, "the recovery writer's rate, bytes/s")
 	cmd.AddCommand(newRecoveryWriterCommand())
 	return cmd

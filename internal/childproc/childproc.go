@@ -106,3 +106,13 @@ func FirstExit(children []*Child) <-chan error {
 	}
 	return ch
 }
+
+// Kill sends SIGKILL and waits for the exit: a crash, nothing flushed or
+// released.
+func (c *Child) Kill() {
+	if c.Cmd.Process == nil {
+		return
+	}
+	_ = c.Cmd.Process.Signal(syscall.SIGKILL)
+	<-c.exited
+}

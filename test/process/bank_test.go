@@ -2,13 +2,7 @@ package process
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"math/rand/v2"
-	"strconv"
-	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -16,7 +10,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
-	"github.com/bellows-kv/bellows/client"
+	"github.com/bellows-kv/bellows/internal/bank"
 	"github.com/bellows-kv/bellows/internal/contract"
 	"github.com/bellows-kv/bellows/internal/sicheck"
 	kvpb "github.com/bellows-kv/bellows/proto/bellows/kv/v1"
@@ -33,72 +27,22 @@ func startTxnStore(t *testing.T, name, bucket, walDir, addr, owner, peers string
 		"--txn-lock-ttl="+txnLockTTL.String())
 }
 
-// txnHistory records transactions for the snapshot-isolation checker.
-type txnHistory struct {
-	mu   sync.Mutex
-	txns []sicheck.Txn
-	seq  atomic.Int64
-}
+// bankRegions is how many regions the bank's stores split the key space into.
+const bankRegions = 4
 
-func (h *txnHistory) add(x sicheck.Txn) {
-	h.mu.Lock()
-	h.txns = append(h.txns, x)
-	h.mu.Unlock()
-}
+// bankAccount is account i's key, in region i % bankRegions.
+func bankAccount(i int) []byte { return regionKey(i%bankRegions, fmt.Sprintf("acct-%02d", i)) }
 
-func (h *txnHistory) check(t *testing.T) {
-	t.Helper()
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	count := map[sicheck.Outcome]int{}
-	for _, x := range h.txns {
-		count[x.Outcome]++
-	}
-	t.Logf("txnHistory: %d transactions: %d committed, %d aborted, %d outcome unknown, %d read-only",
-		len(h.txns), count[sicheck.Committed], count[sicheck.Aborted], count[sicheck.Unknown], count[sicheck.ReadOnly])
-	for _, err := range sicheck.Check(h.txns, 20) {
-		t.Error("snapshot isolation: ", err)
-	}
-}
-
-// outcome classifies a commit's error.
-func outcome(err error) sicheck.Outcome {
-	switch {
-	case err == nil:
-		return sicheck.Committed
-	case errors.Is(err, client.ErrConflict):
-		return sicheck.Aborted
-	}
-	return sicheck.Unknown
-}
-
-const (
-	accountsPerRegion = 4
-	startBalance      = 100
-)
-
-func account(i int) []byte { return regionKey(i%4, fmt.Sprintf("acct-%02d", i)) }
-
-// balance parses "balance:writer".
-func balance(v []byte) (int, error) {
-	b, _, ok := strings.Cut(string(v), ":")
-	if !ok {
-		return 0, fmt.Errorf("malformed balance %q", v)
-	}
-	return strconv.Atoi(b)
-}
-
-// The bank: accounts in every region, concurrent transfers between
-// accounts of different regions (cross-region transactions), readers that
-// sum every balance in one snapshot, and stores SIGKILLed mid-commit and
-// restarted, clients cut off mid-commit. The total never changes in any
-// read, after the restarts, and the recorded txnHistory is snapshot isolated.
+// The bank (internal/bank): accounts in every region, concurrent transfers
+// between accounts of different regions (cross-region transactions), readers
+// that sum every balance in one snapshot, and stores SIGKILLed mid-commit
+// and restarted, clients cut off mid-commit. The total never changes in any
+// read, after the restarts, and the recorded history is snapshot isolated.
 func TestBankAcrossRegionsWithCrashes(t *testing.T) {
 	bucket := "file://" + t.TempDir()
 	addrA, addrB := freeAddr(t), freeAddr(t)
 	walA, walB := t.TempDir(), t.TempDir()
 	peers := addrA + "," + addrB
-	var storesMu sync.Mutex
 	stores := map[string]*proc{
 		"store-a": startTxnStore(t, "store-a", bucket, walA, addrA, "0/2", peers),
 		"store-b": startTxnStore(t, "store-b", bucket, walB, addrB, "1/2", peers),
@@ -106,162 +50,12 @@ func TestBankAcrossRegionsWithCrashes(t *testing.T) {
 	c := newClient(t, stores["store-a"], stores["store-b"])
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	const accounts = 4 * accountsPerRegion
-	const total = accounts * startBalance
-	h := &txnHistory{}
-
-	// The accounts open in one transaction across all four regions.
-	seed, err := c.Begin(ctx)
+	b, err := bank.Open(ctx, c, bank.Config{Regions: bankRegions, AccountsPerRegion: 4, Key: bankAccount,
+		StartBalance: 100, Transferers: 4, Summers: 2, AbandonEvery: 10})
 	if err != nil {
 		t.Fatal(err)
-	}
-	seedTxn := sicheck.Txn{ID: "seed", StartTS: seed.StartTS(), Writes: map[string]string{}}
-	for i := range accounts {
-		v := fmt.Sprintf("%d:seed", startBalance)
-		seed.Put(account(i), []byte(v))
-		seedTxn.Writes[string(account(i))] = v
-	}
-	res, err := seed.Commit(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	seedTxn.CommitTS, seedTxn.Outcome = res.CommitTS, sicheck.Committed
-	h.add(seedTxn)
-
-	var transfers, sums, violations atomic.Int64
-	// committed wakes awaitTransfers after each committed transfer.
-	committed := make(chan struct{}, 1)
-	transfer := func(rng *rand.Rand, deadline time.Duration) {
-		id := fmt.Sprintf("t%d", h.seq.Add(1))
-		from := rng.IntN(accounts)
-		to := (from + 1 + rng.IntN(3)) % 4 // another region
-		to += 4 * rng.IntN(accountsPerRegion)
-		tctx, tcancel := context.WithTimeout(ctx, deadline)
-		defer tcancel()
-		x, err := c.Begin(tctx)
-		if err != nil {
-			return
-		}
-		rec := sicheck.Txn{ID: id, StartTS: x.StartTS(), Reads: map[string]string{}, Writes: map[string]string{}}
-		var bal [2]int
-		for i, a := range []int{from, to} {
-			v, _, err := x.Get(tctx, account(a))
-			if err != nil {
-				if len(rec.Reads) > 0 {
-					h.add(rec)
-				}
-				return
-			}
-			rec.Reads[string(account(a))] = string(v)
-			if bal[i], err = balance(v); err != nil {
-				t.Error(err)
-				return
-			}
-		}
-		amount := 1 + rng.IntN(10)
-		if bal[0] < amount {
-			h.add(rec)
-			return
-		}
-		for i, a := range []int{from, to} {
-			v := fmt.Sprintf("%d:%s", bal[i]+[]int{-amount, amount}[i], id)
-			x.Put(account(a), []byte(v))
-			rec.Writes[string(account(a))] = v
-		}
-		r, err := x.Commit(tctx)
-		rec.Outcome = outcome(err)
-		rec.CommitTS = r.CommitTS
-		h.add(rec)
-		if err == nil {
-			transfers.Add(1)
-			select {
-			case committed <- struct{}{}:
-			default:
-			}
-		}
-	}
-	sum := func() {
-		id := fmt.Sprintf("r%d", h.seq.Add(1))
-		rctx, rcancel := context.WithTimeout(ctx, 20*time.Second)
-		defer rcancel()
-		x, err := c.Begin(rctx)
-		if err != nil {
-			return
-		}
-		rec := sicheck.Txn{ID: id, StartTS: x.StartTS(), Reads: map[string]string{}}
-		s := 0
-		for i := range accounts {
-			v, _, err := x.Get(rctx, account(i))
-			if err != nil {
-				return
-			}
-			rec.Reads[string(account(i))] = string(v)
-			b, err := balance(v)
-			if err != nil {
-				t.Error(err)
-				return
-			}
-			s += b
-		}
-		h.add(rec)
-		sums.Add(1)
-		if s != total {
-			violations.Add(1)
-			t.Errorf("%s: the balances at %d sum to %d, not %d", id, x.StartTS(), s, total)
-		}
-	}
-
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	for w := range 4 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			rng := rand.New(rand.NewPCG(uint64(w), 1))
-			for {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				// One transfer in ten gets a deadline that ends it
-				// mid-commit: a client that goes away.
-				deadline := 20 * time.Second
-				if rng.IntN(10) == 0 {
-					deadline = time.Duration(1+rng.IntN(3)) * time.Millisecond
-				}
-				transfer(rng, deadline)
-			}
-		}()
-	}
-	for range 2 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				sum()
-			}
-		}()
-	}
-	awaitTransfers := func(n int64, why string) {
-		t.Helper()
-		timeout := time.After(time.Minute)
-		for transfers.Load() < n {
-			select {
-			case <-committed:
-			case <-timeout:
-				t.Fatalf("%s: only %d transfers committed in a minute", why, transfers.Load())
-			}
-		}
 	}
 	restart := func(name string) {
-		storesMu.Lock()
-		defer storesMu.Unlock()
 		stores[name].kill()
 		addr, wal, owner := addrA, walA, "0/2"
 		if name == "store-b" {
@@ -269,32 +63,46 @@ func TestBankAcrossRegionsWithCrashes(t *testing.T) {
 		}
 		stores[name] = startTxnStore(t, name, bucket, wal, addr, owner, peers)
 	}
-	awaitTransfers(100, "before the first crash")
-	restart("store-b")
-	awaitTransfers(transfers.Load()+100, "after store-b's restart")
-	restart("store-a")
-	awaitTransfers(transfers.Load()+100, "after store-a's restart")
-	close(stop)
-	wg.Wait()
-	// After the crashes: once every lock left behind has been resolved (by
-	// the reads below or the stores' resolver), the total still holds, in
-	// a snapshot and in a plain scan.
-	sum()
-	rows, err := c.ScanAll(ctx, nil, nil, client.ScanOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := 0
-	for _, kv := range rows {
-		if b, err := balance(kv.Value); err == nil && strings.Contains(string(kv.Key), "acct-") {
-			s += b
+	b.Start(ctx)
+	awaitTransfers := func(why string) {
+		t.Helper()
+		if err := b.AwaitTransfers(ctx, b.Transfers()+100, time.Minute); err != nil {
+			b.Stop()
+			t.Fatalf("%s: %v", why, err)
 		}
 	}
-	if s != total {
-		t.Errorf("a plain scan after the workload sums to %d, not %d", s, total)
+	awaitTransfers("before the first crash")
+	restart("store-b")
+	awaitTransfers("after store-b's restart")
+	restart("store-a")
+	awaitTransfers("after store-a's restart")
+	b.Stop()
+	// After the crashes: once every lock left behind has been resolved (by
+	// the reads or the stores' resolver), the total still holds, in a
+	// snapshot and in a plain scan.
+	if err := b.Final(ctx); err != nil {
+		t.Fatal(err)
 	}
-	t.Logf("%d transfers committed, %d snapshot sums, %d invariant violations, 2 stores SIGKILLed and restarted", transfers.Load(), sums.Load(), violations.Load())
-	h.check(t)
+	res := b.Result()
+	for _, v := range res.Violations {
+		t.Error(v)
+	}
+	t.Logf("%d transfers committed, %d snapshot sums, %d invariant violations, 2 stores SIGKILLed and restarted", res.Transfers, res.Sums, len(res.Violations))
+	checkHistory(t, res.History)
+}
+
+// checkHistory runs the snapshot-isolation checker on a recorded history.
+func checkHistory(t *testing.T, txns []sicheck.Txn) {
+	t.Helper()
+	count := map[sicheck.Outcome]int{}
+	for _, x := range txns {
+		count[x.Outcome]++
+	}
+	t.Logf("history: %d transactions: %d committed, %d aborted, %d outcome unknown, %d read-only",
+		len(txns), count[sicheck.Committed], count[sicheck.Aborted], count[sicheck.Unknown], count[sicheck.ReadOnly])
+	for _, err := range sicheck.Check(txns, 20) {
+		t.Error("snapshot isolation: ", err)
+	}
 }
 
 // A coordinator that dies after prewriting leaves locks: a reader that
