@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/bellows-kv/bellows/client"
+	"github.com/bellows-kv/bellows/internal/sicheck"
 	kvpb "github.com/bellows-kv/bellows/proto/bellows/kv/v1"
 )
 
@@ -34,11 +35,34 @@ func TestTransactionsAgainstTwoStores(t *testing.T) {
 
 	t.Run("no lost update", func(t *testing.T) {
 		// 8 clients × 5 increments of one counter per region, each a
-		// transaction retried on conflict: every counter ends at 40.
+		// transaction retried on conflict: every counter ends at 40. Each
+		// value is "count:attempt", unique, so the recorded history is
+		// checked for snapshot isolation too.
+		var mu sync.Mutex
+		var history []sicheck.Txn
+		record := func(x sicheck.Txn) {
+			mu.Lock()
+			history = append(history, x)
+			mu.Unlock()
+		}
+		seed, err := c.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		seedRec := sicheck.Txn{ID: "seed", StartTS: seed.StartTS(), Writes: map[string]string{}}
 		for i := range 4 {
-			if _, err := c.Put(ctx, regionKey(i, "n"), []byte("0")); err != nil {
-				t.Fatal(err)
-			}
+			seed.Put(regionKey(i, "n"), []byte("0:seed"))
+			seedRec.Writes[string(regionKey(i, "n"))] = "0:seed"
+		}
+		res, err := seed.Commit(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		seedRec.CommitTS, seedRec.Outcome = res.CommitTS, sicheck.Committed
+		record(seedRec)
+		count := func(v []byte) (int, error) {
+			n, _, _ := strings.Cut(string(v), ":")
+			return strconv.Atoi(n)
 		}
 		var wg sync.WaitGroup
 		errs := make(chan error, 32)
@@ -48,22 +72,39 @@ func TestTransactionsAgainstTwoStores(t *testing.T) {
 				defer wg.Done()
 				for j := range 5 {
 					key := regionKey((w+j)%4, "n")
-					_, err := c.RunTxn(ctx, func(ctx context.Context, x *client.Txn) error {
+					// RunTxn retries only after a conflict or a refused
+					// commit, which wrote nothing: every attempt but the
+					// last aborted.
+					var last *sicheck.Txn
+					attempt := 0
+					res, err := c.RunTxn(ctx, func(ctx context.Context, x *client.Txn) error {
+						if last != nil {
+							last.Outcome = sicheck.Aborted
+							record(*last)
+						}
+						attempt++
+						last = &sicheck.Txn{ID: fmt.Sprintf("w%d-%d-%d", w, j, attempt), StartTS: x.StartTS(),
+							Reads: map[string]string{}, Writes: map[string]string{}}
 						v, _, err := x.Get(ctx, key)
 						if err != nil {
 							return err
 						}
-						n, err := strconv.Atoi(string(v))
+						last.Reads[string(key)] = string(v)
+						n, err := count(v)
 						if err != nil {
 							return err
 						}
-						x.Put(key, []byte(strconv.Itoa(n+1)))
+						nv := fmt.Sprintf("%d:%s", n+1, last.ID)
+						x.Put(key, []byte(nv))
+						last.Writes[string(key)] = nv
 						return nil
 					})
 					if err != nil {
 						errs <- err
 						return
 					}
+					last.Outcome, last.CommitTS = sicheck.Committed, res.CommitTS
+					record(*last)
 				}
 			}()
 		}
@@ -74,10 +115,11 @@ func TestTransactionsAgainstTwoStores(t *testing.T) {
 		}
 		for i := range 4 {
 			v, _, err := c.Get(ctx, regionKey(i, "n"))
-			if err != nil || string(v) != "10" {
+			if n, cerr := count(v); err != nil || cerr != nil || n != 10 {
 				t.Fatalf("counter of %s = %q, %v; want 10 (8 clients × 5 increments over 4 regions)", regionName(i), v, err)
 			}
 		}
+		checkHistory(t, history)
 	})
 
 	t.Run("a plain write after the start aborts the commit, naming the key", func(t *testing.T) {
