@@ -256,8 +256,11 @@ func (c *Client) refreshAfter(seen uint64) {
 // retry answer with what was.
 func staleRoute(err error) bool {
 	switch status.Code(err) {
-	case codes.Unavailable, codes.OutOfRange, codes.FailedPrecondition:
+	case codes.Unavailable, codes.OutOfRange:
 		return true
+	case codes.FailedPrecondition:
+		// A fenced store; not a refusal any store would repeat.
+		return !hasReason(err, contract.SnapshotTooOldReason) && !hasReason(err, contract.TxnEndedReason)
 	}
 	return false
 }

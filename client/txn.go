@@ -25,6 +25,20 @@ var ErrConflict = errors.New("bellows client: write conflict")
 // nothing of it was written. Run it again from Begin; RunTxn does.
 var ErrTxnLost = errors.New("bellows client: transaction lost")
 
+// ErrSnapshotTooOld: a transaction's read found that a region it read may
+// have dropped a version its snapshot needs (retention.maxVersions > 0 and
+// no pin of its start there). Nothing was written; RunTxn runs the
+// transaction again with a new start.
+var ErrSnapshotTooOld = errors.New("bellows client: snapshot too old")
+
+// readErr marks a transaction read's SNAPSHOT_TOO_OLD as ErrSnapshotTooOld.
+func readErr(err error) error {
+	if err != nil && hasReason(err, contract.SnapshotTooOldReason) {
+		return fmt.Errorf("%w: %s", ErrSnapshotTooOld, status.Convert(err).Message())
+	}
+	return err
+}
+
 // ConflictError is a Commit aborted because a write of Key committed
 // after the transaction started (first committer wins), or, with Key nil,
 // because a cross-region commit was rolled back (its locks expired before
@@ -101,7 +115,7 @@ func (t *Txn) Get(ctx context.Context, key []byte) (value []byte, found bool, er
 		return kv.TxnGet(ctx, req)
 	})
 	if err != nil {
-		return nil, false, err
+		return nil, false, readErr(err)
 	}
 	return resp.Value, resp.Found, nil
 }
@@ -134,7 +148,7 @@ func (t *Txn) Scan(ctx context.Context, start, end []byte, limit int) ([]KeyValu
 	it.snapshot = true
 	stored, err := it.all()
 	if err != nil {
-		return nil, err
+		return nil, readErr(err)
 	}
 	out := make([]KeyValue, 0, len(stored)+len(own))
 	i := 0
@@ -266,6 +280,9 @@ func (c *Client) RunTxn(ctx context.Context, f func(ctx context.Context, t *Txn)
 		}
 		if err := f(ctx, t); err != nil {
 			_ = t.Rollback(ctx)
+			if errors.Is(err, ErrSnapshotTooOld) && ctx.Err() == nil {
+				continue
+			}
 			return WriteResult{}, err
 		}
 		res, err := t.Commit(ctx)

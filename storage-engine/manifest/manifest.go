@@ -101,7 +101,10 @@ type Manifest struct {
 	WALMinSegment uint64 `json:"walMinSegment"`
 	// FlushedTS: every version with a timestamp ≤ FlushedTS is in Files;
 	// replay skips such records.
-	FlushedTS   uint64 `json:"flushedTS"`
+	FlushedTS uint64 `json:"flushedTS"`
+	// ExactFromTS: a read below it may miss a version the region's
+	// retention dropped (region.SnapshotTooOldError); 0 while none was.
+	ExactFromTS uint64 `json:"exactFromTS,omitempty"`
 	NextFileNum uint64 `json:"nextFileNum"`
 	// Locks and TxnOutcomes are the region's cross-region transaction
 	// state as of FlushedTS (region/twopc.go): the locks prewritten and

@@ -182,7 +182,7 @@ func (r *Region) compactLocked(ctx context.Context, major bool) (*CompactionInfo
 		Merge: compaction.MergeOptions{
 			Major:     major,
 			Retention: r.opts.Retention,
-			Snapshots: r.snapshotList(),
+			Snapshots: r.retentionSnapshots(maxTS(inputs)),
 		},
 		SST: r.opts.SST,
 	}
@@ -276,6 +276,16 @@ func releaseBlocks(src compaction.BlockSource) {
 //
 // With warm set the old version stays readable behind a warmup threshold
 // until finishWarming.
+// maxTS is the newest version's timestamp in tables: a merge of them judges
+// every version at or below it.
+func maxTS(tables []*table) uint64 {
+	var ts uint64
+	for _, t := range tables {
+		ts = max(ts, t.meta.MaxTS)
+	}
+	return ts
+}
+
 func (r *Region) installCompaction(ctx context.Context, inputs []*table, out *table, warm bool) error {
 	r.manifestMu.Lock()
 	defer r.manifestMu.Unlock()

@@ -50,3 +50,24 @@ func (e *Error) Unwrap() error { return e.Err }
 func errorf(name, format string, args ...any) error {
 	return &Error{Region: name, Err: fmt.Errorf(format, args...)}
 }
+
+// ErrSnapshotTooOld matches a *SnapshotTooOldError.
+var ErrSnapshotTooOld = errors.New("region: snapshot too old")
+
+// SnapshotTooOldError refuses a read at ReadTS that the region can no
+// longer answer exactly: its retention (retention.maxVersions > 0) may
+// have dropped the version such a read needs, since a merge judged every
+// version at or below ExactFrom without a snapshot pinned at ReadTS. A read
+// at ExactFrom or later, or at a snapshot pinned before (SnapshotAt), is
+// exact.
+type SnapshotTooOldError struct {
+	Region            string
+	ReadTS, ExactFrom uint64
+}
+
+func (e *SnapshotTooOldError) Error() string {
+	return fmt.Sprintf("region %s: snapshot too old: a read at %d may miss versions its retention dropped (retention.maxVersions); reads at %d or later are exact",
+		e.Region, e.ReadTS, e.ExactFrom)
+}
+
+func (e *SnapshotTooOldError) Is(target error) bool { return target == ErrSnapshotTooOld }

@@ -13,6 +13,7 @@ package region
 
 import (
 	"github.com/bellows-kv/bellows/storage-engine/memstore"
+	"slices"
 )
 
 // walSegment is a closed WAL segment and the newest timestamp appended to
@@ -73,10 +74,8 @@ func (r *Region) inMemoryFlushLoop() {
 // then meets the compaction's view loads it again (acquire).
 func (r *Region) inMemoryRetention() memstore.Retention {
 	horizon := r.vis.load()
-	snaps := r.snapshotList()
-	for i, j := 0, len(snaps)-1; i < j; i, j = i+1, j-1 {
-		snaps[i], snaps[j] = snaps[j], snaps[i]
-	}
+	snaps := r.retentionSnapshots(horizon)
+	slices.Reverse(snaps)
 	return memstore.Retention{MaxVersions: r.opts.Retention.MaxVersions, SnapshotsDesc: snaps, Horizon: horizon}
 }
 

@@ -20,6 +20,10 @@ type readState struct {
 	old  *version
 	warm *warming
 	ts   uint64
+	// exactFrom is the region's when the state was taken; pinned says
+	// whether a snapshot at ts was pinned then (region.exactFrom).
+	exactFrom uint64
+	pinned    bool
 }
 
 func (r *Region) acquire(readTS uint64) (*readState, error) {
@@ -43,7 +47,10 @@ func (r *Region) acquire(readTS uint64) (*readState, error) {
 			break
 		}
 	}
-	rs := &readState{mems: make([]*memstore.View, 0, 1+len(r.imm)), v: r.current, ts: min(readTS, vis)}
+	rs := &readState{mems: make([]*memstore.View, 0, 1+len(r.imm)), v: r.current, ts: min(readTS, vis), exactFrom: r.exactFrom}
+	if rs.ts < rs.exactFrom {
+		rs.pinned = r.snaps[rs.ts] > 0
+	}
 	rs.mems = append(rs.mems, active)
 	for i := len(r.imm) - 1; i >= 0; i-- {
 		rs.mems = append(rs.mems, r.imm[i].frozen)

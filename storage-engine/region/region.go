@@ -163,7 +163,13 @@ type Region struct {
 	warm     *warming // set during an incremental warmup
 	manifest manifest.Manifest
 	snaps    map[uint64]int
-	closed   bool
+	// exactFrom: a read at a timestamp below it may miss a version a
+	// merge dropped (retention.maxVersions > 0), unless it reads at a
+	// snapshot pinned in snaps. Raised before a merge that may drop
+	// versions starts, so a snapshot pinned at or above it is honoured by
+	// every merge, also those already running; kept in the manifest.
+	exactFrom uint64
+	closed    bool
 	// releasing: Release has begun; writes are refused.
 	releasing bool
 	bgErr     error // sticky: fencing or a WAL failure
@@ -300,6 +306,7 @@ func Open(ctx context.Context, opts Options) (_ *Region, err error) {
 	mem := r.newMemTable(claim.WALMinSegment)
 	r.lastTS = max(claim.FlushedTS, claim.MaxTS())
 	r.txn = newTxnState(claim)
+	r.exactFrom = claim.ExactFromTS
 	segMax := map[uint64]uint64{}
 	replayBegan := time.Now()
 	replayed, err := wal.Replay(opts.WALDir, claim.WALMinSegment, func(seg uint64, rec []byte) error {
@@ -340,6 +347,9 @@ func Open(ctx context.Context, opts Options) (_ *Region, err error) {
 		r.lastTS = max(r.lastTS, ts)
 		if mem.ms.NeedsReplayFlush() && mem.ms.PushActive() {
 			// Everything replayed is visible once the region opens.
+			if opts.Retention.MaxVersions > 0 {
+				r.exactFrom = max(r.exactFrom, r.lastTS)
+			}
 			mem.ms.FlushInMemory(memstore.Retention{MaxVersions: opts.Retention.MaxVersions, Horizon: r.lastTS})
 		}
 		return nil
@@ -600,6 +610,15 @@ func (r *Region) setBackgroundError(err error) {
 // manifestMu, and not mu: the commit is a bucket write.
 func (r *Region) commitManifest(ctx context.Context, prev manifest.Manifest, next *manifest.Manifest) error {
 	r.checkIO("committing manifest")
+	// The files may hold what a merge left after dropping versions: the
+	// next owner must refuse the reads this one refuses. Capped at
+	// FlushedTS: a version a merge dropped from the files was superseded by
+	// one in them, at or below FlushedTS, so reads there are exact; and the
+	// memstore's own drops above it are replayed from the WAL (which
+	// raises exactFrom again), or were lost with it in an async crash.
+	r.mu.RLock()
+	next.ExactFromTS = max(next.ExactFromTS, min(r.exactFrom, next.FlushedTS))
+	r.mu.RUnlock()
 	return manifest.Commit(ctx, r.bucket, prev, next)
 }
 

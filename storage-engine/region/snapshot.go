@@ -40,6 +40,10 @@ func (r *Region) SnapshotAt(ts uint64) (*Snapshot, error) {
 	if r.closed {
 		return nil, ErrClosed
 	}
+	if ts < r.exactFrom && r.snaps[ts] == 0 {
+		// A merge may have dropped what a read at ts needs already.
+		return nil, &SnapshotTooOldError{Region: r.opts.Name, ReadTS: ts, ExactFrom: r.exactFrom}
+	}
 	r.snaps[ts]++
 	return &Snapshot{r: r, ts: ts}, nil
 }
@@ -78,6 +82,36 @@ func (r *Region) snapshotList() []uint64 {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// retentionSnapshots is what a merge that starts now and judges the
+// versions at or below judged must keep: the pinned snapshots, ascending.
+// When the merge may drop versions, it first raises exactFrom to judged, so
+// a read below it that no pin covers is refused (acquireUnlocked) and a pin
+// below it is not taken (SnapshotAt): taken after this list, it would not
+// be honoured by this merge.
+func (r *Region) retentionSnapshots(judged uint64) []uint64 {
+	if !r.DropsVersions() {
+		return r.snapshotList()
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.exactFrom = max(r.exactFrom, judged)
+	out := make([]uint64, 0, len(r.snaps))
+	for ts := range r.snaps {
+		out = append(out, ts)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// ExactFrom is the oldest timestamp every read is exact at; a read below
+// it is exact only at a pinned snapshot (see SnapshotTooOldError). 0 while
+// the region has dropped no version.
+func (r *Region) ExactFrom() uint64 {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return r.exactFrom
 }
 
 // Snapshots are the read timestamps open snapshots pin, ascending (one per

@@ -451,6 +451,10 @@ func (r *Region) acquireUnlocked(readTS uint64, check func(ts uint64) error) (*r
 	if err != nil {
 		return nil, err
 	}
+	if rs.ts < rs.exactFrom && !rs.pinned {
+		rs.release()
+		return nil, &SnapshotTooOldError{Region: r.opts.Name, ReadTS: rs.ts, ExactFrom: rs.exactFrom}
+	}
 	if err := check(rs.ts); err != nil {
 		rs.release()
 		return nil, err

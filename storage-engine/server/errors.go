@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/bellows-kv/bellows/internal/contract"
 	"github.com/bellows-kv/bellows/storage-engine/region"
 )
 
@@ -27,6 +29,10 @@ func toStatus(err error) error {
 	}
 	if _, ok := status.FromError(err); ok {
 		return err
+	}
+	var tooOld *region.SnapshotTooOldError
+	if errors.As(err, &tooOld) {
+		return snapshotTooOldStatus(tooOld)
 	}
 	code := codes.Internal
 	switch {
@@ -102,4 +108,16 @@ func RegionOf(err error) string {
 		}
 	}
 	return ""
+}
+
+// snapshotTooOldStatus is FAILED_PRECONDITION with ErrorInfo reason
+// SNAPSHOT_TOO_OLD: retrying the read at the same timestamp cannot help.
+func snapshotTooOldStatus(e *region.SnapshotTooOldError) error {
+	st := status.New(codes.FailedPrecondition, e.Error())
+	info := &errdetails.ErrorInfo{Reason: contract.SnapshotTooOldReason, Domain: contract.ErrorDomain, Metadata: map[string]string{
+		"region": e.Region, "read_ts": strconv.FormatUint(e.ReadTS, 10), "exact_from_ts": strconv.FormatUint(e.ExactFrom, 10)}}
+	if d, err := st.WithDetails(info, &errdetails.ResourceInfo{ResourceType: RegionResourceType, ResourceName: e.Region}); err == nil {
+		st = d
+	}
+	return st.Err()
 }

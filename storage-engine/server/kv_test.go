@@ -6,10 +6,12 @@ import (
 	"fmt"
 	"testing"
 
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
+	"github.com/bellows-kv/bellows/internal/contract"
 	"github.com/bellows-kv/bellows/storage-engine/manifest"
 	"github.com/bellows-kv/bellows/storage-engine/region"
 	"github.com/bellows-kv/bellows/storage-engine/server/route"
@@ -153,6 +155,8 @@ func TestRegionErrNamesTheRegionOnce(t *testing.T) {
 		// for the region being named.
 		{errors.New("sstable regions/region-007/sst/1.sst: corrupt"), codes.Internal, "region region-007: sstable regions/region-007/sst/1.sst: corrupt", "region-007"},
 		{status.Error(codes.Unavailable, "from elsewhere"), codes.Unavailable, "from elsewhere", ""},
+		{&region.SnapshotTooOldError{Region: "region-007", ReadTS: 5, ExactFrom: 9}, codes.FailedPrecondition,
+			"region region-007: snapshot too old: a read at 5 may miss versions its retention dropped (retention.maxVersions); reads at 9 or later are exact", "region-007"},
 	} {
 		err := regionErr(a, c.err)
 		if status.Code(err) != c.code || status.Convert(err).Message() != c.msg || RegionOf(err) != c.inRegion {
@@ -162,6 +166,17 @@ func TestRegionErrNamesTheRegionOnce(t *testing.T) {
 	}
 	if err := regionErr(a, nil); err != nil {
 		t.Errorf("regionErr(nil) = %v", err)
+	}
+	// A client tells snapshot-too-old by its reason, not by the text.
+	err := regionErr(a, &region.SnapshotTooOldError{Region: "region-007", ReadTS: 5, ExactFrom: 9})
+	var info *errdetails.ErrorInfo
+	for _, d := range status.Convert(err).Details() {
+		if i, ok := d.(*errdetails.ErrorInfo); ok {
+			info = i
+		}
+	}
+	if info == nil || info.Reason != contract.SnapshotTooOldReason || info.Metadata["read_ts"] != "5" || info.Metadata["exact_from_ts"] != "9" {
+		t.Errorf("snapshot too old: ErrorInfo %v; want reason %s with read_ts 5 and exact_from_ts 9", info, contract.SnapshotTooOldReason)
 	}
 }
 

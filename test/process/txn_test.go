@@ -12,10 +12,12 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	"github.com/bellows-kv/bellows/client"
+	"github.com/bellows-kv/bellows/internal/contract"
 	"github.com/bellows-kv/bellows/internal/sicheck"
 	kvpb "github.com/bellows-kv/bellows/proto/bellows/kv/v1"
 )
@@ -321,4 +323,78 @@ func TestTransactionsAgainstTwoStores(t *testing.T) {
 			}
 		}
 	})
+}
+
+// With retention.maxVersions 1, compactions drop old versions: a
+// transaction's snapshot still reads its versions (BeginTxn pinned its
+// start at this store), a plain read at an old, unpinned timestamp is
+// refused as SNAPSHOT_TOO_OLD instead of answering "not found", and the
+// refusal survives a restart.
+func TestSnapshotTooOldWhenRetentionDropsVersions(t *testing.T) {
+	bucket, walDir := "file://"+t.TempDir(), t.TempDir()
+	extra := "retention: {maxVersions: 1}\n"
+	s := startStoreWith(t, bucket, walDir, "Disabled", extra)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	c := newClient(t, s)
+	key := []byte("k")
+	first, err := c.Put(ctx, key, []byte("v1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	x, err := c.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range []string{"v2", "v3"} {
+		if _, err := c.Put(ctx, key, []byte(v)); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.admin().Flush(ctx, &kvpb.FlushRequest{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := s.admin().Compact(ctx, &kvpb.CompactRequest{Region: region0, Major: true}); err != nil {
+		t.Fatal(err)
+	}
+	if v, _, err := x.Get(ctx, key); err != nil || string(v) != "v1" {
+		t.Fatalf("the transaction's read at its pinned start: %q, %v; want v1", v, err)
+	}
+	refused := func(when string) {
+		t.Helper()
+		ts := first.CommitTS
+		_, err := s.kv().Get(ctx, &kvpb.GetRequest{Key: key, ReadTs: &ts})
+		st := status.Convert(err)
+		reason := ""
+		for _, d := range st.Details() {
+			if info, ok := d.(*errdetails.ErrorInfo); ok {
+				reason = info.Reason
+			}
+		}
+		if st.Code() != codes.FailedPrecondition || reason != contract.SnapshotTooOldReason {
+			t.Fatalf("%s: a read at %d after the compaction: %v; want FAILED_PRECONDITION %s", when, ts, err, contract.SnapshotTooOldReason)
+		}
+	}
+	refused("pinned by another transaction's start only")
+	// Rolled back, the transaction pins nothing: after the next compaction
+	// its reads are refused too, and the client says so (RunTxn would run
+	// it again from a new start).
+	if err := x.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Put(ctx, key, []byte("v4")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.admin().Flush(ctx, &kvpb.FlushRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.admin().Compact(ctx, &kvpb.CompactRequest{Region: region0, Major: true}); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := x.Get(ctx, key); !errors.Is(err, client.ErrSnapshotTooOld) {
+		t.Fatalf("an unpinned transaction's read after the compaction: %v; want client.ErrSnapshotTooOld", err)
+	}
+	s.kill()
+	s = startStoreWith(t, bucket, walDir, "Disabled", extra)
+	refused("after a restart")
 }
