@@ -74,6 +74,12 @@ type KVClient interface {
 	// keep every version the transaction reads (a snapshot pinned at
 	// start_ts) while it is open. A CommitTxn without a txn_id and with a
 	// start_ts is a one-shot optimistic commit: nothing registered.
+	//
+	// Where retention drops old versions (retention.maxVersions > 0), a read
+	// (Get or Scan with read_ts, TxnGet, TxnScan) below the oldest timestamp
+	// its region still answers exactly, and not at a pinned start, fails with
+	// FAILED_PRECONDITION and an ErrorInfo (reason SNAPSHOT_TOO_OLD, metadata
+	// read_ts, exact_from_ts and region): run the transaction again.
 	BeginTxn(ctx context.Context, in *BeginTxnRequest, opts ...grpc.CallOption) (*BeginTxnResponse, error)
 	TxnGet(ctx context.Context, in *TxnGetRequest, opts ...grpc.CallOption) (*GetResponse, error)
 	// TxnScan streams the live keys of [start, end) at exactly start_ts, in
@@ -299,6 +305,12 @@ type KVServer interface {
 	// keep every version the transaction reads (a snapshot pinned at
 	// start_ts) while it is open. A CommitTxn without a txn_id and with a
 	// start_ts is a one-shot optimistic commit: nothing registered.
+	//
+	// Where retention drops old versions (retention.maxVersions > 0), a read
+	// (Get or Scan with read_ts, TxnGet, TxnScan) below the oldest timestamp
+	// its region still answers exactly, and not at a pinned start, fails with
+	// FAILED_PRECONDITION and an ErrorInfo (reason SNAPSHOT_TOO_OLD, metadata
+	// read_ts, exact_from_ts and region): run the transaction again.
 	BeginTxn(context.Context, *BeginTxnRequest) (*BeginTxnResponse, error)
 	TxnGet(context.Context, *TxnGetRequest) (*GetResponse, error)
 	// TxnScan streams the live keys of [start, end) at exactly start_ts, in
