@@ -12,6 +12,28 @@ import (
 type Batch struct {
 	ops   []op
 	bytes int
+	req   *Request
+}
+
+// Request is the idempotency key of the request a batch applies (the
+// server's dedupe table). The region writes it into the batch's WAL record,
+// so a replay after a crash tells which requests the replayed writes
+// applied (ReplayedRequests) and a retry of one is not applied twice.
+type Request struct {
+	ID          string
+	Fingerprint uint64
+}
+
+// AppliedRequest is a replayed batch's Request and commit timestamp.
+type AppliedRequest struct {
+	Request
+	CommitTS uint64
+}
+
+// WithRequest records req (nil: none) with the batch.
+func (b *Batch) WithRequest(req *Request) *Batch {
+	b.req = req
+	return b
 }
 
 type op struct {
@@ -88,12 +110,31 @@ func (b *Batch) dedupe() {
 }
 
 // encodedLen bounds the size of the encoded batch.
-func (b *Batch) encodedLen() int { return 8 + 10 + b.bytes + len(b.ops)*21 }
+func (b *Batch) encodedLen() int {
+	n := 8 + 10 + b.bytes + len(b.ops)*21
+	if b.req != nil {
+		n += 10 + len(b.req.ID) + 8
+	}
+	return n
+}
 
-// encode appends the WAL record to buf: ts, count, then (kind, key, value)
-// per op.
+// requestRecordFlag marks a batch record that carries its Request after
+// the timestamp (timestamps stay below 2^62 until the year 2116;
+// txnRecordFlag is the bit above).
+const requestRecordFlag = uint64(1) << 62
+
+// encode appends the WAL record to buf: ts (with requestRecordFlag if the
+// batch has a Request, then the request's id and fingerprint), count, then
+// (kind, key, value) per op.
 func (b *Batch) encode(buf []byte, ts uint64) []byte {
-	buf = binary.LittleEndian.AppendUint64(buf, ts)
+	if b.req == nil {
+		buf = binary.LittleEndian.AppendUint64(buf, ts)
+	} else {
+		buf = binary.LittleEndian.AppendUint64(buf, ts|requestRecordFlag)
+		buf = binary.AppendUvarint(buf, uint64(len(b.req.ID)))
+		buf = append(buf, b.req.ID...)
+		buf = binary.LittleEndian.AppendUint64(buf, b.req.Fingerprint)
+	}
 	buf = binary.AppendUvarint(buf, uint64(len(b.ops)))
 	for _, o := range b.ops {
 		buf = append(buf, byte(o.kind))
@@ -113,12 +154,6 @@ func decodeBatch(rec []byte) (uint64, *Batch, error) {
 	}
 	ts := binary.LittleEndian.Uint64(rec)
 	p := rec[8:]
-	n, m := binary.Uvarint(p)
-	if m <= 0 {
-		return 0, nil, errBadRecord
-	}
-	p = p[m:]
-	b := &Batch{ops: make([]op, 0, n)}
 	readBytes := func() ([]byte, bool) {
 		l, m := binary.Uvarint(p)
 		if m <= 0 || uint64(len(p)-m) < l {
@@ -128,6 +163,22 @@ func decodeBatch(rec []byte) (uint64, *Batch, error) {
 		p = p[m+int(l):]
 		return v, true
 	}
+	var req *Request
+	if ts&requestRecordFlag != 0 {
+		ts &^= requestRecordFlag
+		id, ok := readBytes()
+		if !ok || len(p) < 8 {
+			return 0, nil, errBadRecord
+		}
+		req = &Request{ID: string(id), Fingerprint: binary.LittleEndian.Uint64(p)}
+		p = p[8:]
+	}
+	n, m := binary.Uvarint(p)
+	if m <= 0 {
+		return 0, nil, errBadRecord
+	}
+	p = p[m:]
+	b := &Batch{ops: make([]op, 0, n), req: req}
 	for i := uint64(0); i < n; i++ {
 		if len(p) < 1 {
 			return 0, nil, errBadRecord

@@ -94,6 +94,9 @@ func (r *Region) flushOne(mt *memTable) error {
 		}
 	}
 
+	if r.opts.BeforeFlushCommit != nil {
+		r.opts.BeforeFlushCommit(ctx)
+	}
 	r.manifestMu.Lock()
 	defer r.manifestMu.Unlock()
 	r.mu.RLock()

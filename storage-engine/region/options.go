@@ -1,6 +1,7 @@
 package region
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -73,6 +74,12 @@ type Options struct {
 	// stops acknowledging writes; 0 checks only at its own commits.
 	OwnershipCheckInterval time.Duration
 	Logger                 *slog.Logger
+	// BeforeFlushCommit, if set, runs once a flush has written its file
+	// and before the manifest that lets the flushed WAL segments go:
+	// whatever else must outlive them is saved there (the store: the
+	// region's idempotency keys, which those segments' records carried).
+	// It cannot fail the flush.
+	BeforeFlushCommit func(ctx context.Context)
 }
 
 // MemstoreOptions configure the compacting memstore (memstore.Config).

@@ -214,6 +214,9 @@ type Region struct {
 	wg              sync.WaitGroup
 	stats           Stats
 	recovery        Recovery
+	// replayedRequests are the requests the WAL replay met, set once by
+	// Open (ReplayedRequests).
+	replayedRequests []AppliedRequest
 }
 
 // Open opens (creating if absent) a region: it locks the WAL directory, loads
@@ -324,6 +327,10 @@ func Open(ctx context.Context, opts Options) (_ *Region, err error) {
 			ts, b, err = decodeBatch(rec)
 			if b != nil {
 				ops, versionTS = b.ops, ts
+				if b.req != nil {
+					// Flushed or not, the request was applied.
+					r.replayedRequests = append(r.replayedRequests, AppliedRequest{Request: *b.req, CommitTS: ts})
+				}
 			}
 		}
 		if err != nil {

@@ -19,6 +19,7 @@ import (
 
 	"github.com/bellows-kv/bellows/internal/contract"
 	kvpb "github.com/bellows-kv/bellows/proto/bellows/kv/v1"
+	"github.com/bellows-kv/bellows/storage-engine/region"
 )
 
 // Idempotent writes.
@@ -55,14 +56,21 @@ import (
 // the first answer too. The request's fingerprint is a SHA-256 of its op,
 // keys and values (requestBytes), the same in every store.
 //
+// A crash (SIGKILL, OOM) loses the in-memory table but not the keys: a
+// keyed write's WAL record carries its key and fingerprint
+// (region.Batch.WithRequest), the restart's replay hands them back
+// (region.ReplayedRequests) and seedApplied puts them in the table, their
+// window counted from the restart; and every flush, which deletes the WAL
+// segments holding them, first writes the region's keys to the handover
+// object (saveApplied, handover.go).
+//
 // What it does not cover:
-//   - a duplicate arriving after the owner crashed or was killed (SIGKILL,
-//     OOM, a release that failed): a store that did not release the region
-//     loses its table, also when it reopens the region itself;
-//   - a duplicate reaching the next owner of a region whose handover object
-//     could not be written (logged; the region is released anyway:
-//     availability over the dedupe window), or of a write still in progress
-//     after the release's bounded wait (settleTimeout);
+//   - a duplicate reaching the next owner of a region, or this store after
+//     a crash, when the handover object could not be written at the
+//     release or the last flush (logged; the release or flush goes on:
+//     availability over the dedupe window), or of a write still in
+//     progress after the release's bounded wait (settleTimeout) or when a
+//     flush exported the keys;
 //   - a duplicate arriving after the key left the table: it keeps, per
 //     region, the last dedupeMaxEntries keys applied and only for
 //     dedupeMaxAge (by the applying store's wall clock, also after a move),
@@ -115,20 +123,23 @@ func incomingRequestID(ctx context.Context) (string, bool, error) {
 // once applies a write of region a through apply at most once per
 // idempotency key (see above): a request without one is applied; one whose
 // key this store applied already in a's region gets the first commit
-// timestamp. req is the request (its bytes tell a reused key).
-func (s *KV) once(ctx context.Context, a *Assignment, req proto.Message, apply func() (uint64, error)) (uint64, error) {
+// timestamp. req is the request (its bytes tell a reused key). apply gets
+// the key and fingerprint to write into the WAL with the write (nil
+// without a key), so that a restart's replay knows them.
+func (s *KV) once(ctx context.Context, a *Assignment, req proto.Message, apply func(*region.Request) (uint64, error)) (uint64, error) {
 	id, ok, err := incomingRequestID(ctx)
 	if err != nil {
 		return 0, err
 	}
 	if !ok {
-		return apply()
+		return apply(nil)
 	}
 	b, err := requestBytes(req)
 	if err != nil {
 		return 0, status.Errorf(codes.Internal, "fingerprinting the request: %v", err)
 	}
-	ts, _, err := s.store.applied.do(ctx, a.Name(), id, b, apply)
+	rq := &region.Request{ID: id, Fingerprint: fingerprint(b)}
+	ts, _, err := s.store.applied.do(ctx, a.Name(), id, b, func() (uint64, error) { return apply(rq) })
 	return ts, err
 }
 

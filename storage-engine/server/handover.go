@@ -20,8 +20,9 @@ import (
 // only after that manifest appears, so it always finds the object. Opening
 // a region (a claim, or this store's own region after a restart) reads the
 // object, if any, and seeds the region's table with the keys still within
-// the window. Each release overwrites the object, and it holds only keys
-// younger than dedupeMaxAge (at most dedupeMaxEntries), so it stays small.
+// the window. Each release, and each flush (saveApplied), overwrites the
+// object, and it holds only keys younger than dedupeMaxAge (at most
+// dedupeMaxEntries), so it stays small.
 //
 // Writing it is best effort: if it fails the region is released anyway
 // (logged), and a retry reaching the next owner may be applied twice, as
@@ -63,9 +64,40 @@ func (s *Store) handOver(a *Assignment) func(context.Context) error {
 	}
 }
 
-// seedApplied seeds a's table from the object its last releasing owner
-// wrote, if any. A failure only shortens the window: it is logged.
-func (s *Store) seedApplied(ctx context.Context, a *Assignment) {
+// saveApplied is the BeforeFlushCommit hook of region name: the flush is
+// about to delete WAL segments whose records carried idempotency keys, so
+// the keys applied within the window are written to the same object a
+// release writes, where a restart or the next owner finds them. Best
+// effort, like the handover: a failure only shortens the window.
+func (s *Store) saveApplied(ctx context.Context, name string) {
+	recs := s.applied.export(name)
+	if len(recs) == 0 {
+		return
+	}
+	if err := writeAppliedRequests(ctx, s.opts.Region.Bucket, name, recs, time.Now()); err != nil {
+		s.opts.Region.Logger.Warn("saving the region's idempotency keys before a flush failed (a write retried after a crash may be applied twice)",
+			"region", name, "keys", len(recs), "err", err)
+	}
+}
+
+// seedApplied seeds a's table from what outlived the region's last owner
+// (this store before a restart, or another): the object the last flush or
+// release wrote, if any, then the keys of the writes e's WAL replay met,
+// which came after. The replayed keys' window counts from now: their
+// applied-at times were not kept. A failure to read the object only
+// shortens the window: it is logged.
+func (s *Store) seedApplied(ctx context.Context, a *Assignment, e *region.Region) {
+	defer func() {
+		replayed := e.ReplayedRequests()
+		recs := make([]appliedRecord, 0, len(replayed))
+		now := time.Now().UnixNano()
+		for _, q := range replayed {
+			recs = append(recs, appliedRecord{ID: q.ID, Digest: fmt.Sprintf("%016x", q.Fingerprint), CommitTS: q.CommitTS, AppliedAt: now})
+		}
+		if n := s.applied.seed(a.Name(), recs); n > 0 {
+			s.opts.Region.Logger.Info("took the idempotency keys of the writes replayed from the WAL", "region", a.Name(), "keys", n)
+		}
+	}()
 	log := s.opts.Region.Logger
 	recs, err := readAppliedRequests(ctx, s.opts.Region.Bucket, a.Name())
 	if err != nil {

@@ -137,7 +137,9 @@ func (s *KV) Put(ctx context.Context, req *kvpb.PutRequest) (*kvpb.PutResponse, 
 	if err != nil {
 		return nil, err
 	}
-	ts, err := s.write(ctx, t, req, func() (uint64, error) { return e.Put(req.Key, req.Value) })
+	ts, err := s.write(ctx, t, req, func(rq *region.Request) (uint64, error) {
+		return e.Apply(new(region.Batch).Put(req.Key, req.Value).WithRequest(rq))
+	})
 	if err != nil {
 		return nil, regionErr(t.local, err)
 	}
@@ -203,7 +205,9 @@ func (s *KV) Delete(ctx context.Context, req *kvpb.DeleteRequest) (*kvpb.DeleteR
 	if err != nil {
 		return nil, err
 	}
-	ts, err := s.write(ctx, t, req, func() (uint64, error) { return e.Delete(req.Key) })
+	ts, err := s.write(ctx, t, req, func(rq *region.Request) (uint64, error) {
+		return e.Apply(new(region.Batch).Delete(req.Key).WithRequest(rq))
+	})
 	if err != nil {
 		return nil, regionErr(t.local, err)
 	}
@@ -248,7 +252,7 @@ func (s *KV) Batch(ctx context.Context, req *kvpb.BatchRequest) (*kvpb.BatchResp
 	if err != nil {
 		return nil, err
 	}
-	ts, err := s.write(ctx, t, req, func() (uint64, error) { return e.Apply(b) })
+	ts, err := s.write(ctx, t, req, func(rq *region.Request) (uint64, error) { return e.Apply(b.WithRequest(rq)) })
 	if err != nil {
 		return nil, regionErr(t.local, err)
 	}

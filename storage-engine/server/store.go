@@ -206,7 +206,7 @@ func OpenStore(ctx context.Context, spans []Span, o StoreOptions) (*Store, error
 			e, err := region.Open(ctx, opts)
 			switch {
 			case err == nil:
-				s.seedApplied(ctx, r)
+				s.seedApplied(ctx, r, e)
 				r.eng.Store(e)
 			case errors.Is(err, region.ErrOwned):
 				opts.Logger.Warn("region owned by another store; claiming it once released", "region", sp.Name, "err", err)
@@ -244,6 +244,7 @@ func (s *Store) regionOptions(sp Span) region.Options {
 	opts := s.opts.Region
 	opts.Name = sp.Name
 	opts.WALDir = filepath.Join(s.opts.WALRoot, sp.Name)
+	opts.BeforeFlushCommit = func(ctx context.Context) { s.saveApplied(ctx, sp.Name) }
 	return opts
 }
 
@@ -374,7 +375,7 @@ func (s *Store) claim(ctx context.Context, r *Assignment, opts region.Options, o
 		}
 		e, err := region.Open(ctx, opts)
 		if err == nil {
-			s.seedApplied(ctx, r)
+			s.seedApplied(ctx, r, e)
 			r.eng.Store(e)
 			r.waiting.Store(nil)
 			opts.Logger.Info("claimed region after its owner released it", "region", r.Name())

@@ -344,9 +344,9 @@ func (s *KV) CheckTxnStatus(ctx context.Context, req *kvpb.CheckTxnStatusRequest
 
 // write applies a write of req in t's region once per request ID (once),
 // resolving the transaction locks it meets (withLocks).
-func (s *KV) write(ctx context.Context, t target, req proto.Message, apply func() (uint64, error)) (uint64, error) {
-	return s.once(ctx, t.local, req, func() (ts uint64, err error) {
-		err = s.withLocks(ctx, t, func() (err error) { ts, err = apply(); return err })
+func (s *KV) write(ctx context.Context, t target, req proto.Message, apply func(*region.Request) (uint64, error)) (uint64, error) {
+	return s.once(ctx, t.local, req, func(rq *region.Request) (ts uint64, err error) {
+		err = s.withLocks(ctx, t, func() (err error) { ts, err = apply(rq); return err })
 		return ts, err
 	})
 }

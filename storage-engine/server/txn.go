@@ -100,7 +100,9 @@ func (s *KV) commitOneShot(ctx context.Context, req *kvpb.CommitTxnRequest) (*kv
 		if err != nil {
 			return nil, err
 		}
-		ts, err := s.once(ctx, t.local, req, func() (uint64, error) {
+		ts, err := s.once(ctx, t.local, req, func(*region.Request) (uint64, error) {
+			// The primary's outcome answers a retry after a crash
+			// (prewriteIn), so the request needs no WAL record here.
 			var err error
 			resp, err = s.commitAcrossRegions(internalCtx(ctx), req, requestID, parts)
 			if err != nil {
@@ -116,7 +118,9 @@ func (s *KV) commitOneShot(ctx context.Context, req *kvpb.CommitTxnRequest) (*kv
 		}
 		return resp, nil
 	}
-	ts, err := s.write(ctx, t, req, func() (uint64, error) { return e.CommitTxn(ctx, req.StartTs, b) })
+	ts, err := s.write(ctx, t, req, func(rq *region.Request) (uint64, error) {
+		return e.CommitTxn(ctx, req.StartTs, b.WithRequest(rq))
+	})
 	var ce *region.ConflictError
 	if errors.As(err, &ce) {
 		return nil, conflictStatus(ce)
