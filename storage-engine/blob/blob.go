@@ -11,6 +11,7 @@ import (
 	"io"
 	"net/url"
 	"os"
+	"regexp"
 	"strings"
 
 	gblob "gocloud.dev/blob"
@@ -69,14 +70,20 @@ func Open(ctx context.Context, rawURL string) (*Bucket, error) {
 		if err := os.MkdirAll(u.Path, 0o755); err != nil {
 			return nil, fmt.Errorf("blob: creating bucket directory %s: %w", u.Path, err)
 		}
+		q := u.Query()
 		// The engine keeps its own checksums; fileblob's sidecar files would
 		// double the files and MD5 every byte written.
-		if !u.Query().Has("metadata") {
-			q := u.Query()
+		if !q.Has("metadata") {
 			q.Set("metadata", "skip")
-			u.RawQuery = q.Encode()
-			openURL = u.String()
 		}
+		// fileblob writes a temporary file and renames it into place. In
+		// os.TempDir, the rename fails (EXDEV) for a bucket on another
+		// mount (a volume in a pod), and a process killed mid-write leaves
+		// the file in /tmp for good; next to the object it always renames,
+		// and List hides it (tempObject).
+		q.Set("no_tmp_dir", "1")
+		u.RawQuery = q.Encode()
+		openURL = u.String()
 	}
 	b, err := gblob.OpenBucket(ctx, openURL)
 	if err != nil {
@@ -151,6 +158,11 @@ type ObjectInfo struct {
 	Size int64
 }
 
+// tempObject matches fileblob's temporary files (no_tmp_dir): the object's
+// name, "." and the creation time in hex, ".tmp". One is left behind by a
+// process killed while writing; it is never an object.
+var tempObject = regexp.MustCompile(`\.[0-9a-f]+\.tmp$`)
+
 // List returns every object whose key starts with prefix.
 func (b *Bucket) List(ctx context.Context, prefix string) ([]ObjectInfo, error) {
 	var out []ObjectInfo
@@ -163,7 +175,7 @@ func (b *Bucket) List(ctx context.Context, prefix string) ([]ObjectInfo, error) 
 		if err != nil {
 			return nil, translate(prefix, err)
 		}
-		if !o.IsDir {
+		if !o.IsDir && !(b.scheme == "file" && tempObject.MatchString(o.Key)) {
 			out = append(out, ObjectInfo{Key: strings.TrimPrefix(o.Key, b.prefix), Size: o.Size})
 		}
 	}

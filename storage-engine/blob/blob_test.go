@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"io"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -134,5 +136,42 @@ func TestCostModelTravelsInTheURLAndIsCharged(t *testing.T) {
 	}
 	if _, err := Open(ctx, "file:///tmp/x?bellows_latency=soon"); err == nil || !strings.Contains(err.Error(), "bellows_latency") {
 		t.Fatalf("bad latency accepted: %v", err)
+	}
+}
+
+// A file:// bucket writes each object's temporary file next to it, not in
+// TMPDIR: on another mount the rename into place would fail, and a process
+// killed mid-write would leave it there for good. List never shows one.
+func TestFileBucketWritesTemporaryFilesBesideTheObject(t *testing.T) {
+	ctx := context.Background()
+	tmp, dir := t.TempDir(), t.TempDir()
+	t.Setenv("TMPDIR", tmp)
+	b, err := Open(ctx, "file://"+dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := b.NewWriter(ctx, "regions/r/sst/000001.sst")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.Write([]byte("half")); err != nil {
+		t.Fatal(err)
+	}
+	// Mid-write, as a killed writer leaves it.
+	if left, _ := os.ReadDir(tmp); len(left) != 0 {
+		t.Fatalf("a temporary file in TMPDIR: %v", left)
+	}
+	beside, _ := filepath.Glob(filepath.Join(dir, "regions/r/sst/000001.sst.*.tmp"))
+	if len(beside) != 1 {
+		t.Fatalf("temporary files beside the object: %v; want 1", beside)
+	}
+	if objs, err := b.List(ctx, "regions/"); err != nil || len(objs) != 0 {
+		t.Fatalf("List mid-write: %v, %v; want nothing", objs, err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if objs, err := b.List(ctx, "regions/"); err != nil || len(objs) != 1 || objs[0].Key != "regions/r/sst/000001.sst" {
+		t.Fatalf("List after the write: %v, %v; want the object", objs, err)
 	}
 }
