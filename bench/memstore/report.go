@@ -15,6 +15,7 @@ import (
 	"gonum.org/v1/plot/vg/draw"
 	"gonum.org/v1/plot/vg/vgimg"
 
+	"github.com/bellows-kv/bellows/bench/report"
 	"github.com/bellows-kv/bellows/internal/contract"
 	"github.com/bellows-kv/bellows/storage-engine/memstore"
 )
@@ -35,17 +36,7 @@ func ReadJSON(path string) (Report, error) {
 
 // Write writes memstore.json, memstore.md and memstore.png into dir.
 func Write(dir string, rep Report) error {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
-	js, err := json.MarshalIndent(rep, "", "  ")
-	if err != nil {
-		return err
-	}
-	if err := os.WriteFile(filepath.Join(dir, Files[0]), append(js, '\n'), 0o644); err != nil {
-		return err
-	}
-	if err := os.WriteFile(filepath.Join(dir, Files[1]), []byte(Markdown(rep)), 0o644); err != nil {
+	if err := report.Write(dir, "memstore", rep, Markdown(rep)); err != nil {
 		return err
 	}
 	return plotPNG(filepath.Join(dir, Files[2]), rep)

@@ -12,6 +12,8 @@ import (
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/vg"
+
+	"github.com/bellows-kv/bellows/bench/report"
 )
 
 // ReadJSON loads a phases.json written by Write.
@@ -27,17 +29,7 @@ func ReadJSON(path string) (Report, error) {
 
 // Write writes phases.json, phases.md and phases.png into dir.
 func Write(dir string, rep Report) error {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
-	js, err := json.MarshalIndent(rep, "", "  ")
-	if err != nil {
-		return err
-	}
-	if err := os.WriteFile(filepath.Join(dir, "phases.json"), js, 0o644); err != nil {
-		return err
-	}
-	if err := os.WriteFile(filepath.Join(dir, "phases.md"), []byte(Markdown(rep)), 0o644); err != nil {
+	if err := report.Write(dir, "phases", rep, Markdown(rep)); err != nil {
 		return err
 	}
 	return plotPNG(filepath.Join(dir, "phases.png"), rep)

@@ -1,11 +1,10 @@
 package txn
 
 import (
-	"encoding/json"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
+
+	"github.com/bellows-kv/bellows/bench/report"
 )
 
 // Goal is the issue's, stated before the run: single-region transactions
@@ -23,19 +22,7 @@ const RecoveryGoalSecondsPerGiB = 2.0
 const FlatFactor = 1.25
 
 // Write writes txn.json and txn.md into dir.
-func Write(dir string, rep Report) error {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
-	js, err := json.MarshalIndent(rep, "", "  ")
-	if err != nil {
-		return err
-	}
-	if err := os.WriteFile(filepath.Join(dir, "txn.json"), append(js, '\n'), 0o644); err != nil {
-		return err
-	}
-	return os.WriteFile(filepath.Join(dir, "txn.md"), []byte(Markdown(rep)), 0o644)
-}
+func Write(dir string, rep Report) error { return report.Write(dir, "txn", rep, Markdown(rep)) }
 
 // Markdown is txn.md.
 func Markdown(rep Report) string {

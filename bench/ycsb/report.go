@@ -1,12 +1,11 @@
 package ycsb
 
 import (
-	"encoding/json"
 	"fmt"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
+
+	"github.com/bellows-kv/bellows/bench/report"
 )
 
 // Report is a YCSB run: what ran and each phase's measurement.
@@ -71,13 +70,4 @@ func errorsOf(p Phase, op string) int64 {
 }
 
 // Write writes ycsb.json and ycsb.md into dir.
-func Write(dir string, r Report) error {
-	js, err := json.MarshalIndent(r, "", "  ")
-	if err != nil {
-		return err
-	}
-	if err := os.WriteFile(filepath.Join(dir, "ycsb.json"), append(js, '\n'), 0o644); err != nil {
-		return err
-	}
-	return os.WriteFile(filepath.Join(dir, "ycsb.md"), []byte(Markdown(r)), 0o644)
-}
+func Write(dir string, r Report) error { return report.Write(dir, "ycsb", r, Markdown(r)) }
