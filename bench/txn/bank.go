@@ -57,9 +57,11 @@ func bankKey(i int) []byte {
 	return append([]byte{byte(64*(i%BankRegions) + 1)}, fmt.Sprintf("acct-%03d", i)...)
 }
 
-// bankStores are the two stores; restart SIGKILLs one and starts it again
-// on the same address and WAL.
-type bankStores struct {
+// storePair is two `bellows store` processes splitting BankRegions regions
+// (region i is store i % 2's), forwarding to each other, with one file://
+// bucket; restart SIGKILLs one and starts it again on the same address and
+// WAL.
+type storePair struct {
 	ctx      context.Context
 	bellows  string
 	dir      string
@@ -67,7 +69,29 @@ type bankStores struct {
 	children [2]*childproc.Child
 }
 
-func (s *bankStores) start(i int) error {
+// startStorePair starts both stores in dir.
+func startStorePair(ctx context.Context, bellows, dir string) (*storePair, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	s := &storePair{ctx: ctx, bellows: bellows, dir: dir}
+	for i := range s.addrs {
+		a, err := freeAddr()
+		if err != nil {
+			return nil, err
+		}
+		s.addrs[i] = a
+	}
+	for i := range s.addrs {
+		if err := s.start(i); err != nil {
+			s.stop()
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+func (s *storePair) start(i int) error {
 	c, err := childproc.Start(s.ctx, s.bellows, fmt.Sprintf("store-%d", i), s.dir, "store",
 		"--bucket=file://"+filepath.Join(s.dir, "bucket"), "--wal-dir="+filepath.Join(s.dir, fmt.Sprintf("wal-%d", i)),
 		fmt.Sprintf("--regions=%d", BankRegions), fmt.Sprintf("--region-owner=%d/2", i), "--offload=Disabled",
@@ -77,12 +101,19 @@ func (s *bankStores) start(i int) error {
 	return err
 }
 
-func (s *bankStores) stop() {
+func (s *storePair) stop() {
 	for _, c := range s.children {
 		if c != nil {
 			c.Stop()
 		}
 	}
+}
+
+// client is a client of both stores.
+func (s *storePair) client() (*client.Client, error) {
+	dial, cancel := context.WithTimeout(s.ctx, 30*time.Second)
+	defer cancel()
+	return client.New(dial, s.addrs[:], client.Options{})
 }
 
 // freeAddr is a loopback address nothing listens on now; a store keeps it
@@ -99,26 +130,12 @@ func freeAddr() (string, error) {
 // bankRun runs the bank section in dir with the bellows binary.
 func bankRun(ctx context.Context, bellows, dir string, crashes, perCrash int, progress func(string)) (BankResult, error) {
 	res := BankResult{Crashes: crashes}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	s, err := startStorePair(ctx, bellows, dir)
+	if err != nil {
 		return res, err
 	}
-	s := &bankStores{ctx: ctx, bellows: bellows, dir: dir}
 	defer s.stop()
-	for i := range s.addrs {
-		a, err := freeAddr()
-		if err != nil {
-			return res, err
-		}
-		s.addrs[i] = a
-	}
-	for i := range s.addrs {
-		if err := s.start(i); err != nil {
-			return res, err
-		}
-	}
-	dial, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	c, err := client.New(dial, s.addrs[:], client.Options{})
+	c, err := s.client()
 	if err != nil {
 		return res, err
 	}

@@ -37,8 +37,10 @@ type Config struct {
 	Phase                        time.Duration
 	HotKeys                      []int
 	ContentionWorkers            int
-	// Sections are the parts to run: throughput, contention, bank, recovery.
+	// Sections are the parts to run (Sections).
 	Sections []string
+	// CrossWorkers are the client goroutines of the crossregion section.
+	CrossWorkers int
 	// BankCrashes is how many store crashes the bank section has, one
 	// after every BankTransfersPerCrash committed transfers.
 	BankCrashes, BankTransfersPerCrash int
@@ -54,13 +56,13 @@ type Config struct {
 }
 
 // Sections are the benchmark's parts, in the order they run.
-var Sections = []string{"throughput", "contention", "bank", "recovery"}
+var Sections = []string{"throughput", "contention", "crossregion", "bank", "recovery"}
 
 // Default is the full run: about 7 minutes on two idle cores.
 func Default() Config {
 	return Config{Keys: 1_000_000, Preload: 200_000, Workers: 4, Runs: 5, Phase: 3 * time.Second,
 		HotKeys: []int{10_000, 100, 10}, ContentionWorkers: 8, Sections: Sections,
-		BankCrashes: 10, BankTransfersPerCrash: 500,
+		BankCrashes: 10, BankTransfersPerCrash: 500, CrossWorkers: 16,
 		RecoveryUptimes: []time.Duration{5 * time.Second, 15 * time.Second, 30 * time.Second, 60 * time.Second},
 		RecoveryRate:    16 << 20}
 }
@@ -89,6 +91,7 @@ type Report struct {
 	Regime              string       `json:"regime"`
 	Throughput          Throughput   `json:"throughput"`
 	Contention          []Contention `json:"contention"`
+	CrossRegion         *CrossRegion `json:"crossregion,omitempty"`
 	Bank                *BankResult  `json:"bank,omitempty"`
 	RecoveryRegime      string       `json:"recovery_regime,omitempty"`
 	MemstoreBudgetBytes int64        `json:"memstore_budget_bytes,omitempty"`
@@ -149,6 +152,13 @@ func Run(ctx context.Context, cfg Config, work string, progress func(string)) (R
 			}
 			rep.Contention = append(rep.Contention, c)
 		}
+	}
+	if slices.Contains(cfg.Sections, "crossregion") {
+		x, err := crossRegionRuns(ctx, cfg, work, progress)
+		if err != nil {
+			return rep, err
+		}
+		rep.CrossRegion = &x
 	}
 	if slices.Contains(cfg.Sections, "bank") {
 		progress("bank")

@@ -23,6 +23,8 @@ func newTxnCommand() *cobra.Command {
 			"each, as transactions and as plain batches, in interleaved runs (throughput ratio, goal ≥ 0.5×).\n" +
 			"contention: transactions incrementing 2 keys of 10000, 100 and 10 hot keys (abort rate, commits/s, and a\n" +
 			"check that no update was lost).\n" +
+			"crossregion: two-write transactions across regions of two `bellows store` processes against ones in one region\n" +
+			"(commit rate ratio, goal ≥ 0.33×).\n" +
 			"bank: the bank workload against two `bellows store` processes, SIGKILLed and restarted in turn (invariant and\n" +
 			"snapshot-isolation violations, goal 0).\n" +
 			"recovery: a writer process SIGKILLed after each --recovery-uptimes, with and without the WAL bound; the\n" +
@@ -37,7 +39,7 @@ func newTxnCommand() *cobra.Command {
 				return err
 			}
 			cfg.Self = self
-			if slices.Contains(cfg.Sections, "bank") {
+			if slices.Contains(cfg.Sections, "bank") || slices.Contains(cfg.Sections, "crossregion") {
 				if cfg.Bellows, err = findBellows(bellows); err != nil {
 					return err
 				}
@@ -65,9 +67,10 @@ func newTxnCommand() *cobra.Command {
 	cmd.Flags().IntVar(&cfg.Workers, "workers", cfg.Workers, "writers in the throughput runs")
 	cmd.Flags().StringSliceVar(&cfg.Sections, "sections", cfg.Sections, "parts to run, of "+strings.Join(txn.Sections, ","))
 	cmd.Flags().DurationSliceVar(&cfg.RecoveryUptimes, "recovery-uptimes", cfg.RecoveryUptimes, "how long each recovery writer runs before it is killed")
+	cmd.Flags().IntVar(&cfg.CrossWorkers, "cross-workers", cfg.CrossWorkers, "client goroutines in the crossregion section")
 	cmd.Flags().IntVar(&cfg.BankCrashes, "bank-crashes", cfg.BankCrashes, "store crashes in the bank section")
 	cmd.Flags().IntVar(&cfg.BankTransfersPerCrash, "bank-transfers", cfg.BankTransfersPerCrash, "committed transfers before each bank crash, and after the last")
-	cmd.Flags().StringVar(&bellows, "bellows", "", "the bellows binary for the bank section's stores (default: bellows next to this binary, then $PATH)")
+	cmd.Flags().StringVar(&bellows, "bellows", "", "the bellows binary for the crossregion and bank sections' stores (default: bellows next to this binary, then $PATH)")
 	cmd.Flags().IntVar(&cfg.RecoveryRate, "recovery-rate", cfg.RecoveryRate, "the recovery writer's rate, bytes/s")
 	cmd.AddCommand(newRecoveryWriterCommand())
 	return cmd
