@@ -270,12 +270,6 @@ func releaseBlocks(src compaction.BlockSource) {
 	_ = src.Release(ctx)
 }
 
-// installCompaction commits a manifest that replaces inputs (a contiguous
-// run of the current files) with out, and makes it the read state. Input
-// files are deleted once the last reader of them is done.
-//
-// With warm set the old version stays readable behind a warmup threshold
-// until finishWarming.
 // maxTS is the newest version's timestamp in tables: a merge of them judges
 // every version at or below it.
 func maxTS(tables []*table) uint64 {
@@ -286,6 +280,12 @@ func maxTS(tables []*table) uint64 {
 	return ts
 }
 
+// installCompaction commits a manifest that replaces inputs (a contiguous
+// run of the current files) with out, and makes it the read state. Input
+// files are deleted once the last reader of them is done.
+//
+// With warm set the old version stays readable behind a warmup threshold
+// until finishWarming.
 func (r *Region) installCompaction(ctx context.Context, inputs []*table, out *table, warm bool) error {
 	r.manifestMu.Lock()
 	defer r.manifestMu.Unlock()

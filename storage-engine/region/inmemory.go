@@ -12,8 +12,9 @@ package region
 // the segments left rebuilds every acknowledged write.
 
 import (
-	"github.com/bellows-kv/bellows/storage-engine/memstore"
 	"slices"
+
+	"github.com/bellows-kv/bellows/storage-engine/memstore"
 )
 
 // walSegment is a closed WAL segment and the newest timestamp appended to

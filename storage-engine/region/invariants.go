@@ -28,6 +28,12 @@ func (r *Region) checkInvariants() error {
 	if vis := r.vis.load(); vis > r.lastTS {
 		return fail("visible timestamp %d is past the last one assigned, %d", vis, r.lastTS)
 	}
+	if vis := r.vis.load(); r.exactFrom > vis {
+		return fail("reads are exact from %d, past the visible timestamp %d: a read of the newest data would be refused", r.exactFrom, vis)
+	}
+	if m.ExactFromTS > m.FlushedTS {
+		return fail("manifest %d has reads exact from %d, past its flushed timestamp %d", m.Number, m.ExactFromTS, m.FlushedTS)
+	}
 	if err := checkTables(r.current.tables, m.FlushedTS, true, !r.txnVersions.Load()); err != nil {
 		return fail("current version: %v", err)
 	}

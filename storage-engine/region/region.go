@@ -16,6 +16,11 @@
 //     cancelled once begun: the newest manifest names every input of a
 //     compaction or its output. A compaction abandoned before that commit
 //     (Release, shutdown, its caller) installs nothing.
+//   - A read is answered exactly or refused: a merge that may drop versions
+//     (retention.maxVersions > 0) first raises exactFrom to the newest
+//     timestamp it judges, and a read below exactFrom not at a snapshot
+//     pinned there is refused (SnapshotTooOldError). exactFrom never passes
+//     the visible timestamp, so reads of the newest data are never refused.
 //
 // Region.checkInvariants checks what of this can be checked from the
 // region's state; the model test calls it after every step.

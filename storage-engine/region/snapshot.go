@@ -76,6 +76,10 @@ func (s *Snapshot) Close() {
 func (r *Region) snapshotList() []uint64 {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
+	return r.snapshotListLocked()
+}
+
+func (r *Region) snapshotListLocked() []uint64 {
 	out := make([]uint64, 0, len(r.snaps))
 	for ts := range r.snaps {
 		out = append(out, ts)
@@ -97,12 +101,7 @@ func (r *Region) retentionSnapshots(judged uint64) []uint64 {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.exactFrom = max(r.exactFrom, judged)
-	out := make([]uint64, 0, len(r.snaps))
-	for ts := range r.snaps {
-		out = append(out, ts)
-	}
-	slices.Sort(out)
-	return out
+	return r.snapshotListLocked()
 }
 
 // ExactFrom is the oldest timestamp every read is exact at; a read below
