@@ -3,6 +3,7 @@ package region
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
@@ -176,8 +177,20 @@ func runModel(t *testing.T, seed uint64, cfg modelConfig, ops int) {
 		}
 		return v
 	}
-	checkGet := func(what string, k []byte, ts uint64) {
+	// With versions dropped (maxVersions > 0) a historical read
+	// (mayRefuse) is exact or refused as too old, never wrong; a read of
+	// the newest data or at a pinned snapshot is exact. refused counts the
+	// refusals.
+	refused, historical := 0, 0
+	// pushesBefore counts the in-memory flushes begun by the region's
+	// instances closed by a reopen.
+	var pushesBefore uint64
+	checkGet := func(what string, k []byte, ts uint64, mayRefuse bool) {
 		got, ok, err := r.Get(k, ts)
+		if mayRefuse && cfg.maxVersions > 0 && errors.Is(err, ErrSnapshotTooOld) {
+			refused++
+			return
+		}
 		if err != nil {
 			fail("%s Get(%s@%d): %v", what, k, ts, err)
 		}
@@ -186,7 +199,7 @@ func runModel(t *testing.T, seed uint64, cfg modelConfig, ops int) {
 			fail("%s Get(%s@%d) = %q,%v; want %q,%v", what, k, ts, got, ok, want, wok)
 		}
 	}
-	checkScan := func(what string, ts uint64) {
+	checkScan := func(what string, ts uint64, mayRefuse bool) {
 		start := string(key())
 		end := ""
 		if rng.IntN(2) == 0 {
@@ -201,6 +214,10 @@ func runModel(t *testing.T, seed uint64, cfg modelConfig, ops int) {
 			endB = []byte(end)
 		}
 		got, err := r.Scan([]byte(start), endB, limit, ts)
+		if mayRefuse && cfg.maxVersions > 0 && errors.Is(err, ErrSnapshotTooOld) {
+			refused++
+			return
+		}
 		if err != nil {
 			fail("%s Scan: %v", what, err)
 		}
@@ -252,15 +269,21 @@ func runModel(t *testing.T, seed uint64, cfg modelConfig, ops int) {
 			ref.apply(ts, b)
 			stamps = append(stamps, ts)
 		case p < 66:
-			checkGet(fmt.Sprintf("op %d", i), key(), kv.MaxTimestamp)
+			checkGet(fmt.Sprintf("op %d", i), key(), kv.MaxTimestamp, false)
 		case p < 74:
-			checkScan(fmt.Sprintf("op %d", i), kv.MaxTimestamp)
+			checkScan(fmt.Sprintf("op %d", i), kv.MaxTimestamp, false)
 		case p < 80:
-			// Historical reads are exact only when every version is kept.
-			if cfg.maxVersions == 0 && len(stamps) > 0 {
-				ts := stamps[rng.IntN(len(stamps))] - uint64(rng.IntN(2))
-				checkGet(fmt.Sprintf("op %d (at ts)", i), key(), ts)
-				checkScan(fmt.Sprintf("op %d (at ts)", i), ts)
+			// Historical reads: exact, or (versions dropped) refused.
+			if len(stamps) > 0 {
+				from := stamps
+				if cfg.maxVersions > 0 && len(stamps) > 3 && rng.IntN(2) == 0 {
+					// Recent ones too: most older reads are refused.
+					from = stamps[len(stamps)-3:]
+				}
+				ts := from[rng.IntN(len(from))] - uint64(rng.IntN(2))
+				checkGet(fmt.Sprintf("op %d (at ts)", i), key(), ts, true)
+				checkScan(fmt.Sprintf("op %d (at ts)", i), ts, true)
+				historical += 2
 			}
 		case p < 84:
 			if len(snaps) < 4 {
@@ -277,8 +300,8 @@ func runModel(t *testing.T, seed uint64, cfg modelConfig, ops int) {
 		case p < 90:
 			if len(snaps) > 0 {
 				s := snaps[rng.IntN(len(snaps))]
-				checkGet(fmt.Sprintf("op %d (snapshot)", i), key(), s.ref)
-				checkScan(fmt.Sprintf("op %d (snapshot)", i), s.ref)
+				checkGet(fmt.Sprintf("op %d (snapshot)", i), key(), s.ref, false)
+				checkScan(fmt.Sprintf("op %d (snapshot)", i), s.ref, false)
 			}
 		case p < 94:
 			if err := r.Flush(ctx); err != nil {
@@ -294,6 +317,7 @@ func runModel(t *testing.T, seed uint64, cfg modelConfig, ops int) {
 				s.s.Close()
 			}
 			snaps = nil
+			pushesBefore += r.MemstoreStats().Pushes.Load()
 			if err := r.Close(); err != nil {
 				fail("op %d Close: %v", i, err)
 			}
@@ -313,7 +337,7 @@ func runModel(t *testing.T, seed uint64, cfg modelConfig, ops int) {
 		fail("after the final major compaction: %v", err)
 	}
 	for k := 0; k < keySpace; k++ {
-		checkGet("final", []byte(fmt.Sprintf("k%05d", k)), kv.MaxTimestamp)
+		checkGet("final", []byte(fmt.Sprintf("k%05d", k)), kv.MaxTimestamp, false)
 	}
 	got, err := r.Scan(nil, nil, 0, kv.MaxTimestamp)
 	if err != nil {
@@ -325,9 +349,9 @@ func runModel(t *testing.T, seed uint64, cfg modelConfig, ops int) {
 	// The in-memory machinery ran: pushes happen in the write path; what
 	// follows them is asynchronous, and a disk flush may overtake it.
 	st := r.MemstoreStats()
-	if cfg.memstore != memstore.None && st.Pushes.Load() == 0 {
+	if cfg.memstore != memstore.None && pushesBefore+st.Pushes.Load() == 0 {
 		fail("policy %s: no in-memory flush began in %d ops", cfg.memstore, ops)
 	}
-	t.Logf("policy %s: pushes %d, in-memory flushes %d, merges %d, compactions %d, versions dropped %d, aborted %d",
-		cfg.memstore, st.Pushes.Load(), st.InMemoryFlushes.Load(), st.Merges.Load(), st.Compactions.Load(), st.VersionsDropped.Load(), st.Aborted.Load())
+	t.Logf("policy %s: pushes %d, in-memory flushes %d, merges %d, compactions %d, versions dropped %d, aborted %d; historical reads %d, refused as too old %d",
+		cfg.memstore, st.Pushes.Load(), st.InMemoryFlushes.Load(), st.Merges.Load(), st.Compactions.Load(), st.VersionsDropped.Load(), st.Aborted.Load(), historical, refused)
 }
