@@ -80,6 +80,10 @@ type Options struct {
 	// region's idempotency keys, which those segments' records carried).
 	// It cannot fail the flush.
 	BeforeFlushCommit func(ctx context.Context)
+	// KeepReplayedRequests is how many of the newest requests (Batch
+	// WithRequest) Open's WAL replay keeps for TakeReplayedRequests; 0
+	// keeps none. The store keeps as many as its idempotency table holds.
+	KeepReplayedRequests int
 }
 
 // MemstoreOptions configure the compacting memstore (memstore.Config).

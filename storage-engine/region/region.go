@@ -219,8 +219,8 @@ type Region struct {
 	wg              sync.WaitGroup
 	stats           Stats
 	recovery        Recovery
-	// replayedRequests are the requests the WAL replay met, set once by
-	// Open (ReplayedRequests).
+	// replayedRequests are the newest requests the WAL replay met, set by
+	// Open and handed out once (TakeReplayedRequests); guarded by mu.
 	replayedRequests []AppliedRequest
 }
 
@@ -332,9 +332,13 @@ func Open(ctx context.Context, opts Options) (_ *Region, err error) {
 			ts, b, err = decodeBatch(rec)
 			if b != nil {
 				ops, versionTS = b.ops, ts
-				if b.req != nil {
-					// Flushed or not, the request was applied.
+				if b.req != nil && opts.KeepReplayedRequests > 0 {
+					// Flushed or not, the request was applied. Only
+					// the newest are kept: trimmed when twice over.
 					r.replayedRequests = append(r.replayedRequests, AppliedRequest{Request: *b.req, CommitTS: ts})
+					if n := len(r.replayedRequests); n >= 2*opts.KeepReplayedRequests {
+						r.replayedRequests = append(r.replayedRequests[:0], r.replayedRequests[n-opts.KeepReplayedRequests:]...)
+					}
 				}
 			}
 		}
@@ -369,6 +373,9 @@ func Open(ctx context.Context, opts Options) (_ *Region, err error) {
 	if err != nil {
 		r.current.unref()
 		return nil, errorf(opts.Name, "replaying WAL: %w", err)
+	}
+	if n := len(r.replayedRequests); n > opts.KeepReplayedRequests {
+		r.replayedRequests = slices.Clone(r.replayedRequests[n-opts.KeepReplayedRequests:])
 	}
 	r.recovery = Recovery{
 		ReplayedBytes: replayed.Bytes, ReplayedRecords: replayed.Records, ReplayedSegments: replayed.Segments,

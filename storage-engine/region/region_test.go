@@ -365,28 +365,35 @@ func TestOpenSnapshotKeepsOldVersionsThroughMajorCompaction(t *testing.T) {
 }
 
 // A batch's request (its idempotency key) travels in its WAL record: a
-// reopen that replays the WAL lists the requests of the batches and
-// transactions it replayed, with their commit timestamps, and the values
-// of keyed and unkeyed batches alike; a record without a request (the
-// format before requests) still decodes.
-func TestReplayListsTheRequestsOfReplayedWrites(t *testing.T) {
+// reopen that replays the WAL hands out, once, the requests of the newest
+// KeepReplayedRequests batches and transactions it replayed, with their
+// commit timestamps; keyed and unkeyed batches replay their values alike;
+// a record without a request (the format before requests) still decodes.
+func TestReplayHandsOutTheNewestRequestsOfReplayedWrites(t *testing.T) {
 	dir := t.TempDir()
 	opts := testOptions(t, dir)
+	opts.KeepReplayedRequests = 2
 	r, err := Open(context.Background(), opts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	keyed, err := r.Apply(new(Batch).Put([]byte("a"), []byte("1")).WithRequest(&Request{ID: "req-a", Fingerprint: 0xfeed}))
-	if err != nil {
-		t.Fatal(err)
+	keyed := func(k, v, id string) uint64 {
+		t.Helper()
+		ts, err := r.Apply(new(Batch).Put([]byte(k), []byte(v)).WithRequest(&Request{ID: id, Fingerprint: uint64(len(id))}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ts
 	}
+	first := keyed("a", "1", "req-a")
 	if _, err := r.Put([]byte("b"), []byte("2")); err != nil {
 		t.Fatal(err)
 	}
-	txn, err := r.CommitTxn(context.Background(), keyed, new(Batch).Put([]byte("c"), []byte("3")).WithRequest(&Request{ID: "req-c", Fingerprint: 7}))
+	txn, err := r.CommitTxn(context.Background(), first, new(Batch).Put([]byte("c"), []byte("3")).WithRequest(&Request{ID: "req-c", Fingerprint: 7}))
 	if err != nil {
 		t.Fatal(err)
 	}
+	last := keyed("d", "4", "req-dd")
 	if err := r.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -395,11 +402,14 @@ func TestReplayListsTheRequestsOfReplayedWrites(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer r.Close()
-	want := []AppliedRequest{{Request{"req-a", 0xfeed}, keyed}, {Request{"req-c", 7}, txn}}
-	if got := r.ReplayedRequests(); fmt.Sprint(got) != fmt.Sprint(want) {
-		t.Fatalf("replayed requests %v; want %v", got, want)
+	want := []AppliedRequest{{Request{"req-c", 7}, txn}, {Request{"req-dd", 6}, last}}
+	if got := r.TakeReplayedRequests(); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("replayed requests %v; want the newest 2, %v", got, want)
 	}
-	for k, v := range map[string]string{"a": "1", "b": "2", "c": "3"} {
+	if got := r.TakeReplayedRequests(); got != nil {
+		t.Fatalf("taken twice: %v", got)
+	}
+	for k, v := range map[string]string{"a": "1", "b": "2", "c": "3", "d": "4"} {
 		if got, _, err := r.Get([]byte(k), kv.MaxTimestamp); err != nil || string(got) != v {
 			t.Fatalf("%s after the replay: %q, %v; want %q", k, got, err, v)
 		}

@@ -82,10 +82,17 @@ type Recovery struct {
 // Recovery says what opening the region replayed and how long it took.
 func (r *Region) Recovery() Recovery { return r.recovery }
 
-// ReplayedRequests are the idempotency keys (Batch.WithRequest) of the
-// writes Open replayed from the WAL, oldest first: what a retry of a write
-// applied before a crash must be answered from.
-func (r *Region) ReplayedRequests() []AppliedRequest { return r.replayedRequests }
+// TakeReplayedRequests returns the idempotency keys (Batch.WithRequest) of
+// the newest Options.KeepReplayedRequests writes Open replayed from the
+// WAL, oldest first: what a retry of a write applied before a crash must be
+// answered from. The first call takes them; later calls return nil.
+func (r *Region) TakeReplayedRequests() []AppliedRequest {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	reqs := r.replayedRequests
+	r.replayedRequests = nil
+	return reqs
+}
 
 // OldestUnflushed is when the oldest write not yet in an SST was written
 // (zero when every write is): the age of the WAL a restart would replay.

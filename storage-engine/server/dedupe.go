@@ -373,13 +373,18 @@ func (d *dedupe) seed(region string, recs []appliedRecord) int {
 	return added
 }
 
+// maxEntries is how many keys each region's table holds.
+func (d *dedupe) maxEntries() int {
+	if d.MaxEntries > 0 {
+		return d.MaxEntries
+	}
+	return dedupeMaxEntries
+}
+
 // evictLocked drops the applied keys beyond MaxEntries or older than MaxAge,
 // oldest first.
 func (d *dedupe) evictLocked(log *appliedLog) {
-	maxN, maxAge := d.MaxEntries, d.MaxAge
-	if maxN <= 0 {
-		maxN = dedupeMaxEntries
-	}
+	maxN, maxAge := d.maxEntries(), d.MaxAge
 	if maxAge <= 0 {
 		maxAge = dedupeMaxAge
 	}

@@ -88,7 +88,7 @@ func (s *Store) saveApplied(ctx context.Context, name string) {
 // shortens the window: it is logged.
 func (s *Store) seedApplied(ctx context.Context, a *Assignment, e *region.Region) {
 	defer func() {
-		replayed := e.ReplayedRequests()
+		replayed := e.TakeReplayedRequests()
 		recs := make([]appliedRecord, 0, len(replayed))
 		now := time.Now().UnixNano()
 		for _, q := range replayed {

@@ -245,6 +245,7 @@ func (s *Store) regionOptions(sp Span) region.Options {
 	opts.Name = sp.Name
 	opts.WALDir = filepath.Join(s.opts.WALRoot, sp.Name)
 	opts.BeforeFlushCommit = func(ctx context.Context) { s.saveApplied(ctx, sp.Name) }
+	opts.KeepReplayedRequests = s.applied.maxEntries()
 	return opts
 }
 
