@@ -21,6 +21,10 @@ type Job struct {
 	Output string
 	Merge  MergeOptions
 	SST    sstable.WriterOptions
+	// Start and End bound the keys merged, [Start, End) (nil End:
+	// unbounded): a region's range, when its inputs include files it
+	// shares by reference with a split sibling, whose keys it drops.
+	Start, End []byte
 }
 
 // Result describes the merged output.
@@ -101,7 +105,7 @@ func Execute(ctx context.Context, b *blob.Bucket, job Job, keep bool) (res Resul
 		res.InputBytes += obj.Size()
 		iters = append(iters, r.NewIter())
 	}
-	in := iterator.NewMerging(iters...)
+	in := iterator.Bounded(iterator.NewMerging(iters...), job.Start, job.End)
 	defer in.Close()
 
 	wctx, cancel := context.WithCancel(ctx)

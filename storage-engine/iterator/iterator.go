@@ -3,6 +3,7 @@
 package iterator
 
 import (
+	"bytes"
 	"container/heap"
 
 	"github.com/bellows-kv/bellows/storage-engine/kv"
@@ -142,3 +143,36 @@ func (Empty) Key() kv.InternalKey        { return kv.InternalKey{} }
 func (Empty) Value() []byte              { return nil }
 func (Empty) Err() error                 { return nil }
 func (Empty) Close() error               { return nil }
+
+// Bounded yields the keys of it whose user key is in [start, end) (a nil
+// end is unbounded): a region reading files it shares with a sibling by
+// reference sees only its own range (docs/regions.md).
+func Bounded(it Iterator, start, end []byte) Iterator {
+	return &bounded{Iterator: it, start: start, end: end}
+}
+
+type bounded struct {
+	Iterator
+	start, end []byte
+	valid      bool
+}
+
+func (b *bounded) settle(ok bool) bool {
+	b.valid = ok && (b.end == nil || bytes.Compare(b.Iterator.Key().UserKey, b.end) < 0)
+	return b.valid
+}
+
+func (b *bounded) SeekGE(key kv.InternalKey) bool {
+	if bytes.Compare(key.UserKey, b.start) < 0 {
+		key = kv.MakeSearchKey(b.start, kv.MaxTimestamp)
+	}
+	return b.settle(b.Iterator.SeekGE(key))
+}
+
+func (b *bounded) First() bool {
+	return b.settle(b.Iterator.SeekGE(kv.MakeSearchKey(b.start, kv.MaxTimestamp)))
+}
+
+func (b *bounded) Next() bool { return b.valid && b.settle(b.Iterator.Next()) }
+
+func (b *bounded) Valid() bool { return b.valid }

@@ -27,6 +27,7 @@
 package manifest
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -47,11 +48,17 @@ var ErrFenced = errors.New("manifest: fenced: another owner committed a newer ma
 // FileMeta describes one live SST.
 type FileMeta struct {
 	Num uint64 `json:"num"`
-	// Key is the object key under the region's prefix. It includes the
-	// number of the manifest that claimed the region when the file was
-	// created, so a fenced owner's late upload can never replace a file of
-	// the current owner.
-	Key       string `json:"key"`
+	// Key is the object key under the prefix of the file's home region. It
+	// includes the number of the manifest that claimed the region when the
+	// file was created, so a fenced owner's late upload can never replace a
+	// file of the current owner.
+	Key string `json:"key"`
+	// Home, when set, is the region whose prefix holds the object: the file
+	// is a reference to an ancestor's SST, shared with the ancestor's other
+	// descendants (a split's daughters). A region reads a reference only
+	// within its own key range and never deletes it (docs/regions.md).
+	// Empty: the file is the region's own.
+	Home      string `json:"home,omitempty"`
 	Size      int64  `json:"size"`
 	Smallest  []byte `json:"smallest"`
 	Largest   []byte `json:"largest"`
@@ -113,6 +120,26 @@ type Manifest struct {
 	// further. Treat both as immutable: manifests share them.
 	Locks       []TxnLock    `json:"locks,omitempty"`
 	TxnOutcomes []TxnOutcome `json:"txnOutcomes,omitempty"`
+	// Start and End are the region's key range [Start, End); a nil End is
+	// unbounded. Every read, write and compaction of the region is clipped
+	// to it, which is what makes its reference files' other keys invisible.
+	Start []byte `json:"start,omitempty"`
+	End   []byte `json:"end,omitempty"`
+	// Parents are the manifests this region was derived from by a split
+	// or merge (Derive); empty for a region created whole.
+	Parents []ParentRef `json:"parents,omitempty"`
+	// Retired: the region was split or merged away (its successors are in
+	// the region map); nobody may claim it. Set only after the region map
+	// that retires it was committed; the map, not this flag, decides.
+	Retired bool `json:"retired,omitempty"`
+}
+
+// ParentRef names one parent of a region made by a split or merge: the
+// parent's name and the number of its final manifest, which is immutable,
+// so deriving from it gives the same result however often it is done.
+type ParentRef struct {
+	Name     string `json:"name"`
+	Manifest uint64 `json:"manifest"`
 }
 
 // TxnLock is one key's prewritten, unresolved write of a cross-region
@@ -176,6 +203,11 @@ func (m Manifest) CheckClaim(walID string) error {
 	return &OwnedError{Manifest: m.Number, Owner: m.Owner, WALID: m.WALID}
 }
 
+// InRange reports whether key falls in the region's range [Start, End).
+func (m Manifest) InRange(key []byte) bool {
+	return bytes.Compare(key, m.Start) >= 0 && (m.End == nil || bytes.Compare(key, m.End) < 0)
+}
+
 // ObjectName is the bucket key of manifest n.
 func ObjectName(n uint64) string { return fmt.Sprintf("%s%020d", prefix, n) }
 
@@ -205,6 +237,24 @@ func Load(ctx context.Context, b *blob.Bucket) (Manifest, error) {
 	}
 	if m.Number != newest {
 		return Manifest{}, fmt.Errorf("manifest: %s claims number %d", ObjectName(newest), m.Number)
+	}
+	return m, nil
+}
+
+// LoadNumber returns manifest n under b: a split's daughter derives from
+// its parent's final manifest by number, not from the newest (the parent
+// commits one more, marking itself retired).
+func LoadNumber(ctx context.Context, b *blob.Bucket, n uint64) (Manifest, error) {
+	data, err := b.ReadAll(ctx, ObjectName(n))
+	if err != nil {
+		return Manifest{}, fmt.Errorf("manifest: reading %d: %w", n, err)
+	}
+	var m Manifest
+	if err := json.Unmarshal(data, &m); err != nil {
+		return Manifest{}, fmt.Errorf("manifest: decoding %s: %w", ObjectName(n), err)
+	}
+	if m.Number != n {
+		return Manifest{}, fmt.Errorf("manifest: %s claims number %d", ObjectName(n), m.Number)
 	}
 	return m, nil
 }

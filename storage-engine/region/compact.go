@@ -184,11 +184,13 @@ func (r *Region) compactLocked(ctx context.Context, major bool) (*CompactionInfo
 			Retention: r.opts.Retention,
 			Snapshots: r.retentionSnapshots(maxTS(inputs)),
 		},
-		SST: r.opts.SST,
+		SST:   r.opts.SST,
+		Start: r.start,
+		End:   r.end,
 	}
 	var inputBytes int64
 	for _, t := range inputs {
-		job.Inputs = append(job.Inputs, ObjectKey(r.opts.Name, t.key))
+		job.Inputs = append(job.Inputs, ObjectKey(r.homeOf(t.meta), t.key))
 		inputBytes += t.meta.Size
 		job.SST.ExpectedKeys += uint(t.meta.Entries)
 	}

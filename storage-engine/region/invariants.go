@@ -46,7 +46,7 @@ func (r *Region) checkInvariants() error {
 	keys := make([]string, len(r.current.tables))
 	for i, t := range r.current.tables {
 		keys[i] = t.key
-		if t.meta.Num >= r.nextFile.Load() {
+		if t.meta.Home == "" && t.meta.Num >= r.nextFile.Load() {
 			return fail("file %s has number %d, not below the next file number %d", t.key, t.meta.Num, r.nextFile.Load())
 		}
 	}

@@ -92,6 +92,9 @@ func (r *Region) GetContext(ctx context.Context, key []byte, readTS uint64) ([]b
 	if err := validateKey(key); err != nil {
 		return nil, false, err
 	}
+	if err := r.checkKey(key); err != nil {
+		return nil, false, err
+	}
 	rs, err := r.acquireUnlocked(readTS, func(ts uint64) error { return r.checkReadLock(key, ts) })
 	if err != nil {
 		return nil, false, err
@@ -174,6 +177,7 @@ func (r *Region) NewIterator(start, end []byte, readTS uint64) (*Iterator, error
 // It fails with a *LockedError if a key of the range has a lock a read at
 // readTS must not pass (twopc.go): resolve it and retry.
 func (r *Region) NewIteratorContext(ctx context.Context, start, end []byte, readTS uint64) (*Iterator, error) {
+	start, end = r.clip(start, end)
 	rs, err := r.acquireUnlocked(readTS, func(ts uint64) error { return r.checkReadLocks(start, end, ts) })
 	if err != nil {
 		return nil, err

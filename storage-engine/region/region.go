@@ -193,6 +193,10 @@ type Region struct {
 	// is set (tests).
 	locks heldLocks
 
+	// start and end are the region's key range (its manifest's; immutable
+	// once open): every read, write and compaction is clipped to it.
+	start, end []byte
+
 	epoch    uint64 // number of the manifest that claimed the region
 	nextFile atomic.Uint64
 
@@ -266,6 +270,15 @@ func Open(ctx context.Context, opts Options) (_ *Region, err error) {
 	if err != nil {
 		return nil, &Error{Region: opts.Name, Err: err}
 	}
+	if m.Retired {
+		return nil, errorf(opts.Name, "%w (manifest %d): open its successors, which the region map names", ErrRetired, m.Number)
+	}
+	derived := m
+	if m.Number == 0 && opts.SplitFrom != nil {
+		if derived, err = deriveClaim(ctx, opts); err != nil {
+			return nil, &Error{Region: opts.Name, Err: err}
+		}
+	}
 	if err := m.CheckClaim(r.walDir.ID); err != nil {
 		if !opts.ForceTakeover {
 			return nil, &Error{Region: opts.Name, Err: err}
@@ -280,7 +293,7 @@ func Open(ctx context.Context, opts Options) (_ *Region, err error) {
 			return nil, &Error{Region: opts.Name, Err: err}
 		}
 	}
-	claim := m.Clone()
+	claim := derived.Clone()
 	claim.Owner = opts.Owner
 	claim.WALID = r.walDir.ID
 	claim.Released = false
@@ -289,6 +302,10 @@ func Open(ctx context.Context, opts Options) (_ *Region, err error) {
 	}
 	r.manifest = claim
 	r.epoch = claim.Number
+	r.start, r.end = claim.Start, claim.End
+	if r.start == nil {
+		r.start = []byte{}
+	}
 	r.nextFile.Store(max(claim.NextFileNum, 1))
 	if err := r.removeOrphans(ctx); err != nil {
 		return nil, err
@@ -423,14 +440,17 @@ func Open(ctx context.Context, opts Options) (_ *Region, err error) {
 func (r *Region) openTable(ctx context.Context, f manifest.FileMeta, cacheFileID uint64) (*table, error) {
 	key := f.Key
 	r.checkIO("opening " + key)
-	obj, err := r.bucket.OpenObject(ctx, key)
+	// A reference file (a split's daughter's) lives under its home's
+	// prefix, not this region's.
+	objectKey := ObjectKey(r.homeOf(f), key)
+	obj, err := r.opts.Bucket.OpenObject(ctx, objectKey)
 	if err != nil {
-		return nil, fmt.Errorf("opening %s: %w", key, err)
+		return nil, fmt.Errorf("opening %s: %w", objectKey, err)
 	}
 	if cacheFileID == 0 {
 		cacheFileID = blockcache.NewFileID()
 	}
-	rd, err := sstable.OpenWithFileID(obj, obj.Size(), ObjectKey(r.opts.Name, key), r.opts.BlockCache, cacheFileID)
+	rd, err := sstable.OpenWithFileID(obj, obj.Size(), objectKey, r.opts.BlockCache, cacheFileID)
 	if err != nil {
 		_ = obj.Close()
 		return nil, err

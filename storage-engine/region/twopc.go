@@ -516,6 +516,9 @@ func (r *Region) Prewrite(ctx context.Context, startTS uint64, primary []byte, b
 	if err := validateKey(primary); err != nil {
 		return 0, fmt.Errorf("primary: %w", err)
 	}
+	if err := r.checkBatchRange(b); err != nil {
+		return 0, err
+	}
 	b.dedupe()
 	slots := r.latches.slotsOf(b)
 	r.latches.lock(slots)
@@ -574,6 +577,11 @@ func (r *Region) resolve(startTS, commitTS uint64, keys [][]byte, primary bool, 
 	for _, k := range keys {
 		b.ops = append(b.ops, op{key: k})
 	}
+	// A key of another region (a stale route after a split) would find no
+	// lock here and be skipped as resolved: refuse it instead.
+	if err := r.checkBatchRange(b); err != nil {
+		return err
+	}
 	slots := r.latches.slotsOf(b)
 	r.latches.lock(slots)
 	defer r.latches.unlock(slots)
@@ -624,6 +632,10 @@ func (r *Region) resolve(startTS, commitTS uint64, keys [][]byte, primary bool, 
 // lock, when rollbackIfAbsent is set (the caller met an expired lock of
 // it elsewhere: its coordinator is gone before it prewrote the primary).
 func (r *Region) CheckTxnStatus(ctx context.Context, primary []byte, startTS uint64, now time.Time, rollbackIfAbsent bool) (TxnStatus, error) {
+	// Another region's primary would be "absent" here, and rolled back.
+	if err := r.checkKey(primary); err != nil {
+		return TxnStatus{}, err
+	}
 	b := new(Batch)
 	b.ops = append(b.ops, op{key: primary})
 	slots := r.latches.slotsOf(b)
@@ -654,6 +666,9 @@ func (r *Region) CheckTxnStatus(ctx context.Context, primary []byte, startTS uin
 // primary) is resolved: its outcome is then kept only for retries of its
 // commit request (ForgetTxns).
 func (r *Region) MarkTxnResolved(startTS uint64, primary []byte) error {
+	if err := r.checkKey(primary); err != nil {
+		return err
+	}
 	b := new(Batch)
 	b.ops = append(b.ops, op{key: primary})
 	slots := r.latches.slotsOf(b)

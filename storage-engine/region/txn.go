@@ -44,6 +44,9 @@ func (r *Region) CommitTxn(ctx context.Context, startTS uint64, b *Batch) (uint6
 	if err := b.validate(r.opts.MaxValueSize, r.opts.MaxBatchBytes); err != nil {
 		return 0, err
 	}
+	if err := r.checkBatchRange(b); err != nil {
+		return 0, err
+	}
 	b.dedupe()
 	slots := r.latches.slotsOf(b)
 	r.latches.lock(slots)

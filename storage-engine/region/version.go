@@ -49,7 +49,11 @@ func (t *table) unref() {
 	}
 	_ = t.obj.Close()
 	if t.obsolete.Load() {
-		_ = t.bucket.Delete(context.Background(), t.key)
+		// A reference's object is its home's, shared with the home's
+		// other descendants (split.go): dropped from this region only.
+		if t.meta.Home == "" {
+			_ = t.bucket.Delete(context.Background(), t.key)
+		}
 		if t.onDelete != nil {
 			t.onDelete(t)
 		}

@@ -26,6 +26,9 @@ func (r *Region) Apply(b *Batch) (uint64, error) {
 	if err := b.validate(r.opts.MaxValueSize, r.opts.MaxBatchBytes); err != nil {
 		return 0, err
 	}
+	if err := r.checkBatchRange(b); err != nil {
+		return 0, err
+	}
 	b.dedupe()
 	// The keys' latches: a transaction validating any of them waits for
 	// this write to be in the memstore (latch.go).

@@ -6,6 +6,7 @@
 package compactionwire
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -21,6 +22,8 @@ func JobToProto(j compaction.Job) *compactionpb.Job {
 		Region: j.Region,
 		Inputs: j.Inputs,
 		Output: j.Output,
+		Start:  j.Start,
+		End:    j.End,
 		Merge: &compactionpb.MergeOptions{
 			Major:                j.Merge.Major,
 			RetentionMaxVersions: int32(j.Merge.Retention.MaxVersions),
@@ -47,7 +50,12 @@ func JobFromProto(p *compactionpb.Job) (compaction.Job, error) {
 	case p.Output == "":
 		return compaction.Job{}, errors.New("job has no output key")
 	}
-	j := compaction.Job{Region: p.Region, Inputs: p.Inputs, Output: p.Output}
+	j := compaction.Job{Region: p.Region, Inputs: p.Inputs, Output: p.Output, Start: p.Start, End: p.End}
+	if len(j.End) == 0 {
+		j.End = nil // unbounded: no range ends at the empty key
+	} else if bytes.Compare(j.Start, j.End) >= 0 {
+		return compaction.Job{}, fmt.Errorf("job range [%q, %q) is empty", j.Start, j.End)
+	}
 	if m := p.Merge; m != nil {
 		if m.RetentionMaxVersions < 0 {
 			return compaction.Job{}, errors.New("job retention maxVersions is negative")

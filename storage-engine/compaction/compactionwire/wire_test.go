@@ -20,13 +20,19 @@ func TestJobRoundTrips(t *testing.T) {
 			Snapshots: []uint64{17, 42},
 		},
 		SST: sstable.WriterOptions{BlockSize: 4096, Compression: sstable.S2Compression, BloomFalsePositive: 0.02, ExpectedKeys: 1000},
+		// A split's daughter: the worker must drop its sibling's keys.
+		Start: []byte("user5000"),
+		End:   []byte("user7500"),
 	}
-	got, err := JobFromProto(JobToProto(job))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !reflect.DeepEqual(got, job) {
-		t.Fatalf("round trip:\n got  %+v\n want %+v", got, job)
+	for _, end := range [][]byte{job.End, nil} {
+		job.End = end
+		got, err := JobFromProto(JobToProto(job))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(got, job) {
+			t.Fatalf("round trip:\n got  %+v\n want %+v", got, job)
+		}
 	}
 }
 
@@ -53,6 +59,11 @@ func TestJobFromProtoRefusesIncompleteJobs(t *testing.T) {
 			j.Sst = &compactionpb.SSTOptions{Compression: uint32(sstable.S2Compression) + 1}
 			return j
 		}(), "job names an unknown compression"},
+		{"empty range", func() *compactionpb.Job {
+			j := ok()
+			j.Start, j.End = []byte("m"), []byte("c")
+			return j
+		}(), `job range ["m", "c") is empty`},
 	} {
 		if _, err := JobFromProto(c.job); err == nil || err.Error() != c.want {
 			t.Errorf("%s: err = %v, want %q", c.name, err, c.want)

@@ -160,9 +160,14 @@ type Job struct {
 	// inputs are bucket keys of the input SSTs, oldest first.
 	Inputs []string `protobuf:"bytes,2,rep,name=inputs,proto3" json:"inputs,omitempty"`
 	// output is the bucket key the merged SST is written to.
-	Output        string        `protobuf:"bytes,3,opt,name=output,proto3" json:"output,omitempty"`
-	Merge         *MergeOptions `protobuf:"bytes,4,opt,name=merge,proto3" json:"merge,omitempty"`
-	Sst           *SSTOptions   `protobuf:"bytes,5,opt,name=sst,proto3" json:"sst,omitempty"`
+	Output string        `protobuf:"bytes,3,opt,name=output,proto3" json:"output,omitempty"`
+	Merge  *MergeOptions `protobuf:"bytes,4,opt,name=merge,proto3" json:"merge,omitempty"`
+	Sst    *SSTOptions   `protobuf:"bytes,5,opt,name=sst,proto3" json:"sst,omitempty"`
+	// start and end bound the keys merged, [start, end): the region's range,
+	// when its inputs include files it shares by reference with a split
+	// sibling. An empty end is unbounded (no range ends at the empty key).
+	Start         []byte `protobuf:"bytes,6,opt,name=start,proto3" json:"start,omitempty"`
+	End           []byte `protobuf:"bytes,7,opt,name=end,proto3" json:"end,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -228,6 +233,20 @@ func (x *Job) GetMerge() *MergeOptions {
 func (x *Job) GetSst() *SSTOptions {
 	if x != nil {
 		return x.Sst
+	}
+	return nil
+}
+
+func (x *Job) GetStart() []byte {
+	if x != nil {
+		return x.Start
+	}
+	return nil
+}
+
+func (x *Job) GetEnd() []byte {
+	if x != nil {
+		return x.End
 	}
 	return nil
 }
@@ -1127,13 +1146,15 @@ const file_bellows_compaction_v1_compaction_proto_rawDesc = "" +
 	"block_size\x18\x01 \x01(\x03R\tblockSize\x12 \n" +
 	"\vcompression\x18\x02 \x01(\rR\vcompression\x120\n" +
 	"\x14bloom_false_positive\x18\x03 \x01(\x01R\x12bloomFalsePositive\x12#\n" +
-	"\rexpected_keys\x18\x04 \x01(\x04R\fexpectedKeys\"\xbd\x01\n" +
+	"\rexpected_keys\x18\x04 \x01(\x04R\fexpectedKeys\"\xe5\x01\n" +
 	"\x03Job\x12\x16\n" +
 	"\x06region\x18\x01 \x01(\tR\x06region\x12\x16\n" +
 	"\x06inputs\x18\x02 \x03(\tR\x06inputs\x12\x16\n" +
 	"\x06output\x18\x03 \x01(\tR\x06output\x129\n" +
 	"\x05merge\x18\x04 \x01(\v2#.bellows.compaction.v1.MergeOptionsR\x05merge\x123\n" +
-	"\x03sst\x18\x05 \x01(\v2!.bellows.compaction.v1.SSTOptionsR\x03sst\"\xc5\x01\n" +
+	"\x03sst\x18\x05 \x01(\v2!.bellows.compaction.v1.SSTOptionsR\x03sst\x12\x14\n" +
+	"\x05start\x18\x06 \x01(\fR\x05start\x12\x10\n" +
+	"\x03end\x18\a \x01(\fR\x03end\"\xc5\x01\n" +
 	"\x0eCompactRequest\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x1d\n" +
 	"\n" +

@@ -1,0 +1,265 @@
+package region
+
+// Splitting a region (docs/regions.md, section 2). The region's part is
+// local and small: it knows its key range and clips every read, write and
+// compaction to it; it finds the key that halves its bytes from its files'
+// indexes; it stops its writes and flushes everything (PrepareSplit), so
+// that its final manifest holds every acknowledged write; and it retires
+// (Retire) once the region map naming its daughters is committed. The
+// daughters open from that final manifest (Options.SplitFrom, derived by
+// manifest.Derive), sharing its files by reference.
+//
+// The commit point is the region map's, not the region's: until the map
+// names the daughters, the parent reopens from its manifest and WAL as
+// after any crash; once it does, the daughters derive from the parent's
+// final manifest, which is immutable. So a half-done split is finished or
+// undone, never both.
+//
+// Invariant: a reference file (FileMeta.Home set) is never deleted by the
+// region that references it; only its home's prefix holds it, and the
+// region map's janitor deletes that once no live region names it.
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/bellows-kv/bellows/storage-engine/manifest"
+)
+
+var (
+	// ErrKeyNotInRegion matches a *KeyNotInRegionError.
+	ErrKeyNotInRegion = errors.New("region: key not in the region's range")
+	// ErrRetired: the region was split or merged away; the region map
+	// names its successors.
+	ErrRetired = errors.New("region: retired by a split or merge")
+	// ErrCannotSplit: no key divides the region into two non-empty halves
+	// (all of its data is one key, or it has none in files).
+	ErrCannotSplit = errors.New("region: no split key")
+)
+
+// KeyNotInRegionError refuses a request for a key outside the region's
+// range: the caller's route is stale (the region split or merged); it
+// should learn the region map again and retry.
+type KeyNotInRegionError struct {
+	Region     string
+	Key        []byte
+	Start, End []byte
+}
+
+func (e *KeyNotInRegionError) Error() string {
+	return fmt.Sprintf("region %s: key %q is not in its range [%q, %s): the region split or merged; route by the current region map",
+		e.Region, e.Key, e.Start, endString(e.End))
+}
+
+func (e *KeyNotInRegionError) Is(target error) bool { return target == ErrKeyNotInRegion }
+
+func endString(end []byte) string {
+	if end == nil {
+		return "∞"
+	}
+	return fmt.Sprintf("%q", end)
+}
+
+// SplitFrom names what a daughter of a split derives its first manifest
+// from: the parent's name and final manifest number, as the region map
+// records them, and the daughter's range.
+type SplitFrom struct {
+	Parent     string
+	Manifest   uint64
+	Start, End []byte
+}
+
+// Range is the region's key range [start, end); a nil end is unbounded.
+// A region created whole (not by a split) covers every key.
+func (r *Region) Range() (start, end []byte) { return r.start, r.end }
+
+func (r *Region) inRange(key []byte) bool {
+	return bytes.Compare(key, r.start) >= 0 && (r.end == nil || bytes.Compare(key, r.end) < 0)
+}
+
+func (r *Region) checkKey(key []byte) error {
+	if r.inRange(key) {
+		return nil
+	}
+	return &KeyNotInRegionError{Region: r.opts.Name, Key: bytes.Clone(key), Start: r.start, End: r.end}
+}
+
+func (r *Region) checkBatchRange(b *Batch) error {
+	for _, o := range b.ops {
+		if err := r.checkKey(o.key); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// clip narrows [start, end) to the region's range.
+func (r *Region) clip(start, end []byte) ([]byte, []byte) {
+	if bytes.Compare(start, r.start) < 0 {
+		start = r.start
+	}
+	if r.end != nil && (end == nil || bytes.Compare(end, r.end) > 0) {
+		end = r.end
+	}
+	return start, end
+}
+
+// homeOf is the region whose prefix holds file f.
+func (r *Region) homeOf(f manifest.FileMeta) string {
+	if f.Home != "" {
+		return f.Home
+	}
+	return r.opts.Name
+}
+
+// blockWeight is one data block of a file, weighted by its stored size:
+// the unit in which a region's bytes are counted and halved.
+type blockWeight struct {
+	last  []byte // the block's last user key
+	bytes int64
+}
+
+// blocksInRange lists the data blocks of the current files that may hold
+// keys of the region's range. A block holds the keys after its
+// predecessor's last key up to its own.
+func (r *Region) blocksInRange() []blockWeight {
+	r.mu.RLock()
+	v := r.current
+	v.ref()
+	r.mu.RUnlock()
+	defer v.unref()
+	var out []blockWeight
+	for _, t := range v.tables {
+		rd := t.reader
+		var prevLast []byte
+		for i := range rd.NumBlocks() {
+			last := rd.BlockLastUserKey(i)
+			if bytes.Compare(last, r.start) >= 0 && (r.end == nil || prevLast == nil || bytes.Compare(prevLast, r.end) < 0) {
+				out = append(out, blockWeight{last: last, bytes: int64(rd.BlockHandle(i).Length)})
+			}
+			prevLast = last
+		}
+	}
+	return out
+}
+
+// DataBytes is the region's size as a split counts it: the stored bytes of
+// its files' blocks within its range (a reference file counts only its
+// blocks in the range) plus its memstores.
+func (r *Region) DataBytes() int64 {
+	var n int64
+	for _, b := range r.blocksInRange() {
+		n += b.bytes
+	}
+	r.mu.RLock()
+	n += r.mem.ms.View().ApproximateBytes()
+	for _, mt := range r.imm {
+		n += mt.frozen.ApproximateBytes()
+	}
+	r.mu.RUnlock()
+	return n
+}
+
+// SplitKey returns the key that divides the region's files into halves of
+// about equal bytes, from the files' block indexes (no data is read): the
+// last key of the block at which the bytes, in key order across files,
+// pass half. The right daughter starts at it. It is strictly inside the
+// range, so both daughters are non-empty ranges; ErrCannotSplit when no
+// such key exists. Flush first to count the memstore.
+func (r *Region) SplitKey() ([]byte, error) {
+	blocks := r.blocksInRange()
+	slices.SortStableFunc(blocks, func(a, b blockWeight) int { return bytes.Compare(a.last, b.last) })
+	var total int64
+	for _, b := range blocks {
+		total += b.bytes
+	}
+	// A candidate is a block's last key strictly inside the range and
+	// above the smallest block's last key: the left daughter then holds
+	// at least that key, the right one the candidate itself. The first
+	// candidate at or past half wins; else the last before it.
+	var acc int64
+	best := -1
+	for i, b := range blocks {
+		acc += b.bytes
+		if i == 0 || !r.inRange(b.last) || bytes.Equal(b.last, r.start) || bytes.Compare(b.last, blocks[0].last) <= 0 {
+			continue
+		}
+		best = i
+		if 2*acc >= total {
+			break
+		}
+	}
+	if best >= 0 {
+		return bytes.Clone(blocks[best].last), nil
+	}
+	return nil, errorf(r.opts.Name, "%w: %d bytes in %d blocks have no key strictly inside the range that leaves data on both sides",
+		ErrCannotSplit, total, len(blocks))
+}
+
+// PrepareSplit is steps 1–3 of a split: it flushes the memstore while
+// writes continue (so the final flush is small), then stops the region's
+// compactions and refuses every later write (ErrReleasing: retry at the
+// owner the region map names), and flushes what was acknowledged
+// meanwhile. It returns the final manifest, which names every acknowledged
+// write and which the daughters derive from. Reads continue.
+//
+// After PrepareSplit the region accepts no writes again: if the region map
+// is then not committed, Close it and Open it again (its manifest and WAL
+// hold everything), as after a crash at that point.
+func (r *Region) PrepareSplit(ctx context.Context) (manifest.Manifest, error) {
+	if err := r.Flush(ctx); err != nil {
+		return manifest.Manifest{}, errorf(r.opts.Name, "splitting: pre-flush: %w", err)
+	}
+	r.stopCompactions(ErrReleasing)
+	if err := r.flush(ctx, true); err != nil {
+		_ = r.Close()
+		return manifest.Manifest{}, errorf(r.opts.Name, "splitting: final flush: %w", err)
+	}
+	// Wait for a compaction that was installing (its one commit is not
+	// cancelled) so the manifest returned is the region's last.
+	r.compactMu.Lock()
+	r.mu.RLock()
+	m := r.manifest
+	r.mu.RUnlock()
+	r.compactMu.Unlock()
+	return m, nil
+}
+
+// Retire is step 5 of a split or merge, once the region map naming the
+// successors is committed: it closes the region, commits a manifest marked
+// retired (no store claims it again; the map already says so) and removes
+// its WAL segments, which hold nothing the final manifest lacks.
+func (r *Region) Retire(ctx context.Context) error {
+	err := r.shutdown(func() error {
+		r.manifestMu.Lock()
+		defer r.manifestMu.Unlock()
+		prev := r.manifest
+		next := prev.Clone()
+		next.Released, next.Retired = true, true
+		if err := r.commitManifest(ctx, prev, &next); err != nil {
+			return err
+		}
+		r.mu.Lock()
+		r.manifest = next
+		r.mu.Unlock()
+		return r.walDir.RemoveSegments()
+	})
+	if err != nil {
+		return errorf(r.opts.Name, "retiring: %w", err)
+	}
+	return nil
+}
+
+// deriveClaim is Open's first manifest of a daughter that has none: derived
+// from its parent's final manifest.
+func deriveClaim(ctx context.Context, opts Options) (manifest.Manifest, error) {
+	sf := opts.SplitFrom
+	pm, err := manifest.LoadNumber(ctx, opts.Bucket.Prefixed(BucketPrefix(sf.Parent)), sf.Manifest)
+	if err != nil {
+		return manifest.Manifest{}, fmt.Errorf("deriving from %s: %w", sf.Parent, err)
+	}
+	return manifest.Derive(manifest.Parent{Name: sf.Parent, Manifest: pm}, sf.Start, sf.End)
+}
