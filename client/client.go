@@ -70,6 +70,10 @@ func (o *Options) ensureDefaults() {
 	if len(o.DialOptions) == 0 {
 		o.DialOptions = []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}
 	}
+	// Before the caller's options, which may override it: an answer with a
+	// largest value (a Get, a scan chunk) is larger than gRPC's 4 MiB
+	// default.
+	o.DialOptions = append([]grpc.DialOption{grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(contract.MaxMessageBytes))}, o.DialOptions...)
 	if o.RegionsTimeout <= 0 {
 		o.RegionsTimeout = 2 * time.Second
 	}
@@ -364,6 +368,9 @@ func (c *Client) GetAt(ctx context.Context, key []byte, readTS uint64) (value []
 }
 
 func (c *Client) get(ctx context.Context, req *kvpb.GetRequest) ([]byte, bool, error) {
+	if err := checkKey(req.Key); err != nil {
+		return nil, false, err
+	}
 	resp, err := do(ctx, c, req.Key, func(ctx context.Context, kv kvpb.KVClient) (*kvpb.GetResponse, error) {
 		return kv.Get(ctx, req)
 	})
@@ -373,8 +380,13 @@ func (c *Client) get(ctx context.Context, req *kvpb.GetRequest) ([]byte, bool, e
 	return resp.Value, resp.Found, nil
 }
 
-// Put writes value under key.
+// Put writes value under key. A key must be 1 to MaxKeyBytes long and a
+// value at most MaxValueBytes; others fail at once with ErrEmptyKey,
+// ErrKeyTooLarge or ErrValueTooLarge.
 func (c *Client) Put(ctx context.Context, key, value []byte) (WriteResult, error) {
+	if err := checkWrite(key, value); err != nil {
+		return WriteResult{}, err
+	}
 	ctx = withRequestID(ctx)
 	resp, err := do(ctx, c, key, func(ctx context.Context, kv kvpb.KVClient) (*kvpb.PutResponse, error) {
 		return kv.Put(ctx, &kvpb.PutRequest{Key: key, Value: value})
@@ -387,6 +399,9 @@ func (c *Client) Put(ctx context.Context, key, value []byte) (WriteResult, error
 
 // Delete removes key.
 func (c *Client) Delete(ctx context.Context, key []byte) (WriteResult, error) {
+	if err := checkKey(key); err != nil {
+		return WriteResult{}, err
+	}
 	ctx = withRequestID(ctx)
 	resp, err := do(ctx, c, key, func(ctx context.Context, kv kvpb.KVClient) (*kvpb.DeleteResponse, error) {
 		return kv.Delete(ctx, &kvpb.DeleteRequest{Key: key})
@@ -408,10 +423,14 @@ type Mutation struct {
 var ErrBatchSpansRegions = errors.New("batch spans regions")
 
 // Batch applies the mutations atomically: all or none. They must fall in
-// one region.
+// one region, within Put's limits each and MaxBatchBytes together
+// (ErrBatchTooLarge).
 func (c *Client) Batch(ctx context.Context, muts []Mutation) (WriteResult, error) {
 	if len(muts) == 0 {
 		return WriteResult{}, errors.New("bellows client: empty batch")
+	}
+	if err := checkBatch(muts); err != nil {
+		return WriteResult{}, err
 	}
 	req := &kvpb.BatchRequest{Mutations: make([]*kvpb.Mutation, len(muts))}
 	t := c.table.Load()

@@ -24,7 +24,8 @@ type ScanOptions struct {
 type KeyValue struct{ Key, Value []byte }
 
 // Scan returns an iterator over the live keys of [start, end) in key order
-// (empty start: the first key; empty end: past the last). It reads one
+// (empty start: the first key; empty end: past the last; start after a
+// non-empty end: Err is ErrInvalidRange). It reads one
 // region at a time from its owner; a stream that breaks (the owner moved,
 // restarted or went away) resumes after the last key returned, at the
 // owner the refreshed table names, until the context ends. Close it when
@@ -33,7 +34,10 @@ func (c *Client) Scan(ctx context.Context, start, end []byte, opts ScanOptions) 
 	ctx, cancel := context.WithCancel(ctx)
 	b := backoff.NewExponentialBackOff()
 	b.InitialInterval, b.MaxInterval = c.opts.RetryInitial, c.opts.RetryMax
-	return &Iterator{c: c, ctx: ctx, cancel: cancel, from: bytes.Clone(start), end: bytes.Clone(end), opts: opts, retry: b}
+	it := &Iterator{c: c, ctx: ctx, cancel: cancel, from: bytes.Clone(start), end: bytes.Clone(end), opts: opts, retry: b}
+	// An inverted range would read nothing and look like an empty one.
+	it.err = checkRange(start, end)
+	return it
 }
 
 // Iterator walks a Scan's pairs. Use:

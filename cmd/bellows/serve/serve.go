@@ -55,6 +55,10 @@ func Listen(grpcAddr, httpAddr string, log *slog.Logger, opts ...grpc.ServerOpti
 		// a partitioned worker and a worker a partitioned store.
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 10 * time.Second, Timeout: 5 * time.Second}),
+		// A request within the key, value and batch limits must reach the
+		// engine, which names the limit it breaks; gRPC's 4 MiB default
+		// would refuse a largest value first with a message about frames.
+		grpc.MaxRecvMsgSize(contract.MaxMessageBytes),
 	}, opts...)
 	return &Servers{GRPC: grpc.NewServer(opts...), grpcLis: gl, httpLis: hl, log: log, Shutdown: contract.GracefulStopTimeout}, nil
 }

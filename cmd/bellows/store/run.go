@@ -148,6 +148,9 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, out io.Writer) error
 		Compaction: compaction.Policy{MinFiles: e.Compaction.MinFiles, MaxFiles: e.Compaction.MaxFiles,
 			Ratio: e.Compaction.Ratio, MaxBytes: e.Compaction.MaxBytes},
 		ForceTakeover: cfg.ForceTakeover, OwnershipCheckInterval: cfg.OwnershipCheckInterval,
+		// The limits clients check before sending (contract), so what a
+		// client lets through a store accepts.
+		MaxValueSize: contract.MaxValueBytes, MaxBatchBytes: contract.MaxBatchBytes,
 	}
 	m := server.NewMetrics(reg)
 	srv, err := serve.Listen(cfg.Listen, cfg.MetricsListen, log,
@@ -199,7 +202,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, out io.Writer) error
 	server.RegisterStoreGauges(reg, store, cache)
 	var fwd *server.Forwarding
 	if peers != nil {
-		router := route.New(route.Options{Peers: peers, Logger: log})
+		router := route.New(route.Options{Peers: peers, Logger: log, MaxRecvMessageBytes: contract.MaxMessageBytes})
 		defer router.Close()
 		go router.Run(ctx)
 		fwd = &server.Forwarding{Spans: allSpans, Router: router}

@@ -77,6 +77,9 @@ type Options struct {
 	// it was retired, whichever comes first. A call still running then
 	// fails (the forwarder answers UNAVAILABLE). Default 2m.
 	MaxDrain time.Duration
+	// MaxRecvMessageBytes bounds an answer a peer forwards back (a Get of
+	// a largest value); 0 keeps gRPC's default, 4 MiB.
+	MaxRecvMessageBytes int
 }
 
 // EnsureDefaults fills the unset fields with their defaults.
@@ -195,7 +198,11 @@ func (r *Router) Acquire(ctx context.Context, addr string) (*Lease, error) {
 	}
 	pc := r.conns[addr]
 	if pc == nil {
-		cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		opts := []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}
+		if r.opts.MaxRecvMessageBytes > 0 {
+			opts = append(opts, grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(r.opts.MaxRecvMessageBytes)))
+		}
+		cc, err := grpc.NewClient(addr, opts...)
 		if err != nil {
 			return nil, status.Errorf(codes.Unavailable, "peer store %s: %v", addr, err)
 		}
