@@ -1,0 +1,269 @@
+// Package regionmap is the cluster's list of regions: their key ranges,
+// where each came from, and which store slot owns it (docs/regions.md).
+//
+// The map lives in the bucket as numbered objects regionmap/<epoch>, each
+// written create-if-absent as the successor of the writer's view (Commit),
+// exactly as a region's manifests are: of two writers holding epoch n, one
+// commits n+1 and the other is fenced (ErrFenced), reloads and decides
+// again. So the map has one linear history, whoever proposes changes.
+//
+// Invariants (Validate checks them before every commit and after every
+// load):
+//   - The regions' ranges are sorted, disjoint and cover the whole key
+//     space: the first starts at the empty key, each starts where its
+//     predecessor ends, the last is unbounded.
+//   - IDs are unique and below NextID; names are unique; a retired name is
+//     never live again.
+//   - A region made by a split names its parent and the parent's final
+//     manifest (Parent); the parent is retired in the same commit.
+//
+// Ownership: a region belongs to slot Slot, the index of the initial region
+// it descends from; slot i is served by the store with ordinal i mod N (N
+// stores), as before regions could split. A split keeps the slot, so a split
+// moves nothing between stores.
+package regionmap
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/bellows-kv/bellows/storage-engine/blob"
+)
+
+const prefix = "regionmap/"
+
+// ErrFenced means another writer committed the epoch this writer tried to:
+// reload the map and decide again.
+var ErrFenced = errors.New("regionmap: fenced: another writer committed a newer region map")
+
+// Region is one entry of the map.
+type Region struct {
+	ID   uint64 `json:"id"`
+	Name string `json:"name"`
+	// Start and End: the range [Start, End); a nil End is unbounded.
+	Start []byte `json:"start"`
+	End   []byte `json:"end,omitempty"`
+	// Slot is the index of the initial region this one descends from:
+	// the store with ordinal Slot mod N owns it.
+	Slot int `json:"slot"`
+	// Parent, for a daughter of a split: the parent region and its final
+	// manifest, from which the daughter derives its first one.
+	Parent *Parent `json:"parent,omitempty"`
+}
+
+// Parent names a split's parent region and its final manifest number.
+type Parent struct {
+	Name     string `json:"name"`
+	Manifest uint64 `json:"manifest"`
+}
+
+// Contains reports whether key falls in the region's range.
+func (r Region) Contains(key []byte) bool {
+	return bytes.Compare(key, r.Start) >= 0 && (r.End == nil || bytes.Compare(key, r.End) < 0)
+}
+
+// Map is one epoch of the region map.
+type Map struct {
+	// Epoch is the map's object number; 0: none committed yet.
+	Epoch  uint64   `json:"epoch"`
+	NextID uint64   `json:"nextID"`
+	Region []Region `json:"regions"`
+	// Retired are the names of regions split away: never live again; a
+	// store removes what it keeps locally for them (their WAL directory).
+	Retired []string `json:"retired,omitempty"`
+}
+
+// Name of region id: region-000, region-001, … (the names regions had
+// before the map, so a bucket written then keeps its regions).
+func Name(id uint64) string { return fmt.Sprintf("region-%03d", id) }
+
+// Initial is the map of a new cluster: one region per range, region i
+// named Name(i) in slot i. bounds are the split keys, strictly ascending.
+func Initial(bounds [][]byte) (Map, error) {
+	m := Map{NextID: uint64(len(bounds) + 1)}
+	start := []byte{}
+	for i := 0; i <= len(bounds); i++ {
+		r := Region{ID: uint64(i), Name: Name(uint64(i)), Start: start, Slot: i}
+		if i < len(bounds) {
+			r.End = bounds[i]
+			start = bounds[i]
+		}
+		m.Region = append(m.Region, r)
+	}
+	return m, m.Validate()
+}
+
+// Validate checks the package invariants.
+func (m Map) Validate() error {
+	if len(m.Region) == 0 {
+		return errors.New("regionmap: no regions")
+	}
+	if len(m.Region[0].Start) != 0 {
+		return fmt.Errorf("regionmap: the first region %s starts at %q, not the empty key", m.Region[0].Name, m.Region[0].Start)
+	}
+	ids := map[uint64]bool{}
+	names := map[string]bool{}
+	for _, n := range m.Retired {
+		names[n] = true
+	}
+	for i, r := range m.Region {
+		switch {
+		case r.ID >= m.NextID:
+			return fmt.Errorf("regionmap: region %s has id %d, not below the next id %d", r.Name, r.ID, m.NextID)
+		case ids[r.ID]:
+			return fmt.Errorf("regionmap: id %d is used twice", r.ID)
+		case names[r.Name]:
+			return fmt.Errorf("regionmap: name %s is used twice or was retired", r.Name)
+		case i > 0 && !bytes.Equal(m.Region[i-1].End, r.Start):
+			return fmt.Errorf("regionmap: %s ends at %q but %s starts at %q: ranges must be contiguous",
+				m.Region[i-1].Name, m.Region[i-1].End, r.Name, r.Start)
+		case i < len(m.Region)-1 && r.End == nil:
+			return fmt.Errorf("regionmap: %s is unbounded but is not the last region", r.Name)
+		case r.End != nil && bytes.Compare(r.Start, r.End) >= 0:
+			return fmt.Errorf("regionmap: %s has the empty range [%q, %q)", r.Name, r.Start, r.End)
+		case r.Slot < 0:
+			return fmt.Errorf("regionmap: %s has the negative slot %d", r.Name, r.Slot)
+		}
+		ids[r.ID] = true
+		names[r.Name] = true
+	}
+	if last := m.Region[len(m.Region)-1]; last.End != nil {
+		return fmt.Errorf("regionmap: the last region %s ends at %q: the key space past it is in no region", last.Name, last.End)
+	}
+	return nil
+}
+
+// Find is the region holding key.
+func (m Map) Find(key []byte) Region {
+	i := sort.Search(len(m.Region), func(i int) bool { return bytes.Compare(m.Region[i].Start, key) > 0 }) - 1
+	return m.Region[max(i, 0)]
+}
+
+// ByName is the live region named name.
+func (m Map) ByName(name string) (Region, bool) {
+	i := slices.IndexFunc(m.Region, func(r Region) bool { return r.Name == name })
+	if i < 0 {
+		return Region{}, false
+	}
+	return m.Region[i], true
+}
+
+// Split is the map with region name split at key into two daughters in its
+// slot, both derived from the parent's final manifest parentManifest. key
+// must be strictly inside the region's range. The result is not committed.
+func (m Map) Split(name string, key []byte, parentManifest uint64) (Map, error) {
+	i := slices.IndexFunc(m.Region, func(r Region) bool { return r.Name == name })
+	if i < 0 {
+		return Map{}, fmt.Errorf("regionmap: no region %s to split (epoch %d)", name, m.Epoch)
+	}
+	p := m.Region[i]
+	if bytes.Compare(key, p.Start) <= 0 || (p.End != nil && bytes.Compare(key, p.End) >= 0) {
+		return Map{}, fmt.Errorf("regionmap: split key %q is not strictly inside %s [%q, %q)", key, name, p.Start, p.End)
+	}
+	parent := &Parent{Name: name, Manifest: parentManifest}
+	l := Region{ID: m.NextID, Start: p.Start, End: bytes.Clone(key), Slot: p.Slot, Parent: parent}
+	r := Region{ID: m.NextID + 1, Start: bytes.Clone(key), End: p.End, Slot: p.Slot, Parent: parent}
+	l.Name, r.Name = Name(l.ID), Name(r.ID)
+	next := m.clone()
+	next.NextID += 2
+	next.Region = slices.Concat(m.Region[:i], []Region{l, r}, m.Region[i+1:])
+	next.Retired = append(next.Retired, name)
+	return next, next.Validate()
+}
+
+func (m Map) clone() Map {
+	m.Region = slices.Clone(m.Region)
+	m.Retired = slices.Clone(m.Retired)
+	return m
+}
+
+// ObjectName is the bucket key of epoch n.
+func ObjectName(n uint64) string { return fmt.Sprintf("%s%020d", prefix, n) }
+
+// Load returns the newest committed map in b, or a map with epoch 0 when
+// none was committed.
+func Load(ctx context.Context, b *blob.Bucket) (Map, error) {
+	objs, err := b.List(ctx, prefix)
+	if err != nil {
+		return Map{}, fmt.Errorf("regionmap: listing: %w", err)
+	}
+	var newest uint64
+	for _, o := range objs {
+		if n, err := strconv.ParseUint(strings.TrimPrefix(o.Key, prefix), 10, 64); err == nil && n > newest {
+			newest = n
+		}
+	}
+	if newest == 0 {
+		return Map{}, nil
+	}
+	return LoadEpoch(ctx, b, newest)
+}
+
+// LoadEpoch returns epoch n.
+func LoadEpoch(ctx context.Context, b *blob.Bucket, n uint64) (Map, error) {
+	data, err := b.ReadAll(ctx, ObjectName(n))
+	if err != nil {
+		return Map{}, fmt.Errorf("regionmap: reading epoch %d: %w", n, err)
+	}
+	var m Map
+	if err := json.Unmarshal(data, &m); err != nil {
+		return Map{}, fmt.Errorf("regionmap: decoding %s: %w", ObjectName(n), err)
+	}
+	if m.Epoch != n {
+		return Map{}, fmt.Errorf("regionmap: %s claims epoch %d", ObjectName(n), m.Epoch)
+	}
+	if err := m.Validate(); err != nil {
+		return Map{}, fmt.Errorf("regionmap: epoch %d: %w", n, err)
+	}
+	return m, nil
+}
+
+// Committed reports whether epoch n exists: the cheap check a store makes
+// to notice a newer map than its own.
+func Committed(ctx context.Context, b *blob.Bucket, n uint64) (bool, error) {
+	return b.Exists(ctx, ObjectName(n))
+}
+
+// Commit writes next as the successor of prev (next.Epoch = prev.Epoch+1),
+// create-if-absent. It returns an error matching ErrFenced if that epoch is
+// taken.
+func Commit(ctx context.Context, b *blob.Bucket, prev Map, next *Map) error {
+	if err := next.Validate(); err != nil {
+		return err
+	}
+	next.Epoch = prev.Epoch + 1
+	data, err := json.Marshal(next)
+	if err != nil {
+		return err
+	}
+	if err := b.WriteAll(ctx, ObjectName(next.Epoch), data, true); err != nil {
+		if errors.Is(err, blob.ErrExists) {
+			return fmt.Errorf("%w (epoch %d exists)", ErrFenced, next.Epoch)
+		}
+		return fmt.Errorf("regionmap: committing epoch %d: %w", next.Epoch, err)
+	}
+	return nil
+}
+
+// Bootstrap returns the newest map in b, committing initial as epoch 1 when
+// there is none (the cluster's first start; of several stores starting at
+// once, one commits and the others load it).
+func Bootstrap(ctx context.Context, b *blob.Bucket, initial Map) (Map, error) {
+	m, err := Load(ctx, b)
+	if err != nil || m.Epoch > 0 {
+		return m, err
+	}
+	next := initial.clone()
+	err = Commit(ctx, b, Map{}, &next)
+	if errors.Is(err, ErrFenced) {
+		return Load(ctx, b)
+	}
+	return next, err
+}
