@@ -330,8 +330,8 @@ func enclosingParam(stack []ast.Node, name string) (string, int) {
 }
 
 // labelDoc is a documented label, optionally with its values:
-// "`op` = get, scan, put" or "`region`".
-var labelDoc = regexp.MustCompile("`([a-z_][a-z0-9_]*)`(\\s*=\\s*([a-z0-9_, ]+))?")
+// "`op` = get, scan, begin-txn" or "`code` = OK, Aborted" or "`region`".
+var labelDoc = regexp.MustCompile("`([a-z_][a-z0-9_]*)`(\\s*=\\s*([A-Za-z0-9_, -]+))?")
 
 func labelsOf(text string) map[string][]string {
 	out := map[string][]string{}
@@ -416,9 +416,15 @@ func isPromFunc(fun ast.Expr, name string) bool {
 
 var ticked = regexp.MustCompile("`([a-z_:][a-z0-9_:]*)`")
 
+// External begins the heading of the table of docs/interfaces.md that lists
+// the metrics of other components the chart's alerts and dashboards read
+// (`up`, the kubelet's, controller-runtime's): there, and only there, a
+// name need not start with bellows_.
+const External = "Exported by others"
+
 // FromInterfacesDoc reads the metric tables of docs/interfaces.md (the
 // "## Metrics" section): every `bellows_…` name in a table row's first
-// column, with "/ `_suffix`" shorthands expanded against the row's previous
+// column (any name in the External table), with "/ `_suffix`" shorthands expanded against the row's previous
 // name (`bellows_block_cache_hits_total` / `_misses_total` means
 // bellows_block_cache_misses_total). Section is the paragraph heading the
 // table follows ("Store:", "Compactor:", "Operator (autoscaler), …:").
@@ -478,7 +484,7 @@ func FromInterfacesDoc(path string) (Set, error) {
 					return nil, fmt.Errorf("%s: shorthand %s longer than %s", path, name, prev)
 				}
 				name = strings.Join(segs[:len(segs)-n], "_") + name
-			} else if !strings.HasPrefix(name, "bellows_") {
+			} else if !strings.HasPrefix(name, "bellows_") && !strings.HasPrefix(section, External) {
 				continue
 			}
 			prev = name

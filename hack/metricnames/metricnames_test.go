@@ -46,6 +46,9 @@ func TestFromInterfacesDoc(t *testing.T) {
 		"bellows_block_cache_bytes":           {Type: Gauge, Section: "Store"},
 		"bellows_block_cache_capacity_bytes":  {Type: Gauge, Section: "Store"},
 		"bellows_autoscaler_replicas":         {Type: Unknown, Section: "Operator (autoscaler)"},
+		// Other components' names count in the External table only.
+		"up":                                   {Type: Unknown, Section: "Exported by others (Prometheus and the kubelet)"},
+		"kubelet_volume_stats_available_bytes": {Type: Unknown, Section: "Exported by others (Prometheus and the kubelet)"},
 	}
 	if !slices.Equal(slices.Sorted(maps.Keys(got)), slices.Sorted(maps.Keys(want))) {
 		t.Fatalf("names\n got %v\nwant %v", slices.Sorted(maps.Keys(got)), slices.Sorted(maps.Keys(want)))
@@ -56,9 +59,10 @@ func TestFromInterfacesDoc(t *testing.T) {
 		}
 	}
 	for n, want := range map[string]map[string][]string{
-		"bellows_kv_request_duration_seconds": {"op": {"get"}},
-		"bellows_block_cache_bytes":           {},
-		"bellows_autoscaler_replicas":         {"pool": nil},
+		"bellows_kv_request_duration_seconds":  {"op": {"get", "begin-txn"}, "code": {"OK", "Aborted"}},
+		"kubelet_volume_stats_available_bytes": {"persistentvolumeclaim": nil},
+		"bellows_block_cache_bytes":            {},
+		"bellows_autoscaler_replicas":          {"pool": nil},
 	} {
 		if g := got[n].Labels; !reflect.DeepEqual(g, want) {
 			t.Errorf("%s: labels %v, want %v", n, g, want)

@@ -7,13 +7,16 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/bellows-kv/bellows/storage-engine/blockcache"
 	"github.com/bellows-kv/bellows/storage-engine/region"
 )
 
-// Metrics observes request latency by op (bellows_kv_request_duration_seconds)
-// and the requests forwarded to other stores (bellows_kv_forwarded_total).
+// Metrics observes request latency by op and gRPC status code
+// (bellows_kv_request_duration_seconds) and the requests forwarded to other
+// stores (bellows_kv_forwarded_total).
 type Metrics struct {
 	latency  *prometheus.HistogramVec
 	forwards *prometheus.CounterVec
@@ -35,16 +38,20 @@ var ops = map[string]string{
 func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "bellows_kv_request_duration_seconds",
-		Help:    "KV request latency by op, including failed requests.",
+		Help:    "KV request latency by op and gRPC status code (OK for a success).",
 		Buckets: prometheus.ExponentialBuckets(25e-6, 2, 18), // 25µs … 3.3s
-	}, []string{"op"}),
+	}, []string{"op", "code"}),
 		forwards: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "bellows_kv_forwarded_total",
 			Help: "Calls forwarded to the store serving the key's region, by op (a scan makes one per remote region; a retry after a map refresh counts again).",
 		}, []string{"op"}),
 	}
+	// Only the successes are created up front: every series of every code
+	// would be 13 ops × 17 codes × 20 series of a histogram, mostly zeros.
+	// An error rate divides by the OK series, so those must exist from the
+	// start; an error's series appears with the first error.
 	for _, op := range ops {
-		m.latency.WithLabelValues(op)
+		m.latency.WithLabelValues(op, codes.OK.String())
 		m.forwards.WithLabelValues(op)
 	}
 	reg.MustRegister(m.latency, m.forwards)
@@ -64,7 +71,7 @@ func (m *Metrics) UnaryInterceptor(ctx context.Context, req any, info *grpc.Unar
 	resp, err := h(ctx, req)
 	// A forwarded request is timed once, by the store the client called.
 	if op, ok := ops[info.FullMethod]; ok && !forwarded(ctx) {
-		m.latency.WithLabelValues(op).Observe(time.Since(began).Seconds())
+		m.latency.WithLabelValues(op, codeLabel(err)).Observe(time.Since(began).Seconds())
 	}
 	return resp, err
 }
@@ -74,9 +81,20 @@ func (m *Metrics) StreamInterceptor(srv any, ss grpc.ServerStream, info *grpc.St
 	began := time.Now()
 	err := h(srv, ss)
 	if op, ok := ops[info.FullMethod]; ok && !forwarded(ss.Context()) {
-		m.latency.WithLabelValues(op).Observe(time.Since(began).Seconds())
+		m.latency.WithLabelValues(op, codeLabel(err)).Observe(time.Since(began).Seconds())
 	}
 	return err
+}
+
+// codeLabel is the code label of a call that returned err: the name of its
+// gRPC status code. A code outside gRPC's 17 (a status a handler made up) is
+// Unknown, as gRPC itself answers it, so the label's values stay a fixed set.
+func codeLabel(err error) string {
+	c := status.Code(err)
+	if c > codes.Unauthenticated {
+		c = codes.Unknown
+	}
+	return c.String()
 }
 
 // RegisterStoreGauges exports the store's state, read at scrape time: block
@@ -132,6 +150,7 @@ func RegisterStoreGauges(reg prometheus.Registerer, s *Store, cache *blockcache.
 	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "bellows_store_recovery_seconds",
 		Help: "How long the store's start took to open (and so replay the WAL of) every region it owned."},
 		func() float64 { return s.Recovered().Seconds() }))
+	reg.MustRegister(newRegionCounters(s))
 	for reason, n := range map[string]*atomic.Uint64{"age": &s.WALBoundStats().AgeFlushes, "cap": &s.WALBoundStats().CapFlushes} {
 		reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Name: "bellows_wal_bound_flushes_total", Help: "Flushes the store forced to bound its WAL: age (memstore.maxWALAge), cap (memstore.maxStoreWALBytes).",
@@ -181,6 +200,53 @@ func RegisterStoreGauges(reg prometheus.Registerer, s *Store, cache *blockcache.
 			ConstLabels: prometheus.Labels{"region": r.Name()},
 		}, ofRegion(r, (*region.Region).CachedFraction)))
 	}
+}
+
+// regionCounters exports counters of the open regions per region.
+//
+// They are not summed over the store as the other region counters are: a
+// sum drops when a region leaves the store (a release, a replica change),
+// which rate() reads as a counter reset, counting the remaining regions'
+// whole totals again as new errors, so an alert on any increase would fire
+// at every region move. A series per region instead ends with the region's
+// move and starts again from zero when it comes back (a new region.Region),
+// both of which rate() reads right. The regions are those open at scrape
+// time, so regions a replica change assigns later are exported too.
+type regionCounters struct {
+	s        *Store
+	counters []regionCounter
+}
+
+type regionCounter struct {
+	desc *prometheus.Desc
+	of   func(*region.Region) uint64
+}
+
+func newRegionCounters(s *Store) *regionCounters {
+	return &regionCounters{s: s, counters: []regionCounter{
+		{prometheus.NewDesc("bellows_flush_errors_total",
+			"Memstore flushes of the region that failed (each is retried with backoff; the WAL keeps the writes meanwhile).",
+			[]string{"region"}, nil),
+			func(r *region.Region) uint64 { return r.Stats().FlushErrors.Load() }},
+		{prometheus.NewDesc("bellows_write_stalls_total",
+			"Times a write to the region waited because its frozen memstores were all still waiting for flush (the write path's backpressure; each wake-up that still finds them waiting counts again).",
+			[]string{"region"}, nil),
+			func(r *region.Region) uint64 { return r.Stats().WriteStalls.Load() }},
+	}}
+}
+
+func (c *regionCounters) Describe(ch chan<- *prometheus.Desc) {
+	for _, rc := range c.counters {
+		ch <- rc.desc
+	}
+}
+
+func (c *regionCounters) Collect(ch chan<- prometheus.Metric) {
+	c.s.Open(func(a *Assignment, e *region.Region) {
+		for _, rc := range c.counters {
+			ch <- prometheus.MustNewConstMetric(rc.desc, prometheus.CounterValue, float64(rc.of(e)), a.Name())
+		}
+	})
 }
 
 // sumRegions is a metric function adding f over the store's open regions.
