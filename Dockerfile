@@ -10,13 +10,14 @@ FROM --platform=$BUILDPLATFORM golang:1.26 AS build
 ARG TARGETOS=linux
 ARG TARGETARCH
 ARG VERSION=dev
+ARG REVISION=unknown
 WORKDIR /src
 COPY go.mod go.sum ./
 RUN --mount=type=cache,target=/go/pkg/mod go mod download
 COPY . .
 RUN --mount=type=cache,target=/go/pkg/mod --mount=type=cache,target=/root/.cache/go-build \
     CGO_ENABLED=0 GOOS=$TARGETOS GOARCH=$TARGETARCH \
-    go build -trimpath -ldflags "-s -w -X github.com/bellows-kv/bellows/internal/version.Version=${VERSION}" \
+    go build -trimpath -ldflags "-s -w -X github.com/bellows-kv/bellows/internal/version.Version=${VERSION} -X github.com/bellows-kv/bellows/internal/version.Revision=${REVISION}" \
       -o /out/bellows ./cmd/bellows
 
 FROM gcr.io/distroless/static:nonroot

@@ -5,10 +5,11 @@ SHELL := /usr/bin/env bash
 GO          ?= go
 BIN         := $(CURDIR)/bin
 VERSION     ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
-LDFLAGS     := -X github.com/bellows-kv/bellows/internal/version.Version=$(VERSION)
+REVISION    ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
+# Both end up in bellows_build_info's labels.
+LDFLAGS     := -X github.com/bellows-kv/bellows/internal/version.Version=$(VERSION) -X github.com/bellows-kv/bellows/internal/version.Revision=$(REVISION)
 STATICCHECK_VERSION := v0.8.2
 HELM_VERSION := v4.3.1
-REVISION    ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
 # make image: the image reference and architecture of dist/bellows-image.tar
 IMAGE       ?= bellows.test/bellows:$(VERSION)
 IMAGE_ARCH  ?= $(shell $(GO) env GOARCH)

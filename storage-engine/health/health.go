@@ -9,12 +9,16 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/bellows-kv/bellows/internal/version"
 )
 
-// NewRegistry returns a registry with the Go runtime and process collectors.
+// NewRegistry returns a registry with the Go runtime and process collectors
+// and bellows_build_info.
 func NewRegistry() *prometheus.Registry {
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		version.NewBuildInfo())
 	return reg
 }
 

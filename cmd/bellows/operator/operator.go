@@ -28,6 +28,10 @@ import (
 	"github.com/bellows-kv/bellows/internal/version"
 )
 
+// The operator serves controller-runtime's global registry, so
+// bellows_build_info joins it once per process, here rather than in Run.
+func init() { metrics.Registry.MustRegister(version.NewBuildInfo()) }
+
 // Config is everything the operator runs with.
 type Config struct {
 	MetricsAddr string
