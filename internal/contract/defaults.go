@@ -47,6 +47,19 @@ const (
 	// region's opening is bucket round trips (manifest, claim, SSTs'
 	// footers), so a few more than the cores keep both busy.
 	DefaultRegionOpenConcurrency = 8
+	// DefaultSplitBytes is the size past which a region splits when no
+	// compaction pool says otherwise: a region's major compaction reads
+	// all of it (b ≈ region bytes), and a worker admits a job only if
+	// b ≤ m; the rule is m/2 (docs/regions.md), so half of a 1 GiB worker
+	// cache.
+	DefaultSplitBytes = int64(512 << 20)
+	// DefaultSplitCheckInterval is how often a store compares its
+	// regions' sizes with the split size.
+	DefaultSplitCheckInterval = 2 * time.Second
+	// DefaultMapPollInterval is how often a store checks the bucket for a
+	// region map newer than its own (another store's split): one
+	// existence check.
+	DefaultMapPollInterval = time.Second
 	// MaxRegionCount bounds KVCluster.spec.regions.count and --regions: a
 	// count splits the key space evenly by the keys' first byte.
 	MaxRegionCount = 256

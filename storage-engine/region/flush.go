@@ -190,7 +190,10 @@ func (r *Region) flush(ctx context.Context, stopWrites bool) error {
 		r.mu.Unlock()
 	}
 	var target *memTable
-	if r.mem.ms.View().Len() > 0 {
+	// maxTS, not only the entries: a write that has its timestamp and WAL
+	// record (commitRecord, under commitMu) may not have inserted its
+	// versions yet, and is acknowledged once it has; freezing waits for it.
+	if r.mem.ms.View().Len() > 0 || r.mem.maxTS != 0 {
 		target = r.mem
 		if err := r.rotateLocked(); err != nil {
 			r.commitMu.Unlock()

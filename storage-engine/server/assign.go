@@ -8,7 +8,8 @@ import (
 )
 
 // Assigner keeps a Store's assignment following the cluster's replica
-// count (--replicas-from): region i belongs to ordinal i mod N. When N
+// count (--replicas-from): the regions of slot i (the initial region i and
+// every region split from it) belong to ordinal i mod N. When N
 // changes only the regions whose owner changes move: this store claims the
 // regions it now owns (Store.Reassign) and releases those it no longer owns,
 // each once its new owner is ready (Ready), so that a region is not handed
@@ -17,7 +18,8 @@ import (
 // headless Service's endpoints.
 type Assigner struct {
 	Store *Store
-	// Spans are all the regions, in order (region i is Spans[i]).
+	// Spans are all the regions, in order, when the store follows no
+	// region map (which otherwise lists them, splits included).
 	Spans   []Span
 	Ordinal int
 	// Replicas is the current replica count; ok false while unknown
@@ -48,11 +50,15 @@ func (a *Assigner) Target() ([]Span, bool) {
 	for _, r := range a.Store.Assignments() {
 		held[r.Name()] = true
 	}
+	all := a.Spans
+	if spans := a.Store.allSpans(); spans != nil {
+		all = spans
+	}
 	var out []Span
-	for i, sp := range a.Spans {
+	for _, sp := range all {
 		owner := -1
 		if n > 0 {
-			owner = i % n
+			owner = sp.Slot % n
 		}
 		switch {
 		case owner == a.Ordinal:
@@ -67,8 +73,7 @@ func (a *Assigner) Target() ([]Span, bool) {
 
 // Step re-assigns the store to Target once.
 func (a *Assigner) Step(ctx context.Context) error {
-	target, ok := a.Target()
-	if !ok {
+	if _, ok := a.Target(); !ok {
 		return nil
 	}
 	log := a.Store.opts.Region.Logger
@@ -78,7 +83,11 @@ func (a *Assigner) Step(ctx context.Context) error {
 	}
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
 	defer cancel()
-	added, released, err := a.Store.Reassign(rctx, target)
+	// The target is computed under the store's assignment lock, so a
+	// split committed meanwhile is seen (a stale target would release its
+	// daughters and claim its retired parent).
+	var target []Span
+	added, released, err := a.Store.ReassignFunc(rctx, func() []Span { target, _ = a.Target(); return target })
 	if len(added) > 0 || len(released) > 0 {
 		n, _ := a.Replicas()
 		log.Info("region assignment changed", "ordinal", a.Ordinal, "replicas", n,

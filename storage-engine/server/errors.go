@@ -44,7 +44,10 @@ func toStatus(err error) error {
 		// The region left this store while its compaction ran; nothing
 		// was installed. Compact again at the region's next owner.
 		code = codes.Aborted
-	case errors.Is(err, region.ErrClosed), errors.Is(err, region.ErrOwned):
+	case errors.Is(err, region.ErrClosed), errors.Is(err, region.ErrOwned),
+		errors.Is(err, region.ErrKeyNotInRegion), errors.Is(err, region.ErrRetired):
+		// (A key not in the region, or a retired region: the route is
+		// stale after a split; the region map names the new regions.)
 		// Closing, released, or not claimed yet: retry (here, or at the
 		// region's next owner).
 		code = codes.Unavailable

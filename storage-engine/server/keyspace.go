@@ -8,12 +8,38 @@ import (
 	"strings"
 
 	"github.com/bellows-kv/bellows/internal/contract"
+	"github.com/bellows-kv/bellows/storage-engine/regionmap"
 )
 
 // Span is one region's key range [Start, End); a nil End is unbounded.
 type Span struct {
 	Name       string
 	Start, End []byte
+	// Slot is the index of the initial region the region descends from:
+	// the store with ordinal Slot mod N serves it (regionmap.Region.Slot).
+	Slot int
+	// Parent, for a daughter of a split, is what it derives its first
+	// manifest from (region.Options.SplitFrom).
+	Parent *regionmap.Parent
+}
+
+// SpansOf are the regions of m as spans, in key order.
+func SpansOf(m regionmap.Map) []Span {
+	out := make([]Span, len(m.Region))
+	for i, r := range m.Region {
+		out[i] = Span{Name: r.Name, Start: r.Start, End: r.End, Slot: r.Slot, Parent: r.Parent}
+	}
+	return out
+}
+
+// InitialMap is the region map of a new cluster whose regions are spans
+// (--regions, --split-keys): the same names and slots.
+func InitialMap(spans []Span) (regionmap.Map, error) {
+	var bounds [][]byte
+	for _, sp := range spans[1:] {
+		bounds = append(bounds, sp.Start)
+	}
+	return regionmap.Initial(bounds)
 }
 
 // Contains reports whether key falls in the span.
@@ -54,7 +80,7 @@ func spans(bounds [][]byte) []Span {
 	out := make([]Span, 0, len(bounds)+1)
 	var start []byte
 	for i := 0; i <= len(bounds); i++ {
-		s := Span{Name: fmt.Sprintf("region-%03d", i), Start: start}
+		s := Span{Name: regionmap.Name(uint64(i)), Start: start, Slot: i}
 		if i < len(bounds) {
 			s.End = bounds[i]
 			start = bounds[i]
@@ -67,8 +93,9 @@ func spans(bounds [][]byte) []Span {
 	return out
 }
 
-// Owner is --region-owner ORDINAL/REPLICAS: the store serves region i when
-// i mod Replicas = Ordinal (the operator's status.regionAssignment).
+// Owner is --region-owner ORDINAL/REPLICAS: the store serves the regions of
+// slot i when i mod Replicas = Ordinal (the operator's
+// status.regionAssignment); a split keeps its region's slot.
 type Owner struct{ Ordinal, Replicas int }
 
 // ParseOwner parses ORDINAL/REPLICAS; empty means 0/1 (every region).
@@ -87,8 +114,8 @@ func ParseOwner(s string) (Owner, error) {
 
 // Owned filters spans to this owner's.
 func (o Owner) Owned(all []Span) []Span {
-	return slices.DeleteFunc(slices.Clone(all), func(s Span) bool {
-		i := slices.IndexFunc(all, func(x Span) bool { return x.Name == s.Name })
-		return i%o.Replicas != o.Ordinal
-	})
+	return slices.DeleteFunc(slices.Clone(all), func(s Span) bool { return !o.Owns(s) })
 }
+
+// Owns reports whether this owner serves s.
+func (o Owner) Owns(s Span) bool { return s.Slot%o.Replicas == o.Ordinal }

@@ -97,13 +97,22 @@ func (s *KV) resolve(ctx context.Context, key []byte) (target, error) {
 		}
 	}
 	if s.fwd != nil && !forwarded(ctx) {
-		t.forward, t.remote = true, spanOf(s.fwd.Spans, key)
+		t.forward, t.remote = true, spanOf(s.spans(), key)
 		return t, nil
 	}
 	if t.local == nil {
 		return target{}, status.Errorf(codes.OutOfRange, "key %q is in no region this store serves (see Regions)", key)
 	}
 	return t, nil
+}
+
+// spans are every region of the cluster, how a key maps to a region name:
+// the store's region map, or the fixed split forwarding was given.
+func (s *KV) spans() []Span {
+	if all := s.store.allSpans(); all != nil {
+		return all
+	}
+	return s.fwd.Spans
 }
 
 // mutationErr prefixes a status error with the mutation it is about.
@@ -276,13 +285,13 @@ func (s *KV) inRegion(i int, key []byte, t target) error {
 	}
 	var other string
 	if t.forward {
-		other = spanOf(s.fwd.Spans, key).Name
+		other = spanOf(s.spans(), key).Name
 	} else if a := s.store.Route(key); a != nil {
 		other = a.Name()
 	} else if s.fwd != nil {
 		// Another store's region: the request is well formed but not
 		// atomic, which OUT_OF_RANGE (a stale route, to retry) would hide.
-		other = spanOf(s.fwd.Spans, key).Name
+		other = spanOf(s.spans(), key).Name
 	} else {
 		return status.Errorf(codes.OutOfRange, "mutation %d: key %q is in no region this store serves (see Regions)", i, key)
 	}
@@ -372,7 +381,7 @@ func (s *KV) scanPieces(ctx context.Context, start, end []byte) []scanPiece {
 		}
 		return out
 	}
-	for _, p := range split(s.fwd.Spans, start, end) {
+	for _, p := range split(s.spans(), start, end) {
 		var t target
 		if t.local = s.store.ByName(p.span.Name); t.local != nil {
 			t.eng, t.notOpen = t.local.Engine()

@@ -15,6 +15,7 @@ import (
 
 	"github.com/bellows-kv/bellows/internal/contract"
 	"github.com/bellows-kv/bellows/storage-engine/region"
+	"github.com/bellows-kv/bellows/storage-engine/regionmap"
 	"golang.org/x/sync/errgroup"
 )
 
@@ -46,6 +47,12 @@ type Store struct {
 	walStats WALBoundStats
 	// opened is how long OpenStore took: the store's recovery.
 	opened time.Duration
+	// regionMap is the newest region map the store knows (nil: fixed
+	// regions); mapMu serialises this store's commits of it (split.go).
+	regionMap atomic.Pointer[mapState]
+	mapMu     sync.Mutex
+	// splits counts the splits this store committed.
+	splits atomic.Uint64
 }
 
 // StoreOptions configure OpenStore.
@@ -87,6 +94,18 @@ type StoreOptions struct {
 	// OpenConcurrency is how many regions OpenStore opens (and so
 	// replays) at once. Default contract.DefaultRegionOpenConcurrency.
 	OpenConcurrency int
+	// Map is the cluster's region map the spans come from (SpansOf);
+	// nil: the regions are fixed and never split.
+	Map *regionmap.Map
+	// SplitBytes: a region whose data (region.DataBytes) passes it is
+	// split (split.go); 0 never splits. Needs Map.
+	SplitBytes int64
+	// SplitCheckInterval is how often region sizes are compared with
+	// SplitBytes, and MapPollInterval how often the bucket is checked for
+	// a newer map. Defaults contract.DefaultSplitCheckInterval and
+	// contract.DefaultMapPollInterval.
+	SplitCheckInterval time.Duration
+	MapPollInterval    time.Duration
 }
 
 // EnsureDefaults fills the unset fields with their defaults.
@@ -126,6 +145,12 @@ func (o *StoreOptions) EnsureDefaults() {
 	}
 	if o.OpenConcurrency <= 0 {
 		o.OpenConcurrency = contract.DefaultRegionOpenConcurrency
+	}
+	if o.SplitCheckInterval <= 0 {
+		o.SplitCheckInterval = contract.DefaultSplitCheckInterval
+	}
+	if o.MapPollInterval <= 0 {
+		o.MapPollInterval = contract.DefaultMapPollInterval
 	}
 }
 
@@ -194,6 +219,10 @@ func OpenStore(ctx context.Context, spans []Span, o StoreOptions) (*Store, error
 	o.EnsureDefaults()
 	bg, cancel := context.WithCancel(context.Background())
 	s := &Store{opts: o, bg: bg, cancel: cancel}
+	if o.Map != nil {
+		s.regionMap.Store(newMapState(*o.Map))
+		s.removeRetiredWALs(*o.Map)
+	}
 	live := make([]*Assignment, len(spans))
 	errs := make([]error, len(spans))
 	var g errgroup.Group
@@ -229,6 +258,20 @@ func OpenStore(ctx context.Context, spans []Span, o StoreOptions) (*Store, error
 		defer s.loops.Done()
 		s.runWALBound(bg, o.WALBoundInterval)
 	}()
+	if o.Map != nil {
+		s.loops.Add(1)
+		go func() {
+			defer s.loops.Done()
+			s.followMap(bg, o.MapPollInterval)
+		}()
+		if o.SplitBytes > 0 {
+			s.loops.Add(1)
+			go func() {
+				defer s.loops.Done()
+				s.runSplits(bg, o.SplitCheckInterval)
+			}()
+		}
+	}
 	return s, nil
 }
 
@@ -245,6 +288,9 @@ func (s *Store) regionOptions(sp Span) region.Options {
 	opts.Name = sp.Name
 	opts.WALDir = filepath.Join(s.opts.WALRoot, sp.Name)
 	opts.BeforeFlushCommit = func(ctx context.Context) { s.saveApplied(ctx, sp.Name) }
+	if p := sp.Parent; p != nil {
+		opts.SplitFrom = &region.SplitFrom{Parent: p.Name, Manifest: p.Manifest, Start: sp.Start, End: sp.End}
+	}
 	opts.KeepReplayedRequests = s.applied.maxEntries()
 	return opts
 }
@@ -274,11 +320,19 @@ func (s *Store) startClaim(r *Assignment, opts region.Options, owned error) {
 // released; added and released are their names. A region that fails to
 // release is closed and stays owned by this store's WAL (the error).
 func (s *Store) Reassign(ctx context.Context, spans []Span) (added, released []string, err error) {
+	return s.ReassignFunc(ctx, func() []Span { return spans })
+}
+
+// ReassignFunc is Reassign to the spans target returns, called under the
+// assignment lock: a target computed from the store's state (Assigner)
+// then cannot be stale against a split of this store's.
+func (s *Store) ReassignFunc(ctx context.Context, target func() []Span) (added, released []string, err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
 		return nil, nil, &region.Error{Err: region.ErrClosed}
 	}
+	spans := target()
 	cur := s.current()
 	want := map[string]Span{}
 	for _, sp := range spans {

@@ -1,0 +1,320 @@
+package server
+
+// A store's part in elastic regions (docs/regions.md): it follows the
+// cluster's region map (regionmap) and splits the regions it serves when
+// they grow past the split size.
+//
+// A split, Store.Split, holding the assignment lock (mu):
+//
+//  1. region.PrepareSplit: pre-flush, stop writes (UNAVAILABLE, retried by
+//     clients), final flush: the parent's final manifest names every
+//     acknowledged write.
+//  2. The parent's idempotency keys go to its applied-requests object, which
+//     a daughter reads when it has none of its own.
+//  3. The map commit (regionmap.Commit, create-if-absent): the commit point.
+//     Fenced by another store's commit, the split is decided again on the
+//     newer map; failed otherwise, the parent is closed and claimed again
+//     from its own manifest and WAL (the split undone, as after a crash).
+//  4. The daughters open (region.Options.SplitFrom: derived from the
+//     parent's final manifest) and replace the parent in the assignment.
+//  5. The parent retires (region.Retire).
+//
+// Writes to the parent's keys are refused from 1 to 4; reads are served
+// throughout (by the parent until 4). After a crash the map decides: before
+// 3 the parent reopens from its manifest and WAL; after 3 the daughters
+// derive from the parent's final manifest, and OpenStore removes the
+// retired parent's WAL directory.
+//
+// Lock order: mu (assignment) → mapMu (this store's map commits) → the
+// region's own locks.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"time"
+
+	"github.com/bellows-kv/bellows/storage-engine/region"
+	"github.com/bellows-kv/bellows/storage-engine/regionmap"
+)
+
+// ErrNoRegionMap: the store serves fixed regions (no map), which never
+// split.
+var ErrNoRegionMap = errors.New("server: this store follows no region map: its regions are fixed")
+
+// mapState is one region map and its spans, which every forwarded request
+// routes by: computed once per epoch.
+type mapState struct {
+	m     regionmap.Map
+	spans []Span
+}
+
+func newMapState(m regionmap.Map) *mapState { return &mapState{m: m, spans: SpansOf(m)} }
+
+// RegionMap is the newest region map this store knows; ok false when it
+// serves fixed regions.
+func (s *Store) RegionMap() (regionmap.Map, bool) {
+	if s == nil {
+		return regionmap.Map{}, false
+	}
+	if st := s.regionMap.Load(); st != nil {
+		return st.m, true
+	}
+	return regionmap.Map{}, false
+}
+
+// allSpans are every region of the cluster per the store's map, or nil
+// without one. The caller must not modify them.
+func (s *Store) allSpans() []Span {
+	if st := s.regionMap.Load(); st != nil {
+		return st.spans
+	}
+	return nil
+}
+
+// Splits is how many splits this store committed.
+func (s *Store) Splits() uint64 { return s.splits.Load() }
+
+// learnMap records m if it is newer than the store's.
+func (s *Store) learnMap(m regionmap.Map) {
+	next := newMapState(m)
+	for {
+		cur := s.regionMap.Load()
+		if cur != nil && cur.m.Epoch >= m.Epoch {
+			return
+		}
+		if s.regionMap.CompareAndSwap(cur, next) {
+			return
+		}
+	}
+}
+
+// SplitResult says what a split did.
+type SplitResult struct {
+	Parent, Left, Right string
+	Key                 []byte
+	Epoch               uint64
+	// Unavailable is how long the parent refused writes.
+	Unavailable time.Duration
+}
+
+// Split splits region name, which this store serves, at the key that halves
+// its bytes (region.SplitKey), following the protocol at the top of this
+// file. It fails with region.ErrCannotSplit when no key halves it (one key
+// holds it all).
+func (s *Store) Split(ctx context.Context, name string) (SplitResult, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	res := SplitResult{Parent: name}
+	if s.closed {
+		return res, &region.Error{Region: name, Err: region.ErrClosed}
+	}
+	m, ok := s.RegionMap()
+	if !ok {
+		return res, ErrNoRegionMap
+	}
+	cur := s.current()
+	i := slices.IndexFunc(cur.live, func(a *Assignment) bool { return a.Name() == name })
+	if i < 0 {
+		return res, fmt.Errorf("server: split: region %s is not served by this store", name)
+	}
+	a := cur.live[i]
+	e, err := a.Engine()
+	if err != nil {
+		return res, err
+	}
+	if _, ok := m.ByName(name); !ok {
+		return res, fmt.Errorf("server: split: region %s is not in the region map (epoch %d)", name, m.Epoch)
+	}
+	// The key halves the files' bytes: flush first so the memstore
+	// counts (this is also the split's pre-flush, while writes go on).
+	if err := e.Flush(ctx); err != nil {
+		return res, err
+	}
+	key, err := e.SplitKey()
+	if err != nil {
+		return res, err
+	}
+	res.Key = key
+	log := s.opts.Region.Logger
+	final, err := e.PrepareSplit(ctx)
+	stopped := time.Now()
+	if err != nil {
+		s.reclaimLocked(a, e)
+		return res, err
+	}
+	_ = s.handOver(a)(ctx)
+	recs := s.applied.export(name)
+	next, err := s.commitSplit(ctx, m, name, key, final.Number)
+	if err != nil {
+		s.reclaimLocked(a, e)
+		log.Error("split not committed: the region reopens whole", "region", name, "err", err)
+		return res, err
+	}
+	res.Epoch = next.Epoch
+	// The map names the daughters: the split is done, whatever fails
+	// below is finished by a restart (or the background claim).
+	var daughters []*Assignment
+	for _, sp := range SpansOf(next) {
+		if sp.Parent == nil || sp.Parent.Name != name {
+			continue
+		}
+		d := &Assignment{Span: sp}
+		s.applied.seed(sp.Name, recs)
+		opts := s.regionOptions(sp)
+		de, err := region.Open(ctx, opts)
+		if err != nil {
+			log.Error("opening a split's daughter; claiming it in the background", "region", sp.Name, "err", err)
+			s.startClaim(d, opts, nil)
+		} else {
+			d.eng.Store(de)
+		}
+		daughters = append(daughters, d)
+	}
+	live := slices.Concat(cur.live[:i], daughters, cur.live[i+1:])
+	var gone []*Assignment
+	for _, g := range cur.all {
+		if g.released.Load() && !slices.Contains(cur.live, g) {
+			gone = append(gone, g)
+		}
+	}
+	a.eng.Store(nil)
+	s.snap.Store(newAssigned(live, gone))
+	res.Unavailable = time.Since(stopped)
+	res.Left, res.Right = daughters[0].Name(), daughters[1].Name()
+	if err := e.Retire(context.WithoutCancel(ctx)); err != nil {
+		log.Warn("retiring a split's parent (the region map retired it already)", "region", name, "err", err)
+	}
+	s.splits.Add(1)
+	log.Info("split region", "region", name, "key", fmt.Sprintf("%q", key), "left", res.Left, "right", res.Right,
+		"epoch", res.Epoch, "writes refused for", res.Unavailable)
+	return res, nil
+}
+
+// commitSplit commits the map with name split at key; fenced by another
+// commit (another store's split), it splits the newer map instead, in
+// which name, served here, is still live.
+func (s *Store) commitSplit(ctx context.Context, m regionmap.Map, name string, key []byte, parentManifest uint64) (regionmap.Map, error) {
+	s.mapMu.Lock()
+	defer s.mapMu.Unlock()
+	b := s.opts.Region.Bucket
+	for attempt := 0; ; attempt++ {
+		next, err := m.Split(name, key, parentManifest)
+		if err != nil {
+			return regionmap.Map{}, err
+		}
+		err = regionmap.Commit(ctx, b, m, &next)
+		if err == nil {
+			s.learnMap(next)
+			return next, nil
+		}
+		if !errors.Is(err, regionmap.ErrFenced) || attempt >= 16 {
+			return regionmap.Map{}, err
+		}
+		if m, err = regionmap.Load(ctx, b); err != nil {
+			return regionmap.Map{}, err
+		}
+		s.learnMap(m)
+	}
+}
+
+// reclaimLocked replaces a, whose region e stopped taking writes for a
+// split that did not commit, by a fresh claim of the same region: it
+// reopens from its own manifest and WAL, which hold every acknowledged
+// write, exactly as after a crash.
+func (s *Store) reclaimLocked(a *Assignment, e *region.Region) {
+	a.eng.Store(nil)
+	if err := e.Close(); err != nil && !errors.Is(err, region.ErrClosed) {
+		s.opts.Region.Logger.Warn("closing a region whose split failed", "region", a.Name(), "err", err)
+	}
+	cur := s.current()
+	r := &Assignment{Span: a.Span}
+	s.startClaim(r, s.regionOptions(a.Span), nil)
+	live := slices.Clone(cur.live)
+	live[slices.Index(live, a)] = r
+	var gone []*Assignment
+	for _, g := range cur.all {
+		if g.released.Load() && !slices.Contains(cur.live, g) {
+			gone = append(gone, g)
+		}
+	}
+	s.snap.Store(newAssigned(live, gone))
+}
+
+// runSplits splits, every interval, the open regions whose data passed
+// the split size, one at a time. A region no key can split (a single hot
+// key) is tried again only after a back-off, and said so once.
+func (s *Store) runSplits(ctx context.Context, every time.Duration) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	unsplittable := map[string]time.Time{}
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		for _, a := range s.Assignments() {
+			e := a.eng.Load()
+			if e == nil || e.DataBytes() < s.opts.SplitBytes || time.Now().Before(unsplittable[a.Name()]) {
+				continue
+			}
+			_, err := s.Split(ctx, a.Name())
+			switch {
+			case err == nil:
+				delete(unsplittable, a.Name())
+			case errors.Is(err, region.ErrCannotSplit):
+				if _, seen := unsplittable[a.Name()]; !seen {
+					s.opts.Region.Logger.Warn("region is over the split size but no key divides it (one key holds its data)",
+						"region", a.Name(), "bytes", e.DataBytes(), "split bytes", s.opts.SplitBytes)
+				}
+				unsplittable[a.Name()] = time.Now().Add(time.Minute)
+			case ctx.Err() == nil:
+				s.opts.Region.Logger.Warn("splitting region", "region", a.Name(), "err", err)
+			}
+		}
+	}
+}
+
+// followMap loads a newer region map whenever one is committed (another
+// store's split), checking for the next epoch every interval: one
+// existence check, as a waiting claim polls for a release.
+func (s *Store) followMap(ctx context.Context, every time.Duration) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	b := s.opts.Region.Bucket
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		m, _ := s.RegionMap()
+		ok, err := regionmap.Committed(ctx, b, m.Epoch+1)
+		if err != nil || !ok {
+			continue
+		}
+		if next, err := regionmap.Load(ctx, b); err == nil {
+			s.learnMap(next)
+		} else if ctx.Err() == nil {
+			s.opts.Region.Logger.Warn("loading the region map", "err", err)
+		}
+	}
+}
+
+// removeRetiredWALs deletes the WAL directories of regions the map retired:
+// a parent's final manifest, from which its daughters derive, holds every
+// write its WAL had (split step 1).
+func (s *Store) removeRetiredWALs(m regionmap.Map) {
+	for _, name := range m.Retired {
+		dir := filepath.Join(s.opts.WALRoot, name)
+		if _, err := os.Stat(dir); err == nil {
+			if err := os.RemoveAll(dir); err != nil {
+				s.opts.Region.Logger.Warn("removing a retired region's WAL directory", "region", name, "err", err)
+			}
+		}
+	}
+}

@@ -1,0 +1,238 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	kvpb "github.com/bellows-kv/bellows/proto/bellows/kv/v1"
+	"github.com/bellows-kv/bellows/storage-engine/blob"
+	"github.com/bellows-kv/bellows/storage-engine/region"
+	"github.com/bellows-kv/bellows/storage-engine/regionmap"
+	"github.com/bellows-kv/bellows/storage-engine/sstable"
+	"github.com/bellows-kv/bellows/storage-engine/wal"
+)
+
+// mapCluster is a bucket whose region map starts with one region, and how
+// to open a store over it (the same WAL root each time: a restart).
+type mapCluster struct {
+	dir    string
+	bucket *blob.Bucket
+}
+
+func newMapCluster(t *testing.T) *mapCluster {
+	t.Helper()
+	dir := t.TempDir()
+	b, err := blob.Open(context.Background(), "file://"+filepath.Join(dir, "bucket"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &mapCluster{dir: dir, bucket: b}
+}
+
+func (c *mapCluster) open(t *testing.T, splitBytes int64) *Store {
+	t.Helper()
+	ctx := context.Background()
+	one, _ := SplitEvenly(1)
+	initial, err := InitialMap(one)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := regionmap.Bootstrap(ctx, c.bucket, initial)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := OpenStore(ctx, SpansOf(m), StoreOptions{
+		WALRoot: filepath.Join(c.dir, "wal"),
+		Region: region.Options{Bucket: c.bucket, DisableAutoCompaction: true, MemstoreBytes: 1 << 20,
+			WALMode: wal.ModeAsync, WALSyncInterval: time.Millisecond,
+			SST: sstable.WriterOptions{BlockSize: 1 << 10}},
+		Map: &m, SplitBytes: splitBytes, SplitCheckInterval: 5 * time.Millisecond, MapPollInterval: 5 * time.Millisecond,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	return s
+}
+
+func putKeys(t *testing.T, kv *KV, from, n int, val string) map[string]string {
+	t.Helper()
+	acked := map[string]string{}
+	for i := from; i < from+n; i++ {
+		k, v := fmt.Sprintf("user%06d", i), fmt.Sprintf("%s-%d-%0100d", val, i, i)
+		if _, err := kv.Put(context.Background(), &kvpb.PutRequest{Key: []byte(k), Value: []byte(v)}); err != nil {
+			t.Fatalf("put %s: %v", k, err)
+		}
+		acked[k] = v
+	}
+	return acked
+}
+
+func checkKeys(t *testing.T, kv *KV, acked map[string]string) {
+	t.Helper()
+	for k, v := range acked {
+		res, err := kv.Get(context.Background(), &kvpb.GetRequest{Key: []byte(k)})
+		if err != nil || !res.Found || string(res.Value) != v {
+			t.Fatalf("get %s: %v %v, want %q", k, res, err, v)
+		}
+	}
+}
+
+func regionNames(s *Store) []string {
+	var out []string
+	for _, a := range s.Assignments() {
+		out = append(out, a.Name())
+	}
+	return out
+}
+
+// A store splits its one region into two daughters that serve every
+// acknowledged write and new writes to both halves; the map names them;
+// after a restart they reopen from their own manifests and the parent's
+// WAL directory is gone.
+func TestStoreSplitsARegionAndServesBothHalves(t *testing.T) {
+	ctx := context.Background()
+	c := newMapCluster(t)
+	s := c.open(t, 0)
+	kv := NewKV(s, nil, nil)
+	acked := putKeys(t, kv, 0, 2000, "a")
+	res, err := s.Split(ctx, "region-000")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Left != "region-001" || res.Right != "region-002" || res.Epoch != 2 {
+		t.Fatalf("split: %+v, want region-001 and region-002 at epoch 2", res)
+	}
+	if got := regionNames(s); fmt.Sprint(got) != "[region-001 region-002]" {
+		t.Fatalf("the store serves %v after the split", got)
+	}
+	checkKeys(t, kv, acked)
+	for k, v := range putKeys(t, kv, 1990, 20, "b") { // across the split key
+		acked[k] = v
+	}
+	checkKeys(t, kv, acked)
+	m, err := regionmap.Load(ctx, c.bucket)
+	if err != nil || m.Epoch != 2 || len(m.Region) != 2 {
+		t.Fatalf("the bucket's map: epoch %d with %d regions, %v", m.Epoch, len(m.Region), err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s = c.open(t, 0)
+	checkKeys(t, NewKV(s, nil, nil), acked)
+	if _, err := os.Stat(filepath.Join(c.dir, "wal", "region-000")); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the retired parent's WAL directory is still there: %v", err)
+	}
+}
+
+// A crash between any two steps of a split loses no acknowledged write:
+// before the map commit the parent reopens whole (and writable); after it
+// the daughters derive from the parent's final manifest.
+func TestStoreSplitCrashesLoseNothing(t *testing.T) {
+	ctx := context.Background()
+	for _, c := range []struct {
+		name      string
+		commitMap bool
+		want      string
+	}{
+		{"after the final flush, before the map commit", false, "[region-000]"},
+		{"after the map commit, before the daughters opened", true, "[region-001 region-002]"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			mc := newMapCluster(t)
+			s := mc.open(t, 0)
+			kv := NewKV(s, nil, nil)
+			acked := putKeys(t, kv, 0, 1000, "a")
+			e := engine(t, s)
+			if err := e.Flush(ctx); err != nil {
+				t.Fatal(err)
+			}
+			key, err := e.SplitKey()
+			if err != nil {
+				t.Fatal(err)
+			}
+			final, err := e.PrepareSplit(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c.commitMap {
+				m, _ := s.RegionMap()
+				next, err := m.Split("region-000", key, final.Number)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := regionmap.Commit(ctx, mc.bucket, m, &next); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := s.Close(); err != nil { // the crash
+				t.Fatal(err)
+			}
+			s = mc.open(t, 0)
+			if got := fmt.Sprint(regionNames(s)); got != c.want {
+				t.Fatalf("after the restart the store serves %s, want %s", got, c.want)
+			}
+			kv = NewKV(s, nil, nil)
+			checkKeys(t, kv, acked)
+			for k, v := range putKeys(t, kv, 0, 10, "after") {
+				acked[k] = v
+			}
+			checkKeys(t, kv, acked)
+		})
+	}
+}
+
+// With a split size, a store splits its regions by itself as data grows,
+// and every write acknowledged meanwhile (writers never stop) reads back.
+func TestStoreSplitsByItselfAsDataGrows(t *testing.T) {
+	c := newMapCluster(t)
+	s := c.open(t, 256<<10)
+	kv := NewKV(s, nil, nil)
+	acked := map[string]string{}
+	for round := 0; len(s.Assignments()) < 4; round++ {
+		if round > 200 {
+			t.Fatalf("still %d regions after %d rounds of writes (%d splits)", len(s.Assignments()), round, s.Splits())
+		}
+		for k, v := range putRetrying(t, kv, round*200, 200, "r") {
+			acked[k] = v
+		}
+		for _, a := range s.Assignments() {
+			if e, err := a.Engine(); err == nil {
+				_ = e.Flush(context.Background())
+			}
+		}
+	}
+	checkKeys(t, kv, acked)
+	m, _ := s.RegionMap()
+	if len(m.Region) != len(s.Assignments()) {
+		t.Fatalf("the map has %d regions, the store serves %d", len(m.Region), len(s.Assignments()))
+	}
+}
+
+// putRetrying puts keys as a client does: a write refused while its region
+// splits (UNAVAILABLE) is retried.
+func putRetrying(t *testing.T, kv *KV, from, n int, val string) map[string]string {
+	t.Helper()
+	acked := map[string]string{}
+	for i := from; i < from+n; i++ {
+		k, v := fmt.Sprintf("user%06d", i), fmt.Sprintf("%s-%d-%0100d", val, i, i)
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			_, err := kv.Put(context.Background(), &kvpb.PutRequest{Key: []byte(k), Value: []byte(v)})
+			if err == nil {
+				break
+			}
+			if !staleRoute(err) || time.Now().After(deadline) {
+				t.Fatalf("put %s: %v", k, err)
+			}
+			time.Sleep(time.Millisecond) // a client's retry back-off
+		}
+		acked[k] = v
+	}
+	return acked
+}
