@@ -420,6 +420,8 @@ func TestValuesSchemaRejects(t *testing.T) {
 		"prometheusRule.enabled=maybe",
 		"prometheusRule.runbookURL=docs/runbooks.md",
 		"prometheusRule.storeJob=",
+		"prometheusRule.walPVC=",
+		"prometheusRule.expectStores=maybe",
 		"operator.securityContext.allowPrivilegeEscalation=true",
 		"operator.podSecurityContext.runAsNonRoot=false",
 		"samples.compactionPool.spec.autoscaling.mode=Magic",
