@@ -1,11 +1,13 @@
 package charts
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -224,9 +226,10 @@ func TestDashboardQueriesUseExportedMetrics(t *testing.T) {
 	}
 	// What each dashboard must show (the issue's list).
 	want := map[string][]string{
-		"storage": {"bellows_kv_request_duration_seconds", "bellows_block_cache_hits_total", "bellows_block_cache_misses_total", "bellows_region_sst_files"},
+		"storage": {"bellows_kv_request_duration_seconds", "bellows_block_cache_hits_total", "bellows_block_cache_misses_total", "bellows_region_sst_files",
+			"bellows_flush_errors_total", "bellows_write_stalls_total", "bellows_build_info"}, // #31: errors and versions
 		"compaction": {"bellows_compactions_total", "bellows_compaction_queue_depth", "bellows_compaction_pending_bytes",
-			"bellows_warmup_progress_ratio", "bellows_warmup_bytes_total"},
+			"bellows_warmup_progress_ratio", "bellows_warmup_bytes_total", "bellows_build_info"},
 	}
 	// The autoscaler dashboard: every model input and output the operator registers.
 	for n := range e.code {
@@ -338,6 +341,99 @@ func TestContractMetricsAreExported(t *testing.T) {
 		}
 		if _, ok := e.docs.Series(name); !ok {
 			t.Errorf("%s: the autoscaler reads it, docs/interfaces.md does not list it", name)
+		}
+	}
+}
+
+// TestDashboardsSelectByKVCluster: the storage and compaction dashboards
+// have a KVCluster variable listing the clusters by name (their stores' job
+// is <cluster>-headless), and every selector of a store metric is narrowed
+// by it and by the namespace; the storage dashboard shows the requests'
+// errors by code and the transactions' outcomes.
+func TestDashboardsSelectByKVCluster(t *testing.T) {
+	e := loadExported(t)
+	for _, name := range []string{"storage", "compaction"} {
+		file := filepath.Join(dashboardDir, name+".json")
+		data, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var d struct {
+			Templating struct {
+				List []struct {
+					Name, Label, Regex string
+					Query              any
+				} `json:"list"`
+			} `json:"templating"`
+		}
+		if err := json.Unmarshal(data, &d); err != nil {
+			t.Fatal(err)
+		}
+		found := false
+		for _, v := range d.Templating.List {
+			if v.Name != "cluster" {
+				continue
+			}
+			found = true
+			if v.Label != "KVCluster" || !strings.Contains(fmt.Sprint(v.Query), "bellows_regions") || !strings.Contains(fmt.Sprint(v.Query), ", job)") {
+				t.Errorf("%s: variable cluster: label %q, query %v; want KVCluster, the stores' job values", file, v.Label, v.Query)
+			}
+			// Grafana's regex with named groups: the text shown and the value used.
+			re, err := regexp.Compile(strings.Trim(v.Regex, "/"))
+			if err != nil {
+				t.Fatalf("%s: variable cluster: regex %q: %v", file, v.Regex, err)
+			}
+			m := re.FindStringSubmatch("demo-headless")
+			if m == nil || m[re.SubexpIndex("text")] != "demo" || m[re.SubexpIndex("value")] != "demo-headless" {
+				t.Errorf("%s: variable cluster: regex %q on demo-headless: %q, want text demo, value demo-headless", file, v.Regex, m)
+			}
+			if re.MatchString("workers-compactor") {
+				t.Errorf("%s: variable cluster: regex %q lists a worker job", file, v.Regex)
+			}
+		}
+		if !found {
+			t.Errorf("%s: no variable cluster", file)
+		}
+
+		for _, q := range queries(t, file, data) {
+			if strings.Contains(q.Where, "variable") {
+				continue
+			}
+			ex, err := parser.NewParser(parser.Options{}).ParseExpr(grafana.IntervalVars.ReplaceAllString(q.Expr, "5m"))
+			if err != nil {
+				t.Fatalf("%s: %v", q.Where, err)
+			}
+			parser.Inspect(ex, func(n parser.Node, _ []parser.Node) error {
+				vs, ok := n.(*parser.VectorSelector)
+				if !ok {
+					return nil
+				}
+				if m, ok := e.docs.Series(selectorName(vs)); !ok || m.Section != "Store" {
+					return nil
+				}
+				has := map[string]bool{}
+				for _, lm := range vs.LabelMatchers {
+					has[lm.Name+lm.Type.String()+lm.Value] = true
+				}
+				if !has[`job=~$cluster`] || !has[`namespace=~$namespace`] {
+					t.Errorf("%s: %s is not narrowed to the selected KVClusters and namespaces", q.Where, vs)
+				}
+				return nil
+			})
+		}
+	}
+
+	data, err := os.ReadFile(filepath.Join(dashboardDir, "storage.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var all []string
+	for _, q := range queries(t, "storage.json", data) {
+		all = append(all, q.Expr)
+	}
+	for _, want := range []string{"sum by (code)", `code=~"Unknown|Internal|Unavailable|DataLoss|DeadlineExceeded|Unimplemented"`, `op="commit-txn", code="Aborted"`} {
+		if !strings.Contains(strings.Join(all, "\n"), want) {
+			t.Errorf("storage.json: no query with %s", want)
 		}
 	}
 }
