@@ -267,32 +267,66 @@ func conflictFrom(err error) error {
 	return &ConflictError{Message: st.Message()}
 }
 
-// RunTxn runs f in a transaction and commits it, running it again from a
-// new Begin while Commit fails with a write conflict or the transaction
-// was lost (ErrTxnLost), until ctx ends; a transaction f fails is rolled
-// back. f
-// must be safe to run more than once (it sees a newer snapshot each time).
-func (c *Client) RunTxn(ctx context.Context, f func(ctx context.Context, t *Txn) error) (WriteResult, error) {
-	for {
+// RunTxn runs f in a transaction and commits it. While the attempt fails
+// in a way that left nothing written and that a new snapshot may fix — a
+// write conflict (ErrConflict), a lost transaction (ErrTxnLost), a read
+// refused as too old (ErrSnapshotTooOld, from f) — it waits a jittered,
+// exponentially growing backoff and runs f again from a new Begin, at most
+// the maximum number of attempts (DefaultTxnMaxAttempts, WithTxnMaxAttempts)
+// and never past ctx. f must be safe to run more than once (it sees a newer
+// snapshot each time); a transaction f fails is rolled back.
+//
+// When it gives up it returns a *TxnGaveUpError matching ErrTooManyAttempts
+// or the context's error, and the last attempt's error (errors.Is and
+// errors.As see both). Any other error — f's own, or a commit whose outcome
+// is unknown — is returned as it is, after one attempt of it.
+func (c *Client) RunTxn(ctx context.Context, f func(ctx context.Context, t *Txn) error, opts ...TxnOption) (WriteResult, error) {
+	p := txnRetry{maxAttempts: DefaultTxnMaxAttempts, initial: DefaultTxnRetryInitial, max: DefaultTxnRetryMax, sleep: sleepCtx}
+	for _, o := range opts {
+		o(&p)
+	}
+	b := p.backoff()
+	var last error // the last attempt's retryable failure
+	for attempt := 1; ; attempt++ {
 		t, err := c.Begin(ctx)
 		if err != nil {
-			return WriteResult{}, err
-		}
-		if err := f(ctx, t); err != nil {
-			_ = t.Rollback(ctx)
-			if errors.Is(err, ErrSnapshotTooOld) && ctx.Err() == nil {
-				continue
+			if last != nil && ctx.Err() != nil {
+				// The deadline came during this Begin: nothing of this
+				// attempt happened, so the earlier attempt says why.
+				return WriteResult{}, &TxnGaveUpError{Attempts: attempt - 1, Reason: ctx.Err(), Last: last}
 			}
 			return WriteResult{}, err
 		}
-		res, err := t.Commit(ctx)
-		if !errors.Is(err, ErrConflict) && !errors.Is(err, ErrTxnLost) {
+		res, err, again := t.run(ctx, f)
+		if !again {
 			return res, err
 		}
+		last = err
+		if attempt >= p.maxAttempts {
+			return WriteResult{}, &TxnGaveUpError{Attempts: attempt, Reason: ErrTooManyAttempts, Last: last}
+		}
 		if ctx.Err() != nil {
-			return WriteResult{}, fmt.Errorf("%w (last attempt: %v)", ctx.Err(), err)
+			return WriteResult{}, &TxnGaveUpError{Attempts: attempt, Reason: ctx.Err(), Last: last}
+		}
+		if err := p.sleep(ctx, b.NextBackOff()); err != nil {
+			return WriteResult{}, &TxnGaveUpError{Attempts: attempt, Reason: err, Last: last}
 		}
 	}
+}
+
+// run is one attempt of RunTxn on t: f, then the commit. again says that
+// nothing of it was written and a new snapshot may succeed: f's read was
+// refused as too old, or the commit was refused (conflict, lost). Any
+// other error of f is the caller's to handle, even one that happens to
+// match ErrConflict (a nested transaction's, say); an unknown outcome is
+// never run again, since that could apply the transaction twice.
+func (t *Txn) run(ctx context.Context, f func(ctx context.Context, t *Txn) error) (res WriteResult, err error, again bool) {
+	if err := f(ctx, t); err != nil {
+		_ = t.Rollback(ctx)
+		return WriteResult{}, err, errors.Is(err, ErrSnapshotTooOld)
+	}
+	res, err = t.Commit(ctx)
+	return res, err, errors.Is(err, ErrConflict) || errors.Is(err, ErrTxnLost)
 }
 
 // hasReason reports whether err is a status with an ErrorInfo of reason.
