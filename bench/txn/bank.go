@@ -93,7 +93,7 @@ func startStorePair(ctx context.Context, bellows, dir string) (*storePair, error
 
 func (s *storePair) start(i int) error {
 	c, err := childproc.Start(s.ctx, s.bellows, fmt.Sprintf("store-%d", i), s.dir, "store",
-		"--bucket=file://"+filepath.Join(s.dir, "bucket"), "--wal-dir="+filepath.Join(s.dir, fmt.Sprintf("wal-%d", i)),
+		"--create-bucket", "--bucket=file://"+filepath.Join(s.dir, "bucket"), "--wal-dir="+filepath.Join(s.dir, fmt.Sprintf("wal-%d", i)),
 		fmt.Sprintf("--regions=%d", BankRegions), fmt.Sprintf("--region-owner=%d/2", i), "--offload=Disabled",
 		"--listen="+s.addrs[i], "--peers="+strings.Join(s.addrs[:], ","), "--metrics-listen=127.0.0.1:0",
 		"--txn-lock-ttl="+BankLockTTL.String())

@@ -144,7 +144,7 @@ func newPhasesCommand() *cobra.Command {
 			}
 			if !inProcess {
 				procs.Store = func(ctx context.Context, name string, a phases.StoreArgs) (string, string, func(), error) {
-					args := []string{"store", "--bucket=" + a.BucketURL, "--wal-dir=" + a.WALDir, "--config=" + a.Config,
+					args := []string{"store", "--create-bucket", "--bucket=" + a.BucketURL, "--wal-dir=" + a.WALDir, "--config=" + a.Config,
 						"--regions=1", "--listen=127.0.0.1:0", "--metrics-listen=127.0.0.1:0"}
 					if a.Compactor != "" {
 						args = append(args, "--compactors="+a.Compactor)

@@ -141,7 +141,7 @@ var localReady = regexp.MustCompile(`^ready; try: .* --addr (\S+);`)
 // startLocal runs `bellows local` on fresh data in dir and returns the
 // store's address and how to stop it.
 func startLocal(ctx context.Context, bin, dir, offload string) (string, func(), error) {
-	cmd := exec.CommandContext(ctx, bin, "local", "--data-dir="+dir, "--listen=127.0.0.1:0", "--offload="+offload)
+	cmd := exec.CommandContext(ctx, bin, "local", "--data-dir="+dir, "--create-bucket", "--listen=127.0.0.1:0", "--offload="+offload)
 	cmd.Stderr = os.Stderr
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {

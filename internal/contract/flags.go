@@ -53,3 +53,8 @@ func Arg(name string, value any) string { return fmt.Sprintf("--%s=%v", name, va
 // passes --region-owner=$(POD_INDEX) with --replicas-from, so the replica
 // count is not in the pod template.
 const PodIndexEnv = "POD_INDEX"
+
+// FlagCreateBucket lets `bellows store` (and `bellows local`) start a new
+// cluster in a file:// bucket that holds none (no BucketMarker): without
+// it, such a bucket is refused as a likely mistyped path.
+const FlagCreateBucket = "create-bucket"

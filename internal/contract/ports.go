@@ -43,3 +43,7 @@ const (
 // ImageUID is the non-root user (and group) of the bellows image; pods run
 // as it.
 const ImageUID = int64(65532)
+
+// BucketMarker is the object at the root of a bucket that says a Bellows
+// cluster lives there; a store writes it when it creates the cluster.
+const BucketMarker = "bellows-cluster.json"

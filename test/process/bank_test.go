@@ -22,7 +22,7 @@ const txnLockTTL = time.Second
 
 // startTxnStore is startPeerStore with the short lock TTL.
 func startTxnStore(t *testing.T, name, bucket, walDir, addr, owner, peers string) *proc {
-	return start(t, name, "store", "--bucket="+bucket, "--wal-dir="+walDir, "--regions=4",
+	return start(t, name, "store", "--create-bucket", "--bucket="+bucket, "--wal-dir="+walDir, "--regions=4",
 		"--region-owner="+owner, "--offload=Disabled", "--listen="+addr, "--peers="+peers,
 		"--txn-lock-ttl="+txnLockTTL.String())
 }

@@ -42,7 +42,7 @@ func storeArgs(t *testing.T, bucket, walDir, mode, extra string) []string {
 	if err := os.WriteFile(config, []byte(noAutoCompaction+extra), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	return []string{"store", "--bucket=" + bucket, "--wal-dir=" + walDir, "--config=" + config, "--regions=1", "--offload=" + mode}
+	return []string{"store", "--create-bucket", "--bucket=" + bucket, "--wal-dir=" + walDir, "--config=" + config, "--regions=1", "--offload=" + mode}
 }
 
 // startStoreWith adds extra engine.yaml lines (e.g. the warmup mode).

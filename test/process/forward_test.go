@@ -33,7 +33,7 @@ func freeAddr(t *testing.T) string {
 // startPeerStore is one of two stores splitting 4 regions (--region-owner
 // owner), given the same --peers list, itself included.
 func startPeerStore(t *testing.T, name, bucket, walDir, addr, owner, peers string) *proc {
-	return start(t, name, "store", "--bucket="+bucket, "--wal-dir="+walDir, "--regions=4",
+	return start(t, name, "store", "--create-bucket", "--bucket="+bucket, "--wal-dir="+walDir, "--regions=4",
 		"--region-owner="+owner, "--offload=Disabled", "--listen="+addr, "--peers="+peers)
 }
 

@@ -19,7 +19,7 @@ import (
 // its fields, and workload E's scans return records in key order.
 func TestYCSBCoreWorkloadsRunAgainstAStore(t *testing.T) {
 	dir := t.TempDir()
-	s := start(t, "store", "store", "--bucket=file://"+filepath.Join(dir, "bucket"), "--wal-dir="+filepath.Join(dir, "wal"),
+	s := start(t, "store", "store", "--create-bucket", "--bucket=file://"+filepath.Join(dir, "bucket"), "--wal-dir="+filepath.Join(dir, "wal"),
 		"--regions=4", "--offload=Disabled")
 	c := newClient(t, s)
 	const records, operations = 300, 400

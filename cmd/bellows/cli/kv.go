@@ -1,169 +1,417 @@
 package cli
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"fmt"
+	"io"
+	"os"
+	"slices"
 	"strings"
 	"time"
 
+	"github.com/dustin/go-humanize"
 	"github.com/spf13/cobra"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/bellows-kv/bellows/client"
+	"github.com/bellows-kv/bellows/internal/contract"
 	kvpb "github.com/bellows-kv/bellows/proto/bellows/kv/v1"
 )
 
-func newKVCommand() *cobra.Command {
-	var addr string
-	var timeout time.Duration
-	cmd := &cobra.Command{Use: "kv", Short: "Client: put, get, delete and scan keys in a cluster (or one store)"}
-	cmd.PersistentFlags().StringVar(&addr, "addr", "127.0.0.1:7400",
-		"seed addresses, comma-separated: a store or the cluster's client Service; requests go to each key's owner")
-	cmd.PersistentFlags().DurationVar(&timeout, "timeout", 10*time.Second, "per-command timeout, retries included")
-	// with runs f with a client of the cluster, within the command's
-	// timeout. The client retries what a stale route failed (a region
-	// moving, a store restarting) until the timeout.
-	with := func(cmd *cobra.Command, f func(ctx context.Context, c *client.Client) error) error {
-		ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
-		defer cancel()
-		c, err := client.New(ctx, strings.Split(addr, ","), client.Options{})
-		if err != nil {
-			return err
-		}
-		defer c.Close()
-		return f(ctx, c)
+// kvFlags are the flags every kv command shares.
+type kvFlags struct {
+	addr    string
+	timeout time.Duration
+	hex     bool
+	output  string
+}
+
+func (f *kvFlags) codec() codec { return codec{hex: f.hex} }
+
+func (f *kvFlags) printer(cmd *cobra.Command, header ...string) (*printer, error) {
+	return newPrinter(cmd.OutOrStdout(), f.output, f.codec(), header...)
+}
+
+// with runs fn with a client of the cluster, within --timeout. The client
+// retries what a stale route failed (a region moving, a store restarting)
+// until then; errors come back explained.
+func (f *kvFlags) with(cmd *cobra.Command, fn func(ctx context.Context, c *client.Client) error) error {
+	seeds, err := parseSeeds(f.addr)
+	if err != nil {
+		return err
 	}
-	// admin runs f with an Admin client of the store serving region (the
-	// Admin API acts on the store's own regions), or of the first seed when
-	// no owner is known.
-	admin := func(cmd *cobra.Command, region string, f func(ctx context.Context, c kvpb.AdminClient) error) error {
-		return with(cmd, func(ctx context.Context, c *client.Client) error {
-			target := strings.Split(addr, ",")[0]
-			for _, r := range c.Regions() {
-				if r.Name == region && len(r.Owners) > 0 {
-					target = r.Owners[0]
-				}
+	ctx, cancel, err := commandContext(cmd.Context(), f.timeout)
+	if err != nil {
+		return err
+	}
+	defer cancel()
+	if err := reachAny(ctx, seeds); err != nil {
+		return err
+	}
+	c, err := client.New(ctx, seeds, client.Options{})
+	if err != nil {
+		return explain(err, f.timeout)
+	}
+	defer c.Close()
+	return explain(fn(ctx, c), f.timeout)
+}
+
+func newKVCommand() *cobra.Command {
+	f := &kvFlags{}
+	cmd := &cobra.Command{
+		Use:   "kv",
+		Short: "Client: put, get, delete and scan keys in a cluster (or one store)",
+		Long: `The Go client on the command line. Keys and values are given as arguments
+(with --hex, in hexadecimal); put also reads a value from a file
+(--value-file FILE) or from standard input (--value-file -, or no VALUE with
+input piped). -o json prints one JSON object per line, keys and values in
+base64 (hexadecimal with --hex); -o table aligns columns.`,
+	}
+	pf := cmd.PersistentFlags()
+	pf.StringVar(&f.addr, "addr", defaultStoreAddr,
+		fmt.Sprintf("seed addresses, comma-separated: a store or the cluster's client Service (HOST without :PORT means port %d); requests go to each key's owner", contract.StoreGRPCPort))
+	pf.DurationVar(&f.timeout, "timeout", 10*time.Second, "per-command timeout, retries included (0: none; Ctrl-C still stops)")
+	pf.BoolVar(&f.hex, "hex", false, "keys and values are hexadecimal, in the arguments and the output")
+	pf.StringVarP(&f.output, "output", "o", "text", "output format: "+strings.Join(outputFormats, ", "))
+
+	admin := func(cmd *cobra.Command, region string, fn func(ctx context.Context, c kvpb.AdminClient) error) error {
+		return f.with(cmd, func(ctx context.Context, c *client.Client) error {
+			r, err := findRegion(c.Regions(), region)
+			if err != nil {
+				return err
+			}
+			// The Admin API acts on the store's own regions: go to the
+			// owner, or to the first seed, which forwards.
+			target := strings.Split(f.addr, ",")[0]
+			if len(r.Owners) > 0 {
+				target = r.Owners[0]
+			} else if seeds, err := parseSeeds(f.addr); err == nil {
+				target = seeds[0]
 			}
 			conn, err := grpc.NewClient(target, grpc.WithTransportCredentials(insecure.NewCredentials()))
 			if err != nil {
 				return err
 			}
 			defer conn.Close()
-			return f(ctx, kvpb.NewAdminClient(conn))
+			return fn(ctx, kvpb.NewAdminClient(conn))
 		})
 	}
-	put := &cobra.Command{Use: "put KEY VALUE", Short: "Write a value", Args: cobra.ExactArgs(2),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			return with(cmd, func(ctx context.Context, c *client.Client) error {
-				r, err := c.Put(ctx, []byte(args[0]), []byte(args[1]))
-				if err == nil {
-					fmt.Fprintf(cmd.OutOrStdout(), "OK %s ts=%d\n", r.Region, r.CommitTS)
-				}
-				return err
-			})
-		}}
-	var readTS uint64
-	get := &cobra.Command{Use: "get KEY", Short: "Read a value (exit status 1 if absent)", Args: cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			return with(cmd, func(ctx context.Context, c *client.Client) error {
-				var v []byte
-				var found bool
-				var err error
-				if readTS != 0 {
-					v, found, err = c.GetAt(ctx, []byte(args[0]), readTS)
-				} else {
-					v, found, err = c.Get(ctx, []byte(args[0]))
-				}
-				if err != nil {
-					return err
-				}
-				if !found {
-					return fmt.Errorf("%q: not found", args[0])
-				}
-				fmt.Fprintf(cmd.OutOrStdout(), "%s\n", v)
-				return nil
-			})
-		}}
-	get.Flags().Uint64Var(&readTS, "read-ts", 0, "read the version visible at this timestamp (0: newest)")
-	del := &cobra.Command{Use: "delete KEY", Short: "Delete a key", Args: cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			return with(cmd, func(ctx context.Context, c *client.Client) error {
-				r, err := c.Delete(ctx, []byte(args[0]))
-				if err == nil {
-					fmt.Fprintf(cmd.OutOrStdout(), "OK %s ts=%d\n", r.Region, r.CommitTS)
-				}
-				return err
-			})
-		}}
-	var limit int
-	scan := &cobra.Command{Use: "scan [START [END]]", Short: "List keys in [START, END) as KEY<TAB>VALUE", Args: cobra.MaximumNArgs(2),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if limit < 0 {
-				return fmt.Errorf("--limit %d: must be 0 (all) or more", limit)
-			}
-			var start, end []byte
-			if len(args) > 0 {
-				start = []byte(args[0])
-			}
-			if len(args) > 1 {
-				end = []byte(args[1])
-			}
-			return with(cmd, func(ctx context.Context, c *client.Client) error {
-				it := c.Scan(ctx, start, end, client.ScanOptions{Limit: limit})
-				defer it.Close()
-				for it.Next() {
-					fmt.Fprintf(cmd.OutOrStdout(), "%s\t%s\n", it.Key(), it.Value())
-				}
-				return it.Err()
-			})
-		}}
-	scan.Flags().IntVar(&limit, "limit", 0, "at most this many keys (0: all)")
-	regions := &cobra.Command{Use: "regions", Short: "List the cluster's regions, key ranges and owners", Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			return with(cmd, func(ctx context.Context, c *client.Client) error {
-				for _, g := range c.Regions() {
-					owners := strings.Join(g.Owners, ",")
-					if owners == "" {
-						owners = "(through the seeds)"
-					}
-					fmt.Fprintf(cmd.OutOrStdout(), "%s\t[%q, %q)\t%s\n", g.Name, g.Start, g.End, owners)
-				}
-				return nil
-			})
-		}}
+	cmd.AddCommand(newKVPutCommand(f), newKVGetCommand(f), newKVDeleteCommand(f), newKVScanCommand(f),
+		newKVTxnCommand(f), newKVRegionsCommand(f), newKVStatusCommand(f))
+
 	flush := &cobra.Command{Use: "flush REGION", Short: "Flush a region's memstore into an SST (Admin API, at the region's owner)", Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			p, err := f.printer(cmd, "REGION", "FLUSHED")
+			if err != nil {
+				return err
+			}
 			return admin(cmd, args[0], func(ctx context.Context, c kvpb.AdminClient) error {
 				if _, err := c.Flush(ctx, &kvpb.FlushRequest{Region: args[0]}); err != nil {
 					return err
 				}
-				fmt.Fprintf(cmd.OutOrStdout(), "OK flushed %s\n", args[0])
-				return nil
+				_ = p.record(fmt.Sprintf("OK flushed %s\n", args[0]), map[string]any{"region": args[0], "flushed": true}, args[0], "yes")
+				return p.flush()
 			})
 		}}
 	var minor bool
 	var startTimeout time.Duration
 	compact := &cobra.Command{Use: "compact REGION", Short: "Compact a region, major unless --minor (Admin API, at the region's owner); runs where the store's offload mode says", Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			p, err := f.printer(cmd, "REGION", "INPUTS", "INPUT_BYTES", "OUTPUT", "LOCATION", "NOTE")
+			if err != nil {
+				return err
+			}
 			return admin(cmd, args[0], func(ctx context.Context, c kvpb.AdminClient) error {
 				r, err := c.Compact(ctx, &kvpb.CompactRequest{Region: args[0], Major: !minor, StartTimeoutMs: startTimeout.Milliseconds()})
 				if err != nil {
 					return err
 				}
-				if !r.Compacted {
-					fmt.Fprintf(cmd.OutOrStdout(), "OK %s: nothing to compact\n", args[0])
-					return nil
+				text := fmt.Sprintf("OK %s: nothing to compact\n", args[0])
+				if r.Compacted {
+					text = fmt.Sprintf("OK %s: %d files (%d bytes) -> %s\n", args[0], len(r.Inputs), r.InputBytes, r.Output)
+					if r.Note != "" {
+						text += fmt.Sprintf("ran %s: %s\n", r.Location, r.Note)
+					}
 				}
-				fmt.Fprintf(cmd.OutOrStdout(), "OK %s: %d files (%d bytes) -> %s\n", args[0], len(r.Inputs), r.InputBytes, r.Output)
-				if r.Note != "" {
-					fmt.Fprintf(cmd.OutOrStdout(), "ran %s: %s\n", r.Location, r.Note)
-				}
-				return nil
+				doc := map[string]any{"region": args[0], "compacted": r.Compacted, "inputs": r.Inputs, "input_bytes": r.InputBytes,
+					"output": r.Output, "location": r.Location, "note": r.Note}
+				_ = p.record(text, doc, args[0], fmt.Sprint(len(r.Inputs)), fmt.Sprint(r.InputBytes), r.Output, r.Location, r.Note)
+				return p.flush()
 			})
 		}}
 	compact.Flags().DurationVar(&startTimeout, "start-timeout", 0, "with offload Required: give up, saying why, if no worker starts the compaction within this (0: wait)")
 	compact.Flags().BoolVar(&minor, "minor", false, "a minor compaction (the exploring policy's selection) instead of a major one")
-	cmd.AddCommand(put, get, del, scan, newKVTxnCommand(with), regions, flush, compact)
+	cmd.AddCommand(flush, compact)
 	return cmd
+}
+
+// findRegion is the region named name, or an error listing the regions
+// there are.
+func findRegion(regions []client.Region, name string) (client.Region, error) {
+	var names []string
+	for _, r := range regions {
+		if r.Name == name {
+			return r, nil
+		}
+		names = append(names, r.Name)
+	}
+	return client.Region{}, &userError{
+		what: fmt.Sprintf("no region %q: the cluster's regions are %s", name, strings.Join(names, ", ")),
+		hint: "`bellows kv regions` lists them with their key ranges and owners",
+	}
+}
+
+func newKVPutCommand(f *kvFlags) *cobra.Command {
+	var valueFile string
+	cmd := &cobra.Command{
+		Use:   "put KEY [VALUE]",
+		Short: "Write a value: the argument, --value-file FILE, or standard input (--value-file -, or piped with no VALUE)",
+		Args:  cobra.RangeArgs(1, 2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			p, err := f.printer(cmd, "REGION", "COMMIT_TS")
+			if err != nil {
+				return err
+			}
+			key, err := f.codec().arg("KEY", args[0])
+			if err != nil {
+				return err
+			}
+			value, err := putValue(cmd, f.codec(), args[1:], valueFile)
+			if err != nil {
+				return err
+			}
+			return f.with(cmd, func(ctx context.Context, c *client.Client) error {
+				r, err := c.Put(ctx, key, value)
+				if err != nil {
+					return err
+				}
+				return writeResult(p, r)
+			})
+		}}
+	cmd.Flags().StringVar(&valueFile, "value-file", "", "read the value from this file (- for standard input), as its bytes are (not hexadecimal with --hex)")
+	return cmd
+}
+
+// putValue is put's value: the argument, the file, or standard input when
+// it is not a terminal. It is read up to one byte past the limit, so a
+// too large value fails before anything is sent and without reading it all.
+func putValue(cmd *cobra.Command, c codec, args []string, valueFile string) ([]byte, error) {
+	if len(args) == 1 {
+		if valueFile != "" {
+			return nil, errors.New("give the value either as VALUE or with --value-file, not both")
+		}
+		return c.arg("VALUE", args[0])
+	}
+	var r io.Reader
+	name := valueFile
+	switch valueFile {
+	case "":
+		in := cmd.InOrStdin()
+		if f, ok := in.(*os.File); ok {
+			if st, err := f.Stat(); err == nil && st.Mode()&os.ModeCharDevice != 0 {
+				return nil, errors.New("no value: give VALUE, --value-file FILE, or pipe it in (--value-file - reads standard input)")
+			}
+		}
+		r, name = in, "standard input"
+	case "-":
+		r, name = cmd.InOrStdin(), "standard input"
+	default:
+		file, err := os.Open(valueFile)
+		if err != nil {
+			return nil, fmt.Errorf("--value-file: %w", err)
+		}
+		defer file.Close()
+		r = file
+	}
+	v, err := io.ReadAll(io.LimitReader(r, client.MaxValueBytes+1))
+	if err != nil {
+		return nil, fmt.Errorf("reading the value from %s: %w", name, err)
+	}
+	if len(v) > client.MaxValueBytes {
+		return nil, explain(fmt.Errorf("%w: %s holds more than the limit, %s (%d bytes, MaxValueBytes)",
+			client.ErrValueTooLarge, name, humanize.IBytes(client.MaxValueBytes), client.MaxValueBytes), 0)
+	}
+	return v, nil
+}
+
+func writeResult(p *printer, r client.WriteResult) error {
+	_ = p.record(fmt.Sprintf("OK %s ts=%d\n", r.Region, r.CommitTS),
+		map[string]any{"region": r.Region, "commit_ts": r.CommitTS}, r.Region, fmt.Sprint(r.CommitTS))
+	return p.flush()
+}
+
+func newKVGetCommand(f *kvFlags) *cobra.Command {
+	var readTS uint64
+	cmd := &cobra.Command{Use: "get KEY", Short: "Read a value (exit status 1 if absent)", Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			p, err := f.printer(cmd, "KEY", "VALUE")
+			if err != nil {
+				return err
+			}
+			key, err := f.codec().arg("KEY", args[0])
+			if err != nil {
+				return err
+			}
+			return f.with(cmd, func(ctx context.Context, c *client.Client) error {
+				var v []byte
+				var found bool
+				var err error
+				if readTS != 0 {
+					v, found, err = c.GetAt(ctx, key, readTS)
+				} else {
+					v, found, err = c.Get(ctx, key)
+				}
+				if err != nil {
+					return err
+				}
+				if !found {
+					return &userError{what: fmt.Sprintf("%q: not found", args[0])}
+				}
+				_ = p.record(p.text(v)+"\n", map[string]any{"key": p.json(key), "value": p.json(v)}, p.table(key), p.table(v))
+				return p.flush()
+			})
+		}}
+	cmd.Flags().Uint64Var(&readTS, "read-ts", 0, "read the version visible at this timestamp (0: newest)")
+	return cmd
+}
+
+func newKVDeleteCommand(f *kvFlags) *cobra.Command {
+	return &cobra.Command{Use: "delete KEY", Short: "Delete a key", Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			p, err := f.printer(cmd, "REGION", "COMMIT_TS")
+			if err != nil {
+				return err
+			}
+			key, err := f.codec().arg("KEY", args[0])
+			if err != nil {
+				return err
+			}
+			return f.with(cmd, func(ctx context.Context, c *client.Client) error {
+				r, err := c.Delete(ctx, key)
+				if err != nil {
+					return err
+				}
+				return writeResult(p, r)
+			})
+		}}
+}
+
+func newKVScanCommand(f *kvFlags) *cobra.Command {
+	var limit int
+	var after string
+	cmd := &cobra.Command{
+		Use:   "scan [START [END]]",
+		Short: "List keys in [START, END) as KEY<TAB>VALUE; with --after KEY [END], the keys after KEY",
+		Long: `Lists the keys in [START, END) in key order (no START: from the first key; no
+END: to the last). A scan stopped by --timeout or Ctrl-C prints, on standard
+error, the last key it printed and the command that resumes after it.`,
+		Args: cobra.MaximumNArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if limit < 0 {
+				return fmt.Errorf("--limit %d: must be 0 (all) or more", limit)
+			}
+			p, err := f.printer(cmd, "KEY", "VALUE")
+			if err != nil {
+				return err
+			}
+			c := f.codec()
+			var start, end []byte
+			endArg := ""
+			if cmd.Flags().Changed("after") {
+				if len(args) > 1 {
+					return errors.New("with --after KEY, give at most END")
+				}
+				k, err := c.arg("--after", after)
+				if err != nil {
+					return err
+				}
+				start = append(k, 0) // the first key after k
+				if len(args) == 1 {
+					endArg = args[0]
+				}
+			} else if len(args) > 0 {
+				if start, err = c.arg("START", args[0]); err != nil {
+					return err
+				}
+				if len(args) > 1 {
+					endArg = args[1]
+				}
+			}
+			if endArg != "" {
+				if end, err = c.arg("END", endArg); err != nil {
+					return err
+				}
+			}
+			if len(end) > 0 && bytes.Compare(start, end) > 0 {
+				return explain(fmt.Errorf("%w: START %q is after END %q, and [START, END) holds no key", client.ErrInvalidRange, start, end), 0)
+			}
+			return f.with(cmd, func(ctx context.Context, cl *client.Client) error {
+				it := cl.Scan(ctx, start, end, client.ScanOptions{Limit: limit})
+				defer it.Close()
+				return printScan(cmd.ErrOrStderr(), p, it, end)
+			})
+		}}
+	cmd.Flags().IntVar(&limit, "limit", 0, "at most this many keys (0: all)")
+	cmd.Flags().StringVar(&after, "after", "", "start after this key (what a stopped scan says to resume from)")
+	return cmd
+}
+
+// pairs is what printScan reads: a client.Iterator.
+type pairs interface {
+	Next() bool
+	Key() []byte
+	Value() []byte
+	Err() error
+}
+
+// printScan prints the pairs; when the scan ends early (the timeout,
+// Ctrl-C, a failure) after printing some, it says on stderr where to
+// resume, so a long scan need not start over.
+func printScan(stderr io.Writer, p *printer, it pairs, end []byte) error {
+	var last []byte
+	n := 0
+	for it.Next() {
+		k, v := it.Key(), it.Value()
+		if err := p.record(p.text(k)+"\t"+p.text(v)+"\n", map[string]any{"key": p.json(k), "value": p.json(v)}, p.table(k), p.table(v)); err != nil {
+			return err
+		}
+		last = append(last[:0], k...)
+		n++
+	}
+	if err := p.flush(); err != nil {
+		return err
+	}
+	err := it.Err()
+	if err == nil || n == 0 {
+		return err
+	}
+	resume := append(slices.Clone(last), 0)
+	fmt.Fprintf(stderr, "scan stopped after %d keys; resume key (the next key to start from): %q\n", n, resume)
+	fmt.Fprintf(stderr, "resume with: %s\n", resumeCommand(p.codec, last, end))
+	return err
+}
+
+// resumeCommand is the scan that continues after last, up to end, in the
+// arguments' encoding, or in hexadecimal when a key would not survive a
+// shell as text.
+func resumeCommand(c codec, last, end []byte) string {
+	la, ok := c.shellArg(last)
+	ea, endOK := c.shellArg(end)
+	if !ok || !endOK {
+		c = codec{hex: true}
+		la, _ = c.shellArg(last)
+		ea, _ = c.shellArg(end)
+	}
+	s := "bellows kv scan"
+	if c.hex {
+		s += " --hex"
+	}
+	s += " --after " + la
+	if len(end) > 0 {
+		s += " " + ea
+	}
+	return s
 }

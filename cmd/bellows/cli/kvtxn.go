@@ -16,6 +16,14 @@ type txnOp struct {
 	key, value string
 }
 
+// decode is op's key and value as bytes (--hex: from hexadecimal).
+func (op txnOp) decode(c codec) (key, value []byte, err error) {
+	if key, err = c.arg(op.verb+" KEY", op.key); err == nil && op.verb == "put" {
+		value, err = c.arg("put VALUE", op.value)
+	}
+	return key, value, err
+}
+
 // parseTxnOps reads `get KEY`, `put KEY VALUE` and `delete KEY` in order.
 func parseTxnOps(args []string) ([]txnOp, error) {
 	var ops []txnOp
@@ -42,29 +50,33 @@ func parseTxnOps(args []string) ([]txnOp, error) {
 }
 
 // runTxnOps runs ops in t, printing each read as KEY<TAB>VALUE.
-func runTxnOps(ctx context.Context, t *client.Txn, ops []txnOp, out io.Writer) error {
+func runTxnOps(ctx context.Context, t *client.Txn, ops []txnOp, c codec, out io.Writer) error {
 	for _, op := range ops {
+		key, value, err := op.decode(c)
+		if err != nil {
+			return err
+		}
 		switch op.verb {
 		case "get":
-			v, found, err := t.Get(ctx, []byte(op.key))
+			v, found, err := t.Get(ctx, key)
 			if err != nil {
 				return err
 			}
 			if found {
-				fmt.Fprintf(out, "%s\t%s\n", op.key, v)
+				fmt.Fprintf(out, "%s\t%s\n", c.text(key), c.text(v))
 			} else {
-				fmt.Fprintf(out, "%s\t(absent)\n", op.key)
+				fmt.Fprintf(out, "%s\t(absent)\n", c.text(key))
 			}
 		case "put":
-			t.Put([]byte(op.key), []byte(op.value))
+			t.Put(key, value)
 		case "delete":
-			t.Delete([]byte(op.key))
+			t.Delete(key)
 		}
 	}
 	return nil
 }
 
-func newKVTxnCommand(with func(*cobra.Command, func(context.Context, *client.Client) error) error) *cobra.Command {
+func newKVTxnCommand(f *kvFlags) *cobra.Command {
 	var retry bool
 	cmd := &cobra.Command{
 		Use:   "txn OPERATION...",
@@ -77,14 +89,22 @@ start) aborts it, naming the key; --retry runs it again from a new snapshot inst
   bellows kv txn get a put a 2 put b 3`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if f.output != "text" {
+				return fmt.Errorf("-o %s: kv txn prints only text", f.output)
+			}
 			ops, err := parseTxnOps(args)
 			if err != nil {
 				return err
 			}
-			return with(cmd, func(ctx context.Context, c *client.Client) error {
+			for _, op := range ops {
+				if _, _, err := op.decode(f.codec()); err != nil {
+					return err
+				}
+			}
+			return f.with(cmd, func(ctx context.Context, c *client.Client) error {
 				out := cmd.OutOrStdout()
 				if retry {
-					res, err := c.RunTxn(ctx, func(ctx context.Context, t *client.Txn) error { return runTxnOps(ctx, t, ops, out) })
+					res, err := c.RunTxn(ctx, func(ctx context.Context, t *client.Txn) error { return runTxnOps(ctx, t, ops, f.codec(), out) })
 					if err == nil {
 						fmt.Fprintf(out, "COMMITTED %s ts=%d\n", res.Region, res.CommitTS)
 					}
@@ -94,7 +114,7 @@ start) aborts it, naming the key; --retry runs it again from a new snapshot inst
 				if err != nil {
 					return err
 				}
-				if err := runTxnOps(ctx, t, ops, out); err != nil {
+				if err := runTxnOps(ctx, t, ops, f.codec(), out); err != nil {
 					return err
 				}
 				res, err := t.Commit(ctx)

@@ -1,32 +1,129 @@
 package cli
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 
 	"github.com/spf13/cobra"
 
+	"github.com/bellows-kv/bellows/autoscaler"
 	"github.com/bellows-kv/bellows/internal/childproc"
 	"github.com/bellows-kv/bellows/internal/contract"
 )
 
+// defaultLocalDataDir is where `make run` keeps its data: the one data
+// directory bellows local creates a cluster in without being asked.
+const defaultLocalDataDir = "bellows-data"
+
+// localLockFile, in the data directory, is held (flock) by the running
+// bellows local; it holds that process's pid.
+const localLockFile = "local.lock"
+
+type localFlags struct {
+	dataDir, storeListen, offloadMode, cacheBytes, memstorePolicy string
+	compactors, regions                                           int
+	createBucket                                                  bool
+}
+
+// validate checks what the children would refuse, so a mistake is said
+// before anything starts.
+func (f *localFlags) validate() error {
+	var errs []error
+	if f.compactors < 0 {
+		errs = append(errs, fmt.Errorf("--compactors %d: must be 0 or more", f.compactors))
+	}
+	if f.regions < 1 {
+		errs = append(errs, fmt.Errorf("--regions %d: must be 1 or more", f.regions))
+	}
+	if !slices.Contains(contract.OffloadModes, contract.OffloadMode(f.offloadMode)) {
+		errs = append(errs, fmt.Errorf("--offload %q: want one of %v", f.offloadMode, contract.OffloadModes))
+	} else if f.compactors == 0 && contract.OffloadMode(f.offloadMode) == contract.OffloadRequired {
+		errs = append(errs, errors.New("--offload Required needs compactors: give --compactors 1 or more"))
+	}
+	if !slices.Contains(contract.MemstorePolicies, contract.MemstorePolicy(f.memstorePolicy)) {
+		errs = append(errs, fmt.Errorf("--%s %q: want one of %v", contract.FlagMemstorePolicy, f.memstorePolicy, contract.MemstorePolicies))
+	}
+	if _, err := autoscaler.ParseBytes(f.cacheBytes); err != nil {
+		errs = append(errs, fmt.Errorf("--cache-bytes %q: %v", f.cacheBytes, err))
+	}
+	return errors.Join(errs...)
+}
+
+// lockDataDir takes the data directory for this process, or says which
+// process has it. The lock dies with the process, so a crashed run leaves
+// nothing to clean up.
+func lockDataDir(dir string) (*os.File, error) {
+	path := filepath.Join(dir, localLockFile)
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		pid, _ := os.ReadFile(path)
+		_ = f.Close()
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			return nil, &userError{
+				what: fmt.Sprintf("--data-dir %s is in use by another bellows local (pid %s) or the processes it started", dir, strings.TrimSpace(string(pid))),
+				hint: "stop that one first (Ctrl-C in its terminal; its store and compactors stop with it), or give this one another --data-dir",
+			}
+		}
+		return nil, fmt.Errorf("locking %s: %w", path, err)
+	}
+	if err := f.Truncate(0); err == nil {
+		_, _ = f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
+	}
+	return f, nil
+}
+
+// needsCreate reports whether the store must be told to create the
+// cluster (--create-bucket), or refuses a data directory that holds no
+// cluster unless that was asked for: a mistyped --data-dir would otherwise
+// start an empty store beside the real one.
+func (f *localFlags) needsCreate(bucket string) (bool, error) {
+	for _, p := range []string{contract.BucketMarker, "regions"} {
+		if _, err := os.Stat(filepath.Join(bucket, p)); err == nil {
+			return false, nil // a cluster (from before markers, with regions/ only)
+		}
+	}
+	if f.createBucket || filepath.Clean(f.dataDir) == defaultLocalDataDir {
+		return true, nil
+	}
+	return false, &userError{
+		what: fmt.Sprintf("--data-dir %s holds no bellows local cluster (no %s)", f.dataDir, filepath.Join(bucket, contract.BucketMarker)),
+		hint: fmt.Sprintf("a mistyped directory? Give --%s to start a new, empty cluster there (only %s, the default, gets one without asking)",
+			contract.FlagCreateBucket, defaultLocalDataDir),
+	}
+}
+
 func newLocalCommand() *cobra.Command {
-	var dataDir, storeListen, offloadMode, cacheBytes, memstorePolicy string
-	var compactors, regions int
+	f := &localFlags{}
 	cmd := &cobra.Command{
 		Use:   "local",
 		Short: "Run the embedded default: one store and N compactors as separate processes on 127.0.0.1",
 		Long: "Starts N `bellows compactor` processes and one `bellows store` (re-executing this binary) on 127.0.0.1,\n" +
-			"with a file:// bucket and the WALs under --data-dir, prints their addresses, and stops them on SIGINT/SIGTERM.",
+			"with a file:// bucket and the WALs under --data-dir, prints their addresses, and stops them on SIGINT/SIGTERM.\n" +
+			"One bellows local at a time uses a data directory; each process's log is appended to under its logs/.\n" +
+			"A data directory other than " + defaultLocalDataDir + " must hold a cluster already, or be given --" + contract.FlagCreateBucket + ".",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := f.validate(); err != nil {
+				return err
+			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			abs, err := filepath.Abs(dataDir)
+			abs, err := filepath.Abs(f.dataDir)
+			if err != nil {
+				return err
+			}
+			bucket := filepath.Join(abs, "bucket")
+			create, err := f.needsCreate(bucket)
 			if err != nil {
 				return err
 			}
@@ -34,11 +131,22 @@ func newLocalCommand() *cobra.Command {
 			if err := os.MkdirAll(logDir, 0o755); err != nil {
 				return err
 			}
+			lock, err := lockDataDir(abs)
+			if err != nil {
+				return err
+			}
+			defer lock.Close()
+			// The children hold the lock too: after a crash of this
+			// process the directory is free only once they are gone.
+			hold := []*os.File{lock}
 			self, err := os.Executable()
 			if err != nil {
 				return err
 			}
 			out := cmd.OutOrStdout()
+			if create {
+				fmt.Fprintf(out, "new cluster in %s\n", abs)
+			}
 			var procs []*childproc.Child
 			defer func() {
 				// Store first: it may be waiting on a compactor.
@@ -47,10 +155,10 @@ func newLocalCommand() *cobra.Command {
 				}
 			}()
 			var addrs []string
-			for i := range compactors {
+			for i := range f.compactors {
 				name := fmt.Sprintf("compactor-%d", i)
-				c, err := childproc.Start(ctx, self, name, logDir, "compactor", "--listen=127.0.0.1:0", "--metrics-listen=127.0.0.1:0",
-					"--name="+name, "--cache-bytes="+cacheBytes)
+				c, err := childproc.StartHolding(ctx, hold, self, name, logDir, "compactor", "--listen=127.0.0.1:0", "--metrics-listen=127.0.0.1:0",
+					"--name="+name, "--cache-bytes="+f.cacheBytes)
 				if err != nil {
 					return err
 				}
@@ -58,10 +166,14 @@ func newLocalCommand() *cobra.Command {
 				addrs = append(addrs, c.GRPC)
 				fmt.Fprintf(out, "%-12s grpc=%s metrics=http://%s/metrics log=%s\n", name, c.GRPC, c.Metrics, c.Log)
 			}
-			s, err := childproc.Start(ctx, self, "store", logDir, "store", "--listen="+storeListen, "--metrics-listen=127.0.0.1:0",
-				"--bucket=file://"+filepath.Join(abs, "bucket"), "--wal-dir="+filepath.Join(abs, "wal"),
-				fmt.Sprintf("--regions=%d", regions), "--compactors="+strings.Join(addrs, ","), "--offload="+offloadMode,
-				"--"+contract.FlagMemstorePolicy+"="+memstorePolicy)
+			args := []string{"store", "--listen=" + f.storeListen, "--metrics-listen=127.0.0.1:0",
+				"--bucket=file://" + bucket, "--wal-dir=" + filepath.Join(abs, "wal"),
+				fmt.Sprintf("--regions=%d", f.regions), "--compactors=" + strings.Join(addrs, ","), "--offload=" + f.offloadMode,
+				"--" + contract.FlagMemstorePolicy + "=" + f.memstorePolicy}
+			if create {
+				args = append(args, "--"+contract.FlagCreateBucket)
+			}
+			s, err := childproc.StartHolding(ctx, hold, self, "store", logDir, args...)
 			if err != nil {
 				return err
 			}
@@ -76,13 +188,15 @@ func newLocalCommand() *cobra.Command {
 			}
 		},
 	}
-	f := cmd.Flags()
-	f.StringVar(&dataDir, "data-dir", "bellows-data", "directory for the bucket, WALs and logs")
-	f.StringVar(&storeListen, "listen", fmt.Sprintf("127.0.0.1:%d", contract.StoreGRPCPort), "the store's gRPC address")
-	f.IntVar(&compactors, "compactors", 2, "number of compactor processes")
-	f.IntVar(&regions, "regions", 4, "regions of the store")
-	f.StringVar(&offloadMode, "offload", string(contract.DefaultOffload), "Required, Preferred or Disabled")
-	f.StringVar(&cacheBytes, "cache-bytes", "1GiB", "each compactor's cache")
-	f.StringVar(&memstorePolicy, contract.FlagMemstorePolicy, string(contract.DefaultMemstorePolicy), fmt.Sprintf("the store's in-memory compaction policy, one of %v", contract.MemstorePolicies))
+	fl := cmd.Flags()
+	fl.StringVar(&f.dataDir, "data-dir", defaultLocalDataDir, "directory for the bucket, WALs and logs")
+	fl.StringVar(&f.storeListen, "listen", defaultStoreAddr, "the store's gRPC address")
+	fl.IntVar(&f.compactors, "compactors", 2, "number of compactor processes (0: compactions run in the store)")
+	fl.IntVar(&f.regions, "regions", 4, "regions of the store")
+	fl.StringVar(&f.offloadMode, "offload", string(contract.DefaultOffload), "Required, Preferred or Disabled")
+	fl.StringVar(&f.cacheBytes, "cache-bytes", "1GiB", "each compactor's cache")
+	fl.StringVar(&f.memstorePolicy, contract.FlagMemstorePolicy, string(contract.DefaultMemstorePolicy), fmt.Sprintf("the store's in-memory compaction policy, one of %v", contract.MemstorePolicies))
+	fl.BoolVar(&f.createBucket, contract.FlagCreateBucket, false,
+		"start a new, empty cluster if --data-dir holds none (the default "+defaultLocalDataDir+" needs no flag)")
 	return cmd
 }

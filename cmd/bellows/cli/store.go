@@ -33,6 +33,8 @@ func newStoreCommand() *cobra.Command {
 	f.StringVar(&cfg.Listen, contract.FlagListen, cfg.Listen, "gRPC address")
 	f.StringVar(&cfg.MetricsListen, contract.FlagMetricsListen, cfg.MetricsListen, "HTTP address of /metrics, /healthz and /readyz")
 	f.StringVar(&cfg.Bucket, contract.FlagBucket, "", "bucket URL of region files and manifests (file://, s3://, gs://, azblob://)")
+	f.BoolVar(&cfg.CreateBucket, contract.FlagCreateBucket, false,
+		"start a new, empty cluster in a file:// bucket that holds none (no "+contract.BucketMarker+"); without it such a bucket is refused as a likely mistyped path (object-store buckets are always accepted)")
 	f.StringVar(&cfg.WALDir, contract.FlagWALDir, "", "local directory for the regions' WALs")
 	f.StringVar(&cfg.ConfigFile, contract.FlagConfig, "", "engine settings file (engine.yaml); default settings if empty")
 	f.IntVar(&cfg.Regions, contract.FlagRegions, cfg.Regions, "split the key space evenly by first byte into this many regions")

@@ -22,6 +22,9 @@ type Config struct {
 	Listen, MetricsListen string
 	// Bucket is the URL of region files and manifests.
 	Bucket string
+	// CreateBucket starts a new cluster in a file:// bucket that holds
+	// none; without it such a bucket is refused (a mistyped path).
+	CreateBucket bool
 	// WALDir is the local directory of the regions' WALs.
 	WALDir string
 	// ConfigFile is engine.yaml; empty runs with Engine as given.

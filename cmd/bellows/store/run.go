@@ -107,11 +107,17 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, out io.Writer) error
 		return fmt.Errorf("engine.yaml syncMode: %w", err)
 	}
 
+	if err := refuseMissingFileBucket(cfg.Bucket, cfg.CreateBucket); err != nil {
+		return err
+	}
 	bucket, err := blob.Open(ctx, cfg.Bucket)
 	if err != nil {
 		return err
 	}
 	defer bucket.Close()
+	if err := ensureBucketMarker(ctx, bucket, cfg.Bucket, cfg.CreateBucket); err != nil {
+		return err
+	}
 	cache := blockcache.New(cfg.Engine.BlockCacheBytes)
 	reg := health.NewRegistry()
 

@@ -1,0 +1,179 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/signal"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/bellows-kv/bellows/client"
+	"github.com/bellows-kv/bellows/internal/contract"
+)
+
+// defaultStoreAddr is where `bellows local` (make run) listens.
+var defaultStoreAddr = net.JoinHostPort("127.0.0.1", strconv.Itoa(contract.StoreGRPCPort))
+
+// parseSeeds splits --addr and gives an address without a port the
+// store's port: gRPC would otherwise dial 443, the https default, and wait
+// there until the timeout.
+func parseSeeds(addr string) ([]string, error) {
+	var seeds []string
+	for _, a := range strings.Split(addr, ",") {
+		a = strings.TrimSpace(a)
+		if a == "" {
+			continue
+		}
+		host, port, err := net.SplitHostPort(a)
+		switch {
+		case err == nil && host == "":
+			return nil, fmt.Errorf("--addr %q: no host before the port (write 127.0.0.1%s, say)", a, a)
+		case err == nil:
+			if _, err := strconv.ParseUint(port, 10, 16); err != nil {
+				return nil, fmt.Errorf("--addr %q: port %q is not a number from 0 to 65535", a, port)
+			}
+		case strings.Contains(err.Error(), "missing port") || net.ParseIP(strings.Trim(a, "[]")) != nil:
+			// A bare IPv6 address has colons but no brackets.
+			a = net.JoinHostPort(strings.Trim(a, "[]"), strconv.Itoa(contract.StoreGRPCPort))
+		default:
+			return nil, fmt.Errorf("--addr %q: want HOST or HOST:PORT: %v", a, err)
+		}
+		seeds = append(seeds, a)
+	}
+	if len(seeds) == 0 {
+		return nil, fmt.Errorf("--addr is empty: give HOST:PORT of a store or of the cluster's client Service (default %s)", defaultStoreAddr)
+	}
+	return seeds, nil
+}
+
+// commandContext bounds a kv command by --timeout (0: no bound) and ends it
+// on Ctrl-C, so an interrupted scan still says where to resume.
+func commandContext(parent context.Context, timeout time.Duration) (context.Context, context.CancelFunc, error) {
+	if timeout < 0 {
+		return nil, nil, fmt.Errorf("--timeout %v: must be 0 (no timeout) or more", timeout)
+	}
+	ctx, stop := signal.NotifyContext(parent, os.Interrupt, syscall.SIGTERM)
+	if timeout == 0 {
+		return ctx, stop, nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	return ctx, func() { cancel(); stop() }, nil
+}
+
+// reachAny connects to each seed over TCP until one accepts. The client
+// retries an unreachable seed until the deadline, since a store may be
+// restarting; on the command line a refused connection almost always means
+// a wrong address or no store, which is better said at once.
+func reachAny(ctx context.Context, seeds []string) error {
+	errs := make([]error, len(seeds))
+	var wg sync.WaitGroup
+	for i, s := range seeds {
+		wg.Go(func() {
+			var d net.Dialer
+			conn, err := d.DialContext(ctx, "tcp", s)
+			if err != nil {
+				errs[i] = err
+				return
+			}
+			_ = conn.Close()
+		})
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err == nil {
+			return nil
+		}
+	}
+	if ctx.Err() != nil {
+		return nil // let the command's own attempt report the timeout
+	}
+	var lines []string
+	for i, err := range errs {
+		lines = append(lines, fmt.Sprintf("%s: %s", seeds[i], netReason(err)))
+	}
+	return &userError{
+		what: "cannot connect to " + strings.Join(lines, "; "),
+		hint: fmt.Sprintf("is a store running there? `make run` (bellows local) starts one on %s; otherwise give --addr HOST:PORT of a store or of the cluster's client Service", defaultStoreAddr),
+	}
+}
+
+// netReason is a dial error without the "dial tcp ADDR:" prefix.
+func netReason(err error) string {
+	var op *net.OpError
+	if errors.As(err, &op) && op.Err != nil {
+		var sys *os.SyscallError
+		if errors.As(op.Err, &sys) {
+			return sys.Err.Error()
+		}
+		return op.Err.Error()
+	}
+	return err.Error()
+}
+
+// userError is a failure as the command line reports it: what went wrong,
+// and what to do about it.
+type userError struct {
+	what, hint string
+	cause      error
+}
+
+func (e *userError) Error() string {
+	if e.hint == "" {
+		return e.what
+	}
+	return e.what + "\n  hint: " + e.hint
+}
+
+func (e *userError) Unwrap() error { return e.cause }
+
+// grpcPrefix is how grpc-go renders a status; the code is said in words.
+var grpcPrefix = regexp.MustCompile(`rpc error: code = \w+ desc = `)
+
+// explain turns an error of a kv command into what went wrong and what to
+// do, instead of gRPC's text. timeout is the command's --timeout.
+func explain(err error, timeout time.Duration) error {
+	var ue *userError
+	if err == nil || errors.As(err, &ue) {
+		return err
+	}
+	text := grpcPrefix.ReplaceAllString(err.Error(), "")
+	e := &userError{what: text, cause: err}
+	switch {
+	case errors.Is(err, client.ErrValueTooLarge), errors.Is(err, client.ErrKeyTooLarge),
+		errors.Is(err, client.ErrBatchTooLarge), errors.Is(err, client.ErrEmptyKey):
+		e.hint = "the limits are in docs/guide/concepts.md#limits; nothing was sent"
+	case errors.Is(err, client.ErrInvalidRange):
+		e.hint = "give START before END, or leave END out to read to the last key"
+	case errors.Is(err, client.ErrConflict):
+		e.hint = "another write of that key committed after the transaction began; run it again (--retry does that)"
+	case errors.Is(err, context.DeadlineExceeded) || status.Code(err) == codes.DeadlineExceeded:
+		e.what = fmt.Sprintf("no answer within --timeout %v: %s", timeout, text)
+		e.hint = "the store may be restarting, moving a region, overloaded or unreachable; `bellows kv status` shows which stores answer. Retry, or give a longer --timeout (0: none)"
+	case errors.Is(err, context.Canceled) || status.Code(err) == codes.Canceled:
+		e.what = "interrupted: " + text
+	default:
+		switch status.Code(err) {
+		case codes.Unavailable:
+			e.hint = "a store is starting, stopping or handing the region over, or cannot be reached; retry, and see `bellows kv status`"
+		case codes.ResourceExhausted:
+			e.hint = "the request is larger than the store accepts; it may run an older version with smaller limits"
+		case codes.InvalidArgument, codes.OutOfRange:
+			e.hint = "the store refused the request as given; nothing was written"
+		case codes.Unimplemented:
+			e.hint = "the server at --addr does not serve this call: is it a bellows store (not a compactor), of this version?"
+		case codes.Internal, codes.Unknown, codes.DataLoss:
+			e.hint = "the store failed; its log says why"
+		}
+	}
+	return e
+}

@@ -1,0 +1,158 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/spf13/cobra"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/bellows-kv/bellows/client"
+	"github.com/bellows-kv/bellows/internal/contract"
+	kvpb "github.com/bellows-kv/bellows/proto/bellows/kv/v1"
+)
+
+// storeStatus is one store's answer to `bellows kv status`.
+type storeStatus struct {
+	Address string   `json:"address"`
+	Healthy bool     `json:"healthy"`
+	Error   string   `json:"error,omitempty"`
+	Regions []string `json:"regions"`
+	TookMS  int64    `json:"took_ms"`
+	peers   []string
+}
+
+func newKVStatusCommand(f *kvFlags) *cobra.Command {
+	return &cobra.Command{
+		Use:     "status",
+		Aliases: []string{"health"},
+		Short:   "Ask every store reachable from --addr (and the peers they list) for its regions; exit status 1 unless every one answers",
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			p, err := f.printer(cmd, "ADDRESS", "HEALTHY", "REGIONS", "TOOK", "ERROR")
+			if err != nil {
+				return err
+			}
+			seeds, err := parseSeeds(f.addr)
+			if err != nil {
+				return err
+			}
+			ctx, cancel, err := commandContext(cmd.Context(), f.timeout)
+			if err != nil {
+				return err
+			}
+			defer cancel()
+			all := askStores(ctx, seeds)
+			var peers []string
+			for _, s := range all {
+				peers = append(peers, s.peers...)
+			}
+			slices.Sort(peers)
+			for _, s := range askStores(ctx, slices.Compact(peers)) {
+				if !slices.ContainsFunc(all, func(o storeStatus) bool { return o.Address == s.Address }) {
+					all = append(all, s)
+				}
+			}
+			served := map[string]bool{}
+			var known []string // every region any store listed
+			unhealthy := 0
+			for _, s := range all {
+				if !s.Healthy {
+					unhealthy++
+				}
+				for _, r := range s.Regions {
+					if !served[r] {
+						known = append(known, r)
+					}
+					served[r] = true
+				}
+				text := fmt.Sprintf("%s\thealthy\t%d regions: %s\t%dms\n", s.Address, len(s.Regions), strings.Join(s.Regions, ","), s.TookMS)
+				if !s.Healthy {
+					text = fmt.Sprintf("%s\tunhealthy\t%s\n", s.Address, s.Error)
+				}
+				_ = p.record(text, s, s.Address, fmt.Sprint(s.Healthy), strings.Join(s.Regions, ","), fmt.Sprintf("%dms", s.TookMS), s.Error)
+			}
+			if err := p.flush(); err != nil {
+				return err
+			}
+			switch {
+			case unhealthy > 0:
+				return &userError{
+					what: fmt.Sprintf("%d of %d stores did not answer", unhealthy, len(all)),
+					hint: fmt.Sprintf("check the address (a store's gRPC port is %d by default) and that the store runs; its log says why it stopped", contract.StoreGRPCPort),
+				}
+			case len(known) == 0:
+				return &userError{what: "no store serves any region yet", hint: "a store lists its regions once it has opened them; retry in a moment"}
+			}
+			return nil
+		},
+	}
+}
+
+// askStores asks each address for its regions, concurrently.
+func askStores(ctx context.Context, addrs []string) []storeStatus {
+	out := make([]storeStatus, len(addrs))
+	var wg sync.WaitGroup
+	for i, a := range addrs {
+		wg.Go(func() { out[i] = askStore(ctx, a) })
+	}
+	wg.Wait()
+	return out
+}
+
+func askStore(ctx context.Context, addr string) storeStatus {
+	s := storeStatus{Address: addr, Regions: []string{}}
+	began := time.Now()
+	defer func() { s.TookMS = time.Since(began).Milliseconds() }()
+	if err := reachAny(ctx, []string{addr}); err != nil {
+		s.Error = strings.TrimPrefix(err.(*userError).what, "cannot connect to "+addr+": ")
+		return s
+	}
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		s.Error = err.Error()
+		return s
+	}
+	defer conn.Close()
+	resp, err := kvpb.NewKVClient(conn).Regions(ctx, &kvpb.RegionsRequest{})
+	if err != nil {
+		s.Error = explain(err, 0).(*userError).what
+		return s
+	}
+	s.Healthy = true
+	for _, r := range resp.Regions {
+		s.Regions = append(s.Regions, r.Name)
+	}
+	s.peers = resp.Peers
+	return s
+}
+
+func newKVRegionsCommand(f *kvFlags) *cobra.Command {
+	return &cobra.Command{Use: "regions", Short: "List the cluster's regions, key ranges and owners", Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			p, err := f.printer(cmd, "REGION", "START", "END", "OWNERS")
+			if err != nil {
+				return err
+			}
+			return f.with(cmd, func(ctx context.Context, c *client.Client) error {
+				for _, g := range c.Regions() {
+					owners := strings.Join(g.Owners, ",")
+					if owners == "" {
+						owners = "(through the seeds)"
+					}
+					text := fmt.Sprintf("%s\t[%q, %q)\t%s\n", g.Name, g.Start, g.End, owners)
+					if f.hex {
+						text = fmt.Sprintf("%s\t[%s, %s)\t%s\n", g.Name, p.text(g.Start), p.text(g.End), owners)
+					}
+					doc := map[string]any{"name": g.Name, "start": p.json(g.Start), "end": p.json(g.End), "owners": g.Owners}
+					_ = p.record(text, doc, g.Name, p.table(g.Start), p.table(g.End), owners)
+				}
+				return p.flush()
+			})
+		}}
+}

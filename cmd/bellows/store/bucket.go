@@ -1,0 +1,109 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/bellows-kv/bellows/internal/contract"
+	"github.com/bellows-kv/bellows/storage-engine/blob"
+)
+
+// refuseMissingFileBucket refuses a file:// bucket directory that does
+// not exist, before blob.Open would create it: a typo in the path would
+// otherwise start an empty cluster beside the real one.
+func refuseMissingFileBucket(rawURL string, create bool) error {
+	u, err := url.Parse(rawURL)
+	if err != nil || u.Scheme != "file" || create {
+		return nil
+	}
+	if _, err := os.Stat(u.Path); errors.Is(err, os.ErrNotExist) {
+		return noClusterError(rawURL, "the directory "+u.Path+" does not exist")
+	}
+	return nil
+}
+
+func noClusterError(rawURL, why string) error {
+	return fmt.Errorf("--%s %s holds no Bellows cluster (%s; a cluster's bucket has %s): a mistyped path? Give --%s to create a new, empty cluster there",
+		contract.FlagBucket, rawURL, why, contract.BucketMarker, contract.FlagCreateBucket)
+}
+
+// marker is BucketMarker's content: for a person looking at the bucket.
+type marker struct {
+	Created time.Time `json:"created"`
+	By      string    `json:"by"`
+}
+
+// ensureBucketMarker checks that the bucket holds a cluster, or makes it
+// one. A bucket without the marker but with regions is a cluster from
+// before markers and gets one. An empty one is created only when asked
+// (create) or when it is not a file:// bucket: object-store buckets are
+// named in a KVCluster, which is the request to create the cluster. The
+// first call on a bucket is also where missing credentials show, so its
+// errors get a hint.
+func ensureBucketMarker(ctx context.Context, b *blob.Bucket, rawURL string, create bool) error {
+	ok, err := b.Exists(ctx, contract.BucketMarker)
+	if err != nil {
+		return bucketAccessError(rawURL, err)
+	}
+	if ok {
+		return nil
+	}
+	regions, err := b.List(ctx, "regions/")
+	if err != nil {
+		return bucketAccessError(rawURL, err)
+	}
+	if len(regions) == 0 && !create && strings.HasPrefix(rawURL, "file:") {
+		return noClusterError(rawURL, "the directory has no "+contract.BucketMarker+" and no regions/")
+	}
+	host, _ := os.Hostname()
+	data, err := json.MarshalIndent(marker{Created: time.Now().UTC(), By: fmt.Sprintf("bellows store, pid %d on %s", os.Getpid(), host)}, "", "  ")
+	if err != nil {
+		return err
+	}
+	// Stores of a new cluster start together: the first write wins.
+	if err := b.WriteAll(ctx, contract.BucketMarker, data, true); err != nil && !errors.Is(err, blob.ErrExists) {
+		return bucketAccessError(rawURL, err)
+	}
+	return nil
+}
+
+// credentialTrouble matches what the cloud SDKs say when they find no
+// credentials, or are refused the ones they found.
+var credentialTrouble = regexp.MustCompile(`(?i)(failed to (retrieve|refresh cached) credentials|no EC2 IMDS role|NoCredentialProviders|` +
+	`static credentials are empty|could not find default credentials|InvalidAccessKeyId|SignatureDoesNotMatch|AccessDenied|` +
+	`DefaultAzureCredential|no credentials|unable to load credentials)`)
+
+// bucketAccessError is a failed first access to the bucket as one line:
+// what failed, and for credentials where they come from.
+func bucketAccessError(rawURL string, err error) error {
+	text := strings.Join(strings.Fields(err.Error()), " ")
+	loc := credentialTrouble.FindStringIndex(text)
+	if loc == nil {
+		return fmt.Errorf("--%s %s: %s", contract.FlagBucket, rawURL, clip(text, 300))
+	}
+	// The SDKs' chain of wrapped operations says little more than this.
+	cause := clip(text[loc[0]:], 120)
+	hint := "set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (and AWS_REGION), or AWS_PROFILE"
+	switch {
+	case strings.HasPrefix(rawURL, "gs:"):
+		hint = "set GOOGLE_APPLICATION_CREDENTIALS to a service account key file, or run where workload identity applies"
+	case strings.HasPrefix(rawURL, "azblob:"):
+		hint = "set AZURE_STORAGE_ACCOUNT and AZURE_STORAGE_KEY (or AZURE_STORAGE_SAS_TOKEN)"
+	}
+	return fmt.Errorf("--%s %s: no usable credentials: %s; in Kubernetes, the keys of the Secret in spec.bucket.credentialsSecretRef (%s)",
+		contract.FlagBucket, rawURL, hint, cause)
+}
+
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}
