@@ -16,18 +16,25 @@ IMAGE_ARCH  ?= $(shell $(GO) env GOARCH)
 CA_CERTS    ?= $(wildcard /etc/ssl/certs/ca-certificates.crt)
 TEST_TIMEOUT ?= 30m
 
-.PHONY: all build run test unit race prometheus-adapter lint vet staticcheck fmt-check generate verify-generated bench-engine bench-phases bench-ycsb bench-memstore bench-txn clean envtest-bins chart-test helm promtool image cluster-bins cluster-up cluster-down e2e
+.PHONY: all build bellows bellows-bench run test unit race prometheus-adapter lint vet staticcheck fmt-check generate verify-generated bench-engine bench-phases bench-ycsb bench-memstore bench-txn clean envtest-bins chart-test helm promtool image cluster-bins cluster-up cluster-down e2e
 
 all: build
 
 ## build: the bellows binary (production) and bellows-bench (benchmarks) into bin/
-build:
+build: bellows bellows-bench
+
+## bellows: only the production binary, bin/bellows (what `make run` needs)
+bellows:
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/bellows ./cmd/bellows
+
+## bellows-bench: only the benchmark driver, bin/bellows-bench
+bellows-bench:
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/bellows-bench ./cmd/bellows-bench
 
 ## run: the embedded default, `bellows local`: one store and two compactors as
-## processes on 127.0.0.1, data under bellows-data/ (RUN_ARGS adds flags)
-run: build
+## processes on 127.0.0.1, data under bellows-data/ (RUN_ARGS adds flags); builds
+## only bin/bellows
+run: bellows
 	$(BIN)/bellows local $(RUN_ARGS)
 
 ## test: everything CI checks: generated code is current, vet, lint, chart, all tests

@@ -408,7 +408,7 @@ func checkLocalAssumptions(t *testing.T, bin string) {
 		t.Fatal(err)
 	}
 	if !regexp.MustCompile(`(?m)^BIN\s*:=\s*\$\(CURDIR\)/bin\s*$`).Match(mk) ||
-		!regexp.MustCompile(`(?m)^run: build\n\t\$\(BIN\)/bellows local \$\(RUN_ARGS\)\n`).Match(mk) {
+		!regexp.MustCompile(`(?m)^run: bellows\n\t\$\(BIN\)/bellows local \$\(RUN_ARGS\)\n`).Match(mk) {
 		t.Fatal("the Makefile's run target is no longer `$(BIN)/bellows local $(RUN_ARGS)` with BIN = bin: update how this test maps `make run`")
 	}
 	for _, c := range []struct{ sub, flag string }{{"local", "listen"}, {"kv", "addr"}} {
@@ -454,8 +454,10 @@ func serverArgs(t *testing.T, c command) ([]string, bool) {
 	return args, true
 }
 
-// placeDataDir returns args with --data-dir DIR (relative, as in the guide;
-// default bellows-data) under dir.
+// placeDataDir returns args with --data-dir DIR (relative, as in the guide)
+// under dir. Without one, bellows local runs in dir, so its default,
+// bellows-data, is dir's and gets a cluster without --create-bucket, as a
+// reader's first `make run` does.
 func placeDataDir(t *testing.T, c command, dir string, args []string) []string {
 	t.Helper()
 	out := append([]string(nil), args...)
@@ -469,7 +471,7 @@ func placeDataDir(t *testing.T, c command, dir string, args []string) []string {
 		out[i+1] = filepath.Join(dir, out[i+1])
 		return out
 	}
-	return append(out, "--data-dir", filepath.Join(dir, "bellows-data"))
+	return out
 }
 
 // localServer is a running `bellows local`.
