@@ -56,6 +56,9 @@ const (
 	// DefaultSplitCheckInterval is how often a store compares its
 	// regions' sizes with the split size.
 	DefaultSplitCheckInterval = 2 * time.Second
+	// DefaultLoadWindow is the window a store measures its regions'
+	// request rates over for splits by load.
+	DefaultLoadWindow = 10 * time.Second
 	// DefaultMapPollInterval is how often a store checks the bucket for a
 	// region map newer than its own (another store's split): one
 	// existence check.

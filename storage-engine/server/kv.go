@@ -93,6 +93,7 @@ func (s *KV) resolve(ctx context.Context, key []byte) (target, error) {
 	var t target
 	if t.local = s.store.Route(key); t.local != nil {
 		if t.eng, t.notOpen = t.local.Engine(); t.eng != nil {
+			t.local.recordLoad(key)
 			return t, nil
 		}
 	}
@@ -405,6 +406,7 @@ func (s *KV) scanRegion(ctx context.Context, p scanPiece, ts uint64, exact bool,
 	if err != nil {
 		return err
 	}
+	r.recordLoad(start)
 	if exact {
 		if err := e.ReadableAt(ts); err != nil {
 			return regionErr(r, err)

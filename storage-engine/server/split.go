@@ -29,6 +29,7 @@ package server
 // region's own locks.
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -106,6 +107,23 @@ type SplitResult struct {
 // file. It fails with region.ErrCannotSplit when no key halves it (one key
 // holds it all).
 func (s *Store) Split(ctx context.Context, name string) (SplitResult, error) {
+	return s.split(ctx, name, func(e *region.Region) ([]byte, error) {
+		// The key halves the files' bytes: flush first so the memstore
+		// counts (this is also the split's pre-flush, while writes go on).
+		if err := e.Flush(ctx); err != nil {
+			return nil, err
+		}
+		return e.SplitKey()
+	})
+}
+
+// SplitAt splits region name at key (a load split's sampled median), which
+// must be strictly inside the region's range.
+func (s *Store) SplitAt(ctx context.Context, name string, key []byte) (SplitResult, error) {
+	return s.split(ctx, name, func(*region.Region) ([]byte, error) { return key, nil })
+}
+
+func (s *Store) split(ctx context.Context, name string, splitKey func(*region.Region) ([]byte, error)) (SplitResult, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	res := SplitResult{Parent: name}
@@ -129,14 +147,12 @@ func (s *Store) Split(ctx context.Context, name string) (SplitResult, error) {
 	if _, ok := m.ByName(name); !ok {
 		return res, fmt.Errorf("server: split: region %s is not in the region map (epoch %d)", name, m.Epoch)
 	}
-	// The key halves the files' bytes: flush first so the memstore
-	// counts (this is also the split's pre-flush, while writes go on).
-	if err := e.Flush(ctx); err != nil {
-		return res, err
-	}
-	key, err := e.SplitKey()
+	key, err := splitKey(e)
 	if err != nil {
 		return res, err
+	}
+	if !a.Span.Contains(key) || bytes.Equal(key, a.Span.Start) {
+		return res, &region.Error{Region: name, Err: fmt.Errorf("%w: %q is not strictly inside the region's range", region.ErrCannotSplit, key)}
 	}
 	res.Key = key
 	log := s.opts.Region.Logger

@@ -106,6 +106,12 @@ type StoreOptions struct {
 	// contract.DefaultMapPollInterval.
 	SplitCheckInterval time.Duration
 	MapPollInterval    time.Duration
+	// SplitQPS: a region serving more requests per second than this (and
+	// twice its store's median) splits where its load halves
+	// (loadsplit.go); 0 never splits by load. LoadWindow is the window
+	// rates are measured over; default contract.DefaultLoadWindow.
+	SplitQPS   float64
+	LoadWindow time.Duration
 }
 
 // EnsureDefaults fills the unset fields with their defaults.
@@ -152,6 +158,9 @@ func (o *StoreOptions) EnsureDefaults() {
 	if o.MapPollInterval <= 0 {
 		o.MapPollInterval = contract.DefaultMapPollInterval
 	}
+	if o.LoadWindow <= 0 {
+		o.LoadWindow = contract.DefaultLoadWindow
+	}
 }
 
 // Assignment is a region assigned to this store: open, or waiting for its
@@ -168,6 +177,8 @@ type Assignment struct {
 	// when it ended (nil: no claim was started).
 	stopClaim context.CancelFunc
 	claimDone chan struct{}
+	// load counts and samples the requests served here (loadsplit.go).
+	load loadSampler
 }
 
 // assigned is one version of a Store's assignment.
@@ -269,6 +280,13 @@ func OpenStore(ctx context.Context, spans []Span, o StoreOptions) (*Store, error
 			go func() {
 				defer s.loops.Done()
 				s.runSplits(bg, o.SplitCheckInterval)
+			}()
+		}
+		if o.SplitQPS > 0 {
+			s.loops.Add(1)
+			go func() {
+				defer s.loops.Done()
+				s.runLoadSplits(bg, o.LoadWindow)
 			}()
 		}
 	}

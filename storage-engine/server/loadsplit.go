@@ -1,0 +1,164 @@
+package server
+
+// Split by load (docs/regions.md, "By load"; TiKV's load-based split is the
+// model): every request a region serves here is counted, and one in
+// loadSampleEvery records its key into a fixed-size reservoir. Every load
+// window the store computes each region's request rate; a region over
+// SplitQPS, and over twice the median of the store's regions when it has
+// peers, splits at the median of its sampled keys, provided each side of
+// it holds at least a quarter of the samples. So a hot key range splits so
+// that its load halves, and a single hot key (more than half the samples
+// on one key) never splits: no key divides its load.
+//
+// Invariant: a sampler belongs to one Assignment, which a split replaces:
+// the daughters start with fresh samplers.
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"math/rand/v2"
+	"slices"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/bellows-kv/bellows/storage-engine/region"
+)
+
+const (
+	// loadSampleEvery: one request in this many records its key, so the
+	// request path takes the sampler's lock rarely.
+	loadSampleEvery = 8
+	// loadSampleSize is the reservoir: enough for a median within a few
+	// percent of the load.
+	loadSampleSize = 512
+	// loadMinSide is the least share of the sampled requests each side of
+	// a load split must keep.
+	loadMinSide = 0.25
+)
+
+// loadSampler counts a region's requests and samples their keys over one
+// window.
+type loadSampler struct {
+	count atomic.Uint64
+	mu    sync.Mutex
+	seen  int // keys offered to the reservoir this window
+	keys  [][]byte
+}
+
+// record counts one request for key.
+func (l *loadSampler) record(key []byte) {
+	if l.count.Add(1)%loadSampleEvery != 0 {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.seen++
+	// Reservoir sampling (Algorithm R): every offered key stays with
+	// probability loadSampleSize/seen.
+	if len(l.keys) < loadSampleSize {
+		l.keys = append(l.keys, bytes.Clone(key))
+	} else if i := rand.IntN(l.seen); i < loadSampleSize {
+		l.keys[i] = bytes.Clone(key)
+	}
+}
+
+// take ends the window: the requests counted and the sampled keys.
+func (l *loadSampler) take() (uint64, [][]byte) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	keys := l.keys
+	l.keys, l.seen = nil, 0
+	return l.count.Swap(0), keys
+}
+
+// recordLoad counts a request a served here for key.
+func (a *Assignment) recordLoad(key []byte) { a.load.record(key) }
+
+// loadSplitKey is the key that halves the load the samples show, inside
+// [start, end): the samples' median, if each side of it keeps at least
+// loadMinSide of them. ok false when no key does (one hot key, or too few
+// samples to tell).
+func loadSplitKey(samples [][]byte, start, end []byte) (key []byte, ok bool) {
+	if len(samples) < 16 {
+		return nil, false
+	}
+	keys := slices.Clone(samples)
+	slices.SortFunc(keys, bytes.Compare)
+	mid := keys[len(keys)/2]
+	// The right daughter starts at mid: every sample equal to it goes
+	// right, so count the left side as the samples strictly below.
+	left := sort.Search(len(keys), func(i int) bool { return bytes.Compare(keys[i], mid) >= 0 })
+	if float64(left) < loadMinSide*float64(len(keys)) || float64(len(keys)-left) < loadMinSide*float64(len(keys)) {
+		return nil, false
+	}
+	if bytes.Compare(mid, start) <= 0 || (end != nil && bytes.Compare(mid, end) >= 0) {
+		return nil, false
+	}
+	return bytes.Clone(mid), true
+}
+
+// loadCandidates are the regions to split by load after a window of
+// length window: over splitQPS, and over twice the median rate of the
+// store's regions when there are several; with the key to split each at.
+func loadCandidates(rates map[*Assignment]float64, samples map[*Assignment][][]byte, splitQPS float64) map[*Assignment][]byte {
+	all := make([]float64, 0, len(rates))
+	for _, r := range rates {
+		all = append(all, r)
+	}
+	slices.Sort(all)
+	var median float64
+	if len(all) > 0 {
+		median = all[len(all)/2]
+	}
+	out := map[*Assignment][]byte{}
+	for a, r := range rates {
+		if r < splitQPS || (len(all) > 1 && r < 2*median) {
+			continue
+		}
+		if k, ok := loadSplitKey(samples[a], a.Span.Start, a.Span.End); ok {
+			out[a] = k
+		}
+	}
+	return out
+}
+
+// checkLoad ends a load window of length window and splits the regions it
+// finds hot (loadCandidates). It returns how many it split.
+func (s *Store) checkLoad(ctx context.Context, window time.Duration) int {
+	rates := map[*Assignment]float64{}
+	samples := map[*Assignment][][]byte{}
+	for _, a := range s.Assignments() {
+		n, keys := a.load.take()
+		rates[a] = float64(n) / window.Seconds()
+		samples[a] = keys
+	}
+	split := 0
+	for a, key := range loadCandidates(rates, samples, s.opts.SplitQPS) {
+		_, err := s.SplitAt(ctx, a.Name(), key)
+		switch {
+		case err == nil:
+			split++
+		case errors.Is(err, region.ErrCannotSplit), ctx.Err() != nil:
+		default:
+			s.opts.Region.Logger.Warn("splitting a hot region", "region", a.Name(), "requests/s", rates[a], "err", err)
+		}
+	}
+	return split
+}
+
+// runLoadSplits ends a load window every window until ctx ends.
+func (s *Store) runLoadSplits(ctx context.Context, window time.Duration) {
+	t := time.NewTicker(window)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			s.checkLoad(ctx, window)
+		}
+	}
+}
