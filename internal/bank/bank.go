@@ -5,14 +5,20 @@
 // Accounts live in every region; transferers move a random amount between
 // two accounts of different regions in one transaction (so every transfer
 // is a cross-region, two-phase commit); summers read every balance in one
-// snapshot transaction. The invariant: every sum, and a plain scan after
+// snapshot transaction, by one Get per account or, every other sum, by one
+// Txn.Scan over all of them (TxnScan). The invariant: every sum, and a plain scan after
 // the workload, is the opening total. The driver (test or benchmark) kills
 // and restarts stores meanwhile; the workload itself abandons one transfer
 // in AbandonEvery mid-commit with a deadline of a few milliseconds, as a
 // client that goes away.
 //
 // Every transaction is recorded for the snapshot-isolation checker
-// (internal/sicheck): each written value is unique ("balance:txn-id").
+// (internal/sicheck): each written value is unique ("balance:txn-id"),
+// every outcome is kept (an indeterminate commit as Unknown, a read cut
+// short as read-only), and each transaction carries the instants of this
+// process's monotonic clock, from the bank's opening, at which it was
+// begun (before BeginTxn is sent) and finished (after its last answer), for
+// the checker's real-time checks.
 package bank
 
 import (
@@ -46,6 +52,12 @@ type Config struct {
 	AbandonEvery int
 	// Timeout bounds one transfer or sum that is not abandoned.
 	Timeout time.Duration
+	// StaleStarts, a fault for testing the checker: each sum of a summer
+	// reads at the start of a transaction it began before its previous
+	// sum, the start a store whose clock runs behind would give. Every sum
+	// still adds up and agrees with its timestamps; only the clients'
+	// real-time order shows the stale snapshots.
+	StaleStarts bool
 }
 
 // Accounts is the number of accounts.
@@ -69,6 +81,11 @@ type Bank struct {
 	cfg Config
 	c   *client.Client
 
+	// stale holds each summer's next start from the past (StaleStarts).
+	stale chan *client.Txn
+	// origin is the zero of the history's client instants.
+	origin time.Time
+
 	transfers, sums, seq atomic.Int64
 	// committed wakes AwaitTransfers after a committed transfer.
 	committed chan struct{}
@@ -90,12 +107,13 @@ func Open(ctx context.Context, c *client.Client, cfg Config) (*Bank, error) {
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = 20 * time.Second
 	}
-	b := &Bank{cfg: cfg, c: c, committed: make(chan struct{}, 1), stop: make(chan struct{})}
+	b := &Bank{cfg: cfg, c: c, committed: make(chan struct{}, 1), stop: make(chan struct{}), origin: time.Now(), stale: make(chan *client.Txn, max(cfg.Summers, 1))}
+	invoke := b.now()
 	seed, err := c.Begin(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("bank: beginning the seed transaction: %w", err)
 	}
-	rec := sicheck.Txn{ID: "seed", StartTS: seed.StartTS(), Writes: map[string]string{}}
+	rec := sicheck.Txn{ID: "seed", StartTS: seed.StartTS(), Writes: map[string]string{}, Invoke: invoke}
 	for i := range cfg.Accounts() {
 		v := fmt.Sprintf("%d:seed", cfg.StartBalance)
 		seed.Put(cfg.Key(i), []byte(v))
@@ -105,7 +123,7 @@ func Open(ctx context.Context, c *client.Client, cfg Config) (*Bank, error) {
 	if err != nil {
 		return nil, fmt.Errorf("bank: seeding the accounts: %w", err)
 	}
-	rec.CommitTS, rec.Outcome = res.CommitTS, sicheck.Committed
+	rec.CommitTS, rec.Outcome, rec.Complete = res.CommitTS, sicheck.Committed, b.now()
 	b.record(rec)
 	return b, nil
 }
@@ -172,7 +190,16 @@ func (b *Bank) AwaitTransfers(ctx context.Context, n int64, timeout time.Duratio
 	return nil
 }
 
+// now is the client instant: the monotonic time since the bank opened
+// (never 0, which the checker takes for "not recorded").
+func (b *Bank) now() time.Duration { return max(time.Since(b.origin), 1) }
+
+// record adds x to the history, unless it did nothing the checker could
+// judge (it failed before its first read).
 func (b *Bank) record(x sicheck.Txn) {
+	if len(x.Reads) == 0 && len(x.Scans) == 0 && len(x.Writes) == 0 {
+		return
+	}
 	b.mu.Lock()
 	b.history = append(b.history, x)
 	b.mu.Unlock()
@@ -184,12 +211,13 @@ func (b *Bank) violation(format string, args ...any) {
 	b.mu.Unlock()
 }
 
-// outcome classifies a commit's error.
+// outcome classifies a commit's error: refusals that wrote nothing are
+// aborts; anything else may have committed.
 func outcome(err error) sicheck.Outcome {
 	switch {
 	case err == nil:
 		return sicheck.Committed
-	case errors.Is(err, client.ErrConflict):
+	case errors.Is(err, client.ErrConflict), errors.Is(err, client.ErrTxnLost):
 		return sicheck.Aborted
 	}
 	return sicheck.Unknown
@@ -212,18 +240,18 @@ func (b *Bank) transfer(ctx context.Context, rng *rand.Rand, deadline time.Durat
 	to := (from%r+1+rng.IntN(r-1))%r + r*rng.IntN(b.cfg.AccountsPerRegion)
 	tctx, cancel := context.WithTimeout(ctx, deadline)
 	defer cancel()
+	invoke := b.now()
 	x, err := b.c.Begin(tctx)
 	if err != nil {
 		return
 	}
-	rec := sicheck.Txn{ID: id, StartTS: x.StartTS(), Reads: map[string]string{}, Writes: map[string]string{}}
+	rec := sicheck.Txn{ID: id, StartTS: x.StartTS(), Reads: map[string]string{}, Writes: map[string]string{}, Invoke: invoke}
+	defer func() { b.record(rec) }()
 	var bal [2]int
 	for i, a := range []int{from, to} {
 		v, _, err := x.Get(tctx, b.cfg.Key(a))
+		rec.Complete = b.now()
 		if err != nil {
-			if len(rec.Reads) > 0 {
-				b.record(rec)
-			}
 			return
 		}
 		rec.Reads[string(b.cfg.Key(a))] = string(v)
@@ -234,7 +262,6 @@ func (b *Bank) transfer(ctx context.Context, rng *rand.Rand, deadline time.Durat
 	}
 	amount := 1 + rng.IntN(10)
 	if bal[0] < amount {
-		b.record(rec)
 		return
 	}
 	for i, a := range []int{from, to} {
@@ -243,8 +270,7 @@ func (b *Bank) transfer(ctx context.Context, rng *rand.Rand, deadline time.Durat
 		rec.Writes[string(b.cfg.Key(a))] = v
 	}
 	res, err := x.Commit(tctx)
-	rec.Outcome, rec.CommitTS = outcome(err), res.CommitTS
-	b.record(rec)
+	rec.Outcome, rec.CommitTS, rec.Complete = outcome(err), res.CommitTS, b.now()
 	if err == nil {
 		b.transfers.Add(1)
 		select {
@@ -255,24 +281,49 @@ func (b *Bank) transfer(ctx context.Context, rng *rand.Rand, deadline time.Durat
 }
 
 // Sum reads every balance in one snapshot transaction and records a
-// violation if they do not add up to the total. A sum that fails to read
-// (a store down) is not counted.
+// violation if they do not add up to the total: one Get per account, or
+// every other time one Txn.Scan over every account (TxnScan in every
+// region). A sum that fails to read (a store down) is not counted, but
+// what it read is recorded.
 func (b *Bank) Sum(ctx context.Context) {
-	id := fmt.Sprintf("r%d", b.seq.Add(1))
+	n := b.seq.Add(1)
+	id := fmt.Sprintf("r%d", n)
 	rctx, cancel := context.WithTimeout(ctx, b.cfg.Timeout)
 	defer cancel()
+	invoke := b.now()
 	x, err := b.c.Begin(rctx)
 	if err != nil {
 		return
 	}
-	rec := sicheck.Txn{ID: id, StartTS: x.StartTS(), Reads: map[string]string{}}
-	s := 0
-	for i := range b.cfg.Accounts() {
-		v, _, err := x.Get(rctx, b.cfg.Key(i))
-		if err != nil {
+	if b.cfg.StaleStarts {
+		select {
+		case old := <-b.stale:
+			b.stale <- x
+			x = old
+		default:
+			b.stale <- x
 			return
 		}
-		rec.Reads[string(b.cfg.Key(i))] = string(v)
+	}
+	rec := sicheck.Txn{ID: id, StartTS: x.StartTS(), Reads: map[string]string{}, Invoke: invoke}
+	defer func() { b.record(rec) }()
+	var balances map[int][]byte
+	if n%2 == 0 {
+		balances, err = b.scanBalances(rctx, x, &rec)
+	} else {
+		balances, err = b.getBalances(rctx, x, &rec)
+	}
+	rec.Complete = b.now()
+	if err != nil {
+		return
+	}
+	s := 0
+	for i := range b.cfg.Accounts() {
+		v, ok := balances[i]
+		if !ok {
+			b.violation("%s: account %d is absent at %d", id, i, x.StartTS())
+			return
+		}
 		n, err := Balance(v)
 		if err != nil {
 			b.violation("%s read account %d: %v", id, i, err)
@@ -280,11 +331,59 @@ func (b *Bank) Sum(ctx context.Context) {
 		}
 		s += n
 	}
-	b.record(rec)
 	b.sums.Add(1)
 	if s != b.cfg.Total() {
 		b.violation("%s: the balances at %d sum to %d, not %d", id, x.StartTS(), s, b.cfg.Total())
 	}
+}
+
+// getBalances reads every account by Get, recording each read.
+func (b *Bank) getBalances(ctx context.Context, x *client.Txn, rec *sicheck.Txn) (map[int][]byte, error) {
+	out := map[int][]byte{}
+	for i := range b.cfg.Accounts() {
+		v, found, err := x.Get(ctx, b.cfg.Key(i))
+		if err != nil {
+			return nil, err
+		}
+		rec.Reads[string(b.cfg.Key(i))] = string(v)
+		if found {
+			out[i] = v
+		}
+	}
+	return out, nil
+}
+
+// scanBalances reads every account in one Txn.Scan from the first
+// account's key to just past the last one's, and records the scan with
+// the accounts' rows (the checker knows no other key).
+func (b *Bank) scanBalances(ctx context.Context, x *client.Txn, rec *sicheck.Txn) (map[int][]byte, error) {
+	index := map[string]int{}
+	var lo, hi string
+	for i := range b.cfg.Accounts() {
+		k := string(b.cfg.Key(i))
+		index[k] = i
+		if i == 0 || k < lo {
+			lo = k
+		}
+		if i == 0 || k > hi {
+			hi = k
+		}
+	}
+	end := hi + "\x00"
+	rows, err := x.Scan(ctx, []byte(lo), []byte(end), 0)
+	if err != nil {
+		return nil, err
+	}
+	scan := sicheck.Scan{Start: lo, End: end, Rows: map[string]string{}}
+	out := map[int][]byte{}
+	for _, kv := range rows {
+		if i, ok := index[string(kv.Key)]; ok {
+			scan.Rows[string(kv.Key)] = string(kv.Value)
+			out[i] = kv.Value
+		}
+	}
+	rec.Scans = append(rec.Scans, scan)
+	return out, nil
 }
 
 // Final checks the invariant once the workers have stopped: in a snapshot

@@ -39,19 +39,25 @@ func TestTransactionsAgainstTwoStores(t *testing.T) {
 		// 8 clients × 5 increments of one counter per region, each a
 		// transaction retried on conflict: every counter ends at 40. Each
 		// value is "count:attempt", unique, so the recorded history is
-		// checked for snapshot isolation too.
+		// checked for snapshot isolation too, also against the clients'
+		// real-time order (every attempt's instants on this process's
+		// monotonic clock). Every other increment reads its counter by a
+		// transaction's scan (TxnScan) instead of a Get.
 		var mu sync.Mutex
 		var history []sicheck.Txn
+		origin := time.Now()
+		now := func() time.Duration { return max(time.Since(origin), 1) }
 		record := func(x sicheck.Txn) {
 			mu.Lock()
 			history = append(history, x)
 			mu.Unlock()
 		}
+		invoke := now()
 		seed, err := c.Begin(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
-		seedRec := sicheck.Txn{ID: "seed", StartTS: seed.StartTS(), Writes: map[string]string{}}
+		seedRec := sicheck.Txn{ID: "seed", StartTS: seed.StartTS(), Writes: map[string]string{}, Invoke: invoke}
 		for i := range 4 {
 			seed.Put(regionKey(i, "n"), []byte("0:seed"))
 			seedRec.Writes[string(regionKey(i, "n"))] = "0:seed"
@@ -60,7 +66,7 @@ func TestTransactionsAgainstTwoStores(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		seedRec.CommitTS, seedRec.Outcome = res.CommitTS, sicheck.Committed
+		seedRec.CommitTS, seedRec.Outcome, seedRec.Complete = res.CommitTS, sicheck.Committed, now()
 		record(seedRec)
 		count := func(v []byte) (int, error) {
 			n, _, _ := strings.Cut(string(v), ":")
@@ -76,9 +82,12 @@ func TestTransactionsAgainstTwoStores(t *testing.T) {
 					key := regionKey((w+j)%4, "n")
 					// RunTxn retries only after a conflict or a refused
 					// commit, which wrote nothing: every attempt but the
-					// last aborted.
+					// last aborted. An attempt's Begin was sent after the
+					// previous attempt's body returned (its Invoke), and
+					// its reads were done when its own body returned.
 					var last *sicheck.Txn
 					attempt := 0
+					invoke := now()
 					res, err := c.RunTxn(ctx, func(ctx context.Context, x *client.Txn) error {
 						if last != nil {
 							last.Outcome = sicheck.Aborted
@@ -86,12 +95,29 @@ func TestTransactionsAgainstTwoStores(t *testing.T) {
 						}
 						attempt++
 						last = &sicheck.Txn{ID: fmt.Sprintf("w%d-%d-%d", w, j, attempt), StartTS: x.StartTS(),
-							Reads: map[string]string{}, Writes: map[string]string{}}
-						v, _, err := x.Get(ctx, key)
-						if err != nil {
-							return err
+							Reads: map[string]string{}, Writes: map[string]string{}, Invoke: invoke}
+						defer func() { invoke = now(); last.Complete = invoke }()
+						var v []byte
+						if j%2 == 0 {
+							got, _, err := x.Get(ctx, key)
+							if err != nil {
+								return err
+							}
+							v = got
+							last.Reads[string(key)] = string(v)
+						} else {
+							end := append(slices.Clone(key), 0)
+							rows, err := x.Scan(ctx, key, end, 0)
+							if err != nil {
+								return err
+							}
+							scan := sicheck.Scan{Start: string(key), End: string(end), Rows: map[string]string{}}
+							for _, kv := range rows {
+								scan.Rows[string(kv.Key)] = string(kv.Value)
+								v = kv.Value
+							}
+							last.Scans = append(last.Scans, scan)
 						}
-						last.Reads[string(key)] = string(v)
 						n, err := count(v)
 						if err != nil {
 							return err
@@ -105,7 +131,7 @@ func TestTransactionsAgainstTwoStores(t *testing.T) {
 						errs <- err
 						return
 					}
-					last.Outcome, last.CommitTS = sicheck.Committed, res.CommitTS
+					last.Outcome, last.CommitTS, last.Complete = sicheck.Committed, res.CommitTS, now()
 					record(*last)
 				}
 			}()
@@ -122,6 +148,11 @@ func TestTransactionsAgainstTwoStores(t *testing.T) {
 			}
 		}
 		checkHistory(t, history)
+		if rep := sicheck.Analyze(history, 0); rep.RealTimeReads == 0 {
+			t.Fatalf("no read was judged against the clients' real-time order: %v", rep)
+		} else {
+			t.Logf("history: %v", rep)
+		}
 	})
 
 	t.Run("a plain write after the start aborts the commit, naming the key", func(t *testing.T) {
