@@ -52,12 +52,6 @@ type Config struct {
 	AbandonEvery int
 	// Timeout bounds one transfer or sum that is not abandoned.
 	Timeout time.Duration
-	// StaleStarts, a fault for testing the checker: each sum of a summer
-	// reads at the start of a transaction it began before its previous
-	// sum, the start a store whose clock runs behind would give. Every sum
-	// still adds up and agrees with its timestamps; only the clients'
-	// real-time order shows the stale snapshots.
-	StaleStarts bool
 }
 
 // Accounts is the number of accounts.
@@ -81,8 +75,6 @@ type Bank struct {
 	cfg Config
 	c   *client.Client
 
-	// stale holds each summer's next start from the past (StaleStarts).
-	stale chan *client.Txn
 	// origin is the zero of the history's client instants.
 	origin time.Time
 
@@ -107,7 +99,7 @@ func Open(ctx context.Context, c *client.Client, cfg Config) (*Bank, error) {
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = 20 * time.Second
 	}
-	b := &Bank{cfg: cfg, c: c, committed: make(chan struct{}, 1), stop: make(chan struct{}), origin: time.Now(), stale: make(chan *client.Txn, max(cfg.Summers, 1))}
+	b := &Bank{cfg: cfg, c: c, committed: make(chan struct{}, 1), stop: make(chan struct{}), origin: time.Now()}
 	invoke := b.now()
 	seed, err := c.Begin(ctx)
 	if err != nil {
@@ -295,23 +287,31 @@ func (b *Bank) Sum(ctx context.Context) {
 	if err != nil {
 		return
 	}
-	if b.cfg.StaleStarts {
-		select {
-		case old := <-b.stale:
-			b.stale <- x
-			x = old
-		default:
-			b.stale <- x
-			return
-		}
-	}
+	b.sum(rctx, id, invoke, x, n%2 == 0)
+}
+
+// StaleSum is a sum that reads at old's start though it begins now: the
+// start a store whose clock runs behind would give, a fault for testing
+// the checker. It still adds up and agrees with its timestamps; only the
+// clients' real-time order shows the stale snapshot.
+func (b *Bank) StaleSum(ctx context.Context, old *client.Txn) {
+	n := b.seq.Add(1)
+	rctx, cancel := context.WithTimeout(ctx, b.cfg.Timeout)
+	defer cancel()
+	b.sum(rctx, fmt.Sprintf("r%d-stale", n), b.now(), old, n%2 == 0)
+}
+
+// sum reads every balance in x, by scan or by Gets, and records it as
+// begun (the client instant) at invoke.
+func (b *Bank) sum(ctx context.Context, id string, invoke time.Duration, x *client.Txn, scan bool) {
 	rec := sicheck.Txn{ID: id, StartTS: x.StartTS(), Reads: map[string]string{}, Invoke: invoke}
 	defer func() { b.record(rec) }()
 	var balances map[int][]byte
-	if n%2 == 0 {
-		balances, err = b.scanBalances(rctx, x, &rec)
+	var err error
+	if scan {
+		balances, err = b.scanBalances(ctx, x, &rec)
 	} else {
-		balances, err = b.getBalances(rctx, x, &rec)
+		balances, err = b.getBalances(ctx, x, &rec)
 	}
 	rec.Complete = b.now()
 	if err != nil {

@@ -150,8 +150,6 @@ func TestTransactionsAgainstTwoStores(t *testing.T) {
 		checkHistory(t, history)
 		if rep := sicheck.Analyze(history, 0); rep.RealTimeReads == 0 {
 			t.Fatalf("no read was judged against the clients' real-time order: %v", rep)
-		} else {
-			t.Logf("history: %v", rep)
 		}
 	})
 
