@@ -207,11 +207,29 @@ func TestStoreSplitsByItselfAsDataGrows(t *testing.T) {
 			}
 		}
 	}
-	checkKeys(t, kv, acked)
-	m, _ := s.RegionMap()
-	if len(m.Region) != len(s.Assignments()) {
-		t.Fatalf("the map has %d regions, the store serves %d", len(m.Region), len(s.Assignments()))
+	// Splits go on while this reads: a read that meets one is refused
+	// UNAVAILABLE and retried, as a client does.
+	for k, v := range acked {
+		var res *kvpb.GetResponse
+		waitUntil(t, "a read of "+k, func() bool {
+			var err error
+			res, err = kv.Get(context.Background(), &kvpb.GetRequest{Key: []byte(k)})
+			if err != nil && !staleRoute(err) {
+				t.Fatalf("get %s: %v", k, err)
+			}
+			return err == nil
+		})
+		if !res.Found || string(res.Value) != v {
+			t.Fatalf("get %s: %v, want %q", k, res, v)
+		}
 	}
+	// The map and the assignment agree between splits.
+	waitUntil(t, "the store to serve every region of the map", func() bool {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		m, _ := s.RegionMap()
+		return len(m.Region) == len(s.Assignments())
+	})
 }
 
 // putRetrying puts keys as a client does: a write refused while its region

@@ -526,6 +526,17 @@ func (s *Store) Route(key []byte) *Assignment {
 	return nil
 }
 
+// closeAssignments marks the store closed, so no Reassign or split starts,
+// ends the background claims and loops, and returns holding mu. The loops
+// end without mu held: a split loop may be waiting for it.
+func (s *Store) closeAssignments() {
+	s.mu.Lock()
+	s.closed = true
+	s.mu.Unlock()
+	s.stopClaims()
+	s.mu.Lock()
+}
+
 // stopClaims ends the background claims; a claim that succeeds meanwhile
 // leaves its region open for the caller to close.
 func (s *Store) stopClaims() {
@@ -539,10 +550,8 @@ func (s *Store) stopClaims() {
 // Close closes every open region without releasing it: only this store's
 // WAL can reopen them (a restart).
 func (s *Store) Close() error {
-	s.mu.Lock()
+	s.closeAssignments()
 	defer s.mu.Unlock()
-	s.closed = true
-	s.stopClaims()
 	return s.each(s.Assignments(), func(_ *Assignment, e *region.Region) error {
 		if err := e.Close(); err != nil && !errors.Is(err, region.ErrClosed) {
 			return err
@@ -562,10 +571,8 @@ func (s *Store) Close() error {
 // Each release is logged with how long it took: what a region's move costs
 // beyond the next owner's claim.
 func (s *Store) Release(ctx context.Context) error {
-	s.mu.Lock()
+	s.closeAssignments()
 	defer s.mu.Unlock()
-	s.closed = true
-	s.stopClaims()
 	return s.release(ctx, s.Assignments())
 }
 
