@@ -15,6 +15,9 @@ const (
 	FlagRegions     = "regions"
 	FlagSplitKeys   = "split-keys"
 	FlagRegionOwner = "region-owner"
+	// FlagSplitBytes: a region whose data passes it splits in two
+	// (docs/regions.md); 0 never splits.
+	FlagSplitBytes = "split-bytes"
 	// FlagReplicasFrom is NAMESPACE/STATEFULSET: the replica count is
 	// that StatefulSet's spec.replicas, watched, and --region-owner is
 	// only the ORDINAL.

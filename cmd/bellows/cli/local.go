@@ -28,8 +28,11 @@ const localLockFile = "local.lock"
 
 type localFlags struct {
 	dataDir, storeListen, offloadMode, cacheBytes, memstorePolicy string
-	compactors, regions                                           int
-	createBucket                                                  bool
+	// splitBytes, when empty, is half of cacheBytes (docs/regions.md: a
+	// region's major compaction must fit a worker's cache twice).
+	splitBytes          string
+	compactors, regions int
+	createBucket        bool
 }
 
 // validate checks what the children would refuse, so a mistake is said
@@ -53,7 +56,24 @@ func (f *localFlags) validate() error {
 	if _, err := autoscaler.ParseBytes(f.cacheBytes); err != nil {
 		errs = append(errs, fmt.Errorf("--cache-bytes %q: %v", f.cacheBytes, err))
 	}
+	if f.splitBytes != "" {
+		if _, err := autoscaler.ParseBytes(f.splitBytes); err != nil {
+			errs = append(errs, fmt.Errorf("--%s %q: %v", contract.FlagSplitBytes, f.splitBytes, err))
+		}
+	}
 	return errors.Join(errs...)
+}
+
+// storeSplitBytes is the store's split size: --split-bytes, or half of
+// each compactor's cache (m/2) so that a region's major compaction stays
+// offloadable (docs/regions.md).
+func (f *localFlags) storeSplitBytes() int64 {
+	if f.splitBytes != "" {
+		n, _ := autoscaler.ParseBytes(f.splitBytes)
+		return int64(n)
+	}
+	m, _ := autoscaler.ParseBytes(f.cacheBytes)
+	return max(int64(m/2), contract.MinMemstoreBytes)
 }
 
 // lockDataDir takes the data directory for this process, or says which
@@ -169,7 +189,8 @@ func newLocalCommand() *cobra.Command {
 			args := []string{"store", "--listen=" + f.storeListen, "--metrics-listen=127.0.0.1:0",
 				"--bucket=file://" + bucket, "--wal-dir=" + filepath.Join(abs, "wal"),
 				fmt.Sprintf("--regions=%d", f.regions), "--compactors=" + strings.Join(addrs, ","), "--offload=" + f.offloadMode,
-				"--" + contract.FlagMemstorePolicy + "=" + f.memstorePolicy}
+				"--" + contract.FlagMemstorePolicy + "=" + f.memstorePolicy,
+				fmt.Sprintf("--%s=%d", contract.FlagSplitBytes, f.storeSplitBytes())}
 			if create {
 				args = append(args, "--"+contract.FlagCreateBucket)
 			}
@@ -192,7 +213,8 @@ func newLocalCommand() *cobra.Command {
 	fl.StringVar(&f.dataDir, "data-dir", defaultLocalDataDir, "directory for the bucket, WALs and logs")
 	fl.StringVar(&f.storeListen, "listen", defaultStoreAddr, "the store's gRPC address")
 	fl.IntVar(&f.compactors, "compactors", 2, "number of compactor processes (0: compactions run in the store)")
-	fl.IntVar(&f.regions, "regions", 4, "regions of the store")
+	fl.IntVar(&f.regions, "regions", int(contract.DefaultRegionCount), "regions the store starts with (a new cluster's; they split as data grows)")
+	fl.StringVar(&f.splitBytes, contract.FlagSplitBytes, "", "split a region whose data passes this size (default: half of --cache-bytes, so a region's major compaction fits a worker)")
 	fl.StringVar(&f.offloadMode, "offload", string(contract.DefaultOffload), "Required, Preferred or Disabled")
 	fl.StringVar(&f.cacheBytes, "cache-bytes", "1GiB", "each compactor's cache")
 	fl.StringVar(&f.memstorePolicy, contract.FlagMemstorePolicy, string(contract.DefaultMemstorePolicy), fmt.Sprintf("the store's in-memory compaction policy, one of %v", contract.MemstorePolicies))

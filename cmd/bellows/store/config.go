@@ -40,6 +40,10 @@ type Config struct {
 	// at these keys instead.
 	Regions   int
 	SplitKeys []string
+	// SplitBytes: a region whose data passes it splits (0: never). The
+	// regions above are only the cluster's first: the region map in the
+	// bucket says which exist after that.
+	SplitBytes int64
 	// RegionOwner is ORDINAL/REPLICAS; empty serves every region. With
 	// ReplicasFrom it is only the ORDINAL.
 	RegionOwner string
@@ -86,6 +90,7 @@ func Default() Config {
 		MetricsListen:          fmt.Sprintf(":%d", contract.MetricsPort),
 		Engine:                 contract.DefaultEngineConfig(),
 		Regions:                int(contract.DefaultRegionCount),
+		SplitBytes:             contract.DefaultSplitBytes,
 		OwnershipCheckInterval: contract.DefaultOwnershipCheckInterval,
 		ReleaseTimeout:         contract.DefaultReleaseTimeout,
 		ReleasePollInterval:    contract.DefaultReleasePollInterval,
@@ -153,6 +158,11 @@ func (c Config) Validate() error {
 	}
 	if c.Engine.Offload == contract.OffloadRequired && len(c.Compactors) == 0 && c.CompactorService == "" {
 		errs = append(errs, fmt.Errorf("offload mode Required needs workers: pass --%s or --%s", contract.FlagCompactors, contract.FlagCompactorService))
+	}
+	if c.SplitBytes < 0 {
+		flag(contract.FlagSplitBytes, "%d is negative; 0 never splits", c.SplitBytes)
+	} else if c.SplitBytes > 0 && c.SplitBytes < contract.MinMemstoreBytes {
+		flag(contract.FlagSplitBytes, "%d is under %d (the least memstore): a region would split at every flush", c.SplitBytes, contract.MinMemstoreBytes)
 	}
 	if c.OwnershipCheckInterval < 0 {
 		flag(contract.FlagOwnershipCheckInterval, "%v is negative", c.OwnershipCheckInterval)

@@ -58,18 +58,13 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, out io.Writer) error
 		return err
 	}
 	var assigner *server.Assigner
-	var spans []server.Span
+	var owner server.Owner
 	if cfg.ReplicasFrom != "" {
 		if assigner, err = replicaAssigner(ctx, cfg, kube, peerSlices, allSpans, log); err != nil {
 			return err
 		}
-		spans, _ = assigner.Target()
-	} else {
-		owner, err := server.ParseOwner(cfg.RegionOwner)
-		if err != nil {
-			return err
-		}
-		spans = owner.Owned(allSpans)
+	} else if owner, err = server.ParseOwner(cfg.RegionOwner); err != nil {
+		return err
 	}
 	offMode, err := offload.ParseMode(string(cfg.Engine.Offload))
 	if err != nil {
@@ -117,6 +112,20 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, out io.Writer) error
 	defer bucket.Close()
 	if err := ensureBucketMarker(ctx, bucket, cfg.Bucket, cfg.CreateBucket); err != nil {
 		return err
+	}
+	// The flags' regions only make the cluster's first region map; from
+	// then on the map in the bucket says which regions exist (splits).
+	regionMap, err := bootstrapRegionMap(ctx, bucket, allSpans, log)
+	if err != nil {
+		return err
+	}
+	allSpans = server.SpansOf(regionMap)
+	var spans []server.Span
+	if assigner != nil {
+		assigner.Spans = allSpans
+		spans, _ = assigner.Target()
+	} else {
+		spans = owner.Owned(allSpans)
 	}
 	cache := blockcache.New(cfg.Engine.BlockCacheBytes)
 	reg := health.NewRegistry()
@@ -166,7 +175,8 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, out io.Writer) error
 	}
 	store, err = server.OpenStore(ctx, spans, server.StoreOptions{WALRoot: cfg.WALDir, Region: base,
 		ReleasePollInterval: cfg.ReleasePollInterval, TxnLockTTL: cfg.TxnLockTTL, TxnTimeout: cfg.TxnTimeout,
-		MaxWALAge: e.Memstore.MaxWALAge.Duration, MaxStoreWALBytes: e.Memstore.MaxStoreWALBytes})
+		MaxWALAge: e.Memstore.MaxWALAge.Duration, MaxStoreWALBytes: e.Memstore.MaxStoreWALBytes,
+		Map: &regionMap, SplitBytes: cfg.SplitBytes})
 	if err != nil {
 		return err
 	}

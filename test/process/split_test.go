@@ -1,0 +1,92 @@
+package process
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+)
+
+// A store started with one region splits it as a client loads data, and
+// keeps every acknowledged write through SIGKILLs in the middle of the load
+// (of which some land mid-split: a split takes a flush and three bucket
+// writes, and the store splits whenever a region passes 1 MiB). The client
+// retries what a split or a restart refuses (UNAVAILABLE), so writers see
+// no error; afterwards every acknowledged write reads back, and the
+// regions the client learns tile the key space.
+func TestRegionsSplitAsDataGrowsThroughCrashes(t *testing.T) {
+	dir := t.TempDir()
+	bucket, wal, addr := "file://"+dir+"/bucket", dir+"/wal", freeAddr(t)
+	args := append(storeArgs(t, bucket, wal, "Disabled", ""), "--split-bytes=1MiB", "--listen="+addr, "--create-bucket")
+	s := start(t, "store", args...)
+	c := newClient(t, s)
+
+	var (
+		mu      sync.Mutex
+		acked   = map[string]string{}
+		errs    []error
+		stop    = make(chan struct{})
+		writers sync.WaitGroup
+	)
+	for w := range 2 {
+		writers.Add(1)
+		go func() {
+			defer writers.Done()
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				// Keys spread over the range the way user ids do.
+				k := fmt.Sprintf("user%07d", (i*7919+w*104729)%10_000_000)
+				v := fmt.Sprintf("%d-%d-%02000d", w, i, i)
+				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+				_, err := c.Put(ctx, []byte(k), []byte(v))
+				cancel()
+				mu.Lock()
+				if err != nil {
+					errs = append(errs, fmt.Errorf("put %s: %w", k, err))
+				} else {
+					acked[k] = v
+				}
+				mu.Unlock()
+				if err != nil {
+					return
+				}
+			}
+		}()
+	}
+	regions := func() int {
+		if err := c.Refresh(context.Background()); err != nil {
+			return 0
+		}
+		return len(c.Regions())
+	}
+	for crash, want := range []int{2, 4, 6} {
+		waitFor(t, fmt.Sprintf("%d regions before crash %d", want, crash+1), func() bool { return regions() >= want })
+		s.kill()
+		s = start(t, "store", args...)
+	}
+	waitFor(t, "8 regions after the last restart", func() bool { return regions() >= 8 })
+	close(stop)
+	writers.Wait()
+	if len(errs) > 0 {
+		t.Fatalf("%d writes failed (a split or a restart must only cost retries): %v", len(errs), errs[:min(3, len(errs))])
+	}
+	ctx := context.Background()
+	for k, v := range acked {
+		got, found, err := c.Get(ctx, []byte(k))
+		if err != nil || !found || string(got) != v {
+			t.Fatalf("get %s after %d acknowledged writes: %q %v %v", k, len(acked), got, found, err)
+		}
+	}
+	rs := c.Regions()
+	for i, r := range rs {
+		if i == 0 && len(r.Start) != 0 || i > 0 && string(rs[i-1].End) != string(r.Start) || i == len(rs)-1 && len(r.End) != 0 {
+			t.Fatalf("regions do not tile the key space at %d: %+v", i, rs)
+		}
+	}
+	t.Logf("%d acknowledged writes in %d regions through 3 SIGKILLs", len(acked), len(rs))
+}
