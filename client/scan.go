@@ -178,6 +178,26 @@ func (it *Iterator) Close() {
 	it.cancel()
 }
 
+// PrefixEnd is the end of the range of keys that begin with prefix: the
+// prefix's successor (its last byte below 0xff incremented, what follows it
+// dropped), or nil — no upper bound — when prefix is empty or all 0xff.
+func PrefixEnd(prefix []byte) []byte {
+	for i := len(prefix) - 1; i >= 0; i-- {
+		if prefix[i] < 0xff {
+			end := bytes.Clone(prefix[:i+1])
+			end[i]++
+			return end
+		}
+	}
+	return nil
+}
+
+// ScanPrefix is Scan of the live keys that begin with prefix (empty: every
+// key), in key order: [prefix, PrefixEnd(prefix)).
+func (c *Client) ScanPrefix(ctx context.Context, prefix []byte, opts ScanOptions) *Iterator {
+	return c.Scan(ctx, prefix, PrefixEnd(prefix), opts)
+}
+
 // ScanAll runs the scan to its end and returns every pair.
 func (c *Client) ScanAll(ctx context.Context, start, end []byte, opts ScanOptions) ([]KeyValue, error) {
 	return c.Scan(ctx, start, end, opts).all()

@@ -301,12 +301,13 @@ func newKVDeleteCommand(f *kvFlags) *cobra.Command {
 
 func newKVScanCommand(f *kvFlags) *cobra.Command {
 	var limit int
-	var after string
+	var after, prefix string
 	cmd := &cobra.Command{
 		Use:   "scan [START [END]]",
-		Short: "List keys in [START, END) as KEY<TAB>VALUE; with --after KEY [END], the keys after KEY",
+		Short: "List keys in [START, END) as KEY<TAB>VALUE; with --after KEY [END], the keys after KEY; with --prefix P, the keys that begin with P",
 		Long: `Lists the keys in [START, END) in key order (no START: from the first key; no
-END: to the last). A scan stopped by --timeout or Ctrl-C prints, on standard
+END: to the last). --prefix P lists the keys that begin with P (like etcdctl
+get --prefix). A scan stopped by --timeout or Ctrl-C prints, on standard
 error, the last key it printed and the command that resumes after it.`,
 		Args: cobra.MaximumNArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -320,7 +321,15 @@ error, the last key it printed and the command that resumes after it.`,
 			c := f.codec()
 			var start, end []byte
 			endArg := ""
-			if cmd.Flags().Changed("after") {
+			if cmd.Flags().Changed("prefix") {
+				if len(args) > 0 || cmd.Flags().Changed("after") {
+					return errors.New("--prefix P takes no START or END and no --after: it scans the keys that begin with P")
+				}
+				if start, err = c.arg("--prefix", prefix); err != nil {
+					return err
+				}
+				end = client.PrefixEnd(start)
+			} else if cmd.Flags().Changed("after") {
 				if len(args) > 1 {
 					return errors.New("with --after KEY, give at most END")
 				}
@@ -356,6 +365,7 @@ error, the last key it printed and the command that resumes after it.`,
 		}}
 	cmd.Flags().IntVar(&limit, "limit", 0, "at most this many keys (0: all)")
 	cmd.Flags().StringVar(&after, "after", "", "start after this key (what a stopped scan says to resume from)")
+	cmd.Flags().StringVar(&prefix, "prefix", "", "list only the keys that begin with this prefix")
 	return cmd
 }
 
