@@ -97,6 +97,8 @@ var wantAlerts = []string{
 	"BellowsTransactionAbortRateHigh", // commits aborted by conflicts
 	"BellowsFlushesFailing",           // a region's flushes failing
 	"BellowsWALVolumeFillingUp",       // a store's WAL volume nearly full
+	// #26:
+	"BellowsRegionCannotSplit", // a region over its split size that does not split
 }
 
 func TestTemplatePrometheusRule(t *testing.T) {

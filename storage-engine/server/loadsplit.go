@@ -42,6 +42,9 @@ const (
 // loadSampler counts a region's requests and samples their keys over one
 // window.
 type loadSampler struct {
+	// total counts every request since the region opened here (the
+	// bellows_region_requests_total counter); count, this window's.
+	total atomic.Uint64
 	count atomic.Uint64
 	mu    sync.Mutex
 	seen  int // keys offered to the reservoir this window
@@ -50,6 +53,7 @@ type loadSampler struct {
 
 // record counts one request for key.
 func (l *loadSampler) record(key []byte) {
+	l.total.Add(1)
 	if l.count.Add(1)%loadSampleEvery != 0 {
 		return
 	}
@@ -137,7 +141,7 @@ func (s *Store) checkLoad(ctx context.Context, window time.Duration) int {
 	}
 	split := 0
 	for a, key := range loadCandidates(rates, samples, s.opts.SplitQPS) {
-		_, err := s.SplitAt(ctx, a.Name(), key)
+		_, err := s.splitAt(ctx, a.Name(), key, splitByLoad)
 		switch {
 		case err == nil:
 			split++

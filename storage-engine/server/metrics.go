@@ -166,40 +166,81 @@ func RegisterStoreGauges(reg prometheus.Registerer, s *Store, cache *blockcache.
 			ConstLabels: prometheus.Labels{"source": source},
 		}, sumRegions(s, bytes)))
 	}
-	for _, r := range s.Assignments() {
-		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-			Name: "bellows_region_sst_files", Help: "Live SST files per region.",
-			ConstLabels: prometheus.Labels{"region": r.Name()},
-		}, ofRegion(r, func(e *region.Region) float64 { return float64(e.FileCount()) })))
-		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-			Name: "bellows_warmup_progress_ratio", Help: "Progress of the region's running or last warmup (T as a fraction of the new file's blocks).",
-			ConstLabels: prometheus.Labels{"region": r.Name()},
-		}, ofRegion(r, func(e *region.Region) float64 { return float64(e.WarmupStats().Progress.Load()) / 1e6 })))
-		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-			Name: "bellows_warmup_switched_timestamp_seconds", Help: "When the region's last compaction output replaced its inputs for readers (Unix time; 0 before the first).",
-			ConstLabels: prometheus.Labels{"region": r.Name()},
-		}, ofRegion(r, func(e *region.Region) float64 { return float64(e.WarmupStats().SwitchedAt.Load()) / 1e9 })))
-		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-			Name: "bellows_region_memstore_pipeline_segments", Help: "Immutable segments in the region's memstore pipeline (Accordion; 0 under policy None).",
-			ConstLabels: prometheus.Labels{"region": r.Name()},
-		}, ofRegion(r, func(e *region.Region) float64 { return float64(e.PipelineSegments()) })))
-		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-			Name: "bellows_region_wal_bytes", Help: "Bytes of the region's WAL segments on disk (what a restart replays at most).",
-			ConstLabels: prometheus.Labels{"region": r.Name()},
-		}, ofRegion(r, func(e *region.Region) float64 { return float64(e.WALBytes()) })))
-		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-			Name: "bellows_region_recovery_replayed_bytes", Help: "WAL bytes the region replayed when this store opened it.",
-			ConstLabels: prometheus.Labels{"region": r.Name()},
-		}, ofRegion(r, func(e *region.Region) float64 { return float64(e.Recovery().ReplayedBytes) })))
-		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-			Name: "bellows_region_recovery_seconds", Help: "How long opening the region took on this store, its WAL replay included.",
-			ConstLabels: prometheus.Labels{"region": r.Name()},
-		}, ofRegion(r, func(e *region.Region) float64 { return e.Recovery().Open.Seconds() })))
-		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-			Name: "bellows_region_cached_ratio", Help: "Fraction of the region's live data blocks in the block cache.",
-			ConstLabels: prometheus.Labels{"region": r.Name()},
-		}, ofRegion(r, (*region.Region).CachedFraction)))
+	reg.MustRegister(newRegionGauges(s))
+	reg.MustRegister(
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "bellows_region_map_epoch",
+			Help: "Epoch of the newest region map this store knows (0: fixed regions)."},
+			func() float64 { m, _ := s.RegionMap(); return float64(m.Epoch) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "bellows_region_split_bytes",
+			Help: "The store's split size: a region whose data passes it splits (0: never)."},
+			func() float64 { return float64(s.opts.SplitBytes) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "bellows_cluster_regions",
+			Help: "Regions in the newest region map this store knows: the cluster's region count (the autoscaler's R)."},
+			func() float64 { m, _ := s.RegionMap(); return float64(len(m.Region)) }),
+	)
+	for _, reason := range []string{splitBySize, splitByLoad} {
+		reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "bellows_region_splits_total", Help: "Splits this store committed, by what triggered them (docs/regions.md).",
+			ConstLabels: prometheus.Labels{"reason": reason},
+		}, func() float64 { return float64(s.SplitsBy(reason)) }))
 	}
+}
+
+// regionGauges exports a gauge per open region, read at scrape time: the
+// regions are those open then, so the daughters of a split, and regions a
+// replica change assigns later, are exported as soon as they open.
+type regionGauges struct {
+	s      *Store
+	gauges []regionGauge
+}
+
+type regionGauge struct {
+	desc  *prometheus.Desc
+	kind  prometheus.ValueType
+	value func(*Assignment, *region.Region) float64
+}
+
+func newRegionGauges(s *Store) *regionGauges {
+	g := func(name, help string, kind prometheus.ValueType, value func(*Assignment, *region.Region) float64) regionGauge {
+		return regionGauge{prometheus.NewDesc(name, help, []string{"region"}, nil), kind, value}
+	}
+	gauge := prometheus.GaugeValue
+	return &regionGauges{s: s, gauges: []regionGauge{
+		g("bellows_region_sst_files", "Live SST files per region.", gauge,
+			func(_ *Assignment, e *region.Region) float64 { return float64(e.FileCount()) }),
+		g("bellows_region_bytes", "The region's data as a split counts it: its files' blocks within its range plus its memstores (docs/regions.md).", gauge,
+			func(_ *Assignment, e *region.Region) float64 { return float64(e.DataBytes()) }),
+		g("bellows_region_requests_total", "Requests this store served for the region (keyed requests and scans), since it opened here.", prometheus.CounterValue,
+			func(a *Assignment, _ *region.Region) float64 { return float64(a.load.total.Load()) }),
+		g("bellows_warmup_progress_ratio", "Progress of the region's running or last warmup (T as a fraction of the new file's blocks).", gauge,
+			func(_ *Assignment, e *region.Region) float64 { return float64(e.WarmupStats().Progress.Load()) / 1e6 }),
+		g("bellows_warmup_switched_timestamp_seconds", "When the region's last compaction output replaced its inputs for readers (Unix time; 0 before the first).", gauge,
+			func(_ *Assignment, e *region.Region) float64 { return float64(e.WarmupStats().SwitchedAt.Load()) / 1e9 }),
+		g("bellows_region_memstore_pipeline_segments", "Immutable segments in the region's memstore pipeline (Accordion; 0 under policy None).", gauge,
+			func(_ *Assignment, e *region.Region) float64 { return float64(e.PipelineSegments()) }),
+		g("bellows_region_wal_bytes", "Bytes of the region's WAL segments on disk (what a restart replays at most).", gauge,
+			func(_ *Assignment, e *region.Region) float64 { return float64(e.WALBytes()) }),
+		g("bellows_region_recovery_replayed_bytes", "WAL bytes the region replayed when this store opened it.", gauge,
+			func(_ *Assignment, e *region.Region) float64 { return float64(e.Recovery().ReplayedBytes) }),
+		g("bellows_region_recovery_seconds", "How long opening the region took on this store, its WAL replay included.", gauge,
+			func(_ *Assignment, e *region.Region) float64 { return e.Recovery().Open.Seconds() }),
+		g("bellows_region_cached_ratio", "Fraction of the region's live data blocks in the block cache.", gauge,
+			func(_ *Assignment, e *region.Region) float64 { return e.CachedFraction() }),
+	}}
+}
+
+func (c *regionGauges) Describe(ch chan<- *prometheus.Desc) {
+	for _, g := range c.gauges {
+		ch <- g.desc
+	}
+}
+
+func (c *regionGauges) Collect(ch chan<- prometheus.Metric) {
+	c.s.Open(func(a *Assignment, e *region.Region) {
+		for _, g := range c.gauges {
+			ch <- prometheus.MustNewConstMetric(g.desc, g.kind, g.value(a, e), a.Name())
+		}
+	})
 }
 
 // regionCounters exports counters of the open regions per region.
@@ -255,17 +296,6 @@ func sumRegions(s *Store, f func(*region.Region) uint64) func() float64 {
 		var n uint64
 		s.Open(func(_ *Assignment, e *region.Region) { n += f(e) })
 		return float64(n)
-	}
-}
-
-// ofRegion is a metric function of one region, 0 while it is not open.
-func ofRegion(r *Assignment, f func(*region.Region) float64) func() float64 {
-	return func() float64 {
-		e, err := r.Engine()
-		if err != nil {
-			return 0
-		}
-		return f(e)
 	}
 }
 

@@ -77,7 +77,15 @@ func (s *Store) allSpans() []Span {
 }
 
 // Splits is how many splits this store committed.
-func (s *Store) Splits() uint64 { return s.splits.Load() }
+func (s *Store) Splits() uint64 { return s.sizeSplits.Load() + s.loadSplits.Load() }
+
+// SplitsBy is how many splits of reason (size, load) this store committed.
+func (s *Store) SplitsBy(reason string) uint64 {
+	if reason == splitByLoad {
+		return s.loadSplits.Load()
+	}
+	return s.sizeSplits.Load()
+}
 
 // learnMap records m if it is newer than the store's.
 func (s *Store) learnMap(m regionmap.Map) {
@@ -107,7 +115,7 @@ type SplitResult struct {
 // file. It fails with region.ErrCannotSplit when no key halves it (one key
 // holds it all).
 func (s *Store) Split(ctx context.Context, name string) (SplitResult, error) {
-	return s.split(ctx, name, func(e *region.Region) ([]byte, error) {
+	return s.split(ctx, name, splitBySize, func(e *region.Region) ([]byte, error) {
 		// The key halves the files' bytes: flush first so the memstore
 		// counts (this is also the split's pre-flush, while writes go on).
 		if err := e.Flush(ctx); err != nil {
@@ -120,10 +128,20 @@ func (s *Store) Split(ctx context.Context, name string) (SplitResult, error) {
 // SplitAt splits region name at key (a load split's sampled median), which
 // must be strictly inside the region's range.
 func (s *Store) SplitAt(ctx context.Context, name string, key []byte) (SplitResult, error) {
-	return s.split(ctx, name, func(*region.Region) ([]byte, error) { return key, nil })
+	return s.splitAt(ctx, name, key, splitByLoad)
 }
 
-func (s *Store) split(ctx context.Context, name string, splitKey func(*region.Region) ([]byte, error)) (SplitResult, error) {
+func (s *Store) splitAt(ctx context.Context, name string, key []byte, reason string) (SplitResult, error) {
+	return s.split(ctx, name, reason, func(*region.Region) ([]byte, error) { return key, nil })
+}
+
+// Why a split was made: the label of bellows_region_splits_total.
+const (
+	splitBySize = "size"
+	splitByLoad = "load"
+)
+
+func (s *Store) split(ctx context.Context, name, reason string, splitKey func(*region.Region) ([]byte, error)) (SplitResult, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	res := SplitResult{Parent: name}
@@ -204,8 +222,12 @@ func (s *Store) split(ctx context.Context, name string, splitKey func(*region.Re
 	if err := e.Retire(context.WithoutCancel(ctx)); err != nil {
 		log.Warn("retiring a split's parent (the region map retired it already)", "region", name, "err", err)
 	}
-	s.splits.Add(1)
-	log.Info("split region", "region", name, "key", fmt.Sprintf("%q", key), "left", res.Left, "right", res.Right,
+	if reason == splitByLoad {
+		s.loadSplits.Add(1)
+	} else {
+		s.sizeSplits.Add(1)
+	}
+	log.Info("split region", "region", name, "reason", reason, "key", fmt.Sprintf("%q", key), "left", res.Left, "right", res.Right,
 		"epoch", res.Epoch, "writes refused for", res.Unavailable)
 	return res, nil
 }

@@ -9,8 +9,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	kvpb "github.com/bellows-kv/bellows/proto/bellows/kv/v1"
 	"github.com/bellows-kv/bellows/storage-engine/blob"
+	"github.com/bellows-kv/bellows/storage-engine/blockcache"
 	"github.com/bellows-kv/bellows/storage-engine/region"
 	"github.com/bellows-kv/bellows/storage-engine/regionmap"
 	"github.com/bellows-kv/bellows/storage-engine/sstable"
@@ -253,4 +256,40 @@ func putRetrying(t *testing.T, kv *KV, from, n int, val string) map[string]strin
 		acked[k] = v
 	}
 	return acked
+}
+
+// The per-region series follow a split: the parent's end, the daughters'
+// appear with their bytes and requests, and the split and the map are
+// counted.
+func TestRegionMetricsFollowASplit(t *testing.T) {
+	ctx := context.Background()
+	c := newMapCluster(t)
+	s := c.open(t, 0)
+	reg := prometheus.NewRegistry()
+	RegisterStoreGauges(reg, s, blockcache.New(1<<20))
+	kv := NewKV(s, nil, nil)
+	putKeys(t, kv, 0, 1000, "v")
+	if got := series(t, reg, "bellows_region_bytes"); len(got) != 1 || got["region=region-000,"] == nil {
+		t.Fatalf("before the split: %v", got)
+	}
+	if _, err := s.Split(ctx, "region-000"); err != nil {
+		t.Fatal(err)
+	}
+	checkKeys(t, kv, map[string]string{"user000001": fmt.Sprintf("v-1-%0100d", 1)})
+	bytes := series(t, reg, "bellows_region_bytes")
+	if len(bytes) != 2 || bytes["region=region-001,"].GetGauge().GetValue() <= 0 || bytes["region=region-002,"].GetGauge().GetValue() <= 0 {
+		t.Fatalf("after the split, region bytes: %v", bytes)
+	}
+	if got := series(t, reg, "bellows_region_requests_total")["region=region-001,"].GetCounter().GetValue(); got != 1 {
+		t.Fatalf("the left daughter served %v requests, want the one get", got)
+	}
+	if got := series(t, reg, "bellows_region_splits_total")["reason=size,"].GetCounter().GetValue(); got != 1 {
+		t.Fatalf("splits by size: %v, want 1", got)
+	}
+	if got := series(t, reg, "bellows_cluster_regions")[""].GetGauge().GetValue(); got != 2 {
+		t.Fatalf("cluster regions: %v, want 2", got)
+	}
+	if got := series(t, reg, "bellows_region_map_epoch")[""].GetGauge().GetValue(); got != 2 {
+		t.Fatalf("map epoch: %v, want 2", got)
+	}
 }

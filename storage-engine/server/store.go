@@ -51,8 +51,8 @@ type Store struct {
 	// regions); mapMu serialises this store's commits of it (split.go).
 	regionMap atomic.Pointer[mapState]
 	mapMu     sync.Mutex
-	// splits counts the splits this store committed.
-	splits atomic.Uint64
+	// sizeSplits and loadSplits count the splits this store committed.
+	sizeSplits, loadSplits atomic.Uint64
 }
 
 // StoreOptions configure OpenStore.
