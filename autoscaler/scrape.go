@@ -168,6 +168,12 @@ func (s *Scraper) Observe(ctx context.Context, t Targets) (Observation, error) {
 			errs = append(errs, fmt.Errorf("store %s: %w", e.Pod, err))
 			continue
 		}
+		if v := m[contract.MetricClusterRegions]; v > 0 {
+			if obs.ClusterRegions == nil {
+				obs.ClusterRegions = map[string]float64{}
+			}
+			obs.ClusterRegions[e.Cluster] = max(obs.ClusterRegions[e.Cluster], v)
+		}
 		cur.requested[e.Pod] = m[MetricStoreRequested]
 		cur.rbytes[e.Pod] = m[MetricStoreRequestedBytes]
 		obs.Queued += m[MetricStoreQueueDepth]

@@ -178,3 +178,35 @@ func TestDemandBetweenCounterReset(t *testing.T) {
 		t.Fatalf("got rate %v size %v ok %v; a restarted pod must not count", rate, size, ok)
 	}
 }
+
+// R is live: each cluster's region count is the most any of its stores
+// reports (one that has not seen the newest map reports fewer), and a
+// cluster whose stores report none counts what its spec or status says.
+func TestScraperReadsTheLiveRegionCount(t *testing.T) {
+	serve := func(regions int) *httptest.Server {
+		return httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			fmt.Fprintf(w, "# TYPE bellows_compaction_requested_total counter\nbellows_compaction_requested_total 1\n"+
+				"# TYPE bellows_compaction_requested_bytes_total counter\nbellows_compaction_requested_bytes_total 1\n"+
+				"# TYPE bellows_compaction_queue_depth gauge\nbellows_compaction_queue_depth 0\n"+
+				"# TYPE bellows_cluster_regions gauge\nbellows_cluster_regions %d\n", regions)
+		}))
+	}
+	a0, a1, b0 := serve(9), serve(7), serve(0)
+	defer a0.Close()
+	defer a1.Close()
+	defer b0.Close()
+	targets := Targets{Pool: "ns/pool", Stores: []Endpoint{
+		{Pod: "a-0", Cluster: "ns/a", URL: a0.URL}, {Pod: "a-1", Cluster: "ns/a", URL: a1.URL},
+		{Pod: "b-0", Cluster: "ns/b", URL: b0.URL},
+	}, RegionCounts: map[string]int32{"ns/a": 1, "ns/b": 4}}
+	obs, err := (&Scraper{}).Observe(context.Background(), targets)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := obs.ClusterRegions["ns/a"]; got != 9 {
+		t.Fatalf("cluster a reports %v regions, want its stores' largest, 9", got)
+	}
+	if got := LiveRegions(targets.RegionCounts, obs.ClusterRegions); got != 9+4 {
+		t.Fatalf("R = %d, want 9 (a's stores) + 4 (b's spec: its stores report none)", got)
+	}
+}

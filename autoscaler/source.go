@@ -8,6 +8,8 @@ import (
 type Endpoint struct {
 	// Pod is the pod's name.
 	Pod string
+	// Cluster is a store's KVCluster (namespace/name); empty for workers.
+	Cluster string
 	// URL of its metrics, e.g. http://10.0.0.7:9090/metrics.
 	URL string
 }
@@ -20,6 +22,10 @@ type Targets struct {
 	Pool    string
 	Workers []Endpoint
 	Stores  []Endpoint
+	// RegionCounts is each referencing cluster's region count as its
+	// spec or status says: R for a cluster whose stores report none
+	// (LiveRegions).
+	RegionCounts map[string]int32
 }
 
 // Observation is what the metrics say about one pool at one time. A zero
@@ -45,6 +51,25 @@ type Observation struct {
 	Queued float64
 	// InflightJobs is each worker's jobs in flight, by pod name.
 	InflightJobs map[string]float64
+	// ClusterRegions is each cluster's region count as its stores report
+	// it (the largest: a store that has not seen the newest region map
+	// reports fewer), by cluster.
+	ClusterRegions map[string]float64
+}
+
+// LiveRegions is R: the sum over the clusters of the region count their
+// stores report (regions split as data grows), or, for a cluster whose
+// stores report none (not scraped yet, or from before the region map), the
+// count its spec or status says.
+func LiveRegions(counts map[string]int32, reported map[string]float64) int32 {
+	var r int32
+	for cluster, n := range counts {
+		if v := reported[cluster]; v > 0 {
+			n = int32(v)
+		}
+		r += n
+	}
+	return r
 }
 
 // Source observes a pool's metrics. Production scrapes pod endpoints over

@@ -245,6 +245,8 @@ func (r *CompactionPoolReconciler) observe(ctx context.Context, p *poolPass) Res
 	if scrapeErr != nil {
 		log.FromContext(ctx).Info("metrics scrape failed", "error", scrapeErr.Error())
 	}
+	// R is the live region count: regions split as data grows.
+	regions = autoscaler.LiveRegions(targets.RegionCounts, obs.ClusterRegions)
 	p.autoscale = autoscalePass{observed: true, now: now, workers: workers, regions: regions, transfers: transfers, obs: obs, scrapeErr: scrapeErr}
 	return Requeue(period)
 }
@@ -391,17 +393,23 @@ func (r *CompactionPoolReconciler) targets(ctx context.Context, pool *kvapi.Comp
 			mode = contract.DefaultWarmupMode
 		}
 		transfers = transfers || mode.TransfersOutput()
+		count := c.Spec.Regions.RegionCount()
 		if c.Status.Regions > 0 {
-			regions += c.Status.Regions
-		} else {
-			regions += c.Spec.Regions.RegionCount()
+			count = c.Status.Regions
 		}
+		regions += count
+		key := c.Namespace + "/" + c.Name
+		if t.RegionCounts == nil {
+			t.RegionCounts = map[string]int32{}
+		}
+		t.RegionCounts[key] = count
 		var stores corev1.PodList
 		if err := r.List(ctx, &stores, client.InNamespace(pool.Namespace), client.MatchingLabels(specs.StoreSelectorLabels(&c))); err != nil {
 			return t, 0, false, nil, err
 		}
 		for i := range stores.Items {
 			if e, ok := endpoint(&stores.Items[i]); ok {
+				e.Cluster = key
 				t.Stores = append(t.Stores, e)
 			}
 		}

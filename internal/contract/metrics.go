@@ -23,4 +23,7 @@ const (
 	// term is work no worker has taken).
 	MetricCompactionQueueDepth   = "bellows_compaction_queue_depth"
 	MetricCompactionPendingBytes = "bellows_compaction_pending_bytes"
+	// MetricClusterRegions is the region count of the newest region map a
+	// store knows: the autoscaler's R, live as regions split.
+	MetricClusterRegions = "bellows_cluster_regions"
 )
