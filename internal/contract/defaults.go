@@ -53,6 +53,12 @@ const (
 	// b ≤ m; the rule is m/2 (docs/regions.md), so half of a 1 GiB worker
 	// cache.
 	DefaultSplitBytes = int64(512 << 20)
+	// DefaultSplitQPS: a region serving more requests per second than
+	// this (and more than twice its store's median) splits at a sampled
+	// key (store --split-qps, KVCluster spec.regions.splitQPS); 0 never
+	// splits by load. Off by default until the load benchmark of #26 picks
+	// a threshold (TiKV's split.qps-threshold is 3000).
+	DefaultSplitQPS = int32(0)
 	// DefaultSplitCheckInterval is how often a store compares its
 	// regions' sizes with the split size.
 	DefaultSplitCheckInterval = 2 * time.Second

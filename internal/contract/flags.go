@@ -18,6 +18,10 @@ const (
 	// FlagSplitBytes: a region whose data passes it splits in two
 	// (docs/regions.md); 0 never splits.
 	FlagSplitBytes = "split-bytes"
+	// FlagSplitQPS: a region serving more requests per second than this
+	// (and more than twice its store's median) splits at a sampled key;
+	// 0 never splits by load.
+	FlagSplitQPS = "split-qps"
 	// FlagReplicasFrom is NAMESPACE/STATEFULSET: the replica count is
 	// that StatefulSet's spec.replicas, watched, and --region-owner is
 	// only the ORDINAL.

@@ -7,6 +7,7 @@ package store
 import (
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"strconv"
 	"strings"
@@ -44,6 +45,10 @@ type Config struct {
 	// regions above are only the cluster's first: the region map in the
 	// bucket says which exist after that.
 	SplitBytes int64
+	// SplitQPS: a region serving more requests per second than this (and
+	// more than twice its store's median) splits at a sampled key (0:
+	// never by load).
+	SplitQPS float64
 	// RegionOwner is ORDINAL/REPLICAS; empty serves every region. With
 	// ReplicasFrom it is only the ORDINAL.
 	RegionOwner string
@@ -91,6 +96,7 @@ func Default() Config {
 		Engine:                 contract.DefaultEngineConfig(),
 		Regions:                int(contract.DefaultRegionCount),
 		SplitBytes:             contract.DefaultSplitBytes,
+		SplitQPS:               float64(contract.DefaultSplitQPS),
 		OwnershipCheckInterval: contract.DefaultOwnershipCheckInterval,
 		ReleaseTimeout:         contract.DefaultReleaseTimeout,
 		ReleasePollInterval:    contract.DefaultReleasePollInterval,
@@ -163,6 +169,9 @@ func (c Config) Validate() error {
 		flag(contract.FlagSplitBytes, "%d is negative; 0 never splits", c.SplitBytes)
 	} else if c.SplitBytes > 0 && c.SplitBytes < contract.MinMemstoreBytes {
 		flag(contract.FlagSplitBytes, "%d is under %d (the least memstore): a region would split at every flush", c.SplitBytes, contract.MinMemstoreBytes)
+	}
+	if c.SplitQPS < 0 || math.IsNaN(c.SplitQPS) || math.IsInf(c.SplitQPS, 0) {
+		flag(contract.FlagSplitQPS, "%v is not a rate: write requests per second, e.g. 3000, or 0 to never split by load", c.SplitQPS)
 	}
 	if c.OwnershipCheckInterval < 0 {
 		flag(contract.FlagOwnershipCheckInterval, "%v is negative", c.OwnershipCheckInterval)

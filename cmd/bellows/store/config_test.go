@@ -20,7 +20,8 @@ func TestDefaultIsTheContract(t *testing.T) {
 	if c.Listen != ":7400" || c.MetricsListen != ":9090" || c.Regions != 1 ||
 		c.ReleaseTimeout != contract.DefaultReleaseTimeout || c.OwnershipCheckInterval != contract.DefaultOwnershipCheckInterval ||
 		c.ReleasePollInterval != contract.DefaultReleasePollInterval ||
-		c.RemoteBlockTimeout != contract.DefaultRemoteBlockTimeout || c.RemoteBlockRetryAfter != contract.DefaultRemoteBlockRetryAfter {
+		c.RemoteBlockTimeout != contract.DefaultRemoteBlockTimeout || c.RemoteBlockRetryAfter != contract.DefaultRemoteBlockRetryAfter ||
+		c.SplitBytes != contract.DefaultSplitBytes || c.SplitQPS != float64(contract.DefaultSplitQPS) {
 		t.Fatalf("flag defaults: %+v", c)
 	}
 }
@@ -55,6 +56,8 @@ func TestValidateListsEveryProblem(t *testing.T) {
 	c.ReleaseTimeout = 0
 	c.ReleasePollInterval = 0
 	c.RemoteBlockTimeout = 0
+	c.SplitBytes = 1000
+	c.SplitQPS = -1
 	err := c.Validate()
 	if err == nil {
 		t.Fatal("want errors")
@@ -68,6 +71,8 @@ func TestValidateListsEveryProblem(t *testing.T) {
 		"--release-timeout: 0s must be positive",
 		"--release-poll-interval: 0s must be positive",
 		"--remote-block-timeout: 0s must be positive",
+		"--split-bytes: 1000 is under 1048576 (the least memstore)",
+		"--split-qps: -1 is not a rate: write requests per second, e.g. 3000, or 0 to never split by load",
 		"engine.yaml compaction.ratio: -1 must be positive",
 	} {
 		if !strings.Contains(err.Error(), want) {

@@ -176,7 +176,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, out io.Writer) error
 	store, err = server.OpenStore(ctx, spans, server.StoreOptions{WALRoot: cfg.WALDir, Region: base,
 		ReleasePollInterval: cfg.ReleasePollInterval, TxnLockTTL: cfg.TxnLockTTL, TxnTimeout: cfg.TxnTimeout,
 		MaxWALAge: e.Memstore.MaxWALAge.Duration, MaxStoreWALBytes: e.Memstore.MaxStoreWALBytes,
-		Map: &regionMap, SplitBytes: cfg.SplitBytes})
+		Map: &regionMap, SplitBytes: cfg.SplitBytes, SplitQPS: cfg.SplitQPS})
 	if err != nil {
 		return err
 	}
