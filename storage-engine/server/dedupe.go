@@ -162,6 +162,10 @@ func requestBytes(req proto.Message) ([]byte, error) {
 	case *kvpb.DeleteRequest:
 		b = append(b, 'D')
 		field(r.Key)
+	case *kvpb.DeleteRangeRequest:
+		b = append(b, 'R')
+		field(r.Start)
+		field(r.End)
 	case *kvpb.BatchRequest:
 		b = append(b, 'B')
 		for _, m := range r.Mutations {

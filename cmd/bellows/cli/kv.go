@@ -245,16 +245,28 @@ func writeResult(p *printer, r client.WriteResult) error {
 
 func newKVGetCommand(f *kvFlags) *cobra.Command {
 	var readTS uint64
-	cmd := &cobra.Command{Use: "get KEY", Short: "Read a value (exit status 1 if absent)", Args: cobra.ExactArgs(1),
+	cmd := &cobra.Command{Use: "get KEY [KEY...]", Short: "Read a value, or several keys' in one BatchGet (exit status 1 if one is absent)", Args: cobra.MinimumNArgs(1),
+		Long: `Reads KEY's value. With several keys, reads them all in one BatchGet (one
+call per region, concurrently) and prints each key found as KEY<TAB>VALUE, in
+the order given; a key that is absent is named on standard error and the exit
+status is 1.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			p, err := f.printer(cmd, "KEY", "VALUE")
 			if err != nil {
 				return err
 			}
-			key, err := f.codec().arg("KEY", args[0])
-			if err != nil {
-				return err
+			keys := make([][]byte, len(args))
+			for i, a := range args {
+				if keys[i], err = f.codec().arg("KEY", a); err != nil {
+					return err
+				}
 			}
+			if len(keys) > 1 {
+				return f.with(cmd, func(ctx context.Context, c *client.Client) error {
+					return batchGet(ctx, c, p, keys, args, readTS)
+				})
+			}
+			key := keys[0]
 			return f.with(cmd, func(ctx context.Context, c *client.Client) error {
 				var v []byte
 				var found bool
@@ -278,14 +290,103 @@ func newKVGetCommand(f *kvFlags) *cobra.Command {
 	return cmd
 }
 
+// batchGet prints the found keys of one BatchGet as KEY<TAB>VALUE and
+// fails naming the absent ones.
+func batchGet(ctx context.Context, c *client.Client, p *printer, keys [][]byte, args []string, readTS uint64) error {
+	var res []client.GetResult
+	var err error
+	if readTS != 0 {
+		res, err = c.BatchGetAt(ctx, keys, readTS)
+	} else {
+		res, err = c.BatchGet(ctx, keys)
+	}
+	if err != nil {
+		return err
+	}
+	var absent []string
+	for i, r := range res {
+		if !r.Found {
+			absent = append(absent, fmt.Sprintf("%q", args[i]))
+			continue
+		}
+		_ = p.record(p.text(r.Key)+"\t"+p.text(r.Value)+"\n", map[string]any{"key": p.json(r.Key), "value": p.json(r.Value)}, p.table(r.Key), p.table(r.Value))
+	}
+	if err := p.flush(); err != nil {
+		return err
+	}
+	if len(absent) > 0 {
+		return &userError{what: strings.Join(absent, ", ") + ": not found"}
+	}
+	return nil
+}
+
 func newKVDeleteCommand(f *kvFlags) *cobra.Command {
-	return &cobra.Command{Use: "delete KEY", Short: "Delete a key", Args: cobra.ExactArgs(1),
+	var prefix string
+	var ranged bool
+	cmd := &cobra.Command{Use: "delete KEY | --prefix P | --range START [END]", Aliases: []string{"del"},
+		Short: "Delete a key, the keys that begin with --prefix P, or the keys in --range [START, END)",
+		Long: `Deletes KEY; with --prefix P, every key that begins with P; with --range START
+[END], every key in [START, END) (no END: to the last key, like etcdctl del
+--from-key). A range is deleted atomically within one region, one batch of
+tombstones at one commit timestamp, as long as its keys fit in one batch
+(` + humanize.IBytes(client.MaxBatchBytes) + ` of keys); over several regions or batches it takes one commit
+each, in key order, and is not atomic as a whole.`,
+		Args: cobra.RangeArgs(0, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			c := f.codec()
+			if cmd.Flags().Changed("prefix") || ranged {
+				var start, end []byte
+				var err error
+				switch {
+				case cmd.Flags().Changed("prefix") && ranged:
+					return errors.New("give either --prefix P or --range START [END], not both")
+				case cmd.Flags().Changed("prefix"):
+					if len(args) > 0 {
+						return errors.New("--prefix P takes no KEY: it deletes the keys that begin with P")
+					}
+					if start, err = c.arg("--prefix", prefix); err != nil {
+						return err
+					}
+					end = client.PrefixEnd(start)
+				default:
+					if len(args) == 0 {
+						return errors.New("--range needs START (and END, else to the last key)")
+					}
+					if start, err = c.arg("START", args[0]); err != nil {
+						return err
+					}
+					if len(args) == 2 {
+						if end, err = c.arg("END", args[1]); err != nil {
+							return err
+						}
+					}
+					if len(end) > 0 && bytes.Compare(start, end) > 0 {
+						return explain(fmt.Errorf("%w: START %q is after END %q, and [START, END) holds no key", client.ErrInvalidRange, start, end), 0)
+					}
+				}
+				p, err := f.printer(cmd, "DELETED", "COMMITS")
+				if err != nil {
+					return err
+				}
+				return f.with(cmd, func(ctx context.Context, cl *client.Client) error {
+					r, err := cl.DeleteRange(ctx, start, end)
+					if err != nil {
+						if r.Deleted > 0 {
+							fmt.Fprintf(cmd.ErrOrStderr(), "deleted %d keys before the error; run the command again to delete the rest\n", r.Deleted)
+						}
+						return err
+					}
+					return deleteRangeResult(p, r)
+				})
+			}
+			if len(args) != 1 {
+				return errors.New("give KEY, or --prefix P, or --range START [END]")
+			}
 			p, err := f.printer(cmd, "REGION", "COMMIT_TS")
 			if err != nil {
 				return err
 			}
-			key, err := f.codec().arg("KEY", args[0])
+			key, err := c.arg("KEY", args[0])
 			if err != nil {
 				return err
 			}
@@ -297,6 +398,30 @@ func newKVDeleteCommand(f *kvFlags) *cobra.Command {
 				return writeResult(p, r)
 			})
 		}}
+	cmd.Flags().StringVar(&prefix, "prefix", "", "delete every key that begins with this prefix")
+	cmd.Flags().BoolVar(&ranged, "range", false, "delete every key in [START, END) (no END: to the last key)")
+	return cmd
+}
+
+// deleteRangeResult prints how many keys a DeleteRange deleted and its
+// commits (region and timestamp).
+func deleteRangeResult(p *printer, r client.DeleteRangeResult) error {
+	var commits []string
+	var docs []map[string]any
+	for _, c := range r.Commits {
+		commits = append(commits, fmt.Sprintf("%s ts=%d", c.Region, c.CommitTS))
+		docs = append(docs, map[string]any{"region": c.Region, "commit_ts": c.CommitTS})
+	}
+	text := fmt.Sprintf("OK deleted %d keys\n", r.Deleted)
+	switch len(commits) {
+	case 0:
+	case 1:
+		text = fmt.Sprintf("OK deleted %d keys, %s\n", r.Deleted, commits[0])
+	default:
+		text = fmt.Sprintf("OK deleted %d keys in %d commits (not atomic together): %s\n", r.Deleted, len(commits), strings.Join(commits, ", "))
+	}
+	_ = p.record(text, map[string]any{"deleted": r.Deleted, "commits": docs}, fmt.Sprint(r.Deleted), strings.Join(commits, ", "))
+	return p.flush()
 }
 
 func newKVScanCommand(f *kvFlags) *cobra.Command {

@@ -1417,6 +1417,246 @@ func (x *ScanRequest) GetReadTs() uint64 {
 	return 0
 }
 
+type BatchGetRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// keys fall in one region; at least one; repeats are allowed.
+	Keys [][]byte `protobuf:"bytes,1,rep,name=keys,proto3" json:"keys,omitempty"`
+	// read_ts reads the versions visible at this timestamp in the region;
+	// unset reads the newest.
+	ReadTs        *uint64 `protobuf:"varint,2,opt,name=read_ts,json=readTs,proto3,oneof" json:"read_ts,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BatchGetRequest) Reset() {
+	*x = BatchGetRequest{}
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BatchGetRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BatchGetRequest) ProtoMessage() {}
+
+func (x *BatchGetRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BatchGetRequest.ProtoReflect.Descriptor instead.
+func (*BatchGetRequest) Descriptor() ([]byte, []int) {
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *BatchGetRequest) GetKeys() [][]byte {
+	if x != nil {
+		return x.Keys
+	}
+	return nil
+}
+
+func (x *BatchGetRequest) GetReadTs() uint64 {
+	if x != nil && x.ReadTs != nil {
+		return *x.ReadTs
+	}
+	return 0
+}
+
+type BatchGetResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// results[i] answers keys[i]; fewer results than keys: ask again for
+	// keys[len(results):].
+	Results       []*GetResponse `protobuf:"bytes,1,rep,name=results,proto3" json:"results,omitempty"`
+	Region        string         `protobuf:"bytes,2,opt,name=region,proto3" json:"region,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BatchGetResponse) Reset() {
+	*x = BatchGetResponse{}
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BatchGetResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BatchGetResponse) ProtoMessage() {}
+
+func (x *BatchGetResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BatchGetResponse.ProtoReflect.Descriptor instead.
+func (*BatchGetResponse) Descriptor() ([]byte, []int) {
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *BatchGetResponse) GetResults() []*GetResponse {
+	if x != nil {
+		return x.Results
+	}
+	return nil
+}
+
+func (x *BatchGetResponse) GetRegion() string {
+	if x != nil {
+		return x.Region
+	}
+	return ""
+}
+
+type DeleteRangeRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// start is inclusive; empty means the first key.
+	Start []byte `protobuf:"bytes,1,opt,name=start,proto3" json:"start,omitempty"`
+	// end is exclusive; empty means past the last key.
+	End           []byte `protobuf:"bytes,2,opt,name=end,proto3" json:"end,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteRangeRequest) Reset() {
+	*x = DeleteRangeRequest{}
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteRangeRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteRangeRequest) ProtoMessage() {}
+
+func (x *DeleteRangeRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteRangeRequest.ProtoReflect.Descriptor instead.
+func (*DeleteRangeRequest) Descriptor() ([]byte, []int) {
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *DeleteRangeRequest) GetStart() []byte {
+	if x != nil {
+		return x.Start
+	}
+	return nil
+}
+
+func (x *DeleteRangeRequest) GetEnd() []byte {
+	if x != nil {
+		return x.End
+	}
+	return nil
+}
+
+type DeleteRangeResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// commit_ts is the tombstones' timestamp in the region; 0 when the
+	// range held no live key (nothing was written).
+	CommitTs uint64 `protobuf:"varint,1,opt,name=commit_ts,json=commitTs,proto3" json:"commit_ts,omitempty"`
+	Region   string `protobuf:"bytes,2,opt,name=region,proto3" json:"region,omitempty"`
+	// deleted is how many keys this call deleted (0 in the answer to a
+	// retried call that an earlier attempt applied: see resume).
+	Deleted uint64 `protobuf:"varint,3,opt,name=deleted,proto3" json:"deleted,omitempty"`
+	// resume, when not empty, is where the rest of [start, end) begins: the
+	// first key past this call's batch, or the region's end. Call again
+	// from it. A retried call an earlier attempt applied (same
+	// bellows-request-id) answers resume = start, so the caller goes on
+	// from there and deletes what is still live.
+	Resume        []byte `protobuf:"bytes,4,opt,name=resume,proto3" json:"resume,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteRangeResponse) Reset() {
+	*x = DeleteRangeResponse{}
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteRangeResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteRangeResponse) ProtoMessage() {}
+
+func (x *DeleteRangeResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteRangeResponse.ProtoReflect.Descriptor instead.
+func (*DeleteRangeResponse) Descriptor() ([]byte, []int) {
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *DeleteRangeResponse) GetCommitTs() uint64 {
+	if x != nil {
+		return x.CommitTs
+	}
+	return 0
+}
+
+func (x *DeleteRangeResponse) GetRegion() string {
+	if x != nil {
+		return x.Region
+	}
+	return ""
+}
+
+func (x *DeleteRangeResponse) GetDeleted() uint64 {
+	if x != nil {
+		return x.Deleted
+	}
+	return 0
+}
+
+func (x *DeleteRangeResponse) GetResume() []byte {
+	if x != nil {
+		return x.Resume
+	}
+	return nil
+}
+
 type KeyValue struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Key           []byte                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
@@ -1427,7 +1667,7 @@ type KeyValue struct {
 
 func (x *KeyValue) Reset() {
 	*x = KeyValue{}
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[24]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1439,7 +1679,7 @@ func (x *KeyValue) String() string {
 func (*KeyValue) ProtoMessage() {}
 
 func (x *KeyValue) ProtoReflect() protoreflect.Message {
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[24]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1452,7 +1692,7 @@ func (x *KeyValue) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KeyValue.ProtoReflect.Descriptor instead.
 func (*KeyValue) Descriptor() ([]byte, []int) {
-	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{24}
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *KeyValue) GetKey() []byte {
@@ -1479,7 +1719,7 @@ type ScanResponse struct {
 
 func (x *ScanResponse) Reset() {
 	*x = ScanResponse{}
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[25]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1491,7 +1731,7 @@ func (x *ScanResponse) String() string {
 func (*ScanResponse) ProtoMessage() {}
 
 func (x *ScanResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[25]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1504,7 +1744,7 @@ func (x *ScanResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScanResponse.ProtoReflect.Descriptor instead.
 func (*ScanResponse) Descriptor() ([]byte, []int) {
-	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{25}
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *ScanResponse) GetPairs() []*KeyValue {
@@ -1522,7 +1762,7 @@ type RegionsRequest struct {
 
 func (x *RegionsRequest) Reset() {
 	*x = RegionsRequest{}
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[26]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1534,7 +1774,7 @@ func (x *RegionsRequest) String() string {
 func (*RegionsRequest) ProtoMessage() {}
 
 func (x *RegionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[26]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1547,7 +1787,7 @@ func (x *RegionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegionsRequest.ProtoReflect.Descriptor instead.
 func (*RegionsRequest) Descriptor() ([]byte, []int) {
-	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{26}
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{30}
 }
 
 type RegionInfo struct {
@@ -1563,7 +1803,7 @@ type RegionInfo struct {
 
 func (x *RegionInfo) Reset() {
 	*x = RegionInfo{}
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[27]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1575,7 +1815,7 @@ func (x *RegionInfo) String() string {
 func (*RegionInfo) ProtoMessage() {}
 
 func (x *RegionInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[27]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1588,7 +1828,7 @@ func (x *RegionInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegionInfo.ProtoReflect.Descriptor instead.
 func (*RegionInfo) Descriptor() ([]byte, []int) {
-	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{27}
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *RegionInfo) GetName() string {
@@ -1635,7 +1875,7 @@ type RegionsResponse struct {
 
 func (x *RegionsResponse) Reset() {
 	*x = RegionsResponse{}
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[28]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1647,7 +1887,7 @@ func (x *RegionsResponse) String() string {
 func (*RegionsResponse) ProtoMessage() {}
 
 func (x *RegionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[28]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1660,7 +1900,7 @@ func (x *RegionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegionsResponse.ProtoReflect.Descriptor instead.
 func (*RegionsResponse) Descriptor() ([]byte, []int) {
-	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{28}
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *RegionsResponse) GetRegions() []*RegionInfo {
@@ -1686,7 +1926,7 @@ type FlushRequest struct {
 
 func (x *FlushRequest) Reset() {
 	*x = FlushRequest{}
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[29]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1698,7 +1938,7 @@ func (x *FlushRequest) String() string {
 func (*FlushRequest) ProtoMessage() {}
 
 func (x *FlushRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[29]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1711,7 +1951,7 @@ func (x *FlushRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FlushRequest.ProtoReflect.Descriptor instead.
 func (*FlushRequest) Descriptor() ([]byte, []int) {
-	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{29}
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *FlushRequest) GetRegion() string {
@@ -1729,7 +1969,7 @@ type FlushResponse struct {
 
 func (x *FlushResponse) Reset() {
 	*x = FlushResponse{}
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[30]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1741,7 +1981,7 @@ func (x *FlushResponse) String() string {
 func (*FlushResponse) ProtoMessage() {}
 
 func (x *FlushResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[30]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1754,7 +1994,7 @@ func (x *FlushResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FlushResponse.ProtoReflect.Descriptor instead.
 func (*FlushResponse) Descriptor() ([]byte, []int) {
-	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{30}
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{34}
 }
 
 type CompactRequest struct {
@@ -1776,7 +2016,7 @@ type CompactRequest struct {
 
 func (x *CompactRequest) Reset() {
 	*x = CompactRequest{}
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[31]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1788,7 +2028,7 @@ func (x *CompactRequest) String() string {
 func (*CompactRequest) ProtoMessage() {}
 
 func (x *CompactRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[31]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1801,7 +2041,7 @@ func (x *CompactRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompactRequest.ProtoReflect.Descriptor instead.
 func (*CompactRequest) Descriptor() ([]byte, []int) {
-	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{31}
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *CompactRequest) GetRegion() string {
@@ -1847,7 +2087,7 @@ type CompactResponse struct {
 
 func (x *CompactResponse) Reset() {
 	*x = CompactResponse{}
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[32]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1859,7 +2099,7 @@ func (x *CompactResponse) String() string {
 func (*CompactResponse) ProtoMessage() {}
 
 func (x *CompactResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[32]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1872,7 +2112,7 @@ func (x *CompactResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompactResponse.ProtoReflect.Descriptor instead.
 func (*CompactResponse) Descriptor() ([]byte, []int) {
-	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{32}
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *CompactResponse) GetCompacted() bool {
@@ -2023,7 +2263,23 @@ const file_bellows_kv_v1_kv_proto_rawDesc = "" +
 	"\x05limit\x18\x03 \x01(\rR\x05limit\x12\x1c\n" +
 	"\aread_ts\x18\x04 \x01(\x04H\x00R\x06readTs\x88\x01\x01B\n" +
 	"\n" +
-	"\b_read_ts\"2\n" +
+	"\b_read_ts\"O\n" +
+	"\x0fBatchGetRequest\x12\x12\n" +
+	"\x04keys\x18\x01 \x03(\fR\x04keys\x12\x1c\n" +
+	"\aread_ts\x18\x02 \x01(\x04H\x00R\x06readTs\x88\x01\x01B\n" +
+	"\n" +
+	"\b_read_ts\"`\n" +
+	"\x10BatchGetResponse\x124\n" +
+	"\aresults\x18\x01 \x03(\v2\x1a.bellows.kv.v1.GetResponseR\aresults\x12\x16\n" +
+	"\x06region\x18\x02 \x01(\tR\x06region\"<\n" +
+	"\x12DeleteRangeRequest\x12\x14\n" +
+	"\x05start\x18\x01 \x01(\fR\x05start\x12\x10\n" +
+	"\x03end\x18\x02 \x01(\fR\x03end\"|\n" +
+	"\x13DeleteRangeResponse\x12\x1b\n" +
+	"\tcommit_ts\x18\x01 \x01(\x04R\bcommitTs\x12\x16\n" +
+	"\x06region\x18\x02 \x01(\tR\x06region\x12\x18\n" +
+	"\adeleted\x18\x03 \x01(\x04R\adeleted\x12\x16\n" +
+	"\x06resume\x18\x04 \x01(\fR\x06resume\"2\n" +
 	"\bKeyValue\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\fR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\fR\x05value\"=\n" +
@@ -2054,13 +2310,15 @@ const file_bellows_kv_v1_kv_proto_rawDesc = "" +
 	"inputBytes\x12\x1a\n" +
 	"\blocation\x18\x05 \x01(\tR\blocation\x12\x16\n" +
 	"\x06worker\x18\x06 \x01(\tR\x06worker\x12\x12\n" +
-	"\x04note\x18\a \x01(\tR\x04note2\x9d\b\n" +
+	"\x04note\x18\a \x01(\tR\x04note2\xc0\t\n" +
 	"\x02KV\x12<\n" +
 	"\x03Put\x12\x19.bellows.kv.v1.PutRequest\x1a\x1a.bellows.kv.v1.PutResponse\x12<\n" +
 	"\x03Get\x12\x19.bellows.kv.v1.GetRequest\x1a\x1a.bellows.kv.v1.GetResponse\x12E\n" +
 	"\x06Delete\x12\x1c.bellows.kv.v1.DeleteRequest\x1a\x1d.bellows.kv.v1.DeleteResponse\x12B\n" +
 	"\x05Batch\x12\x1b.bellows.kv.v1.BatchRequest\x1a\x1c.bellows.kv.v1.BatchResponse\x12A\n" +
-	"\x04Scan\x12\x1a.bellows.kv.v1.ScanRequest\x1a\x1b.bellows.kv.v1.ScanResponse0\x01\x12H\n" +
+	"\x04Scan\x12\x1a.bellows.kv.v1.ScanRequest\x1a\x1b.bellows.kv.v1.ScanResponse0\x01\x12K\n" +
+	"\bBatchGet\x12\x1e.bellows.kv.v1.BatchGetRequest\x1a\x1f.bellows.kv.v1.BatchGetResponse\x12T\n" +
+	"\vDeleteRange\x12!.bellows.kv.v1.DeleteRangeRequest\x1a\".bellows.kv.v1.DeleteRangeResponse\x12H\n" +
 	"\aRegions\x12\x1d.bellows.kv.v1.RegionsRequest\x1a\x1e.bellows.kv.v1.RegionsResponse\x12K\n" +
 	"\bBeginTxn\x12\x1e.bellows.kv.v1.BeginTxnRequest\x1a\x1f.bellows.kv.v1.BeginTxnResponse\x12B\n" +
 	"\x06TxnGet\x12\x1c.bellows.kv.v1.TxnGetRequest\x1a\x1a.bellows.kv.v1.GetResponse\x12G\n" +
@@ -2087,7 +2345,7 @@ func file_bellows_kv_v1_kv_proto_rawDescGZIP() []byte {
 }
 
 var file_bellows_kv_v1_kv_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_bellows_kv_v1_kv_proto_msgTypes = make([]protoimpl.MessageInfo, 33)
+var file_bellows_kv_v1_kv_proto_msgTypes = make([]protoimpl.MessageInfo, 37)
 var file_bellows_kv_v1_kv_proto_goTypes = []any{
 	(Mutation_Op)(0),               // 0: bellows.kv.v1.Mutation.Op
 	(*PutRequest)(nil),             // 1: bellows.kv.v1.PutRequest
@@ -2114,60 +2372,69 @@ var file_bellows_kv_v1_kv_proto_goTypes = []any{
 	(*BatchRequest)(nil),           // 22: bellows.kv.v1.BatchRequest
 	(*BatchResponse)(nil),          // 23: bellows.kv.v1.BatchResponse
 	(*ScanRequest)(nil),            // 24: bellows.kv.v1.ScanRequest
-	(*KeyValue)(nil),               // 25: bellows.kv.v1.KeyValue
-	(*ScanResponse)(nil),           // 26: bellows.kv.v1.ScanResponse
-	(*RegionsRequest)(nil),         // 27: bellows.kv.v1.RegionsRequest
-	(*RegionInfo)(nil),             // 28: bellows.kv.v1.RegionInfo
-	(*RegionsResponse)(nil),        // 29: bellows.kv.v1.RegionsResponse
-	(*FlushRequest)(nil),           // 30: bellows.kv.v1.FlushRequest
-	(*FlushResponse)(nil),          // 31: bellows.kv.v1.FlushResponse
-	(*CompactRequest)(nil),         // 32: bellows.kv.v1.CompactRequest
-	(*CompactResponse)(nil),        // 33: bellows.kv.v1.CompactResponse
+	(*BatchGetRequest)(nil),        // 25: bellows.kv.v1.BatchGetRequest
+	(*BatchGetResponse)(nil),       // 26: bellows.kv.v1.BatchGetResponse
+	(*DeleteRangeRequest)(nil),     // 27: bellows.kv.v1.DeleteRangeRequest
+	(*DeleteRangeResponse)(nil),    // 28: bellows.kv.v1.DeleteRangeResponse
+	(*KeyValue)(nil),               // 29: bellows.kv.v1.KeyValue
+	(*ScanResponse)(nil),           // 30: bellows.kv.v1.ScanResponse
+	(*RegionsRequest)(nil),         // 31: bellows.kv.v1.RegionsRequest
+	(*RegionInfo)(nil),             // 32: bellows.kv.v1.RegionInfo
+	(*RegionsResponse)(nil),        // 33: bellows.kv.v1.RegionsResponse
+	(*FlushRequest)(nil),           // 34: bellows.kv.v1.FlushRequest
+	(*FlushResponse)(nil),          // 35: bellows.kv.v1.FlushResponse
+	(*CompactRequest)(nil),         // 36: bellows.kv.v1.CompactRequest
+	(*CompactResponse)(nil),        // 37: bellows.kv.v1.CompactResponse
 }
 var file_bellows_kv_v1_kv_proto_depIdxs = []int32{
 	0,  // 0: bellows.kv.v1.Mutation.op:type_name -> bellows.kv.v1.Mutation.Op
 	7,  // 1: bellows.kv.v1.CommitTxnRequest.mutations:type_name -> bellows.kv.v1.Mutation
 	7,  // 2: bellows.kv.v1.PrewriteRequest.mutations:type_name -> bellows.kv.v1.Mutation
 	7,  // 3: bellows.kv.v1.BatchRequest.mutations:type_name -> bellows.kv.v1.Mutation
-	25, // 4: bellows.kv.v1.ScanResponse.pairs:type_name -> bellows.kv.v1.KeyValue
-	28, // 5: bellows.kv.v1.RegionsResponse.regions:type_name -> bellows.kv.v1.RegionInfo
-	1,  // 6: bellows.kv.v1.KV.Put:input_type -> bellows.kv.v1.PutRequest
-	3,  // 7: bellows.kv.v1.KV.Get:input_type -> bellows.kv.v1.GetRequest
-	5,  // 8: bellows.kv.v1.KV.Delete:input_type -> bellows.kv.v1.DeleteRequest
-	22, // 9: bellows.kv.v1.KV.Batch:input_type -> bellows.kv.v1.BatchRequest
-	24, // 10: bellows.kv.v1.KV.Scan:input_type -> bellows.kv.v1.ScanRequest
-	27, // 11: bellows.kv.v1.KV.Regions:input_type -> bellows.kv.v1.RegionsRequest
-	8,  // 12: bellows.kv.v1.KV.BeginTxn:input_type -> bellows.kv.v1.BeginTxnRequest
-	12, // 13: bellows.kv.v1.KV.TxnGet:input_type -> bellows.kv.v1.TxnGetRequest
-	13, // 14: bellows.kv.v1.KV.TxnScan:input_type -> bellows.kv.v1.TxnScanRequest
-	14, // 15: bellows.kv.v1.KV.CommitTxn:input_type -> bellows.kv.v1.CommitTxnRequest
-	10, // 16: bellows.kv.v1.KV.RollbackTxn:input_type -> bellows.kv.v1.RollbackTxnRequest
-	15, // 17: bellows.kv.v1.KV.Prewrite:input_type -> bellows.kv.v1.PrewriteRequest
-	17, // 18: bellows.kv.v1.KV.ResolveLocks:input_type -> bellows.kv.v1.ResolveLocksRequest
-	19, // 19: bellows.kv.v1.KV.CheckTxnStatus:input_type -> bellows.kv.v1.CheckTxnStatusRequest
-	30, // 20: bellows.kv.v1.Admin.Flush:input_type -> bellows.kv.v1.FlushRequest
-	32, // 21: bellows.kv.v1.Admin.Compact:input_type -> bellows.kv.v1.CompactRequest
-	2,  // 22: bellows.kv.v1.KV.Put:output_type -> bellows.kv.v1.PutResponse
-	4,  // 23: bellows.kv.v1.KV.Get:output_type -> bellows.kv.v1.GetResponse
-	6,  // 24: bellows.kv.v1.KV.Delete:output_type -> bellows.kv.v1.DeleteResponse
-	23, // 25: bellows.kv.v1.KV.Batch:output_type -> bellows.kv.v1.BatchResponse
-	26, // 26: bellows.kv.v1.KV.Scan:output_type -> bellows.kv.v1.ScanResponse
-	29, // 27: bellows.kv.v1.KV.Regions:output_type -> bellows.kv.v1.RegionsResponse
-	9,  // 28: bellows.kv.v1.KV.BeginTxn:output_type -> bellows.kv.v1.BeginTxnResponse
-	4,  // 29: bellows.kv.v1.KV.TxnGet:output_type -> bellows.kv.v1.GetResponse
-	26, // 30: bellows.kv.v1.KV.TxnScan:output_type -> bellows.kv.v1.ScanResponse
-	21, // 31: bellows.kv.v1.KV.CommitTxn:output_type -> bellows.kv.v1.CommitTxnResponse
-	11, // 32: bellows.kv.v1.KV.RollbackTxn:output_type -> bellows.kv.v1.RollbackTxnResponse
-	16, // 33: bellows.kv.v1.KV.Prewrite:output_type -> bellows.kv.v1.PrewriteResponse
-	18, // 34: bellows.kv.v1.KV.ResolveLocks:output_type -> bellows.kv.v1.ResolveLocksResponse
-	20, // 35: bellows.kv.v1.KV.CheckTxnStatus:output_type -> bellows.kv.v1.CheckTxnStatusResponse
-	31, // 36: bellows.kv.v1.Admin.Flush:output_type -> bellows.kv.v1.FlushResponse
-	33, // 37: bellows.kv.v1.Admin.Compact:output_type -> bellows.kv.v1.CompactResponse
-	22, // [22:38] is the sub-list for method output_type
-	6,  // [6:22] is the sub-list for method input_type
-	6,  // [6:6] is the sub-list for extension type_name
-	6,  // [6:6] is the sub-list for extension extendee
-	0,  // [0:6] is the sub-list for field type_name
+	4,  // 4: bellows.kv.v1.BatchGetResponse.results:type_name -> bellows.kv.v1.GetResponse
+	29, // 5: bellows.kv.v1.ScanResponse.pairs:type_name -> bellows.kv.v1.KeyValue
+	32, // 6: bellows.kv.v1.RegionsResponse.regions:type_name -> bellows.kv.v1.RegionInfo
+	1,  // 7: bellows.kv.v1.KV.Put:input_type -> bellows.kv.v1.PutRequest
+	3,  // 8: bellows.kv.v1.KV.Get:input_type -> bellows.kv.v1.GetRequest
+	5,  // 9: bellows.kv.v1.KV.Delete:input_type -> bellows.kv.v1.DeleteRequest
+	22, // 10: bellows.kv.v1.KV.Batch:input_type -> bellows.kv.v1.BatchRequest
+	24, // 11: bellows.kv.v1.KV.Scan:input_type -> bellows.kv.v1.ScanRequest
+	25, // 12: bellows.kv.v1.KV.BatchGet:input_type -> bellows.kv.v1.BatchGetRequest
+	27, // 13: bellows.kv.v1.KV.DeleteRange:input_type -> bellows.kv.v1.DeleteRangeRequest
+	31, // 14: bellows.kv.v1.KV.Regions:input_type -> bellows.kv.v1.RegionsRequest
+	8,  // 15: bellows.kv.v1.KV.BeginTxn:input_type -> bellows.kv.v1.BeginTxnRequest
+	12, // 16: bellows.kv.v1.KV.TxnGet:input_type -> bellows.kv.v1.TxnGetRequest
+	13, // 17: bellows.kv.v1.KV.TxnScan:input_type -> bellows.kv.v1.TxnScanRequest
+	14, // 18: bellows.kv.v1.KV.CommitTxn:input_type -> bellows.kv.v1.CommitTxnRequest
+	10, // 19: bellows.kv.v1.KV.RollbackTxn:input_type -> bellows.kv.v1.RollbackTxnRequest
+	15, // 20: bellows.kv.v1.KV.Prewrite:input_type -> bellows.kv.v1.PrewriteRequest
+	17, // 21: bellows.kv.v1.KV.ResolveLocks:input_type -> bellows.kv.v1.ResolveLocksRequest
+	19, // 22: bellows.kv.v1.KV.CheckTxnStatus:input_type -> bellows.kv.v1.CheckTxnStatusRequest
+	34, // 23: bellows.kv.v1.Admin.Flush:input_type -> bellows.kv.v1.FlushRequest
+	36, // 24: bellows.kv.v1.Admin.Compact:input_type -> bellows.kv.v1.CompactRequest
+	2,  // 25: bellows.kv.v1.KV.Put:output_type -> bellows.kv.v1.PutResponse
+	4,  // 26: bellows.kv.v1.KV.Get:output_type -> bellows.kv.v1.GetResponse
+	6,  // 27: bellows.kv.v1.KV.Delete:output_type -> bellows.kv.v1.DeleteResponse
+	23, // 28: bellows.kv.v1.KV.Batch:output_type -> bellows.kv.v1.BatchResponse
+	30, // 29: bellows.kv.v1.KV.Scan:output_type -> bellows.kv.v1.ScanResponse
+	26, // 30: bellows.kv.v1.KV.BatchGet:output_type -> bellows.kv.v1.BatchGetResponse
+	28, // 31: bellows.kv.v1.KV.DeleteRange:output_type -> bellows.kv.v1.DeleteRangeResponse
+	33, // 32: bellows.kv.v1.KV.Regions:output_type -> bellows.kv.v1.RegionsResponse
+	9,  // 33: bellows.kv.v1.KV.BeginTxn:output_type -> bellows.kv.v1.BeginTxnResponse
+	4,  // 34: bellows.kv.v1.KV.TxnGet:output_type -> bellows.kv.v1.GetResponse
+	30, // 35: bellows.kv.v1.KV.TxnScan:output_type -> bellows.kv.v1.ScanResponse
+	21, // 36: bellows.kv.v1.KV.CommitTxn:output_type -> bellows.kv.v1.CommitTxnResponse
+	11, // 37: bellows.kv.v1.KV.RollbackTxn:output_type -> bellows.kv.v1.RollbackTxnResponse
+	16, // 38: bellows.kv.v1.KV.Prewrite:output_type -> bellows.kv.v1.PrewriteResponse
+	18, // 39: bellows.kv.v1.KV.ResolveLocks:output_type -> bellows.kv.v1.ResolveLocksResponse
+	20, // 40: bellows.kv.v1.KV.CheckTxnStatus:output_type -> bellows.kv.v1.CheckTxnStatusResponse
+	35, // 41: bellows.kv.v1.Admin.Flush:output_type -> bellows.kv.v1.FlushResponse
+	37, // 42: bellows.kv.v1.Admin.Compact:output_type -> bellows.kv.v1.CompactResponse
+	25, // [25:43] is the sub-list for method output_type
+	7,  // [7:25] is the sub-list for method input_type
+	7,  // [7:7] is the sub-list for extension type_name
+	7,  // [7:7] is the sub-list for extension extendee
+	0,  // [0:7] is the sub-list for field type_name
 }
 
 func init() { file_bellows_kv_v1_kv_proto_init() }
@@ -2177,13 +2444,14 @@ func file_bellows_kv_v1_kv_proto_init() {
 	}
 	file_bellows_kv_v1_kv_proto_msgTypes[2].OneofWrappers = []any{}
 	file_bellows_kv_v1_kv_proto_msgTypes[23].OneofWrappers = []any{}
+	file_bellows_kv_v1_kv_proto_msgTypes[24].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_bellows_kv_v1_kv_proto_rawDesc), len(file_bellows_kv_v1_kv_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   33,
+			NumMessages:   37,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

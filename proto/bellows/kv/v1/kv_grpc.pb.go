@@ -26,6 +26,8 @@ const (
 	KV_Delete_FullMethodName         = "/bellows.kv.v1.KV/Delete"
 	KV_Batch_FullMethodName          = "/bellows.kv.v1.KV/Batch"
 	KV_Scan_FullMethodName           = "/bellows.kv.v1.KV/Scan"
+	KV_BatchGet_FullMethodName       = "/bellows.kv.v1.KV/BatchGet"
+	KV_DeleteRange_FullMethodName    = "/bellows.kv.v1.KV/DeleteRange"
 	KV_Regions_FullMethodName        = "/bellows.kv.v1.KV/Regions"
 	KV_BeginTxn_FullMethodName       = "/bellows.kv.v1.KV/BeginTxn"
 	KV_TxnGet_FullMethodName         = "/bellows.kv.v1.KV/TxnGet"
@@ -55,6 +57,22 @@ type KVClient interface {
 	Batch(ctx context.Context, in *BatchRequest, opts ...grpc.CallOption) (*BatchResponse, error)
 	// Scan streams the live keys of [start, end) in key order, across regions.
 	Scan(ctx context.Context, in *ScanRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[ScanResponse], error)
+	// BatchGet reads several keys of one region (keys[0]'s) in one call: the
+	// newest versions, or those at or below read_ts. A key in another region
+	// fails the call with OUT_OF_RANGE, naming it: the caller's region table
+	// is stale (a region split), so it regroups the keys and asks again. The
+	// results follow the keys' order; when they would not fit in one answer
+	// (contract.MaxBatchBytes of keys and values), the answer holds the
+	// results of the first keys only, at least one: ask again for the rest.
+	BatchGet(ctx context.Context, in *BatchGetRequest, opts ...grpc.CallOption) (*BatchGetResponse, error)
+	// DeleteRange deletes the live keys of [start, end) that fall in start's
+	// region, atomically: one batch of tombstones at one commit timestamp,
+	// of at most contract.MaxBatchBytes of keys. Where the range goes on
+	// past the keys that batch held, or past the region's end, the answer's
+	// resume says where a next call starts; each call is atomic, the whole
+	// range is not. A key written into the range while the call runs, and
+	// committed before it, may survive it (the keys are read, then deleted).
+	DeleteRange(ctx context.Context, in *DeleteRangeRequest, opts ...grpc.CallOption) (*DeleteRangeResponse, error)
 	// Regions lists the regions this store serves and their key ranges.
 	Regions(ctx context.Context, in *RegionsRequest, opts ...grpc.CallOption) (*RegionsResponse, error)
 	// Snapshot-isolation transactions (LogBase's MVOCC). BeginTxn returns a
@@ -168,6 +186,26 @@ func (c *kVClient) Scan(ctx context.Context, in *ScanRequest, opts ...grpc.CallO
 
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type KV_ScanClient = grpc.ServerStreamingClient[ScanResponse]
+
+func (c *kVClient) BatchGet(ctx context.Context, in *BatchGetRequest, opts ...grpc.CallOption) (*BatchGetResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(BatchGetResponse)
+	err := c.cc.Invoke(ctx, KV_BatchGet_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *kVClient) DeleteRange(ctx context.Context, in *DeleteRangeRequest, opts ...grpc.CallOption) (*DeleteRangeResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DeleteRangeResponse)
+	err := c.cc.Invoke(ctx, KV_DeleteRange_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
 
 func (c *kVClient) Regions(ctx context.Context, in *RegionsRequest, opts ...grpc.CallOption) (*RegionsResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
@@ -286,6 +324,22 @@ type KVServer interface {
 	Batch(context.Context, *BatchRequest) (*BatchResponse, error)
 	// Scan streams the live keys of [start, end) in key order, across regions.
 	Scan(*ScanRequest, grpc.ServerStreamingServer[ScanResponse]) error
+	// BatchGet reads several keys of one region (keys[0]'s) in one call: the
+	// newest versions, or those at or below read_ts. A key in another region
+	// fails the call with OUT_OF_RANGE, naming it: the caller's region table
+	// is stale (a region split), so it regroups the keys and asks again. The
+	// results follow the keys' order; when they would not fit in one answer
+	// (contract.MaxBatchBytes of keys and values), the answer holds the
+	// results of the first keys only, at least one: ask again for the rest.
+	BatchGet(context.Context, *BatchGetRequest) (*BatchGetResponse, error)
+	// DeleteRange deletes the live keys of [start, end) that fall in start's
+	// region, atomically: one batch of tombstones at one commit timestamp,
+	// of at most contract.MaxBatchBytes of keys. Where the range goes on
+	// past the keys that batch held, or past the region's end, the answer's
+	// resume says where a next call starts; each call is atomic, the whole
+	// range is not. A key written into the range while the call runs, and
+	// committed before it, may survive it (the keys are read, then deleted).
+	DeleteRange(context.Context, *DeleteRangeRequest) (*DeleteRangeResponse, error)
 	// Regions lists the regions this store serves and their key ranges.
 	Regions(context.Context, *RegionsRequest) (*RegionsResponse, error)
 	// Snapshot-isolation transactions (LogBase's MVOCC). BeginTxn returns a
@@ -355,6 +409,12 @@ func (UnimplementedKVServer) Batch(context.Context, *BatchRequest) (*BatchRespon
 }
 func (UnimplementedKVServer) Scan(*ScanRequest, grpc.ServerStreamingServer[ScanResponse]) error {
 	return status.Error(codes.Unimplemented, "method Scan not implemented")
+}
+func (UnimplementedKVServer) BatchGet(context.Context, *BatchGetRequest) (*BatchGetResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method BatchGet not implemented")
+}
+func (UnimplementedKVServer) DeleteRange(context.Context, *DeleteRangeRequest) (*DeleteRangeResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method DeleteRange not implemented")
 }
 func (UnimplementedKVServer) Regions(context.Context, *RegionsRequest) (*RegionsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Regions not implemented")
@@ -486,6 +546,42 @@ func _KV_Scan_Handler(srv interface{}, stream grpc.ServerStream) error {
 
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type KV_ScanServer = grpc.ServerStreamingServer[ScanResponse]
+
+func _KV_BatchGet_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(BatchGetRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(KVServer).BatchGet(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: KV_BatchGet_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(KVServer).BatchGet(ctx, req.(*BatchGetRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _KV_DeleteRange_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DeleteRangeRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(KVServer).DeleteRange(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: KV_DeleteRange_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(KVServer).DeleteRange(ctx, req.(*DeleteRangeRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
 
 func _KV_Regions_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(RegionsRequest)
@@ -664,6 +760,14 @@ var KV_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Batch",
 			Handler:    _KV_Batch_Handler,
+		},
+		{
+			MethodName: "BatchGet",
+			Handler:    _KV_BatchGet_Handler,
+		},
+		{
+			MethodName: "DeleteRange",
+			Handler:    _KV_DeleteRange_Handler,
 		},
 		{
 			MethodName: "Regions",
