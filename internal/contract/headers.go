@@ -28,3 +28,8 @@ const TxnEndedReason = "TXN_ENDED"
 // timestamp (read_ts) and the oldest exact one (exact_from_ts). A
 // transaction that meets it may be run again from BeginTxn.
 const SnapshotTooOldReason = "SNAPSHOT_TOO_OLD"
+
+// RegionSplittingReason is the ErrorInfo reason (domain ErrorDomain) of the
+// UNAVAILABLE a write gets while its region splits (docs/regions.md): retry
+// it; the region map names the daughters once the split commits.
+const RegionSplittingReason = "REGION_SPLITTING"

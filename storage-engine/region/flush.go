@@ -179,6 +179,12 @@ func (r *Region) Flush(ctx context.Context) error { return r.flush(ctx, false) }
 
 // flush is Flush; stopWrites also refuses every later write (Release).
 func (r *Region) flush(ctx context.Context, stopWrites bool) error {
+	return r.flushStopping(ctx, stopWrites, false)
+}
+
+// flushStopping is flush; splitting says why writes stop (ErrSplitting
+// rather than ErrReleasing).
+func (r *Region) flushStopping(ctx context.Context, stopWrites, splitting bool) error {
 	r.commitMu.Lock()
 	if err := r.checkOpen(); err != nil {
 		r.commitMu.Unlock()
@@ -187,6 +193,7 @@ func (r *Region) flush(ctx context.Context, stopWrites bool) error {
 	if stopWrites {
 		r.mu.Lock()
 		r.releasing = true
+		r.splitting = splitting
 		r.mu.Unlock()
 	}
 	var target *memTable

@@ -175,9 +175,10 @@ type Region struct {
 	// every merge, also those already running; kept in the manifest.
 	exactFrom uint64
 	closed    bool
-	// releasing: Release has begun; writes are refused.
-	releasing bool
-	bgErr     error // sticky: fencing or a WAL failure
+	// releasing: Release has begun; writes are refused. splitting:
+	// PrepareSplit has begun (with releasing, writes are ErrSplitting).
+	releasing, splitting bool
+	bgErr                error // sticky: fencing or a WAL failure
 
 	// manifestMu serialises manifest commits (flush vs compaction).
 	manifestMu mutex
@@ -593,6 +594,9 @@ func (r *Region) checkOpen() error {
 	defer r.mu.RUnlock()
 	if r.closed {
 		return ErrClosed
+	}
+	if r.splitting {
+		return ErrSplitting
 	}
 	if r.releasing {
 		return ErrReleasing

@@ -201,8 +201,8 @@ func (r *Region) SplitKey() ([]byte, error) {
 
 // PrepareSplit is steps 1–3 of a split: it flushes the memstore while
 // writes continue (so the final flush is small), then stops the region's
-// compactions and refuses every later write (ErrReleasing: retry at the
-// owner the region map names), and flushes what was acknowledged
+// compactions and refuses every later write (ErrSplitting: retry at the
+// daughters the region map names), and flushes what was acknowledged
 // meanwhile. It returns the final manifest, which names every acknowledged
 // write and which the daughters derive from. Reads continue.
 //
@@ -214,7 +214,7 @@ func (r *Region) PrepareSplit(ctx context.Context) (manifest.Manifest, error) {
 		return manifest.Manifest{}, errorf(r.opts.Name, "splitting: pre-flush: %w", err)
 	}
 	r.stopCompactions(ErrReleasing)
-	if err := r.flush(ctx, true); err != nil {
+	if err := r.flushStopping(ctx, true, true); err != nil {
 		_ = r.Close()
 		return manifest.Manifest{}, errorf(r.opts.Name, "splitting: final flush: %w", err)
 	}

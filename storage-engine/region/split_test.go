@@ -154,8 +154,8 @@ func TestSplitDaughtersShareTheParentsFilesAndServeTheirHalf(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := f.p.Put([]byte("user000001"), []byte("late")); !errors.Is(err, ErrReleasing) {
-		t.Fatalf("a write after PrepareSplit: %v, want ErrReleasing (retry at the daughters)", err)
+	if _, err := f.p.Put([]byte("user000001"), []byte("late")); !errors.Is(err, ErrSplitting) || !errors.Is(err, ErrClosed) {
+		t.Fatalf("a write after PrepareSplit: %v, want ErrSplitting (retry at the daughters)", err)
 	}
 	if v, ok, err := f.p.Get([]byte("user000002"), kv.MaxTimestamp); err != nil || !ok || string(v) != f.acked["user000002"] {
 		t.Fatalf("a read after PrepareSplit: %q %v %v; reads continue until the parent retires", v, ok, err)

@@ -34,6 +34,9 @@ func toStatus(err error) error {
 	if errors.As(err, &tooOld) {
 		return snapshotTooOldStatus(tooOld)
 	}
+	if errors.Is(err, region.ErrSplitting) {
+		return splittingStatus(err)
+	}
 	code := codes.Internal
 	switch {
 	case errors.Is(err, region.ErrEmptyKey), errors.Is(err, region.ErrKeyTooLarge),
@@ -115,6 +118,24 @@ func RegionOf(err error) string {
 
 // snapshotTooOldStatus is FAILED_PRECONDITION with ErrorInfo reason
 // SNAPSHOT_TOO_OLD: retrying the read at the same timestamp cannot help.
+// splittingStatus is the UNAVAILABLE of a write refused while its region
+// splits, with ErrorInfo reason REGION_SPLITTING: a client retries it as
+// any UNAVAILABLE, and one that reads the reason knows to learn the region
+// map again.
+func splittingStatus(err error) error {
+	st := status.New(codes.Unavailable, err.Error())
+	var re *region.Error
+	name := ""
+	if errors.As(err, &re) {
+		name = re.Region
+	}
+	info := &errdetails.ErrorInfo{Reason: contract.RegionSplittingReason, Domain: contract.ErrorDomain, Metadata: map[string]string{"region": name}}
+	if d, derr := st.WithDetails(info, &errdetails.ResourceInfo{ResourceType: RegionResourceType, ResourceName: name}); derr == nil {
+		st = d
+	}
+	return st.Err()
+}
+
 func snapshotTooOldStatus(e *region.SnapshotTooOldError) error {
 	st := status.New(codes.FailedPrecondition, e.Error())
 	info := &errdetails.ErrorInfo{Reason: contract.SnapshotTooOldReason, Domain: contract.ErrorDomain, Metadata: map[string]string{

@@ -10,7 +10,11 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
+	"github.com/bellows-kv/bellows/internal/contract"
 	kvpb "github.com/bellows-kv/bellows/proto/bellows/kv/v1"
 	"github.com/bellows-kv/bellows/storage-engine/blob"
 	"github.com/bellows-kv/bellows/storage-engine/blockcache"
@@ -163,6 +167,11 @@ func TestStoreSplitCrashesLoseNothing(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			// Writes meanwhile are refused, retryably, saying why.
+			_, err = kv.Put(ctx, &kvpb.PutRequest{Key: []byte("user000001"), Value: []byte("x")})
+			if status.Code(err) != codes.Unavailable || errorReason(err) != contract.RegionSplittingReason {
+				t.Fatalf("a write during the split: %v, want UNAVAILABLE with reason %s", err, contract.RegionSplittingReason)
+			}
 			if c.commitMap {
 				m, _ := s.RegionMap()
 				next, err := m.Split("region-000", key, final.Number)
@@ -292,4 +301,14 @@ func TestRegionMetricsFollowASplit(t *testing.T) {
 	if got := series(t, reg, "bellows_region_map_epoch")[""].GetGauge().GetValue(); got != 2 {
 		t.Fatalf("map epoch: %v, want 2", got)
 	}
+}
+
+// errorReason is the ErrorInfo reason a status error carries, if any.
+func errorReason(err error) string {
+	for _, d := range status.Convert(err).Details() {
+		if info, ok := d.(*errdetails.ErrorInfo); ok {
+			return info.Reason
+		}
+	}
+	return ""
 }
