@@ -57,6 +57,9 @@ type Iterator struct {
 	retry  *backoff.ExponentialBackOff
 	// snapshot: a transaction's scan (TxnScan at opts.ReadTS).
 	snapshot bool
+	// ov: a transaction's scan, its own writes over a snapshot iterator;
+	// the fields below are unused then.
+	ov *overlay
 
 	// from is where the next stream starts: the successor of the last key
 	// returned, or the start of the next region.
@@ -78,6 +81,9 @@ type Iterator struct {
 
 // Next advances to the next pair; false at the end or on an error (Err).
 func (it *Iterator) Next() bool {
+	if it.ov != nil {
+		return it.nextMerged()
+	}
 	for {
 		if len(it.buf) > 0 {
 			it.cur, it.buf = it.buf[0], it.buf[1:]
@@ -121,6 +127,60 @@ func (it *Iterator) Next() bool {
 			case <-time.After(it.retry.NextBackOff()): // backoff, not synchronisation
 			}
 		}
+	}
+}
+
+// overlay is a transaction's own writes (in key order) over the stored
+// pairs of its snapshot.
+type overlay struct {
+	stored *Iterator
+	own    []Mutation
+	i      int  // the next own write
+	peeked bool // stored is on a pair not returned yet
+	done   bool // stored has no more pairs
+}
+
+// nextMerged is Next of a transaction's scan: the stored pairs and the own
+// writes merged in key order, an own write replacing (or, a delete,
+// hiding) the stored pair of its key.
+func (it *Iterator) nextMerged() bool {
+	ov := it.ov
+	for {
+		if it.err != nil || (it.opts.Limit > 0 && it.returned >= it.opts.Limit) {
+			ov.stored.Close()
+			return false
+		}
+		if !ov.peeked && !ov.done {
+			if ov.stored.Next() {
+				ov.peeked = true
+			} else if err := ov.stored.Err(); err != nil {
+				it.err = readErr(err)
+				return false
+			} else {
+				ov.done = true
+			}
+		}
+		if ov.i < len(ov.own) && (!ov.peeked || bytes.Compare(ov.own[ov.i].Key, ov.stored.Key()) <= 0) {
+			m := ov.own[ov.i]
+			ov.i++
+			if ov.peeked && bytes.Equal(m.Key, ov.stored.Key()) {
+				ov.peeked = false // the own write shadows it
+			}
+			if m.Delete {
+				continue
+			}
+			it.cur = &kvpb.KeyValue{Key: m.Key, Value: m.Value}
+			it.returned++
+			return true
+		}
+		if !ov.peeked {
+			ov.stored.Close()
+			return false
+		}
+		ov.peeked = false
+		it.cur = ov.stored.cur
+		it.returned++
+		return true
 	}
 }
 
@@ -175,7 +235,9 @@ func (it *Iterator) Err() error { return it.err }
 // Close ends the iteration and its stream.
 func (it *Iterator) Close() {
 	it.closeStream()
-	it.cancel()
+	if it.cancel != nil {
+		it.cancel()
+	}
 }
 
 // PrefixEnd is the end of the range of keys that begin with prefix: the

@@ -120,11 +120,17 @@ func (t *Txn) Get(ctx context.Context, key []byte) (value []byte, found bool, er
 	return resp.Value, resp.Found, nil
 }
 
-// Scan returns the live keys of [start, end) (empty end: past the last key)
-// in key order, at most limit of them (0: all): the snapshot at the start
-// timestamp in every region (TxnScan), with the transaction's own writes
-// applied over it.
-func (t *Txn) Scan(ctx context.Context, start, end []byte, limit int) ([]KeyValue, error) {
+// Scan returns an iterator over the live keys of [start, end) (empty
+// start: the first key; empty end: past the last) in key order, at most
+// opts.Limit of them (0: all): the snapshot at the start timestamp in
+// every region (TxnScan), with the transaction's own writes applied over
+// it — those buffered when Scan is called; a write buffered while the
+// iterator is open is not seen by it. It streams like Client.Scan (one
+// region at a time, resuming a broken stream); opts.ReadTS must be unset
+// (a transaction reads at its start). Close it when done; Err is
+// ErrSnapshotTooOld when a region may have dropped a version the snapshot
+// needs.
+func (t *Txn) Scan(ctx context.Context, start, end []byte, opts ScanOptions) *Iterator {
 	in := func(k []byte) bool {
 		return bytes.Compare(k, start) >= 0 && (len(end) == 0 || bytes.Compare(k, end) < 0)
 	}
@@ -140,42 +146,22 @@ func (t *Txn) Scan(ctx context.Context, start, end []byte, limit int) ([]KeyValu
 	}
 	slices.SortFunc(own, func(a, b Mutation) int { return bytes.Compare(a.Key, b.Key) })
 	// Each own delete may hide one stored pair: read that many more.
-	opts := ScanOptions{ReadTS: &t.startTS}
-	if limit > 0 {
-		opts.Limit = limit + deletes
+	stored := ScanOptions{ReadTS: &t.startTS}
+	if opts.Limit > 0 {
+		stored.Limit = opts.Limit + deletes
 	}
-	it := t.c.Scan(ctx, start, end, opts)
-	it.snapshot = true
-	stored, err := it.all()
-	if err != nil {
-		return nil, readErr(err)
+	st := t.c.Scan(ctx, start, end, stored)
+	st.snapshot = true
+	it := &Iterator{ctx: ctx, cancel: st.Close, opts: ScanOptions{Limit: opts.Limit}, ov: &overlay{stored: st, own: own}}
+	if opts.ReadTS != nil {
+		it.err = errors.New("bellows client: Txn.Scan with ScanOptions.ReadTS: a transaction reads at its start timestamp")
 	}
-	out := make([]KeyValue, 0, len(stored)+len(own))
-	i := 0
-	for _, kv := range stored {
-		for ; i < len(own) && bytes.Compare(own[i].Key, kv.Key) < 0; i++ {
-			if !own[i].Delete {
-				out = append(out, KeyValue{Key: own[i].Key, Value: own[i].Value})
-			}
-		}
-		if i < len(own) && bytes.Equal(own[i].Key, kv.Key) {
-			if !own[i].Delete {
-				out = append(out, KeyValue{Key: own[i].Key, Value: own[i].Value})
-			}
-			i++
-			continue
-		}
-		out = append(out, kv)
-	}
-	for ; i < len(own); i++ {
-		if !own[i].Delete {
-			out = append(out, KeyValue{Key: own[i].Key, Value: own[i].Value})
-		}
-	}
-	if limit > 0 && len(out) > limit {
-		out = out[:limit]
-	}
-	return out, nil
+	return it
+}
+
+// ScanAll runs the transaction's Scan to its end and returns every pair.
+func (t *Txn) ScanAll(ctx context.Context, start, end []byte, opts ScanOptions) ([]KeyValue, error) {
+	return t.Scan(ctx, start, end, opts).all()
 }
 
 // Put buffers a write of value to key (copied).

@@ -87,6 +87,12 @@ func conflict() error {
 
 func startTxnStore(t *testing.T, s *txnStore) *Client {
 	t.Helper()
+	return startKVServer(t, s)
+}
+
+// startKVServer serves s and returns a client of it.
+func startKVServer(t *testing.T, s kvpb.KVServer) *Client {
+	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

@@ -370,17 +370,18 @@ func (b *Bank) scanBalances(ctx context.Context, x *client.Txn, rec *sicheck.Txn
 		}
 	}
 	end := hi + "\x00"
-	rows, err := x.Scan(ctx, []byte(lo), []byte(end), 0)
-	if err != nil {
-		return nil, err
-	}
+	it := x.Scan(ctx, []byte(lo), []byte(end), client.ScanOptions{})
+	defer it.Close()
 	scan := sicheck.Scan{Start: lo, End: end, Rows: map[string]string{}}
 	out := map[int][]byte{}
-	for _, kv := range rows {
-		if i, ok := index[string(kv.Key)]; ok {
-			scan.Rows[string(kv.Key)] = string(kv.Value)
-			out[i] = kv.Value
+	for it.Next() {
+		if i, ok := index[string(it.Key())]; ok {
+			scan.Rows[string(it.Key())] = string(it.Value())
+			out[i] = it.Value()
 		}
+	}
+	if err := it.Err(); err != nil {
+		return nil, err
 	}
 	rec.Scans = append(rec.Scans, scan)
 	return out, nil

@@ -107,7 +107,7 @@ func TestTransactionsAgainstTwoStores(t *testing.T) {
 							last.Reads[string(key)] = string(v)
 						} else {
 							end := append(slices.Clone(key), 0)
-							rows, err := x.Scan(ctx, key, end, 0)
+							rows, err := x.ScanAll(ctx, key, end, client.ScanOptions{})
 							if err != nil {
 								return err
 							}
@@ -252,21 +252,22 @@ func TestTransactionsAgainstTwoStores(t *testing.T) {
 		x.Put(regionKey(2, "scan"), []byte("mine"))
 		x.Delete(regionKey(3, "scan"))
 		x.Put(regionKey(3, "scan-own"), []byte("mine"))
-		rows, err := x.Scan(ctx, nil, nil, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
+		it := x.Scan(ctx, nil, nil, client.ScanOptions{})
 		var got []string
-		for _, kv := range rows {
-			if strings.Contains(string(kv.Key), "scan") {
-				got = append(got, fmt.Sprintf("%s=%s", kv.Key[1:], kv.Value))
+		for it.Next() {
+			if strings.Contains(string(it.Key()), "scan") {
+				got = append(got, fmt.Sprintf("%s=%s", it.Key()[1:], it.Value()))
 			}
 		}
+		if err := it.Err(); err != nil {
+			t.Fatal(err)
+		}
+		it.Close()
 		want := []string{"scan=before", "scan=before", "scan=mine", "scan-own=mine"}
 		if !slices.Equal(got, want) {
 			t.Fatalf("the transaction's scan: %q, want %q (the snapshot in every region, its own writes over it, no later write)", got, want)
 		}
-		if rows, err := x.Scan(ctx, nil, nil, 2); err != nil || len(rows) != 2 {
+		if rows, err := x.ScanAll(ctx, nil, nil, client.ScanOptions{Limit: 2}); err != nil || len(rows) != 2 {
 			t.Fatalf("a scan limited to 2: %d rows, %v", len(rows), err)
 		}
 	})

@@ -131,3 +131,22 @@ func TestKVDeleteRangeAndPrefix(t *testing.T) {
 		}
 	}
 }
+
+// kv txn's scan lists the snapshot with the transaction's own writes over
+// it, across regions.
+func TestKVTxnScan(t *testing.T) {
+	addr := startStore(t)
+	for _, k := range []string{"0a", "0b", "ka"} {
+		kv(t, addr, "put", k, "v")
+	}
+	got := kv(t, addr, "txn", "put", "0c", "mine", "delete", "0b", "scan", "0", "z", "put", "kb", "later")
+	if want := "0a\tv\n0c\tmine\nka\tv\nCOMMITTED "; !strings.HasPrefix(got, want) {
+		t.Fatalf("kv txn ... scan 0 z =\n%s\nwant it to begin\n%s", got, want)
+	}
+	if got := kv(t, addr, "txn", "scan", "k", ""); !strings.HasPrefix(got, "ka\tv\nkb\tlater\nREAD-ONLY ts=") {
+		t.Fatalf("kv txn scan k '' = %q", got)
+	}
+	if err := kvFails(t, addr, "txn", "scan", "z", "a"); !strings.Contains(err.Error(), "after END") {
+		t.Fatalf("kv txn scan z a: %v", err)
+	}
+}

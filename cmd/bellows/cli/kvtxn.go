@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -12,26 +13,36 @@ import (
 
 // txnOp is one operation of `bellows kv txn`.
 type txnOp struct {
-	verb       string // get, put, delete
-	key, value string
+	verb       string // get, put, delete, scan
+	key, value string // scan: START and END
 }
 
 // decode is op's key and value as bytes (--hex: from hexadecimal).
 func (op txnOp) decode(c codec) (key, value []byte, err error) {
+	if op.verb == "scan" {
+		if key, err = c.arg("scan START", op.key); err == nil {
+			value, err = c.arg("scan END", op.value)
+		}
+		if err == nil && len(value) > 0 && bytes.Compare(key, value) > 0 {
+			err = fmt.Errorf("%w: scan START %q is after END %q", client.ErrInvalidRange, key, value)
+		}
+		return key, value, err
+	}
 	if key, err = c.arg(op.verb+" KEY", op.key); err == nil && op.verb == "put" {
 		value, err = c.arg("put VALUE", op.value)
 	}
 	return key, value, err
 }
 
-// parseTxnOps reads `get KEY`, `put KEY VALUE` and `delete KEY` in order.
+// parseTxnOps reads `get KEY`, `put KEY VALUE`, `delete KEY` and `scan
+// START END` in order.
 func parseTxnOps(args []string) ([]txnOp, error) {
 	var ops []txnOp
 	for i := 0; i < len(args); {
 		verb := args[i]
-		need := map[string]int{"get": 1, "put": 2, "delete": 1}[verb]
+		need := map[string]int{"get": 1, "put": 2, "delete": 1, "scan": 2}[verb]
 		if need == 0 {
-			return nil, fmt.Errorf("argument %d: %q is not an operation (want get KEY, put KEY VALUE or delete KEY)", i+1, verb)
+			return nil, fmt.Errorf("argument %d: %q is not an operation (want get KEY, put KEY VALUE, delete KEY or scan START END)", i+1, verb)
 		}
 		if i+need >= len(args) {
 			return nil, fmt.Errorf("argument %d: %s needs %d more argument(s)", i+1, verb, need)
@@ -44,12 +55,13 @@ func parseTxnOps(args []string) ([]txnOp, error) {
 		i += 1 + need
 	}
 	if len(ops) == 0 {
-		return nil, fmt.Errorf("no operations: give get KEY, put KEY VALUE or delete KEY, one or more")
+		return nil, fmt.Errorf("no operations: give get KEY, put KEY VALUE, delete KEY or scan START END, one or more")
 	}
 	return ops, nil
 }
 
-// runTxnOps runs ops in t, printing each read as KEY<TAB>VALUE.
+// runTxnOps runs ops in t, printing each read (and each pair a scan
+// reads) as KEY<TAB>VALUE.
 func runTxnOps(ctx context.Context, t *client.Txn, ops []txnOp, c codec, out io.Writer) error {
 	for _, op := range ops {
 		key, value, err := op.decode(c)
@@ -71,6 +83,15 @@ func runTxnOps(ctx context.Context, t *client.Txn, ops []txnOp, c codec, out io.
 			t.Put(key, value)
 		case "delete":
 			t.Delete(key)
+		case "scan":
+			it := t.Scan(ctx, key, value, client.ScanOptions{})
+			for it.Next() {
+				fmt.Fprintf(out, "%s\t%s\n", c.text(it.Key()), c.text(it.Value()))
+			}
+			it.Close()
+			if err := it.Err(); err != nil {
+				return err
+			}
 		}
 	}
 	return nil
@@ -80,9 +101,10 @@ func newKVTxnCommand(f *kvFlags) *cobra.Command {
 	var retry bool
 	cmd := &cobra.Command{
 		Use:   "txn OPERATION...",
-		Short: "Run get KEY, put KEY VALUE and delete KEY in one snapshot-isolation transaction, in any regions, and commit it",
+		Short: "Run get KEY, put KEY VALUE, delete KEY and scan START END in one snapshot-isolation transaction, in any regions, and commit it",
 		Long: `Runs the operations in order in one transaction: reads see the snapshot at its
-start (and its own writes), writes commit together or not at all, in whatever
+start (and its own writes; scan START END lists [START, END), an empty END
+meaning to the last key), writes commit together or not at all, in whatever
 regions they fall. A conflict (another write of one of its keys committed after the
 start) aborts it, naming the key; --retry runs it again from a new snapshot instead.
 
