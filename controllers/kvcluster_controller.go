@@ -79,6 +79,14 @@ type kvPass struct {
 	// sts is the live StatefulSet (nil until the step that writes it ran).
 	sts       *appsv1.StatefulSet
 	poolFound bool
+	// pool is the CompactionPool compactionPoolRef names (nil when there
+	// is none or it does not exist); the split size follows its cache.
+	pool *kvapi.CompactionPool
+	// regionsTooLarge says why the split size lets a region outgrow the
+	// pool's worker cache (empty when it does not); splitChecked says the
+	// check ran in this pass.
+	regionsTooLarge string
+	splitChecked    bool
 	// memoryShortfall says why the user's memory limit cannot hold what
 	// the engine settings need (empty when it can).
 	memoryShortfall string
@@ -127,6 +135,7 @@ func (r *KVClusterReconciler) runner() runner[*kvPass] {
 			serviceMonitorStep(ch, func(p *kvPass) *unstructured.Unstructured { return specs.BuildStoreServiceMonitor(p.cluster) }),
 			{"CompactionPool reference", r.checkPool},
 			{"resources", r.checkResources},
+			{"region split size", r.checkRegionSplit},
 			{"engine ConfigMap and StatefulSet", func(ctx context.Context, p *kvPass) Result { return r.reconcileStatefulSet(ctx, ch, p) }},
 		},
 		status:      computeKVStatus,
@@ -214,7 +223,7 @@ func (r *KVClusterReconciler) reconcileStatefulSet(ctx context.Context, ch child
 		// as they are, rather than rolled out as crash-looping stores.
 		return Invalid(err)
 	}
-	desired := specs.BuildStoreStatefulSet(c, cm)
+	desired := specs.BuildStoreStatefulSet(c, cm, p.pool)
 
 	// The gate decides on the live StatefulSet, not the cached one: right
 	// after the operator applied a change, the cache may still hold the
@@ -291,11 +300,16 @@ func (r *KVClusterReconciler) checkPool(ctx context.Context, p *kvPass) Result {
 		p.poolFound = true
 		return Continue()
 	}
-	err := r.Get(ctx, client.ObjectKey{Namespace: p.cluster.Namespace, Name: ref.Name}, &kvapi.CompactionPool{})
+	pool := &kvapi.CompactionPool{}
+	err := r.Get(ctx, client.ObjectKey{Namespace: p.cluster.Namespace, Name: ref.Name}, pool)
 	if apierrors.IsNotFound(err) {
 		return Continue()
 	}
 	p.poolFound = err == nil
+	if p.poolFound {
+		pool.SetDefaults()
+		p.pool = pool
+	}
 	return FailIf(err)
 }
 
@@ -326,6 +340,7 @@ func computeKVStatus(p *kvPass, outcome Result) {
 		setCondition(&st.Conditions, gen, kvapi.ConditionDegraded, false, kvapi.ReasonAsExpected, "")
 	}
 	resourcesCondition(p)
+	regionsCondition(p)
 	waiting := outcome.Waiting(kvapi.ReasonWaitingForRollout)
 	ready := p.sts != nil && !waiting && rolloutComplete(p.sts) && p.sts.Status.ReadyReplicas == c.Spec.Replicas
 	// A replacement is reported until the rollout it started completes (or

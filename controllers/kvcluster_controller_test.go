@@ -81,7 +81,19 @@ func desiredStoreHash(g *WithT, key client.ObjectKey) string {
 	}
 	cm, err := specs.BuildStoreConfigMap(c)
 	g.Expect(err).NotTo(HaveOccurred())
-	return specs.SpecHash(specs.BuildStoreStatefulSet(c, cm))
+	// The split size follows the referenced pool's cache, when it exists.
+	var pool *kvapi.CompactionPool
+	if ref := c.Spec.CompactionPoolRef; ref != nil {
+		p := &kvapi.CompactionPool{}
+		err := k8sClient.Get(context.Background(), client.ObjectKey{Namespace: c.Namespace, Name: ref.Name}, p)
+		if err == nil {
+			p.SetDefaults()
+			pool = p
+		} else {
+			g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "get the CompactionPool: %v", err)
+		}
+	}
+	return specs.SpecHash(specs.BuildStoreStatefulSet(c, cm, pool))
 }
 
 // TestKVClusterSamplePair reconciles config/samples and follows the cluster

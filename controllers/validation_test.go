@@ -135,7 +135,7 @@ func TestValidationRejectsInvalidResources(t *testing.T) {
 			c := validCluster(ns, "c8")
 			c.Spec.Regions.SplitKeys = []string{"m"}
 			return c
-		}, "regions: set exactly one of count or splitKeys"},
+		}, "regions: set count or splitKeys, not both (count 4 and 1 splitKeys given): remove count to cut at the keys, or splitKeys to cut 4 even ranges"},
 		{"split keys out of order", func() client.Object {
 			c := validCluster(ns, "c9")
 			c.Spec.Regions = kvapi.RegionsSpec{SplitKeys: []string{"m", "c"}}
@@ -228,6 +228,19 @@ func TestValidationRejectsInvalidResources(t *testing.T) {
 			`bucket.credentialsSecretRef.name: "S3_Creds" is not a Secret name`},
 		{"empty split key", cluster("k1", "regions: {splitKeys: ['', m]}"),
 			`regions.splitKeys[0]: "" (an empty key) is not a boundary, as every key sorts after it; remove it`},
+		// Split settings: the field, the value and the fix.
+		{"split size in words", cluster("sb1", "regions: {count: 4, splitBytes: three gigs}"),
+			`regions.splitBytes: "three gigs" is not a quantity; write bytes with a unit, e.g. 3Gi (at most half the cacheBytes of the CompactionPool), or 0 to never split`},
+		{"negative split size", cluster("sb2", "regions: {count: 4, splitBytes: -1Gi}"),
+			"regions.splitBytes: -1Gi is negative; write a size such as 3Gi"},
+		{"split size below the default memstore", cluster("sb3", "regions: {count: 4, splitBytes: 64Mi}"),
+			"spec.regions.splitBytes: Invalid value: \"object\": regions.splitBytes: 64Mi is below engine.memstore.bytes 128Mi (the default), so a region would split at every flush of its memstore: set splitBytes to at least 128Mi"},
+		{"split size below the memstore set", cluster("sb4", "regions: {count: 4, splitBytes: 200Mi}, engine: {memstore: {bytes: 256Mi}}"),
+			"regions.splitBytes: 200Mi is below engine.memstore.bytes 256Mi, so a region would split at every flush of its memstore: set splitBytes to at least 256Mi"},
+		{"split size in plain bytes below the memstore", cluster("sb5", "regions: {count: 4, splitBytes: 1048576}"),
+			"regions.splitBytes: 1048576 is below engine.memstore.bytes 128Mi (the default)"},
+		{"negative split rate", cluster("sq1", "regions: {count: 4, splitQPS: -5}"),
+			"regions.splitQPS: -5 is negative; write requests per second, e.g. 3000, or 0 to never split by load"},
 		{"zero compaction ratio", cluster("r1", "engine: {compaction: {ratio: '0'}}"), `engine.compaction.ratio: "0" must be greater than 0, e.g. "1.2"`},
 		{"compaction ratio with a comma", cluster("r2", "engine: {compaction: {ratio: '1,2'}}"), `engine.compaction.ratio: "1,2" is not a decimal number`},
 
@@ -300,6 +313,12 @@ func TestValidationAcceptsEdgeCases(t *testing.T) {
 		{"small ratio and minimum memstore", fromYAML(t, "KVCluster", ns, "e9",
 			"{bucket: {url: 's3://bucket'}, engine: {compaction: {ratio: '0.5', minFiles: 10}, memstore: {bytes: 1Mi}}}")},
 		{"split keys", fromYAML(t, "KVCluster", ns, "e10", "{bucket: {url: 's3://bucket'}, regions: {splitKeys: [a, m]}}")},
+		// Split settings alone: the first layout is one region.
+		{"split settings without a layout", fromYAML(t, "KVCluster", ns, "e11", "{bucket: {url: 's3://bucket'}, regions: {splitBytes: 3Gi, splitQPS: 3000}}")},
+		{"never split", fromYAML(t, "KVCluster", ns, "e12", "{bucket: {url: 's3://bucket'}, regions: {count: 2, splitBytes: 0, splitQPS: 0}}")},
+		{"split size equal to the memstore", fromYAML(t, "KVCluster", ns, "e13", "{bucket: {url: 's3://bucket'}, regions: {splitBytes: 128Mi}}")},
+		{"split size equal to a small memstore", fromYAML(t, "KVCluster", ns, "e14",
+			"{bucket: {url: 's3://bucket'}, regions: {splitKeys: [m], splitBytes: '1048576'}, engine: {memstore: {bytes: 1Mi}}}")},
 		{"cluster name of the maximum length", validCluster(ns, long(kvapi.MaxKVClusterNameLength))},
 		{"pool name of the maximum length", validPool(ns, long(kvapi.MaxCompactionPoolNameLength))},
 	} {
@@ -331,8 +350,10 @@ func TestValidationImmutableFields(t *testing.T) {
 		mutate func(*kvapi.KVCluster)
 		msg    string
 	}{
-		{"region count", func(c *kvapi.KVCluster) { c.Spec.Regions.Count = ptr.To(int32(8)) }, "regions is immutable: the region layout cannot change after creation"},
-		{"region split keys", func(c *kvapi.KVCluster) { c.Spec.Regions = kvapi.RegionsSpec{SplitKeys: []string{"k"}} }, "regions is immutable"},
+		{"region count", func(c *kvapi.KVCluster) { c.Spec.Regions.Count = ptr.To(int32(8)) },
+			"regions.count and regions.splitKeys are immutable: they made the cluster's first regions, which split from there"},
+		{"region split keys", func(c *kvapi.KVCluster) { c.Spec.Regions = kvapi.RegionsSpec{SplitKeys: []string{"k"}} }, "regions.count and regions.splitKeys are immutable"},
+		{"region count left out", func(c *kvapi.KVCluster) { c.Spec.Regions.Count = nil }, "regions.count and regions.splitKeys are immutable"},
 		{"storage size", func(c *kvapi.KVCluster) { c.Spec.Storage.Size = resource.MustParse("20Gi") }, "storage is immutable"},
 		{"storage class", func(c *kvapi.KVCluster) { c.Spec.Storage.StorageClassName = ptr.To("fast") }, "storage is immutable"},
 		{"bucket url", func(c *kvapi.KVCluster) { c.Spec.Bucket.URL = "s3://another-bucket" }, "bucket.url is immutable: the stores' regions live in the bucket it names"},
@@ -382,6 +403,19 @@ func TestValidationImmutableFields(t *testing.T) {
 	}
 	if err != nil {
 		t.Fatalf("replicas must stay mutable: %v", err)
+	}
+	// The split settings may change: regions split from the first layout.
+	err = retryOnConflict(t, func() error {
+		cur := &kvapi.KVCluster{}
+		if err := k8sClient.Get(ctx, client.ObjectKeyFromObject(c), cur); err != nil {
+			return err
+		}
+		cur.Spec.Regions.SplitBytes = ptr.To(resource.MustParse("2Gi"))
+		cur.Spec.Regions.SplitQPS = ptr.To(int32(3000))
+		return k8sClient.Update(ctx, cur)
+	})
+	if err != nil {
+		t.Fatalf("regions.splitBytes and regions.splitQPS must stay mutable: %v", err)
 	}
 }
 

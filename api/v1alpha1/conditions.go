@@ -19,6 +19,11 @@ const (
 	// ConditionResourcesSufficient is a KVCluster's: False when the memory
 	// limit the user set is below what the engine settings need per pod.
 	ConditionResourcesSufficient = "ResourcesSufficient"
+	// ConditionRegionsFitWorkers is a KVCluster's: False when its split
+	// size lets a region grow into a major compaction larger than the
+	// worker cache of the CompactionPool it references (no worker admits
+	// the job, which then runs in the store).
+	ConditionRegionsFitWorkers = "RegionsFitWorkers"
 )
 
 // Condition reasons.
@@ -38,6 +43,14 @@ const (
 	ReasonCompactionPoolMissing = "CompactionPoolNotFound"
 	ReasonAsExpected            = "AsExpected"
 	ReasonMemoryBelowEngineNeed = "MemoryLimitBelowEngineNeed"
+	// ReasonRegionsTooLargeForWorkers: RegionsFitWorkers is False (and a
+	// Warning event of this reason says why).
+	ReasonRegionsTooLargeForWorkers = "RegionsTooLargeForWorkers"
+	// ReasonOffloadDisabled: compactions run in the stores, so a region's
+	// size is not held against a worker's cache.
+	ReasonOffloadDisabled = "OffloadDisabled"
+	// ReasonNoCompactionPool: the cluster references no CompactionPool.
+	ReasonNoCompactionPool = "NoCompactionPool"
 
 	ReasonModelRecommendation = "ModelRecommendation"
 	ReasonModelInfeasible     = "ModelInfeasible"

@@ -72,6 +72,10 @@ func TestCRDRulesMatchTheCode(t *testing.T) {
 		{pools, "", fmt.Sprintf("size(self.metadata.name) <= %d", MaxCompactionPoolNameLength)},
 		{kv, ".spec.compactionPoolRef.name", fmt.Sprintf("size(self) <= %d", MaxCompactionPoolNameLength)},
 		{kv, ".spec.engine.memstore.bytes", fmt.Sprintf("compareTo(quantity('%s')) >= 0", resource.NewQuantity(contract.MinMemstoreBytes, resource.BinarySI))},
+		// An unset count is the default count for the immutability rule.
+		{kv, ".spec.regions", fmt.Sprintf("(has(self.count) ? self.count : %d) == (has(oldSelf.count) ? oldSelf.count : %d)", DefaultRegionCount, DefaultRegionCount)},
+		// splitBytes is at least the memstore, which is at least MinMemstoreBytes.
+		{kv, ".spec", "quantity(string(self.regions.splitBytes)).compareTo(quantity(string(self.engine.memstore.bytes))) >= 0"},
 		{pools, ".spec.drainTimeout", "duration(self) >= duration('" + MinDrainTimeout.String() + "')"},
 		{pools, ".spec.autoscaling.interval", "duration(self) >= duration('" + MinInterval.String() + "')"},
 		{pools, ".spec.autoscaling.syncPeriod", "duration(self) >= duration('" + MinSyncPeriod.String() + "')"},
@@ -86,8 +90,8 @@ func TestCRDRulesMatchTheCode(t *testing.T) {
 
 // The two forms a message uses to name a default.
 var (
-	intDefault      = regexp.MustCompile(`self\.(\w+) == (\d+) \? ' \(the default\)'`)
-	quantityDefault = regexp.MustCompile(`quantity\(string\(self\.(\w+)\)\)\.compareTo\(quantity\('([^']+)'\)\) == 0 \? ' \(the default\)'`)
+	intDefault      = regexp.MustCompile(`self\.([\w.]+) == (\d+) \? ' \(the default\)'`)
+	quantityDefault = regexp.MustCompile(`quantity\(string\(self\.([\w.]+)\)\)\.compareTo\(quantity\('([^']+)'\)\) == 0 \? ' \(the default\)'`)
 )
 
 // TestCRDMessagesNameTheDefaults: a message that says "(the default)" of a
@@ -100,7 +104,8 @@ func TestCRDMessagesNameTheDefaults(t *testing.T) {
 				for _, m := range re.FindAllStringSubmatch(r.messageExpr, -1) {
 					n++
 					field, said := m[1], m[2]
-					def, ok := lookup(r.schema, ".properties."+field+".default")
+					// A field below the rule's object: a.b is .properties.a.properties.b.
+					def, ok := lookup(r.schema, ".properties."+strings.ReplaceAll(field, ".", ".properties.")+".default")
 					if !ok {
 						t.Errorf("%s %s: the message names a default of %s, which has none", file, r.path, field)
 						continue

@@ -17,6 +17,7 @@ const (
 	DefaultKVClusterReplicas   = contract.DefaultKVClusterReplicas
 	DefaultStorageSize         = contract.DefaultStorageSize
 	DefaultRegionCount         = contract.DefaultRegionCount
+	DefaultSplitQPS            = contract.DefaultSplitQPS
 	DefaultMemstorePolicy      = MemstorePolicy(contract.DefaultMemstorePolicy)
 	DefaultCompactionMinFiles  = int32(contract.DefaultCompactionMinFiles)
 	DefaultCompactionMaxFiles  = int32(contract.DefaultCompactionMaxFiles)
@@ -65,6 +66,12 @@ func (c *KVCluster) SetDefaults() {
 	if s.Regions.Count == nil && len(s.Regions.SplitKeys) == 0 {
 		n := DefaultRegionCount
 		s.Regions.Count = &n
+	}
+	// splitBytes has no default here: unset, the operator derives it from
+	// the referenced CompactionPool (controllers/specs.RegionSplitOf).
+	if s.Regions.SplitQPS == nil {
+		q := DefaultSplitQPS
+		s.Regions.SplitQPS = &q
 	}
 	e := &s.Engine
 	if e.Memstore.Policy == "" {

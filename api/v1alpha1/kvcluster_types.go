@@ -6,6 +6,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
+// A region smaller than one memstore would split at every flush. The memstore
+// size is defaulted before validation, so the message says when it is the default.
+// +kubebuilder:validation:XValidation:rule=`!has(self.regions) || !has(self.regions.splitBytes) || !isQuantity(string(self.regions.splitBytes)) || quantity(string(self.regions.splitBytes)).sign() <= 0 || !has(self.engine) || !has(self.engine.memstore) || !has(self.engine.memstore.bytes) || !isQuantity(string(self.engine.memstore.bytes)) || quantity(string(self.regions.splitBytes)).compareTo(quantity(string(self.engine.memstore.bytes))) >= 0`,fieldPath=`.regions.splitBytes`,messageExpression=`'regions.splitBytes: ' + string(self.regions.splitBytes) + ' is below engine.memstore.bytes ' + string(self.engine.memstore.bytes) + (quantity(string(self.engine.memstore.bytes)).compareTo(quantity('128Mi')) == 0 ? ' (the default)' : '') + ', so a region would split at every flush of its memstore: set splitBytes to at least ' + string(self.engine.memstore.bytes) + ' (at most half the cacheBytes of the CompactionPool), leave it out to follow the pool, or write 0 to never split'`
+
 // KVClusterSpec is the desired state of a Bellows cluster's storage pods.
 //
 // +kubebuilder:validation:XValidation:rule="self.engine.offload != 'Required' || has(self.compactionPoolRef)",message="engine.offload: Required needs a compactionPoolRef naming the CompactionPool that runs the compactions"
@@ -54,9 +58,11 @@ type KVClusterSpec struct {
 	// Bucket is where region files and manifests live.
 	Bucket BucketSpec `json:"bucket"`
 
-	// Regions is the region layout: a count of equal ranges, or explicit split keys.
+	// Regions is the cluster's first region layout (a count of equal
+	// ranges, or explicit split keys) and when regions split from there.
+	// count and splitKeys are immutable; splitBytes and splitQPS may change.
 	// +kubebuilder:default={count: 1}
-	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="regions is immutable: the region layout cannot change after creation"
+	// +kubebuilder:validation:XValidation:rule="(has(self.count) ? self.count : 1) == (has(oldSelf.count) ? oldSelf.count : 1) && (has(self.splitKeys) ? self.splitKeys : []) == (has(oldSelf.splitKeys) ? oldSelf.splitKeys : [])",message="regions.count and regions.splitKeys are immutable: they made the cluster's first regions, which split from there (the region map in the bucket says which exist now); set them back, tune regions.splitBytes or regions.splitQPS instead, or create a new KVCluster for another initial layout"
 	// +optional
 	Regions RegionsSpec `json:"regions,omitzero"`
 
@@ -122,12 +128,16 @@ type BucketSpec struct {
 	CredentialsSecretRef *corev1.LocalObjectReference `json:"credentialsSecretRef,omitempty"`
 }
 
-// RegionsSpec is either a count or a list of split keys, not both.
+// RegionsSpec is the first layout, a count or a list of split keys (not
+// both; neither is a count of 1), and the split settings. The layout makes
+// only a new cluster's first region map: from then on regions split by size
+// and by load, and the map in the bucket says which exist (docs/regions.md).
 //
-// +kubebuilder:validation:XValidation:rule="has(self.count) != has(self.splitKeys)",message="regions: set exactly one of count or splitKeys"
+// +kubebuilder:validation:XValidation:rule="!has(self.count) || !has(self.splitKeys)",messageExpression=`'regions: set count or splitKeys, not both (count ' + string(self.count) + ' and ' + string(size(self.splitKeys)) + ' splitKeys given): remove count to cut at the keys, or splitKeys to cut ' + string(self.count) + ' even ranges'`
 type RegionsSpec struct {
 	// Count splits the key space into this many regions, evenly by the
-	// keys' first byte: at most 256 (contract.MaxRegionCount).
+	// keys' first byte: at most 256 (contract.MaxRegionCount). Without
+	// count and splitKeys, 1.
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=256
 	// +optional
@@ -144,6 +154,27 @@ type RegionsSpec struct {
 	// +listType=set
 	// +optional
 	SplitKeys []string `json:"splitKeys,omitempty"`
+
+	// SplitBytes: a region whose data (its files plus its memstore) passes
+	// this size splits in two at the key that halves its bytes. Unset, it
+	// is half the worker cache m of the compactionPoolRef's pool
+	// (spec.cacheBytes / 2, at least engine.memstore.bytes), so that a
+	// region's major compaction fits a worker with room for a second
+	// (docs/regions.md); without a pool, 512Mi. 0 never splits. At least
+	// engine.memstore.bytes; above the pool's cacheBytes the operator warns
+	// (condition RegionsFitWorkers).
+	// +kubebuilder:validation:XValidation:rule=`isQuantity(string(self)) && quantity(string(self)).sign() >= 0`,messageExpression=`!isQuantity(string(self)) ? 'regions.splitBytes: "' + string(self) + '" is not a quantity; write bytes with a unit, e.g. 3Gi (at most half the cacheBytes of the CompactionPool), or 0 to never split' : 'regions.splitBytes: ' + string(self) + ' is negative; write a size such as 3Gi (at most half the cacheBytes of the CompactionPool), or 0 to never split'`
+	// +optional
+	SplitBytes *resource.Quantity `json:"splitBytes,omitempty"`
+
+	// SplitQPS: a region serving more requests per second than this (over
+	// the store's load window), and more than twice the median of its
+	// store's regions, splits at a sampled key that halves its load. A
+	// single hot key is never split. 0 never splits by load.
+	// +kubebuilder:default=0
+	// +kubebuilder:validation:XValidation:rule=`self >= 0`,messageExpression=`'regions.splitQPS: %d is negative; write requests per second, e.g. 3000, or 0 to never split by load'.format([self])`
+	// +optional
+	SplitQPS *int32 `json:"splitQPS,omitempty"`
 }
 
 // CompactionPoolReference names a CompactionPool in the same namespace.

@@ -56,7 +56,7 @@ func fullCluster() *kvapi.KVCluster {
 			},
 			Storage: kvapi.StorageSpec{Size: resource.MustParse("100Gi"), StorageClassName: ptr.To("fast")},
 			Bucket:  kvapi.BucketSpec{URL: "s3://bucket/prefix", CredentialsSecretRef: &corev1.LocalObjectReference{Name: "s3-creds"}},
-			Regions: kvapi.RegionsSpec{SplitKeys: []string{"g", "p"}},
+			Regions: kvapi.RegionsSpec{SplitKeys: []string{"g", "p"}, SplitBytes: ptr.To(resource.MustParse("1Gi")), SplitQPS: ptr.To(int32(2500))},
 			Engine: kvapi.EngineSpec{
 				Memstore: kvapi.MemstoreSpec{Policy: "Eager", Bytes: resource.MustParse("64Mi"), MaxWALBytes: resource.MustParse("96Mi"),
 					MaxWALAge: "30m", MaxStoreWALBytes: resource.MustParse("1Gi")},
@@ -112,9 +112,18 @@ func fullPool() *kvapi.CompactionPool {
 	return p
 }
 
-// clusterObjects is every object the operator writes for c, in the order of
-// the golden file.
-func clusterObjects(t *testing.T, c *kvapi.KVCluster) []client.Object {
+// referencedPool is the pool defaultedCluster references, at its defaults
+// (m = 6Gi: the cluster's regions split at 3Gi).
+func referencedPool() *kvapi.CompactionPool {
+	p := defaultedPool()
+	p.Name = "pool"
+	return p
+}
+
+// clusterObjects is every object the operator writes for c, whose
+// compactionPoolRef names pool (nil: none, or it does not exist), in the
+// order of the golden file.
+func clusterObjects(t *testing.T, c *kvapi.KVCluster, pool *kvapi.CompactionPool) []client.Object {
 	t.Helper()
 	cm, err := BuildStoreConfigMap(c)
 	if err != nil {
@@ -123,7 +132,7 @@ func clusterObjects(t *testing.T, c *kvapi.KVCluster) []client.Object {
 	return []client.Object{
 		BuildStoreServiceAccount(c), BuildStoreRole(c), BuildStoreRoleBinding(c),
 		BuildStoreHeadlessService(c), BuildStoreClientService(c), BuildStorePDB(c), BuildStoreServiceMonitor(c),
-		cm, BuildStoreStatefulSet(c, cm),
+		cm, BuildStoreStatefulSet(c, cm, pool),
 	}
 }
 
@@ -165,8 +174,8 @@ func checkGolden(t *testing.T, name string, objs []client.Object) {
 // TestGolden pins every object the builders make, whole, for a minimal and a
 // fully specified resource of each kind.
 func TestGolden(t *testing.T) {
-	checkGolden(t, "kvcluster-default", clusterObjects(t, defaultedCluster()))
-	checkGolden(t, "kvcluster-full", clusterObjects(t, fullCluster()))
+	checkGolden(t, "kvcluster-default", clusterObjects(t, defaultedCluster(), referencedPool()))
+	checkGolden(t, "kvcluster-full", clusterObjects(t, fullCluster(), nil))
 	checkGolden(t, "compactionpool-default", poolObjects(defaultedPool()))
 	checkGolden(t, "compactionpool-full", poolObjects(fullPool()))
 }

@@ -125,8 +125,10 @@ func BuildStoreClientService(c *kvapi.KVCluster) *corev1.Service {
 	return s
 }
 
-// StoreArgs are `bellows store` flags (docs/interfaces.md).
-func StoreArgs(c *kvapi.KVCluster) []string {
+// StoreArgs are `bellows store` flags (docs/interfaces.md). pool is the
+// CompactionPool compactionPoolRef names (nil when there is none or it does
+// not exist): the split size follows its cache (RegionSplitOf).
+func StoreArgs(c *kvapi.KVCluster, pool *kvapi.CompactionPool) []string {
 	args := []string{
 		"store",
 		contract.Arg(contract.FlagListen, fmt.Sprintf(":%d", contract.StoreGRPCPort)),
@@ -140,6 +142,14 @@ func StoreArgs(c *kvapi.KVCluster) []string {
 	} else {
 		args = append(args, contract.Arg(contract.FlagRegions, c.Spec.Regions.RegionCount()))
 	}
+	// Both are written out, so the pods do not depend on the image's
+	// defaults: an operator and a store of different versions agree.
+	args = append(args, contract.Arg(contract.FlagSplitBytes, RegionSplitOf(c, pool).Bytes))
+	qps := kvapi.DefaultSplitQPS
+	if c.Spec.Regions.SplitQPS != nil {
+		qps = *c.Spec.Regions.SplitQPS
+	}
+	args = append(args, contract.Arg(contract.FlagSplitQPS, qps))
 	// The store reads the replica count from its StatefulSet (a watch),
 	// so a replica change leaves the pod template alone: no store
 	// restarts, only the regions whose owner changes move.
@@ -158,8 +168,8 @@ func StoreArgs(c *kvapi.KVCluster) []string {
 // BuildStoreStatefulSet is the storage pods. Updates roll one pod at a time
 // (OrderedReady, RollingUpdate): a pod is replaced only once the previous
 // one is Ready; the operator additionally waits for a rollout to finish
-// before it writes the next change.
-func BuildStoreStatefulSet(c *kvapi.KVCluster, cm *corev1.ConfigMap) *appsv1.StatefulSet {
+// before it writes the next change. pool is as for StoreArgs.
+func BuildStoreStatefulSet(c *kvapi.KVCluster, cm *corev1.ConfigMap, pool *kvapi.CompactionPool) *appsv1.StatefulSet {
 	env := []corev1.EnvVar{
 		{Name: contract.PodIndexEnv, ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.labels['apps.kubernetes.io/pod-index']"}}},
 		{Name: "POD_NAME", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}}},
@@ -173,7 +183,7 @@ func BuildStoreStatefulSet(c *kvapi.KVCluster, cm *corev1.ConfigMap) *appsv1.Sta
 		Name:            "store",
 		Image:           c.Spec.Image,
 		ImagePullPolicy: c.Spec.ImagePullPolicy,
-		Args:            StoreArgs(c),
+		Args:            StoreArgs(c, pool),
 		Env:             env,
 		EnvFrom:         envFrom,
 		Ports:           containerPorts(contract.StoreGRPCPort),

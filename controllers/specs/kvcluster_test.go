@@ -8,6 +8,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
@@ -74,41 +75,67 @@ func TestStoreArgs(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		c    *kvapi.KVCluster
+		pool *kvapi.CompactionPool
 		want []string
 	}{
-		{"region count and a pool", defaultedCluster(), []string{
+		// The pool's m = 6Gi: regions split at 3Gi.
+		{"region count and a pool", defaultedCluster(), referencedPool(), []string{
 			"store", "--listen=:7400", "--metrics-listen=:9090", "--bucket=file:///bucket",
 			"--wal-dir=/var/lib/bellows/wal", "--config=/etc/bellows/engine.yaml",
-			"--regions=7", "--region-owner=$(POD_INDEX)", "--replicas-from=ns/kv", "--peer-service=ns/kv-headless",
+			"--regions=7", "--split-bytes=3221225472", "--split-qps=0",
+			"--region-owner=$(POD_INDEX)", "--replicas-from=ns/kv", "--peer-service=ns/kv-headless",
 			"--compactor-service=ns/pool-compactor",
 		}},
-		// Split keys instead of a count; offload Disabled: no compactor
-		// Service even though a pool is referenced.
-		{"split keys, offload disabled", fullCluster(), []string{
+		// Split keys instead of a count, the split settings written;
+		// offload Disabled: no compactor Service even though a pool is
+		// referenced.
+		{"split keys, offload disabled", fullCluster(), referencedPool(), []string{
 			"store", "--listen=:7400", "--metrics-listen=:9090", "--bucket=s3://bucket/prefix",
 			"--wal-dir=/var/lib/bellows/wal", "--config=/etc/bellows/engine.yaml",
-			"--split-keys=g,p", "--region-owner=$(POD_INDEX)", "--replicas-from=prod/big", "--peer-service=prod/big-headless",
+			"--split-keys=g,p", "--split-bytes=1073741824", "--split-qps=2500",
+			"--region-owner=$(POD_INDEX)", "--replicas-from=prod/big", "--peer-service=prod/big-headless",
 		}},
 		{"no pool", func() *kvapi.KVCluster {
 			c := defaultedCluster()
 			c.Spec.CompactionPoolRef = nil
 			c.Spec.Regions.Count = ptr.To(int32(70))
 			return c
-		}(), []string{
+		}(), nil, []string{
 			"store", "--listen=:7400", "--metrics-listen=:9090", "--bucket=file:///bucket",
 			"--wal-dir=/var/lib/bellows/wal", "--config=/etc/bellows/engine.yaml",
-			"--regions=70", "--region-owner=$(POD_INDEX)", "--replicas-from=ns/kv", "--peer-service=ns/kv-headless",
+			"--regions=70", "--split-bytes=536870912", "--split-qps=0",
+			"--region-owner=$(POD_INDEX)", "--replicas-from=ns/kv", "--peer-service=ns/kv-headless",
+		}},
+		// The pool named does not exist (yet): the default without a pool.
+		{"pool not found", defaultedCluster(), nil, []string{
+			"store", "--listen=:7400", "--metrics-listen=:9090", "--bucket=file:///bucket",
+			"--wal-dir=/var/lib/bellows/wal", "--config=/etc/bellows/engine.yaml",
+			"--regions=7", "--split-bytes=536870912", "--split-qps=0",
+			"--region-owner=$(POD_INDEX)", "--replicas-from=ns/kv", "--peer-service=ns/kv-headless",
+			"--compactor-service=ns/pool-compactor",
+		}},
+		// 0 never splits, and is passed as 0 (not the store's default).
+		{"never split", func() *kvapi.KVCluster {
+			c := defaultedCluster()
+			c.Spec.Regions.SplitBytes = ptr.To(resource.MustParse("0"))
+			return c
+		}(), referencedPool(), []string{
+			"store", "--listen=:7400", "--metrics-listen=:9090", "--bucket=file:///bucket",
+			"--wal-dir=/var/lib/bellows/wal", "--config=/etc/bellows/engine.yaml",
+			"--regions=7", "--split-bytes=0", "--split-qps=0",
+			"--region-owner=$(POD_INDEX)", "--replicas-from=ns/kv", "--peer-service=ns/kv-headless",
+			"--compactor-service=ns/pool-compactor",
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := StoreArgs(tc.c); !reflect.DeepEqual(got, tc.want) {
+			if got := StoreArgs(tc.c, tc.pool); !reflect.DeepEqual(got, tc.want) {
 				t.Errorf("args\n got %q\nwant %q", got, tc.want)
 			}
 			cm, err := BuildStoreConfigMap(tc.c)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got := BuildStoreStatefulSet(tc.c, cm).Spec.Template.Spec.Containers[0].Args; !reflect.DeepEqual(got, tc.want) {
+			if got := BuildStoreStatefulSet(tc.c, cm, tc.pool).Spec.Template.Spec.Containers[0].Args; !reflect.DeepEqual(got, tc.want) {
 				t.Errorf("the StatefulSet's container args\n got %q\nwant %q", got, tc.want)
 			}
 		})
@@ -135,7 +162,7 @@ func TestStoreLabels(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sts := BuildStoreStatefulSet(c, cm)
+	sts := BuildStoreStatefulSet(c, cm, nil)
 	for _, o := range []metav1.Object{cm, sts, BuildStorePDB(c), BuildStoreServiceAccount(c), BuildStoreRole(c), BuildStoreRoleBinding(c), BuildStoreServiceMonitor(c)} {
 		if !reflect.DeepEqual(o.GetLabels(), common) {
 			t.Errorf("%T labels %v, want %v", o, o.GetLabels(), common)
@@ -170,7 +197,7 @@ func TestStoreStatefulSet(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sts := BuildStoreStatefulSet(c, cm)
+	sts := BuildStoreStatefulSet(c, cm, nil)
 	if want := []metav1.OwnerReference{{APIVersion: "kv.bellows.dev/v1alpha1", Kind: "KVCluster", Name: "kv", UID: "uid-1",
 		Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true)}}; !reflect.DeepEqual(sts.OwnerReferences, want) {
 		t.Errorf("owner references %+v, want %+v", sts.OwnerReferences, want)
@@ -187,12 +214,12 @@ func TestStoreStatefulSet(t *testing.T) {
 	}
 
 	// Same input, same hash; a change anywhere in the spec, a new hash.
-	if h := SpecHash(BuildStoreStatefulSet(defaultedCluster(), cm)); h != SpecHash(sts) {
+	if h := SpecHash(BuildStoreStatefulSet(defaultedCluster(), cm, nil)); h != SpecHash(sts) {
 		t.Error("hash is not deterministic")
 	}
 	c2 := defaultedCluster()
 	c2.Spec.Image = "other"
-	if SpecHash(BuildStoreStatefulSet(c2, cm)) == SpecHash(sts) {
+	if SpecHash(BuildStoreStatefulSet(c2, cm, nil)) == SpecHash(sts) {
 		t.Error("image change must change the spec hash")
 	}
 	c2 = defaultedCluster()
@@ -201,7 +228,7 @@ func TestStoreStatefulSet(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if SpecHash(cm2) == SpecHash(cm) || SpecHash(BuildStoreStatefulSet(c2, cm2)) == SpecHash(sts) {
+	if SpecHash(cm2) == SpecHash(cm) || SpecHash(BuildStoreStatefulSet(c2, cm2, nil)) == SpecHash(sts) {
 		t.Error("engine change must change the ConfigMap and StatefulSet hashes")
 	}
 }
@@ -242,7 +269,7 @@ func TestReplicaChangeKeepsThePodTemplate(t *testing.T) {
 	if SpecHash(cm) != SpecHash(cmB) {
 		t.Error("the engine ConfigMap changes with replicas")
 	}
-	stsA, stsB := BuildStoreStatefulSet(a, cm), BuildStoreStatefulSet(b, cmB)
+	stsA, stsB := BuildStoreStatefulSet(a, cm, nil), BuildStoreStatefulSet(b, cmB, nil)
 	if !reflect.DeepEqual(stsA.Spec.Template, stsB.Spec.Template) {
 		t.Errorf("pod templates differ with replicas %d and %d:\n%+v\n%+v", a.Spec.Replicas, b.Spec.Replicas,
 			stsA.Spec.Template.Spec.Containers[0].Args, stsB.Spec.Template.Spec.Containers[0].Args)
@@ -324,7 +351,7 @@ func TestStorePodsRunNonRootWithWritableVolume(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	checkNonRoot(t, BuildStoreStatefulSet(c, cm).Spec.Template.Spec)
+	checkNonRoot(t, BuildStoreStatefulSet(c, cm, nil).Spec.Template.Spec)
 }
 
 func checkNonRoot(t *testing.T, spec corev1.PodSpec) {

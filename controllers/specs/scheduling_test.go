@@ -43,7 +43,7 @@ func buildTemplate(c *kvapi.KVCluster) corev1.PodSpec {
 	if err != nil {
 		panic(err)
 	}
-	return BuildStoreStatefulSet(c, cm).Spec.Template.Spec
+	return BuildStoreStatefulSet(c, cm, nil).Spec.Template.Spec
 }
 
 func matches(got, want map[string]string) bool {

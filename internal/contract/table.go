@@ -43,6 +43,8 @@ func Settings() []Setting {
 		{"KVCluster spec.storage.size", DefaultStorageSize},
 		{"KVCluster spec.regions.count · store --regions (the first region map's)", fmt.Sprint(DefaultRegionCount)},
 		{"store --split-bytes (bellows local: half of --cache-bytes)", size(DefaultSplitBytes)},
+		{"KVCluster spec.regions.splitBytes (0: never splits)", fmt.Sprintf("half of the compactionPoolRef's cacheBytes (m/2, at least memstore.bytes); without a pool %s", size(DefaultSplitBytes))},
+		{"KVCluster spec.regions.splitQPS · store --split-qps (0: never splits by load)", fmt.Sprint(DefaultSplitQPS)},
 		{"store: region sizes checked against --split-bytes every", dur(DefaultSplitCheckInterval)},
 		{"store: region load window (splits by load)", dur(DefaultLoadWindow)},
 		{"store: the bucket checked for a newer region map every", dur(DefaultMapPollInterval)},

@@ -6,6 +6,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	kvapi "github.com/bellows-kv/bellows/api/v1alpha1"
 	"github.com/bellows-kv/bellows/controllers/specs"
@@ -21,8 +22,13 @@ func TestOperatorArgumentsParse(t *testing.T) {
 	c.Spec.Bucket.URL = "s3://bucket/prefix"
 	c.Spec.Regions.SplitKeys = []string{"g", "p"}
 	c.Spec.CompactionPoolRef = &kvapi.CompactionPoolReference{Name: "pool"}
+	c.Spec.Regions.SplitQPS = ptr.To(int32(2500))
 	c.SetDefaults()
-	args := specs.StoreArgs(c)
+	p := &kvapi.CompactionPool{ObjectMeta: metav1.ObjectMeta{Name: "pool", Namespace: "ns"}}
+	p.Spec.CacheBytes = resource.MustParse("6G")
+	p.Spec.TransferRateBytesPerSecond = 12_500_000
+	p.SetDefaults()
+	args := specs.StoreArgs(c, p)
 	if args[0] != "store" {
 		t.Fatalf("store args start with %q", args[0])
 	}
@@ -46,16 +52,14 @@ func TestOperatorArgumentsParse(t *testing.T) {
 		contract.FlagCompactorService: "ns/pool-compactor",
 		contract.FlagListen:           ":7400",
 		contract.FlagMetricsListen:    ":9090",
+		contract.FlagSplitBytes:       "3000000000", // the pool's m/2
+		contract.FlagSplitQPS:         "2500",
 	} {
 		if got := cmd.Flags().Lookup(flag).Value.String(); got != want {
 			t.Errorf("store --%s = %q, want %q", flag, got, want)
 		}
 	}
 
-	p := &kvapi.CompactionPool{ObjectMeta: metav1.ObjectMeta{Name: "pool", Namespace: "ns"}}
-	p.Spec.CacheBytes = resource.MustParse("6G")
-	p.Spec.TransferRateBytesPerSecond = 12_500_000
-	p.SetDefaults()
 	pargs := specs.PoolArgs(p)
 	if pargs[0] != "compactor" {
 		t.Fatalf("pool args start with %q", pargs[0])
