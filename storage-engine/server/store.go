@@ -270,10 +270,14 @@ func OpenStore(ctx context.Context, spans []Span, o StoreOptions) (*Store, error
 		s.runWALBound(bg, o.WALBoundInterval)
 	}()
 	if o.Map != nil {
-		s.loops.Add(1)
+		s.loops.Add(2)
 		go func() {
 			defer s.loops.Done()
 			s.followMap(bg, o.MapPollInterval)
+		}()
+		go func() {
+			defer s.loops.Done()
+			s.runJanitor(bg, contract.DefaultJanitorInterval)
 		}()
 		if o.SplitBytes > 0 {
 			s.loops.Add(1)
