@@ -62,6 +62,10 @@ const (
 	// DefaultSplitCheckInterval is how often a store compares its
 	// regions' sizes with the split size.
 	DefaultSplitCheckInterval = 2 * time.Second
+	// DefaultJanitorInterval is how often a store deletes the files of
+	// retired (split) regions that no live region references any more; a
+	// pass reads every region's manifest.
+	DefaultJanitorInterval = 10 * time.Minute
 	// DefaultLoadWindow is the window a store measures its regions'
 	// request rates over for splits by load.
 	DefaultLoadWindow = 10 * time.Second
