@@ -28,6 +28,7 @@ type Metrics struct {
 var ops = map[string]string{
 	"/bellows.kv.v1.KV/Get": "get", "/bellows.kv.v1.KV/Scan": "scan", "/bellows.kv.v1.KV/Put": "put",
 	"/bellows.kv.v1.KV/Delete": "delete", "/bellows.kv.v1.KV/Batch": "batch",
+	"/bellows.kv.v1.KV/BatchGet": "batch-get", "/bellows.kv.v1.KV/DeleteRange": "delete-range",
 	"/bellows.kv.v1.KV/BeginTxn": "begin-txn", "/bellows.kv.v1.KV/TxnGet": "txn-get", "/bellows.kv.v1.KV/CommitTxn": "commit-txn", "/bellows.kv.v1.KV/RollbackTxn": "rollback-txn",
 	"/bellows.kv.v1.KV/TxnScan": "txn-scan",
 	// A cross-region commit's calls between stores.
@@ -48,7 +49,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}, []string{"op"}),
 	}
 	// Only the successes are created up front: every series of every code
-	// would be 13 ops × 17 codes × 20 series of a histogram, mostly zeros.
+	// would be 15 ops × 17 codes × 20 series of a histogram, mostly zeros.
 	// An error rate divides by the OK series, so those must exist from the
 	// start; an error's series appears with the first error.
 	for _, op := range ops {

@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
+	kvpb "github.com/bellows-kv/bellows/proto/bellows/kv/v1"
 	"github.com/bellows-kv/bellows/storage-engine/blob"
 	"github.com/bellows-kv/bellows/storage-engine/blockcache"
 	"github.com/bellows-kv/bellows/storage-engine/region"
@@ -181,5 +182,26 @@ func TestFlushErrorsAndWriteStallsExported(t *testing.T) {
 	wg.Wait() // the retried flush succeeds and the stalled writes go on
 	if n := e.Stats().FlushErrors.Load(); counter("bellows_flush_errors_total") != float64(n) {
 		t.Errorf("exported %v flush errors, the region counted %d", counter("bellows_flush_errors_total"), n)
+	}
+}
+
+// Every client-facing KV method is observed under an op: a method added to
+// the service without one would go unmeasured (BatchGet and DeleteRange
+// did).
+func TestEveryKVMethodHasAnOp(t *testing.T) {
+	var names []string
+	for _, m := range kvpb.KV_ServiceDesc.Methods {
+		names = append(names, m.MethodName)
+	}
+	for _, s := range kvpb.KV_ServiceDesc.Streams {
+		names = append(names, s.StreamName)
+	}
+	for _, n := range names {
+		if n == "Regions" { // the routing table, not a client request
+			continue
+		}
+		if _, ok := ops["/"+kvpb.KV_ServiceDesc.ServiceName+"/"+n]; !ok {
+			t.Errorf("KV method %s has no op label", n)
+		}
 	}
 }
