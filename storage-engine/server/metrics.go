@@ -10,7 +10,6 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/bellows-kv/bellows/internal/contract"
 	"github.com/bellows-kv/bellows/storage-engine/blockcache"
 	"github.com/bellows-kv/bellows/storage-engine/region"
 )
@@ -176,7 +175,7 @@ func RegisterStoreGauges(reg prometheus.Registerer, s *Store, cache *blockcache.
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "bellows_region_split_bytes",
 			Help: "The store's split size: a region whose data passes it splits (0: never)."},
 			func() float64 { return float64(s.opts.SplitBytes) }),
-		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: contract.MetricClusterRegions,
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "bellows_cluster_regions", // contract.MetricClusterRegions (the autoscaler reads it)
 			Help: "Regions in the newest region map this store knows: the cluster's region count (the autoscaler's R)."},
 			func() float64 { m, _ := s.RegionMap(); return float64(len(m.Region)) }),
 	)

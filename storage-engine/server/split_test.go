@@ -297,7 +297,7 @@ func TestRegionMetricsFollowASplit(t *testing.T) {
 	if got := series(t, reg, "bellows_region_splits_total")["reason=size,"].GetCounter().GetValue(); got != 1 {
 		t.Fatalf("splits by size: %v, want 1", got)
 	}
-	if got := series(t, reg, "bellows_cluster_regions")[""].GetGauge().GetValue(); got != 2 {
+	if got := series(t, reg, contract.MetricClusterRegions)[""].GetGauge().GetValue(); got != 2 {
 		t.Fatalf("cluster regions: %v, want 2", got)
 	}
 	if got := series(t, reg, "bellows_region_map_epoch")[""].GetGauge().GetValue(); got != 2 {
