@@ -236,7 +236,9 @@ func (r *CompactionPoolReconciler) observe(ctx context.Context, p *poolPass) Res
 			return Requeue(next.Sub(now))
 		}
 	}
-	targets, regions, transfers, workers, err := r.targets(ctx, pool)
+	// The spec's and status' counts are each cluster's fallback in
+	// targets.RegionCounts; R itself comes after the scrape.
+	targets, _, transfers, workers, err := r.targets(ctx, pool)
 	if err != nil {
 		r.autoscalerFailed(ctx, p, fmt.Errorf("list the pods to scrape: %w", err))
 		return Requeue(period)
@@ -246,7 +248,7 @@ func (r *CompactionPoolReconciler) observe(ctx context.Context, p *poolPass) Res
 		log.FromContext(ctx).Info("metrics scrape failed", "error", scrapeErr.Error())
 	}
 	// R is the live region count: regions split as data grows.
-	regions = autoscaler.LiveRegions(targets.RegionCounts, obs.ClusterRegions)
+	regions := autoscaler.LiveRegions(targets.RegionCounts, obs.ClusterRegions)
 	p.autoscale = autoscalePass{observed: true, now: now, workers: workers, regions: regions, transfers: transfers, obs: obs, scrapeErr: scrapeErr}
 	return Requeue(period)
 }

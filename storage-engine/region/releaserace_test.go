@@ -31,6 +31,7 @@ func TestAWriteInFlightAtAReleaseIsKept(t *testing.T) {
 	// commitMu; taking it after that orders the insert after the choice.
 	waitFor(t, "the release to refuse writes", func() bool { return errors.Is(r.checkOpen(), ErrClosed) })
 	r.commitMu.Lock()
+	//lint:ignore SA2001 taking the lock is the point: it orders the insert after the release's choice
 	r.commitMu.Unlock()
 	for _, o := range b.ops {
 		seg.Add(kv.InternalKey{UserKey: o.key, TS: ts, Kind: o.kind}, o.value)

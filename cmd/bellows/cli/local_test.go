@@ -205,8 +205,7 @@ func TestLocalNeedsCreateBucketForAnotherDataDirAndKeepsEarlierLogs(t *testing.T
 	// The store outlives it for its shutdown (its parent's death sends
 	// it SIGTERM) and holds the data directory's lock until it is gone.
 	waitForLock(t, filepath.Join(dir, "other", localLockFile))
-	var again *local
-	again = startLocal(t, dir, "--data-dir", "other") // no --create-bucket: the cluster is there
+	again := startLocal(t, dir, "--data-dir", "other") // no --create-bucket: the cluster is there
 	if got := kv(t, again.addr, "get", "k"); got != "v\n" {
 		t.Fatalf("get k after the restart = %q", got)
 	}
