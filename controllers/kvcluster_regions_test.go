@@ -111,7 +111,7 @@ func TestRegionSplitFollowsThePool(t *testing.T) {
 		msg    string
 	}{
 		{withPool, []string{"--split-bytes=1610612736", "--split-qps=2500"}, kvapi.ReasonAsExpected,
-			`regions split at 1536Mi (half the cacheBytes 3Gi of CompactionPool "workers"), within the worker cache m = 3Gi`},
+			`regions split at 1536Mi (half the cacheBytes 3Gi of CompactionPool "workers"), within the worker cache m = 3Gi of CompactionPool "workers"`},
 		{alone, []string{"--split-bytes=536870912", "--split-qps=0"}, kvapi.ReasonNoCompactionPool,
 			"no compactionPoolRef: compactions run in the stores; regions split at 512Mi (the default without a CompactionPool)"},
 	} {

@@ -135,7 +135,7 @@ func TestValidationRejectsInvalidResources(t *testing.T) {
 			c := validCluster(ns, "c8")
 			c.Spec.Regions.SplitKeys = []string{"m"}
 			return c
-		}, "regions: set count or splitKeys, not both (count 4 and 1 splitKeys given): remove count to cut at the keys, or splitKeys to cut 4 even ranges"},
+		}, "regions: count and splitKeys are both set; set one: remove count to cut the key space at splitKeys, or remove splitKeys to cut it into count even ranges"},
 		{"split keys out of order", func() client.Object {
 			c := validCluster(ns, "c9")
 			c.Spec.Regions = kvapi.RegionsSpec{SplitKeys: []string{"m", "c"}}
@@ -234,7 +234,7 @@ func TestValidationRejectsInvalidResources(t *testing.T) {
 		{"negative split size", cluster("sb2", "regions: {count: 4, splitBytes: -1Gi}"),
 			"regions.splitBytes: -1Gi is negative; write a size such as 3Gi"},
 		{"split size below the default memstore", cluster("sb3", "regions: {count: 4, splitBytes: 64Mi}"),
-			"spec.regions.splitBytes: Invalid value: \"object\": regions.splitBytes: 64Mi is below engine.memstore.bytes 128Mi (the default), so a region would split at every flush of its memstore: set splitBytes to at least 128Mi"},
+			"spec.regions.splitBytes: Invalid value: regions.splitBytes: 64Mi is below engine.memstore.bytes 128Mi (the default), so a region would split at every flush of its memstore: set splitBytes to at least 128Mi"},
 		{"split size below the memstore set", cluster("sb4", "regions: {count: 4, splitBytes: 200Mi}, engine: {memstore: {bytes: 256Mi}}"),
 			"regions.splitBytes: 200Mi is below engine.memstore.bytes 256Mi, so a region would split at every flush of its memstore: set splitBytes to at least 256Mi"},
 		{"split size in plain bytes below the memstore", cluster("sb5", "regions: {count: 4, splitBytes: 1048576}"),

@@ -8,7 +8,7 @@ import (
 
 // A region smaller than one memstore would split at every flush. The memstore
 // size is defaulted before validation, so the message says when it is the default.
-// +kubebuilder:validation:XValidation:rule=`!has(self.regions) || !has(self.regions.splitBytes) || !isQuantity(string(self.regions.splitBytes)) || quantity(string(self.regions.splitBytes)).sign() <= 0 || !has(self.engine) || !has(self.engine.memstore) || !has(self.engine.memstore.bytes) || !isQuantity(string(self.engine.memstore.bytes)) || quantity(string(self.regions.splitBytes)).compareTo(quantity(string(self.engine.memstore.bytes))) >= 0`,fieldPath=`.regions.splitBytes`,messageExpression=`'regions.splitBytes: ' + string(self.regions.splitBytes) + ' is below engine.memstore.bytes ' + string(self.engine.memstore.bytes) + (quantity(string(self.engine.memstore.bytes)).compareTo(quantity('128Mi')) == 0 ? ' (the default)' : '') + ', so a region would split at every flush of its memstore: set splitBytes to at least ' + string(self.engine.memstore.bytes) + ' (at most half the cacheBytes of the CompactionPool), leave it out to follow the pool, or write 0 to never split'`
+// +kubebuilder:validation:XValidation:rule=`!has(self.regions) || !has(self.regions.splitBytes) || !isQuantity(string(self.regions.splitBytes)) || !quantity(string(self.regions.splitBytes)).isGreaterThan(quantity('0')) || !has(self.engine) || !has(self.engine.memstore) || !has(self.engine.memstore.bytes) || !isQuantity(string(self.engine.memstore.bytes)) || quantity(string(self.regions.splitBytes)).compareTo(quantity(string(self.engine.memstore.bytes))) >= 0`,fieldPath=`.regions.splitBytes`,messageExpression=`'regions.splitBytes: ' + string(self.regions.splitBytes) + ' is below engine.memstore.bytes ' + string(self.engine.memstore.bytes) + (quantity(string(self.engine.memstore.bytes)).compareTo(quantity('128Mi')) == 0 ? ' (the default)' : '') + ', so a region would split at every flush of its memstore: set splitBytes to at least ' + string(self.engine.memstore.bytes) + ' (at most half the cacheBytes of the CompactionPool), leave it out to follow the pool, or write 0 to never split'`
 
 // KVClusterSpec is the desired state of a Bellows cluster's storage pods.
 //
@@ -133,7 +133,7 @@ type BucketSpec struct {
 // only a new cluster's first region map: from then on regions split by size
 // and by load, and the map in the bucket says which exist (docs/regions.md).
 //
-// +kubebuilder:validation:XValidation:rule="!has(self.count) || !has(self.splitKeys)",messageExpression=`'regions: set count or splitKeys, not both (count ' + string(self.count) + ' and ' + string(size(self.splitKeys)) + ' splitKeys given): remove count to cut at the keys, or splitKeys to cut ' + string(self.count) + ' even ranges'`
+// +kubebuilder:validation:XValidation:rule="!has(self.count) || !has(self.splitKeys)",message="regions: count and splitKeys are both set; set one: remove count to cut the key space at splitKeys, or remove splitKeys to cut it into count even ranges"
 type RegionsSpec struct {
 	// Count splits the key space into this many regions, evenly by the
 	// keys' first byte: at most 256 (contract.MaxRegionCount). Without
@@ -163,7 +163,7 @@ type RegionsSpec struct {
 	// (docs/regions.md); without a pool, 512Mi. 0 never splits. At least
 	// engine.memstore.bytes; above the pool's cacheBytes the operator warns
 	// (condition RegionsFitWorkers).
-	// +kubebuilder:validation:XValidation:rule=`isQuantity(string(self)) && quantity(string(self)).sign() >= 0`,messageExpression=`!isQuantity(string(self)) ? 'regions.splitBytes: "' + string(self) + '" is not a quantity; write bytes with a unit, e.g. 3Gi (at most half the cacheBytes of the CompactionPool), or 0 to never split' : 'regions.splitBytes: ' + string(self) + ' is negative; write a size such as 3Gi (at most half the cacheBytes of the CompactionPool), or 0 to never split'`
+	// +kubebuilder:validation:XValidation:rule=`isQuantity(string(self)) && !quantity(string(self)).isLessThan(quantity('0'))`,messageExpression=`!isQuantity(string(self)) ? 'regions.splitBytes: "' + string(self) + '" is not a quantity; write bytes with a unit, e.g. 3Gi (at most half the cacheBytes of the CompactionPool), or 0 to never split' : 'regions.splitBytes: ' + string(self) + ' is negative; write a size such as 3Gi (at most half the cacheBytes of the CompactionPool), or 0 to never split'`
 	// +optional
 	SplitBytes *resource.Quantity `json:"splitBytes,omitempty"`
 
