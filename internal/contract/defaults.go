@@ -103,6 +103,20 @@ const (
 	DefaultRegionCount       = int32(1)
 )
 
+// The cluster clock (docs/clock.md).
+const (
+	// DefaultMaxClockOffset bounds how far apart two stores' clocks may
+	// be: reads carry an uncertainty window this wide, a region opening
+	// from another process's manifest waits it out, and a store beyond
+	// 80% of it from a majority of its peers stops serving. CockroachDB's
+	// default is 500 ms; NTP or chrony keep Kubernetes nodes within a few
+	// milliseconds, and a smaller bound restarts fewer transactions.
+	DefaultMaxClockOffset = 250 * time.Millisecond
+	// DefaultClockCheckInterval: how often a store measures its offset to
+	// each peer.
+	DefaultClockCheckInterval = time.Second
+)
+
 // Cross-region transactions (storage-engine/server/twopc.go).
 const (
 	// DefaultTxnLockTTL is how long a cross-region commit's locks hold

@@ -37,6 +37,8 @@ const (
 	FlagReleaseTimeout         = "release-timeout"
 	FlagReleasePollInterval    = "release-poll-interval"
 	FlagTxnLockTTL             = "txn-lock-ttl"
+	FlagMaxClockOffset         = "max-clock-offset"
+	FlagTestClockOffset        = "test-clock-offset"
 	FlagTxnTimeout             = "txn-timeout"
 	FlagRemoteBlockTimeout     = "remote-block-timeout"
 	FlagRemoteBlockRetryAfter  = "remote-block-retry-after"

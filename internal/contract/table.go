@@ -63,6 +63,8 @@ func Settings() []Setting {
 		{"store --ownership-check-interval", dur(DefaultOwnershipCheckInterval)},
 		{"store --release-poll-interval", dur(DefaultReleasePollInterval)},
 		{"store --txn-lock-ttl", dur(DefaultTxnLockTTL)},
+		{"store --max-clock-offset", dur(DefaultMaxClockOffset)},
+		{"store clock offset check interval", dur(DefaultClockCheckInterval)},
 		{"store --txn-timeout", dur(DefaultTxnTimeout)},
 		{"store --remote-block-timeout", dur(DefaultRemoteBlockTimeout)},
 		{"store --remote-block-retry-after", dur(DefaultRemoteBlockRetryAfter)},

@@ -11,6 +11,7 @@ import (
 	"github.com/bellows-kv/bellows/storage-engine/blob"
 	"github.com/bellows-kv/bellows/storage-engine/blockcache"
 	"github.com/bellows-kv/bellows/storage-engine/compaction"
+	"github.com/bellows-kv/bellows/storage-engine/hlc"
 	"github.com/bellows-kv/bellows/storage-engine/memstore"
 	"github.com/bellows-kv/bellows/storage-engine/sstable"
 	"github.com/bellows-kv/bellows/storage-engine/wal"
@@ -23,6 +24,10 @@ const MaxKeySize = 64 << 10
 type Options struct {
 	// Name identifies the region; its files live under regions/<Name>/.
 	Name string
+	// Clock issues the region's timestamps: the store's, shared by its
+	// regions and its transactions (docs/clock.md). Nil: a clock of its
+	// own on the wall clock, with no offset bound.
+	Clock *hlc.Clock
 	// Bucket holds SSTs and manifests.
 	Bucket *blob.Bucket
 	// WALDir is a local directory owned by this region.
@@ -99,6 +104,9 @@ type MemstoreOptions struct {
 }
 
 func (o *Options) applyDefaults() {
+	if o.Clock == nil {
+		o.Clock = hlc.New(nil, 0)
+	}
 	if o.MemstoreBytes <= 0 {
 		o.MemstoreBytes = contract.DefaultMemstoreBytes
 	}

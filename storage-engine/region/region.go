@@ -406,6 +406,14 @@ func Open(ctx context.Context, opts Options) (_ *Region, err error) {
 		r.walSegs = append(r.walSegs, walSegment{seg: seg, maxTS: ts})
 	}
 	slices.SortFunc(r.walSegs, func(a, b walSegment) int { return cmp.Compare(a.seg, b.seg) })
+	// The store's clock observes what this region issued before: its next
+	// timestamps are above them even where the region's own floor is not
+	// consulted (a transaction's start). One too far ahead (a previous
+	// owner's clock beyond the bound) is not followed; the region's floor
+	// still keeps its own timestamps above it.
+	if err := opts.Clock.Update(r.lastTS); err != nil {
+		opts.Logger.Warn("region holds timestamps ahead of this store's clock", "region", opts.Name, "err", err)
+	}
 	r.vis = newVisibility(r.lastTS)
 	r.mem = mem
 	r.log, err = wal.Open(wal.Options{Dir: opts.WALDir, Mode: opts.WALMode, SyncInterval: opts.WALSyncInterval, MinSegment: claim.WALMinSegment})
@@ -666,7 +674,7 @@ func (r *Region) commitManifest(ctx context.Context, prev manifest.Manifest, nex
 }
 
 func (r *Region) nextTS() uint64 {
-	ts := uint64(time.Now().UnixNano())
+	ts := r.opts.Clock.Now()
 	if ts <= r.lastTS {
 		ts = r.lastTS + 1
 	}

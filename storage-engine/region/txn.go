@@ -154,6 +154,9 @@ func (r *Region) advanceClock(ts uint64) (marker bool, err error) {
 	if ts <= r.lastTS {
 		return false, nil
 	}
+	// The caller checked ts against the store's clock (a read or commit
+	// timestamp from elsewhere): the store observes it too.
+	_ = r.opts.Clock.Update(ts)
 	r.lastTS = ts
 	r.vis.add(ts)
 	return true, nil

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/bellows-kv/bellows/internal/contract"
+	"github.com/bellows-kv/bellows/storage-engine/hlc"
 	"github.com/bellows-kv/bellows/storage-engine/region"
 	"github.com/bellows-kv/bellows/storage-engine/regionmap"
 	"golang.org/x/sync/errgroup"
@@ -118,6 +119,9 @@ type StoreOptions struct {
 func (o *StoreOptions) EnsureDefaults() {
 	if o.Region.Logger == nil {
 		o.Region.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.Region.Clock == nil {
+		o.Region.Clock = hlc.New(nil, contract.DefaultMaxClockOffset)
 	}
 	if o.ReleasePollInterval <= 0 {
 		o.ReleasePollInterval = contract.DefaultReleasePollInterval
@@ -296,6 +300,10 @@ func OpenStore(ctx context.Context, spans []Span, o StoreOptions) (*Store, error
 	}
 	return s, nil
 }
+
+// Clock is the store's clock: every timestamp its regions and
+// transactions issue comes from it (docs/clock.md).
+func (s *Store) Clock() *hlc.Clock { return s.opts.Region.Clock }
 
 // Recovered is how long OpenStore took to open every region it could
 // (those another store owned are claimed later, not counted).

@@ -235,7 +235,7 @@ var errTxnIDAndStart = errors.New("neither txn_id nor start_ts is set: take them
 func (s *KV) BeginTxn(ctx context.Context, _ *kvpb.BeginTxnRequest) (*kvpb.BeginTxnResponse, error) {
 	s.answering(ctx)
 	now := time.Now()
-	startTS := uint64(now.UnixNano())
+	startTS := s.store.Clock().Now()
 	var regions []*region.Region
 	s.store.Open(func(_ *Assignment, e *region.Region) { regions = append(regions, e) })
 	id, err := s.txns.begin(startTS, now, regions)

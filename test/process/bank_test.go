@@ -21,10 +21,10 @@ import (
 const txnLockTTL = time.Second
 
 // startTxnStore is startPeerStore with the short lock TTL.
-func startTxnStore(t *testing.T, name, bucket, walDir, addr, owner, peers string) *proc {
-	return start(t, name, "store", "--create-bucket", "--bucket="+bucket, "--wal-dir="+walDir, "--regions=4",
-		"--region-owner="+owner, "--offload=Disabled", "--listen="+addr, "--peers="+peers,
-		"--txn-lock-ttl="+txnLockTTL.String())
+func startTxnStore(t *testing.T, name, bucket, walDir, addr, owner, peers string, extra ...string) *proc {
+	return start(t, name, append([]string{"store", "--create-bucket", "--bucket=" + bucket, "--wal-dir=" + walDir, "--regions=4",
+		"--region-owner=" + owner, "--offload=Disabled", "--listen=" + addr, "--peers=" + peers,
+		"--txn-lock-ttl=" + txnLockTTL.String()}, extra...)...)
 }
 
 // bankRegions is how many regions the bank's stores split the key space into.

@@ -61,6 +61,10 @@ func newStoreCommand() *cobra.Command {
 		"how often a region that another store owns is checked for its release (one bucket existence check per waiting region), so it is claimed that soon after")
 	f.DurationVar(&cfg.TxnLockTTL, contract.FlagTxnLockTTL, cfg.TxnLockTTL,
 		"how long the locks of a cross-region transaction's commit hold before a request that meets one may roll the transaction back (when its coordinator, the store owning its first key, crashed mid-commit)")
+	f.DurationVar(&cfg.MaxClockOffset, contract.FlagMaxClockOffset, cfg.MaxClockOffset,
+		"the largest offset between two stores' clocks the cluster tolerates: transactional reads restart on a version within it above their start, and a store whose clock is beyond 80% of it from a majority of its peers refuses requests (docs/clock.md); 0 turns both off")
+	f.DurationVar(&cfg.TestClockOffset, contract.FlagTestClockOffset, 0, "test only: move this store's physical clock by this much")
+	_ = f.MarkHidden(contract.FlagTestClockOffset)
 	f.DurationVar(&cfg.TxnTimeout, contract.FlagTxnTimeout, cfg.TxnTimeout,
 		"how long a transaction BeginTxn registered may stay open (neither committed nor rolled back) before it times out and its store stops keeping the versions it reads")
 	f.DurationVar(&cfg.RemoteBlockTimeout, contract.FlagRemoteBlockTimeout, cfg.RemoteBlockTimeout,

@@ -75,6 +75,12 @@ type Config struct {
 	// TxnLockTTL: how long a cross-region commit's locks hold before a
 	// reader may roll the transaction back.
 	TxnLockTTL time.Duration
+	// MaxClockOffset bounds how far apart the stores' clocks may be
+	// (docs/clock.md); 0 turns the clock checks and read uncertainty off.
+	MaxClockOffset time.Duration
+	// TestClockOffset moves this store's physical clock: the process
+	// tests' skewed stores. Not a setting.
+	TestClockOffset time.Duration
 	// TxnTimeout: how long a transaction BeginTxn registered may stay
 	// open before it times out.
 	TxnTimeout time.Duration
@@ -102,6 +108,7 @@ func Default() Config {
 		ReleasePollInterval:    contract.DefaultReleasePollInterval,
 		TxnLockTTL:             contract.DefaultTxnLockTTL,
 		TxnTimeout:             contract.DefaultTxnTimeout,
+		MaxClockOffset:         contract.DefaultMaxClockOffset,
 		RemoteBlockTimeout:     contract.DefaultRemoteBlockTimeout,
 		RemoteBlockRetryAfter:  contract.DefaultRemoteBlockRetryAfter,
 		RemoteCacheRate:        float64(contract.DefaultRemoteCacheRate),
@@ -181,6 +188,9 @@ func (c Config) Validate() error {
 	}
 	if c.ReleasePollInterval <= 0 {
 		flag(contract.FlagReleasePollInterval, "%v must be positive", c.ReleasePollInterval)
+	}
+	if c.MaxClockOffset < 0 {
+		flag(contract.FlagMaxClockOffset, "%v is negative: give the largest offset between two stores' clocks (0 turns the checks off)", c.MaxClockOffset)
 	}
 	if c.TxnLockTTL < 100*time.Millisecond {
 		flag(contract.FlagTxnLockTTL, "%v is under 100ms: commits would roll back before they finish", c.TxnLockTTL)
