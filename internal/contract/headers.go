@@ -33,3 +33,17 @@ const SnapshotTooOldReason = "SNAPSHOT_TOO_OLD"
 // UNAVAILABLE a write gets while its region splits (docs/regions.md): retry
 // it; the region map names the daughters once the split commits.
 const RegionSplittingReason = "REGION_SPLITTING"
+
+// ReadUncertainReason is the ErrorInfo reason (domain ErrorDomain) of the
+// ABORTED a transaction's read (TxnGet, TxnScan) answers when the key has
+// a version above the read's start but within its uncertainty limit
+// (docs/clock.md); metadata ts is that version's timestamp. Begin again
+// with min_start_ts = ts and the same uncertainty_limit.
+const ReadUncertainReason = "READ_UNCERTAIN"
+
+// ClockOffsetReason is the ErrorInfo reason (domain ErrorDomain) of the
+// UNAVAILABLE a store answers while its clock is, or is not yet known to
+// be, within the maximum offset of its peers', or when a request carries a
+// timestamp too far ahead of its clock (docs/clock.md). Another store may
+// serve; this one serves again once its clock is back within the bound.
+const ClockOffsetReason = "CLOCK_OFFSET"

@@ -74,3 +74,22 @@ func (e *SnapshotTooOldError) Error() string {
 }
 
 func (e *SnapshotTooOldError) Is(target error) bool { return target == ErrSnapshotTooOld }
+
+// ErrUncertain matches an *UncertainError.
+var ErrUncertain = errors.New("region: read uncertain")
+
+// UncertainError: a read at ReadTS with an uncertainty limit found a
+// version of Key at TS, above ReadTS but within the limit: it may have
+// been committed before the reader's transaction began, on a store whose
+// clock is ahead (docs/clock.md). The transaction must start again above
+// TS.
+type UncertainError struct {
+	Key        []byte
+	ReadTS, TS uint64
+}
+
+func (e *UncertainError) Error() string {
+	return fmt.Sprintf("region: key %q has a version at %d, above the read's %d but within its clock uncertainty: begin again above it", e.Key, e.TS, e.ReadTS)
+}
+
+func (e *UncertainError) Is(target error) bool { return target == ErrUncertain }

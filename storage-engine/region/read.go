@@ -89,17 +89,32 @@ func (r *Region) Get(key []byte, readTS uint64) ([]byte, bool, error) {
 // latest). The returned slice is the caller's. ctx is the request's: a
 // block read from a compaction worker (WarmupRemoteCache) ends with it.
 func (r *Region) GetContext(ctx context.Context, key []byte, readTS uint64) ([]byte, bool, error) {
+	return r.GetUncertain(ctx, key, readTS, 0)
+}
+
+// GetUncertain is GetContext with an uncertainty limit (docs/clock.md): a
+// version of key in (readTS, limit] fails the read with an
+// *UncertainError, and so does a lock whose transaction may commit there
+// until it is resolved (*LockedError). limit ≤ readTS: no window.
+func (r *Region) GetUncertain(ctx context.Context, key []byte, readTS, limit uint64) ([]byte, bool, error) {
 	if err := validateKey(key); err != nil {
 		return nil, false, err
 	}
 	if err := r.checkKey(key); err != nil {
 		return nil, false, err
 	}
-	rs, err := r.acquireUnlocked(readTS, func(ts uint64) error { return r.checkReadLock(key, ts) })
+	rs, err := r.acquireUnlocked(readTS, func(ts uint64) error { return r.checkReadLock(key, max(ts, limit)) })
 	if err != nil {
 		return nil, false, err
 	}
 	defer rs.release()
+	if limit > rs.ts {
+		if u, ok, err := rs.newestTS(ctx, key, rs.ts, limit); err != nil {
+			return nil, false, err
+		} else if ok {
+			return nil, false, &UncertainError{Key: bytes.Clone(key), ReadTS: rs.ts, TS: u}
+		}
+	}
 	val, kind, ok, err := rs.get(ctx, key)
 	if err != nil || !ok || kind == kv.KindDelete {
 		return nil, false, err
@@ -155,10 +170,13 @@ func (r *Region) Scan(start, end []byte, limit int, readTS uint64) ([]KV, error)
 // Iterator walks the live keys of a range at one timestamp, from one
 // consistent view of the region.
 type Iterator struct {
-	rs     *readState
-	in     iterator.Iterator
-	start  []byte
-	end    []byte
+	rs    *readState
+	in    iterator.Iterator
+	start []byte
+	end   []byte
+	// limit is the uncertainty limit (0: none): a version above the read's
+	// timestamp and at or below it stops the iteration (*UncertainError).
+	limit  uint64
 	key    []byte
 	val    []byte // aliases an immutable memstore value or block
 	valid  bool
@@ -177,8 +195,15 @@ func (r *Region) NewIterator(start, end []byte, readTS uint64) (*Iterator, error
 // It fails with a *LockedError if a key of the range has a lock a read at
 // readTS must not pass (twopc.go): resolve it and retry.
 func (r *Region) NewIteratorContext(ctx context.Context, start, end []byte, readTS uint64) (*Iterator, error) {
+	return r.NewIteratorUncertain(ctx, start, end, readTS, 0)
+}
+
+// NewIteratorUncertain is NewIteratorContext with an uncertainty limit, as
+// GetUncertain has: the iteration stops with an *UncertainError (Err) at
+// the first key with a version in (readTS, limit].
+func (r *Region) NewIteratorUncertain(ctx context.Context, start, end []byte, readTS, limit uint64) (*Iterator, error) {
 	start, end = r.clip(start, end)
-	rs, err := r.acquireUnlocked(readTS, func(ts uint64) error { return r.checkReadLocks(start, end, ts) })
+	rs, err := r.acquireUnlocked(readTS, func(ts uint64) error { return r.checkReadLocks(start, end, max(ts, limit)) })
 	if err != nil {
 		return nil, err
 	}
@@ -195,7 +220,11 @@ func (r *Region) NewIteratorContext(ctx context.Context, start, end []byte, read
 		}
 		children = append(children, t.reader.NewIterContext(ctx))
 	}
-	return &Iterator{rs: rs, in: iterator.NewMerging(children...), start: start, end: end}, nil
+	it := &Iterator{rs: rs, in: iterator.NewMerging(children...), start: start, end: end}
+	if limit > rs.ts {
+		it.limit = limit
+	}
+	return it, nil
 }
 
 // First positions at the first live key ≥ start.
@@ -226,6 +255,10 @@ func (it *Iterator) settle() bool {
 			break
 		}
 		if k.TS > it.rs.ts {
+			if k.TS <= it.limit {
+				it.err = &UncertainError{Key: bytes.Clone(k.UserKey), ReadTS: it.rs.ts, TS: k.TS}
+				return false
+			}
 			it.in.Next()
 			continue
 		}

@@ -416,6 +416,17 @@ func Open(ctx context.Context, opts Options) (_ *Region, err error) {
 	}
 	r.vis = newVisibility(r.lastTS)
 	r.mem = mem
+	// docs/clock.md, rule 4: the reads the region's previous owner served
+	// advanced its clock in that process's memory only; their timestamps
+	// were at most that clock, within the maximum offset of this one. A
+	// split's daughters open in the parent's process, whose clock has
+	// observed those reads.
+	if d := opts.Clock.MaxOffset(); d > 0 && opts.SplitFrom == nil {
+		if !opts.Clock.WaitPast(uint64(opts.Clock.Physical().Add(d).UnixNano()), ctx.Done()) {
+			r.current.unref()
+			return nil, ctx.Err()
+		}
+	}
 	r.log, err = wal.Open(wal.Options{Dir: opts.WALDir, Mode: opts.WALMode, SyncInterval: opts.WALSyncInterval, MinSegment: claim.WALMinSegment})
 	if err != nil {
 		r.current.unref()

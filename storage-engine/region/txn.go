@@ -74,7 +74,7 @@ func (r *Region) validateTxn(ctx context.Context, startTS uint64, b *Batch) erro
 	}
 	defer rs.release()
 	for _, o := range b.ops {
-		ts, ok, err := rs.newestTS(ctx, o.key, startTS)
+		ts, ok, err := rs.newestTS(ctx, o.key, startTS, kv.MaxTimestamp)
 		if err != nil {
 			return err
 		}
@@ -85,13 +85,13 @@ func (r *Region) validateTxn(ctx context.Context, startTS uint64, b *Batch) erro
 	return nil
 }
 
-// newestTS returns the timestamp of key's newest version (a tombstone
-// included), whatever its visibility, if it is newer than after; (0,
-// false) when no version is. Segments and files whose versions are all at
+// newestTS returns the timestamp of key's newest version at or below
+// atMost (a tombstone included), whatever its visibility, if it is newer
+// than after; (0, false) when no version is. Segments and files whose versions are all at
 // or below after are not searched: a validation at a recent start
 // searches the few newest segments only.
-func (rs *readState) newestTS(ctx context.Context, key []byte, after uint64) (uint64, bool, error) {
-	seek := kv.MakeSearchKey(key, kv.MaxTimestamp)
+func (rs *readState) newestTS(ctx context.Context, key []byte, after, atMost uint64) (uint64, bool, error) {
+	seek := kv.MakeSearchKey(key, atMost)
 	// Memstores newest first, each newer than every file; within one, its
 	// segments newest first (per key, the first that has a version has the
 	// newest: the ascending-ranges order, kept per key by cross-region
@@ -117,7 +117,7 @@ func (rs *readState) newestTS(ctx context.Context, key []byte, after uint64) (ui
 	tables := rs.tablesFor(key)
 	for i := len(tables) - 1; i >= 0; i-- {
 		t := tables[i]
-		if t.meta.MaxTS <= after {
+		if t.meta.MaxTS <= after || t.meta.MinTS > atMost {
 			continue
 		}
 		if bytes.Compare(key, t.meta.Smallest) < 0 || bytes.Compare(key, t.meta.Largest) > 0 || !t.reader.MayContain(key) {

@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/bellows-kv/bellows/internal/contract"
+	"github.com/bellows-kv/bellows/storage-engine/hlc"
 	"github.com/bellows-kv/bellows/storage-engine/region"
 )
 
@@ -36,6 +37,15 @@ func toStatus(err error) error {
 	}
 	if errors.Is(err, region.ErrSplitting) {
 		return splittingStatus(err)
+	}
+	var uncertain *region.UncertainError
+	if errors.As(err, &uncertain) {
+		return uncertainStatus(err, uncertain)
+	}
+	var ahead *hlc.AheadError
+	var offset *hlc.OffsetError
+	if errors.As(err, &ahead) || errors.As(err, &offset) {
+		return clockStatus(err)
 	}
 	code := codes.Internal
 	switch {
@@ -131,6 +141,23 @@ func splittingStatus(err error) error {
 	}
 	info := &errdetails.ErrorInfo{Reason: contract.RegionSplittingReason, Domain: contract.ErrorDomain, Metadata: map[string]string{"region": name}}
 	if d, derr := st.WithDetails(info, &errdetails.ResourceInfo{ResourceType: RegionResourceType, ResourceName: name}); derr == nil {
+		st = d
+	}
+	return st.Err()
+}
+
+func uncertainStatus(err error, e *region.UncertainError) error {
+	st := status.New(codes.Aborted, err.Error())
+	if d, derr := st.WithDetails(&errdetails.ErrorInfo{Reason: contract.ReadUncertainReason, Domain: contract.ErrorDomain, Metadata: map[string]string{
+		"ts": strconv.FormatUint(e.TS, 10), "read_ts": strconv.FormatUint(e.ReadTS, 10)}}); derr == nil {
+		st = d
+	}
+	return st.Err()
+}
+
+func clockStatus(err error) error {
+	st := status.New(codes.Unavailable, err.Error())
+	if d, derr := st.WithDetails(&errdetails.ErrorInfo{Reason: contract.ClockOffsetReason, Domain: contract.ErrorDomain}); derr == nil {
 		st = d
 	}
 	return st.Err()

@@ -158,7 +158,7 @@ func (s *KV) Put(ctx context.Context, req *kvpb.PutRequest) (*kvpb.PutResponse, 
 
 // Get implements kvpb.KVServer.
 func (s *KV) Get(ctx context.Context, req *kvpb.GetRequest) (*kvpb.GetResponse, error) {
-	return s.get(ctx, "get", req.Key, readTS(req.ReadTs), false, func(ctx context.Context, c kvpb.KVClient) (*kvpb.GetResponse, error) {
+	return s.get(ctx, "get", req.Key, readTS(req.ReadTs), 0, false, func(ctx context.Context, c kvpb.KVClient) (*kvpb.GetResponse, error) {
 		return c.Get(ctx, req)
 	})
 }
@@ -166,7 +166,7 @@ func (s *KV) Get(ctx context.Context, req *kvpb.GetRequest) (*kvpb.GetResponse, 
 // get reads key at ts here, or forwards the request (fwd) to the key's
 // owner. exact makes the region readable at ts first (region.ReadableAt)
 // instead of clamping ts to what it has made visible.
-func (s *KV) get(ctx context.Context, op string, key []byte, ts uint64, exact bool, fwd func(context.Context, kvpb.KVClient) (*kvpb.GetResponse, error)) (*kvpb.GetResponse, error) {
+func (s *KV) get(ctx context.Context, op string, key []byte, ts, limit uint64, exact bool, fwd func(context.Context, kvpb.KVClient) (*kvpb.GetResponse, error)) (*kvpb.GetResponse, error) {
 	t, err := s.resolve(ctx, key)
 	if err != nil {
 		return nil, err
@@ -190,7 +190,7 @@ func (s *KV) get(ctx context.Context, op string, key []byte, ts uint64, exact bo
 	}
 	var v []byte
 	var ok bool
-	err = s.withLocks(ctx, t, func() (err error) { v, ok, err = e.GetContext(ctx, key, ts); return err })
+	err = s.withLocks(ctx, t, func() (err error) { v, ok, err = e.GetUncertain(ctx, key, ts, limit); return err })
 	if err != nil {
 		return nil, regionErr(t.local, err)
 	}
@@ -348,7 +348,7 @@ func (s *KV) scan(req *kvpb.ScanRequest, exact bool, stream kvpb.KV_ScanServer) 
 		if p.forward {
 			err = s.scanRemote(ctx, p, req, exact, &left, req.Limit > 0, emit)
 		} else {
-			err = s.scanRegion(ctx, p, readTS(req.ReadTs), exact, &left, req.Limit > 0, emit)
+			err = s.scanRegion(ctx, p, readTS(req.ReadTs), req.UncertaintyLimit, exact, &left, req.Limit > 0, emit)
 		}
 		if err != nil {
 			return err
@@ -396,7 +396,7 @@ func (s *KV) scanPieces(ctx context.Context, start, end []byte) []scanPiece {
 }
 
 // scanRegion reads a piece from this store's region.
-func (s *KV) scanRegion(ctx context.Context, p scanPiece, ts uint64, exact bool, left *int, limited bool, emit func(k, v []byte) error) error {
+func (s *KV) scanRegion(ctx context.Context, p scanPiece, ts, limit uint64, exact bool, left *int, limited bool, emit func(k, v []byte) error) error {
 	r := p.local
 	start, end := maxKey(p.start, r.Span.Start), p.end
 	if r.Span.End != nil && (end == nil || bytes.Compare(r.Span.End, end) < 0) {
@@ -413,7 +413,7 @@ func (s *KV) scanRegion(ctx context.Context, p scanPiece, ts uint64, exact bool,
 		}
 	}
 	var it *region.Iterator
-	err = s.withLocks(ctx, p.target, func() (err error) { it, err = e.NewIteratorContext(ctx, start, end, ts); return err })
+	err = s.withLocks(ctx, p.target, func() (err error) { it, err = e.NewIteratorUncertain(ctx, start, end, ts, limit); return err })
 	if err != nil {
 		return regionErr(r, err)
 	}

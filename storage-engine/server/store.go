@@ -121,7 +121,9 @@ func (o *StoreOptions) EnsureDefaults() {
 		o.Region.Logger = slog.New(slog.DiscardHandler)
 	}
 	if o.Region.Clock == nil {
-		o.Region.Clock = hlc.New(nil, contract.DefaultMaxClockOffset)
+		// One process, one clock: no offset to bound (the store binary
+		// sets --max-clock-offset).
+		o.Region.Clock = hlc.New(nil, 0)
 	}
 	if o.ReleasePollInterval <= 0 {
 		o.ReleasePollInterval = contract.DefaultReleasePollInterval

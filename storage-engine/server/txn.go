@@ -25,7 +25,10 @@ func (s *KV) TxnGet(ctx context.Context, req *kvpb.TxnGetRequest) (*kvpb.GetResp
 	if req.StartTs == 0 {
 		return nil, status.Error(codes.InvalidArgument, "start_ts is 0: take it from BeginTxn")
 	}
-	return s.get(ctx, "txn-get", req.Key, req.StartTs, true, func(ctx context.Context, c kvpb.KVClient) (*kvpb.GetResponse, error) {
+	if err := s.observe(req.StartTs); err != nil {
+		return nil, err
+	}
+	return s.get(ctx, "txn-get", req.Key, req.StartTs, req.UncertaintyLimit, true, func(ctx context.Context, c kvpb.KVClient) (*kvpb.GetResponse, error) {
 		return c.TxnGet(ctx, req)
 	})
 }
@@ -35,8 +38,11 @@ func (s *KV) TxnScan(req *kvpb.TxnScanRequest, stream kvpb.KV_TxnScanServer) err
 	if req.StartTs == 0 {
 		return status.Error(codes.InvalidArgument, "start_ts is 0: take it from BeginTxn")
 	}
+	if err := s.observe(req.StartTs); err != nil {
+		return err
+	}
 	ts := req.StartTs
-	return s.scan(&kvpb.ScanRequest{Start: req.Start, End: req.End, Limit: req.Limit, ReadTs: &ts}, true, stream)
+	return s.scan(&kvpb.ScanRequest{Start: req.Start, End: req.End, Limit: req.Limit, ReadTs: &ts, UncertaintyLimit: req.UncertaintyLimit}, true, stream)
 }
 
 // CommitTxn implements kvpb.KVServer. Mutations in one region commit there

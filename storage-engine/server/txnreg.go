@@ -231,18 +231,33 @@ func (g *txnRegistry) sweep(now time.Time) {
 var errTxnIDAndStart = errors.New("neither txn_id nor start_ts is set: take them from BeginTxn")
 
 // BeginTxn implements kvpb.KVServer: the start timestamp is this store's
-// clock, and the transaction is registered here (see above).
-func (s *KV) BeginTxn(ctx context.Context, _ *kvpb.BeginTxnRequest) (*kvpb.BeginTxnResponse, error) {
+// clock, above min_start_ts (observed first), and the transaction is
+// registered here (see above). Its uncertainty limit is the start plus the
+// maximum clock offset, or the one a restart carries (docs/clock.md).
+func (s *KV) BeginTxn(ctx context.Context, req *kvpb.BeginTxnRequest) (*kvpb.BeginTxnResponse, error) {
 	s.answering(ctx)
+	if req.MinStartTs != 0 {
+		if err := s.observe(req.MinStartTs); err != nil {
+			return nil, err
+		}
+	}
 	now := time.Now()
-	startTS := s.store.Clock().Now()
+	clock := s.store.Clock()
+	startTS := clock.Now()
 	var regions []*region.Region
 	s.store.Open(func(_ *Assignment, e *region.Region) { regions = append(regions, e) })
 	id, err := s.txns.begin(startTS, now, regions)
 	if err != nil {
 		return nil, err
 	}
-	return &kvpb.BeginTxnResponse{StartTs: startTS, TxnId: id, TimeoutMs: uint64(s.txns.timeout / time.Millisecond)}, nil
+	resp := &kvpb.BeginTxnResponse{StartTs: startTS, TxnId: id, TimeoutMs: uint64(s.txns.timeout / time.Millisecond)}
+	if d := clock.MaxOffset(); d > 0 {
+		resp.UncertaintyLimit = startTS + uint64(d)
+		if req.UncertaintyLimit != 0 {
+			resp.UncertaintyLimit = req.UncertaintyLimit
+		}
+	}
+	return resp, nil
 }
 
 // RollbackTxn implements kvpb.KVServer.

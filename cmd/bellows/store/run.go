@@ -153,6 +153,8 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, out io.Writer) error
 	}
 	defer exec.Close()
 	e := cfg.Engine
+	clock := hlc.New(hlc.Offset(cfg.TestClockOffset), cfg.MaxClockOffset)
+	clockCheck := server.NewClockCheck(clock, log, reg)
 	base := region.Options{
 		Bucket: bucket, WALMode: walMode, MemstoreBytes: e.Memstore.Bytes, BlockCache: cache,
 		Memstore: region.MemstoreOptions{Policy: memstore.Policy(e.Memstore.Policy), ActiveFraction: e.Memstore.ActiveFraction,
@@ -160,7 +162,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, out io.Writer) error
 		MaxWALBytes: e.Memstore.MaxWALBytes,
 		Retention:   compaction.Retention{MaxVersions: e.Retention.MaxVersions},
 		Executor:    exec, Owner: fmt.Sprintf("%s pid %d", hostname(), os.Getpid()), Logger: log,
-		Clock: hlc.New(hlc.Offset(cfg.TestClockOffset), cfg.MaxClockOffset),
+		Clock: clock,
 		Warmup: warmup, WarmupRateBytes: e.Warmup.RateBytesPerSecond,
 		Compaction: compaction.Policy{MinFiles: e.Compaction.MinFiles, MaxFiles: e.Compaction.MaxFiles,
 			Ratio: e.Compaction.Ratio, MaxBytes: e.Compaction.MaxBytes},
@@ -171,7 +173,8 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, out io.Writer) error
 	}
 	m := server.NewMetrics(reg)
 	srv, err := serve.Listen(cfg.Listen, cfg.MetricsListen, log,
-		grpc.ChainUnaryInterceptor(m.UnaryInterceptor), grpc.ChainStreamInterceptor(m.StreamInterceptor))
+		grpc.ChainUnaryInterceptor(m.UnaryInterceptor, clockCheck.UnaryInterceptor),
+		grpc.ChainStreamInterceptor(m.StreamInterceptor, clockCheck.StreamInterceptor))
 	if err != nil {
 		return err
 	}
@@ -223,6 +226,8 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, out io.Writer) error
 		router := route.New(route.Options{Peers: peers, Logger: log, MaxRecvMessageBytes: contract.MaxMessageBytes})
 		defer router.Close()
 		go router.Run(ctx)
+		clockCheck.Prime(router)
+		go clockCheck.Run(ctx, router, contract.DefaultClockCheckInterval)
 		fwd = &server.Forwarding{Spans: allSpans, Router: router}
 		log.Info("forwarding requests for other stores' regions", "peers", peers())
 	}

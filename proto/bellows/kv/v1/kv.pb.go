@@ -440,9 +440,18 @@ func (x *Mutation) GetValue() []byte {
 }
 
 type BeginTxnRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// min_start_ts, when set, is a timestamp the transaction must start
+	// above: the version a read found uncertain (READ_UNCERTAIN), or the
+	// newest commit the client has seen. At most the store's maximum clock
+	// offset ahead of its clock.
+	MinStartTs uint64 `protobuf:"varint,1,opt,name=min_start_ts,json=minStartTs,proto3" json:"min_start_ts,omitempty"`
+	// uncertainty_limit, when set, is kept instead of start + the maximum
+	// clock offset: a restart after READ_UNCERTAIN keeps its first start's
+	// limit, so each restart narrows the window and restarts end.
+	UncertaintyLimit uint64 `protobuf:"varint,2,opt,name=uncertainty_limit,json=uncertaintyLimit,proto3" json:"uncertainty_limit,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *BeginTxnRequest) Reset() {
@@ -475,6 +484,20 @@ func (*BeginTxnRequest) Descriptor() ([]byte, []int) {
 	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{7}
 }
 
+func (x *BeginTxnRequest) GetMinStartTs() uint64 {
+	if x != nil {
+		return x.MinStartTs
+	}
+	return 0
+}
+
+func (x *BeginTxnRequest) GetUncertaintyLimit() uint64 {
+	if x != nil {
+		return x.UncertaintyLimit
+	}
+	return 0
+}
+
 type BeginTxnResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// start_ts is the transaction's snapshot: it reads what committed at or
@@ -485,9 +508,17 @@ type BeginTxnResponse struct {
 	TxnId string `protobuf:"bytes,2,opt,name=txn_id,json=txnId,proto3" json:"txn_id,omitempty"`
 	// timeout_ms: a transaction neither committed nor rolled back this long
 	// after it began times out; its commit is refused (FAILED_PRECONDITION).
-	TimeoutMs     uint64 `protobuf:"varint,3,opt,name=timeout_ms,json=timeoutMs,proto3" json:"timeout_ms,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	TimeoutMs uint64 `protobuf:"varint,3,opt,name=timeout_ms,json=timeoutMs,proto3" json:"timeout_ms,omitempty"`
+	// uncertainty_limit: send it with every read of the transaction
+	// (TxnGet, TxnScan). A version of a key read in (start_ts,
+	// uncertainty_limit] may have been committed before the transaction
+	// began, on a store whose clock is ahead: such a read fails with ABORTED
+	// and an ErrorInfo (reason READ_UNCERTAIN, metadata ts: the version's
+	// timestamp); begin again with min_start_ts = ts and this limit. 0: the
+	// store checks no clock offsets (--max-clock-offset=0).
+	UncertaintyLimit uint64 `protobuf:"varint,4,opt,name=uncertainty_limit,json=uncertaintyLimit,proto3" json:"uncertainty_limit,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *BeginTxnResponse) Reset() {
@@ -537,6 +568,13 @@ func (x *BeginTxnResponse) GetTxnId() string {
 func (x *BeginTxnResponse) GetTimeoutMs() uint64 {
 	if x != nil {
 		return x.TimeoutMs
+	}
+	return 0
+}
+
+func (x *BeginTxnResponse) GetUncertaintyLimit() uint64 {
+	if x != nil {
+		return x.UncertaintyLimit
 	}
 	return 0
 }
@@ -622,11 +660,13 @@ func (*RollbackTxnResponse) Descriptor() ([]byte, []int) {
 }
 
 type TxnGetRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	StartTs       uint64                 `protobuf:"varint,1,opt,name=start_ts,json=startTs,proto3" json:"start_ts,omitempty"`
-	Key           []byte                 `protobuf:"bytes,2,opt,name=key,proto3" json:"key,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	StartTs uint64                 `protobuf:"varint,1,opt,name=start_ts,json=startTs,proto3" json:"start_ts,omitempty"`
+	Key     []byte                 `protobuf:"bytes,2,opt,name=key,proto3" json:"key,omitempty"`
+	// uncertainty_limit: BeginTxnResponse's (0: none).
+	UncertaintyLimit uint64 `protobuf:"varint,3,opt,name=uncertainty_limit,json=uncertaintyLimit,proto3" json:"uncertainty_limit,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *TxnGetRequest) Reset() {
@@ -673,6 +713,13 @@ func (x *TxnGetRequest) GetKey() []byte {
 	return nil
 }
 
+func (x *TxnGetRequest) GetUncertaintyLimit() uint64 {
+	if x != nil {
+		return x.UncertaintyLimit
+	}
+	return 0
+}
+
 type TxnScanRequest struct {
 	state   protoimpl.MessageState `protogen:"open.v1"`
 	StartTs uint64                 `protobuf:"varint,1,opt,name=start_ts,json=startTs,proto3" json:"start_ts,omitempty"`
@@ -681,9 +728,11 @@ type TxnScanRequest struct {
 	// end is exclusive; empty means past the last key.
 	End []byte `protobuf:"bytes,3,opt,name=end,proto3" json:"end,omitempty"`
 	// limit bounds the number of pairs; 0 means no limit.
-	Limit         uint32 `protobuf:"varint,4,opt,name=limit,proto3" json:"limit,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Limit uint32 `protobuf:"varint,4,opt,name=limit,proto3" json:"limit,omitempty"`
+	// uncertainty_limit: BeginTxnResponse's (0: none).
+	UncertaintyLimit uint64 `protobuf:"varint,15,opt,name=uncertainty_limit,json=uncertaintyLimit,proto3" json:"uncertainty_limit,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *TxnScanRequest) Reset() {
@@ -740,6 +789,13 @@ func (x *TxnScanRequest) GetEnd() []byte {
 func (x *TxnScanRequest) GetLimit() uint32 {
 	if x != nil {
 		return x.Limit
+	}
+	return 0
+}
+
+func (x *TxnScanRequest) GetUncertaintyLimit() uint64 {
+	if x != nil {
+		return x.UncertaintyLimit
 	}
 	return 0
 }
@@ -1353,10 +1409,13 @@ type ScanRequest struct {
 	// end is exclusive; empty means past the last key.
 	End []byte `protobuf:"bytes,2,opt,name=end,proto3" json:"end,omitempty"`
 	// limit bounds the number of pairs; 0 means no limit.
-	Limit         uint32  `protobuf:"varint,3,opt,name=limit,proto3" json:"limit,omitempty"`
-	ReadTs        *uint64 `protobuf:"varint,4,opt,name=read_ts,json=readTs,proto3,oneof" json:"read_ts,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Limit  uint32  `protobuf:"varint,3,opt,name=limit,proto3" json:"limit,omitempty"`
+	ReadTs *uint64 `protobuf:"varint,4,opt,name=read_ts,json=readTs,proto3,oneof" json:"read_ts,omitempty"`
+	// uncertainty_limit: a transaction's scan (TxnScan) forwarded between
+	// stores; 0 for a plain scan.
+	UncertaintyLimit uint64 `protobuf:"varint,15,opt,name=uncertainty_limit,json=uncertaintyLimit,proto3" json:"uncertainty_limit,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *ScanRequest) Reset() {
@@ -1413,6 +1472,13 @@ func (x *ScanRequest) GetLimit() uint32 {
 func (x *ScanRequest) GetReadTs() uint64 {
 	if x != nil && x.ReadTs != nil {
 		return *x.ReadTs
+	}
+	return 0
+}
+
+func (x *ScanRequest) GetUncertaintyLimit() uint64 {
+	if x != nil {
+		return x.UncertaintyLimit
 	}
 	return 0
 }
@@ -2164,6 +2230,97 @@ func (x *CompactResponse) GetNote() string {
 	return ""
 }
 
+type ClockRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ClockRequest) Reset() {
+	*x = ClockRequest{}
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[37]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ClockRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ClockRequest) ProtoMessage() {}
+
+func (x *ClockRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[37]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ClockRequest.ProtoReflect.Descriptor instead.
+func (*ClockRequest) Descriptor() ([]byte, []int) {
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{37}
+}
+
+type ClockResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// physical_unix_ns is the store's physical clock when it answered.
+	PhysicalUnixNs int64 `protobuf:"varint,1,opt,name=physical_unix_ns,json=physicalUnixNs,proto3" json:"physical_unix_ns,omitempty"`
+	// max_offset_ns is the store's --max-clock-offset: stores of one
+	// cluster must agree on it.
+	MaxOffsetNs   int64 `protobuf:"varint,2,opt,name=max_offset_ns,json=maxOffsetNs,proto3" json:"max_offset_ns,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ClockResponse) Reset() {
+	*x = ClockResponse{}
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[38]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ClockResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ClockResponse) ProtoMessage() {}
+
+func (x *ClockResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[38]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ClockResponse.ProtoReflect.Descriptor instead.
+func (*ClockResponse) Descriptor() ([]byte, []int) {
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{38}
+}
+
+func (x *ClockResponse) GetPhysicalUnixNs() int64 {
+	if x != nil {
+		return x.PhysicalUnixNs
+	}
+	return 0
+}
+
+func (x *ClockResponse) GetMaxOffsetNs() int64 {
+	if x != nil {
+		return x.MaxOffsetNs
+	}
+	return 0
+}
+
 var File_bellows_kv_v1_kv_proto protoreflect.FileDescriptor
 
 const file_bellows_kv_v1_kv_proto_rawDesc = "" +
@@ -2198,24 +2355,30 @@ const file_bellows_kv_v1_kv_proto_rawDesc = "" +
 	"\x0eOP_UNSPECIFIED\x10\x00\x12\n" +
 	"\n" +
 	"\x06OP_PUT\x10\x01\x12\r\n" +
-	"\tOP_DELETE\x10\x02\"\x11\n" +
-	"\x0fBeginTxnRequest\"c\n" +
+	"\tOP_DELETE\x10\x02\"`\n" +
+	"\x0fBeginTxnRequest\x12 \n" +
+	"\fmin_start_ts\x18\x01 \x01(\x04R\n" +
+	"minStartTs\x12+\n" +
+	"\x11uncertainty_limit\x18\x02 \x01(\x04R\x10uncertaintyLimit\"\x90\x01\n" +
 	"\x10BeginTxnResponse\x12\x19\n" +
 	"\bstart_ts\x18\x01 \x01(\x04R\astartTs\x12\x15\n" +
 	"\x06txn_id\x18\x02 \x01(\tR\x05txnId\x12\x1d\n" +
 	"\n" +
-	"timeout_ms\x18\x03 \x01(\x04R\ttimeoutMs\"+\n" +
+	"timeout_ms\x18\x03 \x01(\x04R\ttimeoutMs\x12+\n" +
+	"\x11uncertainty_limit\x18\x04 \x01(\x04R\x10uncertaintyLimit\"+\n" +
 	"\x12RollbackTxnRequest\x12\x15\n" +
 	"\x06txn_id\x18\x01 \x01(\tR\x05txnId\"\x15\n" +
-	"\x13RollbackTxnResponse\"<\n" +
+	"\x13RollbackTxnResponse\"i\n" +
 	"\rTxnGetRequest\x12\x19\n" +
 	"\bstart_ts\x18\x01 \x01(\x04R\astartTs\x12\x10\n" +
-	"\x03key\x18\x02 \x01(\fR\x03key\"i\n" +
+	"\x03key\x18\x02 \x01(\fR\x03key\x12+\n" +
+	"\x11uncertainty_limit\x18\x03 \x01(\x04R\x10uncertaintyLimit\"\x96\x01\n" +
 	"\x0eTxnScanRequest\x12\x19\n" +
 	"\bstart_ts\x18\x01 \x01(\x04R\astartTs\x12\x14\n" +
 	"\x05start\x18\x02 \x01(\fR\x05start\x12\x10\n" +
 	"\x03end\x18\x03 \x01(\fR\x03end\x12\x14\n" +
-	"\x05limit\x18\x04 \x01(\rR\x05limit\"{\n" +
+	"\x05limit\x18\x04 \x01(\rR\x05limit\x12+\n" +
+	"\x11uncertainty_limit\x18\x0f \x01(\x04R\x10uncertaintyLimit\"{\n" +
 	"\x10CommitTxnRequest\x12\x19\n" +
 	"\bstart_ts\x18\x01 \x01(\x04R\astartTs\x12\x15\n" +
 	"\x06txn_id\x18\x03 \x01(\tR\x05txnId\x125\n" +
@@ -2256,12 +2419,13 @@ const file_bellows_kv_v1_kv_proto_rawDesc = "" +
 	"\tmutations\x18\x01 \x03(\v2\x17.bellows.kv.v1.MutationR\tmutations\"D\n" +
 	"\rBatchResponse\x12\x1b\n" +
 	"\tcommit_ts\x18\x01 \x01(\x04R\bcommitTs\x12\x16\n" +
-	"\x06region\x18\x02 \x01(\tR\x06region\"u\n" +
+	"\x06region\x18\x02 \x01(\tR\x06region\"\xa2\x01\n" +
 	"\vScanRequest\x12\x14\n" +
 	"\x05start\x18\x01 \x01(\fR\x05start\x12\x10\n" +
 	"\x03end\x18\x02 \x01(\fR\x03end\x12\x14\n" +
 	"\x05limit\x18\x03 \x01(\rR\x05limit\x12\x1c\n" +
-	"\aread_ts\x18\x04 \x01(\x04H\x00R\x06readTs\x88\x01\x01B\n" +
+	"\aread_ts\x18\x04 \x01(\x04H\x00R\x06readTs\x88\x01\x01\x12+\n" +
+	"\x11uncertainty_limit\x18\x0f \x01(\x04R\x10uncertaintyLimitB\n" +
 	"\n" +
 	"\b_read_ts\"O\n" +
 	"\x0fBatchGetRequest\x12\x12\n" +
@@ -2310,7 +2474,12 @@ const file_bellows_kv_v1_kv_proto_rawDesc = "" +
 	"inputBytes\x12\x1a\n" +
 	"\blocation\x18\x05 \x01(\tR\blocation\x12\x16\n" +
 	"\x06worker\x18\x06 \x01(\tR\x06worker\x12\x12\n" +
-	"\x04note\x18\a \x01(\tR\x04note2\xc0\t\n" +
+	"\x04note\x18\a \x01(\tR\x04note\"\x0e\n" +
+	"\fClockRequest\"]\n" +
+	"\rClockResponse\x12(\n" +
+	"\x10physical_unix_ns\x18\x01 \x01(\x03R\x0ephysicalUnixNs\x12\"\n" +
+	"\rmax_offset_ns\x18\x02 \x01(\x03R\vmaxOffsetNs2\x84\n" +
+	"\n" +
 	"\x02KV\x12<\n" +
 	"\x03Put\x12\x19.bellows.kv.v1.PutRequest\x1a\x1a.bellows.kv.v1.PutResponse\x12<\n" +
 	"\x03Get\x12\x19.bellows.kv.v1.GetRequest\x1a\x1a.bellows.kv.v1.GetResponse\x12E\n" +
@@ -2327,7 +2496,8 @@ const file_bellows_kv_v1_kv_proto_rawDesc = "" +
 	"\vRollbackTxn\x12!.bellows.kv.v1.RollbackTxnRequest\x1a\".bellows.kv.v1.RollbackTxnResponse\x12K\n" +
 	"\bPrewrite\x12\x1e.bellows.kv.v1.PrewriteRequest\x1a\x1f.bellows.kv.v1.PrewriteResponse\x12W\n" +
 	"\fResolveLocks\x12\".bellows.kv.v1.ResolveLocksRequest\x1a#.bellows.kv.v1.ResolveLocksResponse\x12]\n" +
-	"\x0eCheckTxnStatus\x12$.bellows.kv.v1.CheckTxnStatusRequest\x1a%.bellows.kv.v1.CheckTxnStatusResponse2\x95\x01\n" +
+	"\x0eCheckTxnStatus\x12$.bellows.kv.v1.CheckTxnStatusRequest\x1a%.bellows.kv.v1.CheckTxnStatusResponse\x12B\n" +
+	"\x05Clock\x12\x1b.bellows.kv.v1.ClockRequest\x1a\x1c.bellows.kv.v1.ClockResponse2\x95\x01\n" +
 	"\x05Admin\x12B\n" +
 	"\x05Flush\x12\x1b.bellows.kv.v1.FlushRequest\x1a\x1c.bellows.kv.v1.FlushResponse\x12H\n" +
 	"\aCompact\x12\x1d.bellows.kv.v1.CompactRequest\x1a\x1e.bellows.kv.v1.CompactResponseB8Z6github.com/bellows-kv/bellows/proto/bellows/kv/v1;kvv1b\x06proto3"
@@ -2345,7 +2515,7 @@ func file_bellows_kv_v1_kv_proto_rawDescGZIP() []byte {
 }
 
 var file_bellows_kv_v1_kv_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_bellows_kv_v1_kv_proto_msgTypes = make([]protoimpl.MessageInfo, 37)
+var file_bellows_kv_v1_kv_proto_msgTypes = make([]protoimpl.MessageInfo, 39)
 var file_bellows_kv_v1_kv_proto_goTypes = []any{
 	(Mutation_Op)(0),               // 0: bellows.kv.v1.Mutation.Op
 	(*PutRequest)(nil),             // 1: bellows.kv.v1.PutRequest
@@ -2385,6 +2555,8 @@ var file_bellows_kv_v1_kv_proto_goTypes = []any{
 	(*FlushResponse)(nil),          // 35: bellows.kv.v1.FlushResponse
 	(*CompactRequest)(nil),         // 36: bellows.kv.v1.CompactRequest
 	(*CompactResponse)(nil),        // 37: bellows.kv.v1.CompactResponse
+	(*ClockRequest)(nil),           // 38: bellows.kv.v1.ClockRequest
+	(*ClockResponse)(nil),          // 39: bellows.kv.v1.ClockResponse
 }
 var file_bellows_kv_v1_kv_proto_depIdxs = []int32{
 	0,  // 0: bellows.kv.v1.Mutation.op:type_name -> bellows.kv.v1.Mutation.Op
@@ -2410,28 +2582,30 @@ var file_bellows_kv_v1_kv_proto_depIdxs = []int32{
 	15, // 20: bellows.kv.v1.KV.Prewrite:input_type -> bellows.kv.v1.PrewriteRequest
 	17, // 21: bellows.kv.v1.KV.ResolveLocks:input_type -> bellows.kv.v1.ResolveLocksRequest
 	19, // 22: bellows.kv.v1.KV.CheckTxnStatus:input_type -> bellows.kv.v1.CheckTxnStatusRequest
-	34, // 23: bellows.kv.v1.Admin.Flush:input_type -> bellows.kv.v1.FlushRequest
-	36, // 24: bellows.kv.v1.Admin.Compact:input_type -> bellows.kv.v1.CompactRequest
-	2,  // 25: bellows.kv.v1.KV.Put:output_type -> bellows.kv.v1.PutResponse
-	4,  // 26: bellows.kv.v1.KV.Get:output_type -> bellows.kv.v1.GetResponse
-	6,  // 27: bellows.kv.v1.KV.Delete:output_type -> bellows.kv.v1.DeleteResponse
-	23, // 28: bellows.kv.v1.KV.Batch:output_type -> bellows.kv.v1.BatchResponse
-	30, // 29: bellows.kv.v1.KV.Scan:output_type -> bellows.kv.v1.ScanResponse
-	26, // 30: bellows.kv.v1.KV.BatchGet:output_type -> bellows.kv.v1.BatchGetResponse
-	28, // 31: bellows.kv.v1.KV.DeleteRange:output_type -> bellows.kv.v1.DeleteRangeResponse
-	33, // 32: bellows.kv.v1.KV.Regions:output_type -> bellows.kv.v1.RegionsResponse
-	9,  // 33: bellows.kv.v1.KV.BeginTxn:output_type -> bellows.kv.v1.BeginTxnResponse
-	4,  // 34: bellows.kv.v1.KV.TxnGet:output_type -> bellows.kv.v1.GetResponse
-	30, // 35: bellows.kv.v1.KV.TxnScan:output_type -> bellows.kv.v1.ScanResponse
-	21, // 36: bellows.kv.v1.KV.CommitTxn:output_type -> bellows.kv.v1.CommitTxnResponse
-	11, // 37: bellows.kv.v1.KV.RollbackTxn:output_type -> bellows.kv.v1.RollbackTxnResponse
-	16, // 38: bellows.kv.v1.KV.Prewrite:output_type -> bellows.kv.v1.PrewriteResponse
-	18, // 39: bellows.kv.v1.KV.ResolveLocks:output_type -> bellows.kv.v1.ResolveLocksResponse
-	20, // 40: bellows.kv.v1.KV.CheckTxnStatus:output_type -> bellows.kv.v1.CheckTxnStatusResponse
-	35, // 41: bellows.kv.v1.Admin.Flush:output_type -> bellows.kv.v1.FlushResponse
-	37, // 42: bellows.kv.v1.Admin.Compact:output_type -> bellows.kv.v1.CompactResponse
-	25, // [25:43] is the sub-list for method output_type
-	7,  // [7:25] is the sub-list for method input_type
+	38, // 23: bellows.kv.v1.KV.Clock:input_type -> bellows.kv.v1.ClockRequest
+	34, // 24: bellows.kv.v1.Admin.Flush:input_type -> bellows.kv.v1.FlushRequest
+	36, // 25: bellows.kv.v1.Admin.Compact:input_type -> bellows.kv.v1.CompactRequest
+	2,  // 26: bellows.kv.v1.KV.Put:output_type -> bellows.kv.v1.PutResponse
+	4,  // 27: bellows.kv.v1.KV.Get:output_type -> bellows.kv.v1.GetResponse
+	6,  // 28: bellows.kv.v1.KV.Delete:output_type -> bellows.kv.v1.DeleteResponse
+	23, // 29: bellows.kv.v1.KV.Batch:output_type -> bellows.kv.v1.BatchResponse
+	30, // 30: bellows.kv.v1.KV.Scan:output_type -> bellows.kv.v1.ScanResponse
+	26, // 31: bellows.kv.v1.KV.BatchGet:output_type -> bellows.kv.v1.BatchGetResponse
+	28, // 32: bellows.kv.v1.KV.DeleteRange:output_type -> bellows.kv.v1.DeleteRangeResponse
+	33, // 33: bellows.kv.v1.KV.Regions:output_type -> bellows.kv.v1.RegionsResponse
+	9,  // 34: bellows.kv.v1.KV.BeginTxn:output_type -> bellows.kv.v1.BeginTxnResponse
+	4,  // 35: bellows.kv.v1.KV.TxnGet:output_type -> bellows.kv.v1.GetResponse
+	30, // 36: bellows.kv.v1.KV.TxnScan:output_type -> bellows.kv.v1.ScanResponse
+	21, // 37: bellows.kv.v1.KV.CommitTxn:output_type -> bellows.kv.v1.CommitTxnResponse
+	11, // 38: bellows.kv.v1.KV.RollbackTxn:output_type -> bellows.kv.v1.RollbackTxnResponse
+	16, // 39: bellows.kv.v1.KV.Prewrite:output_type -> bellows.kv.v1.PrewriteResponse
+	18, // 40: bellows.kv.v1.KV.ResolveLocks:output_type -> bellows.kv.v1.ResolveLocksResponse
+	20, // 41: bellows.kv.v1.KV.CheckTxnStatus:output_type -> bellows.kv.v1.CheckTxnStatusResponse
+	39, // 42: bellows.kv.v1.KV.Clock:output_type -> bellows.kv.v1.ClockResponse
+	35, // 43: bellows.kv.v1.Admin.Flush:output_type -> bellows.kv.v1.FlushResponse
+	37, // 44: bellows.kv.v1.Admin.Compact:output_type -> bellows.kv.v1.CompactResponse
+	26, // [26:45] is the sub-list for method output_type
+	7,  // [7:26] is the sub-list for method input_type
 	7,  // [7:7] is the sub-list for extension type_name
 	7,  // [7:7] is the sub-list for extension extendee
 	0,  // [0:7] is the sub-list for field type_name
@@ -2451,7 +2625,7 @@ func file_bellows_kv_v1_kv_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_bellows_kv_v1_kv_proto_rawDesc), len(file_bellows_kv_v1_kv_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   37,
+			NumMessages:   39,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

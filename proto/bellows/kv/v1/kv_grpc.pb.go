@@ -37,6 +37,7 @@ const (
 	KV_Prewrite_FullMethodName       = "/bellows.kv.v1.KV/Prewrite"
 	KV_ResolveLocks_FullMethodName   = "/bellows.kv.v1.KV/ResolveLocks"
 	KV_CheckTxnStatus_FullMethodName = "/bellows.kv.v1.KV/CheckTxnStatus"
+	KV_Clock_FullMethodName          = "/bellows.kv.v1.KV/Clock"
 )
 
 // KVClient is the client API for KV service.
@@ -118,6 +119,10 @@ type KVClient interface {
 	Prewrite(ctx context.Context, in *PrewriteRequest, opts ...grpc.CallOption) (*PrewriteResponse, error)
 	ResolveLocks(ctx context.Context, in *ResolveLocksRequest, opts ...grpc.CallOption) (*ResolveLocksResponse, error)
 	CheckTxnStatus(ctx context.Context, in *CheckTxnStatusRequest, opts ...grpc.CallOption) (*CheckTxnStatusResponse, error)
+	// Clock answers the store's physical clock: its peers measure their
+	// offset from it (docs/clock.md). It is answered even while the store
+	// refuses requests for its clock.
+	Clock(ctx context.Context, in *ClockRequest, opts ...grpc.CallOption) (*ClockResponse, error)
 }
 
 type kVClient struct {
@@ -306,6 +311,16 @@ func (c *kVClient) CheckTxnStatus(ctx context.Context, in *CheckTxnStatusRequest
 	return out, nil
 }
 
+func (c *kVClient) Clock(ctx context.Context, in *ClockRequest, opts ...grpc.CallOption) (*ClockResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ClockResponse)
+	err := c.cc.Invoke(ctx, KV_Clock_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // KVServer is the server API for KV service.
 // All implementations must embed UnimplementedKVServer
 // for forward compatibility.
@@ -385,6 +400,10 @@ type KVServer interface {
 	Prewrite(context.Context, *PrewriteRequest) (*PrewriteResponse, error)
 	ResolveLocks(context.Context, *ResolveLocksRequest) (*ResolveLocksResponse, error)
 	CheckTxnStatus(context.Context, *CheckTxnStatusRequest) (*CheckTxnStatusResponse, error)
+	// Clock answers the store's physical clock: its peers measure their
+	// offset from it (docs/clock.md). It is answered even while the store
+	// refuses requests for its clock.
+	Clock(context.Context, *ClockRequest) (*ClockResponse, error)
 	mustEmbedUnimplementedKVServer()
 }
 
@@ -442,6 +461,9 @@ func (UnimplementedKVServer) ResolveLocks(context.Context, *ResolveLocksRequest)
 }
 func (UnimplementedKVServer) CheckTxnStatus(context.Context, *CheckTxnStatusRequest) (*CheckTxnStatusResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method CheckTxnStatus not implemented")
+}
+func (UnimplementedKVServer) Clock(context.Context, *ClockRequest) (*ClockResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Clock not implemented")
 }
 func (UnimplementedKVServer) mustEmbedUnimplementedKVServer() {}
 func (UnimplementedKVServer) testEmbeddedByValue()            {}
@@ -738,6 +760,24 @@ func _KV_CheckTxnStatus_Handler(srv interface{}, ctx context.Context, dec func(i
 	return interceptor(ctx, in, info, handler)
 }
 
+func _KV_Clock_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ClockRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(KVServer).Clock(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: KV_Clock_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(KVServer).Clock(ctx, req.(*ClockRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // KV_ServiceDesc is the grpc.ServiceDesc for KV service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -800,6 +840,10 @@ var KV_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "CheckTxnStatus",
 			Handler:    _KV_CheckTxnStatus_Handler,
+		},
+		{
+			MethodName: "Clock",
+			Handler:    _KV_Clock_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{
