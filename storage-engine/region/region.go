@@ -47,7 +47,7 @@
 // A write's key latches (latch.go) come before all four: Apply and CommitTxn
 // take them first (CommitTxn's validation reads under them, taking mu) and
 // release them last; nothing holding a region lock takes a latch.
-// resolveMu (twopc.go) sits between the latches and mu: a read takes it
+// resolveMu (locks.go) sits between the latches and mu: a read takes it
 // (shared) around taking its read state, a cross-region commit's record
 // (exclusive) around adding its versions and removing its locks.
 //
@@ -110,7 +110,7 @@ type memTable struct {
 	// disk flush (rotateLocked, under commitMu and mu).
 	frozen *memstore.View
 	// txnRecs are the transaction records written while this was the
-	// active memstore (twopc.go): its flush's manifest applies them.
+	// active memstore (txnrecord.go): its flush's manifest applies them.
 	txnRecs []*txnRecord
 	// txnMinTS is the timestamp of the first of txnRecs (0: none): WAL
 	// truncation keeps its segment, since a lock lives in no memstore
@@ -146,10 +146,10 @@ type Region struct {
 	// validation to its commit (latch.go); taken before commitMu.
 	latches *latches
 	vis     *visibility
-	// txn is the cross-region transactions' locks and outcomes (twopc.go).
+	// txn is the cross-region transactions' locks and outcomes (locks.go).
 	txn *txnState
 	// resolveMu excludes a resolution's versions and lock removal from a
-	// read's taking of its state and lock check (twopc.go).
+	// read's taking of its state and lock check (locks.go).
 	resolveMu sync.RWMutex
 	// txnVersions: a commit record wrote versions at their commit
 	// timestamp, older than other keys' (checkInvariants).
