@@ -103,7 +103,7 @@ const (
 	DefaultRegionCount       = int32(1)
 )
 
-// Cross-region transactions (storage-engine/server/twopc.go).
+// Cross-region transactions (storage-engine/txn).
 const (
 	// DefaultTxnLockTTL is how long a cross-region commit's locks hold
 	// before a reader that meets one may roll the transaction back: long

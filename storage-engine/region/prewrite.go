@@ -2,8 +2,8 @@ package region
 
 // Cross-region transactions: a region's part in a Percolator-style
 // two-phase commit (LogBase's MVOCC across regions; TiKV's prewrite,
-// commit and lock resolution). The coordinator is a store
-// (server/twopc.go): it prewrites each region's writes as locks
+// commit and lock resolution). The coordinator is the store that owns
+// the primary's region (storage-engine/txn): it prewrites each region's writes as locks
 // (Prewrite, here), picks a commit timestamp above every region's prepare
 // timestamp, commits the primary key's region (CommitLocks with the
 // outcome: the commit point, one durable WAL record), then the other
