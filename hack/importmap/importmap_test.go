@@ -1,6 +1,9 @@
 // Package importmap checks the package map of docs/architecture.md: which
 // packages may import which. It reads the import graph from `go list`, so it
-// sees exactly what the compiler links, test files excluded.
+// sees exactly what the compiler links, test files excluded. The page's table
+// is read as allow-lists (each package's direct imports of ours), and the
+// rules below it, which also forbid what a package links indirectly, as
+// deny-lists.
 package importmap
 
 import (
@@ -10,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -157,6 +161,182 @@ func TestArchitectureDocListsEveryPackage(t *testing.T) {
 		}
 		if !bytes.Contains(doc, []byte("`"+ours(p)+"`")) {
 			t.Errorf("docs/architecture.md does not place package `%s`", ours(p))
+		}
+	}
+}
+
+// row is one row of the page's package map: the packages it places and the
+// packages of ours they may import, as patterns relative to the module ("x"
+// is x, "x/..." is x and every package under it).
+type row struct {
+	places, allows []string
+	// named are the allowances the row spells out (not "the engine").
+	named []string
+}
+
+var backticked = regexp.MustCompile("`([^`]+)`")
+
+// engineWords is how the table names the engine's packages in its last
+// column, which the page defines above it.
+var engineWords = regexp.MustCompile(`\bthe engine\b`)
+
+// table reads the package map's rows from the page: a row starts with a
+// backticked package; its last column's backticked names, and "the engine",
+// are what the packages of its first column may import.
+func table(doc []byte) ([]row, error) {
+	var rows []row
+	for _, line := range strings.Split(string(doc), "\n") {
+		if !strings.HasPrefix(line, "| `") {
+			continue
+		}
+		cells := strings.Split(strings.Trim(line, "| "), " | ")
+		if len(cells) != 3 {
+			return nil, fmt.Errorf("a package map row has %d columns, not 3: %s", len(cells), line)
+		}
+		var r row
+		for _, m := range backticked.FindAllStringSubmatch(cells[0], -1) {
+			r.places = append(r.places, m[1])
+		}
+		for _, m := range backticked.FindAllStringSubmatch(cells[2], -1) {
+			r.named = append(r.named, m[1])
+		}
+		r.allows = slices.Clone(r.named)
+		if engineWords.MatchString(backticked.ReplaceAllString(cells[2], "")) {
+			for _, e := range enginePackages {
+				r.allows = append(r.allows, "storage-engine/"+e)
+			}
+		}
+		rows = append(rows, r)
+	}
+	if len(rows) == 0 {
+		return nil, fmt.Errorf("no package map rows")
+	}
+	return rows, nil
+}
+
+// matches reports whether package p (relative to the module) is pattern.
+func matches(pattern, p string) bool {
+	if base, ok := strings.CutSuffix(pattern, "/..."); ok {
+		return p == base || strings.HasPrefix(p, base+"/")
+	}
+	return p == pattern
+}
+
+// rowOf is the row that places p: the one naming it, else the one whose
+// pattern covering it is longest; nil when none does.
+func rowOf(rows []row, p string) *row {
+	var best *row
+	bestLen := -1
+	for i := range rows {
+		for _, pat := range rows[i].places {
+			switch {
+			case pat == p:
+				return &rows[i]
+			case matches(pat, p) && len(pat) > bestLen:
+				best, bestLen = &rows[i], len(pat)
+			}
+		}
+	}
+	return best
+}
+
+// disallowed lists every direct import of ours in g that the importing
+// package's row does not allow, every package of ours without a row, and
+// every allowance that names no package (a typo would allow nothing and
+// hide nothing, but would mislead the reader).
+func disallowed(rows []row, g map[string][]string) []string {
+	var pkgs []string
+	for p := range g {
+		if strings.HasPrefix(p, module) {
+			pkgs = append(pkgs, ours(p))
+		}
+	}
+	slices.Sort(pkgs)
+	var out []string
+	for _, p := range pkgs {
+		r := rowOf(rows, p)
+		if r == nil {
+			out = append(out, fmt.Sprintf("%s: no row of the package map places it", p))
+			continue
+		}
+		for _, q := range g[module+p] {
+			if !strings.HasPrefix(q, module) {
+				continue
+			}
+			q = ours(q)
+			if !slices.ContainsFunc(r.allows, func(pat string) bool { return matches(pat, q) }) {
+				allowed := strings.Join(r.allows, ", ")
+				if allowed == "" {
+					allowed = "nothing of ours"
+				}
+				out = append(out, fmt.Sprintf("%s imports %s, which its row of the package map does not allow (it allows %s)", p, q, allowed))
+			}
+		}
+	}
+	for _, r := range rows {
+		for _, pat := range r.named {
+			if !slices.ContainsFunc(pkgs, func(p string) bool { return matches(pat, p) }) {
+				out = append(out, fmt.Sprintf("the row of %s allows %s, which is no package", strings.Join(r.places, ", "), pat))
+			}
+		}
+	}
+	return out
+}
+
+// TestPackageMapAllowLists checks every package's direct imports against
+// its row of docs/architecture.md's table.
+func TestPackageMapAllowLists(t *testing.T) {
+	doc, err := os.ReadFile(filepath.Join("..", "..", "docs", "architecture.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows, err := table(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, msg := range disallowed(rows, graph(t)) {
+		t.Error(msg)
+	}
+}
+
+// The allow-lists reject an edge their table does not list, a package no
+// row places and an allowance of no package, and accept the rest.
+func TestAllowListsCanFail(t *testing.T) {
+	doc := []byte(strings.Join([]string{
+		"| package | what it is | may import (of ours) |",
+		"|---|---|---|",
+		"| `a` | the top | `b`, `c/...` (why), other modules |",
+		"| `b` | the middle | the engine |",
+		"| `c`, `c/sub` | the bottom | nothing of ours |",
+		"| `d` | a typo | `nosuch` |",
+	}, "\n"))
+	rows, err := table(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := map[string][]string{
+		module + "a":                 {module + "b", module + "c/sub", "fmt"},
+		module + "b":                 {module + "storage-engine/kv", module + "a"},
+		module + "c":                 {},
+		module + "c/sub":             {module + "c"},
+		module + "d":                 {},
+		module + "e":                 {},
+		module + "storage-engine/kv": {},
+	}
+	got := disallowed(rows, g)
+	want := []string{
+		"b imports a, which its row of the package map does not allow",
+		"c/sub imports c, which its row of the package map does not allow",
+		"e: no row of the package map places it",
+		"storage-engine/kv: no row of the package map places it",
+		"the row of d allows nosuch, which is no package",
+	}
+	if len(got) != len(want) {
+		t.Fatalf("disallowed = %q, want %d messages starting %q", got, len(want), want)
+	}
+	for i := range want {
+		if !strings.HasPrefix(got[i], want[i]) {
+			t.Errorf("message %d = %q, want it to start %q", i, got[i], want[i])
 		}
 	}
 }

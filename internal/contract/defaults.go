@@ -117,7 +117,7 @@ const (
 	DefaultClockCheckInterval = time.Second
 )
 
-// Cross-region transactions (storage-engine/server/twopc.go).
+// Cross-region transactions (storage-engine/txn).
 const (
 	// DefaultTxnLockTTL is how long a cross-region commit's locks hold
 	// before a reader that meets one may roll the transaction back: long

@@ -114,7 +114,7 @@ type Manifest struct {
 	ExactFromTS uint64 `json:"exactFromTS,omitempty"`
 	NextFileNum uint64 `json:"nextFileNum"`
 	// Locks and TxnOutcomes are the region's cross-region transaction
-	// state as of FlushedTS (region/twopc.go): the locks prewritten and
+	// state as of FlushedTS (region/locks.go, region/outcomes.go): the locks prewritten and
 	// not yet resolved, and the outcomes decided at this region as some
 	// transaction's primary. The WAL's records past FlushedTS change them
 	// further. Treat both as immutable: manifests share them.

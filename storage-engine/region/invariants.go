@@ -99,7 +99,7 @@ func (r *Region) checkInvariants() error {
 // checkTables checks a version's files: referenced, live when live is set,
 // none past flushedTS, and, when ordered is set, with disjoint timestamp
 // ranges ascending from the oldest. A cross-region commit writes versions
-// at an older timestamp than writes of other keys before it (twopc.go), so
+// at an older timestamp than writes of other keys before it (resolve.go), so
 // a region that has written one orders its files per key only.
 func checkTables(tables []*table, flushedTS uint64, live, ordered bool) error {
 	for i, t := range tables {

@@ -193,7 +193,7 @@ func (r *Region) NewIterator(start, end []byte, readTS uint64) (*Iterator, error
 // block reads belong to the request of ctx. Close it.
 //
 // It fails with a *LockedError if a key of the range has a lock a read at
-// readTS must not pass (twopc.go): resolve it and retry.
+// readTS must not pass (locks.go): resolve it and retry.
 func (r *Region) NewIteratorContext(ctx context.Context, start, end []byte, readTS uint64) (*Iterator, error) {
 	return r.NewIteratorUncertain(ctx, start, end, readTS, 0)
 }

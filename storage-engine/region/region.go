@@ -47,7 +47,7 @@
 // A write's key latches (latch.go) come before all four: Apply and CommitTxn
 // take them first (CommitTxn's validation reads under them, taking mu) and
 // release them last; nothing holding a region lock takes a latch.
-// resolveMu (twopc.go) sits between the latches and mu: a read takes it
+// resolveMu (locks.go) sits between the latches and mu: a read takes it
 // (shared) around taking its read state, a cross-region commit's record
 // (exclusive) around adding its versions and removing its locks.
 //
@@ -83,11 +83,9 @@
 package region
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -96,7 +94,6 @@ import (
 	"github.com/bellows-kv/bellows/storage-engine/blob"
 	"github.com/bellows-kv/bellows/storage-engine/blockcache"
 	"github.com/bellows-kv/bellows/storage-engine/compaction"
-	"github.com/bellows-kv/bellows/storage-engine/kv"
 	"github.com/bellows-kv/bellows/storage-engine/manifest"
 	"github.com/bellows-kv/bellows/storage-engine/memstore"
 	"github.com/bellows-kv/bellows/storage-engine/sstable"
@@ -113,7 +110,7 @@ type memTable struct {
 	// disk flush (rotateLocked, under commitMu and mu).
 	frozen *memstore.View
 	// txnRecs are the transaction records written while this was the
-	// active memstore (twopc.go): its flush's manifest applies them.
+	// active memstore (txnrecord.go): its flush's manifest applies them.
 	txnRecs []*txnRecord
 	// txnMinTS is the timestamp of the first of txnRecs (0: none): WAL
 	// truncation keeps its segment, since a lock lives in no memstore
@@ -149,10 +146,10 @@ type Region struct {
 	// validation to its commit (latch.go); taken before commitMu.
 	latches *latches
 	vis     *visibility
-	// txn is the cross-region transactions' locks and outcomes (twopc.go).
+	// txn is the cross-region transactions' locks and outcomes (locks.go).
 	txn *txnState
 	// resolveMu excludes a resolution's versions and lock removal from a
-	// read's taking of its state and lock check (twopc.go).
+	// read's taking of its state and lock check (locks.go).
 	resolveMu sync.RWMutex
 	// txnVersions: a commit record wrote versions at their commit
 	// timestamp, older than other keys' (checkInvariants).
@@ -327,85 +324,11 @@ func Open(ctx context.Context, opts Options) (_ *Region, err error) {
 		t.unref() // the version holds the only reference
 	}
 
-	// Replay: records at or below FlushedTS are already in SSTs (and
-	// transaction records in the manifest's locks and outcomes).
-	mem := r.newMemTable(claim.WALMinSegment)
-	r.lastTS = max(claim.FlushedTS, claim.MaxTS())
-	r.txn = newTxnState(claim)
-	r.exactFrom = claim.ExactFromTS
-	segMax := map[uint64]uint64{}
-	replayBegan := time.Now()
-	replayed, err := wal.Replay(opts.WALDir, claim.WALMinSegment, func(seg uint64, rec []byte) error {
-		var ts, versionTS uint64
-		var ops []op
-		var txnRec *txnRecord
-		var err error
-		if isTxnRecord(rec) {
-			ts, txnRec, err = decodeTxnRecord(rec)
-			if txnRec != nil {
-				ops, versionTS = txnRec.versions, txnRec.commitTS
-			}
-		} else {
-			var b *Batch
-			ts, b, err = decodeBatch(rec)
-			if b != nil {
-				ops, versionTS = b.ops, ts
-				if b.req != nil && opts.KeepReplayedRequests > 0 {
-					// Flushed or not, the request was applied. Only
-					// the newest are kept: trimmed when twice over.
-					r.replayedRequests = append(r.replayedRequests, AppliedRequest{Request: *b.req, CommitTS: ts})
-					if n := len(r.replayedRequests); n >= 2*opts.KeepReplayedRequests {
-						r.replayedRequests = append(r.replayedRequests[:0], r.replayedRequests[n-opts.KeepReplayedRequests:]...)
-					}
-				}
-			}
-		}
-		if err != nil {
-			return err
-		}
-		segMax[seg] = max(segMax[seg], ts)
-		if ts <= claim.FlushedTS {
-			return nil
-		}
-		if txnRec != nil {
-			r.txnVersions.Store(r.txnVersions.Load() || len(txnRec.versions) > 0)
-			r.txn.apply(txnRec)
-			mem.txnRecs = append(mem.txnRecs, txnRec)
-			mem.txnMinTS.CompareAndSwap(0, ts)
-		}
-		active := mem.ms.Active()
-		for _, o := range ops {
-			active.Add(kv.InternalKey{UserKey: o.key, TS: versionTS, Kind: o.kind}, o.value)
-		}
-		mem.maxTS = max(mem.maxTS, ts)
-		r.lastTS = max(r.lastTS, ts)
-		if mem.ms.NeedsReplayFlush() && mem.ms.PushActive() {
-			// Everything replayed is visible once the region opens.
-			if opts.Retention.MaxVersions > 0 {
-				r.exactFrom = max(r.exactFrom, r.lastTS)
-			}
-			mem.ms.FlushInMemory(memstore.Retention{MaxVersions: opts.Retention.MaxVersions, Horizon: r.lastTS})
-		}
-		return nil
-	})
+	mem, err := r.replayWAL(claim)
 	if err != nil {
 		r.current.unref()
-		return nil, errorf(opts.Name, "replaying WAL: %w", err)
+		return nil, err
 	}
-	if n := len(r.replayedRequests); n > opts.KeepReplayedRequests {
-		r.replayedRequests = slices.Clone(r.replayedRequests[n-opts.KeepReplayedRequests:])
-	}
-	r.recovery = Recovery{
-		ReplayedBytes: replayed.Bytes, ReplayedRecords: replayed.Records, ReplayedSegments: replayed.Segments,
-		Replay: time.Since(replayBegan),
-	}
-	if mem.maxTS > 0 {
-		mem.firstWrite.Store(time.Now().UnixNano())
-	}
-	for seg, ts := range segMax {
-		r.walSegs = append(r.walSegs, walSegment{seg: seg, maxTS: ts})
-	}
-	slices.SortFunc(r.walSegs, func(a, b walSegment) int { return cmp.Compare(a.seg, b.seg) })
 	// The store's clock observes what this region issued before: its next
 	// timestamps are above them even where the region's own floor is not
 	// consulted (a transaction's start). One too far ahead (a previous

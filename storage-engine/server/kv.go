@@ -21,12 +21,14 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	kvpb "github.com/bellows-kv/bellows/proto/bellows/kv/v1"
 	"github.com/bellows-kv/bellows/storage-engine/kv"
 	"github.com/bellows-kv/bellows/storage-engine/offload"
 	"github.com/bellows-kv/bellows/storage-engine/region"
 	"github.com/bellows-kv/bellows/storage-engine/server/route"
+	"github.com/bellows-kv/bellows/storage-engine/txn"
 )
 
 // scanChunk bounds one ScanResponse.
@@ -39,19 +41,31 @@ type KV struct {
 	store   *Store
 	fwd     *Forwarding // nil: serve only this store's regions
 	metrics *Metrics    // nil: not observed
-	txns    *txnRegistry
+	// The transactions' machinery (storage-engine/txn), over txnStore.
+	coordinator *txn.Coordinator
+	resolver    *txn.Resolver
+	txns        *txn.Registry
 }
 
 // NewKV serves store; fwd (may be nil) forwards the requests for other
 // stores' regions, counted in m (may be nil).
 //
 // It resolves the expired transaction locks of the store's regions in the
-// background (RunLockResolver) until the store closes.
+// background (txn.Resolver.Run) until the store closes.
 func NewKV(store *Store, fwd *Forwarding, m *Metrics) *KV {
-	s := &KV{store: store, fwd: fwd, metrics: m,
-		txns: newTxnRegistry(store.opts.TxnTimeout, store.opts.TxnOutcomeRetryWindow)}
-	go s.RunLockResolver(store.bg, store.opts.TxnLockResolveInterval)
-	go every(store.bg, time.Second, s.txns.sweep)
+	s := &KV{store: store, fwd: fwd, metrics: m}
+	o := txn.Options{
+		LockTTL:            store.opts.TxnLockTTL,
+		OutcomeRetryWindow: store.opts.TxnOutcomeRetryWindow,
+		OutcomeRetention:   store.opts.TxnOutcomeRetention,
+		Timeout:            store.opts.TxnTimeout,
+		Logger:             store.opts.Region.Logger,
+	}
+	s.resolver = txn.NewResolver(txnStore{s}, o)
+	s.coordinator = txn.NewCoordinator(txnStore{s}, s.resolver, o)
+	s.txns = txn.NewRegistry(txnStore{s}, o)
+	go s.resolver.Run(store.bg, store.opts.TxnLockResolveInterval)
+	go every(store.bg, time.Second, s.txns.Sweep)
 	return s
 }
 
@@ -267,6 +281,38 @@ func (s *KV) Batch(ctx context.Context, req *kvpb.BatchRequest) (*kvpb.BatchResp
 		return nil, regionErr(t.local, err)
 	}
 	return &kvpb.BatchResponse{CommitTs: ts, Region: t.local.Name()}, nil
+}
+
+// write applies a write of req in t's region once per request ID (once),
+// resolving the transaction locks it meets (withLocks).
+func (s *KV) write(ctx context.Context, t target, req proto.Message, apply func(*region.Request) (uint64, error)) (uint64, error) {
+	return s.once(ctx, t.local, req, func(rq *region.Request) (ts uint64, err error) {
+		err = s.withLocks(ctx, t, func() (err error) { ts, err = apply(rq); return err })
+		return ts, err
+	})
+}
+
+// withLocks runs op, which works on t's region, resolving each lock of a
+// cross-region transaction it meets (region.LockedError) and running it
+// again, until it succeeds, fails otherwise, or ctx ends (txn.Resolver).
+func (s *KV) withLocks(ctx context.Context, t target, op func() error) error {
+	return s.resolver.WithLocks(ctx, s.txnRegion(t), op)
+}
+
+// toBatch is the engine batch of mutations.
+func toBatch(muts []*kvpb.Mutation) (*region.Batch, error) {
+	b := new(region.Batch)
+	for i, m := range muts {
+		switch m.Op {
+		case kvpb.Mutation_OP_PUT:
+			b.Put(m.Key, m.Value)
+		case kvpb.Mutation_OP_DELETE:
+			b.Delete(m.Key)
+		default:
+			return nil, status.Errorf(codes.InvalidArgument, "mutation %d: op %v is neither OP_PUT nor OP_DELETE", i, m.Op)
+		}
+	}
+	return b, nil
 }
 
 // inRegion checks that mutation i's key falls in the region t routed the

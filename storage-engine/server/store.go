@@ -72,13 +72,13 @@ type StoreOptions struct {
 	// say). Defaults 200ms and 5s.
 	ClaimRetryMin, ClaimRetryMax time.Duration
 	// TxnLockTTL, TxnLockResolveInterval and TxnOutcomeRetention: the
-	// cross-region commits' timings (twopc.go); defaults in contract.
+	// cross-region commits' timings (storage-engine/txn); defaults in contract.
 	TxnLockTTL             time.Duration
 	TxnLockResolveInterval time.Duration
 	TxnOutcomeRetention    time.Duration
 	TxnOutcomeRetryWindow  time.Duration
 	// TxnTimeout ends a transaction BeginTxn registered that is neither
-	// committed nor rolled back this long after it began (txnreg.go).
+	// committed nor rolled back this long after it began (txn.Registry).
 	// Default contract.DefaultTxnTimeout.
 	TxnTimeout time.Duration
 	// MaxWALAge flushes a region whose oldest unflushed write is older

@@ -2,23 +2,25 @@ package server
 
 import (
 	"context"
-	"encoding/base64"
 	"errors"
-	"strconv"
 
-	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/bellows-kv/bellows/internal/contract"
 	kvpb "github.com/bellows-kv/bellows/proto/bellows/kv/v1"
 	"github.com/bellows-kv/bellows/storage-engine/region"
+	"github.com/bellows-kv/bellows/storage-engine/txn"
 )
 
-// Snapshot-isolation transactions (LogBase §3.7, region-local for now).
-// A transaction's state is its start timestamp and, at the client, its
-// buffered writes: a store keeps nothing per transaction, so any store
-// serves any of its requests and a store's restart loses none.
+// Snapshot-isolation transactions (LogBase §3.7): the KV handlers, which
+// check a request's shape, route it and hand it to storage-engine/txn (the
+// cross-region coordinator, the lock resolver, the registry of BeginTxn's
+// transactions) through txnStore (txnstore.go).
+//
+// A one-shot transaction's state is its start timestamp and, at the
+// client, its buffered writes: a store keeps nothing per transaction, so
+// any store serves any of its requests and a store's restart loses none.
+// A registered one (txn_id) lives at the store that began it.
 
 // TxnGet implements kvpb.KVServer: a read at exactly the start timestamp.
 func (s *KV) TxnGet(ctx context.Context, req *kvpb.TxnGetRequest) (*kvpb.GetResponse, error) {
@@ -45,15 +47,18 @@ func (s *KV) TxnScan(req *kvpb.TxnScanRequest, stream kvpb.KV_TxnScanServer) err
 	return s.scan(&kvpb.ScanRequest{Start: req.Start, End: req.End, Limit: req.Limit, ReadTs: &ts, UncertaintyLimit: req.UncertaintyLimit}, true, stream)
 }
 
+// errTxnIDAndStart is the error of a request naming neither.
+var errTxnIDAndStart = errors.New("neither txn_id nor start_ts is set: take them from BeginTxn")
+
 // CommitTxn implements kvpb.KVServer. Mutations in one region commit there
 // (region.CommitTxn); mutations in several commit by two-phase commit
-// (twopc.go), coordinated by the owner of mutation 0's region, the
+// (txn.Coordinator), coordinated by the owner of mutation 0's region, the
 // primary's: a request for a primary elsewhere is forwarded to its owner. A
 // retry with the same request ID (a forwarded commit whose answer was lost)
 // returns the first commit's timestamp.
 //
-// A request naming a txn_id commits that registered transaction (txnreg.go);
-// one without commits at its start_ts (one-shot).
+// A request naming a txn_id commits that registered transaction
+// (txn.Registry); one without commits at its start_ts (one-shot).
 func (s *KV) CommitTxn(ctx context.Context, req *kvpb.CommitTxnRequest) (*kvpb.CommitTxnResponse, error) {
 	switch {
 	case req.TxnId != "":
@@ -94,9 +99,7 @@ func (s *KV) commitOneShot(ctx context.Context, req *kvpb.CommitTxnRequest) (*kv
 	if err != nil {
 		return nil, err
 	}
-	// The other regions' owners are found as for a request of this store's
-	// own, also when this one was forwarded here.
-	parts, err := s.participants(internalCtx(ctx), req.Mutations)
+	parts, err := s.coordinator.Participants(ctx, req.Mutations)
 	if err != nil {
 		return nil, err
 	}
@@ -107,10 +110,10 @@ func (s *KV) commitOneShot(ctx context.Context, req *kvpb.CommitTxnRequest) (*kv
 			return nil, err
 		}
 		ts, err := s.once(ctx, t.local, req, func(*region.Request) (uint64, error) {
-			// The primary's outcome answers a retry after a crash
-			// (prewriteIn), so the request needs no WAL record here.
+			// The primary's outcome answers a retry after a crash (its
+			// prewrite), so the request needs no WAL record here.
 			var err error
-			resp, err = s.commitAcrossRegions(internalCtx(ctx), req, requestID, parts)
+			resp, err = s.coordinator.CommitAcrossRegions(ctx, req, requestID, parts)
 			if err != nil {
 				return 0, err
 			}
@@ -129,7 +132,7 @@ func (s *KV) commitOneShot(ctx context.Context, req *kvpb.CommitTxnRequest) (*kv
 	})
 	var ce *region.ConflictError
 	if errors.As(err, &ce) {
-		return nil, conflictStatus(ce)
+		return nil, txn.ConflictStatus(ce)
 	}
 	if err != nil {
 		return nil, regionErr(t.local, err)
@@ -137,30 +140,89 @@ func (s *KV) commitOneShot(ctx context.Context, req *kvpb.CommitTxnRequest) (*kv
 	return &kvpb.CommitTxnResponse{CommitTs: ts, Region: t.local.Name()}, nil
 }
 
-// toBatch is the engine batch of mutations.
-func toBatch(muts []*kvpb.Mutation) (*region.Batch, error) {
-	b := new(region.Batch)
-	for i, m := range muts {
-		switch m.Op {
-		case kvpb.Mutation_OP_PUT:
-			b.Put(m.Key, m.Value)
-		case kvpb.Mutation_OP_DELETE:
-			b.Delete(m.Key)
-		default:
-			return nil, status.Errorf(codes.InvalidArgument, "mutation %d: op %v is neither OP_PUT nor OP_DELETE", i, m.Op)
+// BeginTxn implements kvpb.KVServer: the start timestamp is this store's
+// clock, above min_start_ts (observed first), and the transaction is
+// registered here (txn.Registry).
+func (s *KV) BeginTxn(ctx context.Context, req *kvpb.BeginTxnRequest) (*kvpb.BeginTxnResponse, error) {
+	s.answering(ctx)
+	if req.MinStartTs != 0 {
+		if err := s.observe(req.MinStartTs); err != nil {
+			return nil, err
 		}
 	}
-	return b, nil
+	return s.txns.Begin(req.UncertaintyLimit)
 }
 
-// conflictStatus is ABORTED with the conflict as an ErrorInfo.
-func conflictStatus(ce *region.ConflictError) error {
-	st := status.New(codes.Aborted, ce.Error())
-	if d, err := st.WithDetails(&errdetails.ErrorInfo{Reason: contract.WriteConflictReason, Domain: contract.ErrorDomain, Metadata: map[string]string{
-		"key_base64":   base64.StdEncoding.EncodeToString(ce.Key),
-		"committed_ts": strconv.FormatUint(ce.CommittedTS, 10),
-	}}); err == nil {
-		st = d
+// RollbackTxn implements kvpb.KVServer.
+func (s *KV) RollbackTxn(ctx context.Context, req *kvpb.RollbackTxnRequest) (*kvpb.RollbackTxnResponse, error) {
+	if req.TxnId == "" {
+		return nil, status.Error(codes.InvalidArgument, "txn_id is empty: take it from BeginTxn (a one-shot transaction has nothing to roll back)")
 	}
-	return st.Err()
+	if err := s.txns.Rollback(req.TxnId); err != nil {
+		return nil, err
+	}
+	return &kvpb.RollbackTxnResponse{}, nil
+}
+
+// commitRegistered is CommitTxn of a registered transaction.
+func (s *KV) commitRegistered(ctx context.Context, req *kvpb.CommitTxnRequest) (*kvpb.CommitTxnResponse, error) {
+	if len(req.Mutations) == 0 {
+		return nil, status.Error(codes.InvalidArgument, "a transaction commits at least one mutation (roll a read-only transaction back with RollbackTxn)")
+	}
+	requestID, _, err := incomingRequestID(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return s.txns.Commit(req.TxnId, req.StartTs, requestID, func(startTS uint64) (*kvpb.CommitTxnResponse, error) {
+		return s.commitOneShot(ctx, &kvpb.CommitTxnRequest{StartTs: startTS, Mutations: req.Mutations})
+	})
+}
+
+// Prewrite implements kvpb.KVServer.
+func (s *KV) Prewrite(ctx context.Context, req *kvpb.PrewriteRequest) (*kvpb.PrewriteResponse, error) {
+	if req.StartTs == 0 || len(req.Mutations) == 0 || len(req.Primary) == 0 || req.TtlMs == 0 {
+		return nil, status.Error(codes.InvalidArgument, "a prewrite needs start_ts, primary, ttl_ms and at least one mutation")
+	}
+	t, err := s.resolve(ctx, req.Mutations[0].Key)
+	if err != nil {
+		return nil, mutationErr(0, err)
+	}
+	for i, m := range req.Mutations[1:] {
+		if err := s.inRegion(i+1, m.Key, t); err != nil {
+			return nil, err
+		}
+	}
+	return s.coordinator.Prewrite(ctx, s.txnRegion(t), req)
+}
+
+// ResolveLocks implements kvpb.KVServer.
+func (s *KV) ResolveLocks(ctx context.Context, req *kvpb.ResolveLocksRequest) (*kvpb.ResolveLocksResponse, error) {
+	if req.StartTs == 0 || len(req.Keys) == 0 {
+		return nil, status.Error(codes.InvalidArgument, "resolving locks needs start_ts and at least one key")
+	}
+	if req.CommitTs != 0 && req.CommitTs <= req.StartTs {
+		return nil, status.Errorf(codes.InvalidArgument, "commit_ts %d is not after start_ts %d", req.CommitTs, req.StartTs)
+	}
+	t, err := s.resolve(ctx, req.Keys[0])
+	if err != nil {
+		return nil, err
+	}
+	for i, k := range req.Keys[1:] {
+		if err := s.inRegion(i+1, k, t); err != nil {
+			return nil, err
+		}
+	}
+	return s.resolver.ResolveLocks(ctx, s.txnRegion(t), req)
+}
+
+// CheckTxnStatus implements kvpb.KVServer.
+func (s *KV) CheckTxnStatus(ctx context.Context, req *kvpb.CheckTxnStatusRequest) (*kvpb.CheckTxnStatusResponse, error) {
+	if req.StartTs == 0 || len(req.Primary) == 0 {
+		return nil, status.Error(codes.InvalidArgument, "checking a transaction's status needs start_ts and primary")
+	}
+	t, err := s.resolve(ctx, req.Primary)
+	if err != nil {
+		return nil, err
+	}
+	return s.resolver.CheckTxnStatus(ctx, s.txnRegion(t), req)
 }

@@ -116,8 +116,8 @@ func (s *Store) runWALBound(ctx context.Context, interval time.Duration) {
 }
 
 // every calls f every interval, with the tick's time, until ctx ends: the
-// store's background loops (the WAL bound, the lock resolver, the
-// transaction registry's sweep).
+// store's background loops (the WAL bound, the transaction registry's
+// sweep).
 func every(ctx context.Context, interval time.Duration, f func(now time.Time)) {
 	t := time.NewTicker(interval)
 	defer t.Stop()

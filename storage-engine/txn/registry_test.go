@@ -1,6 +1,9 @@
-package server
+package txn
 
 import (
+	"context"
+	"fmt"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -10,8 +13,10 @@ import (
 
 	"github.com/bellows-kv/bellows/internal/contract"
 	kvpb "github.com/bellows-kv/bellows/proto/bellows/kv/v1"
+	"github.com/bellows-kv/bellows/storage-engine/blob"
 	"github.com/bellows-kv/bellows/storage-engine/compaction"
 	"github.com/bellows-kv/bellows/storage-engine/region"
+	"github.com/bellows-kv/bellows/storage-engine/wal"
 )
 
 // A registered transaction's life: it pins its start in the store's
@@ -19,10 +24,8 @@ import (
 // ID gets the same answer, another commit is refused); a rollback or the
 // timeout ends it without one (TXN_ENDED), and releases the pins.
 func TestTxnRegistryLifecycle(t *testing.T) {
-	s, _ := fourRegionStore(t, StoreOptions{WALBoundInterval: time.Hour, Region: region.Options{Retention: compaction.Retention{MaxVersions: 1}}})
-	var regions []*region.Region
-	s.Open(func(_ *Assignment, e *region.Region) { regions = append(regions, e) })
-	g := newTxnRegistry(time.Minute, 10*time.Minute)
+	regions := openRegions(t, 4, compaction.Retention{MaxVersions: 1})
+	g := newRegistry(nil, time.Minute, 10*time.Minute)
 	now := time.Now()
 	pinned := func() int {
 		n := 0
@@ -90,9 +93,7 @@ func TestTxnRegistryLifecycle(t *testing.T) {
 	g.finishCommit(retried, &kvpb.CommitTxnResponse{CommitTs: 401}, nil, now)
 
 	// A store whose regions keep every version pins nothing.
-	keepAll, _ := fourRegionStore(t, StoreOptions{WALBoundInterval: time.Hour})
-	var keepers []*region.Region
-	keepAll.Open(func(_ *Assignment, e *region.Region) { keepers = append(keepers, e) })
+	keepers := openRegions(t, 4, compaction.Retention{})
 	unpinned, _ := g.begin(450, now, keepers)
 	for _, e := range keepers {
 		if got := e.Snapshots(); len(got) != 0 {
@@ -105,7 +106,7 @@ func TestTxnRegistryLifecycle(t *testing.T) {
 	if pinned() != len(regions) {
 		t.Fatalf("pins = %d, want only the open transaction's %d", pinned(), len(regions))
 	}
-	g.sweep(now.Add(time.Minute + time.Second))
+	g.Sweep(now.Add(time.Minute + time.Second))
 	if pinned() != 0 {
 		t.Fatalf("a timed-out transaction still pins %d snapshots", pinned())
 	}
@@ -115,10 +116,32 @@ func TestTxnRegistryLifecycle(t *testing.T) {
 	if _, _, err := g.startCommit("tnosuch", 0, "", now); status.Code(err) != codes.NotFound {
 		t.Fatalf("an unknown id: %v, want NotFound", err)
 	}
-	g.sweep(now.Add(time.Hour))
+	g.Sweep(now.Add(time.Hour))
 	if _, _, err := g.startCommit(committed, 0, "r1", now.Add(time.Hour)); status.Code(err) != codes.NotFound {
 		t.Fatalf("an id ended past the retry window: %v, want NotFound", err)
 	}
+}
+
+// openRegions opens n regions, each the whole key space in its own bucket,
+// that keep versions by retention.
+func openRegions(t *testing.T, n int, retention compaction.Retention) []*region.Region {
+	t.Helper()
+	var out []*region.Region
+	for i := range n {
+		dir := filepath.Join(t.TempDir(), fmt.Sprint(i))
+		b, err := blob.Open(context.Background(), "file://"+filepath.Join(dir, "bucket"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := region.Open(context.Background(), region.Options{Name: fmt.Sprintf("r%d", i), Bucket: b, WALDir: filepath.Join(dir, "wal"),
+			DisableAutoCompaction: true, MemstoreBytes: 1 << 20, WALMode: wal.ModeAsync, Retention: retention})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = r.Close() })
+		out = append(out, r)
+	}
+	return out
 }
 
 func hasReasonOf(err error, reason string) bool {

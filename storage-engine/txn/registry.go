@@ -1,10 +1,8 @@
-package server
+package txn
 
 import (
-	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -18,7 +16,7 @@ import (
 	"github.com/bellows-kv/bellows/storage-engine/region"
 )
 
-// The transactions BeginTxn registers (txn ids). A registered transaction
+// The registry of the transactions BeginTxn opens (txn ids). A registered transaction
 // lives at the store that began it, in memory: CommitTxn and RollbackTxn
 // name it there. While it is open, every region of that store that drops
 // old versions (retention.maxVersions > 0) keeps the versions it reads (a
@@ -67,19 +65,27 @@ type registeredTxn struct {
 	pins      []*region.Snapshot
 }
 
-type txnRegistry struct {
+// Registry is the transactions BeginTxn registered at this store.
+type Registry struct {
+	store              Store
 	timeout, keepEnded time.Duration
 	mu                 sync.Mutex
 	txns               map[string]*registeredTxn
 	open               int
 }
 
-func newTxnRegistry(timeout, keepEnded time.Duration) *txnRegistry {
-	return &txnRegistry{timeout: timeout, keepEnded: keepEnded, txns: map[string]*registeredTxn{}}
+// NewRegistry registers transactions at store, ending each one o.Timeout
+// after its begin and remembering an ended one for o.OutcomeRetryWindow.
+func NewRegistry(store Store, o Options) *Registry {
+	return newRegistry(store, o.Timeout, o.OutcomeRetryWindow)
+}
+
+func newRegistry(store Store, timeout, keepEnded time.Duration) *Registry {
+	return &Registry{store: store, timeout: timeout, keepEnded: keepEnded, txns: map[string]*registeredTxn{}}
 }
 
 // begin registers a transaction at startTS, pinning it in regions.
-func (g *txnRegistry) begin(startTS uint64, now time.Time, regions []*region.Region) (string, error) {
+func (g *Registry) begin(startTS uint64, now time.Time, regions []*region.Region) (string, error) {
 	var b [12]byte
 	if _, err := rand.Read(b[:]); err != nil {
 		return "", err
@@ -113,7 +119,7 @@ func unpin(t *registeredTxn) {
 }
 
 // endLocked ends an open or committing t in state.
-func (g *txnRegistry) endLocked(t *registeredTxn, state txnState, now time.Time) {
+func (g *Registry) endLocked(t *registeredTxn, state txnState, now time.Time) {
 	if t.state == txnOpen || t.state == txnCommitting {
 		g.open--
 		unpin(t)
@@ -129,7 +135,7 @@ func notFound(id string) error {
 // startCommit marks id as being committed and returns its start timestamp;
 // done, if not nil, is the answer of its earlier commit (a retry).
 // startTS, when not 0, must be the transaction's own.
-func (g *txnRegistry) startCommit(id string, startTS uint64, requestID string, now time.Time) (ts uint64, done *kvpb.CommitTxnResponse, err error) {
+func (g *Registry) startCommit(id string, startTS uint64, requestID string, now time.Time) (ts uint64, done *kvpb.CommitTxnResponse, err error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	t, ok := g.txns[id]
@@ -173,7 +179,7 @@ func txnEnded(msg string) error {
 // finishCommit records the outcome of a commit startCommit began: a
 // commit or a conflict ends the transaction; any other error leaves it
 // open, so the commit may be retried.
-func (g *txnRegistry) finishCommit(id string, resp *kvpb.CommitTxnResponse, err error, now time.Time) {
+func (g *Registry) finishCommit(id string, resp *kvpb.CommitTxnResponse, err error, now time.Time) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	t, ok := g.txns[id]
@@ -192,7 +198,7 @@ func (g *txnRegistry) finishCommit(id string, resp *kvpb.CommitTxnResponse, err 
 }
 
 // rollback ends id without a commit.
-func (g *txnRegistry) rollback(id string, now time.Time) error {
+func (g *Registry) rollback(id string, now time.Time) error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	t, ok := g.txns[id]
@@ -212,9 +218,9 @@ func (g *txnRegistry) rollback(id string, now time.Time) error {
 	}
 }
 
-// sweep times out the open transactions past the timeout and forgets the
-// ended ones past keepEnded.
-func (g *txnRegistry) sweep(now time.Time) {
+// Sweep times out the open transactions past the timeout and forgets the
+// ended ones past keepEnded, as of now.
+func (g *Registry) Sweep(now time.Time) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	for id, t := range g.txns {
@@ -227,66 +233,49 @@ func (g *txnRegistry) sweep(now time.Time) {
 	}
 }
 
-// errTxnIDAndStart is the error of a request naming neither.
-var errTxnIDAndStart = errors.New("neither txn_id nor start_ts is set: take them from BeginTxn")
-
-// BeginTxn implements kvpb.KVServer: the start timestamp is this store's
-// clock, above min_start_ts (observed first), and the transaction is
-// registered here (see above). Its uncertainty limit is the start plus the
-// maximum clock offset, or the one a restart carries (docs/clock.md).
-func (s *KV) BeginTxn(ctx context.Context, req *kvpb.BeginTxnRequest) (*kvpb.BeginTxnResponse, error) {
-	s.answering(ctx)
-	if req.MinStartTs != 0 {
-		if err := s.observe(req.MinStartTs); err != nil {
-			return nil, err
-		}
-	}
-	now := time.Now()
-	clock := s.store.Clock()
+// Begin registers a transaction that starts now, by the store's clock,
+// pinned in the store's open regions. Its uncertainty limit is the start
+// plus the clock's maximum offset, or limit when a restart carries one
+// (docs/clock.md); none when the clock has no bound.
+func (g *Registry) Begin(limit uint64) (*kvpb.BeginTxnResponse, error) {
+	now := g.store.Now()
+	clock := g.store.Clock()
 	startTS := clock.Now()
 	var regions []*region.Region
-	s.store.Open(func(_ *Assignment, e *region.Region) { regions = append(regions, e) })
-	id, err := s.txns.begin(startTS, now, regions)
+	for _, r := range g.store.Local() {
+		if e, err := r.Engine(); err == nil {
+			regions = append(regions, e)
+		}
+	}
+	id, err := g.begin(startTS, now, regions)
 	if err != nil {
 		return nil, err
 	}
-	resp := &kvpb.BeginTxnResponse{StartTs: startTS, TxnId: id, TimeoutMs: uint64(s.txns.timeout / time.Millisecond)}
+	resp := &kvpb.BeginTxnResponse{StartTs: startTS, TxnId: id, TimeoutMs: uint64(g.timeout / time.Millisecond)}
 	if d := clock.MaxOffset(); d > 0 {
 		resp.UncertaintyLimit = startTS + uint64(d)
-		if req.UncertaintyLimit != 0 {
-			resp.UncertaintyLimit = req.UncertaintyLimit
+		if limit != 0 {
+			resp.UncertaintyLimit = limit
 		}
 	}
 	return resp, nil
 }
 
-// RollbackTxn implements kvpb.KVServer.
-func (s *KV) RollbackTxn(ctx context.Context, req *kvpb.RollbackTxnRequest) (*kvpb.RollbackTxnResponse, error) {
-	if req.TxnId == "" {
-		return nil, status.Error(codes.InvalidArgument, "txn_id is empty: take it from BeginTxn (a one-shot transaction has nothing to roll back)")
-	}
-	if err := s.txns.rollback(req.TxnId, time.Now()); err != nil {
-		return nil, err
-	}
-	return &kvpb.RollbackTxnResponse{}, nil
+// Rollback ends transaction id without a commit.
+func (g *Registry) Rollback(id string) error {
+	return g.rollback(id, g.store.Now())
 }
 
-// commitRegistered is CommitTxn of a registered transaction.
-func (s *KV) commitRegistered(ctx context.Context, req *kvpb.CommitTxnRequest) (*kvpb.CommitTxnResponse, error) {
-	if len(req.Mutations) == 0 {
-		return nil, status.Error(codes.InvalidArgument, "a transaction commits at least one mutation (roll a read-only transaction back with RollbackTxn)")
-	}
-	requestID, _, err := incomingRequestID(ctx)
-	if err != nil {
-		return nil, err
-	}
-	startTS, done, err := s.txns.startCommit(req.TxnId, req.StartTs, requestID, time.Now())
+// Commit commits registered transaction id through commit, which gets its
+// start timestamp, once: startTS, when not 0, must be the transaction's
+// own; a retry with the first commit's requestID gets its answer.
+func (g *Registry) Commit(id string, startTS uint64, requestID string, commit func(startTS uint64) (*kvpb.CommitTxnResponse, error)) (*kvpb.CommitTxnResponse, error) {
+	ts, done, err := g.startCommit(id, startTS, requestID, g.store.Now())
 	if err != nil || done != nil {
 		return done, err
 	}
-	one := &kvpb.CommitTxnRequest{StartTs: startTS, Mutations: req.Mutations}
-	resp, err := s.commitOneShot(ctx, one)
-	s.txns.finishCommit(req.TxnId, resp, err, time.Now())
+	resp, err := commit(ts)
+	g.finishCommit(id, resp, err, g.store.Now())
 	if err != nil {
 		return nil, err
 	}
