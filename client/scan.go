@@ -55,8 +55,11 @@ type Iterator struct {
 	end    []byte
 	opts   ScanOptions
 	retry  *backoff.ExponentialBackOff
-	// snapshot: a transaction's scan (TxnScan at opts.ReadTS).
-	snapshot bool
+	// snapshot: a transaction's scan (TxnScan at opts.ReadTS), with its
+	// uncertainty limit; txn is the transaction of an overlay iterator.
+	snapshot         bool
+	uncertaintyLimit uint64
+	txn              *Txn
 	// ov: a transaction's scan, its own writes over a snapshot iterator;
 	// the fields below are unused then.
 	ov *overlay
@@ -154,7 +157,7 @@ func (it *Iterator) nextMerged() bool {
 			if ov.stored.Next() {
 				ov.peeked = true
 			} else if err := ov.stored.Err(); err != nil {
-				it.err = readErr(err)
+				it.err = it.txn.noteRead(readErr(err))
 				return false
 			} else {
 				ov.done = true
@@ -207,7 +210,7 @@ func (it *Iterator) open() {
 	it.stop = stop
 	cc, err := it.c.conn(addr)
 	if err == nil && it.snapshot {
-		it.stream, err = kvpb.NewKVClient(cc).TxnScan(ctx, &kvpb.TxnScanRequest{StartTs: *req.ReadTs, Start: req.Start, End: req.End, Limit: req.Limit})
+		it.stream, err = kvpb.NewKVClient(cc).TxnScan(ctx, &kvpb.TxnScanRequest{StartTs: *req.ReadTs, Start: req.Start, End: req.End, Limit: req.Limit, UncertaintyLimit: it.uncertaintyLimit})
 	} else if err == nil {
 		it.stream, err = kvpb.NewKVClient(cc).Scan(ctx, req)
 	}

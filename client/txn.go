@@ -31,10 +31,40 @@ var ErrTxnLost = errors.New("bellows client: transaction lost")
 // transaction again with a new start.
 var ErrSnapshotTooOld = errors.New("bellows client: snapshot too old")
 
-// readErr marks a transaction read's SNAPSHOT_TOO_OLD as ErrSnapshotTooOld.
+// ErrReadUncertain matches an *UncertainError.
+var ErrReadUncertain = errors.New("bellows client: read uncertain")
+
+// UncertainError: a transaction's read found a version of a key above its
+// start timestamp but within its clock uncertainty (docs/clock.md): it may
+// have been committed before the transaction began, on a store whose clock
+// is ahead of the one that gave the start. Nothing was written. Restart
+// the transaction (Txn.Restart; RunTxn does): its next start is above TS.
+type UncertainError struct {
+	TS      uint64
+	Message string
+}
+
+func (e *UncertainError) Error() string { return "bellows client: " + e.Message }
+
+func (e *UncertainError) Is(target error) bool { return target == ErrReadUncertain }
+
+// readErr marks a transaction read's SNAPSHOT_TOO_OLD as ErrSnapshotTooOld
+// and its READ_UNCERTAIN as an *UncertainError.
 func readErr(err error) error {
-	if err != nil && hasReason(err, contract.SnapshotTooOldReason) {
+	if err == nil {
+		return nil
+	}
+	if hasReason(err, contract.SnapshotTooOldReason) {
 		return fmt.Errorf("%w: %s", ErrSnapshotTooOld, status.Convert(err).Message())
+	}
+	for _, d := range status.Convert(err).Details() {
+		if info, ok := d.(*errdetails.ErrorInfo); ok && info.Reason == contract.ReadUncertainReason {
+			ts, perr := strconv.ParseUint(info.Metadata["ts"], 10, 64)
+			if perr != nil {
+				return fmt.Errorf("bellows client: an uncertain read with malformed details %v: %w", info.Metadata, err)
+			}
+			return &UncertainError{TS: ts, Message: status.Convert(err).Message()}
+		}
 	}
 	return err
 }
@@ -65,19 +95,48 @@ type Txn struct {
 	// its commit and rollback go (see BeginTxn in proto/bellows/kv/v1).
 	id, issuer string
 	startTS    uint64
-	writes     []Mutation
-	index      map[string]int // key → its write in writes
+	// limit is the uncertainty limit every read carries (0: none), and
+	// uncertain the newest version a read found within it: a Restart
+	// begins above it, keeping limit.
+	limit, uncertain uint64
+	writes           []Mutation
+	index            map[string]int // key → its write in writes
 }
 
 // Begin starts a transaction at a start timestamp from the cluster.
 func (c *Client) Begin(ctx context.Context) (*Txn, error) {
+	return c.begin(ctx, &kvpb.BeginTxnRequest{})
+}
+
+func (c *Client) begin(ctx context.Context, req *kvpb.BeginTxnRequest) (*Txn, error) {
 	resp, issuer, err := doAddr(ctx, c, nil, func(ctx context.Context, kv kvpb.KVClient) (*kvpb.BeginTxnResponse, error) {
-		return kv.BeginTxn(ctx, &kvpb.BeginTxnRequest{})
+		return kv.BeginTxn(ctx, req)
 	})
 	if err != nil {
 		return nil, err
 	}
-	return &Txn{c: c, id: resp.TxnId, issuer: issuer, startTS: resp.StartTs, index: map[string]int{}}, nil
+	return &Txn{c: c, id: resp.TxnId, issuer: issuer, startTS: resp.StartTs, limit: resp.UncertaintyLimit, index: map[string]int{}}, nil
+}
+
+// Restart rolls t back and begins it again with nothing read or written:
+// after an *UncertainError, above the uncertain version and within t's
+// first uncertainty limit, so each restart narrows the window and
+// restarts end (docs/clock.md); otherwise as Begin does.
+func (t *Txn) Restart(ctx context.Context) (*Txn, error) {
+	_ = t.Rollback(ctx)
+	if t.uncertain == 0 {
+		return t.c.Begin(ctx)
+	}
+	return t.c.begin(ctx, &kvpb.BeginTxnRequest{MinStartTs: t.uncertain, UncertaintyLimit: t.limit})
+}
+
+// noteRead keeps the uncertain version a read error names.
+func (t *Txn) noteRead(err error) error {
+	var ue *UncertainError
+	if errors.As(err, &ue) {
+		t.uncertain = max(t.uncertain, ue.TS)
+	}
+	return err
 }
 
 // ID is the transaction's id at the store that began it ("" from a store
@@ -110,12 +169,12 @@ func (t *Txn) Get(ctx context.Context, key []byte) (value []byte, found bool, er
 		w := t.writes[i]
 		return w.Value, !w.Delete, nil
 	}
-	req := &kvpb.TxnGetRequest{StartTs: t.startTS, Key: key}
+	req := &kvpb.TxnGetRequest{StartTs: t.startTS, Key: key, UncertaintyLimit: t.limit}
 	resp, err := do(ctx, t.c, key, func(ctx context.Context, kv kvpb.KVClient) (*kvpb.GetResponse, error) {
 		return kv.TxnGet(ctx, req)
 	})
 	if err != nil {
-		return nil, false, readErr(err)
+		return nil, false, t.noteRead(readErr(err))
 	}
 	return resp.Value, resp.Found, nil
 }
@@ -151,8 +210,8 @@ func (t *Txn) Scan(ctx context.Context, start, end []byte, opts ScanOptions) *It
 		stored.Limit = opts.Limit + deletes
 	}
 	st := t.c.Scan(ctx, start, end, stored)
-	st.snapshot = true
-	it := &Iterator{ctx: ctx, cancel: st.Close, opts: ScanOptions{Limit: opts.Limit}, ov: &overlay{stored: st, own: own}}
+	st.snapshot, st.uncertaintyLimit = true, t.limit
+	it := &Iterator{ctx: ctx, cancel: st.Close, opts: ScanOptions{Limit: opts.Limit}, ov: &overlay{stored: st, own: own}, txn: t}
 	if opts.ReadTS != nil {
 		it.err = errors.New("bellows client: Txn.Scan with ScanOptions.ReadTS: a transaction reads at its start timestamp")
 	}
@@ -260,7 +319,9 @@ func conflictFrom(err error) error {
 // exponentially growing backoff and runs f again from a new Begin, at most
 // the maximum number of attempts (DefaultTxnMaxAttempts, WithTxnMaxAttempts)
 // and never past ctx. f must be safe to run more than once (it sees a newer
-// snapshot each time); a transaction f fails is rolled back.
+// snapshot each time); a transaction f fails is rolled back. A read found
+// uncertain (ErrReadUncertain, from f: another store's clock is ahead)
+// runs f again at once, from Txn.Restart: above the version it found.
 //
 // When it gives up it returns a *TxnGaveUpError matching ErrTooManyAttempts
 // or the context's error, and the last attempt's error (errors.Is and
@@ -273,8 +334,15 @@ func (c *Client) RunTxn(ctx context.Context, f func(ctx context.Context, t *Txn)
 	}
 	b := p.backoff()
 	var last error // the last attempt's retryable failure
+	var prev *Txn  // the last attempt, when it read an uncertain version
 	for attempt := 1; ; attempt++ {
-		t, err := c.Begin(ctx)
+		var t *Txn
+		var err error
+		if prev != nil {
+			t, err = prev.Restart(ctx)
+		} else {
+			t, err = c.Begin(ctx)
+		}
 		if err != nil {
 			if last != nil && ctx.Err() != nil {
 				// The deadline came during this Begin: nothing of this
@@ -287,12 +355,20 @@ func (c *Client) RunTxn(ctx context.Context, f func(ctx context.Context, t *Txn)
 		if !again {
 			return res, err
 		}
-		last = err
+		last, prev = err, nil
+		if errors.Is(err, ErrReadUncertain) {
+			prev = t
+		}
 		if attempt >= p.maxAttempts {
 			return WriteResult{}, &TxnGaveUpError{Attempts: attempt, Reason: ErrTooManyAttempts, Last: last}
 		}
 		if ctx.Err() != nil {
 			return WriteResult{}, &TxnGaveUpError{Attempts: attempt, Reason: ctx.Err(), Last: last}
+		}
+		if prev != nil {
+			// Not contention: the next start is above the uncertain
+			// version, and the window is narrower.
+			continue
 		}
 		if err := p.sleep(ctx, b.NextBackOff()); err != nil {
 			return WriteResult{}, &TxnGaveUpError{Attempts: attempt, Reason: err, Last: last}
@@ -309,7 +385,7 @@ func (c *Client) RunTxn(ctx context.Context, f func(ctx context.Context, t *Txn)
 func (t *Txn) run(ctx context.Context, f func(ctx context.Context, t *Txn) error) (res WriteResult, err error, again bool) {
 	if err := f(ctx, t); err != nil {
 		_ = t.Rollback(ctx)
-		return WriteResult{}, err, errors.Is(err, ErrSnapshotTooOld)
+		return WriteResult{}, err, errors.Is(err, ErrSnapshotTooOld) || errors.Is(err, ErrReadUncertain)
 	}
 	res, err = t.Commit(ctx)
 	return res, err, errors.Is(err, ErrConflict) || errors.Is(err, ErrTxnLost)

@@ -63,6 +63,9 @@ func (c Config) Total() int { return c.Accounts() * c.StartBalance }
 // Result is what a run did and found.
 type Result struct {
 	Transfers, Sums int64
+	// Restarts counts the transfers' and sums' restarts after an
+	// uncertain read (stores' clocks apart: docs/clock.md).
+	Restarts int64
 	// Violations are the invariant's failures: a sum that is not the
 	// total, or a balance that does not parse.
 	Violations []string
@@ -78,7 +81,7 @@ type Bank struct {
 	// origin is the zero of the history's client instants.
 	origin time.Time
 
-	transfers, sums, seq atomic.Int64
+	transfers, sums, seq, restarts atomic.Int64
 	// committed wakes AwaitTransfers after a committed transfer.
 	committed chan struct{}
 
@@ -232,11 +235,39 @@ func (b *Bank) transfer(ctx context.Context, rng *rand.Rand, deadline time.Durat
 	to := (from%r+1+rng.IntN(r-1))%r + r*rng.IntN(b.cfg.AccountsPerRegion)
 	tctx, cancel := context.WithTimeout(ctx, deadline)
 	defer cancel()
+	b.restarting(tctx, id, func(id string, invoke time.Duration, x *client.Txn) error {
+		return b.transferIn(tctx, id, invoke, x, from, to, rng)
+	})
+}
+
+// maxRestarts bounds the restarts of one transfer or sum after uncertain
+// reads (each starts above the version it found, in a narrower window).
+const maxRestarts = 16
+
+// restarting begins a transaction and runs attempt in it, and again in
+// its restart while a read was uncertain (client.Txn.Restart: a store's
+// clock ahead of the one that gave the start). Each attempt is its own
+// transaction in the history, id suffixed by its number after the first.
+func (b *Bank) restarting(ctx context.Context, id string, attempt func(id string, invoke time.Duration, x *client.Txn) error) {
 	invoke := b.now()
-	x, err := b.c.Begin(tctx)
-	if err != nil {
-		return
+	x, err := b.c.Begin(ctx)
+	for n := 1; err == nil; n++ {
+		aid := id
+		if n > 1 {
+			aid = fmt.Sprintf("%s.%d", id, n)
+		}
+		err = attempt(aid, invoke, x)
+		if !errors.Is(err, client.ErrReadUncertain) || n == maxRestarts {
+			return
+		}
+		b.restarts.Add(1)
+		invoke = b.now()
+		x, err = x.Restart(ctx)
 	}
+}
+
+// transferIn is one attempt of a transfer, in x.
+func (b *Bank) transferIn(tctx context.Context, id string, invoke time.Duration, x *client.Txn, from, to int, rng *rand.Rand) error {
 	rec := sicheck.Txn{ID: id, StartTS: x.StartTS(), Reads: map[string]string{}, Writes: map[string]string{}, Invoke: invoke}
 	defer func() { b.record(rec) }()
 	var bal [2]int
@@ -244,17 +275,17 @@ func (b *Bank) transfer(ctx context.Context, rng *rand.Rand, deadline time.Durat
 		v, _, err := x.Get(tctx, b.cfg.Key(a))
 		rec.Complete = b.now()
 		if err != nil {
-			return
+			return err
 		}
 		rec.Reads[string(b.cfg.Key(a))] = string(v)
 		if bal[i], err = Balance(v); err != nil {
 			b.violation("%s read account %d: %v", id, a, err)
-			return
+			return nil
 		}
 	}
 	amount := 1 + rng.IntN(10)
 	if bal[0] < amount {
-		return
+		return nil
 	}
 	for i, a := range []int{from, to} {
 		v := fmt.Sprintf("%d:%s", bal[i]+[]int{-amount, amount}[i], id)
@@ -270,6 +301,7 @@ func (b *Bank) transfer(ctx context.Context, rng *rand.Rand, deadline time.Durat
 		default:
 		}
 	}
+	return err
 }
 
 // Sum reads every balance in one snapshot transaction and records a
@@ -282,12 +314,9 @@ func (b *Bank) Sum(ctx context.Context) {
 	id := fmt.Sprintf("r%d", n)
 	rctx, cancel := context.WithTimeout(ctx, b.cfg.Timeout)
 	defer cancel()
-	invoke := b.now()
-	x, err := b.c.Begin(rctx)
-	if err != nil {
-		return
-	}
-	b.sum(rctx, id, invoke, x, n%2 == 0)
+	b.restarting(rctx, id, func(id string, invoke time.Duration, x *client.Txn) error {
+		return b.sum(rctx, id, invoke, x, n%2 == 0)
+	})
 }
 
 // StaleSum is a sum that reads at old's start though it begins now: the
@@ -298,12 +327,12 @@ func (b *Bank) StaleSum(ctx context.Context, old *client.Txn) {
 	n := b.seq.Add(1)
 	rctx, cancel := context.WithTimeout(ctx, b.cfg.Timeout)
 	defer cancel()
-	b.sum(rctx, fmt.Sprintf("r%d-stale", n), b.now(), old, n%2 == 0)
+	_ = b.sum(rctx, fmt.Sprintf("r%d-stale", n), b.now(), old, n%2 == 0)
 }
 
 // sum reads every balance in x, by scan or by Gets, and records it as
 // begun (the client instant) at invoke.
-func (b *Bank) sum(ctx context.Context, id string, invoke time.Duration, x *client.Txn, scan bool) {
+func (b *Bank) sum(ctx context.Context, id string, invoke time.Duration, x *client.Txn, scan bool) error {
 	rec := sicheck.Txn{ID: id, StartTS: x.StartTS(), Reads: map[string]string{}, Invoke: invoke}
 	defer func() { b.record(rec) }()
 	var balances map[int][]byte
@@ -315,19 +344,19 @@ func (b *Bank) sum(ctx context.Context, id string, invoke time.Duration, x *clie
 	}
 	rec.Complete = b.now()
 	if err != nil {
-		return
+		return err
 	}
 	s := 0
 	for i := range b.cfg.Accounts() {
 		v, ok := balances[i]
 		if !ok {
 			b.violation("%s: account %d is absent at %d", id, i, x.StartTS())
-			return
+			return nil
 		}
 		n, err := Balance(v)
 		if err != nil {
 			b.violation("%s read account %d: %v", id, i, err)
-			return
+			return nil
 		}
 		s += n
 	}
@@ -335,6 +364,7 @@ func (b *Bank) sum(ctx context.Context, id string, invoke time.Duration, x *clie
 	if s != b.cfg.Total() {
 		b.violation("%s: the balances at %d sum to %d, not %d", id, x.StartTS(), s, b.cfg.Total())
 	}
+	return nil
 }
 
 // getBalances reads every account by Get, recording each read.
@@ -427,6 +457,6 @@ func (b *Bank) Final(ctx context.Context) error {
 func (b *Bank) Result() Result {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return Result{Transfers: b.transfers.Load(), Sums: b.sums.Load(),
+	return Result{Transfers: b.transfers.Load(), Sums: b.sums.Load(), Restarts: b.restarts.Load(),
 		Violations: append([]string(nil), b.violations...), History: append([]sicheck.Txn(nil), b.history...)}
 }

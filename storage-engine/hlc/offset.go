@@ -14,18 +14,13 @@ import (
 // them with the Clock RPC). A store refuses to serve while it is not
 // (docs/clock.md, rule 5):
 //
-//   - beyond: its offset from a majority of the peers measured recently is
-//     beyond Tolerance (80% of the maximum offset; a measurement can be
-//     wrong by half its round trip, which is added to its offset);
-//   - unchecked: since it started, it has not yet measured a majority of
-//     its peers, and StartGrace has not passed (peers that do not answer
-//     cannot be waited for forever, but a store started on a bad clock must
-//     not hand out timestamps while its peers are about to answer).
-//
-// A store with no peers (one store, bellows local) is always within.
+// its offset from a majority of the peers measured recently is beyond
+// Tolerance (80% of the maximum offset; a measurement can be wrong by half
+// its round trip, which is added to its offset). A store with no peer
+// measured (one store, bellows local, every peer down) is within: nothing
+// says otherwise, and refusing would make a lone store unavailable.
 type OffsetMonitor struct {
 	maxOffset time.Duration
-	started   time.Time
 	mu        sync.Mutex
 	peers     map[string]Measurement
 	want      int // peers the store knows of
@@ -39,17 +34,13 @@ type Measurement struct {
 	At     time.Time
 }
 
-// NewOffsetMonitor returns a monitor for a store started at started.
-func NewOffsetMonitor(maxOffset time.Duration, started time.Time) *OffsetMonitor {
-	return &OffsetMonitor{maxOffset: maxOffset, started: started, peers: map[string]Measurement{}}
+// NewOffsetMonitor returns a monitor of a store's clock against its peers'.
+func NewOffsetMonitor(maxOffset time.Duration) *OffsetMonitor {
+	return &OffsetMonitor{maxOffset: maxOffset, peers: map[string]Measurement{}}
 }
 
 // Tolerance is the offset beyond which a store stops serving.
 func (m *OffsetMonitor) Tolerance() time.Duration { return m.maxOffset * 4 / 5 }
-
-// StartGrace is how long a store that has measured no majority of its
-// peers waits before serving anyway.
-func (m *OffsetMonitor) StartGrace() time.Duration { return 10 * m.maxOffset }
 
 // staleAfter: a measurement older than this no longer counts.
 func (m *OffsetMonitor) staleAfter() time.Duration { return max(10*time.Second, 10*m.maxOffset) }
@@ -112,7 +103,11 @@ func (m *OffsetMonitor) Check(now time.Time) error {
 		fresh = append(fresh, p)
 		worst := x.Offset.Abs() + x.RTT/2
 		if worst > m.Tolerance() {
-			beyond = append(beyond, fmt.Sprintf("%s %+v", p, x.Offset.Round(time.Microsecond)))
+			sign := "+"
+			if x.Offset < 0 {
+				sign = ""
+			}
+			beyond = append(beyond, fmt.Sprintf("%s %s%v", p, sign, x.Offset.Round(time.Microsecond)))
 			offsets = append(offsets, x.Offset)
 		}
 	}
@@ -124,16 +119,12 @@ func (m *OffsetMonitor) Check(now time.Time) error {
 		sort.Strings(beyond)
 		return &OffsetError{Tolerance: m.Tolerance(), MaxOffset: m.maxOffset, Peers: beyond, Offsets: offsets}
 	}
-	if (len(fresh) == 0 || 2*len(fresh) < m.want) && now.Sub(m.started) < m.StartGrace() {
-		return &OffsetError{Unchecked: true, Tolerance: m.Tolerance(), MaxOffset: m.maxOffset}
-	}
 	return nil
 }
 
 // OffsetError: the store's clock is (or is not yet known to be within) the
 // bound of its peers'.
 type OffsetError struct {
-	Unchecked bool
 	Tolerance time.Duration
 	MaxOffset time.Duration
 	Peers     []string // "peer offset" of the peers beyond it
@@ -141,9 +132,6 @@ type OffsetError struct {
 }
 
 func (e *OffsetError) Error() string {
-	if e.Unchecked {
-		return fmt.Sprintf("this store has not yet measured its clock against a majority of its peers (maximum clock offset %v): it serves once it has", e.MaxOffset)
-	}
 	return fmt.Sprintf("this store's clock is beyond %v (80%% of the maximum clock offset %v) from a majority of its peers (%s): it refuses requests until it is back within; check NTP/chrony on its node",
 		e.Tolerance, e.MaxOffset, strings.Join(e.Peers, ", "))
 }

@@ -15,7 +15,7 @@ func TestTheStoreOffFromAMajorityStopsAndTheOthersServe(t *testing.T) {
 	off := Measurement{Offset: -300 * time.Millisecond, RTT: time.Millisecond, At: now}
 
 	// Three stores, C 300ms ahead. A sees B fine and C off: it serves.
-	a := NewOffsetMonitor(bound, start)
+	a := NewOffsetMonitor(bound)
 	a.SetPeers([]string{"b", "c"})
 	a.Record("b", ok)
 	a.Record("c", off)
@@ -23,13 +23,13 @@ func TestTheStoreOffFromAMajorityStopsAndTheOthersServe(t *testing.T) {
 		t.Fatalf("A, off from one of two peers: %v, want it to serve", err)
 	}
 	// C sees both off: it stops, and says by how much.
-	c := NewOffsetMonitor(bound, start)
+	c := NewOffsetMonitor(bound)
 	c.SetPeers([]string{"a", "b"})
 	c.Record("a", off)
 	c.Record("b", off)
 	err := c.Check(now)
 	var oe *OffsetError
-	if !errors.As(err, &oe) || oe.Unchecked {
+	if !errors.As(err, &oe) {
 		t.Fatalf("C, off from both peers: %v, want an *OffsetError", err)
 	}
 	for _, want := range []string{"a -300ms", "b -300ms", "beyond 200ms (80% of the maximum clock offset 250ms)"} {
@@ -48,7 +48,7 @@ func TestTheStoreOffFromAMajorityStopsAndTheOthersServe(t *testing.T) {
 func TestHalfTheRoundTripCountsAgainstTheOffset(t *testing.T) {
 	start := time.Unix(1000, 0)
 	now := start.Add(time.Minute)
-	m := NewOffsetMonitor(250*time.Millisecond, start)
+	m := NewOffsetMonitor(250*time.Millisecond)
 	m.SetPeers([]string{"b"})
 	// 150ms off with a 120ms round trip: it may be 210ms off, beyond 200ms.
 	m.Record("b", Measurement{Offset: 150 * time.Millisecond, RTT: 120 * time.Millisecond, At: now})
@@ -57,26 +57,26 @@ func TestHalfTheRoundTripCountsAgainstTheOffset(t *testing.T) {
 	}
 }
 
-func TestAStoreDoesNotServeUntilItHasMeasuredItsPeers(t *testing.T) {
+func TestWithNothingMeasuredAStoreServes(t *testing.T) {
 	start := time.Unix(1000, 0)
-	m := NewOffsetMonitor(250*time.Millisecond, start)
+	m := NewOffsetMonitor(250 * time.Millisecond)
 	m.SetPeers([]string{"b", "c"})
-	err := m.Check(start.Add(time.Second))
-	var oe *OffsetError
-	if !errors.As(err, &oe) || !oe.Unchecked {
-		t.Fatalf("no measurement yet: %v, want an unchecked *OffsetError", err)
+	if err := m.Check(start); err != nil {
+		t.Fatalf("no peer measured (all down): %v, want it to serve", err)
 	}
-	m.Record("b", Measurement{At: start.Add(time.Second)})
-	if err := m.Check(start.Add(time.Second)); err != nil {
-		t.Fatalf("one of two peers measured fine: %v", err)
+	// A measurement too old no longer counts against it.
+	m.Record("b", Measurement{Offset: time.Second, At: start})
+	m.Record("c", Measurement{Offset: time.Second, At: start})
+	if err := m.Check(start.Add(time.Second)); err == nil {
+		t.Fatal("both peers a second off, measured a second ago: want a refusal")
 	}
-	// Peers that never answer are not waited for past the grace; stale
-	// measurements stop counting.
-	if err := m.Check(start.Add(m.StartGrace() + time.Minute)); err != nil {
-		t.Fatalf("past the start grace with only stale measurements: %v", err)
+	if err := m.Check(start.Add(time.Hour)); err != nil {
+		t.Fatalf("the same measurements an hour old: %v, want it to serve", err)
 	}
-	alone := NewOffsetMonitor(250*time.Millisecond, start)
-	if err := alone.Check(start); err != nil {
-		t.Fatalf("a store without peers: %v", err)
+	// A peer no longer listed is forgotten.
+	m.Record("b", Measurement{Offset: time.Second, At: start.Add(time.Hour)})
+	m.SetPeers([]string{"c"})
+	if err := m.Check(start.Add(time.Hour)); err != nil {
+		t.Fatalf("the only off peer left the cluster: %v", err)
 	}
 }

@@ -2,8 +2,8 @@ package server
 
 // The clock offset check (docs/clock.md, rule 5): a store measures its
 // offset to every peer each interval with the Clock RPC and refuses KV
-// requests while its clock is beyond the bound of a majority of them, or
-// not yet known to be within it.
+// requests while its clock is beyond the bound of a majority of those it
+// measured. Before it serves, it measures the peers that answer.
 //
 // The refusal is an interceptor, so it holds for every KV method but the
 // two that carry no timestamp and that peers and clients need to find
@@ -11,7 +11,6 @@ package server
 
 import (
 	"context"
-	"errors"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -54,7 +53,7 @@ func NewClockCheck(clock *hlc.Clock, log interface {
 	Warn(string, ...any)
 	Info(string, ...any)
 }, reg prometheus.Registerer) *ClockCheck {
-	c := &ClockCheck{clock: clock, mon: hlc.NewOffsetMonitor(clock.MaxOffset(), time.Now()), log: log,
+	c := &ClockCheck{clock: clock, mon: hlc.NewOffsetMonitor(clock.MaxOffset()), log: log,
 		self: map[string]bool{}, noted: map[string]bool{},
 		offset: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "bellows_clock_offset_seconds",
 			Help: "This store's clock offset to each peer's (the peer's minus this one's), at the last measurement."}, []string{"peer"}),
@@ -75,13 +74,16 @@ func (c *ClockCheck) Refusal() error {
 	return nil
 }
 
-// Prime makes the store refuse requests until Run has measured its
-// peers, if it has any: call it before serving.
-func (c *ClockCheck) Prime(router *route.Router) {
+// Prime measures the peers that answer within a second, before the store
+// serves: a store started on a clock beyond the bound refuses its first
+// request already. Peers not up yet are measured by Run when they are.
+func (c *ClockCheck) Prime(ctx context.Context, router *route.Router) {
 	if c.clock.MaxOffset() <= 0 {
 		return
 	}
-	c.mon.SetPeers(router.Peers())
+	ctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	c.round(ctx, router)
 	c.update(time.Now())
 }
 
@@ -173,9 +175,7 @@ func (c *ClockCheck) update(now time.Time) {
 	} else {
 		c.refusal.Store(&err)
 	}
-	var oe *hlc.OffsetError
-	beyond := errors.As(err, &oe) && !oe.Unchecked
-	if beyond {
+	if err != nil {
 		c.exceeded.Set(1)
 	} else {
 		c.exceeded.Set(0)

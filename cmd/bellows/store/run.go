@@ -226,7 +226,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, out io.Writer) error
 		router := route.New(route.Options{Peers: peers, Logger: log, MaxRecvMessageBytes: contract.MaxMessageBytes})
 		defer router.Close()
 		go router.Run(ctx)
-		clockCheck.Prime(router)
+		clockCheck.Prime(ctx, router)
 		go clockCheck.Run(ctx, router, contract.DefaultClockCheckInterval)
 		fwd = &server.Forwarding{Spans: allSpans, Router: router}
 		log.Info("forwarding requests for other stores' regions", "peers", peers())
