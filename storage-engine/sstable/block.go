@@ -204,6 +204,11 @@ func (it *blockIter) prevBefore(off int) bool {
 		it.err = errCorruptBlock
 		return false
 	}
+	if it.back == nil {
+		// One interval's worth at once: growing by appends would
+		// allocate several times per iterator.
+		it.back, it.backKeys = make([]backEntry, 0, restartInterval), make([]byte, 0, restartInterval*32)
+	}
 	it.back, it.backKeys = it.back[:0], it.backKeys[:0]
 	it.key = it.key[:0]
 	for ok := it.decodeAt(it.restartOffset(i)); ok; ok = it.decodeAt(it.next) {
