@@ -36,7 +36,7 @@ func (s *KV) TxnScan(req *kvpb.TxnScanRequest, stream kvpb.KV_TxnScanServer) err
 		return status.Error(codes.InvalidArgument, "start_ts is 0: take it from BeginTxn")
 	}
 	ts := req.StartTs
-	return s.scan(&kvpb.ScanRequest{Start: req.Start, End: req.End, Limit: req.Limit, ReadTs: &ts}, true, stream)
+	return s.scan(&kvpb.ScanRequest{Start: req.Start, End: req.End, Limit: req.Limit, ReadTs: &ts, Reverse: req.Reverse}, true, stream)
 }
 
 // CommitTxn implements kvpb.KVServer. Mutations in one region commit there

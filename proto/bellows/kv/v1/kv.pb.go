@@ -681,7 +681,9 @@ type TxnScanRequest struct {
 	// end is exclusive; empty means past the last key.
 	End []byte `protobuf:"bytes,3,opt,name=end,proto3" json:"end,omitempty"`
 	// limit bounds the number of pairs; 0 means no limit.
-	Limit         uint32 `protobuf:"varint,4,opt,name=limit,proto3" json:"limit,omitempty"`
+	Limit uint32 `protobuf:"varint,4,opt,name=limit,proto3" json:"limit,omitempty"`
+	// reverse: as ScanRequest's.
+	Reverse       bool `protobuf:"varint,5,opt,name=reverse,proto3" json:"reverse,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -742,6 +744,13 @@ func (x *TxnScanRequest) GetLimit() uint32 {
 		return x.Limit
 	}
 	return 0
+}
+
+func (x *TxnScanRequest) GetReverse() bool {
+	if x != nil {
+		return x.Reverse
+	}
+	return false
 }
 
 type CommitTxnRequest struct {
@@ -1353,8 +1362,13 @@ type ScanRequest struct {
 	// end is exclusive; empty means past the last key.
 	End []byte `protobuf:"bytes,2,opt,name=end,proto3" json:"end,omitempty"`
 	// limit bounds the number of pairs; 0 means no limit.
-	Limit         uint32  `protobuf:"varint,3,opt,name=limit,proto3" json:"limit,omitempty"`
-	ReadTs        *uint64 `protobuf:"varint,4,opt,name=read_ts,json=readTs,proto3,oneof" json:"read_ts,omitempty"`
+	Limit  uint32  `protobuf:"varint,3,opt,name=limit,proto3" json:"limit,omitempty"`
+	ReadTs *uint64 `protobuf:"varint,4,opt,name=read_ts,json=readTs,proto3,oneof" json:"read_ts,omitempty"`
+	// reverse streams the same keys in descending order: limit counts from
+	// end down, and the range is still [start, end) with start below end.
+	// A broken reverse scan resumes with end set to the last key received
+	// (end is exclusive), as a forward one resumes with start set past it.
+	Reverse       bool `protobuf:"varint,5,opt,name=reverse,proto3" json:"reverse,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1415,6 +1429,13 @@ func (x *ScanRequest) GetReadTs() uint64 {
 		return *x.ReadTs
 	}
 	return 0
+}
+
+func (x *ScanRequest) GetReverse() bool {
+	if x != nil {
+		return x.Reverse
+	}
+	return false
 }
 
 type BatchGetRequest struct {
@@ -1709,7 +1730,7 @@ func (x *KeyValue) GetValue() []byte {
 	return nil
 }
 
-// ScanResponse is one chunk of a scan's result, in key order.
+// ScanResponse is one chunk of a scan's result, in the scan's order.
 type ScanResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Pairs         []*KeyValue            `protobuf:"bytes,1,rep,name=pairs,proto3" json:"pairs,omitempty"`
@@ -2210,12 +2231,13 @@ const file_bellows_kv_v1_kv_proto_rawDesc = "" +
 	"\x13RollbackTxnResponse\"<\n" +
 	"\rTxnGetRequest\x12\x19\n" +
 	"\bstart_ts\x18\x01 \x01(\x04R\astartTs\x12\x10\n" +
-	"\x03key\x18\x02 \x01(\fR\x03key\"i\n" +
+	"\x03key\x18\x02 \x01(\fR\x03key\"\x83\x01\n" +
 	"\x0eTxnScanRequest\x12\x19\n" +
 	"\bstart_ts\x18\x01 \x01(\x04R\astartTs\x12\x14\n" +
 	"\x05start\x18\x02 \x01(\fR\x05start\x12\x10\n" +
 	"\x03end\x18\x03 \x01(\fR\x03end\x12\x14\n" +
-	"\x05limit\x18\x04 \x01(\rR\x05limit\"{\n" +
+	"\x05limit\x18\x04 \x01(\rR\x05limit\x12\x18\n" +
+	"\areverse\x18\x05 \x01(\bR\areverse\"{\n" +
 	"\x10CommitTxnRequest\x12\x19\n" +
 	"\bstart_ts\x18\x01 \x01(\x04R\astartTs\x12\x15\n" +
 	"\x06txn_id\x18\x03 \x01(\tR\x05txnId\x125\n" +
@@ -2256,12 +2278,13 @@ const file_bellows_kv_v1_kv_proto_rawDesc = "" +
 	"\tmutations\x18\x01 \x03(\v2\x17.bellows.kv.v1.MutationR\tmutations\"D\n" +
 	"\rBatchResponse\x12\x1b\n" +
 	"\tcommit_ts\x18\x01 \x01(\x04R\bcommitTs\x12\x16\n" +
-	"\x06region\x18\x02 \x01(\tR\x06region\"u\n" +
+	"\x06region\x18\x02 \x01(\tR\x06region\"\x8f\x01\n" +
 	"\vScanRequest\x12\x14\n" +
 	"\x05start\x18\x01 \x01(\fR\x05start\x12\x10\n" +
 	"\x03end\x18\x02 \x01(\fR\x03end\x12\x14\n" +
 	"\x05limit\x18\x03 \x01(\rR\x05limit\x12\x1c\n" +
-	"\aread_ts\x18\x04 \x01(\x04H\x00R\x06readTs\x88\x01\x01B\n" +
+	"\aread_ts\x18\x04 \x01(\x04H\x00R\x06readTs\x88\x01\x01\x12\x18\n" +
+	"\areverse\x18\x05 \x01(\bR\areverseB\n" +
 	"\n" +
 	"\b_read_ts\"O\n" +
 	"\x0fBatchGetRequest\x12\x12\n" +
