@@ -34,6 +34,8 @@ type rangeStore struct {
 	maxResults int
 	// failNext fails this many calls with UNAVAILABLE.
 	failNext int
+	// cutAfter > 0 breaks the next scan stream after that many pairs.
+	cutAfter int
 	calls    []string // "BatchGet a,b" or "DeleteRange a id"
 }
 

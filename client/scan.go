@@ -18,23 +18,29 @@ type ScanOptions struct {
 	Limit int
 	// ReadTS, when set, reads each region's versions visible at it.
 	ReadTS *uint64
+	// Reverse returns the keys of [start, end) in descending order, from
+	// end down; Limit counts from there (etcd's SortDescend, TiKV's
+	// ReverseScan). The range is the same: start below end.
+	Reverse bool
 }
 
 // KeyValue is one pair of a scan.
 type KeyValue struct{ Key, Value []byte }
 
-// Scan returns an iterator over the live keys of [start, end) in key order
-// (empty start: the first key; empty end: past the last; start after a
-// non-empty end: Err is ErrInvalidRange). It reads one
-// region at a time from its owner; a stream that breaks (the owner moved,
-// restarted or went away) resumes after the last key returned, at the
-// owner the refreshed table names, until the context ends. Close it when
-// done.
+// Scan returns an iterator over the live keys of [start, end) in key order,
+// or descending with opts.Reverse (empty start: the first key; empty end:
+// past the last; start after a non-empty end: Err is ErrInvalidRange, in
+// either order). It reads one region at a time from its owner (right to
+// left when reverse); a stream that breaks (the owner moved, restarted or
+// went away) resumes after the last key returned (before it, reverse), at
+// the owner the refreshed table names, until the context ends. Close it
+// when done.
 func (c *Client) Scan(ctx context.Context, start, end []byte, opts ScanOptions) *Iterator {
 	ctx, cancel := context.WithCancel(ctx)
 	b := backoff.NewExponentialBackOff()
 	b.InitialInterval, b.MaxInterval = c.opts.RetryInitial, c.opts.RetryMax
 	it := &Iterator{c: c, ctx: ctx, cancel: cancel, from: bytes.Clone(start), end: bytes.Clone(end), opts: opts, retry: b}
+	it.to = it.end
 	// An inverted range would read nothing and look like an empty one.
 	it.err = checkRange(start, end)
 	return it
@@ -65,13 +71,17 @@ type Iterator struct {
 	ov *overlay
 
 	// from is where the next stream starts: the successor of the last key
-	// returned, or the start of the next region.
-	from []byte
-	// The open stream and the range it covers: [from at opening, segEnd);
-	// empty segEnd: up to end.
+	// returned, or the start of the next region. A reverse scan's from
+	// stays its start; to is where its next stream ends (exclusive): the
+	// last key returned, or the start of the region above; empty: past
+	// the last key.
+	from, to []byte
+	// The open stream and the range it covers: [from at opening, segEnd)
+	// (empty segEnd: up to end), or reverse [segStart, to at opening).
 	stream   receiver
 	stop     context.CancelFunc // cancels the open stream
 	segEnd   []byte
+	segStart []byte
 	gen      uint64 // the table generation the stream's route came from
 	failures int    // consecutive stale-route failures: which owner to try
 
@@ -90,7 +100,11 @@ func (it *Iterator) Next() bool {
 	for {
 		if len(it.buf) > 0 {
 			it.cur, it.buf = it.buf[0], it.buf[1:]
-			it.from = append(bytes.Clone(it.cur.Key), 0)
+			if it.opts.Reverse {
+				it.to = it.cur.Key // the response's: never reused
+			} else {
+				it.from = append(bytes.Clone(it.cur.Key), 0)
+			}
 			it.returned++
 			return true
 		}
@@ -110,17 +124,22 @@ func (it *Iterator) Next() bool {
 		case errors.Is(err, io.EOF):
 			// The segment is done: the next starts where it ended.
 			it.closeStream()
-			if len(it.segEnd) == 0 || (len(it.end) > 0 && bytes.Compare(it.segEnd, it.end) >= 0) {
+			switch {
+			case it.opts.Reverse && bytes.Compare(it.segStart, it.from) <= 0:
 				it.done = true
-			} else {
+			case it.opts.Reverse:
+				it.to = it.segStart
+			case len(it.segEnd) == 0 || (len(it.end) > 0 && bytes.Compare(it.segEnd, it.end) >= 0):
+				it.done = true
+			default:
 				it.from = it.segEnd
 			}
 		case it.ctx.Err() != nil || !staleRoute(err):
 			it.closeStream()
 			it.err = err
 		default:
-			// Resume after the last key returned, at the owner a
-			// refreshed table names, after a backoff.
+			// Resume after (reverse: before) the last key returned, at
+			// the owner a refreshed table names, after a backoff.
 			it.closeStream()
 			it.failures++
 			it.c.refreshAfter(it.gen)
@@ -133,8 +152,8 @@ func (it *Iterator) Next() bool {
 	}
 }
 
-// overlay is a transaction's own writes (in key order) over the stored
-// pairs of its snapshot.
+// overlay is a transaction's own writes (in the scan's order) over the
+// stored pairs of its snapshot.
 type overlay struct {
 	stored *Iterator
 	own    []Mutation
@@ -144,7 +163,7 @@ type overlay struct {
 }
 
 // nextMerged is Next of a transaction's scan: the stored pairs and the own
-// writes merged in key order, an own write replacing (or, a delete,
+// writes merged in the scan's order, an own write replacing (or, a delete,
 // hiding) the stored pair of its key.
 func (it *Iterator) nextMerged() bool {
 	ov := it.ov
@@ -163,7 +182,7 @@ func (it *Iterator) nextMerged() bool {
 				ov.done = true
 			}
 		}
-		if ov.i < len(ov.own) && (!ov.peeked || bytes.Compare(ov.own[ov.i].Key, ov.stored.Key()) <= 0) {
+		if ov.i < len(ov.own) && (!ov.peeked || it.order(ov.own[ov.i].Key, ov.stored.Key()) <= 0) {
 			m := ov.own[ov.i]
 			ov.i++
 			if ov.peeked && bytes.Equal(m.Key, ov.stored.Key()) {
@@ -187,22 +206,43 @@ func (it *Iterator) nextMerged() bool {
 	}
 }
 
+// order compares keys in the scan's order.
+func (it *Iterator) order(a, b []byte) int {
+	if it.opts.Reverse {
+		return bytes.Compare(b, a)
+	}
+	return bytes.Compare(a, b)
+}
+
 // open starts the stream for the segment holding it.from: to the end of
 // its region at the region's owner or, when no owner is known, to the end
-// of the scan at a seed (which forwards across regions).
+// of the scan at a seed (which forwards across regions). A reverse scan's
+// segment is the one holding the keys just below it.to, from there down
+// to its region's start, or to the scan's start at a seed.
 func (it *Iterator) open() {
 	t := it.c.table.Load()
 	it.gen = t.gen
-	targets, segEnd := it.c.seeds, it.end
-	if r, ok := t.lookup(it.from); ok && len(r.Owners) > 0 {
-		targets = r.Owners
-		if len(r.End) > 0 && (len(it.end) == 0 || bytes.Compare(r.End, it.end) < 0) {
-			segEnd = r.End
+	targets := it.c.seeds
+	req := &kvpb.ScanRequest{Start: it.from, End: it.end, ReadTs: it.opts.ReadTS, Reverse: it.opts.Reverse}
+	if it.opts.Reverse {
+		req.End = it.to
+		if r, ok := t.lookupBelow(it.to); ok && len(r.Owners) > 0 {
+			targets = r.Owners
+			if bytes.Compare(r.Start, it.from) > 0 {
+				req.Start = r.Start
+			}
 		}
+		it.segStart = req.Start
+	} else {
+		if r, ok := t.lookup(it.from); ok && len(r.Owners) > 0 {
+			targets = r.Owners
+			if len(r.End) > 0 && (len(it.end) == 0 || bytes.Compare(r.End, it.end) < 0) {
+				req.End = r.End
+			}
+		}
+		it.segEnd = req.End
 	}
-	it.segEnd = segEnd
 	addr := targets[it.failures%len(targets)]
-	req := &kvpb.ScanRequest{Start: it.from, End: segEnd, ReadTs: it.opts.ReadTS}
 	if it.opts.Limit > 0 {
 		req.Limit = uint32(it.opts.Limit - it.returned)
 	}
@@ -210,7 +250,7 @@ func (it *Iterator) open() {
 	it.stop = stop
 	cc, err := it.c.conn(addr)
 	if err == nil && it.snapshot {
-		it.stream, err = kvpb.NewKVClient(cc).TxnScan(ctx, &kvpb.TxnScanRequest{StartTs: *req.ReadTs, Start: req.Start, End: req.End, Limit: req.Limit, UncertaintyLimit: it.uncertaintyLimit})
+		it.stream, err = kvpb.NewKVClient(cc).TxnScan(ctx, &kvpb.TxnScanRequest{StartTs: *req.ReadTs, Start: req.Start, End: req.End, Limit: req.Limit, UncertaintyLimit: it.uncertaintyLimit, Reverse: req.Reverse})
 	} else if err == nil {
 		it.stream, err = kvpb.NewKVClient(cc).Scan(ctx, req)
 	}
@@ -258,7 +298,8 @@ func PrefixEnd(prefix []byte) []byte {
 }
 
 // ScanPrefix is Scan of the live keys that begin with prefix (empty: every
-// key), in key order: [prefix, PrefixEnd(prefix)).
+// key), in key order (descending with opts.Reverse): [prefix,
+// PrefixEnd(prefix)).
 func (c *Client) ScanPrefix(ctx context.Context, prefix []byte, opts ScanOptions) *Iterator {
 	return c.Scan(ctx, prefix, PrefixEnd(prefix), opts)
 }

@@ -97,3 +97,22 @@ func (t *table) lookup(key []byte) (Region, bool) {
 	}
 	return t.regions[i], true
 }
+
+// lookupBelow is the region holding the keys just below key (empty key:
+// past the last key, so the last region), or false when the table has
+// none: where a reverse scan that ends at key goes on.
+func (t *table) lookupBelow(key []byte) (Region, bool) {
+	// The last region starting below key.
+	i := len(t.regions) - 1
+	if len(key) > 0 {
+		i = sort.Search(len(t.regions), func(i int) bool { return bytes.Compare(t.regions[i].Start, key) >= 0 }) - 1
+	}
+	if i < 0 {
+		return Region{}, false
+	}
+	r := t.regions[i]
+	if len(r.End) > 0 && (len(key) == 0 || bytes.Compare(r.End, key) < 0) {
+		return Region{}, false // a gap between r and key
+	}
+	return r, true
+}

@@ -180,8 +180,8 @@ func (t *Txn) Get(ctx context.Context, key []byte) (value []byte, found bool, er
 }
 
 // Scan returns an iterator over the live keys of [start, end) (empty
-// start: the first key; empty end: past the last) in key order, at most
-// opts.Limit of them (0: all): the snapshot at the start timestamp in
+// start: the first key; empty end: past the last) in key order (descending
+// with opts.Reverse), at most opts.Limit of them (0: all): the snapshot at the start timestamp in
 // every region (TxnScan), with the transaction's own writes applied over
 // it — those buffered when Scan is called; a write buffered while the
 // iterator is open is not seen by it. It streams like Client.Scan (one
@@ -204,14 +204,17 @@ func (t *Txn) Scan(ctx context.Context, start, end []byte, opts ScanOptions) *It
 		}
 	}
 	slices.SortFunc(own, func(a, b Mutation) int { return bytes.Compare(a.Key, b.Key) })
+	if opts.Reverse {
+		slices.Reverse(own)
+	}
 	// Each own delete may hide one stored pair: read that many more.
-	stored := ScanOptions{ReadTS: &t.startTS}
+	stored := ScanOptions{ReadTS: &t.startTS, Reverse: opts.Reverse}
 	if opts.Limit > 0 {
 		stored.Limit = opts.Limit + deletes
 	}
 	st := t.c.Scan(ctx, start, end, stored)
 	st.snapshot, st.uncertaintyLimit = true, t.limit
-	it := &Iterator{ctx: ctx, cancel: st.Close, opts: ScanOptions{Limit: opts.Limit}, ov: &overlay{stored: st, own: own}, txn: t}
+	it := &Iterator{ctx: ctx, cancel: st.Close, opts: ScanOptions{Limit: opts.Limit, Reverse: opts.Reverse}, ov: &overlay{stored: st, own: own}, txn: t}
 	if opts.ReadTS != nil {
 		it.err = errors.New("bellows client: Txn.Scan with ScanOptions.ReadTS: a transaction reads at its start timestamp")
 	}

@@ -3,6 +3,7 @@ package client
 import (
 	"bytes"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -19,7 +20,11 @@ type scanTxnStore struct {
 func (s *scanTxnStore) TxnScan(req *kvpb.TxnScanRequest, stream kvpb.KV_TxnScanServer) error {
 	var chunk []*kvpb.KeyValue
 	n := 0
-	for _, k := range s.stored {
+	stored := slices.Clone(s.stored)
+	if req.Reverse {
+		slices.Reverse(stored)
+	}
+	for _, k := range stored {
 		if bytes.Compare([]byte(k), req.Start) < 0 || (len(req.End) > 0 && bytes.Compare([]byte(k), req.End) >= 0) {
 			continue
 		}
@@ -83,6 +88,22 @@ func TestTxnScanIteratesItsWritesOverTheSnapshot(t *testing.T) {
 	} {
 		if got := pairsOf(x.Scan(ctx, []byte(tc.start), []byte(tc.end), ScanOptions{Limit: tc.limit})); got != tc.want {
 			t.Errorf("Scan [%q, %q) limit %d = %s, want %s", tc.start, tc.end, tc.limit, got, tc.want)
+		}
+	}
+	// Reverse: the same merge, descending, the limit from the top.
+	for _, tc := range []struct {
+		start, end string
+		limit      int
+		want       string
+	}{
+		{"", "", 0, "z=last e=se d=sd c0=new b=mine a=sa 0=first"},
+		{"b", "d", 0, "c0=new b=mine"},
+		{"", "", 3, "z=last e=se d=sd"},
+		{"", "d", 2, "c0=new b=mine"}, // c's delete does not use up the limit
+		{"c", "c0", 0, ""},
+	} {
+		if got := pairsOf(x.Scan(ctx, []byte(tc.start), []byte(tc.end), ScanOptions{Limit: tc.limit, Reverse: true})); got != tc.want {
+			t.Errorf("reverse Scan [%q, %q) limit %d = %s, want %s", tc.start, tc.end, tc.limit, got, tc.want)
 		}
 	}
 	// The writes buffered when Scan was called, not later ones.

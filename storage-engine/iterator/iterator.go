@@ -9,13 +9,24 @@ import (
 	"github.com/bellows-kv/bellows/storage-engine/kv"
 )
 
-// Iterator walks internal keys in kv.Compare order. Key and Value are valid
-// until the next positioning call; callers copy what they keep.
+// Iterator walks internal keys in kv.Compare order, in either direction.
+// Key and Value are valid until the next positioning call; callers copy
+// what they keep.
+//
+// Reverse iteration is Pebble's (and LevelDB's) SeekLT/Last/Prev: a reverse
+// scan of user keys meets each key's versions oldest first, and the reader
+// (region.Iterator) resolves them; nothing below it knows about
+// timestamps. Next after Prev and Prev after Next are allowed: the
+// iterator moves to the key adjacent to the current one.
 type Iterator interface {
 	// SeekGE positions at the first key ≥ key.
 	SeekGE(key kv.InternalKey) bool
+	// SeekLT positions at the last key < key.
+	SeekLT(key kv.InternalKey) bool
 	First() bool
+	Last() bool
 	Next() bool
+	Prev() bool
 	Valid() bool
 	Key() kv.InternalKey
 	Value() []byte
@@ -28,11 +39,21 @@ type Iterator interface {
 // versions (timestamps are unique per region), so no de-duplication is needed.
 // Each heap item caches its child's current key: the heap compares keys far
 // more often than children move.
+//
+// Invariant: moving forward, every child is at its first key > the last key
+// returned before the current one (the heap is a min-heap, the current key
+// its top); moving backward, at its last key < it (a max-heap). Changing
+// direction re-seeks every child around the current key, as Pebble's
+// mergingIter does (switchToMinHeap/switchToMaxHeap): keys are unique across
+// children, so each lands on the current key's neighbour.
 type Merging struct {
 	children []Iterator
 	items    []mergeItem
 	h        mergeHeap
 	err      error
+	// turn holds the current key while the children are re-seeked around
+	// it: their positioning may overwrite the buffer it aliases.
+	turn []byte
 }
 
 type mergeItem struct {
@@ -68,17 +89,33 @@ func (m *Merging) rebuild() bool {
 }
 
 func (m *Merging) SeekGE(key kv.InternalKey) bool {
-	m.err = nil
+	m.err, m.h.reverse = nil, false
 	for _, c := range m.children {
 		c.SeekGE(key)
 	}
 	return m.rebuild()
 }
 
+func (m *Merging) SeekLT(key kv.InternalKey) bool {
+	m.err, m.h.reverse = nil, true
+	for _, c := range m.children {
+		c.SeekLT(key)
+	}
+	return m.rebuild()
+}
+
 func (m *Merging) First() bool {
-	m.err = nil
+	m.err, m.h.reverse = nil, false
 	for _, c := range m.children {
 		c.First()
+	}
+	return m.rebuild()
+}
+
+func (m *Merging) Last() bool {
+	m.err, m.h.reverse = nil, true
+	for _, c := range m.children {
+		c.Last()
 	}
 	return m.rebuild()
 }
@@ -87,8 +124,48 @@ func (m *Merging) Next() bool {
 	if !m.Valid() {
 		return false
 	}
+	if m.h.reverse {
+		// Every child is below the current key: move each to its first
+		// key above it. The new top is the next key.
+		cur := m.current()
+		m.h.reverse = false
+		for _, c := range m.children {
+			if c.SeekGE(cur) && kv.Compare(c.Key(), cur) == 0 {
+				c.Next()
+			}
+		}
+		return m.rebuild()
+	}
+	return m.step(Iterator.Next)
+}
+
+func (m *Merging) Prev() bool {
+	if !m.Valid() {
+		return false
+	}
+	if !m.h.reverse {
+		cur := m.current()
+		m.h.reverse = true
+		for _, c := range m.children {
+			c.SeekLT(cur)
+		}
+		return m.rebuild()
+	}
+	return m.step(Iterator.Prev)
+}
+
+// current is a copy of the current key that outlives the children's moves.
+func (m *Merging) current() kv.InternalKey {
+	k := m.Key()
+	m.turn = append(m.turn[:0], k.UserKey...)
+	k.UserKey = m.turn
+	return k
+}
+
+// step moves the top child one key in the heap's direction.
+func (m *Merging) step(move func(Iterator) bool) bool {
 	top := m.h.items[0]
-	if top.it.Next() {
+	if move(top.it) {
 		top.key = top.it.Key()
 		heap.Fix(&m.h, 0)
 	} else {
@@ -117,11 +194,20 @@ func (m *Merging) Close() error {
 	return first
 }
 
-type mergeHeap struct{ items []*mergeItem }
+// mergeHeap is a min-heap of the children's keys, or a max-heap when
+// reverse.
+type mergeHeap struct {
+	items   []*mergeItem
+	reverse bool
+}
 
 func (h *mergeHeap) Len() int { return len(h.items) }
 func (h *mergeHeap) Less(i, j int) bool {
-	return kv.Compare(h.items[i].key, h.items[j].key) < 0
+	c := kv.Compare(h.items[i].key, h.items[j].key)
+	if h.reverse {
+		return c > 0
+	}
+	return c < 0
 }
 func (h *mergeHeap) Swap(i, j int) { h.items[i], h.items[j] = h.items[j], h.items[i] }
 func (h *mergeHeap) Push(x any)    { h.items = append(h.items, x.(*mergeItem)) }
@@ -136,8 +222,11 @@ func (h *mergeHeap) Pop() any {
 type Empty struct{}
 
 func (Empty) SeekGE(kv.InternalKey) bool { return false }
+func (Empty) SeekLT(kv.InternalKey) bool { return false }
 func (Empty) First() bool                { return false }
+func (Empty) Last() bool                 { return false }
 func (Empty) Next() bool                 { return false }
+func (Empty) Prev() bool                 { return false }
 func (Empty) Valid() bool                { return false }
 func (Empty) Key() kv.InternalKey        { return kv.InternalKey{} }
 func (Empty) Value() []byte              { return nil }
@@ -157,8 +246,15 @@ type bounded struct {
 	valid      bool
 }
 
+// settle and settleBack check only the bound the move went towards: the
+// other holds where the move started.
 func (b *bounded) settle(ok bool) bool {
 	b.valid = ok && (b.end == nil || bytes.Compare(b.Iterator.Key().UserKey, b.end) < 0)
+	return b.valid
+}
+
+func (b *bounded) settleBack(ok bool) bool {
+	b.valid = ok && bytes.Compare(b.Iterator.Key().UserKey, b.start) >= 0
 	return b.valid
 }
 
@@ -174,5 +270,24 @@ func (b *bounded) First() bool {
 }
 
 func (b *bounded) Next() bool { return b.valid && b.settle(b.Iterator.Next()) }
+
+// SeekLT below start is nothing; past end it is Last.
+func (b *bounded) SeekLT(key kv.InternalKey) bool {
+	if b.end != nil && bytes.Compare(key.UserKey, b.end) >= 0 {
+		return b.Last()
+	}
+	return b.settleBack(b.Iterator.SeekLT(key))
+}
+
+// Last is the last version of the last user key below end: the seek key
+// is end's smallest internal key.
+func (b *bounded) Last() bool {
+	if b.end == nil {
+		return b.settleBack(b.Iterator.Last())
+	}
+	return b.settleBack(b.Iterator.SeekLT(kv.MakeSearchKey(b.end, kv.MaxTimestamp)))
+}
+
+func (b *bounded) Prev() bool { return b.valid && b.settleBack(b.Iterator.Prev()) }
 
 func (b *bounded) Valid() bool { return b.valid }

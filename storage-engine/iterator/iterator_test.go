@@ -1,10 +1,14 @@
 package iterator
 
 import (
+	"bytes"
 	"errors"
+	"fmt"
+	"math/rand/v2"
 	"slices"
 	"testing"
 
+	"github.com/bellows-kv/bellows/storage-engine/iterator/itertest"
 	"github.com/bellows-kv/bellows/storage-engine/kv"
 )
 
@@ -20,9 +24,18 @@ func (s *sliceIter) SeekGE(k kv.InternalKey) bool {
 	s.i, _ = slices.BinarySearchFunc(s.keys, k, kv.Compare)
 	return s.Valid()
 }
-func (s *sliceIter) First() bool         { s.i = 0; return s.Valid() }
-func (s *sliceIter) Next() bool          { s.i++; return s.Valid() }
-func (s *sliceIter) Valid() bool         { return s.i < len(s.keys) && !(s.err != nil && s.i >= s.at) }
+func (s *sliceIter) SeekLT(k kv.InternalKey) bool {
+	s.i, _ = slices.BinarySearchFunc(s.keys, k, kv.Compare)
+	s.i--
+	return s.Valid()
+}
+func (s *sliceIter) First() bool { s.i = 0; return s.Valid() }
+func (s *sliceIter) Last() bool  { s.i = len(s.keys) - 1; return s.Valid() }
+func (s *sliceIter) Next() bool  { s.i++; return s.Valid() }
+func (s *sliceIter) Prev() bool  { s.i--; return s.Valid() }
+func (s *sliceIter) Valid() bool {
+	return s.i >= 0 && s.i < len(s.keys) && !(s.err != nil && s.i >= s.at)
+}
 func (s *sliceIter) Key() kv.InternalKey { return s.keys[s.i] }
 func (s *sliceIter) Value() []byte       { return s.keys[s.i].UserKey }
 func (s *sliceIter) Err() error {
@@ -65,5 +78,46 @@ func TestMergingStopsOnChildError(t *testing.T) {
 	}
 	if !errors.Is(m.Err(), boom) {
 		t.Fatalf("err = %v after %d keys, want boom", m.Err(), n)
+	}
+}
+
+// The merging iterator over children with interleaved keys moves both ways
+// and turns around anywhere, Bounded within its range too.
+func TestMergingAndBoundedMoveBothWays(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	for round := 0; round < 20; round++ {
+		children := make([]*sliceIter, 1+rng.IntN(4))
+		for i := range children {
+			children[i] = &sliceIter{}
+		}
+		var all []itertest.Entry
+		for ts := uint64(1); ts < uint64(1+rng.IntN(300)); ts++ {
+			k := ik(fmt.Sprintf("k%02d", rng.IntN(40)), ts)
+			c := children[rng.IntN(len(children))]
+			c.keys = append(c.keys, k)
+			all = append(all, itertest.Entry{Key: k, Value: k.UserKey})
+		}
+		its := make([]Iterator, len(children))
+		for i, c := range children {
+			slices.SortFunc(c.keys, kv.Compare)
+			its[i] = c
+		}
+		slices.SortFunc(all, func(a, b itertest.Entry) int { return kv.Compare(a.Key, b.Key) })
+		itertest.Check(t, NewMerging(its...), all, rng)
+
+		start, end := []byte(fmt.Sprintf("k%02d", rng.IntN(40))), []byte(fmt.Sprintf("k%02d", rng.IntN(40)))
+		if bytes.Compare(start, end) > 0 {
+			start, end = end, start
+		}
+		if rng.IntN(4) == 0 {
+			end = nil
+		}
+		var in []itertest.Entry
+		for _, e := range all {
+			if bytes.Compare(e.Key.UserKey, start) >= 0 && (end == nil || bytes.Compare(e.Key.UserKey, end) < 0) {
+				in = append(in, e)
+			}
+		}
+		itertest.Check(t, Bounded(NewMerging(its...), start, end), in, rng)
 	}
 }

@@ -146,7 +146,21 @@ func (it *flatIter) SeekGE(key kv.InternalKey) bool {
 	return it.valid()
 }
 
+func (it *flatIter) SeekLT(key kv.InternalKey) bool {
+	it.i = it.f.seekGE(key) - 1
+	return it.valid()
+}
+
 func (it *flatIter) First() bool { it.i = 0; return it.valid() }
+func (it *flatIter) Last() bool  { it.i = len(it.f.entries) - 1; return it.valid() }
+
+func (it *flatIter) Prev() bool {
+	if !it.valid() {
+		return false
+	}
+	it.i--
+	return it.valid()
+}
 
 func (it *flatIter) Next() bool {
 	if !it.valid() {

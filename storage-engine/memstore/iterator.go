@@ -20,6 +20,26 @@ func (it *skiplistIter) SeekGE(key kv.InternalKey) bool {
 	return it.n != nil
 }
 
+func (it *skiplistIter) SeekLT(key kv.InternalKey) bool {
+	it.n = it.s.seekLT(key)
+	return it.n != nil
+}
+
+func (it *skiplistIter) Last() bool {
+	it.n = it.s.last()
+	return it.n != nil
+}
+
+// Prev searches for the current node's predecessor: a node linked since
+// the iterator arrived may be it, as with Next.
+func (it *skiplistIter) Prev() bool {
+	if it.n == nil {
+		return false
+	}
+	it.n = it.s.seekLT(it.n.key)
+	return it.n != nil
+}
+
 func (it *skiplistIter) First() bool {
 	it.n = it.s.head.next(0).Load()
 	return it.n != nil

@@ -57,6 +57,18 @@ func BenchmarkGet(b *testing.B) {
 				it.Close()
 			}
 		})
+		// The same 20 versions backwards: each skiplist step is a search.
+		b.Run(fmt.Sprintf("policy=%s/segments=%d/scan20-reverse", p, v.Segments()+1), func(b *testing.B) {
+			rng := rand.New(rand.NewPCG(3, 4))
+			for b.Loop() {
+				it := v.NewIterator()
+				it.SeekLT(kv.MakeSearchKey(key(rng.Uint64N(keys)), ts))
+				for j := 0; j < 20 && it.Valid(); j++ {
+					it.Prev()
+				}
+				it.Close()
+			}
+		})
 		for _, hit := range []bool{true, false} {
 			b.Run(fmt.Sprintf("policy=%s/segments=%d/hit=%v", p, v.Segments()+1, hit), func(b *testing.B) {
 				rng := rand.New(rand.NewPCG(3, 4))

@@ -200,6 +200,36 @@ func (s *Skiplist) seekGE(key kv.InternalKey) *node {
 	return next
 }
 
+// seekLT returns the last node < key, or nil. Nodes have no back links
+// (a lock-free list keeps one direction only), so every step backwards is
+// a search from the top, as in LevelDB's memtable (FindLessThan): O(log n)
+// a step where forward steps are O(1).
+func (s *Skiplist) seekLT(key kv.InternalKey) *node {
+	x := s.head
+	kp := keyPrefix(key.UserKey)
+	for level := int(s.height.Load()) - 1; level >= 0; level-- {
+		x, _ = findSplice(key, kp, level, x)
+	}
+	if x == s.head {
+		return nil
+	}
+	return x
+}
+
+// last returns the last node, or nil.
+func (s *Skiplist) last() *node {
+	x := s.head
+	for level := int(s.height.Load()) - 1; level >= 0; level-- {
+		for nx := x.next(level).Load(); nx != nil; nx = x.next(level).Load() {
+			x = nx
+		}
+	}
+	if x == s.head {
+		return nil
+	}
+	return x
+}
+
 // Get returns the newest version of userKey with timestamp ≤ readTS.
 func (s *Skiplist) Get(userKey []byte, readTS uint64) ([]byte, kv.Kind, bool) {
 	n := s.seekGE(kv.MakeSearchKey(userKey, readTS))

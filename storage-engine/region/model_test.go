@@ -76,6 +76,16 @@ func (m *reference) scan(start, end string, limit int, ts uint64) []KV {
 	return out
 }
 
+// scanReverse is scan in descending order, the limit counting from the top.
+func (m *reference) scanReverse(start, end string, limit int, ts uint64) []KV {
+	out := m.scan(start, end, 0, ts)
+	slices.Reverse(out)
+	if limit > 0 && len(out) > limit {
+		out = out[:limit]
+	}
+	return out
+}
+
 type modelConfig struct {
 	maxVersions int
 	walMode     wal.Mode
@@ -213,7 +223,12 @@ func runModel(t *testing.T, seed uint64, cfg modelConfig, ops int) {
 		if end != "" {
 			endB = []byte(end)
 		}
-		got, err := r.Scan([]byte(start), endB, limit, ts)
+		scan, refScan := r.Scan, ref.scan
+		if rng.IntN(2) == 0 {
+			what += " (reverse)"
+			scan, refScan = r.ScanReverse, ref.scanReverse
+		}
+		got, err := scan([]byte(start), endB, limit, ts)
 		if mayRefuse && cfg.maxVersions > 0 && errors.Is(err, ErrSnapshotTooOld) {
 			refused++
 			return
@@ -221,13 +236,51 @@ func runModel(t *testing.T, seed uint64, cfg modelConfig, ops int) {
 		if err != nil {
 			fail("%s Scan: %v", what, err)
 		}
-		want := ref.scan(start, end, limit, ts)
+		want := refScan(start, end, limit, ts)
 		if len(got) != len(want) {
 			fail("%s Scan[%q,%q) limit %d @%d: %d rows, want %d", what, start, end, limit, ts, len(got), len(want))
 		}
 		for i := range got {
 			if !bytes.Equal(got[i].Key, want[i].Key) || !bytes.Equal(got[i].Value, want[i].Value) {
 				fail("%s Scan row %d = %q=%q, want %q=%q", what, i, got[i].Key, got[i].Value, want[i].Key, want[i].Value)
+			}
+		}
+	}
+
+	// checkWalk moves an iterator back and forth, turning anywhere: each
+	// position is the model's neighbour of the one before.
+	checkWalk := func(what string, ts uint64) {
+		start, end := key(), key()
+		if bytes.Compare(start, end) > 0 {
+			start, end = end, start
+		}
+		want := ref.scan(string(start), string(end), 0, ts)
+		it, err := r.NewIterator(start, end, ts)
+		if err != nil {
+			fail("%s NewIterator: %v", what, err)
+		}
+		defer it.Close()
+		ok, i := it.First(), 0
+		if rng.IntN(2) == 0 {
+			ok, i = it.Last(), len(want)-1
+		}
+		for step := 0; step < 30; step++ {
+			if err := it.Err(); err != nil {
+				fail("%s step %d: %v", what, step, err)
+			}
+			if i < 0 || i >= len(want) {
+				if ok {
+					fail("%s [%s,%s) step %d: at %q, want the end", what, start, end, step, it.Key())
+				}
+				return
+			}
+			if !ok || !bytes.Equal(it.Key(), want[i].Key) || !bytes.Equal(it.Value(), want[i].Value) {
+				fail("%s [%s,%s) step %d: at %q (valid %v), want %q", what, start, end, step, it.Key(), ok, want[i].Key)
+			}
+			if rng.IntN(2) == 0 {
+				ok, i = it.Next(), i+1
+			} else {
+				ok, i = it.Prev(), i-1
 			}
 		}
 	}
@@ -272,6 +325,9 @@ func runModel(t *testing.T, seed uint64, cfg modelConfig, ops int) {
 			checkGet(fmt.Sprintf("op %d", i), key(), kv.MaxTimestamp, false)
 		case p < 74:
 			checkScan(fmt.Sprintf("op %d", i), kv.MaxTimestamp, false)
+			if rng.IntN(3) == 0 {
+				checkWalk(fmt.Sprintf("op %d walk", i), kv.MaxTimestamp)
+			}
 		case p < 80:
 			// Historical reads: exact, or (versions dropped) refused.
 			if len(stamps) > 0 {
@@ -302,6 +358,7 @@ func runModel(t *testing.T, seed uint64, cfg modelConfig, ops int) {
 				s := snaps[rng.IntN(len(snaps))]
 				checkGet(fmt.Sprintf("op %d (snapshot)", i), key(), s.ref, false)
 				checkScan(fmt.Sprintf("op %d (snapshot)", i), s.ref, false)
+				checkWalk(fmt.Sprintf("op %d (snapshot) walk", i), s.ref)
 			}
 		case p < 94:
 			if err := r.Flush(ctx); err != nil {
@@ -345,6 +402,15 @@ func runModel(t *testing.T, seed uint64, cfg modelConfig, ops int) {
 	}
 	if want := ref.scan("", "", 0, kv.MaxTimestamp); len(got) != len(want) {
 		fail("final scan: %d rows, want %d", len(got), len(want))
+	}
+	// Reverse is forward reversed.
+	back, err := r.ScanReverse(nil, nil, 0, kv.MaxTimestamp)
+	if err != nil {
+		fail("final reverse scan: %v", err)
+	}
+	slices.Reverse(back)
+	if !slices.EqualFunc(back, got, func(a, b KV) bool { return bytes.Equal(a.Key, b.Key) && bytes.Equal(a.Value, b.Value) }) {
+		fail("final reverse scan: %d rows, not the forward scan's %d reversed", len(back), len(got))
 	}
 	// The in-memory machinery ran: pushes happen in the write path; what
 	// follows them is asynchronous, and a disk flush may overtake it.

@@ -154,13 +154,27 @@ type KV struct {
 // Scan returns up to limit (0: no limit) live keys in [start, end) at
 // readTS, in key order. A nil end means the end of the region.
 func (r *Region) Scan(start, end []byte, limit int, readTS uint64) ([]KV, error) {
+	return r.scan(start, end, limit, readTS, false)
+}
+
+// ScanReverse is Scan in descending key order: the limit counts from the
+// top of [start, end), as etcd's and TiKV's reverse scans do.
+func (r *Region) ScanReverse(start, end []byte, limit int, readTS uint64) ([]KV, error) {
+	return r.scan(start, end, limit, readTS, true)
+}
+
+func (r *Region) scan(start, end []byte, limit int, readTS uint64, reverse bool) ([]KV, error) {
 	it, err := r.NewIterator(start, end, readTS)
 	if err != nil {
 		return nil, err
 	}
 	defer it.Close()
+	first, next := it.First, it.Next
+	if reverse {
+		first, next = it.Last, it.Prev
+	}
 	var out []KV
-	for ok := it.First(); ok && (limit <= 0 || len(out) < limit); ok = it.Next() {
+	for ok := first(); ok && (limit <= 0 || len(out) < limit); ok = next() {
 		out = append(out, KV{Key: bytes.Clone(it.Key()), Value: bytes.Clone(it.Value())})
 	}
 	r.stats.recordScan()
@@ -168,7 +182,13 @@ func (r *Region) Scan(start, end []byte, limit int, readTS uint64) ([]KV, error)
 }
 
 // Iterator walks the live keys of a range at one timestamp, from one
-// consistent view of the region.
+// consistent view of the region, in either direction.
+//
+// Invariant: moving forward (First, Next), in is on the version of the
+// current key the iterator returns; moving backward (Last, Prev), in is on
+// the last version of the key before it, having passed every version of
+// the current key (a backward walk meets a key's versions oldest first and
+// knows which one is visible only past the newest). A turn re-seeks in.
 type Iterator struct {
 	rs    *readState
 	in    iterator.Iterator
@@ -180,6 +200,7 @@ type Iterator struct {
 	key    []byte
 	val    []byte // aliases an immutable memstore value or block
 	valid  bool
+	back   bool
 	err    error
 	closed bool
 }
@@ -227,8 +248,14 @@ func (r *Region) NewIteratorUncertain(ctx context.Context, start, end []byte, re
 	return it, nil
 }
 
+// visible is the read rule of both directions: a version counts when it
+// committed at or before the read timestamp, and the newest version that
+// counts decides the key (a tombstone hides it).
+func (it *Iterator) visible(k kv.InternalKey) bool { return k.TS <= it.rs.ts }
+
 // First positions at the first live key ≥ start.
 func (it *Iterator) First() bool {
+	it.back = false
 	it.in.SeekGE(kv.MakeSearchKey(it.start, kv.MaxTimestamp))
 	return it.settle()
 }
@@ -238,11 +265,41 @@ func (it *Iterator) Next() bool {
 	if !it.valid {
 		return false
 	}
+	if it.back {
+		// in is before every version of the current key: go to its
+		// oldest possible version, then past the rest below.
+		it.back = false
+		it.in.SeekGE(kv.InternalKey{UserKey: it.key, TS: 0, Kind: kv.KindDelete})
+	}
 	// Skip the remaining versions of the current key.
 	for it.in.Valid() && bytes.Equal(it.in.Key().UserKey, it.key) {
 		it.in.Next()
 	}
 	return it.settle()
+}
+
+// Last positions at the last live key < end.
+func (it *Iterator) Last() bool {
+	it.back = true
+	if it.end == nil {
+		it.in.Last()
+	} else {
+		it.in.SeekLT(kv.MakeSearchKey(it.end, kv.MaxTimestamp))
+	}
+	return it.settleBack()
+}
+
+// Prev moves to the previous live key.
+func (it *Iterator) Prev() bool {
+	if !it.valid {
+		return false
+	}
+	if !it.back {
+		// in is on a version of the current key: go before its newest.
+		it.back = true
+		it.in.SeekLT(kv.MakeSearchKey(it.key, kv.MaxTimestamp))
+	}
+	return it.settleBack()
 }
 
 // settle advances to the newest visible version of the next user key that
@@ -254,7 +311,7 @@ func (it *Iterator) settle() bool {
 		if it.end != nil && bytes.Compare(k.UserKey, it.end) >= 0 {
 			break
 		}
-		if k.TS > it.rs.ts {
+		if !it.visible(k) {
 			if k.TS <= it.limit {
 				it.err = &UncertainError{Key: bytes.Clone(k.UserKey), ReadTS: it.rs.ts, TS: k.TS}
 				return false
@@ -271,6 +328,43 @@ func (it *Iterator) settle() bool {
 		}
 		// Deleted at ts: skip every older version of this key.
 		for it.in.Next() && bytes.Equal(it.in.Key().UserKey, it.key) {
+		}
+	}
+	it.err = it.in.Err()
+	return false
+}
+
+// settleBack moves back to the previous user key that is live, reading
+// each key's versions oldest first: the last visible one met is the
+// newest, and decides.
+func (it *Iterator) settleBack() bool {
+	it.valid = false
+	for it.in.Valid() {
+		k := it.in.Key()
+		if bytes.Compare(k.UserKey, it.start) < 0 {
+			break
+		}
+		it.key = append(it.key[:0], k.UserKey...)
+		found, kind := false, kv.KindDelete
+		for {
+			if k := it.in.Key(); it.visible(k) {
+				// Aliasing is safe past the move: values are immutable.
+				found, kind, it.val = true, k.Kind, it.in.Value()
+			} else if k.TS <= it.limit {
+				it.err = &UncertainError{Key: bytes.Clone(k.UserKey), ReadTS: it.rs.ts, TS: k.TS}
+				return false
+			}
+			if !it.in.Prev() || !bytes.Equal(it.in.Key().UserKey, it.key) {
+				break
+			}
+		}
+		if it.in.Err() != nil {
+			// A newer version of the key may be past the failure.
+			break
+		}
+		if found && kind == kv.KindSet {
+			it.valid = true
+			return true
 		}
 	}
 	it.err = it.in.Err()

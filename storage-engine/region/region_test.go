@@ -20,7 +20,7 @@ import (
 	"github.com/bellows-kv/bellows/storage-engine/wal"
 )
 
-func testOptions(t *testing.T, dir string) Options {
+func testOptions(t testing.TB, dir string) Options {
 	t.Helper()
 	b, err := blob.Open(context.Background(), "file://"+dir+"/bucket")
 	if err != nil {
@@ -36,7 +36,7 @@ func testOptions(t *testing.T, dir string) Options {
 	}
 }
 
-func mustOpen(t *testing.T, opts Options) *Region {
+func mustOpen(t testing.TB, opts Options) *Region {
 	t.Helper()
 	r, err := Open(context.Background(), opts)
 	if err != nil {

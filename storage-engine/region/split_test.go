@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -113,6 +114,25 @@ func checkDaughter(t *testing.T, d *Region, acked map[string]string) {
 	for _, row := range rows {
 		if !d.inRange(row.Key) || acked[string(row.Key)] != string(row.Value) {
 			t.Fatalf("%s: scan returned %q=%q, not an acknowledged key of its range", d.Name(), row.Key, row.Value)
+		}
+	}
+	// A reverse scan starts at the daughter's end, not at the end of the
+	// files it shares with its sibling, whatever end it is given.
+	for _, end := range [][]byte{nil, []byte("\xff")} {
+		back, err := d.ScanReverse(nil, end, 0, kv.MaxTimestamp)
+		if err != nil {
+			t.Fatal(err)
+		}
+		slices.Reverse(back)
+		if !slices.EqualFunc(back, rows, func(a, b KV) bool { return bytes.Equal(a.Key, b.Key) && bytes.Equal(a.Value, b.Value) }) {
+			t.Fatalf("%s: a whole reverse scan to %q returns %d rows, not the forward scan's %d reversed", d.Name(), end, len(back), len(rows))
+		}
+		top, err := d.ScanReverse(nil, end, 3, kv.MaxTimestamp)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(rows) >= 3 && (len(top) != 3 || !bytes.Equal(top[0].Key, rows[len(rows)-1].Key) || !bytes.Equal(top[2].Key, rows[len(rows)-3].Key)) {
+			t.Fatalf("%s: a reverse scan with limit 3 returns %d rows from %q, want the 3 highest keys from %q", d.Name(), len(top), top[0].Key, rows[len(rows)-1].Key)
 		}
 	}
 }

@@ -340,7 +340,7 @@ func split(spans []Span, start, end []byte) []piece {
 // when limited. A failed attempt is retried (next owner, refreshed map) only
 // while it has emitted nothing: a region is read from one consistent view.
 func (s *KV) scanRemote(ctx context.Context, p scanPiece, req *kvpb.ScanRequest, exact bool, left *int, limited bool, emit func(k, v []byte) error) error {
-	sub := &kvpb.ScanRequest{Start: p.start, End: p.end, ReadTs: req.ReadTs}
+	sub := &kvpb.ScanRequest{Start: p.start, End: p.end, ReadTs: req.ReadTs, Reverse: req.Reverse}
 	if limited {
 		sub.Limit = uint32(*left)
 	}
@@ -355,7 +355,7 @@ func (s *KV) scanRemote(ctx context.Context, p scanPiece, req *kvpb.ScanRequest,
 		var stream grpc.ServerStreamingClient[kvpb.ScanResponse]
 		var err error
 		if exact {
-			stream, err = c.TxnScan(ctx, &kvpb.TxnScanRequest{StartTs: *req.ReadTs, Start: sub.Start, End: sub.End, Limit: sub.Limit, UncertaintyLimit: req.UncertaintyLimit})
+			stream, err = c.TxnScan(ctx, &kvpb.TxnScanRequest{StartTs: *req.ReadTs, Start: sub.Start, End: sub.End, Limit: sub.Limit, UncertaintyLimit: req.UncertaintyLimit, Reverse: sub.Reverse})
 		} else {
 			stream, err = c.Scan(ctx, sub)
 		}

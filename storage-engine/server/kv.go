@@ -15,6 +15,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"slices"
 	"time"
 
 	"google.golang.org/grpc"
@@ -347,7 +348,8 @@ func (s *KV) inRegion(i int, key []byte, t target) error {
 }
 
 // Scan implements kvpb.KVServer. Each region is read from one consistent view;
-// regions are read one after another, in key order. With forwarding, the
+// regions are read one after another, in key order (right to left for a
+// reverse scan, each region from its end down). With forwarding, the
 // regions of [start, end) this store does not have open are read from their
 // owners; a forwarded scan must fall entirely in this store's regions.
 func (s *KV) Scan(req *kvpb.ScanRequest, stream kvpb.KV_ScanServer) error {
@@ -389,12 +391,16 @@ func (s *KV) scan(req *kvpb.ScanRequest, exact bool, stream kvpb.KV_ScanServer) 
 		}
 		return nil
 	}
-	for _, p := range s.scanPieces(ctx, req.Start, end) {
+	pieces := s.scanPieces(ctx, req.Start, end)
+	if req.Reverse {
+		slices.Reverse(pieces)
+	}
+	for _, p := range pieces {
 		var err error
 		if p.forward {
 			err = s.scanRemote(ctx, p, req, exact, &left, req.Limit > 0, emit)
 		} else {
-			err = s.scanRegion(ctx, p, readTS(req.ReadTs), req.UncertaintyLimit, exact, &left, req.Limit > 0, emit)
+			err = s.scanRegion(ctx, p, readTS(req.ReadTs), req.UncertaintyLimit, exact, req.Reverse, &left, req.Limit > 0, emit)
 		}
 		if err != nil {
 			return err
@@ -441,8 +447,9 @@ func (s *KV) scanPieces(ctx context.Context, start, end []byte) []scanPiece {
 	return out
 }
 
-// scanRegion reads a piece from this store's region.
-func (s *KV) scanRegion(ctx context.Context, p scanPiece, ts, limit uint64, exact bool, left *int, limited bool, emit func(k, v []byte) error) error {
+// scanRegion reads a piece from this store's region, from its end down
+// when reverse.
+func (s *KV) scanRegion(ctx context.Context, p scanPiece, ts, limit uint64, exact, reverse bool, left *int, limited bool, emit func(k, v []byte) error) error {
 	r := p.local
 	start, end := maxKey(p.start, r.Span.Start), p.end
 	if r.Span.End != nil && (end == nil || bytes.Compare(r.Span.End, end) < 0) {
@@ -464,7 +471,11 @@ func (s *KV) scanRegion(ctx context.Context, p scanPiece, ts, limit uint64, exac
 		return regionErr(r, err)
 	}
 	defer it.Close()
-	for ok := it.First(); ok; ok = it.Next() {
+	first, next := it.First, it.Next
+	if reverse {
+		first, next = it.Last, it.Prev
+	}
+	for ok := first(); ok; ok = next() {
 		if limited && *left == 0 {
 			return nil
 		}

@@ -123,6 +123,7 @@ func TestStoreSplitsARegionAndServesBothHalves(t *testing.T) {
 		acked[k] = v
 	}
 	checkKeys(t, kv, acked)
+	checkReverse(t, kv, acked)
 	m, err := regionmap.Load(ctx, c.bucket)
 	if err != nil || m.Epoch != 2 || len(m.Region) != 2 {
 		t.Fatalf("the bucket's map: epoch %d with %d regions, %v", m.Epoch, len(m.Region), err)

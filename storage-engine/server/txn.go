@@ -44,7 +44,7 @@ func (s *KV) TxnScan(req *kvpb.TxnScanRequest, stream kvpb.KV_TxnScanServer) err
 		return err
 	}
 	ts := req.StartTs
-	return s.scan(&kvpb.ScanRequest{Start: req.Start, End: req.End, Limit: req.Limit, ReadTs: &ts, UncertaintyLimit: req.UncertaintyLimit}, true, stream)
+	return s.scan(&kvpb.ScanRequest{Start: req.Start, End: req.End, Limit: req.Limit, ReadTs: &ts, UncertaintyLimit: req.UncertaintyLimit, Reverse: req.Reverse}, true, stream)
 }
 
 // errTxnIDAndStart is the error of a request naming neither.

@@ -71,6 +71,19 @@ type blockIter struct {
 	val         []byte
 	ikey        kv.InternalKey
 	err         error
+	// back caches the entries of one restart interval for Prev: entries
+	// only decode forward from a restart point (prefix compression), so a
+	// step back decodes the interval once and then walks the cache, as
+	// Pebble's blockIter does, instead of decoding up to restartInterval
+	// entries per step. backKeys holds the entries' full keys.
+	back     []backEntry
+	backKeys []byte
+}
+
+type backEntry struct {
+	off, next        int
+	keyEnd           int // in backKeys; the key starts at the previous entry's keyEnd
+	valStart, valEnd int
 }
 
 func (it *blockIter) init(block []byte) error {
@@ -82,7 +95,8 @@ func (it *blockIter) init(block []byte) error {
 	if n == 0 || end < 0 {
 		return errCorruptBlock
 	}
-	*it = blockIter{data: block[:end], restarts: block[end : len(block)-4], numRestarts: n, key: it.key[:0]}
+	*it = blockIter{data: block[:end], restarts: block[end : len(block)-4], numRestarts: n, key: it.key[:0],
+		back: it.back[:0], backKeys: it.backKeys[:0]}
 	it.off = len(it.data)
 	return nil
 }
@@ -161,4 +175,98 @@ func (it *blockIter) seekGE(target []byte) bool {
 		}
 	}
 	return false
+}
+
+// last positions at the block's last entry.
+func (it *blockIter) last() bool {
+	return it.prevBefore(len(it.data))
+}
+
+// prevEntry moves to the entry before the current one; false at the start
+// of the block or on corruption.
+func (it *blockIter) prevEntry() bool {
+	return it.prevBefore(it.off)
+}
+
+// prevBefore positions at the entry that ends at off (the one whose
+// successor starts there).
+func (it *blockIter) prevBefore(off int) bool {
+	if off <= 0 {
+		it.off = len(it.data) // invalid, as past the end
+		return false
+	}
+	if j := it.backIndex(off); j >= 0 {
+		return it.fromBack(j)
+	}
+	// Decode the restart interval holding the entry before off.
+	i := sort.Search(it.numRestarts, func(i int) bool { return it.restartOffset(i) >= off }) - 1
+	if i < 0 {
+		it.err = errCorruptBlock
+		return false
+	}
+	if it.back == nil {
+		// One interval's worth at once: growing by appends would
+		// allocate several times per iterator.
+		it.back, it.backKeys = make([]backEntry, 0, restartInterval), make([]byte, 0, restartInterval*32)
+	}
+	it.back, it.backKeys = it.back[:0], it.backKeys[:0]
+	it.key = it.key[:0]
+	for ok := it.decodeAt(it.restartOffset(i)); ok; ok = it.decodeAt(it.next) {
+		it.backKeys = append(it.backKeys, it.key...)
+		it.back = append(it.back, backEntry{off: it.off, next: it.next, keyEnd: len(it.backKeys), valStart: it.next - len(it.val), valEnd: it.next})
+		if it.next >= off {
+			break
+		}
+	}
+	if it.err != nil {
+		return false
+	}
+	if n := len(it.back); n == 0 || it.back[n-1].next != off {
+		it.err = errCorruptBlock
+		return false
+	}
+	return it.fromBack(len(it.back) - 1)
+}
+
+// backIndex is the index of the cached entry whose successor starts at
+// off, or -1.
+func (it *blockIter) backIndex(off int) int {
+	n := len(it.back)
+	if n == 0 || off <= it.back[0].off || off > it.back[n-1].next {
+		return -1
+	}
+	j := sort.Search(n, func(j int) bool { return it.back[j].next >= off })
+	if j < n && it.back[j].next == off {
+		return j
+	}
+	return -1
+}
+
+// fromBack positions at cached entry j.
+func (it *blockIter) fromBack(j int) bool {
+	e := &it.back[j]
+	ks := 0
+	if j > 0 {
+		ks = it.back[j-1].keyEnd
+	}
+	it.key = append(it.key[:0], it.backKeys[ks:e.keyEnd]...)
+	it.val = it.data[e.valStart:e.valEnd:e.valEnd]
+	ik, err := kv.Decode(it.key)
+	if err != nil {
+		it.err = err
+		return false
+	}
+	it.ikey, it.off, it.next = ik, e.off, e.next
+	return true
+}
+
+// seekLT positions at the last entry < target (an encoded internal key).
+func (it *blockIter) seekLT(target []byte) bool {
+	if it.seekGE(target) {
+		return it.prevEntry()
+	}
+	if it.err != nil {
+		return false
+	}
+	return it.last()
 }

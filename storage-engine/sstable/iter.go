@@ -114,6 +114,72 @@ func (it *Iter) Next() bool {
 	return it.nextBlock()
 }
 
+// SeekLT positions at the last key < key. The index says which block
+// holds it without reading the blocks after it: the first block whose
+// last key is ≥ key, or the block before when that block's first key is
+// ≥ key too.
+func (it *Iter) SeekLT(key kv.InternalKey) bool {
+	if it.err != nil {
+		return false
+	}
+	it.sk = key.Append(it.sk[:0])
+	i := it.r.findBlock(it.sk)
+	if i == len(it.r.index) || kv.CompareEncoded(it.r.index[i].first, it.sk) >= 0 {
+		// Every key of block i-1 is below key.
+		return it.lastFrom(i - 1)
+	}
+	if !it.loadBlock(i) {
+		return false
+	}
+	it.valid = it.bi.seekLT(it.sk)
+	if it.checkBlockErr() {
+		return false
+	}
+	if !it.valid {
+		return it.lastFrom(i - 1)
+	}
+	return true
+}
+
+func (it *Iter) Last() bool {
+	if it.err != nil {
+		return false
+	}
+	return it.lastFrom(len(it.r.index) - 1)
+}
+
+// lastFrom positions at the last entry of block i, or of the nearest
+// non-empty block before it.
+func (it *Iter) lastFrom(i int) bool {
+	for ; i >= 0; i-- {
+		if !it.loadBlock(i) {
+			return false
+		}
+		it.valid = it.bi.last()
+		if it.checkBlockErr() {
+			return false
+		}
+		if it.valid {
+			return true
+		}
+	}
+	it.valid = false
+	return false
+}
+
+func (it *Iter) Prev() bool {
+	if !it.valid {
+		return false
+	}
+	if it.bi.prevEntry() {
+		return true
+	}
+	if it.checkBlockErr() {
+		return false
+	}
+	return it.lastFrom(it.blk - 1)
+}
+
 func (it *Iter) Valid() bool         { return it.valid }
 func (it *Iter) Key() kv.InternalKey { return it.bi.ikey }
 func (it *Iter) Value() []byte       { return it.bi.val }

@@ -89,3 +89,85 @@ func TestBatchGetAndDeleteRangeAcrossStores(t *testing.T) {
 		t.Fatalf("BatchGet after the delete: %+v, %v; want k010 absent, k009 found", res, err)
 	}
 }
+
+// A reverse scan over the four regions of two stores: the client visits
+// the regions right to left, each at its owner, and returns every key
+// descending; a limit counts from the top across a boundary; a
+// transaction's reverse scan reads its snapshot and its own writes.
+func TestReverseScanAcrossRegionsOfTwoStores(t *testing.T) {
+	ctx := context.Background()
+	bucket := "file://" + t.TempDir()
+	addrA, addrB := freeAddr(t), freeAddr(t)
+	peers := addrA + "," + addrB
+	a := startPeerStore(t, "store-a", bucket, t.TempDir(), addrA, "0/2", peers)
+	b := startPeerStore(t, "store-b", bucket, t.TempDir(), addrB, "1/2", peers)
+	c := newClient(t, a)
+	awaitOwners(t, c, a, b)
+
+	m := model{}
+	for i := range 4 {
+		for j := range 10 {
+			k, v := regionKey(i, fmt.Sprintf("k%03d", j)), fmt.Sprintf("v-%d-%d", i, j)
+			if _, err := c.Put(ctx, k, []byte(v)); err != nil {
+				t.Fatalf("put %q: %v", k, err)
+			}
+			m[string(k)] = v
+		}
+	}
+	keysOf := func(kvs []client.KeyValue) []string {
+		var out []string
+		for _, kv := range kvs {
+			if m[string(kv.Key)] != string(kv.Value) {
+				t.Fatalf("%q = %q, want %q", kv.Key, kv.Value, m[string(kv.Key)])
+			}
+			out = append(out, string(kv.Key))
+		}
+		return out
+	}
+	want := m.sorted()
+	slices.Reverse(want)
+	kvs, err := c.ScanAll(ctx, nil, nil, client.ScanOptions{Reverse: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := keysOf(kvs); !slices.Equal(got, want) {
+		t.Fatalf("reverse scan: %d keys, want all %d descending:\n%q", len(got), len(want), got)
+	}
+	// [region-000 k005, region-002 k003), limit 15: region-002's three,
+	// region-001's ten, then region-000's two highest.
+	kvs, err = c.ScanAll(ctx, regionKey(0, "k005"), regionKey(2, "k003"), client.ScanOptions{Reverse: true, Limit: 15})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := keysOf(kvs)
+	if len(got) != 15 || got[0] != string(regionKey(2, "k002")) || got[3] != string(regionKey(1, "k009")) || got[14] != string(regionKey(0, "k008")) {
+		t.Fatalf("reverse scan with limit 15 across three regions: %q", got)
+	}
+
+	x, err := c.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = x.Rollback(ctx) }()
+	if _, err := c.Put(ctx, regionKey(3, "k100"), []byte("after the snapshot")); err != nil {
+		t.Fatal(err)
+	}
+	x.Put(regionKey(2, "k100"), []byte("mine"))
+	x.Delete(regionKey(3, "k009"))
+	kvs, err = x.ScanAll(ctx, regionKey(2, "k008"), nil, client.ScanOptions{Reverse: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var txnKeys []string
+	for _, kv := range kvs {
+		txnKeys = append(txnKeys, string(kv.Key))
+	}
+	wantTxn := []string{string(regionKey(3, "k008"))}
+	for j := 7; j >= 0; j-- {
+		wantTxn = append(wantTxn, string(regionKey(3, fmt.Sprintf("k%03d", j))))
+	}
+	wantTxn = append(wantTxn, string(regionKey(2, "k100")), string(regionKey(2, "k009")), string(regionKey(2, "k008")))
+	if !slices.Equal(txnKeys, wantTxn) {
+		t.Fatalf("transaction's reverse scan: %q, want %q", txnKeys, wantTxn)
+	}
+}

@@ -426,14 +426,19 @@ func deleteRangeResult(p *printer, r client.DeleteRangeResult) error {
 
 func newKVScanCommand(f *kvFlags) *cobra.Command {
 	var limit int
-	var after, prefix string
+	var after, before, prefix string
+	var reverse bool
 	cmd := &cobra.Command{
 		Use:   "scan [START [END]]",
-		Short: "List keys in [START, END) as KEY<TAB>VALUE; with --after KEY [END], the keys after KEY; with --prefix P, the keys that begin with P",
+		Short: "List keys in [START, END) as KEY<TAB>VALUE; with --after KEY [END], the keys after KEY; with --prefix P, the keys that begin with P; --reverse: descending",
 		Long: `Lists the keys in [START, END) in key order (no START: from the first key; no
 END: to the last). --prefix P lists the keys that begin with P (like etcdctl
-get --prefix). A scan stopped by --timeout or Ctrl-C prints, on standard
-error, the last key it printed and the command that resumes after it.`,
+get --prefix). --reverse lists the same keys in descending order, from END
+down, and --limit N then gives the N highest (like etcdctl get
+--sort-order=DESCEND); START still comes first and must not be after END.
+--before KEY [START] lists the keys below KEY. A scan stopped by --timeout or
+Ctrl-C prints, on standard error, the last key it printed and the command
+that resumes after it (before it, with --reverse).`,
 		Args: cobra.MaximumNArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if limit < 0 {
@@ -446,9 +451,12 @@ error, the last key it printed and the command that resumes after it.`,
 			c := f.codec()
 			var start, end []byte
 			endArg := ""
+			if cmd.Flags().Changed("after") && cmd.Flags().Changed("before") {
+				return errors.New("give --after KEY [END] or --before KEY [START], not both")
+			}
 			if cmd.Flags().Changed("prefix") {
-				if len(args) > 0 || cmd.Flags().Changed("after") {
-					return errors.New("--prefix P takes no START or END and no --after: it scans the keys that begin with P")
+				if len(args) > 0 || cmd.Flags().Changed("after") || cmd.Flags().Changed("before") {
+					return errors.New("--prefix P takes no START or END and no --after or --before: it scans the keys that begin with P")
 				}
 				if start, err = c.arg("--prefix", prefix); err != nil {
 					return err
@@ -466,6 +474,21 @@ error, the last key it printed and the command that resumes after it.`,
 				if len(args) == 1 {
 					endArg = args[0]
 				}
+			} else if cmd.Flags().Changed("before") {
+				if len(args) > 1 {
+					return errors.New("with --before KEY, give at most START")
+				}
+				if end, err = c.arg("--before", before); err != nil {
+					return err
+				}
+				if len(end) == 0 {
+					return errors.New("--before KEY: KEY is empty, and no key is below it")
+				}
+				if len(args) == 1 {
+					if start, err = c.arg("START", args[0]); err != nil {
+						return err
+					}
+				}
 			} else if len(args) > 0 {
 				if start, err = c.arg("START", args[0]); err != nil {
 					return err
@@ -480,15 +503,21 @@ error, the last key it printed and the command that resumes after it.`,
 				}
 			}
 			if len(end) > 0 && bytes.Compare(start, end) > 0 {
+				if reverse {
+					return explain(fmt.Errorf("%w: START %q is after END %q, and [START, END) holds no key; --reverse lists the same range from END down, so give the lower key first: %s",
+						client.ErrInvalidRange, start, end, reverseCommand(c, end, start)), 0)
+				}
 				return explain(fmt.Errorf("%w: START %q is after END %q, and [START, END) holds no key", client.ErrInvalidRange, start, end), 0)
 			}
 			return f.with(cmd, func(ctx context.Context, cl *client.Client) error {
-				it := cl.Scan(ctx, start, end, client.ScanOptions{Limit: limit})
+				it := cl.Scan(ctx, start, end, client.ScanOptions{Limit: limit, Reverse: reverse})
 				defer it.Close()
-				return printScan(cmd.ErrOrStderr(), p, it, end)
+				return printScan(cmd.ErrOrStderr(), p, it, scanRange{start: start, end: end, reverse: reverse})
 			})
 		}}
-	cmd.Flags().IntVar(&limit, "limit", 0, "at most this many keys (0: all)")
+	cmd.Flags().IntVar(&limit, "limit", 0, "at most this many keys (0: all; with --reverse, the highest)")
+	cmd.Flags().BoolVar(&reverse, "reverse", false, "list the keys in descending order, from END down")
+	cmd.Flags().StringVar(&before, "before", "", "end below this key (what a stopped --reverse scan says to resume from)")
 	cmd.Flags().StringVar(&after, "after", "", "start after this key (what a stopped scan says to resume from)")
 	cmd.Flags().StringVar(&prefix, "prefix", "", "list only the keys that begin with this prefix")
 	return cmd
@@ -502,10 +531,16 @@ type pairs interface {
 	Err() error
 }
 
+// scanRange is what a scan covers, for its resume command.
+type scanRange struct {
+	start, end []byte
+	reverse    bool
+}
+
 // printScan prints the pairs; when the scan ends early (the timeout,
 // Ctrl-C, a failure) after printing some, it says on stderr where to
 // resume, so a long scan need not start over.
-func printScan(stderr io.Writer, p *printer, it pairs, end []byte) error {
+func printScan(stderr io.Writer, p *printer, it pairs, r scanRange) error {
 	var last []byte
 	n := 0
 	for it.Next() {
@@ -523,30 +558,57 @@ func printScan(stderr io.Writer, p *printer, it pairs, end []byte) error {
 	if err == nil || n == 0 {
 		return err
 	}
-	resume := append(slices.Clone(last), 0)
-	fmt.Fprintf(stderr, "scan stopped after %d keys; resume key (the next key to start from): %q\n", n, resume)
-	fmt.Fprintf(stderr, "resume with: %s\n", resumeCommand(p.codec, last, end))
+	if r.reverse {
+		// END is exclusive: the last key printed is the next scan's end.
+		fmt.Fprintf(stderr, "scan stopped after %d keys; resume key (the END to continue below): %q\n", n, last)
+	} else {
+		fmt.Fprintf(stderr, "scan stopped after %d keys; resume key (the next key to start from): %q\n", n, append(slices.Clone(last), 0))
+	}
+	fmt.Fprintf(stderr, "resume with: %s\n", resumeCommand(p.codec, last, r))
 	return err
 }
 
-// resumeCommand is the scan that continues after last, up to end, in the
-// arguments' encoding, or in hexadecimal when a key would not survive a
-// shell as text.
-func resumeCommand(c codec, last, end []byte) string {
-	la, ok := c.shellArg(last)
+// reverseCommand is the reverse scan of [start, end), in the arguments'
+// encoding or in hexadecimal.
+func reverseCommand(c codec, start, end []byte) string {
+	sa, ok := c.shellArg(start)
 	ea, endOK := c.shellArg(end)
 	if !ok || !endOK {
 		c = codec{hex: true}
-		la, _ = c.shellArg(last)
+		sa, _ = c.shellArg(start)
 		ea, _ = c.shellArg(end)
 	}
 	s := "bellows kv scan"
 	if c.hex {
 		s += " --hex"
 	}
-	s += " --after " + la
-	if len(end) > 0 {
-		s += " " + ea
+	return s + " --reverse " + sa + " " + ea
+}
+
+// resumeCommand is the scan that continues after last, up to r's end (a
+// reverse scan: below last, down to r's start), in the arguments'
+// encoding, or in hexadecimal when a key would not survive a shell as
+// text.
+func resumeCommand(c codec, last []byte, r scanRange) string {
+	// The bound that stays: a forward scan's end, a reverse scan's start.
+	bound, flag := r.end, " --after "
+	if r.reverse {
+		bound, flag = r.start, " --reverse --before "
+	}
+	la, ok := c.shellArg(last)
+	ba, boundOK := c.shellArg(bound)
+	if !ok || !boundOK {
+		c = codec{hex: true}
+		la, _ = c.shellArg(last)
+		ba, _ = c.shellArg(bound)
+	}
+	s := "bellows kv scan"
+	if c.hex {
+		s += " --hex"
+	}
+	s += flag + la
+	if len(bound) > 0 {
+		s += " " + ba
 	}
 	return s
 }

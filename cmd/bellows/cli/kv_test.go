@@ -337,7 +337,7 @@ func TestResumeOfABinaryKeyIsInHex(t *testing.T) {
 	}
 	var stderr bytes.Buffer
 	it := &fakePairs{keys: [][]byte{[]byte("a"), {0x00, 'b', 0x07}}, err: context.DeadlineExceeded}
-	if err := printScan(&stderr, p, it, []byte("z")); !errors.Is(err, context.DeadlineExceeded) {
+	if err := printScan(&stderr, p, it, scanRange{end: []byte("z")}); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("printScan: %v", err)
 	}
 	for _, want := range []string{`scan stopped after 2 keys; resume key (the next key to start from): "\x00b\a\x00"`,

@@ -731,8 +731,10 @@ type TxnScanRequest struct {
 	Limit uint32 `protobuf:"varint,4,opt,name=limit,proto3" json:"limit,omitempty"`
 	// uncertainty_limit: BeginTxnResponse's (0: none).
 	UncertaintyLimit uint64 `protobuf:"varint,15,opt,name=uncertainty_limit,json=uncertaintyLimit,proto3" json:"uncertainty_limit,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// reverse: as ScanRequest's.
+	Reverse       bool `protobuf:"varint,5,opt,name=reverse,proto3" json:"reverse,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *TxnScanRequest) Reset() {
@@ -798,6 +800,13 @@ func (x *TxnScanRequest) GetUncertaintyLimit() uint64 {
 		return x.UncertaintyLimit
 	}
 	return 0
+}
+
+func (x *TxnScanRequest) GetReverse() bool {
+	if x != nil {
+		return x.Reverse
+	}
+	return false
 }
 
 type CommitTxnRequest struct {
@@ -1414,8 +1423,13 @@ type ScanRequest struct {
 	// uncertainty_limit: a transaction's scan (TxnScan) forwarded between
 	// stores; 0 for a plain scan.
 	UncertaintyLimit uint64 `protobuf:"varint,15,opt,name=uncertainty_limit,json=uncertaintyLimit,proto3" json:"uncertainty_limit,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// reverse streams the same keys in descending order: limit counts from
+	// end down, and the range is still [start, end) with start below end.
+	// A broken reverse scan resumes with end set to the last key received
+	// (end is exclusive), as a forward one resumes with start set past it.
+	Reverse       bool `protobuf:"varint,5,opt,name=reverse,proto3" json:"reverse,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ScanRequest) Reset() {
@@ -1481,6 +1495,13 @@ func (x *ScanRequest) GetUncertaintyLimit() uint64 {
 		return x.UncertaintyLimit
 	}
 	return 0
+}
+
+func (x *ScanRequest) GetReverse() bool {
+	if x != nil {
+		return x.Reverse
+	}
+	return false
 }
 
 type BatchGetRequest struct {
@@ -1775,7 +1796,7 @@ func (x *KeyValue) GetValue() []byte {
 	return nil
 }
 
-// ScanResponse is one chunk of a scan's result, in key order.
+// ScanResponse is one chunk of a scan's result, in the scan's order.
 type ScanResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Pairs         []*KeyValue            `protobuf:"bytes,1,rep,name=pairs,proto3" json:"pairs,omitempty"`
@@ -2372,13 +2393,14 @@ const file_bellows_kv_v1_kv_proto_rawDesc = "" +
 	"\rTxnGetRequest\x12\x19\n" +
 	"\bstart_ts\x18\x01 \x01(\x04R\astartTs\x12\x10\n" +
 	"\x03key\x18\x02 \x01(\fR\x03key\x12+\n" +
-	"\x11uncertainty_limit\x18\x03 \x01(\x04R\x10uncertaintyLimit\"\x96\x01\n" +
+	"\x11uncertainty_limit\x18\x03 \x01(\x04R\x10uncertaintyLimit\"\xb0\x01\n" +
 	"\x0eTxnScanRequest\x12\x19\n" +
 	"\bstart_ts\x18\x01 \x01(\x04R\astartTs\x12\x14\n" +
 	"\x05start\x18\x02 \x01(\fR\x05start\x12\x10\n" +
 	"\x03end\x18\x03 \x01(\fR\x03end\x12\x14\n" +
 	"\x05limit\x18\x04 \x01(\rR\x05limit\x12+\n" +
-	"\x11uncertainty_limit\x18\x0f \x01(\x04R\x10uncertaintyLimit\"{\n" +
+	"\x11uncertainty_limit\x18\x0f \x01(\x04R\x10uncertaintyLimit\x12\x18\n" +
+	"\areverse\x18\x05 \x01(\bR\areverse\"{\n" +
 	"\x10CommitTxnRequest\x12\x19\n" +
 	"\bstart_ts\x18\x01 \x01(\x04R\astartTs\x12\x15\n" +
 	"\x06txn_id\x18\x03 \x01(\tR\x05txnId\x125\n" +
@@ -2419,13 +2441,14 @@ const file_bellows_kv_v1_kv_proto_rawDesc = "" +
 	"\tmutations\x18\x01 \x03(\v2\x17.bellows.kv.v1.MutationR\tmutations\"D\n" +
 	"\rBatchResponse\x12\x1b\n" +
 	"\tcommit_ts\x18\x01 \x01(\x04R\bcommitTs\x12\x16\n" +
-	"\x06region\x18\x02 \x01(\tR\x06region\"\xa2\x01\n" +
+	"\x06region\x18\x02 \x01(\tR\x06region\"\xbc\x01\n" +
 	"\vScanRequest\x12\x14\n" +
 	"\x05start\x18\x01 \x01(\fR\x05start\x12\x10\n" +
 	"\x03end\x18\x02 \x01(\fR\x03end\x12\x14\n" +
 	"\x05limit\x18\x03 \x01(\rR\x05limit\x12\x1c\n" +
 	"\aread_ts\x18\x04 \x01(\x04H\x00R\x06readTs\x88\x01\x01\x12+\n" +
-	"\x11uncertainty_limit\x18\x0f \x01(\x04R\x10uncertaintyLimitB\n" +
+	"\x11uncertainty_limit\x18\x0f \x01(\x04R\x10uncertaintyLimit\x12\x18\n" +
+	"\areverse\x18\x05 \x01(\bR\areverseB\n" +
 	"\n" +
 	"\b_read_ts\"O\n" +
 	"\x0fBatchGetRequest\x12\x12\n" +

@@ -56,7 +56,8 @@ type KVClient interface {
 	Delete(ctx context.Context, in *DeleteRequest, opts ...grpc.CallOption) (*DeleteResponse, error)
 	// Batch applies its mutations atomically; they must fall in one region.
 	Batch(ctx context.Context, in *BatchRequest, opts ...grpc.CallOption) (*BatchResponse, error)
-	// Scan streams the live keys of [start, end) in key order, across regions.
+	// Scan streams the live keys of [start, end) in key order, across regions;
+	// with reverse, in descending order, the regions right to left.
 	Scan(ctx context.Context, in *ScanRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[ScanResponse], error)
 	// BatchGet reads several keys of one region (keys[0]'s) in one call: the
 	// newest versions, or those at or below read_ts. A key in another region
@@ -102,7 +103,8 @@ type KVClient interface {
 	BeginTxn(ctx context.Context, in *BeginTxnRequest, opts ...grpc.CallOption) (*BeginTxnResponse, error)
 	TxnGet(ctx context.Context, in *TxnGetRequest, opts ...grpc.CallOption) (*GetResponse, error)
 	// TxnScan streams the live keys of [start, end) at exactly start_ts, in
-	// every region (one snapshot across regions, unlike Scan).
+	// every region (one snapshot across regions, unlike Scan); with reverse,
+	// in descending order.
 	TxnScan(ctx context.Context, in *TxnScanRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[ScanResponse], error)
 	CommitTxn(ctx context.Context, in *CommitTxnRequest, opts ...grpc.CallOption) (*CommitTxnResponse, error)
 	// RollbackTxn ends a registered transaction without writing anything.
@@ -337,7 +339,8 @@ type KVServer interface {
 	Delete(context.Context, *DeleteRequest) (*DeleteResponse, error)
 	// Batch applies its mutations atomically; they must fall in one region.
 	Batch(context.Context, *BatchRequest) (*BatchResponse, error)
-	// Scan streams the live keys of [start, end) in key order, across regions.
+	// Scan streams the live keys of [start, end) in key order, across regions;
+	// with reverse, in descending order, the regions right to left.
 	Scan(*ScanRequest, grpc.ServerStreamingServer[ScanResponse]) error
 	// BatchGet reads several keys of one region (keys[0]'s) in one call: the
 	// newest versions, or those at or below read_ts. A key in another region
@@ -383,7 +386,8 @@ type KVServer interface {
 	BeginTxn(context.Context, *BeginTxnRequest) (*BeginTxnResponse, error)
 	TxnGet(context.Context, *TxnGetRequest) (*GetResponse, error)
 	// TxnScan streams the live keys of [start, end) at exactly start_ts, in
-	// every region (one snapshot across regions, unlike Scan).
+	// every region (one snapshot across regions, unlike Scan); with reverse,
+	// in descending order.
 	TxnScan(*TxnScanRequest, grpc.ServerStreamingServer[ScanResponse]) error
 	CommitTxn(context.Context, *CommitTxnRequest) (*CommitTxnResponse, error)
 	// RollbackTxn ends a registered transaction without writing anything.
