@@ -99,6 +99,8 @@ var wantAlerts = []string{
 	"BellowsWALVolumeFillingUp",       // a store's WAL volume nearly full
 	// #26:
 	"BellowsRegionCannotSplit", // a region over its split size that does not split
+	// #30:
+	"BellowsClockOffsetTooLarge", // a store refusing requests for its clock
 }
 
 func TestTemplatePrometheusRule(t *testing.T) {
