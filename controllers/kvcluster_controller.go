@@ -87,6 +87,10 @@ type kvPass struct {
 	// check ran in this pass.
 	regionsTooLarge string
 	splitChecked    bool
+	// maxClockOffset is spec.clock.maxOffset, parsed; clockChecked says
+	// the check ran in this pass.
+	maxClockOffset time.Duration
+	clockChecked   bool
 	// memoryShortfall says why the user's memory limit cannot hold what
 	// the engine settings need (empty when it can).
 	memoryShortfall string
@@ -136,6 +140,7 @@ func (r *KVClusterReconciler) runner() runner[*kvPass] {
 			{"CompactionPool reference", r.checkPool},
 			{"resources", r.checkResources},
 			{"region split size", r.checkRegionSplit},
+			{"clock offset", r.checkClock},
 			{"engine ConfigMap and StatefulSet", func(ctx context.Context, p *kvPass) Result { return r.reconcileStatefulSet(ctx, ch, p) }},
 		},
 		status:      computeKVStatus,
@@ -341,6 +346,7 @@ func computeKVStatus(p *kvPass, outcome Result) {
 	}
 	resourcesCondition(p)
 	regionsCondition(p)
+	clockCondition(p)
 	waiting := outcome.Waiting(kvapi.ReasonWaitingForRollout)
 	ready := p.sts != nil && !waiting && rolloutComplete(p.sts) && p.sts.Status.ReadyReplicas == c.Spec.Replicas
 	// A replacement is reported until the rollout it started completes (or

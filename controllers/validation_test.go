@@ -241,6 +241,14 @@ func TestValidationRejectsInvalidResources(t *testing.T) {
 			"regions.splitBytes: 1048576 is below engine.memstore.bytes 128Mi (the default)"},
 		{"negative split rate", cluster("sq1", "regions: {count: 4, splitQPS: -5}"),
 			"regions.splitQPS: -5 is negative; write requests per second, e.g. 3000, or 0 to never split by load"},
+		// The clock bound: the field, the value and the fix.
+		{"negative clock offset", cluster("ck1", "clock: {maxOffset: -100ms}"),
+			`spec.clock.maxOffset: Invalid value: "-100ms": clock.maxOffset: -100ms is negative; write the largest offset between the clocks of two stores, e.g. 250ms, or 0s to turn the clock checks off`},
+		{"clock offset above the maximum", cluster("ck2", "clock: {maxOffset: 11s}"),
+			"clock.maxOffset: 11s is above the maximum 10s: every region move or store restart would wait that long before its first write"},
+		{"clock offset in minutes", cluster("ck3", "clock: {maxOffset: 1m}"), "clock.maxOffset: 1m is above the maximum 10s"},
+		{"clock offset without a unit", cluster("ck4", "clock: {maxOffset: '250'}"),
+			`clock.maxOffset: "250" is not a duration; write a number with a unit (ms, s), e.g. 250ms, or 0s to turn the clock checks off`},
 		{"zero compaction ratio", cluster("r1", "engine: {compaction: {ratio: '0'}}"), `engine.compaction.ratio: "0" must be greater than 0, e.g. "1.2"`},
 		{"compaction ratio with a comma", cluster("r2", "engine: {compaction: {ratio: '1,2'}}"), `engine.compaction.ratio: "1,2" is not a decimal number`},
 
@@ -319,6 +327,11 @@ func TestValidationAcceptsEdgeCases(t *testing.T) {
 		{"split size equal to the memstore", fromYAML(t, "KVCluster", ns, "e13", "{bucket: {url: 's3://bucket'}, regions: {splitBytes: 128Mi}}")},
 		{"split size equal to a small memstore", fromYAML(t, "KVCluster", ns, "e14",
 			"{bucket: {url: 's3://bucket'}, regions: {splitKeys: [m], splitBytes: '1048576'}, engine: {memstore: {bytes: 1Mi}}}")},
+		// 0 turns the clock checks off (the operator warns with several
+		// stores); the maximum itself is allowed.
+		{"clock checks off", fromYAML(t, "KVCluster", ns, "e15", "{bucket: {url: 's3://bucket'}, clock: {maxOffset: '0'}}")},
+		{"clock offset of the maximum", fromYAML(t, "KVCluster", ns, "e16", "{bucket: {url: 's3://bucket'}, clock: {maxOffset: 10s}}")},
+		{"clock offset in fractional seconds", fromYAML(t, "KVCluster", ns, "e17", "{bucket: {url: 's3://bucket'}, clock: {maxOffset: 0.05s}}")},
 		{"cluster name of the maximum length", validCluster(ns, long(kvapi.MaxKVClusterNameLength))},
 		{"pool name of the maximum length", validPool(ns, long(kvapi.MaxCompactionPoolNameLength))},
 	} {

@@ -24,6 +24,10 @@ const (
 	// worker cache of the CompactionPool it references (no worker admits
 	// the job, which then runs in the store).
 	ConditionRegionsFitWorkers = "RegionsFitWorkers"
+	// ConditionClockOffsetBounded is a KVCluster's: False when
+	// spec.clock.maxOffset is 0 and there are several stores, whose clocks
+	// then nothing holds together (docs/clock.md).
+	ConditionClockOffsetBounded = "ClockOffsetBounded"
 )
 
 // Condition reasons.
@@ -51,6 +55,12 @@ const (
 	ReasonOffloadDisabled = "OffloadDisabled"
 	// ReasonNoCompactionPool: the cluster references no CompactionPool.
 	ReasonNoCompactionPool = "NoCompactionPool"
+	// ReasonClockChecksOff: ClockOffsetBounded is False (and a Warning
+	// event of this reason says why).
+	ReasonClockChecksOff = "ClockChecksOff"
+	// ReasonSingleStore: clock.maxOffset is 0, but one store has one clock
+	// and no peer to disagree with.
+	ReasonSingleStore = "SingleStore"
 
 	ReasonModelRecommendation = "ModelRecommendation"
 	ReasonModelInfeasible     = "ModelInfeasible"

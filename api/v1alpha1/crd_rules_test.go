@@ -81,6 +81,7 @@ func TestCRDRulesMatchTheCode(t *testing.T) {
 		{pools, ".spec.autoscaling.syncPeriod", "duration(self) >= duration('" + MinSyncPeriod.String() + "')"},
 		{pools, ".spec.autoscaling.scaleUpStabilizationWindow", "duration(self) >= duration('" + time.Duration(0).String() + "')"},
 		{pools, ".spec.autoscaling.scaleDownStabilizationWindow", "duration(self) >= duration('" + time.Duration(0).String() + "')"},
+		{kv, ".spec.clock.maxOffset", "duration(self) >= duration('" + time.Duration(0).String() + "') && duration(self) <= duration('" + LargestMaxClockOffset.String() + "')"},
 	} {
 		if rules := rulesAt(t, c.file, c.path); !hasRule(rules, c.rule) {
 			t.Errorf("%s %s: no rule with %q", c.file, c.path, c.rule)

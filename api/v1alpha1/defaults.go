@@ -18,6 +18,7 @@ const (
 	DefaultStorageSize         = contract.DefaultStorageSize
 	DefaultRegionCount         = contract.DefaultRegionCount
 	DefaultSplitQPS            = contract.DefaultSplitQPS
+	DefaultMaxClockOffset      = contract.DefaultMaxClockOffset
 	DefaultMemstorePolicy      = MemstorePolicy(contract.DefaultMemstorePolicy)
 	DefaultCompactionMinFiles  = int32(contract.DefaultCompactionMinFiles)
 	DefaultCompactionMaxFiles  = int32(contract.DefaultCompactionMaxFiles)
@@ -72,6 +73,9 @@ func (c *KVCluster) SetDefaults() {
 	if s.Regions.SplitQPS == nil {
 		q := DefaultSplitQPS
 		s.Regions.SplitQPS = &q
+	}
+	if s.Clock.MaxOffset == "" {
+		s.Clock.MaxOffset = DurationOf(DefaultMaxClockOffset)
 	}
 	e := &s.Engine
 	if e.Memstore.Policy == "" {

@@ -59,3 +59,33 @@ func TestPoolDurations(t *testing.T) {
 		t.Errorf("DrainTimeoutOrDefault of a bad value: %v, want the default", got)
 	}
 }
+
+// TestMaxClockOffset: the spec step's check holds the CRD's bounds (0 and
+// LargestMaxClockOffset included), and the builders' fallback is the
+// contract's default.
+func TestMaxClockOffset(t *testing.T) {
+	c := &KVCluster{}
+	c.SetDefaults()
+	if d, err := c.Spec.MaxClockOffset(); err != nil || d != DefaultMaxClockOffset {
+		t.Errorf("the default parses to %v, %v; want %v", d, err, DefaultMaxClockOffset)
+	}
+	for in, want := range map[Duration]time.Duration{"0": 0, "0s": 0, "0.25s": 250 * time.Millisecond, "10s": LargestMaxClockOffset} {
+		c.Spec.Clock.MaxOffset = in
+		if d, err := c.Spec.MaxClockOffset(); err != nil || d != want {
+			t.Errorf("%q: %v, %v; want %v", in, d, err, want)
+		}
+	}
+	for in, msg := range map[Duration]string{
+		"-1ms":    "spec.clock.maxOffset: -1ms is negative",
+		"10001ms": "spec.clock.maxOffset: 10001ms is above the maximum 10s",
+		"soon":    `spec.clock.maxOffset: "soon" is not a duration`,
+	} {
+		c.Spec.Clock.MaxOffset = in
+		if _, err := c.Spec.MaxClockOffset(); err == nil || !strings.HasPrefix(err.Error(), msg) {
+			t.Errorf("%q: error %v, want %s…", in, err, msg)
+		}
+		if got := c.Spec.MaxClockOffsetOrDefault(); got != DefaultMaxClockOffset {
+			t.Errorf("MaxClockOffsetOrDefault of %q: %v, want the default", in, got)
+		}
+	}
+}

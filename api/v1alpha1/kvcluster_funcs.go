@@ -1,6 +1,10 @@
 package v1alpha1
 
-import "strconv"
+import (
+	"fmt"
+	"strconv"
+	"time"
+)
 
 // Questions a KVCluster answers about itself: the names of the objects the
 // operator makes for it, and its switches. The controllers and the pure
@@ -65,3 +69,40 @@ const MaxKVClusterNameLength = 63 - len("-") - statefulSetRevisionHashLength
 // statefulSetRevisionHashLength is the longest hash the StatefulSet
 // controller appends to the revision label: the decimal digits of a uint32.
 const statefulSetRevisionHashLength = len("4294967295")
+
+// LargestMaxClockOffset bounds spec.clock.maxOffset (the CRD's rule says the
+// same; a test checks it). A region that opens after a move or a restart
+// waits the offset out before its first write, and a transaction restarts on
+// every version within it above its start: past a few seconds the bound costs
+// more than the skew it tolerates, and a node that far off has a broken clock
+// to fix, not a bound to raise.
+const LargestMaxClockOffset = 10 * time.Second
+
+// MaxClockOffset is spec.clock.maxOffset of a defaulted cluster, parsed and
+// within its bounds. The CRD rejects the rest, so an error only happens to a
+// cluster stored before its rule existed; the reconciler reports it on that
+// cluster (InvalidSpec) and leaves its pods as they are.
+func (s *KVClusterSpec) MaxClockOffset() (time.Duration, error) {
+	d, err := s.Clock.MaxOffset.Parse()
+	switch {
+	case err != nil:
+		return 0, fmt.Errorf("spec.clock.maxOffset: %w", err)
+	case d < 0:
+		return 0, fmt.Errorf("spec.clock.maxOffset: %s is negative", s.Clock.MaxOffset)
+	case d > LargestMaxClockOffset:
+		return 0, fmt.Errorf("spec.clock.maxOffset: %s is above the maximum %s", s.Clock.MaxOffset, LargestMaxClockOffset)
+	}
+	return d, nil
+}
+
+// MaxClockOffsetOrDefault is MaxClockOffset, or the default when it fails:
+// for the builders, which have no error to return. The reconciler builds
+// nothing for a cluster whose MaxClockOffset fails, so only a cluster no
+// reconciler checked (or one built in Go without SetDefaults) gets the
+// fallback.
+func (s *KVClusterSpec) MaxClockOffsetOrDefault() time.Duration {
+	if d, err := s.MaxClockOffset(); err == nil {
+		return d
+	}
+	return DefaultMaxClockOffset
+}

@@ -75,6 +75,29 @@ type KVClusterSpec struct {
 	// runs this cluster's offloaded compactions.
 	// +optional
 	CompactionPoolRef *CompactionPoolReference `json:"compactionPoolRef,omitempty"`
+
+	// Clock bounds how far apart the stores' clocks may be (docs/clock.md).
+	// +kubebuilder:default={}
+	// +optional
+	Clock ClockSpec `json:"clock,omitzero"`
+}
+
+// ClockSpec is the cluster clock's assumption. It is one value for the whole
+// cluster: every store reads with the same uncertainty window and checks its
+// peers against the same bound.
+type ClockSpec struct {
+	// MaxOffset is the largest difference between two stores' clocks the
+	// cluster tolerates (store --max-clock-offset): a transactional read
+	// restarts on a version less than this far above its start, a region
+	// opening after a move or restart waits this long before its first
+	// write, and a store whose clock is beyond 80% of it from a majority of
+	// its peers refuses requests. 0 turns these checks off, which is safe
+	// with a single store only (condition ClockOffsetBounded). At most 10s.
+	// A change rolls the storage pods.
+	// +kubebuilder:default="250ms"
+	// +kubebuilder:validation:XValidation:rule=`self.matches('^[-+]?(0|(([0-9]+([.][0-9]*)?|[.][0-9]+)(ns|us|ms|s|m|h))+)$') && duration(self) >= duration('0s') && duration(self) <= duration('10s')`,messageExpression=`!self.matches('^[-+]?(0|(([0-9]+([.][0-9]*)?|[.][0-9]+)(ns|us|ms|s|m|h))+)$') ? 'clock.maxOffset: "' + self + '" is not a duration; write a number with a unit (ms, s), e.g. 250ms, or 0s to turn the clock checks off' : duration(self) < duration('0s') ? 'clock.maxOffset: ' + self + ' is negative; write the largest offset between the clocks of two stores, e.g. 250ms, or 0s to turn the clock checks off' : 'clock.maxOffset: ' + self + ' is above the maximum 10s: every region move or store restart would wait that long before its first write, and transactions would restart on every recent write; synchronize the clocks of the nodes instead (chrony or NTP keep them within milliseconds) and write e.g. 250ms'`
+	// +optional
+	MaxOffset Duration `json:"maxOffset,omitempty"`
 }
 
 // SchedulingSpec is where a role's pods may run.

@@ -150,6 +150,12 @@ func StoreArgs(c *kvapi.KVCluster, pool *kvapi.CompactionPool) []string {
 		qps = *c.Spec.Regions.SplitQPS
 	}
 	args = append(args, contract.Arg(contract.FlagSplitQPS, qps))
+	// Always written, the default too: stores that disagreed on the bound
+	// would read with different uncertainty windows, so it comes from the
+	// one pod template rather than from each image's default. A duration
+	// prints in one form (250ms), so rewriting the spec as 0.25s rolls
+	// nothing.
+	args = append(args, contract.Arg(contract.FlagMaxClockOffset, c.Spec.MaxClockOffsetOrDefault()))
 	// The store reads the replica count from its StatefulSet (a watch),
 	// so a replica change leaves the pod template alone: no store
 	// restarts, only the regions whose owner changes move.

@@ -82,7 +82,7 @@ func TestStoreArgs(t *testing.T) {
 		{"region count and a pool", defaultedCluster(), referencedPool(), []string{
 			"store", "--listen=:7400", "--metrics-listen=:9090", "--bucket=file:///bucket",
 			"--wal-dir=/var/lib/bellows/wal", "--config=/etc/bellows/engine.yaml",
-			"--regions=7", "--split-bytes=3221225472", "--split-qps=0",
+			"--regions=7", "--split-bytes=3221225472", "--split-qps=0", "--max-clock-offset=250ms",
 			"--region-owner=$(POD_INDEX)", "--replicas-from=ns/kv", "--peer-service=ns/kv-headless",
 			"--compactor-service=ns/pool-compactor",
 		}},
@@ -92,7 +92,7 @@ func TestStoreArgs(t *testing.T) {
 		{"split keys, offload disabled", fullCluster(), referencedPool(), []string{
 			"store", "--listen=:7400", "--metrics-listen=:9090", "--bucket=s3://bucket/prefix",
 			"--wal-dir=/var/lib/bellows/wal", "--config=/etc/bellows/engine.yaml",
-			"--split-keys=g,p", "--split-bytes=1073741824", "--split-qps=2500",
+			"--split-keys=g,p", "--split-bytes=1073741824", "--split-qps=2500", "--max-clock-offset=50ms",
 			"--region-owner=$(POD_INDEX)", "--replicas-from=prod/big", "--peer-service=prod/big-headless",
 		}},
 		{"no pool", func() *kvapi.KVCluster {
@@ -103,14 +103,14 @@ func TestStoreArgs(t *testing.T) {
 		}(), nil, []string{
 			"store", "--listen=:7400", "--metrics-listen=:9090", "--bucket=file:///bucket",
 			"--wal-dir=/var/lib/bellows/wal", "--config=/etc/bellows/engine.yaml",
-			"--regions=70", "--split-bytes=536870912", "--split-qps=0",
+			"--regions=70", "--split-bytes=536870912", "--split-qps=0", "--max-clock-offset=250ms",
 			"--region-owner=$(POD_INDEX)", "--replicas-from=ns/kv", "--peer-service=ns/kv-headless",
 		}},
 		// The pool named does not exist (yet): the default without a pool.
 		{"pool not found", defaultedCluster(), nil, []string{
 			"store", "--listen=:7400", "--metrics-listen=:9090", "--bucket=file:///bucket",
 			"--wal-dir=/var/lib/bellows/wal", "--config=/etc/bellows/engine.yaml",
-			"--regions=7", "--split-bytes=536870912", "--split-qps=0",
+			"--regions=7", "--split-bytes=536870912", "--split-qps=0", "--max-clock-offset=250ms",
 			"--region-owner=$(POD_INDEX)", "--replicas-from=ns/kv", "--peer-service=ns/kv-headless",
 			"--compactor-service=ns/pool-compactor",
 		}},
@@ -122,7 +122,32 @@ func TestStoreArgs(t *testing.T) {
 		}(), referencedPool(), []string{
 			"store", "--listen=:7400", "--metrics-listen=:9090", "--bucket=file:///bucket",
 			"--wal-dir=/var/lib/bellows/wal", "--config=/etc/bellows/engine.yaml",
-			"--regions=7", "--split-bytes=0", "--split-qps=0",
+			"--regions=7", "--split-bytes=0", "--split-qps=0", "--max-clock-offset=250ms",
+			"--region-owner=$(POD_INDEX)", "--replicas-from=ns/kv", "--peer-service=ns/kv-headless",
+			"--compactor-service=ns/pool-compactor",
+		}},
+		// 0 turns the clock checks off, and is passed as 0s (not the
+		// store's default); a bound written in another form is passed in
+		// one form, so rewriting it rolls nothing.
+		{"clock checks off", func() *kvapi.KVCluster {
+			c := defaultedCluster()
+			c.Spec.Clock.MaxOffset = "0"
+			return c
+		}(), referencedPool(), []string{
+			"store", "--listen=:7400", "--metrics-listen=:9090", "--bucket=file:///bucket",
+			"--wal-dir=/var/lib/bellows/wal", "--config=/etc/bellows/engine.yaml",
+			"--regions=7", "--split-bytes=3221225472", "--split-qps=0", "--max-clock-offset=0s",
+			"--region-owner=$(POD_INDEX)", "--replicas-from=ns/kv", "--peer-service=ns/kv-headless",
+			"--compactor-service=ns/pool-compactor",
+		}},
+		{"clock bound in seconds", func() *kvapi.KVCluster {
+			c := defaultedCluster()
+			c.Spec.Clock.MaxOffset = "0.25s"
+			return c
+		}(), referencedPool(), []string{
+			"store", "--listen=:7400", "--metrics-listen=:9090", "--bucket=file:///bucket",
+			"--wal-dir=/var/lib/bellows/wal", "--config=/etc/bellows/engine.yaml",
+			"--regions=7", "--split-bytes=3221225472", "--split-qps=0", "--max-clock-offset=250ms",
 			"--region-owner=$(POD_INDEX)", "--replicas-from=ns/kv", "--peer-service=ns/kv-headless",
 			"--compactor-service=ns/pool-compactor",
 		}},
@@ -276,6 +301,21 @@ func TestReplicaChangeKeepsThePodTemplate(t *testing.T) {
 	}
 	if *stsA.Spec.Replicas == *stsB.Spec.Replicas {
 		t.Error("spec.replicas does not follow the cluster")
+	}
+}
+
+// A change of the clock bound changes the pod template, and so rolls the
+// stores as any other spec change does: each restarts with the new bound.
+func TestClockBoundChangeRollsThePods(t *testing.T) {
+	a, b := defaultedCluster(), defaultedCluster()
+	b.Spec.Clock.MaxOffset = "100ms"
+	cm, err := BuildStoreConfigMap(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stsA, stsB := BuildStoreStatefulSet(a, cm, nil), BuildStoreStatefulSet(b, cm, nil)
+	if reflect.DeepEqual(stsA.Spec.Template, stsB.Spec.Template) || SpecHash(stsA) == SpecHash(stsB) {
+		t.Error("the pod template and spec hash do not change with clock.maxOffset")
 	}
 }
 

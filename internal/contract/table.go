@@ -63,7 +63,7 @@ func Settings() []Setting {
 		{"store --ownership-check-interval", dur(DefaultOwnershipCheckInterval)},
 		{"store --release-poll-interval", dur(DefaultReleasePollInterval)},
 		{"store --txn-lock-ttl", dur(DefaultTxnLockTTL)},
-		{"store --max-clock-offset", dur(DefaultMaxClockOffset)},
+		{"KVCluster spec.clock.maxOffset · store --max-clock-offset (0: clock checks off)", dur(DefaultMaxClockOffset)},
 		{"store clock offset check interval", dur(DefaultClockCheckInterval)},
 		{"store --txn-timeout", dur(DefaultTxnTimeout)},
 		{"store --remote-block-timeout", dur(DefaultRemoteBlockTimeout)},
