@@ -48,7 +48,7 @@ func TestTheStoreOffFromAMajorityStopsAndTheOthersServe(t *testing.T) {
 func TestHalfTheRoundTripCountsAgainstTheOffset(t *testing.T) {
 	start := time.Unix(1000, 0)
 	now := start.Add(time.Minute)
-	m := NewOffsetMonitor(250*time.Millisecond)
+	m := NewOffsetMonitor(250 * time.Millisecond)
 	m.SetPeers([]string{"b"})
 	// 150ms off with a 120ms round trip: it may be 210ms off, beyond 200ms.
 	m.Record("b", Measurement{Offset: 150 * time.Millisecond, RTT: 120 * time.Millisecond, At: now})

@@ -368,4 +368,3 @@ func pastUncertainty(x *client.Txn) {
 		time.Sleep(d + time.Millisecond) // the clock passing a timestamp, not a sleep for something else
 	}
 }
-

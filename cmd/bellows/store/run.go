@@ -25,9 +25,9 @@ import (
 	"github.com/bellows-kv/bellows/storage-engine/blockcache"
 	"github.com/bellows-kv/bellows/storage-engine/compaction"
 	"github.com/bellows-kv/bellows/storage-engine/health"
+	"github.com/bellows-kv/bellows/storage-engine/hlc"
 	"github.com/bellows-kv/bellows/storage-engine/memstore"
 	"github.com/bellows-kv/bellows/storage-engine/offload"
-	"github.com/bellows-kv/bellows/storage-engine/hlc"
 	"github.com/bellows-kv/bellows/storage-engine/region"
 	"github.com/bellows-kv/bellows/storage-engine/server"
 	"github.com/bellows-kv/bellows/storage-engine/server/route"
@@ -162,7 +162,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, out io.Writer) error
 		MaxWALBytes: e.Memstore.MaxWALBytes,
 		Retention:   compaction.Retention{MaxVersions: e.Retention.MaxVersions},
 		Executor:    exec, Owner: fmt.Sprintf("%s pid %d", hostname(), os.Getpid()), Logger: log,
-		Clock: clock,
+		Clock:  clock,
 		Warmup: warmup, WarmupRateBytes: e.Warmup.RateBytesPerSecond,
 		Compaction: compaction.Policy{MinFiles: e.Compaction.MinFiles, MaxFiles: e.Compaction.MaxFiles,
 			Ratio: e.Compaction.Ratio, MaxBytes: e.Compaction.MaxBytes},
