@@ -12,12 +12,14 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/go-logr/logr"
 	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/duration"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
+	"k8s.io/klog/v2"
 	"sigs.k8s.io/yaml"
 
 	kvapi "github.com/bellows-kv/bellows/api/v1alpha1"
@@ -68,6 +70,13 @@ through port-forwards by the API server, so no route to the pods is needed.
 Install: put the bellows binary on your PATH as kubectl-bellows (make
 kubectl-plugin links bin/kubectl-bellows), then run kubectl bellows.`,
 		SilenceUsage: true,
+		PersistentPreRun: func(*cobra.Command, []string) {
+			// client-go logs through klog, as errors, each port-forward
+			// connection the plugin closes when done with it; what does
+			// matter reaches the command as the call's error, with what
+			// the forward said (Store.Explain).
+			klog.SetLogger(logr.Discard())
+		},
 	}
 	if use == KubectlPluginName {
 		cmd.Annotations = map[string]string{cobra.CommandDisplayNameAnnotation: "kubectl bellows"}
@@ -316,18 +325,26 @@ func onOwners(cmd *cobra.Command, f *kubectlFlags, args []string, fn func(ctx co
 			fmt.Fprintf(cmd.ErrOrStderr(), "%s: not asked: %s; its regions are left out\n", s.Pod, s.Why)
 		}
 	}
+	// One forward per pod, however many of its regions are named.
+	stores := map[string]*kubectl.Store{}
+	defer func() {
+		for _, s := range stores {
+			s.Close()
+		}
+	}()
 	for _, name := range names {
 		pod, err := kubectl.Owner(c, regions, name)
 		if err != nil {
 			return kubeError(err)
 		}
-		s, err := k.DialStore(ctx, pod)
-		if err != nil {
-			return kubeError(err)
+		s := stores[pod]
+		if s == nil {
+			if s, err = k.DialStore(ctx, pod); err != nil {
+				return kubeError(err)
+			}
+			stores[pod] = s
 		}
-		err = s.Explain(fn(ctx, pod, name, kvpb.NewAdminClient(s.Conn)))
-		s.Close()
-		if err != nil {
+		if err := s.Explain(fn(ctx, pod, name, kvpb.NewAdminClient(s.Conn))); err != nil {
 			return kubeError(fmt.Errorf("%s at %s: %w", name, pod, err))
 		}
 	}

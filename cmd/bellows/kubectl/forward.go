@@ -12,9 +12,9 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
-	"k8s.io/apimachinery/pkg/util/httpstream"
 	"k8s.io/client-go/tools/portforward"
 	"k8s.io/client-go/transport/spdy"
+	"k8s.io/streaming/pkg/httpstream"
 
 	"github.com/bellows-kv/bellows/internal/contract"
 )
@@ -30,15 +30,15 @@ func (k *Kube) Forward(ctx context.Context, pod string, port int) (addr string, 
 	if err != nil {
 		return "", nil, nil, err
 	}
-	dialer := spdy.NewDialer(upgrader, &http.Client{Transport: transport}, http.MethodPost, url)
-	if ws, err := portforward.NewSPDYOverWebsocketDialer(url, k.Config); err == nil {
-		dialer = portforward.NewFallbackDialer(ws, dialer, func(err error) bool {
+	dialer := spdy.NewDialerForStreaming(upgrader, &http.Client{Transport: transport}, http.MethodPost, url)
+	if ws, err := portforward.NewSPDYOverWebsocketDialerForStreaming(url, k.Config); err == nil {
+		dialer = portforward.NewFallbackDialerForStreaming(ws, dialer, func(err error) bool {
 			return httpstream.IsUpgradeFailure(err) || httpstream.IsHTTPSProxyError(err)
 		})
 	}
 	stopCh, ready := make(chan struct{}), make(chan struct{})
 	errOut := &syncWriter{w: &bytes.Buffer{}}
-	fw, err := portforward.NewOnAddresses(dialer, []string{"127.0.0.1"}, []string{"0:" + strconv.Itoa(port)}, stopCh, ready, nil, errOut)
+	fw, err := portforward.NewOnAddressesForStreaming(dialer, []string{"127.0.0.1"}, []string{"0:" + strconv.Itoa(port)}, stopCh, ready, nil, errOut)
 	if err != nil {
 		return "", nil, nil, err
 	}
