@@ -16,7 +16,7 @@ IMAGE_ARCH  ?= $(shell $(GO) env GOARCH)
 CA_CERTS    ?= $(wildcard /etc/ssl/certs/ca-certificates.crt)
 TEST_TIMEOUT ?= 30m
 
-.PHONY: all build bellows bellows-bench run test unit race prometheus-adapter lint vet staticcheck fmt-check generate verify-generated bench-engine bench-phases bench-ycsb bench-memstore bench-txn clean envtest-bins chart-test helm promtool image cluster-bins cluster-up cluster-down e2e
+.PHONY: all build bellows bellows-bench kubectl-plugin run test unit race prometheus-adapter lint vet staticcheck fmt-check generate verify-generated bench-engine bench-phases bench-ycsb bench-memstore bench-txn clean envtest-bins chart-test helm promtool image cluster-bins cluster-up cluster-down e2e
 
 all: build
 
@@ -26,6 +26,12 @@ build: bellows bellows-bench
 ## bellows: only the production binary, bin/bellows (what `make run` needs)
 bellows:
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/bellows ./cmd/bellows
+
+## kubectl-plugin: bin/kubectl-bellows, the kubectl plugin (`kubectl bellows`): a link
+## to bin/bellows, which serves the plugin when run under that name. Put bin/ on
+## PATH, or copy bin/bellows onto PATH as kubectl-bellows (docs/guide/operations.md)
+kubectl-plugin: bellows
+	ln -sf bellows $(BIN)/kubectl-bellows
 
 ## bellows-bench: only the benchmark driver, bin/bellows-bench
 bellows-bench:

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"slices"
 	"sort"
+	"time"
 
 	kvpb "github.com/bellows-kv/bellows/proto/bellows/kv/v1"
 )
@@ -20,6 +21,94 @@ type Region struct {
 	// one to release it). Empty when no store the client reaches directly
 	// serves it: requests for it go through the seeds, which forward.
 	Owners []string
+	// Stats are each store's readings of the region (its Regions answer),
+	// one per store that says it serves the region, by store name; also
+	// from a seed that is a Service, since each reading names its store.
+	Stats []RegionStats
+}
+
+// RegionStats is what one store reports of a region it serves: its size,
+// load and state there (the store's per-region metrics, read at once).
+type RegionStats struct {
+	// Store is the store's name (in Kubernetes, its pod); Addr, the
+	// address it answered at, which is that store's own only when listed
+	// among the region's Owners.
+	Store, Addr string
+	// Waiting says why the region is not open there yet (another store
+	// still owns it); the readings are zero meanwhile.
+	Waiting  string
+	SSTFiles int
+	// DataBytes is the region's size as a split counts it (its SSTs'
+	// blocks in its range and its memstores); MemstoreBytes, the part not
+	// yet flushed; WALBytes, its WAL on disk.
+	DataBytes, MemstoreBytes, WALBytes int64
+	// OldestUnflushed is the age of the oldest write not yet in an SST
+	// (0: none).
+	OldestUnflushed time.Duration
+	// Requests served there since the region opened there, and per second
+	// over the store's last load window.
+	Requests          uint64
+	RequestsPerSecond float64
+	Compaction        CompactionState
+	// WarmupProgress is the fraction of the last compaction output warmed
+	// into the cache; CachedRatio, of the live files' blocks cached.
+	WarmupProgress, CachedRatio float64
+}
+
+// CompactionState is what a region's compactions are doing at a store.
+type CompactionState struct {
+	// Running: a compaction holds the region; Location is "" while it
+	// waits to start, "local" in the store, "remote" at Worker.
+	Running, Queued  bool
+	Location, Worker string
+}
+
+// String is the state in a word or two: idle, waiting, local, remote
+// (offloaded to the worker), each "+queued" when another waits.
+func (c CompactionState) String() string {
+	s := "idle"
+	switch {
+	case c.Running && c.Location == "":
+		s = "waiting"
+	case c.Running && c.Worker != "":
+		s = c.Location + " " + c.Worker
+	case c.Running:
+		s = c.Location
+	}
+	if c.Queued {
+		s += "+queued"
+	}
+	return s
+}
+
+func statsOf(addr string, info *kvpb.RegionInfo) RegionStats {
+	c := info.GetCompaction()
+	return RegionStats{
+		Store: info.GetStore(), Addr: addr, Waiting: info.GetWaiting(), SSTFiles: int(info.GetSstFiles()),
+		DataBytes: info.GetDataBytes(), MemstoreBytes: info.GetMemstoreBytes(), WALBytes: info.GetWalBytes(),
+		OldestUnflushed: time.Duration(info.GetOldestUnflushedMs()) * time.Millisecond,
+		Requests:        info.GetRequests(), RequestsPerSecond: info.GetRequestsPerSecond(),
+		Compaction:     CompactionState{Running: c.GetRunning(), Queued: c.GetQueued(), Location: c.GetLocation(), Worker: c.GetWorker()},
+		WarmupProgress: info.GetWarmupProgress(), CachedRatio: info.GetCachedRatio(),
+	}
+}
+
+// StoreAnswer is one store's Regions answer, by the address asked.
+type StoreAnswer struct {
+	Addr string
+	Resp *kvpb.RegionsResponse
+}
+
+// BuildRegions makes the regions, in key order, from answers of stores
+// asked one by one (each address is its store's own: the owner of what it
+// lists), as a caller that reaches each store by its own way does (the
+// kubectl plugin, through a port-forward to each pod).
+func BuildRegions(answers []StoreAnswer) []Region {
+	as := make([]answer, len(answers))
+	for i, a := range answers {
+		as[i] = answer{addr: a.Addr, resp: a.Resp}
+	}
+	return buildTable(as, 0).regions
 }
 
 // Contains reports whether key falls in the region's range.
@@ -72,6 +161,16 @@ func buildTable(answers []answer, gen uint64) *table {
 			}
 			if owner && !slices.Contains(r.Owners, a.addr) {
 				r.Owners = append(r.Owners, a.addr)
+			}
+			// One reading per store: a store reached both through a
+			// Service and directly answers twice; its direct address is
+			// the one worth showing.
+			st := statsOf(a.addr, info)
+			switch i := slices.IndexFunc(r.Stats, func(o RegionStats) bool { return o.Store == st.Store && (st.Store != "" || o.Addr == st.Addr) }); {
+			case i < 0:
+				r.Stats = append(r.Stats, st)
+			case owner:
+				r.Stats[i] = st
 			}
 		}
 	}

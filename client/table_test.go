@@ -86,3 +86,45 @@ func TestTableRegionListedByTwoStores(t *testing.T) {
 		t.Errorf("owners %v, want both", got)
 	}
 }
+
+// Each store's readings of a region appear once, by store name, with its
+// own address rather than the Service's it was also reached through.
+func TestTableStatsOnePerStore(t *testing.T) {
+	peers := []string{"10.0.0.1:7400"}
+	info := func(bytes int64) []*kvpb.RegionInfo {
+		r := regions("r0")
+		r[0].Store, r[0].DataBytes, r[0].RequestsPerSecond = "kv-0", bytes, 2.5
+		r[0].Compaction = &kvpb.RegionCompaction{Running: true, Location: "remote", Worker: "10.0.1.9:7500"}
+		return r
+	}
+	tb := buildTable([]answer{
+		{addr: "svc:7400", seed: true, resp: &kvpb.RegionsResponse{Regions: info(1), Peers: peers}},
+		{addr: "10.0.0.1:7400", resp: &kvpb.RegionsResponse{Regions: info(2), Peers: peers}},
+	}, 1)
+	st := tb.regions[0].Stats
+	if len(st) != 1 || st[0].Store != "kv-0" || st[0].Addr != "10.0.0.1:7400" || st[0].DataBytes != 2 || st[0].RequestsPerSecond != 2.5 {
+		t.Fatalf("stats %+v, want kv-0's own answer once", st)
+	}
+	if got := st[0].Compaction.String(); got != "remote 10.0.1.9:7500" {
+		t.Errorf("compaction %q", got)
+	}
+	// Through the Service alone, the readings still come, naming the store.
+	only := BuildRegions([]StoreAnswer{{Addr: "kv-0", Resp: &kvpb.RegionsResponse{Regions: info(3)}}})
+	if len(only) != 1 || !slices.Equal(only[0].Owners, []string{"kv-0"}) || only[0].Stats[0].DataBytes != 3 {
+		t.Fatalf("BuildRegions: %+v, want kv-0 the owner of r0", only)
+	}
+}
+
+func TestCompactionStateString(t *testing.T) {
+	for want, c := range map[string]CompactionState{
+		"idle":              {},
+		"idle+queued":       {Queued: true},
+		"waiting":           {Running: true},
+		"local":             {Running: true, Location: "local"},
+		"remote w:1+queued": {Running: true, Queued: true, Location: "remote", Worker: "w:1"},
+	} {
+		if got := c.String(); got != want {
+			t.Errorf("%+v: %q, want %q", c, got, want)
+		}
+	}
+}

@@ -87,7 +87,8 @@ func TestBellows(t *testing.T) {
 		{"9-ycsb-through-the-client-service", e.ycsbThroughTheService},
 		{"10-hpa-on-scale", func(t *testing.T) { hpaScenario(t, e, kv, l) }},
 		{"11-monitoring", func(t *testing.T) { e.monitoring(t, p) }},
-		{"12-uninstall", e.uninstall},
+		{"12-kubectl-plugin", func(t *testing.T) { e.kubectlPlugin(t, kv, l) }},
+		{"13-uninstall", e.uninstall},
 	}
 	for _, s := range steps {
 		ok := t.Run(s.name, func(t *testing.T) {

@@ -106,7 +106,10 @@ start_prometheus
 start_adapter
 log "prometheus on http://$PROM_ADDR (config and data in $PROM_DIR), prometheus-adapter on :$ADAPTER_PORT"
 cd "$root"
-CONTAINERD_SOCK=$CONTAINERD_SOCK KUBECONFIG=$KUBECONFIG_ADMIN HELM=$root/bin/helm E2E_ARTIFACTS=$CLUSTER_DIR/logs/e2e \
+# The kubectl plugin scenario runs `kubectl bellows` as a user does: kubectl
+# finds bin/kubectl-bellows (make kubectl-plugin) on PATH.
+make --no-print-directory kubectl-plugin >&2
+PATH=$root/bin:$PATH CONTAINERD_SOCK=$CONTAINERD_SOCK KUBECONFIG=$KUBECONFIG_ADMIN HELM=$root/bin/helm E2E_ARTIFACTS=$CLUSTER_DIR/logs/e2e \
   PROMETHEUS_URL=http://$PROM_ADDR PROMETHEUS_DIR=$PROM_DIR PROMETHEUS_ADAPTER_PORT=$ADAPTER_PORT \
   go test -tags e2e -count=1 -timeout "$E2E_TIMEOUT" -v ./e2e/... ${E2E_ARGS:-} 2>&1 | tee "$test_log"
 log "e2e passed in $((SECONDS - start))s"

@@ -7,6 +7,8 @@ package main
 
 import (
 	"os"
+	"path/filepath"
+	"strings"
 
 	"github.com/bellows-kv/bellows/cmd/bellows/cli"
 	// s3://, gs:// and azblob:// buckets; linked here only, so test
@@ -15,7 +17,13 @@ import (
 )
 
 func main() {
-	if err := cli.NewRootCommand().Execute(); err != nil {
+	root := cli.NewRootCommand()
+	// kubectl runs plugins as kubectl-NAME: the same binary, linked or
+	// copied under that name, is the plugin (one build, one version).
+	if strings.TrimSuffix(filepath.Base(os.Args[0]), ".exe") == cli.KubectlPluginName {
+		root = cli.NewKubectlCommand(cli.KubectlPluginName)
+	}
+	if err := root.Execute(); err != nil {
 		os.Exit(1)
 	}
 }

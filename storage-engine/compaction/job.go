@@ -74,6 +74,16 @@ type Executor interface {
 	Execute(ctx context.Context, job Job) (Result, error)
 }
 
+// Placer is an Executor that may run a job elsewhere than in the store
+// (offload.Executor), and can say where a region's job runs: what the
+// Regions RPC reports as a region's compaction state.
+type Placer interface {
+	// Where is the job of region in flight: ok false when there is none;
+	// location "" while it waits to start (for a slot or a worker), else
+	// where it runs, with the worker's address when remote.
+	Where(region string) (location, worker string, ok bool)
+}
+
 // Local runs jobs in this process against the bucket.
 type Local struct{ Bucket *blob.Bucket }
 

@@ -135,7 +135,13 @@ type Executor struct {
 	seen    map[string]bool // regions of jobs, when Options.Regions is nil
 	pending int64
 	depth   int
+	// jobs are the jobs in flight by region (a region runs one at a
+	// time): where each runs, for Where.
+	jobs map[string]placement
 }
+
+// placement is where a job in flight runs: location "" until it starts.
+type placement struct{ location, worker string }
 
 // New returns an executor. Close it to close its connections.
 func New(opts Options) (*Executor, error) {
@@ -177,6 +183,7 @@ func New(opts Options) (*Executor, error) {
 		reads: newRemoteReads(opts.RemoteBlockTimeout, opts.RemoteBlockRetryAfter, opts.RemoteCacheRate, opts.Logger, m.remoteFetches),
 		conns: map[string]*grpc.ClientConn{},
 		seen:  map[string]bool{},
+		jobs:  map[string]placement{},
 		done:  make(chan struct{}),
 	}
 	ctx, stop := context.WithCancel(context.Background())
@@ -209,12 +216,18 @@ func (e *Executor) Execute(ctx context.Context, job compaction.Job) (compaction.
 		size = e.opts.InputBytes(job)
 	}
 	e.queue(1, size)
+	e.place(job.Region, &placement{})
+	defer e.place(job.Region, nil)
 	// The job is queued until it starts: a worker accepted it, or it runs
 	// here. A running job is not backlog (the autoscaler would otherwise
 	// ask for a worker per running job on top of the steady demand).
 	var startOnce sync.Once
-	started := func() { startOnce.Do(func() { e.queue(-1, -size) }) }
-	defer started()
+	dequeue := func() { startOnce.Do(func() { e.queue(-1, -size) }) }
+	defer dequeue()
+	started := func(location, worker string) {
+		dequeue()
+		e.place(job.Region, &placement{location, worker})
+	}
 	began := time.Now()
 	rep := reportOf(ctx)
 	var deadline time.Time
@@ -332,6 +345,25 @@ func (u *untilDeadline) NextBackOff() time.Duration {
 	return d
 }
 
+// place records where region's job runs; nil: it ended.
+func (e *Executor) place(region string, p *placement) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if p == nil {
+		delete(e.jobs, region)
+		return
+	}
+	e.jobs[region] = *p
+}
+
+// Where implements compaction.Placer.
+func (e *Executor) Where(region string) (location, worker string, ok bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	p, ok := e.jobs[region]
+	return p.location, p.worker, ok
+}
+
 func (e *Executor) queue(n int, bytes int64) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -343,8 +375,8 @@ func (e *Executor) queue(n int, bytes int64) {
 
 // runLocal runs the job in this process; note, if not empty, says why (the
 // Admin Compact answer).
-func (e *Executor) runLocal(ctx context.Context, job compaction.Job, note string, started func()) (compaction.Result, error) {
-	started()
+func (e *Executor) runLocal(ctx context.Context, job compaction.Job, note string, started func(location, worker string)) (compaction.Result, error) {
+	started(LocationLocal, "")
 	began := time.Now()
 	res, err := e.opts.Local.Execute(ctx, job)
 	switch {
@@ -380,7 +412,7 @@ func (e *Executor) order(region string) []string {
 
 // tryWorkers offers the job to each worker in balanced order. size is the
 // job's input bytes (0: unknown), to tell a job no worker can ever admit.
-func (e *Executor) tryWorkers(ctx context.Context, job compaction.Job, size int64, started func()) (compaction.Result, error) {
+func (e *Executor) tryWorkers(ctx context.Context, job compaction.Job, size int64, started func(location, worker string)) (compaction.Result, error) {
 	workers := e.order(job.Region)
 	if len(workers) == 0 {
 		return compaction.Result{}, &roundError{ReasonNoWorkers, "no compaction workers known"}
@@ -497,7 +529,7 @@ func (e *Executor) conn(addr string) (*grpc.ClientConn, error) {
 // runRemote runs the job on one worker and waits for its Done event. The
 // stream is the liveness channel: returning (or ctx ending) cancels it, and
 // the worker aborts the job and frees its memory.
-func (e *Executor) runRemote(ctx context.Context, addr string, job compaction.Job, started func()) (compaction.Result, error) {
+func (e *Executor) runRemote(ctx context.Context, addr string, job compaction.Job, started func(location, worker string)) (compaction.Result, error) {
 	c, err := e.conn(addr)
 	if err != nil {
 		return compaction.Result{}, err
@@ -523,7 +555,7 @@ func (e *Executor) runRemote(ctx context.Context, addr string, job compaction.Jo
 		}
 		switch ev := ev.Event.(type) {
 		case *compactionpb.CompactEvent_Accepted_:
-			started()
+			started(LocationRemote, addr)
 			e.opts.Logger.Debug("job accepted", "worker", addr, "job", id, "reserved", ev.Accepted.ReservedBytes)
 		case *compactionpb.CompactEvent_Done_:
 			res, err := compactionwire.ResultFromDone(ev.Done)

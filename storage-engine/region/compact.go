@@ -47,6 +47,34 @@ func (r *Region) Compact(ctx context.Context, major bool) (*CompactionInfo, erro
 	return info, err
 }
 
+// CompactionState is what a region's compactions are doing now.
+type CompactionState struct {
+	// Running: a compaction holds the region's compactions (it may still
+	// wait for a slot or a worker: Location "").
+	Running bool
+	// Queued: a request arrived while one ran; the next holder runs it.
+	Queued bool
+	// Location is where the running compaction executes, when the
+	// executor says (compaction.Placer): "local" or "remote", with Worker
+	// the worker's address; "" while it waits to start.
+	Location, Worker string
+}
+
+// CompactionState says whether a compaction runs or waits, and where.
+func (r *Region) CompactionState() CompactionState {
+	st := CompactionState{Running: r.compacting.Load() != nil, Queued: r.compactQueued.Load()}
+	if !st.Running {
+		return st
+	}
+	if p, ok := r.exec.(compaction.Placer); ok {
+		st.Location, st.Worker, _ = p.Where(r.opts.Name)
+	} else {
+		// Executors that cannot place a job elsewhere run it here, at once.
+		st.Location = "local"
+	}
+	return st
+}
+
 // maybeScheduleCompaction is called after a flush: it runs the compaction
 // the policy selects in the background. When a compaction already holds
 // compactMu, the request is not dropped: if the policy selects one among

@@ -154,12 +154,19 @@ func (r *Region) DataBytes() int64 {
 	for _, b := range r.blocksInRange() {
 		n += b.bytes
 	}
+	return n + r.MemstoreUsedBytes()
+}
+
+// MemstoreUsedBytes is what the region's memstores hold now, the active one
+// and those frozen and waiting for flush: the part of DataBytes not yet in
+// an SST (MemstoreBytes is the size that triggers a flush).
+func (r *Region) MemstoreUsedBytes() int64 {
 	r.mu.RLock()
-	n += r.mem.ms.View().ApproximateBytes()
+	defer r.mu.RUnlock()
+	n := r.mem.ms.View().ApproximateBytes()
 	for _, mt := range r.imm {
 		n += mt.frozen.ApproximateBytes()
 	}
-	r.mu.RUnlock()
 	return n
 }
 

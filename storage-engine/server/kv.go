@@ -507,12 +507,9 @@ func (s *KV) Regions(ctx context.Context, _ *kvpb.RegionsRequest) (*kvpb.Regions
 	if s.fwd != nil {
 		resp.Peers = s.fwd.Router.Peers()
 	}
-	for _, r := range s.store.Assignments() {
-		info := &kvpb.RegionInfo{Name: r.Name(), Start: r.Span.Start, End: r.Span.End}
-		if e, err := r.Engine(); err == nil {
-			info.SstFiles = uint32(e.FileCount())
-		}
-		resp.Regions = append(resp.Regions, info)
+	now := time.Now()
+	for _, a := range s.store.Assignments() {
+		resp.Regions = append(resp.Regions, regionInfo(s.store.opts.Name, a, now))
 	}
 	return resp, nil
 }

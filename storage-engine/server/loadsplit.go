@@ -17,6 +17,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"math"
 	"math/rand/v2"
 	"slices"
 	"sort"
@@ -46,9 +47,12 @@ type loadSampler struct {
 	// bellows_region_requests_total counter); count, this window's.
 	total atomic.Uint64
 	count atomic.Uint64
-	mu    sync.Mutex
-	seen  int // keys offered to the reservoir this window
-	keys  [][]byte
+	// rate is the requests per second of the last window that ended
+	// (math.Float64bits): the region's load as the Regions RPC reports it.
+	rate atomic.Uint64
+	mu   sync.Mutex
+	seen int // keys offered to the reservoir this window
+	keys [][]byte
 }
 
 // record counts one request for key.
@@ -68,6 +72,10 @@ func (l *loadSampler) record(key []byte) {
 		l.keys[i] = bytes.Clone(key)
 	}
 }
+
+// Rate is the region's requests per second over the last load window
+// (0 until one has ended).
+func (l *loadSampler) Rate() float64 { return math.Float64frombits(l.rate.Load()) }
 
 // take ends the window: the requests counted and the sampled keys.
 func (l *loadSampler) take() (uint64, [][]byte) {
@@ -137,7 +145,11 @@ func (s *Store) checkLoad(ctx context.Context, window time.Duration) int {
 	for _, a := range s.Assignments() {
 		n, keys := a.load.take()
 		rates[a] = float64(n) / window.Seconds()
+		a.load.rate.Store(math.Float64bits(rates[a]))
 		samples[a] = keys
+	}
+	if s.opts.SplitQPS <= 0 || s.opts.Map == nil {
+		return 0
 	}
 	split := 0
 	for a, key := range loadCandidates(rates, samples, s.opts.SplitQPS) {
@@ -153,7 +165,8 @@ func (s *Store) checkLoad(ctx context.Context, window time.Duration) int {
 	return split
 }
 
-// runLoadSplits ends a load window every window until ctx ends.
+// runLoadSplits ends a load window every window until ctx ends (splitting
+// only with SplitQPS set).
 func (s *Store) runLoadSplits(ctx context.Context, window time.Duration) {
 	t := time.NewTicker(window)
 	defer t.Stop()

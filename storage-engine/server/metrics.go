@@ -198,35 +198,40 @@ type regionGauges struct {
 type regionGauge struct {
 	desc  *prometheus.Desc
 	kind  prometheus.ValueType
-	value func(*Assignment, *region.Region) float64
+	value func(*regionState) float64
 }
 
 func newRegionGauges(s *Store) *regionGauges {
-	g := func(name, help string, kind prometheus.ValueType, value func(*Assignment, *region.Region) float64) regionGauge {
+	g := func(name, help string, kind prometheus.ValueType, value func(*regionState) float64) regionGauge {
 		return regionGauge{prometheus.NewDesc(name, help, []string{"region"}, nil), kind, value}
 	}
 	gauge := prometheus.GaugeValue
 	return &regionGauges{s: s, gauges: []regionGauge{
 		g("bellows_region_sst_files", "Live SST files per region.", gauge,
-			func(_ *Assignment, e *region.Region) float64 { return float64(e.FileCount()) }),
+			func(st *regionState) float64 { return float64(st.sstFiles) }),
 		g("bellows_region_bytes", "The region's data as a split counts it: its files' blocks within its range plus its memstores (docs/regions.md).", gauge,
-			func(_ *Assignment, e *region.Region) float64 { return float64(e.DataBytes()) }),
+			func(st *regionState) float64 { return float64(st.dataBytes) }),
 		g("bellows_region_requests_total", "Requests this store served for the region (keyed requests and scans), since it opened here.", prometheus.CounterValue,
-			func(a *Assignment, _ *region.Region) float64 { return float64(a.load.total.Load()) }),
+			func(st *regionState) float64 { return float64(st.requests) }),
 		g("bellows_warmup_progress_ratio", "Progress of the region's running or last warmup (T as a fraction of the new file's blocks).", gauge,
-			func(_ *Assignment, e *region.Region) float64 { return float64(e.WarmupStats().Progress.Load()) / 1e6 }),
+			func(st *regionState) float64 { return st.warmupProgress }),
 		g("bellows_warmup_switched_timestamp_seconds", "When the region's last compaction output replaced its inputs for readers (Unix time; 0 before the first).", gauge,
-			func(_ *Assignment, e *region.Region) float64 { return float64(e.WarmupStats().SwitchedAt.Load()) / 1e9 }),
+			func(st *regionState) float64 {
+				if st.switchedAt.IsZero() {
+					return 0
+				}
+				return float64(st.switchedAt.UnixNano()) / 1e9
+			}),
 		g("bellows_region_memstore_pipeline_segments", "Immutable segments in the region's memstore pipeline (Accordion; 0 under policy None).", gauge,
-			func(_ *Assignment, e *region.Region) float64 { return float64(e.PipelineSegments()) }),
+			func(st *regionState) float64 { return float64(st.pipeline) }),
 		g("bellows_region_wal_bytes", "Bytes of the region's WAL segments on disk (what a restart replays at most).", gauge,
-			func(_ *Assignment, e *region.Region) float64 { return float64(e.WALBytes()) }),
+			func(st *regionState) float64 { return float64(st.walBytes) }),
 		g("bellows_region_recovery_replayed_bytes", "WAL bytes the region replayed when this store opened it.", gauge,
-			func(_ *Assignment, e *region.Region) float64 { return float64(e.Recovery().ReplayedBytes) }),
+			func(st *regionState) float64 { return float64(st.recovery.ReplayedBytes) }),
 		g("bellows_region_recovery_seconds", "How long opening the region took on this store, its WAL replay included.", gauge,
-			func(_ *Assignment, e *region.Region) float64 { return e.Recovery().Open.Seconds() }),
+			func(st *regionState) float64 { return st.recovery.Open.Seconds() }),
 		g("bellows_region_cached_ratio", "Fraction of the region's live data blocks in the block cache.", gauge,
-			func(_ *Assignment, e *region.Region) float64 { return e.CachedFraction() }),
+			func(st *regionState) float64 { return st.cachedRatio }),
 	}}
 }
 
@@ -237,9 +242,11 @@ func (c *regionGauges) Describe(ch chan<- *prometheus.Desc) {
 }
 
 func (c *regionGauges) Collect(ch chan<- prometheus.Metric) {
+	now := time.Now()
 	c.s.Open(func(a *Assignment, e *region.Region) {
+		st := readRegion(a, e, now)
 		for _, g := range c.gauges {
-			ch <- prometheus.MustNewConstMetric(g.desc, g.kind, g.value(a, e), a.Name())
+			ch <- prometheus.MustNewConstMetric(g.desc, g.kind, g.value(&st), a.Name())
 		}
 	})
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -113,6 +114,10 @@ type StoreOptions struct {
 	// rates are measured over; default contract.DefaultLoadWindow.
 	SplitQPS   float64
 	LoadWindow time.Duration
+	// Name is how the store names itself in its Regions answers (the
+	// regions' owner). Default: the host name, which in Kubernetes is the
+	// pod's name.
+	Name string
 }
 
 // EnsureDefaults fills the unset fields with their defaults.
@@ -166,6 +171,9 @@ func (o *StoreOptions) EnsureDefaults() {
 	}
 	if o.LoadWindow <= 0 {
 		o.LoadWindow = contract.DefaultLoadWindow
+	}
+	if o.Name == "" {
+		o.Name, _ = os.Hostname()
 	}
 }
 
@@ -292,14 +300,14 @@ func OpenStore(ctx context.Context, spans []Span, o StoreOptions) (*Store, error
 				s.runSplits(bg, o.SplitCheckInterval)
 			}()
 		}
-		if o.SplitQPS > 0 {
-			s.loops.Add(1)
-			go func() {
-				defer s.loops.Done()
-				s.runLoadSplits(bg, o.LoadWindow)
-			}()
-		}
 	}
+	// The load windows run without load splits too: they measure each
+	// region's request rate, which the Regions RPC reports.
+	s.loops.Add(1)
+	go func() {
+		defer s.loops.Done()
+		s.runLoadSplits(bg, o.LoadWindow)
+	}()
 	return s, nil
 }
 

@@ -393,3 +393,44 @@ func TestExplainSaysWhatWentWrongAndWhatToDo(t *testing.T) {
 		}
 	}
 }
+
+// `kv regions` shows each region's owner, size and load, in every format.
+func TestKVRegionsShowsSizesLoadAndOwners(t *testing.T) {
+	addr := startStore(t)
+	host, _ := os.Hostname()
+	kv(t, addr, "put", "k1", strings.Repeat("v", 2000))
+	kv(t, addr, "flush", "region-001")
+
+	var docs []regionDoc
+	for _, line := range strings.Split(strings.TrimSpace(kv(t, addr, "regions", "-o", "json")), "\n") {
+		var d regionDoc
+		if err := json.Unmarshal([]byte(line), &d); err != nil {
+			t.Fatalf("regions -o json line %q: %v", line, err)
+		}
+		docs = append(docs, d)
+	}
+	if len(docs) != 4 {
+		t.Fatalf("regions -o json: %d records, want 4: %+v", len(docs), docs)
+	}
+	for _, d := range docs {
+		if d.Owner != host || d.Address != addr || d.Compaction != "idle" {
+			t.Errorf("%s: owner %q at %q, compaction %q; want %s at %s, idle", d.Name, d.Owner, d.Address, d.Compaction, host, addr)
+		}
+	}
+	if k := docs[1]; k.Name != "region-001" || k.DataBytes <= 0 || k.SSTFiles != 1 || k.MemstoreBytes != 0 || k.Requests < 1 {
+		t.Errorf("region-001 after a put of 2000 bytes and a flush: %+v", k)
+	}
+
+	table := kv(t, addr, "regions", "-o", "table")
+	lines := strings.Split(strings.TrimSpace(table), "\n")
+	if len(lines) != 5 || !regexp.MustCompile(`^REGION\s+START\s+END\s+OWNER\s+SIZE\s+MEMSTORE\s+WAL\s+UNFLUSHED\s+LOAD\s+REQUESTS\s+SSTS\s+COMPACTION\s+WARMUP$`).MatchString(lines[0]) {
+		t.Fatalf("regions -o table:\n%s", table)
+	}
+	if !regexp.MustCompile(`^region-001\s+@\s+\\x80\s+` + regexp.QuoteMeta(host) + `\s+\d+ B\s+0 B\s+0 B\s+-\s+\d+\.\d/s\s+1\s+1\s+idle\s+\d+%$`).MatchString(lines[2]) {
+		t.Errorf("region-001's row: %q", lines[2])
+	}
+	text := kv(t, addr, "regions")
+	if !strings.HasPrefix(text, "region-000\t[\"\", \"@\")\t"+host+"\t0 B\t") {
+		t.Errorf("regions (text):\n%s", text)
+	}
+}

@@ -133,26 +133,19 @@ func askStore(ctx context.Context, addr string) storeStatus {
 }
 
 func newKVRegionsCommand(f *kvFlags) *cobra.Command {
-	return &cobra.Command{Use: "regions", Short: "List the cluster's regions, key ranges and owners", Args: cobra.NoArgs,
+	return &cobra.Command{Use: "regions", Short: "List the cluster's regions: key ranges, owners, sizes, load, WAL, compaction and warmup state, from every store reachable from --addr",
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			p, err := f.printer(cmd, "REGION", "START", "END", "OWNERS")
+			p, err := f.printer(cmd, regionHeader...)
 			if err != nil {
 				return err
 			}
 			return f.with(cmd, func(ctx context.Context, c *client.Client) error {
-				for _, g := range c.Regions() {
-					owners := strings.Join(g.Owners, ",")
-					if owners == "" {
-						owners = "(through the seeds)"
-					}
-					text := fmt.Sprintf("%s\t[%q, %q)\t%s\n", g.Name, g.Start, g.End, owners)
-					if f.hex {
-						text = fmt.Sprintf("%s\t[%s, %s)\t%s\n", g.Name, p.text(g.Start), p.text(g.End), owners)
-					}
-					doc := map[string]any{"name": g.Name, "start": p.json(g.Start), "end": p.json(g.End), "owners": g.Owners}
-					_ = p.record(text, doc, g.Name, p.table(g.Start), p.table(g.End), owners)
+				// Readings, unlike the routes, are worth having fresh.
+				if err := c.Refresh(ctx); err != nil {
+					return err
 				}
-				return p.flush()
+				return printRegions(p, c.Regions())
 			})
 		}}
 }

@@ -25,6 +25,7 @@ func NewRootCommand() *cobra.Command {
 	root.AddCommand(newCompactorCommand())
 	root.AddCommand(newLocalCommand())
 	root.AddCommand(newKVCommand())
+	root.AddCommand(NewKubectlCommand("kubectl"))
 	return root
 }
 

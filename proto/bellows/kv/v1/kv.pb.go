@@ -1877,15 +1877,47 @@ func (*RegionsRequest) Descriptor() ([]byte, []int) {
 	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{30}
 }
 
+// RegionInfo is one region as the store answering serves it: the same
+// readings its per-region metrics export (bellows_region_*), at the time
+// of the call.
 type RegionInfo struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
 	// start is inclusive, end exclusive; empty end means no upper bound.
-	Start         []byte `protobuf:"bytes,2,opt,name=start,proto3" json:"start,omitempty"`
-	End           []byte `protobuf:"bytes,3,opt,name=end,proto3" json:"end,omitempty"`
-	SstFiles      uint32 `protobuf:"varint,4,opt,name=sst_files,json=sstFiles,proto3" json:"sst_files,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Start    []byte `protobuf:"bytes,2,opt,name=start,proto3" json:"start,omitempty"`
+	End      []byte `protobuf:"bytes,3,opt,name=end,proto3" json:"end,omitempty"`
+	SstFiles uint32 `protobuf:"varint,4,opt,name=sst_files,json=sstFiles,proto3" json:"sst_files,omitempty"`
+	// store names the store answering, its owner here: its host name (in
+	// Kubernetes, the pod's name). Tells the owner apart when the call went
+	// through a Service.
+	Store string `protobuf:"bytes,5,opt,name=store,proto3" json:"store,omitempty"`
+	// waiting says why the region, assigned to this store, is not open
+	// here yet (another store still owns it); empty when it is open. The
+	// readings below are zero while it waits.
+	Waiting string `protobuf:"bytes,6,opt,name=waiting,proto3" json:"waiting,omitempty"`
+	// data_bytes is the region's size as a split counts it: its files'
+	// blocks within its range plus its memstores (bellows_region_bytes).
+	DataBytes int64 `protobuf:"varint,7,opt,name=data_bytes,json=dataBytes,proto3" json:"data_bytes,omitempty"`
+	// memstore_bytes is what its memstores hold, not yet in an SST.
+	MemstoreBytes int64 `protobuf:"varint,8,opt,name=memstore_bytes,json=memstoreBytes,proto3" json:"memstore_bytes,omitempty"`
+	// wal_bytes are its WAL segments on disk: what a restart replays at most.
+	WalBytes int64 `protobuf:"varint,9,opt,name=wal_bytes,json=walBytes,proto3" json:"wal_bytes,omitempty"`
+	// oldest_unflushed_ms is the age of the oldest write not yet in an SST
+	// (0: every write is); the store flushes past memstore.maxWALAge.
+	OldestUnflushedMs int64 `protobuf:"varint,10,opt,name=oldest_unflushed_ms,json=oldestUnflushedMs,proto3" json:"oldest_unflushed_ms,omitempty"`
+	// requests this store served for the region since it opened here
+	// (bellows_region_requests_total); requests_per_second, over the last
+	// load window (0 until one has ended).
+	Requests          uint64            `protobuf:"varint,11,opt,name=requests,proto3" json:"requests,omitempty"`
+	RequestsPerSecond float64           `protobuf:"fixed64,12,opt,name=requests_per_second,json=requestsPerSecond,proto3" json:"requests_per_second,omitempty"`
+	Compaction        *RegionCompaction `protobuf:"bytes,13,opt,name=compaction,proto3" json:"compaction,omitempty"`
+	// warmup_progress is the fraction of the last compaction output's blocks
+	// its running or last warmup loaded (bellows_warmup_progress_ratio);
+	// cached_ratio, of the live files' blocks in the block cache.
+	WarmupProgress float64 `protobuf:"fixed64,14,opt,name=warmup_progress,json=warmupProgress,proto3" json:"warmup_progress,omitempty"`
+	CachedRatio    float64 `protobuf:"fixed64,15,opt,name=cached_ratio,json=cachedRatio,proto3" json:"cached_ratio,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *RegionInfo) Reset() {
@@ -1946,6 +1978,156 @@ func (x *RegionInfo) GetSstFiles() uint32 {
 	return 0
 }
 
+func (x *RegionInfo) GetStore() string {
+	if x != nil {
+		return x.Store
+	}
+	return ""
+}
+
+func (x *RegionInfo) GetWaiting() string {
+	if x != nil {
+		return x.Waiting
+	}
+	return ""
+}
+
+func (x *RegionInfo) GetDataBytes() int64 {
+	if x != nil {
+		return x.DataBytes
+	}
+	return 0
+}
+
+func (x *RegionInfo) GetMemstoreBytes() int64 {
+	if x != nil {
+		return x.MemstoreBytes
+	}
+	return 0
+}
+
+func (x *RegionInfo) GetWalBytes() int64 {
+	if x != nil {
+		return x.WalBytes
+	}
+	return 0
+}
+
+func (x *RegionInfo) GetOldestUnflushedMs() int64 {
+	if x != nil {
+		return x.OldestUnflushedMs
+	}
+	return 0
+}
+
+func (x *RegionInfo) GetRequests() uint64 {
+	if x != nil {
+		return x.Requests
+	}
+	return 0
+}
+
+func (x *RegionInfo) GetRequestsPerSecond() float64 {
+	if x != nil {
+		return x.RequestsPerSecond
+	}
+	return 0
+}
+
+func (x *RegionInfo) GetCompaction() *RegionCompaction {
+	if x != nil {
+		return x.Compaction
+	}
+	return nil
+}
+
+func (x *RegionInfo) GetWarmupProgress() float64 {
+	if x != nil {
+		return x.WarmupProgress
+	}
+	return 0
+}
+
+func (x *RegionInfo) GetCachedRatio() float64 {
+	if x != nil {
+		return x.CachedRatio
+	}
+	return 0
+}
+
+// RegionCompaction is what a region's compactions are doing.
+type RegionCompaction struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// running: a compaction holds the region (it may still wait to start:
+	// location empty). queued: another was requested meanwhile and runs next.
+	Running bool `protobuf:"varint,1,opt,name=running,proto3" json:"running,omitempty"`
+	Queued  bool `protobuf:"varint,2,opt,name=queued,proto3" json:"queued,omitempty"`
+	// location is where the running one executes: "local" (in the store) or
+	// "remote" (offloaded to worker, a gRPC address).
+	Location      string `protobuf:"bytes,3,opt,name=location,proto3" json:"location,omitempty"`
+	Worker        string `protobuf:"bytes,4,opt,name=worker,proto3" json:"worker,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RegionCompaction) Reset() {
+	*x = RegionCompaction{}
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[32]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RegionCompaction) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RegionCompaction) ProtoMessage() {}
+
+func (x *RegionCompaction) ProtoReflect() protoreflect.Message {
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[32]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RegionCompaction.ProtoReflect.Descriptor instead.
+func (*RegionCompaction) Descriptor() ([]byte, []int) {
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{32}
+}
+
+func (x *RegionCompaction) GetRunning() bool {
+	if x != nil {
+		return x.Running
+	}
+	return false
+}
+
+func (x *RegionCompaction) GetQueued() bool {
+	if x != nil {
+		return x.Queued
+	}
+	return false
+}
+
+func (x *RegionCompaction) GetLocation() string {
+	if x != nil {
+		return x.Location
+	}
+	return ""
+}
+
+func (x *RegionCompaction) GetWorker() string {
+	if x != nil {
+		return x.Worker
+	}
+	return ""
+}
+
 type RegionsResponse struct {
 	state   protoimpl.MessageState `protogen:"open.v1"`
 	Regions []*RegionInfo          `protobuf:"bytes,1,rep,name=regions,proto3" json:"regions,omitempty"`
@@ -1962,7 +2144,7 @@ type RegionsResponse struct {
 
 func (x *RegionsResponse) Reset() {
 	*x = RegionsResponse{}
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[32]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1974,7 +2156,7 @@ func (x *RegionsResponse) String() string {
 func (*RegionsResponse) ProtoMessage() {}
 
 func (x *RegionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[32]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1987,7 +2169,7 @@ func (x *RegionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegionsResponse.ProtoReflect.Descriptor instead.
 func (*RegionsResponse) Descriptor() ([]byte, []int) {
-	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{32}
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *RegionsResponse) GetRegions() []*RegionInfo {
@@ -2013,7 +2195,7 @@ type FlushRequest struct {
 
 func (x *FlushRequest) Reset() {
 	*x = FlushRequest{}
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[33]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2025,7 +2207,7 @@ func (x *FlushRequest) String() string {
 func (*FlushRequest) ProtoMessage() {}
 
 func (x *FlushRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[33]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2038,7 +2220,7 @@ func (x *FlushRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FlushRequest.ProtoReflect.Descriptor instead.
 func (*FlushRequest) Descriptor() ([]byte, []int) {
-	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{33}
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *FlushRequest) GetRegion() string {
@@ -2056,7 +2238,7 @@ type FlushResponse struct {
 
 func (x *FlushResponse) Reset() {
 	*x = FlushResponse{}
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[34]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2068,7 +2250,7 @@ func (x *FlushResponse) String() string {
 func (*FlushResponse) ProtoMessage() {}
 
 func (x *FlushResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[34]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2081,7 +2263,7 @@ func (x *FlushResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FlushResponse.ProtoReflect.Descriptor instead.
 func (*FlushResponse) Descriptor() ([]byte, []int) {
-	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{34}
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{35}
 }
 
 type CompactRequest struct {
@@ -2103,7 +2285,7 @@ type CompactRequest struct {
 
 func (x *CompactRequest) Reset() {
 	*x = CompactRequest{}
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[35]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2115,7 +2297,7 @@ func (x *CompactRequest) String() string {
 func (*CompactRequest) ProtoMessage() {}
 
 func (x *CompactRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[35]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2128,7 +2310,7 @@ func (x *CompactRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompactRequest.ProtoReflect.Descriptor instead.
 func (*CompactRequest) Descriptor() ([]byte, []int) {
-	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{35}
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *CompactRequest) GetRegion() string {
@@ -2174,7 +2356,7 @@ type CompactResponse struct {
 
 func (x *CompactResponse) Reset() {
 	*x = CompactResponse{}
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[36]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2186,7 +2368,7 @@ func (x *CompactResponse) String() string {
 func (*CompactResponse) ProtoMessage() {}
 
 func (x *CompactResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[36]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2199,7 +2381,7 @@ func (x *CompactResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompactResponse.ProtoReflect.Descriptor instead.
 func (*CompactResponse) Descriptor() ([]byte, []int) {
-	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{36}
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *CompactResponse) GetCompacted() bool {
@@ -2259,7 +2441,7 @@ type ClockRequest struct {
 
 func (x *ClockRequest) Reset() {
 	*x = ClockRequest{}
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[37]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2271,7 +2453,7 @@ func (x *ClockRequest) String() string {
 func (*ClockRequest) ProtoMessage() {}
 
 func (x *ClockRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[37]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2284,7 +2466,7 @@ func (x *ClockRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClockRequest.ProtoReflect.Descriptor instead.
 func (*ClockRequest) Descriptor() ([]byte, []int) {
-	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{37}
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{38}
 }
 
 type ClockResponse struct {
@@ -2300,7 +2482,7 @@ type ClockResponse struct {
 
 func (x *ClockResponse) Reset() {
 	*x = ClockResponse{}
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[38]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2312,7 +2494,7 @@ func (x *ClockResponse) String() string {
 func (*ClockResponse) ProtoMessage() {}
 
 func (x *ClockResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[38]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2325,7 +2507,7 @@ func (x *ClockResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClockResponse.ProtoReflect.Descriptor instead.
 func (*ClockResponse) Descriptor() ([]byte, []int) {
-	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{38}
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *ClockResponse) GetPhysicalUnixNs() int64 {
@@ -2472,13 +2654,33 @@ const file_bellows_kv_v1_kv_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x01(\fR\x05value\"=\n" +
 	"\fScanResponse\x12-\n" +
 	"\x05pairs\x18\x01 \x03(\v2\x17.bellows.kv.v1.KeyValueR\x05pairs\"\x10\n" +
-	"\x0eRegionsRequest\"e\n" +
+	"\x0eRegionsRequest\"\x81\x04\n" +
 	"\n" +
 	"RegionInfo\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
 	"\x05start\x18\x02 \x01(\fR\x05start\x12\x10\n" +
 	"\x03end\x18\x03 \x01(\fR\x03end\x12\x1b\n" +
-	"\tsst_files\x18\x04 \x01(\rR\bsstFiles\"\\\n" +
+	"\tsst_files\x18\x04 \x01(\rR\bsstFiles\x12\x14\n" +
+	"\x05store\x18\x05 \x01(\tR\x05store\x12\x18\n" +
+	"\awaiting\x18\x06 \x01(\tR\awaiting\x12\x1d\n" +
+	"\n" +
+	"data_bytes\x18\a \x01(\x03R\tdataBytes\x12%\n" +
+	"\x0ememstore_bytes\x18\b \x01(\x03R\rmemstoreBytes\x12\x1b\n" +
+	"\twal_bytes\x18\t \x01(\x03R\bwalBytes\x12.\n" +
+	"\x13oldest_unflushed_ms\x18\n" +
+	" \x01(\x03R\x11oldestUnflushedMs\x12\x1a\n" +
+	"\brequests\x18\v \x01(\x04R\brequests\x12.\n" +
+	"\x13requests_per_second\x18\f \x01(\x01R\x11requestsPerSecond\x12?\n" +
+	"\n" +
+	"compaction\x18\r \x01(\v2\x1f.bellows.kv.v1.RegionCompactionR\n" +
+	"compaction\x12'\n" +
+	"\x0fwarmup_progress\x18\x0e \x01(\x01R\x0ewarmupProgress\x12!\n" +
+	"\fcached_ratio\x18\x0f \x01(\x01R\vcachedRatio\"x\n" +
+	"\x10RegionCompaction\x12\x18\n" +
+	"\arunning\x18\x01 \x01(\bR\arunning\x12\x16\n" +
+	"\x06queued\x18\x02 \x01(\bR\x06queued\x12\x1a\n" +
+	"\blocation\x18\x03 \x01(\tR\blocation\x12\x16\n" +
+	"\x06worker\x18\x04 \x01(\tR\x06worker\"\\\n" +
 	"\x0fRegionsResponse\x123\n" +
 	"\aregions\x18\x01 \x03(\v2\x19.bellows.kv.v1.RegionInfoR\aregions\x12\x14\n" +
 	"\x05peers\x18\x02 \x03(\tR\x05peers\"&\n" +
@@ -2538,7 +2740,7 @@ func file_bellows_kv_v1_kv_proto_rawDescGZIP() []byte {
 }
 
 var file_bellows_kv_v1_kv_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_bellows_kv_v1_kv_proto_msgTypes = make([]protoimpl.MessageInfo, 39)
+var file_bellows_kv_v1_kv_proto_msgTypes = make([]protoimpl.MessageInfo, 40)
 var file_bellows_kv_v1_kv_proto_goTypes = []any{
 	(Mutation_Op)(0),               // 0: bellows.kv.v1.Mutation.Op
 	(*PutRequest)(nil),             // 1: bellows.kv.v1.PutRequest
@@ -2573,13 +2775,14 @@ var file_bellows_kv_v1_kv_proto_goTypes = []any{
 	(*ScanResponse)(nil),           // 30: bellows.kv.v1.ScanResponse
 	(*RegionsRequest)(nil),         // 31: bellows.kv.v1.RegionsRequest
 	(*RegionInfo)(nil),             // 32: bellows.kv.v1.RegionInfo
-	(*RegionsResponse)(nil),        // 33: bellows.kv.v1.RegionsResponse
-	(*FlushRequest)(nil),           // 34: bellows.kv.v1.FlushRequest
-	(*FlushResponse)(nil),          // 35: bellows.kv.v1.FlushResponse
-	(*CompactRequest)(nil),         // 36: bellows.kv.v1.CompactRequest
-	(*CompactResponse)(nil),        // 37: bellows.kv.v1.CompactResponse
-	(*ClockRequest)(nil),           // 38: bellows.kv.v1.ClockRequest
-	(*ClockResponse)(nil),          // 39: bellows.kv.v1.ClockResponse
+	(*RegionCompaction)(nil),       // 33: bellows.kv.v1.RegionCompaction
+	(*RegionsResponse)(nil),        // 34: bellows.kv.v1.RegionsResponse
+	(*FlushRequest)(nil),           // 35: bellows.kv.v1.FlushRequest
+	(*FlushResponse)(nil),          // 36: bellows.kv.v1.FlushResponse
+	(*CompactRequest)(nil),         // 37: bellows.kv.v1.CompactRequest
+	(*CompactResponse)(nil),        // 38: bellows.kv.v1.CompactResponse
+	(*ClockRequest)(nil),           // 39: bellows.kv.v1.ClockRequest
+	(*ClockResponse)(nil),          // 40: bellows.kv.v1.ClockResponse
 }
 var file_bellows_kv_v1_kv_proto_depIdxs = []int32{
 	0,  // 0: bellows.kv.v1.Mutation.op:type_name -> bellows.kv.v1.Mutation.Op
@@ -2588,50 +2791,51 @@ var file_bellows_kv_v1_kv_proto_depIdxs = []int32{
 	7,  // 3: bellows.kv.v1.BatchRequest.mutations:type_name -> bellows.kv.v1.Mutation
 	4,  // 4: bellows.kv.v1.BatchGetResponse.results:type_name -> bellows.kv.v1.GetResponse
 	29, // 5: bellows.kv.v1.ScanResponse.pairs:type_name -> bellows.kv.v1.KeyValue
-	32, // 6: bellows.kv.v1.RegionsResponse.regions:type_name -> bellows.kv.v1.RegionInfo
-	1,  // 7: bellows.kv.v1.KV.Put:input_type -> bellows.kv.v1.PutRequest
-	3,  // 8: bellows.kv.v1.KV.Get:input_type -> bellows.kv.v1.GetRequest
-	5,  // 9: bellows.kv.v1.KV.Delete:input_type -> bellows.kv.v1.DeleteRequest
-	22, // 10: bellows.kv.v1.KV.Batch:input_type -> bellows.kv.v1.BatchRequest
-	24, // 11: bellows.kv.v1.KV.Scan:input_type -> bellows.kv.v1.ScanRequest
-	25, // 12: bellows.kv.v1.KV.BatchGet:input_type -> bellows.kv.v1.BatchGetRequest
-	27, // 13: bellows.kv.v1.KV.DeleteRange:input_type -> bellows.kv.v1.DeleteRangeRequest
-	31, // 14: bellows.kv.v1.KV.Regions:input_type -> bellows.kv.v1.RegionsRequest
-	8,  // 15: bellows.kv.v1.KV.BeginTxn:input_type -> bellows.kv.v1.BeginTxnRequest
-	12, // 16: bellows.kv.v1.KV.TxnGet:input_type -> bellows.kv.v1.TxnGetRequest
-	13, // 17: bellows.kv.v1.KV.TxnScan:input_type -> bellows.kv.v1.TxnScanRequest
-	14, // 18: bellows.kv.v1.KV.CommitTxn:input_type -> bellows.kv.v1.CommitTxnRequest
-	10, // 19: bellows.kv.v1.KV.RollbackTxn:input_type -> bellows.kv.v1.RollbackTxnRequest
-	15, // 20: bellows.kv.v1.KV.Prewrite:input_type -> bellows.kv.v1.PrewriteRequest
-	17, // 21: bellows.kv.v1.KV.ResolveLocks:input_type -> bellows.kv.v1.ResolveLocksRequest
-	19, // 22: bellows.kv.v1.KV.CheckTxnStatus:input_type -> bellows.kv.v1.CheckTxnStatusRequest
-	38, // 23: bellows.kv.v1.KV.Clock:input_type -> bellows.kv.v1.ClockRequest
-	34, // 24: bellows.kv.v1.Admin.Flush:input_type -> bellows.kv.v1.FlushRequest
-	36, // 25: bellows.kv.v1.Admin.Compact:input_type -> bellows.kv.v1.CompactRequest
-	2,  // 26: bellows.kv.v1.KV.Put:output_type -> bellows.kv.v1.PutResponse
-	4,  // 27: bellows.kv.v1.KV.Get:output_type -> bellows.kv.v1.GetResponse
-	6,  // 28: bellows.kv.v1.KV.Delete:output_type -> bellows.kv.v1.DeleteResponse
-	23, // 29: bellows.kv.v1.KV.Batch:output_type -> bellows.kv.v1.BatchResponse
-	30, // 30: bellows.kv.v1.KV.Scan:output_type -> bellows.kv.v1.ScanResponse
-	26, // 31: bellows.kv.v1.KV.BatchGet:output_type -> bellows.kv.v1.BatchGetResponse
-	28, // 32: bellows.kv.v1.KV.DeleteRange:output_type -> bellows.kv.v1.DeleteRangeResponse
-	33, // 33: bellows.kv.v1.KV.Regions:output_type -> bellows.kv.v1.RegionsResponse
-	9,  // 34: bellows.kv.v1.KV.BeginTxn:output_type -> bellows.kv.v1.BeginTxnResponse
-	4,  // 35: bellows.kv.v1.KV.TxnGet:output_type -> bellows.kv.v1.GetResponse
-	30, // 36: bellows.kv.v1.KV.TxnScan:output_type -> bellows.kv.v1.ScanResponse
-	21, // 37: bellows.kv.v1.KV.CommitTxn:output_type -> bellows.kv.v1.CommitTxnResponse
-	11, // 38: bellows.kv.v1.KV.RollbackTxn:output_type -> bellows.kv.v1.RollbackTxnResponse
-	16, // 39: bellows.kv.v1.KV.Prewrite:output_type -> bellows.kv.v1.PrewriteResponse
-	18, // 40: bellows.kv.v1.KV.ResolveLocks:output_type -> bellows.kv.v1.ResolveLocksResponse
-	20, // 41: bellows.kv.v1.KV.CheckTxnStatus:output_type -> bellows.kv.v1.CheckTxnStatusResponse
-	39, // 42: bellows.kv.v1.KV.Clock:output_type -> bellows.kv.v1.ClockResponse
-	35, // 43: bellows.kv.v1.Admin.Flush:output_type -> bellows.kv.v1.FlushResponse
-	37, // 44: bellows.kv.v1.Admin.Compact:output_type -> bellows.kv.v1.CompactResponse
-	26, // [26:45] is the sub-list for method output_type
-	7,  // [7:26] is the sub-list for method input_type
-	7,  // [7:7] is the sub-list for extension type_name
-	7,  // [7:7] is the sub-list for extension extendee
-	0,  // [0:7] is the sub-list for field type_name
+	33, // 6: bellows.kv.v1.RegionInfo.compaction:type_name -> bellows.kv.v1.RegionCompaction
+	32, // 7: bellows.kv.v1.RegionsResponse.regions:type_name -> bellows.kv.v1.RegionInfo
+	1,  // 8: bellows.kv.v1.KV.Put:input_type -> bellows.kv.v1.PutRequest
+	3,  // 9: bellows.kv.v1.KV.Get:input_type -> bellows.kv.v1.GetRequest
+	5,  // 10: bellows.kv.v1.KV.Delete:input_type -> bellows.kv.v1.DeleteRequest
+	22, // 11: bellows.kv.v1.KV.Batch:input_type -> bellows.kv.v1.BatchRequest
+	24, // 12: bellows.kv.v1.KV.Scan:input_type -> bellows.kv.v1.ScanRequest
+	25, // 13: bellows.kv.v1.KV.BatchGet:input_type -> bellows.kv.v1.BatchGetRequest
+	27, // 14: bellows.kv.v1.KV.DeleteRange:input_type -> bellows.kv.v1.DeleteRangeRequest
+	31, // 15: bellows.kv.v1.KV.Regions:input_type -> bellows.kv.v1.RegionsRequest
+	8,  // 16: bellows.kv.v1.KV.BeginTxn:input_type -> bellows.kv.v1.BeginTxnRequest
+	12, // 17: bellows.kv.v1.KV.TxnGet:input_type -> bellows.kv.v1.TxnGetRequest
+	13, // 18: bellows.kv.v1.KV.TxnScan:input_type -> bellows.kv.v1.TxnScanRequest
+	14, // 19: bellows.kv.v1.KV.CommitTxn:input_type -> bellows.kv.v1.CommitTxnRequest
+	10, // 20: bellows.kv.v1.KV.RollbackTxn:input_type -> bellows.kv.v1.RollbackTxnRequest
+	15, // 21: bellows.kv.v1.KV.Prewrite:input_type -> bellows.kv.v1.PrewriteRequest
+	17, // 22: bellows.kv.v1.KV.ResolveLocks:input_type -> bellows.kv.v1.ResolveLocksRequest
+	19, // 23: bellows.kv.v1.KV.CheckTxnStatus:input_type -> bellows.kv.v1.CheckTxnStatusRequest
+	39, // 24: bellows.kv.v1.KV.Clock:input_type -> bellows.kv.v1.ClockRequest
+	35, // 25: bellows.kv.v1.Admin.Flush:input_type -> bellows.kv.v1.FlushRequest
+	37, // 26: bellows.kv.v1.Admin.Compact:input_type -> bellows.kv.v1.CompactRequest
+	2,  // 27: bellows.kv.v1.KV.Put:output_type -> bellows.kv.v1.PutResponse
+	4,  // 28: bellows.kv.v1.KV.Get:output_type -> bellows.kv.v1.GetResponse
+	6,  // 29: bellows.kv.v1.KV.Delete:output_type -> bellows.kv.v1.DeleteResponse
+	23, // 30: bellows.kv.v1.KV.Batch:output_type -> bellows.kv.v1.BatchResponse
+	30, // 31: bellows.kv.v1.KV.Scan:output_type -> bellows.kv.v1.ScanResponse
+	26, // 32: bellows.kv.v1.KV.BatchGet:output_type -> bellows.kv.v1.BatchGetResponse
+	28, // 33: bellows.kv.v1.KV.DeleteRange:output_type -> bellows.kv.v1.DeleteRangeResponse
+	34, // 34: bellows.kv.v1.KV.Regions:output_type -> bellows.kv.v1.RegionsResponse
+	9,  // 35: bellows.kv.v1.KV.BeginTxn:output_type -> bellows.kv.v1.BeginTxnResponse
+	4,  // 36: bellows.kv.v1.KV.TxnGet:output_type -> bellows.kv.v1.GetResponse
+	30, // 37: bellows.kv.v1.KV.TxnScan:output_type -> bellows.kv.v1.ScanResponse
+	21, // 38: bellows.kv.v1.KV.CommitTxn:output_type -> bellows.kv.v1.CommitTxnResponse
+	11, // 39: bellows.kv.v1.KV.RollbackTxn:output_type -> bellows.kv.v1.RollbackTxnResponse
+	16, // 40: bellows.kv.v1.KV.Prewrite:output_type -> bellows.kv.v1.PrewriteResponse
+	18, // 41: bellows.kv.v1.KV.ResolveLocks:output_type -> bellows.kv.v1.ResolveLocksResponse
+	20, // 42: bellows.kv.v1.KV.CheckTxnStatus:output_type -> bellows.kv.v1.CheckTxnStatusResponse
+	40, // 43: bellows.kv.v1.KV.Clock:output_type -> bellows.kv.v1.ClockResponse
+	36, // 44: bellows.kv.v1.Admin.Flush:output_type -> bellows.kv.v1.FlushResponse
+	38, // 45: bellows.kv.v1.Admin.Compact:output_type -> bellows.kv.v1.CompactResponse
+	27, // [27:46] is the sub-list for method output_type
+	8,  // [8:27] is the sub-list for method input_type
+	8,  // [8:8] is the sub-list for extension type_name
+	8,  // [8:8] is the sub-list for extension extendee
+	0,  // [0:8] is the sub-list for field type_name
 }
 
 func init() { file_bellows_kv_v1_kv_proto_init() }
@@ -2648,7 +2852,7 @@ func file_bellows_kv_v1_kv_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_bellows_kv_v1_kv_proto_rawDesc), len(file_bellows_kv_v1_kv_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   39,
+			NumMessages:   40,
 			NumExtensions: 0,
 			NumServices:   2,
 		},
