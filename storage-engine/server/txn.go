@@ -66,6 +66,9 @@ func (s *KV) CommitTxn(ctx context.Context, req *kvpb.CommitTxnRequest) (*kvpb.C
 	case req.StartTs == 0:
 		return nil, status.Error(codes.InvalidArgument, errTxnIDAndStart.Error())
 	}
+	if err := s.observe(req.StartTs); err != nil {
+		return nil, err
+	}
 	return s.commitOneShot(ctx, req)
 }
 
@@ -183,6 +186,9 @@ func (s *KV) Prewrite(ctx context.Context, req *kvpb.PrewriteRequest) (*kvpb.Pre
 	if req.StartTs == 0 || len(req.Mutations) == 0 || len(req.Primary) == 0 || req.TtlMs == 0 {
 		return nil, status.Error(codes.InvalidArgument, "a prewrite needs start_ts, primary, ttl_ms and at least one mutation")
 	}
+	if err := s.observe(req.StartTs); err != nil {
+		return nil, err
+	}
 	t, err := s.resolve(ctx, req.Mutations[0].Key)
 	if err != nil {
 		return nil, mutationErr(0, err)
@@ -202,6 +208,11 @@ func (s *KV) ResolveLocks(ctx context.Context, req *kvpb.ResolveLocksRequest) (*
 	}
 	if req.CommitTs != 0 && req.CommitTs <= req.StartTs {
 		return nil, status.Errorf(codes.InvalidArgument, "commit_ts %d is not after start_ts %d", req.CommitTs, req.StartTs)
+	}
+	// A commit timestamp is applied as a version: one beyond the bound
+	// would put a write in every reader's future.
+	if err := s.observe(max(req.StartTs, req.CommitTs)); err != nil {
+		return nil, err
 	}
 	t, err := s.resolve(ctx, req.Keys[0])
 	if err != nil {
