@@ -333,3 +333,64 @@ func TestNoLostUpdateWithSkewedClocksThroughCrashes(t *testing.T) {
 	}
 	t.Logf("%d increments acknowledged, %d with their outcome lost, 2 stores SIGKILLed", acked(), unknown)
 }
+
+// The bank across three stores, one of which restarts on a clock 400ms
+// behind, beyond the bound: that store refuses (CLOCK_OFFSET) instead of
+// serving stale snapshots, transfers between the other stores' regions go
+// on, and once its clock is right again (restarted without the offset) it
+// serves, the total holds, and the whole history is snapshot isolated.
+func TestBankWithAStoreBeyondTheBoundRefusesInsteadOfAnomalies(t *testing.T) {
+	bucket := "file://" + t.TempDir()
+	addrs := []string{freeAddr(t), freeAddr(t), freeAddr(t)}
+	wals := []string{t.TempDir(), t.TempDir(), t.TempDir()}
+	peers := strings.Join(addrs, ",")
+	startStore := func(i int, offset time.Duration) *proc {
+		return startTxnStore(t, fmt.Sprintf("store-%c", 'a'+i), bucket, wals[i], addrs[i], fmt.Sprintf("%d/3", i), peers,
+			"--max-clock-offset="+skewBound.String(), "--test-clock-offset="+offset.String())
+	}
+	stores := []*proc{startStore(0, 0), startStore(1, 0), startStore(2, 0)}
+	c := newClient(t, stores...)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	// Region i is store i%3's: region 2 is store-c's alone.
+	b, err := bank.Open(ctx, c, bank.Config{Regions: bankRegions, AccountsPerRegion: 4, Key: bankAccount,
+		StartBalance: 100, Transferers: 4, Summers: 1, Timeout: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.Start(ctx)
+	await := func(why string, n int64) {
+		t.Helper()
+		if err := b.AwaitTransfers(ctx, b.Transfers()+n, time.Minute); err != nil {
+			b.Stop()
+			t.Fatalf("%s: %v", why, err)
+		}
+	}
+	await("before store-c's clock goes wrong", 50)
+	stores[2].kill()
+	stores[2] = startStore(2, -400*time.Millisecond)
+	waitFor(t, "store-c, 400ms behind its peers, to refuse", func() bool {
+		return stores[2].metric(t, "bellows_clock_offset_exceeded") == 1
+	})
+	_, err = stores[2].kv().Put(ctx, &kvpb.PutRequest{Key: regionKey(2, "k"), Value: []byte("v")})
+	if info := errorInfo(err); status.Code(err) != codes.Unavailable || info == nil || info.Reason != contract.ClockOffsetReason {
+		t.Fatalf("a put at store-c: %v, want UNAVAILABLE %s", err, contract.ClockOffsetReason)
+	}
+	await("transfers between the other stores' regions while store-c refuses", 30)
+	stores[2].kill()
+	stores[2] = startStore(2, 0)
+	await("after store-c's clock is right again", 30)
+	b.Stop()
+	if err := b.Final(ctx); err != nil {
+		t.Fatal(err)
+	}
+	res := b.Result()
+	for _, v := range res.Violations {
+		t.Error(v)
+	}
+	rep := sicheck.Analyze(res.History, 20)
+	for _, err := range rep.Violations {
+		t.Error("snapshot isolation: ", err)
+	}
+	t.Logf("%d transfers, %d sums through a store 400ms off (refusing) and back; history: %v", res.Transfers, res.Sums, rep)
+}
