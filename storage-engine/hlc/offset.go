@@ -15,8 +15,11 @@ import (
 // (docs/clock.md, rule 5):
 //
 // its offset from a majority of the peers measured recently is beyond
-// Tolerance (80% of the maximum offset; a measurement can be wrong by half
-// its round trip, which is added to its offset). A store with no peer
+// Tolerance (80% of the maximum offset) for certain: a measurement can be
+// wrong by half its round trip, which is taken off its offset, as
+// CockroachDB's clock monitor does. A slow round trip (a loaded machine, a
+// peer's queue) then never makes a store refuse; a clock truly off still
+// does, as soon as a round trip is quick enough to show it. A store with no peer
 // measured (one store, bellows local, every peer down) is within: nothing
 // says otherwise, and refusing would make a lone store unavailable.
 type OffsetMonitor struct {
@@ -101,8 +104,7 @@ func (m *OffsetMonitor) Check(now time.Time) error {
 			continue
 		}
 		fresh = append(fresh, p)
-		worst := x.Offset.Abs() + x.RTT/2
-		if worst > m.Tolerance() {
+		if x.Offset.Abs()-x.RTT/2 > m.Tolerance() {
 			sign := "+"
 			if x.Offset < 0 {
 				sign = ""

@@ -341,7 +341,7 @@ func TestKVCommandUsesTheClient(t *testing.T) {
 	}
 	regions := kv("regions")
 	for name, owner := range owners {
-		if !regexp.MustCompile(`(?m)^` + name + `\t.*\t` + regexp.QuoteMeta(owner) + `$`).MatchString(regions) {
+		if !regexp.MustCompile(`(?m)^` + name + `\t.*\(` + regexp.QuoteMeta(owner) + `\)\t`).MatchString(regions) {
 			t.Fatalf("regions does not name %s's owner %s:\n%s", name, owner, regions)
 		}
 	}

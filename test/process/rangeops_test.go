@@ -149,6 +149,7 @@ func TestReverseScanAcrossRegionsOfTwoStores(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { _ = x.Rollback(ctx) }()
+	pastUncertainty(x)
 	if _, err := c.Put(ctx, regionKey(3, "k100"), []byte("after the snapshot")); err != nil {
 		t.Fatal(err)
 	}

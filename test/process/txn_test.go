@@ -307,6 +307,7 @@ func TestSnapshotTooOldWhenRetentionDropsVersions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	pastUncertainty(x)
 	for _, v := range []string{"v2", "v3"} {
 		if _, err := c.Put(ctx, key, []byte(v)); err != nil {
 			t.Fatal(err)

@@ -426,11 +426,11 @@ func TestKVRegionsShowsSizesLoadAndOwners(t *testing.T) {
 	if len(lines) != 5 || !regexp.MustCompile(`^REGION\s+START\s+END\s+OWNER\s+SIZE\s+MEMSTORE\s+WAL\s+UNFLUSHED\s+LOAD\s+REQUESTS\s+SSTS\s+COMPACTION\s+WARMUP$`).MatchString(lines[0]) {
 		t.Fatalf("regions -o table:\n%s", table)
 	}
-	if !regexp.MustCompile(`^region-001\s+@\s+\\x80\s+` + regexp.QuoteMeta(host) + `\s+\d+ B\s+0 B\s+0 B\s+-\s+\d+\.\d/s\s+1\s+1\s+idle\s+\d+%$`).MatchString(lines[2]) {
+	if !regexp.MustCompile(`^region-001\s+@\s+\\x80\s+` + regexp.QuoteMeta(host+" ("+addr+")") + `\s+\d+ B\s+0 B\s+0 B\s+-\s+\d+\.\d/s\s+1\s+1\s+idle\s+\d+%$`).MatchString(lines[2]) {
 		t.Errorf("region-001's row: %q", lines[2])
 	}
 	text := kv(t, addr, "regions")
-	if !strings.HasPrefix(text, "region-000\t[\"\", \"@\")\t"+host+"\t0 B\t") {
+	if !strings.HasPrefix(text, "region-000\t[\"\", \"@\")\t"+host+" ("+addr+")\t0 B\t") {
 		t.Errorf("regions (text):\n%s", text)
 	}
 }

@@ -68,6 +68,10 @@ func printRegion(p *printer, g client.Region, st client.RegionStats) error {
 		DataBytes: st.DataBytes, MemstoreBytes: st.MemstoreBytes, WALBytes: st.WALBytes, OldestUnflushedMS: st.OldestUnflushed.Milliseconds(),
 		RequestsPerSecond: st.RequestsPerSecond, Requests: st.Requests, SSTFiles: st.SSTFiles,
 		Compaction: st.Compaction.String(), Worker: st.Compaction.Worker, WarmupProgress: st.WarmupProgress, CachedRatio: st.CachedRatio}
+	// Stores on one host share its name: the address tells them apart.
+	if st.Store != "" && st.Addr != "" && st.Addr != st.Store {
+		owner = st.Store + " (" + st.Addr + ")"
+	}
 	cells := []string{g.Name, p.table(g.Start), p.table(g.End), owner}
 	switch {
 	case st.Waiting != "":
