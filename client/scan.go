@@ -62,7 +62,9 @@ type Iterator struct {
 	opts   ScanOptions
 	retry  *backoff.ExponentialBackOff
 	// snapshot: a transaction's scan (TxnScan at opts.ReadTS), with its
-	// uncertainty limit; txn is the transaction of an overlay iterator.
+	// uncertainty limit; txn is its transaction (of a snapshot iterator,
+	// which it sends the observed clocks of and tells of new ones, and of
+	// the overlay over it).
 	snapshot         bool
 	uncertaintyLimit uint64
 	txn              *Txn
@@ -118,6 +120,9 @@ func (it *Iterator) Next() bool {
 		resp, err := it.stream.Recv()
 		switch {
 		case err == nil:
+			if it.snapshot && it.txn != nil {
+				it.txn.observe(resp.Observed)
+			}
 			it.buf = resp.Pairs
 			it.failures = 0
 			it.retry.Reset()
@@ -250,7 +255,7 @@ func (it *Iterator) open() {
 	it.stop = stop
 	cc, err := it.c.conn(addr)
 	if err == nil && it.snapshot {
-		it.stream, err = kvpb.NewKVClient(cc).TxnScan(ctx, &kvpb.TxnScanRequest{StartTs: *req.ReadTs, Start: req.Start, End: req.End, Limit: req.Limit, UncertaintyLimit: it.uncertaintyLimit, Reverse: req.Reverse})
+		it.stream, err = kvpb.NewKVClient(cc).TxnScan(ctx, &kvpb.TxnScanRequest{StartTs: *req.ReadTs, Start: req.Start, End: req.End, Limit: req.Limit, UncertaintyLimit: it.uncertaintyLimit, Observed: it.txn.observedList(), Reverse: req.Reverse})
 	} else if err == nil {
 		it.stream, err = kvpb.NewKVClient(cc).Scan(ctx, req)
 	}

@@ -99,8 +99,12 @@ type Txn struct {
 	// uncertain the newest version a read found within it: a Restart
 	// begins above it, keeping limit.
 	limit, uncertain uint64
-	writes           []Mutation
-	index            map[string]int // key → its write in writes
+	// observed is the first clock reading of each store the transaction
+	// reached (BeginTxn's, then its reads'): every read sends them, and a
+	// store narrows the read's uncertainty to its own (docs/clock.md).
+	observed []*kvpb.ObservedClock
+	writes   []Mutation
+	index    map[string]int // key → its write in writes
 }
 
 // Begin starts a transaction at a start timestamp from the cluster.
@@ -115,19 +119,46 @@ func (c *Client) begin(ctx context.Context, req *kvpb.BeginTxnRequest) (*Txn, er
 	if err != nil {
 		return nil, err
 	}
-	return &Txn{c: c, id: resp.TxnId, issuer: issuer, startTS: resp.StartTs, limit: resp.UncertaintyLimit, index: map[string]int{}}, nil
+	t := &Txn{c: c, id: resp.TxnId, issuer: issuer, startTS: resp.StartTs, limit: resp.UncertaintyLimit, index: map[string]int{}}
+	t.observe(resp.Observed)
+	return t, nil
 }
 
 // Restart rolls t back and begins it again with nothing read or written:
 // after an *UncertainError, above the uncertain version and within t's
 // first uncertainty limit, so each restart narrows the window and
-// restarts end (docs/clock.md); otherwise as Begin does.
+// restarts end (docs/clock.md); otherwise as Begin does. A restart sees
+// every transaction that committed before t first began, as t promised,
+// not necessarily those that committed since.
 func (t *Txn) Restart(ctx context.Context) (*Txn, error) {
 	_ = t.Rollback(ctx)
 	if t.uncertain == 0 {
 		return t.c.Begin(ctx)
 	}
 	return t.c.begin(ctx, &kvpb.BeginTxnRequest{MinStartTs: t.uncertain, UncertaintyLimit: t.limit})
+}
+
+// observe keeps o if it is the transaction's first reading of its store.
+// A restart begins without the readings: they bound the versions written
+// after the first attempt reached each store, not after the restart began.
+func (t *Txn) observe(o *kvpb.ObservedClock) {
+	if o == nil || o.Store == "" {
+		return
+	}
+	for _, x := range t.observed {
+		if x.Store == o.Store {
+			return
+		}
+	}
+	t.observed = append(t.observed, o)
+}
+
+// observedList is what a read of t sends (nil t: none).
+func (t *Txn) observedList() []*kvpb.ObservedClock {
+	if t == nil {
+		return nil
+	}
+	return t.observed
 }
 
 // noteRead keeps the uncertain version a read error names.
@@ -169,13 +200,14 @@ func (t *Txn) Get(ctx context.Context, key []byte) (value []byte, found bool, er
 		w := t.writes[i]
 		return w.Value, !w.Delete, nil
 	}
-	req := &kvpb.TxnGetRequest{StartTs: t.startTS, Key: key, UncertaintyLimit: t.limit}
+	req := &kvpb.TxnGetRequest{StartTs: t.startTS, Key: key, UncertaintyLimit: t.limit, Observed: t.observed}
 	resp, err := do(ctx, t.c, key, func(ctx context.Context, kv kvpb.KVClient) (*kvpb.GetResponse, error) {
 		return kv.TxnGet(ctx, req)
 	})
 	if err != nil {
 		return nil, false, t.noteRead(readErr(err))
 	}
+	t.observe(resp.Observed)
 	return resp.Value, resp.Found, nil
 }
 
@@ -213,7 +245,7 @@ func (t *Txn) Scan(ctx context.Context, start, end []byte, opts ScanOptions) *It
 		stored.Limit = opts.Limit + deletes
 	}
 	st := t.c.Scan(ctx, start, end, stored)
-	st.snapshot, st.uncertaintyLimit = true, t.limit
+	st.snapshot, st.uncertaintyLimit, st.txn = true, t.limit, t
 	it := &Iterator{ctx: ctx, cancel: st.Close, opts: ScanOptions{Limit: opts.Limit, Reverse: opts.Reverse}, ov: &overlay{stored: st, own: own}, txn: t}
 	if opts.ReadTS != nil {
 		it.err = errors.New("bellows client: Txn.Scan with ScanOptions.ReadTS: a transaction reads at its start timestamp")

@@ -114,7 +114,10 @@ func (e *env) kubectlPlugin(t *testing.T, kv *kvClient, l *ledger) {
 	if n := strings.Count(out, "OK flushed "); n != len(want) {
 		t.Errorf("flush of every region flushed %d, want %d:\n%s", n, len(want), out)
 	}
-	out = e.run(t, "kubectl", "bellows", "compact", clusterName, "--major", "--namespace", ns)
+	// Every region's major compaction, one after another: the worker link
+	// is as slow as the autoscaling scenarios left it (tens of KB/s), so
+	// the command gets no deadline of its own.
+	out = e.run(t, "kubectl", "bellows", "compact", clusterName, "--major", "--timeout=0", "--namespace", ns)
 	t.Logf("kubectl bellows compact --major:\n%s", out)
 	lines := strings.Split(strings.TrimSpace(out), "\n")
 	if len(lines) != len(want) || slices.ContainsFunc(lines, func(l string) bool { return !compacted.MatchString(l) }) {

@@ -247,7 +247,10 @@ const maxRestarts = 16
 // restarting begins a transaction and runs attempt in it, and again in
 // its restart while a read was uncertain (client.Txn.Restart: a store's
 // clock ahead of the one that gave the start). Each attempt is its own
-// transaction in the history, id suffixed by its number after the first.
+// transaction in the history, id suffixed by its number after the first,
+// invoked when the first was: a restart keeps the first attempt's
+// uncertainty limit, so what it promises to see is what committed before
+// the first began (docs/clock.md), as CockroachDB's restarts do.
 func (b *Bank) restarting(ctx context.Context, id string, attempt func(id string, invoke time.Duration, x *client.Txn) error) {
 	invoke := b.now()
 	x, err := b.c.Begin(ctx)
@@ -261,7 +264,6 @@ func (b *Bank) restarting(ctx context.Context, id string, attempt func(id string
 			return
 		}
 		b.restarts.Add(1)
-		invoke = b.now()
 		x, err = x.Restart(ctx)
 	}
 }

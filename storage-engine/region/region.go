@@ -142,6 +142,10 @@ type Region struct {
 	// rotation; it guards lastTS and the active memTable's maxTS.
 	commitMu mutex
 	lastTS   uint64
+	// openedTS is the store clock's reading once the region opened: every
+	// version it held then is at or below it (docs/clock.md, observed
+	// clocks). Set in Open, read-only after.
+	openedTS uint64
 	// latches serialise the writes of one key from a transaction's
 	// validation to its commit (latch.go); taken before commitMu.
 	latches *latches
@@ -373,6 +377,7 @@ func Open(ctx context.Context, opts Options) (_ *Region, err error) {
 			return nil, err
 		}
 	}
+	r.openedTS = max(opts.Clock.Now(), r.lastTS)
 	r.recovery.Open = time.Since(began)
 	return r, nil
 }
@@ -615,3 +620,8 @@ func (r *Region) nextTS() uint64 {
 	r.lastTS = ts
 	return ts
 }
+
+// OpenedTS is the store clock's reading when the region opened here: a
+// transaction's observation of this store's clock (docs/clock.md) bounds
+// the versions of the region only if it was taken at or after it.
+func (r *Region) OpenedTS() uint64 { return r.openedTS }

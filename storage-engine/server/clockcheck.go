@@ -11,6 +11,8 @@ package server
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -22,6 +24,7 @@ import (
 
 	kvpb "github.com/bellows-kv/bellows/proto/bellows/kv/v1"
 	"github.com/bellows-kv/bellows/storage-engine/hlc"
+	"github.com/bellows-kv/bellows/storage-engine/region"
 	"github.com/bellows-kv/bellows/storage-engine/server/route"
 )
 
@@ -233,4 +236,36 @@ func (s *KV) observe(ts uint64) error {
 		return clockStatus(err)
 	}
 	return nil
+}
+
+// newClockID is this store process's name in clock observations: its
+// router's identity when it forwards (the one peers know it by), else a
+// fresh random one.
+func newClockID(fwd *Forwarding) string {
+	if fwd != nil {
+		return fwd.Router.Self()
+	}
+	id := make([]byte, 8)
+	_, _ = rand.Read(id)
+	return hex.EncodeToString(id)
+}
+
+// observation is this store's clock now, for a transaction's read answer.
+func (s *KV) observation() *kvpb.ObservedClock {
+	return &kvpb.ObservedClock{Store: s.clockID, Ts: s.store.Clock().Now()}
+}
+
+// narrowed is a read's uncertainty limit narrowed by the transaction's
+// observation of this store's clock (docs/clock.md): every version the
+// store held when it was observed is at or below the observation, so one
+// above it was written after the transaction began and cannot be one it
+// must see. It holds for region e only if e was open here by then (a
+// region that moved in later brings versions from another clock).
+func (s *KV) narrowed(e *region.Region, limit uint64, observed []*kvpb.ObservedClock) uint64 {
+	for _, o := range observed {
+		if o.GetStore() == s.clockID && e.OpenedTS() <= o.GetTs() {
+			return min(limit, o.GetTs())
+		}
+	}
+	return limit
 }

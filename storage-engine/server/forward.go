@@ -355,7 +355,7 @@ func (s *KV) scanRemote(ctx context.Context, p scanPiece, req *kvpb.ScanRequest,
 		var stream grpc.ServerStreamingClient[kvpb.ScanResponse]
 		var err error
 		if exact {
-			stream, err = c.TxnScan(ctx, &kvpb.TxnScanRequest{StartTs: *req.ReadTs, Start: sub.Start, End: sub.End, Limit: sub.Limit, UncertaintyLimit: req.UncertaintyLimit, Reverse: sub.Reverse})
+			stream, err = c.TxnScan(ctx, &kvpb.TxnScanRequest{StartTs: *req.ReadTs, Start: sub.Start, End: sub.End, Limit: sub.Limit, UncertaintyLimit: req.UncertaintyLimit, Observed: req.Observed, Reverse: sub.Reverse})
 		} else {
 			stream, err = c.Scan(ctx, sub)
 		}

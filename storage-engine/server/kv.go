@@ -42,6 +42,9 @@ type KV struct {
 	store   *Store
 	fwd     *Forwarding // nil: serve only this store's regions
 	metrics *Metrics    // nil: not observed
+	// clockID names this store process in the clock observations it
+	// answers (kvpb.ObservedClock): new at each start.
+	clockID string
 	// The transactions' machinery (storage-engine/txn), over txnStore.
 	coordinator *txn.Coordinator
 	resolver    *txn.Resolver
@@ -54,7 +57,7 @@ type KV struct {
 // It resolves the expired transaction locks of the store's regions in the
 // background (txn.Resolver.Run) until the store closes.
 func NewKV(store *Store, fwd *Forwarding, m *Metrics) *KV {
-	s := &KV{store: store, fwd: fwd, metrics: m}
+	s := &KV{store: store, fwd: fwd, metrics: m, clockID: newClockID(fwd)}
 	o := txn.Options{
 		LockTTL:            store.opts.TxnLockTTL,
 		OutcomeRetryWindow: store.opts.TxnOutcomeRetryWindow,
@@ -173,7 +176,7 @@ func (s *KV) Put(ctx context.Context, req *kvpb.PutRequest) (*kvpb.PutResponse, 
 
 // Get implements kvpb.KVServer.
 func (s *KV) Get(ctx context.Context, req *kvpb.GetRequest) (*kvpb.GetResponse, error) {
-	return s.get(ctx, "get", req.Key, readTS(req.ReadTs), 0, false, func(ctx context.Context, c kvpb.KVClient) (*kvpb.GetResponse, error) {
+	return s.get(ctx, "get", req.Key, readTS(req.ReadTs), 0, nil, false, func(ctx context.Context, c kvpb.KVClient) (*kvpb.GetResponse, error) {
 		return c.Get(ctx, req)
 	})
 }
@@ -181,7 +184,7 @@ func (s *KV) Get(ctx context.Context, req *kvpb.GetRequest) (*kvpb.GetResponse, 
 // get reads key at ts here, or forwards the request (fwd) to the key's
 // owner. exact makes the region readable at ts first (region.ReadableAt)
 // instead of clamping ts to what it has made visible.
-func (s *KV) get(ctx context.Context, op string, key []byte, ts, limit uint64, exact bool, fwd func(context.Context, kvpb.KVClient) (*kvpb.GetResponse, error)) (*kvpb.GetResponse, error) {
+func (s *KV) get(ctx context.Context, op string, key []byte, ts, limit uint64, observed []*kvpb.ObservedClock, exact bool, fwd func(context.Context, kvpb.KVClient) (*kvpb.GetResponse, error)) (*kvpb.GetResponse, error) {
 	t, err := s.resolve(ctx, key)
 	if err != nil {
 		return nil, err
@@ -205,11 +208,16 @@ func (s *KV) get(ctx context.Context, op string, key []byte, ts, limit uint64, e
 	}
 	var v []byte
 	var ok bool
+	limit = s.narrowed(e, limit, observed)
 	err = s.withLocks(ctx, t, func() (err error) { v, ok, err = e.GetUncertain(ctx, key, ts, limit); return err })
 	if err != nil {
 		return nil, regionErr(t.local, err)
 	}
-	return &kvpb.GetResponse{Found: ok, Value: v}, nil
+	resp := &kvpb.GetResponse{Found: ok, Value: v}
+	if exact {
+		resp.Observed = s.observation()
+	}
+	return resp, nil
 }
 
 // Delete implements kvpb.KVServer.
@@ -380,6 +388,9 @@ func (s *KV) scan(req *kvpb.ScanRequest, exact bool, stream kvpb.KV_ScanServer) 
 		if len(chunk.Pairs) == 0 {
 			return nil
 		}
+		if exact {
+			chunk.Observed = s.observation()
+		}
 		err := stream.Send(&chunk)
 		chunk.Pairs, size = nil, 0
 		return err
@@ -400,7 +411,7 @@ func (s *KV) scan(req *kvpb.ScanRequest, exact bool, stream kvpb.KV_ScanServer) 
 		if p.forward {
 			err = s.scanRemote(ctx, p, req, exact, &left, req.Limit > 0, emit)
 		} else {
-			err = s.scanRegion(ctx, p, readTS(req.ReadTs), req.UncertaintyLimit, exact, req.Reverse, &left, req.Limit > 0, emit)
+			err = s.scanRegion(ctx, p, readTS(req.ReadTs), req.UncertaintyLimit, req.Observed, exact, req.Reverse, &left, req.Limit > 0, emit)
 		}
 		if err != nil {
 			return err
@@ -449,7 +460,7 @@ func (s *KV) scanPieces(ctx context.Context, start, end []byte) []scanPiece {
 
 // scanRegion reads a piece from this store's region, from its end down
 // when reverse.
-func (s *KV) scanRegion(ctx context.Context, p scanPiece, ts, limit uint64, exact, reverse bool, left *int, limited bool, emit func(k, v []byte) error) error {
+func (s *KV) scanRegion(ctx context.Context, p scanPiece, ts, limit uint64, observed []*kvpb.ObservedClock, exact, reverse bool, left *int, limited bool, emit func(k, v []byte) error) error {
 	r := p.local
 	start, end := maxKey(p.start, r.Span.Start), p.end
 	if r.Span.End != nil && (end == nil || bytes.Compare(r.Span.End, end) < 0) {
@@ -466,6 +477,7 @@ func (s *KV) scanRegion(ctx context.Context, p scanPiece, ts, limit uint64, exac
 		}
 	}
 	var it *region.Iterator
+	limit = s.narrowed(e, limit, observed)
 	err = s.withLocks(ctx, p.target, func() (err error) { it, err = e.NewIteratorUncertain(ctx, start, end, ts, limit); return err })
 	if err != nil {
 		return regionErr(r, err)

@@ -30,7 +30,7 @@ func (s *KV) TxnGet(ctx context.Context, req *kvpb.TxnGetRequest) (*kvpb.GetResp
 	if err := s.observe(req.StartTs); err != nil {
 		return nil, err
 	}
-	return s.get(ctx, "txn-get", req.Key, req.StartTs, req.UncertaintyLimit, true, func(ctx context.Context, c kvpb.KVClient) (*kvpb.GetResponse, error) {
+	return s.get(ctx, "txn-get", req.Key, req.StartTs, req.UncertaintyLimit, req.Observed, true, func(ctx context.Context, c kvpb.KVClient) (*kvpb.GetResponse, error) {
 		return c.TxnGet(ctx, req)
 	})
 }
@@ -44,7 +44,7 @@ func (s *KV) TxnScan(req *kvpb.TxnScanRequest, stream kvpb.KV_TxnScanServer) err
 		return err
 	}
 	ts := req.StartTs
-	return s.scan(&kvpb.ScanRequest{Start: req.Start, End: req.End, Limit: req.Limit, ReadTs: &ts, UncertaintyLimit: req.UncertaintyLimit, Reverse: req.Reverse}, true, stream)
+	return s.scan(&kvpb.ScanRequest{Start: req.Start, End: req.End, Limit: req.Limit, ReadTs: &ts, UncertaintyLimit: req.UncertaintyLimit, Observed: req.Observed, Reverse: req.Reverse}, true, stream)
 }
 
 // errTxnIDAndStart is the error of a request naming neither.
@@ -153,7 +153,13 @@ func (s *KV) BeginTxn(ctx context.Context, req *kvpb.BeginTxnRequest) (*kvpb.Beg
 			return nil, err
 		}
 	}
-	return s.txns.Begin(req.UncertaintyLimit)
+	resp, err := s.txns.Begin(req.UncertaintyLimit)
+	if err == nil && resp.UncertaintyLimit != 0 {
+		// Every version this store holds is below the start: its clock
+		// issued it.
+		resp.Observed = &kvpb.ObservedClock{Store: s.clockID, Ts: resp.StartTs}
+	}
+	return resp, err
 }
 
 // RollbackTxn implements kvpb.KVServer.

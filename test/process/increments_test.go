@@ -122,7 +122,7 @@ func (w *increments) increment(ctx context.Context, id string, key []byte, byGet
 	attempt := 0
 	invoke := w.now()
 	committing := false
-	res, err := w.c.RunTxn(ctx, func(ctx context.Context, x *client.Txn) error {
+	res, err := w.c.RunTxn(ctx, func(ctx context.Context, x *client.Txn) (bodyErr error) {
 		if last != nil {
 			last.Outcome = sicheck.Aborted
 			w.record(*last)
@@ -131,7 +131,15 @@ func (w *increments) increment(ctx context.Context, id string, key []byte, byGet
 		committing = false
 		last = &sicheck.Txn{ID: fmt.Sprintf("%s-%d", id, attempt), StartTS: x.StartTS(),
 			Reads: map[string]string{}, Writes: map[string]string{}, Invoke: invoke}
-		defer func() { invoke = w.now(); last.Complete = invoke }()
+		defer func() {
+			last.Complete = w.now()
+			// A restart after an uncertain read keeps the first attempt's
+			// uncertainty limit: it promises what committed before that
+			// attempt began (docs/clock.md), so it is invoked then too.
+			if !errors.Is(bodyErr, client.ErrReadUncertain) {
+				invoke = last.Complete
+			}
+		}()
 		var v []byte
 		if byGet {
 			got, _, err := x.Get(ctx, key)

@@ -131,6 +131,29 @@ func TestTransactionsAgainstTwoStores(t *testing.T) {
 		}
 	})
 
+	t.Run("a write after the transaction reached its store is not uncertain", func(t *testing.T) {
+		// The transaction began at store-a (the client's seed): every
+		// version store-a held then is below the start, so a later write
+		// there is later for certain. At store-b, its first read observes
+		// store-b's clock; a write there after that is later too.
+		x, err := c.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		atA, atB := regionKey(0, "observed"), regionKey(1, "observed")
+		if _, _, err := x.Get(ctx, regionKey(1, "first")); err != nil {
+			t.Fatal(err)
+		}
+		for _, k := range [][]byte{atA, atB} {
+			if _, err := c.Put(ctx, k, []byte("after")); err != nil {
+				t.Fatal(err)
+			}
+			if v, found, err := x.Get(ctx, k); err != nil || found {
+				t.Fatalf("read of %q written after the transaction reached its store: %q %v %v; want the snapshot (absent)", k, v, found, err)
+			}
+		}
+	})
+
 	t.Run("a transaction across every region commits atomically", func(t *testing.T) {
 		x, err := c.Begin(ctx)
 		if err != nil {

@@ -98,7 +98,11 @@ func clusterArg(args []string) string {
 }
 
 // kubeError explains the plugin's errors: what is missing and what to do.
-func kubeError(err error) error {
+func (f *kubectlFlags) kubeError(err error) error { return kubeError(err, f.timeout) }
+
+// kubeError is the explanation of err for a command run with --timeout
+// timeout.
+func kubeError(err error, timeout time.Duration) error {
 	var nf *kubectl.NotFoundError
 	var nr *kubectl.NoReadyStoreError
 	var rn *kubectl.RegionNotFoundError
@@ -110,7 +114,7 @@ func kubeError(err error) error {
 	case errors.As(err, &nr), errors.As(err, &rn):
 		return &userError{what: err.Error(), cause: err}
 	}
-	return explain(err, 0)
+	return explain(err, timeout)
 }
 
 func newKubectlStatusCommand(f *kubectlFlags) *cobra.Command {
@@ -134,7 +138,7 @@ namespace has one KVCluster. Exit status 1 unless the cluster is Ready.`,
 			defer cancel()
 			st, err := k.Status(ctx, clusterArg(args), events)
 			if err != nil {
-				return kubeError(err)
+				return f.kubeError(err)
 			}
 			if err := printStatus(cmd.OutOrStdout(), output, st, time.Now()); err != nil {
 				return err
@@ -281,11 +285,11 @@ func newKubectlRegionsCommand(f *kubectlFlags) *cobra.Command {
 			defer cancel()
 			c, err := k.Cluster(ctx, clusterArg(args))
 			if err != nil {
-				return kubeError(err)
+				return f.kubeError(err)
 			}
 			regions, skipped, err := k.Regions(ctx, c)
 			if err != nil {
-				return kubeError(err)
+				return f.kubeError(err)
 			}
 			for _, s := range skipped {
 				fmt.Fprintf(cmd.ErrOrStderr(), "%s: not asked: %s; its regions are missing or shown with no owner\n", s.Pod, s.Why)
@@ -308,11 +312,11 @@ func onOwners(cmd *cobra.Command, f *kubectlFlags, args []string, fn func(ctx co
 	defer cancel()
 	c, err := k.Cluster(ctx, args[0])
 	if err != nil {
-		return kubeError(err)
+		return f.kubeError(err)
 	}
 	regions, skipped, err := k.Regions(ctx, c)
 	if err != nil {
-		return kubeError(err)
+		return f.kubeError(err)
 	}
 	var names []string
 	if len(args) > 1 {
@@ -335,17 +339,17 @@ func onOwners(cmd *cobra.Command, f *kubectlFlags, args []string, fn func(ctx co
 	for _, name := range names {
 		pod, err := kubectl.Owner(c, regions, name)
 		if err != nil {
-			return kubeError(err)
+			return f.kubeError(err)
 		}
 		s := stores[pod]
 		if s == nil {
 			if s, err = k.DialStore(ctx, pod); err != nil {
-				return kubeError(err)
+				return f.kubeError(err)
 			}
 			stores[pod] = s
 		}
 		if err := s.Explain(fn(ctx, pod, name, kvpb.NewAdminClient(s.Conn))); err != nil {
-			return kubeError(fmt.Errorf("%s at %s: %w", name, pod, err))
+			return f.kubeError(fmt.Errorf("%s at %s: %w", name, pod, err))
 		}
 	}
 	return nil
@@ -432,7 +436,7 @@ in the zip lists its entries and what could not be read.`,
 				err = cerr
 			}
 			if err != nil {
-				return kubeError(err)
+				return f.kubeError(err)
 			}
 			if err := os.Rename(tmp.Name(), file); err != nil {
 				return err

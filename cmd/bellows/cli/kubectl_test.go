@@ -2,7 +2,9 @@ package cli
 
 import (
 	"bytes"
+	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -47,15 +49,20 @@ func TestStatusTextOfAPausedClusterWithoutItsPool(t *testing.T) {
 }
 
 func TestKubeErrorsSayWhatToDo(t *testing.T) {
-	err := kubeError(&kubectl.NotFoundError{Name: "demo", Namespace: "ns", Existing: []string{"a"}})
+	err := kubeError(&kubectl.NotFoundError{Name: "demo", Namespace: "ns", Existing: []string{"a"}}, 0)
 	var ue *userError
 	if !errors.As(err, &ue) || err.Error() != `no KVCluster "demo" in namespace "ns" (there are: a); give -n NAMESPACE for another namespace`+
 		"\n  hint: `kubectl get kvclusters -A` lists them in every namespace" {
 		t.Errorf("not found: %q", err)
 	}
-	err = kubeError(&kubectl.RegionNotFoundError{Region: "region-9", Cluster: "demo", Regions: []string{"region-000", "region-001"}})
+	err = kubeError(&kubectl.RegionNotFoundError{Region: "region-9", Cluster: "demo", Regions: []string{"region-000", "region-001"}}, 0)
 	if err.Error() != `KVCluster demo has no region "region-9"; its regions are region-000, region-001 (`+"`kubectl bellows regions demo` lists them)" {
 		t.Errorf("region not found: %q", err)
+	}
+	// A deadline names the command's own --timeout (it said 0s before).
+	err = kubeError(fmt.Errorf("region-003 at demo-0: %w", context.DeadlineExceeded), time.Minute)
+	if !strings.Contains(err.Error(), "no answer within --timeout 1m0s") {
+		t.Errorf("deadline: %q", err)
 	}
 }
 

@@ -69,7 +69,7 @@ func (x Mutation_Op) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use Mutation_Op.Descriptor instead.
 func (Mutation_Op) EnumDescriptor() ([]byte, []int) {
-	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{6, 0}
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{7, 0}
 }
 
 type PutRequest struct {
@@ -232,9 +232,12 @@ func (x *GetRequest) GetReadTs() uint64 {
 }
 
 type GetResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Found         bool                   `protobuf:"varint,1,opt,name=found,proto3" json:"found,omitempty"`
-	Value         []byte                 `protobuf:"bytes,2,opt,name=value,proto3" json:"value,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Found bool                   `protobuf:"varint,1,opt,name=found,proto3" json:"found,omitempty"`
+	Value []byte                 `protobuf:"bytes,2,opt,name=value,proto3" json:"value,omitempty"`
+	// observed: on a TxnGet answer, the answering store's clock (see
+	// ObservedClock).
+	Observed      *ObservedClock `protobuf:"bytes,3,opt,name=observed,proto3" json:"observed,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -283,6 +286,72 @@ func (x *GetResponse) GetValue() []byte {
 	return nil
 }
 
+func (x *GetResponse) GetObserved() *ObservedClock {
+	if x != nil {
+		return x.Observed
+	}
+	return nil
+}
+
+// ObservedClock is a store's clock reading a transaction took when it
+// reached that store: every version the store held then is at or below
+// ts. A later read of the transaction at the same store narrows its
+// uncertainty limit to ts, since a version above it was written after the
+// transaction began (docs/clock.md). store is the store process's identity,
+// new at each start, so a restarted store is not mistaken for the one
+// observed.
+type ObservedClock struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Store         string                 `protobuf:"bytes,1,opt,name=store,proto3" json:"store,omitempty"`
+	Ts            uint64                 `protobuf:"varint,2,opt,name=ts,proto3" json:"ts,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ObservedClock) Reset() {
+	*x = ObservedClock{}
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ObservedClock) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ObservedClock) ProtoMessage() {}
+
+func (x *ObservedClock) ProtoReflect() protoreflect.Message {
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ObservedClock.ProtoReflect.Descriptor instead.
+func (*ObservedClock) Descriptor() ([]byte, []int) {
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *ObservedClock) GetStore() string {
+	if x != nil {
+		return x.Store
+	}
+	return ""
+}
+
+func (x *ObservedClock) GetTs() uint64 {
+	if x != nil {
+		return x.Ts
+	}
+	return 0
+}
+
 type DeleteRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Key           []byte                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
@@ -292,7 +361,7 @@ type DeleteRequest struct {
 
 func (x *DeleteRequest) Reset() {
 	*x = DeleteRequest{}
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[4]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -304,7 +373,7 @@ func (x *DeleteRequest) String() string {
 func (*DeleteRequest) ProtoMessage() {}
 
 func (x *DeleteRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[4]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -317,7 +386,7 @@ func (x *DeleteRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteRequest.ProtoReflect.Descriptor instead.
 func (*DeleteRequest) Descriptor() ([]byte, []int) {
-	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{4}
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *DeleteRequest) GetKey() []byte {
@@ -337,7 +406,7 @@ type DeleteResponse struct {
 
 func (x *DeleteResponse) Reset() {
 	*x = DeleteResponse{}
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[5]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -349,7 +418,7 @@ func (x *DeleteResponse) String() string {
 func (*DeleteResponse) ProtoMessage() {}
 
 func (x *DeleteResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[5]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -362,7 +431,7 @@ func (x *DeleteResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteResponse.ProtoReflect.Descriptor instead.
 func (*DeleteResponse) Descriptor() ([]byte, []int) {
-	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{5}
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *DeleteResponse) GetCommitTs() uint64 {
@@ -390,7 +459,7 @@ type Mutation struct {
 
 func (x *Mutation) Reset() {
 	*x = Mutation{}
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[6]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -402,7 +471,7 @@ func (x *Mutation) String() string {
 func (*Mutation) ProtoMessage() {}
 
 func (x *Mutation) ProtoReflect() protoreflect.Message {
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[6]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -415,7 +484,7 @@ func (x *Mutation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Mutation.ProtoReflect.Descriptor instead.
 func (*Mutation) Descriptor() ([]byte, []int) {
-	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{6}
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *Mutation) GetOp() Mutation_Op {
@@ -456,7 +525,7 @@ type BeginTxnRequest struct {
 
 func (x *BeginTxnRequest) Reset() {
 	*x = BeginTxnRequest{}
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[7]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -468,7 +537,7 @@ func (x *BeginTxnRequest) String() string {
 func (*BeginTxnRequest) ProtoMessage() {}
 
 func (x *BeginTxnRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[7]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -481,7 +550,7 @@ func (x *BeginTxnRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BeginTxnRequest.ProtoReflect.Descriptor instead.
 func (*BeginTxnRequest) Descriptor() ([]byte, []int) {
-	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{7}
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *BeginTxnRequest) GetMinStartTs() uint64 {
@@ -517,13 +586,15 @@ type BeginTxnResponse struct {
 	// timestamp); begin again with min_start_ts = ts and this limit. 0: the
 	// store checks no clock offsets (--max-clock-offset=0).
 	UncertaintyLimit uint64 `protobuf:"varint,4,opt,name=uncertainty_limit,json=uncertaintyLimit,proto3" json:"uncertainty_limit,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// observed: the issuing store's clock at start_ts (ObservedClock).
+	Observed      *ObservedClock `protobuf:"bytes,5,opt,name=observed,proto3" json:"observed,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *BeginTxnResponse) Reset() {
 	*x = BeginTxnResponse{}
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[8]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -535,7 +606,7 @@ func (x *BeginTxnResponse) String() string {
 func (*BeginTxnResponse) ProtoMessage() {}
 
 func (x *BeginTxnResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[8]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -548,7 +619,7 @@ func (x *BeginTxnResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BeginTxnResponse.ProtoReflect.Descriptor instead.
 func (*BeginTxnResponse) Descriptor() ([]byte, []int) {
-	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{8}
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *BeginTxnResponse) GetStartTs() uint64 {
@@ -579,6 +650,13 @@ func (x *BeginTxnResponse) GetUncertaintyLimit() uint64 {
 	return 0
 }
 
+func (x *BeginTxnResponse) GetObserved() *ObservedClock {
+	if x != nil {
+		return x.Observed
+	}
+	return nil
+}
+
 type RollbackTxnRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	TxnId         string                 `protobuf:"bytes,1,opt,name=txn_id,json=txnId,proto3" json:"txn_id,omitempty"`
@@ -588,7 +666,7 @@ type RollbackTxnRequest struct {
 
 func (x *RollbackTxnRequest) Reset() {
 	*x = RollbackTxnRequest{}
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[9]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -600,7 +678,7 @@ func (x *RollbackTxnRequest) String() string {
 func (*RollbackTxnRequest) ProtoMessage() {}
 
 func (x *RollbackTxnRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[9]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -613,7 +691,7 @@ func (x *RollbackTxnRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RollbackTxnRequest.ProtoReflect.Descriptor instead.
 func (*RollbackTxnRequest) Descriptor() ([]byte, []int) {
-	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{9}
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *RollbackTxnRequest) GetTxnId() string {
@@ -631,7 +709,7 @@ type RollbackTxnResponse struct {
 
 func (x *RollbackTxnResponse) Reset() {
 	*x = RollbackTxnResponse{}
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[10]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -643,7 +721,7 @@ func (x *RollbackTxnResponse) String() string {
 func (*RollbackTxnResponse) ProtoMessage() {}
 
 func (x *RollbackTxnResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[10]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -656,7 +734,7 @@ func (x *RollbackTxnResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RollbackTxnResponse.ProtoReflect.Descriptor instead.
 func (*RollbackTxnResponse) Descriptor() ([]byte, []int) {
-	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{10}
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{11}
 }
 
 type TxnGetRequest struct {
@@ -665,13 +743,16 @@ type TxnGetRequest struct {
 	Key     []byte                 `protobuf:"bytes,2,opt,name=key,proto3" json:"key,omitempty"`
 	// uncertainty_limit: BeginTxnResponse's (0: none).
 	UncertaintyLimit uint64 `protobuf:"varint,3,opt,name=uncertainty_limit,json=uncertaintyLimit,proto3" json:"uncertainty_limit,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// observed: the store clocks the transaction has observed (BeginTxn's,
+	// then its reads' answers), at most one per store.
+	Observed      []*ObservedClock `protobuf:"bytes,4,rep,name=observed,proto3" json:"observed,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *TxnGetRequest) Reset() {
 	*x = TxnGetRequest{}
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[11]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -683,7 +764,7 @@ func (x *TxnGetRequest) String() string {
 func (*TxnGetRequest) ProtoMessage() {}
 
 func (x *TxnGetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[11]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -696,7 +777,7 @@ func (x *TxnGetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnGetRequest.ProtoReflect.Descriptor instead.
 func (*TxnGetRequest) Descriptor() ([]byte, []int) {
-	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{11}
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *TxnGetRequest) GetStartTs() uint64 {
@@ -720,6 +801,13 @@ func (x *TxnGetRequest) GetUncertaintyLimit() uint64 {
 	return 0
 }
 
+func (x *TxnGetRequest) GetObserved() []*ObservedClock {
+	if x != nil {
+		return x.Observed
+	}
+	return nil
+}
+
 type TxnScanRequest struct {
 	state   protoimpl.MessageState `protogen:"open.v1"`
 	StartTs uint64                 `protobuf:"varint,1,opt,name=start_ts,json=startTs,proto3" json:"start_ts,omitempty"`
@@ -731,6 +819,8 @@ type TxnScanRequest struct {
 	Limit uint32 `protobuf:"varint,4,opt,name=limit,proto3" json:"limit,omitempty"`
 	// uncertainty_limit: BeginTxnResponse's (0: none).
 	UncertaintyLimit uint64 `protobuf:"varint,15,opt,name=uncertainty_limit,json=uncertaintyLimit,proto3" json:"uncertainty_limit,omitempty"`
+	// observed: as TxnGetRequest's.
+	Observed []*ObservedClock `protobuf:"bytes,16,rep,name=observed,proto3" json:"observed,omitempty"`
 	// reverse: as ScanRequest's.
 	Reverse       bool `protobuf:"varint,5,opt,name=reverse,proto3" json:"reverse,omitempty"`
 	unknownFields protoimpl.UnknownFields
@@ -739,7 +829,7 @@ type TxnScanRequest struct {
 
 func (x *TxnScanRequest) Reset() {
 	*x = TxnScanRequest{}
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[12]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -751,7 +841,7 @@ func (x *TxnScanRequest) String() string {
 func (*TxnScanRequest) ProtoMessage() {}
 
 func (x *TxnScanRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[12]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -764,7 +854,7 @@ func (x *TxnScanRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnScanRequest.ProtoReflect.Descriptor instead.
 func (*TxnScanRequest) Descriptor() ([]byte, []int) {
-	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{12}
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *TxnScanRequest) GetStartTs() uint64 {
@@ -802,6 +892,13 @@ func (x *TxnScanRequest) GetUncertaintyLimit() uint64 {
 	return 0
 }
 
+func (x *TxnScanRequest) GetObserved() []*ObservedClock {
+	if x != nil {
+		return x.Observed
+	}
+	return nil
+}
+
 func (x *TxnScanRequest) GetReverse() bool {
 	if x != nil {
 		return x.Reverse
@@ -825,7 +922,7 @@ type CommitTxnRequest struct {
 
 func (x *CommitTxnRequest) Reset() {
 	*x = CommitTxnRequest{}
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[13]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -837,7 +934,7 @@ func (x *CommitTxnRequest) String() string {
 func (*CommitTxnRequest) ProtoMessage() {}
 
 func (x *CommitTxnRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[13]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -850,7 +947,7 @@ func (x *CommitTxnRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommitTxnRequest.ProtoReflect.Descriptor instead.
 func (*CommitTxnRequest) Descriptor() ([]byte, []int) {
-	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{13}
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *CommitTxnRequest) GetStartTs() uint64 {
@@ -893,7 +990,7 @@ type PrewriteRequest struct {
 
 func (x *PrewriteRequest) Reset() {
 	*x = PrewriteRequest{}
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[14]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -905,7 +1002,7 @@ func (x *PrewriteRequest) String() string {
 func (*PrewriteRequest) ProtoMessage() {}
 
 func (x *PrewriteRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[14]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -918,7 +1015,7 @@ func (x *PrewriteRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PrewriteRequest.ProtoReflect.Descriptor instead.
 func (*PrewriteRequest) Descriptor() ([]byte, []int) {
-	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{14}
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *PrewriteRequest) GetStartTs() uint64 {
@@ -969,7 +1066,7 @@ type PrewriteResponse struct {
 
 func (x *PrewriteResponse) Reset() {
 	*x = PrewriteResponse{}
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[15]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -981,7 +1078,7 @@ func (x *PrewriteResponse) String() string {
 func (*PrewriteResponse) ProtoMessage() {}
 
 func (x *PrewriteResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[15]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -994,7 +1091,7 @@ func (x *PrewriteResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PrewriteResponse.ProtoReflect.Descriptor instead.
 func (*PrewriteResponse) Descriptor() ([]byte, []int) {
-	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{15}
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *PrewriteResponse) GetPrepareTs() uint64 {
@@ -1033,7 +1130,7 @@ type ResolveLocksRequest struct {
 
 func (x *ResolveLocksRequest) Reset() {
 	*x = ResolveLocksRequest{}
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[16]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1045,7 +1142,7 @@ func (x *ResolveLocksRequest) String() string {
 func (*ResolveLocksRequest) ProtoMessage() {}
 
 func (x *ResolveLocksRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[16]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1058,7 +1155,7 @@ func (x *ResolveLocksRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResolveLocksRequest.ProtoReflect.Descriptor instead.
 func (*ResolveLocksRequest) Descriptor() ([]byte, []int) {
-	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{16}
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ResolveLocksRequest) GetStartTs() uint64 {
@@ -1111,7 +1208,7 @@ type ResolveLocksResponse struct {
 
 func (x *ResolveLocksResponse) Reset() {
 	*x = ResolveLocksResponse{}
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[17]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1123,7 +1220,7 @@ func (x *ResolveLocksResponse) String() string {
 func (*ResolveLocksResponse) ProtoMessage() {}
 
 func (x *ResolveLocksResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[17]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1136,7 +1233,7 @@ func (x *ResolveLocksResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResolveLocksResponse.ProtoReflect.Descriptor instead.
 func (*ResolveLocksResponse) Descriptor() ([]byte, []int) {
-	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{17}
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{18}
 }
 
 type CheckTxnStatusRequest struct {
@@ -1152,7 +1249,7 @@ type CheckTxnStatusRequest struct {
 
 func (x *CheckTxnStatusRequest) Reset() {
 	*x = CheckTxnStatusRequest{}
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[18]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1164,7 +1261,7 @@ func (x *CheckTxnStatusRequest) String() string {
 func (*CheckTxnStatusRequest) ProtoMessage() {}
 
 func (x *CheckTxnStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[18]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1177,7 +1274,7 @@ func (x *CheckTxnStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckTxnStatusRequest.ProtoReflect.Descriptor instead.
 func (*CheckTxnStatusRequest) Descriptor() ([]byte, []int) {
-	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{18}
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *CheckTxnStatusRequest) GetPrimary() []byte {
@@ -1214,7 +1311,7 @@ type CheckTxnStatusResponse struct {
 
 func (x *CheckTxnStatusResponse) Reset() {
 	*x = CheckTxnStatusResponse{}
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[19]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1226,7 +1323,7 @@ func (x *CheckTxnStatusResponse) String() string {
 func (*CheckTxnStatusResponse) ProtoMessage() {}
 
 func (x *CheckTxnStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[19]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1239,7 +1336,7 @@ func (x *CheckTxnStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckTxnStatusResponse.ProtoReflect.Descriptor instead.
 func (*CheckTxnStatusResponse) Descriptor() ([]byte, []int) {
-	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{19}
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *CheckTxnStatusResponse) GetCommitTs() uint64 {
@@ -1273,7 +1370,7 @@ type CommitTxnResponse struct {
 
 func (x *CommitTxnResponse) Reset() {
 	*x = CommitTxnResponse{}
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[20]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1285,7 +1382,7 @@ func (x *CommitTxnResponse) String() string {
 func (*CommitTxnResponse) ProtoMessage() {}
 
 func (x *CommitTxnResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[20]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1298,7 +1395,7 @@ func (x *CommitTxnResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommitTxnResponse.ProtoReflect.Descriptor instead.
 func (*CommitTxnResponse) Descriptor() ([]byte, []int) {
-	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{20}
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *CommitTxnResponse) GetCommitTs() uint64 {
@@ -1324,7 +1421,7 @@ type BatchRequest struct {
 
 func (x *BatchRequest) Reset() {
 	*x = BatchRequest{}
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[21]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1336,7 +1433,7 @@ func (x *BatchRequest) String() string {
 func (*BatchRequest) ProtoMessage() {}
 
 func (x *BatchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[21]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1349,7 +1446,7 @@ func (x *BatchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BatchRequest.ProtoReflect.Descriptor instead.
 func (*BatchRequest) Descriptor() ([]byte, []int) {
-	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{21}
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *BatchRequest) GetMutations() []*Mutation {
@@ -1369,7 +1466,7 @@ type BatchResponse struct {
 
 func (x *BatchResponse) Reset() {
 	*x = BatchResponse{}
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[22]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1381,7 +1478,7 @@ func (x *BatchResponse) String() string {
 func (*BatchResponse) ProtoMessage() {}
 
 func (x *BatchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[22]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1394,7 +1491,7 @@ func (x *BatchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BatchResponse.ProtoReflect.Descriptor instead.
 func (*BatchResponse) Descriptor() ([]byte, []int) {
-	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{22}
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *BatchResponse) GetCommitTs() uint64 {
@@ -1420,9 +1517,10 @@ type ScanRequest struct {
 	// limit bounds the number of pairs; 0 means no limit.
 	Limit  uint32  `protobuf:"varint,3,opt,name=limit,proto3" json:"limit,omitempty"`
 	ReadTs *uint64 `protobuf:"varint,4,opt,name=read_ts,json=readTs,proto3,oneof" json:"read_ts,omitempty"`
-	// uncertainty_limit: a transaction's scan (TxnScan) forwarded between
-	// stores; 0 for a plain scan.
-	UncertaintyLimit uint64 `protobuf:"varint,15,opt,name=uncertainty_limit,json=uncertaintyLimit,proto3" json:"uncertainty_limit,omitempty"`
+	// uncertainty_limit and observed: a transaction's scan (TxnScan)
+	// forwarded between stores; unset for a plain scan.
+	UncertaintyLimit uint64           `protobuf:"varint,15,opt,name=uncertainty_limit,json=uncertaintyLimit,proto3" json:"uncertainty_limit,omitempty"`
+	Observed         []*ObservedClock `protobuf:"bytes,16,rep,name=observed,proto3" json:"observed,omitempty"`
 	// reverse streams the same keys in descending order: limit counts from
 	// end down, and the range is still [start, end) with start below end.
 	// A broken reverse scan resumes with end set to the last key received
@@ -1434,7 +1532,7 @@ type ScanRequest struct {
 
 func (x *ScanRequest) Reset() {
 	*x = ScanRequest{}
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[23]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1446,7 +1544,7 @@ func (x *ScanRequest) String() string {
 func (*ScanRequest) ProtoMessage() {}
 
 func (x *ScanRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[23]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1459,7 +1557,7 @@ func (x *ScanRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScanRequest.ProtoReflect.Descriptor instead.
 func (*ScanRequest) Descriptor() ([]byte, []int) {
-	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{23}
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *ScanRequest) GetStart() []byte {
@@ -1497,6 +1595,13 @@ func (x *ScanRequest) GetUncertaintyLimit() uint64 {
 	return 0
 }
 
+func (x *ScanRequest) GetObserved() []*ObservedClock {
+	if x != nil {
+		return x.Observed
+	}
+	return nil
+}
+
 func (x *ScanRequest) GetReverse() bool {
 	if x != nil {
 		return x.Reverse
@@ -1517,7 +1622,7 @@ type BatchGetRequest struct {
 
 func (x *BatchGetRequest) Reset() {
 	*x = BatchGetRequest{}
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[24]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1529,7 +1634,7 @@ func (x *BatchGetRequest) String() string {
 func (*BatchGetRequest) ProtoMessage() {}
 
 func (x *BatchGetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[24]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1542,7 +1647,7 @@ func (x *BatchGetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BatchGetRequest.ProtoReflect.Descriptor instead.
 func (*BatchGetRequest) Descriptor() ([]byte, []int) {
-	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{24}
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *BatchGetRequest) GetKeys() [][]byte {
@@ -1571,7 +1676,7 @@ type BatchGetResponse struct {
 
 func (x *BatchGetResponse) Reset() {
 	*x = BatchGetResponse{}
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[25]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1583,7 +1688,7 @@ func (x *BatchGetResponse) String() string {
 func (*BatchGetResponse) ProtoMessage() {}
 
 func (x *BatchGetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[25]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1596,7 +1701,7 @@ func (x *BatchGetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BatchGetResponse.ProtoReflect.Descriptor instead.
 func (*BatchGetResponse) Descriptor() ([]byte, []int) {
-	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{25}
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *BatchGetResponse) GetResults() []*GetResponse {
@@ -1625,7 +1730,7 @@ type DeleteRangeRequest struct {
 
 func (x *DeleteRangeRequest) Reset() {
 	*x = DeleteRangeRequest{}
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[26]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1637,7 +1742,7 @@ func (x *DeleteRangeRequest) String() string {
 func (*DeleteRangeRequest) ProtoMessage() {}
 
 func (x *DeleteRangeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[26]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1650,7 +1755,7 @@ func (x *DeleteRangeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteRangeRequest.ProtoReflect.Descriptor instead.
 func (*DeleteRangeRequest) Descriptor() ([]byte, []int) {
-	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{26}
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *DeleteRangeRequest) GetStart() []byte {
@@ -1688,7 +1793,7 @@ type DeleteRangeResponse struct {
 
 func (x *DeleteRangeResponse) Reset() {
 	*x = DeleteRangeResponse{}
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[27]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1700,7 +1805,7 @@ func (x *DeleteRangeResponse) String() string {
 func (*DeleteRangeResponse) ProtoMessage() {}
 
 func (x *DeleteRangeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[27]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1713,7 +1818,7 @@ func (x *DeleteRangeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteRangeResponse.ProtoReflect.Descriptor instead.
 func (*DeleteRangeResponse) Descriptor() ([]byte, []int) {
-	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{27}
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *DeleteRangeResponse) GetCommitTs() uint64 {
@@ -1754,7 +1859,7 @@ type KeyValue struct {
 
 func (x *KeyValue) Reset() {
 	*x = KeyValue{}
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[28]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1766,7 +1871,7 @@ func (x *KeyValue) String() string {
 func (*KeyValue) ProtoMessage() {}
 
 func (x *KeyValue) ProtoReflect() protoreflect.Message {
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[28]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1779,7 +1884,7 @@ func (x *KeyValue) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KeyValue.ProtoReflect.Descriptor instead.
 func (*KeyValue) Descriptor() ([]byte, []int) {
-	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{28}
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *KeyValue) GetKey() []byte {
@@ -1798,15 +1903,18 @@ func (x *KeyValue) GetValue() []byte {
 
 // ScanResponse is one chunk of a scan's result, in the scan's order.
 type ScanResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Pairs         []*KeyValue            `protobuf:"bytes,1,rep,name=pairs,proto3" json:"pairs,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Pairs []*KeyValue            `protobuf:"bytes,1,rep,name=pairs,proto3" json:"pairs,omitempty"`
+	// observed: on a TxnScan answer, the clock of the store that read these
+	// pairs (see ObservedClock).
+	Observed      *ObservedClock `protobuf:"bytes,2,opt,name=observed,proto3" json:"observed,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ScanResponse) Reset() {
 	*x = ScanResponse{}
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[29]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1818,7 +1926,7 @@ func (x *ScanResponse) String() string {
 func (*ScanResponse) ProtoMessage() {}
 
 func (x *ScanResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[29]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1831,12 +1939,19 @@ func (x *ScanResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScanResponse.ProtoReflect.Descriptor instead.
 func (*ScanResponse) Descriptor() ([]byte, []int) {
-	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{29}
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *ScanResponse) GetPairs() []*KeyValue {
 	if x != nil {
 		return x.Pairs
+	}
+	return nil
+}
+
+func (x *ScanResponse) GetObserved() *ObservedClock {
+	if x != nil {
+		return x.Observed
 	}
 	return nil
 }
@@ -1849,7 +1964,7 @@ type RegionsRequest struct {
 
 func (x *RegionsRequest) Reset() {
 	*x = RegionsRequest{}
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[30]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1861,7 +1976,7 @@ func (x *RegionsRequest) String() string {
 func (*RegionsRequest) ProtoMessage() {}
 
 func (x *RegionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[30]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1874,7 +1989,7 @@ func (x *RegionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegionsRequest.ProtoReflect.Descriptor instead.
 func (*RegionsRequest) Descriptor() ([]byte, []int) {
-	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{30}
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{31}
 }
 
 // RegionInfo is one region as the store answering serves it: the same
@@ -1922,7 +2037,7 @@ type RegionInfo struct {
 
 func (x *RegionInfo) Reset() {
 	*x = RegionInfo{}
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[31]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1934,7 +2049,7 @@ func (x *RegionInfo) String() string {
 func (*RegionInfo) ProtoMessage() {}
 
 func (x *RegionInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[31]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1947,7 +2062,7 @@ func (x *RegionInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegionInfo.ProtoReflect.Descriptor instead.
 func (*RegionInfo) Descriptor() ([]byte, []int) {
-	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{31}
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *RegionInfo) GetName() string {
@@ -2072,7 +2187,7 @@ type RegionCompaction struct {
 
 func (x *RegionCompaction) Reset() {
 	*x = RegionCompaction{}
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[32]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2084,7 +2199,7 @@ func (x *RegionCompaction) String() string {
 func (*RegionCompaction) ProtoMessage() {}
 
 func (x *RegionCompaction) ProtoReflect() protoreflect.Message {
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[32]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2097,7 +2212,7 @@ func (x *RegionCompaction) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegionCompaction.ProtoReflect.Descriptor instead.
 func (*RegionCompaction) Descriptor() ([]byte, []int) {
-	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{32}
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *RegionCompaction) GetRunning() bool {
@@ -2144,7 +2259,7 @@ type RegionsResponse struct {
 
 func (x *RegionsResponse) Reset() {
 	*x = RegionsResponse{}
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[33]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2156,7 +2271,7 @@ func (x *RegionsResponse) String() string {
 func (*RegionsResponse) ProtoMessage() {}
 
 func (x *RegionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[33]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2169,7 +2284,7 @@ func (x *RegionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegionsResponse.ProtoReflect.Descriptor instead.
 func (*RegionsResponse) Descriptor() ([]byte, []int) {
-	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{33}
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *RegionsResponse) GetRegions() []*RegionInfo {
@@ -2195,7 +2310,7 @@ type FlushRequest struct {
 
 func (x *FlushRequest) Reset() {
 	*x = FlushRequest{}
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[34]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2207,7 +2322,7 @@ func (x *FlushRequest) String() string {
 func (*FlushRequest) ProtoMessage() {}
 
 func (x *FlushRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[34]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2220,7 +2335,7 @@ func (x *FlushRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FlushRequest.ProtoReflect.Descriptor instead.
 func (*FlushRequest) Descriptor() ([]byte, []int) {
-	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{34}
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *FlushRequest) GetRegion() string {
@@ -2238,7 +2353,7 @@ type FlushResponse struct {
 
 func (x *FlushResponse) Reset() {
 	*x = FlushResponse{}
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[35]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2250,7 +2365,7 @@ func (x *FlushResponse) String() string {
 func (*FlushResponse) ProtoMessage() {}
 
 func (x *FlushResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[35]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2263,7 +2378,7 @@ func (x *FlushResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FlushResponse.ProtoReflect.Descriptor instead.
 func (*FlushResponse) Descriptor() ([]byte, []int) {
-	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{35}
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{36}
 }
 
 type CompactRequest struct {
@@ -2285,7 +2400,7 @@ type CompactRequest struct {
 
 func (x *CompactRequest) Reset() {
 	*x = CompactRequest{}
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[36]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2297,7 +2412,7 @@ func (x *CompactRequest) String() string {
 func (*CompactRequest) ProtoMessage() {}
 
 func (x *CompactRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[36]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2310,7 +2425,7 @@ func (x *CompactRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompactRequest.ProtoReflect.Descriptor instead.
 func (*CompactRequest) Descriptor() ([]byte, []int) {
-	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{36}
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *CompactRequest) GetRegion() string {
@@ -2356,7 +2471,7 @@ type CompactResponse struct {
 
 func (x *CompactResponse) Reset() {
 	*x = CompactResponse{}
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[37]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2368,7 +2483,7 @@ func (x *CompactResponse) String() string {
 func (*CompactResponse) ProtoMessage() {}
 
 func (x *CompactResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[37]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2381,7 +2496,7 @@ func (x *CompactResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompactResponse.ProtoReflect.Descriptor instead.
 func (*CompactResponse) Descriptor() ([]byte, []int) {
-	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{37}
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *CompactResponse) GetCompacted() bool {
@@ -2441,7 +2556,7 @@ type ClockRequest struct {
 
 func (x *ClockRequest) Reset() {
 	*x = ClockRequest{}
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[38]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2453,7 +2568,7 @@ func (x *ClockRequest) String() string {
 func (*ClockRequest) ProtoMessage() {}
 
 func (x *ClockRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[38]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2466,7 +2581,7 @@ func (x *ClockRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClockRequest.ProtoReflect.Descriptor instead.
 func (*ClockRequest) Descriptor() ([]byte, []int) {
-	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{38}
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{39}
 }
 
 type ClockResponse struct {
@@ -2482,7 +2597,7 @@ type ClockResponse struct {
 
 func (x *ClockResponse) Reset() {
 	*x = ClockResponse{}
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[39]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2494,7 +2609,7 @@ func (x *ClockResponse) String() string {
 func (*ClockResponse) ProtoMessage() {}
 
 func (x *ClockResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[39]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2507,7 +2622,7 @@ func (x *ClockResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClockResponse.ProtoReflect.Descriptor instead.
 func (*ClockResponse) Descriptor() ([]byte, []int) {
-	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{39}
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *ClockResponse) GetPhysicalUnixNs() int64 {
@@ -2541,10 +2656,14 @@ const file_bellows_kv_v1_kv_proto_rawDesc = "" +
 	"\x03key\x18\x01 \x01(\fR\x03key\x12\x1c\n" +
 	"\aread_ts\x18\x02 \x01(\x04H\x00R\x06readTs\x88\x01\x01B\n" +
 	"\n" +
-	"\b_read_ts\"9\n" +
+	"\b_read_ts\"s\n" +
 	"\vGetResponse\x12\x14\n" +
 	"\x05found\x18\x01 \x01(\bR\x05found\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\fR\x05value\"!\n" +
+	"\x05value\x18\x02 \x01(\fR\x05value\x128\n" +
+	"\bobserved\x18\x03 \x01(\v2\x1c.bellows.kv.v1.ObservedClockR\bobserved\"5\n" +
+	"\rObservedClock\x12\x14\n" +
+	"\x05store\x18\x01 \x01(\tR\x05store\x12\x0e\n" +
+	"\x02ts\x18\x02 \x01(\x04R\x02ts\"!\n" +
 	"\rDeleteRequest\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\fR\x03key\"E\n" +
 	"\x0eDeleteResponse\x12\x1b\n" +
@@ -2562,26 +2681,29 @@ const file_bellows_kv_v1_kv_proto_rawDesc = "" +
 	"\x0fBeginTxnRequest\x12 \n" +
 	"\fmin_start_ts\x18\x01 \x01(\x04R\n" +
 	"minStartTs\x12+\n" +
-	"\x11uncertainty_limit\x18\x02 \x01(\x04R\x10uncertaintyLimit\"\x90\x01\n" +
+	"\x11uncertainty_limit\x18\x02 \x01(\x04R\x10uncertaintyLimit\"\xca\x01\n" +
 	"\x10BeginTxnResponse\x12\x19\n" +
 	"\bstart_ts\x18\x01 \x01(\x04R\astartTs\x12\x15\n" +
 	"\x06txn_id\x18\x02 \x01(\tR\x05txnId\x12\x1d\n" +
 	"\n" +
 	"timeout_ms\x18\x03 \x01(\x04R\ttimeoutMs\x12+\n" +
-	"\x11uncertainty_limit\x18\x04 \x01(\x04R\x10uncertaintyLimit\"+\n" +
+	"\x11uncertainty_limit\x18\x04 \x01(\x04R\x10uncertaintyLimit\x128\n" +
+	"\bobserved\x18\x05 \x01(\v2\x1c.bellows.kv.v1.ObservedClockR\bobserved\"+\n" +
 	"\x12RollbackTxnRequest\x12\x15\n" +
 	"\x06txn_id\x18\x01 \x01(\tR\x05txnId\"\x15\n" +
-	"\x13RollbackTxnResponse\"i\n" +
+	"\x13RollbackTxnResponse\"\xa3\x01\n" +
 	"\rTxnGetRequest\x12\x19\n" +
 	"\bstart_ts\x18\x01 \x01(\x04R\astartTs\x12\x10\n" +
 	"\x03key\x18\x02 \x01(\fR\x03key\x12+\n" +
-	"\x11uncertainty_limit\x18\x03 \x01(\x04R\x10uncertaintyLimit\"\xb0\x01\n" +
+	"\x11uncertainty_limit\x18\x03 \x01(\x04R\x10uncertaintyLimit\x128\n" +
+	"\bobserved\x18\x04 \x03(\v2\x1c.bellows.kv.v1.ObservedClockR\bobserved\"\xea\x01\n" +
 	"\x0eTxnScanRequest\x12\x19\n" +
 	"\bstart_ts\x18\x01 \x01(\x04R\astartTs\x12\x14\n" +
 	"\x05start\x18\x02 \x01(\fR\x05start\x12\x10\n" +
 	"\x03end\x18\x03 \x01(\fR\x03end\x12\x14\n" +
 	"\x05limit\x18\x04 \x01(\rR\x05limit\x12+\n" +
-	"\x11uncertainty_limit\x18\x0f \x01(\x04R\x10uncertaintyLimit\x12\x18\n" +
+	"\x11uncertainty_limit\x18\x0f \x01(\x04R\x10uncertaintyLimit\x128\n" +
+	"\bobserved\x18\x10 \x03(\v2\x1c.bellows.kv.v1.ObservedClockR\bobserved\x12\x18\n" +
 	"\areverse\x18\x05 \x01(\bR\areverse\"{\n" +
 	"\x10CommitTxnRequest\x12\x19\n" +
 	"\bstart_ts\x18\x01 \x01(\x04R\astartTs\x12\x15\n" +
@@ -2623,13 +2745,14 @@ const file_bellows_kv_v1_kv_proto_rawDesc = "" +
 	"\tmutations\x18\x01 \x03(\v2\x17.bellows.kv.v1.MutationR\tmutations\"D\n" +
 	"\rBatchResponse\x12\x1b\n" +
 	"\tcommit_ts\x18\x01 \x01(\x04R\bcommitTs\x12\x16\n" +
-	"\x06region\x18\x02 \x01(\tR\x06region\"\xbc\x01\n" +
+	"\x06region\x18\x02 \x01(\tR\x06region\"\xf6\x01\n" +
 	"\vScanRequest\x12\x14\n" +
 	"\x05start\x18\x01 \x01(\fR\x05start\x12\x10\n" +
 	"\x03end\x18\x02 \x01(\fR\x03end\x12\x14\n" +
 	"\x05limit\x18\x03 \x01(\rR\x05limit\x12\x1c\n" +
 	"\aread_ts\x18\x04 \x01(\x04H\x00R\x06readTs\x88\x01\x01\x12+\n" +
-	"\x11uncertainty_limit\x18\x0f \x01(\x04R\x10uncertaintyLimit\x12\x18\n" +
+	"\x11uncertainty_limit\x18\x0f \x01(\x04R\x10uncertaintyLimit\x128\n" +
+	"\bobserved\x18\x10 \x03(\v2\x1c.bellows.kv.v1.ObservedClockR\bobserved\x12\x18\n" +
 	"\areverse\x18\x05 \x01(\bR\areverseB\n" +
 	"\n" +
 	"\b_read_ts\"O\n" +
@@ -2651,9 +2774,10 @@ const file_bellows_kv_v1_kv_proto_rawDesc = "" +
 	"\x06resume\x18\x04 \x01(\fR\x06resume\"2\n" +
 	"\bKeyValue\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\fR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\fR\x05value\"=\n" +
+	"\x05value\x18\x02 \x01(\fR\x05value\"w\n" +
 	"\fScanResponse\x12-\n" +
-	"\x05pairs\x18\x01 \x03(\v2\x17.bellows.kv.v1.KeyValueR\x05pairs\"\x10\n" +
+	"\x05pairs\x18\x01 \x03(\v2\x17.bellows.kv.v1.KeyValueR\x05pairs\x128\n" +
+	"\bobserved\x18\x02 \x01(\v2\x1c.bellows.kv.v1.ObservedClockR\bobserved\"\x10\n" +
 	"\x0eRegionsRequest\"\x81\x04\n" +
 	"\n" +
 	"RegionInfo\x12\x12\n" +
@@ -2740,102 +2864,109 @@ func file_bellows_kv_v1_kv_proto_rawDescGZIP() []byte {
 }
 
 var file_bellows_kv_v1_kv_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_bellows_kv_v1_kv_proto_msgTypes = make([]protoimpl.MessageInfo, 40)
+var file_bellows_kv_v1_kv_proto_msgTypes = make([]protoimpl.MessageInfo, 41)
 var file_bellows_kv_v1_kv_proto_goTypes = []any{
 	(Mutation_Op)(0),               // 0: bellows.kv.v1.Mutation.Op
 	(*PutRequest)(nil),             // 1: bellows.kv.v1.PutRequest
 	(*PutResponse)(nil),            // 2: bellows.kv.v1.PutResponse
 	(*GetRequest)(nil),             // 3: bellows.kv.v1.GetRequest
 	(*GetResponse)(nil),            // 4: bellows.kv.v1.GetResponse
-	(*DeleteRequest)(nil),          // 5: bellows.kv.v1.DeleteRequest
-	(*DeleteResponse)(nil),         // 6: bellows.kv.v1.DeleteResponse
-	(*Mutation)(nil),               // 7: bellows.kv.v1.Mutation
-	(*BeginTxnRequest)(nil),        // 8: bellows.kv.v1.BeginTxnRequest
-	(*BeginTxnResponse)(nil),       // 9: bellows.kv.v1.BeginTxnResponse
-	(*RollbackTxnRequest)(nil),     // 10: bellows.kv.v1.RollbackTxnRequest
-	(*RollbackTxnResponse)(nil),    // 11: bellows.kv.v1.RollbackTxnResponse
-	(*TxnGetRequest)(nil),          // 12: bellows.kv.v1.TxnGetRequest
-	(*TxnScanRequest)(nil),         // 13: bellows.kv.v1.TxnScanRequest
-	(*CommitTxnRequest)(nil),       // 14: bellows.kv.v1.CommitTxnRequest
-	(*PrewriteRequest)(nil),        // 15: bellows.kv.v1.PrewriteRequest
-	(*PrewriteResponse)(nil),       // 16: bellows.kv.v1.PrewriteResponse
-	(*ResolveLocksRequest)(nil),    // 17: bellows.kv.v1.ResolveLocksRequest
-	(*ResolveLocksResponse)(nil),   // 18: bellows.kv.v1.ResolveLocksResponse
-	(*CheckTxnStatusRequest)(nil),  // 19: bellows.kv.v1.CheckTxnStatusRequest
-	(*CheckTxnStatusResponse)(nil), // 20: bellows.kv.v1.CheckTxnStatusResponse
-	(*CommitTxnResponse)(nil),      // 21: bellows.kv.v1.CommitTxnResponse
-	(*BatchRequest)(nil),           // 22: bellows.kv.v1.BatchRequest
-	(*BatchResponse)(nil),          // 23: bellows.kv.v1.BatchResponse
-	(*ScanRequest)(nil),            // 24: bellows.kv.v1.ScanRequest
-	(*BatchGetRequest)(nil),        // 25: bellows.kv.v1.BatchGetRequest
-	(*BatchGetResponse)(nil),       // 26: bellows.kv.v1.BatchGetResponse
-	(*DeleteRangeRequest)(nil),     // 27: bellows.kv.v1.DeleteRangeRequest
-	(*DeleteRangeResponse)(nil),    // 28: bellows.kv.v1.DeleteRangeResponse
-	(*KeyValue)(nil),               // 29: bellows.kv.v1.KeyValue
-	(*ScanResponse)(nil),           // 30: bellows.kv.v1.ScanResponse
-	(*RegionsRequest)(nil),         // 31: bellows.kv.v1.RegionsRequest
-	(*RegionInfo)(nil),             // 32: bellows.kv.v1.RegionInfo
-	(*RegionCompaction)(nil),       // 33: bellows.kv.v1.RegionCompaction
-	(*RegionsResponse)(nil),        // 34: bellows.kv.v1.RegionsResponse
-	(*FlushRequest)(nil),           // 35: bellows.kv.v1.FlushRequest
-	(*FlushResponse)(nil),          // 36: bellows.kv.v1.FlushResponse
-	(*CompactRequest)(nil),         // 37: bellows.kv.v1.CompactRequest
-	(*CompactResponse)(nil),        // 38: bellows.kv.v1.CompactResponse
-	(*ClockRequest)(nil),           // 39: bellows.kv.v1.ClockRequest
-	(*ClockResponse)(nil),          // 40: bellows.kv.v1.ClockResponse
+	(*ObservedClock)(nil),          // 5: bellows.kv.v1.ObservedClock
+	(*DeleteRequest)(nil),          // 6: bellows.kv.v1.DeleteRequest
+	(*DeleteResponse)(nil),         // 7: bellows.kv.v1.DeleteResponse
+	(*Mutation)(nil),               // 8: bellows.kv.v1.Mutation
+	(*BeginTxnRequest)(nil),        // 9: bellows.kv.v1.BeginTxnRequest
+	(*BeginTxnResponse)(nil),       // 10: bellows.kv.v1.BeginTxnResponse
+	(*RollbackTxnRequest)(nil),     // 11: bellows.kv.v1.RollbackTxnRequest
+	(*RollbackTxnResponse)(nil),    // 12: bellows.kv.v1.RollbackTxnResponse
+	(*TxnGetRequest)(nil),          // 13: bellows.kv.v1.TxnGetRequest
+	(*TxnScanRequest)(nil),         // 14: bellows.kv.v1.TxnScanRequest
+	(*CommitTxnRequest)(nil),       // 15: bellows.kv.v1.CommitTxnRequest
+	(*PrewriteRequest)(nil),        // 16: bellows.kv.v1.PrewriteRequest
+	(*PrewriteResponse)(nil),       // 17: bellows.kv.v1.PrewriteResponse
+	(*ResolveLocksRequest)(nil),    // 18: bellows.kv.v1.ResolveLocksRequest
+	(*ResolveLocksResponse)(nil),   // 19: bellows.kv.v1.ResolveLocksResponse
+	(*CheckTxnStatusRequest)(nil),  // 20: bellows.kv.v1.CheckTxnStatusRequest
+	(*CheckTxnStatusResponse)(nil), // 21: bellows.kv.v1.CheckTxnStatusResponse
+	(*CommitTxnResponse)(nil),      // 22: bellows.kv.v1.CommitTxnResponse
+	(*BatchRequest)(nil),           // 23: bellows.kv.v1.BatchRequest
+	(*BatchResponse)(nil),          // 24: bellows.kv.v1.BatchResponse
+	(*ScanRequest)(nil),            // 25: bellows.kv.v1.ScanRequest
+	(*BatchGetRequest)(nil),        // 26: bellows.kv.v1.BatchGetRequest
+	(*BatchGetResponse)(nil),       // 27: bellows.kv.v1.BatchGetResponse
+	(*DeleteRangeRequest)(nil),     // 28: bellows.kv.v1.DeleteRangeRequest
+	(*DeleteRangeResponse)(nil),    // 29: bellows.kv.v1.DeleteRangeResponse
+	(*KeyValue)(nil),               // 30: bellows.kv.v1.KeyValue
+	(*ScanResponse)(nil),           // 31: bellows.kv.v1.ScanResponse
+	(*RegionsRequest)(nil),         // 32: bellows.kv.v1.RegionsRequest
+	(*RegionInfo)(nil),             // 33: bellows.kv.v1.RegionInfo
+	(*RegionCompaction)(nil),       // 34: bellows.kv.v1.RegionCompaction
+	(*RegionsResponse)(nil),        // 35: bellows.kv.v1.RegionsResponse
+	(*FlushRequest)(nil),           // 36: bellows.kv.v1.FlushRequest
+	(*FlushResponse)(nil),          // 37: bellows.kv.v1.FlushResponse
+	(*CompactRequest)(nil),         // 38: bellows.kv.v1.CompactRequest
+	(*CompactResponse)(nil),        // 39: bellows.kv.v1.CompactResponse
+	(*ClockRequest)(nil),           // 40: bellows.kv.v1.ClockRequest
+	(*ClockResponse)(nil),          // 41: bellows.kv.v1.ClockResponse
 }
 var file_bellows_kv_v1_kv_proto_depIdxs = []int32{
-	0,  // 0: bellows.kv.v1.Mutation.op:type_name -> bellows.kv.v1.Mutation.Op
-	7,  // 1: bellows.kv.v1.CommitTxnRequest.mutations:type_name -> bellows.kv.v1.Mutation
-	7,  // 2: bellows.kv.v1.PrewriteRequest.mutations:type_name -> bellows.kv.v1.Mutation
-	7,  // 3: bellows.kv.v1.BatchRequest.mutations:type_name -> bellows.kv.v1.Mutation
-	4,  // 4: bellows.kv.v1.BatchGetResponse.results:type_name -> bellows.kv.v1.GetResponse
-	29, // 5: bellows.kv.v1.ScanResponse.pairs:type_name -> bellows.kv.v1.KeyValue
-	33, // 6: bellows.kv.v1.RegionInfo.compaction:type_name -> bellows.kv.v1.RegionCompaction
-	32, // 7: bellows.kv.v1.RegionsResponse.regions:type_name -> bellows.kv.v1.RegionInfo
-	1,  // 8: bellows.kv.v1.KV.Put:input_type -> bellows.kv.v1.PutRequest
-	3,  // 9: bellows.kv.v1.KV.Get:input_type -> bellows.kv.v1.GetRequest
-	5,  // 10: bellows.kv.v1.KV.Delete:input_type -> bellows.kv.v1.DeleteRequest
-	22, // 11: bellows.kv.v1.KV.Batch:input_type -> bellows.kv.v1.BatchRequest
-	24, // 12: bellows.kv.v1.KV.Scan:input_type -> bellows.kv.v1.ScanRequest
-	25, // 13: bellows.kv.v1.KV.BatchGet:input_type -> bellows.kv.v1.BatchGetRequest
-	27, // 14: bellows.kv.v1.KV.DeleteRange:input_type -> bellows.kv.v1.DeleteRangeRequest
-	31, // 15: bellows.kv.v1.KV.Regions:input_type -> bellows.kv.v1.RegionsRequest
-	8,  // 16: bellows.kv.v1.KV.BeginTxn:input_type -> bellows.kv.v1.BeginTxnRequest
-	12, // 17: bellows.kv.v1.KV.TxnGet:input_type -> bellows.kv.v1.TxnGetRequest
-	13, // 18: bellows.kv.v1.KV.TxnScan:input_type -> bellows.kv.v1.TxnScanRequest
-	14, // 19: bellows.kv.v1.KV.CommitTxn:input_type -> bellows.kv.v1.CommitTxnRequest
-	10, // 20: bellows.kv.v1.KV.RollbackTxn:input_type -> bellows.kv.v1.RollbackTxnRequest
-	15, // 21: bellows.kv.v1.KV.Prewrite:input_type -> bellows.kv.v1.PrewriteRequest
-	17, // 22: bellows.kv.v1.KV.ResolveLocks:input_type -> bellows.kv.v1.ResolveLocksRequest
-	19, // 23: bellows.kv.v1.KV.CheckTxnStatus:input_type -> bellows.kv.v1.CheckTxnStatusRequest
-	39, // 24: bellows.kv.v1.KV.Clock:input_type -> bellows.kv.v1.ClockRequest
-	35, // 25: bellows.kv.v1.Admin.Flush:input_type -> bellows.kv.v1.FlushRequest
-	37, // 26: bellows.kv.v1.Admin.Compact:input_type -> bellows.kv.v1.CompactRequest
-	2,  // 27: bellows.kv.v1.KV.Put:output_type -> bellows.kv.v1.PutResponse
-	4,  // 28: bellows.kv.v1.KV.Get:output_type -> bellows.kv.v1.GetResponse
-	6,  // 29: bellows.kv.v1.KV.Delete:output_type -> bellows.kv.v1.DeleteResponse
-	23, // 30: bellows.kv.v1.KV.Batch:output_type -> bellows.kv.v1.BatchResponse
-	30, // 31: bellows.kv.v1.KV.Scan:output_type -> bellows.kv.v1.ScanResponse
-	26, // 32: bellows.kv.v1.KV.BatchGet:output_type -> bellows.kv.v1.BatchGetResponse
-	28, // 33: bellows.kv.v1.KV.DeleteRange:output_type -> bellows.kv.v1.DeleteRangeResponse
-	34, // 34: bellows.kv.v1.KV.Regions:output_type -> bellows.kv.v1.RegionsResponse
-	9,  // 35: bellows.kv.v1.KV.BeginTxn:output_type -> bellows.kv.v1.BeginTxnResponse
-	4,  // 36: bellows.kv.v1.KV.TxnGet:output_type -> bellows.kv.v1.GetResponse
-	30, // 37: bellows.kv.v1.KV.TxnScan:output_type -> bellows.kv.v1.ScanResponse
-	21, // 38: bellows.kv.v1.KV.CommitTxn:output_type -> bellows.kv.v1.CommitTxnResponse
-	11, // 39: bellows.kv.v1.KV.RollbackTxn:output_type -> bellows.kv.v1.RollbackTxnResponse
-	16, // 40: bellows.kv.v1.KV.Prewrite:output_type -> bellows.kv.v1.PrewriteResponse
-	18, // 41: bellows.kv.v1.KV.ResolveLocks:output_type -> bellows.kv.v1.ResolveLocksResponse
-	20, // 42: bellows.kv.v1.KV.CheckTxnStatus:output_type -> bellows.kv.v1.CheckTxnStatusResponse
-	40, // 43: bellows.kv.v1.KV.Clock:output_type -> bellows.kv.v1.ClockResponse
-	36, // 44: bellows.kv.v1.Admin.Flush:output_type -> bellows.kv.v1.FlushResponse
-	38, // 45: bellows.kv.v1.Admin.Compact:output_type -> bellows.kv.v1.CompactResponse
-	27, // [27:46] is the sub-list for method output_type
-	8,  // [8:27] is the sub-list for method input_type
-	8,  // [8:8] is the sub-list for extension type_name
-	8,  // [8:8] is the sub-list for extension extendee
-	0,  // [0:8] is the sub-list for field type_name
+	5,  // 0: bellows.kv.v1.GetResponse.observed:type_name -> bellows.kv.v1.ObservedClock
+	0,  // 1: bellows.kv.v1.Mutation.op:type_name -> bellows.kv.v1.Mutation.Op
+	5,  // 2: bellows.kv.v1.BeginTxnResponse.observed:type_name -> bellows.kv.v1.ObservedClock
+	5,  // 3: bellows.kv.v1.TxnGetRequest.observed:type_name -> bellows.kv.v1.ObservedClock
+	5,  // 4: bellows.kv.v1.TxnScanRequest.observed:type_name -> bellows.kv.v1.ObservedClock
+	8,  // 5: bellows.kv.v1.CommitTxnRequest.mutations:type_name -> bellows.kv.v1.Mutation
+	8,  // 6: bellows.kv.v1.PrewriteRequest.mutations:type_name -> bellows.kv.v1.Mutation
+	8,  // 7: bellows.kv.v1.BatchRequest.mutations:type_name -> bellows.kv.v1.Mutation
+	5,  // 8: bellows.kv.v1.ScanRequest.observed:type_name -> bellows.kv.v1.ObservedClock
+	4,  // 9: bellows.kv.v1.BatchGetResponse.results:type_name -> bellows.kv.v1.GetResponse
+	30, // 10: bellows.kv.v1.ScanResponse.pairs:type_name -> bellows.kv.v1.KeyValue
+	5,  // 11: bellows.kv.v1.ScanResponse.observed:type_name -> bellows.kv.v1.ObservedClock
+	34, // 12: bellows.kv.v1.RegionInfo.compaction:type_name -> bellows.kv.v1.RegionCompaction
+	33, // 13: bellows.kv.v1.RegionsResponse.regions:type_name -> bellows.kv.v1.RegionInfo
+	1,  // 14: bellows.kv.v1.KV.Put:input_type -> bellows.kv.v1.PutRequest
+	3,  // 15: bellows.kv.v1.KV.Get:input_type -> bellows.kv.v1.GetRequest
+	6,  // 16: bellows.kv.v1.KV.Delete:input_type -> bellows.kv.v1.DeleteRequest
+	23, // 17: bellows.kv.v1.KV.Batch:input_type -> bellows.kv.v1.BatchRequest
+	25, // 18: bellows.kv.v1.KV.Scan:input_type -> bellows.kv.v1.ScanRequest
+	26, // 19: bellows.kv.v1.KV.BatchGet:input_type -> bellows.kv.v1.BatchGetRequest
+	28, // 20: bellows.kv.v1.KV.DeleteRange:input_type -> bellows.kv.v1.DeleteRangeRequest
+	32, // 21: bellows.kv.v1.KV.Regions:input_type -> bellows.kv.v1.RegionsRequest
+	9,  // 22: bellows.kv.v1.KV.BeginTxn:input_type -> bellows.kv.v1.BeginTxnRequest
+	13, // 23: bellows.kv.v1.KV.TxnGet:input_type -> bellows.kv.v1.TxnGetRequest
+	14, // 24: bellows.kv.v1.KV.TxnScan:input_type -> bellows.kv.v1.TxnScanRequest
+	15, // 25: bellows.kv.v1.KV.CommitTxn:input_type -> bellows.kv.v1.CommitTxnRequest
+	11, // 26: bellows.kv.v1.KV.RollbackTxn:input_type -> bellows.kv.v1.RollbackTxnRequest
+	16, // 27: bellows.kv.v1.KV.Prewrite:input_type -> bellows.kv.v1.PrewriteRequest
+	18, // 28: bellows.kv.v1.KV.ResolveLocks:input_type -> bellows.kv.v1.ResolveLocksRequest
+	20, // 29: bellows.kv.v1.KV.CheckTxnStatus:input_type -> bellows.kv.v1.CheckTxnStatusRequest
+	40, // 30: bellows.kv.v1.KV.Clock:input_type -> bellows.kv.v1.ClockRequest
+	36, // 31: bellows.kv.v1.Admin.Flush:input_type -> bellows.kv.v1.FlushRequest
+	38, // 32: bellows.kv.v1.Admin.Compact:input_type -> bellows.kv.v1.CompactRequest
+	2,  // 33: bellows.kv.v1.KV.Put:output_type -> bellows.kv.v1.PutResponse
+	4,  // 34: bellows.kv.v1.KV.Get:output_type -> bellows.kv.v1.GetResponse
+	7,  // 35: bellows.kv.v1.KV.Delete:output_type -> bellows.kv.v1.DeleteResponse
+	24, // 36: bellows.kv.v1.KV.Batch:output_type -> bellows.kv.v1.BatchResponse
+	31, // 37: bellows.kv.v1.KV.Scan:output_type -> bellows.kv.v1.ScanResponse
+	27, // 38: bellows.kv.v1.KV.BatchGet:output_type -> bellows.kv.v1.BatchGetResponse
+	29, // 39: bellows.kv.v1.KV.DeleteRange:output_type -> bellows.kv.v1.DeleteRangeResponse
+	35, // 40: bellows.kv.v1.KV.Regions:output_type -> bellows.kv.v1.RegionsResponse
+	10, // 41: bellows.kv.v1.KV.BeginTxn:output_type -> bellows.kv.v1.BeginTxnResponse
+	4,  // 42: bellows.kv.v1.KV.TxnGet:output_type -> bellows.kv.v1.GetResponse
+	31, // 43: bellows.kv.v1.KV.TxnScan:output_type -> bellows.kv.v1.ScanResponse
+	22, // 44: bellows.kv.v1.KV.CommitTxn:output_type -> bellows.kv.v1.CommitTxnResponse
+	12, // 45: bellows.kv.v1.KV.RollbackTxn:output_type -> bellows.kv.v1.RollbackTxnResponse
+	17, // 46: bellows.kv.v1.KV.Prewrite:output_type -> bellows.kv.v1.PrewriteResponse
+	19, // 47: bellows.kv.v1.KV.ResolveLocks:output_type -> bellows.kv.v1.ResolveLocksResponse
+	21, // 48: bellows.kv.v1.KV.CheckTxnStatus:output_type -> bellows.kv.v1.CheckTxnStatusResponse
+	41, // 49: bellows.kv.v1.KV.Clock:output_type -> bellows.kv.v1.ClockResponse
+	37, // 50: bellows.kv.v1.Admin.Flush:output_type -> bellows.kv.v1.FlushResponse
+	39, // 51: bellows.kv.v1.Admin.Compact:output_type -> bellows.kv.v1.CompactResponse
+	33, // [33:52] is the sub-list for method output_type
+	14, // [14:33] is the sub-list for method input_type
+	14, // [14:14] is the sub-list for extension type_name
+	14, // [14:14] is the sub-list for extension extendee
+	0,  // [0:14] is the sub-list for field type_name
 }
 
 func init() { file_bellows_kv_v1_kv_proto_init() }
@@ -2844,15 +2975,15 @@ func file_bellows_kv_v1_kv_proto_init() {
 		return
 	}
 	file_bellows_kv_v1_kv_proto_msgTypes[2].OneofWrappers = []any{}
-	file_bellows_kv_v1_kv_proto_msgTypes[23].OneofWrappers = []any{}
 	file_bellows_kv_v1_kv_proto_msgTypes[24].OneofWrappers = []any{}
+	file_bellows_kv_v1_kv_proto_msgTypes[25].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_bellows_kv_v1_kv_proto_rawDesc), len(file_bellows_kv_v1_kv_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   40,
+			NumMessages:   41,
 			NumExtensions: 0,
 			NumServices:   2,
 		},
