@@ -59,7 +59,7 @@ func imageTag(image string) string  { return image[strings.LastIndex(image, ":")
 
 // TestBellows runs the scenarios in order; each builds on the previous one,
 // so the first failure stops the rest. A real Prometheus scrapes the
-// cluster throughout (prometheus_test.go); scenario 11 checks what it saw.
+// cluster throughout (prometheus_test.go); scenario 12 checks what it saw.
 func TestBellows(t *testing.T) {
 	e := newEnv(t)
 	p := newProm(t)
