@@ -20,8 +20,9 @@
 //     completion. Where the test's run differs from a reader's, it checks
 //     that the difference does not show: `make run` is run as `bin/bellows
 //     local` (the Makefile's run target must be exactly that); the store
-//     listens on a free port, and each `bellows kv` command gets --addr with
-//     it (`local --listen` and `kv --addr` must both default to
+//     listens on a free port, and each `bellows kv` and `bellows backup
+//     create` command gets --addr with it (`local --listen`, `kv --addr`
+//     and `backup create --addr` must all default to
 //     127.0.0.1:7400, which replaces the real address in the output
 //     compared); a relative --data-dir DIR is placed in the page's
 //     directory.
@@ -369,14 +370,14 @@ func TestGuideLocalCommands(t *testing.T) {
 					}
 					args := c.words[1:]
 					addr := ""
-					if args[0] == "kv" {
+					if args[0] == "kv" || (len(args) > 1 && args[0] == "backup" && args[1] == "create") {
 						for _, a := range args {
 							if a == "--addr" || strings.HasPrefix(a, "--addr=") {
-								t.Fatalf("%s: the guide's kv commands use the default --addr (the test sets it)", c)
+								t.Fatalf("%s: the guide's kv and backup create commands use the default --addr (the test sets it)", c)
 							}
 						}
 						if srv == nil {
-							t.Fatalf("%s: a kv command before `make run` or `bin/bellows local` on this page", c)
+							t.Fatalf("%s: a kv or backup create command before `make run` or `bin/bellows local` on this page", c)
 						}
 						addr = srv.addr
 						args = append(append([]string(nil), args...), "--addr", addr)
@@ -411,8 +412,8 @@ func checkLocalAssumptions(t *testing.T, bin string) {
 		!regexp.MustCompile(`(?m)^run: bellows\n\t\$\(BIN\)/bellows local \$\(RUN_ARGS\)\n`).Match(mk) {
 		t.Fatal("the Makefile's run target is no longer `$(BIN)/bellows local $(RUN_ARGS)` with BIN = bin: update how this test maps `make run`")
 	}
-	for _, c := range []struct{ sub, flag string }{{"local", "listen"}, {"kv", "addr"}} {
-		out, code := runCommand(t, t.TempDir(), bin, []string{c.sub, "--help"})
+	for _, c := range []struct{ sub, flag string }{{"local", "listen"}, {"kv", "addr"}, {"backup create", "addr"}} {
+		out, code := runCommand(t, t.TempDir(), bin, append(strings.Fields(c.sub), "--help"))
 		re := regexp.MustCompile(`--` + c.flag + ` string .*\(default "` + regexp.QuoteMeta(defaultStoreAddr) + `"\)`)
 		if code != 0 || !re.MatchString(out) {
 			t.Fatalf("bellows %s --%s no longer defaults to %s, which the guide's commands rely on:\n%s", c.sub, c.flag, defaultStoreAddr, out)

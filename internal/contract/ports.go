@@ -47,3 +47,8 @@ const ImageUID = int64(65532)
 // BucketMarker is the object at the root of a bucket that says a Bellows
 // cluster lives there; a store writes it when it creates the cluster.
 const BucketMarker = "bellows-cluster.json"
+
+// RestoreMarker is the object at the root of a bucket a restore is writing
+// (bellows restore): written first and removed last, so a store refuses a
+// bucket whose restore has not finished, or crashed.
+const RestoreMarker = "bellows-restoring.json"

@@ -137,6 +137,39 @@ func (b *Bucket) ReadAll(ctx context.Context, key string) ([]byte, error) {
 	return d, translate(key, err)
 }
 
+// Copy copies object src to dst inside the bucket. S3, GCS and Azure copy
+// inside the service; nothing passes through this process. A copy is
+// whole or absent: the drivers write dst in one piece (fileblob renames a
+// finished temporary file into place).
+func (b *Bucket) Copy(ctx context.Context, dst, src string) error {
+	return translate(src, b.b.Copy(ctx, b.prefix+dst, b.prefix+src, nil))
+}
+
+// CopyTo copies object src of this bucket to dst in another bucket,
+// streaming it through this process (a copy between buckets cannot stay
+// inside one service).
+func (b *Bucket) CopyTo(ctx context.Context, to *Bucket, dst, src string) (err error) {
+	r, err := b.b.NewReader(ctx, b.prefix+src, nil)
+	if err != nil {
+		return translate(src, err)
+	}
+	defer r.Close()
+	// Cancelling the writer's context before Close discards what it
+	// wrote: a failed copy leaves no partial object.
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	w, err := to.b.NewWriter(wctx, to.prefix+dst, &gblob.WriterOptions{ContentType: "application/octet-stream"})
+	if err != nil {
+		return translate(dst, err)
+	}
+	if _, err := io.Copy(w, r); err != nil {
+		cancel()
+		_ = w.Close()
+		return fmt.Errorf("blob: copying %s to %s: %w", src, dst, err)
+	}
+	return translate(dst, w.Close())
+}
+
 // Delete removes key; deleting a missing object is not an error.
 func (b *Bucket) Delete(ctx context.Context, key string) error {
 	err := translate(key, b.b.Delete(ctx, b.prefix+key))

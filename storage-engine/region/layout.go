@@ -26,6 +26,9 @@ func ObjectKey(name, fileKey string) string { return BucketPrefix(name) + fileKe
 // overwrites it.
 func AppliedRequestsKey(name string) string { return ObjectKey(name, "applied-requests.json") }
 
+// SSTKey is sstKey, for a restore writing a region's files (package backup).
+func SSTKey(epoch, num uint64) string { return sstKey(epoch, num) }
+
 // sstKey is the key, relative to the region's prefix, of SST num created
 // under the manifest numbered epoch.
 func sstKey(epoch, num uint64) string { return fmt.Sprintf("sst/%06d-%06d.sst", epoch, num) }

@@ -25,6 +25,8 @@ func NewRootCommand() *cobra.Command {
 	root.AddCommand(newCompactorCommand())
 	root.AddCommand(newLocalCommand())
 	root.AddCommand(newKVCommand())
+	root.AddCommand(newBackupCommand())
+	root.AddCommand(newRestoreCommand())
 	root.AddCommand(NewKubectlCommand("kubectl"))
 	return root
 }

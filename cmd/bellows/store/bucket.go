@@ -48,6 +48,14 @@ type marker struct {
 // first call on a bucket is also where missing credentials show, so its
 // errors get a hint.
 func ensureBucketMarker(ctx context.Context, b *blob.Bucket, rawURL string, create bool) error {
+	restoring, err := b.Exists(ctx, contract.RestoreMarker)
+	if err != nil {
+		return bucketAccessError(rawURL, err)
+	}
+	if restoring {
+		return fmt.Errorf("--%s %s: a restore into this bucket has not finished (it holds %s): wait for bellows restore, or, if it failed, empty the bucket and restore again",
+			contract.FlagBucket, rawURL, contract.RestoreMarker)
+	}
 	ok, err := b.Exists(ctx, contract.BucketMarker)
 	if err != nil {
 		return bucketAccessError(rawURL, err)

@@ -2381,6 +2381,106 @@ func (*FlushResponse) Descriptor() ([]byte, []int) {
 	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{36}
 }
 
+type CheckpointRequest struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Region string                 `protobuf:"bytes,1,opt,name=region,proto3" json:"region,omitempty"`
+	// ts is the backup's timestamp: a transaction's start (BeginTxn).
+	Ts            uint64 `protobuf:"varint,2,opt,name=ts,proto3" json:"ts,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CheckpointRequest) Reset() {
+	*x = CheckpointRequest{}
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[37]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CheckpointRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CheckpointRequest) ProtoMessage() {}
+
+func (x *CheckpointRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[37]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CheckpointRequest.ProtoReflect.Descriptor instead.
+func (*CheckpointRequest) Descriptor() ([]byte, []int) {
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{37}
+}
+
+func (x *CheckpointRequest) GetRegion() string {
+	if x != nil {
+		return x.Region
+	}
+	return ""
+}
+
+func (x *CheckpointRequest) GetTs() uint64 {
+	if x != nil {
+		return x.Ts
+	}
+	return 0
+}
+
+type CheckpointResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// region_json is the region's part of the backup record, as
+	// backups/<id>/backup.json holds it (storage-engine/backup.Region): the
+	// record has one schema, the backup package's.
+	RegionJson    []byte `protobuf:"bytes,1,opt,name=region_json,json=regionJson,proto3" json:"region_json,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CheckpointResponse) Reset() {
+	*x = CheckpointResponse{}
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[38]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CheckpointResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CheckpointResponse) ProtoMessage() {}
+
+func (x *CheckpointResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[38]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CheckpointResponse.ProtoReflect.Descriptor instead.
+func (*CheckpointResponse) Descriptor() ([]byte, []int) {
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{38}
+}
+
+func (x *CheckpointResponse) GetRegionJson() []byte {
+	if x != nil {
+		return x.RegionJson
+	}
+	return nil
+}
+
 type CompactRequest struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
 	Region string                 `protobuf:"bytes,1,opt,name=region,proto3" json:"region,omitempty"`
@@ -2400,7 +2500,7 @@ type CompactRequest struct {
 
 func (x *CompactRequest) Reset() {
 	*x = CompactRequest{}
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[37]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2412,7 +2512,7 @@ func (x *CompactRequest) String() string {
 func (*CompactRequest) ProtoMessage() {}
 
 func (x *CompactRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[37]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2425,7 +2525,7 @@ func (x *CompactRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompactRequest.ProtoReflect.Descriptor instead.
 func (*CompactRequest) Descriptor() ([]byte, []int) {
-	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{37}
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *CompactRequest) GetRegion() string {
@@ -2471,7 +2571,7 @@ type CompactResponse struct {
 
 func (x *CompactResponse) Reset() {
 	*x = CompactResponse{}
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[38]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2483,7 +2583,7 @@ func (x *CompactResponse) String() string {
 func (*CompactResponse) ProtoMessage() {}
 
 func (x *CompactResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[38]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2496,7 +2596,7 @@ func (x *CompactResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompactResponse.ProtoReflect.Descriptor instead.
 func (*CompactResponse) Descriptor() ([]byte, []int) {
-	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{38}
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *CompactResponse) GetCompacted() bool {
@@ -2556,7 +2656,7 @@ type ClockRequest struct {
 
 func (x *ClockRequest) Reset() {
 	*x = ClockRequest{}
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[39]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2568,7 +2668,7 @@ func (x *ClockRequest) String() string {
 func (*ClockRequest) ProtoMessage() {}
 
 func (x *ClockRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[39]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2581,7 +2681,7 @@ func (x *ClockRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClockRequest.ProtoReflect.Descriptor instead.
 func (*ClockRequest) Descriptor() ([]byte, []int) {
-	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{39}
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{41}
 }
 
 type ClockResponse struct {
@@ -2597,7 +2697,7 @@ type ClockResponse struct {
 
 func (x *ClockResponse) Reset() {
 	*x = ClockResponse{}
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[40]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2609,7 +2709,7 @@ func (x *ClockResponse) String() string {
 func (*ClockResponse) ProtoMessage() {}
 
 func (x *ClockResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[40]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2622,7 +2722,7 @@ func (x *ClockResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClockResponse.ProtoReflect.Descriptor instead.
 func (*ClockResponse) Descriptor() ([]byte, []int) {
-	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{40}
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *ClockResponse) GetPhysicalUnixNs() int64 {
@@ -2810,7 +2910,13 @@ const file_bellows_kv_v1_kv_proto_rawDesc = "" +
 	"\x05peers\x18\x02 \x03(\tR\x05peers\"&\n" +
 	"\fFlushRequest\x12\x16\n" +
 	"\x06region\x18\x01 \x01(\tR\x06region\"\x0f\n" +
-	"\rFlushResponse\"h\n" +
+	"\rFlushResponse\";\n" +
+	"\x11CheckpointRequest\x12\x16\n" +
+	"\x06region\x18\x01 \x01(\tR\x06region\x12\x0e\n" +
+	"\x02ts\x18\x02 \x01(\x04R\x02ts\"5\n" +
+	"\x12CheckpointResponse\x12\x1f\n" +
+	"\vregion_json\x18\x01 \x01(\fR\n" +
+	"regionJson\"h\n" +
 	"\x0eCompactRequest\x12\x16\n" +
 	"\x06region\x18\x01 \x01(\tR\x06region\x12\x14\n" +
 	"\x05major\x18\x02 \x01(\bR\x05major\x12(\n" +
@@ -2846,10 +2952,12 @@ const file_bellows_kv_v1_kv_proto_rawDesc = "" +
 	"\bPrewrite\x12\x1e.bellows.kv.v1.PrewriteRequest\x1a\x1f.bellows.kv.v1.PrewriteResponse\x12W\n" +
 	"\fResolveLocks\x12\".bellows.kv.v1.ResolveLocksRequest\x1a#.bellows.kv.v1.ResolveLocksResponse\x12]\n" +
 	"\x0eCheckTxnStatus\x12$.bellows.kv.v1.CheckTxnStatusRequest\x1a%.bellows.kv.v1.CheckTxnStatusResponse\x12B\n" +
-	"\x05Clock\x12\x1b.bellows.kv.v1.ClockRequest\x1a\x1c.bellows.kv.v1.ClockResponse2\x95\x01\n" +
+	"\x05Clock\x12\x1b.bellows.kv.v1.ClockRequest\x1a\x1c.bellows.kv.v1.ClockResponse2\xe8\x01\n" +
 	"\x05Admin\x12B\n" +
 	"\x05Flush\x12\x1b.bellows.kv.v1.FlushRequest\x1a\x1c.bellows.kv.v1.FlushResponse\x12H\n" +
-	"\aCompact\x12\x1d.bellows.kv.v1.CompactRequest\x1a\x1e.bellows.kv.v1.CompactResponseB8Z6github.com/bellows-kv/bellows/proto/bellows/kv/v1;kvv1b\x06proto3"
+	"\aCompact\x12\x1d.bellows.kv.v1.CompactRequest\x1a\x1e.bellows.kv.v1.CompactResponse\x12Q\n" +
+	"\n" +
+	"Checkpoint\x12 .bellows.kv.v1.CheckpointRequest\x1a!.bellows.kv.v1.CheckpointResponseB8Z6github.com/bellows-kv/bellows/proto/bellows/kv/v1;kvv1b\x06proto3"
 
 var (
 	file_bellows_kv_v1_kv_proto_rawDescOnce sync.Once
@@ -2864,7 +2972,7 @@ func file_bellows_kv_v1_kv_proto_rawDescGZIP() []byte {
 }
 
 var file_bellows_kv_v1_kv_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_bellows_kv_v1_kv_proto_msgTypes = make([]protoimpl.MessageInfo, 41)
+var file_bellows_kv_v1_kv_proto_msgTypes = make([]protoimpl.MessageInfo, 43)
 var file_bellows_kv_v1_kv_proto_goTypes = []any{
 	(Mutation_Op)(0),               // 0: bellows.kv.v1.Mutation.Op
 	(*PutRequest)(nil),             // 1: bellows.kv.v1.PutRequest
@@ -2904,10 +3012,12 @@ var file_bellows_kv_v1_kv_proto_goTypes = []any{
 	(*RegionsResponse)(nil),        // 35: bellows.kv.v1.RegionsResponse
 	(*FlushRequest)(nil),           // 36: bellows.kv.v1.FlushRequest
 	(*FlushResponse)(nil),          // 37: bellows.kv.v1.FlushResponse
-	(*CompactRequest)(nil),         // 38: bellows.kv.v1.CompactRequest
-	(*CompactResponse)(nil),        // 39: bellows.kv.v1.CompactResponse
-	(*ClockRequest)(nil),           // 40: bellows.kv.v1.ClockRequest
-	(*ClockResponse)(nil),          // 41: bellows.kv.v1.ClockResponse
+	(*CheckpointRequest)(nil),      // 38: bellows.kv.v1.CheckpointRequest
+	(*CheckpointResponse)(nil),     // 39: bellows.kv.v1.CheckpointResponse
+	(*CompactRequest)(nil),         // 40: bellows.kv.v1.CompactRequest
+	(*CompactResponse)(nil),        // 41: bellows.kv.v1.CompactResponse
+	(*ClockRequest)(nil),           // 42: bellows.kv.v1.ClockRequest
+	(*ClockResponse)(nil),          // 43: bellows.kv.v1.ClockResponse
 }
 var file_bellows_kv_v1_kv_proto_depIdxs = []int32{
 	5,  // 0: bellows.kv.v1.GetResponse.observed:type_name -> bellows.kv.v1.ObservedClock
@@ -2940,30 +3050,32 @@ var file_bellows_kv_v1_kv_proto_depIdxs = []int32{
 	16, // 27: bellows.kv.v1.KV.Prewrite:input_type -> bellows.kv.v1.PrewriteRequest
 	18, // 28: bellows.kv.v1.KV.ResolveLocks:input_type -> bellows.kv.v1.ResolveLocksRequest
 	20, // 29: bellows.kv.v1.KV.CheckTxnStatus:input_type -> bellows.kv.v1.CheckTxnStatusRequest
-	40, // 30: bellows.kv.v1.KV.Clock:input_type -> bellows.kv.v1.ClockRequest
+	42, // 30: bellows.kv.v1.KV.Clock:input_type -> bellows.kv.v1.ClockRequest
 	36, // 31: bellows.kv.v1.Admin.Flush:input_type -> bellows.kv.v1.FlushRequest
-	38, // 32: bellows.kv.v1.Admin.Compact:input_type -> bellows.kv.v1.CompactRequest
-	2,  // 33: bellows.kv.v1.KV.Put:output_type -> bellows.kv.v1.PutResponse
-	4,  // 34: bellows.kv.v1.KV.Get:output_type -> bellows.kv.v1.GetResponse
-	7,  // 35: bellows.kv.v1.KV.Delete:output_type -> bellows.kv.v1.DeleteResponse
-	24, // 36: bellows.kv.v1.KV.Batch:output_type -> bellows.kv.v1.BatchResponse
-	31, // 37: bellows.kv.v1.KV.Scan:output_type -> bellows.kv.v1.ScanResponse
-	27, // 38: bellows.kv.v1.KV.BatchGet:output_type -> bellows.kv.v1.BatchGetResponse
-	29, // 39: bellows.kv.v1.KV.DeleteRange:output_type -> bellows.kv.v1.DeleteRangeResponse
-	35, // 40: bellows.kv.v1.KV.Regions:output_type -> bellows.kv.v1.RegionsResponse
-	10, // 41: bellows.kv.v1.KV.BeginTxn:output_type -> bellows.kv.v1.BeginTxnResponse
-	4,  // 42: bellows.kv.v1.KV.TxnGet:output_type -> bellows.kv.v1.GetResponse
-	31, // 43: bellows.kv.v1.KV.TxnScan:output_type -> bellows.kv.v1.ScanResponse
-	22, // 44: bellows.kv.v1.KV.CommitTxn:output_type -> bellows.kv.v1.CommitTxnResponse
-	12, // 45: bellows.kv.v1.KV.RollbackTxn:output_type -> bellows.kv.v1.RollbackTxnResponse
-	17, // 46: bellows.kv.v1.KV.Prewrite:output_type -> bellows.kv.v1.PrewriteResponse
-	19, // 47: bellows.kv.v1.KV.ResolveLocks:output_type -> bellows.kv.v1.ResolveLocksResponse
-	21, // 48: bellows.kv.v1.KV.CheckTxnStatus:output_type -> bellows.kv.v1.CheckTxnStatusResponse
-	41, // 49: bellows.kv.v1.KV.Clock:output_type -> bellows.kv.v1.ClockResponse
-	37, // 50: bellows.kv.v1.Admin.Flush:output_type -> bellows.kv.v1.FlushResponse
-	39, // 51: bellows.kv.v1.Admin.Compact:output_type -> bellows.kv.v1.CompactResponse
-	33, // [33:52] is the sub-list for method output_type
-	14, // [14:33] is the sub-list for method input_type
+	40, // 32: bellows.kv.v1.Admin.Compact:input_type -> bellows.kv.v1.CompactRequest
+	38, // 33: bellows.kv.v1.Admin.Checkpoint:input_type -> bellows.kv.v1.CheckpointRequest
+	2,  // 34: bellows.kv.v1.KV.Put:output_type -> bellows.kv.v1.PutResponse
+	4,  // 35: bellows.kv.v1.KV.Get:output_type -> bellows.kv.v1.GetResponse
+	7,  // 36: bellows.kv.v1.KV.Delete:output_type -> bellows.kv.v1.DeleteResponse
+	24, // 37: bellows.kv.v1.KV.Batch:output_type -> bellows.kv.v1.BatchResponse
+	31, // 38: bellows.kv.v1.KV.Scan:output_type -> bellows.kv.v1.ScanResponse
+	27, // 39: bellows.kv.v1.KV.BatchGet:output_type -> bellows.kv.v1.BatchGetResponse
+	29, // 40: bellows.kv.v1.KV.DeleteRange:output_type -> bellows.kv.v1.DeleteRangeResponse
+	35, // 41: bellows.kv.v1.KV.Regions:output_type -> bellows.kv.v1.RegionsResponse
+	10, // 42: bellows.kv.v1.KV.BeginTxn:output_type -> bellows.kv.v1.BeginTxnResponse
+	4,  // 43: bellows.kv.v1.KV.TxnGet:output_type -> bellows.kv.v1.GetResponse
+	31, // 44: bellows.kv.v1.KV.TxnScan:output_type -> bellows.kv.v1.ScanResponse
+	22, // 45: bellows.kv.v1.KV.CommitTxn:output_type -> bellows.kv.v1.CommitTxnResponse
+	12, // 46: bellows.kv.v1.KV.RollbackTxn:output_type -> bellows.kv.v1.RollbackTxnResponse
+	17, // 47: bellows.kv.v1.KV.Prewrite:output_type -> bellows.kv.v1.PrewriteResponse
+	19, // 48: bellows.kv.v1.KV.ResolveLocks:output_type -> bellows.kv.v1.ResolveLocksResponse
+	21, // 49: bellows.kv.v1.KV.CheckTxnStatus:output_type -> bellows.kv.v1.CheckTxnStatusResponse
+	43, // 50: bellows.kv.v1.KV.Clock:output_type -> bellows.kv.v1.ClockResponse
+	37, // 51: bellows.kv.v1.Admin.Flush:output_type -> bellows.kv.v1.FlushResponse
+	41, // 52: bellows.kv.v1.Admin.Compact:output_type -> bellows.kv.v1.CompactResponse
+	39, // 53: bellows.kv.v1.Admin.Checkpoint:output_type -> bellows.kv.v1.CheckpointResponse
+	34, // [34:54] is the sub-list for method output_type
+	14, // [14:34] is the sub-list for method input_type
 	14, // [14:14] is the sub-list for extension type_name
 	14, // [14:14] is the sub-list for extension extendee
 	0,  // [0:14] is the sub-list for field type_name
@@ -2983,7 +3095,7 @@ func file_bellows_kv_v1_kv_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_bellows_kv_v1_kv_proto_rawDesc), len(file_bellows_kv_v1_kv_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   41,
+			NumMessages:   43,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

@@ -866,8 +866,9 @@ var KV_ServiceDesc = grpc.ServiceDesc{
 }
 
 const (
-	Admin_Flush_FullMethodName   = "/bellows.kv.v1.Admin/Flush"
-	Admin_Compact_FullMethodName = "/bellows.kv.v1.Admin/Compact"
+	Admin_Flush_FullMethodName      = "/bellows.kv.v1.Admin/Flush"
+	Admin_Compact_FullMethodName    = "/bellows.kv.v1.Admin/Compact"
+	Admin_Checkpoint_FullMethodName = "/bellows.kv.v1.Admin/Checkpoint"
 )
 
 // AdminClient is the client API for Admin service.
@@ -882,6 +883,11 @@ type AdminClient interface {
 	// Compact runs a compaction of a region now, through the store's
 	// compaction executor (offloaded per the store's offload mode), and waits.
 	Compact(ctx context.Context, in *CompactRequest, opts ...grpc.CallOption) (*CompactResponse, error)
+	// Checkpoint brings a region of this store to a timestamp for a backup
+	// and copies its files into the bucket's backups/sst/ (docs/backup.md):
+	// every version at or below ts, none above, and no lock a read at ts
+	// waits for. A region of another store answers NOT_FOUND.
+	Checkpoint(ctx context.Context, in *CheckpointRequest, opts ...grpc.CallOption) (*CheckpointResponse, error)
 }
 
 type adminClient struct {
@@ -912,6 +918,16 @@ func (c *adminClient) Compact(ctx context.Context, in *CompactRequest, opts ...g
 	return out, nil
 }
 
+func (c *adminClient) Checkpoint(ctx context.Context, in *CheckpointRequest, opts ...grpc.CallOption) (*CheckpointResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CheckpointResponse)
+	err := c.cc.Invoke(ctx, Admin_Checkpoint_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // AdminServer is the server API for Admin service.
 // All implementations must embed UnimplementedAdminServer
 // for forward compatibility.
@@ -924,6 +940,11 @@ type AdminServer interface {
 	// Compact runs a compaction of a region now, through the store's
 	// compaction executor (offloaded per the store's offload mode), and waits.
 	Compact(context.Context, *CompactRequest) (*CompactResponse, error)
+	// Checkpoint brings a region of this store to a timestamp for a backup
+	// and copies its files into the bucket's backups/sst/ (docs/backup.md):
+	// every version at or below ts, none above, and no lock a read at ts
+	// waits for. A region of another store answers NOT_FOUND.
+	Checkpoint(context.Context, *CheckpointRequest) (*CheckpointResponse, error)
 	mustEmbedUnimplementedAdminServer()
 }
 
@@ -939,6 +960,9 @@ func (UnimplementedAdminServer) Flush(context.Context, *FlushRequest) (*FlushRes
 }
 func (UnimplementedAdminServer) Compact(context.Context, *CompactRequest) (*CompactResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Compact not implemented")
+}
+func (UnimplementedAdminServer) Checkpoint(context.Context, *CheckpointRequest) (*CheckpointResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Checkpoint not implemented")
 }
 func (UnimplementedAdminServer) mustEmbedUnimplementedAdminServer() {}
 func (UnimplementedAdminServer) testEmbeddedByValue()               {}
@@ -997,6 +1021,24 @@ func _Admin_Compact_Handler(srv interface{}, ctx context.Context, dec func(inter
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Admin_Checkpoint_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CheckpointRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).Checkpoint(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_Checkpoint_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).Checkpoint(ctx, req.(*CheckpointRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Admin_ServiceDesc is the grpc.ServiceDesc for Admin service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -1011,6 +1053,10 @@ var Admin_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Compact",
 			Handler:    _Admin_Compact_Handler,
+		},
+		{
+			MethodName: "Checkpoint",
+			Handler:    _Admin_Checkpoint_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

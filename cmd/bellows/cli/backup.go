@@ -1,0 +1,359 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"path/filepath"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+
+	"github.com/bellows-kv/bellows/client"
+	kvpb "github.com/bellows-kv/bellows/proto/bellows/kv/v1"
+	"github.com/bellows-kv/bellows/storage-engine/backup"
+	"github.com/bellows-kv/bellows/storage-engine/blob"
+)
+
+// defaultLocalBucket is the bucket directory of `bellows local`'s default
+// data directory, relative to where the command runs, as `make run` is.
+func defaultLocalBucket() string { return filepath.Join(defaultLocalDataDir, "bucket") }
+
+type backupFlags struct {
+	kvFlags
+	bucket string
+}
+
+// bucketURL is a bucket flag's value as a URL: a URL as given, a
+// directory as its absolute file:// URL.
+func bucketURL(s string) (string, error) {
+	if strings.Contains(s, "://") {
+		return s, nil
+	}
+	abs, err := filepath.Abs(s)
+	if err != nil {
+		return "", err
+	}
+	return "file://" + abs, nil
+}
+
+func openBucketFlag(ctx context.Context, flag, value string) (*blob.Bucket, error) {
+	u, err := bucketURL(value)
+	if err == nil {
+		var b *blob.Bucket
+		if b, err = blob.Open(ctx, u); err == nil {
+			return b, nil
+		}
+	}
+	return nil, &userError{what: fmt.Sprintf("--%s %s: %v", flag, value, err), hint: "give a bucket URL (s3://, gs://, azblob://, file:///ABSOLUTE/PATH) or a directory"}
+}
+
+func (f *backupFlags) open(ctx context.Context) (*blob.Bucket, error) {
+	b, err := openBucketFlag(ctx, "bucket", f.bucket)
+	if err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
+// backupWhen is a backup timestamp as the time it names: timestamps are
+// hybrid-logical-clock nanoseconds since the epoch (docs/clock.md).
+func backupWhen(ts uint64) string {
+	return time.Unix(0, int64(ts)).UTC().Format(time.RFC3339Nano)
+}
+
+func newBackupCommand() *cobra.Command {
+	f := &backupFlags{}
+	cmd := &cobra.Command{
+		Use:   "backup",
+		Short: "Base backups of a cluster's bucket at one timestamp: create, list, describe, delete",
+		Long: `A backup at T holds every version committed at or before T in every region and
+none after it: a cross-region transaction is in it entirely or not at all
+(docs/backup.md). Its files are copied inside the cluster's bucket under
+backups/, each at most once across all backups; bellows restore makes a new
+cluster of one.`,
+	}
+	pf := cmd.PersistentFlags()
+	pf.StringVar(&f.bucket, "bucket", defaultLocalBucket(), "the cluster's bucket: a URL, or a directory (the default is bellows local's)")
+	pf.DurationVar(&f.timeout, "timeout", 10*time.Minute, "per-command timeout (0: none; Ctrl-C still stops)")
+	pf.StringVarP(&f.output, "output", "o", "text", "output format: text or json")
+
+	var addr string
+	create := &cobra.Command{
+		Use:   "create [ID]",
+		Short: "Take a backup now (ID: backup-<UTC time> unless given)",
+		Args:  cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			id := backup.NewID(time.Now())
+			if len(args) == 1 {
+				id = args[0]
+			}
+			if err := backup.CheckID(id); err != nil {
+				return err
+			}
+			f.addr = addr
+			return f.with(cmd, func(ctx context.Context, c *client.Client) error {
+				b, err := f.open(ctx)
+				if err != nil {
+					return err
+				}
+				defer b.Close()
+				rec, err := backup.Create(ctx, b, &clusterOverGRPC{c: c}, id)
+				if err != nil {
+					return err
+				}
+				return f.print(cmd.OutOrStdout(), rec, func(w io.Writer) {
+					fmt.Fprintf(w, "OK backup %s at ts %d (%s): %d regions, %d files, %s (%s copied) in %s\n",
+						rec.ID, rec.TS, backupWhen(rec.TS), len(rec.Regions), rec.Files(), bytesCell(rec.Bytes()),
+						bytesCell(rec.CopiedBytes), rec.Finished.Sub(rec.Started).Round(time.Millisecond))
+				})
+			})
+		},
+	}
+	create.Flags().StringVar(&addr, "addr", defaultStoreAddr, "seed addresses of the cluster's stores, comma-separated")
+
+	list := &cobra.Command{
+		Use: "list", Short: "List the backups in the bucket, oldest first", Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return f.withBucket(cmd, func(ctx context.Context, b *blob.Bucket) error {
+				all, err := backup.List(ctx, b)
+				if err != nil {
+					return err
+				}
+				running, err := backup.Running(ctx, b)
+				if err != nil {
+					return err
+				}
+				return f.print(cmd.OutOrStdout(), map[string]any{"backups": all, "running": running}, func(w io.Writer) {
+					tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+					fmt.Fprintln(tw, "ID\tTS\tTIME\tREGIONS\tFILES\tBYTES\tCOPIED")
+					for _, r := range all {
+						fmt.Fprintf(tw, "%s\t%d\t%s\t%d\t%d\t%s\t%s\n", r.ID, r.TS, backupWhen(r.TS), len(r.Regions), r.Files(),
+							bytesCell(r.Bytes()), bytesCell(r.CopiedBytes))
+					}
+					_ = tw.Flush()
+					for _, id := range running {
+						fmt.Fprintf(w, "%s: running, or crashed (bellows backup abandon %s removes a crashed one's files)\n", id, id)
+					}
+				})
+			})
+		},
+	}
+	describe := &cobra.Command{
+		Use: "describe ID", Short: "Show a backup's regions and files", Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return f.withBucket(cmd, func(ctx context.Context, b *blob.Bucket) error {
+				rec, err := backup.Load(ctx, b, args[0])
+				if err != nil {
+					return err
+				}
+				return f.print(cmd.OutOrStdout(), rec, func(w io.Writer) {
+					fmt.Fprintf(w, "backup %s\n  ts: %d (%s)\n  taken: %s to %s\n  region map epoch: %d\n  bytes: %s (%s copied by this backup)\n",
+						rec.ID, rec.TS, backupWhen(rec.TS), rec.Started.Format(time.RFC3339), rec.Finished.Format(time.RFC3339),
+						rec.MapEpoch, bytesCell(rec.Bytes()), bytesCell(rec.CopiedBytes))
+					tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+					fmt.Fprintln(tw, "REGION\tSTART\tEND\tFILES\tBYTES\tENTRIES")
+					for _, r := range rec.Regions {
+						var n int64
+						var entries uint64
+						for _, fl := range r.Files {
+							n, entries = n+fl.Size, entries+fl.Entries
+						}
+						end := "∞"
+						if r.End != nil {
+							end = fmt.Sprintf("%q", r.End)
+						}
+						fmt.Fprintf(tw, "%s\t%q\t%s\t%d\t%s\t%d\n", r.Name, r.Start, end, len(r.Files), bytesCell(n), entries)
+					}
+					_ = tw.Flush()
+				})
+			})
+		},
+	}
+	deleteCmd := &cobra.Command{
+		Use: "delete ID", Short: "Delete a backup and every copied file no other backup names", Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return f.withBucket(cmd, func(ctx context.Context, b *blob.Bucket) error {
+				n, err := backup.Delete(ctx, b, args[0])
+				if err != nil {
+					return err
+				}
+				return f.print(cmd.OutOrStdout(), map[string]any{"deleted": args[0], "filesRemoved": n}, func(w io.Writer) {
+					fmt.Fprintf(w, "OK deleted backup %s; removed %d files no other backup names\n", args[0], n)
+				})
+			})
+		},
+	}
+	abandon := &cobra.Command{
+		Use: "abandon ID", Short: "Remove what a crashed backup left (its in-progress marker and unnamed files)", Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return f.withBucket(cmd, func(ctx context.Context, b *blob.Bucket) error {
+				n, err := backup.Abandon(ctx, b, args[0])
+				if err != nil {
+					return err
+				}
+				return f.print(cmd.OutOrStdout(), map[string]any{"abandoned": args[0], "filesRemoved": n}, func(w io.Writer) {
+					fmt.Fprintf(w, "OK abandoned backup %s; removed %d files no backup names\n", args[0], n)
+				})
+			})
+		},
+	}
+	cmd.AddCommand(create, list, describe, deleteCmd, abandon)
+	return cmd
+}
+
+func (f *backupFlags) withBucket(cmd *cobra.Command, fn func(ctx context.Context, b *blob.Bucket) error) error {
+	ctx, cancel, err := commandContext(cmd.Context(), f.timeout)
+	if err != nil {
+		return err
+	}
+	defer cancel()
+	b, err := f.open(ctx)
+	if err != nil {
+		return err
+	}
+	defer b.Close()
+	return fn(ctx, b)
+}
+
+// print writes doc as JSON with -o json, else text.
+func (f *backupFlags) print(w io.Writer, doc any, text func(io.Writer)) error {
+	switch f.output {
+	case "json":
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(doc)
+	case "text", "":
+		text(w)
+		return nil
+	}
+	return fmt.Errorf("--output %q: want text or json", f.output)
+}
+
+func newRestoreCommand() *cobra.Command {
+	var from, to, id string
+	var timeout time.Duration
+	cmd := &cobra.Command{
+		Use:   "restore",
+		Short: "Make a new cluster's bucket from a backup",
+		Long: `Copies backup --backup of the bucket --from into --to, an empty bucket, as a new
+cluster: stores started on --to serve exactly what a read at the backup's
+timestamp returned. --to must be empty; a backup with a missing or damaged
+file is refused before anything is written.`,
+		Example: "  bellows restore --from file://$PWD/bellows-data/bucket --backup backup-20261127t101500z --to file://$PWD/restored/bucket\n" +
+			"  bellows local --data-dir restored",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if id == "" {
+				return errors.New("--backup is required: the ID of the backup to restore (bellows backup list --bucket URL shows them)")
+			}
+			if to == "" {
+				return errors.New("--to is required: the URL of the new, empty bucket to restore into")
+			}
+			ctx, cancel, err := commandContext(cmd.Context(), timeout)
+			if err != nil {
+				return err
+			}
+			defer cancel()
+			src, err := openBucketFlag(ctx, "from", from)
+			if err != nil {
+				return err
+			}
+			defer src.Close()
+			dst, err := openBucketFlag(ctx, "to", to)
+			if err != nil {
+				return err
+			}
+			defer dst.Close()
+			start := time.Now()
+			rec, err := backup.Restore(ctx, src, id, dst)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "OK restored backup %s (ts %d, %s): %d regions, %d files, %s in %s into %s\n",
+				rec.ID, rec.TS, backupWhen(rec.TS), len(rec.Regions), rec.Files(), bytesCell(rec.Bytes()),
+				time.Since(start).Round(time.Millisecond), to)
+			return nil
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&from, "from", defaultLocalBucket(), "the bucket holding the backup: a URL or a directory")
+	fl.StringVar(&id, "backup", "", "the backup's ID")
+	fl.StringVar(&to, "to", "", "the new, empty bucket to restore into: a URL or a directory (bellows local --data-dir DIR uses DIR/bucket)")
+	fl.DurationVar(&timeout, "timeout", 0, "give up after this long (0: no limit; Ctrl-C still stops)")
+	return cmd
+}
+
+// clusterOverGRPC is backup.Cluster for a running cluster: the backup's
+// timestamp is a transaction's start, and each region is checkpointed by
+// its owner's Admin API.
+type clusterOverGRPC struct{ c *client.Client }
+
+func (g *clusterOverGRPC) Timestamp(ctx context.Context) (uint64, error) {
+	t, err := g.c.Begin(ctx)
+	if err != nil {
+		return 0, err
+	}
+	ts := t.StartTS()
+	_ = t.Rollback(ctx)
+	return ts, nil
+}
+
+// checkpointAttempts bounds the retries of a region that moved or whose
+// owner restarted while it was checkpointed.
+const checkpointAttempts = 10
+
+func (g *clusterOverGRPC) Checkpoint(ctx context.Context, name string, ts uint64) (backup.Region, error) {
+	var last error
+	for attempt := range checkpointAttempts {
+		if attempt > 0 {
+			if err := g.c.Refresh(ctx); err != nil {
+				last = err
+			}
+			select {
+			case <-ctx.Done():
+				return backup.Region{}, errors.Join(ctx.Err(), last)
+			case <-time.After(time.Duration(attempt) * 200 * time.Millisecond):
+			}
+		}
+		r, err := findRegion(g.c.Regions(), name)
+		if err != nil {
+			return backup.Region{}, err
+		}
+		if len(r.Owners) == 0 {
+			last = fmt.Errorf("no store serves region %s now", name)
+			continue
+		}
+		resp, err := checkpointAt(ctx, r.Owners[0], name, ts)
+		if code := status.Code(err); code == codes.NotFound || code == codes.Unavailable {
+			last = err // moved, or its owner is restarting
+			continue
+		}
+		if err != nil {
+			return backup.Region{}, err
+		}
+		var out backup.Region
+		if err := json.Unmarshal(resp.RegionJson, &out); err != nil {
+			return backup.Region{}, fmt.Errorf("decoding %s's checkpoint: %w", name, err)
+		}
+		return out, nil
+	}
+	return backup.Region{}, fmt.Errorf("region %s: %d attempts: %w", name, checkpointAttempts, last)
+}
+
+func checkpointAt(ctx context.Context, addr, name string, ts uint64) (*kvpb.CheckpointResponse, error) {
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close()
+	return kvpb.NewAdminClient(conn).Checkpoint(ctx, &kvpb.CheckpointRequest{Region: name, Ts: ts})
+}
