@@ -291,3 +291,40 @@ func Abandon(ctx context.Context, bucket *blob.Bucket, id string) (int, error) {
 	}
 	return collect(ctx, bucket)
 }
+
+// Policy is how many backups, and which, retention keeps: the newest
+// KeepLast, and every one finished within MaxAge. A zero field keeps
+// nothing by itself; a zero Policy is refused (it would delete every
+// backup).
+type Policy struct {
+	KeepLast int
+	MaxAge   time.Duration
+}
+
+// Prune deletes the backups policy does not keep, then every file no kept
+// backup names (collect), and returns the IDs deleted, oldest first.
+func Prune(ctx context.Context, bucket *blob.Bucket, policy Policy, now time.Time) ([]string, int, error) {
+	if policy.KeepLast <= 0 && policy.MaxAge <= 0 {
+		return nil, 0, errors.New("backup retention keeps nothing: give a number of backups to keep, a maximum age, or both")
+	}
+	if policy.KeepLast < 0 || policy.MaxAge < 0 {
+		return nil, 0, fmt.Errorf("backup retention: keep-last %d and max age %v must not be negative", policy.KeepLast, policy.MaxAge)
+	}
+	all, err := List(ctx, bucket)
+	if err != nil {
+		return nil, 0, err
+	}
+	var deleted []string
+	for i, b := range all {
+		newest := len(all) - i
+		if newest <= policy.KeepLast || (policy.MaxAge > 0 && now.Sub(b.Finished) <= policy.MaxAge) {
+			continue
+		}
+		if err := bucket.Delete(ctx, recordKey(b.ID)); err != nil {
+			return deleted, 0, err
+		}
+		deleted = append(deleted, b.ID)
+	}
+	n, err := collect(ctx, bucket)
+	return deleted, n, err
+}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/bellows-kv/bellows/internal/contract"
 	"github.com/bellows-kv/bellows/storage-engine/blob"
@@ -384,5 +385,53 @@ func TestRestoreRefusesWhatCannotBeRight(t *testing.T) {
 	}
 	if objs, _ := target.List(ctx, ""); len(objs) != 0 {
 		t.Errorf("refused restores wrote %d objects into the target", len(objs))
+	}
+}
+
+// Retention keeps the newest N backups and those younger than the maximum
+// age, deletes the rest, and every kept backup still restores exactly.
+func TestPruneKeepsTheNewestAndTheYoungAndTheyStillRestore(t *testing.T) {
+	ctx := context.Background()
+	c := openCluster(t, t.TempDir(), "m")
+	var ids []string
+	wants := map[string]map[string]string{}
+	for i := range 4 {
+		for j := range 50 {
+			c.put(fmt.Sprintf("%c%03d", 'a'+j%26, j), fmt.Sprint(i))
+		}
+		// Each backup's files are compacted away before the next, so
+		// retention has files of its own to delete.
+		for _, r := range c.regions {
+			if _, err := r.Compact(ctx, true); err != nil {
+				t.Fatal(err)
+			}
+		}
+		id := fmt.Sprintf("b%d", i)
+		b, err := Create(ctx, c.bucket, c, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, id)
+		wants[id] = c.state(b.TS)
+	}
+	if _, _, err := Prune(ctx, c.bucket, Policy{}, time.Now()); err == nil || !strings.Contains(err.Error(), "keeps nothing") {
+		t.Fatalf("a policy that keeps nothing: %v", err)
+	}
+	// Asked exactly age after b2 finished: b2 is just within the age, b1
+	// and b0 are beyond it and not among the newest one.
+	all, _ := List(ctx, c.bucket)
+	age := time.Hour
+	now := all[2].Finished.Add(age)
+	deleted, files, err := Prune(ctx, c.bucket, Policy{KeepLast: 1, MaxAge: age}, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(deleted) != "[b0 b1]" || files == 0 {
+		t.Fatalf("prune with keep-last 1 and max age (b2 just within it) deleted %v and %d files; want [b0 b1] and their files", deleted, files)
+	}
+	for _, id := range ids[2:] {
+		if _, got := restoreAndRead(t, c.bucket, id, t.TempDir()); diff(got, wants[id]) != "" {
+			t.Fatalf("kept backup %s restores differently after the prune:\n%s", id, diff(got, wants[id]))
+		}
 	}
 }

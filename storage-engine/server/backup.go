@@ -3,6 +3,8 @@ package server
 import (
 	"context"
 	"encoding/json"
+	"sync/atomic"
+	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -11,6 +13,21 @@ import (
 	"github.com/bellows-kv/bellows/storage-engine/backup"
 	"github.com/bellows-kv/bellows/storage-engine/manifest"
 )
+
+// CheckpointStats count the backups' region checkpoints a store ran
+// (bellows_backup_* metrics).
+type CheckpointStats struct {
+	Succeeded, Failed atomic.Uint64
+	// CopiedBytes: what the checkpoints copied or cut into backups/sst/
+	// (a file an earlier backup copied is not copied again).
+	CopiedBytes atomic.Uint64
+	// Nanos: time spent in checkpoints, resolution, flush and copies
+	// included.
+	Nanos atomic.Uint64
+}
+
+// Checkpoints are the store's checkpoint counts.
+func (s *Store) Checkpoints() *CheckpointStats { return &s.checkpoints }
 
 // Checkpoint implements kvpb.AdminServer: region.Checkpoint at req.Ts,
 // resolving the locks it meets as a transactional read does, then
@@ -32,6 +49,9 @@ func (s *KV) Checkpoint(ctx context.Context, req *kvpb.CheckpointRequest) (*kvpb
 	}
 	t := target{local: a, eng: e}
 	var out backup.Region
+	began := time.Now()
+	stats := s.store.Checkpoints()
+	defer func() { stats.Nanos.Add(uint64(time.Since(began))) }()
 	err = e.Checkpoint(ctx, req.Ts,
 		func(op func() error) error { return s.withLocks(ctx, t, op) },
 		func(m manifest.Manifest) (err error) {
@@ -39,8 +59,11 @@ func (s *KV) Checkpoint(ctx context.Context, req *kvpb.CheckpointRequest) (*kvpb
 			return err
 		})
 	if err != nil {
+		stats.Failed.Add(1)
 		return nil, regionErr(a, err)
 	}
+	stats.Succeeded.Add(1)
+	stats.CopiedBytes.Add(uint64(out.CopiedBytes))
 	data, err := json.Marshal(out)
 	if err != nil {
 		return nil, status.Error(codes.Internal, err.Error())

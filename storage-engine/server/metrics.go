@@ -179,6 +179,21 @@ func RegisterStoreGauges(reg prometheus.Registerer, s *Store, cache *blockcache.
 			Help: "Regions in the newest region map this store knows: the cluster's region count (the autoscaler's R)."},
 			func() float64 { m, _ := s.RegionMap(); return float64(len(m.Region)) }),
 	)
+	cp := s.Checkpoints()
+	for result, n := range map[string]*atomic.Uint64{"success": &cp.Succeeded, "failure": &cp.Failed} {
+		reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "bellows_backup_checkpoints_total", Help: "Region checkpoints this store ran for backups (Admin.Checkpoint, docs/backup.md), by result.",
+			ConstLabels: prometheus.Labels{"result": result},
+		}, func() float64 { return float64(n.Load()) }))
+	}
+	reg.MustRegister(
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "bellows_backup_copied_bytes_total",
+			Help: "Bytes this store's backup checkpoints copied (or cut at the backup's timestamp) into the bucket's backups/sst/."},
+			func() float64 { return float64(cp.CopiedBytes.Load()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "bellows_backup_checkpoint_seconds_total",
+			Help: "Time this store spent in backup checkpoints: lock resolution, flush and copies."},
+			func() float64 { return float64(cp.Nanos.Load()) / 1e9 }),
+	)
 	for _, reason := range []string{splitBySize, splitByLoad} {
 		reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Name: "bellows_region_splits_total", Help: "Splits this store committed, by what triggered them (docs/regions.md).",

@@ -29,6 +29,8 @@ import (
 // UNAVAILABLE too.
 type Store struct {
 	opts StoreOptions
+	// checkpoints counts the backups' region checkpoints this store ran.
+	checkpoints CheckpointStats
 	// snap is the assignment every request looks up: replaced whole
 	// (copy on write) by Reassign, so a lookup takes no lock.
 	snap atomic.Pointer[assigned]

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
 	"os/exec"
 	"strings"
 	"testing"
@@ -112,6 +113,13 @@ func TestABackupUnderTheBankRestoresOneSnapshot(t *testing.T) {
 		t.Fatal("no transfer committed after the backup: the test cannot tell its timestamp from the end")
 	}
 
+	// The stores count what they did for it.
+	checkpoints := a.metric(t, `bellows_backup_checkpoints_total{result="success"}`) + b.metric(t, `bellows_backup_checkpoints_total{result="success"}`)
+	copied := a.metric(t, "bellows_backup_copied_bytes_total") + b.metric(t, "bellows_backup_copied_bytes_total")
+	if int(checkpoints) != len(rec.Regions) || int64(copied) != rec.CopiedBytes {
+		t.Errorf("the stores count %v checkpoints and %v bytes copied; the backup has %d regions and copied %d bytes", checkpoints, copied, len(rec.Regions), rec.CopiedBytes)
+	}
+
 	listed := string(bellows(t, "backup", "list", "--bucket", bucket))
 	if !strings.Contains(listed, "under-load") {
 		t.Fatalf("backup list does not show the backup:\n%s", listed)
@@ -137,4 +145,88 @@ func TestABackupUnderTheBankRestoresOneSnapshot(t *testing.T) {
 	}
 	t.Logf("backup at ts %d (%d transfers committed when it returned, %d after): %d regions, %d files, %d bytes; the restored cluster serves the %d accounts as of it",
 		rec.TS, during, bk.Transfers()-during, len(rec.Regions), rec.Files(), rec.Bytes(), len(got))
+}
+
+// A store SIGKILLed while bellows backup create runs (once the backup has
+// marked itself running) and restarted: the backup either completes, its
+// checkpoint retried at the restarted owner, and restores exactly what a
+// read at its timestamp returns; or it fails, is not recorded, and a retry
+// does. Writers keep writing throughout; every write acknowledged at or
+// below the restored backup's timestamp is in the restored cluster.
+func TestAStoreKilledDuringABackupLeavesItCompleteOrUnrecorded(t *testing.T) {
+	dir := t.TempDir()
+	bucket := "file://" + dir + "/bucket"
+	addrA, addrB := freeAddr(t), freeAddr(t)
+	peers := addrA + "," + addrB
+	a := startTxnStore(t, "store-a", bucket, dir+"/wal-a", addrA, "0/2", peers)
+	b := startTxnStore(t, "store-b", bucket, dir+"/wal-b", addrB, "1/2", peers)
+	c := newClient(t, a, b)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	value := strings.Repeat("v", 2000)
+	for i := range 2000 {
+		if _, err := c.Put(ctx, regionKey(i%bankRegions, fmt.Sprintf("k%05d", i)), []byte(value)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stop := make(chan struct{})
+	wrote := make(chan error, 1)
+	go func() {
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				wrote <- nil
+				return
+			default:
+			}
+			wctx, wcancel := context.WithTimeout(ctx, 30*time.Second)
+			_, err := c.Put(wctx, regionKey(i%bankRegions, fmt.Sprintf("w%05d", i)), []byte(fmt.Sprint(i)))
+			wcancel()
+			if err != nil {
+				wrote <- err
+				return
+			}
+		}
+	}()
+
+	cmd := exec.Command(binary, "backup", "create", "killed", "--bucket", bucket, "--addr", peers, "-o", "json")
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the backup to mark itself running", func() bool {
+		_, err := os.Stat(dir + "/bucket/backups/killed/running")
+		return err == nil || cmd.ProcessState != nil
+	})
+	b.kill()
+	b = startTxnStore(t, "store-b", bucket, dir+"/wal-b", addrB, "1/2", peers)
+	err := cmd.Wait()
+	id := "killed"
+	if err != nil {
+		t.Logf("the backup failed when its store was killed: %v\n%s", err, stderr.String())
+		if listed := string(bellows(t, "backup", "list", "--bucket", bucket)); strings.Contains(listed, "killed ") {
+			t.Fatalf("a failed backup is listed:\n%s", listed)
+		}
+		id = "retried"
+		stdout.Reset()
+		stdout.Write(bellows(t, "backup", "create", id, "--bucket", bucket, "--addr", peers, "-o", "json"))
+	}
+	var rec backup.Backup
+	if err := json.Unmarshal(stdout.Bytes(), &rec); err != nil {
+		t.Fatalf("backup %s's output: %v\n%s", id, err, stdout.String())
+	}
+	close(stop)
+	if err := <-wrote; err != nil {
+		t.Fatalf("a write failed across the store's restart: %v", err)
+	}
+	want := keySpace(t, c, rec.TS)
+	restored := "file://" + dir + "/restored"
+	bellows(t, "restore", "--from", bucket, "--backup", id, "--to", restored)
+	rs := startTxnStore(t, "restored", restored, dir+"/rwal", freeAddr(t), "0/1", "")
+	got := keySpace(t, newClient(t, rs), 0)
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("backup %s restored %d keys; the original held %d at its ts %d", id, len(got), len(want), rec.TS)
+	}
+	t.Logf("backup %s at ts %d: %d files, %d bytes; restored %d keys (store-b was SIGKILLed while it ran)", id, rec.TS, rec.Files(), rec.Bytes(), len(got))
 }

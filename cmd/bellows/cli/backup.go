@@ -74,7 +74,7 @@ func newBackupCommand() *cobra.Command {
 	f := &backupFlags{}
 	cmd := &cobra.Command{
 		Use:   "backup",
-		Short: "Base backups of a cluster's bucket at one timestamp: create, list, describe, delete",
+		Short: "Base backups of a cluster's bucket at one timestamp: create, list, describe, delete, prune",
 		Long: `A backup at T holds every version committed at or before T in every region and
 none after it: a cross-region transaction is in it entirely or not at all
 (docs/backup.md). Its files are copied inside the cluster's bucket under
@@ -192,6 +192,24 @@ cluster of one.`,
 			})
 		},
 	}
+	var policy backup.Policy
+	prune := &cobra.Command{
+		Use: "prune", Short: "Delete the backups a retention policy does not keep, and the files only they name", Args: cobra.NoArgs,
+		Example: "  bellows backup prune --keep-last 7 --max-age 720h",
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return f.withBucket(cmd, func(ctx context.Context, b *blob.Bucket) error {
+				deleted, n, err := backup.Prune(ctx, b, policy, time.Now())
+				if err != nil {
+					return err
+				}
+				return f.print(cmd.OutOrStdout(), map[string]any{"deleted": deleted, "filesRemoved": n}, func(w io.Writer) {
+					fmt.Fprintf(w, "OK deleted %d backups %v; removed %d files no kept backup names\n", len(deleted), deleted, n)
+				})
+			})
+		},
+	}
+	prune.Flags().IntVar(&policy.KeepLast, "keep-last", 0, "keep the newest N backups")
+	prune.Flags().DurationVar(&policy.MaxAge, "max-age", 0, "keep every backup that finished within this long (e.g. 720h)")
 	abandon := &cobra.Command{
 		Use: "abandon ID", Short: "Remove what a crashed backup left (its in-progress marker and unnamed files)", Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -206,7 +224,7 @@ cluster of one.`,
 			})
 		},
 	}
-	cmd.AddCommand(create, list, describe, deleteCmd, abandon)
+	cmd.AddCommand(create, list, describe, deleteCmd, prune, abandon)
 	return cmd
 }
 
@@ -326,7 +344,10 @@ func (g *clusterOverGRPC) Checkpoint(ctx context.Context, name string, ts uint64
 		}
 		r, err := findRegion(g.c.Regions(), name)
 		if err != nil {
-			return backup.Region{}, err
+			// The client learns regions from the stores it reaches: one
+			// restarting lists none of its own until it is back.
+			last = err
+			continue
 		}
 		if len(r.Owners) == 0 {
 			last = fmt.Errorf("no store serves region %s now", name)
