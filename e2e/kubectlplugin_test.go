@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -32,7 +33,8 @@ type pluginRegion struct {
 // 12. The kubectl plugin, run by kubectl as a user runs it (kubectl-bellows
 // on PATH): status shows the cluster Ready with its stores and pool;
 // regions lists every region with the pod that owns it, its size and load;
-// flush and compact go to the owner and succeed; report writes a zip with
+// flush and compact go to the owner and succeed; backup takes a backup
+// through a store pod and backups lists it; report writes a zip with
 // the resources, pods, events and logs; errors name what is missing. The
 // stores are reached only through the API server (port-forwards).
 func (e *env) kubectlPlugin(t *testing.T, kv *kvClient, l *ledger) {
@@ -127,6 +129,21 @@ func (e *env) kubectlPlugin(t *testing.T, kv *kvClient, l *ledger) {
 		if r.SSTFiles > 1 || !strings.HasPrefix(r.Compaction, "idle") {
 			t.Errorf("%s at %s after a major compaction: %d SSTs, compaction %s", r.Name, r.Owner, r.SSTFiles, r.Compaction)
 		}
+	}
+	// A backup, taken by a store pod in the cluster's bucket (the S3
+	// server: server-side copies), then listed; its ID cannot be reused.
+	out = e.run(t, "kubectl", "bellows", "backup", clusterName, "before-upgrade", "--namespace", ns)
+	t.Logf("kubectl bellows backup:\n%s", out)
+	if !regexp.MustCompile(`^OK backup before-upgrade at ts \d+ \(\S+\): ` + strconv.Itoa(len(want)) + ` regions, [1-9]\d* files, .* taken by ` + clusterName + `-\d+\n$`).MatchString(out) {
+		t.Errorf("kubectl bellows backup: %q, want a backup of every region %v", out, want)
+	}
+	out = e.run(t, "kubectl", "bellows", "backups", clusterName, "--namespace", ns)
+	if !regexp.MustCompile(`(?m)^before-upgrade\s+\d+\s`).MatchString(out) {
+		t.Errorf("kubectl bellows backups does not list before-upgrade:\n%s", out)
+	}
+	out, err = e.try("kubectl", "bellows", "backup", clusterName, "before-upgrade", "--namespace", ns)
+	if err == nil || !strings.Contains(out, "a backup of that ID exists") {
+		t.Errorf("a second backup named before-upgrade: %v\n%s", err, out)
 	}
 	out, err = e.try("kubectl", "bellows", "compact", clusterName, "region-999", "--namespace", ns)
 	if err == nil || !strings.Contains(out, `KVCluster demo has no region "region-999"; its regions are `) ||

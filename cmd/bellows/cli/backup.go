@@ -17,7 +17,6 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
-	"github.com/bellows-kv/bellows/client"
 	kvpb "github.com/bellows-kv/bellows/proto/bellows/kv/v1"
 	"github.com/bellows-kv/bellows/storage-engine/backup"
 	"github.com/bellows-kv/bellows/storage-engine/blob"
@@ -99,26 +98,37 @@ cluster of one.`,
 			if err := backup.CheckID(id); err != nil {
 				return err
 			}
-			f.addr = addr
-			return f.with(cmd, func(ctx context.Context, c *client.Client) error {
-				b, err := f.open(ctx)
-				if err != nil {
-					return err
+			seeds, err := parseSeeds(addr)
+			if err != nil {
+				return err
+			}
+			ctx, cancel, err := commandContext(cmd.Context(), f.timeout)
+			if err != nil {
+				return err
+			}
+			defer cancel()
+			if err := reachAny(ctx, seeds); err != nil {
+				return err
+			}
+			// A store drives the backup, in its own bucket: this command
+			// needs no access to it. The next seed is asked if one is down.
+			var rec backup.Backup
+			for _, seed := range seeds {
+				if rec, err = createAt(ctx, seed, id); status.Code(err) != codes.Unavailable {
+					break
 				}
-				defer b.Close()
-				rec, err := backup.Create(ctx, b, &clusterOverGRPC{c: c}, id)
-				if err != nil {
-					return err
-				}
-				return f.print(cmd.OutOrStdout(), rec, func(w io.Writer) {
-					fmt.Fprintf(w, "OK backup %s at ts %d (%s): %d regions, %d files, %s (%s copied) in %s\n",
-						rec.ID, rec.TS, backupWhen(rec.TS), len(rec.Regions), rec.Files(), bytesCell(rec.Bytes()),
-						bytesCell(rec.CopiedBytes), rec.Finished.Sub(rec.Started).Round(time.Millisecond))
-				})
+			}
+			if err != nil {
+				return explain(err, f.timeout)
+			}
+			return f.print(cmd.OutOrStdout(), rec, func(w io.Writer) {
+				fmt.Fprintf(w, "OK backup %s at ts %d (%s): %d regions, %d files, %s (%s copied) in %s\n",
+					rec.ID, rec.TS, backupWhen(rec.TS), len(rec.Regions), rec.Files(), bytesCell(rec.Bytes()),
+					bytesCell(rec.CopiedBytes), rec.Finished.Sub(rec.Started).Round(time.Millisecond))
 			})
 		},
 	}
-	create.Flags().StringVar(&addr, "addr", defaultStoreAddr, "seed addresses of the cluster's stores, comma-separated")
+	create.Flags().StringVar(&addr, "addr", defaultStoreAddr, "seed addresses of the cluster's stores, comma-separated: the first that answers takes the backup, in its own bucket (--bucket is not used)")
 
 	list := &cobra.Command{
 		Use: "list", Short: "List the backups in the bucket, oldest first", Args: cobra.NoArgs,
@@ -133,16 +143,7 @@ cluster of one.`,
 					return err
 				}
 				return f.print(cmd.OutOrStdout(), map[string]any{"backups": all, "running": running}, func(w io.Writer) {
-					tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-					fmt.Fprintln(tw, "ID\tTS\tTIME\tREGIONS\tFILES\tBYTES\tCOPIED")
-					for _, r := range all {
-						fmt.Fprintf(tw, "%s\t%d\t%s\t%d\t%d\t%s\t%s\n", r.ID, r.TS, backupWhen(r.TS), len(r.Regions), r.Files(),
-							bytesCell(r.Bytes()), bytesCell(r.CopiedBytes))
-					}
-					_ = tw.Flush()
-					for _, id := range running {
-						fmt.Fprintf(w, "%s: running, or crashed (bellows backup abandon %s removes a crashed one's files)\n", id, id)
-					}
+					_ = printBackups(w, all, running)
 				})
 			})
 		},
@@ -310,71 +311,39 @@ file is refused before anything is written.`,
 	return cmd
 }
 
-// clusterOverGRPC is backup.Cluster for a running cluster: the backup's
-// timestamp is a transaction's start, and each region is checkpointed by
-// its owner's Admin API.
-type clusterOverGRPC struct{ c *client.Client }
-
-func (g *clusterOverGRPC) Timestamp(ctx context.Context) (uint64, error) {
-	t, err := g.c.Begin(ctx)
-	if err != nil {
-		return 0, err
-	}
-	ts := t.StartTS()
-	_ = t.Rollback(ctx)
-	return ts, nil
-}
-
-// checkpointAttempts bounds the retries of a region that moved or whose
-// owner restarted while it was checkpointed.
-const checkpointAttempts = 10
-
-func (g *clusterOverGRPC) Checkpoint(ctx context.Context, name string, ts uint64) (backup.Region, error) {
-	var last error
-	for attempt := range checkpointAttempts {
-		if attempt > 0 {
-			if err := g.c.Refresh(ctx); err != nil {
-				last = err
-			}
-			select {
-			case <-ctx.Done():
-				return backup.Region{}, errors.Join(ctx.Err(), last)
-			case <-time.After(time.Duration(attempt) * 200 * time.Millisecond):
-			}
-		}
-		r, err := findRegion(g.c.Regions(), name)
-		if err != nil {
-			// The client learns regions from the stores it reaches: one
-			// restarting lists none of its own until it is back.
-			last = err
-			continue
-		}
-		if len(r.Owners) == 0 {
-			last = fmt.Errorf("no store serves region %s now", name)
-			continue
-		}
-		resp, err := checkpointAt(ctx, r.Owners[0], name, ts)
-		if code := status.Code(err); code == codes.NotFound || code == codes.Unavailable {
-			last = err // moved, or its owner is restarting
-			continue
-		}
-		if err != nil {
-			return backup.Region{}, err
-		}
-		var out backup.Region
-		if err := json.Unmarshal(resp.RegionJson, &out); err != nil {
-			return backup.Region{}, fmt.Errorf("decoding %s's checkpoint: %w", name, err)
-		}
-		return out, nil
-	}
-	return backup.Region{}, fmt.Errorf("region %s: %d attempts: %w", name, checkpointAttempts, last)
-}
-
-func checkpointAt(ctx context.Context, addr, name string, ts uint64) (*kvpb.CheckpointResponse, error) {
+// createAt asks the store at addr to take backup id (Admin.Backup).
+func createAt(ctx context.Context, addr, id string) (backup.Backup, error) {
 	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
-		return nil, err
+		return backup.Backup{}, err
 	}
 	defer conn.Close()
-	return kvpb.NewAdminClient(conn).Checkpoint(ctx, &kvpb.CheckpointRequest{Region: name, Ts: ts})
+	resp, err := kvpb.NewAdminClient(conn).Backup(ctx, &kvpb.BackupRequest{Id: id})
+	if err != nil {
+		return backup.Backup{}, err
+	}
+	var rec backup.Backup
+	if err := json.Unmarshal(resp.BackupJson, &rec); err != nil {
+		return backup.Backup{}, fmt.Errorf("decoding the backup's record: %w", err)
+	}
+	return rec, nil
+}
+
+// printBackups is the table of backup list (and kubectl bellows backups).
+func printBackups(w io.Writer, all []backup.Backup, running []string) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tTS\tTIME\tREGIONS\tFILES\tBYTES\tCOPIED")
+	for _, r := range all {
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%d\t%d\t%s\t%s\n", r.ID, r.TS, backupWhen(r.TS), len(r.Regions), r.Files(),
+			bytesCell(r.Bytes()), bytesCell(r.CopiedBytes))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for _, id := range running {
+		if _, err := fmt.Fprintf(w, "%s: running, or crashed (bellows backup abandon %s removes a crashed one's files)\n", id, id); err != nil {
+			return err
+		}
+	}
+	return nil
 }

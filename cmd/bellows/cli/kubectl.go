@@ -25,6 +25,7 @@ import (
 	kvapi "github.com/bellows-kv/bellows/api/v1alpha1"
 	"github.com/bellows-kv/bellows/cmd/bellows/kubectl"
 	kvpb "github.com/bellows-kv/bellows/proto/bellows/kv/v1"
+	"github.com/bellows-kv/bellows/storage-engine/backup"
 )
 
 // KubectlPluginName is the executable name kubectl runs for `kubectl
@@ -60,7 +61,7 @@ func NewKubectlCommand(use string) *cobra.Command {
 	f := &kubectlFlags{config: genericclioptions.NewConfigFlags(true)}
 	cmd := &cobra.Command{
 		Use:   use,
-		Short: "kubectl plugin: status, regions, flush, compact and support reports of KVClusters",
+		Short: "kubectl plugin: status, regions, flush, compact, backups and support reports of KVClusters",
 		Long: `Inspect and operate Bellows KVClusters through the Kubernetes API, as
 kubectl cnpg does for CloudNativePG: the cluster's and its CompactionPool's
 status, its regions with their owners, sizes and load, flushes and
@@ -85,7 +86,7 @@ kubectl-plugin links bin/kubectl-bellows), then run kubectl bellows.`,
 	f.config.AddFlags(cmd.PersistentFlags())
 	cmd.PersistentFlags().DurationVar(&f.timeout, "timeout", 60*time.Second, "per-command timeout (0: none; Ctrl-C still stops)")
 	cmd.AddCommand(newKubectlStatusCommand(f), newKubectlRegionsCommand(f), newKubectlFlushCommand(f),
-		newKubectlCompactCommand(f), newKubectlReportCommand(f))
+		newKubectlCompactCommand(f), newKubectlBackupCommand(f), newKubectlBackupsCommand(f), newKubectlReportCommand(f))
 	return cmd
 }
 
@@ -450,4 +451,90 @@ in the zip lists its entries and what could not be read.`,
 	cmd.Flags().DurationVar(&opts.LogsSince, "logs-since", 0, "only logs newer than this (0: all the kubelet kept)")
 	cmd.Flags().StringVar(&opts.OperatorNamespace, "operator-namespace", "", "where the operator runs (default: look in every namespace)")
 	return cmd
+}
+
+// onAnyStore runs fn with the Admin API of the first ready store pod of
+// cluster args[0], through a port-forward.
+func onAnyStore(cmd *cobra.Command, f *kubectlFlags, cluster string, fn func(ctx context.Context, pod string, admin kvpb.AdminClient) error) error {
+	ctx, cancel, k, err := f.connect(cmd)
+	if err != nil {
+		return err
+	}
+	defer cancel()
+	c, err := k.Cluster(ctx, cluster)
+	if err != nil {
+		return f.kubeError(err)
+	}
+	pods, err := k.StorePods(ctx, c)
+	if err != nil {
+		return f.kubeError(err)
+	}
+	var states []string
+	for _, p := range pods {
+		if !kubectl.PodReady(&p) {
+			states = append(states, p.Name+" "+string(p.Status.Phase))
+			continue
+		}
+		s, err := k.DialStore(ctx, p.Name)
+		if err != nil {
+			return f.kubeError(err)
+		}
+		defer s.Close()
+		if err := s.Explain(fn(ctx, p.Name, kvpb.NewAdminClient(s.Conn))); err != nil {
+			return f.kubeError(fmt.Errorf("at %s: %w", p.Name, err))
+		}
+		return nil
+	}
+	return f.kubeError(&kubectl.NoReadyStoreError{Cluster: c.Name, Namespace: c.Namespace, Pods: states})
+}
+
+func newKubectlBackupCommand(f *kubectlFlags) *cobra.Command {
+	return &cobra.Command{
+		Use:   "backup CLUSTER [ID]",
+		Short: "Take a backup of the cluster now, in its bucket (ID: backup-<UTC time> unless given); a store pod drives it",
+		Args:  cobra.RangeArgs(1, 2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			id := backup.NewID(time.Now())
+			if len(args) == 2 {
+				id = args[1]
+			}
+			if err := backup.CheckID(id); err != nil {
+				return err
+			}
+			return onAnyStore(cmd, f, args[0], func(ctx context.Context, pod string, admin kvpb.AdminClient) error {
+				resp, err := admin.Backup(ctx, &kvpb.BackupRequest{Id: id})
+				if err != nil {
+					return err
+				}
+				var rec backup.Backup
+				if err := json.Unmarshal(resp.BackupJson, &rec); err != nil {
+					return err
+				}
+				_, err = fmt.Fprintf(cmd.OutOrStdout(), "OK backup %s at ts %d (%s): %d regions, %d files, %s (%s copied), taken by %s\n",
+					rec.ID, rec.TS, backupWhen(rec.TS), len(rec.Regions), rec.Files(), bytesCell(rec.Bytes()), bytesCell(rec.CopiedBytes), pod)
+				return err
+			})
+		},
+	}
+}
+
+func newKubectlBackupsCommand(f *kubectlFlags) *cobra.Command {
+	return &cobra.Command{
+		Use:   "backups CLUSTER",
+		Short: "List the cluster's backups, oldest first",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return onAnyStore(cmd, f, args[0], func(ctx context.Context, _ string, admin kvpb.AdminClient) error {
+				resp, err := admin.ListBackups(ctx, &kvpb.ListBackupsRequest{})
+				if err != nil {
+					return err
+				}
+				var all []backup.Backup
+				if err := json.Unmarshal(resp.BackupsJson, &all); err != nil {
+					return err
+				}
+				return printBackups(cmd.OutOrStdout(), all, resp.Running)
+			})
+		},
+	}
 }

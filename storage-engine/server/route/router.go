@@ -142,6 +142,9 @@ type Lease struct {
 // Client is the peer's KV client over the leased connection.
 func (l *Lease) Client() kvpb.KVClient { return l.pc.kv }
 
+// Conn is the leased connection, for the peer's other services (Admin).
+func (l *Lease) Conn() grpc.ClientConnInterface { return l.pc.cc }
+
 // Addr is the peer's address.
 func (l *Lease) Addr() string { return l.pc.addr }
 

@@ -2434,6 +2434,186 @@ func (x *CheckpointRequest) GetTs() uint64 {
 	return 0
 }
 
+type BackupRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// id names the backup: 1 to 63 lowercase letters, digits and '-'.
+	Id            string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BackupRequest) Reset() {
+	*x = BackupRequest{}
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[38]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BackupRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BackupRequest) ProtoMessage() {}
+
+func (x *BackupRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[38]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BackupRequest.ProtoReflect.Descriptor instead.
+func (*BackupRequest) Descriptor() ([]byte, []int) {
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{38}
+}
+
+func (x *BackupRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+type BackupResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// backup_json is the backup's record, backups/<id>/backup.json.
+	BackupJson    []byte `protobuf:"bytes,1,opt,name=backup_json,json=backupJson,proto3" json:"backup_json,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BackupResponse) Reset() {
+	*x = BackupResponse{}
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[39]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BackupResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BackupResponse) ProtoMessage() {}
+
+func (x *BackupResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[39]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BackupResponse.ProtoReflect.Descriptor instead.
+func (*BackupResponse) Descriptor() ([]byte, []int) {
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{39}
+}
+
+func (x *BackupResponse) GetBackupJson() []byte {
+	if x != nil {
+		return x.BackupJson
+	}
+	return nil
+}
+
+type ListBackupsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListBackupsRequest) Reset() {
+	*x = ListBackupsRequest{}
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[40]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListBackupsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListBackupsRequest) ProtoMessage() {}
+
+func (x *ListBackupsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[40]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListBackupsRequest.ProtoReflect.Descriptor instead.
+func (*ListBackupsRequest) Descriptor() ([]byte, []int) {
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{40}
+}
+
+type ListBackupsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// backups_json is a JSON array of the records, oldest timestamp first.
+	BackupsJson []byte `protobuf:"bytes,1,opt,name=backups_json,json=backupsJson,proto3" json:"backups_json,omitempty"`
+	// running: the IDs of backups marked running (or crashed while running).
+	Running       []string `protobuf:"bytes,2,rep,name=running,proto3" json:"running,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListBackupsResponse) Reset() {
+	*x = ListBackupsResponse{}
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[41]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListBackupsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListBackupsResponse) ProtoMessage() {}
+
+func (x *ListBackupsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[41]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListBackupsResponse.ProtoReflect.Descriptor instead.
+func (*ListBackupsResponse) Descriptor() ([]byte, []int) {
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{41}
+}
+
+func (x *ListBackupsResponse) GetBackupsJson() []byte {
+	if x != nil {
+		return x.BackupsJson
+	}
+	return nil
+}
+
+func (x *ListBackupsResponse) GetRunning() []string {
+	if x != nil {
+		return x.Running
+	}
+	return nil
+}
+
 type CheckpointResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// region_json is the region's part of the backup record, as
@@ -2446,7 +2626,7 @@ type CheckpointResponse struct {
 
 func (x *CheckpointResponse) Reset() {
 	*x = CheckpointResponse{}
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[38]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2458,7 +2638,7 @@ func (x *CheckpointResponse) String() string {
 func (*CheckpointResponse) ProtoMessage() {}
 
 func (x *CheckpointResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[38]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2471,7 +2651,7 @@ func (x *CheckpointResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckpointResponse.ProtoReflect.Descriptor instead.
 func (*CheckpointResponse) Descriptor() ([]byte, []int) {
-	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{38}
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *CheckpointResponse) GetRegionJson() []byte {
@@ -2500,7 +2680,7 @@ type CompactRequest struct {
 
 func (x *CompactRequest) Reset() {
 	*x = CompactRequest{}
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[39]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2512,7 +2692,7 @@ func (x *CompactRequest) String() string {
 func (*CompactRequest) ProtoMessage() {}
 
 func (x *CompactRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[39]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2525,7 +2705,7 @@ func (x *CompactRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompactRequest.ProtoReflect.Descriptor instead.
 func (*CompactRequest) Descriptor() ([]byte, []int) {
-	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{39}
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *CompactRequest) GetRegion() string {
@@ -2571,7 +2751,7 @@ type CompactResponse struct {
 
 func (x *CompactResponse) Reset() {
 	*x = CompactResponse{}
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[40]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2583,7 +2763,7 @@ func (x *CompactResponse) String() string {
 func (*CompactResponse) ProtoMessage() {}
 
 func (x *CompactResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[40]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2596,7 +2776,7 @@ func (x *CompactResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompactResponse.ProtoReflect.Descriptor instead.
 func (*CompactResponse) Descriptor() ([]byte, []int) {
-	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{40}
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *CompactResponse) GetCompacted() bool {
@@ -2656,7 +2836,7 @@ type ClockRequest struct {
 
 func (x *ClockRequest) Reset() {
 	*x = ClockRequest{}
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[41]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2668,7 +2848,7 @@ func (x *ClockRequest) String() string {
 func (*ClockRequest) ProtoMessage() {}
 
 func (x *ClockRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[41]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2681,7 +2861,7 @@ func (x *ClockRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClockRequest.ProtoReflect.Descriptor instead.
 func (*ClockRequest) Descriptor() ([]byte, []int) {
-	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{41}
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{45}
 }
 
 type ClockResponse struct {
@@ -2697,7 +2877,7 @@ type ClockResponse struct {
 
 func (x *ClockResponse) Reset() {
 	*x = ClockResponse{}
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[42]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2709,7 +2889,7 @@ func (x *ClockResponse) String() string {
 func (*ClockResponse) ProtoMessage() {}
 
 func (x *ClockResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[42]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2722,7 +2902,7 @@ func (x *ClockResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClockResponse.ProtoReflect.Descriptor instead.
 func (*ClockResponse) Descriptor() ([]byte, []int) {
-	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{42}
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *ClockResponse) GetPhysicalUnixNs() int64 {
@@ -2913,7 +3093,16 @@ const file_bellows_kv_v1_kv_proto_rawDesc = "" +
 	"\rFlushResponse\";\n" +
 	"\x11CheckpointRequest\x12\x16\n" +
 	"\x06region\x18\x01 \x01(\tR\x06region\x12\x0e\n" +
-	"\x02ts\x18\x02 \x01(\x04R\x02ts\"5\n" +
+	"\x02ts\x18\x02 \x01(\x04R\x02ts\"\x1f\n" +
+	"\rBackupRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\"1\n" +
+	"\x0eBackupResponse\x12\x1f\n" +
+	"\vbackup_json\x18\x01 \x01(\fR\n" +
+	"backupJson\"\x14\n" +
+	"\x12ListBackupsRequest\"R\n" +
+	"\x13ListBackupsResponse\x12!\n" +
+	"\fbackups_json\x18\x01 \x01(\fR\vbackupsJson\x12\x18\n" +
+	"\arunning\x18\x02 \x03(\tR\arunning\"5\n" +
 	"\x12CheckpointResponse\x12\x1f\n" +
 	"\vregion_json\x18\x01 \x01(\fR\n" +
 	"regionJson\"h\n" +
@@ -2952,12 +3141,14 @@ const file_bellows_kv_v1_kv_proto_rawDesc = "" +
 	"\bPrewrite\x12\x1e.bellows.kv.v1.PrewriteRequest\x1a\x1f.bellows.kv.v1.PrewriteResponse\x12W\n" +
 	"\fResolveLocks\x12\".bellows.kv.v1.ResolveLocksRequest\x1a#.bellows.kv.v1.ResolveLocksResponse\x12]\n" +
 	"\x0eCheckTxnStatus\x12$.bellows.kv.v1.CheckTxnStatusRequest\x1a%.bellows.kv.v1.CheckTxnStatusResponse\x12B\n" +
-	"\x05Clock\x12\x1b.bellows.kv.v1.ClockRequest\x1a\x1c.bellows.kv.v1.ClockResponse2\xe8\x01\n" +
+	"\x05Clock\x12\x1b.bellows.kv.v1.ClockRequest\x1a\x1c.bellows.kv.v1.ClockResponse2\x85\x03\n" +
 	"\x05Admin\x12B\n" +
 	"\x05Flush\x12\x1b.bellows.kv.v1.FlushRequest\x1a\x1c.bellows.kv.v1.FlushResponse\x12H\n" +
 	"\aCompact\x12\x1d.bellows.kv.v1.CompactRequest\x1a\x1e.bellows.kv.v1.CompactResponse\x12Q\n" +
 	"\n" +
-	"Checkpoint\x12 .bellows.kv.v1.CheckpointRequest\x1a!.bellows.kv.v1.CheckpointResponseB8Z6github.com/bellows-kv/bellows/proto/bellows/kv/v1;kvv1b\x06proto3"
+	"Checkpoint\x12 .bellows.kv.v1.CheckpointRequest\x1a!.bellows.kv.v1.CheckpointResponse\x12E\n" +
+	"\x06Backup\x12\x1c.bellows.kv.v1.BackupRequest\x1a\x1d.bellows.kv.v1.BackupResponse\x12T\n" +
+	"\vListBackups\x12!.bellows.kv.v1.ListBackupsRequest\x1a\".bellows.kv.v1.ListBackupsResponseB8Z6github.com/bellows-kv/bellows/proto/bellows/kv/v1;kvv1b\x06proto3"
 
 var (
 	file_bellows_kv_v1_kv_proto_rawDescOnce sync.Once
@@ -2972,7 +3163,7 @@ func file_bellows_kv_v1_kv_proto_rawDescGZIP() []byte {
 }
 
 var file_bellows_kv_v1_kv_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_bellows_kv_v1_kv_proto_msgTypes = make([]protoimpl.MessageInfo, 43)
+var file_bellows_kv_v1_kv_proto_msgTypes = make([]protoimpl.MessageInfo, 47)
 var file_bellows_kv_v1_kv_proto_goTypes = []any{
 	(Mutation_Op)(0),               // 0: bellows.kv.v1.Mutation.Op
 	(*PutRequest)(nil),             // 1: bellows.kv.v1.PutRequest
@@ -3013,11 +3204,15 @@ var file_bellows_kv_v1_kv_proto_goTypes = []any{
 	(*FlushRequest)(nil),           // 36: bellows.kv.v1.FlushRequest
 	(*FlushResponse)(nil),          // 37: bellows.kv.v1.FlushResponse
 	(*CheckpointRequest)(nil),      // 38: bellows.kv.v1.CheckpointRequest
-	(*CheckpointResponse)(nil),     // 39: bellows.kv.v1.CheckpointResponse
-	(*CompactRequest)(nil),         // 40: bellows.kv.v1.CompactRequest
-	(*CompactResponse)(nil),        // 41: bellows.kv.v1.CompactResponse
-	(*ClockRequest)(nil),           // 42: bellows.kv.v1.ClockRequest
-	(*ClockResponse)(nil),          // 43: bellows.kv.v1.ClockResponse
+	(*BackupRequest)(nil),          // 39: bellows.kv.v1.BackupRequest
+	(*BackupResponse)(nil),         // 40: bellows.kv.v1.BackupResponse
+	(*ListBackupsRequest)(nil),     // 41: bellows.kv.v1.ListBackupsRequest
+	(*ListBackupsResponse)(nil),    // 42: bellows.kv.v1.ListBackupsResponse
+	(*CheckpointResponse)(nil),     // 43: bellows.kv.v1.CheckpointResponse
+	(*CompactRequest)(nil),         // 44: bellows.kv.v1.CompactRequest
+	(*CompactResponse)(nil),        // 45: bellows.kv.v1.CompactResponse
+	(*ClockRequest)(nil),           // 46: bellows.kv.v1.ClockRequest
+	(*ClockResponse)(nil),          // 47: bellows.kv.v1.ClockResponse
 }
 var file_bellows_kv_v1_kv_proto_depIdxs = []int32{
 	5,  // 0: bellows.kv.v1.GetResponse.observed:type_name -> bellows.kv.v1.ObservedClock
@@ -3050,32 +3245,36 @@ var file_bellows_kv_v1_kv_proto_depIdxs = []int32{
 	16, // 27: bellows.kv.v1.KV.Prewrite:input_type -> bellows.kv.v1.PrewriteRequest
 	18, // 28: bellows.kv.v1.KV.ResolveLocks:input_type -> bellows.kv.v1.ResolveLocksRequest
 	20, // 29: bellows.kv.v1.KV.CheckTxnStatus:input_type -> bellows.kv.v1.CheckTxnStatusRequest
-	42, // 30: bellows.kv.v1.KV.Clock:input_type -> bellows.kv.v1.ClockRequest
+	46, // 30: bellows.kv.v1.KV.Clock:input_type -> bellows.kv.v1.ClockRequest
 	36, // 31: bellows.kv.v1.Admin.Flush:input_type -> bellows.kv.v1.FlushRequest
-	40, // 32: bellows.kv.v1.Admin.Compact:input_type -> bellows.kv.v1.CompactRequest
+	44, // 32: bellows.kv.v1.Admin.Compact:input_type -> bellows.kv.v1.CompactRequest
 	38, // 33: bellows.kv.v1.Admin.Checkpoint:input_type -> bellows.kv.v1.CheckpointRequest
-	2,  // 34: bellows.kv.v1.KV.Put:output_type -> bellows.kv.v1.PutResponse
-	4,  // 35: bellows.kv.v1.KV.Get:output_type -> bellows.kv.v1.GetResponse
-	7,  // 36: bellows.kv.v1.KV.Delete:output_type -> bellows.kv.v1.DeleteResponse
-	24, // 37: bellows.kv.v1.KV.Batch:output_type -> bellows.kv.v1.BatchResponse
-	31, // 38: bellows.kv.v1.KV.Scan:output_type -> bellows.kv.v1.ScanResponse
-	27, // 39: bellows.kv.v1.KV.BatchGet:output_type -> bellows.kv.v1.BatchGetResponse
-	29, // 40: bellows.kv.v1.KV.DeleteRange:output_type -> bellows.kv.v1.DeleteRangeResponse
-	35, // 41: bellows.kv.v1.KV.Regions:output_type -> bellows.kv.v1.RegionsResponse
-	10, // 42: bellows.kv.v1.KV.BeginTxn:output_type -> bellows.kv.v1.BeginTxnResponse
-	4,  // 43: bellows.kv.v1.KV.TxnGet:output_type -> bellows.kv.v1.GetResponse
-	31, // 44: bellows.kv.v1.KV.TxnScan:output_type -> bellows.kv.v1.ScanResponse
-	22, // 45: bellows.kv.v1.KV.CommitTxn:output_type -> bellows.kv.v1.CommitTxnResponse
-	12, // 46: bellows.kv.v1.KV.RollbackTxn:output_type -> bellows.kv.v1.RollbackTxnResponse
-	17, // 47: bellows.kv.v1.KV.Prewrite:output_type -> bellows.kv.v1.PrewriteResponse
-	19, // 48: bellows.kv.v1.KV.ResolveLocks:output_type -> bellows.kv.v1.ResolveLocksResponse
-	21, // 49: bellows.kv.v1.KV.CheckTxnStatus:output_type -> bellows.kv.v1.CheckTxnStatusResponse
-	43, // 50: bellows.kv.v1.KV.Clock:output_type -> bellows.kv.v1.ClockResponse
-	37, // 51: bellows.kv.v1.Admin.Flush:output_type -> bellows.kv.v1.FlushResponse
-	41, // 52: bellows.kv.v1.Admin.Compact:output_type -> bellows.kv.v1.CompactResponse
-	39, // 53: bellows.kv.v1.Admin.Checkpoint:output_type -> bellows.kv.v1.CheckpointResponse
-	34, // [34:54] is the sub-list for method output_type
-	14, // [14:34] is the sub-list for method input_type
+	39, // 34: bellows.kv.v1.Admin.Backup:input_type -> bellows.kv.v1.BackupRequest
+	41, // 35: bellows.kv.v1.Admin.ListBackups:input_type -> bellows.kv.v1.ListBackupsRequest
+	2,  // 36: bellows.kv.v1.KV.Put:output_type -> bellows.kv.v1.PutResponse
+	4,  // 37: bellows.kv.v1.KV.Get:output_type -> bellows.kv.v1.GetResponse
+	7,  // 38: bellows.kv.v1.KV.Delete:output_type -> bellows.kv.v1.DeleteResponse
+	24, // 39: bellows.kv.v1.KV.Batch:output_type -> bellows.kv.v1.BatchResponse
+	31, // 40: bellows.kv.v1.KV.Scan:output_type -> bellows.kv.v1.ScanResponse
+	27, // 41: bellows.kv.v1.KV.BatchGet:output_type -> bellows.kv.v1.BatchGetResponse
+	29, // 42: bellows.kv.v1.KV.DeleteRange:output_type -> bellows.kv.v1.DeleteRangeResponse
+	35, // 43: bellows.kv.v1.KV.Regions:output_type -> bellows.kv.v1.RegionsResponse
+	10, // 44: bellows.kv.v1.KV.BeginTxn:output_type -> bellows.kv.v1.BeginTxnResponse
+	4,  // 45: bellows.kv.v1.KV.TxnGet:output_type -> bellows.kv.v1.GetResponse
+	31, // 46: bellows.kv.v1.KV.TxnScan:output_type -> bellows.kv.v1.ScanResponse
+	22, // 47: bellows.kv.v1.KV.CommitTxn:output_type -> bellows.kv.v1.CommitTxnResponse
+	12, // 48: bellows.kv.v1.KV.RollbackTxn:output_type -> bellows.kv.v1.RollbackTxnResponse
+	17, // 49: bellows.kv.v1.KV.Prewrite:output_type -> bellows.kv.v1.PrewriteResponse
+	19, // 50: bellows.kv.v1.KV.ResolveLocks:output_type -> bellows.kv.v1.ResolveLocksResponse
+	21, // 51: bellows.kv.v1.KV.CheckTxnStatus:output_type -> bellows.kv.v1.CheckTxnStatusResponse
+	47, // 52: bellows.kv.v1.KV.Clock:output_type -> bellows.kv.v1.ClockResponse
+	37, // 53: bellows.kv.v1.Admin.Flush:output_type -> bellows.kv.v1.FlushResponse
+	45, // 54: bellows.kv.v1.Admin.Compact:output_type -> bellows.kv.v1.CompactResponse
+	43, // 55: bellows.kv.v1.Admin.Checkpoint:output_type -> bellows.kv.v1.CheckpointResponse
+	40, // 56: bellows.kv.v1.Admin.Backup:output_type -> bellows.kv.v1.BackupResponse
+	42, // 57: bellows.kv.v1.Admin.ListBackups:output_type -> bellows.kv.v1.ListBackupsResponse
+	36, // [36:58] is the sub-list for method output_type
+	14, // [14:36] is the sub-list for method input_type
 	14, // [14:14] is the sub-list for extension type_name
 	14, // [14:14] is the sub-list for extension extendee
 	0,  // [0:14] is the sub-list for field type_name
@@ -3095,7 +3294,7 @@ func file_bellows_kv_v1_kv_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_bellows_kv_v1_kv_proto_rawDesc), len(file_bellows_kv_v1_kv_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   43,
+			NumMessages:   47,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

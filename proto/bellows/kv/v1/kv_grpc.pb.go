@@ -866,9 +866,11 @@ var KV_ServiceDesc = grpc.ServiceDesc{
 }
 
 const (
-	Admin_Flush_FullMethodName      = "/bellows.kv.v1.Admin/Flush"
-	Admin_Compact_FullMethodName    = "/bellows.kv.v1.Admin/Compact"
-	Admin_Checkpoint_FullMethodName = "/bellows.kv.v1.Admin/Checkpoint"
+	Admin_Flush_FullMethodName       = "/bellows.kv.v1.Admin/Flush"
+	Admin_Compact_FullMethodName     = "/bellows.kv.v1.Admin/Compact"
+	Admin_Checkpoint_FullMethodName  = "/bellows.kv.v1.Admin/Checkpoint"
+	Admin_Backup_FullMethodName      = "/bellows.kv.v1.Admin/Backup"
+	Admin_ListBackups_FullMethodName = "/bellows.kv.v1.Admin/ListBackups"
 )
 
 // AdminClient is the client API for Admin service.
@@ -888,6 +890,13 @@ type AdminClient interface {
 	// every version at or below ts, none above, and no lock a read at ts
 	// waits for. A region of another store answers NOT_FOUND.
 	Checkpoint(ctx context.Context, in *CheckpointRequest, opts ...grpc.CallOption) (*CheckpointResponse, error)
+	// Backup takes a backup of the whole cluster now and answers when it is
+	// recorded: this store takes its timestamp and checkpoints every region,
+	// its own here and the others at their owners (docs/backup.md). It
+	// fails with ALREADY_EXISTS for an ID that is taken.
+	Backup(ctx context.Context, in *BackupRequest, opts ...grpc.CallOption) (*BackupResponse, error)
+	// ListBackups lists the backups recorded in the cluster's bucket.
+	ListBackups(ctx context.Context, in *ListBackupsRequest, opts ...grpc.CallOption) (*ListBackupsResponse, error)
 }
 
 type adminClient struct {
@@ -928,6 +937,26 @@ func (c *adminClient) Checkpoint(ctx context.Context, in *CheckpointRequest, opt
 	return out, nil
 }
 
+func (c *adminClient) Backup(ctx context.Context, in *BackupRequest, opts ...grpc.CallOption) (*BackupResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(BackupResponse)
+	err := c.cc.Invoke(ctx, Admin_Backup_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminClient) ListBackups(ctx context.Context, in *ListBackupsRequest, opts ...grpc.CallOption) (*ListBackupsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListBackupsResponse)
+	err := c.cc.Invoke(ctx, Admin_ListBackups_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // AdminServer is the server API for Admin service.
 // All implementations must embed UnimplementedAdminServer
 // for forward compatibility.
@@ -945,6 +974,13 @@ type AdminServer interface {
 	// every version at or below ts, none above, and no lock a read at ts
 	// waits for. A region of another store answers NOT_FOUND.
 	Checkpoint(context.Context, *CheckpointRequest) (*CheckpointResponse, error)
+	// Backup takes a backup of the whole cluster now and answers when it is
+	// recorded: this store takes its timestamp and checkpoints every region,
+	// its own here and the others at their owners (docs/backup.md). It
+	// fails with ALREADY_EXISTS for an ID that is taken.
+	Backup(context.Context, *BackupRequest) (*BackupResponse, error)
+	// ListBackups lists the backups recorded in the cluster's bucket.
+	ListBackups(context.Context, *ListBackupsRequest) (*ListBackupsResponse, error)
 	mustEmbedUnimplementedAdminServer()
 }
 
@@ -963,6 +999,12 @@ func (UnimplementedAdminServer) Compact(context.Context, *CompactRequest) (*Comp
 }
 func (UnimplementedAdminServer) Checkpoint(context.Context, *CheckpointRequest) (*CheckpointResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Checkpoint not implemented")
+}
+func (UnimplementedAdminServer) Backup(context.Context, *BackupRequest) (*BackupResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Backup not implemented")
+}
+func (UnimplementedAdminServer) ListBackups(context.Context, *ListBackupsRequest) (*ListBackupsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListBackups not implemented")
 }
 func (UnimplementedAdminServer) mustEmbedUnimplementedAdminServer() {}
 func (UnimplementedAdminServer) testEmbeddedByValue()               {}
@@ -1039,6 +1081,42 @@ func _Admin_Checkpoint_Handler(srv interface{}, ctx context.Context, dec func(in
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Admin_Backup_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(BackupRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).Backup(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_Backup_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).Backup(ctx, req.(*BackupRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Admin_ListBackups_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListBackupsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).ListBackups(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_ListBackups_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).ListBackups(ctx, req.(*ListBackupsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Admin_ServiceDesc is the grpc.ServiceDesc for Admin service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -1057,6 +1135,14 @@ var Admin_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Checkpoint",
 			Handler:    _Admin_Checkpoint_Handler,
+		},
+		{
+			MethodName: "Backup",
+			Handler:    _Admin_Backup_Handler,
+		},
+		{
+			MethodName: "ListBackups",
+			Handler:    _Admin_ListBackups_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
