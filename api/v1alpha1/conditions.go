@@ -28,6 +28,9 @@ const (
 	// spec.clock.maxOffset is 0 and there are several stores, whose clocks
 	// then nothing holds together (docs/clock.md).
 	ConditionClockOffsetBounded = "ClockOffsetBounded"
+	// ConditionCompleted is a Backup's: True once the backup is recorded in
+	// the bucket.
+	ConditionCompleted = "Completed"
 )
 
 // Condition reasons.
@@ -58,6 +61,13 @@ const (
 	// ReasonClockChecksOff: ClockOffsetBounded is False (and a Warning
 	// event of this reason says why).
 	ReasonClockChecksOff = "ClockChecksOff"
+	// A Backup's reasons (condition Completed, and events).
+	ReasonClusterNotFound  = "ClusterNotFound"
+	ReasonClusterNotReady  = "ClusterNotReady"
+	ReasonBackupRunning    = "BackupRunning"
+	ReasonBackupCompleted  = "BackupCompleted"
+	ReasonBackupFailed     = "BackupFailed"
+	ReasonStoreUnavailable = "StoreUnavailable"
 	// ReasonSingleStore: clock.maxOffset is 0, but one store has one clock
 	// and no peer to disagree with.
 	ReasonSingleStore = "SingleStore"

@@ -112,6 +112,9 @@ func Run(ctx context.Context, o Config) error {
 	if err := (&controllers.KVClusterReconciler{Client: mgr.GetClient(), Scheme: scheme, Recorder: recorder, DefaultImage: o.DefaultImage}).SetupWithManager(mgr); err != nil {
 		return err
 	}
+	if err := (&controllers.BackupReconciler{Client: mgr.GetClient(), Recorder: recorder}).SetupWithManager(mgr); err != nil {
+		return err
+	}
 	if err := (&controllers.CompactionPoolReconciler{
 		Client:       mgr.GetClient(),
 		Recorder:     recorder,
