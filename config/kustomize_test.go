@@ -11,7 +11,7 @@ import (
 
 func TestKustomizeBasesBuild(t *testing.T) {
 	cases := map[string][]string{
-		"default": {"CustomResourceDefinition/kvclusters.kv.bellows.dev", "CustomResourceDefinition/compactionpools.kv.bellows.dev", "CustomResourceDefinition/backups.kv.bellows.dev", "Deployment/", "ServiceAccount/", "ClusterRole/", "ClusterRoleBinding/", "Namespace/bellows-system"},
+		"default": {"CustomResourceDefinition/kvclusters.kv.bellows.dev", "CustomResourceDefinition/compactionpools.kv.bellows.dev", "CustomResourceDefinition/backups.kv.bellows.dev", "CustomResourceDefinition/scheduledbackups.kv.bellows.dev", "Deployment/", "ServiceAccount/", "ClusterRole/", "ClusterRoleBinding/", "Namespace/bellows-system"},
 		"samples": {"KVCluster/", "CompactionPool/"},
 	}
 	k := krusty.MakeKustomizer(krusty.MakeDefaultOptions())

@@ -48,7 +48,9 @@ const backupWaitForCluster = 10 * time.Second
 // BackupReconciler reconciles Backups.
 type BackupReconciler struct {
 	client.Client
-	Recorder events.EventRecorder
+	// APIReader reads around the cache (nil: the manager's).
+	APIReader client.Reader
+	Recorder  events.EventRecorder
 	// StoreAddr is the gRPC address through which the operator reaches a
 	// storage pod of c; nil: its client Service's DNS name and port.
 	StoreAddr func(c *kvapi.KVCluster) string
@@ -75,6 +77,13 @@ func (r *BackupReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 	var b kvapi.Backup
 	if err := r.Get(ctx, req.NamespacedName, &b); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if b.Status.Phase == kvapi.BackupRunning && r.APIReader != nil {
+		// The cache may not have this controller's own last write yet
+		// (Completed): a backup is not asked for twice on a stale read.
+		if err := r.APIReader.Get(ctx, req.NamespacedName, &b); err != nil {
+			return ctrl.Result{}, client.IgnoreNotFound(err)
+		}
 	}
 	switch b.Status.Phase {
 	case kvapi.BackupCompleted, kvapi.BackupFailed:
@@ -179,49 +188,60 @@ func (b backupRecord) bytes() int64 {
 	return n
 }
 
-// take asks a storage pod of c to take backup id; a backup already
-// recorded under id (an earlier attempt of this Backup that the operator
-// did not see finish) is read back from the bucket's list instead.
-func (r *BackupReconciler) take(ctx context.Context, c *kvapi.KVCluster, id string) (backupRecord, error) {
+// withAdmin runs fn with the Admin API of a storage pod of c, within
+// backupTimeout. A connection that cannot be made is UNAVAILABLE.
+func (r *BackupReconciler) withAdmin(ctx context.Context, c *kvapi.KVCluster, fn func(ctx context.Context, admin kvpb.AdminClient) error) error {
 	conn, err := grpc.NewClient(r.storeAddr(c), grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(contract.MaxMessageBytes)))
 	if err != nil {
-		return backupRecord{}, status.Error(codes.Unavailable, err.Error())
+		return status.Error(codes.Unavailable, err.Error())
 	}
 	defer conn.Close()
-	admin := kvpb.NewAdminClient(conn)
 	ctx, cancel := context.WithTimeout(ctx, backupTimeout)
 	defer cancel()
-	resp, err := admin.Backup(ctx, &kvpb.BackupRequest{Id: id})
-	var rec backupRecord
-	if status.Code(err) == codes.AlreadyExists {
-		list, lerr := admin.ListBackups(ctx, &kvpb.ListBackupsRequest{})
-		if lerr != nil {
-			return backupRecord{}, lerr
-		}
-		var all []backupRecord
-		if err := json.Unmarshal(list.BackupsJson, &all); err != nil {
-			return backupRecord{}, fmt.Errorf("decoding the bucket's backups: %w", err)
-		}
-		for _, b := range all {
-			if b.ID == id {
-				return b, nil
+	return fn(ctx, kvpb.NewAdminClient(conn))
+}
+
+// take asks a storage pod of c to take backup id; a backup already
+// recorded under id (an earlier attempt of this Backup that the operator
+// did not see finish) is read back from the bucket's list instead.
+func (r *BackupReconciler) take(ctx context.Context, c *kvapi.KVCluster, id string) (rec backupRecord, err error) {
+	err = r.withAdmin(ctx, c, func(ctx context.Context, admin kvpb.AdminClient) error {
+		resp, err := admin.Backup(ctx, &kvpb.BackupRequest{Id: id})
+		if status.Code(err) == codes.AlreadyExists {
+			list, lerr := admin.ListBackups(ctx, &kvpb.ListBackupsRequest{})
+			if lerr != nil {
+				return lerr
 			}
+			var all []backupRecord
+			if err := json.Unmarshal(list.BackupsJson, &all); err != nil {
+				return fmt.Errorf("decoding the bucket's backups: %w", err)
+			}
+			for _, b := range all {
+				if b.ID == id {
+					rec = b
+					return nil
+				}
+			}
+			return err
 		}
-		return backupRecord{}, err
-	}
-	if err != nil {
-		return backupRecord{}, err
-	}
-	if err := json.Unmarshal(resp.BackupJson, &rec); err != nil {
-		return backupRecord{}, fmt.Errorf("decoding the backup's record: %w", err)
-	}
-	return rec, nil
+		if err != nil {
+			return err
+		}
+		if err := json.Unmarshal(resp.BackupJson, &rec); err != nil {
+			return fmt.Errorf("decoding the backup's record: %w", err)
+		}
+		return nil
+	})
+	return rec, err
 }
 
 // SetupWithManager watches Backups (a Pending one looks at its cluster
 // every backupWaitForCluster).
 func (r *BackupReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	if r.APIReader == nil {
+		r.APIReader = mgr.GetAPIReader()
+	}
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&kvapi.Backup{}).
 		Named("backup").

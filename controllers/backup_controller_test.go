@@ -7,13 +7,17 @@ import (
 	"io"
 	"log/slog"
 	"regexp"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrlconfig "sigs.k8s.io/controller-runtime/pkg/config"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"google.golang.org/grpc"
@@ -56,17 +60,23 @@ func startStore(t *testing.T) string {
 	return ""
 }
 
-// startBackupController runs the Backup controller in a manager of its
-// own (the suite's has none), reaching every cluster's stores at addr.
-func startBackupController(t *testing.T, addr string) {
+// startBackupControllers runs the Backup and ScheduledBackup controllers
+// in a manager of their own (the suite's has neither), reaching every
+// cluster's stores at addr, on clock now (nil: time.Now).
+func startBackupControllers(t *testing.T, addr string, now func() time.Time) {
 	t.Helper()
-	mgr, err := ctrl.NewManager(cfg, ctrl.Options{Scheme: testScheme, Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0"})
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{Scheme: testScheme, Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0",
+		// One manager per test: the controllers' names repeat.
+		Controller: ctrlconfig.Controller{SkipNameValidation: ptr.To(true)}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &BackupReconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("bellows-operator"),
-		StoreAddr: func(*kvapi.KVCluster) string { return addr }}
-	if err := r.SetupWithManager(mgr); err != nil {
+	storeAddr := func(*kvapi.KVCluster) string { return addr }
+	rec := mgr.GetEventRecorder("bellows-operator")
+	if err := (&BackupReconciler{Client: mgr.GetClient(), Recorder: rec, StoreAddr: storeAddr, Now: now}).SetupWithManager(mgr); err != nil {
+		t.Fatal(err)
+	}
+	if err := (&ScheduledBackupReconciler{Client: mgr.GetClient(), Recorder: rec, StoreAddr: storeAddr, Now: now}).SetupWithManager(mgr); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -96,7 +106,7 @@ func TestABackupWaitsForItsClusterAndAStoreTakesIt(t *testing.T) {
 	ctx := context.Background()
 	ns := newNamespace(t)
 	addr := startStore(t)
-	startBackupController(t, addr)
+	startBackupControllers(t, addr, nil)
 
 	get := func(g Gomega, name string) *kvapi.Backup {
 		b := &kvapi.Backup{}
@@ -173,5 +183,96 @@ func TestABackupWaitsForItsClusterAndAStoreTakesIt(t *testing.T) {
 		b := get(g, "interrupted")
 		g.Expect(b.Status.Phase).To(Equal(kvapi.BackupCompleted), "message: %s", b.Status.Message)
 		g.Expect(b.Status.TS).To(Equal(rec.TS))
+	}).Should(Succeed())
+}
+
+// A ScheduledBackup with immediate takes a Backup at once; at its next
+// time it takes another, and with keepLast 1 retention then deletes the
+// first, from the bucket and as an object. A schedule that is not cron
+// says so.
+func TestAScheduledBackupTakesBackupsAndKeepsTheLast(t *testing.T) {
+	g := NewWithT(t)
+	g.SetDefaultEventuallyTimeout(eventually)
+	g.SetDefaultEventuallyPollingInterval(poll)
+	ctx := context.Background()
+	ns := newNamespace(t)
+	addr := startStore(t)
+	var clock atomic.Pointer[time.Time]
+	start := time.Now()
+	clock.Store(&start)
+	now := func() time.Time { return *clock.Load() }
+	startBackupControllers(t, addr, now)
+
+	pool := &kvapi.CompactionPool{}
+	loadSample(t, "kv_v1alpha1_compactionpool.yaml", pool, ns)
+	pool.Spec.Autoscaling.Mode = kvapi.AutoscalingDisabled
+	cluster := &kvapi.KVCluster{}
+	loadSample(t, "kv_v1alpha1_kvcluster.yaml", cluster, ns)
+	g.Expect(k8sClient.Create(ctx, pool)).To(Succeed())
+	g.Expect(k8sClient.Create(ctx, cluster)).To(Succeed())
+	key := client.ObjectKeyFromObject(cluster)
+	markRolledOut(g, key, desiredStoreHash(g, key))
+
+	sb := &kvapi.ScheduledBackup{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "nightly"},
+		Spec: kvapi.ScheduledBackupSpec{Cluster: kvapi.BackupClusterRef{Name: "demo"}, Schedule: "0 3 * * *", Immediate: true, KeepLast: 1}}
+	g.Expect(k8sClient.Create(ctx, sb)).To(Succeed())
+	getSB := func(g Gomega) *kvapi.ScheduledBackup {
+		out := &kvapi.ScheduledBackup{}
+		g.Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(sb), out)).To(Succeed())
+		return out
+	}
+	completed := func(g Gomega) []string {
+		var list kvapi.BackupList
+		g.Expect(k8sClient.List(ctx, &list, client.InNamespace(ns))).To(Succeed())
+		var names []string
+		for _, b := range list.Items {
+			if b.Status.Phase == kvapi.BackupCompleted {
+				names = append(names, b.Name)
+			}
+		}
+		return names
+	}
+	first := scheduledBackupName("nightly", start)
+	g.Eventually(completed).Should(ConsistOf(first))
+	var next time.Time
+	g.Eventually(func(g Gomega) {
+		s := getSB(g)
+		g.Expect(s.Status.LastBackup).To(Equal(first))
+		g.Expect(s.Status.LastCompletedBackup).To(Equal(first))
+		g.Expect(s.Status.NextScheduleTime).NotTo(BeNil())
+		next = s.Status.NextScheduleTime.Time
+		g.Expect(next.UTC().Hour()).To(Equal(3))
+		g.Expect(next.After(start)).To(BeTrue())
+	}).Should(Succeed())
+
+	// The next time comes; a touch makes the controller look now (in a
+	// running operator, its requeue at that time does).
+	later := next.Add(time.Second)
+	clock.Store(&later)
+	s := getSB(g)
+	s.Annotations = map[string]string{"test/poke": "1"}
+	g.Expect(k8sClient.Update(ctx, s)).To(Succeed())
+	second := scheduledBackupName("nightly", later)
+	g.Eventually(completed).Should(ConsistOf(second))
+
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	g.Expect(err).NotTo(HaveOccurred())
+	defer conn.Close()
+	list, err := kvpb.NewAdminClient(conn).ListBackups(ctx, &kvpb.ListBackupsRequest{})
+	g.Expect(err).NotTo(HaveOccurred())
+	var recs []backupRecord
+	g.Expect(json.Unmarshal(list.BackupsJson, &recs)).To(Succeed())
+	g.Expect(recs).To(HaveLen(1), "the bucket still holds the pruned backup")
+	g.Expect(recs[0].ID).To(Equal(second))
+
+	bad := &kvapi.ScheduledBackup{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "bad"},
+		Spec: kvapi.ScheduledBackupSpec{Cluster: kvapi.BackupClusterRef{Name: "demo"}, Schedule: "every day"}}
+	g.Expect(k8sClient.Create(ctx, bad)).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		out := &kvapi.ScheduledBackup{}
+		g.Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(bad), out)).To(Succeed())
+		c := condition(out.Status.Conditions, kvapi.ConditionReady)
+		g.Expect(c.Reason).To(Equal(kvapi.ReasonInvalidSchedule))
+		g.Expect(c.Message).To(ContainSubstring(`spec.schedule "every day" is not a cron schedule`))
 	}).Should(Succeed())
 }

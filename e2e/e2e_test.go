@@ -755,7 +755,7 @@ func (e *env) uninstall(t *testing.T) {
 	e.run(t, "kubectl", "delete", "-k", "e2e/overlay", "--ignore-not-found", "--wait=true", "--timeout=3m")
 	e.run(t, "helm", "uninstall", release, "--namespace", operatorNS, "--wait", "--timeout", "2m")
 	e.run(t, "kubectl", "delete", "namespace", operatorNS, "--wait=true", "--timeout=2m")
-	for _, crd := range []string{"kvclusters.kv.bellows.dev", "compactionpools.kv.bellows.dev", "backups.kv.bellows.dev"} {
+	for _, crd := range []string{"kvclusters.kv.bellows.dev", "compactionpools.kv.bellows.dev", "backups.kv.bellows.dev", "scheduledbackups.kv.bellows.dev"} {
 		out, err := e.try("kubectl", "get", "crd", crd, "-o", "name")
 		if err != nil {
 			t.Errorf("CRD %s is gone after helm uninstall (Helm keeps crds/): %v %s", crd, err, out)

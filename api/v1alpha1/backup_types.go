@@ -109,3 +109,83 @@ type BackupList struct {
 	metav1.ListMeta `json:"metadata,omitempty"`
 	Items           []Backup `json:"items"`
 }
+
+// ScheduledBackupSpec is when to back up a KVCluster, and how many of the
+// backups to keep.
+type ScheduledBackupSpec struct {
+	// Cluster is the KVCluster to back up, in the ScheduledBackup's
+	// namespace.
+	Cluster BackupClusterRef `json:"cluster"`
+	// Schedule is a cron schedule in UTC: five fields (minute hour
+	// day-of-month month day-of-week), e.g. "0 3 * * *" for 03:00 every
+	// day, or @hourly, @daily, @weekly.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=128
+	Schedule string `json:"schedule"`
+	// Immediate takes the first backup at once, not at the schedule's
+	// first time.
+	// +optional
+	Immediate bool `json:"immediate,omitempty"`
+	// Suspend stops new backups (the kept ones stay).
+	// +optional
+	Suspend bool `json:"suspend,omitempty"`
+	// KeepLast is how many of its Completed backups to keep; older ones
+	// are deleted, the Backup object and the backup in the bucket (its
+	// files that no other backup names). 0 keeps them all.
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=1000
+	// +optional
+	KeepLast int32 `json:"keepLast,omitempty"`
+}
+
+// ScheduledBackupStatus is what the schedule did.
+type ScheduledBackupStatus struct {
+	// LastScheduleTime is when it last created a Backup.
+	// +optional
+	LastScheduleTime *metav1.Time `json:"lastScheduleTime,omitempty"`
+	// NextScheduleTime is when it creates the next one.
+	// +optional
+	NextScheduleTime *metav1.Time `json:"nextScheduleTime,omitempty"`
+	// LastBackup names the Backup it created last.
+	// +optional
+	LastBackup string `json:"lastBackup,omitempty"`
+	// LastCompletedBackup names its newest Completed Backup.
+	// +optional
+	LastCompletedBackup string `json:"lastCompletedBackup,omitempty"`
+	// Conditions: Ready (False with reason InvalidSchedule or
+	// ClusterNotFound when it cannot schedule).
+	// +listType=map
+	// +listMapKey=type
+	// +optional
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// ScheduledBackup creates a Backup of a KVCluster on a cron schedule and
+// deletes the oldest beyond keepLast, as CloudNativePG's ScheduledBackup
+// does. Its Backups are named <name>-<UTC time> and owned by it.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=kvschedbackup,categories=bellows
+// +kubebuilder:printcolumn:name="Cluster",type=string,JSONPath=`.spec.cluster.name`
+// +kubebuilder:printcolumn:name="Schedule",type=string,JSONPath=`.spec.schedule`
+// +kubebuilder:printcolumn:name="Last",type=string,JSONPath=`.status.lastBackup`
+// +kubebuilder:printcolumn:name="Next",type=date,JSONPath=`.status.nextScheduleTime`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+// +kubebuilder:validation:XValidation:rule=`self.metadata.name.size() <= 46`,message="metadata.name: at most 46 characters, so that its Backups' names (<name>-<UTC time>, 17 more) are backup IDs of at most 63"
+type ScheduledBackup struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec   ScheduledBackupSpec   `json:"spec"`
+	Status ScheduledBackupStatus `json:"status,omitempty"`
+}
+
+// ScheduledBackupList is a list of ScheduledBackups.
+//
+// +kubebuilder:object:root=true
+type ScheduledBackupList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []ScheduledBackup `json:"items"`
+}

@@ -68,6 +68,11 @@ const (
 	ReasonBackupCompleted  = "BackupCompleted"
 	ReasonBackupFailed     = "BackupFailed"
 	ReasonStoreUnavailable = "StoreUnavailable"
+	// A ScheduledBackup's reasons (condition Ready, and events).
+	ReasonInvalidSchedule = "InvalidSchedule"
+	ReasonScheduled       = "Scheduled"
+	ReasonSuspended       = "Suspended"
+	ReasonBackupsPruned   = "BackupsPruned"
 	// ReasonSingleStore: clock.maxOffset is 0, but one store has one clock
 	// and no peer to disagree with.
 	ReasonSingleStore = "SingleStore"

@@ -24,7 +24,7 @@ var (
 )
 
 func addKnownTypes(s *runtime.Scheme) error {
-	s.AddKnownTypes(GroupVersion, &KVCluster{}, &KVClusterList{}, &CompactionPool{}, &CompactionPoolList{}, &Backup{}, &BackupList{})
+	s.AddKnownTypes(GroupVersion, &KVCluster{}, &KVClusterList{}, &CompactionPool{}, &CompactionPoolList{}, &Backup{}, &BackupList{}, &ScheduledBackup{}, &ScheduledBackupList{})
 	metav1.AddToGroupVersion(s, GroupVersion)
 	return nil
 }

@@ -97,6 +97,22 @@ func (s *KV) Backup(ctx context.Context, req *kvpb.BackupRequest) (*kvpb.BackupR
 	return &kvpb.BackupResponse{BackupJson: data}, nil
 }
 
+// DeleteBackup implements kvpb.AdminServer: backup.Delete in this store's
+// bucket.
+func (s *KV) DeleteBackup(ctx context.Context, req *kvpb.DeleteBackupRequest) (*kvpb.DeleteBackupResponse, error) {
+	if err := backup.CheckID(req.Id); err != nil {
+		return nil, status.Error(codes.InvalidArgument, err.Error())
+	}
+	n, err := backup.Delete(ctx, s.store.opts.Region.Bucket, req.Id)
+	switch {
+	case errors.Is(err, backup.ErrNotFound):
+		return nil, status.Error(codes.NotFound, err.Error())
+	case err != nil:
+		return nil, status.Error(codes.Unavailable, err.Error())
+	}
+	return &kvpb.DeleteBackupResponse{FilesRemoved: int64(n)}, nil
+}
+
 // ListBackups implements kvpb.AdminServer.
 func (s *KV) ListBackups(ctx context.Context, _ *kvpb.ListBackupsRequest) (*kvpb.ListBackupsResponse, error) {
 	b := s.store.opts.Region.Bucket

@@ -115,6 +115,9 @@ func Run(ctx context.Context, o Config) error {
 	if err := (&controllers.BackupReconciler{Client: mgr.GetClient(), Recorder: recorder}).SetupWithManager(mgr); err != nil {
 		return err
 	}
+	if err := (&controllers.ScheduledBackupReconciler{Client: mgr.GetClient(), Recorder: recorder}).SetupWithManager(mgr); err != nil {
+		return err
+	}
 	if err := (&controllers.CompactionPoolReconciler{
 		Client:       mgr.GetClient(),
 		Recorder:     recorder,

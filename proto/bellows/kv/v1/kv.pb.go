@@ -2524,6 +2524,95 @@ func (x *BackupResponse) GetBackupJson() []byte {
 	return nil
 }
 
+type DeleteBackupRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteBackupRequest) Reset() {
+	*x = DeleteBackupRequest{}
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[40]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteBackupRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteBackupRequest) ProtoMessage() {}
+
+func (x *DeleteBackupRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[40]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteBackupRequest.ProtoReflect.Descriptor instead.
+func (*DeleteBackupRequest) Descriptor() ([]byte, []int) {
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{40}
+}
+
+func (x *DeleteBackupRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+type DeleteBackupResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// files_removed: copied files that no remaining backup named.
+	FilesRemoved  int64 `protobuf:"varint,1,opt,name=files_removed,json=filesRemoved,proto3" json:"files_removed,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteBackupResponse) Reset() {
+	*x = DeleteBackupResponse{}
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[41]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteBackupResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteBackupResponse) ProtoMessage() {}
+
+func (x *DeleteBackupResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[41]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteBackupResponse.ProtoReflect.Descriptor instead.
+func (*DeleteBackupResponse) Descriptor() ([]byte, []int) {
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{41}
+}
+
+func (x *DeleteBackupResponse) GetFilesRemoved() int64 {
+	if x != nil {
+		return x.FilesRemoved
+	}
+	return 0
+}
+
 type ListBackupsRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -2532,7 +2621,7 @@ type ListBackupsRequest struct {
 
 func (x *ListBackupsRequest) Reset() {
 	*x = ListBackupsRequest{}
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[40]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2544,7 +2633,7 @@ func (x *ListBackupsRequest) String() string {
 func (*ListBackupsRequest) ProtoMessage() {}
 
 func (x *ListBackupsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[40]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2557,7 +2646,7 @@ func (x *ListBackupsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListBackupsRequest.ProtoReflect.Descriptor instead.
 func (*ListBackupsRequest) Descriptor() ([]byte, []int) {
-	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{40}
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{42}
 }
 
 type ListBackupsResponse struct {
@@ -2572,7 +2661,7 @@ type ListBackupsResponse struct {
 
 func (x *ListBackupsResponse) Reset() {
 	*x = ListBackupsResponse{}
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[41]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2584,7 +2673,7 @@ func (x *ListBackupsResponse) String() string {
 func (*ListBackupsResponse) ProtoMessage() {}
 
 func (x *ListBackupsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[41]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2597,7 +2686,7 @@ func (x *ListBackupsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListBackupsResponse.ProtoReflect.Descriptor instead.
 func (*ListBackupsResponse) Descriptor() ([]byte, []int) {
-	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{41}
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *ListBackupsResponse) GetBackupsJson() []byte {
@@ -2626,7 +2715,7 @@ type CheckpointResponse struct {
 
 func (x *CheckpointResponse) Reset() {
 	*x = CheckpointResponse{}
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[42]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2638,7 +2727,7 @@ func (x *CheckpointResponse) String() string {
 func (*CheckpointResponse) ProtoMessage() {}
 
 func (x *CheckpointResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[42]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2651,7 +2740,7 @@ func (x *CheckpointResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckpointResponse.ProtoReflect.Descriptor instead.
 func (*CheckpointResponse) Descriptor() ([]byte, []int) {
-	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{42}
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *CheckpointResponse) GetRegionJson() []byte {
@@ -2680,7 +2769,7 @@ type CompactRequest struct {
 
 func (x *CompactRequest) Reset() {
 	*x = CompactRequest{}
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[43]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2692,7 +2781,7 @@ func (x *CompactRequest) String() string {
 func (*CompactRequest) ProtoMessage() {}
 
 func (x *CompactRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[43]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2705,7 +2794,7 @@ func (x *CompactRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompactRequest.ProtoReflect.Descriptor instead.
 func (*CompactRequest) Descriptor() ([]byte, []int) {
-	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{43}
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *CompactRequest) GetRegion() string {
@@ -2751,7 +2840,7 @@ type CompactResponse struct {
 
 func (x *CompactResponse) Reset() {
 	*x = CompactResponse{}
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[44]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2763,7 +2852,7 @@ func (x *CompactResponse) String() string {
 func (*CompactResponse) ProtoMessage() {}
 
 func (x *CompactResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[44]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2776,7 +2865,7 @@ func (x *CompactResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompactResponse.ProtoReflect.Descriptor instead.
 func (*CompactResponse) Descriptor() ([]byte, []int) {
-	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{44}
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *CompactResponse) GetCompacted() bool {
@@ -2836,7 +2925,7 @@ type ClockRequest struct {
 
 func (x *ClockRequest) Reset() {
 	*x = ClockRequest{}
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[45]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2848,7 +2937,7 @@ func (x *ClockRequest) String() string {
 func (*ClockRequest) ProtoMessage() {}
 
 func (x *ClockRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[45]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2861,7 +2950,7 @@ func (x *ClockRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClockRequest.ProtoReflect.Descriptor instead.
 func (*ClockRequest) Descriptor() ([]byte, []int) {
-	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{45}
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{47}
 }
 
 type ClockResponse struct {
@@ -2877,7 +2966,7 @@ type ClockResponse struct {
 
 func (x *ClockResponse) Reset() {
 	*x = ClockResponse{}
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[46]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2889,7 +2978,7 @@ func (x *ClockResponse) String() string {
 func (*ClockResponse) ProtoMessage() {}
 
 func (x *ClockResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[46]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2902,7 +2991,7 @@ func (x *ClockResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClockResponse.ProtoReflect.Descriptor instead.
 func (*ClockResponse) Descriptor() ([]byte, []int) {
-	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{46}
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *ClockResponse) GetPhysicalUnixNs() int64 {
@@ -3098,7 +3187,11 @@ const file_bellows_kv_v1_kv_proto_rawDesc = "" +
 	"\x02id\x18\x01 \x01(\tR\x02id\"1\n" +
 	"\x0eBackupResponse\x12\x1f\n" +
 	"\vbackup_json\x18\x01 \x01(\fR\n" +
-	"backupJson\"\x14\n" +
+	"backupJson\"%\n" +
+	"\x13DeleteBackupRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\";\n" +
+	"\x14DeleteBackupResponse\x12#\n" +
+	"\rfiles_removed\x18\x01 \x01(\x03R\ffilesRemoved\"\x14\n" +
 	"\x12ListBackupsRequest\"R\n" +
 	"\x13ListBackupsResponse\x12!\n" +
 	"\fbackups_json\x18\x01 \x01(\fR\vbackupsJson\x12\x18\n" +
@@ -3141,14 +3234,15 @@ const file_bellows_kv_v1_kv_proto_rawDesc = "" +
 	"\bPrewrite\x12\x1e.bellows.kv.v1.PrewriteRequest\x1a\x1f.bellows.kv.v1.PrewriteResponse\x12W\n" +
 	"\fResolveLocks\x12\".bellows.kv.v1.ResolveLocksRequest\x1a#.bellows.kv.v1.ResolveLocksResponse\x12]\n" +
 	"\x0eCheckTxnStatus\x12$.bellows.kv.v1.CheckTxnStatusRequest\x1a%.bellows.kv.v1.CheckTxnStatusResponse\x12B\n" +
-	"\x05Clock\x12\x1b.bellows.kv.v1.ClockRequest\x1a\x1c.bellows.kv.v1.ClockResponse2\x85\x03\n" +
+	"\x05Clock\x12\x1b.bellows.kv.v1.ClockRequest\x1a\x1c.bellows.kv.v1.ClockResponse2\xde\x03\n" +
 	"\x05Admin\x12B\n" +
 	"\x05Flush\x12\x1b.bellows.kv.v1.FlushRequest\x1a\x1c.bellows.kv.v1.FlushResponse\x12H\n" +
 	"\aCompact\x12\x1d.bellows.kv.v1.CompactRequest\x1a\x1e.bellows.kv.v1.CompactResponse\x12Q\n" +
 	"\n" +
 	"Checkpoint\x12 .bellows.kv.v1.CheckpointRequest\x1a!.bellows.kv.v1.CheckpointResponse\x12E\n" +
 	"\x06Backup\x12\x1c.bellows.kv.v1.BackupRequest\x1a\x1d.bellows.kv.v1.BackupResponse\x12T\n" +
-	"\vListBackups\x12!.bellows.kv.v1.ListBackupsRequest\x1a\".bellows.kv.v1.ListBackupsResponseB8Z6github.com/bellows-kv/bellows/proto/bellows/kv/v1;kvv1b\x06proto3"
+	"\vListBackups\x12!.bellows.kv.v1.ListBackupsRequest\x1a\".bellows.kv.v1.ListBackupsResponse\x12W\n" +
+	"\fDeleteBackup\x12\".bellows.kv.v1.DeleteBackupRequest\x1a#.bellows.kv.v1.DeleteBackupResponseB8Z6github.com/bellows-kv/bellows/proto/bellows/kv/v1;kvv1b\x06proto3"
 
 var (
 	file_bellows_kv_v1_kv_proto_rawDescOnce sync.Once
@@ -3163,7 +3257,7 @@ func file_bellows_kv_v1_kv_proto_rawDescGZIP() []byte {
 }
 
 var file_bellows_kv_v1_kv_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_bellows_kv_v1_kv_proto_msgTypes = make([]protoimpl.MessageInfo, 47)
+var file_bellows_kv_v1_kv_proto_msgTypes = make([]protoimpl.MessageInfo, 49)
 var file_bellows_kv_v1_kv_proto_goTypes = []any{
 	(Mutation_Op)(0),               // 0: bellows.kv.v1.Mutation.Op
 	(*PutRequest)(nil),             // 1: bellows.kv.v1.PutRequest
@@ -3206,13 +3300,15 @@ var file_bellows_kv_v1_kv_proto_goTypes = []any{
 	(*CheckpointRequest)(nil),      // 38: bellows.kv.v1.CheckpointRequest
 	(*BackupRequest)(nil),          // 39: bellows.kv.v1.BackupRequest
 	(*BackupResponse)(nil),         // 40: bellows.kv.v1.BackupResponse
-	(*ListBackupsRequest)(nil),     // 41: bellows.kv.v1.ListBackupsRequest
-	(*ListBackupsResponse)(nil),    // 42: bellows.kv.v1.ListBackupsResponse
-	(*CheckpointResponse)(nil),     // 43: bellows.kv.v1.CheckpointResponse
-	(*CompactRequest)(nil),         // 44: bellows.kv.v1.CompactRequest
-	(*CompactResponse)(nil),        // 45: bellows.kv.v1.CompactResponse
-	(*ClockRequest)(nil),           // 46: bellows.kv.v1.ClockRequest
-	(*ClockResponse)(nil),          // 47: bellows.kv.v1.ClockResponse
+	(*DeleteBackupRequest)(nil),    // 41: bellows.kv.v1.DeleteBackupRequest
+	(*DeleteBackupResponse)(nil),   // 42: bellows.kv.v1.DeleteBackupResponse
+	(*ListBackupsRequest)(nil),     // 43: bellows.kv.v1.ListBackupsRequest
+	(*ListBackupsResponse)(nil),    // 44: bellows.kv.v1.ListBackupsResponse
+	(*CheckpointResponse)(nil),     // 45: bellows.kv.v1.CheckpointResponse
+	(*CompactRequest)(nil),         // 46: bellows.kv.v1.CompactRequest
+	(*CompactResponse)(nil),        // 47: bellows.kv.v1.CompactResponse
+	(*ClockRequest)(nil),           // 48: bellows.kv.v1.ClockRequest
+	(*ClockResponse)(nil),          // 49: bellows.kv.v1.ClockResponse
 }
 var file_bellows_kv_v1_kv_proto_depIdxs = []int32{
 	5,  // 0: bellows.kv.v1.GetResponse.observed:type_name -> bellows.kv.v1.ObservedClock
@@ -3245,36 +3341,38 @@ var file_bellows_kv_v1_kv_proto_depIdxs = []int32{
 	16, // 27: bellows.kv.v1.KV.Prewrite:input_type -> bellows.kv.v1.PrewriteRequest
 	18, // 28: bellows.kv.v1.KV.ResolveLocks:input_type -> bellows.kv.v1.ResolveLocksRequest
 	20, // 29: bellows.kv.v1.KV.CheckTxnStatus:input_type -> bellows.kv.v1.CheckTxnStatusRequest
-	46, // 30: bellows.kv.v1.KV.Clock:input_type -> bellows.kv.v1.ClockRequest
+	48, // 30: bellows.kv.v1.KV.Clock:input_type -> bellows.kv.v1.ClockRequest
 	36, // 31: bellows.kv.v1.Admin.Flush:input_type -> bellows.kv.v1.FlushRequest
-	44, // 32: bellows.kv.v1.Admin.Compact:input_type -> bellows.kv.v1.CompactRequest
+	46, // 32: bellows.kv.v1.Admin.Compact:input_type -> bellows.kv.v1.CompactRequest
 	38, // 33: bellows.kv.v1.Admin.Checkpoint:input_type -> bellows.kv.v1.CheckpointRequest
 	39, // 34: bellows.kv.v1.Admin.Backup:input_type -> bellows.kv.v1.BackupRequest
-	41, // 35: bellows.kv.v1.Admin.ListBackups:input_type -> bellows.kv.v1.ListBackupsRequest
-	2,  // 36: bellows.kv.v1.KV.Put:output_type -> bellows.kv.v1.PutResponse
-	4,  // 37: bellows.kv.v1.KV.Get:output_type -> bellows.kv.v1.GetResponse
-	7,  // 38: bellows.kv.v1.KV.Delete:output_type -> bellows.kv.v1.DeleteResponse
-	24, // 39: bellows.kv.v1.KV.Batch:output_type -> bellows.kv.v1.BatchResponse
-	31, // 40: bellows.kv.v1.KV.Scan:output_type -> bellows.kv.v1.ScanResponse
-	27, // 41: bellows.kv.v1.KV.BatchGet:output_type -> bellows.kv.v1.BatchGetResponse
-	29, // 42: bellows.kv.v1.KV.DeleteRange:output_type -> bellows.kv.v1.DeleteRangeResponse
-	35, // 43: bellows.kv.v1.KV.Regions:output_type -> bellows.kv.v1.RegionsResponse
-	10, // 44: bellows.kv.v1.KV.BeginTxn:output_type -> bellows.kv.v1.BeginTxnResponse
-	4,  // 45: bellows.kv.v1.KV.TxnGet:output_type -> bellows.kv.v1.GetResponse
-	31, // 46: bellows.kv.v1.KV.TxnScan:output_type -> bellows.kv.v1.ScanResponse
-	22, // 47: bellows.kv.v1.KV.CommitTxn:output_type -> bellows.kv.v1.CommitTxnResponse
-	12, // 48: bellows.kv.v1.KV.RollbackTxn:output_type -> bellows.kv.v1.RollbackTxnResponse
-	17, // 49: bellows.kv.v1.KV.Prewrite:output_type -> bellows.kv.v1.PrewriteResponse
-	19, // 50: bellows.kv.v1.KV.ResolveLocks:output_type -> bellows.kv.v1.ResolveLocksResponse
-	21, // 51: bellows.kv.v1.KV.CheckTxnStatus:output_type -> bellows.kv.v1.CheckTxnStatusResponse
-	47, // 52: bellows.kv.v1.KV.Clock:output_type -> bellows.kv.v1.ClockResponse
-	37, // 53: bellows.kv.v1.Admin.Flush:output_type -> bellows.kv.v1.FlushResponse
-	45, // 54: bellows.kv.v1.Admin.Compact:output_type -> bellows.kv.v1.CompactResponse
-	43, // 55: bellows.kv.v1.Admin.Checkpoint:output_type -> bellows.kv.v1.CheckpointResponse
-	40, // 56: bellows.kv.v1.Admin.Backup:output_type -> bellows.kv.v1.BackupResponse
-	42, // 57: bellows.kv.v1.Admin.ListBackups:output_type -> bellows.kv.v1.ListBackupsResponse
-	36, // [36:58] is the sub-list for method output_type
-	14, // [14:36] is the sub-list for method input_type
+	43, // 35: bellows.kv.v1.Admin.ListBackups:input_type -> bellows.kv.v1.ListBackupsRequest
+	41, // 36: bellows.kv.v1.Admin.DeleteBackup:input_type -> bellows.kv.v1.DeleteBackupRequest
+	2,  // 37: bellows.kv.v1.KV.Put:output_type -> bellows.kv.v1.PutResponse
+	4,  // 38: bellows.kv.v1.KV.Get:output_type -> bellows.kv.v1.GetResponse
+	7,  // 39: bellows.kv.v1.KV.Delete:output_type -> bellows.kv.v1.DeleteResponse
+	24, // 40: bellows.kv.v1.KV.Batch:output_type -> bellows.kv.v1.BatchResponse
+	31, // 41: bellows.kv.v1.KV.Scan:output_type -> bellows.kv.v1.ScanResponse
+	27, // 42: bellows.kv.v1.KV.BatchGet:output_type -> bellows.kv.v1.BatchGetResponse
+	29, // 43: bellows.kv.v1.KV.DeleteRange:output_type -> bellows.kv.v1.DeleteRangeResponse
+	35, // 44: bellows.kv.v1.KV.Regions:output_type -> bellows.kv.v1.RegionsResponse
+	10, // 45: bellows.kv.v1.KV.BeginTxn:output_type -> bellows.kv.v1.BeginTxnResponse
+	4,  // 46: bellows.kv.v1.KV.TxnGet:output_type -> bellows.kv.v1.GetResponse
+	31, // 47: bellows.kv.v1.KV.TxnScan:output_type -> bellows.kv.v1.ScanResponse
+	22, // 48: bellows.kv.v1.KV.CommitTxn:output_type -> bellows.kv.v1.CommitTxnResponse
+	12, // 49: bellows.kv.v1.KV.RollbackTxn:output_type -> bellows.kv.v1.RollbackTxnResponse
+	17, // 50: bellows.kv.v1.KV.Prewrite:output_type -> bellows.kv.v1.PrewriteResponse
+	19, // 51: bellows.kv.v1.KV.ResolveLocks:output_type -> bellows.kv.v1.ResolveLocksResponse
+	21, // 52: bellows.kv.v1.KV.CheckTxnStatus:output_type -> bellows.kv.v1.CheckTxnStatusResponse
+	49, // 53: bellows.kv.v1.KV.Clock:output_type -> bellows.kv.v1.ClockResponse
+	37, // 54: bellows.kv.v1.Admin.Flush:output_type -> bellows.kv.v1.FlushResponse
+	47, // 55: bellows.kv.v1.Admin.Compact:output_type -> bellows.kv.v1.CompactResponse
+	45, // 56: bellows.kv.v1.Admin.Checkpoint:output_type -> bellows.kv.v1.CheckpointResponse
+	40, // 57: bellows.kv.v1.Admin.Backup:output_type -> bellows.kv.v1.BackupResponse
+	44, // 58: bellows.kv.v1.Admin.ListBackups:output_type -> bellows.kv.v1.ListBackupsResponse
+	42, // 59: bellows.kv.v1.Admin.DeleteBackup:output_type -> bellows.kv.v1.DeleteBackupResponse
+	37, // [37:60] is the sub-list for method output_type
+	14, // [14:37] is the sub-list for method input_type
 	14, // [14:14] is the sub-list for extension type_name
 	14, // [14:14] is the sub-list for extension extendee
 	0,  // [0:14] is the sub-list for field type_name
@@ -3294,7 +3392,7 @@ func file_bellows_kv_v1_kv_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_bellows_kv_v1_kv_proto_rawDesc), len(file_bellows_kv_v1_kv_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   47,
+			NumMessages:   49,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

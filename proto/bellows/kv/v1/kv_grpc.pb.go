@@ -866,11 +866,12 @@ var KV_ServiceDesc = grpc.ServiceDesc{
 }
 
 const (
-	Admin_Flush_FullMethodName       = "/bellows.kv.v1.Admin/Flush"
-	Admin_Compact_FullMethodName     = "/bellows.kv.v1.Admin/Compact"
-	Admin_Checkpoint_FullMethodName  = "/bellows.kv.v1.Admin/Checkpoint"
-	Admin_Backup_FullMethodName      = "/bellows.kv.v1.Admin/Backup"
-	Admin_ListBackups_FullMethodName = "/bellows.kv.v1.Admin/ListBackups"
+	Admin_Flush_FullMethodName        = "/bellows.kv.v1.Admin/Flush"
+	Admin_Compact_FullMethodName      = "/bellows.kv.v1.Admin/Compact"
+	Admin_Checkpoint_FullMethodName   = "/bellows.kv.v1.Admin/Checkpoint"
+	Admin_Backup_FullMethodName       = "/bellows.kv.v1.Admin/Backup"
+	Admin_ListBackups_FullMethodName  = "/bellows.kv.v1.Admin/ListBackups"
+	Admin_DeleteBackup_FullMethodName = "/bellows.kv.v1.Admin/DeleteBackup"
 )
 
 // AdminClient is the client API for Admin service.
@@ -897,6 +898,9 @@ type AdminClient interface {
 	Backup(ctx context.Context, in *BackupRequest, opts ...grpc.CallOption) (*BackupResponse, error)
 	// ListBackups lists the backups recorded in the cluster's bucket.
 	ListBackups(ctx context.Context, in *ListBackupsRequest, opts ...grpc.CallOption) (*ListBackupsResponse, error)
+	// DeleteBackup deletes a backup's record, then every copied file no
+	// other backup names (retention). NOT_FOUND: no backup of that ID.
+	DeleteBackup(ctx context.Context, in *DeleteBackupRequest, opts ...grpc.CallOption) (*DeleteBackupResponse, error)
 }
 
 type adminClient struct {
@@ -957,6 +961,16 @@ func (c *adminClient) ListBackups(ctx context.Context, in *ListBackupsRequest, o
 	return out, nil
 }
 
+func (c *adminClient) DeleteBackup(ctx context.Context, in *DeleteBackupRequest, opts ...grpc.CallOption) (*DeleteBackupResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DeleteBackupResponse)
+	err := c.cc.Invoke(ctx, Admin_DeleteBackup_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // AdminServer is the server API for Admin service.
 // All implementations must embed UnimplementedAdminServer
 // for forward compatibility.
@@ -981,6 +995,9 @@ type AdminServer interface {
 	Backup(context.Context, *BackupRequest) (*BackupResponse, error)
 	// ListBackups lists the backups recorded in the cluster's bucket.
 	ListBackups(context.Context, *ListBackupsRequest) (*ListBackupsResponse, error)
+	// DeleteBackup deletes a backup's record, then every copied file no
+	// other backup names (retention). NOT_FOUND: no backup of that ID.
+	DeleteBackup(context.Context, *DeleteBackupRequest) (*DeleteBackupResponse, error)
 	mustEmbedUnimplementedAdminServer()
 }
 
@@ -1005,6 +1022,9 @@ func (UnimplementedAdminServer) Backup(context.Context, *BackupRequest) (*Backup
 }
 func (UnimplementedAdminServer) ListBackups(context.Context, *ListBackupsRequest) (*ListBackupsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListBackups not implemented")
+}
+func (UnimplementedAdminServer) DeleteBackup(context.Context, *DeleteBackupRequest) (*DeleteBackupResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method DeleteBackup not implemented")
 }
 func (UnimplementedAdminServer) mustEmbedUnimplementedAdminServer() {}
 func (UnimplementedAdminServer) testEmbeddedByValue()               {}
@@ -1117,6 +1137,24 @@ func _Admin_ListBackups_Handler(srv interface{}, ctx context.Context, dec func(i
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Admin_DeleteBackup_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DeleteBackupRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).DeleteBackup(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_DeleteBackup_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).DeleteBackup(ctx, req.(*DeleteBackupRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Admin_ServiceDesc is the grpc.ServiceDesc for Admin service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -1143,6 +1181,10 @@ var Admin_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ListBackups",
 			Handler:    _Admin_ListBackups_Handler,
+		},
+		{
+			MethodName: "DeleteBackup",
+			Handler:    _Admin_DeleteBackup_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
