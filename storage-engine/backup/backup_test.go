@@ -435,3 +435,49 @@ func TestPruneKeepsTheNewestAndTheYoungAndTheyStillRestore(t *testing.T) {
 		}
 	}
 }
+
+// mapChanger commits a new region map epoch during the first n
+// checkpoints, as a split committing under a running backup does.
+type mapChanger struct {
+	*cluster
+	n int
+}
+
+func (m *mapChanger) Checkpoint(ctx context.Context, name string, ts uint64) (Region, error) {
+	if m.n > 0 {
+		m.n--
+		cur, err := regionmap.Load(ctx, m.bucket)
+		if err != nil {
+			return Region{}, err
+		}
+		next := cur
+		next.Retired = append(append([]string(nil), cur.Retired...), fmt.Sprintf("gone-%d", m.n))
+		if err := regionmap.Commit(ctx, m.bucket, cur, &next); err != nil {
+			return Region{}, err
+		}
+	}
+	return m.cluster.Checkpoint(ctx, name, ts)
+}
+
+// A backup during which the region map changes (a split or merge) starts
+// over at a new timestamp, so its regions tile one map; one whose map
+// keeps changing gives up with ErrMapChanged, recording nothing.
+func TestABackupStartsOverWhenTheMapChanges(t *testing.T) {
+	ctx := context.Background()
+	c := openCluster(t, t.TempDir())
+	c.put("k", "v")
+	b, err := Create(ctx, c.bucket, &mapChanger{cluster: c, n: 1}, "retried")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, _ := regionmap.Load(ctx, c.bucket)
+	if b.MapEpoch != m.Epoch || b.MapEpoch != 2 {
+		t.Fatalf("the backup copied map epoch %d; the map is at %d (want both 2)", b.MapEpoch, m.Epoch)
+	}
+	if _, err := Create(ctx, c.bucket, &mapChanger{cluster: c, n: mapAttempts}, "never"); !errors.Is(err, ErrMapChanged) {
+		t.Fatalf("a backup under a map that always changes: %v, want ErrMapChanged", err)
+	}
+	if _, err := Load(ctx, c.bucket, "never"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("the backup that gave up is recorded: %v", err)
+	}
+}

@@ -230,3 +230,74 @@ func TestAStoreKilledDuringABackupLeavesItCompleteOrUnrecorded(t *testing.T) {
 	}
 	t.Logf("backup %s at ts %d: %d files, %d bytes; restored %d keys (store-b was SIGKILLed while it ran)", id, rec.TS, rec.Files(), rec.Bytes(), len(got))
 }
+
+// Backups taken while a store splits its regions under writes (each split
+// retires a region and gives its daughters the parent's files by
+// reference) restore exactly: a backup that saw the map change starts over
+// at a new timestamp, and the restored regions, whose files are copies of
+// references, serve only their own ranges.
+func TestBackupsDuringSplitsRestoreExactly(t *testing.T) {
+	dir := t.TempDir()
+	bucket, addr := "file://"+dir+"/bucket", freeAddr(t)
+	args := append(storeArgs(t, bucket, dir+"/wal", "Disabled", ""), "--split-bytes=1MiB", "--listen="+addr, "--create-bucket")
+	s := start(t, "store", args...)
+	c := newClient(t, s)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	stop := make(chan struct{})
+	wrote := make(chan error, 1)
+	go func() {
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				wrote <- nil
+				return
+			default:
+			}
+			k := fmt.Sprintf("user%07d", (i*7919)%1_000_000)
+			if _, err := c.Put(ctx, []byte(k), []byte(fmt.Sprintf("%d-%01000d", i, i))); err != nil {
+				wrote <- err
+				return
+			}
+		}
+	}()
+	regions := func() int {
+		if err := c.Refresh(ctx); err != nil {
+			return 0
+		}
+		return len(c.Regions())
+	}
+	type taken struct {
+		id   string
+		rec  backup.Backup
+		want map[string]string
+	}
+	var backups []taken
+	for i, atLeast := range []int{2, 4, 6} {
+		waitFor(t, fmt.Sprintf("%d regions", atLeast), func() bool { return regions() >= atLeast })
+		id := fmt.Sprintf("during-split-%d", i)
+		var rec backup.Backup
+		if err := json.Unmarshal(bellows(t, "backup", "create", id, "--addr", addr, "-o", "json"), &rec); err != nil {
+			t.Fatal(err)
+		}
+		backups = append(backups, taken{id: id, rec: rec})
+	}
+	close(stop)
+	if err := <-wrote; err != nil {
+		t.Fatalf("a write failed: %v", err)
+	}
+	for i := range backups {
+		backups[i].want = keySpace(t, c, backups[i].rec.TS)
+	}
+	for _, b := range backups {
+		restored := "file://" + dir + "/restored-" + b.id
+		bellows(t, "restore", "--from", bucket, "--backup", b.id, "--to", restored)
+		rs := start(t, "restored-"+b.id, "store", "--bucket="+restored, "--wal-dir="+dir+"/rwal-"+b.id, "--offload=Disabled")
+		got := keySpace(t, newClient(t, rs), 0)
+		if fmt.Sprint(got) != fmt.Sprint(b.want) {
+			t.Fatalf("backup %s (%d regions, map epoch %d) restored %d keys; the original held %d at its ts", b.id, len(b.rec.Regions), b.rec.MapEpoch, len(got), len(b.want))
+		}
+		rs.terminate()
+		t.Logf("backup %s: %d regions (map epoch %d), %d files: restored %d keys exactly", b.id, len(b.rec.Regions), b.rec.MapEpoch, b.rec.Files(), len(got))
+	}
+}
