@@ -8,6 +8,7 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -39,6 +40,7 @@ import (
 // +kubebuilder:rbac:groups=monitoring.coreos.com,resources=servicemonitors,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups="",resources=serviceaccounts,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=roles;rolebindings,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=batch,resources=jobs,verbs=get;list;watch;create
 // The storage pods' Role grants this; Kubernetes only lets the operator
 // grant what it holds itself (no escalate/bind verbs are asked for).
 // +kubebuilder:rbac:groups=discovery.k8s.io,resources=endpointslices,verbs=get;list;watch
@@ -141,6 +143,7 @@ func (r *KVClusterReconciler) runner() runner[*kvPass] {
 			{"resources", r.checkResources},
 			{"region split size", r.checkRegionSplit},
 			{"clock offset", r.checkClock},
+			{"restore from a backup", r.restoreFromBackup},
 			{"engine ConfigMap and StatefulSet", func(ctx context.Context, p *kvPass) Result { return r.reconcileStatefulSet(ctx, ch, p) }},
 		},
 		status:      computeKVStatus,
@@ -353,6 +356,8 @@ func computeKVStatus(p *kvPass, outcome Result) {
 	// the spec changes again), not only in the pass that acted.
 	wasReplacing := conditionOf(p.orig.Status.Conditions, kvapi.ConditionProgressing)
 	switch {
+	case outcome.Waiting(kvapi.ReasonRestoring):
+		setCondition(&st.Conditions, gen, kvapi.ConditionProgressing, true, kvapi.ReasonRestoring, outcome.message)
 	case p.sts == nil:
 		setCondition(&st.Conditions, gen, kvapi.ConditionProgressing, true, kvapi.ReasonCreating, "creating the storage pods")
 	case waiting:
@@ -395,6 +400,7 @@ func (r *KVClusterReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Owns(&corev1.ServiceAccount{}).
 		Owns(&rbacv1.Role{}).
 		Owns(&rbacv1.RoleBinding{}).
+		Owns(&batchv1.Job{}).
 		Watches(&kvapi.CompactionPool{}, handler.EnqueueRequestsFromMapFunc(r.clustersOfPool)).
 		Named("kvcluster").
 		Complete(r)

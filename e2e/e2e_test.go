@@ -39,7 +39,7 @@ const (
 	clusterName  = "demo"        // config/samples' KVCluster
 	poolName     = "workers"     // and CompactionPool
 	storageClass = "bellows-e2e" // the overlay's storage class
-	pvCount      = 3
+	pvCount      = 4             // demo's up to 3 stores, and the restored cluster's one
 )
 
 // installImage is the image hack/cluster-images.sh imports and the chart is
@@ -84,14 +84,15 @@ func TestBellows(t *testing.T) {
 		// throttled to tens of KB/s: its major compaction of every region
 		// would take minutes there.
 		{"5-kubectl-plugin", func(t *testing.T) { e.kubectlPlugin(t, kv, l) }},
-		{"6-autoscaling", func(t *testing.T) { e.autoscaling(t, kv, l) }},
-		{"7-upgrade", func(t *testing.T) { e.upgrade(t, kv, l) }},
-		{"8-bad-image-rollout", func(t *testing.T) { e.badImageRollout(t, kv, l) }},
-		{"9-region-moves", func(t *testing.T) { e.regionMoves(t, kv, l) }},
-		{"10-ycsb-through-the-client-service", e.ycsbThroughTheService},
-		{"11-hpa-on-scale", func(t *testing.T) { hpaScenario(t, e, kv, l) }},
-		{"12-monitoring", func(t *testing.T) { e.monitoring(t, p) }},
-		{"13-uninstall", e.uninstall},
+		{"6-backup-and-restore", func(t *testing.T) { e.backupAndRestore(t, l) }},
+		{"7-autoscaling", func(t *testing.T) { e.autoscaling(t, kv, l) }},
+		{"8-upgrade", func(t *testing.T) { e.upgrade(t, kv, l) }},
+		{"9-bad-image-rollout", func(t *testing.T) { e.badImageRollout(t, kv, l) }},
+		{"10-region-moves", func(t *testing.T) { e.regionMoves(t, kv, l) }},
+		{"11-ycsb-through-the-client-service", e.ycsbThroughTheService},
+		{"12-hpa-on-scale", func(t *testing.T) { hpaScenario(t, e, kv, l) }},
+		{"13-monitoring", func(t *testing.T) { e.monitoring(t, p) }},
+		{"14-uninstall", e.uninstall},
 	}
 	for _, s := range steps {
 		ok := t.Run(s.name, func(t *testing.T) {

@@ -6,7 +6,6 @@ import (
 	"archive/zip"
 	"context"
 	"encoding/json"
-	"fmt"
 	"maps"
 	"os"
 	"os/exec"
@@ -18,9 +17,6 @@ import (
 	"testing"
 	"time"
 
-	"sigs.k8s.io/controller-runtime/pkg/client"
-
-	kvapi "github.com/bellows-kv/bellows/api/v1alpha1"
 	"github.com/bellows-kv/bellows/internal/contract"
 )
 
@@ -148,27 +144,6 @@ func (e *env) kubectlPlugin(t *testing.T, kv *kvClient, l *ledger) {
 	out, err = e.try("kubectl", "bellows", "backup", clusterName, "before-upgrade", "--namespace", ns)
 	if err == nil || !strings.Contains(out, "a backup of that ID exists") {
 		t.Errorf("a second backup named before-upgrade: %v\n%s", err, out)
-	}
-	// The same through the operator: a Backup object, which a storage pod
-	// takes once the cluster is Ready.
-	e.run(t, "kubectl", "apply", "-n", ns, "-f", "config/samples/kv_v1alpha1_backup.yaml")
-	var bk kvapi.Backup
-	eventually(t, 3*time.Minute, "the Backup demo-first to complete", func(ctx context.Context) (bool, string, error) {
-		if err := e.c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "demo-first"}, &bk); err != nil {
-			return false, "", err
-		}
-		st := fmt.Sprintf("phase %q: %s", bk.Status.Phase, bk.Status.Message)
-		if bk.Status.Phase == kvapi.BackupFailed {
-			t.Fatalf("the Backup failed: %s", st)
-		}
-		return bk.Status.Phase == kvapi.BackupCompleted, st, nil
-	})
-	if int(bk.Status.Regions) != len(want) || bk.Status.Files == 0 || bk.Status.TS == 0 {
-		t.Errorf("the Backup's status: %+v; want %d regions, files, a timestamp", bk.Status, len(want))
-	}
-	out = e.run(t, "kubectl", "get", "backups", "-n", ns)
-	if !regexp.MustCompile(`(?m)^demo-first\s+demo\s+Completed\s`).MatchString(out) {
-		t.Errorf("kubectl get backups:\n%s", out)
 	}
 	out, err = e.try("kubectl", "bellows", "compact", clusterName, "region-999", "--namespace", ns)
 	if err == nil || !strings.Contains(out, `KVCluster demo has no region "region-999"; its regions are `) ||

@@ -68,6 +68,9 @@ const (
 	ReasonBackupCompleted  = "BackupCompleted"
 	ReasonBackupFailed     = "BackupFailed"
 	ReasonStoreUnavailable = "StoreUnavailable"
+	// ReasonRestoring: a KVCluster's Progressing while its restore Job
+	// (spec.bootstrap.recovery) runs.
+	ReasonRestoring = "Restoring"
 	// A ScheduledBackup's reasons (condition Ready, and events).
 	ReasonInvalidSchedule = "InvalidSchedule"
 	ReasonScheduled       = "Scheduled"

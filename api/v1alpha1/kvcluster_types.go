@@ -58,6 +58,13 @@ type KVClusterSpec struct {
 	// Bucket is where region files and manifests live.
 	Bucket BucketSpec `json:"bucket"`
 
+	// Bootstrap says how the cluster starts: empty (the default) in an
+	// empty bucket, or from a backup (recovery). It is read only before the
+	// first storage pod exists.
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="bootstrap is immutable: it says how the cluster started"
+	// +optional
+	Bootstrap *BootstrapSpec `json:"bootstrap,omitempty"`
+
 	// Regions is the cluster's first region layout (a count of equal
 	// ranges, or explicit split keys) and when regions split from there.
 	// count and splitKeys are immutable; splitBytes and splitQPS may change.
@@ -132,6 +139,33 @@ type StorageSpec struct {
 	// StorageClassName of the claim; the cluster default when empty.
 	// +optional
 	StorageClassName *string `json:"storageClassName,omitempty"`
+}
+
+// BootstrapSpec says how a new cluster starts.
+type BootstrapSpec struct {
+	// Recovery restores a backup into the cluster's bucket, which must be
+	// empty, before any storage pod starts (a Job running bellows restore;
+	// docs/backup.md). The stores then serve exactly what a read at the
+	// backup's timestamp returned.
+	// +optional
+	Recovery *RecoverySpec `json:"recovery,omitempty"`
+}
+
+// RecoverySpec names a backup.
+type RecoverySpec struct {
+	// Backup is the backup's ID: a Backup's name, or an ID bellows backup
+	// list shows.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([a-z0-9-]*[a-z0-9])?$`
+	Backup string `json:"backup"`
+	// SourceBucketURL is the bucket that holds the backup (the backed-up
+	// cluster's spec.bucket.url). It is read with this cluster's bucket
+	// credentials (spec.bucket.credentialsSecretRef).
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=2048
+	// +kubebuilder:validation:XValidation:rule="self.matches('^(file|s3|gs|azblob)://.+')",message="bootstrap.recovery.sourceBucketURL must start with one of the supported schemes file://, s3://, gs:// or azblob:// followed by a bucket or path"
+	SourceBucketURL string `json:"sourceBucketURL"`
 }
 
 // BucketSpec locates the object store.

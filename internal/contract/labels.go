@@ -14,9 +14,11 @@ const (
 	AppName            = "bellows"
 	ComponentStore     = "store"
 	ComponentCompactor = "compactor"
-	ManagedBy          = "bellows-operator"
-	ServiceHeadless    = "headless"
-	ServiceClient      = "client"
+	// ComponentRestore: a KVCluster's restore Job (spec.bootstrap.recovery).
+	ComponentRestore = "restore"
+	ManagedBy        = "bellows-operator"
+	ServiceHeadless  = "headless"
+	ServiceClient    = "client"
 )
 
 // Annotations the operator reads or writes.

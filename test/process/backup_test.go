@@ -200,7 +200,7 @@ func TestAStoreKilledDuringABackupLeavesItCompleteOrUnrecorded(t *testing.T) {
 		return err == nil || cmd.ProcessState != nil
 	})
 	b.kill()
-	b = startTxnStore(t, "store-b", bucket, dir+"/wal-b", addrB, "1/2", peers)
+	startTxnStore(t, "store-b", bucket, dir+"/wal-b", addrB, "1/2", peers)
 	err := cmd.Wait()
 	id := "killed"
 	if err != nil {
