@@ -268,7 +268,7 @@ func TestCodeMetricsAreDocumented(t *testing.T) {
 		}
 	}
 	for n := range e.code {
-		if strings.HasPrefix(n, "bellows_autoscaler_") {
+		if strings.HasPrefix(n, "bellows_autoscaler_") || strings.HasPrefix(n, "bellows_scheduled_backup_") {
 			codeOp = append(codeOp, n)
 		}
 	}

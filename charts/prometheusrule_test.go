@@ -101,6 +101,7 @@ var wantAlerts = []string{
 	"BellowsRegionCannotSplit", // a region over its split size that does not split
 	// #30:
 	"BellowsClockOffsetTooLarge", // a store refusing requests for its clock
+	"BellowsBackupTooOld",        // a ScheduledBackup without a recent backup
 }
 
 func TestTemplatePrometheusRule(t *testing.T) {

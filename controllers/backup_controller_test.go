@@ -12,6 +12,8 @@ import (
 	"time"
 
 	. "github.com/onsi/gomega"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -63,7 +65,7 @@ func startStore(t *testing.T) string {
 // startBackupControllers runs the Backup and ScheduledBackup controllers
 // in a manager of their own (the suite's has neither), reaching every
 // cluster's stores at addr, on clock now (nil: time.Now).
-func startBackupControllers(t *testing.T, addr string, now func() time.Time) {
+func startBackupControllers(t *testing.T, addr string, now func() time.Time, metrics *ScheduleMetrics) {
 	t.Helper()
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{Scheme: testScheme, Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0",
 		// One manager per test: the controllers' names repeat.
@@ -76,7 +78,7 @@ func startBackupControllers(t *testing.T, addr string, now func() time.Time) {
 	if err := (&BackupReconciler{Client: mgr.GetClient(), Recorder: rec, StoreAddr: storeAddr, Now: now}).SetupWithManager(mgr); err != nil {
 		t.Fatal(err)
 	}
-	if err := (&ScheduledBackupReconciler{Client: mgr.GetClient(), Recorder: rec, StoreAddr: storeAddr, Now: now}).SetupWithManager(mgr); err != nil {
+	if err := (&ScheduledBackupReconciler{Client: mgr.GetClient(), Recorder: rec, StoreAddr: storeAddr, Now: now, Metrics: metrics}).SetupWithManager(mgr); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -106,7 +108,7 @@ func TestABackupWaitsForItsClusterAndAStoreTakesIt(t *testing.T) {
 	ctx := context.Background()
 	ns := newNamespace(t)
 	addr := startStore(t)
-	startBackupControllers(t, addr, nil)
+	startBackupControllers(t, addr, nil, nil)
 
 	get := func(g Gomega, name string) *kvapi.Backup {
 		b := &kvapi.Backup{}
@@ -198,10 +200,13 @@ func TestAScheduledBackupTakesBackupsAndKeepsTheLast(t *testing.T) {
 	ns := newNamespace(t)
 	addr := startStore(t)
 	var clock atomic.Pointer[time.Time]
-	start := time.Now()
+	// Ahead of the ScheduledBackup's creation time (whole seconds), from
+	// which an immediate schedule is due.
+	start := time.Now().Add(5 * time.Second).Truncate(time.Second)
 	clock.Store(&start)
 	now := func() time.Time { return *clock.Load() }
-	startBackupControllers(t, addr, now)
+	metrics := NewScheduleMetrics(prometheus.NewRegistry())
+	startBackupControllers(t, addr, now, metrics)
 
 	pool := &kvapi.CompactionPool{}
 	loadSample(t, "kv_v1alpha1_compactionpool.yaml", pool, ns)
@@ -244,6 +249,11 @@ func TestAScheduledBackupTakesBackupsAndKeepsTheLast(t *testing.T) {
 		g.Expect(next.UTC().Hour()).To(Equal(3))
 		g.Expect(next.After(start)).To(BeTrue())
 	}).Should(Succeed())
+
+	// The alert's inputs: the newest completion and the daily period.
+	labels := prometheus.Labels{"scheduled_backup": ns + "/nightly", "cluster": "demo"}
+	g.Eventually(func() float64 { return testutil.ToFloat64(metrics.LastCompleted.With(labels)) }).Should(BeNumerically("==", start.Unix()))
+	g.Expect(testutil.ToFloat64(metrics.Period.With(labels))).To(Equal(float64(24 * 3600)))
 
 	// The next time comes; a touch makes the controller look now (in a
 	// running operator, its requeue at that time does).

@@ -33,3 +33,33 @@ func NewAutoscalerMetrics(reg prometheus.Registerer) *AutoscalerMetrics {
 		Replicas:             g("bellows_autoscaler_replicas", "The pool's current replicas."),
 	}
 }
+
+// ScheduleMetrics say, per ScheduledBackup (label scheduled_backup =
+// namespace/name), when its newest backup completed and how often it is
+// due: the alert BellowsBackupTooOld compares the two.
+type ScheduleMetrics struct {
+	LastCompleted, Period *prometheus.GaugeVec
+}
+
+// NewScheduleMetrics creates the gauges and registers them with reg.
+func NewScheduleMetrics(reg prometheus.Registerer) *ScheduleMetrics {
+	g := func(name, help string) *prometheus.GaugeVec {
+		v := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: name, Help: help}, []string{"scheduled_backup", "cluster"})
+		reg.MustRegister(v)
+		return v
+	}
+	return &ScheduleMetrics{
+		LastCompleted: g("bellows_scheduled_backup_last_completed_timestamp_seconds",
+			"When the ScheduledBackup's newest Backup completed (Unix time); its creation time until one has."),
+		Period: g("bellows_scheduled_backup_period_seconds",
+			"The time between the ScheduledBackup's next two backups (absent while it is suspended or its schedule is invalid)."),
+	}
+}
+
+func (m *ScheduleMetrics) forget(scheduledBackup string) {
+	if m == nil {
+		return
+	}
+	m.LastCompleted.DeletePartialMatch(prometheus.Labels{"scheduled_backup": scheduledBackup})
+	m.Period.DeletePartialMatch(prometheus.Labels{"scheduled_backup": scheduledBackup})
+}

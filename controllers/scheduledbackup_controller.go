@@ -16,6 +16,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/robfig/cron/v3"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -47,6 +48,8 @@ type ScheduledBackupReconciler struct {
 	// StoreAddr and Now as in BackupReconciler.
 	StoreAddr func(c *kvapi.KVCluster) string
 	Now       func() time.Time
+	// Metrics, when set, get each schedule's newest completion and period.
+	Metrics *ScheduleMetrics
 }
 
 // scheduledBackupName is the name of the Backup a schedule creates at t.
@@ -71,6 +74,9 @@ func nextRun(sched cron.Schedule, last *metav1.Time, since time.Time, immediate 
 func (r *ScheduledBackupReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	var sb kvapi.ScheduledBackup
 	if err := r.Get(ctx, req.NamespacedName, &sb); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.Metrics.forget(req.String())
+		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	now := (&BackupReconciler{Now: r.Now}).now()
@@ -81,6 +87,7 @@ func (r *ScheduledBackupReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 			r.Recorder.Eventf(&sb, nil, corev1.EventTypeWarning, kvapi.ReasonInvalidSchedule, "Schedule", "%s", truncate(msg, maxEventNote))
 		}
 		setCondition(&sb.Status.Conditions, sb.Generation, kvapi.ConditionReady, false, kvapi.ReasonInvalidSchedule, msg)
+		r.Metrics.forget(req.String())
 		sb.Status.NextScheduleTime = nil
 		return ctrl.Result{}, r.Status().Update(ctx, &sb)
 	}
@@ -89,7 +96,8 @@ func (r *ScheduledBackupReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 	if err := r.List(ctx, &owned, client.InNamespace(sb.Namespace), client.MatchingLabels{LabelScheduledBackup: sb.Name}); err != nil {
 		return ctrl.Result{}, err
 	}
-	if err := r.prune(ctx, &sb, owned.Items); err != nil {
+	lastCompleted, err := r.prune(ctx, &sb, owned.Items)
+	if err != nil {
 		return ctrl.Result{}, err
 	}
 
@@ -113,6 +121,12 @@ func (r *ScheduledBackupReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 	}
 	next := metav1.NewTime(due)
 	sb.Status.NextScheduleTime = &next
+	r.Metrics.forget(req.String())
+	if m := r.Metrics; m != nil && !sb.Spec.Suspend {
+		labels := prometheus.Labels{"scheduled_backup": req.String(), "cluster": sb.Spec.Cluster.Name}
+		m.LastCompleted.With(labels).Set(float64(lastCompleted.Unix()))
+		m.Period.With(labels).Set(sched.Next(due).Sub(due).Seconds())
+	}
 	if sb.Spec.Suspend {
 		sb.Status.NextScheduleTime = nil
 		setCondition(&sb.Status.Conditions, sb.Generation, kvapi.ConditionReady, true, kvapi.ReasonSuspended, "suspended: no new backups")
@@ -130,8 +144,9 @@ func (r *ScheduledBackupReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 }
 
 // prune deletes the oldest Completed Backups beyond keepLast, data first,
-// and records the newest Completed one.
-func (r *ScheduledBackupReconciler) prune(ctx context.Context, sb *kvapi.ScheduledBackup, backups []kvapi.Backup) error {
+// and records the newest Completed one; it returns when that one completed
+// (the schedule's creation when none has).
+func (r *ScheduledBackupReconciler) prune(ctx context.Context, sb *kvapi.ScheduledBackup, backups []kvapi.Backup) (time.Time, error) {
 	var done []kvapi.Backup
 	for _, b := range backups {
 		if b.Status.Phase == kvapi.BackupCompleted && b.DeletionTimestamp == nil {
@@ -140,17 +155,21 @@ func (r *ScheduledBackupReconciler) prune(ctx context.Context, sb *kvapi.Schedul
 	}
 	// Newest first, by the backup's timestamp.
 	slices.SortFunc(done, func(a, b kvapi.Backup) int { return cmp.Compare(b.Status.TS, a.Status.TS) })
+	last := sb.CreationTimestamp.Time
 	if len(done) > 0 {
 		sb.Status.LastCompletedBackup = done[0].Name
+		if t := done[0].Status.StoppedAt; t != nil {
+			last = t.Time
+		}
 	}
 	if sb.Spec.KeepLast == 0 || len(done) <= int(sb.Spec.KeepLast) {
-		return nil
+		return last, nil
 	}
 	var c kvapi.KVCluster
 	if err := r.Get(ctx, client.ObjectKey{Namespace: sb.Namespace, Name: sb.Spec.Cluster.Name}, &c); err != nil {
 		// No store to delete the data through: keep the objects (and so
 		// the record of the data) until there is.
-		return client.IgnoreNotFound(err)
+		return last, client.IgnoreNotFound(err)
 	}
 	var pruned []string
 	for _, b := range done[sb.Spec.KeepLast:] {
@@ -162,15 +181,15 @@ func (r *ScheduledBackupReconciler) prune(ctx context.Context, sb *kvapi.Schedul
 			return err
 		})
 		if err != nil {
-			return fmt.Errorf("deleting backup %s from the bucket: %w", b.Name, err)
+			return last, fmt.Errorf("deleting backup %s from the bucket: %w", b.Name, err)
 		}
 		if err := r.Delete(ctx, &b); client.IgnoreNotFound(err) != nil {
-			return err
+			return last, err
 		}
 		pruned = append(pruned, b.Name)
 	}
 	r.Recorder.Eventf(sb, nil, corev1.EventTypeNormal, kvapi.ReasonBackupsPruned, "Prune", "deleted %v (keepLast %d), from the bucket too", pruned, sb.Spec.KeepLast)
-	return nil
+	return last, nil
 }
 
 // SetupWithManager watches ScheduledBackups and the Backups they own (a

@@ -115,7 +115,8 @@ func Run(ctx context.Context, o Config) error {
 	if err := (&controllers.BackupReconciler{Client: mgr.GetClient(), Recorder: recorder}).SetupWithManager(mgr); err != nil {
 		return err
 	}
-	if err := (&controllers.ScheduledBackupReconciler{Client: mgr.GetClient(), Recorder: recorder}).SetupWithManager(mgr); err != nil {
+	if err := (&controllers.ScheduledBackupReconciler{Client: mgr.GetClient(), Recorder: recorder,
+		Metrics: controllers.NewScheduleMetrics(metrics.Registry)}).SetupWithManager(mgr); err != nil {
 		return err
 	}
 	if err := (&controllers.CompactionPoolReconciler{
