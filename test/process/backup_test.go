@@ -13,6 +13,7 @@ import (
 
 	"github.com/bellows-kv/bellows/client"
 	"github.com/bellows-kv/bellows/internal/bank"
+	kvpb "github.com/bellows-kv/bellows/proto/bellows/kv/v1"
 	"github.com/bellows-kv/bellows/storage-engine/backup"
 )
 
@@ -299,5 +300,94 @@ func TestBackupsDuringSplitsRestoreExactly(t *testing.T) {
 		}
 		rs.terminate()
 		t.Logf("backup %s: %d regions (map epoch %d), %d files: restored %d keys exactly", b.id, len(b.rec.Regions), b.rec.MapEpoch, b.rec.Files(), len(got))
+	}
+}
+
+// A backup taken while an offloaded major compaction of the region runs on
+// a (throttled) worker copies the files the region had at its checkpoint;
+// the compaction then replaces and deletes them in the live region, and
+// the backup still restores exactly what a read at its timestamp returned.
+func TestABackupDuringAnOffloadedCompactionRestoresExactly(t *testing.T) {
+	dir := t.TempDir()
+	bucket := "file://" + dir + "/bucket"
+	c := slowCompactor(t, "compactor")
+	s := startStore(t, bucket, dir+"/wal", "Required", c)
+	load(t, s, 3, 100)
+	done := compactAsync(s)
+	waitFor(t, "the compaction in flight on the worker", func() bool { return c.status(t).InflightJobs == 1 })
+	var rec backup.Backup
+	if err := json.Unmarshal(bellows(t, "backup", "create", "mid-compaction", "--addr", s.grpc, "-o", "json"), &rec); err != nil {
+		t.Fatal(err)
+	}
+	if n := c.status(t).InflightJobs; n != 1 {
+		t.Fatalf("the compaction was not running when the backup was recorded (%d jobs in flight): the test shows nothing", n)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	cl := newClient(t, s)
+	if _, err := cl.Put(context.Background(), []byte("after-the-backup"), []byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	want := keySpace(t, cl, rec.TS)
+	restored := "file://" + dir + "/restored"
+	bellows(t, "restore", "--from", bucket, "--backup", "mid-compaction", "--to", restored)
+	rs := start(t, "restored", "store", "--bucket="+restored, "--wal-dir="+dir+"/rwal", "--offload=Disabled")
+	got := keySpace(t, newClient(t, rs), 0)
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("restored %d keys; the original held %d at the backup's ts %d", len(got), len(want), rec.TS)
+	}
+	t.Logf("backup at ts %d during an offloaded compaction: %d files; restored %d keys exactly", rec.TS, rec.Files(), len(got))
+}
+
+// A backup asked of a store while the region it is to serve is still at
+// its previous owner (a region move under way) waits for the move: the old
+// owner is SIGTERMed and releases the region, the new one claims it, and
+// the checkpoint, retried meanwhile, runs there. The backup restores
+// exactly what a read at its timestamp returned, writes made at the old
+// owner included.
+func TestABackupDuringARegionMoveWaitsForItAndRestoresExactly(t *testing.T) {
+	dir := t.TempDir()
+	bucket := "file://" + dir + "/bucket"
+	old := startNamedStore(t, "store-old", bucket, dir+"/wal-old")
+	load(t, old, 2, 100)
+	// Unflushed writes at the old owner: the release must flush them.
+	for i := range 50 {
+		if _, err := old.kv().Put(context.Background(), &kvpb.PutRequest{Key: []byte(fmt.Sprintf("late-%03d", i)), Value: []byte("v")}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cur := startNamedStore(t, "store-new", bucket, dir+"/wal-new")
+	if n := cur.metric(t, "bellows_regions_waiting"); n != 1 {
+		t.Fatalf("new store: %v regions waiting, want 1", n)
+	}
+	cmd := exec.Command(binary, "backup", "create", "mid-move", "--addr", cur.grpc, "-o", "json")
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the backup to mark itself running", func() bool {
+		_, err := os.Stat(dir + "/bucket/backups/mid-move/running")
+		return err == nil
+	})
+	old.terminate() // releases the region; the new store claims it
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("backup during the move: %v\n%s", err, stderr.String())
+	}
+	var rec backup.Backup
+	if err := json.Unmarshal(stdout.Bytes(), &rec); err != nil {
+		t.Fatal(err)
+	}
+	want := keySpace(t, newClient(t, cur), rec.TS)
+	if len(want) != 250 {
+		t.Fatalf("the new owner holds %d keys at the backup's ts, want the 250 written at the old one", len(want))
+	}
+	restored := "file://" + dir + "/restored"
+	bellows(t, "restore", "--from", bucket, "--backup", "mid-move", "--to", restored)
+	rs := start(t, "restored", "store", "--bucket="+restored, "--wal-dir="+dir+"/rwal", "--offload=Disabled")
+	got := keySpace(t, newClient(t, rs), 0)
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("restored %d keys; the original held %d at the backup's ts %d", len(got), len(want), rec.TS)
 	}
 }
