@@ -162,7 +162,8 @@ func (r *ScheduledBackupReconciler) prune(ctx context.Context, sb *kvapi.Schedul
 			last = t.Time
 		}
 	}
-	if sb.Spec.KeepLast == 0 || len(done) <= int(sb.Spec.KeepLast) {
+	expired := r.expired(sb, done)
+	if len(expired) == 0 {
 		return last, nil
 	}
 	var c kvapi.KVCluster
@@ -172,7 +173,7 @@ func (r *ScheduledBackupReconciler) prune(ctx context.Context, sb *kvapi.Schedul
 		return last, client.IgnoreNotFound(err)
 	}
 	var pruned []string
-	for _, b := range done[sb.Spec.KeepLast:] {
+	for _, b := range expired {
 		err := (&BackupReconciler{StoreAddr: r.StoreAddr}).withAdmin(ctx, &c, func(ctx context.Context, admin kvpb.AdminClient) error {
 			_, err := admin.DeleteBackup(ctx, &kvpb.DeleteBackupRequest{Id: b.Status.BackupID})
 			if status.Code(err) == codes.NotFound {
@@ -188,8 +189,30 @@ func (r *ScheduledBackupReconciler) prune(ctx context.Context, sb *kvapi.Schedul
 		}
 		pruned = append(pruned, b.Name)
 	}
-	r.Recorder.Eventf(sb, nil, corev1.EventTypeNormal, kvapi.ReasonBackupsPruned, "Prune", "deleted %v (keepLast %d), from the bucket too", pruned, sb.Spec.KeepLast)
+	r.Recorder.Eventf(sb, nil, corev1.EventTypeNormal, kvapi.ReasonBackupsPruned, "Prune", "deleted %v (keepLast %d, maxAge %q), from the bucket too", pruned, sb.Spec.KeepLast, sb.Spec.MaxAge)
 	return last, nil
+}
+
+// expired are the Completed backups (done, newest first) that retention
+// deletes: those neither among the newest keepLast nor finished within
+// maxAge, when either is set; the newest is always kept. A maxAge that does
+// not parse (stored before the CRD rule) keeps by age.
+func (r *ScheduledBackupReconciler) expired(sb *kvapi.ScheduledBackup, done []kvapi.Backup) []kvapi.Backup {
+	maxAge, _ := sb.Spec.MaxAge.Parse()
+	if sb.Spec.KeepLast == 0 && maxAge <= 0 {
+		return nil
+	}
+	cutoff := (&BackupReconciler{Now: r.Now}).now().Add(-maxAge)
+	var out []kvapi.Backup
+	for i, b := range done {
+		byCount := sb.Spec.KeepLast > 0 && i < int(sb.Spec.KeepLast)
+		byAge := maxAge > 0 && b.Status.StoppedAt != nil && b.Status.StoppedAt.After(cutoff)
+		if i == 0 || byCount || byAge {
+			continue
+		}
+		out = append(out, b)
+	}
+	return out
 }
 
 // SetupWithManager watches ScheduledBackups and the Backups they own (a

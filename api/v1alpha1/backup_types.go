@@ -129,13 +129,20 @@ type ScheduledBackupSpec struct {
 	// Suspend stops new backups (the kept ones stay).
 	// +optional
 	Suspend bool `json:"suspend,omitempty"`
-	// KeepLast is how many of its Completed backups to keep; older ones
-	// are deleted, the Backup object and the backup in the bucket (its
-	// files that no other backup names). 0 keeps them all.
+	// KeepLast is how many of its newest Completed backups to keep; older
+	// ones are deleted, unless maxAge keeps them: the Backup object and the
+	// backup in the bucket (its files that no other backup names). 0 (and
+	// no maxAge) keeps them all.
 	// +kubebuilder:validation:Minimum=0
 	// +kubebuilder:validation:Maximum=1000
 	// +optional
 	KeepLast int32 `json:"keepLast,omitempty"`
+	// MaxAge keeps every Completed backup that finished within it (e.g.
+	// 720h for 30 days); older ones are deleted unless keepLast keeps
+	// them. The newest is always kept. Empty: no age limit.
+	// +kubebuilder:validation:XValidation:rule=`self.matches('^[-+]?(0|(([0-9]+([.][0-9]*)?|[.][0-9]+)(ns|us|ms|s|m|h))+)$') && duration(self) >= duration('1m')`,messageExpression=`!self.matches('^[-+]?(0|(([0-9]+([.][0-9]*)?|[.][0-9]+)(ns|us|ms|s|m|h))+)$') ? 'maxAge: "' + self + '" is not a duration; ' + (self.matches('[0-9]d') ? 'use hours, e.g. 720h for 30 days' : 'write a number with a unit (h, m), e.g. 168h') : 'maxAge: ' + self + ' is below the minimum 1m; e.g. 168h for a week'`
+	// +optional
+	MaxAge Duration `json:"maxAge,omitempty"`
 }
 
 // ScheduledBackupStatus is what the schedule did.
@@ -161,8 +168,8 @@ type ScheduledBackupStatus struct {
 }
 
 // ScheduledBackup creates a Backup of a KVCluster on a cron schedule and
-// deletes the oldest beyond keepLast, as CloudNativePG's ScheduledBackup
-// does. Its Backups are named <name>-<UTC time> and owned by it.
+// deletes those that keepLast and maxAge do not keep, as CloudNativePG's
+// ScheduledBackup and retentionPolicy do. Its Backups are named <name>-<UTC time> and owned by it.
 //
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
