@@ -52,7 +52,7 @@ type BackupReconciler struct {
 	APIReader client.Reader
 	Recorder  events.EventRecorder
 	// StoreAddr is the gRPC address through which the operator reaches a
-	// storage pod of c; nil: its client Service's DNS name and port.
+	// storage pod of c; nil: its client Service's cluster IP and port.
 	StoreAddr func(c *kvapi.KVCluster) string
 	// Now is the clock (nil: time.Now).
 	Now func() time.Time
@@ -65,11 +65,20 @@ func (r *BackupReconciler) now() time.Time {
 	return time.Now()
 }
 
-func (r *BackupReconciler) storeAddr(c *kvapi.KVCluster) string {
+// storeAddr is where the operator reaches a storage pod of c: its client
+// Service's cluster IP (the Service load-balances to Ready pods), which
+// needs no cluster DNS; the Service's DNS name when it has no cluster IP.
+func (r *BackupReconciler) storeAddr(ctx context.Context, c *kvapi.KVCluster) string {
 	if r.StoreAddr != nil {
 		return r.StoreAddr(c)
 	}
-	return net.JoinHostPort(c.ClientServiceName()+"."+c.Namespace+".svc", strconv.Itoa(contract.StoreGRPCPort))
+	host := c.ClientServiceName() + "." + c.Namespace + ".svc"
+	var svc corev1.Service
+	if err := r.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: c.ClientServiceName()}, &svc); err == nil &&
+		svc.Spec.ClusterIP != "" && svc.Spec.ClusterIP != corev1.ClusterIPNone {
+		host = svc.Spec.ClusterIP
+	}
+	return net.JoinHostPort(host, strconv.Itoa(contract.StoreGRPCPort))
 }
 
 // Reconcile implements reconcile.Reconciler.
@@ -191,7 +200,7 @@ func (b backupRecord) bytes() int64 {
 // withAdmin runs fn with the Admin API of a storage pod of c, within
 // backupTimeout. A connection that cannot be made is UNAVAILABLE.
 func (r *BackupReconciler) withAdmin(ctx context.Context, c *kvapi.KVCluster, fn func(ctx context.Context, admin kvpb.AdminClient) error) error {
-	conn, err := grpc.NewClient(r.storeAddr(c), grpc.WithTransportCredentials(insecure.NewCredentials()),
+	conn, err := grpc.NewClient(r.storeAddr(ctx, c), grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(contract.MaxMessageBytes)))
 	if err != nil {
 		return status.Error(codes.Unavailable, err.Error())

@@ -150,6 +150,15 @@ func TestABackupWaitsForItsClusterAndAStoreTakesIt(t *testing.T) {
 		g.Expect(err).NotTo(HaveOccurred())
 	}
 
+	// Without an override the operator dials the client Service's cluster
+	// IP: clusters without cluster DNS (the e2e's) reach it too.
+	g.Eventually(func(g Gomega) {
+		svc := &corev1.Service{}
+		g.Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: "demo"}, svc)).To(Succeed())
+		g.Expect(svc.Spec.ClusterIP).NotTo(BeEmpty())
+		g.Expect((&BackupReconciler{Client: k8sClient}).storeAddr(ctx, cluster)).To(Equal(svc.Spec.ClusterIP + ":7400"))
+	}).Should(Succeed())
+
 	markRolledOut(g, key, desiredStoreHash(g, key))
 	g.Eventually(func(g Gomega) {
 		b := get(g, "nightly")
