@@ -15,8 +15,8 @@ import (
 // Cluster is what a backup needs of the running cluster: a timestamp from
 // its clock, and each region brought to it at its owner.
 type Cluster interface {
-	// Timestamp is a fresh timestamp of the cluster's clock (a
-	// transaction's start): the backup's TS.
+	// Timestamp is a fresh timestamp of the cluster's clock (the
+	// driving store's Now, as a transaction's start is): the backup's TS.
 	Timestamp(ctx context.Context) (uint64, error)
 	// Checkpoint brings region name to ts at its owner and copies its
 	// files (CopyRegion there).

@@ -36,7 +36,7 @@ func (s *Store) Checkpoints() *CheckpointStats { return &s.checkpoints }
 // backup.CopyRegion of the checkpointed files inside the store's bucket.
 func (s *KV) Checkpoint(ctx context.Context, req *kvpb.CheckpointRequest) (*kvpb.CheckpointResponse, error) {
 	if req.Ts == 0 {
-		return nil, status.Error(codes.InvalidArgument, "ts is 0: take the backup's timestamp from BeginTxn")
+		return nil, status.Error(codes.InvalidArgument, "ts is 0: give the backup's timestamp, one clock reading for every region (Admin.Backup takes it from the driving store's clock)")
 	}
 	if err := s.observe(req.Ts); err != nil {
 		return nil, err

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
 	"strings"
 	"text/tabwriter"
@@ -44,8 +45,18 @@ func bucketURL(s string) (string, error) {
 	return "file://" + abs, nil
 }
 
-func openBucketFlag(ctx context.Context, flag, value string) (*blob.Bucket, error) {
+// openBucketFlag opens the bucket a flag names. existing: a directory (or
+// file:// URL) that does not exist is refused rather than created, since
+// only a restore's target may be new and a mistyped path would otherwise
+// read as an empty bucket.
+func openBucketFlag(ctx context.Context, flag, value string, existing bool) (*blob.Bucket, error) {
 	u, err := bucketURL(value)
+	if path, isFile := strings.CutPrefix(u, "file://"); err == nil && isFile && existing {
+		if _, serr := os.Stat(strings.SplitN(path, "?", 2)[0]); serr != nil {
+			return nil, &userError{what: fmt.Sprintf("--%s %s: no such directory", flag, value),
+				hint: "give the cluster's bucket: a URL (s3://, gs://, azblob://, file:///ABSOLUTE/PATH) or a directory; bellows local's is " + defaultLocalBucket()}
+		}
+	}
 	if err == nil {
 		var b *blob.Bucket
 		if b, err = blob.Open(ctx, u); err == nil {
@@ -56,7 +67,7 @@ func openBucketFlag(ctx context.Context, flag, value string) (*blob.Bucket, erro
 }
 
 func (f *backupFlags) open(ctx context.Context) (*blob.Bucket, error) {
-	b, err := openBucketFlag(ctx, "bucket", f.bucket)
+	b, err := openBucketFlag(ctx, "bucket", f.bucket, true)
 	if err != nil {
 		return nil, err
 	}
@@ -267,8 +278,9 @@ func newRestoreCommand() *cobra.Command {
 cluster: stores started on --to serve exactly what a read at the backup's
 timestamp returned. --to must be empty; a backup with a missing or damaged
 file is refused before anything is written.`,
-		Example: "  bellows restore --from file://$PWD/bellows-data/bucket --backup backup-20261127t101500z --to file://$PWD/restored/bucket\n" +
-			"  bellows local --data-dir restored",
+		Example: "  bellows restore --backup backup-20261127t101500z --to restored/bucket\n" +
+			"  bellows local --data-dir restored\n" +
+			"  bellows restore --from s3://old-cluster --backup nightly-20261127t030000z --to s3://new-cluster",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if id == "" {
@@ -282,12 +294,12 @@ file is refused before anything is written.`,
 				return err
 			}
 			defer cancel()
-			src, err := openBucketFlag(ctx, "from", from)
+			src, err := openBucketFlag(ctx, "from", from, true)
 			if err != nil {
 				return err
 			}
 			defer src.Close()
-			dst, err := openBucketFlag(ctx, "to", to)
+			dst, err := openBucketFlag(ctx, "to", to, false)
 			if err != nil {
 				return err
 			}

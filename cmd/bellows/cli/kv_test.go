@@ -434,3 +434,21 @@ func TestKVRegionsShowsSizesLoadAndOwners(t *testing.T) {
 		t.Errorf("regions (text):\n%s", text)
 	}
 }
+
+// A backup command's --bucket (and restore's --from) must exist: a mistyped
+// directory is named, not read as an empty bucket; restore's --to may be new.
+func TestBackupBucketFlagsRefuseAMissingDirectory(t *testing.T) {
+	missing := filepath.Join(t.TempDir(), "no", "such")
+	if _, err := openBucketFlag(context.Background(), "bucket", missing, true); err == nil ||
+		!strings.Contains(err.Error(), "--bucket "+missing+": no such directory") {
+		t.Fatalf("a missing --bucket directory: %v", err)
+	}
+	if _, err := os.Stat(missing); err == nil {
+		t.Fatal("the refused directory was created")
+	}
+	b, err := openBucketFlag(context.Background(), "to", missing, false)
+	if err != nil {
+		t.Fatalf("a new --to directory: %v", err)
+	}
+	_ = b.Close()
+}

@@ -2384,7 +2384,8 @@ func (*FlushResponse) Descriptor() ([]byte, []int) {
 type CheckpointRequest struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
 	Region string                 `protobuf:"bytes,1,opt,name=region,proto3" json:"region,omitempty"`
-	// ts is the backup's timestamp: a transaction's start (BeginTxn).
+	// ts is the backup's timestamp: the driving store's clock reading
+	// (Admin.Backup), the same for every region of the backup.
 	Ts            uint64 `protobuf:"varint,2,opt,name=ts,proto3" json:"ts,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
