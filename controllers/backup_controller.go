@@ -58,27 +58,56 @@ type BackupReconciler struct {
 	Now func() time.Time
 }
 
-func (r *BackupReconciler) now() time.Time {
-	if r.Now != nil {
-		return r.Now()
+// clockNow is now() of a reconciler whose clock is now (nil: time.Now).
+func clockNow(now func() time.Time) time.Time {
+	if now != nil {
+		return now()
 	}
 	return time.Now()
 }
 
-// storeAddr is where the operator reaches a storage pod of c: its client
+func (r *BackupReconciler) now() time.Time { return clockNow(r.Now) }
+
+// storeAdmin reaches the Admin API of a KVCluster's storage pods: the one
+// way both backup reconcilers call a store.
+type storeAdmin struct {
+	reader client.Reader
+	// override, when set, replaces the client Service's address.
+	override func(c *kvapi.KVCluster) string
+}
+
+func (r *BackupReconciler) stores() storeAdmin {
+	return storeAdmin{reader: r.Client, override: r.StoreAddr}
+}
+
+// addr is where the operator reaches a storage pod of c: its client
 // Service's cluster IP (the Service load-balances to Ready pods), which
 // needs no cluster DNS; the Service's DNS name when it has no cluster IP.
-func (r *BackupReconciler) storeAddr(ctx context.Context, c *kvapi.KVCluster) string {
-	if r.StoreAddr != nil {
-		return r.StoreAddr(c)
+func (s storeAdmin) addr(ctx context.Context, c *kvapi.KVCluster) string {
+	if s.override != nil {
+		return s.override(c)
 	}
 	host := c.ClientServiceName() + "." + c.Namespace + ".svc"
 	var svc corev1.Service
-	if err := r.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: c.ClientServiceName()}, &svc); err == nil &&
+	if err := s.reader.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: c.ClientServiceName()}, &svc); err == nil &&
 		svc.Spec.ClusterIP != "" && svc.Spec.ClusterIP != corev1.ClusterIPNone {
 		host = svc.Spec.ClusterIP
 	}
 	return net.JoinHostPort(host, strconv.Itoa(contract.StoreGRPCPort))
+}
+
+// call runs fn with the Admin API of a storage pod of c, within
+// backupTimeout. A connection that cannot be made is UNAVAILABLE.
+func (s storeAdmin) call(ctx context.Context, c *kvapi.KVCluster, fn func(ctx context.Context, admin kvpb.AdminClient) error) error {
+	conn, err := grpc.NewClient(s.addr(ctx, c), grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(contract.MaxMessageBytes)))
+	if err != nil {
+		return status.Error(codes.Unavailable, err.Error())
+	}
+	defer conn.Close()
+	ctx, cancel := context.WithTimeout(ctx, backupTimeout)
+	defer cancel()
+	return fn(ctx, kvpb.NewAdminClient(conn))
 }
 
 // Reconcile implements reconcile.Reconciler.
@@ -197,25 +226,11 @@ func (b backupRecord) bytes() int64 {
 	return n
 }
 
-// withAdmin runs fn with the Admin API of a storage pod of c, within
-// backupTimeout. A connection that cannot be made is UNAVAILABLE.
-func (r *BackupReconciler) withAdmin(ctx context.Context, c *kvapi.KVCluster, fn func(ctx context.Context, admin kvpb.AdminClient) error) error {
-	conn, err := grpc.NewClient(r.storeAddr(ctx, c), grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(contract.MaxMessageBytes)))
-	if err != nil {
-		return status.Error(codes.Unavailable, err.Error())
-	}
-	defer conn.Close()
-	ctx, cancel := context.WithTimeout(ctx, backupTimeout)
-	defer cancel()
-	return fn(ctx, kvpb.NewAdminClient(conn))
-}
-
 // take asks a storage pod of c to take backup id; a backup already
 // recorded under id (an earlier attempt of this Backup that the operator
 // did not see finish) is read back from the bucket's list instead.
 func (r *BackupReconciler) take(ctx context.Context, c *kvapi.KVCluster, id string) (rec backupRecord, err error) {
-	err = r.withAdmin(ctx, c, func(ctx context.Context, admin kvpb.AdminClient) error {
+	err = r.stores().call(ctx, c, func(ctx context.Context, admin kvpb.AdminClient) error {
 		resp, err := admin.Backup(ctx, &kvpb.BackupRequest{Id: id})
 		if status.Code(err) == codes.AlreadyExists {
 			list, lerr := admin.ListBackups(ctx, &kvpb.ListBackupsRequest{})

@@ -156,7 +156,7 @@ func TestABackupWaitsForItsClusterAndAStoreTakesIt(t *testing.T) {
 		svc := &corev1.Service{}
 		g.Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: "demo"}, svc)).To(Succeed())
 		g.Expect(svc.Spec.ClusterIP).NotTo(BeEmpty())
-		g.Expect((&BackupReconciler{Client: k8sClient}).storeAddr(ctx, cluster)).To(Equal(svc.Spec.ClusterIP + ":7400"))
+		g.Expect((storeAdmin{reader: k8sClient}).addr(ctx, cluster)).To(Equal(svc.Spec.ClusterIP + ":7400"))
 	}).Should(Succeed())
 
 	markRolledOut(g, key, desiredStoreHash(g, key))

@@ -79,7 +79,7 @@ func (r *ScheduledBackupReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	now := (&BackupReconciler{Now: r.Now}).now()
+	now := clockNow(r.Now)
 	sched, err := cron.ParseStandard(sb.Spec.Schedule)
 	if err != nil {
 		msg := fmt.Sprintf("spec.schedule %q is not a cron schedule: %v; write five fields (minute hour day-of-month month day-of-week), e.g. \"0 3 * * *\", or @daily", sb.Spec.Schedule, err)
@@ -174,7 +174,7 @@ func (r *ScheduledBackupReconciler) prune(ctx context.Context, sb *kvapi.Schedul
 	}
 	var pruned []string
 	for _, b := range expired {
-		err := (&BackupReconciler{StoreAddr: r.StoreAddr}).withAdmin(ctx, &c, func(ctx context.Context, admin kvpb.AdminClient) error {
+		err := (storeAdmin{reader: r.Client, override: r.StoreAddr}).call(ctx, &c, func(ctx context.Context, admin kvpb.AdminClient) error {
 			_, err := admin.DeleteBackup(ctx, &kvpb.DeleteBackupRequest{Id: b.Status.BackupID})
 			if status.Code(err) == codes.NotFound {
 				return nil // deleted before, by us or by hand
@@ -202,7 +202,7 @@ func (r *ScheduledBackupReconciler) expired(sb *kvapi.ScheduledBackup, done []kv
 	if sb.Spec.KeepLast == 0 && maxAge <= 0 {
 		return nil
 	}
-	cutoff := (&BackupReconciler{Now: r.Now}).now().Add(-maxAge)
+	cutoff := clockNow(r.Now).Add(-maxAge)
 	var out []kvapi.Backup
 	for i, b := range done {
 		byCount := sb.Spec.KeepLast > 0 && i < int(sb.Spec.KeepLast)

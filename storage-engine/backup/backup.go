@@ -33,6 +33,7 @@ import (
 	"time"
 
 	"github.com/bellows-kv/bellows/storage-engine/blob"
+	"github.com/bellows-kv/bellows/storage-engine/manifest"
 )
 
 const (
@@ -88,22 +89,12 @@ type Region struct {
 	// ExactFromTS is the region's: a read below it may miss versions the
 	// region's retention dropped, in the restored region too.
 	ExactFromTS uint64 `json:"exactFromTS,omitempty"`
-	// Files, oldest first, as the region's manifest lists them.
-	Files []File `json:"files"`
+	// Files, oldest first, as the region's manifest lists them, each with
+	// Key the bucket key of its copy under backups/sst/ (Num and Home
+	// are the restored region's to give).
+	Files []manifest.FileMeta `json:"files"`
 	// CopiedBytes is what this backup copied for the region.
 	CopiedBytes int64 `json:"copiedBytes"`
-}
-
-// File is one SST of a backup, at Key in the bucket (under backups/sst/).
-type File struct {
-	Key       string `json:"key"`
-	Size      int64  `json:"size"`
-	Smallest  []byte `json:"smallest"`
-	Largest   []byte `json:"largest"`
-	MinTS     uint64 `json:"minTS"`
-	MaxTS     uint64 `json:"maxTS"`
-	Entries   uint64 `json:"entries"`
-	Deletions uint64 `json:"deletions"`
 }
 
 // Bytes is the size of every file the backup names.

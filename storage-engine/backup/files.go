@@ -43,7 +43,8 @@ func CopyRegion(ctx context.Context, bucket *blob.Bucket, name string, m manifes
 			if copied {
 				out.CopiedBytes += f.Size
 			}
-			out.Files = append(out.Files, fileOf(dst, f))
+			f.Num, f.Key, f.Home = 0, dst, ""
+			out.Files = append(out.Files, f)
 			continue
 		}
 		dst := fmt.Sprintf("%s%s/%s.at-%d", filesPrefix, home, f.Key, ts)
@@ -59,11 +60,6 @@ func CopyRegion(ctx context.Context, bucket *blob.Bucket, name string, m manifes
 	return out, nil
 }
 
-func fileOf(key string, f manifest.FileMeta) File {
-	return File{Key: key, Size: f.Size, Smallest: f.Smallest, Largest: f.Largest, MinTS: f.MinTS, MaxTS: f.MaxTS,
-		Entries: f.Entries, Deletions: f.Deletions}
-}
-
 // copyOnce copies src to dst unless dst exists; true: it copied.
 func copyOnce(ctx context.Context, bucket *blob.Bucket, dst, src string) (bool, error) {
 	ok, err := bucket.Exists(ctx, dst)
@@ -75,15 +71,15 @@ func copyOnce(ctx context.Context, bucket *blob.Bucket, dst, src string) (bool, 
 
 // cutAt writes to dst the versions of SST src at or below ts; false: it has
 // none.
-func cutAt(ctx context.Context, bucket *blob.Bucket, dst, src string, ts uint64) (File, bool, error) {
+func cutAt(ctx context.Context, bucket *blob.Bucket, dst, src string, ts uint64) (manifest.FileMeta, bool, error) {
 	obj, err := bucket.OpenObject(ctx, src)
 	if err != nil {
-		return File{}, false, err
+		return manifest.FileMeta{}, false, err
 	}
 	defer obj.Close()
 	r, err := sstable.Open(obj, obj.Size(), src, nil)
 	if err != nil {
-		return File{}, false, err
+		return manifest.FileMeta{}, false, err
 	}
 	var buf bytes.Buffer
 	w := sstable.NewWriter(&buf, sstable.WriterOptions{Compression: sstable.S2Compression, ExpectedKeys: uint(r.Properties().Entries)})
@@ -95,24 +91,23 @@ func cutAt(ctx context.Context, bucket *blob.Bucket, dst, src string, ts uint64)
 			continue
 		}
 		if err := w.Add(it.Key(), it.Value()); err != nil {
-			return File{}, false, err
+			return manifest.FileMeta{}, false, err
 		}
 		n++
 	}
 	if err := it.Err(); err != nil {
-		return File{}, false, err
+		return manifest.FileMeta{}, false, err
 	}
 	if n == 0 {
-		return File{}, false, nil
+		return manifest.FileMeta{}, false, nil
 	}
 	p, size, err := w.Finish()
 	if err != nil {
-		return File{}, false, err
+		return manifest.FileMeta{}, false, err
 	}
 	// The key names the source and ts: a retry writes the same bytes.
 	if err := bucket.WriteAll(ctx, dst, buf.Bytes(), false); err != nil {
-		return File{}, false, err
+		return manifest.FileMeta{}, false, err
 	}
-	return File{Key: dst, Size: int64(size), Smallest: p.Smallest, Largest: p.Largest, MinTS: p.MinTS, MaxTS: p.MaxTS,
-		Entries: p.Entries, Deletions: p.Deletions}, true, nil
+	return region.NewFileMeta(0, dst, p, size), true, nil
 }

@@ -118,8 +118,8 @@ func restoreRegion(ctx context.Context, src, dst *blob.Bucket, b Backup, r Regio
 		if err := checkSST(ctx, dst, obj); err != nil {
 			return fmt.Errorf("%w: backup %s: file %s: %w", ErrIncomplete, b.ID, f.Key, err)
 		}
-		m.Files = append(m.Files, manifest.FileMeta{Num: num, Key: key, Size: f.Size, Smallest: f.Smallest, Largest: f.Largest,
-			MinTS: f.MinTS, MaxTS: f.MaxTS, Entries: f.Entries, Deletions: f.Deletions})
+		f.Num, f.Key = num, key
+		m.Files = append(m.Files, f)
 	}
 	return manifest.Commit(ctx, dst.Prefixed(region.BucketPrefix(r.Name)), manifest.Manifest{Number: restoreEpoch - 1}, &m)
 }

@@ -243,7 +243,7 @@ func (r *Region) compactLocked(ctx context.Context, major bool) (*CompactionInfo
 	}
 	var out *table
 	if !res.Empty {
-		out, err = r.openTable(ctx, fileMeta(num, outKey, res.Props, uint64(res.Size)), res.CacheFileID)
+		out, err = r.openTable(ctx, NewFileMeta(num, outKey, res.Props, uint64(res.Size)), res.CacheFileID)
 		if err != nil {
 			releaseBlocks(res.Blocks)
 			if res.CacheFileID != 0 {

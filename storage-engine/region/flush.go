@@ -87,7 +87,7 @@ func (r *Region) flushOne(mt *memTable) error {
 			_ = r.bucket.Delete(context.Background(), key)
 			return errorf(r.opts.Name, "writing flush output %s: %w", key, err)
 		}
-		t, err = r.openTable(ctx, fileMeta(num, key, props, size), 0)
+		t, err = r.openTable(ctx, NewFileMeta(num, key, props, size), 0)
 		if err != nil {
 			_ = r.bucket.Delete(context.Background(), key)
 			return err
@@ -164,7 +164,9 @@ func (r *Region) flushOne(mt *memTable) error {
 	return nil
 }
 
-func fileMeta(num uint64, key string, p sstable.Properties, size uint64) manifest.FileMeta {
+// NewFileMeta is the manifest entry of SST num at key, whose writer
+// reported p and size.
+func NewFileMeta(num uint64, key string, p sstable.Properties, size uint64) manifest.FileMeta {
 	return manifest.FileMeta{
 		Num: num, Key: key, Size: int64(size),
 		Smallest: p.Smallest, Largest: p.Largest,

@@ -152,5 +152,5 @@ func oneKeyPerBlockTable(t *testing.T, name string, keys []string, cache *blockc
 	if rd.NumBlocks() != len(keys) {
 		t.Fatalf("%s: %d blocks for %d keys", name, rd.NumBlocks(), len(keys))
 	}
-	return &table{key: name, reader: rd, meta: fileMeta(0, name, props, size)}
+	return &table{key: name, reader: rd, meta: NewFileMeta(0, name, props, size)}
 }

@@ -50,6 +50,40 @@ func keySpace(t *testing.T, c *client.Client, ts uint64) map[string]string {
 	return out
 }
 
+// runningBackup is `bellows backup create` started in the background.
+type runningBackup struct {
+	cmd            *exec.Cmd
+	stdout, stderr bytes.Buffer
+}
+
+// startBackup starts `bellows backup create ID args... -o json` and returns
+// once the backup has marked itself running in the file bucket at dir.
+func startBackup(t *testing.T, dir, id string, args ...string) *runningBackup {
+	t.Helper()
+	b := &runningBackup{}
+	b.cmd = exec.Command(binary, append(append([]string{"backup", "create", id}, args...), "-o", "json")...)
+	b.cmd.Stdout, b.cmd.Stderr = &b.stdout, &b.stderr
+	if err := b.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the backup to mark itself running", func() bool {
+		_, err := os.Stat(dir + "/backups/" + id + "/running")
+		return err == nil
+	})
+	return b
+}
+
+// restoredKeySpace restores backup id of the file bucket at bucket into a
+// new bucket under dir, starts a store on it, and returns what it serves.
+func restoredKeySpace(t *testing.T, dir, bucket, id string) map[string]string {
+	t.Helper()
+	restored := "file://" + dir + "/restored-" + id
+	bellows(t, "restore", "--from", bucket, "--backup", id, "--to", restored)
+	rs := start(t, "restored-"+id, "store", "--bucket="+restored, "--wal-dir="+dir+"/rwal-"+id, "--offload=Disabled")
+	defer rs.terminate()
+	return keySpace(t, newClient(t, rs), 0)
+}
+
 func balanceSum(t *testing.T, state map[string]string) int {
 	t.Helper()
 	sum := 0
@@ -190,22 +224,14 @@ func TestAStoreKilledDuringABackupLeavesItCompleteOrUnrecorded(t *testing.T) {
 		}
 	}()
 
-	cmd := exec.Command(binary, "backup", "create", "killed", "--bucket", bucket, "--addr", peers, "-o", "json")
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, "the backup to mark itself running", func() bool {
-		_, err := os.Stat(dir + "/bucket/backups/killed/running")
-		return err == nil || cmd.ProcessState != nil
-	})
+	running := startBackup(t, dir+"/bucket", "killed", "--bucket", bucket, "--addr", peers)
 	b.kill()
 	startTxnStore(t, "store-b", bucket, dir+"/wal-b", addrB, "1/2", peers)
-	err := cmd.Wait()
+	err := running.cmd.Wait()
 	id := "killed"
+	stdout := &running.stdout
 	if err != nil {
-		t.Logf("the backup failed when its store was killed: %v\n%s", err, stderr.String())
+		t.Logf("the backup failed when its store was killed: %v\n%s", err, running.stderr.String())
 		if listed := string(bellows(t, "backup", "list", "--bucket", bucket)); strings.Contains(listed, "killed ") {
 			t.Fatalf("a failed backup is listed:\n%s", listed)
 		}
@@ -222,10 +248,7 @@ func TestAStoreKilledDuringABackupLeavesItCompleteOrUnrecorded(t *testing.T) {
 		t.Fatalf("a write failed across the store's restart: %v", err)
 	}
 	want := keySpace(t, c, rec.TS)
-	restored := "file://" + dir + "/restored"
-	bellows(t, "restore", "--from", bucket, "--backup", id, "--to", restored)
-	rs := startTxnStore(t, "restored", restored, dir+"/rwal", freeAddr(t), "0/1", "")
-	got := keySpace(t, newClient(t, rs), 0)
+	got := restoredKeySpace(t, dir, bucket, id)
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("backup %s restored %d keys; the original held %d at its ts %d", id, len(got), len(want), rec.TS)
 	}
@@ -291,14 +314,10 @@ func TestBackupsDuringSplitsRestoreExactly(t *testing.T) {
 		backups[i].want = keySpace(t, c, backups[i].rec.TS)
 	}
 	for _, b := range backups {
-		restored := "file://" + dir + "/restored-" + b.id
-		bellows(t, "restore", "--from", bucket, "--backup", b.id, "--to", restored)
-		rs := start(t, "restored-"+b.id, "store", "--bucket="+restored, "--wal-dir="+dir+"/rwal-"+b.id, "--offload=Disabled")
-		got := keySpace(t, newClient(t, rs), 0)
+		got := restoredKeySpace(t, dir, bucket, b.id)
 		if fmt.Sprint(got) != fmt.Sprint(b.want) {
 			t.Fatalf("backup %s (%d regions, map epoch %d) restored %d keys; the original held %d at its ts", b.id, len(b.rec.Regions), b.rec.MapEpoch, len(got), len(b.want))
 		}
-		rs.terminate()
 		t.Logf("backup %s: %d regions (map epoch %d), %d files: restored %d keys exactly", b.id, len(b.rec.Regions), b.rec.MapEpoch, b.rec.Files(), len(got))
 	}
 }
@@ -330,10 +349,7 @@ func TestABackupDuringAnOffloadedCompactionRestoresExactly(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := keySpace(t, cl, rec.TS)
-	restored := "file://" + dir + "/restored"
-	bellows(t, "restore", "--from", bucket, "--backup", "mid-compaction", "--to", restored)
-	rs := start(t, "restored", "store", "--bucket="+restored, "--wal-dir="+dir+"/rwal", "--offload=Disabled")
-	got := keySpace(t, newClient(t, rs), 0)
+	got := restoredKeySpace(t, dir, bucket, "mid-compaction")
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("restored %d keys; the original held %d at the backup's ts %d", len(got), len(want), rec.TS)
 	}
@@ -361,32 +377,20 @@ func TestABackupDuringARegionMoveWaitsForItAndRestoresExactly(t *testing.T) {
 	if n := cur.metric(t, "bellows_regions_waiting"); n != 1 {
 		t.Fatalf("new store: %v regions waiting, want 1", n)
 	}
-	cmd := exec.Command(binary, "backup", "create", "mid-move", "--addr", cur.grpc, "-o", "json")
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, "the backup to mark itself running", func() bool {
-		_, err := os.Stat(dir + "/bucket/backups/mid-move/running")
-		return err == nil
-	})
+	running := startBackup(t, dir+"/bucket", "mid-move", "--addr", cur.grpc)
 	old.terminate() // releases the region; the new store claims it
-	if err := cmd.Wait(); err != nil {
-		t.Fatalf("backup during the move: %v\n%s", err, stderr.String())
+	if err := running.cmd.Wait(); err != nil {
+		t.Fatalf("backup during the move: %v\n%s", err, running.stderr.String())
 	}
 	var rec backup.Backup
-	if err := json.Unmarshal(stdout.Bytes(), &rec); err != nil {
+	if err := json.Unmarshal(running.stdout.Bytes(), &rec); err != nil {
 		t.Fatal(err)
 	}
 	want := keySpace(t, newClient(t, cur), rec.TS)
 	if len(want) != 250 {
 		t.Fatalf("the new owner holds %d keys at the backup's ts, want the 250 written at the old one", len(want))
 	}
-	restored := "file://" + dir + "/restored"
-	bellows(t, "restore", "--from", bucket, "--backup", "mid-move", "--to", restored)
-	rs := start(t, "restored", "store", "--bucket="+restored, "--wal-dir="+dir+"/rwal", "--offload=Disabled")
-	got := keySpace(t, newClient(t, rs), 0)
+	got := restoredKeySpace(t, dir, bucket, "mid-move")
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("restored %d keys; the original held %d at the backup's ts %d", len(got), len(want), rec.TS)
 	}

@@ -28,8 +28,8 @@ import (
 func defaultLocalBucket() string { return filepath.Join(defaultLocalDataDir, "bucket") }
 
 type backupFlags struct {
-	kvFlags
-	bucket string
+	bucket, output string
+	timeout        time.Duration
 }
 
 // bucketURL is a bucket flag's value as a URL: a URL as given, a
