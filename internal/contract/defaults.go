@@ -194,6 +194,15 @@ const (
 	// on SIGTERM (aborting their compactions, flushing, committing the
 	// released manifest), first, while its other requests still run.
 	DefaultReleaseTimeout = 80 * time.Second
+	// DefaultWALArchiveInterval is how often each region ships its WAL to
+	// the bucket's archive (wal-archive/): the recovery point objective, the
+	// most acknowledged writes a store's lost volume takes with it. A
+	// region with nothing new refreshes its archive frontier only every
+	// WALArchiveIdleRefresh intervals, so an idle cluster costs a bucket
+	// write per region per minute, not per interval.
+	DefaultWALArchiveInterval = 5 * time.Second
+	// WALArchiveIdleRefresh: see DefaultWALArchiveInterval.
+	WALArchiveIdleRefresh = 12
 	// DefaultOwnershipCheckInterval is how often an open region looks for a
 	// newer owner in the bucket.
 	DefaultOwnershipCheckInterval = 5 * time.Second

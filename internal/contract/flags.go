@@ -34,6 +34,7 @@ const (
 	FlagPeerService            = "peer-service"
 	FlagForceTakeover          = "force-takeover"
 	FlagOwnershipCheckInterval = "ownership-check-interval"
+	FlagWALArchiveInterval     = "wal-archive-interval"
 	FlagReleaseTimeout         = "release-timeout"
 	FlagReleasePollInterval    = "release-poll-interval"
 	FlagTxnLockTTL             = "txn-lock-ttl"

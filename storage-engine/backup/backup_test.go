@@ -41,6 +41,12 @@ type cluster struct {
 
 func openCluster(t *testing.T, dir string, bounds ...string) *cluster {
 	t.Helper()
+	return openClusterWith(t, dir, nil, bounds...)
+}
+
+// openClusterWith is openCluster with opts applied to each region's options.
+func openClusterWith(t *testing.T, dir string, opts func(*region.Options), bounds ...string) *cluster {
+	t.Helper()
 	ctx := context.Background()
 	b := openBucket(t, "file://"+dir+"/bucket")
 	var keys [][]byte
@@ -57,7 +63,7 @@ func openCluster(t *testing.T, dir string, bounds ...string) *cluster {
 	}
 	c := &cluster{t: t, bucket: b, clock: hlc.New(nil, 0), regions: map[string]*region.Region{}, spans: m.Region}
 	for _, r := range m.Region {
-		c.regions[r.Name] = openRegion(t, b, c.clock, dir+"/wal/"+r.Name, r.Name)
+		c.regions[r.Name] = openRegion(t, b, c.clock, dir+"/wal/"+r.Name, r.Name, opts)
 	}
 	return c
 }
@@ -72,13 +78,17 @@ func openBucket(t *testing.T, url string) *blob.Bucket {
 	return b
 }
 
-func openRegion(t *testing.T, b *blob.Bucket, clock *hlc.Clock, walDir, name string) *region.Region {
+func openRegion(t *testing.T, b *blob.Bucket, clock *hlc.Clock, walDir, name string, opts func(*region.Options)) *region.Region {
 	t.Helper()
-	r, err := region.Open(context.Background(), region.Options{
+	o := region.Options{
 		Name: name, Bucket: b, WALDir: walDir, Clock: clock,
 		BlockCache: blockcache.New(1 << 20),
 		SST:        sstable.WriterOptions{BlockSize: 512, Compression: sstable.S2Compression},
-	})
+	}
+	if opts != nil {
+		opts(&o)
+	}
+	r, err := region.Open(context.Background(), o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -166,24 +176,31 @@ func diff(got, want map[string]string) string {
 // opens its regions as new owners would and returns what they serve.
 func restoreAndRead(t *testing.T, src *blob.Bucket, id, dir string) (Backup, map[string]string) {
 	t.Helper()
-	ctx := context.Background()
 	dst := openBucket(t, "file://"+dir+"/bucket")
-	b, err := Restore(ctx, src, id, dst)
+	b, err := Restore(context.Background(), src, id, dst)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return b, serveRestored(t, dst, dir, len(b.Regions))
+}
+
+// serveRestored opens the regions a restore wrote into dst as new owners
+// would (WALs under dir) and returns what they serve.
+func serveRestored(t *testing.T, dst *blob.Bucket, dir string, regions int) map[string]string {
+	t.Helper()
+	ctx := context.Background()
 	if ok, _ := dst.Exists(ctx, contract.RestoreMarker); ok {
 		t.Fatal("the restore marker stayed after a restore that succeeded")
 	}
 	m, err := regionmap.Load(ctx, dst)
-	if err != nil || m.Epoch != 1 || len(m.Region) != len(b.Regions) {
-		t.Fatalf("restored region map: epoch %d, %d regions, err %v; want epoch 1, %d regions", m.Epoch, len(m.Region), err, len(b.Regions))
+	if err != nil || m.Epoch != 1 || len(m.Region) != regions {
+		t.Fatalf("restored region map: epoch %d, %d regions, err %v; want epoch 1, %d regions", m.Epoch, len(m.Region), err, regions)
 	}
-	regions := map[string]*region.Region{}
+	open := map[string]*region.Region{}
 	for _, r := range m.Region {
-		regions[r.Name] = openRegion(t, dst, hlc.New(nil, 0), dir+"/wal/"+r.Name, r.Name)
+		open[r.Name] = openRegion(t, dst, hlc.New(nil, 0), dir+"/wal/"+r.Name, r.Name, nil)
 	}
-	return b, state(t, regions, m.Region, kv.MaxTimestamp)
+	return state(t, open, m.Region, kv.MaxTimestamp)
 }
 
 // A backup taken while writes continue holds exactly what a read at its

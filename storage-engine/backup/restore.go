@@ -9,6 +9,7 @@ import (
 
 	"github.com/bellows-kv/bellows/internal/contract"
 	"github.com/bellows-kv/bellows/storage-engine/blob"
+	"github.com/bellows-kv/bellows/storage-engine/kv"
 	"github.com/bellows-kv/bellows/storage-engine/manifest"
 	"github.com/bellows-kv/bellows/storage-engine/region"
 	"github.com/bellows-kv/bellows/storage-engine/regionmap"
@@ -35,39 +36,68 @@ func Restore(ctx context.Context, src *blob.Bucket, id string, dst *blob.Bucket)
 	if err != nil {
 		return Backup{}, err
 	}
-	if objs, err := dst.List(ctx, ""); err != nil {
+	if err := checkTarget(ctx, dst); err != nil {
 		return Backup{}, err
-	} else if len(objs) > 0 {
-		return Backup{}, fmt.Errorf("%w: %s holds %d objects (%s, ...); restore into a new, empty bucket", ErrTargetNotEmpty, dst.URL(), len(objs), objs[0].Key)
 	}
 	if err := checkFiles(ctx, src, b); err != nil {
 		return Backup{}, err
 	}
-	marker, err := json.MarshalIndent(map[string]any{"restoring": b.ID, "from": src.URL(), "ts": b.TS, "started": time.Now().UTC()}, "", "  ")
+	return b, restore(ctx, src, b, dst, replayed{ts: b.TS})
+}
+
+// checkTarget refuses a dst that holds any object.
+func checkTarget(ctx context.Context, dst *blob.Bucket) error {
+	if objs, err := dst.List(ctx, ""); err != nil {
+		return err
+	} else if len(objs) > 0 {
+		return fmt.Errorf("%w: %s holds %d objects (%s, ...); restore into a new, empty bucket", ErrTargetNotEmpty, dst.URL(), len(objs), objs[0].Key)
+	}
+	return nil
+}
+
+// replayed is what a point-in-time restore adds to a backup: the archived
+// versions above the backup's TS and at or below ts, by region name.
+type replayed struct {
+	ts       uint64
+	versions map[string][]version
+}
+
+type version struct {
+	key   kv.InternalKey
+	value []byte
+}
+
+// restore writes b, and the versions of r, into dst (see Restore).
+func restore(ctx context.Context, src *blob.Bucket, b Backup, dst *blob.Bucket, r replayed) error {
+	marker, err := json.MarshalIndent(map[string]any{"restoring": b.ID, "from": src.URL(), "ts": r.ts, "started": time.Now().UTC()}, "", "  ")
 	if err != nil {
-		return Backup{}, err
+		return err
 	}
 	if err := dst.WriteAll(ctx, contract.RestoreMarker, marker, true); err != nil {
-		return Backup{}, err
+		return err
 	}
 	m := regionmap.Map{NextID: b.NextID, Retired: b.Retired}
-	for _, r := range b.Regions {
-		if err := restoreRegion(ctx, src, dst, b, r); err != nil {
-			return Backup{}, fmt.Errorf("restoring region %s: %w", r.Name, err)
+	for _, reg := range b.Regions {
+		if err := restoreRegion(ctx, src, dst, b, reg, r.ts, r.versions[reg.Name]); err != nil {
+			return fmt.Errorf("restoring region %s: %w", reg.Name, err)
 		}
-		m.Region = append(m.Region, regionmap.Region{ID: r.ID, Name: r.Name, Start: r.Start, End: r.End, Slot: r.Slot})
+		m.Region = append(m.Region, regionmap.Region{ID: reg.ID, Name: reg.Name, Start: reg.Start, End: reg.End, Slot: reg.Slot})
 	}
 	if err := regionmap.Commit(ctx, dst, regionmap.Map{}, &m); err != nil {
-		return Backup{}, err
+		return err
 	}
-	cluster, err := json.MarshalIndent(map[string]any{"created": time.Now().UTC(), "by": fmt.Sprintf("bellows restore of backup %s (ts %d) from %s", b.ID, b.TS, src.URL())}, "", "  ")
+	by := fmt.Sprintf("bellows restore of backup %s (ts %d) from %s", b.ID, b.TS, src.URL())
+	if r.ts != b.TS {
+		by = fmt.Sprintf("bellows restore to ts %d from %s: backup %s (ts %d) and the WAL archive", r.ts, src.URL(), b.ID, b.TS)
+	}
+	cluster, err := json.MarshalIndent(map[string]any{"created": time.Now().UTC(), "by": by}, "", "  ")
 	if err != nil {
-		return Backup{}, err
+		return err
 	}
 	if err := dst.WriteAll(ctx, contract.BucketMarker, cluster, true); err != nil {
-		return Backup{}, err
+		return err
 	}
-	return b, dst.Delete(ctx, contract.RestoreMarker)
+	return dst.Delete(ctx, contract.RestoreMarker)
 }
 
 // checkFiles returns an ErrIncomplete naming the first file of b that is
@@ -100,11 +130,12 @@ func checkFiles(ctx context.Context, bucket *blob.Bucket, b Backup) error {
 }
 
 // restoreRegion copies r's files into its prefix in dst, checks that each
-// opens as an SST, and commits its manifest.
-func restoreRegion(ctx context.Context, src, dst *blob.Bucket, b Backup, r Region) error {
+// opens as an SST, writes the replayed versions (if any) as one more SST
+// and commits its manifest, flushed at ts.
+func restoreRegion(ctx context.Context, src, dst *blob.Bucket, b Backup, r Region, ts uint64, versions []version) error {
 	m := manifest.Manifest{
 		Owner: "bellows restore", Released: true,
-		FlushedTS: b.TS, ExactFromTS: r.ExactFromTS,
+		FlushedTS: ts, ExactFromTS: r.ExactFromTS,
 		Start: r.Start, End: r.End,
 		NextFileNum: uint64(len(r.Files)) + 1,
 	}
@@ -120,6 +151,17 @@ func restoreRegion(ctx context.Context, src, dst *blob.Bucket, b Backup, r Regio
 		}
 		f.Num, f.Key = num, key
 		m.Files = append(m.Files, f)
+	}
+	if len(versions) > 0 {
+		num := m.NextFileNum
+		key := region.SSTKey(restoreEpoch, num)
+		f, err := writeVersions(ctx, dst, region.ObjectKey(r.Name, key), versions)
+		if err != nil {
+			return err
+		}
+		f.Num, f.Key = num, key
+		m.Files = append(m.Files, f)
+		m.NextFileNum++
 	}
 	return manifest.Commit(ctx, dst.Prefixed(region.BucketPrefix(r.Name)), manifest.Manifest{Number: restoreEpoch - 1}, &m)
 }

@@ -198,6 +198,19 @@ var tempObject = regexp.MustCompile(`\.[0-9a-f]+\.tmp$`)
 
 // List returns every object whose key starts with prefix.
 func (b *Bucket) List(ctx context.Context, prefix string) ([]ObjectInfo, error) {
+	for attempt := 0; ; attempt++ {
+		out, err := b.list(ctx, prefix)
+		// fileblob reads a directory, then stats each entry: a write that
+		// renames its temporary file in between makes the stat fail with
+		// NotFound. The listing is retried; object stores list atomically.
+		if b.scheme == "file" && errors.Is(err, ErrNotFound) && attempt < 10 {
+			continue
+		}
+		return out, err
+	}
+}
+
+func (b *Bucket) list(ctx context.Context, prefix string) ([]ObjectInfo, error) {
 	var out []ObjectInfo
 	it := b.b.List(&gblob.ListOptions{Prefix: b.prefix + prefix})
 	for {

@@ -250,3 +250,19 @@ func (r *Region) Locks() []manifest.TxnLock {
 	locks, _ := r.txn.sorted()
 	return locks
 }
+
+// minLockStart is the oldest start timestamp of a lock held here (0: none).
+func (s *txnState) minLockStart() uint64 {
+	if s.nLocks.Load() == 0 {
+		return 0
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var m uint64
+	for _, l := range s.locks {
+		if m == 0 || l.StartTS < m {
+			m = l.StartTS
+		}
+	}
+	return m
+}

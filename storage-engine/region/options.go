@@ -78,6 +78,11 @@ type Options struct {
 	// has not released it, forfeiting the writes that store acknowledged
 	// but did not flush (its WAL is lost, say). The old owner is fenced.
 	ForceTakeover bool
+	// WALArchiveInterval, if positive, ships the WAL to the bucket's
+	// archive (wal-archive/, package walarchive) this often: the most
+	// acknowledged writes a lost volume can take with it (the RPO). The
+	// WAL keeps a segment until it is archived.
+	WALArchiveInterval time.Duration
 	// OwnershipCheckInterval: how often an open region looks for a newer
 	// manifest than its own, so a store whose region was taken over
 	// stops acknowledging writes; 0 checks only at its own commits.

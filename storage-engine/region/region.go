@@ -91,6 +91,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/bellows-kv/bellows/internal/contract"
 	"github.com/bellows-kv/bellows/storage-engine/blob"
 	"github.com/bellows-kv/bellows/storage-engine/blockcache"
 	"github.com/bellows-kv/bellows/storage-engine/compaction"
@@ -98,6 +99,7 @@ import (
 	"github.com/bellows-kv/bellows/storage-engine/memstore"
 	"github.com/bellows-kv/bellows/storage-engine/sstable"
 	"github.com/bellows-kv/bellows/storage-engine/wal"
+	"github.com/bellows-kv/bellows/storage-engine/walarchive"
 )
 
 // memTable is a memstore plus what flushing it needs to know.
@@ -211,8 +213,13 @@ type Region struct {
 
 	// walMu guards walSegs; it is a leaf lock (taken under commitMu by
 	// WAL rotations, alone by truncation).
-	walMu   sync.Mutex
-	walSegs []walSegment // closed WAL segments not yet removed, oldest first
+	walMu sync.Mutex
+	// shipper archives the WAL (nil: not archived); archiveMu guards it
+	// and archiveStatus (archive.go).
+	shipper       *walarchive.Shipper
+	archiveMu     sync.Mutex
+	archiveStatus ArchiveStatus
+	walSegs       []walSegment // closed WAL segments not yet removed, oldest first
 
 	bgCtx  context.Context
 	cancel context.CancelFunc
@@ -354,10 +361,20 @@ func Open(ctx context.Context, opts Options) (_ *Region, err error) {
 			return nil, ctx.Err()
 		}
 	}
-	r.log, err = wal.Open(wal.Options{Dir: opts.WALDir, Mode: opts.WALMode, SyncInterval: opts.WALSyncInterval, MinSegment: claim.WALMinSegment})
+	r.log, err = wal.Open(wal.Options{Dir: opts.WALDir, Mode: opts.WALMode, SyncInterval: opts.WALSyncInterval, MinSegment: claim.WALMinSegment,
+		HoldUntilArchived: opts.WALArchiveInterval > 0})
 	if err != nil {
 		r.current.unref()
 		return nil, err
+	}
+	if opts.WALArchiveInterval > 0 {
+		if r.shipper, err = walarchive.Resume(ctx, opts.Bucket, opts.Name, r.walDir.ID, opts.WALDir, claim.FlushedTS, r.log); err != nil {
+			_ = r.log.Close()
+			r.current.unref()
+			return nil, errorf(opts.Name, "resuming the WAL archive: %w", err)
+		}
+		r.shipper.IdleRefresh = contract.WALArchiveIdleRefresh
+		r.archiveStatus.Enabled = true
 	}
 	r.bgCtx, r.cancel = context.WithCancel(context.Background())
 	r.compactCtx, r.stopCompactions = context.WithCancelCause(r.bgCtx)
@@ -379,6 +396,10 @@ func Open(ctx context.Context, opts Options) (_ *Region, err error) {
 	}
 	r.openedTS = max(opts.Clock.Now(), r.lastTS)
 	r.recovery.Open = time.Since(began)
+	if r.shipper != nil {
+		r.wg.Add(1)
+		go r.archiveLoop()
+	}
 	return r, nil
 }
 
@@ -522,6 +543,16 @@ func (r *Region) shutdown(final func() error) error {
 	err := r.log.Close()
 	if errors.Is(err, wal.ErrClosed) {
 		err = nil
+	}
+	if err == nil {
+		// A release removes the segments next: they go to the archive
+		// first, or the release fails and the WAL stays.
+		if serr := r.shipFinal(); serr != nil {
+			r.opts.Logger.Warn("archiving the WAL at shutdown; the next owner of this WAL directory ships the rest", "region", r.opts.Name, "err", serr)
+			if final != nil {
+				err = errorf(r.opts.Name, "archiving the WAL: %w", serr)
+			}
+		}
 	}
 	if err == nil && final != nil {
 		err = final()

@@ -83,3 +83,25 @@ func decodeRecord(b []byte) ([]byte, int, error) {
 	}
 	return b[headerLen : headerLen+n], headerLen + n, nil
 }
+
+// Records splits b, a run of a segment's bytes that starts at a record,
+// into its intact records: it calls fn for each and returns the length of
+// the prefix they make up. The bytes after it are a record the writer has
+// not finished (or damage, which the caller tells apart by whether the
+// segment is still open).
+func Records(b []byte, fn func(payload []byte) error) (int, error) {
+	off := 0
+	for off < len(b) {
+		payload, n, err := decodeRecord(b[off:])
+		if err != nil {
+			return off, nil
+		}
+		if fn != nil {
+			if err := fn(payload); err != nil {
+				return off, err
+			}
+		}
+		off += n
+	}
+	return off, nil
+}

@@ -12,6 +12,11 @@
 //     the newest segment can have a torn tail after a crash.
 //   - After any write or sync error the log fails every later Append: an
 //     acknowledged write is never followed by a silently lost one.
+//   - With HoldUntilArchived a segment file is removed only once both
+//     RemoveBefore (its records are in SSTs or superseded) and
+//     MarkArchivedBelow (the archive has it) passed it. Size counts only the
+//     first: it is what recovery needs, and what the store's WAL bound
+//     flushes to shrink; held bytes are the archive's to report.
 package wal
 
 import (
@@ -72,6 +77,10 @@ type Options struct {
 	// every flushed segment before the next one was created, numbering must
 	// not restart below the segments that replay reads.
 	MinSegment uint64
+	// HoldUntilArchived keeps every segment on disk, whatever RemoveBefore
+	// says, until MarkArchivedBelow passes it: the WAL archive
+	// (storage-engine/walarchive) has not shipped it yet.
+	HoldUntilArchived bool
 }
 
 // Commit is the acknowledgement of one append.
@@ -117,6 +126,12 @@ type Log struct {
 	// that the writer has not finished yet (async appends run ahead of
 	// it) is removed when the writer closes it.
 	removeBelow uint64
+	// archivedBelow is the highest MarkArchivedBelow bound; with
+	// HoldUntilArchived a segment is removed only below both.
+	archivedBelow uint64
+	// lastTaken is the acknowledgement of the newest unit the writer took
+	// from the queue: Written waits for it.
+	lastTaken *Commit
 
 	fileMu sync.Mutex // guards f across the writer and the async syncer
 	f      *os.File
@@ -310,6 +325,9 @@ func (l *Log) writeLoop() {
 			l.pending = l.newUnit()
 		}
 		closing := l.closed && len(units) == 0
+		if len(units) > 0 {
+			l.lastTaken = units[len(units)-1].commit
+		}
 		l.mu.Unlock()
 		if closing {
 			return
@@ -364,7 +382,7 @@ func (l *Log) writeUnit(u *unit) error {
 		}
 		l.dirty = false
 		l.mu.Lock()
-		removed := l.seg < l.removeBelow
+		removed := l.seg < l.removableBelowLocked()
 		l.mu.Unlock()
 		if removed {
 			if err := os.Remove(filepath.Join(l.opts.Dir, SegmentName(l.seg))); err != nil && !errors.Is(err, os.ErrNotExist) {
@@ -431,7 +449,31 @@ func (l *Log) RemoveBefore(n uint64) error {
 			delete(l.segBytes, s)
 		}
 	}
+	bound := l.removableBelowLocked()
 	l.mu.Unlock()
+	return l.removeFilesBelow(bound)
+}
+
+// MarkArchivedBelow says that every segment below n is in the archive, and
+// removes those RemoveBefore already released.
+func (l *Log) MarkArchivedBelow(n uint64) error {
+	l.mu.Lock()
+	l.archivedBelow = max(l.archivedBelow, n)
+	bound := l.removableBelowLocked()
+	l.mu.Unlock()
+	return l.removeFilesBelow(bound)
+}
+
+// removableBelowLocked is the bound below which segment files go: what
+// RemoveBefore released and, when holding for the archive, was archived.
+func (l *Log) removableBelowLocked() uint64 {
+	if l.opts.HoldUntilArchived {
+		return min(l.removeBelow, l.archivedBelow)
+	}
+	return l.removeBelow
+}
+
+func (l *Log) removeFilesBelow(n uint64) error {
 	segs, err := Segments(l.opts.Dir)
 	if err != nil {
 		return err
@@ -449,6 +491,39 @@ func (l *Log) RemoveBefore(n uint64) error {
 		}
 	}
 	return nil
+}
+
+// WriterSegment is the segment the writer has open: every segment below it
+// is closed and synced, and its file never grows again.
+func (l *Log) WriterSegment() uint64 {
+	l.fileMu.Lock()
+	defer l.fileMu.Unlock()
+	return l.seg
+}
+
+// Written waits until every record appended before it is written to its
+// segment file (not necessarily synced: an async log acknowledges appends
+// before the writer reaches them, and the archive reads the files).
+func (l *Log) Written() error {
+	l.mu.Lock()
+	var c *Commit
+	switch {
+	case l.pending.hasRecord:
+		c = l.pending.commit
+		l.queue = append(l.queue, l.pending)
+		l.pending = l.newUnit()
+		l.cond.Signal()
+	case len(l.queue) > 0:
+		c = l.queue[len(l.queue)-1].commit
+	default:
+		c = l.lastTaken
+	}
+	l.mu.Unlock()
+	if c == nil {
+		return nil
+	}
+	<-c.done
+	return c.err
 }
 
 // Appended is every byte appended since Open (records and their headers):

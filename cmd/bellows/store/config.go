@@ -67,6 +67,9 @@ type Config struct {
 
 	ForceTakeover          bool
 	OwnershipCheckInterval time.Duration
+	// WALArchiveInterval: how often each region ships its WAL to the
+	// bucket's archive (the RPO); 0 does not archive.
+	WALArchiveInterval time.Duration
 	// ReleaseTimeout bounds the release of the regions on SIGTERM.
 	ReleaseTimeout time.Duration
 	// ReleasePollInterval: how often a region another store owns is
@@ -104,6 +107,7 @@ func Default() Config {
 		SplitBytes:             contract.DefaultSplitBytes,
 		SplitQPS:               float64(contract.DefaultSplitQPS),
 		OwnershipCheckInterval: contract.DefaultOwnershipCheckInterval,
+		WALArchiveInterval:     contract.DefaultWALArchiveInterval,
 		ReleaseTimeout:         contract.DefaultReleaseTimeout,
 		ReleasePollInterval:    contract.DefaultReleasePollInterval,
 		TxnLockTTL:             contract.DefaultTxnLockTTL,
@@ -182,6 +186,9 @@ func (c Config) Validate() error {
 	}
 	if c.OwnershipCheckInterval < 0 {
 		flag(contract.FlagOwnershipCheckInterval, "%v is negative", c.OwnershipCheckInterval)
+	}
+	if c.WALArchiveInterval < 0 {
+		flag(contract.FlagWALArchiveInterval, "%v is negative; write how often to ship the WAL to the bucket, e.g. 5s, or 0 not to archive it", c.WALArchiveInterval)
 	}
 	if c.ReleaseTimeout <= 0 {
 		flag(contract.FlagReleaseTimeout, "%v must be positive", c.ReleaseTimeout)

@@ -167,6 +167,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, out io.Writer) error
 		Compaction: compaction.Policy{MinFiles: e.Compaction.MinFiles, MaxFiles: e.Compaction.MaxFiles,
 			Ratio: e.Compaction.Ratio, MaxBytes: e.Compaction.MaxBytes},
 		ForceTakeover: cfg.ForceTakeover, OwnershipCheckInterval: cfg.OwnershipCheckInterval,
+		WALArchiveInterval: cfg.WALArchiveInterval,
 		// The limits clients check before sending (contract), so what a
 		// client lets through a store accepts.
 		MaxValueSize: contract.MaxValueBytes, MaxBatchBytes: contract.MaxBatchBytes,

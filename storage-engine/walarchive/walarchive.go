@@ -1,0 +1,237 @@
+// Package walarchive is the continuous WAL archive (docs/backup.md, section
+// 2): a region's owner ships its WAL segments to the bucket as they grow
+// (Shipper), and a point-in-time restore reads them back (Read) within the
+// window the archive proves complete (Coverage).
+//
+// Layout, under wal-archive/<region>/<walID>/ (one stream per region and
+// owner's WAL directory, which a restart keeps and a move or a lost volume
+// changes):
+//
+//	<seg>-<off>.part   the bytes [off, off+size) of segment seg: whole records
+//	<seg>.sealed       segment seg is closed; its content is its size
+//	stream.json        the stream's frontier (Stream)
+//
+// # Invariants
+//
+//   - A stream's parts of one segment are contiguous from offset 0, and its
+//     sealed segments are consecutive: a Shipper resumes from what the
+//     bucket holds (a process killed mid-ship re-ships the segment's tail,
+//     never skips it), and Read refuses a stream with a hole, naming it.
+//   - stream.json's TS is written only after every record that a version at
+//     or below TS can be in is shipped (the region's frontier rule,
+//     region.ArchiveFrontier); Final says nothing more will follow.
+//   - A segment is marked archived to the log (wal.Log.MarkArchivedBelow)
+//     only once it is sealed in the bucket: the volume keeps it until then.
+package walarchive
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/bellows-kv/bellows/storage-engine/blob"
+)
+
+// Prefix is where the archive lives in a cluster's bucket.
+const Prefix = "wal-archive/"
+
+const streamName = "stream.json"
+
+// StreamPrefix is the directory of region's stream from WAL directory walID.
+func StreamPrefix(region, walID string) string {
+	return Prefix + region + "/" + walID + "/"
+}
+
+// Stream is what stream.json says of one stream.
+type Stream struct {
+	Region string `json:"region"`
+	WALID  string `json:"walID"`
+	// FromTS: every version at or below it was in the region's SSTs when
+	// the stream began; the stream holds the records after it.
+	FromTS uint64 `json:"fromTS"`
+	// TS is the frontier: every record with a version at or below it is
+	// in the archive.
+	TS uint64 `json:"ts"`
+	// Final: the owner closed the region and shipped its last record.
+	Final bool `json:"final,omitempty"`
+	// SealedBelow: every segment below it is sealed in the archive.
+	SealedBelow uint64    `json:"sealedBelow"`
+	Updated     time.Time `json:"updated"`
+}
+
+func partKey(seg uint64, off int64) string { return fmt.Sprintf("%016d-%012d.part", seg, off) }
+func sealedKey(seg uint64) string          { return fmt.Sprintf("%016d.sealed", seg) }
+
+// part is one object of a stream.
+type part struct {
+	seg    uint64
+	off    int64
+	size   int64
+	sealed bool // a .sealed object: size is the segment's
+}
+
+func parseKey(o blob.ObjectInfo) (part, bool) {
+	name := o.Key[strings.LastIndexByte(o.Key, '/')+1:]
+	if s, ok := strings.CutSuffix(name, ".sealed"); ok {
+		seg, err := strconv.ParseUint(s, 10, 64)
+		return part{seg: seg, sealed: true}, err == nil
+	}
+	s, ok := strings.CutSuffix(name, ".part")
+	if !ok {
+		return part{}, false
+	}
+	segS, offS, ok := strings.Cut(s, "-")
+	if !ok {
+		return part{}, false
+	}
+	seg, err1 := strconv.ParseUint(segS, 10, 64)
+	off, err2 := strconv.ParseInt(offS, 10, 64)
+	return part{seg: seg, off: off, size: o.Size}, err1 == nil && err2 == nil
+}
+
+// listParts returns the stream's parts and sealed markers, ordered by
+// segment and offset (the keys' order), with each sealed size read.
+func listParts(ctx context.Context, stream *blob.Bucket) ([]part, error) {
+	objs, err := stream.List(ctx, "")
+	if err != nil {
+		return nil, err
+	}
+	var parts []part
+	for _, o := range objs {
+		p, ok := parseKey(o)
+		if !ok {
+			continue
+		}
+		if p.sealed {
+			b, err := stream.ReadAll(ctx, o.Key)
+			if err != nil {
+				return nil, err
+			}
+			if p.size, err = strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64); err != nil {
+				return nil, fmt.Errorf("walarchive: %s: %w", o.Key, err)
+			}
+		}
+		parts = append(parts, p)
+	}
+	return parts, nil
+}
+
+// LoadStream reads region's stream.json from WAL directory walID;
+// blob.ErrNotFound: no such stream.
+func LoadStream(ctx context.Context, bucket *blob.Bucket, region, walID string) (Stream, error) {
+	b, err := bucket.ReadAll(ctx, StreamPrefix(region, walID)+streamName)
+	if err != nil {
+		return Stream{}, err
+	}
+	var s Stream
+	if err := json.Unmarshal(b, &s); err != nil {
+		return Stream{}, fmt.Errorf("walarchive: %s: %w", StreamPrefix(region, walID)+streamName, err)
+	}
+	return s, nil
+}
+
+// Streams lists every stream in bucket's archive.
+func Streams(ctx context.Context, bucket *blob.Bucket) ([]Stream, error) {
+	objs, err := bucket.List(ctx, Prefix)
+	if err != nil {
+		return nil, err
+	}
+	var out []Stream
+	for _, o := range objs {
+		rest := strings.TrimPrefix(o.Key, Prefix)
+		region, rest, ok1 := strings.Cut(rest, "/")
+		walID, name, ok2 := strings.Cut(rest, "/")
+		if !ok1 || !ok2 || name != streamName {
+			continue
+		}
+		s, err := LoadStream(ctx, bucket, region, walID)
+		if err != nil {
+			if errors.Is(err, blob.ErrNotFound) {
+				continue // deleted since the listing
+			}
+			return nil, err
+		}
+		out = append(out, s)
+	}
+	return out, nil
+}
+
+// ErrGap: a stream's archive has a hole, so a restore through it would miss
+// records.
+var ErrGap = errors.New("walarchive: the archive has a gap")
+
+// Read calls fn with every archived record of stream s, in WAL order. It
+// refuses (ErrGap) a stream whose parts are not contiguous or whose sealed
+// segments are not consecutive, naming the first hole.
+func Read(ctx context.Context, bucket *blob.Bucket, s Stream, fn func(payload []byte) error) error {
+	stream := bucket.Prefixed(StreamPrefix(s.Region, s.WALID))
+	parts, err := listParts(ctx, stream)
+	if err != nil {
+		return err
+	}
+	if err := checkContiguous(s, parts); err != nil {
+		return err
+	}
+	for _, p := range parts {
+		if p.sealed || p.size == 0 {
+			continue
+		}
+		b, err := stream.ReadAll(ctx, partKey(p.seg, p.off))
+		if err != nil {
+			return err
+		}
+		n, err := recordsOf(b, fn)
+		if err != nil {
+			return err
+		}
+		if n != len(b) {
+			return fmt.Errorf("%w: region %s, WAL %s: part %s is damaged at offset %d", ErrGap, s.Region, s.WALID, partKey(p.seg, p.off), p.off+int64(n))
+		}
+	}
+	return nil
+}
+
+// checkContiguous returns an ErrGap naming the first hole in parts.
+func checkContiguous(s Stream, parts []part) error {
+	gap := func(format string, args ...any) error {
+		return fmt.Errorf("%w: region %s, WAL %s: %s", ErrGap, s.Region, s.WALID, fmt.Sprintf(format, args...))
+	}
+	var (
+		seg     uint64
+		started bool
+		end     int64 // of seg's parts so far
+		sealed  bool  // seg is sealed
+	)
+	for _, p := range parts {
+		if !started || p.seg != seg {
+			if started && !sealed {
+				return gap("segment %d is followed by %d but was never sealed", seg, p.seg)
+			}
+			if started && p.seg != seg+1 {
+				return gap("segments %d to %d are missing", seg+1, p.seg-1)
+			}
+			seg, end, sealed, started = p.seg, 0, false, true
+		}
+		if p.sealed {
+			if end != p.size {
+				return gap("segment %d was sealed at %d bytes, its parts hold %d", seg, p.size, end)
+			}
+			sealed = true
+			continue
+		}
+		if p.off != end {
+			return gap("segment %d has bytes %d to %d missing", seg, end, p.off)
+		}
+		end += p.size
+	}
+	if started && s.SealedBelow > seg+1 {
+		return gap("segments %d to %d were sealed but are missing", seg+1, s.SealedBelow-1)
+	}
+	return nil
+}
+
+func jsonIndent(v any) ([]byte, error) { return json.MarshalIndent(v, "", "  ") }

@@ -1,0 +1,160 @@
+package walarchive
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/bellows-kv/bellows/storage-engine/blob"
+	"github.com/bellows-kv/bellows/storage-engine/wal"
+)
+
+func openBucket(t *testing.T) *blob.Bucket {
+	t.Helper()
+	b, err := blob.Open(context.Background(), "file://"+t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = b.Close() })
+	return b
+}
+
+func openLog(t *testing.T, dir string) *wal.Log {
+	t.Helper()
+	l, err := wal.Open(wal.Options{Dir: dir, Mode: wal.ModeAsync, HoldUntilArchived: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+func readAll(t *testing.T, b *blob.Bucket, walID string) ([]string, error) {
+	t.Helper()
+	s, err := LoadStream(context.Background(), b, "r", walID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	err = Read(context.Background(), b, s, func(p []byte) error {
+		got = append(got, string(p))
+		return nil
+	})
+	return got, err
+}
+
+// Records shipped across rotations, a removal the archive had not allowed
+// yet, a process that stops between ships and a Shipper resumed from the
+// bucket all come back exactly once, in order; a segment leaves the volume
+// only once it is sealed in the archive, and the stream records its
+// frontier and, at the end, that it is final.
+func TestShippedRecordsComeBackOnceInOrderAcrossARestart(t *testing.T) {
+	ctx := context.Background()
+	bucket := openBucket(t)
+	dir := t.TempDir()
+	l := openLog(t, dir)
+	s, err := Resume(ctx, bucket, "r", "w1", dir, 7, l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want []string
+	appendN := func(l *wal.Log, n int) {
+		for range n {
+			rec := fmt.Sprintf("record-%04d", len(want))
+			want = append(want, rec)
+			l.Append([]byte(rec))
+		}
+	}
+	appendN(l, 10)
+	if _, err := s.Ship(ctx, 100, false); err != nil {
+		t.Fatal(err)
+	}
+	appendN(l, 5)
+	first := l.Rotate() - 1
+	appendN(l, 5)
+	// The region flushed everything: the log may drop segment first, but
+	// the archive has not sealed it yet.
+	if err := l.RemoveBefore(first + 1); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, wal.SegmentName(first))); err != nil {
+		t.Fatalf("segment %d left the volume before it was archived: %v", first, err)
+	}
+	st, err := s.Ship(ctx, 200, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.PendingBytes != 0 {
+		t.Fatalf("%d bytes pending after a ship with no appends racing it", st.PendingBytes)
+	}
+	if _, err := os.Stat(filepath.Join(dir, wal.SegmentName(first))); !os.IsNotExist(err) {
+		t.Fatalf("segment %d stayed on the volume after it was sealed and released: %v", first, err)
+	}
+	appendN(l, 3) // written, never shipped by this process
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	// A restart: the same WAL directory, a new log and Shipper.
+	l2 := openLog(t, dir)
+	defer l2.Close()
+	s2, err := Resume(ctx, bucket, "r", "w1", dir, 50, l2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	appendN(l2, 4)
+	if _, err := s2.Ship(ctx, 300, false); err != nil {
+		t.Fatal(err)
+	}
+	got, err := readAll(t, bucket, "w1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(got, ",") != strings.Join(want, ",") {
+		t.Fatalf("archive holds\n%v\nwant\n%v", got, want)
+	}
+	meta, err := LoadStream(ctx, bucket, "r", "w1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if meta.FromTS != 7 || meta.TS != 300 || meta.Final {
+		t.Fatalf("stream %+v; want fromTS 7 (the first tenure's), ts 300, not final", meta)
+	}
+	if err := l2.Close(); err != nil && !errors.Is(err, wal.ErrClosed) {
+		t.Fatal(err)
+	}
+	if _, err := s2.Ship(ctx, 400, true); err != nil {
+		t.Fatal(err)
+	}
+	if meta, _ = LoadStream(ctx, bucket, "r", "w1"); !meta.Final {
+		t.Fatalf("stream %+v after the final ship; want final", meta)
+	}
+}
+
+// Each kind of hole is found and named: a part missing inside a segment,
+// a whole segment missing, a segment sealed at another size.
+func TestReadRefusesEachKindOfHole(t *testing.T) {
+	s := Stream{Region: "r", WALID: "w"}
+	for _, tc := range []struct {
+		name  string
+		parts []part
+		says  string
+	}{
+		{"a part missing", []part{{seg: 1, off: 0, size: 10}, {seg: 1, off: 20, size: 5}}, "bytes 10 to 20 missing"},
+		{"a segment missing", []part{{seg: 1, size: 10}, {seg: 1, sealed: true, size: 10}, {seg: 3, size: 4}}, "segments 2 to 2 are missing"},
+		{"an unsealed segment followed", []part{{seg: 1, size: 10}, {seg: 2, size: 4}}, "never sealed"},
+		{"sealed at another size", []part{{seg: 1, size: 10}, {seg: 1, sealed: true, size: 12}}, "sealed at 12 bytes"},
+	} {
+		err := checkContiguous(s, tc.parts)
+		if !errors.Is(err, ErrGap) || !strings.Contains(err.Error(), tc.says) {
+			t.Errorf("%s: %v; want ErrGap saying %q", tc.name, err, tc.says)
+		}
+	}
+	ok := []part{{seg: 4, size: 10}, {seg: 4, off: 10, size: 3}, {seg: 4, sealed: true, size: 13}, {seg: 5, sealed: true}, {seg: 6, size: 2}}
+	if err := checkContiguous(s, ok); err != nil {
+		t.Errorf("a contiguous stream: %v", err)
+	}
+}
