@@ -43,7 +43,21 @@ type ArchiveStatus struct {
 	Frontier uint64
 	walarchive.Status
 	ShippedTotal int64
-	Err          error
+	// Covered: every record appended before it is archived (the start of
+	// the newest Ship that succeeded; the region's opening before the
+	// first). Its age bounds the age of the oldest record not archived:
+	// the archive's lag.
+	Covered time.Time
+	Err     error
+}
+
+// Lag is how old the oldest record not yet archived may be at now (0: not
+// archived).
+func (s ArchiveStatus) Lag(now time.Time) time.Duration {
+	if !s.Enabled {
+		return 0
+	}
+	return now.Sub(s.Covered)
 }
 
 // ArchiveStatus returns the archive's state (Enabled false: not archived).
@@ -78,9 +92,10 @@ func (r *Region) archiveLoop() {
 			return
 		case <-t.C:
 		}
+		began := time.Now()
 		f, err := r.archiveFrontier()
 		if err == nil {
-			err = r.ship(r.bgCtx, f, false)
+			err = r.ship(r.bgCtx, began, f, false)
 		}
 		if err != nil && r.bgCtx.Err() == nil {
 			r.opts.Logger.Warn("archiving the WAL", "region", r.opts.Name, "err", err)
@@ -89,7 +104,7 @@ func (r *Region) archiveLoop() {
 }
 
 // ship runs one Ship and records its status.
-func (r *Region) ship(ctx context.Context, frontier uint64, final bool) error {
+func (r *Region) ship(ctx context.Context, began time.Time, frontier uint64, final bool) error {
 	r.archiveMu.Lock()
 	defer r.archiveMu.Unlock()
 	st, err := r.shipper.Ship(ctx, frontier, final)
@@ -97,6 +112,7 @@ func (r *Region) ship(ctx context.Context, frontier uint64, final bool) error {
 	if err == nil {
 		r.archiveStatus.Status = st
 		r.archiveStatus.Frontier = r.shipper.Frontier()
+		r.archiveStatus.Covered = began
 	}
 	r.archiveStatus.ShippedTotal += st.ShippedBytes
 	return err
@@ -113,7 +129,7 @@ func (r *Region) shipFinal() error {
 	r.commitMu.Lock()
 	last := r.lastTS
 	r.commitMu.Unlock()
-	return r.ship(ctx, last, true)
+	return r.ship(ctx, time.Now(), last, true)
 }
 
 // DecodeVersions calls fn with every version WAL record rec writes, and

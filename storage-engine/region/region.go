@@ -375,6 +375,7 @@ func Open(ctx context.Context, opts Options) (_ *Region, err error) {
 		}
 		r.shipper.IdleRefresh = contract.WALArchiveIdleRefresh
 		r.archiveStatus.Enabled = true
+		r.archiveStatus.Covered = time.Now()
 	}
 	r.bgCtx, r.cancel = context.WithCancel(context.Background())
 	r.compactCtx, r.stopCompactions = context.WithCancelCause(r.bgCtx)

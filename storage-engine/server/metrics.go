@@ -143,6 +143,8 @@ func RegisterStoreGauges(reg prometheus.Registerer, s *Store, cache *blockcache.
 			func(r *region.Region) uint64 { return r.Stats().FlushedBytes.Load() }},
 		{prometheus.CounterOpts{Name: "bellows_compaction_written_bytes_total", Help: "SST bytes written by compactions installed in this store's regions."},
 			func(r *region.Region) uint64 { return r.Stats().CompactionWrittenBytes.Load() }},
+		{prometheus.CounterOpts{Name: "bellows_wal_archive_shipped_bytes_total", Help: "WAL bytes shipped to the bucket's archive (wal-archive/) by this store's open regions."},
+			func(r *region.Region) uint64 { return uint64(r.ArchiveStatus().ShippedTotal) }},
 		{prometheus.CounterOpts{Name: "bellows_wal_forced_flushes_total", Help: "Memstore flushes forced because a region's WAL outgrew memstore.maxWALBytes."},
 			func(r *region.Region) uint64 { return r.Stats().WALForcedFlushes.Load() }},
 	} {
@@ -151,6 +153,9 @@ func RegisterStoreGauges(reg prometheus.Registerer, s *Store, cache *blockcache.
 	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "bellows_store_recovery_seconds",
 		Help: "How long the store's start took to open (and so replay the WAL of) every region it owned."},
 		func() float64 { return s.Recovered().Seconds() }))
+	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "bellows_wal_archive_interval_seconds",
+		Help: "How often the store's regions ship their WAL to the bucket's archive (--wal-archive-interval, the RPO; 0: not archived)."},
+		func() float64 { return s.WALArchiveInterval().Seconds() }))
 	reg.MustRegister(newRegionCounters(s))
 	for reason, n := range map[string]*atomic.Uint64{"age": &s.WALBoundStats().AgeFlushes, "cap": &s.WALBoundStats().CapFlushes} {
 		reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
@@ -241,6 +246,10 @@ func newRegionGauges(s *Store) *regionGauges {
 			func(st *regionState) float64 { return float64(st.pipeline) }),
 		g("bellows_region_wal_bytes", "Bytes of the region's WAL segments on disk (what a restart replays at most).", gauge,
 			func(st *regionState) float64 { return float64(st.walBytes) }),
+		g("bellows_region_wal_archive_lag_seconds", "How old the region's oldest WAL record not yet in the bucket's archive may be (0: the WAL is not archived): what a lost volume would take with it.", gauge,
+			func(st *regionState) float64 { return st.archiveLag.Seconds() }),
+		g("bellows_region_wal_archive_pending_bytes", "Bytes of the region's WAL on the volume that the archive does not hold yet (the volume keeps them until it does).", gauge,
+			func(st *regionState) float64 { return float64(st.archivePending) }),
 		g("bellows_region_recovery_replayed_bytes", "WAL bytes the region replayed when this store opened it.", gauge,
 			func(st *regionState) float64 { return float64(st.recovery.ReplayedBytes) }),
 		g("bellows_region_recovery_seconds", "How long opening the region took on this store, its WAL replay included.", gauge,

@@ -24,6 +24,8 @@ type regionState struct {
 	pipeline        int
 	recovery        region.Recovery
 	cachedRatio     float64
+	archiveLag      time.Duration // 0: the WAL is not archived
+	archivePending  int64
 }
 
 // readRegion reads e, which a serves here.
@@ -41,6 +43,8 @@ func readRegion(a *Assignment, e *region.Region, now time.Time) regionState {
 		recovery:       e.Recovery(),
 		cachedRatio:    e.CachedFraction(),
 	}
+	as := e.ArchiveStatus()
+	st.archiveLag, st.archivePending = as.Lag(now), as.PendingBytes
 	if t := e.OldestUnflushed(); !t.IsZero() {
 		st.oldestUnflushed = now.Sub(t)
 	}

@@ -321,6 +321,10 @@ func (s *Store) Clock() *hlc.Clock { return s.opts.Region.Clock }
 // (those another store owned are claimed later, not counted).
 func (s *Store) Recovered() time.Duration { return s.opened }
 
+// WALArchiveInterval is how often the store's regions ship their WAL to the
+// archive (0: not archived).
+func (s *Store) WALArchiveInterval() time.Duration { return s.opts.Region.WALArchiveInterval }
+
 // WALBoundStats counts the flushes the WAL bound forced.
 func (s *Store) WALBoundStats() *WALBoundStats { return &s.walStats }
 

@@ -236,7 +236,20 @@ cluster of one.`,
 			})
 		},
 	}
-	cmd.AddCommand(create, list, describe, deleteCmd, prune, abandon)
+	window := &cobra.Command{
+		Use: "window", Short: "Show the times a point-in-time restore can reach: the backups and the WAL archive", Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return f.withBucket(cmd, func(ctx context.Context, b *blob.Bucket) error {
+				w, err := backup.ArchiveWindow(ctx, b)
+				if err != nil {
+					return err
+				}
+				return f.print(cmd.OutOrStdout(), map[string]any{"from": w.From, "to": w.To, "limit": w.Limit, "window": w.String(), "streams": w.Streams, "broken": w.Broken},
+					func(w2 io.Writer) { printWindow(w2, w) })
+			})
+		},
+	}
+	cmd.AddCommand(create, list, describe, deleteCmd, prune, abandon, window)
 	return cmd
 }
 
@@ -268,8 +281,20 @@ func (f *backupFlags) print(w io.Writer, doc any, text func(io.Writer)) error {
 	return fmt.Errorf("--output %q: want text or json", f.output)
 }
 
+// printWindow says what a point-in-time restore from the bucket can reach.
+func printWindow(w io.Writer, win backup.Window) {
+	fmt.Fprintf(w, "a restore can reach %s\n", win)
+	if win.Limit != "" {
+		fmt.Fprintf(w, "  the end is %s\n", win.Limit)
+	}
+	for _, s := range win.Broken {
+		fmt.Fprintf(w, "  region %s's archive from WAL %s ends at %s without its final record: a restore past it needs a backup taken after it\n", s.Region, s.WALID, backupWhen(s.TS))
+	}
+	fmt.Fprintf(w, "%d backups, %d archive streams\n", len(win.Backups), len(win.Streams))
+}
+
 func newRestoreCommand() *cobra.Command {
-	var from, to, id string
+	var from, to, id, at string
 	var timeout time.Duration
 	cmd := &cobra.Command{
 		Use:   "restore",
@@ -277,14 +302,28 @@ func newRestoreCommand() *cobra.Command {
 		Long: `Copies backup --backup of the bucket --from into --to, an empty bucket, as a new
 cluster: stores started on --to serve exactly what a read at the backup's
 timestamp returned. --to must be empty; a backup with a missing or damaged
-file is refused before anything is written.`,
+file is refused before anything is written.
+
+With --time instead, restores the state at that time: the newest backup at or
+before it plus the versions the WAL archive holds up to it, a consistent
+snapshot across every region (a transaction is in it whole or not at all).
+A time outside what the backups and the archive cover is refused, naming
+what they cover (bellows backup window shows it).`,
 		Example: "  bellows restore --backup backup-20261127t101500z --to restored/bucket\n" +
 			"  bellows local --data-dir restored\n" +
-			"  bellows restore --from s3://old-cluster --backup nightly-20261127t030000z --to s3://new-cluster",
+			"  bellows restore --from s3://old-cluster --backup nightly-20261127t030000z --to s3://new-cluster\n" +
+			"  bellows restore --from s3://old-cluster --time 2026-11-27T10:42:00Z --to s3://new-cluster",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if id == "" {
-				return errors.New("--backup is required: the ID of the backup to restore (bellows backup list --bucket URL shows them)")
+			if (id == "") == (at == "") {
+				return errors.New("give one of --backup (the ID of a backup: bellows backup list --bucket URL shows them) or --time (RFC 3339: bellows backup window --bucket URL shows what the archive covers)")
+			}
+			var target uint64
+			if at != "" {
+				var err error
+				if target, err = backup.ParseTime(at); err != nil {
+					return fmt.Errorf("--time: %w", err)
+				}
 			}
 			if to == "" {
 				return errors.New("--to is required: the URL of the new, empty bucket to restore into")
@@ -305,6 +344,15 @@ file is refused before anything is written.`,
 			}
 			defer dst.Close()
 			start := time.Now()
+			if at != "" {
+				rec, err := backup.RestoreToTime(ctx, src, target, dst)
+				if err != nil {
+					return err
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "OK restored the state at %s (ts %d): backup %s (%s) and the WAL archive after it, %d regions, in %s into %s\n",
+					backupWhen(target), target, rec.ID, backupWhen(rec.TS), len(rec.Regions), time.Since(start).Round(time.Millisecond), to)
+				return nil
+			}
 			rec, err := backup.Restore(ctx, src, id, dst)
 			if err != nil {
 				return err
@@ -318,6 +366,7 @@ file is refused before anything is written.`,
 	fl := cmd.Flags()
 	fl.StringVar(&from, "from", defaultLocalBucket(), "the bucket holding the backup: a URL or a directory")
 	fl.StringVar(&id, "backup", "", "the backup's ID")
+	fl.StringVar(&at, "time", "", "restore the state at this time (RFC 3339, or a timestamp in nanoseconds) instead of a backup's")
 	fl.StringVar(&to, "to", "", "the new, empty bucket to restore into: a URL or a directory (bellows local --data-dir DIR uses DIR/bucket)")
 	fl.DurationVar(&timeout, "timeout", 0, "give up after this long (0: no limit; Ctrl-C still stops)")
 	return cmd
