@@ -38,7 +38,11 @@ func (r *KVClusterReconciler) restoreFromBackup(ctx context.Context, p *kvPass) 
 		return Fail(err)
 	}
 	rec := c.Spec.Bootstrap.Recovery
-	waiting := fmt.Sprintf("restoring backup %s from %s into %s (Job %s); the storage pods start after it", rec.Backup, rec.SourceBucketURL, c.Spec.Bucket.URL, job.Name)
+	what := "backup " + rec.Backup
+	if rec.TargetTime != "" {
+		what = "the state at " + rec.TargetTime
+	}
+	waiting := fmt.Sprintf("restoring %s from %s into %s (Job %s); the storage pods start after it", what, rec.SourceBucketURL, c.Spec.Bucket.URL, job.Name)
 	existing := &batchv1.Job{}
 	err = r.Get(ctx, client.ObjectKeyFromObject(job), existing)
 	if apierrors.IsNotFound(err) {
@@ -59,9 +63,9 @@ func (r *KVClusterReconciler) restoreFromBackup(ctx context.Context, p *kvPass) 
 		case batchv1.JobComplete:
 			return Continue()
 		case batchv1.JobFailed:
-			return Fail(fmt.Errorf("the restore of backup %s from %s failed (Job %s: %s): the storage pods start only from it; `kubectl logs job/%s` says why; "+
+			return Fail(fmt.Errorf("the restore of %s from %s failed (Job %s: %s): the storage pods start only from it; `kubectl logs job/%s` says why; "+
 				"fix the cause, empty the bucket %s if the restore wrote into it, and delete the Job to run it again",
-				rec.Backup, rec.SourceBucketURL, job.Name, cond.Message, job.Name, c.Spec.Bucket.URL))
+				what, rec.SourceBucketURL, job.Name, cond.Message, job.Name, c.Spec.Bucket.URL))
 		}
 	}
 	return Wait(kvapi.ReasonRestoring, waiting, restorePoll)

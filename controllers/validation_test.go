@@ -249,6 +249,17 @@ func TestValidationRejectsInvalidResources(t *testing.T) {
 		{"clock offset in minutes", cluster("ck3", "clock: {maxOffset: 1m}"), "clock.maxOffset: 1m is above the maximum 10s"},
 		{"clock offset without a unit", cluster("ck4", "clock: {maxOffset: '250'}"),
 			`clock.maxOffset: "250" is not a duration; write a number with a unit (ms, s), e.g. 250ms, or 0s to turn the clock checks off`},
+		// The WAL archive's interval and the recovery's one source.
+		{"negative archive interval", cluster("wa1", "walArchive: {interval: -5s}"),
+			"walArchive.interval: -5s is negative; write how often to ship the WAL, e.g. 5s, or 0s to turn the archive off"},
+		{"archive interval above the maximum", cluster("wa2", "walArchive: {interval: 2h}"),
+			"walArchive.interval: 2h is above the maximum 1h: a lost volume would take up to that much of acknowledged writes with it"},
+		{"recovery with a backup and a time", cluster("rc1", "bootstrap: {recovery: {backup: b1, targetTime: '2026-11-27T10:42:00Z', sourceBucketURL: 's3://old'}}"),
+			"bootstrap.recovery: give exactly one of backup (a backup's ID, to restore its state) and targetTime"},
+		{"recovery with neither", cluster("rc2", "bootstrap: {recovery: {sourceBucketURL: 's3://old'}}"),
+			"bootstrap.recovery: give exactly one of backup"},
+		{"recovery to a time that is not one", cluster("rc3", "bootstrap: {recovery: {targetTime: 'yesterday', sourceBucketURL: 's3://old'}}"),
+			"targetTime"},
 		{"zero compaction ratio", cluster("r1", "engine: {compaction: {ratio: '0'}}"), `engine.compaction.ratio: "0" must be greater than 0, e.g. "1.2"`},
 		{"compaction ratio with a comma", cluster("r2", "engine: {compaction: {ratio: '1,2'}}"), `engine.compaction.ratio: "1,2" is not a decimal number`},
 
@@ -332,6 +343,9 @@ func TestValidationAcceptsEdgeCases(t *testing.T) {
 		{"clock checks off", fromYAML(t, "KVCluster", ns, "e15", "{bucket: {url: 's3://bucket'}, clock: {maxOffset: '0'}}")},
 		{"clock offset of the maximum", fromYAML(t, "KVCluster", ns, "e16", "{bucket: {url: 's3://bucket'}, clock: {maxOffset: 10s}}")},
 		{"clock offset in fractional seconds", fromYAML(t, "KVCluster", ns, "e17", "{bucket: {url: 's3://bucket'}, clock: {maxOffset: 0.05s}}")},
+		{"archive off", fromYAML(t, "KVCluster", ns, "e18", "{bucket: {url: 's3://bucket'}, walArchive: {interval: 0s}}")},
+		{"archive interval of the maximum", fromYAML(t, "KVCluster", ns, "e19", "{bucket: {url: 's3://bucket'}, walArchive: {interval: 1h}}")},
+		{"recovery to a time", fromYAML(t, "KVCluster", ns, "e20", "{bucket: {url: 's3://bucket'}, bootstrap: {recovery: {targetTime: '2026-11-27T10:42:00Z', sourceBucketURL: 's3://old'}}}")},
 		{"cluster name of the maximum length", validCluster(ns, long(kvapi.MaxKVClusterNameLength))},
 		{"pool name of the maximum length", validPool(ns, long(kvapi.MaxCompactionPoolNameLength))},
 	} {

@@ -82,6 +82,7 @@ func TestCRDRulesMatchTheCode(t *testing.T) {
 		{pools, ".spec.autoscaling.scaleUpStabilizationWindow", "duration(self) >= duration('" + time.Duration(0).String() + "')"},
 		{pools, ".spec.autoscaling.scaleDownStabilizationWindow", "duration(self) >= duration('" + time.Duration(0).String() + "')"},
 		{kv, ".spec.clock.maxOffset", "duration(self) >= duration('" + time.Duration(0).String() + "') && duration(self) <= duration('" + LargestMaxClockOffset.String() + "')"},
+		{kv, ".spec.walArchive.interval", "duration(self) >= duration('" + time.Duration(0).String() + "') && duration(self) <= duration('" + LargestWALArchiveInterval.String() + "')"},
 	} {
 		if rules := rulesAt(t, c.file, c.path); !hasRule(rules, c.rule) {
 			t.Errorf("%s %s: no rule with %q", c.file, c.path, c.rule)

@@ -19,6 +19,7 @@ const (
 	DefaultRegionCount         = contract.DefaultRegionCount
 	DefaultSplitQPS            = contract.DefaultSplitQPS
 	DefaultMaxClockOffset      = contract.DefaultMaxClockOffset
+	DefaultWALArchiveInterval  = contract.DefaultWALArchiveInterval
 	DefaultMemstorePolicy      = MemstorePolicy(contract.DefaultMemstorePolicy)
 	DefaultCompactionMinFiles  = int32(contract.DefaultCompactionMinFiles)
 	DefaultCompactionMaxFiles  = int32(contract.DefaultCompactionMaxFiles)
@@ -76,6 +77,9 @@ func (c *KVCluster) SetDefaults() {
 	}
 	if s.Clock.MaxOffset == "" {
 		s.Clock.MaxOffset = DurationOf(DefaultMaxClockOffset)
+	}
+	if s.WALArchive.Interval == "" {
+		s.WALArchive.Interval = DurationOf(DefaultWALArchiveInterval)
 	}
 	e := &s.Engine
 	if e.Memstore.Policy == "" {

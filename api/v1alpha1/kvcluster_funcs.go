@@ -95,6 +95,21 @@ func (s *KVClusterSpec) MaxClockOffset() (time.Duration, error) {
 	return d, nil
 }
 
+// LargestWALArchiveInterval bounds spec.walArchive.interval (the CRD's rule
+// says the same).
+const LargestWALArchiveInterval = time.Hour
+
+// WALArchiveIntervalOrDefault is spec.walArchive.interval parsed, or the
+// default when it fails (the CRD rejects what is not a duration within
+// 0s..1h): for the builders.
+func (s *KVClusterSpec) WALArchiveIntervalOrDefault() time.Duration {
+	d, err := s.WALArchive.Interval.Parse()
+	if err != nil || d < 0 || d > LargestWALArchiveInterval {
+		return DefaultWALArchiveInterval
+	}
+	return d
+}
+
 // MaxClockOffsetOrDefault is MaxClockOffset, or the default when it fails:
 // for the builders, which have no error to return. The reconciler builds
 // nothing for a cluster whose MaxClockOffset fails, so only a cluster no

@@ -87,6 +87,27 @@ type KVClusterSpec struct {
 	// +kubebuilder:default={}
 	// +optional
 	Clock ClockSpec `json:"clock,omitzero"`
+
+	// WALArchive ships each region's WAL to the bucket continuously, for
+	// point-in-time restore and so that a lost volume loses at most one
+	// interval of acknowledged writes (docs/backup.md).
+	// +kubebuilder:default={}
+	// +optional
+	WALArchive WALArchiveSpec `json:"walArchive,omitzero"`
+}
+
+// WALArchiveSpec is the continuous WAL archive's setting.
+type WALArchiveSpec struct {
+	// Interval is how often each region ships its new WAL records to the
+	// bucket (store --wal-archive-interval): the recovery point objective,
+	// the most acknowledged writes a store's lost volume takes with it, and
+	// how far behind now a point-in-time restore can reach. 0s turns the
+	// archive off (and point-in-time restore with it). At most 1h. A change
+	// rolls the storage pods.
+	// +kubebuilder:default="5s"
+	// +kubebuilder:validation:XValidation:rule=`self.matches('^[-+]?(0|(([0-9]+([.][0-9]*)?|[.][0-9]+)(ns|us|ms|s|m|h))+)$') && duration(self) >= duration('0s') && duration(self) <= duration('1h0m0s')`,messageExpression=`!self.matches('^[-+]?(0|(([0-9]+([.][0-9]*)?|[.][0-9]+)(ns|us|ms|s|m|h))+)$') ? 'walArchive.interval: "' + self + '" is not a duration; write a number with a unit, e.g. 5s, or 0s to turn the archive off' : duration(self) < duration('0s') ? 'walArchive.interval: ' + self + ' is negative; write how often to ship the WAL, e.g. 5s, or 0s to turn the archive off' : 'walArchive.interval: ' + self + ' is above the maximum 1h: a lost volume would take up to that much of acknowledged writes with it; write e.g. 5s'`
+	// +optional
+	Interval Duration `json:"interval,omitempty"`
 }
 
 // ClockSpec is the cluster clock's assumption. It is one value for the whole
@@ -151,14 +172,24 @@ type BootstrapSpec struct {
 	Recovery *RecoverySpec `json:"recovery,omitempty"`
 }
 
-// RecoverySpec names a backup.
+// RecoverySpec names a backup, or a time to restore to.
+// +kubebuilder:validation:XValidation:rule="has(self.backup) != has(self.targetTime)",message="bootstrap.recovery: give exactly one of backup (a backup's ID, to restore its state) and targetTime (an RFC 3339 time, to restore the state at that time from the newest backup before it and the WAL archive)"
 type RecoverySpec struct {
 	// Backup is the backup's ID: a Backup's name, or an ID bellows backup
 	// list shows.
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=63
 	// +kubebuilder:validation:Pattern=`^[a-z0-9]([a-z0-9-]*[a-z0-9])?$`
-	Backup string `json:"backup"`
+	// +optional
+	Backup string `json:"backup,omitempty"`
+	// TargetTime restores the state at that time (RFC 3339, e.g.
+	// 2026-11-27T10:42:00Z): the newest backup at or before it plus the
+	// source's WAL archive up to it, one consistent snapshot across every
+	// region. A time outside what the backups and the archive cover fails
+	// the restore Job, naming what they cover (bellows backup window).
+	// +kubebuilder:validation:Format=date-time
+	// +optional
+	TargetTime string `json:"targetTime,omitempty"`
 	// SourceBucketURL is the bucket that holds the backup (the backed-up
 	// cluster's spec.bucket.url). It is read with this cluster's bucket
 	// credentials (spec.bucket.credentialsSecretRef).

@@ -69,6 +69,7 @@ func fullCluster() *kvapi.KVCluster {
 			},
 			CompactionPoolRef: &kvapi.CompactionPoolReference{Name: "pool"},
 			Clock:             kvapi.ClockSpec{MaxOffset: "50ms"},
+			WALArchive:        kvapi.WALArchiveSpec{Interval: "1s"},
 			// A hard spread over nodes replaces the default preference.
 			Scheduling: kvapi.SchedulingSpec{TopologySpreadConstraints: []corev1.TopologySpreadConstraint{{
 				MaxSkew: 1, TopologyKey: "kubernetes.io/hostname", WhenUnsatisfiable: corev1.DoNotSchedule,

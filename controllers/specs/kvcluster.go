@@ -156,6 +156,7 @@ func StoreArgs(c *kvapi.KVCluster, pool *kvapi.CompactionPool) []string {
 	// prints in one form (250ms), so rewriting the spec as 0.25s rolls
 	// nothing.
 	args = append(args, contract.Arg(contract.FlagMaxClockOffset, c.Spec.MaxClockOffsetOrDefault()))
+	args = append(args, contract.Arg(contract.FlagWALArchiveInterval, c.Spec.WALArchiveIntervalOrDefault()))
 	// The store reads the replica count from its StatefulSet (a watch),
 	// so a replica change leaves the pod template alone: no store
 	// restarts, only the regions whose owner changes move.

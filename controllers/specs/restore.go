@@ -19,6 +19,19 @@ func RestoreJobName(c *kvapi.KVCluster) string { return c.Name + "-restore" }
 // refuses the non-empty target at once, saying so.
 const restoreBackoffLimit = 2
 
+// restoreArgs is bellows restore of c's recovery: a backup, or the state at
+// a target time.
+func restoreArgs(c *kvapi.KVCluster) []string {
+	r := c.Spec.Bootstrap.Recovery
+	args := []string{"restore", "--from", r.SourceBucketURL}
+	if r.TargetTime != "" {
+		args = append(args, "--time", r.TargetTime)
+	} else {
+		args = append(args, "--backup", r.Backup)
+	}
+	return append(args, "--to", c.Spec.Bucket.URL)
+}
+
 // BuildRestoreJob is the Job that restores c's spec.bootstrap.recovery
 // backup into c's bucket (bellows restore), before the StatefulSet exists.
 // It runs as the storage pods do (image, pull policy, bucket credentials,
@@ -27,7 +40,6 @@ func BuildRestoreJob(c *kvapi.KVCluster) *batchv1.Job {
 	if c.Spec.Bootstrap == nil || c.Spec.Bootstrap.Recovery == nil {
 		return nil
 	}
-	r := c.Spec.Bootstrap.Recovery
 	var envFrom []corev1.EnvFromSource
 	if ref := c.Spec.Bucket.CredentialsSecretRef; ref != nil {
 		envFrom = append(envFrom, corev1.EnvFromSource{SecretRef: &corev1.SecretEnvSource{LocalObjectReference: *ref}})
@@ -47,7 +59,7 @@ func BuildRestoreJob(c *kvapi.KVCluster) *batchv1.Job {
 						Name:            "restore",
 						Image:           c.Spec.Image,
 						ImagePullPolicy: c.Spec.ImagePullPolicy,
-						Args:            []string{"restore", "--from", r.SourceBucketURL, "--backup", r.Backup, "--to", c.Spec.Bucket.URL},
+						Args:            restoreArgs(c),
 						EnvFrom:         envFrom,
 						SecurityContext: ContainerSecurityContext(),
 						Resources: corev1.ResourceRequirements{

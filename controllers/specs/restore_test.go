@@ -30,3 +30,15 @@ func TestRestoreJobOnlyWithRecoveryAndNotAStorePod(t *testing.T) {
 		t.Fatalf("restore pod: %+v", j.Spec.Template.Spec)
 	}
 }
+
+// A recovery to a target time restores with --time, not --backup.
+func TestRestoreJobToATargetTimePassesTheTime(t *testing.T) {
+	c := &kvapi.KVCluster{}
+	c.Name, c.Namespace = "restored", "ns"
+	c.Spec.Bucket.URL = "s3://new"
+	c.Spec.Bootstrap = &kvapi.BootstrapSpec{Recovery: &kvapi.RecoverySpec{TargetTime: "2026-11-27T10:42:00Z", SourceBucketURL: "s3://old"}}
+	got := BuildRestoreJob(c).Spec.Template.Spec.Containers[0].Args
+	if want := []string{"restore", "--from", "s3://old", "--time", "2026-11-27T10:42:00Z", "--to", "s3://new"}; !slices.Equal(got, want) {
+		t.Fatalf("restore args %v, want %v", got, want)
+	}
+}
