@@ -28,7 +28,7 @@ const missingImage = "bellows.test/bellows:does-not-exist"
 // be had.
 var imageFailures = map[string]bool{"ErrImageNeverPull": true, "ErrImagePull": true, "ImagePullBackOff": true}
 
-// 7. The KVCluster's image is set to one that does not exist, then set
+// 10. The KVCluster's image is set to one that does not exist, then set
 // back. The StatefulSet replaces its highest pod, which cannot start, and
 // goes no further; it would not replace that pod with the corrected
 // template either (kubernetes/kubernetes#67250). The operator does: the
@@ -46,7 +46,7 @@ func (e *env) badImageRollout(t *testing.T, kv *kvClient, l *ledger) {
 	// The samples name no image (the operator's own runs); set back is
 	// unset again.
 	pinned := kvc.Spec.Image
-	good := cmp.Or(pinned, upgradeImage) // scenario 6 upgraded the operator
+	good := cmp.Or(pinned, upgradeImage) // scenario 9 upgraded the operator
 	write(t, ctx, kv, l, "bad-image", 50, 200)
 	before := map[string]types.UID{}
 	for _, p := range e.pods(t, contract.ComponentStore, clusterName) {

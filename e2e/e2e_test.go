@@ -39,13 +39,13 @@ const (
 	clusterName  = "demo"        // config/samples' KVCluster
 	poolName     = "workers"     // and CompactionPool
 	storageClass = "bellows-e2e" // the overlay's storage class
-	pvCount      = 4             // demo's up to 3 stores, and the restored cluster's one
+	pvCount      = 8             // demo's up to 3 stores, the restored cluster's one, the ledger's 2 and the one that replaces its lost volume, and the pitr cluster's one
 )
 
 // installImage is the image hack/cluster-images.sh imports and the chart is
 // installed with (the operator, and so every pod, runs it); upgradeImage is a
-// second tag of it that scenario 6 upgrades the release to, as a user moves
-// to a new version. After scenario 6 every pod runs upgradeImage.
+// second tag of it that scenario 9 upgrades the release to, as a user moves
+// to a new version. After scenario 9 every pod runs upgradeImage.
 var (
 	installImage = envOr("E2E_IMAGE", "bellows.test/bellows:e2e")
 	upgradeImage = envOr("E2E_UPGRADE_IMAGE", "bellows.test/bellows:e2e-upgrade")
@@ -59,7 +59,7 @@ func imageTag(image string) string  { return image[strings.LastIndex(image, ":")
 
 // TestBellows runs the scenarios in order; each builds on the previous one,
 // so the first failure stops the rest. A real Prometheus scrapes the
-// cluster throughout (prometheus_test.go); scenario 12 checks what it saw.
+// cluster throughout (prometheus_test.go); scenario 14 checks what it saw.
 func TestBellows(t *testing.T) {
 	e := newEnv(t)
 	p := newProm(t)
@@ -85,14 +85,15 @@ func TestBellows(t *testing.T) {
 		// would take minutes there.
 		{"5-kubectl-plugin", func(t *testing.T) { e.kubectlPlugin(t, kv, l) }},
 		{"6-backup-and-restore", func(t *testing.T) { e.backupAndRestore(t, l) }},
-		{"7-autoscaling", func(t *testing.T) { e.autoscaling(t, kv, l) }},
-		{"8-upgrade", func(t *testing.T) { e.upgrade(t, kv, l) }},
-		{"9-bad-image-rollout", func(t *testing.T) { e.badImageRollout(t, kv, l) }},
-		{"10-region-moves", func(t *testing.T) { e.regionMoves(t, kv, l) }},
-		{"11-ycsb-through-the-client-service", e.ycsbThroughTheService},
-		{"12-hpa-on-scale", func(t *testing.T) { hpaScenario(t, e, kv, l) }},
-		{"13-monitoring", func(t *testing.T) { e.monitoring(t, p) }},
-		{"14-uninstall", e.uninstall},
+		{"7-point-in-time-restore", e.pointInTimeRestore},
+		{"8-autoscaling", func(t *testing.T) { e.autoscaling(t, kv, l) }},
+		{"9-upgrade", func(t *testing.T) { e.upgrade(t, kv, l) }},
+		{"10-bad-image-rollout", func(t *testing.T) { e.badImageRollout(t, kv, l) }},
+		{"11-region-moves", func(t *testing.T) { e.regionMoves(t, kv, l) }},
+		{"12-ycsb-through-the-client-service", e.ycsbThroughTheService},
+		{"13-hpa-on-scale", func(t *testing.T) { hpaScenario(t, e, kv, l) }},
+		{"14-monitoring", func(t *testing.T) { e.monitoring(t, p) }},
+		{"15-uninstall", e.uninstall},
 	}
 	for _, s := range steps {
 		ok := t.Run(s.name, func(t *testing.T) {
@@ -587,10 +588,10 @@ func (e *env) awaitWorkersWhere(t *testing.T, what string, ok func(spec int32) b
 	})
 }
 
-// 5. Autoscaling through the capacity model (see autoscaling_test.go).
+// 8. Autoscaling through the capacity model (see autoscaling_test.go).
 func (e *env) autoscaling(t *testing.T, kv *kvClient, l *ledger) { autoscalingScenario(t, e, kv, l) }
 
-// 6. The upgrade of docs/guide/operations.md, as a user runs it: the new
+// 9. The upgrade of docs/guide/operations.md, as a user runs it: the new
 // CRDs applied server-side, then `helm upgrade` to a new image. The new
 // operator rolls the storage pods one at a time and the workers by their
 // Deployment, while a client keeps writing and reading: it may see brief
@@ -725,7 +726,7 @@ func (e *env) upgrade(t *testing.T, kv *kvClient, l *ledger) {
 	verifyLedger(t, ctx, kv, l)
 }
 
-// 9. Deleting the resources and uninstalling the chart leaves nothing
+// 15. Deleting the resources and uninstalling the chart leaves nothing
 // behind: no KVCluster, CompactionPool or namespace of the test, no PVC, no
 // operator Deployment, ServiceAccount, ClusterRole(Binding) or release
 // Secret, no pod anywhere, no container running in the node's containerd.

@@ -30,7 +30,7 @@ type pluginRegion struct {
 	Compaction string `json:"compaction"`
 }
 
-// 12. The kubectl plugin, run by kubectl as a user runs it (kubectl-bellows
+// 5. The kubectl plugin, run by kubectl as a user runs it (kubectl-bellows
 // on PATH): status shows the cluster Ready with its stores and pool;
 // regions lists every region with the pod that owns it, its size and load;
 // flush and compact go to the owner and succeed; backup takes a backup

@@ -67,7 +67,7 @@ func (m *moveRecorder) ok(region string, at time.Time) {
 	m.lastOK[region] = at
 }
 
-// 8. Regions move between stores in about a second: the KVCluster scales
+// 11. Regions move between stores in about a second: the KVCluster scales
 // 3 → 2 → 3 under a write load through the client Service, with offloaded
 // major compactions running back to back, and a probe of every region every
 // 250 ms. Every acknowledged write reads back and no attempt fails with a

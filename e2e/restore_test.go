@@ -6,18 +6,13 @@ import (
 	"context"
 	"fmt"
 	"regexp"
-	"strings"
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kvapi "github.com/bellows-kv/bellows/api/v1alpha1"
-	"github.com/bellows-kv/bellows/internal/contract"
 )
 
 // restoredName is the KVCluster the scenario restores demo's backup into.
@@ -61,49 +56,14 @@ func (e *env) backupAndRestore(t *testing.T, l *ledger) {
 	restored.Spec.Replicas = 1
 	restored.Spec.CompactionPoolRef = nil
 	restored.Spec.Engine.Offload = "Disabled"
-	restored.Spec.Bucket.URL = strings.Replace(demo.Spec.Bucket.URL, "s3://bellows-e2e?", "s3://bellows-e2e-restored?", 1)
+	restored.Spec.Bucket.URL = otherBucket(t, demo.Spec.Bucket.URL, "bellows-e2e-restored")
 	restored.Spec.Bootstrap = &kvapi.BootstrapSpec{Recovery: &kvapi.RecoverySpec{Backup: "demo-first", SourceBucketURL: demo.Spec.Bucket.URL}}
-	if restored.Spec.Bucket.URL == demo.Spec.Bucket.URL {
-		t.Fatalf("demo's bucket URL %q is not the overlay's: cannot name another bucket", demo.Spec.Bucket.URL)
-	}
 	if err := e.c.Create(ctx, restored); err != nil {
 		t.Fatal(err)
 	}
-	defer e.deleteRestored(t)
-	eventually(t, 5*time.Minute, "the restored cluster to be Ready", func(ctx context.Context) (bool, string, error) {
-		var c kvapi.KVCluster
-		if err := e.c.Get(ctx, client.ObjectKeyFromObject(restored), &c); err != nil {
-			return false, "", err
-		}
-		var st []string
-		for _, cond := range c.Status.Conditions {
-			st = append(st, fmt.Sprintf("%s=%s %s: %s", cond.Type, cond.Status, cond.Reason, cond.Message))
-		}
-		return meta.IsStatusConditionTrue(c.Status.Conditions, kvapi.ConditionReady), strings.Join(st, "; "), nil
-	})
+	defer e.deleteCluster(t, restoredName)
+	e.waitClusterReady(t, restoredName, 5*time.Minute)
 	rkv := newKVClient(e.c, ns, restoredName)
 	defer rkv.Close()
 	verifyLedger(t, ctx, rkv, l)
-}
-
-// deleteRestored deletes the restored cluster and waits until its storage
-// pod is gone, so the scenarios after run on the node's CPU as before.
-func (e *env) deleteRestored(t *testing.T) {
-	ctx := context.Background()
-	err := e.c.Delete(ctx, &kvapi.KVCluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: restoredName}})
-	if err != nil && !apierrors.IsNotFound(err) {
-		t.Error(err)
-		return
-	}
-	eventually(t, 2*time.Minute, "the restored cluster's pods to be gone", func(ctx context.Context) (bool, string, error) {
-		var pods corev1.PodList
-		if err := e.c.List(ctx, &pods, client.InNamespace(ns), client.MatchingLabels{contract.LabelInstance: restoredName}); err != nil {
-			return false, "", err
-		}
-		var left []string
-		for _, p := range pods.Items {
-			left = append(left, p.Name)
-		}
-		return len(left) == 0, strings.Join(left, " "), nil
-	})
 }
