@@ -102,6 +102,7 @@ var wantAlerts = []string{
 	// #30:
 	"BellowsClockOffsetTooLarge", // a store refusing requests for its clock
 	"BellowsBackupTooOld",        // a ScheduledBackup without a recent backup
+	"BellowsWALArchiveLagging",   // a region's WAL not reaching the archive
 }
 
 func TestTemplatePrometheusRule(t *testing.T) {
