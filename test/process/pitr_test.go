@@ -110,7 +110,7 @@ func TestARestoreToATimeUnderTheBankSurvivesALostVolume(t *testing.T) {
 	if err := os.RemoveAll(dir + "/wal-b"); err != nil {
 		t.Fatal(err)
 	}
-	b = startTxnStore(t, "store-b", bucket, dir+"/wal-b", addrB, "1/2", peers, archiveEvery, "--force-takeover")
+	startTxnStore(t, "store-b", bucket, dir+"/wal-b", addrB, "1/2", peers, archiveEvery, "--force-takeover")
 	if _, err := c.Put(ctx, bankAccount(1), []byte("5")); err != nil {
 		t.Fatal(err)
 	}
