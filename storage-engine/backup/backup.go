@@ -34,6 +34,7 @@ import (
 
 	"github.com/bellows-kv/bellows/storage-engine/blob"
 	"github.com/bellows-kv/bellows/storage-engine/manifest"
+	"github.com/bellows-kv/bellows/storage-engine/walarchive"
 )
 
 const (
@@ -207,7 +208,10 @@ func Delete(ctx context.Context, bucket *blob.Bucket, id string) (int, error) {
 	return collect(ctx, bucket)
 }
 
-// collect deletes the files under backups/sst/ no recorded backup names.
+// collect deletes the files under backups/sst/ no recorded backup names,
+// then the WAL archive's segments wholly at or below the oldest recorded
+// backup's TS (walarchive.Prune), which no restore can start before. It
+// returns how many objects it deleted.
 //
 // A running backup's copies are named by no record until it finishes. The
 // object store gives no creation time we can rely on across drivers, so a
@@ -247,7 +251,11 @@ func collect(ctx context.Context, bucket *blob.Bucket) (int, error) {
 		}
 		n++
 	}
-	return n, nil
+	if len(all) == 0 {
+		return n, nil // no restore can start anywhere: the archive waits for a backup
+	}
+	m, err := walarchive.Prune(ctx, bucket, all[0].TS)
+	return n + m, err
 }
 
 const runningName = "running"

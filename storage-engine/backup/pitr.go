@@ -181,7 +181,7 @@ func collectVersions(ctx context.Context, src *blob.Bucket, streams []walarchive
 		if s.Final && s.TS <= b.TS {
 			continue // closed before the backup: every version in it is
 		}
-		err := walarchive.Read(ctx, src, s, func(rec []byte) error {
+		err := walarchive.Read(ctx, src, s, b.TS, func(rec []byte) error {
 			var ferr error
 			_, err := region.DecodeVersions(rec, func(k kv.InternalKey, v []byte) {
 				if k.TS <= b.TS || k.TS > r.ts || ferr != nil {

@@ -190,3 +190,69 @@ func TestARestoreThroughAnArchiveWithAHoleIsRefused(t *testing.T) {
 		t.Fatalf("a restore to the backup's own time needs no archive: %v", err)
 	}
 }
+
+// Deleting the oldest backup deletes the archive's segments that only a
+// restore from before the next backup could need, and nothing a restore
+// from a remaining backup needs: a restore to a time after the remaining
+// backup is still exact, one to a time before it is refused.
+func TestRetentionDeletesTheArchiveNoBackupNeedsAndNothingElse(t *testing.T) {
+	ctx := context.Background()
+	c := openClusterWith(t, t.TempDir(), archivedEvery(5*time.Millisecond), "m")
+	flush := func() {
+		for _, r := range c.regions {
+			if err := r.Flush(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	c.round("v1", 100)
+	flush()
+	if _, err := Create(ctx, c.bucket, c, "first"); err != nil {
+		t.Fatal(err)
+	}
+	c.round("v2", 100)
+	flush()
+	between := c.clock.Now()
+	second, err := Create(ctx, c.bucket, c, "second")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.round("v3", 100)
+	flush()
+	c.round("v4", 50)
+	last := c.clock.Now()
+	c.waitArchived(last)
+	parts := func() int {
+		objs, err := c.bucket.List(ctx, walarchive.Prefix)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for _, o := range objs {
+			if strings.HasSuffix(o.Key, ".part") {
+				n++
+			}
+		}
+		return n
+	}
+	before := parts()
+	if _, err := Delete(ctx, c.bucket, "first"); err != nil {
+		t.Fatal(err)
+	}
+	after := parts()
+	if after >= before || after == 0 {
+		t.Fatalf("deleting the oldest backup left %d of the archive's %d parts; want some deleted and some kept", after, before)
+	}
+	dir := t.TempDir()
+	dst := openBucket(t, "file://"+dir+"/bucket")
+	if _, err := RestoreToTime(ctx, c.bucket, last, dst); err != nil {
+		t.Fatal(err)
+	}
+	if d := diff(serveRestored(t, dst, dir, len(second.Regions)), c.state(last)); d != "" {
+		t.Fatalf("after retention, a restore from the remaining backup differs from the original:\n%s", d)
+	}
+	if _, err := RestoreToTime(ctx, c.bucket, between, openBucket(t, "file://"+t.TempDir())); !errors.Is(err, ErrOutsideWindow) {
+		t.Fatalf("a restore to before the oldest remaining backup: %v, want ErrOutsideWindow", err)
+	}
+	t.Logf("retention deleted %d of %d archive parts", before-after, before)
+}

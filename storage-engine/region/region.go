@@ -374,6 +374,7 @@ func Open(ctx context.Context, opts Options) (_ *Region, err error) {
 			return nil, errorf(opts.Name, "resuming the WAL archive: %w", err)
 		}
 		r.shipper.IdleRefresh = contract.WALArchiveIdleRefresh
+		r.shipper.Clock = opts.Clock.Now
 		r.archiveStatus.Enabled = true
 		r.archiveStatus.Covered = time.Now()
 	}

@@ -7,7 +7,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"strconv"
 	"time"
 
 	"github.com/bellows-kv/bellows/storage-engine/blob"
@@ -36,6 +35,10 @@ type Shipper struct {
 	shipped map[uint64]int64 // bytes of each segment in the archive
 	sealed  map[uint64]bool
 	pending int64 // bytes on the volume not in the archive, at the last Ship
+	// Clock, if set, is read after a closed segment's bytes are: its reading
+	// bounds every timestamp in the segment, and the seal records it, so
+	// retention (Prune) can tell a segment no restore needs.
+	Clock func() uint64
 	// IdleRefresh: a Ship that finds nothing to ship rewrites stream.json
 	// only every IdleRefresh calls (0: every call), so an idle region's
 	// frontier costs a bucket write now and then, not at every interval.
@@ -127,7 +130,11 @@ func (s *Shipper) Ship(ctx context.Context, frontier uint64, final bool) (Status
 		}
 		st.ShippedBytes += n
 		if closed {
-			if err := s.stream.WriteAll(ctx, sealedKey(seg), []byte(strconv.FormatInt(s.shipped[seg], 10)), false); err != nil {
+			var bound uint64
+			if s.Clock != nil {
+				bound = s.Clock()
+			}
+			if err := s.stream.WriteAll(ctx, sealedKey(seg), []byte(fmt.Sprintf("%d %d", s.shipped[seg], bound)), false); err != nil {
 				return st, err
 			}
 			s.sealed[seg] = true

@@ -8,7 +8,8 @@
 // changes):
 //
 //	<seg>-<off>.part   the bytes [off, off+size) of segment seg: whole records
-//	<seg>.sealed       segment seg is closed; its content is its size
+//	<seg>.sealed       segment seg is closed: its size, and a bound on every
+//	                   timestamp in it (0: unknown)
 //	stream.json        the stream's frontier (Stream)
 //
 // # Invariants
@@ -72,6 +73,7 @@ type part struct {
 	off    int64
 	size   int64
 	sealed bool // a .sealed object: size is the segment's
+	maxTS  uint64 // a .sealed object's bound on the segment's timestamps (0: unknown)
 }
 
 func parseKey(o blob.ObjectInfo) (part, bool) {
@@ -111,8 +113,14 @@ func listParts(ctx context.Context, stream *blob.Bucket) ([]part, error) {
 			if err != nil {
 				return nil, err
 			}
-			if p.size, err = strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64); err != nil {
+			size, bound, _ := strings.Cut(strings.TrimSpace(string(b)), " ")
+			if p.size, err = strconv.ParseInt(size, 10, 64); err != nil {
 				return nil, fmt.Errorf("walarchive: %s: %w", o.Key, err)
+			}
+			if bound != "" {
+				if p.maxTS, err = strconv.ParseUint(bound, 10, 64); err != nil {
+					return nil, fmt.Errorf("walarchive: %s: %w", o.Key, err)
+				}
 			}
 		}
 		parts = append(parts, p)
@@ -164,15 +172,19 @@ func Streams(ctx context.Context, bucket *blob.Bucket) ([]Stream, error) {
 // records.
 var ErrGap = errors.New("walarchive: the archive has a gap")
 
-// Read calls fn with every archived record of stream s, in WAL order. It
-// refuses (ErrGap) a stream whose parts are not contiguous or whose sealed
-// segments are not consecutive, naming the first hole.
-func Read(ctx context.Context, bucket *blob.Bucket, s Stream, fn func(payload []byte) error) error {
+// Read calls fn with every archived record of stream s, in WAL order,
+// except those of the stream's first segments that are sealed with every
+// timestamp at or below after (which a restore from a backup at after does
+// not need, and which retention may have deleted in part). It refuses
+// (ErrGap) a stream whose parts are not contiguous or whose sealed segments
+// are not consecutive, naming the first hole.
+func Read(ctx context.Context, bucket *blob.Bucket, s Stream, after uint64, fn func(payload []byte) error) error {
 	stream := bucket.Prefixed(StreamPrefix(s.Region, s.WALID))
 	parts, err := listParts(ctx, stream)
 	if err != nil {
 		return err
 	}
+	parts = parts[len(skippable(parts, after)):]
 	if err := checkContiguous(s, parts); err != nil {
 		return err
 	}
@@ -193,6 +205,72 @@ func Read(ctx context.Context, bucket *blob.Bucket, s Stream, fn func(payload []
 		}
 	}
 	return nil
+}
+
+// skippable is the prefix of parts (ordered) made of whole segments sealed
+// with every timestamp at or below after.
+func skippable(parts []part, after uint64) []part {
+	sealedAt := map[uint64]uint64{}
+	for _, p := range parts {
+		if p.sealed {
+			sealedAt[p.seg] = p.maxTS
+		}
+	}
+	n := 0
+	for n < len(parts) {
+		if b, ok := sealedAt[parts[n].seg]; !ok || b == 0 || b > after {
+			break
+		}
+		n++
+	}
+	return parts[:n]
+}
+
+// Prune deletes, in every stream of bucket's archive, the segments sealed
+// with every timestamp at or below before (the oldest backup a restore can
+// start from), oldest first and each segment's seal last, so that an
+// interrupted prune leaves a stream that Read still accepts; and the
+// streams that ended cleanly (final) with nothing left. It returns the
+// objects it deleted.
+func Prune(ctx context.Context, bucket *blob.Bucket, before uint64) (int, error) {
+	streams, err := Streams(ctx, bucket)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, s := range streams {
+		stream := bucket.Prefixed(StreamPrefix(s.Region, s.WALID))
+		parts, err := listParts(ctx, stream)
+		if err != nil {
+			return n, err
+		}
+		gone := skippable(parts, before)
+		for _, p := range gone {
+			if p.sealed {
+				continue
+			}
+			if err := stream.Delete(ctx, partKey(p.seg, p.off)); err != nil {
+				return n, err
+			}
+			n++
+		}
+		for _, p := range gone {
+			if !p.sealed {
+				continue
+			}
+			if err := stream.Delete(ctx, sealedKey(p.seg)); err != nil {
+				return n, err
+			}
+			n++
+		}
+		if s.Final && s.TS <= before && len(gone) == len(parts) {
+			if err := stream.Delete(ctx, streamName); err != nil {
+				return n, err
+			}
+			n++
+		}
+	}
+	return n, nil
 }
 
 // checkContiguous returns an ErrGap naming the first hole in parts.

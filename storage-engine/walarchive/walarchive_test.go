@@ -39,7 +39,7 @@ func readAll(t *testing.T, b *blob.Bucket, walID string) ([]string, error) {
 		t.Fatal(err)
 	}
 	var got []string
-	err = Read(context.Background(), b, s, func(p []byte) error {
+	err = Read(context.Background(), b, s, 0, func(p []byte) error {
 		got = append(got, string(p))
 		return nil
 	})
@@ -156,5 +156,19 @@ func TestReadRefusesEachKindOfHole(t *testing.T) {
 	ok := []part{{seg: 4, size: 10}, {seg: 4, off: 10, size: 3}, {seg: 4, sealed: true, size: 13}, {seg: 5, sealed: true}, {seg: 6, size: 2}}
 	if err := checkContiguous(s, ok); err != nil {
 		t.Errorf("a contiguous stream: %v", err)
+	}
+}
+
+// A prune interrupted inside a segment (some of its parts deleted, its seal
+// not yet) leaves a stream a restore from after that segment still reads,
+// and one from before it refuses.
+func TestAnInterruptedPruneLeavesAReadableStream(t *testing.T) {
+	s := Stream{Region: "r", WALID: "w"}
+	parts := []part{{seg: 2, off: 10, size: 5}, {seg: 2, sealed: true, size: 15, maxTS: 100}, {seg: 3, size: 7}, {seg: 3, sealed: true, size: 7, maxTS: 200}, {seg: 4, size: 3}}
+	if rest := parts[len(skippable(parts, 150)):]; checkContiguous(s, rest) != nil || rest[0].seg != 3 {
+		t.Fatalf("from 150 the stream reads from segment 3: %v, %v", rest, checkContiguous(s, rest))
+	}
+	if err := checkContiguous(s, parts[len(skippable(parts, 50)):]); !errors.Is(err, ErrGap) {
+		t.Fatalf("from 50 the pruned bytes are needed: %v, want ErrGap", err)
 	}
 }
