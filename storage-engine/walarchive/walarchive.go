@@ -72,7 +72,7 @@ type part struct {
 	seg    uint64
 	off    int64
 	size   int64
-	sealed bool // a .sealed object: size is the segment's
+	sealed bool   // a .sealed object: size is the segment's
 	maxTS  uint64 // a .sealed object's bound on the segment's timestamps (0: unknown)
 }
 
