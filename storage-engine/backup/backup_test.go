@@ -13,7 +13,6 @@ import (
 	"github.com/bellows-kv/bellows/storage-engine/blockcache"
 	"github.com/bellows-kv/bellows/storage-engine/hlc"
 	"github.com/bellows-kv/bellows/storage-engine/kv"
-	"github.com/bellows-kv/bellows/storage-engine/manifest"
 	"github.com/bellows-kv/bellows/storage-engine/region"
 	"github.com/bellows-kv/bellows/storage-engine/regionmap"
 	"github.com/bellows-kv/bellows/storage-engine/sstable"
@@ -23,10 +22,8 @@ import (
 // a backup drives, with region.Checkpoint and CopyRegion as a store's
 // Admin.Checkpoint runs them.
 type cluster struct {
-	t       *testing.T
-	bucket  *blob.Bucket
-	clock   *hlc.Clock
-	regions map[string]*region.Region
+	LocalCluster
+	t *testing.T
 	// spans are the regions' ranges in the map: a store routes each key
 	// to its region by them (regions made whole do not know theirs).
 	spans []regionmap.Region
@@ -61,9 +58,9 @@ func openClusterWith(t *testing.T, dir string, opts func(*region.Options), bound
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := &cluster{t: t, bucket: b, clock: hlc.New(nil, 0), regions: map[string]*region.Region{}, spans: m.Region}
+	c := &cluster{LocalCluster: LocalCluster{Bucket: b, Clock: hlc.New(nil, 0), Regions: map[string]*region.Region{}}, t: t, spans: m.Region}
 	for _, r := range m.Region {
-		c.regions[r.Name] = openRegion(t, b, c.clock, dir+"/wal/"+r.Name, r.Name, opts)
+		c.Regions[r.Name] = openRegion(t, b, c.Clock, dir+"/wal/"+r.Name, r.Name, opts)
 	}
 	return c
 }
@@ -96,21 +93,16 @@ func openRegion(t *testing.T, b *blob.Bucket, clock *hlc.Clock, walDir, name str
 	return r
 }
 
-func (c *cluster) Timestamp(context.Context) (uint64, error) {
-	ts := c.clock.Now()
+func (c *cluster) Timestamp(ctx context.Context) (uint64, error) {
+	ts, err := c.LocalCluster.Timestamp(ctx)
 	if c.afterTimestamp != nil {
 		c.afterTimestamp()
 	}
-	return ts, nil
+	return ts, err
 }
 
 func (c *cluster) Checkpoint(ctx context.Context, name string, ts uint64) (Region, error) {
-	r := c.regions[name]
-	var out Region
-	err := r.Checkpoint(ctx, ts, func(op func() error) error { return op() }, func(m manifest.Manifest) (err error) {
-		out, err = CopyRegion(ctx, c.bucket, name, m, ts)
-		return err
-	})
+	out, err := c.LocalCluster.Checkpoint(ctx, name, ts)
 	if err == nil && name == c.failRegion {
 		// Its store died after copying, before it answered.
 		err = fmt.Errorf("store of %s killed", name)
@@ -123,7 +115,7 @@ func (c *cluster) put(key, value string) {
 	c.t.Helper()
 	for _, sp := range c.spans {
 		if sp.Contains([]byte(key)) {
-			if _, err := c.regions[sp.Name].Put([]byte(key), []byte(value)); err != nil {
+			if _, err := c.Regions[sp.Name].Put([]byte(key), []byte(value)); err != nil {
 				c.t.Fatal(err)
 			}
 			return
@@ -134,7 +126,7 @@ func (c *cluster) put(key, value string) {
 
 func (c *cluster) state(ts uint64) map[string]string {
 	c.t.Helper()
-	return state(c.t, c.regions, c.spans, ts)
+	return state(c.t, c.Regions, c.spans, ts)
 }
 
 // state is every key's value read at ts, across the regions, each read
@@ -213,7 +205,7 @@ func TestABackupRestoresExactlyTheStateAtItsTimestamp(t *testing.T) {
 	for i := range 200 {
 		c.put(fmt.Sprintf("%c%03d", 'a'+i%26, i), "v1")
 	}
-	for _, r := range c.regions {
+	for _, r := range c.Regions {
 		if err := r.Flush(context.Background()); err != nil {
 			t.Fatal(err)
 		}
@@ -227,7 +219,7 @@ func TestABackupRestoresExactlyTheStateAtItsTimestamp(t *testing.T) {
 		c.put("zzz", "after")
 		c.put("b001", "after")
 	}
-	b, err := Create(context.Background(), c.bucket, c, "first")
+	b, err := Create(context.Background(), c.Bucket, c, "first")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -249,7 +241,7 @@ func TestABackupRestoresExactlyTheStateAtItsTimestamp(t *testing.T) {
 	if cut == 0 {
 		t.Error("no file was cut at the backup's timestamp: the test did not write into a checkpointed memstore")
 	}
-	_, got := restoreAndRead(t, c.bucket, "first", t.TempDir())
+	_, got := restoreAndRead(t, c.Bucket, "first", t.TempDir())
 	if d := diff(got, want); d != "" {
 		t.Fatalf("the restored cluster differs from a read at ts %d:\n%s", b.TS, d)
 	}
@@ -267,7 +259,7 @@ func TestBackupsShareFilesAndDeleteKeepsWhatOthersName(t *testing.T) {
 	for i := range 300 {
 		c.put(fmt.Sprintf("%c%03d", 'a'+i%26, i), "v1")
 	}
-	first, err := Create(ctx, c.bucket, c, "first")
+	first, err := Create(ctx, c.Bucket, c, "first")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -275,7 +267,7 @@ func TestBackupsShareFilesAndDeleteKeepsWhatOthersName(t *testing.T) {
 		t.Fatalf("the first backup copied %d of %d bytes; want all, and some", first.CopiedBytes, first.Bytes())
 	}
 	c.put("n-new", "v2")
-	second, err := Create(ctx, c.bucket, c, "second")
+	second, err := Create(ctx, c.Bucket, c, "second")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -283,31 +275,31 @@ func TestBackupsShareFilesAndDeleteKeepsWhatOthersName(t *testing.T) {
 		t.Fatalf("the second backup copied %d of its %d bytes: it shares nothing with the first", second.CopiedBytes, second.Bytes())
 	}
 	want := c.state(second.TS)
-	if _, err := Create(ctx, c.bucket, c, "second"); !errors.Is(err, ErrExists) {
+	if _, err := Create(ctx, c.Bucket, c, "second"); !errors.Is(err, ErrExists) {
 		t.Fatalf("a second backup named second: %v, want ErrExists", err)
 	}
-	n, err := Delete(ctx, c.bucket, "first")
+	n, err := Delete(ctx, c.Bucket, "first")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if n != 0 {
 		t.Errorf("deleting first removed %d files; every one of its files is the second's too", n)
 	}
-	if _, got := restoreAndRead(t, c.bucket, "second", t.TempDir()); diff(got, want) != "" {
+	if _, got := restoreAndRead(t, c.Bucket, "second", t.TempDir()); diff(got, want) != "" {
 		t.Fatalf("after deleting first, second restores differently:\n%s", diff(got, want))
 	}
-	n, err = Delete(ctx, c.bucket, "second")
+	n, err = Delete(ctx, c.Bucket, "second")
 	if err != nil {
 		t.Fatal(err)
 	}
-	left, err := c.bucket.List(ctx, filesPrefix)
+	left, err := c.Bucket.List(ctx, filesPrefix)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if n == 0 || len(left) != 0 {
 		t.Fatalf("deleting the last backup removed %d files and left %d", n, len(left))
 	}
-	if all, _ := List(ctx, c.bucket); len(all) != 0 {
+	if all, _ := List(ctx, c.Bucket); len(all) != 0 {
 		t.Fatalf("backups left after deleting both: %v", all)
 	}
 }
@@ -321,36 +313,36 @@ func TestAFailedBackupIsNotRecordedAndItsFilesAreCollected(t *testing.T) {
 		c.put(fmt.Sprintf("%c%03d", 'a'+i%26, i), "v1")
 	}
 	c.failRegion = "region-002"
-	if _, err := Create(ctx, c.bucket, c, "broken"); err == nil || !strings.Contains(err.Error(), "region-002") {
+	if _, err := Create(ctx, c.Bucket, c, "broken"); err == nil || !strings.Contains(err.Error(), "region-002") {
 		t.Fatalf("a backup whose region-002 failed: %v, want an error naming region-002", err)
 	}
-	if _, err := Load(ctx, c.bucket, "broken"); !errors.Is(err, ErrNotFound) {
+	if _, err := Load(ctx, c.Bucket, "broken"); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("the failed backup is recorded: %v", err)
 	}
-	copied, _ := c.bucket.List(ctx, filesPrefix)
+	copied, _ := c.Bucket.List(ctx, filesPrefix)
 	if len(copied) == 0 {
 		t.Fatal("the other regions copied nothing: the test cannot see their files collected")
 	}
 	// A crash leaves the in-progress marker (Create removes it on an error
 	// it sees; a killed process cannot): while it is there, nothing goes.
-	if err := c.bucket.WriteAll(ctx, runningKey("broken"), nil, false); err != nil {
+	if err := c.Bucket.WriteAll(ctx, runningKey("broken"), nil, false); err != nil {
 		t.Fatal(err)
 	}
 	c.failRegion = ""
-	if _, err := Create(ctx, c.bucket, c, "good"); err != nil {
+	if _, err := Create(ctx, c.Bucket, c, "good"); err != nil {
 		t.Fatal(err)
 	}
-	if n, err := Delete(ctx, c.bucket, "good"); err != nil || n != 0 {
+	if n, err := Delete(ctx, c.Bucket, "good"); err != nil || n != 0 {
 		t.Fatalf("a delete while a backup may run removed %d files (err %v); want none", n, err)
 	}
-	running, _ := Running(ctx, c.bucket)
+	running, _ := Running(ctx, c.Bucket)
 	if len(running) != 1 || running[0] != "broken" {
 		t.Fatalf("running backups: %v, want [broken]", running)
 	}
-	if _, err := Abandon(ctx, c.bucket, "broken"); err != nil {
+	if _, err := Abandon(ctx, c.Bucket, "broken"); err != nil {
 		t.Fatal(err)
 	}
-	if left, _ := c.bucket.List(ctx, filesPrefix); len(left) != 0 {
+	if left, _ := c.Bucket.List(ctx, filesPrefix); len(left) != 0 {
 		t.Fatalf("abandoning the crashed backup left %d unnamed files", len(left))
 	}
 }
@@ -364,7 +356,7 @@ func TestRestoreRefusesWhatCannotBeRight(t *testing.T) {
 	for i := range 100 {
 		c.put(fmt.Sprintf("%c%03d", 'a'+i%26, i), "v1")
 	}
-	b, err := Create(ctx, c.bucket, c, "base")
+	b, err := Create(ctx, c.Bucket, c, "base")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -372,32 +364,32 @@ func TestRestoreRefusesWhatCannotBeRight(t *testing.T) {
 	if err := used.WriteAll(ctx, "something", []byte("x"), false); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Restore(ctx, c.bucket, "base", used); !errors.Is(err, ErrTargetNotEmpty) || !strings.Contains(err.Error(), "something") {
+	if _, err := Restore(ctx, c.Bucket, "base", used); !errors.Is(err, ErrTargetNotEmpty) || !strings.Contains(err.Error(), "something") {
 		t.Errorf("restore into a bucket holding an object: %v", err)
 	}
 	empty := func() *blob.Bucket { return openBucket(t, "file://"+t.TempDir()) }
-	if _, err := Restore(ctx, c.bucket, "nope", empty()); !errors.Is(err, ErrNotFound) || !strings.Contains(err.Error(), "nope") {
+	if _, err := Restore(ctx, c.Bucket, "nope", empty()); !errors.Is(err, ErrNotFound) || !strings.Contains(err.Error(), "nope") {
 		t.Errorf("restore of a missing backup: %v", err)
 	}
-	if _, err := Restore(ctx, c.bucket, "Bad/ID", empty()); err == nil || !strings.Contains(err.Error(), "Bad/ID") {
+	if _, err := Restore(ctx, c.Bucket, "Bad/ID", empty()); err == nil || !strings.Contains(err.Error(), "Bad/ID") {
 		t.Errorf("restore of a malformed ID: %v", err)
 	}
 	victim := b.Regions[0].Files[0].Key
-	data, err := c.bucket.ReadAll(ctx, victim)
+	data, err := c.Bucket.ReadAll(ctx, victim)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := c.bucket.WriteAll(ctx, victim, data[:len(data)/2], false); err != nil {
+	if err := c.Bucket.WriteAll(ctx, victim, data[:len(data)/2], false); err != nil {
 		t.Fatal(err)
 	}
 	target := empty()
-	if _, err := Restore(ctx, c.bucket, "base", target); !errors.Is(err, ErrIncomplete) || !strings.Contains(err.Error(), victim) {
+	if _, err := Restore(ctx, c.Bucket, "base", target); !errors.Is(err, ErrIncomplete) || !strings.Contains(err.Error(), victim) {
 		t.Errorf("restore with a truncated file: %v", err)
 	}
-	if err := c.bucket.Delete(ctx, victim); err != nil {
+	if err := c.Bucket.Delete(ctx, victim); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Restore(ctx, c.bucket, "base", target); !errors.Is(err, ErrIncomplete) || !strings.Contains(err.Error(), victim+" is missing") {
+	if _, err := Restore(ctx, c.Bucket, "base", target); !errors.Is(err, ErrIncomplete) || !strings.Contains(err.Error(), victim+" is missing") {
 		t.Errorf("restore with a missing file: %v", err)
 	}
 	if objs, _ := target.List(ctx, ""); len(objs) != 0 {
@@ -418,28 +410,28 @@ func TestPruneKeepsTheNewestAndTheYoungAndTheyStillRestore(t *testing.T) {
 		}
 		// Each backup's files are compacted away before the next, so
 		// retention has files of its own to delete.
-		for _, r := range c.regions {
+		for _, r := range c.Regions {
 			if _, err := r.Compact(ctx, true); err != nil {
 				t.Fatal(err)
 			}
 		}
 		id := fmt.Sprintf("b%d", i)
-		b, err := Create(ctx, c.bucket, c, id)
+		b, err := Create(ctx, c.Bucket, c, id)
 		if err != nil {
 			t.Fatal(err)
 		}
 		ids = append(ids, id)
 		wants[id] = c.state(b.TS)
 	}
-	if _, _, err := Prune(ctx, c.bucket, Policy{}, time.Now()); err == nil || !strings.Contains(err.Error(), "keeps nothing") {
+	if _, _, err := Prune(ctx, c.Bucket, Policy{}, time.Now()); err == nil || !strings.Contains(err.Error(), "keeps nothing") {
 		t.Fatalf("a policy that keeps nothing: %v", err)
 	}
 	// Asked exactly age after b2 finished: b2 is just within the age, b1
 	// and b0 are beyond it and not among the newest one.
-	all, _ := List(ctx, c.bucket)
+	all, _ := List(ctx, c.Bucket)
 	age := time.Hour
 	now := all[2].Finished.Add(age)
-	deleted, files, err := Prune(ctx, c.bucket, Policy{KeepLast: 1, MaxAge: age}, now)
+	deleted, files, err := Prune(ctx, c.Bucket, Policy{KeepLast: 1, MaxAge: age}, now)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -447,7 +439,7 @@ func TestPruneKeepsTheNewestAndTheYoungAndTheyStillRestore(t *testing.T) {
 		t.Fatalf("prune with keep-last 1 and max age (b2 just within it) deleted %v and %d files; want [b0 b1] and their files", deleted, files)
 	}
 	for _, id := range ids[2:] {
-		if _, got := restoreAndRead(t, c.bucket, id, t.TempDir()); diff(got, wants[id]) != "" {
+		if _, got := restoreAndRead(t, c.Bucket, id, t.TempDir()); diff(got, wants[id]) != "" {
 			t.Fatalf("kept backup %s restores differently after the prune:\n%s", id, diff(got, wants[id]))
 		}
 	}
@@ -463,13 +455,13 @@ type mapChanger struct {
 func (m *mapChanger) Checkpoint(ctx context.Context, name string, ts uint64) (Region, error) {
 	if m.n > 0 {
 		m.n--
-		cur, err := regionmap.Load(ctx, m.bucket)
+		cur, err := regionmap.Load(ctx, m.Bucket)
 		if err != nil {
 			return Region{}, err
 		}
 		next := cur
 		next.Retired = append(append([]string(nil), cur.Retired...), fmt.Sprintf("gone-%d", m.n))
-		if err := regionmap.Commit(ctx, m.bucket, cur, &next); err != nil {
+		if err := regionmap.Commit(ctx, m.Bucket, cur, &next); err != nil {
 			return Region{}, err
 		}
 	}
@@ -483,18 +475,18 @@ func TestABackupStartsOverWhenTheMapChanges(t *testing.T) {
 	ctx := context.Background()
 	c := openCluster(t, t.TempDir())
 	c.put("k", "v")
-	b, err := Create(ctx, c.bucket, &mapChanger{cluster: c, n: 1}, "retried")
+	b, err := Create(ctx, c.Bucket, &mapChanger{cluster: c, n: 1}, "retried")
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, _ := regionmap.Load(ctx, c.bucket)
+	m, _ := regionmap.Load(ctx, c.Bucket)
 	if b.MapEpoch != m.Epoch || b.MapEpoch != 2 {
 		t.Fatalf("the backup copied map epoch %d; the map is at %d (want both 2)", b.MapEpoch, m.Epoch)
 	}
-	if _, err := Create(ctx, c.bucket, &mapChanger{cluster: c, n: mapAttempts}, "never"); !errors.Is(err, ErrMapChanged) {
+	if _, err := Create(ctx, c.Bucket, &mapChanger{cluster: c, n: mapAttempts}, "never"); !errors.Is(err, ErrMapChanged) {
 		t.Fatalf("a backup under a map that always changes: %v, want ErrMapChanged", err)
 	}
-	if _, err := Load(ctx, c.bucket, "never"); !errors.Is(err, ErrNotFound) {
+	if _, err := Load(ctx, c.Bucket, "never"); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("the backup that gave up is recorded: %v", err)
 	}
 }

@@ -21,7 +21,7 @@ func (c *cluster) del(key string) {
 	c.t.Helper()
 	for _, sp := range c.spans {
 		if sp.Contains([]byte(key)) {
-			if _, err := c.regions[sp.Name].Delete([]byte(key)); err != nil {
+			if _, err := c.Regions[sp.Name].Delete([]byte(key)); err != nil {
 				c.t.Fatal(err)
 			}
 			return
@@ -33,7 +33,7 @@ func (c *cluster) del(key string) {
 func (c *cluster) waitArchived(ts uint64) {
 	c.t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
-	for name, r := range c.regions {
+	for name, r := range c.Regions {
 		for {
 			st := r.ArchiveStatus()
 			if st.Frontier >= ts {
@@ -68,7 +68,7 @@ func TestARestoreToATimeIsTheStateAtThatTime(t *testing.T) {
 	ctx := context.Background()
 	c := openClusterWith(t, t.TempDir(), archivedEvery(5*time.Millisecond), "m")
 	c.round("v1", 150)
-	base, err := Create(ctx, c.bucket, c, "base")
+	base, err := Create(ctx, c.Bucket, c, "base")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -76,13 +76,13 @@ func TestARestoreToATimeIsTheStateAtThatTime(t *testing.T) {
 	for i, v := range []string{"v2", "v3", "v4"} {
 		c.round(v, 150-i*30)
 		if i == 1 {
-			for _, r := range c.regions {
+			for _, r := range c.Regions {
 				if err := r.Flush(ctx); err != nil {
 					t.Fatal(err)
 				}
 			}
 		}
-		times = append(times, c.clock.Now())
+		times = append(times, c.Clock.Now())
 	}
 	c.put("a000", "after every mark")
 	c.waitArchived(times[len(times)-1])
@@ -90,7 +90,7 @@ func TestARestoreToATimeIsTheStateAtThatTime(t *testing.T) {
 		want := c.state(ts)
 		dir := t.TempDir()
 		dst := openBucket(t, "file://"+dir+"/bucket")
-		b, err := RestoreToTime(ctx, c.bucket, ts, dst)
+		b, err := RestoreToTime(ctx, c.Bucket, ts, dst)
 		if err != nil {
 			t.Fatalf("restore to mark %d: %v", i, err)
 		}
@@ -114,14 +114,14 @@ func TestARestoreOutsideTheWindowIsRefusedNamingIt(t *testing.T) {
 	ctx := context.Background()
 	c := openClusterWith(t, t.TempDir(), archivedEvery(5*time.Millisecond), "m")
 	c.round("v1", 50)
-	base, err := Create(ctx, c.bucket, c, "base")
+	base, err := Create(ctx, c.Bucket, c, "base")
 	if err != nil {
 		t.Fatal(err)
 	}
 	c.round("v2", 50)
-	now := c.clock.Now()
+	now := c.Clock.Now()
 	c.waitArchived(now)
-	w, err := ArchiveWindow(ctx, c.bucket)
+	w, err := ArchiveWindow(ctx, c.Bucket)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -136,7 +136,7 @@ func TestARestoreOutsideTheWindowIsRefusedNamingIt(t *testing.T) {
 		{"before the oldest backup", base.TS - 1, "before the oldest backup"},
 		{"past the frontier", now + uint64(time.Hour), "past the archive"},
 	} {
-		_, err := RestoreToTime(ctx, c.bucket, tc.ts, openBucket(t, "file://"+t.TempDir()))
+		_, err := RestoreToTime(ctx, c.Bucket, tc.ts, openBucket(t, "file://"+t.TempDir()))
 		if !errors.Is(err, ErrOutsideWindow) || !strings.Contains(err.Error(), tc.says) || !strings.Contains(err.Error(), FormatTS(base.TS)) {
 			t.Errorf("%s: %v; want ErrOutsideWindow saying %q and naming the window's start", tc.name, err, tc.says)
 		}
@@ -145,7 +145,7 @@ func TestARestoreOutsideTheWindowIsRefusedNamingIt(t *testing.T) {
 	if err := full.WriteAll(ctx, "something", []byte("x"), false); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := RestoreToTime(ctx, c.bucket, now, full); !errors.Is(err, ErrTargetNotEmpty) {
+	if _, err := RestoreToTime(ctx, c.Bucket, now, full); !errors.Is(err, ErrTargetNotEmpty) {
 		t.Errorf("restore into a bucket that holds an object: %v, want ErrTargetNotEmpty", err)
 	}
 }
@@ -155,18 +155,18 @@ func TestARestoreOutsideTheWindowIsRefusedNamingIt(t *testing.T) {
 func TestARestoreThroughAnArchiveWithAHoleIsRefused(t *testing.T) {
 	ctx := context.Background()
 	c := openClusterWith(t, t.TempDir(), archivedEvery(time.Millisecond), "m")
-	base, err := Create(ctx, c.bucket, c, "base")
+	base, err := Create(ctx, c.Bucket, c, "base")
 	if err != nil {
 		t.Fatal(err)
 	}
 	// Several parts: each round is shipped before the next is written.
 	for i := range 4 {
 		c.round(fmt.Sprint("v", i), 40)
-		c.waitArchived(c.clock.Now())
+		c.waitArchived(c.Clock.Now())
 	}
-	now := c.clock.Now()
+	now := c.Clock.Now()
 	c.waitArchived(now)
-	objs, err := c.bucket.List(ctx, walarchive.Prefix)
+	objs, err := c.Bucket.List(ctx, walarchive.Prefix)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -179,14 +179,14 @@ func TestARestoreThroughAnArchiveWithAHoleIsRefused(t *testing.T) {
 	if len(parts) < 3 {
 		t.Fatalf("the archive of region-001 has %d parts (%v); the test needs one in the middle", len(parts), parts)
 	}
-	if err := c.bucket.Delete(ctx, parts[1]); err != nil {
+	if err := c.Bucket.Delete(ctx, parts[1]); err != nil {
 		t.Fatal(err)
 	}
-	_, err = RestoreToTime(ctx, c.bucket, now, openBucket(t, "file://"+t.TempDir()))
+	_, err = RestoreToTime(ctx, c.Bucket, now, openBucket(t, "file://"+t.TempDir()))
 	if !errors.Is(err, walarchive.ErrGap) || !strings.Contains(err.Error(), "region-001") || !strings.Contains(err.Error(), "missing") {
 		t.Fatalf("restore through a hole: %v; want ErrGap naming region-001 and what is missing", err)
 	}
-	if _, err := RestoreToTime(ctx, c.bucket, base.TS, openBucket(t, "file://"+t.TempDir())); err != nil {
+	if _, err := RestoreToTime(ctx, c.Bucket, base.TS, openBucket(t, "file://"+t.TempDir())); err != nil {
 		t.Fatalf("a restore to the backup's own time needs no archive: %v", err)
 	}
 }
@@ -199,7 +199,7 @@ func TestRetentionDeletesTheArchiveNoBackupNeedsAndNothingElse(t *testing.T) {
 	ctx := context.Background()
 	c := openClusterWith(t, t.TempDir(), archivedEvery(5*time.Millisecond), "m")
 	flush := func() {
-		for _, r := range c.regions {
+		for _, r := range c.Regions {
 			if err := r.Flush(ctx); err != nil {
 				t.Fatal(err)
 			}
@@ -207,23 +207,23 @@ func TestRetentionDeletesTheArchiveNoBackupNeedsAndNothingElse(t *testing.T) {
 	}
 	c.round("v1", 100)
 	flush()
-	if _, err := Create(ctx, c.bucket, c, "first"); err != nil {
+	if _, err := Create(ctx, c.Bucket, c, "first"); err != nil {
 		t.Fatal(err)
 	}
 	c.round("v2", 100)
 	flush()
-	between := c.clock.Now()
-	second, err := Create(ctx, c.bucket, c, "second")
+	between := c.Clock.Now()
+	second, err := Create(ctx, c.Bucket, c, "second")
 	if err != nil {
 		t.Fatal(err)
 	}
 	c.round("v3", 100)
 	flush()
 	c.round("v4", 50)
-	last := c.clock.Now()
+	last := c.Clock.Now()
 	c.waitArchived(last)
 	parts := func() int {
-		objs, err := c.bucket.List(ctx, walarchive.Prefix)
+		objs, err := c.Bucket.List(ctx, walarchive.Prefix)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -236,7 +236,7 @@ func TestRetentionDeletesTheArchiveNoBackupNeedsAndNothingElse(t *testing.T) {
 		return n
 	}
 	before := parts()
-	if _, err := Delete(ctx, c.bucket, "first"); err != nil {
+	if _, err := Delete(ctx, c.Bucket, "first"); err != nil {
 		t.Fatal(err)
 	}
 	after := parts()
@@ -245,13 +245,13 @@ func TestRetentionDeletesTheArchiveNoBackupNeedsAndNothingElse(t *testing.T) {
 	}
 	dir := t.TempDir()
 	dst := openBucket(t, "file://"+dir+"/bucket")
-	if _, err := RestoreToTime(ctx, c.bucket, last, dst); err != nil {
+	if _, err := RestoreToTime(ctx, c.Bucket, last, dst); err != nil {
 		t.Fatal(err)
 	}
 	if d := diff(serveRestored(t, dst, dir, len(second.Regions)), c.state(last)); d != "" {
 		t.Fatalf("after retention, a restore from the remaining backup differs from the original:\n%s", d)
 	}
-	if _, err := RestoreToTime(ctx, c.bucket, between, openBucket(t, "file://"+t.TempDir())); !errors.Is(err, ErrOutsideWindow) {
+	if _, err := RestoreToTime(ctx, c.Bucket, between, openBucket(t, "file://"+t.TempDir())); !errors.Is(err, ErrOutsideWindow) {
 		t.Fatalf("a restore to before the oldest remaining backup: %v, want ErrOutsideWindow", err)
 	}
 	t.Logf("retention deleted %d of %d archive parts", before-after, before)

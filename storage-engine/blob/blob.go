@@ -11,8 +11,10 @@ import (
 	"io"
 	"net/url"
 	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
+	"time"
 
 	gblob "gocloud.dev/blob"
 	"gocloud.dev/gcerrors"
@@ -46,6 +48,8 @@ type Bucket struct {
 	// OpenObject (see WithReadHook).
 	onRead ReadHook
 	cost   CostModel
+	// root is a file bucket's directory (Copy links files there).
+	root string
 }
 
 // Open opens the bucket at rawURL.
@@ -89,7 +93,11 @@ func Open(ctx context.Context, rawURL string) (*Bucket, error) {
 	if err != nil {
 		return nil, fmt.Errorf("blob: opening bucket %q: %w", rawURL, err)
 	}
-	return &Bucket{b: b, url: rawURL, scheme: u.Scheme, cost: cost}, nil
+	bucket := &Bucket{b: b, url: rawURL, scheme: u.Scheme, cost: cost}
+	if u.Scheme == "file" {
+		bucket.root = u.Path
+	}
+	return bucket, nil
 }
 
 // URL is the URL the bucket was opened with.
@@ -97,7 +105,7 @@ func (b *Bucket) URL() string { return b.url }
 
 // Prefixed returns a view of the bucket whose keys are under prefix.
 func (b *Bucket) Prefixed(prefix string) *Bucket {
-	return &Bucket{b: b.b, url: b.url, scheme: b.scheme, prefix: b.prefix + prefix, onRead: b.onRead, cost: b.cost}
+	return &Bucket{b: b.b, url: b.url, scheme: b.scheme, prefix: b.prefix + prefix, onRead: b.onRead, cost: b.cost, root: b.root}
 }
 
 func translate(key string, err error) error {
@@ -138,11 +146,49 @@ func (b *Bucket) ReadAll(ctx context.Context, key string) ([]byte, error) {
 }
 
 // Copy copies object src to dst inside the bucket. S3, GCS and Azure copy
-// inside the service; nothing passes through this process. A copy is
-// whole or absent: the drivers write dst in one piece (fileblob renames a
-// finished temporary file into place).
+// inside the service; nothing passes through this process. A file bucket
+// hard-links the file, which is the same to it: its objects are never
+// written in place (fileblob renames a new file over an old one), so the
+// link is a copy that costs no bytes. A copy is whole or absent: the
+// drivers write dst in one piece, and a link is renamed into place.
 func (b *Bucket) Copy(ctx context.Context, dst, src string) error {
-	return translate(src, b.b.Copy(ctx, b.prefix+dst, b.prefix+src, nil))
+	if !b.link(dst, src) {
+		if err := translate(src, b.b.Copy(ctx, b.prefix+dst, b.prefix+src, nil)); err != nil {
+			return err
+		}
+	}
+	if !b.cost.active() {
+		return nil
+	}
+	a, err := b.b.Attributes(ctx, b.prefix+dst)
+	if err != nil {
+		return translate(dst, err)
+	}
+	return b.cost.wait(ctx, a.Size)
+}
+
+// link hard-links src to dst in a file bucket; false: not a file bucket,
+// or the link failed (another file system), and Copy copies the bytes.
+func (b *Bucket) link(dst, src string) bool {
+	if b.root == "" {
+		return false
+	}
+	from := filepath.Join(b.root, filepath.FromSlash(b.prefix+src))
+	to := filepath.Join(b.root, filepath.FromSlash(b.prefix+dst))
+	if err := os.MkdirAll(filepath.Dir(to), 0o755); err != nil {
+		return false
+	}
+	// Named as fileblob names its temporary files, which List hides: a
+	// process killed between the two steps leaves no object.
+	tmp := fmt.Sprintf("%s.%x.tmp", to, time.Now().UnixNano())
+	if err := os.Link(from, tmp); err != nil {
+		return false
+	}
+	if err := os.Rename(tmp, to); err != nil {
+		_ = os.Remove(tmp)
+		return false
+	}
+	return true
 }
 
 // CopyTo copies object src of this bucket to dst in another bucket,
@@ -162,7 +208,11 @@ func (b *Bucket) CopyTo(ctx context.Context, to *Bucket, dst, src string) (err e
 	if err != nil {
 		return translate(dst, err)
 	}
-	if _, err := io.Copy(w, r); err != nil {
+	n, err := io.Copy(w, r)
+	if err == nil {
+		err = b.cost.wait(ctx, n)
+	}
+	if err != nil {
 		cancel()
 		_ = w.Close()
 		return fmt.Errorf("blob: copying %s to %s: %w", src, dst, err)

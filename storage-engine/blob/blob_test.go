@@ -175,3 +175,43 @@ func TestFileBucketWritesTemporaryFilesBesideTheObject(t *testing.T) {
 		t.Fatalf("List after the write: %v, %v; want the object", objs, err)
 	}
 }
+
+// A copy inside a bucket is the source's bytes under the new key, whatever
+// happens to the source after (a file bucket links the file: the source's
+// deletion or replacement leaves the copy as it was), through a prefixed
+// view too; copying a missing object says so.
+func TestCopyOutlivesAndIgnoresItsSource(t *testing.T) {
+	ctx := context.Background()
+	for _, u := range []string{"file://" + t.TempDir(), "mem://"} {
+		root, err := Open(ctx, u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b := root.Prefixed("regions/r1/")
+		if err := b.WriteAll(ctx, "sst/1", []byte("one"), false); err != nil {
+			t.Fatal(err)
+		}
+		if err := b.Copy(ctx, "backups/sst/1", "sst/1"); err != nil {
+			t.Fatal(err)
+		}
+		if err := b.WriteAll(ctx, "sst/1", []byte("replaced"), false); err != nil {
+			t.Fatal(err)
+		}
+		if d, err := b.ReadAll(ctx, "backups/sst/1"); err != nil || string(d) != "one" {
+			t.Fatalf("%s: the copy after its source was replaced: %q, %v", u, d, err)
+		}
+		if err := b.Delete(ctx, "sst/1"); err != nil {
+			t.Fatal(err)
+		}
+		if d, err := root.ReadAll(ctx, "regions/r1/backups/sst/1"); err != nil || string(d) != "one" {
+			t.Fatalf("%s: the copy after its source was deleted: %q, %v", u, d, err)
+		}
+		if err := b.Copy(ctx, "backups/sst/2", "sst/missing"); !errors.Is(err, ErrNotFound) {
+			t.Fatalf("%s: copying a missing object: %v, want ErrNotFound", u, err)
+		}
+		if list, err := b.List(ctx, "backups/"); err != nil || len(list) != 1 {
+			t.Fatalf("%s: listing after the copies: %v, %v; want the one copy", u, list, err)
+		}
+		root.Close()
+	}
+}

@@ -14,7 +14,9 @@ import (
 // object store or network disk: each read waits Latency plus its size over
 // Bandwidth. Benchmarks use it so that a cache miss is not a page-cache hit.
 // It travels in the bucket URL (bellows_latency=5ms&bellows_bandwidth=200MB/s),
-// so compaction workers opening the same URL pay the same costs.
+// so compaction workers opening the same URL pay the same costs. A copy
+// (Copy, CopyTo) costs what reading the object does: the service, or this
+// process, moves its bytes at the same bandwidth.
 type CostModel struct {
 	Latency   time.Duration
 	Bandwidth float64 // bytes per second; 0: unlimited
@@ -89,16 +91,27 @@ type costedObject struct {
 }
 
 func (o *costedObject) ReadAt(p []byte, off int64) (int, error) {
-	d := o.cost.Latency
-	if o.cost.Bandwidth > 0 {
-		d += time.Duration(float64(len(p)) / o.cost.Bandwidth * float64(time.Second))
-	}
-	t := time.NewTimer(d)
-	select {
-	case <-t.C:
-	case <-o.ctx.Done():
-		t.Stop()
-		return 0, o.ctx.Err()
+	if err := o.cost.wait(o.ctx, int64(len(p))); err != nil {
+		return 0, err
 	}
 	return o.Object.ReadAt(p, off)
+}
+
+// wait waits what moving n bytes costs.
+func (m CostModel) wait(ctx context.Context, n int64) error {
+	if !m.active() {
+		return nil
+	}
+	d := m.Latency
+	if m.Bandwidth > 0 {
+		d += time.Duration(float64(n) / m.Bandwidth * float64(time.Second))
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
