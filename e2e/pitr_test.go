@@ -217,13 +217,9 @@ func scanAll(ctx context.Context, t *testing.T, c *bellowsclient.Client, ts uint
 
 func bankSum(t *testing.T, state map[string]string) int {
 	t.Helper()
-	sum := 0
-	for k, v := range state {
-		n, err := bank.Balance([]byte(v))
-		if err != nil {
-			t.Fatalf("account %q holds %q, not a balance", k, v)
-		}
-		sum += n
+	sum, err := bank.Sum(state)
+	if err != nil {
+		t.Fatal(err)
 	}
 	return sum
 }

@@ -227,6 +227,20 @@ func Balance(v []byte) (int, error) {
 	return strconv.Atoi(n)
 }
 
+// Sum is the total of the balances in state (key to value), or an error
+// naming the first value that is not a balance.
+func Sum(state map[string]string) (int, error) {
+	sum := 0
+	for k, v := range state {
+		n, err := Balance([]byte(v))
+		if err != nil {
+			return 0, fmt.Errorf("account %q: %w", k, err)
+		}
+		sum += n
+	}
+	return sum, nil
+}
+
 // transfer moves 1–10 from a random account to one in another region.
 func (b *Bank) transfer(ctx context.Context, rng *rand.Rand, deadline time.Duration) {
 	id := fmt.Sprintf("t%d", b.seq.Add(1))

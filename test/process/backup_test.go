@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -84,15 +85,48 @@ func restoredKeySpace(t *testing.T, dir, bucket, id string) map[string]string {
 	return keySpace(t, newClient(t, rs), 0)
 }
 
+// writer puts w%05d keys, one after another across the regions, until
+// stopped; each write gets 30 s (a store's restart in between).
+type writer struct {
+	done    chan struct{}
+	err     chan error
+	written atomic.Int64
+}
+
+func startWriter(ctx context.Context, c *client.Client) *writer {
+	w := &writer{done: make(chan struct{}), err: make(chan error, 1)}
+	go func() {
+		for i := 0; ; i++ {
+			select {
+			case <-w.done:
+				w.err <- nil
+				return
+			default:
+			}
+			wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+			_, err := c.Put(wctx, regionKey(i%bankRegions, fmt.Sprintf("w%05d", i)), []byte(fmt.Sprint(i)))
+			cancel()
+			if err != nil {
+				w.err <- err
+				return
+			}
+			w.written.Add(1)
+		}
+	}()
+	return w
+}
+
+// stop stops the writer and returns the error that stopped it first, if any.
+func (w *writer) stop() error {
+	close(w.done)
+	return <-w.err
+}
+
 func balanceSum(t *testing.T, state map[string]string) int {
 	t.Helper()
-	sum := 0
-	for k, v := range state {
-		n, err := bank.Balance([]byte(v))
-		if err != nil {
-			t.Fatalf("account %q holds %q, not a balance", k, v)
-		}
-		sum += n
+	sum, err := bank.Sum(state)
+	if err != nil {
+		t.Fatal(err)
 	}
 	return sum
 }
@@ -204,25 +238,7 @@ func TestAStoreKilledDuringABackupLeavesItCompleteOrUnrecorded(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	stop := make(chan struct{})
-	wrote := make(chan error, 1)
-	go func() {
-		for i := 0; ; i++ {
-			select {
-			case <-stop:
-				wrote <- nil
-				return
-			default:
-			}
-			wctx, wcancel := context.WithTimeout(ctx, 30*time.Second)
-			_, err := c.Put(wctx, regionKey(i%bankRegions, fmt.Sprintf("w%05d", i)), []byte(fmt.Sprint(i)))
-			wcancel()
-			if err != nil {
-				wrote <- err
-				return
-			}
-		}
-	}()
+	w := startWriter(ctx, c)
 
 	running := startBackup(t, dir+"/bucket", "killed", "--bucket", bucket, "--addr", peers)
 	b.kill()
@@ -243,8 +259,7 @@ func TestAStoreKilledDuringABackupLeavesItCompleteOrUnrecorded(t *testing.T) {
 	if err := json.Unmarshal(stdout.Bytes(), &rec); err != nil {
 		t.Fatalf("backup %s's output: %v\n%s", id, err, stdout.String())
 	}
-	close(stop)
-	if err := <-wrote; err != nil {
+	if err := w.stop(); err != nil {
 		t.Fatalf("a write failed across the store's restart: %v", err)
 	}
 	want := keySpace(t, c, rec.TS)

@@ -7,15 +7,35 @@ import (
 	"os"
 	"os/exec"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/bellows-kv/bellows/client"
 	"github.com/bellows-kv/bellows/internal/bank"
 )
 
 // archiveEvery is the stores' --wal-archive-interval in these tests.
 const archiveEvery = "--wal-archive-interval=100ms"
+
+// archivedPair is two stores over one file bucket in dir, archiving their
+// WAL every 100 ms, and a client of both.
+type archivedPair struct {
+	bucket, addrB, peers string
+	b                    *proc
+	c                    *client.Client
+}
+
+func startArchivedPair(t *testing.T, dir string) archivedPair {
+	t.Helper()
+	p := archivedPair{bucket: "file://" + dir + "/bucket"}
+	addrA := freeAddr(t)
+	p.addrB = freeAddr(t)
+	p.peers = addrA + "," + p.addrB
+	a := startTxnStore(t, "store-a", p.bucket, dir+"/wal-a", addrA, "0/2", p.peers, archiveEvery)
+	p.b = startTxnStore(t, "store-b", p.bucket, dir+"/wal-b", p.addrB, "1/2", p.peers, archiveEvery)
+	p.c = newClient(t, a, p.b)
+	return p
+}
 
 // window is what bellows backup window says of bucket.
 type window struct {
@@ -59,12 +79,8 @@ func restoreToTime(t *testing.T, dir, bucket string, ts uint64, name string) map
 // break.
 func TestARestoreToATimeUnderTheBankSurvivesALostVolume(t *testing.T) {
 	dir := t.TempDir()
-	bucket := "file://" + dir + "/bucket"
-	addrA, addrB := freeAddr(t), freeAddr(t)
-	peers := addrA + "," + addrB
-	a := startTxnStore(t, "store-a", bucket, dir+"/wal-a", addrA, "0/2", peers, archiveEvery)
-	b := startTxnStore(t, "store-b", bucket, dir+"/wal-b", addrB, "1/2", peers, archiveEvery)
-	c := newClient(t, a, b)
+	p := startArchivedPair(t, dir)
+	bucket, addrB, peers, b, c := p.bucket, p.addrB, p.peers, p.b, p.c
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	cfg := bank.Config{Regions: bankRegions, AccountsPerRegion: 4, Key: bankAccount, StartBalance: 100, Transferers: 4, Summers: 1, AbandonEvery: 10}
@@ -145,12 +161,8 @@ func TestARestoreToATimeUnderTheBankSurvivesALostVolume(t *testing.T) {
 // of the original at that time returned.
 func TestAStoreKilledWhileArchivingLeavesNoHole(t *testing.T) {
 	dir := t.TempDir()
-	bucket := "file://" + dir + "/bucket"
-	addrA, addrB := freeAddr(t), freeAddr(t)
-	peers := addrA + "," + addrB
-	a := startTxnStore(t, "store-a", bucket, dir+"/wal-a", addrA, "0/2", peers, archiveEvery)
-	b := startTxnStore(t, "store-b", bucket, dir+"/wal-b", addrB, "1/2", peers, archiveEvery)
-	c := newClient(t, a, b)
+	p := startArchivedPair(t, dir)
+	bucket, addrB, peers, b, c := p.bucket, p.addrB, p.peers, p.b, p.c
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	for i := range 100 {
@@ -159,41 +171,20 @@ func TestAStoreKilledWhileArchivingLeavesNoHole(t *testing.T) {
 		}
 	}
 	bellows(t, "backup", "create", "base", "--addr", peers, "-o", "json")
-	stop := make(chan struct{})
-	wrote := make(chan error, 1)
-	var written atomic.Int64
-	go func() {
-		for i := 0; ; i++ {
-			select {
-			case <-stop:
-				wrote <- nil
-				return
-			default:
-			}
-			wctx, wcancel := context.WithTimeout(ctx, 30*time.Second)
-			_, err := c.Put(wctx, regionKey(i%bankRegions, fmt.Sprintf("w%05d", i)), []byte(fmt.Sprint(i)))
-			wcancel()
-			if err != nil {
-				wrote <- err
-				return
-			}
-			written.Add(1)
-		}
-	}()
+	w := startWriter(ctx, c)
 	// Killed with parts shipped and more pending.
 	waitFor(t, "store-b to ship parts of 200 writes", func() bool {
-		return written.Load() >= 200 && b.metric(t, "bellows_wal_archive_shipped_bytes_total") > 0
+		return w.written.Load() >= 200 && b.metric(t, "bellows_wal_archive_shipped_bytes_total") > 0
 	})
 	b.kill()
 	b = startTxnStore(t, "store-b", bucket, dir+"/wal-b", addrB, "1/2", peers, archiveEvery)
-	resumed := written.Load()
+	resumed := w.written.Load()
 	waitFor(t, "store-b to ship 200 writes after its restart", func() bool {
-		return written.Load() >= resumed+200 && b.metric(t, "bellows_wal_archive_shipped_bytes_total") > 0
+		return w.written.Load() >= resumed+200 && b.metric(t, "bellows_wal_archive_shipped_bytes_total") > 0
 	})
 	target := uint64(time.Now().UnixNano())
 	waitFor(t, "the archive to reach T", func() bool { return archiveWindow(t, bucket).To >= target })
-	close(stop)
-	if err := <-wrote; err != nil {
+	if err := w.stop(); err != nil {
 		t.Fatalf("a write failed across the store's restart: %v", err)
 	}
 	want := keySpace(t, c, target)
