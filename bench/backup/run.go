@@ -57,8 +57,8 @@ type Report struct {
 	ReadP99Pooled  float64 `json:"read_p99_ratio_pooled"`
 	WriteP99Pooled float64 `json:"write_p99_ratio_pooled"`
 	Throughput     Spread  `json:"throughput_ratio"`
-	ReadP99    Spread `json:"read_p99_ratio"`
-	WriteP99   Spread `json:"write_p99_ratio"`
+	ReadP99        Spread  `json:"read_p99_ratio"`
+	WriteP99       Spread  `json:"write_p99_ratio"`
 	// RestoreSPerGiB: restores of the last backup into new buckets.
 	RestoreSPerGiB Spread `json:"restore_s_per_gib"`
 	// The archive's lag under steady writes, sampled every 100 ms.
