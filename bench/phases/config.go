@@ -48,7 +48,11 @@ type Config struct {
 	CompactionRate int64  `json:"compactionRateLimitBytesPerSecond"`
 	Pinning        string `json:"cpuPinning"`
 	Store          string `json:"store"`
-	Seed           uint64 `json:"seed"`
+	// StoreFlags are the store process's settings that shape a mode's
+	// numbers beyond engine.yaml, written out on its command line (not left
+	// to the binary's defaults) and recorded in the report.
+	StoreFlags []string `json:"store_flags,omitempty"`
+	Seed       uint64   `json:"seed"`
 	// Goal is what the run is expected to show, stated before it ran.
 	Goal string `json:"goal,omitempty"`
 	// Repeats runs every mode this many times, interleaved; the report

@@ -70,6 +70,9 @@ func Markdown(rep Report) string {
 		"A major compaction starts after a %v baseline. Store: %s. CPU pinning: %s.\n\n",
 		c.Readers, c.ReadsPerSec, c.ScanFraction*100, c.ScanLength, (1-c.ScanFraction)*100, c.Theta,
 		c.UpdatesPerSec, durationString(c.Baseline), storeString(c.Store), c.Pinning)
+	if len(c.StoreFlags) > 0 {
+		fmt.Fprintf(&b, "Store settings beyond engine.yaml: `%s`.\n\n", strings.Join(c.StoreFlags, " "))
+	}
 	b.WriteString("| mode | baseline get ms (mean / p99) | baseline scan ms (mean / p99) | compaction: get Δ | get p99 Δ | scan Δ | scan p99 Δ | compaction s | warmup: get Δ | get p99 Δ | scan Δ | scan p99 Δ | warmup s |\n")
 	b.WriteString("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, m := range rep.Modes {

@@ -95,6 +95,17 @@ func newPhasesCommand() *cobra.Command {
 			pinned := runtime.NumCPU() >= 2
 			cfg.Pinning = "none (one CPU)"
 			cfg.Store = "bellows store process, workload over gRPC"
+			// RemoteCache's reads from workers run under the store's
+			// remote-cache rate, and its misses fall back to the bucket
+			// after the block timeout; the WAL archive is off, as the
+			// paper's store has none (its bucket writes would be in every
+			// mode's numbers).
+			cfg.StoreFlags = []string{
+				contract.Arg(contract.FlagRemoteCacheRate, fmt.Sprintf("%dB/s", contract.DefaultRemoteCacheRate)),
+				contract.Arg(contract.FlagRemoteBlockTimeout, contract.DefaultRemoteBlockTimeout),
+				contract.Arg(contract.FlagRemoteBlockRetryAfter, contract.DefaultRemoteBlockRetryAfter),
+				contract.Arg(contract.FlagWALArchiveInterval, time.Duration(0)),
+			}
 			selfCPU := 1
 			if inProcess {
 				cfg.Store = "in-process region, no RPC"
@@ -149,6 +160,7 @@ func newPhasesCommand() *cobra.Command {
 					if a.Compactor != "" {
 						args = append(args, "--compactors="+a.Compactor)
 					}
+					args = append(args, cfg.StoreFlags...)
 					c, err := childproc.Start(ctx, bin, name, work, args...)
 					if err != nil {
 						return "", "", nil, err

@@ -125,11 +125,12 @@ func Execute(ctx context.Context, b *blob.Bucket, job Job, keep bool) (res Resul
 		return Result{}, err
 	}
 	cw := &countingWriter{w: w}
+	opts := job.SST
+	var kept blockKeeper
 	if keep {
-		// The output is rarely larger than the inputs: one allocation.
-		cw.tee = make([]byte, 0, res.InputBytes)
+		opts.OnStoredDataBlock = kept.add
 	}
-	sw := sstable.NewWriter(cw, job.SST)
+	sw := sstable.NewWriter(cw, opts)
 	st, err := Merge(ctx, in, job.Merge, sw)
 	res.Stats = st
 	if err == nil && st.OutputVersions == 0 {
@@ -150,62 +151,42 @@ func Execute(ctx context.Context, b *blob.Bucket, job Job, keep bool) (res Resul
 		return Result{}, fmt.Errorf("compaction: writing output %s: %w", job.Output, err)
 	}
 	res.Size = cw.n
-	if keep {
-		if res.Kept, err = storedBlocks(cw.tee, job.Output); err != nil {
-			return Result{}, err
-		}
-	}
+	res.Kept = kept.blocks
 	return res, nil
 }
 
-// storedBlocks cuts the data blocks out of file, the output's bytes as
-// written. The index is parsed from memory; the blocks share one buffer
-// holding just the data blocks (a prefix of the file, in key order).
-func storedBlocks(file []byte, name string) ([]StoredBlock, error) {
-	r, err := sstable.Open(bytes.NewReader(file), int64(len(file)), name, nil)
-	if err != nil {
-		return nil, fmt.Errorf("compaction: parsing the output as written: %w", err)
-	}
-	n := r.NumBlocks()
-	if n == 0 {
-		return nil, nil
-	}
-	// The trailer's size is a format constant: measure it on block 0
-	// rather than restate it here.
-	first, err := r.ReadStoredBlock(0)
-	if err != nil {
-		return nil, err
-	}
-	trailer := uint64(len(first)) - r.BlockHandle(0).Length
-	last := r.BlockHandle(n - 1)
-	data := file[:last.Offset+last.Length+trailer]
-	if cap(file)-len(data) > len(data)/8 {
-		// Filter, index and a buffer sized for the inputs would otherwise
-		// stay in memory with the blocks.
-		data = bytes.Clone(data)
-	}
-	out := make([]StoredBlock, n)
-	for i := range out {
-		h := r.BlockHandle(i)
-		end := h.Offset + h.Length + trailer
-		out[i] = StoredBlock{Handle: h, LastUserKey: bytes.Clone(r.BlockLastUserKey(i)), Stored: data[h.Offset:end:end]}
-	}
-	return out, nil
+// keepChunk is the size of the buffers a job's kept blocks are copied into.
+const keepChunk = 1 << 20
+
+// blockKeeper keeps a job's output data blocks as the writer stores them
+// (the worker serves them for warmup), copied into chunks of keepChunk: the
+// memory grows with the output's data blocks only. A copy of the whole file
+// sized to the inputs, then cut and cloned, took up to twice the job's
+// bytes b, outside the ⌊m/b⌋ accounting of a worker's memory m.
+type blockKeeper struct {
+	chunk  []byte
+	blocks []StoredBlock
 }
 
-// countingWriter counts the bytes written and, when tee is not nil, keeps
-// a copy of them.
+func (k *blockKeeper) add(h sstable.Handle, stored, trailer, lastUserKey []byte) {
+	n := len(stored) + len(trailer)
+	if cap(k.chunk)-len(k.chunk) < n {
+		k.chunk = make([]byte, 0, max(keepChunk, n))
+	}
+	start := len(k.chunk)
+	k.chunk = append(append(k.chunk, stored...), trailer...)
+	end := len(k.chunk)
+	k.blocks = append(k.blocks, StoredBlock{Handle: h, LastUserKey: bytes.Clone(lastUserKey), Stored: k.chunk[start:end:end]})
+}
+
+// countingWriter counts the bytes written.
 type countingWriter struct {
-	w   interface{ Write([]byte) (int, error) }
-	n   int64
-	tee []byte
+	w interface{ Write([]byte) (int, error) }
+	n int64
 }
 
 func (c *countingWriter) Write(p []byte) (int, error) {
 	n, err := c.w.Write(p)
 	c.n += int64(n)
-	if c.tee != nil {
-		c.tee = append(c.tee, p[:n]...)
-	}
 	return n, err
 }

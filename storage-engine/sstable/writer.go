@@ -30,6 +30,13 @@ type WriterOptions struct {
 	// takes each block as it is written. Both slices are the writer's
 	// buffers, valid only during the call.
 	OnDataBlock func(offset uint64, block, lastUserKey []byte)
+	// OnStoredDataBlock, when set, is called after each data block is
+	// written with its handle and its bytes as the file stores them
+	// (compressed, then the trailer) and its last user key: how a
+	// compaction worker keeps its output's blocks without holding the
+	// whole file. The slices are the writer's buffers, valid only during
+	// the call.
+	OnStoredDataBlock func(h Handle, stored, trailer, lastUserKey []byte)
 }
 
 func (o WriterOptions) withDefaults() WriterOptions {
@@ -120,9 +127,12 @@ func (w *Writer) flushBlock() error {
 		return nil
 	}
 	raw := w.block.finish()
-	h, err := w.writeBlock(raw, w.opts.Compression)
+	h, stored, tr, err := w.writeBlock(raw, w.opts.Compression)
 	if err != nil {
 		return err
+	}
+	if w.opts.OnStoredDataBlock != nil {
+		w.opts.OnStoredDataBlock(h, stored, tr[:], kv.UserKey(w.lastKey))
 	}
 	if w.opts.OnDataBlock != nil {
 		w.opts.OnDataBlock(h.Offset, raw, kv.UserKey(w.lastKey))
@@ -137,7 +147,7 @@ func (w *Writer) flushBlock() error {
 	return nil
 }
 
-func (w *Writer) writeBlock(raw []byte, c Compression) (Handle, error) {
+func (w *Writer) writeBlock(raw []byte, c Compression) (Handle, []byte, [trailerLen]byte, error) {
 	stored := raw
 	if c == S2Compression {
 		w.cbuf = s2.Encode(w.cbuf[:cap(w.cbuf)], raw)
@@ -154,14 +164,14 @@ func (w *Writer) writeBlock(raw []byte, c Compression) (Handle, error) {
 	h := Handle{Offset: w.offset, Length: uint64(len(stored))}
 	if _, err := w.w.Write(stored); err != nil {
 		w.err = err
-		return Handle{}, err
+		return Handle{}, nil, tr, err
 	}
 	if _, err := w.w.Write(tr[:]); err != nil {
 		w.err = err
-		return Handle{}, err
+		return Handle{}, nil, tr, err
 	}
 	w.offset += uint64(len(stored)) + trailerLen
-	return h, nil
+	return h, stored, tr, nil
 }
 
 // Finish writes the filter, index, properties and footer. The writer must not
@@ -182,17 +192,17 @@ func (w *Writer) Finish() (Properties, uint64, error) {
 	}
 	var f footer
 	f.version = FormatVersion
-	if f.filter, err = w.writeBlock(fb, NoCompression); err != nil {
+	if f.filter, _, _, err = w.writeBlock(fb, NoCompression); err != nil {
 		return Properties{}, 0, err
 	}
-	if f.index, err = w.writeBlock(w.index.finish(), NoCompression); err != nil {
+	if f.index, _, _, err = w.writeBlock(w.index.finish(), NoCompression); err != nil {
 		return Properties{}, 0, err
 	}
 	pb, err := json.Marshal(w.props)
 	if err != nil {
 		return Properties{}, 0, err
 	}
-	if f.props, err = w.writeBlock(pb, NoCompression); err != nil {
+	if f.props, _, _, err = w.writeBlock(pb, NoCompression); err != nil {
 		return Properties{}, 0, err
 	}
 	if _, err := w.w.Write(f.encode()); err != nil {
