@@ -35,15 +35,18 @@ const (
 	FlagForceTakeover          = "force-takeover"
 	FlagOwnershipCheckInterval = "ownership-check-interval"
 	FlagWALArchiveInterval     = "wal-archive-interval"
-	FlagReleaseTimeout         = "release-timeout"
-	FlagReleasePollInterval    = "release-poll-interval"
-	FlagTxnLockTTL             = "txn-lock-ttl"
-	FlagMaxClockOffset         = "max-clock-offset"
-	FlagTestClockOffset        = "test-clock-offset"
-	FlagTxnTimeout             = "txn-timeout"
-	FlagRemoteBlockTimeout     = "remote-block-timeout"
-	FlagRemoteBlockRetryAfter  = "remote-block-retry-after"
-	FlagRemoteCacheRate        = "remote-cache-rate"
+	// FlagTLSDir is a directory of ca.crt, tls.crt and tls.key
+	// (internal/tlsconfig): the process serves and dials mutual TLS.
+	FlagTLSDir                = "tls-dir"
+	FlagReleaseTimeout        = "release-timeout"
+	FlagReleasePollInterval   = "release-poll-interval"
+	FlagTxnLockTTL            = "txn-lock-ttl"
+	FlagMaxClockOffset        = "max-clock-offset"
+	FlagTestClockOffset       = "test-clock-offset"
+	FlagTxnTimeout            = "txn-timeout"
+	FlagRemoteBlockTimeout    = "remote-block-timeout"
+	FlagRemoteBlockRetryAfter = "remote-block-retry-after"
+	FlagRemoteCacheRate       = "remote-cache-rate"
 
 	// compactor
 	FlagCacheBytes          = "cache-bytes"

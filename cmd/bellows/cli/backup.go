@@ -15,7 +15,6 @@ import (
 	"github.com/spf13/cobra"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
 	kvpb "github.com/bellows-kv/bellows/proto/bellows/kv/v1"
@@ -139,6 +138,7 @@ cluster of one.`,
 			})
 		},
 	}
+	addClientTLSFlag(create.Flags())
 	create.Flags().StringVar(&addr, "addr", defaultStoreAddr, "seed addresses of the cluster's stores, comma-separated: the first that answers takes the backup, in its own bucket (--bucket is not used)")
 
 	list := &cobra.Command{
@@ -374,7 +374,11 @@ what they cover (bellows backup window shows it).`,
 
 // createAt asks the store at addr to take backup id (Admin.Backup).
 func createAt(ctx context.Context, addr, id string) (backup.Backup, error) {
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	dial, err := clientDial(addr)
+	if err != nil {
+		return backup.Backup{}, err
+	}
+	conn, err := grpc.NewClient(addr, dial)
 	if err != nil {
 		return backup.Backup{}, err
 	}

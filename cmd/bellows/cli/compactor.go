@@ -24,6 +24,7 @@ func newCompactorCommand() *cobra.Command {
 	f := cmd.Flags()
 	f.StringVar(&cfg.Listen, contract.FlagListen, cfg.Listen, "gRPC address")
 	f.StringVar(&cfg.MetricsListen, contract.FlagMetricsListen, cfg.MetricsListen, "HTTP address of /metrics, /healthz, /readyz and /drain")
+	f.StringVar(&cfg.TLSDir, contract.FlagTLSDir, "", "directory of ca.crt, tls.crt and tls.key: serve mutual TLS (stores need a certificate of the CA); \"\": plaintext")
 	f.Var(sizeFlag{&cfg.CacheBytes}, contract.FlagCacheBytes, "m: memory for running jobs and kept output blocks, e.g. 6GiB")
 	f.Var(rateFlag{&cfg.TransferRate}, contract.FlagTransferRate, "w: bytes per second FetchBlocks sends per stream, e.g. 8MB/s (0: unlimited)")
 	f.DurationVar(&cfg.LinkLatency, contract.FlagLinkLatency, 0, "benchmarks: a modelled network latency every FetchBlocks stream waits before its first block (0: none)")

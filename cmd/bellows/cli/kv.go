@@ -14,7 +14,6 @@ import (
 	"github.com/dustin/go-humanize"
 	"github.com/spf13/cobra"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/bellows-kv/bellows/client"
 	"github.com/bellows-kv/bellows/internal/contract"
@@ -51,7 +50,11 @@ func (f *kvFlags) with(cmd *cobra.Command, fn func(ctx context.Context, c *clien
 	if err := reachAny(ctx, seeds); err != nil {
 		return err
 	}
-	c, err := client.New(ctx, seeds, client.Options{})
+	dial, err := clientDial(seeds...)
+	if err != nil {
+		return err
+	}
+	c, err := client.New(ctx, seeds, client.Options{DialOptions: []grpc.DialOption{dial}})
 	if err != nil {
 		return explain(err, f.timeout)
 	}
@@ -76,6 +79,7 @@ base64 (hexadecimal with --hex); -o table aligns columns.`,
 	pf.DurationVar(&f.timeout, "timeout", 10*time.Second, "per-command timeout, retries included (0: none; Ctrl-C still stops)")
 	pf.BoolVar(&f.hex, "hex", false, "keys and values are hexadecimal, in the arguments and the output")
 	pf.StringVarP(&f.output, "output", "o", "text", "output format: "+strings.Join(outputFormats, ", "))
+	addClientTLSFlag(pf)
 
 	admin := func(cmd *cobra.Command, region string, fn func(ctx context.Context, c kvpb.AdminClient) error) error {
 		return f.with(cmd, func(ctx context.Context, c *client.Client) error {
@@ -91,7 +95,11 @@ base64 (hexadecimal with --hex); -o table aligns columns.`,
 			} else if seeds, err := parseSeeds(f.addr); err == nil {
 				target = seeds[0]
 			}
-			conn, err := grpc.NewClient(target, grpc.WithTransportCredentials(insecure.NewCredentials()))
+			dial, err := clientDial(target)
+			if err != nil {
+				return err
+			}
+			conn, err := grpc.NewClient(target, dial)
 			if err != nil {
 				return err
 			}

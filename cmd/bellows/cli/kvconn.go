@@ -165,6 +165,9 @@ func explain(err error, timeout time.Duration) error {
 		switch status.Code(err) {
 		case codes.Unavailable:
 			e.hint = "a store is starting, stopping or handing the region over, or cannot be reached; retry, and see `bellows kv status`"
+			if h := tlsHint(text); h != "" {
+				e.hint = h
+			}
 		case codes.ResourceExhausted:
 			e.hint = "the request is larger than the store accepts; it may run an older version with smaller limits"
 		case codes.InvalidArgument, codes.OutOfRange:

@@ -10,7 +10,6 @@ import (
 
 	"github.com/spf13/cobra"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/bellows-kv/bellows/client"
 	"github.com/bellows-kv/bellows/internal/contract"
@@ -113,7 +112,12 @@ func askStore(ctx context.Context, addr string) storeStatus {
 		s.Error = strings.TrimPrefix(err.(*userError).what, "cannot connect to "+addr+": ")
 		return s
 	}
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	dial, err := clientDial(addr)
+	if err != nil {
+		s.Error = err.Error()
+		return s
+	}
+	conn, err := grpc.NewClient(addr, dial)
 	if err != nil {
 		s.Error = err.Error()
 		return s

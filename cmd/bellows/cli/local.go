@@ -33,6 +33,7 @@ type localFlags struct {
 	splitBytes          string
 	compactors, regions int
 	createBucket        bool
+	tls                 bool
 }
 
 // validate checks what the children would refuse, so a mistake is said
@@ -167,6 +168,15 @@ func newLocalCommand() *cobra.Command {
 			if create {
 				fmt.Fprintf(out, "new cluster in %s\n", abs)
 			}
+			var tlsArgs []string
+			if f.tls {
+				nodeDir, clientDir, err := localTLS(abs)
+				if err != nil {
+					return err
+				}
+				tlsArgs = []string{contract.Arg(contract.FlagTLSDir, nodeDir)}
+				fmt.Fprintf(out, "%-12s mutual TLS; the CLI's certificate: %s (bellows kv and backup on this machine find it; elsewhere give --tls-dir)\n", "tls", clientDir)
+			}
 			var procs []*childproc.Child
 			defer func() {
 				// Store first: it may be waiting on a compactor.
@@ -177,8 +187,8 @@ func newLocalCommand() *cobra.Command {
 			var addrs []string
 			for i := range f.compactors {
 				name := fmt.Sprintf("compactor-%d", i)
-				c, err := childproc.StartHolding(ctx, hold, self, name, logDir, "compactor", "--listen=127.0.0.1:0", "--metrics-listen=127.0.0.1:0",
-					"--name="+name, "--cache-bytes="+f.cacheBytes)
+				c, err := childproc.StartHolding(ctx, hold, self, name, logDir, append([]string{"compactor", "--listen=127.0.0.1:0", "--metrics-listen=127.0.0.1:0",
+					"--name=" + name, "--cache-bytes=" + f.cacheBytes}, tlsArgs...)...)
 				if err != nil {
 					return err
 				}
@@ -194,6 +204,7 @@ func newLocalCommand() *cobra.Command {
 			if create {
 				args = append(args, "--"+contract.FlagCreateBucket)
 			}
+			args = append(args, tlsArgs...)
 			s, err := childproc.StartHolding(ctx, hold, self, "store", logDir, args...)
 			if err != nil {
 				return err
@@ -218,6 +229,7 @@ func newLocalCommand() *cobra.Command {
 	fl.StringVar(&f.offloadMode, "offload", string(contract.DefaultOffload), "Required, Preferred or Disabled")
 	fl.StringVar(&f.cacheBytes, "cache-bytes", "1GiB", "each compactor's cache")
 	fl.StringVar(&f.memstorePolicy, contract.FlagMemstorePolicy, string(contract.DefaultMemstorePolicy), fmt.Sprintf("the store's in-memory compaction policy, one of %v", contract.MemstorePolicies))
+	fl.BoolVar(&f.tls, "tls", true, "serve mutual TLS, with certificates from a throwaway CA bellows local makes once in the user's configuration directory (--tls=false: plaintext)")
 	fl.BoolVar(&f.createBucket, contract.FlagCreateBucket, false,
 		"start a new, empty cluster if --data-dir holds none (the default "+defaultLocalDataDir+" needs no flag)")
 	return cmd

@@ -55,6 +55,7 @@ func newStoreCommand() *cobra.Command {
 		"claim assigned regions even if another store owns them and has not released them, forfeiting the writes it acknowledged but did not flush (use only when that store's WAL volume is gone)")
 	f.DurationVar(&cfg.OwnershipCheckInterval, contract.FlagOwnershipCheckInterval, cfg.OwnershipCheckInterval,
 		"how often each region checks the bucket for a newer owner, so a store whose region was forcibly taken over stops acknowledging writes; 0 checks only at its own manifest commits")
+	f.StringVar(&cfg.TLSDir, contract.FlagTLSDir, "", "directory of ca.crt, tls.crt and tls.key: serve mutual TLS (clients need a certificate of the CA) and dial peers and compactors with it; \"\": plaintext")
 	f.DurationVar(&cfg.WALArchiveInterval, contract.FlagWALArchiveInterval, cfg.WALArchiveInterval,
 		"how often each region ships its WAL to the bucket's archive (wal-archive/), for point-in-time restore and against a lost volume: the most acknowledged writes a lost volume can take with it; 0 does not archive")
 	f.DurationVar(&cfg.ReleaseTimeout, contract.FlagReleaseTimeout, cfg.ReleaseTimeout,

@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"google.golang.org/grpc"
 	"io"
 	"log/slog"
 	"net/http"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/bellows-kv/bellows/cmd/bellows/serve"
 	"github.com/bellows-kv/bellows/internal/contract"
+	"github.com/bellows-kv/bellows/internal/tlsconfig"
 	compactionpb "github.com/bellows-kv/bellows/proto/bellows/compaction/v1"
 	"github.com/bellows-kv/bellows/storage-engine/compactor"
 	"github.com/bellows-kv/bellows/storage-engine/health"
@@ -22,6 +24,8 @@ import (
 // Config is everything a worker runs with.
 type Config struct {
 	Listen, MetricsListen string
+	// TLSDir, when set, serves mutual TLS from it (internal/tlsconfig).
+	TLSDir string
 	// CacheBytes is m: memory for running jobs and kept output blocks.
 	CacheBytes int64
 	// TransferRate is w: bytes per second FetchBlocks sends per stream (0: unlimited).
@@ -91,7 +95,15 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, out io.Writer) error
 		OutputTTL: cfg.OutputTTL, Logger: log, Registerer: reg,
 	})
 	defer worker.Close()
-	srv, err := serve.Listen(cfg.Listen, cfg.MetricsListen, log)
+	var serverOpts []grpc.ServerOption
+	if cfg.TLSDir != "" {
+		opt, err := tlsconfig.Server(cfg.TLSDir)
+		if err != nil {
+			return fmt.Errorf("--%s: %w", contract.FlagTLSDir, err)
+		}
+		serverOpts = append(serverOpts, opt)
+	}
+	srv, err := serve.Listen(cfg.Listen, cfg.MetricsListen, log, serverOpts...)
 	if err != nil {
 		return err
 	}

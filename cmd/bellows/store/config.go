@@ -70,6 +70,9 @@ type Config struct {
 	// WALArchiveInterval: how often each region ships its WAL to the
 	// bucket's archive (the RPO); 0 does not archive.
 	WALArchiveInterval time.Duration
+	// TLSDir, when set, serves mutual TLS from it and dials peers and
+	// compaction workers with it (internal/tlsconfig).
+	TLSDir string
 	// ReleaseTimeout bounds the release of the regions on SIGTERM.
 	ReleaseTimeout time.Duration
 	// ReleasePollInterval: how often a region another store owns is

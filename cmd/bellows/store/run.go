@@ -20,6 +20,7 @@ import (
 	"github.com/bellows-kv/bellows/cmd/bellows/serve"
 	"github.com/bellows-kv/bellows/internal/contract"
 	"github.com/bellows-kv/bellows/internal/discovery"
+	"github.com/bellows-kv/bellows/internal/tlsconfig"
 	kvpb "github.com/bellows-kv/bellows/proto/bellows/kv/v1"
 	"github.com/bellows-kv/bellows/storage-engine/blob"
 	"github.com/bellows-kv/bellows/storage-engine/blockcache"
@@ -136,8 +137,23 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, out io.Writer) error
 	if err != nil {
 		return err
 	}
+	// One TLS directory for every connection: served to clients and
+	// peers, presented to peers and workers.
+	dialTLS, err := tlsconfig.Dial(cfg.TLSDir)
+	if err != nil {
+		return fmt.Errorf("--%s: %w", contract.FlagTLSDir, err)
+	}
+	var serverOpts []grpc.ServerOption
+	if cfg.TLSDir != "" {
+		opt, err := tlsconfig.Server(cfg.TLSDir)
+		if err != nil {
+			return fmt.Errorf("--%s: %w", contract.FlagTLSDir, err)
+		}
+		serverOpts = append(serverOpts, opt)
+	}
 	exec, err := offload.New(offload.Options{
-		Mode: offMode, Workers: workers, BucketURL: cfg.Bucket, KeepOutput: keepOutput,
+		DialOptions: []grpc.DialOption{dialTLS},
+		Mode:        offMode, Workers: workers, BucketURL: cfg.Bucket, KeepOutput: keepOutput,
 		// The WAL directory is this store's across restarts (and locked by
 		// one process at a time); the host tells apart stores on machines
 		// with the same layout.
@@ -173,9 +189,9 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, out io.Writer) error
 		MaxValueSize: contract.MaxValueBytes, MaxBatchBytes: contract.MaxBatchBytes,
 	}
 	m := server.NewMetrics(reg)
-	srv, err := serve.Listen(cfg.Listen, cfg.MetricsListen, log,
+	srv, err := serve.Listen(cfg.Listen, cfg.MetricsListen, log, append(serverOpts,
 		grpc.ChainUnaryInterceptor(m.UnaryInterceptor, clockCheck.UnaryInterceptor),
-		grpc.ChainStreamInterceptor(m.StreamInterceptor, clockCheck.StreamInterceptor))
+		grpc.ChainStreamInterceptor(m.StreamInterceptor, clockCheck.StreamInterceptor))...)
 	if err != nil {
 		return err
 	}
@@ -224,7 +240,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, out io.Writer) error
 	server.RegisterStoreGauges(reg, store, cache)
 	var fwd *server.Forwarding
 	if peers != nil {
-		router := route.New(route.Options{Peers: peers, Logger: log, MaxRecvMessageBytes: contract.MaxMessageBytes})
+		router := route.New(route.Options{Peers: peers, Logger: log, MaxRecvMessageBytes: contract.MaxMessageBytes, DialOption: dialTLS})
 		defer router.Close()
 		go router.Run(ctx)
 		clockCheck.Prime(ctx, router)

@@ -80,6 +80,9 @@ type Options struct {
 	// MaxRecvMessageBytes bounds an answer a peer forwards back (a Get of
 	// a largest value); 0 keeps gRPC's default, 4 MiB.
 	MaxRecvMessageBytes int
+	// DialOption, when set, carries the transport credentials peers are
+	// dialled with (TLS); nil dials without.
+	DialOption grpc.DialOption
 }
 
 // EnsureDefaults fills the unset fields with their defaults.
@@ -202,6 +205,9 @@ func (r *Router) Acquire(ctx context.Context, addr string) (*Lease, error) {
 	pc := r.conns[addr]
 	if pc == nil {
 		opts := []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}
+		if r.opts.DialOption != nil {
+			opts = append(opts, r.opts.DialOption)
+		}
 		if r.opts.MaxRecvMessageBytes > 0 {
 			opts = append(opts, grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(r.opts.MaxRecvMessageBytes)))
 		}

@@ -1,0 +1,170 @@
+package tlsconfig
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"math/big"
+	"net"
+	"os"
+	"path/filepath"
+	"time"
+)
+
+// CA is a certificate authority that issues a cluster's certificates.
+type CA struct {
+	Cert *x509.Certificate
+	Key  *ecdsa.PrivateKey
+	PEM  []byte // the certificate, PEM-encoded: a TLS directory's ca.crt
+}
+
+// Role says what a certificate is for.
+type Role int
+
+const (
+	// Node is a store's or compactor's: a server, and a client of its peers.
+	Node Role = iota
+	// Client is a client's.
+	Client
+)
+
+func serial() (*big.Int, error) {
+	return rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 127))
+}
+
+func pemOf(typ string, der []byte) []byte {
+	return pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der})
+}
+
+// NewCA makes a self-signed CA named name, valid for validity.
+func NewCA(name string, validity time.Duration) (*CA, error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, err
+	}
+	sn, err := serial()
+	if err != nil {
+		return nil, err
+	}
+	now := time.Now()
+	tmpl := &x509.Certificate{
+		SerialNumber: sn, Subject: pkix.Name{CommonName: name},
+		NotBefore: now.Add(-time.Minute), NotAfter: now.Add(validity),
+		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageCRLSign,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		return nil, err
+	}
+	cert, err := x509.ParseCertificate(der)
+	if err != nil {
+		return nil, err
+	}
+	return &CA{Cert: cert, Key: key, PEM: pemOf("CERTIFICATE", der)}, nil
+}
+
+// Issue makes a certificate and key for name in role, valid from notBefore
+// for validity. A node certificate names ServerName, localhost and the
+// loopback addresses besides dnsNames.
+func (ca *CA) Issue(name string, role Role, dnsNames []string, notBefore time.Time, validity time.Duration) (certPEM, keyPEM []byte, err error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, nil, err
+	}
+	sn, err := serial()
+	if err != nil {
+		return nil, nil, err
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: sn, Subject: pkix.Name{CommonName: name},
+		NotBefore: notBefore, NotAfter: notBefore.Add(validity),
+		KeyUsage:    x509.KeyUsageDigitalSignature,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+	}
+	if role == Node {
+		tmpl.ExtKeyUsage = append(tmpl.ExtKeyUsage, x509.ExtKeyUsageServerAuth)
+		tmpl.DNSNames = append([]string{ServerName, "localhost"}, dnsNames...)
+		tmpl.IPAddresses = []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback}
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.Cert, &key.PublicKey, ca.Key)
+	if err != nil {
+		return nil, nil, err
+	}
+	kder, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		return nil, nil, err
+	}
+	return pemOf("CERTIFICATE", der), pemOf("EC PRIVATE KEY", kder), nil
+}
+
+// WriteDir writes a TLS directory: ca.crt, tls.crt and tls.key (0600).
+// Each file is written beside its place and renamed into it, so a process
+// reloading the directory never reads half a file.
+func WriteDir(dir string, caPEM, certPEM, keyPEM []byte) error {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	for _, f := range []struct {
+		name string
+		data []byte
+		mode os.FileMode
+	}{{CAFile, caPEM, 0o644}, {KeyFile, keyPEM, 0o600}, {CertFile, certPEM, 0o644}} {
+		tmp := filepath.Join(dir, "."+f.name+".tmp")
+		if err := os.WriteFile(tmp, f.data, f.mode); err != nil {
+			return err
+		}
+		if err := os.Rename(tmp, filepath.Join(dir, f.name)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// LoadCA reads a CA written by SaveCA.
+func LoadCA(dir string) (*CA, error) {
+	certPEM, err := os.ReadFile(filepath.Join(dir, CAFile))
+	if err != nil {
+		return nil, err
+	}
+	keyPEM, err := os.ReadFile(filepath.Join(dir, "ca.key"))
+	if err != nil {
+		return nil, err
+	}
+	cb, _ := pem.Decode(certPEM)
+	kb, _ := pem.Decode(keyPEM)
+	if cb == nil || kb == nil {
+		return nil, fmt.Errorf("tls: %s holds no PEM CA certificate and key", dir)
+	}
+	cert, err := x509.ParseCertificate(cb.Bytes)
+	if err != nil {
+		return nil, err
+	}
+	key, err := x509.ParseECPrivateKey(kb.Bytes)
+	if err != nil {
+		return nil, err
+	}
+	if !cert.IsCA {
+		return nil, errors.New("tls: " + dir + "/" + CAFile + " is not a CA certificate")
+	}
+	return &CA{Cert: cert, Key: key, PEM: certPEM}, nil
+}
+
+// SaveCA writes the CA's certificate (ca.crt) and key (ca.key, 0600) to dir.
+func (ca *CA) SaveCA(dir string) error {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	kder, err := x509.MarshalECPrivateKey(ca.Key)
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "ca.key"), pemOf("EC PRIVATE KEY", kder), 0o600); err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(dir, CAFile), ca.PEM, 0o644)
+}
