@@ -23,15 +23,24 @@ type CA struct {
 	PEM  []byte // the certificate, PEM-encoded: a TLS directory's ca.crt
 }
 
-// Role says what a certificate is for.
+// Role says what a certificate is for, and what its holder may do
+// (roles.go). A certificate carries it as its subject's organization.
 type Role int
 
 const (
-	// Node is a store's or compactor's: a server, and a client of its peers.
+	// Node is a store's or compactor's: a server, and a client of its
+	// peers, allowed every call.
 	Node Role = iota
-	// Client is a client's.
-	Client
+	// Admin is a client's that may read, write and call the Admin API.
+	Admin
+	// Writer is a client's that may read and write.
+	Writer
+	// Reader is a client's that may only read.
+	Reader
 )
+
+// Client is the default client role: Admin.
+const Client = Admin
 
 func serial() (*big.Int, error) {
 	return rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 127))
@@ -81,7 +90,7 @@ func (ca *CA) Issue(name string, role Role, dnsNames []string, notBefore time.Ti
 		return nil, nil, err
 	}
 	tmpl := &x509.Certificate{
-		SerialNumber: sn, Subject: pkix.Name{CommonName: name},
+		SerialNumber: sn, Subject: pkix.Name{CommonName: name, Organization: []string{role.String()}},
 		NotBefore: notBefore, NotAfter: notBefore.Add(validity),
 		KeyUsage:    x509.KeyUsageDigitalSignature,
 		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},

@@ -12,10 +12,12 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/peer"
+	"google.golang.org/grpc/status"
 )
 
 // issue writes a TLS directory of role under the test's temp dir.
@@ -215,6 +217,40 @@ func TestAServerRefusesACertificateOfAnotherCA(t *testing.T) {
 		}
 		if err == nil || !strings.Contains(err.Error(), "certificate") {
 			t.Errorf("%s: %v; want the handshake refused over the certificate", name, err)
+		}
+	}
+}
+
+// A call is allowed by the role the client's certificate carries: a reader
+// is refused a call that needs write, naming both roles; a writer and an
+// admin are allowed it, and a node everything; a call without TLS is not
+// checked.
+func TestAuthorizeByTheCertificatesRole(t *testing.T) {
+	ca := newCA(t)
+	now := time.Now().Add(-time.Minute)
+	opt, err := Server(issue(t, ca, Node, now, time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	unary, stream := Authorize(func(string) Role { return Writer })
+	s := grpc.NewServer(opt, grpc.ChainUnaryInterceptor(unary), grpc.ChainStreamInterceptor(stream))
+	healthpb.RegisterHealthServer(s, health.NewServer())
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = s.Serve(l) }()
+	t.Cleanup(s.Stop)
+	for _, tc := range []struct {
+		role Role
+		ok   bool
+	}{{Reader, false}, {Writer, true}, {Admin, true}, {Node, true}} {
+		_, err := call(t, l.Addr().String(), dial(t, issue(t, ca, tc.role, now, time.Hour)))
+		switch {
+		case tc.ok && err != nil:
+			t.Errorf("role %s: %v; want allowed", tc.role, err)
+		case !tc.ok && (err == nil || status.Code(err) != codes.PermissionDenied || !strings.Contains(err.Error(), "needs the write role") || !strings.Contains(err.Error(), "has read")):
+			t.Errorf("role %s: %v; want PERMISSION_DENIED naming both roles", tc.role, err)
 		}
 	}
 }

@@ -226,3 +226,39 @@ func serialOf(t *testing.T, certPEM []byte) string {
 	}
 	return c.SerialNumber.String()
 }
+
+// What a client may do is its certificate's role: a reader reads but
+// cannot write or flush; a writer writes but cannot flush; an admin
+// flushes. Each refusal names the role the call needs and the one the
+// certificate has, and the CLI says what it means.
+func TestAClientsRoleBoundsWhatItMayDo(t *testing.T) {
+	cluster := newTLSCluster(t)
+	s := start(t, "store", append(storeArgs(t, "file://"+t.TempDir(), t.TempDir(), "Disabled", ""), "--tls-dir="+cluster.node)...)
+	now := time.Now().Add(-time.Minute)
+	as := func(role tlsconfig.Role) string { return issueDir(t, cluster.ca, role, now) }
+	admin, writer, reader := as(tlsconfig.Admin), as(tlsconfig.Writer), as(tlsconfig.Reader)
+	kv := func(dir string, args ...string) []string {
+		return append(append([]string{"kv"}, args...), "--addr", s.grpc, "--tls-dir", dir, "--timeout", "5s")
+	}
+	bellows(t, kv(writer, "put", "k", "v")...)
+	if got := strings.TrimSpace(string(bellows(t, kv(reader, "get", "k")...))); got != "v" {
+		t.Fatalf("a reader's get: %q", got)
+	}
+	for _, tc := range []struct {
+		who  string
+		args []string
+		says string
+	}{
+		{"a reader's put", kv(reader, "put", "k", "x"), "needs the write role; the client certificate \"test-3\" has read"},
+		{"a reader's flush", kv(reader, "flush", "region-000"), "needs the admin role"},
+		{"a writer's flush", kv(writer, "flush", "region-000"), "needs the admin role; the client certificate \"test-2\" has write"},
+	} {
+		if out := bellowsFails(t, tc.args...); !strings.Contains(out, tc.says) || !strings.Contains(out, "does not allow this call") {
+			t.Errorf("%s: the refusal does not say %q:\n%s", tc.who, tc.says, out)
+		}
+	}
+	bellows(t, kv(admin, "flush", "region-000")...)
+	if got := strings.TrimSpace(string(bellows(t, kv(reader, "get", "k")...))); got != "v" {
+		t.Fatalf("after the refused writes, k is %q", got)
+	}
+}

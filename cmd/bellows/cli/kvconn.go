@@ -172,6 +172,8 @@ func explain(err error, timeout time.Duration) error {
 			e.hint = "the request is larger than the store accepts; it may run an older version with smaller limits"
 		case codes.InvalidArgument, codes.OutOfRange:
 			e.hint = "the store refused the request as given; nothing was written"
+		case codes.PermissionDenied:
+			e.hint = "the role of the certificate in --tls-dir does not allow this call: use one with the role named (read < write < admin; docs/security.md)"
 		case codes.Unimplemented:
 			e.hint = "the server at --addr does not serve this call: is it a bellows store (not a compactor), of this version?"
 		case codes.Internal, codes.Unknown, codes.DataLoss:

@@ -127,7 +127,7 @@ func localTLS(dataDir string) (nodeDir, clientDir string, err error) {
 		role tlsconfig.Role
 		name string
 	}{{clientDir, tlsconfig.Client, "bellows-local-client"}, {nodeDir, tlsconfig.Node, "bellows-local-node"}} {
-		if _, err := tlsconfig.Dial(d.dir); err == nil {
+		if _, err := tlsconfig.Dial(d.dir); err == nil && tlsconfig.DirRole(d.dir) == d.role.String() {
 			continue
 		}
 		cert, key, err := ca.Issue(d.name, d.role, nil, time.Now().Add(-time.Minute), 365*24*time.Hour)

@@ -101,7 +101,10 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, out io.Writer) error
 		if err != nil {
 			return fmt.Errorf("--%s: %w", contract.FlagTLSDir, err)
 		}
-		serverOpts = append(serverOpts, opt)
+		// Only stores (node certificates) may hand a worker jobs or
+		// fetch its blocks.
+		unary, stream := tlsconfig.Authorize(func(string) tlsconfig.Role { return tlsconfig.Node })
+		serverOpts = append(serverOpts, opt, grpc.ChainUnaryInterceptor(unary), grpc.ChainStreamInterceptor(stream))
 	}
 	srv, err := serve.Listen(cfg.Listen, cfg.MetricsListen, log, serverOpts...)
 	if err != nil {

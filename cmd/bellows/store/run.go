@@ -144,12 +144,14 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, out io.Writer) error
 		return fmt.Errorf("--%s: %w", contract.FlagTLSDir, err)
 	}
 	var serverOpts []grpc.ServerOption
+	unaryAuthz, streamAuthz := passUnary, passStream
 	if cfg.TLSDir != "" {
 		opt, err := tlsconfig.Server(cfg.TLSDir)
 		if err != nil {
 			return fmt.Errorf("--%s: %w", contract.FlagTLSDir, err)
 		}
 		serverOpts = append(serverOpts, opt)
+		unaryAuthz, streamAuthz = tlsconfig.Authorize(methodRole)
 	}
 	exec, err := offload.New(offload.Options{
 		DialOptions: []grpc.DialOption{dialTLS},
@@ -190,8 +192,8 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, out io.Writer) error
 	}
 	m := server.NewMetrics(reg)
 	srv, err := serve.Listen(cfg.Listen, cfg.MetricsListen, log, append(serverOpts,
-		grpc.ChainUnaryInterceptor(m.UnaryInterceptor, clockCheck.UnaryInterceptor),
-		grpc.ChainStreamInterceptor(m.StreamInterceptor, clockCheck.StreamInterceptor))...)
+		grpc.ChainUnaryInterceptor(m.UnaryInterceptor, unaryAuthz, clockCheck.UnaryInterceptor),
+		grpc.ChainStreamInterceptor(m.StreamInterceptor, streamAuthz, clockCheck.StreamInterceptor))...)
 	if err != nil {
 		return err
 	}
