@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -16,10 +17,12 @@ import (
 
 	"github.com/pingcap/go-ycsb/pkg/prop"
 	"github.com/spf13/cobra"
+	"google.golang.org/grpc"
 
 	"github.com/bellows-kv/bellows/bench/ycsb"
 	"github.com/bellows-kv/bellows/client"
 	"github.com/bellows-kv/bellows/internal/contract"
+	"github.com/bellows-kv/bellows/internal/tlsconfig"
 )
 
 func newYCSBCommand() *cobra.Command {
@@ -27,6 +30,8 @@ func newYCSBCommand() *cobra.Command {
 		addr, bellows, out, workloads, offload string
 		records, operations, threads           int
 		props                                  []string
+		useTLS                                 bool
+		tlsCompare                             int
 	)
 	cmd := &cobra.Command{
 		Use:   "ycsb",
@@ -71,6 +76,43 @@ func newYCSBCommand() *cobra.Command {
 					"so the client's own CPU is part of every latency. One run per workload (no repeats, no spread): a sanity run, not a comparison.",
 					records*1000/1_000_000, contract.DefaultBlockCacheBytes>>20, runtime.NumCPU())
 			}
+			if tlsCompare > 0 {
+				if addr != "" {
+					return errors.New("--tls-compare starts bellows local with and without TLS: it takes no --addr")
+				}
+				bin, err := findBellows(bellows)
+				if err != nil {
+					return err
+				}
+				c := ycsb.TLSComparison{Command: "bellows-bench " + strings.Join(os.Args[1:], " "),
+					Regime: fmt.Sprintf("a fresh `bellows local --offload %s` per run (one store, 2 compactors, file:// bucket, all on this machine's %d cores), "+
+						"%d records of 10 × 100 B loaded and %d operations run by %d YCSB threads through the Go client; with TLS every connection "+
+						"(client to store, store to compactor) is mutual TLS 1.3 with P-256 certificates; %d runs per mode, alternating",
+						offload, runtime.NumCPU(), records, operations, threads, tlsCompare)}
+				for i := range 2 * tlsCompare {
+					withTLS := i%2 == 1
+					for _, name := range names {
+						dir := filepath.Join(work, fmt.Sprintf("%s-%d", name, i))
+						seeds, stop, err := startLocal(ctx, bin, dir, offload, withTLS)
+						if err != nil {
+							return err
+						}
+						phases, err := runWorkload(ctx, seeds, name, overrides, work, withTLS)
+						stop()
+						if err != nil {
+							return err
+						}
+						run := ycsb.NewTLSRun(phases[len(phases)-1], withTLS)
+						fmt.Fprintf(cmd.ErrOrStderr(), "workload %s tls=%v: %.0f ops/s, p99 %v µs\n", strings.ToUpper(name), withTLS, run.OpsPerS, run.P99Us)
+						c.Runs = append(c.Runs, run)
+					}
+				}
+				if err := ycsb.WriteTLS(out, c); err != nil {
+					return err
+				}
+				fmt.Fprint(cmd.OutOrStdout(), ycsb.TLSMarkdown(c))
+				return nil
+			}
 			rep.Goal = "every core workload runs unchanged through go-ycsb over the Go client, with 0 failed operations; no latency or throughput target"
 			for _, name := range names {
 				seeds := addr
@@ -81,11 +123,11 @@ func newYCSBCommand() *cobra.Command {
 						return err
 					}
 					dir := filepath.Join(work, name)
-					if seeds, stop, err = startLocal(ctx, bin, dir, offload); err != nil {
+					if seeds, stop, err = startLocal(ctx, bin, dir, offload, useTLS); err != nil {
 						return err
 					}
 				}
-				phases, err := runWorkload(ctx, seeds, name, overrides, work)
+				phases, err := runWorkload(ctx, seeds, name, overrides, work, useTLS && addr == "")
 				stop()
 				if err != nil {
 					return err
@@ -111,15 +153,29 @@ func newYCSBCommand() *cobra.Command {
 	f.IntVar(&records, "recordcount", 100000, "records loaded (YCSB recordcount)")
 	f.IntVar(&operations, "operationcount", 100000, "operations per run (YCSB operationcount)")
 	f.IntVar(&threads, "threads", 16, "client threads (YCSB threadcount)")
+	f.BoolVar(&useTLS, "tls", true, "bellows local serves mutual TLS (its default) and the client dials it with bellows local's client certificate")
+	f.IntVar(&tlsCompare, "tls-compare", 0, "instead: run each workload N times with TLS and N times without, alternating, and write ycsb-tls.{json,md}")
 	f.StringArrayVarP(&props, "property", "p", nil, "any other YCSB property, key=value (repeatable), e.g. -p requestdistribution=uniform")
 	return cmd
 }
 
 // runWorkload loads and runs one workload through a client of seeds.
-func runWorkload(ctx context.Context, seeds, name string, overrides map[string]string, work string) ([]ycsb.Phase, error) {
+func runWorkload(ctx context.Context, seeds, name string, overrides map[string]string, work string, withTLS bool) ([]ycsb.Phase, error) {
+	dir := ""
+	if withTLS {
+		root, err := tlsconfig.LocalRoot()
+		if err != nil {
+			return nil, err
+		}
+		dir = filepath.Join(root, "client")
+	}
+	creds, err := tlsconfig.Dial(dir)
+	if err != nil {
+		return nil, err
+	}
 	dial, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	c, err := client.New(dial, strings.Split(seeds, ","), client.Options{})
+	c, err := client.New(dial, strings.Split(seeds, ","), client.Options{DialOptions: []grpc.DialOption{creds}})
 	if err != nil {
 		return nil, err
 	}
@@ -140,8 +196,8 @@ var localReady = regexp.MustCompile(`^ready; try: .* --addr (\S+);`)
 
 // startLocal runs `bellows local` on fresh data in dir and returns the
 // store's address and how to stop it.
-func startLocal(ctx context.Context, bin, dir, offload string) (string, func(), error) {
-	cmd := exec.CommandContext(ctx, bin, "local", "--data-dir="+dir, "--create-bucket", "--listen=127.0.0.1:0", "--offload="+offload)
+func startLocal(ctx context.Context, bin, dir, offload string, withTLS bool) (string, func(), error) {
+	cmd := exec.CommandContext(ctx, bin, "local", "--data-dir="+dir, "--create-bucket", "--listen=127.0.0.1:0", "--offload="+offload, fmt.Sprintf("--tls=%v", withTLS))
 	cmd.Stderr = os.Stderr
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {

@@ -177,3 +177,14 @@ func (ca *CA) SaveCA(dir string) error {
 	}
 	return os.WriteFile(filepath.Join(dir, CAFile), ca.PEM, 0o644)
 }
+
+// LocalRoot is where bellows local keeps its throwaway CA (LocalRoot/ca)
+// and the CLI's certificate (LocalRoot/client): one per user, so every
+// local cluster trusts the same client.
+func LocalRoot() (string, error) {
+	d, err := os.UserConfigDir()
+	if err != nil {
+		return "", fmt.Errorf("bellows local keeps its CA in the user's configuration directory: %w", err)
+	}
+	return filepath.Join(d, "bellows", "local-tls"), nil
+}

@@ -26,17 +26,8 @@ var clientTLSDir string
 // local's client certificate if the store serves TLS; else plaintext.
 const tlsAuto = "auto"
 
-// localTLSRoot holds bellows local's throwaway CA and the CLI's certificate,
-// one per user, so every local cluster (any --data-dir) trusts the same
-// client: a cluster restored into another directory is read with the same
-// certificate.
-func localTLSRoot() (string, error) {
-	d, err := os.UserConfigDir()
-	if err != nil {
-		return "", fmt.Errorf("bellows local keeps its CA in the user's configuration directory: %w", err)
-	}
-	return filepath.Join(d, "bellows", "local-tls"), nil
-}
+// localTLSRoot is tlsconfig.LocalRoot.
+func localTLSRoot() (string, error) { return tlsconfig.LocalRoot() }
 
 func addClientTLSFlag(fs *pflag.FlagSet) {
 	root, _ := localTLSRoot()
