@@ -114,6 +114,37 @@ func TestBellows(t *testing.T) {
 	}
 }
 
+// podSecurityLabels make a namespace enforce the Pod Security Standard
+// restricted: the API server refuses a pod that breaks it.
+var podSecurityLabels = map[string]string{
+	"pod-security.kubernetes.io/enforce":         "restricted",
+	"pod-security.kubernetes.io/enforce-version": "latest",
+	"pod-security.kubernetes.io/warn":            "restricted",
+}
+
+// restrictedNamespace creates namespace name enforcing restricted.
+func restrictedNamespace(t *testing.T, e *env, name string) {
+	t.Helper()
+	nsObj := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: podSecurityLabels}}
+	if err := e.c.Create(context.Background(), nsObj); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// assertRestricted fails unless namespace name enforces restricted.
+func assertRestricted(t *testing.T, e *env, name string) {
+	t.Helper()
+	var n corev1.Namespace
+	if err := e.c.Get(context.Background(), client.ObjectKey{Name: name}, &n); err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range podSecurityLabels {
+		if n.Labels[k] != v {
+			t.Fatalf("namespace %s has %s=%q; every scenario runs under the Pod Security Standard restricted", name, k, n.Labels[k])
+		}
+	}
+}
+
 // volumes: the cluster has no dynamic provisioner, so the WAL claims bind
 // to static hostPath PVs of the overlay's storage class. The directories are
 // world-writable because the store runs as a non-root user and fsGroup does
@@ -166,8 +197,10 @@ func (e *env) volumes(t *testing.T) {
 }
 
 // 1. helm install the chart: the operator Deployment becomes Available with
-// every replica Ready.
+// every replica Ready, in a namespace that enforces the Pod Security
+// Standard restricted (as the samples' namespace does, e2e/overlay).
 func (e *env) helmInstall(t *testing.T) {
+	restrictedNamespace(t, e, operatorNS)
 	e.run(t, "helm", "install", release, "charts/bellows", "--namespace", operatorNS, "--create-namespace",
 		"--set", "image.repository="+imageRepo(installImage), "--set", "image.tag="+imageTag(installImage), "--set", "image.pullPolicy=Never",
 		"--set", operatorCPU, "--wait", "--timeout", "3m")
@@ -203,6 +236,8 @@ func (e *env) awaitOperator(t *testing.T, image string) {
 // the storage pods run; KVCluster and CompactionPool are Ready.
 func (e *env) applySamples(t *testing.T) {
 	e.run(t, "kubectl", "apply", "-k", "e2e/overlay")
+	assertRestricted(t, e, ns)
+	assertRestricted(t, e, operatorNS)
 	eventually(t, 3*time.Minute, "KVCluster and CompactionPool Ready", func(ctx context.Context) (bool, string, error) {
 		var kvc kvapi.KVCluster
 		var pool kvapi.CompactionPool
