@@ -216,10 +216,13 @@ type Region struct {
 	walMu sync.Mutex
 	// shipper archives the WAL (nil: not archived); archiveMu guards it
 	// and archiveStatus (archive.go).
-	shipper       *walarchive.Shipper
-	archiveMu     sync.Mutex
-	archiveStatus ArchiveStatus
-	walSegs       []walSegment // closed WAL segments not yet removed, oldest first
+	// remoteReleases are the releases of workers' kept outputs in flight
+	// (table.releases).
+	remoteReleases sync.WaitGroup
+	shipper        *walarchive.Shipper
+	archiveMu      sync.Mutex
+	archiveStatus  ArchiveStatus
+	walSegs        []walSegment // closed WAL segments not yet removed, oldest first
 
 	bgCtx  context.Context
 	cancel context.CancelFunc
@@ -563,6 +566,7 @@ func (r *Region) shutdown(final func() error) error {
 	cur := r.current
 	r.mu.Unlock()
 	cur.unref() // closes every file: not under mu
+	r.remoteReleases.Wait()
 	if uerr := r.walDir.Unlock(); err == nil {
 		err = uerr
 	}

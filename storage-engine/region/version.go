@@ -2,6 +2,7 @@ package region
 
 import (
 	"context"
+	"sync"
 	"sync/atomic"
 
 	"github.com/bellows-kv/bellows/storage-engine/blob"
@@ -30,6 +31,10 @@ type table struct {
 	// when the table closes: the file left every version (compacted away)
 	// or the region closed or was released, so nothing reads it any more.
 	remote compaction.BlockSource
+	// releases counts the region's releases of remote copies in flight:
+	// shutdown waits for them (each at most a second), so a store that
+	// stops gracefully frees its workers' memory before it exits.
+	releases *sync.WaitGroup
 }
 
 func (t *table) ref() { t.refs.Add(1) }
@@ -45,7 +50,15 @@ func (t *table) unref() {
 		t.reader.SetRemote(nil)
 		// Not on the caller's path (a read, a Close): a stopped worker
 		// must not delay it by the release's timeout.
-		go releaseBlocks(t.remote)
+		if t.releases != nil {
+			t.releases.Add(1)
+		}
+		go func(src compaction.BlockSource) {
+			releaseBlocks(src)
+			if t.releases != nil {
+				t.releases.Done()
+			}
+		}(t.remote)
 	}
 	_ = t.obj.Close()
 	if t.obsolete.Load() {

@@ -244,7 +244,7 @@ func (r *Region) installWithWarmup(ctx context.Context, inputs []*table, out *ta
 			})
 			// The worker keeps the output until released: the table
 			// releases it when it closes (table.remote).
-			out.remote = src
+			out.remote, out.releases = src, &r.remoteReleases
 			src = nil
 		}
 		return install(false)
