@@ -244,9 +244,3 @@ func quantile(d []time.Duration, q float64) time.Duration {
 	slices.Sort(d)
 	return d[min(len(d)-1, int(q*float64(len(d))))]
 }
-
-func median(v []float64) float64 {
-	s := slices.Clone(v)
-	slices.Sort(s)
-	return s[len(s)/2]
-}

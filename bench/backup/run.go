@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/bellows-kv/bellows/bench/report"
 	bk "github.com/bellows-kv/bellows/storage-engine/backup"
 	"github.com/bellows-kv/bellows/storage-engine/blob"
 )
@@ -78,7 +79,7 @@ type Spread struct {
 }
 
 func spread(v []float64) Spread {
-	s := Spread{Median: median(v), Min: v[0], Max: v[0]}
+	s := Spread{Median: report.Median(v), Min: v[0], Max: v[0]}
 	for _, x := range v {
 		s.Min, s.Max = min(s.Min, x), max(s.Max, x)
 	}

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 )
 
 // Write writes v as dir/name.json and markdown as dir/name.md, creating dir.
@@ -22,4 +23,15 @@ func Write(dir, name string, v any, markdown string) error {
 		return err
 	}
 	return os.WriteFile(filepath.Join(dir, name+".md"), []byte(markdown), 0o644)
+}
+
+// Median is the middle of v (the upper one of an even count; 0 for none):
+// what every report here states per setting, beside the runs' spread.
+func Median(v []float64) float64 {
+	if len(v) == 0 {
+		return 0
+	}
+	s := slices.Clone(v)
+	slices.Sort(s)
+	return s[len(s)/2]
 }

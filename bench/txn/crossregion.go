@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/bellows-kv/bellows/bench/report"
 	"github.com/bellows-kv/bellows/client"
 )
 
@@ -73,7 +74,7 @@ func crossRegionRuns(ctx context.Context, cfg Config, dir string, progress func(
 			}
 		}
 	}
-	res.LocalTxnPerS, res.CrossTxnPerS = median(res.LocalRuns), median(res.CrossRuns)
+	res.LocalTxnPerS, res.CrossTxnPerS = report.Median(res.LocalRuns), report.Median(res.CrossRuns)
 	res.Ratio = res.CrossTxnPerS / res.LocalTxnPerS
 	res.RatioMin, res.RatioMax = slices.Min(ratios), slices.Max(ratios)
 	return res, nil

@@ -18,6 +18,7 @@ import (
 
 	"golang.org/x/time/rate"
 
+	"github.com/bellows-kv/bellows/bench/report"
 	"github.com/bellows-kv/bellows/storage-engine/blob"
 	"github.com/bellows-kv/bellows/storage-engine/compaction"
 	"github.com/bellows-kv/bellows/storage-engine/memstore"
@@ -200,7 +201,7 @@ func recoveryRun(ctx context.Context, self string, dir string, unbounded bool, u
 			return rec, err
 		}
 	}
-	rec.RecoveryS = median(times)
+	rec.RecoveryS = report.Median(times)
 	rec.RecoveryMinS, rec.RecoveryMaxS = slices.Min(times), slices.Max(times)
 	return rec, nil
 }

@@ -25,6 +25,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/bellows-kv/bellows/bench/report"
 	"github.com/bellows-kv/bellows/storage-engine/blob"
 	"github.com/bellows-kv/bellows/storage-engine/blockcache"
 	"github.com/bellows-kv/bellows/storage-engine/region"
@@ -202,7 +203,7 @@ func throughput(ctx context.Context, cfg Config, work string, progress func(stri
 			}
 		}
 	}
-	t.TxnOpsPerS, t.BatchOpsPerS = median(t.TxnRuns), median(t.BatchRuns)
+	t.TxnOpsPerS, t.BatchOpsPerS = report.Median(t.TxnRuns), report.Median(t.BatchRuns)
 	t.Ratio = t.TxnOpsPerS / t.BatchOpsPerS
 	ratios := make([]float64, len(t.TxnRuns))
 	for i := range ratios {
@@ -210,12 +211,6 @@ func throughput(ctx context.Context, cfg Config, work string, progress func(stri
 	}
 	t.RatioMin, t.RatioMax = slices.Min(ratios), slices.Max(ratios)
 	return nil
-}
-
-func median(xs []float64) float64 {
-	s := slices.Clone(xs)
-	slices.Sort(s)
-	return s[len(s)/2]
 }
 
 // throughputRun: Workers goroutines commit 4 random writes each, as a

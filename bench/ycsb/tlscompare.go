@@ -31,15 +31,6 @@ type TLSComparison struct {
 	Runs    []TLSRun `json:"runs"`
 }
 
-func median(v []float64) float64 {
-	s := slices.Clone(v)
-	slices.Sort(s)
-	if len(s) == 0 {
-		return 0
-	}
-	return s[len(s)/2]
-}
-
 // NewTLSRun summarizes a run phase.
 func NewTLSRun(p Phase, tls bool) TLSRun {
 	r := TLSRun{Workload: p.Workload, TLS: tls, OpsPerS: p.Throughput(), P99Us: map[string]float64{}}
@@ -93,16 +84,16 @@ func TLSMarkdown(c TLSComparison) string {
 		for i := range min(len(tp), len(tt)) {
 			ratios = append(ratios, fmt.Sprintf("%.2f", tt[i]/tp[i]))
 		}
-		ratio := median(tt) / median(tp)
+		ratio := report.Median(tt) / report.Median(tp)
 		var ops []string
 		for op := range plain[0].P99Us {
 			ops = append(ops, op)
 		}
 		slices.Sort(ops)
 		for i, op := range ops {
-			pp, pt := median(field(plain, func(r TLSRun) float64 { return r.P99Us[op] })), median(field(tls, func(r TLSRun) float64 { return r.P99Us[op] }))
+			pp, pt := report.Median(field(plain, func(r TLSRun) float64 { return r.P99Us[op] })), report.Median(field(tls, func(r TLSRun) float64 { return r.P99Us[op] }))
 			met := ratio >= TLSGoalThroughput && pt/pp <= TLSGoalP99
-			head := fmt.Sprintf("| %s | %.0f | %.0f | %.2f (%s) |", strings.ToUpper(w), median(tp), median(tt), ratio, strings.Join(ratios, ", "))
+			head := fmt.Sprintf("| %s | %.0f | %.0f | %.2f (%s) |", strings.ToUpper(w), report.Median(tp), report.Median(tt), ratio, strings.Join(ratios, ", "))
 			if i > 0 {
 				head = "| | | | |"
 			}

@@ -48,7 +48,8 @@ type Window struct {
 	Broken  []walarchive.Stream
 }
 
-// FormatTS renders an HLC timestamp as the wall-clock time it carries.
+// FormatTS renders a timestamp as the wall-clock time it names: timestamps
+// are hybrid-logical-clock nanoseconds since the epoch (docs/clock.md).
 func FormatTS(ts uint64) string {
 	return time.Unix(0, int64(ts)).UTC().Format(time.RFC3339Nano)
 }

@@ -25,9 +25,6 @@ import (
 // sized to the inputs, then cutting and cloning it, took the inputs' size
 // and the output's again (about 48 MiB here): outside the ⌊m/b⌋ accounting.
 func TestKeepingTheOutputHoldsItsBlocksOnly(t *testing.T) {
-	if testing.Short() {
-		t.Skip("writes 32 MiB of inputs")
-	}
 	ctx := context.Background()
 	b, err := blob.Open(ctx, "file://"+t.TempDir())
 	if err != nil {

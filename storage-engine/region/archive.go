@@ -23,9 +23,11 @@ package region
 //
 // # Lock order
 //
-// archiveMu is taken alone: by the archive loop and by shutdown after the
-// loop stopped. archiveFrontier takes commitMu (advanceClock) and the
-// transaction state's leaf lock, one after the other.
+// archiveMu is taken alone, across a ship's bucket writes: by the archive
+// loop and by shutdown after the loop stopped. statusMu is a leaf, held only
+// to copy the status, so reading it never waits on the bucket.
+// archiveFrontier takes commitMu (advanceClock) and the transaction state's
+// leaf lock, one after the other.
 
 import (
 	"bytes"
@@ -62,8 +64,8 @@ func (s ArchiveStatus) Lag(now time.Time) time.Duration {
 
 // ArchiveStatus returns the archive's state (Enabled false: not archived).
 func (r *Region) ArchiveStatus() ArchiveStatus {
-	r.archiveMu.Lock()
-	defer r.archiveMu.Unlock()
+	r.statusMu.Lock()
+	defer r.statusMu.Unlock()
 	return r.archiveStatus
 }
 
@@ -108,6 +110,8 @@ func (r *Region) ship(ctx context.Context, began time.Time, frontier uint64, fin
 	r.archiveMu.Lock()
 	defer r.archiveMu.Unlock()
 	st, err := r.shipper.Ship(ctx, frontier, final)
+	r.statusMu.Lock()
+	defer r.statusMu.Unlock()
 	r.archiveStatus.Err = err
 	if err == nil {
 		r.archiveStatus.Status = st

@@ -221,8 +221,11 @@ type Region struct {
 	remoteReleases sync.WaitGroup
 	shipper        *walarchive.Shipper
 	archiveMu      sync.Mutex
-	archiveStatus  ArchiveStatus
-	walSegs        []walSegment // closed WAL segments not yet removed, oldest first
+	// statusMu guards archiveStatus (a leaf lock): a metrics scrape reads
+	// it without waiting for a ship's bucket writes under archiveMu.
+	statusMu      sync.Mutex
+	archiveStatus ArchiveStatus
+	walSegs       []walSegment // closed WAL segments not yet removed, oldest first
 
 	bgCtx  context.Context
 	cancel context.CancelFunc

@@ -122,6 +122,19 @@ func (w *writer) stop() error {
 	return <-w.err
 }
 
+// startBank opens the bank (4 accounts per region, 4 transferers, one
+// transfer in 10 abandoned mid-commit) over c and starts it.
+func startBank(ctx context.Context, t *testing.T, c *client.Client) (bank.Config, *bank.Bank) {
+	t.Helper()
+	cfg := bank.Config{Regions: bankRegions, AccountsPerRegion: 4, Key: bankAccount, StartBalance: 100, Transferers: 4, Summers: 1, AbandonEvery: 10}
+	bk, err := bank.Open(ctx, c, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bk.Start(ctx)
+	return cfg, bk
+}
+
 func balanceSum(t *testing.T, state map[string]string) int {
 	t.Helper()
 	sum, err := bank.Sum(state)
@@ -147,12 +160,7 @@ func TestABackupUnderTheBankRestoresOneSnapshot(t *testing.T) {
 	c := newClient(t, a, b)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	cfg := bank.Config{Regions: bankRegions, AccountsPerRegion: 4, Key: bankAccount, StartBalance: 100, Transferers: 4, Summers: 1, AbandonEvery: 10}
-	bk, err := bank.Open(ctx, c, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	bk.Start(ctx)
+	cfg, bk := startBank(ctx, t, c)
 	if err := bk.AwaitTransfers(ctx, 100, time.Minute); err != nil {
 		bk.Stop()
 		t.Fatal(err)

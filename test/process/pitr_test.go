@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/bellows-kv/bellows/client"
-	"github.com/bellows-kv/bellows/internal/bank"
 )
 
 // archiveEvery is the stores' --wal-archive-interval in these tests.
@@ -83,12 +82,7 @@ func TestARestoreToATimeUnderTheBankSurvivesALostVolume(t *testing.T) {
 	bucket, addrB, peers, b, c := p.bucket, p.addrB, p.peers, p.b, p.c
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	cfg := bank.Config{Regions: bankRegions, AccountsPerRegion: 4, Key: bankAccount, StartBalance: 100, Transferers: 4, Summers: 1, AbandonEvery: 10}
-	bk, err := bank.Open(ctx, c, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	bk.Start(ctx)
+	cfg, bk := startBank(ctx, t, c)
 	stopped := false
 	defer func() {
 		if !stopped {

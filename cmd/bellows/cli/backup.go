@@ -73,12 +73,6 @@ func (f *backupFlags) open(ctx context.Context) (*blob.Bucket, error) {
 	return b, nil
 }
 
-// backupWhen is a backup timestamp as the time it names: timestamps are
-// hybrid-logical-clock nanoseconds since the epoch (docs/clock.md).
-func backupWhen(ts uint64) string {
-	return time.Unix(0, int64(ts)).UTC().Format(time.RFC3339Nano)
-}
-
 func newBackupCommand() *cobra.Command {
 	f := &backupFlags{}
 	cmd := &cobra.Command{
@@ -133,7 +127,7 @@ cluster of one.`,
 			}
 			return f.print(cmd.OutOrStdout(), rec, func(w io.Writer) {
 				fmt.Fprintf(w, "OK backup %s at ts %d (%s): %d regions, %d files, %s (%s copied) in %s\n",
-					rec.ID, rec.TS, backupWhen(rec.TS), len(rec.Regions), rec.Files(), bytesCell(rec.Bytes()),
+					rec.ID, rec.TS, backup.FormatTS(rec.TS), len(rec.Regions), rec.Files(), bytesCell(rec.Bytes()),
 					bytesCell(rec.CopiedBytes), rec.Finished.Sub(rec.Started).Round(time.Millisecond))
 			})
 		},
@@ -169,7 +163,7 @@ cluster of one.`,
 				}
 				return f.print(cmd.OutOrStdout(), rec, func(w io.Writer) {
 					fmt.Fprintf(w, "backup %s\n  ts: %d (%s)\n  taken: %s to %s\n  region map epoch: %d\n  bytes: %s (%s copied by this backup)\n",
-						rec.ID, rec.TS, backupWhen(rec.TS), rec.Started.Format(time.RFC3339), rec.Finished.Format(time.RFC3339),
+						rec.ID, rec.TS, backup.FormatTS(rec.TS), rec.Started.Format(time.RFC3339), rec.Finished.Format(time.RFC3339),
 						rec.MapEpoch, bytesCell(rec.Bytes()), bytesCell(rec.CopiedBytes))
 					tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 					fmt.Fprintln(tw, "REGION\tSTART\tEND\tFILES\tBYTES\tENTRIES")
@@ -288,7 +282,7 @@ func printWindow(w io.Writer, win backup.Window) {
 		fmt.Fprintf(w, "  the end is %s\n", win.Limit)
 	}
 	for _, s := range win.Broken {
-		fmt.Fprintf(w, "  region %s's archive from WAL %s ends at %s without its final record: a restore past it needs a backup taken after it\n", s.Region, s.WALID, backupWhen(s.TS))
+		fmt.Fprintf(w, "  region %s's archive from WAL %s ends at %s without its final record: a restore past it needs a backup taken after it\n", s.Region, s.WALID, backup.FormatTS(s.TS))
 	}
 	fmt.Fprintf(w, "%d backups, %d archive streams\n", len(win.Backups), len(win.Streams))
 }
@@ -350,7 +344,7 @@ what they cover (bellows backup window shows it).`,
 					return err
 				}
 				fmt.Fprintf(cmd.OutOrStdout(), "OK restored the state at %s (ts %d): backup %s (%s) and the WAL archive after it, %d regions, in %s into %s\n",
-					backupWhen(target), target, rec.ID, backupWhen(rec.TS), len(rec.Regions), time.Since(start).Round(time.Millisecond), to)
+					backup.FormatTS(target), target, rec.ID, backup.FormatTS(rec.TS), len(rec.Regions), time.Since(start).Round(time.Millisecond), to)
 				return nil
 			}
 			rec, err := backup.Restore(ctx, src, id, dst)
@@ -358,7 +352,7 @@ what they cover (bellows backup window shows it).`,
 				return err
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "OK restored backup %s (ts %d, %s): %d regions, %d files, %s in %s into %s\n",
-				rec.ID, rec.TS, backupWhen(rec.TS), len(rec.Regions), rec.Files(), bytesCell(rec.Bytes()),
+				rec.ID, rec.TS, backup.FormatTS(rec.TS), len(rec.Regions), rec.Files(), bytesCell(rec.Bytes()),
 				time.Since(start).Round(time.Millisecond), to)
 			return nil
 		},
@@ -399,7 +393,7 @@ func printBackups(w io.Writer, all []backup.Backup, running []string) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tTS\tTIME\tREGIONS\tFILES\tBYTES\tCOPIED")
 	for _, r := range all {
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%d\t%d\t%s\t%s\n", r.ID, r.TS, backupWhen(r.TS), len(r.Regions), r.Files(),
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%d\t%d\t%s\t%s\n", r.ID, r.TS, backup.FormatTS(r.TS), len(r.Regions), r.Files(),
 			bytesCell(r.Bytes()), bytesCell(r.CopiedBytes))
 	}
 	if err := tw.Flush(); err != nil {

@@ -511,7 +511,7 @@ func newKubectlBackupCommand(f *kubectlFlags) *cobra.Command {
 					return err
 				}
 				_, err = fmt.Fprintf(cmd.OutOrStdout(), "OK backup %s at ts %d (%s): %d regions, %d files, %s (%s copied), taken by %s\n",
-					rec.ID, rec.TS, backupWhen(rec.TS), len(rec.Regions), rec.Files(), bytesCell(rec.Bytes()), bytesCell(rec.CopiedBytes), pod)
+					rec.ID, rec.TS, backup.FormatTS(rec.TS), len(rec.Regions), rec.Files(), bytesCell(rec.Bytes()), bytesCell(rec.CopiedBytes), pod)
 				return err
 			})
 		},

@@ -26,11 +26,8 @@ var clientTLSDir string
 // local's client certificate if the store serves TLS; else plaintext.
 const tlsAuto = "auto"
 
-// localTLSRoot is tlsconfig.LocalRoot.
-func localTLSRoot() (string, error) { return tlsconfig.LocalRoot() }
-
 func addClientTLSFlag(fs *pflag.FlagSet) {
-	root, _ := localTLSRoot()
+	root, _ := tlsconfig.LocalRoot()
 	fs.StringVar(&clientTLSDir, contract.FlagTLSDir, tlsAuto,
 		"directory of the client's TLS certificate (tls.crt, tls.key) and the cluster's CA (ca.crt); \"\" for a plaintext cluster; "+
 			"auto: for a store on this machine that serves TLS, bellows local's ("+filepath.Join(root, "client")+"), else plaintext")
@@ -55,7 +52,7 @@ func clientDial(seeds ...string) (grpc.DialOption, error) {
 // (plaintext). Asking the store is safe only on the loopback interface,
 // where nothing can stand between the two and answer in its place.
 func autoTLSDir(seeds []string) string {
-	root, err := localTLSRoot()
+	root, err := tlsconfig.LocalRoot()
 	if err != nil || len(seeds) == 0 {
 		return ""
 	}
@@ -98,7 +95,7 @@ func tlsHint(text string) string {
 // processes of dataDir; it returns the node's TLS directory. A certificate
 // that no longer loads (expired, of a replaced CA) is issued again.
 func localTLS(dataDir string) (nodeDir, clientDir string, err error) {
-	root, err := localTLSRoot()
+	root, err := tlsconfig.LocalRoot()
 	if err != nil {
 		return "", "", err
 	}
