@@ -55,6 +55,13 @@ import (
 type Options struct {
 	// DialOptions are used for every connection; default: plaintext.
 	DialOptions []grpc.DialOption
+	// Token, when set, is sent with every call as "authorization: Bearer
+	// TOKEN" (WithToken): a client that authenticates with a token instead
+	// of a certificate (docs/security.md). A token is sent over TLS only:
+	// DialOptions must then give transport credentials that trust the
+	// cluster's CA, e.g. credentials.NewClientTLSFromFile("ca.crt",
+	// "bellows-node") (every store's certificate names bellows-node).
+	Token string
 	// RegionsTimeout bounds one store's Regions answer during a refresh: a
 	// store that does not answer in time is not used as an owner until a
 	// later refresh. Default 2s.
@@ -111,6 +118,12 @@ func New(ctx context.Context, seeds []string, opts Options) (*Client, error) {
 	seeds = slices.DeleteFunc(slices.Clone(seeds), func(s string) bool { return strings.TrimSpace(s) == "" })
 	if len(seeds) == 0 {
 		return nil, errors.New("bellows client: no seed address given")
+	}
+	if opts.Token != "" {
+		if len(opts.DialOptions) == 0 {
+			return nil, errors.New("bellows client: Options.Token is sent over TLS only: give DialOptions with transport credentials that trust the cluster's CA")
+		}
+		opts.DialOptions = append(slices.Clone(opts.DialOptions), WithToken(opts.Token))
 	}
 	opts.ensureDefaults()
 	c := &Client{seeds: seeds, opts: opts, conns: map[string]*grpc.ClientConn{}}

@@ -37,7 +37,11 @@ const (
 	FlagWALArchiveInterval     = "wal-archive-interval"
 	// FlagTLSDir is a directory of ca.crt, tls.crt and tls.key
 	// (internal/tlsconfig): the process serves and dials mutual TLS.
-	FlagTLSDir                = "tls-dir"
+	FlagTLSDir = "tls-dir"
+	// FlagTokensFile is a store's tokens file (ROLE SHA256 NAME per line,
+	// internal/tlsconfig's Tokens): with --tls-dir, a client may present a
+	// bearer token of it instead of a certificate.
+	FlagTokensFile            = "tokens-file"
 	FlagReleaseTimeout        = "release-timeout"
 	FlagReleasePollInterval   = "release-poll-interval"
 	FlagTxnLockTTL            = "txn-lock-ttl"

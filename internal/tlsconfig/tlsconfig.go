@@ -54,13 +54,15 @@ const (
 // reloadEvery bounds how often a handshake looks at the files.
 const reloadEvery = time.Second
 
-// material is a directory's certificate and CA, reloaded as they change.
+// material is a directory's certificate and CA, reloaded as they change;
+// with caOnly, only its CA (a client that authenticates with a token).
 type material struct {
-	dir string
+	dir    string
+	caOnly bool
 
 	mu      sync.Mutex
 	checked time.Time
-	mtimes  [3]time.Time
+	mtimes  []time.Time
 	cert    *tls.Certificate
 	pool    *x509.CertPool
 	err     error // the last reload's, when it kept older material
@@ -74,17 +76,24 @@ func load(dir string) (*material, error) {
 	return m, nil
 }
 
-func (m *material) paths() [3]string {
-	return [3]string{filepath.Join(m.dir, CAFile), filepath.Join(m.dir, CertFile), filepath.Join(m.dir, KeyFile)}
+// paths are the files m reads: the CA first.
+func (m *material) paths() []string {
+	if m.caOnly {
+		return []string{filepath.Join(m.dir, CAFile)}
+	}
+	return []string{filepath.Join(m.dir, CAFile), filepath.Join(m.dir, CertFile), filepath.Join(m.dir, KeyFile)}
 }
 
 // reload reads the files; called with mu held, or before m is shared.
 func (m *material) reload() error {
 	p := m.paths()
-	var mtimes [3]time.Time
+	mtimes := make([]time.Time, len(p))
 	for i, path := range p {
 		fi, err := os.Stat(path)
 		if err != nil {
+			if m.caOnly {
+				return fmt.Errorf("tls: %w (a client with a token needs the cluster's CA as %s in its TLS directory)", err, CAFile)
+			}
 			return fmt.Errorf("tls: %w (a TLS directory holds %s, %s and %s)", err, CAFile, CertFile, KeyFile)
 		}
 		mtimes[i] = fi.ModTime()
@@ -96,6 +105,10 @@ func (m *material) reload() error {
 	pool := x509.NewCertPool()
 	if !pool.AppendCertsFromPEM(caPEM) {
 		return fmt.Errorf("tls: %s holds no PEM certificate", p[0])
+	}
+	if m.caOnly {
+		m.pool, m.mtimes, m.err = pool, mtimes, nil
+		return nil
 	}
 	cert, err := tls.LoadX509KeyPair(p[1], p[2])
 	if err != nil {

@@ -372,7 +372,7 @@ func createAt(ctx context.Context, addr, id string) (backup.Backup, error) {
 	if err != nil {
 		return backup.Backup{}, err
 	}
-	conn, err := grpc.NewClient(addr, dial)
+	conn, err := grpc.NewClient(addr, dial...)
 	if err != nil {
 		return backup.Backup{}, err
 	}

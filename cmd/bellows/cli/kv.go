@@ -54,7 +54,7 @@ func (f *kvFlags) with(cmd *cobra.Command, fn func(ctx context.Context, c *clien
 	if err != nil {
 		return err
 	}
-	c, err := client.New(ctx, seeds, client.Options{DialOptions: []grpc.DialOption{dial}})
+	c, err := client.New(ctx, seeds, client.Options{DialOptions: dial})
 	if err != nil {
 		return explain(err, f.timeout)
 	}
@@ -99,7 +99,7 @@ base64 (hexadecimal with --hex); -o table aligns columns.`,
 			if err != nil {
 				return err
 			}
-			conn, err := grpc.NewClient(target, dial)
+			conn, err := grpc.NewClient(target, dial...)
 			if err != nil {
 				return err
 			}

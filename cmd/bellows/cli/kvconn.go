@@ -19,6 +19,7 @@ import (
 
 	"github.com/bellows-kv/bellows/client"
 	"github.com/bellows-kv/bellows/internal/contract"
+	"github.com/bellows-kv/bellows/internal/tlsconfig"
 )
 
 // defaultStoreAddr is where `bellows local` (make run) listens.
@@ -168,12 +169,23 @@ func explain(err error, timeout time.Duration) error {
 			if h := tlsHint(text); h != "" {
 				e.hint = h
 			}
+			if len(tokenSeeds) > 0 && demandsCertificate(tokenSeeds[0]) {
+				e.hint = tokenRefusedHint
+			}
 		case codes.ResourceExhausted:
 			e.hint = "the request is larger than the store accepts; it may run an older version with smaller limits"
 		case codes.InvalidArgument, codes.OutOfRange:
 			e.hint = "the store refused the request as given; nothing was written"
 		case codes.PermissionDenied:
 			e.hint = "the role of the certificate in --tls-dir does not allow this call: use one with the role named (read < write < admin; docs/security.md)"
+			if strings.Contains(text, "; the token ") {
+				e.hint = "the role of the token does not allow this call: use one with the role named (read < write < admin; docs/security.md)"
+			}
+		case codes.Unauthenticated:
+			e.hint = "give a token of the cluster (--" + flagTokenFile + " FILE, " + envToken + " or " + envTokenFile + ") with --tls-dir holding the cluster's ca.crt, or --tls-dir with a client certificate of the cluster"
+			if strings.Contains(text, tlsconfig.UnknownTokenMessage) {
+				e.hint = "the store's --" + contract.FlagTokensFile + " does not hold this token (from --" + flagTokenFile + ", " + envToken + " or " + envTokenFile + "): it is mistyped, revoked or was rotated; use a current token of the cluster"
+			}
 		case codes.Unimplemented:
 			e.hint = "the server at --addr does not serve this call: is it a bellows store (not a compactor), of this version?"
 		case codes.Internal, codes.Unknown, codes.DataLoss:

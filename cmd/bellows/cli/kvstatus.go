@@ -117,7 +117,7 @@ func askStore(ctx context.Context, addr string) storeStatus {
 		s.Error = err.Error()
 		return s
 	}
-	conn, err := grpc.NewClient(addr, dial)
+	conn, err := grpc.NewClient(addr, dial...)
 	if err != nil {
 		s.Error = err.Error()
 		return s

@@ -55,7 +55,9 @@ func newStoreCommand() *cobra.Command {
 		"claim assigned regions even if another store owns them and has not released them, forfeiting the writes it acknowledged but did not flush (use only when that store's WAL volume is gone)")
 	f.DurationVar(&cfg.OwnershipCheckInterval, contract.FlagOwnershipCheckInterval, cfg.OwnershipCheckInterval,
 		"how often each region checks the bucket for a newer owner, so a store whose region was forcibly taken over stops acknowledging writes; 0 checks only at its own manifest commits")
-	f.StringVar(&cfg.TLSDir, contract.FlagTLSDir, "", "directory of ca.crt, tls.crt and tls.key: serve mutual TLS (clients need a certificate of the CA) and dial peers and compactors with it; \"\": plaintext")
+	f.StringVar(&cfg.TLSDir, contract.FlagTLSDir, "", "directory of ca.crt, tls.crt and tls.key: serve mutual TLS (clients need a certificate of the CA, or a token with --"+contract.FlagTokensFile+") and dial peers and compactors with it; \"\": plaintext")
+	f.StringVar(&cfg.TokensFile, contract.FlagTokensFile, "",
+		"with --"+contract.FlagTLSDir+": a file of tokens, one per line \"ROLE SHA256 NAME\" (role read, write or admin; the token's SHA-256 in hex): a client may present one (authorization: Bearer TOKEN) instead of a certificate; reloaded when it changes")
 	f.DurationVar(&cfg.WALArchiveInterval, contract.FlagWALArchiveInterval, cfg.WALArchiveInterval,
 		"how often each region ships its WAL to the bucket's archive (wal-archive/), for point-in-time restore and against a lost volume: the most acknowledged writes a lost volume can take with it; 0 does not archive")
 	f.DurationVar(&cfg.ReleaseTimeout, contract.FlagReleaseTimeout, cfg.ReleaseTimeout,

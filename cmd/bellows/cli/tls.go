@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -13,38 +14,169 @@ import (
 	"github.com/spf13/pflag"
 	"google.golang.org/grpc"
 
+	"github.com/bellows-kv/bellows/client"
 	"github.com/bellows-kv/bellows/internal/contract"
 	"github.com/bellows-kv/bellows/internal/tlsconfig"
 )
 
-// clientTLSDir is --tls-dir of the commands that call a store (kv, backup
-// create): the client's certificate and key and the cluster's CA, "" for a
-// plaintext cluster, or tlsAuto.
-var clientTLSDir string
+// The credentials of the commands that call a store (kv, backup create):
+// --tls-dir, the client's certificate and key and the cluster's CA ("" for
+// a plaintext cluster, or tlsAuto); --token-file, a token to present
+// instead of a certificate. A flag given wins over its environment
+// variable.
+var (
+	clientTLSDir    flagString
+	clientTokenFile flagString
+	// tokenSeeds: the seeds the command dialled presenting a token, not
+	// a certificate (what a refused connection may mean).
+	tokenSeeds []string
+)
 
 // tlsAuto: for a store on this machine (a loopback address), bellows
 // local's client certificate if the store serves TLS; else plaintext.
 const tlsAuto = "auto"
 
-func addClientTLSFlag(fs *pflag.FlagSet) {
-	root, _ := tlsconfig.LocalRoot()
-	fs.StringVar(&clientTLSDir, contract.FlagTLSDir, tlsAuto,
-		"directory of the client's TLS certificate (tls.crt, tls.key) and the cluster's CA (ca.crt); \"\" for a plaintext cluster; "+
-			"auto: for a store on this machine that serves TLS, bellows local's ("+filepath.Join(root, "client")+"), else plaintext")
+// The client's flags and environment variables for its credentials.
+const (
+	flagTokenFile = "token-file"
+	envTLSDir     = "BELLOWS_TLS_DIR"
+	envToken      = "BELLOWS_TOKEN"
+	envTokenFile  = "BELLOWS_TOKEN_FILE"
+)
+
+// flagString is a string flag that knows whether it was given.
+type flagString struct {
+	value string
+	set   bool
 }
 
-// clientDial is the dial option of --tls-dir for a command calling seeds.
-func clientDial(seeds ...string) (grpc.DialOption, error) {
-	dir := clientTLSDir
+func (f *flagString) String() string     { return f.value }
+func (f *flagString) Set(v string) error { f.value, f.set = v, true; return nil }
+func (f *flagString) Type() string       { return "string" }
+
+func addClientTLSFlag(fs *pflag.FlagSet) {
+	root, _ := tlsconfig.LocalRoot()
+	clientTLSDir, clientTokenFile = flagString{value: tlsAuto}, flagString{}
+	fs.Var(&clientTLSDir, contract.FlagTLSDir,
+		"directory of the client's TLS certificate (tls.crt, tls.key) and the cluster's CA (ca.crt); with a token, only ca.crt is used; \"\" for a plaintext cluster; "+
+			"auto: for a store on this machine that serves TLS, bellows local's ("+filepath.Join(root, "client")+"), else plaintext (env "+envTLSDir+")")
+	fs.Var(&clientTokenFile, flagTokenFile,
+		"file holding a token of the cluster, presented instead of a certificate, over TLS only (--"+contract.FlagTLSDir+" with the cluster's ca.crt); "+
+			"env "+envToken+" (the token itself) or "+envTokenFile+"; \"\": none")
+}
+
+// clientTLSDirFrom is --tls-dir, else BELLOWS_TLS_DIR, else auto, and
+// which of them it is.
+func clientTLSDirFrom() (dir, from string) {
+	if clientTLSDir.set {
+		return clientTLSDir.value, "--" + contract.FlagTLSDir
+	}
+	if v := os.Getenv(envTLSDir); v != "" {
+		return v, envTLSDir
+	}
+	return tlsAuto, "--" + contract.FlagTLSDir
+}
+
+// clientToken is the token to present ("" for none) and where it came
+// from: --token-file, else BELLOWS_TOKEN or BELLOWS_TOKEN_FILE.
+func clientToken() (token, from string, err error) {
+	var file string
+	switch env, envFile := os.Getenv(envToken), os.Getenv(envTokenFile); {
+	case clientTokenFile.set:
+		file, from = clientTokenFile.value, "--"+flagTokenFile
+		if file == "" {
+			return "", "", nil
+		}
+	case env != "" && envFile != "":
+		return "", "", &userError{what: envToken + " and " + envTokenFile + " are both set", hint: "set one: the token, or the file that holds it (--" + flagTokenFile + " wins over both)"}
+	case env != "":
+		return strings.TrimSpace(env), envToken, nil
+	case envFile != "":
+		file, from = envFile, envTokenFile
+	default:
+		return "", "", nil
+	}
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return "", "", &userError{what: from + ": " + err.Error(), hint: "give the file that holds a token of the cluster (a Secret's key mounted as a file)", cause: err}
+	}
+	token = strings.TrimSpace(string(data))
+	switch {
+	case token == "":
+		return "", "", &userError{what: from + " " + file + " is empty", hint: "the file holds the token alone"}
+	case strings.ContainsAny(token, " \t\r\n"):
+		return "", "", &userError{what: from + " " + file + " holds more than one word", hint: "the file holds the token alone (not a tokens file of the store's: ROLE SHA256 NAME lines)"}
+	}
+	return token, from, nil
+}
+
+// clientDial is the dial options of --tls-dir and --token-file for a
+// command calling seeds.
+func clientDial(seeds ...string) ([]grpc.DialOption, error) {
+	dir, dirFrom := clientTLSDirFrom()
 	if dir == tlsAuto {
 		dir = autoTLSDir(seeds)
 	}
-	opt, err := tlsconfig.Dial(dir)
+	token, tokenFrom, err := clientToken()
 	if err != nil {
-		return nil, &userError{what: "--" + contract.FlagTLSDir + " " + dir + ": " + err.Error(),
-			hint: "give the directory of a client certificate of the cluster, or --tls-dir \"\" for a plaintext cluster"}
+		return nil, err
 	}
-	return opt, nil
+	if token == "" {
+		opt, err := tlsconfig.Dial(dir)
+		if err != nil {
+			hint := "give the directory of a client certificate of the cluster, or --tls-dir \"\" for a plaintext cluster"
+			if caOnly(dir) {
+				hint = "the directory holds the cluster's CA but no client certificate: give a token too (--" + flagTokenFile + ", " +
+					envToken + " or " + envTokenFile + "), or the directory of a client certificate"
+			}
+			return nil, &userError{what: dirFrom + " " + dir + ": " + err.Error(), hint: hint}
+		}
+		return []grpc.DialOption{opt}, nil
+	}
+	if dir == "" {
+		return nil, &userError{what: "a token (" + tokenFrom + ") is sent over TLS only, and no TLS directory is given",
+			hint: "give --" + contract.FlagTLSDir + " (or " + envTLSDir + ") with the cluster's CA as ca.crt"}
+	}
+	opt, err := tlsconfig.DialCA(dir)
+	if err != nil {
+		return nil, &userError{what: dirFrom + " " + dir + ": " + err.Error(),
+			hint: "with a token, the directory needs only the cluster's CA (ca.crt)"}
+	}
+	tokenSeeds = seeds
+	return []grpc.DialOption{opt, client.WithToken(token)}, nil
+}
+
+// tokenRefusedHint is what a token client is told when the store demands a
+// certificate at the handshake.
+var tokenRefusedHint = "the store requires a client certificate: it takes no tokens (it runs without --" + contract.FlagTokensFile +
+	"); give --tls-dir with a client certificate of the cluster"
+
+// demandsCertificate says whether the TLS server at addr refuses a client
+// that presents no certificate, as a store without --tokens-file does: a
+// handshake and one read, nothing sent. gRPC's own error for that refusal
+// depends on a race (the alert, or the broken pipe of its first write).
+func demandsCertificate(addr string) bool {
+	refused := func(err error) bool {
+		return err != nil && (strings.Contains(err.Error(), "certificate required") || strings.Contains(err.Error(), "bad certificate"))
+	}
+	d := &net.Dialer{Timeout: 2 * time.Second}
+	conn, err := tls.DialWithDialer(d, "tcp", addr, &tls.Config{InsecureSkipVerify: true, NextProtos: []string{"h2"}})
+	if err != nil {
+		return refused(err)
+	}
+	defer conn.Close()
+	// TLS 1.3 says it on the first read; a server that takes tokens sends
+	// its HTTP/2 settings instead.
+	_ = conn.SetReadDeadline(time.Now().Add(2 * time.Second))
+	_, err = conn.Read(make([]byte, 1))
+	return refused(err)
+}
+
+// caOnly: dir holds a CA but no certificate (a token client's directory).
+func caOnly(dir string) bool {
+	_, caErr := os.Stat(filepath.Join(dir, tlsconfig.CAFile))
+	_, certErr := os.Stat(filepath.Join(dir, tlsconfig.CertFile))
+	return caErr == nil && errors.Is(certErr, fs.ErrNotExist)
 }
 
 // autoTLSDir is bellows local's client directory when every seed is on this

@@ -2,9 +2,12 @@ package store
 
 import (
 	"context"
+	"fmt"
+	"log/slog"
 
 	"google.golang.org/grpc"
 
+	"github.com/bellows-kv/bellows/internal/contract"
 	"github.com/bellows-kv/bellows/internal/tlsconfig"
 	kvpb "github.com/bellows-kv/bellows/proto/bellows/kv/v1"
 )
@@ -30,6 +33,38 @@ func methodRole(m string) tlsconfig.Role {
 		}
 	}
 	return tlsconfig.Node
+}
+
+// authentication is how the store's gRPC server knows its clients: with
+// --tls-dir, mutual TLS, every call checked against methodRole; with
+// --tokens-file too, a client may connect without a certificate and
+// present a token instead (docs/security.md, section 3). Without
+// --tls-dir, nobody is authenticated.
+func authentication(cfg Config, log *slog.Logger) ([]grpc.ServerOption, grpc.UnaryServerInterceptor, grpc.StreamServerInterceptor, error) {
+	switch {
+	case cfg.TLSDir == "" && cfg.TokensFile != "":
+		return nil, nil, nil, fmt.Errorf("--%s: tokens are accepted over TLS only: give --%s too", contract.FlagTokensFile, contract.FlagTLSDir)
+	case cfg.TLSDir == "":
+		return nil, passUnary, passStream, nil
+	case cfg.TokensFile == "":
+		opt, err := tlsconfig.Server(cfg.TLSDir)
+		if err != nil {
+			return nil, nil, nil, fmt.Errorf("--%s: %w", contract.FlagTLSDir, err)
+		}
+		unary, stream := tlsconfig.Authorize(methodRole)
+		return []grpc.ServerOption{opt}, unary, stream, nil
+	}
+	tokens, err := tlsconfig.LoadTokens(cfg.TokensFile, log)
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("--%s: %w", contract.FlagTokensFile, err)
+	}
+	opt, err := tlsconfig.ServerWithTokens(cfg.TLSDir)
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("--%s: %w", contract.FlagTLSDir, err)
+	}
+	log.Info("clients may authenticate with a certificate or a token", "tokens-file", cfg.TokensFile, "tokens", tokens.Len())
+	unary, stream := tlsconfig.AuthorizeWithTokens(methodRole, tokens)
+	return []grpc.ServerOption{opt}, unary, stream, nil
 }
 
 // passUnary and passStream check nothing: a store without TLS

@@ -73,6 +73,10 @@ type Config struct {
 	// TLSDir, when set, serves mutual TLS from it and dials peers and
 	// compaction workers with it (internal/tlsconfig).
 	TLSDir string
+	// TokensFile, with TLSDir, lets clients authenticate with a bearer
+	// token of this file instead of a certificate (tlsconfig.Tokens),
+	// reloaded when it changes.
+	TokensFile string
 	// ReleaseTimeout bounds the release of the regions on SIGTERM.
 	ReleaseTimeout time.Duration
 	// ReleasePollInterval: how often a region another store owns is
@@ -178,6 +182,9 @@ func (c Config) Validate() error {
 	}
 	if c.Engine.Offload == contract.OffloadRequired && len(c.Compactors) == 0 && c.CompactorService == "" {
 		errs = append(errs, fmt.Errorf("offload mode Required needs workers: pass --%s or --%s", contract.FlagCompactors, contract.FlagCompactorService))
+	}
+	if c.TokensFile != "" && c.TLSDir == "" {
+		flag(contract.FlagTokensFile, "tokens are accepted over TLS only: give --%s too (a token sent in plaintext could be read on the way)", contract.FlagTLSDir)
 	}
 	if c.SplitBytes < 0 {
 		flag(contract.FlagSplitBytes, "%d is negative; 0 never splits", c.SplitBytes)

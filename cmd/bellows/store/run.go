@@ -143,15 +143,9 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, out io.Writer) error
 	if err != nil {
 		return fmt.Errorf("--%s: %w", contract.FlagTLSDir, err)
 	}
-	var serverOpts []grpc.ServerOption
-	unaryAuthz, streamAuthz := passUnary, passStream
-	if cfg.TLSDir != "" {
-		opt, err := tlsconfig.Server(cfg.TLSDir)
-		if err != nil {
-			return fmt.Errorf("--%s: %w", contract.FlagTLSDir, err)
-		}
-		serverOpts = append(serverOpts, opt)
-		unaryAuthz, streamAuthz = tlsconfig.Authorize(methodRole)
+	serverOpts, unaryAuthz, streamAuthz, err := authentication(cfg, log)
+	if err != nil {
+		return err
 	}
 	exec, err := offload.New(offload.Options{
 		DialOptions: []grpc.DialOption{dialTLS},
