@@ -99,11 +99,7 @@ type demandPoint struct {
 	tbytes, tsecs map[string]float64
 }
 
-func (s *Scraper) get(ctx context.Context, url string) (map[string]float64, error) {
-	c := s.Client
-	if c == nil {
-		c = &http.Client{Timeout: 5 * time.Second}
-	}
+func (s *Scraper) get(ctx context.Context, c *http.Client, url string) (map[string]float64, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return nil, err
@@ -136,10 +132,21 @@ func (s *Scraper) Observe(ctx context.Context, t Targets) (Observation, error) {
 	obs := Observation{InflightJobs: map[string]float64{}}
 	cur := demandPoint{at: now, requested: map[string]float64{}, rbytes: map[string]float64{},
 		tbytes: map[string]float64{}, tsecs: map[string]float64{}}
+	c := s.Client
+	if c == nil {
+		c = &http.Client{Timeout: 5 * time.Second}
+	}
+	if t.TLS != nil {
+		// A transport of this observation's: the configuration is the
+		// pool's namespace's, and its connections end with it.
+		tr := &http.Transport{TLSClientConfig: t.TLS}
+		defer tr.CloseIdleConnections()
+		c = &http.Client{Timeout: c.Timeout, Transport: tr}
+	}
 	var cSum float64
 	var cN int
 	for _, e := range t.Workers {
-		m, err := s.get(ctx, e.URL)
+		m, err := s.get(ctx, c, e.URL)
 		if err == nil {
 			err = checkFinite(m, MetricCompactorInflight, MetricCompactorRate, MetricCompactorTransferBytes, MetricCompactorTransferSeconds)
 		}
@@ -160,7 +167,7 @@ func (s *Scraper) Observe(ctx context.Context, t Targets) (Observation, error) {
 	}
 
 	for _, e := range t.Stores {
-		m, err := s.get(ctx, e.URL)
+		m, err := s.get(ctx, c, e.URL)
 		if err == nil {
 			err = checkFinite(m, MetricStoreRequested, MetricStoreRequestedBytes, MetricStoreQueueDepth)
 		}

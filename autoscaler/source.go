@@ -2,6 +2,7 @@ package autoscaler
 
 import (
 	"context"
+	"crypto/tls"
 )
 
 // Endpoint is one pod whose /metrics the autoscaler reads.
@@ -10,7 +11,8 @@ type Endpoint struct {
 	Pod string
 	// Cluster is a store's KVCluster (namespace/name); empty for workers.
 	Cluster string
-	// URL of its metrics, e.g. http://10.0.0.7:9090/metrics.
+	// URL of its metrics, e.g. http://10.0.0.7:9090/metrics, or https://
+	// for a pod with TLS (read with Targets.TLS).
 	URL string
 }
 
@@ -19,7 +21,10 @@ type Endpoint struct {
 type Targets struct {
 	// Pool is namespace/name, the key under which a source may keep state
 	// (previous counter values) between observations.
-	Pool    string
+	Pool string
+	// TLS is the client configuration for the https:// endpoints: a
+	// certificate of the pods' CA (the operator's own).
+	TLS     *tls.Config
 	Workers []Endpoint
 	Stores  []Endpoint
 	// RegionCounts is each referencing cluster's region count as its

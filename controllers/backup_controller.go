@@ -28,6 +28,7 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
@@ -56,6 +57,8 @@ type BackupReconciler struct {
 	StoreAddr func(c *kvapi.KVCluster) string
 	// Now is the clock (nil: time.Now).
 	Now func() time.Time
+
+	credentials operatorCredentials
 }
 
 // clockNow is now() of a reconciler whose clock is now (nil: time.Now).
@@ -74,10 +77,15 @@ type storeAdmin struct {
 	reader client.Reader
 	// override, when set, replaces the client Service's address.
 	override func(c *kvapi.KVCluster) string
+	// certs and creds give the operator's client certificate for a
+	// cluster with TLS. Certificates are issued on the real clock, not on
+	// a reconciler's (a test's schedule clock may be a day ahead).
+	certs certificates
+	creds *operatorCredentials
 }
 
 func (r *BackupReconciler) stores() storeAdmin {
-	return storeAdmin{reader: r.Client, override: r.StoreAddr}
+	return storeAdmin{reader: r.Client, override: r.StoreAddr, certs: certificates{client: r.Client}, creds: &r.credentials}
 }
 
 // addr is where the operator reaches a storage pod of c: its client
@@ -99,7 +107,15 @@ func (s storeAdmin) addr(ctx context.Context, c *kvapi.KVCluster) string {
 // call runs fn with the Admin API of a storage pod of c, within
 // backupTimeout. A connection that cannot be made is UNAVAILABLE.
 func (s storeAdmin) call(ctx context.Context, c *kvapi.KVCluster, fn func(ctx context.Context, admin kvpb.AdminClient) error) error {
-	conn, err := grpc.NewClient(s.addr(ctx, c), grpc.WithTransportCredentials(insecure.NewCredentials()),
+	transport := insecure.NewCredentials()
+	if c.Spec.TLS.TLSEnabled() {
+		cfg, err := s.creds.forNamespace(ctx, s.certs, c.Namespace)
+		if err != nil {
+			return fmt.Errorf("the operator's client certificate for %s: %w", c.Namespace, err)
+		}
+		transport = credentials.NewTLS(cfg)
+	}
+	conn, err := grpc.NewClient(s.addr(ctx, c), grpc.WithTransportCredentials(transport),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(contract.MaxMessageBytes)))
 	if err != nil {
 		return status.Error(codes.Unavailable, err.Error())

@@ -23,22 +23,52 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 
 	kvapi "github.com/bellows-kv/bellows/api/v1alpha1"
 	"github.com/bellows-kv/bellows/cmd/bellows/store"
+	"github.com/bellows-kv/bellows/controllers/specs"
 	"github.com/bellows-kv/bellows/internal/contract"
+	"github.com/bellows-kv/bellows/internal/tlsconfig"
 	kvpb "github.com/bellows-kv/bellows/proto/bellows/kv/v1"
 )
 
 var storeReady = regexp.MustCompile(`^bellows \S+ ready grpc=(\S+) metrics=`)
 
 // startStore runs a real store (bellows store, in this process) with a
-// file bucket and two regions, and returns its gRPC address.
-func startStore(t *testing.T) string {
+// file bucket and two regions, serving mutual TLS with a node certificate
+// of namespace ns's CA, which it makes first in the Secret bellows-ca (as
+// a user bringing their own CA does). It returns the store's gRPC address
+// and a dial option with an admin client certificate of that CA.
+func startStore(t *testing.T, ns string) (string, grpc.DialOption) {
 	t.Helper()
 	dir := t.TempDir()
+	ca, err := tlsconfig.NewCA("test CA of "+ns, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyPEM, err := ca.KeyPEM()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := k8sClient.Create(context.Background(), specs.BuildCASecret(ns, ca.PEM, keyPEM)); err != nil {
+		t.Fatal(err)
+	}
+	issue := func(sub string, role tlsconfig.Role) string {
+		cert, key, err := ca.Issue(sub, role, nil, time.Now().Add(-time.Minute), time.Hour)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := tlsconfig.WriteDir(dir+"/"+sub, ca.PEM, cert, key); err != nil {
+			t.Fatal(err)
+		}
+		return dir + "/" + sub
+	}
+	dial, err := tlsconfig.Dial(issue("admin", tlsconfig.Admin))
+	if err != nil {
+		t.Fatal(err)
+	}
 	cfg := store.Default()
+	cfg.TLSDir = issue("node", tlsconfig.Node)
 	cfg.Listen, cfg.MetricsListen = "127.0.0.1:0", "127.0.0.1:0"
 	cfg.Bucket, cfg.CreateBucket, cfg.WALDir = "file://"+dir+"/bucket", true, dir+"/wal"
 	cfg.Regions = 2
@@ -55,11 +85,11 @@ func startStore(t *testing.T) string {
 	for sc.Scan() {
 		if m := storeReady.FindStringSubmatch(sc.Text()); m != nil {
 			go func() { _, _ = io.Copy(io.Discard, r) }()
-			return m[1]
+			return m[1], dial
 		}
 	}
 	t.Fatalf("the store exited before it was ready: %v", <-done)
-	return ""
+	return "", nil
 }
 
 // startBackupControllers runs the Backup and ScheduledBackup controllers
@@ -107,7 +137,7 @@ func TestABackupWaitsForItsClusterAndAStoreTakesIt(t *testing.T) {
 	g.SetDefaultEventuallyPollingInterval(poll)
 	ctx := context.Background()
 	ns := newNamespace(t)
-	addr := startStore(t)
+	addr, dial := startStore(t, ns)
 	startBackupControllers(t, addr, nil, nil)
 
 	get := func(g Gomega, name string) *kvapi.Backup {
@@ -141,7 +171,7 @@ func TestABackupWaitsForItsClusterAndAStoreTakesIt(t *testing.T) {
 	}).Should(Succeed())
 
 	// Data in the store, so the backup has files to copy.
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	conn, err := grpc.NewClient(addr, dial)
 	g.Expect(err).NotTo(HaveOccurred())
 	defer conn.Close()
 	kv := kvpb.NewKVClient(conn)
@@ -207,7 +237,7 @@ func TestAScheduledBackupTakesBackupsAndKeepsTheLast(t *testing.T) {
 	g.SetDefaultEventuallyPollingInterval(poll)
 	ctx := context.Background()
 	ns := newNamespace(t)
-	addr := startStore(t)
+	addr, dial := startStore(t, ns)
 	var clock atomic.Pointer[time.Time]
 	// Ahead of the ScheduledBackup's creation time (whole seconds), from
 	// which an immediate schedule is due.
@@ -274,7 +304,7 @@ func TestAScheduledBackupTakesBackupsAndKeepsTheLast(t *testing.T) {
 	second := scheduledBackupName("nightly", later)
 	g.Eventually(completed).Should(ConsistOf(second))
 
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	conn, err := grpc.NewClient(addr, dial)
 	g.Expect(err).NotTo(HaveOccurred())
 	defer conn.Close()
 	list, err := kvpb.NewAdminClient(conn).ListBackups(ctx, &kvpb.ListBackupsRequest{})

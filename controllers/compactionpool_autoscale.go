@@ -365,11 +365,17 @@ func (r *CompactionPoolReconciler) scale(ctx context.Context, pool *kvapi.Compac
 // sized for the ones that transfer: the conservative answer.
 func (r *CompactionPoolReconciler) targets(ctx context.Context, pool *kvapi.CompactionPool) (autoscaler.Targets, int32, bool, []corev1.Pod, error) {
 	t := autoscaler.Targets{Pool: pool.Namespace + "/" + pool.Name}
+	tlsPods := false
 	endpoint := func(pod *corev1.Pod) (autoscaler.Endpoint, bool) {
 		if pod.Status.PodIP == "" || !pod.DeletionTimestamp.IsZero() {
 			return autoscaler.Endpoint{}, false
 		}
-		return autoscaler.Endpoint{Pod: pod.Name, URL: fmt.Sprintf("http://%s:%d/metrics", pod.Status.PodIP, contract.MetricsPort)}, true
+		scheme := "http"
+		if specs.PodServesTLS(pod) {
+			scheme = "https"
+			tlsPods = true
+		}
+		return autoscaler.Endpoint{Pod: pod.Name, URL: fmt.Sprintf("%s://%s:%d/metrics", scheme, pod.Status.PodIP, contract.MetricsPort)}, true
 	}
 	var workers corev1.PodList
 	if err := r.List(ctx, &workers, client.InNamespace(pool.Namespace), client.MatchingLabels(specs.PoolSelectorLabels(pool))); err != nil {
@@ -415,6 +421,14 @@ func (r *CompactionPoolReconciler) targets(ctx context.Context, pool *kvapi.Comp
 				t.Stores = append(t.Stores, e)
 			}
 		}
+	}
+	if tlsPods {
+		// Every pod of the namespace has a certificate of its CA.
+		cfg, err := r.credentials.forNamespace(ctx, r.certificates(), pool.Namespace)
+		if err != nil {
+			return t, 0, false, nil, fmt.Errorf("the operator's client certificate: %w", err)
+		}
+		t.TLS = cfg
 	}
 	return t, regions, transfers, workers.Items, nil
 }

@@ -43,6 +43,16 @@ type CompactionPoolReconciler struct {
 	// DefaultImage runs the workers of a pool without spec.image (operator
 	// --default-image). SetupWithManager defaults it to this build's image.
 	DefaultImage string
+
+	// APIReader reads around the cache (nil: the manager's).
+	APIReader client.Reader
+
+	// credentials are the operator's own, for scraping pods with TLS.
+	credentials operatorCredentials
+}
+
+func (r *CompactionPoolReconciler) certificates() certificates {
+	return certificates{client: r.Client, apiReader: r.APIReader}
 }
 
 // poolPass is the state of one reconcile pass.
@@ -87,6 +97,9 @@ func (r *CompactionPoolReconciler) runner() runner[*poolPass] {
 		steps: []step[*poolPass]{
 			pauseStep[*poolPass]("this pool, its workers and its size"),
 			{"spec", checkPoolSpec},
+			// Before the Deployment, so workers never wait on a Secret.
+			certificatesStep(r.certificates(), func(p *poolPass) bool { return p.pool.Spec.TLS.TLSEnabled() },
+				func(p *poolPass) string { return p.pool.Namespace }, func(p *poolPass) []certificate { return poolCertificates(p.pool) }),
 			{"autoscaler: observe", r.observe},
 			{"autoscaler: pod-deletion-cost", r.setDeletionCosts},
 			{"autoscaler: recommend and scale", r.recommend},
@@ -176,6 +189,9 @@ func (r *CompactionPoolReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if r.Clock == nil {
 		r.Clock = clock.RealClock{}
 	}
+	if r.APIReader == nil {
+		r.APIReader = mgr.GetAPIReader()
+	}
 	if r.DefaultImage == "" {
 		r.DefaultImage = contract.Image(version.Version)
 	}
@@ -184,6 +200,7 @@ func (r *CompactionPoolReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Owns(&appsv1.Deployment{}).
 		Owns(&corev1.Service{}).
 		Owns(&policyv1.PodDisruptionBudget{}).
+		Owns(&corev1.Secret{}).
 		Watches(&kvapi.KVCluster{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
 			c, ok := o.(*kvapi.KVCluster)
 			if !ok || c.Spec.CompactionPoolRef == nil {

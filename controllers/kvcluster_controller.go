@@ -65,6 +65,10 @@ type KVClusterReconciler struct {
 	DefaultImage string
 }
 
+func (r *KVClusterReconciler) certificates() certificates {
+	return certificates{client: r.Client, apiReader: r.APIReader}
+}
+
 // rolloutRecheck is how often a pass looks again while the StatefulSet rolls
 // out: whether a held-back change may go, whether a pod got stuck. The
 // StatefulSet's status changes trigger most passes through the watch, but
@@ -130,6 +134,9 @@ func (r *KVClusterReconciler) runner() runner[*kvPass] {
 		recorder: r.Recorder,
 		steps: []step[*kvPass]{
 			pauseStep[*kvPass]("this cluster and its children"),
+			// Before the StatefulSet, so pods never wait on a Secret.
+			certificatesStep(r.certificates(), func(p *kvPass) bool { return p.cluster.Spec.TLS.TLSEnabled() },
+				func(p *kvPass) string { return p.cluster.Namespace }, func(p *kvPass) []certificate { return clusterCertificates(p.cluster) }),
 			// The storage pods' identity comes before the StatefulSet, so pods
 			// never start under a ServiceAccount that does not exist yet.
 			childStep("ServiceAccount", ch, func(p *kvPass) *corev1.ServiceAccount { return specs.BuildStoreServiceAccount(p.cluster) }, updateNothing),
@@ -401,6 +408,7 @@ func (r *KVClusterReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Owns(&rbacv1.Role{}).
 		Owns(&rbacv1.RoleBinding{}).
 		Owns(&batchv1.Job{}).
+		Owns(&corev1.Secret{}).
 		Watches(&kvapi.CompactionPool{}, handler.EnqueueRequestsFromMapFunc(r.clustersOfPool)).
 		Named("kvcluster").
 		Complete(r)

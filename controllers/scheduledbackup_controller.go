@@ -50,6 +50,8 @@ type ScheduledBackupReconciler struct {
 	Now       func() time.Time
 	// Metrics, when set, get each schedule's newest completion and period.
 	Metrics *ScheduleMetrics
+
+	credentials operatorCredentials
 }
 
 // scheduledBackupName is the name of the Backup a schedule creates at t.
@@ -174,7 +176,7 @@ func (r *ScheduledBackupReconciler) prune(ctx context.Context, sb *kvapi.Schedul
 	}
 	var pruned []string
 	for _, b := range expired {
-		err := (storeAdmin{reader: r.Client, override: r.StoreAddr}).call(ctx, &c, func(ctx context.Context, admin kvpb.AdminClient) error {
+		err := (storeAdmin{reader: r.Client, override: r.StoreAddr, certs: certificates{client: r.Client}, creds: &r.credentials}).call(ctx, &c, func(ctx context.Context, admin kvpb.AdminClient) error {
 			_, err := admin.DeleteBackup(ctx, &kvpb.DeleteBackupRequest{Id: b.Status.BackupID})
 			if status.Code(err) == codes.NotFound {
 				return nil // deleted before, by us or by hand

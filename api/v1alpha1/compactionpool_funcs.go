@@ -25,6 +25,10 @@ func (p *CompactionPool) PodDisruptionBudgetName() string { return p.Name + "-co
 // ServiceMonitorName is the ServiceMonitor that scrapes the workers.
 func (p *CompactionPool) ServiceMonitorName() string { return p.Name + "-compactor" }
 
+// WorkerTLSSecretName is the Secret holding the workers' node
+// certificate, mounted at contract.TLSMountPath.
+func (p *CompactionPool) WorkerTLSSecretName() string { return p.Name + "-worker-tls" }
+
 // IsPaused reports whether the operator must leave the pool, its workers and
 // its size alone (the paused annotation).
 func (p *CompactionPool) IsPaused() bool { return isPaused(p.Annotations) }

@@ -76,6 +76,12 @@ type CompactionPoolSpec struct {
 	// +optional
 	ImagePullPolicy corev1.PullPolicy `json:"imagePullPolicy,omitempty"`
 
+	// TLS is the transport security of the workers' ports. It must match
+	// that of the KVClusters that offload here.
+	// +kubebuilder:default={mode: Operator}
+	// +optional
+	TLS TLSSpec `json:"tls,omitzero"`
+
 	// Resources of the compactor container. When empty, the operator requests
 	// cacheBytes plus the worker's working memory (docs/defaults.md).
 	// +optional

@@ -26,6 +26,7 @@ const (
 	DefaultOffload             = OffloadMode(contract.DefaultOffload)
 	DefaultWarmupMode          = WarmupMode(contract.DefaultWarmupMode)
 	DefaultSyncMode            = SyncMode(contract.DefaultSyncMode)
+	DefaultTLSMode             = TLSMode(contract.DefaultTLSMode)
 	DefaultPoolReplicas        = contract.DefaultPoolReplicas
 	DefaultPoolMinReplicas     = contract.DefaultPoolMinReplicas
 	DefaultPoolMaxReplicas     = contract.DefaultPoolMaxReplicas
@@ -77,6 +78,9 @@ func (c *KVCluster) SetDefaults() {
 	}
 	if s.Clock.MaxOffset == "" {
 		s.Clock.MaxOffset = DurationOf(DefaultMaxClockOffset)
+	}
+	if s.TLS.Mode == "" {
+		s.TLS.Mode = DefaultTLSMode
 	}
 	if s.WALArchive.Interval == "" {
 		s.WALArchive.Interval = DurationOf(DefaultWALArchiveInterval)
@@ -135,6 +139,9 @@ func (p *CompactionPool) SetDefaults() {
 	if s.Replicas == nil {
 		n := DefaultPoolReplicas
 		s.Replicas = &n
+	}
+	if s.TLS.Mode == "" {
+		s.TLS.Mode = DefaultTLSMode
 	}
 	if s.MaxReplicas == 0 {
 		s.MaxReplicas = DefaultPoolMaxReplicas

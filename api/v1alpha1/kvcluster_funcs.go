@@ -47,6 +47,14 @@ func (c *KVCluster) CompactorServiceName() (name string, ok bool) {
 	return CompactorServiceName(c.Spec.CompactionPoolRef.Name), true
 }
 
+// StoreTLSSecretName is the Secret holding the storage pods' node
+// certificate (ca.crt, tls.crt, tls.key), mounted at contract.TLSMountPath.
+func (c *KVCluster) StoreTLSSecretName() string { return c.Name + "-store-tls" }
+
+// ClientTLSSecretName is the Secret holding a client certificate of role
+// (one of ClientRoles) for this cluster.
+func (c *KVCluster) ClientTLSSecretName(role string) string { return c.Name + "-client-" + role }
+
 // IsPaused reports whether the operator must leave the cluster and its
 // children alone (the paused annotation).
 func (c *KVCluster) IsPaused() bool { return isPaused(c.Annotations) }

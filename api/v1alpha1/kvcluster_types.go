@@ -94,6 +94,12 @@ type KVClusterSpec struct {
 	// +kubebuilder:default={}
 	// +optional
 	WALArchive WALArchiveSpec `json:"walArchive,omitzero"`
+
+	// TLS is the transport security of every port of the storage pods
+	// (clients, peers, metrics) and of their calls to the workers.
+	// +kubebuilder:default={mode: Operator}
+	// +optional
+	TLS TLSSpec `json:"tls,omitzero"`
 }
 
 // WALArchiveSpec is the continuous WAL archive's setting.

@@ -50,7 +50,7 @@ func formatRateFlag(n int64) string {
 
 // PoolArgs are `bellows compactor` flags (docs/interfaces.md).
 func PoolArgs(p *kvapi.CompactionPool) []string {
-	return []string{
+	args := []string{
 		"compactor",
 		contract.Arg(contract.FlagListen, fmt.Sprintf(":%d", contract.CompactorGRPCPort)),
 		contract.Arg(contract.FlagMetricsListen, fmt.Sprintf(":%d", contract.MetricsPort)),
@@ -58,6 +58,10 @@ func PoolArgs(p *kvapi.CompactionPool) []string {
 		contract.Arg(contract.FlagTransferRate, formatRateFlag(p.Spec.TransferRateBytesPerSecond)),
 		contract.Arg(contract.FlagDrainTimeout, p.Spec.DrainTimeoutOrDefault()),
 	}
+	if p.Spec.TLS.TLSEnabled() {
+		args = append(args, contract.Arg(contract.FlagTLSDir, contract.TLSMountPath))
+	}
+	return args
 }
 
 // BuildPoolDeployment is the workers. Scale-down removes the pods with the
@@ -105,6 +109,9 @@ func BuildPoolDeployment(p *kvapi.CompactionPool) *appsv1.Deployment {
 			},
 		},
 	}
+	if p.Spec.TLS.TLSEnabled() {
+		withTLS(&d.Spec.Template.Spec, p.WorkerTLSSecretName())
+	}
 	applyScheduling(&d.Spec.Template.Spec, p.Spec.Scheduling, PoolSelectorLabels(p))
 	StampHash(d, d.Spec)
 	return d
@@ -132,5 +139,5 @@ func BuildPoolPDB(p *kvapi.CompactionPool) *policyv1.PodDisruptionBudget {
 
 // BuildPoolServiceMonitor scrapes the workers through the pool's Service.
 func BuildPoolServiceMonitor(p *kvapi.CompactionPool) *unstructured.Unstructured {
-	return buildServiceMonitor(poolMeta(p, p.ServiceMonitorName()), PoolSelectorLabels(p))
+	return buildServiceMonitor(poolMeta(p, p.ServiceMonitorName()), PoolSelectorLabels(p), p.Spec.TLS.TLSEnabled())
 }

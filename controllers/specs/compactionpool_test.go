@@ -14,10 +14,12 @@ func intstrName(s string) intstr.IntOrString { return intstr.FromString(s) }
 
 // TestPoolArgs compares the whole flag list.
 func TestPoolArgs(t *testing.T) {
-	want := []string{"compactor", "--listen=:7500", "--metrics-listen=:9090", "--cache-bytes=6GiB", "--transfer-rate=8MB/s", "--drain-timeout=10m0s"}
+	want := []string{"compactor", "--listen=:7500", "--metrics-listen=:9090", "--cache-bytes=6GiB", "--transfer-rate=8MB/s", "--drain-timeout=10m0s",
+		"--tls-dir=/etc/bellows-tls"}
 	if got := PoolArgs(defaultedPool()); !reflect.DeepEqual(got, want) {
 		t.Errorf("defaults:\n got %q\nwant %q", got, want)
 	}
+	// TLS Disabled: no --tls-dir.
 	want = []string{"compactor", "--listen=:7500", "--metrics-listen=:9090", "--cache-bytes=1536MiB", "--transfer-rate=8500kB/s", "--drain-timeout=1m30s"}
 	if got := BuildPoolDeployment(fullPool()).Spec.Template.Spec.Containers[0].Args; !reflect.DeepEqual(got, want) {
 		t.Errorf("the Deployment's container args:\n got %q\nwant %q", got, want)
@@ -28,8 +30,11 @@ func TestPoolBuilders(t *testing.T) {
 	p := defaultedPool()
 	d := BuildPoolDeployment(p)
 	c := d.Spec.Template.Spec.Containers[0]
-	if want := (&corev1.Lifecycle{PreStop: &corev1.LifecycleHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/drain", Port: intstrName("metrics")}}}); !reflect.DeepEqual(c.Lifecycle, want) {
-		t.Errorf("lifecycle %+v: workers must drain in preStop", c.Lifecycle)
+	if want := (&corev1.Lifecycle{PreStop: &corev1.LifecycleHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/drain", Port: intstrName("metrics"), Scheme: corev1.URISchemeHTTPS}}}); !reflect.DeepEqual(c.Lifecycle, want) {
+		t.Errorf("lifecycle %+v: workers must drain in preStop, over HTTPS with TLS", c.Lifecycle)
+	}
+	if got := BuildPoolDeployment(fullPool()).Spec.Template.Spec.Containers[0].Lifecycle.PreStop.HTTPGet.Scheme; got != "" {
+		t.Errorf("preStop scheme %q without TLS, want the default HTTP", got)
 	}
 	if g := *d.Spec.Template.Spec.TerminationGracePeriodSeconds; g != int64((10*time.Minute+30*time.Second)/time.Second) {
 		t.Errorf("grace period %d must cover the drain timeout", g)

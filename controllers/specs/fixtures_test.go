@@ -70,6 +70,8 @@ func fullCluster() *kvapi.KVCluster {
 			CompactionPoolRef: &kvapi.CompactionPoolReference{Name: "pool"},
 			Clock:             kvapi.ClockSpec{MaxOffset: "50ms"},
 			WALArchive:        kvapi.WALArchiveSpec{Interval: "1s"},
+			// Plaintext: no certificate volume, no --tls-dir, HTTP probes.
+			TLS: kvapi.TLSSpec{Mode: kvapi.TLSDisabled},
 			// A hard spread over nodes replaces the default preference.
 			Scheduling: kvapi.SchedulingSpec{TopologySpreadConstraints: []corev1.TopologySpreadConstraint{{
 				MaxSkew: 1, TopologyKey: "kubernetes.io/hostname", WhenUnsatisfiable: corev1.DoNotSchedule,
@@ -100,6 +102,7 @@ func fullPool() *kvapi.CompactionPool {
 			CacheBytes:                 resource.MustParse("1536Mi"),
 			TransferRateBytesPerSecond: 8_500_000,
 			Bucket:                     kvapi.PoolBucketSpec{CredentialsSecretRef: &corev1.LocalObjectReference{Name: "s3-creds"}},
+			TLS:                        kvapi.TLSSpec{Mode: kvapi.TLSDisabled},
 			DrainTimeout:               "90s",
 			// Opted out of the default spread, on dedicated nodes.
 			Scheduling: kvapi.SchedulingSpec{

@@ -169,6 +169,9 @@ func StoreArgs(c *kvapi.KVCluster, pool *kvapi.CompactionPool) []string {
 	if svc, ok := c.CompactorServiceName(); ok && c.Spec.Engine.Offload != "Disabled" {
 		args = append(args, contract.Arg(contract.FlagCompactorService, c.Namespace+"/"+svc))
 	}
+	if c.Spec.TLS.TLSEnabled() {
+		args = append(args, contract.Arg(contract.FlagTLSDir, contract.TLSMountPath))
+	}
 	return args
 }
 
@@ -245,6 +248,9 @@ func BuildStoreStatefulSet(c *kvapi.KVCluster, cm *corev1.ConfigMap, pool *kvapi
 			},
 		},
 	}
+	if c.Spec.TLS.TLSEnabled() {
+		withTLS(&sts.Spec.Template.Spec, c.StoreTLSSecretName())
+	}
 	applyScheduling(&sts.Spec.Template.Spec, c.Spec.Scheduling, StoreSelectorLabels(c))
 	StampHash(sts, sts.Spec)
 	return sts
@@ -315,7 +321,7 @@ func BuildStoreRoleBinding(c *kvapi.KVCluster) *rbacv1.RoleBinding {
 func BuildStoreServiceMonitor(c *kvapi.KVCluster) *unstructured.Unstructured {
 	sel := StoreSelectorLabels(c)
 	sel[contract.LabelService] = contract.ServiceHeadless
-	return buildServiceMonitor(clusterMeta(c, c.ServiceMonitorName()), sel)
+	return buildServiceMonitor(clusterMeta(c, c.ServiceMonitorName()), sel, c.Spec.TLS.TLSEnabled())
 }
 
 // RegionAssignments says which regions each pod serves: region i belongs to

@@ -88,6 +88,18 @@ const (
 	DefaultOffload            = OffloadPreferred
 	DefaultWarmupMode         = WarmupIncremental
 	DefaultSyncMode           = SyncModeSync
+	// DefaultTLSMode: the operator's CA issues every pod's certificate
+	// (docs/security.md).
+	DefaultTLSMode = "Operator"
+	// CAValidity is how long the operator's CA of a namespace is valid.
+	// It is not renewed (docs/security.md says how to replace it).
+	CAValidity = 10 * 365 * 24 * time.Hour
+	// CertValidity is how long a certificate the operator issues is valid;
+	// it is renewed after CertRenewNumerator/CertRenewDenominator of that.
+	CertValidity = 90 * 24 * time.Hour
+	// CertRenewNumerator/CertRenewDenominator: a certificate is renewed
+	// once 2/3 of its life has passed, as cert-manager does by default.
+	CertRenewNumerator, CertRenewDenominator = 2, 3
 )
 
 // KVCluster defaults.

@@ -14,6 +14,8 @@ const (
 	AppName            = "bellows"
 	ComponentStore     = "store"
 	ComponentCompactor = "compactor"
+	// ComponentCA labels the namespace's CA Secret (docs/security.md).
+	ComponentCA = "ca"
 	// ComponentRestore: a KVCluster's restore Job (spec.bootstrap.recovery).
 	ComponentRestore = "restore"
 	ManagedBy        = "bellows-operator"

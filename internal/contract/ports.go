@@ -36,6 +36,13 @@ const (
 	// EngineConfigFile is the key of engine.yaml in the ConfigMap and its
 	// file name in ConfigMountDir.
 	EngineConfigFile = "engine.yaml"
+	// TLSServerName is the name every node certificate carries and every
+	// client verifies, whatever address it dialled (internal/tlsconfig).
+	TLSServerName = "bellows-node"
+	// TLSMountPath is where a pod's node certificate Secret is mounted
+	// (--tls-dir). Not under ConfigMountDir: that is the ConfigMap's
+	// read-only volume, where no mount point can be made.
+	TLSMountPath = "/etc/bellows-tls"
 	// EngineConfigPath is the file `bellows store --config` reads in a pod.
 	EngineConfigPath = ConfigMountDir + "/" + EngineConfigFile
 )

@@ -144,10 +144,20 @@ func LoadCA(dir string) (*CA, error) {
 	if err != nil {
 		return nil, err
 	}
+	ca, err := ParseCA(certPEM, keyPEM)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", dir, err)
+	}
+	return ca, nil
+}
+
+// ParseCA reads a CA from its certificate and key (the operator keeps them
+// in a Secret).
+func ParseCA(certPEM, keyPEM []byte) (*CA, error) {
 	cb, _ := pem.Decode(certPEM)
 	kb, _ := pem.Decode(keyPEM)
 	if cb == nil || kb == nil {
-		return nil, fmt.Errorf("tls: %s holds no PEM CA certificate and key", dir)
+		return nil, errors.New("tls: no PEM CA certificate and key")
 	}
 	cert, err := x509.ParseCertificate(cb.Bytes)
 	if err != nil {
@@ -158,9 +168,18 @@ func LoadCA(dir string) (*CA, error) {
 		return nil, err
 	}
 	if !cert.IsCA {
-		return nil, errors.New("tls: " + dir + "/" + CAFile + " is not a CA certificate")
+		return nil, errors.New("tls: " + CAFile + " is not a CA certificate")
 	}
 	return &CA{Cert: cert, Key: key, PEM: certPEM}, nil
+}
+
+// KeyPEM is the CA's key, PEM-encoded.
+func (ca *CA) KeyPEM() ([]byte, error) {
+	kder, err := x509.MarshalECPrivateKey(ca.Key)
+	if err != nil {
+		return nil, err
+	}
+	return pemOf("EC PRIVATE KEY", kder), nil
 }
 
 // SaveCA writes the CA's certificate (ca.crt) and key (ca.key, 0600) to dir.
@@ -168,11 +187,11 @@ func (ca *CA) SaveCA(dir string) error {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return err
 	}
-	kder, err := x509.MarshalECPrivateKey(ca.Key)
+	keyPEM, err := ca.KeyPEM()
 	if err != nil {
 		return err
 	}
-	if err := os.WriteFile(filepath.Join(dir, "ca.key"), pemOf("EC PRIVATE KEY", kder), 0o600); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, "ca.key"), keyPEM, 0o600); err != nil {
 		return err
 	}
 	return os.WriteFile(filepath.Join(dir, CAFile), ca.PEM, 0o644)

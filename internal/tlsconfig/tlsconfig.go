@@ -38,11 +38,13 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/bellows-kv/bellows/internal/contract"
 )
 
 // ServerName is the name every node certificate carries and every client
 // verifies.
-const ServerName = "bellows-node"
+const ServerName = contract.TLSServerName
 
 // File names in a TLS directory.
 const (
@@ -145,6 +147,9 @@ func (m *material) reload() error {
 func (m *material) current() (*tls.Certificate, *x509.CertPool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if m.dir == "" {
+		return m.cert, m.pool // from memory (FromPEM): nothing to reload
+	}
 	if now := time.Now(); now.Sub(m.checked) >= reloadEvery {
 		m.checked = now
 		changed := false

@@ -26,6 +26,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/bellows-kv/bellows/internal/tlsconfig"
 	compactionpb "github.com/bellows-kv/bellows/proto/bellows/compaction/v1"
 	kvpb "github.com/bellows-kv/bellows/proto/bellows/kv/v1"
 )
@@ -58,6 +59,9 @@ type proc struct {
 	stderr        *syncBuffer
 	exited        chan struct{}
 	conn          *grpc.ClientConn
+	// tlsDir is its --tls-dir ("" without): its /metrics is then HTTPS,
+	// read with its own (node) certificate.
+	tlsDir string
 }
 
 type syncBuffer struct {
@@ -88,6 +92,11 @@ func start(t *testing.T, name string, args ...string) *proc {
 	}
 	args = append(args, "--metrics-listen=127.0.0.1:0")
 	p := &proc{name: name, cmd: exec.Command(binary, args...), stderr: &syncBuffer{}, exited: make(chan struct{})}
+	for _, a := range args {
+		if dir, ok := strings.CutPrefix(a, "--tls-dir="); ok {
+			p.tlsDir = dir
+		}
+	}
 	p.cmd.Stderr = p.stderr
 	out, err := p.cmd.StdoutPipe()
 	if err != nil {
@@ -162,7 +171,7 @@ func (p *proc) status(t *testing.T) *compactionpb.StatusResponse {
 // exactly as exposed, e.g. bellows_compactions_total{location="remote",result="success"}.
 func (p *proc) metric(t *testing.T, series string) float64 {
 	t.Helper()
-	resp, err := http.Get("http://" + p.metrics + "/metrics")
+	resp, err := p.httpClient(t).Get(p.metricsURL() + "/metrics")
 	if err != nil {
 		t.Fatalf("%s /metrics: %v", p.name, err)
 	}
@@ -179,6 +188,27 @@ func (p *proc) metric(t *testing.T, series string) float64 {
 	}
 	t.Fatalf("%s exposes no %s", p.name, series)
 	return 0
+}
+
+// metricsURL is the scheme and address of p's HTTP port.
+func (p *proc) metricsURL() string {
+	if p.tlsDir != "" {
+		return "https://" + p.metrics
+	}
+	return "http://" + p.metrics
+}
+
+// httpClient reads p's HTTP port: with p's own certificate when it serves TLS.
+func (p *proc) httpClient(t *testing.T) *http.Client {
+	t.Helper()
+	if p.tlsDir == "" {
+		return http.DefaultClient
+	}
+	cfg, err := tlsconfig.ClientConfig(p.tlsDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &http.Client{Transport: &http.Transport{TLSClientConfig: cfg}}
 }
 
 func waitFor(t *testing.T, what string, cond func() bool) {

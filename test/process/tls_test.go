@@ -2,9 +2,12 @@ package process
 
 import (
 	"context"
+	"crypto/tls"
 	"crypto/x509"
 	"encoding/pem"
 	"fmt"
+	"io"
+	"net/http"
 	"os/exec"
 	"strings"
 	"sync/atomic"
@@ -260,5 +263,77 @@ func TestAClientsRoleBoundsWhatItMayDo(t *testing.T) {
 	bellows(t, kv(admin, "flush", "region-000")...)
 	if got := strings.TrimSpace(string(bellows(t, kv(reader, "get", "k")...))); got != "v" {
 		t.Fatalf("after the refused writes, k is %q", got)
+	}
+}
+
+// TestTheMetricsPortServesTLSAndMetricsOnlyToTheCluster: with --tls-dir, a
+// store's and a worker's HTTP port speaks TLS only; the health paths answer
+// without a certificate (the kubelet's probes have none), /metrics only to
+// a client certificate of the cluster's CA, not to one of another CA.
+func TestTheMetricsPortServesTLSAndMetricsOnlyToTheCluster(t *testing.T) {
+	cluster := newTLSCluster(t)
+	other, err := tlsconfig.NewCA("another cluster", time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now().Add(-time.Minute)
+	worker := start(t, "compactor", "compactor", "--name=worker", "--cache-bytes=64MiB", "--tls-dir="+cluster.node)
+	s := start(t, "store", append(storeArgs(t, "file://"+t.TempDir(), t.TempDir(), "Disabled", ""), "--tls-dir="+cluster.node)...)
+	clientWith := func(cfg *tls.Config) *http.Client {
+		return &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: cfg}}
+	}
+	// The server is checked (CA, bellows-node); no client certificate.
+	noCert, err := tlsconfig.ClientConfig(issueDir(t, cluster.ca, tlsconfig.Reader, now))
+	if err != nil {
+		t.Fatal(err)
+	}
+	noCert.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) { return &tls.Certificate{}, nil }
+	reader, err := tlsconfig.ClientConfig(issueDir(t, cluster.ca, tlsconfig.Reader, now))
+	if err != nil {
+		t.Fatal(err)
+	}
+	stranger, err := tlsconfig.ClientConfig(issueDir(t, other, tlsconfig.Reader, now))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []*proc{s, worker} {
+		t.Run(p.name, func(t *testing.T) {
+			if resp, err := http.Get("http://" + p.metrics + "/healthz"); err == nil {
+				body, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode == http.StatusOK {
+					t.Errorf("plaintext /healthz answered %s %q; want the TLS port to refuse it", resp.Status, body)
+				}
+			}
+			resp, err := clientWith(noCert).Get("https://" + p.metrics + "/healthz")
+			if err != nil {
+				t.Fatalf("/healthz over TLS without a certificate: %v", err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusOK {
+				t.Errorf("/healthz without a certificate: %s, want 200 (the kubelet's probes have none)", resp.Status)
+			}
+			resp, err = clientWith(noCert).Get("https://" + p.metrics + "/metrics")
+			if err != nil {
+				t.Fatalf("/metrics without a certificate: %v", err)
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusUnauthorized || !strings.Contains(string(body), "client certificate") {
+				t.Errorf("/metrics without a certificate: %s %q, want 401 naming the certificate", resp.Status, body)
+			}
+			resp, err = clientWith(reader).Get("https://" + p.metrics + "/metrics")
+			if err != nil {
+				t.Fatalf("/metrics with a read certificate: %v", err)
+			}
+			body, _ = io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), "bellows_build_info") {
+				t.Errorf("/metrics with the cluster's certificate: %s, want 200 with the metrics", resp.Status)
+			}
+			if _, err := clientWith(stranger).Get("https://" + p.metrics + "/metrics"); err == nil {
+				t.Errorf("/metrics with another cluster's certificate succeeded; want the handshake refused")
+			}
+		})
 	}
 }

@@ -344,7 +344,7 @@ func onOwners(cmd *cobra.Command, f *kubectlFlags, args []string, fn func(ctx co
 		}
 		s := stores[pod]
 		if s == nil {
-			if s, err = k.DialStore(ctx, pod); err != nil {
+			if s, err = k.DialStore(ctx, c, pod); err != nil {
 				return f.kubeError(err)
 			}
 			stores[pod] = s
@@ -475,7 +475,7 @@ func onAnyStore(cmd *cobra.Command, f *kubectlFlags, cluster string, fn func(ctx
 			states = append(states, p.Name+" "+string(p.Status.Phase))
 			continue
 		}
-		s, err := k.DialStore(ctx, p.Name)
+		s, err := k.DialStore(ctx, c, p.Name)
 		if err != nil {
 			return f.kubeError(err)
 		}

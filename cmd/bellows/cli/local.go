@@ -169,7 +169,10 @@ func newLocalCommand() *cobra.Command {
 				fmt.Fprintf(out, "new cluster in %s\n", abs)
 			}
 			var tlsArgs []string
+			metricsScheme := "http"
 			if f.tls {
+				metricsScheme = "https" // with the client certificate, e.g. curl --cert, --key, --cacert
+
 				nodeDir, clientDir, err := localTLS(abs)
 				if err != nil {
 					return err
@@ -194,7 +197,7 @@ func newLocalCommand() *cobra.Command {
 				}
 				procs = append(procs, c)
 				addrs = append(addrs, c.GRPC)
-				fmt.Fprintf(out, "%-12s grpc=%s metrics=http://%s/metrics log=%s\n", name, c.GRPC, c.Metrics, c.Log)
+				fmt.Fprintf(out, "%-12s grpc=%s metrics=%s://%s/metrics log=%s\n", name, c.GRPC, metricsScheme, c.Metrics, c.Log)
 			}
 			args := []string{"store", "--listen=" + f.storeListen, "--metrics-listen=127.0.0.1:0",
 				"--bucket=file://" + bucket, "--wal-dir=" + filepath.Join(abs, "wal"),
@@ -210,7 +213,7 @@ func newLocalCommand() *cobra.Command {
 				return err
 			}
 			procs = append(procs, s)
-			fmt.Fprintf(out, "%-12s grpc=%s metrics=http://%s/metrics log=%s\n", "store", s.GRPC, s.Metrics, s.Log)
+			fmt.Fprintf(out, "%-12s grpc=%s metrics=%s://%s/metrics log=%s\n", "store", s.GRPC, metricsScheme, s.Metrics, s.Log)
 			fmt.Fprintf(out, "ready; try: bellows kv put hello world --addr %s; Ctrl-C stops everything\n", s.GRPC)
 			select {
 			case <-ctx.Done():

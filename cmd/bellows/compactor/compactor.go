@@ -110,6 +110,11 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, out io.Writer) error
 	if err != nil {
 		return err
 	}
+	if cfg.TLSDir != "" {
+		if srv.HTTPTLS, err = tlsconfig.HTTPServer(cfg.TLSDir); err != nil {
+			return fmt.Errorf("--%s: %w", contract.FlagTLSDir, err)
+		}
+	}
 	compactionpb.RegisterCompactorServer(srv.GRPC, worker)
 	// A drained worker must not be cut off by the shutdown below: the
 	// pod's grace period is sized the same way.

@@ -3,6 +3,7 @@ package kubectl
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"fmt"
 	"net"
 	"net/http"
@@ -11,12 +12,19 @@ import (
 	"sync"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"k8s.io/client-go/tools/portforward"
 	"k8s.io/client-go/transport/spdy"
 	"k8s.io/streaming/pkg/httpstream"
 
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	kvapi "github.com/bellows-kv/bellows/api/v1alpha1"
+	"github.com/bellows-kv/bellows/controllers/specs"
 	"github.com/bellows-kv/bellows/internal/contract"
+	"github.com/bellows-kv/bellows/internal/tlsconfig"
 )
 
 // Forward forwards a local port to port of the pod through the API server,
@@ -89,19 +97,44 @@ func (s *Store) Close() {
 	s.stop()
 }
 
-// DialStore connects to the store's gRPC port in pod.
-func (k *Kube) DialStore(ctx context.Context, pod string) (*Store, error) {
+// DialStore connects to the store's gRPC port in pod, a storage pod of c:
+// with TLS, with the cluster's admin client certificate, which the user's
+// Kubernetes credentials must be allowed to read (the Secret
+// <cluster>-client-admin): whoever may read it may administer the cluster.
+func (k *Kube) DialStore(ctx context.Context, c *kvapi.KVCluster, pod string) (*Store, error) {
+	transport := insecure.NewCredentials()
+	if c.Spec.TLS.TLSEnabled() {
+		cfg, err := k.clientTLS(ctx, c)
+		if err != nil {
+			return nil, err
+		}
+		transport = credentials.NewTLS(cfg)
+	}
 	addr, stop, diag, err := k.Forward(ctx, pod, contract.StoreGRPCPort)
 	if err != nil {
 		return nil, err
 	}
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(transport),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(contract.MaxMessageBytes)))
 	if err != nil {
 		stop()
 		return nil, err
 	}
 	return &Store{Pod: pod, Conn: conn, stop: stop, diag: diag}, nil
+}
+
+// clientTLS reads the cluster's admin client certificate.
+func (k *Kube) clientTLS(ctx context.Context, c *kvapi.KVCluster) (*tls.Config, error) {
+	name := c.ClientTLSSecretName("admin")
+	var s corev1.Secret
+	if err := k.Client.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: name}, &s); err != nil {
+		return nil, fmt.Errorf("the cluster's admin client certificate (Secret %s/%s): %w", c.Namespace, name, err)
+	}
+	cfg, err := tlsconfig.ClientFromPEM(s.Data[specs.CACertKey], s.Data[corev1.TLSCertKey], s.Data[corev1.TLSPrivateKeyKey])
+	if err != nil {
+		return nil, fmt.Errorf("the Secret %s/%s: %w", c.Namespace, name, err)
+	}
+	return cfg, nil
 }
 
 // syncWriter collects what the forwarder logs from its goroutines.

@@ -61,7 +61,7 @@ func (k *Kube) Regions(ctx context.Context, c *kvapi.KVCluster) ([]client.Region
 	var wg sync.WaitGroup
 	for i, p := range ready {
 		wg.Go(func() {
-			s, err := k.DialStore(ctx, p.Name)
+			s, err := k.DialStore(ctx, c, p.Name)
 			if err != nil {
 				fails[i] = err
 				return

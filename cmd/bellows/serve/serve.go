@@ -4,6 +4,7 @@ package serve
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -19,6 +20,7 @@ import (
 	"google.golang.org/grpc/keepalive"
 
 	"github.com/bellows-kv/bellows/internal/contract"
+	"github.com/bellows-kv/bellows/internal/tlsconfig"
 )
 
 // Servers is one role's gRPC and HTTP listeners, served until a signal.
@@ -36,6 +38,10 @@ type Servers struct {
 	BeforeStop func()
 	// Shutdown bounds the graceful gRPC stop; then running calls are cut.
 	Shutdown time.Duration
+	// HTTPTLS, if set, serves the HTTP port with TLS (tlsconfig.HTTPServer),
+	// and /metrics only to clients with a certificate of the cluster; the
+	// health paths stay open to the kubelet's probes.
+	HTTPTLS *tls.Config
 }
 
 // Listen binds both addresses first, so a busy port fails the command
@@ -70,11 +76,16 @@ func Listen(grpcAddr, httpAddr string, log *slog.Logger, opts ...grpc.ServerOpti
 func (s *Servers) Run(ctx context.Context, role string, mux http.Handler, out io.Writer) error {
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	httpLis := s.httpLis
+	if s.HTTPTLS != nil {
+		mux = guardMetrics(mux)
+		httpLis = tls.NewListener(httpLis, s.HTTPTLS)
+	}
 	s.http = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	errc := make(chan error, 2)
 	go func() { errc <- s.GRPC.Serve(s.grpcLis) }()
 	go func() {
-		if err := s.http.Serve(s.httpLis); !errors.Is(err, http.ErrServerClosed) {
+		if err := s.http.Serve(httpLis); !errors.Is(err, http.ErrServerClosed) {
 			errc <- err
 		}
 	}()
@@ -99,6 +110,19 @@ func (s *Servers) Run(ctx context.Context, role string, mux http.Handler, out io
 	defer cancel()
 	_ = s.http.Shutdown(sctx)
 	return err
+}
+
+// guardMetrics requires a client certificate for /metrics: what a store
+// exports names its regions and keys' ranges.
+func guardMetrics(next http.Handler) http.Handler {
+	guarded := tlsconfig.RequireClientCert(next)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == contract.PathMetrics {
+			guarded.ServeHTTP(w, r)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
 }
 
 // NewLogger is a role's text logger.

@@ -191,6 +191,11 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, out io.Writer) error
 	if err != nil {
 		return err
 	}
+	if cfg.TLSDir != "" {
+		if srv.HTTPTLS, err = tlsconfig.HTTPServer(cfg.TLSDir); err != nil {
+			return fmt.Errorf("--%s: %w", contract.FlagTLSDir, err)
+		}
+	}
 	store, err = server.OpenStore(ctx, spans, server.StoreOptions{WALRoot: cfg.WALDir, Region: base,
 		ReleasePollInterval: cfg.ReleasePollInterval, TxnLockTTL: cfg.TxnLockTTL, TxnTimeout: cfg.TxnTimeout,
 		MaxWALAge: e.Memstore.MaxWALAge.Duration, MaxStoreWALBytes: e.Memstore.MaxStoreWALBytes,

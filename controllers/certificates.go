@@ -1,0 +1,263 @@
+package controllers
+
+// Certificates (docs/security.md §2). The operator keeps one CA per
+// namespace, in the Secret bellows-ca, and issues from it every
+// certificate a cluster or pool of the namespace uses: the stores' and the
+// workers' node certificates, a client certificate per role per cluster,
+// the namespace's monitoring certificate, and (in memory only) its own.
+//
+// Invariants:
+//   - The operator creates the CA Secret once and never rewrites it.
+//     Replacing it is the user's (docs/security.md); every certificate
+//     whose ca.crt is not the current CA is then issued again
+//     (specs.Renewal).
+//   - A certificate Secret is updated in place, never deleted and created
+//     again, so the volume of a running pod changes under its process,
+//     which reloads it without a restart (internal/tlsconfig).
+//
+// Lock order: operatorCredentials.mu is a leaf.
+
+import (
+	"context"
+	"crypto/tls"
+	"fmt"
+	"maps"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	kvapi "github.com/bellows-kv/bellows/api/v1alpha1"
+	"github.com/bellows-kv/bellows/controllers/specs"
+	"github.com/bellows-kv/bellows/internal/contract"
+	"github.com/bellows-kv/bellows/internal/tlsconfig"
+)
+
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch;create;update
+
+// certificates issues and renews the certificate Secrets of a namespace.
+type certificates struct {
+	client client.Client
+	// apiReader confirms around the cache that a Secret is missing before
+	// one is created: another reconciler may have just made it (nil: the
+	// client).
+	apiReader client.Reader
+}
+
+// get reads a Secret; NotFound is confirmed around the cache.
+func (cs certificates) get(ctx context.Context, key client.ObjectKey, s *corev1.Secret) error {
+	err := cs.client.Get(ctx, key, s)
+	if apierrors.IsNotFound(err) && cs.apiReader != nil {
+		err = cs.apiReader.Get(ctx, key, s)
+	}
+	return err
+}
+
+// namespaceCA returns the namespace's CA, creating it on first use.
+func (cs certificates) namespaceCA(ctx context.Context, ns string) (*tlsconfig.CA, error) {
+	var s corev1.Secret
+	key := client.ObjectKey{Namespace: ns, Name: kvapi.CASecretName}
+	err := cs.get(ctx, key, &s)
+	if apierrors.IsNotFound(err) {
+		ca, err := tlsconfig.NewCA("bellows CA of namespace "+ns, contract.CAValidity)
+		if err != nil {
+			return nil, err
+		}
+		keyPEM, err := ca.KeyPEM()
+		if err != nil {
+			return nil, err
+		}
+		err = cs.client.Create(ctx, specs.BuildCASecret(ns, ca.PEM, keyPEM))
+		switch {
+		case err == nil:
+			return ca, nil
+		case apierrors.IsAlreadyExists(err):
+			// The cache lists only Secrets labelled as the operator's:
+			// one of the same name without the label is the user's.
+			return nil, fmt.Errorf("the Secret %s/%s exists but is not labelled %s=%s: label it if it holds the CA to use (ca.crt and ca.key), or delete it and the operator makes one",
+				ns, kvapi.CASecretName, contract.LabelManagedBy, contract.ManagedBy)
+		default:
+			return nil, fmt.Errorf("create Secret %s/%s: %w", ns, kvapi.CASecretName, err)
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("get Secret %s/%s: %w", ns, kvapi.CASecretName, err)
+	}
+	ca, err := tlsconfig.ParseCA(s.Data[specs.CACertKey], s.Data[specs.CAKeyKey])
+	if err != nil {
+		return nil, fmt.Errorf("the Secret %s/%s: %w (it must hold ca.crt and ca.key, PEM)", ns, kvapi.CASecretName, err)
+	}
+	return ca, nil
+}
+
+// certificate is one Secret to keep issued.
+type certificate struct {
+	key  client.ObjectKey
+	role tlsconfig.Role
+	// name is the certificate's common name: who holds it.
+	name  string
+	build func(caPEM, certPEM, keyPEM []byte) *corev1.Secret
+}
+
+// ensure issues c when its Secret is missing or due (specs.Renewal), and
+// returns when it is next due.
+func (cs certificates) ensure(ctx context.Context, ca *tlsconfig.CA, c certificate) (time.Time, error) {
+	now := time.Now()
+	var live corev1.Secret
+	err := cs.get(ctx, c.key, &live)
+	if err != nil && !apierrors.IsNotFound(err) {
+		return time.Time{}, fmt.Errorf("get Secret %s: %w", c.key, err)
+	}
+	if err == nil {
+		if due, at, _ := specs.Renewal(live.Data, ca.PEM, c.role.String(), now); !due {
+			return at, nil
+		}
+	}
+	certPEM, keyPEM, ierr := ca.Issue(c.name, c.role, nil, now.Add(-time.Minute), contract.CertValidity)
+	if ierr != nil {
+		return time.Time{}, ierr
+	}
+	desired := c.build(ca.PEM, certPEM, keyPEM)
+	if apierrors.IsNotFound(err) {
+		if err := cs.client.Create(ctx, desired); err != nil {
+			return time.Time{}, fmt.Errorf("create Secret %s: %w", c.key, err)
+		}
+	} else {
+		live.Data = desired.Data
+		if live.Labels == nil {
+			live.Labels = map[string]string{}
+		}
+		maps.Copy(live.Labels, desired.Labels)
+		live.OwnerReferences = desired.OwnerReferences
+		if err := cs.client.Update(ctx, &live); err != nil {
+			return time.Time{}, fmt.Errorf("update Secret %s: %w", c.key, err)
+		}
+	}
+	_, at, _ := specs.Renewal(desired.Data, ca.PEM, c.role.String(), now)
+	return at, nil
+}
+
+// ensureAll ensures the namespace's monitoring certificate and cs, and
+// returns when the first of them is next due.
+func (cs certificates) ensureAll(ctx context.Context, ns string, certs []certificate) (time.Time, error) {
+	ca, err := cs.namespaceCA(ctx, ns)
+	if err != nil {
+		return time.Time{}, err
+	}
+	certs = append(certs, certificate{
+		key: client.ObjectKey{Namespace: ns, Name: kvapi.MonitoringTLSSecretName}, role: tlsconfig.Reader, name: "bellows-monitoring",
+		build: func(caPEM, certPEM, keyPEM []byte) *corev1.Secret {
+			return specs.BuildMonitoringTLSSecret(ns, caPEM, certPEM, keyPEM)
+		},
+	})
+	var next time.Time
+	for _, c := range certs {
+		at, err := cs.ensure(ctx, ca, c)
+		if err != nil {
+			return time.Time{}, err
+		}
+		if next.IsZero() || at.Before(next) {
+			next = at
+		}
+	}
+	return next, nil
+}
+
+// clusterCertificates are a KVCluster's: its stores' node certificate and
+// a client certificate per role.
+func clusterCertificates(c *kvapi.KVCluster) []certificate {
+	certs := []certificate{{
+		key: client.ObjectKey{Namespace: c.Namespace, Name: c.StoreTLSSecretName()}, role: tlsconfig.Node, name: c.Name + "-store",
+		build: func(caPEM, certPEM, keyPEM []byte) *corev1.Secret {
+			return specs.BuildClusterTLSSecret(c, c.StoreTLSSecretName(), caPEM, certPEM, keyPEM)
+		},
+	}}
+	for _, name := range kvapi.ClientRoles {
+		role, err := tlsconfig.ParseRole(name)
+		if err != nil {
+			panic(err) // kvapi.ClientRoles are tlsconfig's role names
+		}
+		secret := c.ClientTLSSecretName(name)
+		certs = append(certs, certificate{
+			key: client.ObjectKey{Namespace: c.Namespace, Name: secret}, role: role, name: c.Name + "-" + name,
+			build: func(caPEM, certPEM, keyPEM []byte) *corev1.Secret {
+				return specs.BuildClusterTLSSecret(c, secret, caPEM, certPEM, keyPEM)
+			},
+		})
+	}
+	return certs
+}
+
+// poolCertificates are a CompactionPool's: its workers' node certificate.
+func poolCertificates(p *kvapi.CompactionPool) []certificate {
+	return []certificate{{
+		key: client.ObjectKey{Namespace: p.Namespace, Name: p.WorkerTLSSecretName()}, role: tlsconfig.Node, name: p.Name + "-worker",
+		build: func(caPEM, certPEM, keyPEM []byte) *corev1.Secret {
+			return specs.BuildPoolTLSSecret(p, caPEM, certPEM, keyPEM)
+		},
+	}}
+}
+
+// certificatesStep keeps the certificates of an owner with TLS issued, and
+// asks for a pass when the first is due.
+func certificatesStep[P pass](cs certificates, enabled func(P) bool, ns func(P) string, certs func(P) []certificate) step[P] {
+	return step[P]{"certificates", func(ctx context.Context, p P) Result {
+		if !enabled(p) {
+			return Continue()
+		}
+		next, err := cs.ensureAll(ctx, ns(p), certs(p))
+		if err != nil {
+			return Fail(err)
+		}
+		return Requeue(max(time.Until(next), time.Second))
+	}}
+}
+
+// operatorCredentials are the operator's own client certificates (role
+// admin), one per namespace, issued in memory from the namespace's CA and
+// never written anywhere: for its calls to the stores' Admin API and its
+// scrapes of the pods' /metrics.
+type operatorCredentials struct {
+	mu   sync.Mutex
+	byNS map[string]operatorCert
+}
+
+type operatorCert struct {
+	caPEM   string
+	cfg     *tls.Config
+	renewAt time.Time
+}
+
+// operatorCertValidity is short: the certificate lives in memory only,
+// and is issued again whenever the operator restarts.
+const operatorCertValidity = 24 * time.Hour
+
+// forNamespace returns the operator's TLS client configuration for the
+// pods of ns.
+func (o *operatorCredentials) forNamespace(ctx context.Context, cs certificates, ns string) (*tls.Config, error) {
+	ca, err := cs.namespaceCA(ctx, ns)
+	if err != nil {
+		return nil, err
+	}
+	now := time.Now()
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if c, ok := o.byNS[ns]; ok && c.caPEM == string(ca.PEM) && now.Before(c.renewAt) {
+		return c.cfg, nil
+	}
+	certPEM, keyPEM, err := ca.Issue("bellows-operator", tlsconfig.Admin, nil, now.Add(-time.Minute), operatorCertValidity)
+	if err != nil {
+		return nil, err
+	}
+	cfg, err := tlsconfig.ClientFromPEM(ca.PEM, certPEM, keyPEM)
+	if err != nil {
+		return nil, err
+	}
+	if o.byNS == nil {
+		o.byNS = map[string]operatorCert{}
+	}
+	o.byNS[ns] = operatorCert{caPEM: string(ca.PEM), cfg: cfg, renewAt: now.Add(operatorCertValidity / 2)}
+	return cfg, nil
+}

@@ -1,0 +1,148 @@
+package controllers
+
+import (
+	"bytes"
+	"context"
+	"crypto/x509"
+	"encoding/pem"
+	"testing"
+
+	. "github.com/onsi/gomega"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	kvapi "github.com/bellows-kv/bellows/api/v1alpha1"
+	"github.com/bellows-kv/bellows/controllers/specs"
+	"github.com/bellows-kv/bellows/internal/contract"
+	"github.com/bellows-kv/bellows/internal/tlsconfig"
+)
+
+// leaf parses the certificate a TLS Secret holds.
+func leaf(g Gomega, s *corev1.Secret) *x509.Certificate {
+	block, _ := pem.Decode(s.Data[corev1.TLSCertKey])
+	g.Expect(block).NotTo(BeNil(), "Secret %s holds no certificate", s.Name)
+	cert, err := x509.ParseCertificate(block.Bytes)
+	g.Expect(err).NotTo(HaveOccurred())
+	return cert
+}
+
+// TestCertificatesAreIssuedMountedAndReissued: with the default TLS, the
+// operator makes the namespace's CA and, from it, the stores' and the
+// workers' node certificates, a client certificate per role and the
+// monitoring one; the pods mount theirs; a deleted certificate is issued
+// again, and one of a replaced CA too; a cluster with TLS Disabled gets
+// none.
+func TestCertificatesAreIssuedMountedAndReissued(t *testing.T) {
+	g := NewWithT(t)
+	g.SetDefaultEventuallyTimeout(eventually)
+	g.SetDefaultEventuallyPollingInterval(poll)
+	ctx := context.Background()
+	ns := newNamespace(t)
+
+	pool := &kvapi.CompactionPool{}
+	loadSample(t, "kv_v1alpha1_compactionpool.yaml", pool, ns)
+	pool.Spec.Autoscaling.Mode = kvapi.AutoscalingDisabled
+	cluster := &kvapi.KVCluster{}
+	loadSample(t, "kv_v1alpha1_kvcluster.yaml", cluster, ns)
+	g.Expect(k8sClient.Create(ctx, pool)).To(Succeed())
+	g.Expect(k8sClient.Create(ctx, cluster)).To(Succeed())
+
+	get := func(g Gomega, name string) *corev1.Secret {
+		s := &corev1.Secret{}
+		g.Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, s)).To(Succeed())
+		return s
+	}
+	want := map[string]string{ // Secret → the role its certificate names
+		"demo-store-tls": "node", "workers-worker-tls": "node", kvapi.MonitoringTLSSecretName: "read",
+		"demo-client-read": "read", "demo-client-write": "write", "demo-client-admin": "admin",
+	}
+	var ca *tlsconfig.CA
+	g.Eventually(func(g Gomega) {
+		caSecret := get(g, kvapi.CASecretName)
+		var err error
+		ca, err = tlsconfig.ParseCA(caSecret.Data[specs.CACertKey], caSecret.Data[specs.CAKeyKey])
+		g.Expect(err).NotTo(HaveOccurred())
+		for name, role := range want {
+			s := get(g, name)
+			g.Expect(s.Type).To(Equal(corev1.SecretTypeTLS))
+			g.Expect(s.Data[specs.CACertKey]).To(Equal(ca.PEM), name)
+			cert := leaf(g, s)
+			g.Expect(cert.Subject.Organization).To(Equal([]string{role}), name)
+			pool := x509.NewCertPool()
+			pool.AddCert(ca.Cert)
+			_, err := cert.Verify(x509.VerifyOptions{Roots: pool, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}})
+			g.Expect(err).NotTo(HaveOccurred(), name)
+			g.Expect(cert.NotAfter.Sub(cert.NotBefore)).To(Equal(contract.CertValidity), name)
+		}
+		g.Expect(leaf(g, get(g, "demo-store-tls")).DNSNames).To(ContainElement(tlsconfig.ServerName))
+	}).Should(Succeed())
+	// Owned by their cluster or pool (garbage-collected with it); the CA
+	// and the monitoring certificate by nobody.
+	g.Expect(ownedNames(g, ns, cluster, &corev1.SecretList{})).To(ConsistOf("demo-store-tls", "demo-client-read", "demo-client-write", "demo-client-admin"))
+	g.Expect(ownedNames(g, ns, pool, &corev1.SecretList{})).To(ConsistOf("workers-worker-tls"))
+	g.Expect(get(g, kvapi.CASecretName).OwnerReferences).To(BeEmpty())
+
+	// The pods mount their node certificate and are told where it is.
+	sts := &appsv1.StatefulSet{}
+	g.Eventually(func(g Gomega) {
+		g.Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(cluster), sts)).To(Succeed())
+	}).Should(Succeed())
+	podTLS := func(spec corev1.PodSpec, secret string) {
+		t.Helper()
+		g.Expect(spec.Containers[0].Args).To(ContainElement("--tls-dir=" + contract.TLSMountPath))
+		g.Expect(spec.Volumes).To(ContainElement(HaveField("VolumeSource.Secret.SecretName", secret)))
+		g.Expect(spec.Containers[0].ReadinessProbe.HTTPGet.Scheme).To(Equal(corev1.URISchemeHTTPS))
+	}
+	podTLS(sts.Spec.Template.Spec, "demo-store-tls")
+	dep := &appsv1.Deployment{}
+	g.Eventually(func(g Gomega) {
+		g.Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: pool.DeploymentName()}, dep)).To(Succeed())
+	}).Should(Succeed())
+	podTLS(dep.Spec.Template.Spec, "workers-worker-tls")
+
+	// A deleted certificate is issued again, with a new serial.
+	old := leaf(g, get(g, "demo-client-read"))
+	g.Expect(k8sClient.Delete(ctx, get(g, "demo-client-read"))).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		g.Expect(leaf(g, get(g, "demo-client-read")).SerialNumber).NotTo(Equal(old.SerialNumber))
+	}).Should(Succeed())
+
+	// A certificate of another CA (the CA was replaced, or someone wrote
+	// over the Secret) is issued again, in place: the same object, so the
+	// pods' volume follows without a restart.
+	other, err := tlsconfig.NewCA("intruder", contract.CAValidity)
+	g.Expect(err).NotTo(HaveOccurred())
+	cert, key, err := other.Issue("intruder", tlsconfig.Node, nil, old.NotBefore, contract.CertValidity)
+	g.Expect(err).NotTo(HaveOccurred())
+	s := get(g, "demo-store-tls")
+	uid := s.UID
+	s.Data = map[string][]byte{specs.CACertKey: other.PEM, corev1.TLSCertKey: cert, corev1.TLSPrivateKeyKey: key}
+	g.Expect(k8sClient.Update(ctx, s)).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		s := get(g, "demo-store-tls")
+		g.Expect(s.UID).To(Equal(uid))
+		g.Expect(bytes.Equal(s.Data[specs.CACertKey], ca.PEM)).To(BeTrue())
+		g.Expect(leaf(g, s).Issuer.CommonName).To(Equal(ca.Cert.Subject.CommonName))
+	}).Should(Succeed())
+
+	// TLS Disabled: no certificates, no mount, plaintext probes.
+	plain := &kvapi.KVCluster{}
+	loadSample(t, "kv_v1alpha1_kvcluster.yaml", plain, ns)
+	plain.Name = "plain"
+	plain.Spec.TLS.Mode = kvapi.TLSDisabled
+	g.Expect(k8sClient.Create(ctx, plain)).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		g.Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(plain), sts)).To(Succeed())
+	}).Should(Succeed())
+	g.Expect(sts.Spec.Template.Spec.Containers[0].Args).NotTo(ContainElement(HavePrefix("--tls-dir")))
+	g.Expect(sts.Spec.Template.Spec.Containers[0].ReadinessProbe.HTTPGet.Scheme).To(Equal(corev1.URISchemeHTTP))
+	g.Expect(ownedNames(g, ns, plain, &corev1.SecretList{})).To(BeEmpty())
+
+	// The mode is immutable (retried over the operator's status writes).
+	g.Eventually(func(g Gomega) {
+		g.Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(plain), plain)).To(Succeed())
+		plain.Spec.TLS.Mode = kvapi.TLSOperator
+		g.Expect(k8sClient.Update(ctx, plain)).To(MatchError(ContainSubstring("tls.mode is immutable")))
+	}).Should(Succeed())
+}
