@@ -79,7 +79,10 @@ func TestCertificatesAreIssuedMountedAndReissued(t *testing.T) {
 	}).Should(Succeed())
 	// Owned by their cluster or pool (garbage-collected with it); the CA
 	// and the monitoring certificate by nobody.
-	g.Expect(ownedNames(g, ns, cluster, &corev1.SecretList{})).To(ConsistOf("demo-store-tls", "demo-client-read", "demo-client-write", "demo-client-admin"))
+	g.Eventually(func(g Gomega) {
+		g.Expect(ownedNames(g, ns, cluster, &corev1.SecretList{})).To(ConsistOf("demo-store-tls", "demo-client-read", "demo-client-write", "demo-client-admin",
+			"demo-token-read", "demo-token-write", "demo-token-admin", "demo-tokens"))
+	}).Should(Succeed())
 	g.Expect(ownedNames(g, ns, pool, &corev1.SecretList{})).To(ConsistOf("workers-worker-tls"))
 	g.Expect(get(g, kvapi.CASecretName).OwnerReferences).To(BeEmpty())
 
@@ -100,6 +103,39 @@ func TestCertificatesAreIssuedMountedAndReissued(t *testing.T) {
 		g.Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: pool.DeploymentName()}, dep)).To(Succeed())
 	}).Should(Succeed())
 	podTLS(dep.Spec.Template.Spec, "workers-worker-tls")
+
+	// A bearer token per role, and the stores' tokens file holding their
+	// hashes (never the tokens); a deleted token Secret makes a new token,
+	// and the file follows.
+	tokens := func(g Gomega) (map[string]string, string) {
+		byRole := map[string]string{}
+		for _, role := range kvapi.ClientRoles {
+			s := get(g, cluster.TokenSecretName(role))
+			g.Expect(s.Data[specs.CACertKey]).To(Equal(ca.PEM))
+			byRole[role] = string(s.Data[specs.TokenKey])
+			g.Expect(byRole[role]).To(HaveLen(52))
+		}
+		return byRole, string(get(g, cluster.TokensSecretName()).Data[contract.TokensFile])
+	}
+	var before map[string]string
+	g.Eventually(func(g Gomega) {
+		byRole, file := tokens(g)
+		for role, tok := range byRole {
+			g.Expect(file).To(ContainSubstring(role+" "+tlsconfig.HashToken(tok)+" demo-"+role+"\n"))
+			g.Expect(file).NotTo(ContainSubstring(tok))
+		}
+		before = byRole
+	}).Should(Succeed())
+	g.Expect(sts.Spec.Template.Spec.Containers[0].Args).To(ContainElement("--tokens-file=" + contract.TokensMountPath + "/" + contract.TokensFile))
+	g.Expect(sts.Spec.Template.Spec.Volumes).To(ContainElement(HaveField("VolumeSource.Secret.SecretName", cluster.TokensSecretName())))
+	g.Expect(k8sClient.Delete(ctx, get(g, cluster.TokenSecretName("write")))).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		byRole, file := tokens(g)
+		g.Expect(byRole["write"]).NotTo(Equal(before["write"]))
+		g.Expect(byRole["read"]).To(Equal(before["read"]))
+		g.Expect(file).To(ContainSubstring(tlsconfig.HashToken(byRole["write"])))
+		g.Expect(file).NotTo(ContainSubstring(tlsconfig.HashToken(before["write"])))
+	}).Should(Succeed())
 
 	// A deleted certificate is issued again, with a new serial.
 	old := leaf(g, get(g, "demo-client-read"))
@@ -138,6 +174,13 @@ func TestCertificatesAreIssuedMountedAndReissued(t *testing.T) {
 	g.Expect(sts.Spec.Template.Spec.Containers[0].Args).NotTo(ContainElement(HavePrefix("--tls-dir")))
 	g.Expect(sts.Spec.Template.Spec.Containers[0].ReadinessProbe.HTTPGet.Scheme).To(Equal(corev1.URISchemeHTTP))
 	g.Expect(ownedNames(g, ns, plain, &corev1.SecretList{})).To(BeEmpty())
+	// Its pool has TLS: Degraded, saying so.
+	g.Eventually(func(g Gomega) {
+		g.Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(plain), plain)).To(Succeed())
+		d := condition(plain.Status.Conditions, kvapi.ConditionDegraded)
+		g.Expect(d.Reason).To(Equal(kvapi.ReasonTLSMismatch))
+		g.Expect(d.Message).To(ContainSubstring(`tls.mode is Disabled here and Operator in CompactionPool "workers"`))
+	}).Should(Succeed())
 
 	// The mode is immutable (retried over the operator's status writes).
 	g.Eventually(func(g Gomega) {

@@ -137,6 +137,7 @@ func (r *KVClusterReconciler) runner() runner[*kvPass] {
 			// Before the StatefulSet, so pods never wait on a Secret.
 			certificatesStep(r.certificates(), func(p *kvPass) bool { return p.cluster.Spec.TLS.TLSEnabled() },
 				func(p *kvPass) string { return p.cluster.Namespace }, func(p *kvPass) []certificate { return clusterCertificates(p.cluster) }),
+			r.tokensStep(ch),
 			// The storage pods' identity comes before the StatefulSet, so pods
 			// never start under a ServiceAccount that does not exist yet.
 			childStep("ServiceAccount", ch, func(p *kvPass) *corev1.ServiceAccount { return specs.BuildStoreServiceAccount(p.cluster) }, updateNothing),
@@ -351,6 +352,10 @@ func computeKVStatus(p *kvPass, outcome Result) {
 	case !p.poolFound:
 		setCondition(&st.Conditions, gen, kvapi.ConditionDegraded, true, kvapi.ReasonCompactionPoolMissing,
 			fmt.Sprintf("CompactionPool %q does not exist in namespace %s: compactions cannot be offloaded", c.Spec.CompactionPoolRef.Name, c.Namespace))
+	case p.pool != nil && p.pool.Spec.TLS.TLSEnabled() != c.Spec.TLS.TLSEnabled():
+		setCondition(&st.Conditions, gen, kvapi.ConditionDegraded, true, kvapi.ReasonTLSMismatch,
+			fmt.Sprintf("tls.mode is %s here and %s in CompactionPool %q: a store with TLS gives no job to a plaintext worker, nor the other way round, so compactions cannot be offloaded; create the cluster or the pool again with the same tls.mode",
+				c.Spec.TLS.Mode, p.pool.Spec.TLS.Mode, p.pool.Name))
 	default:
 		setCondition(&st.Conditions, gen, kvapi.ConditionDegraded, false, kvapi.ReasonAsExpected, "")
 	}

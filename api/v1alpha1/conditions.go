@@ -48,6 +48,9 @@ const (
 	// spec fixes it.
 	ReasonInvalidSpec           = "InvalidSpec"
 	ReasonCompactionPoolMissing = "CompactionPoolNotFound"
+	// ReasonTLSMismatch: the cluster and its pool disagree on TLS, so no
+	// store can hand the workers a job.
+	ReasonTLSMismatch = "TLSMismatch"
 	ReasonAsExpected            = "AsExpected"
 	ReasonMemoryBelowEngineNeed = "MemoryLimitBelowEngineNeed"
 	// ReasonRegionsTooLargeForWorkers: RegionsFitWorkers is False (and a

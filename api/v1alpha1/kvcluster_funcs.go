@@ -55,6 +55,14 @@ func (c *KVCluster) StoreTLSSecretName() string { return c.Name + "-store-tls" }
 // (one of ClientRoles) for this cluster.
 func (c *KVCluster) ClientTLSSecretName(role string) string { return c.Name + "-client-" + role }
 
+// TokenSecretName is the Secret holding a bearer token of role (one of
+// ClientRoles) for this cluster, and the CA that verifies its stores.
+func (c *KVCluster) TokenSecretName(role string) string { return c.Name + "-token-" + role }
+
+// TokensSecretName is the Secret the stores read their tokens from: a
+// hash, a role and a name per token (store --tokens-file).
+func (c *KVCluster) TokensSecretName() string { return c.Name + "-tokens" }
+
 // IsPaused reports whether the operator must leave the cluster and its
 // children alone (the paused annotation).
 func (c *KVCluster) IsPaused() bool { return isPaused(c.Annotations) }

@@ -170,7 +170,8 @@ func StoreArgs(c *kvapi.KVCluster, pool *kvapi.CompactionPool) []string {
 		args = append(args, contract.Arg(contract.FlagCompactorService, c.Namespace+"/"+svc))
 	}
 	if c.Spec.TLS.TLSEnabled() {
-		args = append(args, contract.Arg(contract.FlagTLSDir, contract.TLSMountPath))
+		args = append(args, contract.Arg(contract.FlagTLSDir, contract.TLSMountPath),
+			contract.Arg(contract.FlagTokensFile, contract.TokensMountPath+"/"+contract.TokensFile))
 	}
 	return args
 }
@@ -250,6 +251,7 @@ func BuildStoreStatefulSet(c *kvapi.KVCluster, cm *corev1.ConfigMap, pool *kvapi
 	}
 	if c.Spec.TLS.TLSEnabled() {
 		withTLS(&sts.Spec.Template.Spec, c.StoreTLSSecretName())
+		withTokens(&sts.Spec.Template.Spec, c.TokensSecretName())
 	}
 	applyScheduling(&sts.Spec.Template.Spec, c.Spec.Scheduling, StoreSelectorLabels(c))
 	StampHash(sts, sts.Spec)

@@ -84,7 +84,7 @@ func TestStoreArgs(t *testing.T) {
 			"--wal-dir=/var/lib/bellows/wal", "--config=/etc/bellows/engine.yaml",
 			"--regions=7", "--split-bytes=3221225472", "--split-qps=0", "--max-clock-offset=250ms", "--wal-archive-interval=5s",
 			"--region-owner=$(POD_INDEX)", "--replicas-from=ns/kv", "--peer-service=ns/kv-headless",
-			"--compactor-service=ns/pool-compactor", "--tls-dir=/etc/bellows-tls",
+			"--compactor-service=ns/pool-compactor", "--tls-dir=/etc/bellows-tls", "--tokens-file=/etc/bellows-tokens/tokens",
 		}},
 		// Split keys instead of a count, the split settings written;
 		// offload Disabled: no compactor Service even though a pool is
@@ -104,7 +104,7 @@ func TestStoreArgs(t *testing.T) {
 			"store", "--listen=:7400", "--metrics-listen=:9090", "--bucket=file:///bucket",
 			"--wal-dir=/var/lib/bellows/wal", "--config=/etc/bellows/engine.yaml",
 			"--regions=70", "--split-bytes=536870912", "--split-qps=0", "--max-clock-offset=250ms", "--wal-archive-interval=5s",
-			"--region-owner=$(POD_INDEX)", "--replicas-from=ns/kv", "--peer-service=ns/kv-headless", "--tls-dir=/etc/bellows-tls",
+			"--region-owner=$(POD_INDEX)", "--replicas-from=ns/kv", "--peer-service=ns/kv-headless", "--tls-dir=/etc/bellows-tls", "--tokens-file=/etc/bellows-tokens/tokens",
 		}},
 		// The pool named does not exist (yet): the default without a pool.
 		{"pool not found", defaultedCluster(), nil, []string{
@@ -112,7 +112,7 @@ func TestStoreArgs(t *testing.T) {
 			"--wal-dir=/var/lib/bellows/wal", "--config=/etc/bellows/engine.yaml",
 			"--regions=7", "--split-bytes=536870912", "--split-qps=0", "--max-clock-offset=250ms", "--wal-archive-interval=5s",
 			"--region-owner=$(POD_INDEX)", "--replicas-from=ns/kv", "--peer-service=ns/kv-headless",
-			"--compactor-service=ns/pool-compactor", "--tls-dir=/etc/bellows-tls",
+			"--compactor-service=ns/pool-compactor", "--tls-dir=/etc/bellows-tls", "--tokens-file=/etc/bellows-tokens/tokens",
 		}},
 		// 0 never splits, and is passed as 0 (not the store's default).
 		{"never split", func() *kvapi.KVCluster {
@@ -124,7 +124,7 @@ func TestStoreArgs(t *testing.T) {
 			"--wal-dir=/var/lib/bellows/wal", "--config=/etc/bellows/engine.yaml",
 			"--regions=7", "--split-bytes=0", "--split-qps=0", "--max-clock-offset=250ms", "--wal-archive-interval=5s",
 			"--region-owner=$(POD_INDEX)", "--replicas-from=ns/kv", "--peer-service=ns/kv-headless",
-			"--compactor-service=ns/pool-compactor", "--tls-dir=/etc/bellows-tls",
+			"--compactor-service=ns/pool-compactor", "--tls-dir=/etc/bellows-tls", "--tokens-file=/etc/bellows-tokens/tokens",
 		}},
 		// 0 turns the clock checks off, and is passed as 0s (not the
 		// store's default); a bound written in another form is passed in
@@ -138,7 +138,7 @@ func TestStoreArgs(t *testing.T) {
 			"--wal-dir=/var/lib/bellows/wal", "--config=/etc/bellows/engine.yaml",
 			"--regions=7", "--split-bytes=3221225472", "--split-qps=0", "--max-clock-offset=0s", "--wal-archive-interval=5s",
 			"--region-owner=$(POD_INDEX)", "--replicas-from=ns/kv", "--peer-service=ns/kv-headless",
-			"--compactor-service=ns/pool-compactor", "--tls-dir=/etc/bellows-tls",
+			"--compactor-service=ns/pool-compactor", "--tls-dir=/etc/bellows-tls", "--tokens-file=/etc/bellows-tokens/tokens",
 		}},
 		{"clock bound in seconds", func() *kvapi.KVCluster {
 			c := defaultedCluster()
@@ -149,7 +149,7 @@ func TestStoreArgs(t *testing.T) {
 			"--wal-dir=/var/lib/bellows/wal", "--config=/etc/bellows/engine.yaml",
 			"--regions=7", "--split-bytes=3221225472", "--split-qps=0", "--max-clock-offset=250ms", "--wal-archive-interval=5s",
 			"--region-owner=$(POD_INDEX)", "--replicas-from=ns/kv", "--peer-service=ns/kv-headless",
-			"--compactor-service=ns/pool-compactor", "--tls-dir=/etc/bellows-tls",
+			"--compactor-service=ns/pool-compactor", "--tls-dir=/etc/bellows-tls", "--tokens-file=/etc/bellows-tokens/tokens",
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

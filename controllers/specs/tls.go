@@ -19,7 +19,10 @@ import (
 	"github.com/bellows-kv/bellows/internal/contract"
 )
 
-const tlsVolume = "tls"
+const (
+	tlsVolume    = "tls"
+	tokensVolume = "tokens"
+)
 
 // Keys of the CA Secret and of a TLS Secret (as kubernetes.io/tls and
 // cert-manager lay them out; internal/tlsconfig reads the same names).
@@ -72,6 +75,42 @@ func BuildMonitoringTLSSecret(namespace string, caPEM, certPEM, keyPEM []byte) *
 func namespaceTLSLabels() map[string]string {
 	return map[string]string{contract.LabelName: contract.AppName, contract.LabelManagedBy: contract.ManagedBy,
 		contract.LabelPartOf: contract.AppName, contract.LabelComponent: contract.ComponentCA}
+}
+
+// TokenKey is the key of the token in a token Secret.
+const TokenKey = "token"
+
+// BuildTokenSecret is a client's bearer token of a role, with the CA that
+// verifies the stores (a client with a token needs no certificate).
+func BuildTokenSecret(c *kvapi.KVCluster, role, token string, caPEM []byte) *corev1.Secret {
+	return &corev1.Secret{
+		ObjectMeta: clusterMeta(c, c.TokenSecretName(role)),
+		Type:       corev1.SecretTypeOpaque,
+		Data:       map[string][]byte{TokenKey: []byte(token), CACertKey: caPEM},
+	}
+}
+
+// BuildTokensSecret is the stores' tokens file: lines, one per token
+// (tlsconfig.TokenLine), hashes only.
+func BuildTokensSecret(c *kvapi.KVCluster, lines []string) *corev1.Secret {
+	s := &corev1.Secret{
+		ObjectMeta: clusterMeta(c, c.TokensSecretName()),
+		Type:       corev1.SecretTypeOpaque,
+		Data:       map[string][]byte{contract.TokensFile: []byte(strings.Join(lines, "\n") + "\n")},
+	}
+	StampHash(s, s.Data)
+	return s
+}
+
+// withTokens mounts the stores' tokens Secret (StoreArgs passes
+// --tokens-file). Like a certificate, a changed file is re-read by the
+// running store.
+func withTokens(spec *corev1.PodSpec, secret string) {
+	spec.Volumes = append(spec.Volumes, corev1.Volume{Name: tokensVolume, VolumeSource: corev1.VolumeSource{
+		Secret: &corev1.SecretVolumeSource{SecretName: secret, DefaultMode: ptr.To(int32(0o440))},
+	}})
+	c := &spec.Containers[0]
+	c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: tokensVolume, MountPath: contract.TokensMountPath, ReadOnly: true})
 }
 
 // Renewal says whether the certificate a TLS Secret holds must be issued

@@ -43,6 +43,10 @@ const (
 	// (--tls-dir). Not under ConfigMountDir: that is the ConfigMap's
 	// read-only volume, where no mount point can be made.
 	TLSMountPath = "/etc/bellows-tls"
+	// TokensMountPath is where a store's tokens Secret is mounted; its
+	// file TokensFile is --tokens-file.
+	TokensMountPath = "/etc/bellows-tokens"
+	TokensFile      = "tokens"
 	// EngineConfigPath is the file `bellows store --config` reads in a pod.
 	EngineConfigPath = ConfigMountDir + "/" + EngineConfigFile
 )

@@ -235,23 +235,9 @@ func Dial(dir string) (grpc.DialOption, error) {
 	if dir == "" {
 		return grpc.WithTransportCredentials(insecure.NewCredentials()), nil
 	}
-	m, err := load(dir)
+	cfg, err := ClientConfig(dir)
 	if err != nil {
 		return nil, err
-	}
-	cfg := &tls.Config{
-		MinVersion: tls.VersionTLS12,
-		ServerName: ServerName,
-		GetClientCertificate: func(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
-			c, _ := m.current()
-			return c, nil
-		},
-		// The server's chain is verified below, against the current CA
-		// and ServerName whatever address was dialled.
-		InsecureSkipVerify: true,
-		VerifyPeerCertificate: func(chain [][]byte, _ [][]*x509.Certificate) error {
-			return m.verify(chain, x509.ExtKeyUsageServerAuth, ServerName)
-		},
 	}
 	return grpc.WithTransportCredentials(credentials.NewTLS(cfg)), nil
 }
