@@ -28,7 +28,7 @@ const missingImage = "bellows.test/bellows:does-not-exist"
 // be had.
 var imageFailures = map[string]bool{"ErrImageNeverPull": true, "ErrImagePull": true, "ImagePullBackOff": true}
 
-// 10. The KVCluster's image is set to one that does not exist, then set
+// 11. The KVCluster's image is set to one that does not exist, then set
 // back. The StatefulSet replaces its highest pod, which cannot start, and
 // goes no further; it would not replace that pod with the corrected
 // template either (kubernetes/kubernetes#67250). The operator does: the

@@ -59,7 +59,7 @@ func imageTag(image string) string  { return image[strings.LastIndex(image, ":")
 
 // TestBellows runs the scenarios in order; each builds on the previous one,
 // so the first failure stops the rest. A real Prometheus scrapes the
-// cluster throughout (prometheus_test.go); scenario 14 checks what it saw.
+// cluster throughout (prometheus_test.go); scenario 15 checks what it saw.
 func TestBellows(t *testing.T) {
 	e := newEnv(t)
 	p := newProm(t)
@@ -84,16 +84,17 @@ func TestBellows(t *testing.T) {
 		// throttled to tens of KB/s: its major compaction of every region
 		// would take minutes there.
 		{"5-kubectl-plugin", func(t *testing.T) { e.kubectlPlugin(t, kv, l) }},
-		{"6-backup-and-restore", func(t *testing.T) { e.backupAndRestore(t, l) }},
-		{"7-point-in-time-restore", e.pointInTimeRestore},
-		{"8-autoscaling", func(t *testing.T) { e.autoscaling(t, kv, l) }},
-		{"9-upgrade", func(t *testing.T) { e.upgrade(t, kv, l) }},
-		{"10-bad-image-rollout", func(t *testing.T) { e.badImageRollout(t, kv, l) }},
-		{"11-region-moves", func(t *testing.T) { e.regionMoves(t, kv, l) }},
-		{"12-ycsb-through-the-client-service", e.ycsbThroughTheService},
-		{"13-hpa-on-scale", func(t *testing.T) { hpaScenario(t, e, kv, l) }},
-		{"14-monitoring", func(t *testing.T) { e.monitoring(t, p) }},
-		{"15-uninstall", e.uninstall},
+		{"6-security", func(t *testing.T) { e.security(t, kv, l) }},
+		{"7-backup-and-restore", func(t *testing.T) { e.backupAndRestore(t, l) }},
+		{"8-point-in-time-restore", e.pointInTimeRestore},
+		{"9-autoscaling", func(t *testing.T) { e.autoscaling(t, kv, l) }},
+		{"10-upgrade", func(t *testing.T) { e.upgrade(t, kv, l) }},
+		{"11-bad-image-rollout", func(t *testing.T) { e.badImageRollout(t, kv, l) }},
+		{"12-region-moves", func(t *testing.T) { e.regionMoves(t, kv, l) }},
+		{"13-ycsb-through-the-client-service", e.ycsbThroughTheService},
+		{"14-hpa-on-scale", func(t *testing.T) { hpaScenario(t, e, kv, l) }},
+		{"15-monitoring", func(t *testing.T) { e.monitoring(t, p) }},
+		{"16-uninstall", e.uninstall},
 	}
 	for _, s := range steps {
 		ok := t.Run(s.name, func(t *testing.T) {
@@ -302,7 +303,7 @@ func (e *env) scrapeAll(t *testing.T, ctx context.Context, component, instance s
 		if p.Status.PodIP == "" {
 			continue
 		}
-		s, err := scrape(ctx, metricsURL(&p))
+		s, err := e.scrape(ctx, &p)
 		if err != nil {
 			return nil, err
 		}
@@ -383,7 +384,7 @@ func (e *env) offloadedCompaction(t *testing.T, kv *kvClient, l *ledger) {
 	if err := e.c.Get(ctx, client.ObjectKey{Namespace: ns, Name: clusterName}, &svc); err != nil {
 		t.Fatal(err)
 	}
-	conn, err := kv.conn(fmt.Sprintf("%s:%d", svc.Spec.ClusterIP, contract.StoreGRPCPort))
+	conn, err := kv.conn(ctx, fmt.Sprintf("%s:%d", svc.Spec.ClusterIP, contract.StoreGRPCPort))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -503,7 +504,7 @@ func (e *env) compactorDies(t *testing.T, kv *kvClient, l *ledger) {
 		deadline := time.Now().Add(30 * time.Second)
 		for victim == nil && time.Now().Before(deadline) {
 			for _, p := range e.pods(t, contract.ComponentCompactor, poolName) {
-				s, err := scrape(ctx, metricsURL(&p))
+				s, err := e.scrape(ctx, &p)
 				if err != nil {
 					continue
 				}
@@ -623,10 +624,10 @@ func (e *env) awaitWorkersWhere(t *testing.T, what string, ok func(spec int32) b
 	})
 }
 
-// 8. Autoscaling through the capacity model (see autoscaling_test.go).
+// 9. Autoscaling through the capacity model (see autoscaling_test.go).
 func (e *env) autoscaling(t *testing.T, kv *kvClient, l *ledger) { autoscalingScenario(t, e, kv, l) }
 
-// 9. The upgrade of docs/guide/operations.md, as a user runs it: the new
+// 10. The upgrade of docs/guide/operations.md, as a user runs it: the new
 // CRDs applied server-side, then `helm upgrade` to a new image. The new
 // operator rolls the storage pods one at a time and the workers by their
 // Deployment, while a client keeps writing and reading: it may see brief
@@ -761,7 +762,7 @@ func (e *env) upgrade(t *testing.T, kv *kvClient, l *ledger) {
 	verifyLedger(t, ctx, kv, l)
 }
 
-// 15. Deleting the resources and uninstalling the chart leaves nothing
+// 16. Deleting the resources and uninstalling the chart leaves nothing
 // behind: no KVCluster, CompactionPool or namespace of the test, no PVC, no
 // operator Deployment, ServiceAccount, ClusterRole(Binding) or release
 // Secret, no pod anywhere, no container running in the node's containerd.

@@ -27,6 +27,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	kvapi "github.com/bellows-kv/bellows/api/v1alpha1"
+	"github.com/bellows-kv/bellows/controllers/specs"
 	"github.com/bellows-kv/bellows/internal/contract"
 )
 
@@ -135,14 +136,21 @@ func eventually(t *testing.T, timeout time.Duration, what string, cond func(ctx 
 // sorted) → value, for counters, gauges and untyped metrics.
 type series map[string]float64
 
-func scrape(ctx context.Context, url string) (series, error) {
+// scrape reads a store's or worker's /metrics (over TLS with the
+// namespace's monitoring certificate when the pod serves TLS).
+func (e *env) scrape(ctx context.Context, p *corev1.Pod) (series, error) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
+	hc, err := metricsClient(ctx, e.c, p)
+	if err != nil {
+		return nil, err
+	}
+	url := metricsURL(p)
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return nil, err
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := hc.Do(req)
 	if err != nil {
 		return nil, err
 	}
@@ -204,7 +212,11 @@ func (s series) sum(metric string, want ...string) float64 {
 }
 
 func metricsURL(p *corev1.Pod) string {
-	return fmt.Sprintf("http://%s:%d/metrics", p.Status.PodIP, contract.MetricsPort)
+	scheme := "http"
+	if specs.PodServesTLS(p) {
+		scheme = "https"
+	}
+	return fmt.Sprintf("%s://%s:%d/metrics", scheme, p.Status.PodIP, contract.MetricsPort)
 }
 
 // podReady says whether a pod is Ready and not being deleted.

@@ -11,11 +11,13 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	kvapi "github.com/bellows-kv/bellows/api/v1alpha1"
 	"github.com/bellows-kv/bellows/internal/contract"
 	kvpb "github.com/bellows-kv/bellows/proto/bellows/kv/v1"
 )
@@ -33,6 +35,7 @@ type kvClient struct {
 	ns, name string
 
 	mu     sync.Mutex
+	creds  credentials.TransportCredentials
 	conns  map[string]*grpc.ClientConn // pod IP:port → connection
 	routes []route
 }
@@ -56,13 +59,42 @@ func (k *kvClient) Close() {
 	}
 }
 
-func (k *kvClient) conn(addr string) (*grpc.ClientConn, error) {
+// transport is how the client dials the cluster's pods: with its admin
+// client certificate when the cluster has TLS (read once, when first
+// needed: the operator issues it after the KVCluster is created).
+func (k *kvClient) transport(ctx context.Context) (credentials.TransportCredentials, error) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.creds != nil {
+		return k.creds, nil
+	}
+	var c kvapi.KVCluster
+	if err := k.c.Get(ctx, client.ObjectKey{Namespace: k.ns, Name: k.name}, &c); err != nil {
+		return nil, err
+	}
+	if !c.Spec.TLS.TLSEnabled() {
+		k.creds = insecure.NewCredentials()
+		return k.creds, nil
+	}
+	cfg, err := secretTLS(ctx, k.c, k.ns, c.ClientTLSSecretName("admin"))
+	if err != nil {
+		return nil, err
+	}
+	k.creds = credentials.NewTLS(cfg)
+	return k.creds, nil
+}
+
+func (k *kvClient) conn(ctx context.Context, addr string) (*grpc.ClientConn, error) {
+	creds, err := k.transport(ctx)
+	if err != nil {
+		return nil, status.Error(codes.Unavailable, err.Error())
+	}
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	if c := k.conns[addr]; c != nil {
 		return c, nil
 	}
-	c, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	c, err := grpc.NewClient(addr, grpc.WithTransportCredentials(creds))
 	if err != nil {
 		return nil, err
 	}
@@ -85,7 +117,7 @@ func (k *kvClient) discover(ctx context.Context) error {
 			continue
 		}
 		addr := fmt.Sprintf("%s:%d", p.Status.PodIP, contract.StoreGRPCPort)
-		conn, err := k.conn(addr)
+		conn, err := k.conn(ctx, addr)
 		if err != nil {
 			return err
 		}
@@ -147,7 +179,7 @@ func (k *kvClient) do(ctx context.Context, key []byte, f func(ctx context.Contex
 			err = status.Errorf(codes.Unavailable, "no route for key %q", key)
 		} else {
 			var conn *grpc.ClientConn
-			if conn, err = k.conn(r.addr); err == nil {
+			if conn, err = k.conn(ctx, r.addr); err == nil {
 				actx, cancel := context.WithTimeout(ctx, 5*time.Second)
 				err = f(actx, conn)
 				cancel()

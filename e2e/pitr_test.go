@@ -33,7 +33,7 @@ const (
 // cluster's split keys b, c and d, and account i is in region i % 4.
 func ledgerAccount(i int) []byte { return fmt.Appendf(nil, "%c/acct-%02d", 'a'+i%4, i) }
 
-// 7. Point-in-time restore after a lost volume. A two-store cluster with its
+// 8. Point-in-time restore after a lost volume. A two-store cluster with its
 // own bucket runs the bank (transfers between accounts of different
 // regions, some abandoned mid-commit) through the Go client; a
 // ScheduledBackup takes a backup under that load; the test reads the whole
@@ -64,7 +64,7 @@ func (e *env) pointInTimeRestore(t *testing.T) {
 	defer e.deleteCluster(t, ledgerName)
 	e.waitClusterReady(t, ledgerName, 5*time.Minute)
 	addrs := e.storeAddrs(t, ledgerName)
-	c, err := bellowsclient.New(ctx, addrs, bellowsclient.Options{})
+	c, err := bellowsclient.New(ctx, addrs, e.clientOptions(t, ledgerName, "admin"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -149,7 +149,7 @@ func (e *env) pointInTimeRestore(t *testing.T) {
 	}
 	defer e.deleteCluster(t, pitrName)
 	e.waitClusterReady(t, pitrName, 5*time.Minute)
-	rc, err := bellowsclient.New(ctx, e.storeAddrs(t, pitrName), bellowsclient.Options{})
+	rc, err := bellowsclient.New(ctx, e.storeAddrs(t, pitrName), e.clientOptions(t, pitrName, "admin"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -28,13 +28,17 @@ import (
 	"github.com/prometheus/client_golang/api"
 	promv1 "github.com/prometheus/client_golang/api/prometheus/v1"
 	"github.com/prometheus/common/model"
+	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
+	kvapi "github.com/bellows-kv/bellows/api/v1alpha1"
+	"github.com/bellows-kv/bellows/controllers/specs"
 	"github.com/bellows-kv/bellows/hack/grafana"
 	"github.com/bellows-kv/bellows/internal/contract"
+	"github.com/bellows-kv/bellows/internal/tlsconfig"
 )
 
 // prom is the Prometheus hack/e2e.sh runs.
@@ -43,6 +47,9 @@ type prom struct {
 	dir    string // prometheus.yml's directory: rules/ and targets/ under it
 	api    promv1.API
 	loaded time.Time // when the rules were loaded
+	// tlsNamespace is the namespace whose monitoring certificate the TLS
+	// scrape job uses, once enableTLS added it (discoverTargets' alone).
+	tlsNamespace string
 }
 
 func newProm(t *testing.T) *prom {
@@ -80,14 +87,16 @@ var metricsNamespaces = []string{operatorNS, ns}
 // metricsNamespaces, labelled job and service (the Service's name),
 // namespace, pod and endpoint (the port's name).
 func (p *prom) discoverTargets(ctx context.Context, t *testing.T, e *env) {
-	path := filepath.Join(p.dir, "targets", "bellows.json")
-	var last []byte
+	type group struct {
+		Targets []string          `json:"targets"`
+		Labels  map[string]string `json:"labels"`
+	}
+	files := map[bool]*targetFile{
+		false: {path: filepath.Join(p.dir, "targets", "bellows.json")},
+		true:  {path: filepath.Join(p.dir, "tls-targets", "bellows.json")},
+	}
 	for {
-		type group struct {
-			Targets []string          `json:"targets"`
-			Labels  map[string]string `json:"labels"`
-		}
-		var groups []group
+		groups := map[bool][]group{false: {}, true: {}}
 		for _, n := range metricsNamespaces {
 			var list discoveryv1.EndpointSliceList
 			if err := e.c.List(ctx, &list, client.InNamespace(n)); err != nil {
@@ -107,7 +116,21 @@ func (p *prom) discoverTargets(ctx context.Context, t *testing.T, e *env) {
 						if ep.TargetRef == nil || len(ep.Addresses) == 0 {
 							continue
 						}
-						groups = append(groups, group{
+						// The stores and workers serve /metrics over TLS
+						// (docs/security.md): scraped by the TLS job with
+						// the namespace's monitoring certificate.
+						var pod corev1.Pod
+						isTLS := ep.TargetRef.Kind == "Pod" &&
+							e.c.Get(ctx, client.ObjectKey{Namespace: sl.Namespace, Name: ep.TargetRef.Name}, &pod) == nil && specs.PodServesTLS(&pod)
+						if isTLS {
+							if ok, err := p.enableTLS(ctx, e, sl.Namespace); !ok {
+								if err != nil && ctx.Err() == nil {
+									t.Logf("prometheus targets: %v", err)
+								}
+								continue
+							}
+						}
+						groups[isTLS] = append(groups[isTLS], group{
 							Targets: []string{fmt.Sprintf("%s:%d", ep.Addresses[0], *port.Port)},
 							Labels: map[string]string{"job": svc, "service": svc, "namespace": sl.Namespace,
 								"pod": ep.TargetRef.Name, "endpoint": *port.Name},
@@ -116,26 +139,11 @@ func (p *prom) discoverTargets(ctx context.Context, t *testing.T, e *env) {
 				}
 			}
 		}
-		if groups == nil {
-			groups = []group{}
-		}
-		b, err := json.Marshal(groups)
-		if err != nil {
-			t.Errorf("prometheus targets: %v", err)
-			return
-		}
-		if !bytes.Equal(b, last) {
-			// Renamed into place: Prometheus never reads a half-written file.
-			tmp := path + ".tmp"
-			err := os.WriteFile(tmp, b, 0o644)
-			if err == nil {
-				err = os.Rename(tmp, path)
-			}
-			if err != nil {
+		for isTLS, f := range files {
+			if err := f.write(groups[isTLS]); err != nil {
 				t.Errorf("prometheus targets: %v", err)
 				return
 			}
-			last = b
 		}
 		select {
 		case <-ctx.Done():
@@ -143,6 +151,84 @@ func (p *prom) discoverTargets(ctx context.Context, t *testing.T, e *env) {
 		case <-time.After(2 * time.Second):
 		}
 	}
+}
+
+// targetFile is a file_sd file, rewritten when its targets change.
+type targetFile struct {
+	path string
+	last []byte
+}
+
+func (f *targetFile) write(groups any) error {
+	b, err := json.Marshal(groups)
+	if err != nil || bytes.Equal(b, f.last) {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(f.path), 0o755); err != nil {
+		return err
+	}
+	// Renamed into place: Prometheus never reads a half-written file.
+	tmp := f.path + ".tmp"
+	if err := os.WriteFile(tmp, b, 0o644); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, f.path); err != nil {
+		return err
+	}
+	f.last = b
+	return nil
+}
+
+// enableTLS gives Prometheus a scrape job for the pods that serve TLS: it
+// writes namespace's monitoring certificate (which the operator issues with
+// the namespace's first cluster or pool) where the job reads it, adds the
+// job to prometheus.yml and reloads. ok is false until the certificate
+// exists. One namespace's: the e2e's TLS pods are all in ns.
+func (p *prom) enableTLS(ctx context.Context, e *env, namespace string) (ok bool, err error) {
+	if p.tlsNamespace != "" {
+		return p.tlsNamespace == namespace, nil
+	}
+	var s corev1.Secret
+	if err := e.c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: kvapi.MonitoringTLSSecretName}, &s); err != nil {
+		return false, client.IgnoreNotFound(err)
+	}
+	dir := filepath.Join(p.dir, "tls")
+	if err := tlsconfig.WriteDir(dir, s.Data[specs.CACertKey], s.Data[corev1.TLSCertKey], s.Data[corev1.TLSPrivateKeyKey]); err != nil {
+		return false, err
+	}
+	cfgPath := filepath.Join(p.dir, "prometheus.yml")
+	cfg, err := os.ReadFile(cfgPath)
+	if err != nil {
+		return false, err
+	}
+	// prometheus.yml (hack/e2e.sh) ends in its scrape_configs list.
+	job := fmt.Sprintf(`- job_name: bellows-tls
+  scheme: https
+  tls_config: {ca_file: %q, cert_file: %q, key_file: %q, server_name: %q}
+  file_sd_configs:
+  - {files: [%q], refresh_interval: 5s}
+`, filepath.Join(dir, tlsconfig.CAFile), filepath.Join(dir, tlsconfig.CertFile), filepath.Join(dir, tlsconfig.KeyFile),
+		tlsconfig.ServerName, filepath.Join(p.dir, "tls-targets", "*.json"))
+	if !bytes.HasSuffix(cfg, []byte("\n")) {
+		cfg = append(cfg, '\n')
+	}
+	if err := os.WriteFile(cfgPath, append(cfg, job...), 0o644); err != nil {
+		return false, err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, p.url+"/-/reload", nil)
+	if err != nil {
+		return false, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return false, fmt.Errorf("reloading Prometheus with the TLS job: %w", err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return false, fmt.Errorf("reloading Prometheus with the TLS job: %s", resp.Status)
+	}
+	p.tlsNamespace = namespace
+	return true, nil
 }
 
 // loadRules renders the chart's PrometheusRule as a cluster with the

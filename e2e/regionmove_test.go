@@ -67,7 +67,7 @@ func (m *moveRecorder) ok(region string, at time.Time) {
 	m.lastOK[region] = at
 }
 
-// 11. Regions move between stores in about a second: the KVCluster scales
+// 12. Regions move between stores in about a second: the KVCluster scales
 // 3 → 2 → 3 under a write load through the client Service, with offloaded
 // major compactions running back to back, and a probe of every region every
 // 250 ms. Every acknowledged write reads back and no attempt fails with a
@@ -104,7 +104,7 @@ func (e *env) regionMoves(t *testing.T, kv *kvClient, l *ledger) {
 	if err := e.c.Get(ctx, client.ObjectKey{Namespace: ns, Name: clusterName}, &svc); err != nil {
 		t.Fatal(err)
 	}
-	conn, err := kv.conn(fmt.Sprintf("%s:%d", svc.Spec.ClusterIP, contract.StoreGRPCPort))
+	conn, err := kv.conn(ctx, fmt.Sprintf("%s:%d", svc.Spec.ClusterIP, contract.StoreGRPCPort))
 	if err != nil {
 		t.Fatal(err)
 	}

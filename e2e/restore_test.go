@@ -18,7 +18,7 @@ import (
 // restoredName is the KVCluster the scenario restores demo's backup into.
 const restoredName = "restored"
 
-// 6. A Backup object of demo is taken by one of its storage pods into the
+// 7. A Backup object of demo is taken by one of its storage pods into the
 // in-cluster S3 server; a new KVCluster with bootstrap.recovery naming it
 // starts only after its restore Job copied the backup into its own bucket,
 // becomes Ready, and serves every write the ledger holds (no write happened

@@ -36,7 +36,7 @@ func (e *env) ycsbThroughTheService(t *testing.T) {
 		t.Fatalf("Service %s has no ClusterIP", svc.Name)
 	}
 	seed := net.JoinHostPort(svc.Spec.ClusterIP, strconv.Itoa(contract.StoreGRPCPort))
-	c, err := bellows.New(ctx, []string{seed}, bellows.Options{})
+	c, err := bellows.New(ctx, []string{seed}, e.clientOptions(t, clusterName, "write"))
 	if err != nil {
 		t.Fatalf("client seeded with the Service %s: %v", seed, err)
 	}
