@@ -20,20 +20,9 @@ func HTTPServer(dir string) (*tls.Config, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &tls.Config{
-		MinVersion: tls.VersionTLS12,
-		GetCertificate: func(*tls.ClientHelloInfo) (*tls.Certificate, error) {
-			c, _ := m.current()
-			return c, nil
-		},
-		ClientAuth: tls.RequestClientCert,
-		VerifyPeerCertificate: func(chain [][]byte, _ [][]*x509.Certificate) error {
-			if len(chain) == 0 {
-				return nil // a probe; RequireClientCert decides per handler
-			}
-			return m.verify(chain, x509.ExtKeyUsageClientAuth, "")
-		},
-	}, nil
+	// Probes come without a certificate; RequireClientCert decides per
+	// handler.
+	return m.serverConfig(false), nil
 }
 
 // RequireClientCert answers 401 to a request that came without a verified

@@ -213,20 +213,33 @@ func Server(dir string) (grpc.ServerOption, error) {
 	if err != nil {
 		return nil, err
 	}
-	cfg := &tls.Config{
+	return grpc.Creds(credentials.NewTLS(m.serverConfig(true))), nil
+}
+
+// serverConfig serves m's certificate. A client certificate is verified
+// against the CA as it is now, not as it was at start, so a rotated CA is
+// trusted without a restart; requireCert says whether a client without
+// one is refused at the handshake (otherwise the caller decides later,
+// per call or per request).
+func (m *material) serverConfig(requireCert bool) *tls.Config {
+	auth := tls.RequestClientCert
+	if requireCert {
+		auth = tls.RequireAnyClientCert
+	}
+	return &tls.Config{
 		MinVersion: tls.VersionTLS12,
 		GetCertificate: func(*tls.ClientHelloInfo) (*tls.Certificate, error) {
 			c, _ := m.current()
 			return c, nil
 		},
-		// Verified below against the CA as it is now, not as it was at
-		// start: a rotated CA is trusted without a restart.
-		ClientAuth: tls.RequireAnyClientCert,
+		ClientAuth: auth,
 		VerifyPeerCertificate: func(chain [][]byte, _ [][]*x509.Certificate) error {
+			if len(chain) == 0 && !requireCert {
+				return nil
+			}
 			return m.verify(chain, x509.ExtKeyUsageClientAuth, "")
 		},
 	}
-	return grpc.Creds(credentials.NewTLS(cfg)), nil
 }
 
 // Dial returns the gRPC option that dials with mutual TLS from dir, or

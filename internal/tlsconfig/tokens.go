@@ -270,23 +270,8 @@ func ServerWithTokens(dir string) (grpc.ServerOption, error) {
 	if err != nil {
 		return nil, err
 	}
-	cfg := &tls.Config{
-		MinVersion: tls.VersionTLS12,
-		GetCertificate: func(*tls.ClientHelloInfo) (*tls.Certificate, error) {
-			c, _ := m.current()
-			return c, nil
-		},
-		// Asked for, verified if given (against the CA as it is now),
-		// not required: a client without one authenticates per call.
-		ClientAuth: tls.RequestClientCert,
-		VerifyPeerCertificate: func(chain [][]byte, _ [][]*x509.Certificate) error {
-			if len(chain) == 0 {
-				return nil // its calls must carry a token
-			}
-			return m.verify(chain, x509.ExtKeyUsageClientAuth, "")
-		},
-	}
-	return grpc.Creds(credentials.NewTLS(cfg)), nil
+	// A client without a certificate authenticates per call, by token.
+	return grpc.Creds(credentials.NewTLS(m.serverConfig(false))), nil
 }
 
 // DialCA returns the gRPC option that dials TLS trusting dir's ca.crt and
