@@ -109,7 +109,7 @@ func (s storeAdmin) addr(ctx context.Context, c *kvapi.KVCluster) string {
 func (s storeAdmin) call(ctx context.Context, c *kvapi.KVCluster, fn func(ctx context.Context, admin kvpb.AdminClient) error) error {
 	transport := insecure.NewCredentials()
 	if c.Spec.TLS.TLSEnabled() {
-		cfg, err := s.creds.forNamespace(ctx, s.certs, c.Namespace)
+		cfg, err := s.creds.forMode(ctx, s.certs, c.Namespace, c.Spec.TLS.Mode, c.ClientTLSSecretName("admin"))
 		if err != nil {
 			return fmt.Errorf("the operator's client certificate for %s: %w", c.Namespace, err)
 		}

@@ -22,11 +22,15 @@ import (
 	"crypto/tls"
 	"fmt"
 	"maps"
+	"strings"
 	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/discovery"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kvapi "github.com/bellows-kv/bellows/api/v1alpha1"
@@ -36,6 +40,7 @@ import (
 )
 
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch;create;update
+// +kubebuilder:rbac:groups=cert-manager.io,resources=certificates,verbs=get;list;watch;create;update
 
 // certificates issues and renews the certificate Secrets of a namespace.
 type certificates struct {
@@ -200,12 +205,17 @@ func poolCertificates(p *kvapi.CompactionPool) []certificate {
 	}}
 }
 
-// certificatesStep keeps the certificates of an owner with TLS issued, and
-// asks for a pass when the first is due.
-func certificatesStep[P pass](cs certificates, enabled func(P) bool, ns func(P) string, certs func(P) []certificate) step[P] {
+// certificatesStep keeps the certificates of an owner with TLS issued: by
+// the namespace's CA (asking for a pass when the first is due), or, with
+// tls.mode CertManager, as cert-manager Certificates (cert-manager renews).
+func certificatesStep[P pass](cs certificates, ch children, tls func(P) kvapi.TLSSpec, ns func(P) string, certs func(P) []certificate) step[P] {
 	return step[P]{"certificates", func(ctx context.Context, p P) Result {
-		if !enabled(p) {
+		spec := tls(p)
+		switch spec.Mode {
+		case kvapi.TLSDisabled:
 			return Continue()
+		case kvapi.TLSCertManager:
+			return FailIf(cs.ensureCertManager(ctx, ch, p.owner(), ns(p), *spec.IssuerRef, certs(p)))
 		}
 		next, err := cs.ensureAll(ctx, ns(p), certs(p))
 		if err != nil {
@@ -213,6 +223,57 @@ func certificatesStep[P pass](cs certificates, enabled func(P) bool, ns func(P) 
 		}
 		return Requeue(max(time.Until(next), time.Second))
 	}}
+}
+
+// ensureCertManager keeps a cert-manager Certificate for each of certs,
+// owned by owner, and the namespace's monitoring one (created once, owned
+// by none, like the operator's).
+func (cs certificates) ensureCertManager(ctx context.Context, ch children, owner client.Object, ns string, issuer kvapi.IssuerReference, certs []certificate) error {
+	for _, c := range certs {
+		meta := c.build(nil, nil, nil).ObjectMeta
+		if _, err := ensure(ctx, ch, owner, specs.BuildCertificate(meta, c.name, c.role.String(), issuer), updateCertificate); err != nil {
+			return certManagerError(err)
+		}
+	}
+	mon := specs.BuildCertificate(specs.BuildMonitoringTLSSecret(ns, nil, nil, nil).ObjectMeta, "bellows-monitoring", tlsconfig.Reader.String(), issuer)
+	if err := cs.client.Create(ctx, mon); err != nil && !apierrors.IsAlreadyExists(err) {
+		return certManagerError(fmt.Errorf("create Certificate %s/%s: %w", ns, mon.GetName(), err))
+	}
+	return nil
+}
+
+// certManagerError says what to do when cert-manager is not installed.
+func certManagerError(err error) error {
+	if meta.IsNoMatchError(err) || discovery.IsGroupDiscoveryFailedError(err) || strings.Contains(err.Error(), "no matches for kind") {
+		return fmt.Errorf("tls.mode CertManager needs cert-manager, and the API server serves no %s: install cert-manager, or use tls.mode Operator: %w", specs.CertificateGVK, err)
+	}
+	return err
+}
+
+func updateCertificate(live, desired *unstructured.Unstructured) {
+	live.Object["spec"] = desired.Object["spec"]
+}
+
+// clusterCAPEM is the CA of c's certificates: the namespace's, or (with
+// cert-manager) the one cert-manager wrote into the stores' Secret; nil
+// until it has.
+func (cs certificates) clusterCAPEM(ctx context.Context, c *kvapi.KVCluster) ([]byte, error) {
+	if c.Spec.TLS.Mode != kvapi.TLSCertManager {
+		ca, err := cs.namespaceCA(ctx, c.Namespace)
+		if err != nil {
+			return nil, err
+		}
+		return ca.PEM, nil
+	}
+	var s corev1.Secret
+	err := cs.get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: c.StoreTLSSecretName()}, &s)
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return s.Data[specs.CACertKey], nil
 }
 
 // operatorCredentials are the operator's own client certificates (role
@@ -233,6 +294,20 @@ type operatorCert struct {
 // operatorCertValidity is short: the certificate lives in memory only,
 // and is issued again whenever the operator restarts.
 const operatorCertValidity = 24 * time.Hour
+
+// forMode is forNamespace, or with tls.mode CertManager (where the
+// operator holds no CA key) the client certificate in the Secret secret,
+// which cert-manager issued.
+func (o *operatorCredentials) forMode(ctx context.Context, cs certificates, ns string, mode kvapi.TLSMode, secret string) (*tls.Config, error) {
+	if mode != kvapi.TLSCertManager {
+		return o.forNamespace(ctx, cs, ns)
+	}
+	var s corev1.Secret
+	if err := cs.get(ctx, client.ObjectKey{Namespace: ns, Name: secret}, &s); err != nil {
+		return nil, fmt.Errorf("the client certificate cert-manager issues into Secret %s/%s: %w", ns, secret, err)
+	}
+	return tlsconfig.ClientFromPEM(s.Data[specs.CACertKey], s.Data[corev1.TLSCertKey], s.Data[corev1.TLSPrivateKeyKey])
+}
 
 // forNamespace returns the operator's TLS client configuration for the
 // pods of ns.

@@ -5,12 +5,17 @@ import (
 	"context"
 	"crypto/x509"
 	"encoding/pem"
+	"path/filepath"
 	"testing"
+	"time"
 
 	. "github.com/onsi/gomega"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	kvapi "github.com/bellows-kv/bellows/api/v1alpha1"
 	"github.com/bellows-kv/bellows/controllers/specs"
@@ -179,13 +184,93 @@ func TestCertificatesAreIssuedMountedAndReissued(t *testing.T) {
 		g.Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(plain), plain)).To(Succeed())
 		d := condition(plain.Status.Conditions, kvapi.ConditionDegraded)
 		g.Expect(d.Reason).To(Equal(kvapi.ReasonTLSMismatch))
-		g.Expect(d.Message).To(ContainSubstring(`tls.mode is Disabled here and Operator in CompactionPool "workers"`))
+		g.Expect(d.Message).To(ContainSubstring(`tls is Disabled here and Operator in CompactionPool "workers"`))
 	}).Should(Succeed())
 
 	// The mode is immutable (retried over the operator's status writes).
 	g.Eventually(func(g Gomega) {
 		g.Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(plain), plain)).To(Succeed())
 		plain.Spec.TLS.Mode = kvapi.TLSOperator
-		g.Expect(k8sClient.Update(ctx, plain)).To(MatchError(ContainSubstring("tls.mode is immutable")))
+		g.Expect(k8sClient.Update(ctx, plain)).To(MatchError(ContainSubstring("tls.mode and tls.issuerRef are immutable")))
 	}).Should(Succeed())
+}
+
+// TestCertManagerIssuesTheSameCertificates: with tls.mode CertManager the
+// operator writes a cert-manager Certificate for each certificate its CA
+// would issue (same Secret, name, role, uses, validity; the Secret labelled
+// for the operator's cache), makes no CA of its own, and takes the CA for
+// the tokens from what cert-manager writes. The issuer is required with
+// the mode and refused without it.
+func TestCertManagerIssuesTheSameCertificates(t *testing.T) {
+	g := NewWithT(t)
+	g.SetDefaultEventuallyTimeout(eventually)
+	g.SetDefaultEventuallyPollingInterval(poll)
+	ctx := context.Background()
+	ns := newNamespace(t)
+
+	cluster := validCluster(ns, "cm")
+	cluster.Spec.TLS = kvapi.TLSSpec{Mode: kvapi.TLSCertManager}
+	g.Expect(k8sClient.Create(ctx, cluster)).To(MatchError(ContainSubstring("tls.issuerRef names the cert-manager issuer of tls.mode CertManager")))
+	cluster.Spec.TLS = kvapi.TLSSpec{Mode: kvapi.TLSOperator, IssuerRef: &kvapi.IssuerReference{Name: "ca"}}
+	g.Expect(k8sClient.Create(ctx, cluster)).To(MatchError(ContainSubstring("tls.issuerRef names the cert-manager issuer")))
+
+	_, err := envtest.InstallCRDs(cfg, envtest.CRDInstallOptions{Paths: []string{filepath.Join("testdata", "cert-manager-certificates-crd.yaml")}, ErrorIfPathMissing: true})
+	g.Expect(err).NotTo(HaveOccurred())
+	issuer := &kvapi.IssuerReference{Name: "ca", Kind: "ClusterIssuer"}
+	pool := validPool(ns, "cm")
+	pool.Spec.Autoscaling.Mode = kvapi.AutoscalingDisabled
+	pool.Spec.TLS = kvapi.TLSSpec{Mode: kvapi.TLSCertManager, IssuerRef: issuer}
+	cluster.Spec.TLS = kvapi.TLSSpec{Mode: kvapi.TLSCertManager, IssuerRef: issuer}
+	cluster.Spec.CompactionPoolRef = &kvapi.CompactionPoolReference{Name: "cm"}
+	g.Expect(k8sClient.Create(ctx, pool)).To(Succeed())
+	g.Expect(k8sClient.Create(ctx, cluster)).To(Succeed())
+
+	want := map[string]string{"cm-store-tls": "node", "cm-worker-tls": "node", "cm-client-read": "read",
+		"cm-client-write": "write", "cm-client-admin": "admin", kvapi.MonitoringTLSSecretName: "read"}
+	g.Eventually(func(g Gomega) {
+		for name, role := range want {
+			u := &unstructured.Unstructured{}
+			u.SetGroupVersionKind(specs.CertificateGVK)
+			g.Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, u)).To(Succeed(), name)
+			spec := u.Object["spec"].(map[string]any)
+			g.Expect(spec["secretName"]).To(Equal(name))
+			g.Expect(spec["subject"]).To(Equal(map[string]any{"organizations": []any{role}}))
+			g.Expect(spec["issuerRef"]).To(Equal(map[string]any{"name": "ca", "kind": "ClusterIssuer", "group": "cert-manager.io"}))
+			g.Expect(spec["duration"]).To(Equal(contract.CertValidity.String()))
+			g.Expect(spec["secretTemplate"]).To(HaveKeyWithValue("labels", HaveKeyWithValue(contract.LabelManagedBy, contract.ManagedBy)))
+			if role == "node" {
+				g.Expect(spec["dnsNames"]).To(ContainElement(tlsconfig.ServerName))
+				g.Expect(spec["usages"]).To(ContainElements("server auth", "client auth"))
+			} else {
+				g.Expect(spec["usages"]).NotTo(ContainElement("server auth"))
+			}
+		}
+	}).Should(Succeed())
+	// No CA of the operator's: cert-manager's issuer is the CA.
+	g.Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: kvapi.CASecretName}, &corev1.Secret{})).To(MatchError(ContainSubstring("not found")))
+
+	// cert-manager writes the stores' certificate: the tokens take its CA.
+	ca, err := tlsconfig.NewCA("cert-manager's CA", contract.CAValidity)
+	g.Expect(err).NotTo(HaveOccurred())
+	cert, key, err := ca.Issue("cm-store", tlsconfig.Node, nil, time.Now(), contract.CertValidity)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(k8sClient.Create(ctx, &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "cm-store-tls", Labels: map[string]string{contract.LabelManagedBy: contract.ManagedBy}},
+		Type:       corev1.SecretTypeTLS,
+		Data:       map[string][]byte{specs.CACertKey: ca.PEM, corev1.TLSCertKey: cert, corev1.TLSPrivateKeyKey: key},
+	})).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		for _, role := range kvapi.ClientRoles {
+			s := &corev1.Secret{}
+			g.Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: cluster.TokenSecretName(role)}, s)).To(Succeed())
+			g.Expect(s.Data[specs.CACertKey]).To(Equal(ca.PEM))
+		}
+		s := &corev1.Secret{}
+		g.Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: cluster.TokensSecretName()}, s)).To(Succeed())
+	}).Should(Succeed())
+	sts := &appsv1.StatefulSet{}
+	g.Eventually(func(g Gomega) {
+		g.Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(cluster), sts)).To(Succeed())
+	}).Should(Succeed())
+	g.Expect(sts.Spec.Template.Spec.Volumes).To(ContainElement(HaveField("VolumeSource.Secret.SecretName", "cm-store-tls")))
 }

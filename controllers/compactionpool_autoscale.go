@@ -424,7 +424,7 @@ func (r *CompactionPoolReconciler) targets(ctx context.Context, pool *kvapi.Comp
 	}
 	if tlsPods {
 		// Every pod of the namespace has a certificate of its CA.
-		cfg, err := r.credentials.forNamespace(ctx, r.certificates(), pool.Namespace)
+		cfg, err := r.credentials.forMode(ctx, r.certificates(), pool.Namespace, pool.Spec.TLS.Mode, kvapi.MonitoringTLSSecretName)
 		if err != nil {
 			return t, 0, false, nil, fmt.Errorf("the operator's client certificate: %w", err)
 		}

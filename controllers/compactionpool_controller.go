@@ -98,7 +98,7 @@ func (r *CompactionPoolReconciler) runner() runner[*poolPass] {
 			pauseStep[*poolPass]("this pool, its workers and its size"),
 			{"spec", checkPoolSpec},
 			// Before the Deployment, so workers never wait on a Secret.
-			certificatesStep(r.certificates(), func(p *poolPass) bool { return p.pool.Spec.TLS.TLSEnabled() },
+			certificatesStep(r.certificates(), ch, func(p *poolPass) kvapi.TLSSpec { return p.pool.Spec.TLS },
 				func(p *poolPass) string { return p.pool.Namespace }, func(p *poolPass) []certificate { return poolCertificates(p.pool) }),
 			{"autoscaler: observe", r.observe},
 			{"autoscaler: pod-deletion-cost", r.setDeletionCosts},

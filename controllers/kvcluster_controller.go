@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -135,7 +136,7 @@ func (r *KVClusterReconciler) runner() runner[*kvPass] {
 		steps: []step[*kvPass]{
 			pauseStep[*kvPass]("this cluster and its children"),
 			// Before the StatefulSet, so pods never wait on a Secret.
-			certificatesStep(r.certificates(), func(p *kvPass) bool { return p.cluster.Spec.TLS.TLSEnabled() },
+			certificatesStep(r.certificates(), ch, func(p *kvPass) kvapi.TLSSpec { return p.cluster.Spec.TLS },
 				func(p *kvPass) string { return p.cluster.Namespace }, func(p *kvPass) []certificate { return clusterCertificates(p.cluster) }),
 			r.tokensStep(ch),
 			// The storage pods' identity comes before the StatefulSet, so pods
@@ -307,6 +308,14 @@ func (r *KVClusterReconciler) reconcileStatefulSet(ctx context.Context, ch child
 	return Continue()
 }
 
+// describeTLS says where a TLS setting's certificates come from.
+func describeTLS(t kvapi.TLSSpec) string {
+	if t.IssuerRef != nil {
+		return fmt.Sprintf("%s (%s %s)", t.Mode, t.IssuerRef.Kind, t.IssuerRef.Name)
+	}
+	return string(t.Mode)
+}
+
 // checkPool looks up the referenced CompactionPool. A missing pool does not
 // stop the pass (the stores fall back as engine.offload says); the status
 // reports it as Degraded.
@@ -352,10 +361,10 @@ func computeKVStatus(p *kvPass, outcome Result) {
 	case !p.poolFound:
 		setCondition(&st.Conditions, gen, kvapi.ConditionDegraded, true, kvapi.ReasonCompactionPoolMissing,
 			fmt.Sprintf("CompactionPool %q does not exist in namespace %s: compactions cannot be offloaded", c.Spec.CompactionPoolRef.Name, c.Namespace))
-	case p.pool != nil && p.pool.Spec.TLS.TLSEnabled() != c.Spec.TLS.TLSEnabled():
+	case p.pool != nil && !equality.Semantic.DeepEqual(p.pool.Spec.TLS, c.Spec.TLS):
 		setCondition(&st.Conditions, gen, kvapi.ConditionDegraded, true, kvapi.ReasonTLSMismatch,
-			fmt.Sprintf("tls.mode is %s here and %s in CompactionPool %q: a store with TLS gives no job to a plaintext worker, nor the other way round, so compactions cannot be offloaded; create the cluster or the pool again with the same tls.mode",
-				c.Spec.TLS.Mode, p.pool.Spec.TLS.Mode, p.pool.Name))
+			fmt.Sprintf("tls is %s here and %s in CompactionPool %q: the stores give no job to a worker whose certificate is not of their CA (or that has none), so compactions cannot be offloaded; create the cluster or the pool again with the same tls",
+				describeTLS(c.Spec.TLS), describeTLS(p.pool.Spec.TLS), p.pool.Name))
 	default:
 		setCondition(&st.Conditions, gen, kvapi.ConditionDegraded, false, kvapi.ReasonAsExpected, "")
 	}

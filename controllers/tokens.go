@@ -11,6 +11,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -23,11 +24,7 @@ import (
 
 // ensureTokens keeps c's token Secrets and returns the stores' tokens file
 // lines.
-func (cs certificates) ensureTokens(ctx context.Context, c *kvapi.KVCluster) ([]string, error) {
-	ca, err := cs.namespaceCA(ctx, c.Namespace)
-	if err != nil {
-		return nil, err
-	}
+func (cs certificates) ensureTokens(ctx context.Context, c *kvapi.KVCluster, caPEM []byte) ([]string, error) {
 	var lines []string
 	for _, name := range kvapi.ClientRoles {
 		role, err := tlsconfig.ParseRole(name)
@@ -41,18 +38,18 @@ func (cs certificates) ensureTokens(ctx context.Context, c *kvapi.KVCluster) ([]
 		switch {
 		case apierrors.IsNotFound(err):
 			token = tlsconfig.NewToken()
-			if err := cs.client.Create(ctx, specs.BuildTokenSecret(c, name, token, ca.PEM)); err != nil {
+			if err := cs.client.Create(ctx, specs.BuildTokenSecret(c, name, token, caPEM)); err != nil {
 				return nil, fmt.Errorf("create Secret %s: %w", key, err)
 			}
 		case err != nil:
 			return nil, fmt.Errorf("get Secret %s: %w", key, err)
-		case token == "" || !bytes.Equal(live.Data[specs.CACertKey], ca.PEM):
+		case token == "" || !bytes.Equal(live.Data[specs.CACertKey], caPEM):
 			// Emptied by hand, or the CA was replaced: a token (new if
 			// none) and the current CA.
 			if token == "" {
 				token = tlsconfig.NewToken()
 			}
-			live.Data = specs.BuildTokenSecret(c, name, token, ca.PEM).Data
+			live.Data = specs.BuildTokenSecret(c, name, token, caPEM).Data
 			if err := cs.client.Update(ctx, &live); err != nil {
 				return nil, fmt.Errorf("update Secret %s: %w", key, err)
 			}
@@ -72,7 +69,17 @@ func (r *KVClusterReconciler) tokensStep(ch children) step[*kvPass] {
 		if !p.cluster.Spec.TLS.TLSEnabled() {
 			return Continue()
 		}
-		lines, err := r.certificates().ensureTokens(ctx, p.cluster)
+		cs := r.certificates()
+		caPEM, err := cs.clusterCAPEM(ctx, p.cluster)
+		if err != nil {
+			return Fail(err)
+		}
+		if len(caPEM) == 0 {
+			// cert-manager has not written the stores' certificate yet
+			// (the pods wait for it too).
+			return Requeue(tokensRecheck)
+		}
+		lines, err := cs.ensureTokens(ctx, p.cluster, caPEM)
 		if err != nil {
 			return Fail(err)
 		}
@@ -80,5 +87,9 @@ func (r *KVClusterReconciler) tokensStep(ch children) step[*kvPass] {
 		return FailIf(err)
 	}}
 }
+
+// tokensRecheck is how soon a pass looks again for the CA cert-manager
+// writes with the stores' certificate.
+const tokensRecheck = 5 * time.Second
 
 func updateSecretData(live, desired *corev1.Secret) { live.Data = desired.Data }

@@ -6,6 +6,7 @@ package specs
 
 import (
 	"bytes"
+	"cmp"
 	"crypto/x509"
 	"encoding/pem"
 	"strings"
@@ -13,6 +14,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/utils/ptr"
 
 	kvapi "github.com/bellows-kv/bellows/api/v1alpha1"
@@ -183,4 +186,46 @@ func lifecycleGet(c *corev1.Container) *corev1.HTTPGetAction {
 		return nil
 	}
 	return c.Lifecycle.PreStop.HTTPGet
+}
+
+// CertificateGVK is cert-manager's Certificate. The operator writes them as
+// unstructured objects, for tls.mode CertManager only.
+var CertificateGVK = schema.GroupVersionKind{Group: "cert-manager.io", Version: "v1", Kind: "Certificate"}
+
+// BuildCertificate is the cert-manager Certificate that makes, in the Secret
+// meta names, the certificate the operator's CA would issue there: the same
+// name (cn), role (organization), uses, key and validity, so the pods and
+// clients read it the same way. Its Secret carries the operator's labels
+// (the operator reads only Secrets so labelled).
+func BuildCertificate(meta metav1.ObjectMeta, cn, role string, issuer kvapi.IssuerReference) *unstructured.Unstructured {
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(CertificateGVK)
+	u.SetName(meta.Name)
+	u.SetNamespace(meta.Namespace)
+	u.SetLabels(meta.Labels)
+	u.SetOwnerReferences(meta.OwnerReferences)
+	labels := map[string]any{}
+	for k, v := range meta.Labels {
+		labels[k] = v
+	}
+	usages := []any{"digital signature", "client auth"}
+	spec := map[string]any{
+		"secretName":     meta.Name,
+		"secretTemplate": map[string]any{"labels": labels},
+		"commonName":     cn,
+		"subject":        map[string]any{"organizations": []any{role}},
+		"privateKey":     map[string]any{"algorithm": "ECDSA", "size": int64(256), "rotationPolicy": "Always"},
+		"duration":       contract.CertValidity.String(),
+		"renewBefore":    (contract.CertValidity / contract.CertRenewDenominator * (contract.CertRenewDenominator - contract.CertRenewNumerator)).String(),
+		"issuerRef":      map[string]any{"name": issuer.Name, "kind": cmp.Or(issuer.Kind, "Issuer"), "group": cmp.Or(issuer.Group, "cert-manager.io")},
+	}
+	if role == "node" {
+		usages = append(usages, "server auth")
+		spec["dnsNames"] = []any{contract.TLSServerName, "localhost"}
+		spec["ipAddresses"] = []any{"127.0.0.1", "::1"}
+	}
+	spec["usages"] = usages
+	u.Object["spec"] = spec
+	StampHash(u, spec)
+	return u
 }
