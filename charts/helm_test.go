@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,10 +15,17 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
+
+	"github.com/bellows-kv/bellows/controllers/specs"
+	"github.com/bellows-kv/bellows/internal/contract"
 )
 
 const chart = "bellows"
@@ -115,6 +123,8 @@ func TestHelmLint(t *testing.T) {
 		{"--set", "samples.enabled=true", "--set", "samples.bucketSecret.create=true"},
 		{"--set", "serviceMonitor.enabled=true", "--set", "dashboards.enabled=false"},
 		{"--set", "prometheusRule.enabled=true"},
+		{"--set", "networkPolicy.enabled=false"},
+		{"--set", "networkPolicy.monitoringNamespaces=null"},
 	} {
 		if out, err := helm(t, append([]string{"lint", "--strict", chart}, args...)...); err != nil {
 			t.Errorf("helm lint %v: %v", args, err)
@@ -132,6 +142,7 @@ func TestTemplateDefaults(t *testing.T) {
 		"ServiceAccount/rel-bellows-operator", "ClusterRole/rel-bellows-operator", "ClusterRoleBinding/rel-bellows-operator",
 		"Role/rel-bellows-operator-leader-election", "RoleBinding/rel-bellows-operator-leader-election",
 		"Deployment/rel-bellows-operator", "Service/rel-bellows-operator-metrics", "PodDisruptionBudget/rel-bellows-operator",
+		"NetworkPolicy/rel-bellows-operator",
 	} {
 		if objs[want] == nil {
 			t.Errorf("no %s", want)
@@ -165,7 +176,8 @@ func TestTemplateDefaults(t *testing.T) {
 	if *dep.Spec.Replicas != *mgr.Spec.Replicas {
 		t.Errorf("replicas %d, config/manager %d", *dep.Spec.Replicas, *mgr.Spec.Replicas)
 	}
-	for _, a := range []string{"operator", "--leader-elect=true", "--metrics-bind-address=:8080", "--health-probe-bind-address=:8081"} {
+	for _, a := range []string{"operator", "--leader-elect=true", "--metrics-bind-address=:8080", "--health-probe-bind-address=:8081",
+		"--network-policies=true", "--monitoring-namespace=" + contract.DefaultMonitoringNamespace} {
 		if !slices.Contains(c.Args, a) {
 			t.Errorf("args %q lack %q", c.Args, a)
 		}
@@ -209,6 +221,22 @@ func TestTemplateDefaults(t *testing.T) {
 		psc.RunAsNonRoot == nil || !*psc.RunAsNonRoot || psc.SeccompProfile == nil || psc.SeccompProfile.Type != corev1.SeccompProfileTypeRuntimeDefault {
 		t.Errorf("not restricted: container %+v pod %+v", sc, psc)
 	}
+	// The stores' and workers' NetworkPolicies let the operator's pods
+	// scrape them: by these labels, in the namespace it learns from
+	// POD_NAMESPACE. The chart and config/manager label and tell it so.
+	for _, d := range []*appsv1.Deployment{&dep, &mgr} {
+		for k, v := range specs.OperatorPodLabels() {
+			if d.Spec.Template.Labels[k] != v {
+				t.Errorf("%s: pod labels %v lack %s=%s", d.Name, d.Spec.Template.Labels, k, v)
+			}
+		}
+		env := d.Spec.Template.Spec.Containers[0].Env
+		if !slices.ContainsFunc(env, func(e corev1.EnvVar) bool {
+			return e.Name == contract.PodNamespaceEnv && e.ValueFrom != nil && e.ValueFrom.FieldRef != nil && e.ValueFrom.FieldRef.FieldPath == "metadata.namespace"
+		}) {
+			t.Errorf("%s: env %v does not give the operator its namespace", d.Name, env)
+		}
+	}
 	if dep.Spec.Template.Spec.ServiceAccountName != "rel-bellows-operator" {
 		t.Errorf("service account %q", dep.Spec.Template.Spec.ServiceAccountName)
 	}
@@ -243,6 +271,76 @@ func TestTemplateDefaults(t *testing.T) {
 	}
 	if len(svc.Spec.Selector) == 0 {
 		t.Errorf("Service has no selector")
+	}
+}
+
+// TestTemplateNetworkPolicy: the operator's pods admit only the monitoring
+// namespaces, to the metrics port; the operator is told the same namespaces
+// for the stores' and workers' policies, and to make none when the chart
+// makes none.
+func TestTemplateNetworkPolicy(t *testing.T) {
+	cases := []struct {
+		name       string
+		args       []string
+		enabled    bool
+		namespaces []string
+		arg        string
+	}{
+		{"defaults", nil, true, []string{"monitoring"}, "monitoring"},
+		{"two namespaces", []string{"--set", "networkPolicy.monitoringNamespaces={prometheus,monitoring}"}, true, []string{"prometheus", "monitoring"}, "prometheus,monitoring"},
+		// No monitoring namespace: no ingress at all (an empty list, not
+		// an absent one, which would admit everyone).
+		{"no monitoring namespace", []string{"--set", "networkPolicy.monitoringNamespaces=null"}, true, nil, ""},
+		{"disabled", []string{"--set", "networkPolicy.enabled=false"}, false, nil, "monitoring"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			objs := render(t, c.args...)
+			var dep appsv1.Deployment
+			into(t, objs["Deployment/rel-bellows-operator"], &dep)
+			args := dep.Spec.Template.Spec.Containers[0].Args
+			for _, a := range []string{fmt.Sprintf("--network-policies=%t", c.enabled), "--monitoring-namespace=" + c.arg} {
+				if !slices.Contains(args, a) {
+					t.Errorf("args %q lack %q", args, a)
+				}
+			}
+			u := objs["NetworkPolicy/rel-bellows-operator"]
+			if (u != nil) != c.enabled {
+				t.Fatalf("NetworkPolicy rendered = %v, want %v", u != nil, c.enabled)
+			}
+			if u == nil {
+				return
+			}
+			if _, ok, _ := unstructured.NestedSlice(u.Object, "spec", "ingress"); !ok {
+				t.Fatalf("spec.ingress absent: every source would be admitted")
+			}
+			var np networkingv1.NetworkPolicy
+			into(t, u, &np)
+			if !reflect.DeepEqual(np.Spec.PodSelector.MatchLabels, dep.Spec.Selector.MatchLabels) || np.Namespace != "bellows-system" {
+				t.Errorf("selects %v in %q, want the operator's pods %v", np.Spec.PodSelector.MatchLabels, np.Namespace, dep.Spec.Selector.MatchLabels)
+			}
+			if !reflect.DeepEqual(np.Spec.PolicyTypes, []networkingv1.PolicyType{networkingv1.PolicyTypeIngress}) {
+				t.Errorf("policy types %v, want Ingress only", np.Spec.PolicyTypes)
+			}
+			var want []networkingv1.NetworkPolicyIngressRule
+			if len(c.namespaces) > 0 {
+				want = []networkingv1.NetworkPolicyIngressRule{{
+					Ports: []networkingv1.NetworkPolicyPort{{Port: ptr.To(intstr.FromString("metrics")), Protocol: ptr.To(corev1.ProtocolTCP)}},
+					From: []networkingv1.NetworkPolicyPeer{{NamespaceSelector: &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{
+						{Key: "kubernetes.io/metadata.name", Operator: metav1.LabelSelectorOpIn, Values: c.namespaces},
+					}}}},
+				}}
+			}
+			if len(np.Spec.Ingress) != len(want) || (len(want) > 0 && !reflect.DeepEqual(np.Spec.Ingress, want)) {
+				t.Errorf("ingress\n got %+v\nwant %+v", np.Spec.Ingress, want)
+			}
+			// The port it names is the operator's metrics port.
+			if !slices.ContainsFunc(dep.Spec.Template.Spec.Containers[0].Ports, func(p corev1.ContainerPort) bool {
+				return p.Name == "metrics" && p.ContainerPort == 8080
+			}) {
+				t.Errorf("no container port named metrics: %v", dep.Spec.Template.Spec.Containers[0].Ports)
+			}
+		})
 	}
 }
 
@@ -430,6 +528,9 @@ func TestValuesSchemaRejects(t *testing.T) {
 		"samples.kvCluster.spec.replicas=0",
 		"samples.kvCluster.name=Not_A_Name",
 		"operator.scrapeTimeout=soon",
+		"networkPolicy.enabled=maybe",
+		"networkPolicy.monitoringNamespaces={Not_A_Namespace}",
+		"networkPolicy.monitoringNamespaces={monitoring,monitoring}",
 		"nosuchvalue=1",
 	} {
 		if _, err := helm(t, "template", "rel", chart, "--set", set); err == nil {

@@ -38,7 +38,7 @@ import (
 )
 
 // +kubebuilder:rbac:groups=kv.bellows.dev,resources=backups,verbs=get;list;watch
-// +kubebuilder:rbac:groups=kv.bellows.dev,resources=backups/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=kv.bellows.dev,resources=backups/status,verbs=update
 
 // backupTimeout bounds one Admin.Backup call.
 const backupTimeout = 30 * time.Minute

@@ -7,6 +7,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/tools/events"
@@ -23,14 +24,16 @@ import (
 	"github.com/bellows-kv/bellows/internal/version"
 )
 
-// +kubebuilder:rbac:groups=kv.bellows.dev,resources=compactionpools,verbs=get;list;watch;update;patch
-// +kubebuilder:rbac:groups=kv.bellows.dev,resources=compactionpools/status,verbs=get;update;patch
-// +kubebuilder:rbac:groups=kv.bellows.dev,resources=compactionpools/scale,verbs=get;update;patch
-// +kubebuilder:rbac:groups=apps,resources=deployments,verbs=get;list;watch;create;update;patch;delete
+// The autoscaler writes spec.replicas through /scale (a get, then an
+// update), as an HPA would; the pool itself is never written.
+// +kubebuilder:rbac:groups=kv.bellows.dev,resources=compactionpools,verbs=get;list;watch
+// +kubebuilder:rbac:groups=kv.bellows.dev,resources=compactionpools/status,verbs=patch
+// +kubebuilder:rbac:groups=kv.bellows.dev,resources=compactionpools/scale,verbs=get;update
+// +kubebuilder:rbac:groups=apps,resources=deployments,verbs=get;list;watch;create;update
 
 // CompactionPoolReconciler reconciles a CompactionPool into a Deployment, a
-// Service, a PodDisruptionBudget and a ServiceMonitor, and runs the
-// autoscaler.
+// Service, a PodDisruptionBudget, a NetworkPolicy (unless turned off) and a
+// ServiceMonitor, and runs the autoscaler.
 type CompactionPoolReconciler struct {
 	client.Client
 	Recorder events.EventRecorder
@@ -43,6 +46,9 @@ type CompactionPoolReconciler struct {
 	// DefaultImage runs the workers of a pool without spec.image (operator
 	// --default-image). SetupWithManager defaults it to this build's image.
 	DefaultImage string
+	// NetworkPolicies: whether to make the workers' NetworkPolicy, and
+	// whom it admits to their metrics port.
+	NetworkPolicies NetworkPolicies
 
 	// APIReader reads around the cache (nil: the manager's).
 	APIReader client.Reader
@@ -104,6 +110,10 @@ func (r *CompactionPoolReconciler) runner() runner[*poolPass] {
 			{"autoscaler: pod-deletion-cost", r.setDeletionCosts},
 			{"autoscaler: recommend and scale", r.recommend},
 			{"replica bounds", r.enforceBounds},
+			// Before the Deployment, so no worker runs without it.
+			networkPolicyStep(ch, r.NetworkPolicies, func(p *poolPass, peers specs.NetworkPolicyPeers) *networkingv1.NetworkPolicy {
+				return specs.BuildPoolNetworkPolicy(p.pool, peers)
+			}),
 			{"Deployment", func(ctx context.Context, p *poolPass) Result {
 				d, err := ensure(ctx, ch, p.pool, specs.BuildPoolDeployment(p.pool), updateDeployment)
 				if err != nil {
@@ -200,6 +210,7 @@ func (r *CompactionPoolReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Owns(&appsv1.Deployment{}).
 		Owns(&corev1.Service{}).
 		Owns(&policyv1.PodDisruptionBudget{}).
+		Owns(&networkingv1.NetworkPolicy{}).
 		Owns(&corev1.Secret{}).
 		Watches(&kvapi.KVCluster{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
 			c, ok := o.(*kvapi.KVCluster)

@@ -10,6 +10,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -31,27 +32,35 @@ import (
 	"github.com/bellows-kv/bellows/internal/version"
 )
 
-// +kubebuilder:rbac:groups=kv.bellows.dev,resources=kvclusters,verbs=get;list;watch;update;patch
-// +kubebuilder:rbac:groups=kv.bellows.dev,resources=kvclusters/status,verbs=get;update;patch
-// +kubebuilder:rbac:groups=apps,resources=statefulsets,verbs=get;list;watch;create;update;patch;delete
-// +kubebuilder:rbac:groups="",resources=services;configmaps,verbs=get;list;watch;create;update;patch;delete
-// Deleting a pod is how a stuck rollout is replaced (rollout.go).
-// +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch;update;patch;delete
-// +kubebuilder:rbac:groups=policy,resources=poddisruptionbudgets,verbs=get;list;watch;create;update;patch;delete
-// +kubebuilder:rbac:groups=monitoring.coreos.com,resources=servicemonitors,verbs=get;list;watch;create;update;patch;delete
-// +kubebuilder:rbac:groups="",resources=serviceaccounts,verbs=get;list;watch;create;update;patch;delete
-// +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=roles;rolebindings,verbs=get;list;watch;create;update;patch;delete
+// What the operator may do, as few verbs as its code uses (docs/security.md
+// §4 says why each is needed). Every child is read through the informer
+// cache (get, list, watch), created, and updated when it drifts (ensure,
+// also a dry-run update); none is patched or deleted: the garbage collector
+// deletes them with their owner.
+// +kubebuilder:rbac:groups=kv.bellows.dev,resources=kvclusters,verbs=get;list;watch
+// +kubebuilder:rbac:groups=kv.bellows.dev,resources=kvclusters/status,verbs=patch
+// +kubebuilder:rbac:groups=apps,resources=statefulsets,verbs=get;list;watch;create;update
+// +kubebuilder:rbac:groups="",resources=services;configmaps,verbs=get;list;watch;create;update
+// Deleting a pod is how a stuck rollout is replaced (rollout.go); a patch
+// sets a worker's pod-deletion-cost (compactionpool_autoscale.go).
+// +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch;patch;delete
+// +kubebuilder:rbac:groups=policy,resources=poddisruptionbudgets,verbs=get;list;watch;create;update
+// +kubebuilder:rbac:groups=monitoring.coreos.com,resources=servicemonitors,verbs=get;list;watch;create;update
+// +kubebuilder:rbac:groups="",resources=serviceaccounts,verbs=get;list;watch;create;update
+// +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=roles;rolebindings,verbs=get;list;watch;create;update
 // +kubebuilder:rbac:groups=batch,resources=jobs,verbs=get;list;watch;create
-// The storage pods' Role grants this; Kubernetes only lets the operator
-// grant what it holds itself (no escalate/bind verbs are asked for).
-// +kubebuilder:rbac:groups=discovery.k8s.io,resources=endpointslices,verbs=get;list;watch
+// The storage pods' Role grants this (and list and watch of their own
+// StatefulSet); Kubernetes only lets the operator grant what it holds
+// itself (no escalate/bind verbs are asked for).
+// +kubebuilder:rbac:groups=discovery.k8s.io,resources=endpointslices,verbs=list;watch
+// The reconcilers' events (events.k8s.io/v1; a repeated event is a patch).
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
-// +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
 
 // KVClusterReconciler reconciles a KVCluster into a StatefulSet, two
 // Services, a PodDisruptionBudget, the engine ConfigMap, the storage pods'
-// identity (ServiceAccount, Role and RoleBinding `<name>-store`) and (when
-// the Prometheus operator is installed) a ServiceMonitor.
+// identity (ServiceAccount, Role and RoleBinding `<name>-store`), their
+// NetworkPolicy `<name>-store` (unless turned off) and (when the Prometheus
+// operator is installed) a ServiceMonitor.
 type KVClusterReconciler struct {
 	client.Client
 	Scheme   *runtime.Scheme
@@ -64,6 +73,9 @@ type KVClusterReconciler struct {
 	// DefaultImage runs the pods of a cluster without spec.image (operator
 	// --default-image). SetupWithManager defaults it to this build's image.
 	DefaultImage string
+	// NetworkPolicies: whether to make the storage pods' NetworkPolicy,
+	// and whom it admits to their metrics port.
+	NetworkPolicies NetworkPolicies
 }
 
 func (r *KVClusterReconciler) certificates() certificates {
@@ -144,6 +156,10 @@ func (r *KVClusterReconciler) runner() runner[*kvPass] {
 			childStep("ServiceAccount", ch, func(p *kvPass) *corev1.ServiceAccount { return specs.BuildStoreServiceAccount(p.cluster) }, updateNothing),
 			childStep("Role", ch, func(p *kvPass) *rbacv1.Role { return specs.BuildStoreRole(p.cluster) }, updateRole),
 			childStep("RoleBinding", ch, func(p *kvPass) *rbacv1.RoleBinding { return specs.BuildStoreRoleBinding(p.cluster) }, updateRoleBinding),
+			// Before the StatefulSet, so no storage pod runs without it.
+			networkPolicyStep(ch, r.NetworkPolicies, func(p *kvPass, peers specs.NetworkPolicyPeers) *networkingv1.NetworkPolicy {
+				return specs.BuildStoreNetworkPolicy(p.cluster, peers)
+			}),
 			childStep("headless Service", ch, func(p *kvPass) *corev1.Service { return specs.BuildStoreHeadlessService(p.cluster) }, updateService),
 			childStep("client Service", ch, func(p *kvPass) *corev1.Service { return specs.BuildStoreClientService(p.cluster) }, updateService),
 			childStep("PodDisruptionBudget", ch, func(p *kvPass) *policyv1.PodDisruptionBudget { return specs.BuildStorePDB(p.cluster) }, updatePDB),
@@ -421,6 +437,7 @@ func (r *KVClusterReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Owns(&corev1.ServiceAccount{}).
 		Owns(&rbacv1.Role{}).
 		Owns(&rbacv1.RoleBinding{}).
+		Owns(&networkingv1.NetworkPolicy{}).
 		Owns(&batchv1.Job{}).
 		Owns(&corev1.Secret{}).
 		Watches(&kvapi.CompactionPool{}, handler.EnqueueRequestsFromMapFunc(r.clustersOfPool)).

@@ -125,15 +125,15 @@ func TestKVClusterSamplePair(t *testing.T) {
 		g.Expect(ownedNames(g, ns, cluster, &rbacv1.RoleBindingList{})).To(ConsistOf("demo-store"))
 	}).Should(Succeed())
 
-	// The storage pods run as demo-store, which may read EndpointSlices
-	// (compactor and peer discovery) and StatefulSets (its replica count,
-	// --replicas-from) and nothing else.
+	// The storage pods run as demo-store, which may list and watch
+	// EndpointSlices (compactor and peer discovery) and its own
+	// StatefulSet (its replica count, --replicas-from) and nothing else.
 	role := &rbacv1.Role{}
 	g.Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: "demo-store"}, role)).To(Succeed())
 	g.Expect(role.Rules).To(Equal([]rbacv1.PolicyRule{{
-		APIGroups: []string{"discovery.k8s.io"}, Resources: []string{"endpointslices"}, Verbs: []string{"get", "list", "watch"},
+		APIGroups: []string{"discovery.k8s.io"}, Resources: []string{"endpointslices"}, Verbs: []string{"list", "watch"},
 	}, {
-		APIGroups: []string{"apps"}, Resources: []string{"statefulsets"}, Verbs: []string{"get", "list", "watch"},
+		APIGroups: []string{"apps"}, Resources: []string{"statefulsets"}, ResourceNames: []string{"demo"}, Verbs: []string{"list", "watch"},
 	}}))
 	rb := &rbacv1.RoleBinding{}
 	g.Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: "demo-store"}, rb)).To(Succeed())
@@ -147,7 +147,7 @@ func TestKVClusterSamplePair(t *testing.T) {
 		got := &rbacv1.Role{}
 		g.Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: "demo-store"}, got)).To(Succeed())
 		g.Expect(got.Rules).To(HaveLen(2))
-		g.Expect(got.Rules[0].Verbs).To(ConsistOf("get", "list", "watch"))
+		g.Expect(got.Rules[0].Verbs).To(ConsistOf("list", "watch"))
 	}).Should(Succeed())
 
 	sts := &appsv1.StatefulSet{}

@@ -7,6 +7,7 @@ import (
 	. "github.com/onsi/gomega"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -157,7 +158,7 @@ func TestSteadyStateWritesNothing(t *testing.T) {
 		out := map[string]string{}
 		lists := []client.ObjectList{&kvapi.KVClusterList{}, &kvapi.CompactionPoolList{}, &appsv1.StatefulSetList{}, &appsv1.DeploymentList{},
 			&corev1.ServiceList{}, &corev1.ConfigMapList{}, &corev1.ServiceAccountList{}, &policyv1.PodDisruptionBudgetList{},
-			&rbacv1.RoleList{}, &rbacv1.RoleBindingList{}}
+			&rbacv1.RoleList{}, &rbacv1.RoleBindingList{}, &networkingv1.NetworkPolicyList{}}
 		if ok, err := serviceMonitorsAvailable(k8sClient); err == nil && ok {
 			sms := &unstructured.UnstructuredList{}
 			sms.SetGroupVersionKind(specs.ServiceMonitorGVK.GroupVersion().WithKind("ServiceMonitorList"))
@@ -177,8 +178,10 @@ func TestSteadyStateWritesNothing(t *testing.T) {
 	before := versions()
 
 	rec := events.NewFakeRecorder(100)
-	kv := &KVClusterReconciler{Client: k8sClient, Scheme: testScheme, Recorder: rec, APIReader: k8sClient, DefaultImage: suiteDefaultImage}
-	pools := &CompactionPoolReconciler{Client: k8sClient, Recorder: rec, Source: fed, Clock: clock.RealClock{}, DefaultImage: suiteDefaultImage}
+	kv := &KVClusterReconciler{Client: k8sClient, Scheme: testScheme, Recorder: rec, APIReader: k8sClient, DefaultImage: suiteDefaultImage,
+		NetworkPolicies: suiteNetworkPolicies}
+	pools := &CompactionPoolReconciler{Client: k8sClient, Recorder: rec, Source: fed, Clock: clock.RealClock{}, DefaultImage: suiteDefaultImage,
+		NetworkPolicies: suiteNetworkPolicies}
 	for range 3 {
 		_, err := kv.Reconcile(ctx, ctrl.Request{NamespacedName: key})
 		g.Expect(err).NotTo(HaveOccurred())

@@ -105,7 +105,7 @@ func TestHoldAndMissingPoolAreAnnounced(t *testing.T) {
 
 	// More passes over the same state announce nothing.
 	rec := events.NewFakeRecorder(100)
-	r := &KVClusterReconciler{Client: k8sClient, Scheme: testScheme, Recorder: rec, APIReader: k8sClient}
+	r := &KVClusterReconciler{Client: k8sClient, Scheme: testScheme, Recorder: rec, APIReader: k8sClient, NetworkPolicies: suiteNetworkPolicies}
 	for range 3 {
 		_, err := r.Reconcile(ctx, ctrl.Request{NamespacedName: key})
 		g.Expect(err).NotTo(HaveOccurred())

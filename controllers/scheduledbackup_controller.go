@@ -35,7 +35,7 @@ import (
 )
 
 // +kubebuilder:rbac:groups=kv.bellows.dev,resources=scheduledbackups,verbs=get;list;watch
-// +kubebuilder:rbac:groups=kv.bellows.dev,resources=scheduledbackups/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=kv.bellows.dev,resources=scheduledbackups/status,verbs=update
 // +kubebuilder:rbac:groups=kv.bellows.dev,resources=backups,verbs=get;list;watch;create;delete
 
 // LabelScheduledBackup, on a Backup, names the ScheduledBackup that made it.

@@ -20,11 +20,13 @@ import (
 	"go.uber.org/zap/zapcore"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
@@ -36,6 +38,17 @@ import (
 
 // suiteDefaultImage is the operator's --default-image in the suite.
 const suiteDefaultImage = "registry.test/bellows:v0.0.0-suite"
+
+// suiteNetworkPolicies are the suite's operator's: the chart's defaults for
+// an operator in bellows-system.
+var suiteNetworkPolicies = NetworkPolicies{Enabled: true, OperatorNamespace: "bellows-system", MonitoringNamespaces: []string{"monitoring"}}
+
+// unmanagedLabel on a KVCluster or CompactionPool hides it from the suite's
+// manager (its cache selects objects without the label), for a test that
+// runs reconcilers of its own on it, configured otherwise. Their children do
+// not carry it: the manager sees them, and ignores them for their owner is
+// not in its cache.
+const unmanagedLabel = "test.bellows.dev/unmanaged"
 
 var (
 	testEnv     *envtest.Environment
@@ -146,8 +159,14 @@ func runSuite(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, "FAIL:", err)
 		return 1
 	}
+	managed, err := labels.Parse("!" + unmanagedLabel)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "FAIL:", err)
+		return 1
+	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                 testScheme,
+		Cache:                  cache.Options{DefaultLabelSelector: managed},
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
 	})
@@ -157,12 +176,13 @@ func runSuite(m *testing.M) int {
 	}
 	testMetrics = NewAutoscalerMetrics(testReg)
 	if err := (&KVClusterReconciler{Client: mgr.GetClient(), Scheme: mgr.GetScheme(), Recorder: mgr.GetEventRecorder("bellows-operator"),
-		DefaultImage: suiteDefaultImage}).SetupWithManager(mgr); err != nil {
+		DefaultImage: suiteDefaultImage, NetworkPolicies: suiteNetworkPolicies}).SetupWithManager(mgr); err != nil {
 		fmt.Fprintln(os.Stderr, "FAIL:", err)
 		return 1
 	}
 	if err := (&CompactionPoolReconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("bellows-operator"),
-		Source: fed, Clock: clock.RealClock{}, Metrics: testMetrics, DefaultImage: suiteDefaultImage}).SetupWithManager(mgr); err != nil {
+		Source: fed, Clock: clock.RealClock{}, Metrics: testMetrics, DefaultImage: suiteDefaultImage,
+		NetworkPolicies: suiteNetworkPolicies}).SetupWithManager(mgr); err != nil {
 		fmt.Fprintln(os.Stderr, "FAIL:", err)
 		return 1
 	}

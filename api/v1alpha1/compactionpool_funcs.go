@@ -25,6 +25,10 @@ func (p *CompactionPool) PodDisruptionBudgetName() string { return p.Name + "-co
 // ServiceMonitorName is the ServiceMonitor that scrapes the workers.
 func (p *CompactionPool) ServiceMonitorName() string { return p.Name + "-compactor" }
 
+// NetworkPolicyName is the NetworkPolicy that says who may reach the
+// workers' ports.
+func (p *CompactionPool) NetworkPolicyName() string { return p.Name + "-compactor" }
+
 // WorkerTLSSecretName is the Secret holding the workers' node
 // certificate, mounted at contract.TLSMountPath.
 func (p *CompactionPool) WorkerTLSSecretName() string { return p.Name + "-worker-tls" }

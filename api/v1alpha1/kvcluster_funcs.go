@@ -38,6 +38,10 @@ func (c *KVCluster) StoreIdentityName() string { return c.Name + "-store" }
 // ServiceMonitorName is the ServiceMonitor that scrapes the storage pods.
 func (c *KVCluster) ServiceMonitorName() string { return c.Name + "-store" }
 
+// NetworkPolicyName is the NetworkPolicy that says who may reach the
+// storage pods' ports.
+func (c *KVCluster) NetworkPolicyName() string { return c.Name + "-store" }
+
 // CompactorServiceName is the Service in front of the referenced
 // CompactionPool's workers; ok is false without a compactionPoolRef.
 func (c *KVCluster) CompactorServiceName() (name string, ok bool) {

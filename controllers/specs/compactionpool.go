@@ -102,8 +102,11 @@ func BuildPoolDeployment(p *kvapi.CompactionPool) *appsv1.Deployment {
 			Template: corev1.PodTemplateSpec{
 				ObjectMeta: metav1.ObjectMeta{Labels: CommonLabels(p.Name, contract.ComponentCompactor)},
 				Spec: corev1.PodSpec{
-					Containers:                    []corev1.Container{container},
-					SecurityContext:               PodSecurityContext(),
+					Containers:      []corev1.Container{container},
+					SecurityContext: PodSecurityContext(),
+					// A worker never calls the API server: it runs as the
+					// namespace's default ServiceAccount without its token.
+					AutomountServiceAccountToken:  ptr.To(false),
 					TerminationGracePeriodSeconds: ptr.To(grace),
 				},
 			},

@@ -125,24 +125,32 @@ func referencedPool() *kvapi.CompactionPool {
 	return p
 }
 
+// chartPeers are the NetworkPolicies' peers of an operator the chart
+// installed in bellows-system with its defaults.
+var chartPeers = NetworkPolicyPeers{OperatorNamespace: "bellows-system", MonitoringNamespaces: []string{contract.DefaultMonitoringNamespace}}
+
+// otherPeers: an operator that does not know its namespace, and two
+// monitoring namespaces given out of order and twice.
+var otherPeers = NetworkPolicyPeers{MonitoringNamespaces: []string{"prometheus", "monitoring", "prometheus"}}
+
 // clusterObjects is every object the operator writes for c, whose
-// compactionPoolRef names pool (nil: none, or it does not exist), in the
-// order of the golden file.
-func clusterObjects(t *testing.T, c *kvapi.KVCluster, pool *kvapi.CompactionPool) []client.Object {
+// compactionPoolRef names pool (nil: none, or it does not exist), with
+// NetworkPolicies that admit peers, in the order of the golden file.
+func clusterObjects(t *testing.T, c *kvapi.KVCluster, pool *kvapi.CompactionPool, peers NetworkPolicyPeers) []client.Object {
 	t.Helper()
 	cm, err := BuildStoreConfigMap(c)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return []client.Object{
-		BuildStoreServiceAccount(c), BuildStoreRole(c), BuildStoreRoleBinding(c),
+		BuildStoreServiceAccount(c), BuildStoreRole(c), BuildStoreRoleBinding(c), BuildStoreNetworkPolicy(c, peers),
 		BuildStoreHeadlessService(c), BuildStoreClientService(c), BuildStorePDB(c), BuildStoreServiceMonitor(c),
 		cm, BuildStoreStatefulSet(c, cm, pool),
 	}
 }
 
-func poolObjects(p *kvapi.CompactionPool) []client.Object {
-	return []client.Object{BuildPoolDeployment(p), BuildPoolService(p), BuildPoolPDB(p), BuildPoolServiceMonitor(p)}
+func poolObjects(p *kvapi.CompactionPool, peers NetworkPolicyPeers) []client.Object {
+	return []client.Object{BuildPoolNetworkPolicy(p, peers), BuildPoolDeployment(p), BuildPoolService(p), BuildPoolPDB(p), BuildPoolServiceMonitor(p)}
 }
 
 // checkGolden renders objs as one YAML stream and compares it with
@@ -179,8 +187,8 @@ func checkGolden(t *testing.T, name string, objs []client.Object) {
 // TestGolden pins every object the builders make, whole, for a minimal and a
 // fully specified resource of each kind.
 func TestGolden(t *testing.T) {
-	checkGolden(t, "kvcluster-default", clusterObjects(t, defaultedCluster(), referencedPool()))
-	checkGolden(t, "kvcluster-full", clusterObjects(t, fullCluster(), nil))
-	checkGolden(t, "compactionpool-default", poolObjects(defaultedPool()))
-	checkGolden(t, "compactionpool-full", poolObjects(fullPool()))
+	checkGolden(t, "kvcluster-default", clusterObjects(t, defaultedCluster(), referencedPool(), chartPeers))
+	checkGolden(t, "kvcluster-full", clusterObjects(t, fullCluster(), nil, otherPeers))
+	checkGolden(t, "compactionpool-default", poolObjects(defaultedPool(), chartPeers))
+	checkGolden(t, "compactionpool-full", poolObjects(fullPool(), otherPeers))
 }

@@ -184,7 +184,7 @@ func BuildStoreStatefulSet(c *kvapi.KVCluster, cm *corev1.ConfigMap, pool *kvapi
 	env := []corev1.EnvVar{
 		{Name: contract.PodIndexEnv, ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.labels['apps.kubernetes.io/pod-index']"}}},
 		{Name: "POD_NAME", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}}},
-		{Name: "POD_NAMESPACE", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.namespace"}}},
+		{Name: contract.PodNamespaceEnv, ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.namespace"}}},
 	}
 	var envFrom []corev1.EnvFromSource
 	if ref := c.Spec.Bucket.CredentialsSecretRef; ref != nil {
@@ -279,28 +279,31 @@ func BuildStoreServiceAccount(c *kvapi.KVCluster) *corev1.ServiceAccount {
 }
 
 // storeRoleRules let a store discover the compaction workers and its peers:
-// it lists and watches the EndpointSlices of the CompactionPool's Service
-// (label kubernetes.io/service-name=<pool>-compactor) and of its own headless
-// Service (<cluster>-headless) in its own namespace, and it watches its own
-// StatefulSet's replica count (--replicas-from). The operator must hold
-// these permissions itself to grant them (see the RBAC markers in
+// it lists and watches (an informer: never a get) the EndpointSlices of the
+// CompactionPool's Service (label kubernetes.io/service-name=<pool>-compactor)
+// and of its own headless Service (<cluster>-headless) in its own namespace,
+// and its own StatefulSet's replica count (--replicas-from), by name: the
+// informer lists and watches with the field selector metadata.name=<cluster>,
+// which is what lets RBAC's resourceNames admit a list or watch. The operator
+// must hold these permissions itself to grant them (see the RBAC markers in
 // controllers/kvcluster_controller.go).
-func storeRoleRules() []rbacv1.PolicyRule {
+func storeRoleRules(c *kvapi.KVCluster) []rbacv1.PolicyRule {
 	return []rbacv1.PolicyRule{{
 		APIGroups: []string{"discovery.k8s.io"},
 		Resources: []string{"endpointslices"},
-		Verbs:     []string{"get", "list", "watch"},
+		Verbs:     []string{"list", "watch"},
 	}, {
 		// --replicas-from: the stores' own StatefulSet's spec.replicas.
-		APIGroups: []string{"apps"},
-		Resources: []string{"statefulsets"},
-		Verbs:     []string{"get", "list", "watch"},
+		APIGroups:     []string{"apps"},
+		Resources:     []string{"statefulsets"},
+		ResourceNames: []string{c.StatefulSetName()},
+		Verbs:         []string{"list", "watch"},
 	}}
 }
 
 // BuildStoreRole is what the storage pods may do in their namespace.
 func BuildStoreRole(c *kvapi.KVCluster) *rbacv1.Role {
-	r := &rbacv1.Role{ObjectMeta: clusterMeta(c, c.StoreIdentityName()), Rules: storeRoleRules()}
+	r := &rbacv1.Role{ObjectMeta: clusterMeta(c, c.StoreIdentityName()), Rules: storeRoleRules(c)}
 	StampHash(r, r.Rules)
 	return r
 }

@@ -334,8 +334,8 @@ func TestStoreIdentityBuilders(t *testing.T) {
 		}
 	}
 	wantRules := []rbacv1.PolicyRule{
-		{APIGroups: []string{"discovery.k8s.io"}, Resources: []string{"endpointslices"}, Verbs: []string{"get", "list", "watch"}},
-		{APIGroups: []string{"apps"}, Resources: []string{"statefulsets"}, Verbs: []string{"get", "list", "watch"}},
+		{APIGroups: []string{"discovery.k8s.io"}, Resources: []string{"endpointslices"}, Verbs: []string{"list", "watch"}},
+		{APIGroups: []string{"apps"}, Resources: []string{"statefulsets"}, ResourceNames: []string{"kv"}, Verbs: []string{"list", "watch"}},
 	}
 	if !reflect.DeepEqual(role.Rules, wantRules) {
 		t.Errorf("role rules %+v, want %+v", role.Rules, wantRules)

@@ -55,6 +55,9 @@ func BuildRestoreJob(c *kvapi.KVCluster) *batchv1.Job {
 				Spec: corev1.PodSpec{
 					RestartPolicy:   corev1.RestartPolicyNever,
 					SecurityContext: PodSecurityContext(),
+					// bellows restore reads and writes buckets, never the API
+					// server: the default ServiceAccount, without its token.
+					AutomountServiceAccountToken: ptr.To(false),
 					Containers: []corev1.Container{{
 						Name:            "restore",
 						Image:           c.Spec.Image,

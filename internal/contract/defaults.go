@@ -252,6 +252,15 @@ const (
 	ScrapeInterval = 30 * time.Second
 	// DefaultScrapeTimeout bounds one scrape of a pod's /metrics by the operator.
 	DefaultScrapeTimeout = 5 * time.Second
+	// DefaultNetworkPolicies: the operator makes a NetworkPolicy for each
+	// KVCluster's storage pods and each CompactionPool's workers (operator
+	// --network-policies, the chart's networkPolicy.enabled).
+	DefaultNetworkPolicies = true
+	// DefaultMonitoringNamespace is where Prometheus runs: the namespace
+	// the NetworkPolicies let reach the metrics ports (operator
+	// --monitoring-namespace, the chart's networkPolicy.monitoringNamespaces).
+	// kube-prometheus and kube-prometheus-stack's guides install there.
+	DefaultMonitoringNamespace = "monitoring"
 	// RolloutProgressDeadline is how long a storage pod may stay not Ready
 	// before the operator calls its rollout stuck, when no container says so
 	// sooner (an image that cannot be pulled, a crash loop). A store opens its

@@ -71,6 +71,11 @@ func Arg(name string, value any) string { return fmt.Sprintf("--%s=%v", name, va
 // count is not in the pod template.
 const PodIndexEnv = "POD_INDEX"
 
+// PodNamespaceEnv is the environment variable holding a pod's namespace
+// (the downward API's metadata.namespace): the storage pods' own, and the
+// operator's, which its NetworkPolicies let scrape the metrics ports.
+const PodNamespaceEnv = "POD_NAMESPACE"
+
 // FlagCreateBucket lets `bellows store` (and `bellows local`) start a new
 // cluster in a file:// bucket that holds none (no BucketMarker): without
 // it, such a bucket is refused as a likely mistyped path.

@@ -18,9 +18,15 @@ const (
 	ComponentCA = "ca"
 	// ComponentRestore: a KVCluster's restore Job (spec.bootstrap.recovery).
 	ComponentRestore = "restore"
-	ManagedBy        = "bellows-operator"
-	ServiceHeadless  = "headless"
-	ServiceClient    = "client"
+	// ComponentOperator labels the operator's pods, together with
+	// LabelPartOf AppName (the chart's and config/manager's pod labels,
+	// neither of which a release's name or nameOverride changes): the
+	// NetworkPolicies the operator makes let pods labelled so, in its own
+	// namespace, reach the metrics ports its autoscaler scrapes.
+	ComponentOperator = "operator"
+	ManagedBy         = "bellows-operator"
+	ServiceHeadless   = "headless"
+	ServiceClient     = "client"
 )
 
 // Annotations the operator reads or writes.

@@ -73,6 +73,8 @@ func Settings() []Setting {
 		{"graceful gRPC stop on SIGTERM (store, compactor)", dur(GracefulStopTimeout)},
 		{"worker pod terminationGracePeriodSeconds", "drainTimeout + " + dur(DrainGraceHeadroom)},
 		{"operator --scrape-timeout", dur(DefaultScrapeTimeout)},
+		{"operator --network-policies · chart networkPolicy.enabled", fmt.Sprint(DefaultNetworkPolicies)},
+		{"operator --monitoring-namespace · chart networkPolicy.monitoringNamespaces", DefaultMonitoringNamespace},
 		{"storage pod not Ready this long: its rollout is stuck (a newer spec replaces it)", dur(RolloutProgressDeadline)},
 		{"ServiceMonitor interval", dur(ScrapeInterval)},
 		{"largest key (client and store)", size(MaxKeyBytes)},

@@ -10,6 +10,7 @@ import (
 
 func newOperatorCommand() *cobra.Command {
 	cfg := operator.Default()
+	cfg.Namespace = operator.OwnNamespace()
 	cmd := &cobra.Command{
 		Use:   "operator",
 		Short: "Run the Kubernetes operator (KVCluster, CompactionPool, autoscaler)",
@@ -28,6 +29,11 @@ func newOperatorCommand() *cobra.Command {
 	f.StringVar(&cfg.LeaderElectionNS, "leader-election-namespace", "", "namespace of the Lease (the pod's namespace when empty)")
 	f.DurationVar(&cfg.ScrapeTimeout, "scrape-timeout", cfg.ScrapeTimeout, "timeout of one scrape of a pod's /metrics")
 	f.StringVar(&cfg.DefaultImage, "default-image", cfg.DefaultImage, "image of the pods of a KVCluster or CompactionPool without spec.image (the chart passes the operator's own image)")
+	f.BoolVar(&cfg.NetworkPolicies, "network-policies", cfg.NetworkPolicies,
+		"make a NetworkPolicy for each KVCluster's storage pods (<cluster>-store) and each CompactionPool's workers (<pool>-compactor); false deletes those the operator made")
+	f.StringSliceVar(&cfg.MonitoringNamespaces, "monitoring-namespace", cfg.MonitoringNamespaces,
+		"namespace whose pods (Prometheus) the NetworkPolicies let reach the metrics ports, repeated or comma-separated; \"\" for none (the operator's own pods, in $"+
+			contract.PodNamespaceEnv+", always may)")
 	f.BoolVar(&cfg.Development, "dev-log", false, "human-readable logs")
 	return cmd
 }

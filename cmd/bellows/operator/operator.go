@@ -8,12 +8,14 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"os"
 	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/validation"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/clock"
@@ -50,6 +52,17 @@ type Config struct {
 	// DefaultImage runs the pods of a KVCluster or CompactionPool that
 	// names no image. The chart passes the operator's own image.
 	DefaultImage string
+	// NetworkPolicies makes a NetworkPolicy for each KVCluster's storage
+	// pods and each CompactionPool's workers; off, the operator deletes
+	// those it made.
+	NetworkPolicies bool
+	// MonitoringNamespaces are the namespaces whose pods (Prometheus) the
+	// NetworkPolicies let reach the metrics ports; none: only the operator.
+	MonitoringNamespaces []string
+	// Namespace is the operator's own, where its pods (which scrape the
+	// metrics ports) run: OwnNamespace. Empty: the NetworkPolicies admit
+	// the operator's pods in any namespace.
+	Namespace string
 	// Development logs for humans.
 	Development bool
 	// Kube is the API server to run against; nil loads it the usual way
@@ -60,12 +73,30 @@ type Config struct {
 // Default is the operator's configuration before flags.
 func Default() Config {
 	return Config{
-		MetricsAddr:   fmt.Sprintf(":%d", contract.OperatorMetricsPort),
-		ProbeAddr:     fmt.Sprintf(":%d", contract.OperatorProbePort),
-		LeaderElect:   true,
-		ScrapeTimeout: contract.DefaultScrapeTimeout,
-		DefaultImage:  contract.Image(version.Version),
+		MetricsAddr:          fmt.Sprintf(":%d", contract.OperatorMetricsPort),
+		ProbeAddr:            fmt.Sprintf(":%d", contract.OperatorProbePort),
+		LeaderElect:          true,
+		ScrapeTimeout:        contract.DefaultScrapeTimeout,
+		DefaultImage:         contract.Image(version.Version),
+		NetworkPolicies:      contract.DefaultNetworkPolicies,
+		MonitoringNamespaces: []string{contract.DefaultMonitoringNamespace},
 	}
+}
+
+// serviceAccountNamespace is where Kubernetes writes a pod's namespace.
+const serviceAccountNamespace = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
+
+// OwnNamespace is the namespace the operator runs in: $POD_NAMESPACE (the
+// chart sets it from the downward API), else the one its ServiceAccount's
+// token was mounted with, else "" (not in a pod).
+func OwnNamespace() string {
+	if ns := os.Getenv(contract.PodNamespaceEnv); ns != "" {
+		return ns
+	}
+	if data, err := os.ReadFile(serviceAccountNamespace); err == nil {
+		return strings.TrimSpace(string(data))
+	}
+	return ""
 }
 
 // Validate reports every problem, each naming its flag.
@@ -76,6 +107,14 @@ func (c Config) Validate() error {
 	}
 	if c.DefaultImage == "" || strings.ContainsAny(c.DefaultImage, " \t\n") {
 		errs = append(errs, fmt.Errorf("--default-image: %q is not an image reference such as %s", c.DefaultImage, contract.Image("v1.2.3")))
+	}
+	for _, ns := range c.MonitoringNamespaces {
+		if msgs := validation.IsDNS1123Label(ns); len(msgs) > 0 {
+			errs = append(errs, fmt.Errorf("--monitoring-namespace: %q is not a namespace name: %s", ns, strings.Join(msgs, "; ")))
+		}
+	}
+	if msgs := validation.IsDNS1123Label(c.Namespace); c.Namespace != "" && len(msgs) > 0 {
+		errs = append(errs, fmt.Errorf("$%s: %q is not a namespace name: %s", contract.PodNamespaceEnv, c.Namespace, strings.Join(msgs, "; ")))
 	}
 	return errors.Join(errs...)
 }
@@ -118,7 +157,10 @@ func Run(ctx context.Context, o Config) error {
 		return fmt.Errorf("manager: %w", err)
 	}
 	recorder := mgr.GetEventRecorder("bellows-operator")
-	if err := (&controllers.KVClusterReconciler{Client: mgr.GetClient(), Scheme: scheme, Recorder: recorder, DefaultImage: o.DefaultImage}).SetupWithManager(mgr); err != nil {
+	policies := controllers.NetworkPolicies{Enabled: o.NetworkPolicies, OperatorNamespace: o.Namespace, MonitoringNamespaces: o.MonitoringNamespaces}
+	logNetworkPolicies(policies)
+	if err := (&controllers.KVClusterReconciler{Client: mgr.GetClient(), Scheme: scheme, Recorder: recorder, DefaultImage: o.DefaultImage,
+		NetworkPolicies: policies}).SetupWithManager(mgr); err != nil {
 		return err
 	}
 	if err := (&controllers.BackupReconciler{Client: mgr.GetClient(), Recorder: recorder}).SetupWithManager(mgr); err != nil {
@@ -129,12 +171,13 @@ func Run(ctx context.Context, o Config) error {
 		return err
 	}
 	if err := (&controllers.CompactionPoolReconciler{
-		Client:       mgr.GetClient(),
-		Recorder:     recorder,
-		Source:       &autoscaler.Scraper{Client: &http.Client{Timeout: o.ScrapeTimeout}},
-		Clock:        clock.RealClock{},
-		Metrics:      controllers.NewAutoscalerMetrics(metrics.Registry),
-		DefaultImage: o.DefaultImage,
+		Client:          mgr.GetClient(),
+		Recorder:        recorder,
+		Source:          &autoscaler.Scraper{Client: &http.Client{Timeout: o.ScrapeTimeout}},
+		Clock:           clock.RealClock{},
+		Metrics:         controllers.NewAutoscalerMetrics(metrics.Registry),
+		DefaultImage:    o.DefaultImage,
+		NetworkPolicies: policies,
 	}).SetupWithManager(mgr); err != nil {
 		return err
 	}
@@ -145,4 +188,20 @@ func Run(ctx context.Context, o Config) error {
 		return err
 	}
 	return mgr.Start(ctx)
+}
+
+// logNetworkPolicies says at start what the NetworkPolicies admit: above
+// all, that the operator did not find its namespace.
+func logNetworkPolicies(n controllers.NetworkPolicies) {
+	l := ctrl.Log.WithName("network-policies")
+	switch {
+	case !n.Enabled:
+		l.Info("off: the operator makes no NetworkPolicies and deletes those it made")
+	case n.OperatorNamespace == "":
+		l.Info("the operator's namespace is not known ($"+contract.PodNamespaceEnv+" is not set, and this is not a pod): "+
+			"the metrics ports admit the operator's pods in any namespace", "monitoringNamespaces", n.MonitoringNamespaces)
+	default:
+		l.Info("the metrics ports admit the operator's pods and the monitoring namespaces",
+			"operatorNamespace", n.OperatorNamespace, "monitoringNamespaces", n.MonitoringNamespaces)
+	}
 }

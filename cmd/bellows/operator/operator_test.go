@@ -1,26 +1,22 @@
 package operator
 
 import (
-	"context"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
-	"time"
 
-	coordinationv1 "k8s.io/api/coordination/v1"
-	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/wait"
-	"sigs.k8s.io/controller-runtime/pkg/client"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/bellows-kv/bellows/internal/contract"
 )
 
-// TestLeaderReleasesTheLeaseOnStop runs the operator against a real API
-// server and stops it: the Lease must be handed over at once (no holder),
-// so a standby replica takes over within its retry period instead of after
-// the lease duration.
-func TestLeaderReleasesTheLeaseOnStop(t *testing.T) {
+// startAPIServer starts a kube-apiserver and etcd (hack/envtest-bins.sh
+// builds them) with the CRDs of config/crd/bases and the ServiceMonitor's,
+// stopped when the test ends; the config is an administrator's.
+func startAPIServer(t *testing.T) (*envtest.Environment, *rest.Config) {
+	t.Helper()
 	assets := os.Getenv("KUBEBUILDER_ASSETS")
 	if assets == "" {
 		assets = filepath.Join("..", "..", "..", "bin", "k8s")
@@ -30,7 +26,7 @@ func TestLeaderReleasesTheLeaseOnStop(t *testing.T) {
 	}
 	env := &envtest.Environment{
 		BinaryAssetsDirectory: assets,
-		CRDDirectoryPaths:     []string{filepath.Join("..", "..", "..", "config", "crd", "bases")},
+		CRDDirectoryPaths:     []string{filepath.Join("..", "..", "..", "config", "crd", "bases"), filepath.Join(assets, "crd")},
 		ErrorIfCRDPathMissing: true,
 	}
 	kube, err := env.Start()
@@ -38,53 +34,36 @@ func TestLeaderReleasesTheLeaseOnStop(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = env.Stop() })
-	c, err := client.New(kube, client.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	return env, kube
+}
 
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
+// TestValidateNamesBadNamespaces: a monitoring namespace or an own
+// namespace that is not a namespace name is refused, naming its source.
+func TestValidateNamesBadNamespaces(t *testing.T) {
 	cfg := Default()
-	cfg.Kube, cfg.LeaderElect, cfg.LeaderElectionNS = kube, true, "default"
-	cfg.MetricsAddr, cfg.ProbeAddr = "0", "0"
-	done := make(chan error, 1)
-	go func() { done <- Run(ctx, cfg) }()
+	if err := cfg.Validate(); err != nil {
+		t.Fatalf("defaults: %v", err)
+	}
+	if len(cfg.MonitoringNamespaces) != 1 || cfg.MonitoringNamespaces[0] != contract.DefaultMonitoringNamespace || cfg.NetworkPolicies != contract.DefaultNetworkPolicies {
+		t.Errorf("defaults: network policies %v, monitoring namespaces %q", cfg.NetworkPolicies, cfg.MonitoringNamespaces)
+	}
+	cfg.MonitoringNamespaces = []string{"monitoring", "Not_A_Namespace"}
+	cfg.Namespace = "bellows.system"
+	err := cfg.Validate()
+	if err == nil || !strings.Contains(err.Error(), `--monitoring-namespace: "Not_A_Namespace" is not a namespace name`) ||
+		!strings.Contains(err.Error(), `$POD_NAMESPACE: "bellows.system" is not a namespace name`) {
+		t.Errorf("Validate: %v", err)
+	}
+	cfg.MonitoringNamespaces, cfg.Namespace = nil, ""
+	if err := cfg.Validate(); err != nil {
+		t.Errorf("no monitoring namespace, no own namespace: %v", err)
+	}
+}
 
-	key := types.NamespacedName{Namespace: "default", Name: contract.LeaderElectionID}
-	holder := func() string {
-		var l coordinationv1.Lease
-		if err := c.Get(context.Background(), key, &l); err != nil || l.Spec.HolderIdentity == nil {
-			return ""
-		}
-		return *l.Spec.HolderIdentity
-	}
-	// Renewed at least once: the elector has taken in its own acquisition.
-	// Stopped between writing the Lease and reading the answer, it would
-	// release with the record it had before and lose to a conflict (seen
-	// once: "Failed to release lease ... the object has been modified"),
-	// which is client-go's race, not what this test is about.
-	renewed := func() bool {
-		var l coordinationv1.Lease
-		if err := c.Get(context.Background(), key, &l); err != nil || l.Spec.HolderIdentity == nil || l.Spec.AcquireTime == nil || l.Spec.RenewTime == nil {
-			return false
-		}
-		return l.Spec.RenewTime.After(l.Spec.AcquireTime.Time)
-	}
-	if err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, 60*time.Second, true,
-		func(context.Context) (bool, error) { return renewed(), nil }); err != nil {
-		t.Fatalf("the operator never took and renewed the Lease: %v", err)
-	}
-	cancel()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatalf("Run: %v", err)
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("Run did not return after its context ended")
-	}
-	if h := holder(); h != "" {
-		t.Fatalf("the stopped leader still holds the Lease (%q): a standby waits for it to expire", h)
+// TestOwnNamespace: POD_NAMESPACE names it.
+func TestOwnNamespace(t *testing.T) {
+	t.Setenv(contract.PodNamespaceEnv, "ops")
+	if ns := OwnNamespace(); ns != "ops" {
+		t.Errorf("OwnNamespace %q with %s=ops", ns, contract.PodNamespaceEnv)
 	}
 }
