@@ -176,7 +176,7 @@ func TestTemplateDefaults(t *testing.T) {
 	if *dep.Spec.Replicas != *mgr.Spec.Replicas {
 		t.Errorf("replicas %d, config/manager %d", *dep.Spec.Replicas, *mgr.Spec.Replicas)
 	}
-	for _, a := range []string{"operator", "--leader-elect=true", "--metrics-bind-address=:8080", "--health-probe-bind-address=:8081",
+	for _, a := range []string{"operator", "--leader-elect=true", "--metrics-bind-address=:8080",
 		"--network-policies=true", "--monitoring-namespace=" + contract.DefaultMonitoringNamespace} {
 		if !slices.Contains(c.Args, a) {
 			t.Errorf("args %q lack %q", c.Args, a)
@@ -204,15 +204,21 @@ func TestTemplateDefaults(t *testing.T) {
 	if !reflect.DeepEqual(c.Resources, mc.Resources) {
 		t.Errorf("resources %v, config/manager %v", c.Resources, mc.Resources)
 	}
-	if c.LivenessProbe.HTTPGet.Path != "/healthz" || c.ReadinessProbe.HTTPGet.Path != "/readyz" || c.LivenessProbe.HTTPGet.Port.String() != "probes" {
+	// One port, TLS: the probes go to the metrics port over HTTPS.
+	for _, get := range []*corev1.HTTPGetAction{c.LivenessProbe.HTTPGet, c.ReadinessProbe.HTTPGet} {
+		if get.Port.String() != "metrics" || get.Scheme != corev1.URISchemeHTTPS {
+			t.Errorf("probe %+v: want HTTPS on the metrics port", get)
+		}
+	}
+	if c.LivenessProbe.HTTPGet.Path != "/healthz" || c.ReadinessProbe.HTTPGet.Path != "/readyz" {
 		t.Errorf("probes %+v %+v", c.LivenessProbe.HTTPGet, c.ReadinessProbe.HTTPGet)
 	}
 	ports := map[string]int32{}
 	for _, p := range c.Ports {
 		ports[p.Name] = p.ContainerPort
 	}
-	if ports["metrics"] != 8080 || ports["probes"] != 8081 {
-		t.Errorf("ports %v", ports)
+	if !reflect.DeepEqual(ports, map[string]int32{"metrics": 8080}) {
+		t.Errorf("ports %v, want the metrics port alone", ports)
 	}
 	sc, psc := c.SecurityContext, dep.Spec.Template.Spec.SecurityContext
 	if sc == nil || psc == nil || sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem ||
@@ -377,8 +383,8 @@ func TestTemplateServiceMonitor(t *testing.T) {
 				}
 			}
 			eps, _, _ := unstructured.NestedSlice(sm.Object, "spec", "endpoints")
-			if len(eps) != 1 || eps[0].(map[string]any)["port"] != "metrics" {
-				t.Errorf("endpoints %v", eps)
+			if len(eps) != 1 || eps[0].(map[string]any)["port"] != "metrics" || eps[0].(map[string]any)["scheme"] != "https" {
+				t.Errorf("endpoints %v: want the metrics port over https", eps)
 			}
 		})
 	}

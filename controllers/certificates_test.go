@@ -126,7 +126,7 @@ func TestCertificatesAreIssuedMountedAndReissued(t *testing.T) {
 	g.Eventually(func(g Gomega) {
 		byRole, file := tokens(g)
 		for role, tok := range byRole {
-			g.Expect(file).To(ContainSubstring(role+" "+tlsconfig.HashToken(tok)+" demo-"+role+"\n"))
+			g.Expect(file).To(ContainSubstring(role + " " + tlsconfig.HashToken(tok) + " demo-" + role + "\n"))
 			g.Expect(file).NotTo(ContainSubstring(tok))
 		}
 		before = byRole

@@ -91,12 +91,16 @@ func (p *prom) discoverTargets(ctx context.Context, t *testing.T, e *env) {
 		Targets []string          `json:"targets"`
 		Labels  map[string]string `json:"labels"`
 	}
-	files := map[bool]*targetFile{
-		false: {path: filepath.Join(p.dir, "targets", "bellows.json")},
-		true:  {path: filepath.Join(p.dir, "tls-targets", "bellows.json")},
+	// Three scrape jobs: plaintext pods (a cluster with TLS Disabled), the
+	// stores and workers over TLS, and the operator over TLS with its
+	// self-signed certificate (hack/e2e.sh's bellows-operator).
+	const plain, withTLS, operator = "targets", "tls-targets", "operator-targets"
+	files := map[string]*targetFile{}
+	for _, kind := range []string{plain, withTLS, operator} {
+		files[kind] = &targetFile{path: filepath.Join(p.dir, kind, "bellows.json")}
 	}
 	for {
-		groups := map[bool][]group{false: {}, true: {}}
+		groups := map[string][]group{plain: {}, withTLS: {}, operator: {}}
 		for _, n := range metricsNamespaces {
 			var list discoveryv1.EndpointSliceList
 			if err := e.c.List(ctx, &list, client.InNamespace(n)); err != nil {
@@ -122,7 +126,14 @@ func (p *prom) discoverTargets(ctx context.Context, t *testing.T, e *env) {
 						var pod corev1.Pod
 						isTLS := ep.TargetRef.Kind == "Pod" &&
 							e.c.Get(ctx, client.ObjectKey{Namespace: sl.Namespace, Name: ep.TargetRef.Name}, &pod) == nil && specs.PodServesTLS(&pod)
-						if isTLS {
+						kind := plain
+						switch {
+						case sl.Namespace == operatorNS:
+							kind = operator
+						case isTLS:
+							kind = withTLS
+						}
+						if kind == withTLS {
 							if ok, err := p.enableTLS(ctx, e, sl.Namespace); !ok {
 								if err != nil && ctx.Err() == nil {
 									t.Logf("prometheus targets: %v", err)
@@ -130,7 +141,7 @@ func (p *prom) discoverTargets(ctx context.Context, t *testing.T, e *env) {
 								continue
 							}
 						}
-						groups[isTLS] = append(groups[isTLS], group{
+						groups[kind] = append(groups[kind], group{
 							Targets: []string{fmt.Sprintf("%s:%d", ep.Addresses[0], *port.Port)},
 							Labels: map[string]string{"job": svc, "service": svc, "namespace": sl.Namespace,
 								"pod": ep.TargetRef.Name, "endpoint": *port.Name},
@@ -139,8 +150,8 @@ func (p *prom) discoverTargets(ctx context.Context, t *testing.T, e *env) {
 				}
 			}
 		}
-		for isTLS, f := range files {
-			if err := f.write(groups[isTLS]); err != nil {
+		for kind, f := range files {
+			if err := f.write(groups[kind]); err != nil {
 				t.Errorf("prometheus targets: %v", err)
 				return
 			}

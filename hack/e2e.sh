@@ -59,6 +59,13 @@ scrape_configs:
 - job_name: bellows
   file_sd_configs:
   - {files: ["$PROM_DIR/targets/*.json"], refresh_interval: 5s}
+# The operator serves /metrics over TLS with a self-signed certificate, as the
+# chart's ServiceMonitor scrapes it (insecureSkipVerify).
+- job_name: bellows-operator
+  scheme: https
+  tls_config: {insecure_skip_verify: true}
+  file_sd_configs:
+  - {files: ["$PROM_DIR/operator-targets/*.json"], refresh_interval: 5s}
 EOF
   "$root/bin/promtool" check config "$PROM_DIR/prometheus.yml" >/dev/null
   "$root/bin/prometheus" --config.file="$PROM_DIR/prometheus.yml" --storage.tsdb.path="$PROM_DIR/data" \

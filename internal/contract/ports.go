@@ -5,8 +5,7 @@ const (
 	StoreGRPCPort       = 7400
 	CompactorGRPCPort   = 7500
 	MetricsPort         = 9090 // store and compactor: /metrics, /healthz, /readyz (and /drain on a compactor)
-	OperatorMetricsPort = 8080
-	OperatorProbePort   = 8081
+	OperatorMetricsPort = 8080 // the operator: /metrics, /healthz, /readyz, over TLS
 )
 
 // Port names on containers and Services. Discovery of workers and peers

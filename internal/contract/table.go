@@ -84,7 +84,7 @@ func Settings() []Setting {
 		{"store gRPC port", fmt.Sprint(StoreGRPCPort)},
 		{"compactor gRPC port", fmt.Sprint(CompactorGRPCPort)},
 		{"store and compactor metrics port", fmt.Sprint(MetricsPort)},
-		{"operator metrics / health ports", fmt.Sprintf("%d / %d", OperatorMetricsPort, OperatorProbePort)},
+		{"operator metrics and health port (TLS)", fmt.Sprint(OperatorMetricsPort)},
 	}
 }
 

@@ -24,7 +24,7 @@ func newOperatorCommand() *cobra.Command {
 	}
 	f := cmd.Flags()
 	f.StringVar(&cfg.MetricsAddr, "metrics-bind-address", cfg.MetricsAddr, "address of the operator's /metrics")
-	f.StringVar(&cfg.ProbeAddr, "health-probe-bind-address", cfg.ProbeAddr, "address of /healthz and /readyz")
+	f.StringVar(&cfg.ProbeAddr, "health-probe-bind-address", cfg.ProbeAddr, "a plaintext address of /healthz and /readyz besides the metrics port's (TLS), which serves them too; 0: none")
 	f.BoolVar(&cfg.LeaderElect, "leader-elect", cfg.LeaderElect, "elect a leader among operator replicas (Lease "+contract.LeaderElectionID+")")
 	f.StringVar(&cfg.LeaderElectionNS, "leader-election-namespace", "", "namespace of the Lease (the pod's namespace when empty)")
 	f.DurationVar(&cfg.ScrapeTimeout, "scrape-timeout", cfg.ScrapeTimeout, "timeout of one scrape of a pod's /metrics")

@@ -74,7 +74,7 @@ type Config struct {
 func Default() Config {
 	return Config{
 		MetricsAddr:          fmt.Sprintf(":%d", contract.OperatorMetricsPort),
-		ProbeAddr:            fmt.Sprintf(":%d", contract.OperatorProbePort),
+		ProbeAddr:            "0",
 		LeaderElect:          true,
 		ScrapeTimeout:        contract.DefaultScrapeTimeout,
 		DefaultImage:         contract.Image(version.Version),
@@ -143,7 +143,15 @@ func Run(ctx context.Context, o Config) error {
 		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
 			&corev1.Secret{}: {Label: labels.SelectorFromSet(labels.Set{contract.LabelManagedBy: contract.ManagedBy})},
 		}},
-		Metrics:                 metricsserver.Options{BindAddress: o.MetricsAddr},
+		// Metrics over TLS, with a self-signed certificate (the operator's
+		// namespace has no CA of ours; the ServiceMonitor does not verify
+		// it, the chart's NetworkPolicy admits the monitoring namespaces
+		// only), and the probes on the same port: the operator has no
+		// plaintext port (docs/security.md).
+		Metrics: metricsserver.Options{BindAddress: o.MetricsAddr, SecureServing: true, ExtraHandlers: map[string]http.Handler{
+			contract.PathHealthz: &healthz.Handler{Checks: map[string]healthz.Checker{"ping": healthz.Ping}},
+			contract.PathReadyz:  &healthz.Handler{Checks: map[string]healthz.Checker{"ping": healthz.Ping}},
+		}},
 		HealthProbeBindAddress:  o.ProbeAddr,
 		LeaderElection:          o.LeaderElect,
 		LeaderElectionID:        contract.LeaderElectionID,
@@ -179,12 +187,6 @@ func Run(ctx context.Context, o Config) error {
 		DefaultImage:    o.DefaultImage,
 		NetworkPolicies: policies,
 	}).SetupWithManager(mgr); err != nil {
-		return err
-	}
-	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
-		return err
-	}
-	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
 		return err
 	}
 	return mgr.Start(ctx)
