@@ -8,7 +8,9 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -335,5 +337,39 @@ func TestTheMetricsPortServesTLSAndMetricsOnlyToTheCluster(t *testing.T) {
 				t.Errorf("/metrics with another cluster's certificate succeeded; want the handshake refused")
 			}
 		})
+	}
+}
+
+// TestAClientConfigurationFileGivesTheClusterAndItsCredentials: with only
+// BELLOWS_CONFIG set, `bellows kv` finds the cluster and its client
+// certificate in the file's current context, as kubectl finds a cluster in
+// a kubeconfig; --context picks another, whose read-only certificate the
+// store then refuses a write.
+func TestAClientConfigurationFileGivesTheClusterAndItsCredentials(t *testing.T) {
+	cluster := newTLSCluster(t)
+	now := time.Now().Add(-time.Minute)
+	s := start(t, "store", append(storeArgs(t, "file://"+t.TempDir(), t.TempDir(), "Disabled", ""), "--tls-dir="+cluster.node)...)
+	dir := t.TempDir()
+	config := filepath.Join(dir, "config.yaml")
+	content := fmt.Sprintf("current-context: admin\ncontexts:\n- {name: admin, addr: %q, tls-dir: %q}\n- {name: reader, addr: %q, tls-dir: %q}\n",
+		s.grpc, issueDir(t, cluster.ca, tlsconfig.Admin, now), s.grpc, issueDir(t, cluster.ca, tlsconfig.Reader, now))
+	if err := os.WriteFile(config, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	kv := func(args ...string) (string, error) {
+		cmd := exec.Command(binary, append([]string{"kv"}, args...)...)
+		cmd.Env = append(os.Environ(), "BELLOWS_CONFIG="+config, "BELLOWS_TLS_DIR=", "BELLOWS_CONTEXT=")
+		out, err := cmd.CombinedOutput()
+		return string(out), err
+	}
+	if out, err := kv("put", "configured", "yes"); err != nil {
+		t.Fatalf("put with the current context: %v\n%s", err, out)
+	}
+	if out, err := kv("get", "configured", "--context", "reader"); err != nil || !strings.Contains(out, "yes") {
+		t.Fatalf("get with the reader context: %v\n%s", err, out)
+	}
+	out, err := kv("put", "configured", "no", "--context", "reader", "--timeout", "5s")
+	if err == nil || !strings.Contains(out, "needs the write role") {
+		t.Fatalf("put with the reader context: %v\n%s; want the write role refused", err, out)
 	}
 }

@@ -102,6 +102,9 @@ cluster of one.`,
 			if err := backup.CheckID(id); err != nil {
 				return err
 			}
+			if err := useContext(cmd, &addr); err != nil {
+				return err
+			}
 			seeds, err := parseSeeds(addr)
 			if err != nil {
 				return err

@@ -38,6 +38,9 @@ func (f *kvFlags) printer(cmd *cobra.Command, header ...string) (*printer, error
 // retries what a stale route failed (a region moving, a store restarting)
 // until then; errors come back explained.
 func (f *kvFlags) with(cmd *cobra.Command, fn func(ctx context.Context, c *client.Client) error) error {
+	if err := useContext(cmd, &f.addr); err != nil {
+		return err
+	}
 	seeds, err := parseSeeds(f.addr)
 	if err != nil {
 		return err

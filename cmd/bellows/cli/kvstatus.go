@@ -37,6 +37,9 @@ func newKVStatusCommand(f *kvFlags) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if err := useContext(cmd, &f.addr); err != nil {
+				return err
+			}
 			seeds, err := parseSeeds(f.addr)
 			if err != nil {
 				return err

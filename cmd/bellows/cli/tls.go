@@ -55,6 +55,7 @@ func (f *flagString) Set(v string) error { f.value, f.set = v, true; return nil 
 func (f *flagString) Type() string       { return "string" }
 
 func addClientTLSFlag(fs *pflag.FlagSet) {
+	addContextFlag(fs)
 	root, _ := tlsconfig.LocalRoot()
 	clientTLSDir, clientTokenFile = flagString{value: tlsAuto}, flagString{}
 	fs.Var(&clientTLSDir, contract.FlagTLSDir,
@@ -65,8 +66,8 @@ func addClientTLSFlag(fs *pflag.FlagSet) {
 			"env "+envToken+" (the token itself) or "+envTokenFile+"; \"\": none")
 }
 
-// clientTLSDirFrom is --tls-dir, else BELLOWS_TLS_DIR, else auto, and
-// which of them it is.
+// clientTLSDirFrom is --tls-dir, else BELLOWS_TLS_DIR, else the context's
+// tls-dir, else auto, and which of them it is.
 func clientTLSDirFrom() (dir, from string) {
 	if clientTLSDir.set {
 		return clientTLSDir.value, "--" + contract.FlagTLSDir
@@ -74,11 +75,15 @@ func clientTLSDirFrom() (dir, from string) {
 	if v := os.Getenv(envTLSDir); v != "" {
 		return v, envTLSDir
 	}
+	if c := activeContext; c != nil && c.TLSDir != "" {
+		return c.TLSDir, c.source("tls-dir")
+	}
 	return tlsAuto, "--" + contract.FlagTLSDir
 }
 
 // clientToken is the token to present ("" for none) and where it came
-// from: --token-file, else BELLOWS_TOKEN or BELLOWS_TOKEN_FILE.
+// from: --token-file, else BELLOWS_TOKEN or BELLOWS_TOKEN_FILE, else the
+// context's token-file.
 func clientToken() (token, from string, err error) {
 	var file string
 	switch env, envFile := os.Getenv(envToken), os.Getenv(envTokenFile); {
@@ -93,6 +98,8 @@ func clientToken() (token, from string, err error) {
 		return strings.TrimSpace(env), envToken, nil
 	case envFile != "":
 		file, from = envFile, envTokenFile
+	case activeContext != nil && activeContext.TokenFile != "":
+		file, from = activeContext.TokenFile, activeContext.source("token-file")
 	default:
 		return "", "", nil
 	}
