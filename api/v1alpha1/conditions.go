@@ -50,7 +50,7 @@ const (
 	ReasonCompactionPoolMissing = "CompactionPoolNotFound"
 	// ReasonTLSMismatch: the cluster and its pool disagree on TLS, so no
 	// store can hand the workers a job.
-	ReasonTLSMismatch = "TLSMismatch"
+	ReasonTLSMismatch           = "TLSMismatch"
 	ReasonAsExpected            = "AsExpected"
 	ReasonMemoryBelowEngineNeed = "MemoryLimitBelowEngineNeed"
 	// ReasonRegionsTooLargeForWorkers: RegionsFitWorkers is False (and a
