@@ -79,10 +79,9 @@ func (cs certificates) namespaceCA(ctx context.Context, ns string) (*tlsconfig.C
 		case err == nil:
 			return ca, nil
 		case apierrors.IsAlreadyExists(err):
-			// The cache lists only Secrets labelled as the operator's:
-			// one of the same name without the label is the user's.
-			return nil, fmt.Errorf("the Secret %s/%s exists but is not labelled %s=%s: label it if it holds the CA to use (ca.crt and ca.key), or delete it and the operator makes one",
-				ns, kvapi.CASecretName, contract.LabelManagedBy, contract.ManagedBy)
+			// Made meanwhile, by the pass of another cluster or pool of
+			// the namespace: that one is the CA.
+			err = cs.get(ctx, key, &s)
 		default:
 			return nil, fmt.Errorf("create Secret %s/%s: %w", ns, kvapi.CASecretName, err)
 		}
@@ -126,7 +125,13 @@ func (cs certificates) ensure(ctx context.Context, ca *tlsconfig.CA, c certifica
 	}
 	desired := c.build(ca.PEM, certPEM, keyPEM)
 	if apierrors.IsNotFound(err) {
-		if err := cs.client.Create(ctx, desired); err != nil {
+		err := cs.client.Create(ctx, desired)
+		if apierrors.IsAlreadyExists(err) {
+			// Made meanwhile (the monitoring certificate, by the pass of
+			// another cluster or pool): the next pass checks it.
+			return now.Add(time.Second), nil
+		}
+		if err != nil {
 			return time.Time{}, fmt.Errorf("create Secret %s: %w", c.key, err)
 		}
 	} else {
