@@ -119,6 +119,17 @@ func (c Config) Validate() error {
 	return errors.Join(errs...)
 }
 
+// probeHandlers serve /healthz and /readyz on the metrics port. A
+// healthz.Handler reads the path below its own (a check's name; none: all
+// of them), as the manager's probe server mounts it.
+func probeHandlers() map[string]http.Handler {
+	h := map[string]http.Handler{}
+	for _, path := range []string{contract.PathHealthz, contract.PathReadyz} {
+		h[path] = http.StripPrefix(path, &healthz.Handler{Checks: map[string]healthz.Checker{"ping": healthz.Ping}})
+	}
+	return h
+}
+
 // Run starts the manager and blocks until ctx is done.
 func Run(ctx context.Context, o Config) error {
 	ctrl.SetLogger(zap.New(zap.UseDevMode(o.Development)))
@@ -148,10 +159,7 @@ func Run(ctx context.Context, o Config) error {
 		// it, the chart's NetworkPolicy admits the monitoring namespaces
 		// only), and the probes on the same port: the operator has no
 		// plaintext port (docs/security.md).
-		Metrics: metricsserver.Options{BindAddress: o.MetricsAddr, SecureServing: true, ExtraHandlers: map[string]http.Handler{
-			contract.PathHealthz: &healthz.Handler{Checks: map[string]healthz.Checker{"ping": healthz.Ping}},
-			contract.PathReadyz:  &healthz.Handler{Checks: map[string]healthz.Checker{"ping": healthz.Ping}},
-		}},
+		Metrics:                 metricsserver.Options{BindAddress: o.MetricsAddr, SecureServing: true, ExtraHandlers: probeHandlers()},
 		HealthProbeBindAddress:  o.ProbeAddr,
 		LeaderElection:          o.LeaderElect,
 		LeaderElectionID:        contract.LeaderElectionID,

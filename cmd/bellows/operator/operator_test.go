@@ -1,6 +1,9 @@
 package operator
 
 import (
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -65,5 +68,27 @@ func TestOwnNamespace(t *testing.T) {
 	t.Setenv(contract.PodNamespaceEnv, "ops")
 	if ns := OwnNamespace(); ns != "ops" {
 		t.Errorf("OwnNamespace %q with %s=ops", ns, contract.PodNamespaceEnv)
+	}
+}
+
+// TestProbesAnswerOnTheMetricsPort: the kubelet's probes go to the metrics
+// port (the operator has no other), at /healthz and /readyz exactly.
+func TestProbesAnswerOnTheMetricsPort(t *testing.T) {
+	mux := http.NewServeMux()
+	for path, h := range probeHandlers() {
+		mux.Handle(path, h) // as controller-runtime's metrics server adds ExtraHandlers
+	}
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+	for _, path := range []string{contract.PathHealthz, contract.PathReadyz} {
+		resp, err := http.Get(srv.URL + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Errorf("GET %s: %s %q; want 200", path, resp.Status, body)
+		}
 	}
 }
