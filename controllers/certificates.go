@@ -66,25 +66,13 @@ func (cs certificates) namespaceCA(ctx context.Context, ns string) (*tlsconfig.C
 	key := client.ObjectKey{Namespace: ns, Name: kvapi.CASecretName}
 	err := cs.get(ctx, key, &s)
 	if apierrors.IsNotFound(err) {
-		ca, err := tlsconfig.NewCA("bellows CA of namespace "+ns, contract.CAValidity)
-		if err != nil {
-			return nil, err
+		ca, created, cerr := cs.createCA(ctx, ns)
+		if cerr != nil || created {
+			return ca, cerr
 		}
-		keyPEM, err := ca.KeyPEM()
-		if err != nil {
-			return nil, err
-		}
-		err = cs.client.Create(ctx, specs.BuildCASecret(ns, ca.PEM, keyPEM))
-		switch {
-		case err == nil:
-			return ca, nil
-		case apierrors.IsAlreadyExists(err):
-			// Made meanwhile, by the pass of another cluster or pool of
-			// the namespace: that one is the CA.
-			err = cs.get(ctx, key, &s)
-		default:
-			return nil, fmt.Errorf("create Secret %s/%s: %w", ns, kvapi.CASecretName, err)
-		}
+		// Made meanwhile, by the pass of another cluster or pool of the
+		// namespace: that one is the CA.
+		err = cs.get(ctx, key, &s)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("get Secret %s/%s: %w", ns, kvapi.CASecretName, err)
@@ -94,6 +82,27 @@ func (cs certificates) namespaceCA(ctx context.Context, ns string) (*tlsconfig.C
 		return nil, fmt.Errorf("the Secret %s/%s: %w (it must hold ca.crt and ca.key, PEM)", ns, kvapi.CASecretName, err)
 	}
 	return ca, nil
+}
+
+// createCA makes the namespace's CA; created is false when a Secret of
+// its name appeared meanwhile.
+func (cs certificates) createCA(ctx context.Context, ns string) (ca *tlsconfig.CA, created bool, err error) {
+	ca, err = tlsconfig.NewCA("bellows CA of namespace "+ns, contract.CAValidity)
+	if err != nil {
+		return nil, false, err
+	}
+	keyPEM, err := ca.KeyPEM()
+	if err != nil {
+		return nil, false, err
+	}
+	err = cs.client.Create(ctx, specs.BuildCASecret(ns, ca.PEM, keyPEM))
+	switch {
+	case err == nil:
+		return ca, true, nil
+	case apierrors.IsAlreadyExists(err):
+		return nil, false, nil
+	}
+	return nil, false, fmt.Errorf("create Secret %s/%s: %w", ns, kvapi.CASecretName, err)
 }
 
 // certificate is one Secret to keep issued.

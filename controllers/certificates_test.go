@@ -12,6 +12,7 @@ import (
 	. "github.com/onsi/gomega"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -273,4 +274,49 @@ func TestCertManagerIssuesTheSameCertificates(t *testing.T) {
 		g.Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(cluster), sts)).To(Succeed())
 	}).Should(Succeed())
 	g.Expect(sts.Spec.Template.Spec.Volumes).To(ContainElement(HaveField("VolumeSource.Secret.SecretName", "cm-store-tls")))
+}
+
+// staleGets is a client whose first Get of each object answers NotFound,
+// as a cache that has not yet seen what another pass created.
+type staleGets struct {
+	client.Client
+	seen map[client.ObjectKey]bool
+}
+
+func (c *staleGets) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	if !c.seen[key] {
+		c.seen[key] = true
+		return apierrors.NewNotFound(corev1.Resource("secrets"), key.Name)
+	}
+	return c.Client.Get(ctx, key, obj, opts...)
+}
+
+// TestACAMadeMeanwhileIsTheCA: when another pass created the namespace's
+// CA between this pass's read and its create, this pass uses that CA, and
+// a certificate created meanwhile is no error either.
+func TestACAMadeMeanwhileIsTheCA(t *testing.T) {
+	ctx := context.Background()
+	ns := newNamespace(t)
+	theirs, err := certificates{client: k8sClient}.namespaceCA(ctx, ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stale := certificates{client: &staleGets{Client: k8sClient, seen: map[client.ObjectKey]bool{}}}
+	ours, err := stale.namespaceCA(ctx, ns)
+	if err != nil {
+		t.Fatalf("a CA created meanwhile: %v", err)
+	}
+	if !bytes.Equal(ours.PEM, theirs.PEM) {
+		t.Errorf("the pass made a CA of its own instead of using the one made meanwhile")
+	}
+	mon := certificate{key: client.ObjectKey{Namespace: ns, Name: kvapi.MonitoringTLSSecretName}, role: tlsconfig.Reader, name: "m",
+		build: func(caPEM, certPEM, keyPEM []byte) *corev1.Secret {
+			return specs.BuildMonitoringTLSSecret(ns, caPEM, certPEM, keyPEM)
+		}}
+	if _, err := (certificates{client: k8sClient}).ensure(ctx, theirs, mon); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := stale.ensure(ctx, theirs, mon); err != nil {
+		t.Errorf("a certificate created meanwhile: %v", err)
+	}
 }
