@@ -29,6 +29,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/discovery"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -107,11 +108,15 @@ func (cs certificates) createCA(ctx context.Context, ns string) (ca *tlsconfig.C
 
 // certificate is one Secret to keep issued.
 type certificate struct {
-	key  client.ObjectKey
+	// meta is the Secret's name, namespace, labels and owner.
+	meta metav1.ObjectMeta
 	role tlsconfig.Role
 	// name is the certificate's common name: who holds it.
-	name  string
-	build func(caPEM, certPEM, keyPEM []byte) *corev1.Secret
+	name string
+}
+
+func (c certificate) key() client.ObjectKey {
+	return client.ObjectKey{Namespace: c.meta.Namespace, Name: c.meta.Name}
 }
 
 // ensure issues c when its Secret is missing or due (specs.Renewal), and
@@ -119,9 +124,9 @@ type certificate struct {
 func (cs certificates) ensure(ctx context.Context, ca *tlsconfig.CA, c certificate) (time.Time, error) {
 	now := time.Now()
 	var live corev1.Secret
-	err := cs.get(ctx, c.key, &live)
+	err := cs.get(ctx, c.key(), &live)
 	if err != nil && !apierrors.IsNotFound(err) {
-		return time.Time{}, fmt.Errorf("get Secret %s: %w", c.key, err)
+		return time.Time{}, fmt.Errorf("get Secret %s: %w", c.key(), err)
 	}
 	if err == nil {
 		if due, at, _ := specs.Renewal(live.Data, ca.PEM, c.role.String(), now); !due {
@@ -132,7 +137,7 @@ func (cs certificates) ensure(ctx context.Context, ca *tlsconfig.CA, c certifica
 	if ierr != nil {
 		return time.Time{}, ierr
 	}
-	desired := c.build(ca.PEM, certPEM, keyPEM)
+	desired := specs.BuildTLSSecret(c.meta, ca.PEM, certPEM, keyPEM)
 	if apierrors.IsNotFound(err) {
 		err := cs.client.Create(ctx, desired)
 		if apierrors.IsAlreadyExists(err) {
@@ -141,7 +146,7 @@ func (cs certificates) ensure(ctx context.Context, ca *tlsconfig.CA, c certifica
 			return now.Add(time.Second), nil
 		}
 		if err != nil {
-			return time.Time{}, fmt.Errorf("create Secret %s: %w", c.key, err)
+			return time.Time{}, fmt.Errorf("create Secret %s: %w", c.key(), err)
 		}
 	} else {
 		live.Data = desired.Data
@@ -151,7 +156,7 @@ func (cs certificates) ensure(ctx context.Context, ca *tlsconfig.CA, c certifica
 		maps.Copy(live.Labels, desired.Labels)
 		live.OwnerReferences = desired.OwnerReferences
 		if err := cs.client.Update(ctx, &live); err != nil {
-			return time.Time{}, fmt.Errorf("update Secret %s: %w", c.key, err)
+			return time.Time{}, fmt.Errorf("update Secret %s: %w", c.key(), err)
 		}
 	}
 	_, at, _ := specs.Renewal(desired.Data, ca.PEM, c.role.String(), now)
@@ -165,12 +170,7 @@ func (cs certificates) ensureAll(ctx context.Context, ns string, certs []certifi
 	if err != nil {
 		return time.Time{}, err
 	}
-	certs = append(certs, certificate{
-		key: client.ObjectKey{Namespace: ns, Name: kvapi.MonitoringTLSSecretName}, role: tlsconfig.Reader, name: "bellows-monitoring",
-		build: func(caPEM, certPEM, keyPEM []byte) *corev1.Secret {
-			return specs.BuildMonitoringTLSSecret(ns, caPEM, certPEM, keyPEM)
-		},
-	})
+	certs = append(certs, monitoringCertificate(ns))
 	var next time.Time
 	for _, c := range certs {
 		at, err := cs.ensure(ctx, ca, c)
@@ -187,51 +187,40 @@ func (cs certificates) ensureAll(ctx context.Context, ns string, certs []certifi
 // clusterCertificates are a KVCluster's: its stores' node certificate and
 // a client certificate per role.
 func clusterCertificates(c *kvapi.KVCluster) []certificate {
-	certs := []certificate{{
-		key: client.ObjectKey{Namespace: c.Namespace, Name: c.StoreTLSSecretName()}, role: tlsconfig.Node, name: c.Name + "-store",
-		build: func(caPEM, certPEM, keyPEM []byte) *corev1.Secret {
-			return specs.BuildClusterTLSSecret(c, c.StoreTLSSecretName(), caPEM, certPEM, keyPEM)
-		},
-	}}
+	certs := []certificate{{meta: specs.ClusterTLSSecretMeta(c, c.StoreTLSSecretName()), role: tlsconfig.Node, name: c.Name + "-store"}}
 	for _, name := range kvapi.ClientRoles {
 		role, err := tlsconfig.ParseRole(name)
 		if err != nil {
 			panic(err) // kvapi.ClientRoles are tlsconfig's role names
 		}
-		secret := c.ClientTLSSecretName(name)
-		certs = append(certs, certificate{
-			key: client.ObjectKey{Namespace: c.Namespace, Name: secret}, role: role, name: c.Name + "-" + name,
-			build: func(caPEM, certPEM, keyPEM []byte) *corev1.Secret {
-				return specs.BuildClusterTLSSecret(c, secret, caPEM, certPEM, keyPEM)
-			},
-		})
+		certs = append(certs, certificate{meta: specs.ClusterTLSSecretMeta(c, c.ClientTLSSecretName(name)), role: role, name: c.Name + "-" + name})
 	}
 	return certs
 }
 
 // poolCertificates are a CompactionPool's: its workers' node certificate.
 func poolCertificates(p *kvapi.CompactionPool) []certificate {
-	return []certificate{{
-		key: client.ObjectKey{Namespace: p.Namespace, Name: p.WorkerTLSSecretName()}, role: tlsconfig.Node, name: p.Name + "-worker",
-		build: func(caPEM, certPEM, keyPEM []byte) *corev1.Secret {
-			return specs.BuildPoolTLSSecret(p, caPEM, certPEM, keyPEM)
-		},
-	}}
+	return []certificate{{meta: specs.PoolTLSSecretMeta(p), role: tlsconfig.Node, name: p.Name + "-worker"}}
+}
+
+// monitoringCertificate is the namespace's, for scraping /metrics.
+func monitoringCertificate(ns string) certificate {
+	return certificate{meta: specs.MonitoringTLSSecretMeta(ns), role: tlsconfig.Reader, name: "bellows-monitoring"}
 }
 
 // certificatesStep keeps the certificates of an owner with TLS issued: by
 // the namespace's CA (asking for a pass when the first is due), or, with
 // tls.mode CertManager, as cert-manager Certificates (cert-manager renews).
-func certificatesStep[P pass](cs certificates, ch children, tls func(P) kvapi.TLSSpec, ns func(P) string, certs func(P) []certificate) step[P] {
+func certificatesStep[P pass](cs certificates, ch children, tls func(P) kvapi.TLSSpec, certs func(P) []certificate) step[P] {
 	return step[P]{"certificates", func(ctx context.Context, p P) Result {
 		spec := tls(p)
 		switch spec.Mode {
 		case kvapi.TLSDisabled:
 			return Continue()
 		case kvapi.TLSCertManager:
-			return FailIf(cs.ensureCertManager(ctx, ch, p.owner(), ns(p), *spec.IssuerRef, certs(p)))
+			return FailIf(cs.ensureCertManager(ctx, ch, p.owner(), *spec.IssuerRef, certs(p)))
 		}
-		next, err := cs.ensureAll(ctx, ns(p), certs(p))
+		next, err := cs.ensureAll(ctx, p.owner().GetNamespace(), certs(p))
 		if err != nil {
 			return Fail(err)
 		}
@@ -242,16 +231,16 @@ func certificatesStep[P pass](cs certificates, ch children, tls func(P) kvapi.TL
 // ensureCertManager keeps a cert-manager Certificate for each of certs,
 // owned by owner, and the namespace's monitoring one (created once, owned
 // by none, like the operator's).
-func (cs certificates) ensureCertManager(ctx context.Context, ch children, owner client.Object, ns string, issuer kvapi.IssuerReference, certs []certificate) error {
+func (cs certificates) ensureCertManager(ctx context.Context, ch children, owner client.Object, issuer kvapi.IssuerReference, certs []certificate) error {
 	for _, c := range certs {
-		meta := c.build(nil, nil, nil).ObjectMeta
-		if _, err := ensure(ctx, ch, owner, specs.BuildCertificate(meta, c.name, c.role.String(), issuer), updateCertificate); err != nil {
+		if _, err := ensure(ctx, ch, owner, specs.BuildCertificate(c.meta, c.name, c.role.String(), issuer), updateCertificate); err != nil {
 			return certManagerError(err)
 		}
 	}
-	mon := specs.BuildCertificate(specs.BuildMonitoringTLSSecret(ns, nil, nil, nil).ObjectMeta, "bellows-monitoring", tlsconfig.Reader.String(), issuer)
+	m := monitoringCertificate(owner.GetNamespace())
+	mon := specs.BuildCertificate(m.meta, m.name, m.role.String(), issuer)
 	if err := cs.client.Create(ctx, mon); err != nil && !apierrors.IsAlreadyExists(err) {
-		return certManagerError(fmt.Errorf("create Certificate %s/%s: %w", ns, mon.GetName(), err))
+		return certManagerError(fmt.Errorf("create Certificate %s: %w", m.key(), err))
 	}
 	return nil
 }
@@ -320,7 +309,7 @@ func (o *operatorCredentials) forMode(ctx context.Context, cs certificates, ns s
 	if err := cs.get(ctx, client.ObjectKey{Namespace: ns, Name: secret}, &s); err != nil {
 		return nil, fmt.Errorf("the client certificate cert-manager issues into Secret %s/%s: %w", ns, secret, err)
 	}
-	return tlsconfig.ClientFromPEM(s.Data[specs.CACertKey], s.Data[corev1.TLSCertKey], s.Data[corev1.TLSPrivateKeyKey])
+	return tlsconfig.ClientFromSecret(s.Data)
 }
 
 // forNamespace returns the operator's TLS client configuration for the

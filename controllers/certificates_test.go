@@ -309,10 +309,7 @@ func TestACAMadeMeanwhileIsTheCA(t *testing.T) {
 	if !bytes.Equal(ours.PEM, theirs.PEM) {
 		t.Errorf("the pass made a CA of its own instead of using the one made meanwhile")
 	}
-	mon := certificate{key: client.ObjectKey{Namespace: ns, Name: kvapi.MonitoringTLSSecretName}, role: tlsconfig.Reader, name: "m",
-		build: func(caPEM, certPEM, keyPEM []byte) *corev1.Secret {
-			return specs.BuildMonitoringTLSSecret(ns, caPEM, certPEM, keyPEM)
-		}}
+	mon := monitoringCertificate(ns)
 	if _, err := (certificates{client: k8sClient}).ensure(ctx, theirs, mon); err != nil {
 		t.Fatal(err)
 	}

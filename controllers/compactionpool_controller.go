@@ -105,7 +105,7 @@ func (r *CompactionPoolReconciler) runner() runner[*poolPass] {
 			{"spec", checkPoolSpec},
 			// Before the Deployment, so workers never wait on a Secret.
 			certificatesStep(r.certificates(), ch, func(p *poolPass) kvapi.TLSSpec { return p.pool.Spec.TLS },
-				func(p *poolPass) string { return p.pool.Namespace }, func(p *poolPass) []certificate { return poolCertificates(p.pool) }),
+				func(p *poolPass) []certificate { return poolCertificates(p.pool) }),
 			{"autoscaler: observe", r.observe},
 			{"autoscaler: pod-deletion-cost", r.setDeletionCosts},
 			{"autoscaler: recommend and scale", r.recommend},

@@ -149,7 +149,7 @@ func (r *KVClusterReconciler) runner() runner[*kvPass] {
 			pauseStep[*kvPass]("this cluster and its children"),
 			// Before the StatefulSet, so pods never wait on a Secret.
 			certificatesStep(r.certificates(), ch, func(p *kvPass) kvapi.TLSSpec { return p.cluster.Spec.TLS },
-				func(p *kvPass) string { return p.cluster.Namespace }, func(p *kvPass) []certificate { return clusterCertificates(p.cluster) }),
+				func(p *kvPass) []certificate { return clusterCertificates(p.cluster) }),
 			r.tokensStep(ch),
 			// The storage pods' identity comes before the StatefulSet, so pods
 			// never start under a ServiceAccount that does not exist yet.

@@ -34,7 +34,7 @@ func secretTLS(ctx context.Context, c client.Reader, namespace, name string) (*t
 	if err := c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, &s); err != nil {
 		return nil, fmt.Errorf("the certificate Secret %s/%s: %w", namespace, name, err)
 	}
-	return tlsconfig.ClientFromPEM(s.Data[specs.CACertKey], s.Data[corev1.TLSCertKey], s.Data[corev1.TLSPrivateKeyKey])
+	return tlsconfig.ClientFromSecret(s.Data)
 }
 
 // clientTLS waits for cluster's client certificate of role.

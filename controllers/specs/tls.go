@@ -47,32 +47,31 @@ func BuildCASecret(namespace string, certPEM, keyPEM []byte) *corev1.Secret {
 	}
 }
 
-// BuildClusterTLSSecret is a certificate a KVCluster owns: its stores'
-// node certificate or a client certificate of a role.
-func BuildClusterTLSSecret(c *kvapi.KVCluster, name string, caPEM, certPEM, keyPEM []byte) *corev1.Secret {
-	return tlsSecret(clusterMeta(c, name), caPEM, certPEM, keyPEM)
+// ClusterTLSSecretMeta is a certificate Secret a KVCluster owns: its
+// stores' node certificate or a client certificate of a role.
+func ClusterTLSSecretMeta(c *kvapi.KVCluster, name string) metav1.ObjectMeta {
+	return clusterMeta(c, name)
 }
 
-// BuildPoolTLSSecret is a CompactionPool's workers' node certificate.
-func BuildPoolTLSSecret(p *kvapi.CompactionPool, caPEM, certPEM, keyPEM []byte) *corev1.Secret {
-	return tlsSecret(poolMeta(p, p.WorkerTLSSecretName()), caPEM, certPEM, keyPEM)
+// PoolTLSSecretMeta is a CompactionPool's workers' certificate Secret.
+func PoolTLSSecretMeta(p *kvapi.CompactionPool) metav1.ObjectMeta {
+	return poolMeta(p, p.WorkerTLSSecretName())
 }
 
-func tlsSecret(meta metav1.ObjectMeta, caPEM, certPEM, keyPEM []byte) *corev1.Secret {
+// MonitoringTLSSecretMeta is the namespace's monitoring client certificate
+// (kvapi.MonitoringTLSSecretName). No owner: the ServiceMonitors of every
+// cluster and pool of the namespace name it.
+func MonitoringTLSSecretMeta(namespace string) metav1.ObjectMeta {
+	return metav1.ObjectMeta{Name: kvapi.MonitoringTLSSecretName, Namespace: namespace, Labels: namespaceTLSLabels()}
+}
+
+// BuildTLSSecret is a certificate Secret as a TLS directory reads it.
+func BuildTLSSecret(meta metav1.ObjectMeta, caPEM, certPEM, keyPEM []byte) *corev1.Secret {
 	return &corev1.Secret{
 		ObjectMeta: meta,
 		Type:       corev1.SecretTypeTLS,
 		Data:       map[string][]byte{CACertKey: caPEM, corev1.TLSCertKey: certPEM, corev1.TLSPrivateKeyKey: keyPEM},
 	}
-}
-
-// BuildMonitoringTLSSecret is the namespace's monitoring client
-// certificate (kvapi.MonitoringTLSSecretName). No owner: the
-// ServiceMonitors of every cluster and pool of the namespace name it.
-func BuildMonitoringTLSSecret(namespace string, caPEM, certPEM, keyPEM []byte) *corev1.Secret {
-	s := tlsSecret(metav1.ObjectMeta{Name: kvapi.MonitoringTLSSecretName, Namespace: namespace}, caPEM, certPEM, keyPEM)
-	s.Labels = namespaceTLSLabels()
-	return s
 }
 
 func namespaceTLSLabels() map[string]string {

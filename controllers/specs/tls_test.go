@@ -29,7 +29,7 @@ func TestRenewal(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return tlsSecret(clusterMeta(defaultedCluster(), "x"), ca.PEM, cert, key).Data
+		return BuildTLSSecret(ClusterTLSSecretMeta(defaultedCluster(), "x"), ca.PEM, cert, key).Data
 	}
 	renewAt := issued.Add(contract.CertValidity / 3 * 2)
 	for _, tc := range []struct {

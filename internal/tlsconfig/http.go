@@ -65,19 +65,30 @@ func ClientFromPEM(caPEM, certPEM, keyPEM []byte) (*tls.Config, error) {
 	return m.clientConfig(), nil
 }
 
+// clientConfig presents m's certificate (none with caOnly) and verifies
+// the server against m's CA and ServerName, whatever address was dialled.
 func (m *material) clientConfig() *tls.Config {
-	return &tls.Config{
+	cfg := &tls.Config{
 		MinVersion: tls.VersionTLS12,
 		ServerName: ServerName,
-		GetClientCertificate: func(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
-			c, _ := m.current()
-			return c, nil
-		},
-		// The server's chain is verified below, against the current CA
-		// and ServerName whatever address was dialled.
+		// The server's chain is verified below, against the current CA.
 		InsecureSkipVerify: true,
 		VerifyPeerCertificate: func(chain [][]byte, _ [][]*x509.Certificate) error {
 			return m.verify(chain, x509.ExtKeyUsageServerAuth, ServerName)
 		},
 	}
+	if !m.caOnly {
+		cfg.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
+			c, _ := m.current()
+			return c, nil
+		}
+	}
+	return cfg
+}
+
+// ClientFromSecret is ClientFromPEM from the data of a TLS Secret (the
+// operator's or cert-manager's): its keys are the file names of a TLS
+// directory.
+func ClientFromSecret(data map[string][]byte) (*tls.Config, error) {
+	return ClientFromPEM(data[CAFile], data[CertFile], data[KeyFile])
 }

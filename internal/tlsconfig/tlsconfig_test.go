@@ -50,7 +50,13 @@ func serve(t *testing.T, dir string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := grpc.NewServer(opt)
+	return serveHealth(t, opt)
+}
+
+// serveHealth starts a gRPC health server with opts and returns its address.
+func serveHealth(t *testing.T, opts ...grpc.ServerOption) string {
+	t.Helper()
+	s := grpc.NewServer(opts...)
 	healthpb.RegisterHealthServer(s, health.NewServer())
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -233,19 +239,12 @@ func TestAuthorizeByTheCertificatesRole(t *testing.T) {
 		t.Fatal(err)
 	}
 	unary, stream := Authorize(func(string) Role { return Writer })
-	s := grpc.NewServer(opt, grpc.ChainUnaryInterceptor(unary), grpc.ChainStreamInterceptor(stream))
-	healthpb.RegisterHealthServer(s, health.NewServer())
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go func() { _ = s.Serve(l) }()
-	t.Cleanup(s.Stop)
+	addr := serveHealth(t, opt, grpc.ChainUnaryInterceptor(unary), grpc.ChainStreamInterceptor(stream))
 	for _, tc := range []struct {
 		role Role
 		ok   bool
 	}{{Reader, false}, {Writer, true}, {Admin, true}, {Node, true}} {
-		_, err := call(t, l.Addr().String(), dial(t, issue(t, ca, tc.role, now, time.Hour)))
+		_, err := call(t, addr, dial(t, issue(t, ca, tc.role, now, time.Hour)))
 		switch {
 		case tc.ok && err != nil:
 			t.Errorf("role %s: %v; want allowed", tc.role, err)

@@ -5,8 +5,6 @@ import (
 	"bytes"
 	"crypto/rand"
 	"crypto/sha256"
-	"crypto/tls"
-	"crypto/x509"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -286,15 +284,5 @@ func DialCA(dir string) (grpc.DialOption, error) {
 	if err := m.reload(); err != nil {
 		return nil, err
 	}
-	cfg := &tls.Config{
-		MinVersion: tls.VersionTLS12,
-		ServerName: ServerName,
-		// The server's chain is verified below, against the current CA
-		// and ServerName whatever address was dialled.
-		InsecureSkipVerify: true,
-		VerifyPeerCertificate: func(chain [][]byte, _ [][]*x509.Certificate) error {
-			return m.verify(chain, x509.ExtKeyUsageServerAuth, ServerName)
-		},
-	}
-	return grpc.WithTransportCredentials(credentials.NewTLS(cfg)), nil
+	return grpc.WithTransportCredentials(credentials.NewTLS(m.clientConfig())), nil
 }

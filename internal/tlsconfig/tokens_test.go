@@ -5,7 +5,6 @@ import (
 	"context"
 	"crypto/tls"
 	"log/slog"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -15,7 +14,6 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
@@ -242,14 +240,7 @@ func TestAuthorizeWithTokens(t *testing.T) {
 		t.Fatal(err)
 	}
 	unary, stream := AuthorizeWithTokens(func(string) Role { return Writer }, tokens)
-	s := grpc.NewServer(opt, grpc.ChainUnaryInterceptor(unary), grpc.ChainStreamInterceptor(stream))
-	healthpb.RegisterHealthServer(s, health.NewServer())
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go func() { _ = s.Serve(l) }()
-	t.Cleanup(s.Stop)
+	addr := serveHealth(t, opt, grpc.ChainUnaryInterceptor(unary), grpc.ChainStreamInterceptor(stream))
 
 	caOnly := t.TempDir()
 	if err := os.WriteFile(filepath.Join(caOnly, CAFile), ca.PEM, 0o644); err != nil {
@@ -266,7 +257,7 @@ func TestAuthorizeWithTokens(t *testing.T) {
 		t.Fatal(err)
 	}
 	check := func(opt grpc.DialOption, authorization ...string) error {
-		conn, err := grpc.NewClient(l.Addr().String(), opt)
+		conn, err := grpc.NewClient(addr, opt)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -313,7 +304,7 @@ func TestAuthorizeWithTokens(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	conn, err := tls.Dial("tcp", l.Addr().String(), &tls.Config{InsecureSkipVerify: true, Certificates: []tls.Certificate{foreign}, NextProtos: []string{"h2"}})
+	conn, err := tls.Dial("tcp", addr, &tls.Config{InsecureSkipVerify: true, Certificates: []tls.Certificate{foreign}, NextProtos: []string{"h2"}})
 	if err == nil {
 		_, err = conn.Read(make([]byte, 1)) // TLS 1.3 refuses on the first read
 		conn.Close()

@@ -22,7 +22,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kvapi "github.com/bellows-kv/bellows/api/v1alpha1"
-	"github.com/bellows-kv/bellows/controllers/specs"
 	"github.com/bellows-kv/bellows/internal/contract"
 	"github.com/bellows-kv/bellows/internal/tlsconfig"
 )
@@ -130,7 +129,7 @@ func (k *Kube) clientTLS(ctx context.Context, c *kvapi.KVCluster) (*tls.Config, 
 	if err := k.Client.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: name}, &s); err != nil {
 		return nil, fmt.Errorf("the cluster's admin client certificate (Secret %s/%s): %w", c.Namespace, name, err)
 	}
-	cfg, err := tlsconfig.ClientFromPEM(s.Data[specs.CACertKey], s.Data[corev1.TLSCertKey], s.Data[corev1.TLSPrivateKeyKey])
+	cfg, err := tlsconfig.ClientFromSecret(s.Data)
 	if err != nil {
 		return nil, fmt.Errorf("the Secret %s/%s: %w", c.Namespace, name, err)
 	}
