@@ -53,7 +53,7 @@ func TLSMarkdown(c TLSComparison) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "# What mutual TLS costs: YCSB through TLS against plaintext\n\nProduced by `%s`.\n\nRegime: %s.\n\n", c.Command, c.Regime)
 	fmt.Fprintf(&b, "Goals, stated before the run: throughput through TLS ≥ %.2f× plaintext, and each operation's p99 ≤ %.1f× plaintext.\n\n", TLSGoalThroughput, TLSGoalP99)
-	fmt.Fprintf(&b, "| workload | ops/s plaintext | ops/s TLS | ratio (runs) | op | p99 µs plaintext | p99 µs TLS | ratio | goals |\n|---|---:|---:|---:|---|---:|---:|---:|---|\n")
+	fmt.Fprintf(&b, "| workload | ops/s plaintext | ops/s TLS | ratio (runs) | op | p99 µs plaintext | p99 µs TLS | ratio (runs) | goals |\n|---|---:|---:|---:|---|---:|---:|---:|---|\n")
 	var workloads []string
 	for _, r := range c.Runs {
 		if !slices.Contains(workloads, r.Workload) {
@@ -79,11 +79,16 @@ func TLSMarkdown(c TLSComparison) string {
 			}
 			return v
 		}
-		tp, tt := field(plain, func(r TLSRun) float64 { return r.OpsPerS }), field(tls, func(r TLSRun) float64 { return r.OpsPerS })
-		var ratios []string
-		for i := range min(len(tp), len(tt)) {
-			ratios = append(ratios, fmt.Sprintf("%.2f", tt[i]/tp[i]))
+		// The ratio of each run pair (the i-th run of each mode), in order:
+		// the spread behind a median ratio.
+		pairs := func(p, t []float64) string {
+			var rs []string
+			for i := range min(len(p), len(t)) {
+				rs = append(rs, fmt.Sprintf("%.2f", t[i]/p[i]))
+			}
+			return strings.Join(rs, ", ")
 		}
+		tp, tt := field(plain, func(r TLSRun) float64 { return r.OpsPerS }), field(tls, func(r TLSRun) float64 { return r.OpsPerS })
 		ratio := report.Median(tt) / report.Median(tp)
 		var ops []string
 		for op := range plain[0].P99Us {
@@ -91,9 +96,10 @@ func TLSMarkdown(c TLSComparison) string {
 		}
 		slices.Sort(ops)
 		for i, op := range ops {
-			pp, pt := report.Median(field(plain, func(r TLSRun) float64 { return r.P99Us[op] })), report.Median(field(tls, func(r TLSRun) float64 { return r.P99Us[op] }))
+			p99 := func(r TLSRun) float64 { return r.P99Us[op] }
+			pp, pt := report.Median(field(plain, p99)), report.Median(field(tls, p99))
 			met := ratio >= TLSGoalThroughput && pt/pp <= TLSGoalP99
-			head := fmt.Sprintf("| %s | %.0f | %.0f | %.2f (%s) |", strings.ToUpper(w), report.Median(tp), report.Median(tt), ratio, strings.Join(ratios, ", "))
+			head := fmt.Sprintf("| %s | %.0f | %.0f | %.2f (%s) |", strings.ToUpper(w), report.Median(tp), report.Median(tt), ratio, pairs(tp, tt))
 			if i > 0 {
 				head = "| | | | |"
 			}
@@ -101,9 +107,10 @@ func TLSMarkdown(c TLSComparison) string {
 			if !met {
 				verdict = "**missed**"
 			}
-			fmt.Fprintf(&b, "%s %s | %.0f | %.0f | %.2f | %s |\n", head, op, pp, pt, pt/pp, verdict)
+			fmt.Fprintf(&b, "%s %s | %.0f | %.0f | %.2f (%s) | %s |\n", head, op, pp, pt, pt/pp, pairs(field(plain, p99), field(tls, p99)), verdict)
 		}
 	}
-	b.WriteString("\nEach run is a fresh `bellows local` (TLS or `--tls=false`), loaded and then run; the modes alternate, and the table shows medians over the runs.\n")
+	b.WriteString("\nEach run is a fresh `bellows local` (TLS or `--tls=false`), loaded and then run; the modes alternate, and the table shows medians over the runs, " +
+		"with the ratio of each run pair in parentheses. The goals are judged on the medians.\n")
 	return b.String()
 }
