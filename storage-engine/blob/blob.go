@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -122,12 +123,49 @@ func translate(key string, err error) error {
 // WriteAll writes data to key. With ifNotExist the write fails with ErrExists
 // instead of replacing an existing object: the manifest's fencing relies on it.
 func (b *Bucket) WriteAll(ctx context.Context, key string, data []byte, ifNotExist bool) error {
+	if ifNotExist && b.root != "" {
+		return b.createFile(key, data)
+	}
 	opts := &gblob.WriterOptions{IfNotExist: ifNotExist, ContentType: "application/octet-stream"}
 	err := b.b.WriteAll(ctx, b.prefix+key, data, opts)
 	if ifNotExist && gcerrors.Code(err) == gcerrors.FailedPrecondition {
 		return fmt.Errorf("%w: %s", ErrExists, key)
 	}
 	return translate(key, err)
+}
+
+// createFile writes a file bucket's object key only if it does not exist,
+// atomically: fileblob's IfNotExist checks that the file is absent and then
+// renames its temporary file over it, so two writers racing for one key
+// could both succeed, the second replacing the first (a manifest or region
+// map epoch committed twice). A hard link fails if its name exists, so of
+// racing writers exactly one creates the object.
+func (b *Bucket) createFile(key string, data []byte) error {
+	to := filepath.Join(b.root, filepath.FromSlash(b.prefix+key))
+	if err := os.MkdirAll(filepath.Dir(to), 0o755); err != nil {
+		return fmt.Errorf("blob: %s: %w", key, err)
+	}
+	// Named as fileblob names its temporary files, which List hides.
+	tmp := fmt.Sprintf("%s.%x.tmp", to, time.Now().UnixNano())
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return fmt.Errorf("blob: %s: %w", key, err)
+	}
+	defer os.Remove(tmp)
+	_, err = f.Write(data)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("blob: %s: %w", key, err)
+	}
+	if err := os.Link(tmp, to); err != nil {
+		if errors.Is(err, fs.ErrExist) {
+			return fmt.Errorf("%w: %s", ErrExists, key)
+		}
+		return fmt.Errorf("blob: %s: %w", key, err)
+	}
+	return nil
 }
 
 // NewWriter streams a new object to key; it becomes visible on Close.
