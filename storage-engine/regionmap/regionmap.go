@@ -17,10 +17,13 @@
 //   - A region made by a split names its parent and the parent's final
 //     manifest (Parent); the parent is retired in the same commit.
 //
-// Ownership: a region belongs to slot Slot, the index of the initial region
-// it descends from; slot i is served by the store with ordinal i mod N (N
-// stores), as before regions could split. A split keeps the slot, so a split
-// moves nothing between stores.
+// Ownership: a region the balancer placed (Owner set) belongs to the store
+// with that ordinal while the cluster has that many stores; any other
+// region belongs to slot Slot, the index of the initial region it descends
+// from, served by the store with ordinal Slot mod N (N stores), as before
+// regions could split or move (OwnerOf). A split keeps both, so a split
+// moves nothing between stores; only the balancer's commits (balance.go)
+// move regions.
 package regionmap
 
 import (
@@ -53,6 +56,9 @@ type Region struct {
 	// Slot is the index of the initial region this one descends from:
 	// the store with ordinal Slot mod N owns it.
 	Slot int `json:"slot"`
+	// Owner is the ordinal of the store the balancer placed the region
+	// on; nil: the slot rule. See OwnerOf.
+	Owner *int `json:"owner,omitempty"`
 	// Parent, for a daughter of a split: the parent region and its final
 	// manifest, from which the daughter derives its first one.
 	Parent *Parent `json:"parent,omitempty"`
@@ -67,6 +73,20 @@ type Parent struct {
 // Contains reports whether key falls in the region's range.
 func (r Region) Contains(key []byte) bool {
 	return bytes.Compare(key, r.Start) >= 0 && (r.End == nil || bytes.Compare(key, r.End) < 0)
+}
+
+// OwnerOf is the ordinal of the store that serves r in a cluster of n
+// stores: Owner when it is one of them, else Slot mod n. A region placed on
+// a store that has since left (scale-down) thus falls back to its slot's
+// store until the balancer places it again, never to no store.
+func (r Region) OwnerOf(n int) int {
+	if n < 1 {
+		return -1
+	}
+	if r.Owner != nil && *r.Owner >= 0 && *r.Owner < n {
+		return *r.Owner
+	}
+	return r.Slot % n
 }
 
 // Map is one epoch of the region map.
@@ -130,6 +150,8 @@ func (m Map) Validate() error {
 			return fmt.Errorf("regionmap: %s has the empty range [%q, %q)", r.Name, r.Start, r.End)
 		case r.Slot < 0:
 			return fmt.Errorf("regionmap: %s has the negative slot %d", r.Name, r.Slot)
+		case r.Owner != nil && *r.Owner < 0:
+			return fmt.Errorf("regionmap: %s has the negative owner %d", r.Name, *r.Owner)
 		}
 		ids[r.ID] = true
 		names[r.Name] = true
@@ -168,8 +190,8 @@ func (m Map) Split(name string, key []byte, parentManifest uint64) (Map, error) 
 		return Map{}, fmt.Errorf("regionmap: split key %q is not strictly inside %s [%q, %q)", key, name, p.Start, p.End)
 	}
 	parent := &Parent{Name: name, Manifest: parentManifest}
-	l := Region{ID: m.NextID, Start: p.Start, End: bytes.Clone(key), Slot: p.Slot, Parent: parent}
-	r := Region{ID: m.NextID + 1, Start: bytes.Clone(key), End: p.End, Slot: p.Slot, Parent: parent}
+	l := Region{ID: m.NextID, Start: p.Start, End: bytes.Clone(key), Slot: p.Slot, Owner: p.Owner, Parent: parent}
+	r := Region{ID: m.NextID + 1, Start: bytes.Clone(key), End: p.End, Slot: p.Slot, Owner: p.Owner, Parent: parent}
 	l.Name, r.Name = Name(l.ID), Name(r.ID)
 	next := m.clone()
 	next.NextID += 2

@@ -1,0 +1,234 @@
+package regionmap
+
+// The balancer's decision (docs/regions.md §4), a pure function of the map
+// and the regions' readings: which regions to move to which store so that
+// every store holds about the mean bytes and serves about the mean request
+// rate. The store that holds the balancer lease (lease.go) calls Plan and
+// commits the result with Map.Moved; the owners then hand the regions over.
+
+import (
+	"fmt"
+	"math"
+	"slices"
+)
+
+// RegionLoad is one region's readings, as its serving store reports them.
+type RegionLoad struct {
+	Bytes int64
+	// QPS is the requests per second it served over the recent window.
+	QPS float64
+}
+
+// BalanceSettings bound a plan.
+type BalanceSettings struct {
+	// Stores is the cluster's store count: ordinals 0 … Stores-1.
+	Stores int
+	// Tolerance is how far from the mean a store may be, as a fraction of
+	// the mean (0.15: ±15%), in bytes and in requests per second.
+	Tolerance float64
+	// MaxMovesInFlight bounds the moves under way at once, cluster-wide:
+	// the ones committed whose new owner has not opened the region yet
+	// count against it.
+	MaxMovesInFlight int
+	// Unreachable stores (ordinals) neither give nor receive regions: a
+	// move to a store that does not answer would leave the region closed.
+	Unreachable []int
+}
+
+// Move gives Region, served by From, to To.
+type Move struct {
+	Region   string
+	From, To int
+}
+
+func (m Move) String() string { return fmt.Sprintf("%s: %d→%d", m.Region, m.From, m.To) }
+
+// StoreLoad is what one store holds under a map: the sums of its regions'
+// readings.
+type StoreLoad struct {
+	Regions int
+	Bytes   int64
+	QPS     float64
+}
+
+// Loads are the per-store sums of the regions' readings, indexed by
+// ordinal, under map m in a cluster of n stores. A region without a
+// reading counts as empty.
+func Loads(m Map, load map[string]RegionLoad, n int) []StoreLoad {
+	out := make([]StoreLoad, max(n, 0))
+	for _, r := range m.Region {
+		o := r.OwnerOf(n)
+		if o < 0 {
+			continue
+		}
+		l := load[r.Name]
+		out[o].Regions++
+		out[o].Bytes += l.Bytes
+		out[o].QPS += l.QPS
+	}
+	return out
+}
+
+// Balanced reports whether every store is within the tolerance of the mean,
+// in bytes and in requests per second.
+func Balanced(stores []StoreLoad, tolerance float64) bool {
+	if len(stores) == 0 {
+		return true
+	}
+	var bytes int64
+	var qps float64
+	for _, s := range stores {
+		bytes += s.Bytes
+		qps += s.QPS
+	}
+	mb, mq := float64(bytes)/float64(len(stores)), qps/float64(len(stores))
+	for _, s := range stores {
+		if math.Abs(float64(s.Bytes)-mb) > tolerance*mb || math.Abs(s.QPS-mq) > tolerance*mq {
+			return false
+		}
+	}
+	return true
+}
+
+// Plan returns the moves that bring the stores toward the mean, at most
+// MaxMovesInFlight minus the moves already in flight (inFlight: regions
+// whose owner has not opened them yet; they are neither moved again nor
+// counted as settled). Bytes first: each move takes, from the store
+// furthest above the mean bytes to the one furthest below, the region that
+// best closes their gap without reversing it. When bytes are within the
+// tolerance, requests per second the same way, with only moves that keep
+// bytes within it. A region is moved at most once per plan. The plan is
+// empty when the stores are balanced or no move improves them: with few
+// regions the tolerance may be out of reach, and the balancer then waits
+// for splits.
+func Plan(m Map, load map[string]RegionLoad, inFlight map[string]bool, s BalanceSettings) []Move {
+	n := s.Stores
+	budget := s.MaxMovesInFlight - len(inFlight)
+	if n < 2 || budget <= 0 {
+		return nil
+	}
+	owner := map[string]int{}
+	for _, r := range m.Region {
+		owner[r.Name] = r.OwnerOf(n)
+	}
+	stores := Loads(m, load, n)
+	usable := func(o int) bool { return !slices.Contains(s.Unreachable, o) }
+	var moves []Move
+	moved := map[string]bool{}
+	for len(moves) < budget {
+		mv, ok := bestMove(m, load, owner, stores, inFlight, moved, usable, s.Tolerance)
+		if !ok {
+			break
+		}
+		moves = append(moves, mv)
+		moved[mv.Region] = true
+		owner[mv.Region] = mv.To
+		l := load[mv.Region]
+		stores[mv.From].Regions--
+		stores[mv.From].Bytes -= l.Bytes
+		stores[mv.From].QPS -= l.QPS
+		stores[mv.To].Regions++
+		stores[mv.To].Bytes += l.Bytes
+		stores[mv.To].QPS += l.QPS
+	}
+	return moves
+}
+
+// bestMove is the next move of Plan, by bytes, else by requests per second.
+func bestMove(m Map, load map[string]RegionLoad, owner map[string]int, stores []StoreLoad, inFlight, moved map[string]bool,
+	usable func(int) bool, tol float64) (Move, bool) {
+	var totalBytes int64
+	var totalQPS float64
+	for _, st := range stores {
+		totalBytes += st.Bytes
+		totalQPS += st.QPS
+	}
+	meanBytes := float64(totalBytes) / float64(len(stores))
+	meanQPS := totalQPS / float64(len(stores))
+	bytesOf := func(o int) float64 { return float64(stores[o].Bytes) }
+	qpsOf := func(o int) float64 { return stores[o].QPS }
+	bytesOut := func(o int) bool { return math.Abs(bytesOf(o)-meanBytes) > tol*meanBytes }
+	var bytesOff bool
+	for o := range stores {
+		bytesOff = bytesOff || (usable(o) && bytesOut(o))
+	}
+	if bytesOff {
+		return pairMove(m, load, owner, inFlight, moved, usable, len(stores), bytesOf,
+			func(l RegionLoad) float64 { return float64(l.Bytes) }, nil)
+	}
+	var qpsOff bool
+	for o := range stores {
+		qpsOff = qpsOff || (usable(o) && math.Abs(qpsOf(o)-meanQPS) > tol*meanQPS)
+	}
+	if !qpsOff {
+		return Move{}, false
+	}
+	// A request-rate move must not push bytes out of tolerance.
+	keepsBytes := func(from, to int, l RegionLoad) bool {
+		b := float64(l.Bytes)
+		return math.Abs(bytesOf(from)-b-meanBytes) <= tol*meanBytes && math.Abs(bytesOf(to)+b-meanBytes) <= tol*meanBytes
+	}
+	return pairMove(m, load, owner, inFlight, moved, usable, len(stores), qpsOf,
+		func(l RegionLoad) float64 { return l.QPS }, keepsBytes)
+}
+
+// pairMove moves, from the usable store with the most of a measure to the
+// one with the least, the movable region whose measure is nearest half
+// their gap, if any is strictly between 0 and the gap (so the pair ends
+// closer than it began) and allowed.
+func pairMove(m Map, load map[string]RegionLoad, owner map[string]int, inFlight, moved map[string]bool, usable func(int) bool, n int,
+	of func(int) float64, measure func(RegionLoad) float64, allowed func(from, to int, l RegionLoad) bool) (Move, bool) {
+	hi, lo := -1, -1
+	for o := range n {
+		if !usable(o) {
+			continue
+		}
+		if hi < 0 || of(o) > of(hi) {
+			hi = o
+		}
+		if lo < 0 || of(o) < of(lo) {
+			lo = o
+		}
+	}
+	if hi < 0 || hi == lo {
+		return Move{}, false
+	}
+	gap := of(hi) - of(lo)
+	best, bestDist := "", math.Inf(1)
+	for _, r := range m.Region {
+		if owner[r.Name] != hi || inFlight[r.Name] || moved[r.Name] {
+			continue
+		}
+		l := load[r.Name]
+		v := measure(l)
+		if v <= 0 || v >= gap || (allowed != nil && !allowed(hi, lo, l)) {
+			continue
+		}
+		if d := math.Abs(v - gap/2); d < bestDist {
+			best, bestDist = r.Name, d
+		}
+	}
+	if best == "" {
+		return Move{}, false
+	}
+	return Move{Region: best, From: hi, To: lo}, true
+}
+
+// Moved is m with each move's region placed on its new store (Owner set).
+// A move of a region not in m fails: the plan was made on another epoch.
+// The result is not committed.
+func (m Map) Moved(moves []Move) (Map, error) {
+	next := m.clone()
+	for _, mv := range moves {
+		i := slices.IndexFunc(next.Region, func(r Region) bool { return r.Name == mv.Region })
+		if i < 0 {
+			return Map{}, fmt.Errorf("regionmap: no region %s to move (epoch %d)", mv.Region, m.Epoch)
+		}
+		if mv.To < 0 {
+			return Map{}, fmt.Errorf("regionmap: move of %s to the negative ordinal %d", mv.Region, mv.To)
+		}
+		to := mv.To
+		next.Region[i].Owner = &to
+	}
+	return next, next.Validate()
+}

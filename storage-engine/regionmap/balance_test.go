@@ -1,0 +1,218 @@
+package regionmap
+
+import (
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"testing"
+)
+
+// mapOf is a map of n regions, all in slot 0 (one store owns them all, as
+// after a one-region cluster split n-1 times).
+func mapOf(t *testing.T, n int) Map {
+	t.Helper()
+	var bounds [][]byte
+	for i := 1; i < n; i++ {
+		bounds = append(bounds, []byte(fmt.Sprintf("k%04d", i)))
+	}
+	m, err := Initial(bounds)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range m.Region {
+		m.Region[i].Slot = 0
+	}
+	return m
+}
+
+// applyPlans runs Plan and commits its moves until it proposes none, as the
+// balancer does round after round (moves settle between rounds), and
+// returns the final map and the number of moves.
+func applyPlans(t *testing.T, m Map, load map[string]RegionLoad, s BalanceSettings) (Map, int) {
+	t.Helper()
+	total := 0
+	for round := 0; ; round++ {
+		if round > 1000 {
+			t.Fatalf("the plans did not settle in 1000 rounds")
+		}
+		moves := Plan(m, load, nil, s)
+		if len(moves) > s.MaxMovesInFlight {
+			t.Fatalf("round %d: %d moves, over the %d in flight allowed", round, len(moves), s.MaxMovesInFlight)
+		}
+		if len(moves) == 0 {
+			return m, total
+		}
+		seen := map[string]bool{}
+		for _, mv := range moves {
+			if seen[mv.Region] {
+				t.Fatalf("round %d: %s moved twice in one plan: %v", round, mv.Region, moves)
+			}
+			seen[mv.Region] = true
+			if r, _ := m.ByName(mv.Region); r.OwnerOf(s.Stores) != mv.From || mv.From == mv.To {
+				t.Fatalf("round %d: move %v, but the region is on %d", round, mv, r.OwnerOf(s.Stores))
+			}
+		}
+		next, err := m.Moved(moves)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, total = next, total+len(moves)
+	}
+}
+
+// Equal regions on one store spread over three within the tolerance, in
+// bytes and in requests, and the plans stop there.
+func TestPlanSpreadsEqualRegionsWithinTheTolerance(t *testing.T) {
+	m := mapOf(t, 12)
+	load := map[string]RegionLoad{}
+	for _, r := range m.Region {
+		load[r.Name] = RegionLoad{Bytes: 100 << 20, QPS: 50}
+	}
+	s := BalanceSettings{Stores: 3, Tolerance: 0.15, MaxMovesInFlight: 2}
+	final, moves := applyPlans(t, m, load, s)
+	stores := Loads(final, load, 3)
+	if !Balanced(stores, s.Tolerance) {
+		t.Fatalf("not balanced after %d moves: %+v", moves, stores)
+	}
+	if moves != 8 {
+		t.Errorf("%d moves, want the 8 that give each store 4 of the 12 regions", moves)
+	}
+	for o, st := range stores {
+		if st.Regions != 4 {
+			t.Errorf("store %d holds %d regions", o, st.Regions)
+		}
+	}
+}
+
+// Random region sizes and loads, random store counts: every plan respects
+// its bounds, every round lowers the spread (the plans settle), and the
+// result is within the tolerance whenever the regions are fine enough that
+// some placement is (each region at most a quarter of a store's mean).
+func TestPlanPropertiesOverRandomClusters(t *testing.T) {
+	for seed := range uint64(300) {
+		rng := rand.New(rand.NewPCG(seed, 7))
+		stores := 2 + rng.IntN(5)
+		regions := stores * (4 + rng.IntN(6))
+		m := mapOf(t, regions)
+		for i := range m.Region {
+			m.Region[i].Slot = rng.IntN(stores) // some start spread
+		}
+		load := map[string]RegionLoad{}
+		var total int64
+		for _, r := range m.Region {
+			b := int64(50+rng.IntN(100)) << 20
+			load[r.Name] = RegionLoad{Bytes: b, QPS: float64(rng.IntN(40))}
+			total += b
+		}
+		fine := true
+		for _, l := range load {
+			fine = fine && l.Bytes <= total/int64(stores)/4
+		}
+		s := BalanceSettings{Stores: stores, Tolerance: 0.15, MaxMovesInFlight: 1 + rng.IntN(3)}
+		final, _ := applyPlans(t, m, load, s)
+		st := Loads(final, load, stores)
+		if fine && !bytesWithin(st, s.Tolerance) {
+			t.Errorf("seed %d: %d stores, %d regions: bytes not within ±%.0f%%: %+v", seed, stores, regions, 100*s.Tolerance, st)
+		}
+	}
+}
+
+func bytesWithin(st []StoreLoad, tol float64) bool {
+	var total int64
+	for _, s := range st {
+		total += s.Bytes
+	}
+	mean := float64(total) / float64(len(st))
+	for _, s := range st {
+		if d := float64(s.Bytes) - mean; d > tol*mean || -d > tol*mean {
+			return false
+		}
+	}
+	return true
+}
+
+// Moves in flight count against the bound and are not moved again; an
+// unreachable store neither gives nor takes.
+func TestPlanHonoursMovesInFlightAndUnreachableStores(t *testing.T) {
+	m := mapOf(t, 6)
+	load := map[string]RegionLoad{}
+	for _, r := range m.Region {
+		load[r.Name] = RegionLoad{Bytes: 10 << 20}
+	}
+	s := BalanceSettings{Stores: 3, Tolerance: 0.15, MaxMovesInFlight: 2}
+	if got := Plan(m, load, map[string]bool{"region-000": true, "region-001": true}, s); len(got) != 0 {
+		t.Fatalf("two moves in flight, bound 2: plan %v", got)
+	}
+	got := Plan(m, load, map[string]bool{"region-000": true}, s)
+	if len(got) != 1 || got[0].Region == "region-000" {
+		t.Fatalf("one move in flight: plan %v, want one move of another region", got)
+	}
+	s.Unreachable = []int{1}
+	for _, mv := range Plan(m, load, nil, s) {
+		if mv.To == 1 || mv.From == 1 {
+			t.Fatalf("plan %v moves to or from the unreachable store 1", mv)
+		}
+	}
+}
+
+// When the stores shrink, a region placed on a store that left falls back
+// to its slot's store, and the plan balances the rest: no region is left
+// without an owner.
+func TestARegionOnALeavingStoreFallsBackToItsSlot(t *testing.T) {
+	m := mapOf(t, 15)
+	load := map[string]RegionLoad{}
+	for _, r := range m.Region {
+		load[r.Name] = RegionLoad{Bytes: 10 << 20}
+	}
+	s := BalanceSettings{Stores: 5, Tolerance: 0.15, MaxMovesInFlight: 3}
+	m, _ = applyPlans(t, m, load, s)
+	on4 := 0
+	for _, r := range m.Region {
+		if r.OwnerOf(5) == 4 {
+			on4++
+			if got := r.OwnerOf(3); got != r.Slot%3 {
+				t.Errorf("%s on the leaving store 4: owner among 3 is %d, want its slot's %d", r.Name, got, r.Slot%3)
+			}
+		}
+	}
+	if on4 == 0 {
+		t.Fatal("the balance put nothing on store 4")
+	}
+	s.Stores = 3
+	m, _ = applyPlans(t, m, load, s)
+	if st := Loads(m, load, 3); !bytesWithin(st, 0.15) {
+		t.Fatalf("after 5 → 3: %+v", st)
+	}
+}
+
+// A map written before the balancer (no owner fields) loads with every
+// region on its slot's store, and an owner survives a split.
+func TestOwnersAreOptionalAndSurviveASplit(t *testing.T) {
+	var m Map
+	old := `{"epoch":3,"nextID":3,"regions":[{"id":1,"name":"region-001","start":"","end":"bQ==","slot":1},{"id":2,"name":"region-002","start":"bQ==","slot":0}]}`
+	if err := json.Unmarshal([]byte(old), &m); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if m.Region[0].OwnerOf(2) != 1 || m.Region[1].OwnerOf(2) != 0 {
+		t.Fatalf("an old map's owners: %d %d, want the slots' 1 0", m.Region[0].OwnerOf(2), m.Region[1].OwnerOf(2))
+	}
+	moved, err := m.Moved([]Move{{Region: "region-002", From: 0, To: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	split, err := moved.Split("region-002", []byte("t"), 9)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range split.Region[1:] {
+		if r.OwnerOf(2) != 1 {
+			t.Errorf("daughter %s on %d, want its parent's store 1", r.Name, r.OwnerOf(2))
+		}
+	}
+	if _, err := m.Moved([]Move{{Region: "region-009", To: 1}}); err == nil {
+		t.Error("a move of a region not in the map was accepted")
+	}
+}
