@@ -96,7 +96,8 @@ func (s *storePair) start(i int) error {
 		"--create-bucket", "--bucket=file://"+filepath.Join(s.dir, "bucket"), "--wal-dir="+filepath.Join(s.dir, fmt.Sprintf("wal-%d", i)),
 		fmt.Sprintf("--regions=%d", BankRegions), fmt.Sprintf("--region-owner=%d/2", i), "--offload=Disabled",
 		"--listen="+s.addrs[i], "--peers="+strings.Join(s.addrs[:], ","), "--metrics-listen=127.0.0.1:0",
-		"--txn-lock-ttl="+BankLockTTL.String())
+		// Fixed placement: the bank's stores are killed by slot.
+		"--txn-lock-ttl="+BankLockTTL.String(), "--balance-interval=0")
 	s.children[i] = c
 	return err
 }

@@ -69,6 +69,19 @@ const (
 	// DefaultLoadWindow is the window a store measures its regions'
 	// request rates over for splits by load.
 	DefaultLoadWindow = 10 * time.Second
+	// DefaultBalanceInterval is how often the store holding the balancer
+	// lease reads every store's regions and plans moves (docs/regions.md
+	// §4); DefaultBalancerLeaseTerm is how long a term of that lease
+	// lasts (renewed every interval, so a holder that stops is replaced
+	// within a term plus the clock offset).
+	DefaultBalanceInterval   = 5 * time.Second
+	DefaultBalancerLeaseTerm = 20 * time.Second
+	// DefaultBalanceTolerance: the balancer moves regions until every
+	// store is within this fraction of the mean bytes and request rate.
+	DefaultBalanceTolerance = 0.15
+	// DefaultMaxMovesInFlight bounds the region moves under way at once,
+	// cluster-wide.
+	DefaultMaxMovesInFlight = 2
 	// DefaultMapPollInterval is how often a store checks the bucket for a
 	// region map newer than its own (another store's split): one
 	// existence check.

@@ -22,6 +22,11 @@ const (
 	// (and more than twice its store's median) splits at a sampled key;
 	// 0 never splits by load.
 	FlagSplitQPS = "split-qps"
+	// FlagBalanceInterval: how often the balancer (the store holding its
+	// lease) plans region moves; 0 turns the balancer off in this store.
+	FlagBalanceInterval = "balance-interval"
+	// FlagMaxMovesInFlight bounds the region moves under way at once.
+	FlagMaxMovesInFlight = "max-moves-in-flight"
 	// FlagReplicasFrom is NAMESPACE/STATEFULSET: the replica count is
 	// that StatefulSet's spec.replicas, watched, and --region-owner is
 	// only the ORDINAL.

@@ -33,6 +33,10 @@ type BalanceSettings struct {
 	// Unreachable stores (ordinals) neither give nor receive regions: a
 	// move to a store that does not answer would leave the region closed.
 	Unreachable []int
+	// Settling regions moved recently and are not moved again yet: while
+	// the data grows and regions split, readings change between plans,
+	// and without a pause a region would go back and forth.
+	Settling map[string]bool
 }
 
 // Move gives Region, served by From, to To.
@@ -93,7 +97,7 @@ func Balanced(stores []StoreLoad, tolerance float64) bool {
 // Plan returns the moves that bring the stores toward the mean, at most
 // MaxMovesInFlight minus the moves already in flight (inFlight: regions
 // whose owner has not opened them yet; they are neither moved again nor
-// counted as settled). Bytes first: each move takes, from the store
+// counted as settled). Settling regions stay where they are. Bytes first: each move takes, from the store
 // furthest above the mean bytes to the one furthest below, the region that
 // best closes their gap without reversing it. When bytes are within the
 // tolerance, requests per second the same way, with only moves that keep
@@ -116,7 +120,7 @@ func Plan(m Map, load map[string]RegionLoad, inFlight map[string]bool, s Balance
 	var moves []Move
 	moved := map[string]bool{}
 	for len(moves) < budget {
-		mv, ok := bestMove(m, load, owner, stores, inFlight, moved, usable, s.Tolerance)
+		mv, ok := bestMove(m, load, owner, stores, inFlight, moved, s.Settling, usable, s.Tolerance)
 		if !ok {
 			break
 		}
@@ -135,8 +139,9 @@ func Plan(m Map, load map[string]RegionLoad, inFlight map[string]bool, s Balance
 }
 
 // bestMove is the next move of Plan, by bytes, else by requests per second.
-func bestMove(m Map, load map[string]RegionLoad, owner map[string]int, stores []StoreLoad, inFlight, moved map[string]bool,
+func bestMove(m Map, load map[string]RegionLoad, owner map[string]int, stores []StoreLoad, inFlight, moved, settling map[string]bool,
 	usable func(int) bool, tol float64) (Move, bool) {
+	fixed := func(name string) bool { return inFlight[name] || moved[name] || settling[name] }
 	var totalBytes int64
 	var totalQPS float64
 	for _, st := range stores {
@@ -153,7 +158,7 @@ func bestMove(m Map, load map[string]RegionLoad, owner map[string]int, stores []
 		bytesOff = bytesOff || (usable(o) && bytesOut(o))
 	}
 	if bytesOff {
-		return pairMove(m, load, owner, inFlight, moved, usable, len(stores), bytesOf,
+		return pairMove(m, load, owner, fixed, usable, len(stores), bytesOf,
 			func(l RegionLoad) float64 { return float64(l.Bytes) }, nil)
 	}
 	var qpsOff bool
@@ -168,7 +173,7 @@ func bestMove(m Map, load map[string]RegionLoad, owner map[string]int, stores []
 		b := float64(l.Bytes)
 		return math.Abs(bytesOf(from)-b-meanBytes) <= tol*meanBytes && math.Abs(bytesOf(to)+b-meanBytes) <= tol*meanBytes
 	}
-	return pairMove(m, load, owner, inFlight, moved, usable, len(stores), qpsOf,
+	return pairMove(m, load, owner, fixed, usable, len(stores), qpsOf,
 		func(l RegionLoad) float64 { return l.QPS }, keepsBytes)
 }
 
@@ -176,7 +181,7 @@ func bestMove(m Map, load map[string]RegionLoad, owner map[string]int, stores []
 // one with the least, the movable region whose measure is nearest half
 // their gap, if any is strictly between 0 and the gap (so the pair ends
 // closer than it began) and allowed.
-func pairMove(m Map, load map[string]RegionLoad, owner map[string]int, inFlight, moved map[string]bool, usable func(int) bool, n int,
+func pairMove(m Map, load map[string]RegionLoad, owner map[string]int, fixed func(string) bool, usable func(int) bool, n int,
 	of func(int) float64, measure func(RegionLoad) float64, allowed func(from, to int, l RegionLoad) bool) (Move, bool) {
 	hi, lo := -1, -1
 	for o := range n {
@@ -196,7 +201,7 @@ func pairMove(m Map, load map[string]RegionLoad, owner map[string]int, inFlight,
 	gap := of(hi) - of(lo)
 	best, bestDist := "", math.Inf(1)
 	for _, r := range m.Region {
-		if owner[r.Name] != hi || inFlight[r.Name] || moved[r.Name] {
+		if owner[r.Name] != hi || fixed(r.Name) {
 			continue
 		}
 		l := load[r.Name]

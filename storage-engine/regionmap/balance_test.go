@@ -131,8 +131,8 @@ func bytesWithin(st []StoreLoad, tol float64) bool {
 	return true
 }
 
-// Moves in flight count against the bound and are not moved again; an
-// unreachable store neither gives nor takes.
+// Moves in flight count against the bound and are not moved again;
+// settling regions stay; an unreachable store neither gives nor takes.
 func TestPlanHonoursMovesInFlightAndUnreachableStores(t *testing.T) {
 	m := mapOf(t, 6)
 	load := map[string]RegionLoad{}
@@ -147,6 +147,14 @@ func TestPlanHonoursMovesInFlightAndUnreachableStores(t *testing.T) {
 	if len(got) != 1 || got[0].Region == "region-000" {
 		t.Fatalf("one move in flight: plan %v, want one move of another region", got)
 	}
+	s.Settling = map[string]bool{}
+	for _, r := range m.Region[:5] {
+		s.Settling[r.Name] = true
+	}
+	if got := Plan(m, load, nil, s); len(got) != 1 || got[0].Region != "region-005" {
+		t.Fatalf("five of six regions settling: plan %v, want only region-005 moved", got)
+	}
+	s.Settling = nil
 	s.Unreachable = []int{1}
 	for _, mv := range Plan(m, load, nil, s) {
 		if mv.To == 1 || mv.From == 1 {

@@ -8,8 +8,10 @@ import (
 )
 
 // Assigner keeps a Store's assignment following the cluster's replica
-// count (--replicas-from): the regions of slot i (the initial region i and
-// every region split from it) belong to ordinal i mod N. When N
+// count (--replicas-from, or --region-owner's fixed REPLICAS) and the
+// region map's owners: a region the balancer placed belongs to that
+// ordinal, the others of slot i (the initial region i and every region
+// split from it) to ordinal i mod N (Span.OwnerOf). When N or an owner
 // changes only the regions whose owner changes move: this store claims the
 // regions it now owns (Store.Reassign) and releases those it no longer owns,
 // each once its new owner is ready (Ready), so that a region is not handed
@@ -56,10 +58,7 @@ func (a *Assigner) Target() ([]Span, bool) {
 	}
 	var out []Span
 	for _, sp := range all {
-		owner := -1
-		if n > 0 {
-			owner = sp.Slot % n
-		}
+		owner := sp.OwnerOf(n)
 		switch {
 		case owner == a.Ordinal:
 			out = append(out, sp)
@@ -99,8 +98,17 @@ func (a *Assigner) Step(ctx context.Context) error {
 	return err
 }
 
+// Owns reports whether this store owns sp under the current replica count
+// (true while the count is unknown: nothing is given away then).
+func (a *Assigner) Owns(sp Span) bool {
+	n, ok := a.Replicas()
+	return !ok || sp.OwnerOf(n) == a.Ordinal
+}
+
 // Run steps every Interval until ctx ends.
 func (a *Assigner) Run(ctx context.Context) {
+	owns := a.Owns
+	a.Store.owns.Store(&owns)
 	every := a.Interval
 	if every <= 0 {
 		every = 250 * time.Millisecond

@@ -18,6 +18,9 @@ type Span struct {
 	// Slot is the index of the initial region the region descends from:
 	// the store with ordinal Slot mod N serves it (regionmap.Region.Slot).
 	Slot int
+	// Owner is the ordinal the balancer placed the region on, nil: the
+	// slot rule (regionmap.Region.Owner, OwnerOf).
+	Owner *int
 	// Parent, for a daughter of a split, is what it derives its first
 	// manifest from (region.Options.SplitFrom).
 	Parent *regionmap.Parent
@@ -27,7 +30,7 @@ type Span struct {
 func SpansOf(m regionmap.Map) []Span {
 	out := make([]Span, len(m.Region))
 	for i, r := range m.Region {
-		out[i] = Span{Name: r.Name, Start: r.Start, End: r.End, Slot: r.Slot, Parent: r.Parent}
+		out[i] = Span{Name: r.Name, Start: r.Start, End: r.End, Slot: r.Slot, Owner: r.Owner, Parent: r.Parent}
 	}
 	return out
 }
@@ -40,6 +43,12 @@ func InitialMap(spans []Span) (regionmap.Map, error) {
 		bounds = append(bounds, sp.Start)
 	}
 	return regionmap.Initial(bounds)
+}
+
+// OwnerOf is the ordinal of the store serving the span among n stores
+// (regionmap.Region.OwnerOf).
+func (s Span) OwnerOf(n int) int {
+	return regionmap.Region{Slot: s.Slot, Owner: s.Owner}.OwnerOf(n)
 }
 
 // Contains reports whether key falls in the span.
@@ -93,9 +102,10 @@ func spans(bounds [][]byte) []Span {
 	return out
 }
 
-// Owner is --region-owner ORDINAL/REPLICAS: the store serves the regions of
-// slot i when i mod Replicas = Ordinal (the operator's
-// status.regionAssignment); a split keeps its region's slot.
+// Owner is --region-owner ORDINAL/REPLICAS: the store serves the regions
+// the balancer placed on Ordinal, and the others of slot i when i mod
+// Replicas = Ordinal (the operator's status.regionAssignment); a split
+// keeps its region's slot and owner.
 type Owner struct{ Ordinal, Replicas int }
 
 // ParseOwner parses ORDINAL/REPLICAS; empty means 0/1 (every region).
@@ -118,4 +128,4 @@ func (o Owner) Owned(all []Span) []Span {
 }
 
 // Owns reports whether this owner serves s.
-func (o Owner) Owns(s Span) bool { return s.Slot%o.Replicas == o.Ordinal }
+func (o Owner) Owns(s Span) bool { return s.OwnerOf(o.Replicas) == o.Ordinal }

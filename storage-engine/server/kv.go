@@ -516,6 +516,9 @@ func (s *KV) Regions(ctx context.Context, _ *kvpb.RegionsRequest) (*kvpb.Regions
 		_ = grpc.SetHeader(ctx, metadata.Pairs(route.StoreIDHeader, s.fwd.Router.Self()))
 	}
 	resp := &kvpb.RegionsResponse{}
+	if o := s.store.opts.Ordinal; o != nil {
+		resp.Ordinal = proto.Int32(int32(*o))
+	}
 	if s.fwd != nil {
 		resp.Peers = s.fwd.Router.Peers()
 	}

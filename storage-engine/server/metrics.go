@@ -207,6 +207,24 @@ func RegisterStoreGauges(reg prometheus.Registerer, s *Store, cache *blockcache.
 	}
 }
 
+// RegisterBalancerMetrics exports the balancer's moves and whether this
+// store holds its lease.
+func RegisterBalancerMetrics(reg prometheus.Registerer, b *Balancer) {
+	reg.MustRegister(
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "bellows_region_moves_total",
+			Help: "Region moves this store's balancer committed while it held the balancer lease (docs/regions.md §4)."},
+			func() float64 { return float64(b.Moves()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "bellows_balancer_lease_held",
+			Help: "1 when this store held the balancer lease at its last attempt: exactly one store of a cluster should."},
+			func() float64 {
+				if b.LeaseHeld() {
+					return 1
+				}
+				return 0
+			}),
+	)
+}
+
 // regionGauges exports a gauge per open region, read at scrape time: the
 // regions are those open then, so the daughters of a split, and regions a
 // replica change assigns later, are exported as soon as they open.

@@ -256,7 +256,20 @@ func (s *Store) commitSplit(ctx context.Context, m regionmap.Map, name string, k
 			return regionmap.Map{}, err
 		}
 		s.learnMap(m)
+		if r, ok := m.ByName(name); ok && !s.ownsRegion(r) {
+			// The balancer moved the region meanwhile: splitting it here
+			// would open daughters only to hand them over. Its new owner
+			// splits it if it still needs to.
+			return regionmap.Map{}, fmt.Errorf("server: split of %s abandoned: the balancer moved it to another store (epoch %d)", name, m.Epoch)
+		}
 	}
+}
+
+// ownsRegion reports whether this store is r's owner under the map, as the
+// Assigner counts (true without an Assigner: the store serves what it has).
+func (s *Store) ownsRegion(r regionmap.Region) bool {
+	f := s.owns.Load()
+	return f == nil || (*f)(Span{Slot: r.Slot, Owner: r.Owner})
 }
 
 // reclaimLocked replaces a, whose region e stopped taking writes for a

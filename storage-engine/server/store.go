@@ -54,6 +54,9 @@ type Store struct {
 	// regionMap is the newest region map the store knows (nil: fixed
 	// regions); mapMu serialises this store's commits of it (split.go).
 	regionMap atomic.Pointer[mapState]
+	// owns says whether this store owns a region under the map (its
+	// Assigner's rule); nil: no Assigner, the store owns what it serves.
+	owns atomic.Pointer[func(Span) bool]
 	mapMu     sync.Mutex
 	// sizeSplits and loadSplits count the splits this store committed.
 	sizeSplits, loadSplits atomic.Uint64
@@ -120,6 +123,9 @@ type StoreOptions struct {
 	// regions' owner). Default: the host name, which in Kubernetes is the
 	// pod's name.
 	Name string
+	// Ordinal is the store's ordinal among the cluster's stores, which
+	// its Regions answers carry for the balancer; nil: it has none.
+	Ordinal *int
 }
 
 // EnsureDefaults fills the unset fields with their defaults.
@@ -543,13 +549,22 @@ func (s *Store) ByName(name string) *Assignment {
 	return nil
 }
 
-// Route finds the assigned region holding key, or the region Reassign
-// released that holds it (which answers UNAVAILABLE), or nil.
+// Route finds the assigned region holding key, else a region Reassign
+// released that holds it (which answers UNAVAILABLE), else nil. The live
+// regions come first: since regions split and move, a released region's
+// range may overlap a live one's (a parent given away, then one of its
+// daughters taken back), and the released one must not hide it.
 func (s *Store) Route(key []byte) *Assignment {
-	all := s.current().all
-	i := sort.Search(len(all), func(i int) bool { return bytes.Compare(all[i].Span.Start, key) > 0 }) - 1
-	if i >= 0 && all[i].Span.Contains(key) {
-		return all[i]
+	cur := s.current()
+	live := cur.live
+	i := sort.Search(len(live), func(i int) bool { return bytes.Compare(live[i].Span.Start, key) > 0 }) - 1
+	if i >= 0 && live[i].Span.Contains(key) {
+		return live[i]
+	}
+	for _, a := range cur.all {
+		if a.released.Load() && a.Span.Contains(key) {
+			return a
+		}
 	}
 	return nil
 }

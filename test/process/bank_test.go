@@ -24,7 +24,7 @@ const txnLockTTL = time.Second
 func startTxnStore(t *testing.T, name, bucket, walDir, addr, owner, peers string, extra ...string) *proc {
 	return start(t, name, append([]string{"store", "--create-bucket", "--bucket=" + bucket, "--wal-dir=" + walDir, "--regions=4",
 		"--region-owner=" + owner, "--offload=Disabled", "--listen=" + addr, "--peers=" + peers,
-		"--txn-lock-ttl=" + txnLockTTL.String()}, extra...)...)
+		"--txn-lock-ttl=" + txnLockTTL.String(), "--balance-interval=0"}, extra...)...)
 }
 
 // bankRegions is how many regions the bank's stores split the key space into.

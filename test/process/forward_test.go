@@ -34,7 +34,9 @@ func freeAddr(t *testing.T) string {
 // owner), given the same --peers list, itself included.
 func startPeerStore(t *testing.T, name, bucket, walDir, addr, owner, peers string) *proc {
 	return start(t, name, "store", "--create-bucket", "--bucket="+bucket, "--wal-dir="+walDir, "--regions=4",
-		"--region-owner="+owner, "--offload=Disabled", "--listen="+addr, "--peers="+peers)
+		"--region-owner="+owner, "--offload=Disabled", "--listen="+addr, "--peers="+peers,
+		// The tests place regions by slot: no balancer moves them.
+		"--balance-interval=0")
 }
 
 // regionKey is a key of region i of 4 (regions split the key space by first byte).

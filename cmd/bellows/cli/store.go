@@ -43,6 +43,9 @@ func newStoreCommand() *cobra.Command {
 		"split a region whose data (files plus memstore) passes this size at the key that halves it, e.g. 512MiB; keep it at most half the workers' cache (--"+contract.FlagCacheBytes+") so a region's major compaction stays offloadable; 0 never splits")
 	f.Float64Var(&cfg.SplitQPS, contract.FlagSplitQPS, cfg.SplitQPS,
 		"split a region serving more requests per second than this, and more than twice its store's median, at a sampled key that halves its load (a single hot key is never split); 0 never splits by load")
+	f.DurationVar(&cfg.BalanceInterval, contract.FlagBalanceInterval, cfg.BalanceInterval,
+		"with several stores, how often the store holding the balancer lease moves regions so every store holds about the mean bytes and requests (docs/regions.md); 0: this store never balances")
+	f.IntVar(&cfg.MaxMovesInFlight, contract.FlagMaxMovesInFlight, cfg.MaxMovesInFlight, "region moves the balancer keeps under way at once, cluster-wide")
 	f.StringVar(&cfg.RegionOwner, contract.FlagRegionOwner, "", "ORDINAL/REPLICAS: serve region i when i mod REPLICAS = ORDINAL (default all); with --"+contract.FlagReplicasFrom+", only ORDINAL")
 	f.StringVar(&cfg.ReplicasFrom, contract.FlagReplicasFrom, "", "NAMESPACE/STATEFULSET whose spec.replicas is REPLICAS, watched: a replica change re-assigns the regions of the running store (needs get/list/watch on statefulsets)")
 	f.StringSliceVar(&cfg.Compactors, contract.FlagCompactors, nil, "compaction workers, host:port,...")

@@ -49,6 +49,11 @@ type Config struct {
 	// more than twice its store's median) splits at a sampled key (0:
 	// never by load).
 	SplitQPS float64
+	// BalanceInterval: how often the balancer plans moves while this
+	// store holds its lease (0: never here); MaxMovesInFlight bounds the
+	// moves under way at once.
+	BalanceInterval  time.Duration
+	MaxMovesInFlight int
 	// RegionOwner is ORDINAL/REPLICAS; empty serves every region. With
 	// ReplicasFrom it is only the ORDINAL.
 	RegionOwner string
@@ -113,6 +118,8 @@ func Default() Config {
 		Regions:                int(contract.DefaultRegionCount),
 		SplitBytes:             contract.DefaultSplitBytes,
 		SplitQPS:               float64(contract.DefaultSplitQPS),
+		BalanceInterval:        contract.DefaultBalanceInterval,
+		MaxMovesInFlight:       contract.DefaultMaxMovesInFlight,
 		OwnershipCheckInterval: contract.DefaultOwnershipCheckInterval,
 		WALArchiveInterval:     contract.DefaultWALArchiveInterval,
 		ReleaseTimeout:         contract.DefaultReleaseTimeout,
@@ -193,6 +200,12 @@ func (c Config) Validate() error {
 	}
 	if c.SplitQPS < 0 || math.IsNaN(c.SplitQPS) || math.IsInf(c.SplitQPS, 0) {
 		flag(contract.FlagSplitQPS, "%v is not a rate: write requests per second, e.g. 3000, or 0 to never split by load", c.SplitQPS)
+	}
+	if c.BalanceInterval < 0 {
+		flag(contract.FlagBalanceInterval, "%v is negative; give how often to balance, e.g. 5s, or 0 never to balance from this store", c.BalanceInterval)
+	}
+	if c.MaxMovesInFlight < 1 {
+		flag(contract.FlagMaxMovesInFlight, "%d: want at least 1 region move at a time", c.MaxMovesInFlight)
 	}
 	if c.OwnershipCheckInterval < 0 {
 		flag(contract.FlagOwnershipCheckInterval, "%v is negative", c.OwnershipCheckInterval)

@@ -122,8 +122,17 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, out io.Writer) error
 		return err
 	}
 	allSpans = server.SpansOf(regionMap)
+	if assigner == nil && owner.Replicas > 1 {
+		// A fixed replica count still follows the map's owners: the
+		// balancer moves regions between the stores.
+		n := owner.Replicas
+		assigner = &server.Assigner{Ordinal: owner.Ordinal, Replicas: func() (int, bool) { return n, true },
+			Interval: cfg.ReleasePollInterval, ReleaseTimeout: cfg.ReleaseTimeout, Store: &server.Store{}}
+	}
+	var ordinal *int
 	var spans []server.Span
 	if assigner != nil {
+		ordinal = &assigner.Ordinal
 		assigner.Spans = allSpans
 		spans, _ = assigner.Target()
 	} else {
@@ -199,7 +208,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, out io.Writer) error
 	store, err = server.OpenStore(ctx, spans, server.StoreOptions{WALRoot: cfg.WALDir, Region: base,
 		ReleasePollInterval: cfg.ReleasePollInterval, TxnLockTTL: cfg.TxnLockTTL, TxnTimeout: cfg.TxnTimeout,
 		MaxWALAge: e.Memstore.MaxWALAge.Duration, MaxStoreWALBytes: e.Memstore.MaxStoreWALBytes,
-		Map: &regionMap, SplitBytes: cfg.SplitBytes, SplitQPS: cfg.SplitQPS})
+		Map: &regionMap, SplitBytes: cfg.SplitBytes, SplitQPS: cfg.SplitQPS, Ordinal: ordinal})
 	if err != nil {
 		return err
 	}
@@ -250,6 +259,12 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, out io.Writer) error
 		log.Info("forwarding requests for other stores' regions", "peers", peers())
 	}
 	kv := server.NewKV(store, fwd, m)
+	if assigner != nil && cfg.BalanceInterval > 0 {
+		bal := &server.Balancer{KV: kv, Ordinal: assigner.Ordinal, Stores: assigner.Replicas,
+			MaxMovesInFlight: cfg.MaxMovesInFlight, Interval: cfg.BalanceInterval, MaxClockOffset: cfg.MaxClockOffset}
+		server.RegisterBalancerMetrics(reg, bal)
+		go bal.Run(ctx)
+	}
 	kvpb.RegisterKVServer(srv.GRPC, kv)
 	kvpb.RegisterAdminServer(srv.GRPC, kv)
 	mux := health.Mux(reg, func() error {

@@ -2252,7 +2252,11 @@ type RegionsResponse struct {
 	// request straight to the region's owner; one that does not (outside the
 	// cluster) sends everything here, and this store forwards. Empty when the
 	// store does not forward (a single store: it serves every region itself).
-	Peers         []string `protobuf:"bytes,2,rep,name=peers,proto3" json:"peers,omitempty"`
+	Peers []string `protobuf:"bytes,2,rep,name=peers,proto3" json:"peers,omitempty"`
+	// ordinal is the answering store's ordinal among its cluster's stores
+	// (its StatefulSet ordinal, or --region-owner's ORDINAL); unset when it
+	// has none. The balancer tells by it which store serves what.
+	Ordinal       *int32 `protobuf:"varint,3,opt,name=ordinal,proto3,oneof" json:"ordinal,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2299,6 +2303,13 @@ func (x *RegionsResponse) GetPeers() []string {
 		return x.Peers
 	}
 	return nil
+}
+
+func (x *RegionsResponse) GetOrdinal() int32 {
+	if x != nil && x.Ordinal != nil {
+		return *x.Ordinal
+	}
+	return 0
 }
 
 type FlushRequest struct {
@@ -3174,10 +3185,13 @@ const file_bellows_kv_v1_kv_proto_rawDesc = "" +
 	"\arunning\x18\x01 \x01(\bR\arunning\x12\x16\n" +
 	"\x06queued\x18\x02 \x01(\bR\x06queued\x12\x1a\n" +
 	"\blocation\x18\x03 \x01(\tR\blocation\x12\x16\n" +
-	"\x06worker\x18\x04 \x01(\tR\x06worker\"\\\n" +
+	"\x06worker\x18\x04 \x01(\tR\x06worker\"\x87\x01\n" +
 	"\x0fRegionsResponse\x123\n" +
 	"\aregions\x18\x01 \x03(\v2\x19.bellows.kv.v1.RegionInfoR\aregions\x12\x14\n" +
-	"\x05peers\x18\x02 \x03(\tR\x05peers\"&\n" +
+	"\x05peers\x18\x02 \x03(\tR\x05peers\x12\x1d\n" +
+	"\aordinal\x18\x03 \x01(\x05H\x00R\aordinal\x88\x01\x01B\n" +
+	"\n" +
+	"\b_ordinal\"&\n" +
 	"\fFlushRequest\x12\x16\n" +
 	"\x06region\x18\x01 \x01(\tR\x06region\"\x0f\n" +
 	"\rFlushResponse\";\n" +
@@ -3387,6 +3401,7 @@ func file_bellows_kv_v1_kv_proto_init() {
 	file_bellows_kv_v1_kv_proto_msgTypes[2].OneofWrappers = []any{}
 	file_bellows_kv_v1_kv_proto_msgTypes[24].OneofWrappers = []any{}
 	file_bellows_kv_v1_kv_proto_msgTypes[25].OneofWrappers = []any{}
+	file_bellows_kv_v1_kv_proto_msgTypes[34].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{

@@ -1,0 +1,249 @@
+package server
+
+// The balancer (docs/regions.md §4): one store at a time — the holder of the
+// balancer lease (regionmap.AcquireLease) — reads every store's regions,
+// plans moves with the pure regionmap.Plan, and commits them as one region
+// map epoch with the regions' new owners. It moves nothing itself: every
+// store's Assigner sees the new owners, the old owner releases the region
+// (flush, released manifest, applied requests) and the new one claims it,
+// the handover a replica change already uses.
+//
+// Why a lease among the stores and not the operator: `bellows local` has no
+// operator and must balance with the same code; the operator is off the
+// data path by design (it may be down while the stores serve); and the
+// lease needs only the bucket every store already depends on. The lease
+// only keeps two planners apart: the map commit is create-if-absent, so a
+// holder that lost its term unknowingly is fenced by any commit made
+// meanwhile, and plans again on the newer map.
+//
+// A move is in flight from its commit until its new owner answers with the
+// region open; in-flight moves count against MaxMovesInFlight and are not
+// moved again. A store that does not answer is left out of the plan: no
+// region goes to it, none is taken from it.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	kvpb "github.com/bellows-kv/bellows/proto/bellows/kv/v1"
+	"github.com/bellows-kv/bellows/internal/contract"
+	"github.com/bellows-kv/bellows/storage-engine/regionmap"
+)
+
+// Balancer plans and commits region moves while its store holds the lease.
+type Balancer struct {
+	KV *KV
+	// Ordinal is this store's.
+	Ordinal int
+	// Stores is the cluster's store count; ok false while unknown.
+	Stores func() (n int, ok bool)
+	// Tolerance and MaxMovesInFlight: regionmap.BalanceSettings; defaults
+	// contract.DefaultBalanceTolerance, contract.DefaultMaxMovesInFlight.
+	Tolerance        float64
+	MaxMovesInFlight int
+	// Interval between plans, default contract.DefaultBalanceInterval;
+	// LeaseTerm, default contract.DefaultBalancerLeaseTerm; MaxClockOffset,
+	// default contract.DefaultMaxClockOffset.
+	Interval, LeaseTerm, MaxClockOffset time.Duration
+
+	moves     atomic.Uint64
+	leaseHeld atomic.Bool
+	// movedAt is when this balancer last moved each region: a region
+	// settles for settleIntervals intervals before it moves again.
+	movedAt map[string]time.Time
+}
+
+// settleIntervals is how many balance intervals a moved region stays put.
+const settleIntervals = 10
+
+func (b *Balancer) ensureDefaults() {
+	if b.Tolerance <= 0 {
+		b.Tolerance = contract.DefaultBalanceTolerance
+	}
+	if b.MaxMovesInFlight <= 0 {
+		b.MaxMovesInFlight = contract.DefaultMaxMovesInFlight
+	}
+	if b.Interval <= 0 {
+		b.Interval = contract.DefaultBalanceInterval
+	}
+	if b.LeaseTerm <= 0 {
+		b.LeaseTerm = contract.DefaultBalancerLeaseTerm
+	}
+	if b.MaxClockOffset <= 0 {
+		b.MaxClockOffset = contract.DefaultMaxClockOffset
+	}
+}
+
+// Moves is how many moves this store's balancer committed.
+func (b *Balancer) Moves() uint64 {
+	if b == nil {
+		return 0
+	}
+	return b.moves.Load()
+}
+
+// LeaseHeld reports whether this store held the balancer lease at its last
+// attempt.
+func (b *Balancer) LeaseHeld() bool { return b != nil && b.leaseHeld.Load() }
+
+// holder names this store in the lease: its ordinal decides (a restarted
+// store takes its own unexpired term back at once), its name says where.
+func (b *Balancer) holder() string {
+	return fmt.Sprintf("ordinal %d (%s)", b.Ordinal, b.KV.store.opts.Name)
+}
+
+// Readings are what the stores answered, by ordinal.
+type Readings struct {
+	// Load of each region open somewhere, as its serving store reports it.
+	Load map[string]regionmap.RegionLoad
+	// OpenAt is the ordinal serving each open region.
+	OpenAt map[string]int
+	// Answered are the ordinals that answered.
+	Answered map[int]bool
+}
+
+// readings asks every store (this one directly, the peers through the
+// router) for its regions.
+func (b *Balancer) readings(ctx context.Context) Readings {
+	r := Readings{Load: map[string]regionmap.RegionLoad{}, OpenAt: map[string]int{}, Answered: map[int]bool{}}
+	add := func(resp *kvpb.RegionsResponse) {
+		if resp == nil || resp.Ordinal == nil {
+			return
+		}
+		o := int(resp.GetOrdinal())
+		r.Answered[o] = true
+		for _, info := range resp.Regions {
+			if info.Waiting != "" {
+				continue
+			}
+			r.OpenAt[info.Name] = o
+			r.Load[info.Name] = regionmap.RegionLoad{Bytes: info.DataBytes, QPS: info.RequestsPerSecond}
+		}
+	}
+	own, _ := b.KV.Regions(ctx, &kvpb.RegionsRequest{})
+	add(own)
+	if b.KV.fwd == nil {
+		return r
+	}
+	router := b.KV.fwd.Router
+	for _, addr := range router.Peers() {
+		func() {
+			cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+			defer cancel()
+			l, err := router.Acquire(cctx, addr)
+			if err != nil {
+				return
+			}
+			defer l.Release()
+			resp, err := l.Client().Regions(cctx, &kvpb.RegionsRequest{})
+			if err == nil {
+				add(resp)
+			}
+		}()
+	}
+	return r
+}
+
+// Plan is the balancer's decision on map m for readings rd among n
+// stores: the moves in flight, the unreachable stores, and the moves.
+func (b *Balancer) Plan(m regionmap.Map, rd Readings, n int) (moves []regionmap.Move, inFlight map[string]bool) {
+	b.ensureDefaults()
+	inFlight = map[string]bool{}
+	var unreachable []int
+	for o := range n {
+		if !rd.Answered[o] {
+			unreachable = append(unreachable, o)
+		}
+	}
+	for _, r := range m.Region {
+		o := r.OwnerOf(n)
+		if at, open := rd.OpenAt[r.Name]; rd.Answered[o] && (!open || at != o) {
+			inFlight[r.Name] = true
+		}
+	}
+	settling := map[string]bool{}
+	for name, at := range b.movedAt {
+		if time.Since(at) < settleIntervals*b.Interval {
+			settling[name] = true
+		} else {
+			delete(b.movedAt, name)
+		}
+	}
+	moves = regionmap.Plan(m, rd.Load, inFlight, regionmap.BalanceSettings{
+		Stores: n, Tolerance: b.Tolerance, MaxMovesInFlight: b.MaxMovesInFlight, Unreachable: unreachable, Settling: settling})
+	return moves, inFlight
+}
+
+// Step takes or renews the lease and, holding it, plans and commits once.
+// It returns the moves committed.
+func (b *Balancer) Step(ctx context.Context) ([]regionmap.Move, error) {
+	b.ensureDefaults()
+	n, ok := b.Stores()
+	if !ok || n < 2 {
+		return nil, nil
+	}
+	s := b.KV.store
+	bucket := s.opts.Region.Bucket
+	_, held, err := regionmap.AcquireLease(ctx, bucket, b.holder(), time.Now(), b.LeaseTerm, b.MaxClockOffset)
+	b.leaseHeld.Store(held && err == nil)
+	if err != nil || !held {
+		return nil, err
+	}
+	m, ok := s.RegionMap()
+	if !ok {
+		return nil, nil
+	}
+	rd := b.readings(ctx)
+	moves, _ := b.Plan(m, rd, n)
+	if len(moves) == 0 {
+		return nil, nil
+	}
+	next, err := m.Moved(moves)
+	if err != nil {
+		return nil, err
+	}
+	s.mapMu.Lock()
+	err = regionmap.Commit(ctx, bucket, m, &next)
+	s.mapMu.Unlock()
+	if errors.Is(err, regionmap.ErrFenced) {
+		// A split (or another balancer) committed first: plan again on
+		// the newer map next time.
+		if newer, lerr := regionmap.Load(ctx, bucket); lerr == nil {
+			s.learnMap(newer)
+		}
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	s.learnMap(next)
+	b.moves.Add(uint64(len(moves)))
+	if b.movedAt == nil {
+		b.movedAt = map[string]time.Time{}
+	}
+	for _, mv := range moves {
+		b.movedAt[mv.Region] = time.Now()
+	}
+	s.opts.Region.Logger.Info("balancer moved regions", "moves", fmt.Sprint(moves), "epoch", next.Epoch, "stores", n)
+	return moves, nil
+}
+
+// Run steps every Interval until ctx ends.
+func (b *Balancer) Run(ctx context.Context) {
+	b.ensureDefaults()
+	t := time.NewTicker(b.Interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if _, err := b.Step(ctx); err != nil && ctx.Err() == nil {
+			b.KV.store.opts.Region.Logger.Warn("balancing regions", "err", err)
+		}
+	}
+}

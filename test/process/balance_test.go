@@ -1,0 +1,157 @@
+package process
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	kvpb "github.com/bellows-kv/bellows/proto/bellows/kv/v1"
+)
+
+// Three store processes start with one region, on store 0. As a client
+// loads keys with a common prefix, the region splits, and the balancer (the
+// store holding the lease) moves regions until every store serves some,
+// through a SIGKILL of a store in the middle. The client only retries (no
+// write fails); afterwards every acknowledged write reads back.
+func TestOneRegionSplitsAndSpreadsOverThreeStores(t *testing.T) {
+	dir := t.TempDir()
+	bucket := "file://" + dir + "/bucket"
+	addrs := []string{freeAddr(t), freeAddr(t), freeAddr(t)}
+	args := func(i int) []string {
+		return append(storeArgs(t, bucket, fmt.Sprintf("%s/wal-%d", dir, i), "Disabled", ""),
+			"--split-bytes=1MiB", fmt.Sprintf("--region-owner=%d/3", i), "--listen="+addrs[i],
+			"--peers="+strings.Join(addrs, ","), "--balance-interval=300ms")
+	}
+	stores := make([]*proc, 3)
+	for i := range stores {
+		stores[i] = start(t, fmt.Sprintf("store-%d", i), args(i)...)
+	}
+	c := newClient(t, stores[0])
+
+	var (
+		mu      sync.Mutex
+		acked   = map[string]string{}
+		errs    []error
+		stop    = make(chan struct{})
+		writers sync.WaitGroup
+	)
+	for w := range 2 {
+		writers.Add(1)
+		go func() {
+			defer writers.Done()
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				k := fmt.Sprintf("user%07d", (i*7919+w*104729)%10_000_000)
+				v := fmt.Sprintf("%d-%d-%02000d", w, i, i)
+				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+				_, err := c.Put(ctx, []byte(k), []byte(v))
+				cancel()
+				mu.Lock()
+				if err != nil {
+					errs = append(errs, fmt.Errorf("put %s: %w", k, err))
+				} else {
+					acked[k] = v
+				}
+				mu.Unlock()
+				if err != nil {
+					return
+				}
+			}
+		}()
+	}
+	// open are the regions each store serves open.
+	open := func() [][]*kvpb.RegionInfo {
+		out := make([][]*kvpb.RegionInfo, len(stores))
+		for i, s := range stores {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			resp, err := s.kv().Regions(ctx, &kvpb.RegionsRequest{})
+			cancel()
+			if err != nil {
+				continue
+			}
+			for _, r := range resp.Regions {
+				if r.Waiting == "" {
+					out[i] = append(out[i], r)
+				}
+			}
+		}
+		return out
+	}
+	total := func() int {
+		n := 0
+		for _, rs := range open() {
+			n += len(rs)
+		}
+		return n
+	}
+	waitFor(t, "4 regions", func() bool { return total() >= 4 })
+	stores[1].kill()
+	stores[1] = start(t, "store-1", args(1)...)
+	waitFor(t, "9 regions, or a failed write", func() bool {
+		mu.Lock()
+		failed := len(errs) > 0
+		mu.Unlock()
+		return failed || total() >= 9
+	})
+	close(stop)
+	writers.Wait()
+	if len(errs) > 0 {
+		t.Fatalf("%d writes failed (a split, a move or a restart must only cost retries): %v", len(errs), errs[:min(3, len(errs))])
+	}
+	// The balancer's fixed point: no region on the fullest store is
+	// smaller than its gap to the emptiest (regionmap.Plan would move
+	// it), so the stores differ by at most the largest region.
+	var layout []string
+	waitFor(t, "the stores within one region's bytes of each other", func() bool {
+		layout = layout[:0]
+		var hi, lo, largest int64 = 0, -1, 0
+		for i, rs := range open() {
+			var bytes int64
+			for _, r := range rs {
+				bytes += r.DataBytes
+				largest = max(largest, r.DataBytes)
+			}
+			hi = max(hi, bytes)
+			if lo < 0 || bytes < lo {
+				lo = bytes
+			}
+			layout = append(layout, fmt.Sprintf("store-%d: %d regions, %d KiB", i, len(rs), bytes>>10))
+		}
+		return lo > 0 && hi-lo <= largest
+	})
+	ctx := context.Background()
+	mu.Lock()
+	defer mu.Unlock()
+	for k, v := range acked {
+		ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		got, found, err := c.Get(ctx, []byte(k))
+		cancel()
+		if err != nil || !found || string(got) != v {
+			for i, st := range stores {
+				resp, rerr := st.kv().Regions(context.Background(), &kvpb.RegionsRequest{})
+				for _, r := range resp.GetRegions() {
+					t.Logf("store-%d: %s [%q, %q) waiting %q", i, r.Name, r.Start, r.End, r.Waiting)
+				}
+				if rerr != nil {
+					t.Logf("store-%d: %v", i, rerr)
+				}
+			}
+			t.Fatalf("get %s after %d acknowledged writes: %q %v %v", k, len(acked), got, found, err)
+		}
+	}
+	var moves float64
+	for _, st := range stores {
+		moves += st.metric(t, "bellows_region_moves_total")
+	}
+	if moves == 0 {
+		t.Fatal("bellows_region_moves_total is 0 on every store, yet regions moved")
+	}
+	t.Logf("%d acknowledged writes; %v; %.0f moves", len(acked), layout, moves)
+}
