@@ -56,8 +56,8 @@ type Store struct {
 	regionMap atomic.Pointer[mapState]
 	// owns says whether this store owns a region under the map (its
 	// Assigner's rule); nil: no Assigner, the store owns what it serves.
-	owns atomic.Pointer[func(Span) bool]
-	mapMu     sync.Mutex
+	owns  atomic.Pointer[func(Span) bool]
+	mapMu sync.Mutex
 	// sizeSplits and loadSplits count the splits this store committed.
 	sizeSplits, loadSplits atomic.Uint64
 }
