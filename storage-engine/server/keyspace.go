@@ -18,16 +18,17 @@ type Span struct {
 	// Slot is the index of the initial region the region descends from:
 	// the store with ordinal Slot mod N serves it (regionmap.Region.Slot).
 	Slot int
-	// Parent, for a daughter of a split, is what it derives its first
-	// manifest from (region.Options.SplitFrom).
-	Parent *regionmap.Parent
+	// Parents, for a region made by a split (one) or a merge (two, in key
+	// order), are what it derives its first manifest from
+	// (region.Options.DeriveFrom).
+	Parents []regionmap.Parent
 }
 
 // SpansOf are the regions of m as spans, in key order.
 func SpansOf(m regionmap.Map) []Span {
 	out := make([]Span, len(m.Region))
 	for i, r := range m.Region {
-		out[i] = Span{Name: r.Name, Start: r.Start, End: r.End, Slot: r.Slot, Parent: r.Parent}
+		out[i] = Span{Name: r.Name, Start: r.Start, End: r.End, Slot: r.Slot, Parents: r.Parents}
 	}
 	return out
 }

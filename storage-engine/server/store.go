@@ -16,6 +16,7 @@ import (
 
 	"github.com/bellows-kv/bellows/internal/contract"
 	"github.com/bellows-kv/bellows/storage-engine/hlc"
+	"github.com/bellows-kv/bellows/storage-engine/manifest"
 	"github.com/bellows-kv/bellows/storage-engine/region"
 	"github.com/bellows-kv/bellows/storage-engine/regionmap"
 	"golang.org/x/sync/errgroup"
@@ -334,8 +335,12 @@ func (s *Store) regionOptions(sp Span) region.Options {
 	opts.Name = sp.Name
 	opts.WALDir = filepath.Join(s.opts.WALRoot, sp.Name)
 	opts.BeforeFlushCommit = func(ctx context.Context) { s.saveApplied(ctx, sp.Name) }
-	if p := sp.Parent; p != nil {
-		opts.SplitFrom = &region.SplitFrom{Parent: p.Name, Manifest: p.Manifest, Start: sp.Start, End: sp.End}
+	if len(sp.Parents) > 0 {
+		df := &region.DeriveFrom{Start: sp.Start, End: sp.End}
+		for _, p := range sp.Parents {
+			df.Parents = append(df.Parents, manifest.ParentRef{Name: p.Name, Manifest: p.Manifest})
+		}
+		opts.DeriveFrom = df
 	}
 	opts.KeepReplayedRequests = s.applied.maxEntries()
 	return opts
