@@ -56,8 +56,13 @@ type Store struct {
 	// regions); mapMu serialises this store's commits of it (split.go).
 	regionMap atomic.Pointer[mapState]
 	mapMu     sync.Mutex
-	// sizeSplits and loadSplits count the splits this store committed.
+	// sizeSplits and loadSplits count the splits this store committed,
+	// merges its merges (merge.go).
 	sizeSplits, loadSplits atomic.Uint64
+	merges                 atomic.Uint64
+	// mergeCrash, set by tests, stops a merge after the step it names,
+	// as a crash there would (merge.go).
+	mergeCrash func(step string) bool
 }
 
 // StoreOptions configure OpenStore.
