@@ -94,6 +94,9 @@ type Region struct {
 	// Key the bucket key of its copy under backups/sst/ (Num and Home
 	// are the restored region's to give).
 	Files []manifest.FileMeta `json:"files"`
+	// MergedRuns is the manifest's: the files are still a merge's two
+	// runs, ordered in time per key span only.
+	MergedRuns bool `json:"mergedRuns,omitempty"`
 	// CopiedBytes is what this backup copied for the region.
 	CopiedBytes int64 `json:"copiedBytes"`
 }

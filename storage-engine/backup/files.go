@@ -21,7 +21,7 @@ import (
 // file with versions above ts is rewritten with only those at or below
 // it; one with none is left out.
 func CopyRegion(ctx context.Context, bucket *blob.Bucket, name string, m manifest.Manifest, ts uint64) (Region, error) {
-	out := Region{Name: name, Start: m.Start, End: m.End, ExactFromTS: m.ExactFromTS}
+	out := Region{Name: name, Start: m.Start, End: m.End, ExactFromTS: m.ExactFromTS, MergedRuns: m.MergedRuns}
 	if out.Start == nil {
 		out.Start = []byte{}
 	}

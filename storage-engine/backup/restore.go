@@ -136,7 +136,7 @@ func restoreRegion(ctx context.Context, src, dst *blob.Bucket, b Backup, r Regio
 	m := manifest.Manifest{
 		Owner: "bellows restore", Released: true,
 		FlushedTS: ts, ExactFromTS: r.ExactFromTS,
-		Start: r.Start, End: r.End,
+		Start: r.Start, End: r.End, MergedRuns: r.MergedRuns,
 		NextFileNum: uint64(len(r.Files)) + 1,
 	}
 	for i, f := range r.Files {

@@ -90,3 +90,100 @@ func TestDeriveRefusesRangesOutsideTheParent(t *testing.T) {
 		t.Error("deriving from a parent with no manifest was accepted")
 	}
 }
+
+// mergeParents are two adjacent parents [a, m) and [m, ∞) whose files hold
+// only their own keys (one of the left's is a reference to an ancestor).
+func mergeParents() (Parent, Parent) {
+	l := Manifest{
+		Number: 4, FlushedTS: 300, ExactFromTS: 20, NextFileNum: 5, End: []byte("m"), Start: []byte("a"),
+		Files: []FileMeta{
+			{Num: 1, Key: "sst/1.sst", Smallest: []byte("a"), Largest: []byte("f"), MinTS: 1, MaxTS: 100, Home: "gp"},
+			{Num: 4, Key: "sst/4.sst", Smallest: []byte("b"), Largest: []byte("l"), MinTS: 250, MaxTS: 300},
+		},
+		Locks:       []TxnLock{{Key: []byte("c"), StartTS: 10, Primary: []byte("x")}},
+		TxnOutcomes: []TxnOutcome{{StartTS: 11, Primary: []byte("d"), CommitTS: 40}},
+	}
+	r := Manifest{
+		Number: 9, FlushedTS: 280, ExactFromTS: 60, NextFileNum: 3, Start: []byte("m"),
+		Files: []FileMeta{
+			{Num: 2, Key: "sst/2.sst", Smallest: []byte("m"), Largest: []byte("q"), MinTS: 101, MaxTS: 260},
+			{Num: 3, Key: "sst/3.sst", Smallest: []byte("n"), Largest: []byte("z"), MinTS: 261, MaxTS: 400},
+		},
+		Locks:       []TxnLock{{Key: []byte("x"), StartTS: 10, Primary: []byte("x")}},
+		TxnOutcomes: []TxnOutcome{{StartTS: 10, Primary: []byte("x")}},
+	}
+	return Parent{Name: "l", Manifest: l}, Parent{Name: "r", Manifest: r}
+}
+
+// A merge's region lists the left parent's files and then the right's, all
+// by reference; takes both parents' locks and outcomes; starts its clock
+// above both and its exact reads at the later horizon; names both parents;
+// and is marked as holding two runs, which its first compaction unifies.
+func TestDeriveFromTwoParentsConcatenatesTheirRuns(t *testing.T) {
+	l, r := mergeParents()
+	m, err := DeriveFrom([]Parent{l, r}, []byte("a"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var homes []string
+	for _, f := range m.Files {
+		homes = append(homes, f.Home+"/"+f.Key)
+	}
+	if want := []string{"gp/sst/1.sst", "l/sst/4.sst", "r/sst/2.sst", "r/sst/3.sst"}; !reflect.DeepEqual(homes, want) {
+		t.Errorf("files %v, want %v", homes, want)
+	}
+	if len(m.Locks) != 2 || string(m.Locks[0].Key) != "c" || string(m.Locks[1].Key) != "x" {
+		t.Errorf("locks %+v, want both parents'", m.Locks)
+	}
+	if len(m.TxnOutcomes) != 2 || string(m.TxnOutcomes[0].Primary) != "d" || string(m.TxnOutcomes[1].Primary) != "x" {
+		t.Errorf("outcomes %+v, want both parents'", m.TxnOutcomes)
+	}
+	if m.FlushedTS != 400 || m.ExactFromTS != 60 || !m.MergedRuns || m.Number != 0 || m.NextFileNum != 1 || m.WALID != "" {
+		t.Errorf("merged %+v: want flushed 400 (the right's newest file), exact from 60, merged runs, unclaimed", m)
+	}
+	if !reflect.DeepEqual(m.Parents, []ParentRef{{"l", 4}, {"r", 9}}) {
+		t.Errorf("parents %+v", m.Parents)
+	}
+	again, _ := DeriveFrom([]Parent{l, r}, []byte("a"), nil)
+	if !reflect.DeepEqual(again, m) {
+		t.Error("deriving twice gave two manifests")
+	}
+	// A daughter of the merged region before its first compaction keeps
+	// the mark: its files are still two runs.
+	m.Number = 1
+	d, err := Derive(Parent{Name: "mr", Manifest: m}, []byte("k"), nil)
+	if err != nil || !d.MergedRuns || len(d.Files) != 3 {
+		t.Errorf("daughter of a merged region: %d files, merged runs %v, %v", len(d.Files), d.MergedRuns, err)
+	}
+	if s, _ := Derive(Parent{Name: "p", Manifest: parentManifest()}, nil, []byte("m")); s.MergedRuns {
+		t.Error("a split's daughter is marked as merged")
+	}
+}
+
+// A merge is refused when its parents are not adjacent, in key order, or
+// when a file of one holds keys of the other's range: those keys may have
+// been deleted or rewritten in the other since, and would show again.
+func TestDeriveFromRefusesParentsThatDoNotMergeCleanly(t *testing.T) {
+	l, r := mergeParents()
+	for name, c := range map[string]struct {
+		parents []Parent
+		start   string
+		want    string
+	}{
+		"right first":   {[]Parent{r, l}, "m", "not adjacent"},
+		"none":          {nil, "a", "no parent"},
+		"outside":       {[]Parent{l, r}, "0", "not within the parent's"},
+		"uncommitted":   {[]Parent{l, {Name: "r", Manifest: Manifest{Start: []byte("m")}}}, "a", "no committed manifest"},
+		"a gap between": {[]Parent{l, func() Parent { g := r; g.Manifest.Start = []byte("n"); return g }()}, "a", "not adjacent"},
+		"leaking file": {[]Parent{func() Parent {
+			x := l
+			x.Manifest.Files = append([]FileMeta{{Num: 1, Key: "sst/1.sst", Smallest: []byte("a"), Largest: []byte("p"), Home: "gp"}}, x.Manifest.Files[1:]...)
+			return x
+		}(), r}, "a", "file sst/1.sst of l holds keys"},
+	} {
+		_, err := DeriveFrom(c.parents, []byte(c.start), nil)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v, want an error saying %q", name, err, c.want)
+		}
+	}
+}

@@ -19,7 +19,9 @@
 //   - A committed manifest is never rewritten; only manifests older than a
 //     window below the newest are deleted (RemoveOlder).
 //   - Files (oldest first) have disjoint, ascending timestamp ranges, all at
-//     or below FlushedTS; replaying the owner's WAL (WALID) from
+//     or below FlushedTS; with MergedRuns (a merged region before its first
+//     compaction) only files whose key spans meet do, which is what a read
+//     of one key relies on. Replaying the owner's WAL (WALID) from
 //     WALMinSegment, skipping records at or below FlushedTS, restores every
 //     acknowledged write that is in no file.
 //   - Released is set only after the owner flushed every acknowledged write
@@ -102,8 +104,15 @@ type Manifest struct {
 	Released bool `json:"released,omitempty"`
 	// Files are the live SSTs, oldest first. Their timestamp ranges are
 	// disjoint and ascending: flushes append at the end and compactions
-	// replace a contiguous run.
+	// replace a contiguous run. With MergedRuns, only per key span.
 	Files []FileMeta `json:"files"`
+	// MergedRuns: Files begin with the runs of a merge's parents, one
+	// after the other (DeriveFrom): each run is ordered in time and the
+	// runs hold disjoint key spans, but their timestamps interleave. The
+	// region's next compaction is a major one over every file, which
+	// unifies them and clears this (a minor one of a window across two
+	// runs would write a file out of order with both).
+	MergedRuns bool `json:"mergedRuns,omitempty"`
 	// WALMinSegment: every record in a lower segment is in Files.
 	WALMinSegment uint64 `json:"walMinSegment"`
 	// FlushedTS: every version with a timestamp ≤ FlushedTS is in Files;

@@ -136,8 +136,13 @@ func (r *Region) queueCompactionRequest() bool {
 			sizes = append(sizes, t.meta.Size)
 		}
 	}
+	merged := r.manifest.MergedRuns
 	r.mu.RUnlock()
 	start, end, ok := compaction.SelectMinor(sizes, r.opts.Compaction)
+	if merged {
+		// Served by a major compaction (compactLocked).
+		start, end, ok = 0, len(sizes), len(sizes) > 0 && busy == nil
+	}
 	if !ok || !r.compactQueued.CompareAndSwap(false, true) {
 		return false
 	}
@@ -182,6 +187,12 @@ func (r *Region) compactLocked(ctx context.Context, major bool) (*CompactionInfo
 	r.mu.RUnlock()
 	defer v.unref()
 	start, end := 0, len(v.tables)
+	if !major && r.mergedRuns() {
+		// A merge's two runs interleave in time: a window across both
+		// would write a file out of order with each. The first compaction
+		// is a major one, which unifies them (manifest.MergedRuns).
+		major = true
+	}
 	if !major {
 		sizes := make([]int64, len(v.tables))
 		for i, t := range v.tables {
@@ -257,7 +268,7 @@ func (r *Region) compactLocked(ctx context.Context, major bool) (*CompactionInfo
 			return nil, err
 		}
 	}
-	installed, err := r.installWithWarmup(ctx, inputs, out, res.Blocks)
+	installed, err := r.installWithWarmup(ctx, inputs, out, res.Blocks, major)
 	if err != nil && !installed {
 		r.stats.recordCompaction(false)
 		if ctx.Err() != nil {
@@ -300,6 +311,14 @@ func releaseBlocks(src compaction.BlockSource) {
 	_ = src.Release(ctx)
 }
 
+// mergedRuns reports whether the region's files are still a merge's two
+// runs (manifest.MergedRuns).
+func (r *Region) mergedRuns() bool {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return r.manifest.MergedRuns
+}
+
 // maxTS is the newest version's timestamp in tables: a merge of them judges
 // every version at or below it.
 func maxTS(tables []*table) uint64 {
@@ -315,8 +334,10 @@ func maxTS(tables []*table) uint64 {
 // files are deleted once the last reader of them is done.
 //
 // With warm set the old version stays readable behind a warmup threshold
-// until finishWarming.
-func (r *Region) installCompaction(ctx context.Context, inputs []*table, out *table, warm bool) error {
+// until finishWarming. major: inputs were every file when the compaction
+// began, so out replaces a merge's two runs (manifest.MergedRuns) by one
+// file, older than any flushed since.
+func (r *Region) installCompaction(ctx context.Context, inputs []*table, out *table, warm, major bool) error {
 	r.manifestMu.Lock()
 	defer r.manifestMu.Unlock()
 	r.mu.RLock()
@@ -344,6 +365,9 @@ func (r *Region) installCompaction(ctx context.Context, inputs []*table, out *ta
 	next := prev.Clone()
 	next.Files = files
 	next.NextFileNum = r.nextFile.Load()
+	if major && i == 0 {
+		next.MergedRuns = false
+	}
 	// Not cancelled: a commit cut off mid-write may have been written
 	// anyway, and the output would then be deleted under a manifest that
 	// names it. One small bucket write; Release waits for it (compactMu).

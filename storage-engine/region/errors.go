@@ -17,9 +17,10 @@ var (
 	// ErrReleasing: the region is being handed to another store; retry
 	// there.
 	ErrReleasing = fmt.Errorf("%w: released to another store", ErrClosed)
-	// ErrSplitting: the region is splitting (PrepareSplit): its writes are
-	// refused until its daughters open; retry.
-	ErrSplitting = fmt.Errorf("%w: splitting; retry at its daughters, which the region map names once the split commits", ErrClosed)
+	// ErrSplitting: the region is splitting or merging (PrepareSplit,
+	// PrepareMerge): its writes are refused until its successors open;
+	// retry.
+	ErrSplitting = fmt.Errorf("%w: splitting or merging; retry at its successors, which the region map names once the change commits", ErrClosed)
 	// ErrCompactionAborted: a compaction (Compact, or one the region
 	// started) was abandoned because the region was released or closed
 	// while it ran; nothing was installed, so the manifest still names its

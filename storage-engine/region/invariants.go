@@ -1,6 +1,7 @@
 package region
 
 import (
+	"bytes"
 	"fmt"
 	"slices"
 
@@ -34,12 +35,19 @@ func (r *Region) checkInvariants() error {
 	if m.ExactFromTS > m.FlushedTS {
 		return fail("manifest %d has reads exact from %d, past its flushed timestamp %d", m.Number, m.ExactFromTS, m.FlushedTS)
 	}
-	if err := checkTables(r.current.tables, m.FlushedTS, true, !r.txnVersions.Load()); err != nil {
+	order := inTime
+	switch {
+	case r.txnVersions.Load():
+		order = perKey
+	case m.MergedRuns:
+		order = perSpan
+	}
+	if err := checkTables(r.current.tables, m.FlushedTS, true, order); err != nil {
 		return fail("current version: %v", err)
 	}
 	if r.warm != nil {
 		// The old version holds the compaction's inputs, obsolete already.
-		if err := checkTables(r.warm.old.tables, m.FlushedTS, false, !r.txnVersions.Load()); err != nil {
+		if err := checkTables(r.warm.old.tables, m.FlushedTS, false, order); err != nil {
 			return fail("warmup's old version: %v", err)
 		}
 	}
@@ -96,12 +104,26 @@ func (r *Region) checkInvariants() error {
 	return nil
 }
 
+// fileOrder is how a region's live files are ordered in time.
+type fileOrder int
+
+const (
+	// inTime: disjoint timestamp ranges, ascending from the oldest file.
+	inTime fileOrder = iota
+	// perSpan: so for every two files whose key spans meet (a merged
+	// region before its first compaction: manifest.MergedRuns).
+	perSpan
+	// perKey: so for each key's versions only, which the files do not
+	// show (checked not at all).
+	perKey
+)
+
 // checkTables checks a version's files: referenced, live when live is set,
-// none past flushedTS, and, when ordered is set, with disjoint timestamp
-// ranges ascending from the oldest. A cross-region commit writes versions
-// at an older timestamp than writes of other keys before it (resolve.go), so
-// a region that has written one orders its files per key only.
-func checkTables(tables []*table, flushedTS uint64, live, ordered bool) error {
+// none past flushedTS, and ordered in time as order says. A cross-region
+// commit writes versions at an older timestamp than writes of other keys
+// before it (resolve.go), so a region that has written one orders its
+// files per key only.
+func checkTables(tables []*table, flushedTS uint64, live bool, order fileOrder) error {
 	for i, t := range tables {
 		switch {
 		case t.refs.Load() < 1:
@@ -112,10 +134,17 @@ func checkTables(tables []*table, flushedTS uint64, live, ordered bool) error {
 			return fmt.Errorf("file %s has timestamps [%d, %d]", t.key, t.meta.MinTS, t.meta.MaxTS)
 		case t.meta.MaxTS > flushedTS:
 			return fmt.Errorf("file %s holds timestamp %d, past the flushed %d", t.key, t.meta.MaxTS, flushedTS)
-		case ordered && i > 0 && tables[i-1].meta.MaxTS >= t.meta.MinTS:
-			p := tables[i-1]
-			return fmt.Errorf("files %s [%d, %d] and %s [%d, %d] are not disjoint and ascending in time",
-				p.key, p.meta.MinTS, p.meta.MaxTS, t.key, t.meta.MinTS, t.meta.MaxTS)
+		}
+		for j := i - 1; j >= 0; j-- {
+			p := tables[j]
+			if order == perKey || (order == inTime && j < i-1) {
+				break
+			}
+			meet := bytes.Compare(p.meta.Largest, t.meta.Smallest) >= 0 && bytes.Compare(t.meta.Largest, p.meta.Smallest) >= 0
+			if (order == inTime || meet) && p.meta.MaxTS >= t.meta.MinTS {
+				return fmt.Errorf("files %s [%d, %d] and %s [%d, %d] are not disjoint and ascending in time",
+					p.key, p.meta.MinTS, p.meta.MaxTS, t.key, t.meta.MinTS, t.meta.MaxTS)
+			}
 		}
 	}
 	return nil

@@ -70,10 +70,10 @@ type Options struct {
 	WarmupRateBytes int64
 	// Owner names this opener in manifests (diagnostics).
 	Owner string
-	// SplitFrom, for a daughter of a split whose first manifest is not
-	// committed yet, names the parent's final manifest to derive it from
-	// (split.go); ignored once the region has a manifest.
-	SplitFrom *SplitFrom
+	// DeriveFrom, for a region made by a split or merge whose first
+	// manifest is not committed yet, names the parents' final manifests to
+	// derive it from (split.go); ignored once the region has a manifest.
+	DeriveFrom *DeriveFrom
 	// ForceTakeover claims the region even if another store owns it and
 	// has not released it, forfeiting the writes that store acknowledged
 	// but did not flush (its WAL is lost, say). The old owner is fenced.

@@ -289,7 +289,7 @@ func Open(ctx context.Context, opts Options) (_ *Region, err error) {
 		return nil, errorf(opts.Name, "%w (manifest %d): open its successors, which the region map names", ErrRetired, m.Number)
 	}
 	derived := m
-	if m.Number == 0 && opts.SplitFrom != nil {
+	if m.Number == 0 && opts.DeriveFrom != nil {
 		if derived, err = deriveClaim(ctx, opts); err != nil {
 			return nil, &Error{Region: opts.Name, Err: err}
 		}
@@ -360,8 +360,9 @@ func Open(ctx context.Context, opts Options) (_ *Region, err error) {
 	// advanced its clock in that process's memory only; their timestamps
 	// were at most that clock, within the maximum offset of this one. A
 	// split's daughters open in the parent's process, whose clock has
-	// observed those reads.
-	if d := opts.Clock.MaxOffset(); d > 0 && opts.SplitFrom == nil {
+	// observed those reads, and so do a merge's region (both parents were
+	// served by this store).
+	if d := opts.Clock.MaxOffset(); d > 0 && opts.DeriveFrom == nil {
 		if !opts.Clock.WaitPast(uint64(opts.Clock.Physical().Add(d).UnixNano()), ctx.Done()) {
 			r.current.unref()
 			return nil, ctx.Err()

@@ -6,8 +6,16 @@ package region
 // indexes; it stops its writes and flushes everything (PrepareSplit), so
 // that its final manifest holds every acknowledged write; and it retires
 // (Retire) once the region map naming its daughters is committed. The
-// daughters open from that final manifest (Options.SplitFrom, derived by
+// daughters open from that final manifest (Options.DeriveFrom, derived by
 // manifest.Derive), sharing its files by reference.
+//
+// A merge (docs/regions.md, section 3) is the same with two parents: each
+// stops and flushes (PrepareMerge, which first compacts away any file
+// holding keys outside the region's range), and the merged region derives
+// from both final manifests (manifest.DeriveFrom), the left parent's files
+// then the right's. Until its first compaction, a major one over every
+// file (manifest.MergedRuns), its files are in time order per key span,
+// not across the two runs.
 //
 // The commit point is the region map's, not the region's: until the map
 // names the daughters, the parent reopens from its manifest and WAL as
@@ -63,12 +71,12 @@ func endString(end []byte) string {
 	return fmt.Sprintf("%q", end)
 }
 
-// SplitFrom names what a daughter of a split derives its first manifest
-// from: the parent's name and final manifest number, as the region map
-// records them, and the daughter's range.
-type SplitFrom struct {
-	Parent     string
-	Manifest   uint64
+// DeriveFrom names what a region made by a split or merge derives its
+// first manifest from: the parents' names and final manifest numbers, as
+// the region map records them (one for a split's daughter, two in key order
+// for a merge), and the region's range.
+type DeriveFrom struct {
+	Parents    []manifest.ParentRef
 	Start, End []byte
 }
 
@@ -217,13 +225,98 @@ func (r *Region) SplitKey() ([]byte, error) {
 // is then not committed, Close it and Open it again (its manifest and WAL
 // hold everything), as after a crash at that point.
 func (r *Region) PrepareSplit(ctx context.Context) (manifest.Manifest, error) {
+	return r.prepareSuccessors(ctx, "splitting", nil)
+}
+
+// PrepareMerge is PrepareSplit for each of two adjacent regions about to
+// merge (docs/regions.md, section 3); start and end are the region's range
+// in the region map. Two steps more:
+//
+//   - Before writes stop, if a file may hold keys outside the range (a
+//     reference to an ancestor's file, whose other keys the sibling may
+//     have deleted or rewritten since), a major compaction rewrites the
+//     files into the region's own range, so the merged region, which
+//     concatenates both parents' files, never sees them. Writes continue
+//     meanwhile; merge candidates are small.
+//   - A region created whole (its manifest records no range: the initial
+//     regions, which the store routed to) records the range in its final
+//     manifest, which the merged region derives from.
+//
+// The final manifest returned holds every acknowledged write, and only
+// files within the range; as after PrepareSplit, the region takes no
+// writes again.
+func (r *Region) PrepareMerge(ctx context.Context, start, end []byte) (manifest.Manifest, error) {
+	if start == nil {
+		start = []byte{}
+	}
+	whole := len(r.start) == 0 && r.end == nil
+	if !whole && (!bytes.Equal(r.start, start) || !bytes.Equal(r.end, end)) {
+		return manifest.Manifest{}, errorf(r.opts.Name, "merging: the region covers [%q, %s), the region map says [%q, %s)",
+			r.start, endString(r.end), start, endString(end))
+	}
+	final, err := r.prepareSuccessors(ctx, "merging", func() error {
+		if outside := r.filesOutside(start, end); len(outside) == 0 {
+			return nil
+		}
+		_, err := r.Compact(ctx, true)
+		return err
+	})
+	if err != nil {
+		return final, err
+	}
+	if outside := r.filesOutside(start, end); len(outside) > 0 {
+		return final, errorf(r.opts.Name, "merging: files %v hold keys outside the region's range [%q, %s) after a major compaction",
+			outside, start, endString(end))
+	}
+	if !whole {
+		return final, nil
+	}
+	r.manifestMu.Lock()
+	defer r.manifestMu.Unlock()
+	r.mu.RLock()
+	prev := r.manifest
+	r.mu.RUnlock()
+	next := prev.Clone()
+	next.Start, next.End = bytes.Clone(start), bytes.Clone(end)
+	if err := r.commitManifest(ctx, prev, &next); err != nil {
+		return manifest.Manifest{}, errorf(r.opts.Name, "merging: recording the region's range: %w", err)
+	}
+	r.mu.Lock()
+	r.manifest = next
+	r.mu.Unlock()
+	return next, nil
+}
+
+// filesOutside are the keys of the live files whose keys may lie outside
+// [start, end).
+func (r *Region) filesOutside(start, end []byte) []string {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	var out []string
+	for _, f := range r.manifest.Files {
+		if bytes.Compare(f.Smallest, start) < 0 || (end != nil && bytes.Compare(f.Largest, end) >= 0) {
+			out = append(out, f.Key)
+		}
+	}
+	return out
+}
+
+// prepareSuccessors is PrepareSplit, with what ("splitting", "merging")
+// naming its errors and beforeStop, if set, run after the pre-flush while
+// writes continue.
+func (r *Region) prepareSuccessors(ctx context.Context, what string, beforeStop func() error) (manifest.Manifest, error) {
 	if err := r.Flush(ctx); err != nil {
-		return manifest.Manifest{}, errorf(r.opts.Name, "splitting: pre-flush: %w", err)
+		return manifest.Manifest{}, errorf(r.opts.Name, "%s: pre-flush: %w", what, err)
+	}
+	if beforeStop != nil {
+		if err := beforeStop(); err != nil {
+			return manifest.Manifest{}, errorf(r.opts.Name, "%s: %w", what, err)
+		}
 	}
 	r.stopCompactions(ErrReleasing)
 	if err := r.flushStopping(ctx, true, true); err != nil {
 		_ = r.Close()
-		return manifest.Manifest{}, errorf(r.opts.Name, "splitting: final flush: %w", err)
+		return manifest.Manifest{}, errorf(r.opts.Name, "%s: final flush: %w", what, err)
 	}
 	// Wait for a compaction that was installing (its one commit is not
 	// cancelled) so the manifest returned is the region's last.
@@ -260,13 +353,17 @@ func (r *Region) Retire(ctx context.Context) error {
 	return nil
 }
 
-// deriveClaim is Open's first manifest of a daughter that has none: derived
-// from its parent's final manifest.
+// deriveClaim is Open's first manifest of a region made by a split or
+// merge that has none: derived from its parents' final manifests.
 func deriveClaim(ctx context.Context, opts Options) (manifest.Manifest, error) {
-	sf := opts.SplitFrom
-	pm, err := manifest.LoadNumber(ctx, opts.Bucket.Prefixed(BucketPrefix(sf.Parent)), sf.Manifest)
-	if err != nil {
-		return manifest.Manifest{}, fmt.Errorf("deriving from %s: %w", sf.Parent, err)
+	df := opts.DeriveFrom
+	parents := make([]manifest.Parent, 0, len(df.Parents))
+	for _, p := range df.Parents {
+		pm, err := manifest.LoadNumber(ctx, opts.Bucket.Prefixed(BucketPrefix(p.Name)), p.Manifest)
+		if err != nil {
+			return manifest.Manifest{}, fmt.Errorf("deriving from %s: %w", p.Name, err)
+		}
+		parents = append(parents, manifest.Parent{Name: p.Name, Manifest: pm})
 	}
-	return manifest.Derive(manifest.Parent{Name: sf.Parent, Manifest: pm}, sf.Start, sf.End)
+	return manifest.DeriveFrom(parents, df.Start, df.End)
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/bellows-kv/bellows/storage-engine/compaction"
 	"github.com/bellows-kv/bellows/storage-engine/kv"
+	"github.com/bellows-kv/bellows/storage-engine/manifest"
 	"github.com/bellows-kv/bellows/storage-engine/wal"
 )
 
@@ -73,7 +74,7 @@ func (f *splitFixture) daughterOptions(name string, m uint64, start, end []byte)
 	o := f.opts
 	o.Name = name
 	o.WALDir = f.dir + "/wal-" + name
-	o.SplitFrom = &SplitFrom{Parent: "p", Manifest: m, Start: start, End: end}
+	o.DeriveFrom = &DeriveFrom{Parents: []manifest.ParentRef{{Name: "p", Manifest: m}}, Start: start, End: end}
 	return o
 }
 

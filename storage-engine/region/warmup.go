@@ -205,8 +205,9 @@ func (r *Region) setProgress(i, n int) {
 // of inputs (an error after that is the warmup's). The manifest is
 // committed before any incremental warmup starts, so a restart mid-warmup
 // opens only the new file. ctx ending before the commit installs nothing;
-// after it, it only ends the warmup.
-func (r *Region) installWithWarmup(ctx context.Context, inputs []*table, out *table, src compaction.BlockSource) (installed bool, err error) {
+// after it, it only ends the warmup. major: inputs were every file of the
+// region when the compaction began (installCompaction).
+func (r *Region) installWithWarmup(ctx context.Context, inputs []*table, out *table, src compaction.BlockSource, major bool) (installed bool, err error) {
 	defer func() {
 		if src != nil {
 			releaseBlocks(src)
@@ -222,7 +223,7 @@ func (r *Region) installWithWarmup(ctx context.Context, inputs []*table, out *ta
 			}
 			return false, err
 		}
-		if err := r.installCompaction(ctx, inputs, out, warm); err != nil {
+		if err := r.installCompaction(ctx, inputs, out, warm, major); err != nil {
 			return false, err
 		}
 		return true, nil

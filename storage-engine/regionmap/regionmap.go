@@ -14,16 +14,19 @@
 //     predecessor ends, the last is unbounded.
 //   - IDs are unique and below NextID; names are unique; a retired name is
 //     never live again.
-//   - A region made by a split names its parent and the parent's final
-//     manifest (Parent); the parent is retired in the same commit.
+//   - A region made by a split or a merge names its parents and each
+//     parent's final manifest (Parents: one for a split's daughter, two in
+//     key order for a merge's region); the parents are retired in the same
+//     commit, so no region is live beside its parent.
 //
 // Ownership: a region the balancer placed (Owner set) belongs to the store
 // with that ordinal while the cluster has that many stores; any other
 // region belongs to slot Slot, the index of the initial region it descends
 // from, served by the store with ordinal Slot mod N (N stores), as before
 // regions could split or move (OwnerOf). A split keeps both, so a split
-// moves nothing between stores; only the balancer's commits (balance.go)
-// move regions.
+// moves nothing between stores; a merge (of two regions one store serves)
+// takes the left parent's; only the balancer's commits (balance.go) move
+// regions.
 package regionmap
 
 import (
@@ -59,15 +62,36 @@ type Region struct {
 	// Owner is the ordinal of the store the balancer placed the region
 	// on; nil: the slot rule. See OwnerOf.
 	Owner *int `json:"owner,omitempty"`
-	// Parent, for a daughter of a split: the parent region and its final
-	// manifest, from which the daughter derives its first one.
-	Parent *Parent `json:"parent,omitempty"`
+	// Parents, for a region made by a split (one) or a merge (two, in key
+	// order): the parent regions and their final manifests, from which the
+	// region derives its first one.
+	Parents []Parent `json:"parents,omitempty"`
 }
 
-// Parent names a split's parent region and its final manifest number.
+// Parent names a parent region of a split or merge and its final manifest
+// number.
 type Parent struct {
 	Name     string `json:"name"`
 	Manifest uint64 `json:"manifest"`
+}
+
+// UnmarshalJSON reads a region, also as maps written before merges were
+// built recorded it: a split's daughter with one "parent" object instead
+// of the "parents" list.
+func (r *Region) UnmarshalJSON(data []byte) error {
+	type plain Region
+	var v struct {
+		plain
+		Parent *Parent `json:"parent"`
+	}
+	if err := json.Unmarshal(data, &v); err != nil {
+		return err
+	}
+	*r = Region(v.plain)
+	if v.Parent != nil && len(r.Parents) == 0 {
+		r.Parents = []Parent{*v.Parent}
+	}
+	return nil
 }
 
 // Contains reports whether key falls in the region's range.
@@ -95,8 +119,9 @@ type Map struct {
 	Epoch  uint64   `json:"epoch"`
 	NextID uint64   `json:"nextID"`
 	Region []Region `json:"regions"`
-	// Retired are the names of regions split away: never live again; a
-	// store removes what it keeps locally for them (their WAL directory).
+	// Retired are the names of regions split or merged away: never live
+	// again; a store removes what it keeps locally for them (their WAL
+	// directory).
 	Retired []string `json:"retired,omitempty"`
 }
 
@@ -156,6 +181,13 @@ func (m Map) Validate() error {
 		ids[r.ID] = true
 		names[r.Name] = true
 	}
+	for _, r := range m.Region {
+		for _, p := range r.Parents {
+			if _, live := m.ByName(p.Name); live {
+				return fmt.Errorf("regionmap: %s names %s as its parent, which is still live: a split or merge retires its parents", r.Name, p.Name)
+			}
+		}
+	}
 	if last := m.Region[len(m.Region)-1]; last.End != nil {
 		return fmt.Errorf("regionmap: the last region %s ends at %q: the key space past it is in no region", last.Name, last.End)
 	}
@@ -189,15 +221,57 @@ func (m Map) Split(name string, key []byte, parentManifest uint64) (Map, error) 
 	if bytes.Compare(key, p.Start) <= 0 || (p.End != nil && bytes.Compare(key, p.End) >= 0) {
 		return Map{}, fmt.Errorf("regionmap: split key %q is not strictly inside %s [%q, %q)", key, name, p.Start, p.End)
 	}
-	parent := &Parent{Name: name, Manifest: parentManifest}
-	l := Region{ID: m.NextID, Start: p.Start, End: bytes.Clone(key), Slot: p.Slot, Owner: p.Owner, Parent: parent}
-	r := Region{ID: m.NextID + 1, Start: bytes.Clone(key), End: p.End, Slot: p.Slot, Owner: p.Owner, Parent: parent}
+	parents := []Parent{{Name: name, Manifest: parentManifest}}
+	l := Region{ID: m.NextID, Start: p.Start, End: bytes.Clone(key), Slot: p.Slot, Owner: p.Owner, Parents: parents}
+	r := Region{ID: m.NextID + 1, Start: bytes.Clone(key), End: p.End, Slot: p.Slot, Owner: p.Owner, Parents: slices.Clone(parents)}
 	l.Name, r.Name = Name(l.ID), Name(r.ID)
 	next := m.clone()
 	next.NextID += 2
 	next.Region = slices.Concat(m.Region[:i], []Region{l, r}, m.Region[i+1:])
 	next.Retired = append(next.Retired, name)
 	return next, next.Validate()
+}
+
+// Merge is the map with the adjacent regions left and right (left's range
+// ends where right's starts) replaced by one region over both ranges, in
+// left's slot, deriving from the parents' final manifests nLeft and
+// nRight. Both names are retired. The result is not committed.
+func (m Map) Merge(left, right string, nLeft, nRight uint64) (Map, error) {
+	i := slices.IndexFunc(m.Region, func(r Region) bool { return r.Name == left })
+	j := slices.IndexFunc(m.Region, func(r Region) bool { return r.Name == right })
+	switch {
+	case i < 0 && j < 0:
+		return Map{}, fmt.Errorf("regionmap: merging %s and %s: neither is a live region (epoch %d)", left, right, m.Epoch)
+	case i < 0:
+		return Map{}, fmt.Errorf("regionmap: merging %s and %s: no region %s (epoch %d)", left, right, left, m.Epoch)
+	case j < 0:
+		return Map{}, fmt.Errorf("regionmap: merging %s and %s: no region %s (epoch %d)", left, right, right, m.Epoch)
+	case i == j:
+		return Map{}, fmt.Errorf("regionmap: merging %s with itself", left)
+	case j == i-1:
+		return Map{}, fmt.Errorf("regionmap: merging %s and %s: %s is the right one of the two (it starts where %s ends); name the left region first",
+			left, right, left, right)
+	case j != i+1:
+		l, r := m.Region[i], m.Region[j]
+		return Map{}, fmt.Errorf("regionmap: merging %s [%q, %s) and %s [%q, %s): not adjacent; the left region must end where the right one starts",
+			left, l.Start, endString(l.End), right, r.Start, endString(r.End))
+	}
+	l, r := m.Region[i], m.Region[j]
+	merged := Region{ID: m.NextID, Start: l.Start, End: r.End, Slot: l.Slot, Owner: l.Owner,
+		Parents: []Parent{{Name: left, Manifest: nLeft}, {Name: right, Manifest: nRight}}}
+	merged.Name = Name(merged.ID)
+	next := m.clone()
+	next.NextID++
+	next.Region = slices.Concat(m.Region[:i], []Region{merged}, m.Region[j+1:])
+	next.Retired = append(next.Retired, left, right)
+	return next, next.Validate()
+}
+
+func endString(end []byte) string {
+	if end == nil {
+		return "∞"
+	}
+	return fmt.Sprintf("%q", end)
 }
 
 func (m Map) clone() Map {

@@ -100,10 +100,17 @@ func (s *Store) seedApplied(ctx context.Context, a *Assignment, e *region.Region
 	}()
 	log := s.opts.Region.Logger
 	recs, err := readAppliedRequests(ctx, s.opts.Region.Bucket, a.Name())
-	if err == nil && recs == nil && a.Span.Parent != nil {
-		// A split's daughter that never saved keys of its own: its
-		// parent's, written before the split committed (split.go).
-		recs, err = readAppliedRequests(ctx, s.opts.Region.Bucket, a.Span.Parent.Name)
+	if err == nil && recs == nil {
+		// A split's daughter or a merge's region that never saved keys
+		// of its own: its parents', written before the map commit
+		// (split.go, merge.go).
+		for _, p := range a.Span.Parents {
+			var more []appliedRecord
+			if more, err = readAppliedRequests(ctx, s.opts.Region.Bucket, p.Name); err != nil {
+				break
+			}
+			recs = append(recs, more...)
+		}
 	}
 	if err != nil {
 		log.Warn("reading the idempotency keys handed over with the region; a write retried from its previous owner may be applied twice",

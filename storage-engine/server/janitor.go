@@ -1,7 +1,7 @@
 package server
 
 // The janitor of retired regions (docs/regions.md, "Deletion"): a split's
-// daughters reference their parent's files, which stay under the parent's
+// daughters (and a merge's region) reference their parents' files, which stay under the parent's
 // prefix; once no live region's newest manifest names a file of a retired
 // region (every daughter compacted its references away), the retired
 // region's objects are deleted.
@@ -39,9 +39,10 @@ func (s *Store) CollectRetired(ctx context.Context) ([]string, error) {
 		if err != nil {
 			return nil, fmt.Errorf("janitor: %s: %w", r.Name, err)
 		}
-		if mf.Number == 0 && r.Parent != nil {
-			// A daughter yet to derive its manifest will reference its
-			// parent's files (and their homes): not now.
+		if mf.Number == 0 && len(r.Parents) > 0 {
+			// A daughter (or merged region) yet to derive its manifest
+			// will reference its parents' files (and their homes): not
+			// now.
 			return nil, nil
 		}
 		for _, f := range mf.Files {

@@ -21,16 +21,17 @@ type Span struct {
 	// Owner is the ordinal the balancer placed the region on, nil: the
 	// slot rule (regionmap.Region.Owner, OwnerOf).
 	Owner *int
-	// Parent, for a daughter of a split, is what it derives its first
-	// manifest from (region.Options.SplitFrom).
-	Parent *regionmap.Parent
+	// Parents, for a region made by a split (one) or a merge (two, in key
+	// order), are what it derives its first manifest from
+	// (region.Options.DeriveFrom).
+	Parents []regionmap.Parent
 }
 
 // SpansOf are the regions of m as spans, in key order.
 func SpansOf(m regionmap.Map) []Span {
 	out := make([]Span, len(m.Region))
 	for i, r := range m.Region {
-		out[i] = Span{Name: r.Name, Start: r.Start, End: r.End, Slot: r.Slot, Owner: r.Owner, Parent: r.Parent}
+		out[i] = Span{Name: r.Name, Start: r.Start, End: r.End, Slot: r.Slot, Owner: r.Owner, Parents: r.Parents}
 	}
 	return out
 }

@@ -205,6 +205,9 @@ func RegisterStoreGauges(reg prometheus.Registerer, s *Store, cache *blockcache.
 			ConstLabels: prometheus.Labels{"reason": reason},
 		}, func() float64 { return float64(s.SplitsBy(reason)) }))
 	}
+	reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name: "bellows_region_merges_total", Help: "Merges of two adjacent regions this store committed (docs/regions.md).",
+	}, func() float64 { return float64(s.Merges()) }))
 }
 
 // RegisterBalancerMetrics exports the balancer's moves and whether this

@@ -15,7 +15,7 @@ package server
 //     Fenced by another store's commit, the split is decided again on the
 //     newer map; failed otherwise, the parent is closed and claimed again
 //     from its own manifest and WAL (the split undone, as after a crash).
-//  4. The daughters open (region.Options.SplitFrom: derived from the
+//  4. The daughters open (region.Options.DeriveFrom: derived from the
 //     parent's final manifest) and replace the parent in the assignment.
 //  5. The parent retires (region.Retire).
 //
@@ -193,7 +193,7 @@ func (s *Store) split(ctx context.Context, name, reason string, splitKey func(*r
 	// below is finished by a restart (or the background claim).
 	var daughters []*Assignment
 	for _, sp := range SpansOf(next) {
-		if sp.Parent == nil || sp.Parent.Name != name {
+		if len(sp.Parents) != 1 || sp.Parents[0].Name != name {
 			continue
 		}
 		d := &Assignment{Span: sp}

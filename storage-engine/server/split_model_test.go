@@ -37,11 +37,13 @@ func (m versionedModel) record(key string, ts uint64, value string, deleted bool
 	m[key] = append(m[key], modelVersion{ts, value, deleted})
 }
 
-// A randomized model test of splits: puts, deletes, single-region batches,
-// reads at the newest and at past timestamps, and scans, interleaved with
-// splits by size and by a random key, flushes, major compactions and store
-// restarts, each step checked against a model of every acknowledged
-// version. Seeds: BELLOWS_SEED, else a fixed few.
+// A randomized model test of splits and merges: puts, deletes,
+// single-region batches, reads at the newest and at past timestamps, and
+// scans, interleaved with splits by size and by a random key, merges of
+// two adjacent regions, flushes, compactions (major, and minor: a merged
+// region's first is a major one) and store restarts, each step checked
+// against a model of every acknowledged version. Seeds: BELLOWS_SEED, else
+// a fixed few.
 func TestRandomSplitsAnswerLikeTheModel(t *testing.T) {
 	seeds := []uint64{1, 2, 3}
 	if s := os.Getenv("BELLOWS_SEED"); s != "" {
@@ -71,7 +73,7 @@ func runSplitModel(t *testing.T, seed uint64, steps int) {
 			t.Fatalf("seed %d: %s: %v", seed, what, err)
 		}
 	}
-	splits, restarts := 0, 0
+	splits, merges, restarts := 0, 0, 0
 	for step := range steps {
 		switch op := rng.IntN(100); {
 		case op < 40:
@@ -139,7 +141,7 @@ func runSplitModel(t *testing.T, seed uint64, steps int) {
 			if !slices.Equal(sink.keys, want) {
 				t.Fatalf("seed %d step %d: scan [%s, %s) = %d keys, model %d", seed, step, a, b, len(sink.keys), len(want))
 			}
-		case op < 90:
+		case op < 86:
 			as := s.Assignments()
 			name := as[rng.IntN(len(as))].Name()
 			var err error
@@ -153,6 +155,21 @@ func runSplitModel(t *testing.T, seed uint64, steps int) {
 			if err == nil {
 				splits++
 			}
+		case op < 91:
+			// Two adjacent regions (by key order, as the assignment
+			// lists them) merge.
+			as := s.Assignments()
+			if len(as) < 2 {
+				break
+			}
+			i := rng.IntN(len(as) - 1)
+			before := s.Merges()
+			_, err := s.Merge(ctx, as[i].Name(), as[i+1].Name())
+			ok("merge", err)
+			merges++
+			if s.Merges() != before+1 {
+				t.Fatalf("seed %d step %d: Merges() = %d after one more merge than %d", seed, step, s.Merges(), before)
+			}
 		case op < 94:
 			for _, a := range s.Assignments() {
 				if e, err := a.Engine(); err == nil {
@@ -162,7 +179,7 @@ func runSplitModel(t *testing.T, seed uint64, steps int) {
 		case op < 97:
 			as := s.Assignments()
 			if e, err := as[rng.IntN(len(as))].Engine(); err == nil {
-				_, err := e.Compact(ctx, true)
+				_, err := e.Compact(ctx, rng.IntN(2) == 0)
 				ok("compact", err)
 			}
 		default:
@@ -184,8 +201,8 @@ func runSplitModel(t *testing.T, seed uint64, steps int) {
 			t.Fatalf("seed %d: final get %s = %q (found %v), model %q (found %v)", seed, k, res.Value, res.Found, want, found)
 		}
 	}
-	if splits == 0 {
-		t.Fatalf("seed %d: no split succeeded in %d steps: the test exercised nothing", seed, steps)
+	if splits == 0 || merges == 0 {
+		t.Fatalf("seed %d: %d splits and %d merges succeeded in %d steps: the test did not exercise both", seed, splits, merges, steps)
 	}
-	t.Logf("seed %d: %d steps, %d splits, %d restarts, %d regions", seed, steps, splits, restarts, len(s.Assignments()))
+	t.Logf("seed %d: %d steps, %d splits, %d merges, %d restarts, %d regions", seed, steps, splits, merges, restarts, len(s.Assignments()))
 }

@@ -29,6 +29,9 @@ import (
 type mapCluster struct {
 	dir    string
 	bucket *blob.Bucket
+	// splitKeys, if set, are the initial regions' bounds (--split-keys);
+	// else the map starts with one region.
+	splitKeys []string
 }
 
 func newMapCluster(t *testing.T) *mapCluster {
@@ -45,6 +48,9 @@ func (c *mapCluster) open(t *testing.T, splitBytes int64) *Store {
 	t.Helper()
 	ctx := context.Background()
 	one, _ := SplitEvenly(1)
+	if c.splitKeys != nil {
+		one, _ = SplitAt(c.splitKeys)
+	}
 	initial, err := InitialMap(one)
 	if err != nil {
 		t.Fatal(err)

@@ -16,6 +16,7 @@ import (
 
 	"github.com/bellows-kv/bellows/internal/contract"
 	"github.com/bellows-kv/bellows/storage-engine/hlc"
+	"github.com/bellows-kv/bellows/storage-engine/manifest"
 	"github.com/bellows-kv/bellows/storage-engine/region"
 	"github.com/bellows-kv/bellows/storage-engine/regionmap"
 	"golang.org/x/sync/errgroup"
@@ -58,8 +59,13 @@ type Store struct {
 	// Assigner's rule); nil: no Assigner, the store owns what it serves.
 	owns  atomic.Pointer[func(Span) bool]
 	mapMu sync.Mutex
-	// sizeSplits and loadSplits count the splits this store committed.
+	// sizeSplits and loadSplits count the splits this store committed,
+	// merges its merges (merge.go).
 	sizeSplits, loadSplits atomic.Uint64
+	merges                 atomic.Uint64
+	// mergeCrash, set by tests, stops a merge after the step it names,
+	// as a crash there would (merge.go).
+	mergeCrash func(step string) bool
 }
 
 // StoreOptions configure OpenStore.
@@ -340,8 +346,12 @@ func (s *Store) regionOptions(sp Span) region.Options {
 	opts.Name = sp.Name
 	opts.WALDir = filepath.Join(s.opts.WALRoot, sp.Name)
 	opts.BeforeFlushCommit = func(ctx context.Context) { s.saveApplied(ctx, sp.Name) }
-	if p := sp.Parent; p != nil {
-		opts.SplitFrom = &region.SplitFrom{Parent: p.Name, Manifest: p.Manifest, Start: sp.Start, End: sp.End}
+	if len(sp.Parents) > 0 {
+		df := &region.DeriveFrom{Start: sp.Start, End: sp.End}
+		for _, p := range sp.Parents {
+			df.Parents = append(df.Parents, manifest.ParentRef{Name: p.Name, Manifest: p.Manifest})
+		}
+		opts.DeriveFrom = df
 	}
 	opts.KeepReplayedRequests = s.applied.maxEntries()
 	return opts
