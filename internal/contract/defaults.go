@@ -9,9 +9,27 @@ const (
 	// fast with 0.42× the flushes, 0.54× the SST bytes and a third of the
 	// GC, at 0.96× None's get p99 under the same write load; on uniform
 	// keys 2.0× as fast at 1.29× None's get p99 (a few more segments to
-	// search). Under the default retention, which keeps every version, it
-	// can drop nothing and acts as Basic (1.8× None's writes).
+	// search). Those runs kept one version; under the default retention
+	// (DefaultGCTTL) it drops, in memory, what is superseded longer than
+	// gcTTL ago, and acts as Basic while a memstore is younger than that
+	// (bench/results/memstore.md, "default retention").
 	DefaultMemstorePolicy = MemstoreAdaptive
+	// DefaultGCTTL is retention.gcTTL, the history every region keeps
+	// (storage-engine/retention): reads up to this old are exact, a
+	// version superseded longer ago is garbage to the in-memory and disk
+	// compactions unless a snapshot reads it, and older reads are refused
+	// as SNAPSHOT_TOO_OLD. A registered transaction pins its start at its
+	// store for up to DefaultTxnTimeout whatever this is; its reads on
+	// other stores and one-shot commits' reads are exact for this long
+	// (40× DefaultMaxClockOffset, far longer than an OLTP transaction). It
+	// is short, unlike CockroachDB's hours or TiKV's 10m, so that a hot
+	// key set's superseded versions go in memory before a flush writes
+	// them (Accordion); a longer window keeps more history and leaves
+	// Eager and Adaptive less to drop.
+	DefaultGCTTL = 10 * time.Second
+	// MinGCTTL: a shorter window would refuse reads a clock offset old
+	// (DefaultMaxClockOffset) and uncertainty restarts.
+	MinGCTTL = time.Second
 	// DefaultMemstoreBytes is HBase's hbase.hregion.memstore.flush.size.
 	DefaultMemstoreBytes = int64(128 << 20)
 	// DefaultMemstoreActiveFraction is Accordion's A, the paper's tuned
