@@ -26,8 +26,9 @@ var ErrConflict = errors.New("bellows client: write conflict")
 var ErrTxnLost = errors.New("bellows client: transaction lost")
 
 // ErrSnapshotTooOld: a transaction's read found that a region it read may
-// have dropped a version its snapshot needs (retention.maxVersions > 0 and
-// no pin of its start there). Nothing was written; RunTxn runs the
+// have dropped a version its snapshot needs (the read is older than the
+// region's retention.gcTTL, or retention.maxVersions > 0, and no pin of its
+// start there). Nothing was written; RunTxn runs the
 // transaction again with a new start.
 var ErrSnapshotTooOld = errors.New("bellows client: snapshot too old")
 

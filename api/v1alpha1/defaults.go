@@ -95,6 +95,9 @@ func (c *KVCluster) SetDefaults() {
 	if e.Memstore.MaxWALAge == "" {
 		e.Memstore.MaxWALAge = DurationOf(contract.DefaultMaxWALAge)
 	}
+	if e.Retention.GCTTL == "" {
+		e.Retention.GCTTL = DurationOf(contract.DefaultGCTTL)
+	}
 	if e.BlockCacheBytes.IsZero() {
 		e.BlockCacheBytes = defaultBlockCacheBytes()
 	}

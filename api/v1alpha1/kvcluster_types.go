@@ -333,10 +333,21 @@ type EngineSpec struct {
 
 // RetentionSpec says which old versions compactions may drop.
 type RetentionSpec struct {
-	// MaxVersions keeps at most this many newest versions of each key, and
-	// every version an open snapshot reads; 0 keeps every version (then
-	// the Eager and Adaptive memstore policies can drop nothing, and act
-	// as Basic).
+	// GCTTL is the history kept: every read at a timestamp up to gcTTL
+	// old is exact; a version superseded longer ago is dropped by
+	// compactions, in memory (Eager, Adaptive) and on disk, unless an open
+	// snapshot (a transaction's pinned start) reads it, and a read older
+	// than gcTTL is refused as SNAPSHOT_TOO_OLD. 0 (the default) keeps
+	// every version; otherwise at least 1s.
+	// +kubebuilder:default="0s"
+	// +kubebuilder:validation:XValidation:rule=`self.matches('^[-+]?(0|(([0-9]+([.][0-9]*)?|[.][0-9]+)(ns|us|ms|s|m|h))+)$') && (duration(self) == duration('0s') || duration(self) >= duration('1s'))`,messageExpression=`!self.matches('^[-+]?(0|(([0-9]+([.][0-9]*)?|[.][0-9]+)(ns|us|ms|s|m|h))+)$') ? 'engine.retention.gcTTL: "' + self + '" is not a duration; ' + (self.matches('[0-9]d') ? 'use hours, e.g. 24h for a day' : 'write a number with a unit (h, m, s), e.g. 10s or 10m') : 'engine.retention.gcTTL: ' + self + ' is below the minimum 1s: reads a clock offset old would be refused; e.g. 10m, or 0s to keep every version'`
+	// +optional
+	GCTTL Duration `json:"gcTTL,omitempty"`
+
+	// MaxVersions > 0 bounds versions by count instead of gcTTL: at most
+	// this many newest versions of each key are kept, and every version an
+	// open snapshot reads; a read below the newest data is exact only at a
+	// pinned snapshot. 0: no count bound (gcTTL decides).
 	// +kubebuilder:validation:Minimum=0
 	// +optional
 	MaxVersions int32 `json:"maxVersions,omitempty"`

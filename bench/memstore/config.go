@@ -13,6 +13,7 @@ import (
 	"math"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/bellows-kv/bellows/internal/contract"
 	"github.com/bellows-kv/bellows/storage-engine/memstore"
@@ -66,9 +67,14 @@ type Config struct {
 	RedundancyThreshold float64 `json:"redundancyThreshold"`
 	// MaxVersions is the retention: 1 keeps only the newest version (so
 	// Eager and Adaptive can drop the older ones); 0 keeps every version.
-	MaxVersions int    `json:"retentionMaxVersions"`
-	WALMode     string `json:"walMode"`
-	CacheBytes  int64  `json:"blockCacheBytes"`
+	MaxVersions int `json:"retentionMaxVersions"`
+	// GCTTL, with MaxVersions 0, is the GC window (retention.gcTTL: the
+	// engine's default retention): versions superseded longer ago are
+	// dropped. 0 with MaxVersions 0 keeps every version (the engine's
+	// default before gcTTL).
+	GCTTL      time.Duration `json:"retentionGCTTL,omitempty"`
+	WALMode    string        `json:"walMode"`
+	CacheBytes int64         `json:"blockCacheBytes"`
 	// Runs per policy and distribution, interleaved over the policies.
 	Runs int    `json:"runs"`
 	Seed uint64 `json:"seed"`
@@ -215,6 +221,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("--theta %v must be in (0, 1) (YCSB's generator)", c.Theta)
 	case c.MaxVersions < 0:
 		return fmt.Errorf("--max-versions must not be negative")
+	case c.GCTTL < 0:
+		return fmt.Errorf("--gc-ttl must not be negative")
 	case c.CacheBytes <= 0:
 		return fmt.Errorf("--cache-mib must be positive")
 	}

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
@@ -159,7 +160,7 @@ func Markdown(rep Report) string {
 		"%s"+
 		"Zipf θ = %.2f (YCSB's scrambled generator) and uniform, over %d keys. Machine: %s. Started %s.\n\n",
 		c.Writers, c.Writes, c.KeySize, c.ValueSize, mib(float64(c.Writes*(c.KeySize+c.ValueSize))), float64(c.Writes*(c.KeySize+c.ValueSize))/float64(max(c.MemstoreBytes, 1)),
-		c.PutsPerBatch, c.PutsPerBatch*(c.KeySize+c.ValueSize), mib(float64(c.MemstoreBytes)), retentionString(c.MaxVersions),
+		c.PutsPerBatch, c.PutsPerBatch*(c.KeySize+c.ValueSize), mib(float64(c.MemstoreBytes)), retentionString(c.MaxVersions, c.GCTTL),
 		c.ActiveFraction, c.PipelineSegments, c.RedundancyThreshold, mib(float64(c.CacheBytes)), contract.DefaultMaxWALMemstores,
 		c.ReadsPerSec, c.ScanLength, pacedString(c), c.Theta, c.Keys, c.Machine, c.Started)
 	b.WriteString("**Command:** `make bench-memstore` (`bin/bellows-bench memstore --out bench/results`; every setting it ran with is " +
@@ -246,13 +247,12 @@ func Markdown(rep Report) string {
 	}
 	b.WriteString("\n")
 	b.WriteString("## Retention\n\n")
-	fmt.Fprintf(&b, "This run's retention is %s. Eager and Adaptive drop only what retention allows: a version is dropped only when a newer "+
-		"version of its key is kept and no open snapshot or read in flight can see it. With a retention that keeps every version "+
-		"(`maxVersions: 0`) they can drop nothing, so they do not compact at all (a compaction would only copy the data) and act as "+
-		"Basic: the same merges, flushes and SST bytes. Run with `--max-versions 0` to see it.\n", retentionString(c.MaxVersions))
-	if c.MaxVersions == 0 {
-		b.WriteString("\nThis run kept every version, so Eager's and Adaptive's figures show that case: no version can be dropped.\n")
-	}
+	fmt.Fprintf(&b, "This run's retention is %s. Eager and Adaptive drop only what retention allows (storage-engine/retention): a "+
+		"version is dropped only when a newer version of its key at or below the merge's horizon is kept and no open snapshot reads it. "+
+		"Under a GC window (`gcTTL`, the engine's default) the horizon is now − gcTTL, so only versions superseded longer ago go: while "+
+		"a memstore is younger than the window there is nothing to drop, and Eager and Adaptive act as Basic (a compaction would only "+
+		"copy the data). With a retention that keeps every version (`--max-versions 0 --gc-ttl 0`) they always act as Basic.\n",
+		retentionString(c.MaxVersions, c.GCTTL))
 	return b.String()
 }
 
@@ -264,9 +264,12 @@ func pacedString(c Config) string {
 		"running again: the read latency under the same write load. ", c.PacedWrites, c.PacedWritesPerSec)
 }
 
-func retentionString(maxVersions int) string {
+func retentionString(maxVersions int, gcTTL time.Duration) string {
+	if maxVersions == 0 && gcTTL > 0 {
+		return fmt.Sprintf("a GC window of %v (maxVersions 0, gcTTL %v)", gcTTL, gcTTL)
+	}
 	if maxVersions == 0 {
-		return "every version (maxVersions 0)"
+		return "every version (maxVersions 0, no GC window)"
 	}
 	if maxVersions == 1 {
 		return "one version (maxVersions 1)"
@@ -435,7 +438,7 @@ func plotPNG(path string, rep Report) error {
 	img := vgimg.New(w, h)
 	dc := draw.New(img)
 	title := fmt.Sprintf("Memstore policies: median over %d runs, whiskers min–max (%d keys, %s memstore, retention %s)",
-		rep.Config.Runs, rep.Config.Keys, mib(float64(rep.Config.MemstoreBytes)), retentionString(rep.Config.MaxVersions))
+		rep.Config.Runs, rep.Config.Keys, mib(float64(rep.Config.MemstoreBytes)), retentionString(rep.Config.MaxVersions, rep.Config.GCTTL))
 	top := dc.Max.Y - vg.Points(4)
 	sty := plot.New().Title.TextStyle
 	sty.XAlign, sty.YAlign = draw.XCenter, draw.YTop

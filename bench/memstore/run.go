@@ -189,7 +189,7 @@ func runOne(ctx context.Context, cfg Config, dir string, policy memstore.Policy,
 		Memstore: region.MemstoreOptions{Policy: policy, ActiveFraction: cfg.ActiveFraction,
 			PipelineSegments: cfg.PipelineSegments, RedundancyThreshold: cfg.RedundancyThreshold},
 		BlockCache: blockcache.New(cfg.CacheBytes),
-		Retention:  compaction.Retention{MaxVersions: cfg.MaxVersions},
+		Retention:  compaction.Retention{MaxVersions: cfg.MaxVersions, GCTTL: cfg.GCTTL},
 	})
 	if err != nil {
 		return res, err

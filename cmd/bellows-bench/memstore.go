@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/bellows-kv/bellows/bench/memstore"
+	"github.com/bellows-kv/bellows/internal/contract"
 )
 
 func newMemstoreCommand() *cobra.Command {
@@ -119,7 +120,8 @@ func newMemstoreCommand() *cobra.Command {
 	f.Float64Var(&cfg.Theta, "theta", cfg.Theta, "Zipf skew θ")
 	f.IntVar(&cfg.ReadsPerSec, "reads", cfg.ReadsPerSec, "reader pace during the writes, reads per second (gets and scans alternate; 0: no reader)")
 	f.IntVar(&cfg.ScanLength, "scan-length", cfg.ScanLength, "keys per scan")
-	f.IntVar(&cfg.MaxVersions, "max-versions", cfg.MaxVersions, "retention: versions kept per key (1: Eager/Adaptive can drop older versions; 0: every version, so they can drop nothing and act as Basic)")
+	f.IntVar(&cfg.MaxVersions, "max-versions", cfg.MaxVersions, "retention: versions kept per key (1: Eager/Adaptive can drop older versions; 0: no count bound, --gc-ttl decides)")
+	f.DurationVar(&cfg.GCTTL, "gc-ttl", contract.DefaultGCTTL, "retention with --max-versions 0: the GC window (the engine's default retention); versions superseded longer ago are dropped. 0 keeps every version")
 	f.Float64Var(&cfg.ActiveFraction, "active-fraction", cfg.ActiveFraction, "A: the active segment's share of the memstore")
 	f.IntVar(&cfg.PipelineSegments, "pipeline-segments", cfg.PipelineSegments, "S: pipeline segments before a merge")
 	f.Float64Var(&cfg.RedundancyThreshold, "redundancy-threshold", cfg.RedundancyThreshold, "R: Adaptive's redundancy threshold")

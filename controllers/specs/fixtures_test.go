@@ -60,7 +60,7 @@ func fullCluster() *kvapi.KVCluster {
 			Engine: kvapi.EngineSpec{
 				Memstore: kvapi.MemstoreSpec{Policy: "Eager", Bytes: resource.MustParse("64Mi"), MaxWALBytes: resource.MustParse("96Mi"),
 					MaxWALAge: "30m", MaxStoreWALBytes: resource.MustParse("1Gi")},
-				Retention:       kvapi.RetentionSpec{MaxVersions: 1},
+				Retention:       kvapi.RetentionSpec{GCTTL: "2m", MaxVersions: 1},
 				BlockCacheBytes: resource.MustParse("3Gi"),
 				Compaction:      kvapi.CompactionPolicySpec{MinFiles: 4, MaxFiles: 12, Ratio: "1.5", MaxBytes: resource.MustParse("2Gi")},
 				Offload:         "Disabled",

@@ -49,6 +49,15 @@ func EngineConfig(c *kvapi.KVCluster) (contract.EngineConfig, error) {
 		Warmup:   contract.Warmup{Mode: contract.WarmupMode(e.Warmup.Mode)},
 		SyncMode: contract.SyncMode(e.SyncMode),
 	}
+	if e.Retention.GCTTL != "" {
+		ttl, err := e.Retention.GCTTL.Parse()
+		if err != nil {
+			return contract.EngineConfig{}, fmt.Errorf("engine.retention.gcTTL: %w", err)
+		}
+		cfg.Retention.GCTTL = contract.Duration{Duration: ttl}
+	} else {
+		cfg.Retention.GCTTL = contract.Duration{Duration: contract.DefaultGCTTL}
+	}
 	if e.Memstore.MaxWALAge != "" {
 		age, err := e.Memstore.MaxWALAge.Parse()
 		if err != nil {

@@ -35,7 +35,7 @@ func TestEngineConfig(t *testing.T) {
 			MaxWALAge: contract.Duration{Duration: 30 * time.Minute}, MaxStoreWALBytes: 1 << 30,
 			ActiveFraction: contract.DefaultMemstoreActiveFraction, PipelineSegments: contract.DefaultMemstorePipelineSegments,
 			RedundancyThreshold: contract.DefaultMemstoreRedundancyThreshold},
-		Retention:       contract.Retention{MaxVersions: 1},
+		Retention:       contract.Retention{GCTTL: contract.Duration{Duration: 2 * time.Minute}, MaxVersions: 1},
 		BlockCacheBytes: 3 << 30,
 		Compaction:      contract.Compaction{MinFiles: 4, MaxFiles: 12, Ratio: 1.5, MaxBytes: 2 << 30},
 		Offload:         contract.OffloadDisabled,

@@ -42,6 +42,7 @@ func TestValidateNamesEveryProblem(t *testing.T) {
 	c.Memstore.PipelineSegments = -1
 	c.Memstore.RedundancyThreshold = 1
 	c.Retention.MaxVersions = -2
+	c.Retention.GCTTL = Duration{500 * time.Millisecond}
 	c.Memstore.MaxWALAge = Duration{time.Second}
 	c.Memstore.MaxStoreWALBytes = 1 << 20
 	err := c.Validate()
@@ -57,7 +58,8 @@ func TestValidateNamesEveryProblem(t *testing.T) {
 		"engine.yaml memstore.activeFraction: 1.5 is not in (0, 1], e.g. 0.02",
 		"engine.yaml memstore.pipelineSegments: -1 is below 1, e.g. 5",
 		"engine.yaml memstore.redundancyThreshold: 1 is not in (0, 1), e.g. 0.5",
-		"engine.yaml retention.maxVersions: -2 is negative (0 keeps every version)",
+		"engine.yaml retention.maxVersions: -2 is negative (0: no count bound; retention.gcTTL decides)",
+		"engine.yaml retention.gcTTL: 500ms is below the minimum 1s: reads a clock offset old would be refused; e.g. 10m, or 0 to keep every version",
 		"engine.yaml memstore.maxWALAge: 1s is below the minimum 10s: a region would flush a file every few writes; e.g. 1h0m0s",
 		"engine.yaml memstore.maxStoreWALBytes: 1048576 is below memstore.bytes 134217728: the store would flush every memstore before it fills",
 	} {

@@ -9,9 +9,30 @@ const (
 	// fast with 0.42× the flushes, 0.54× the SST bytes and a third of the
 	// GC, at 0.96× None's get p99 under the same write load; on uniform
 	// keys 2.0× as fast at 1.29× None's get p99 (a few more segments to
-	// search). Under the default retention, which keeps every version, it
-	// can drop nothing and acts as Basic (1.8× None's writes).
+	// search). Those runs kept one version; with a GC window
+	// (retention.gcTTL) it drops, in memory, what is superseded longer
+	// than gcTTL ago, and acts as Basic while a memstore is younger than
+	// that; under the default retention (every version kept) it acts as
+	// Basic (bench/results/memstore.md, "default retention").
 	DefaultMemstorePolicy = MemstoreAdaptive
+	// DefaultGCTTL is retention.gcTTL, the history every region keeps
+	// (storage-engine/retention). 0, the default, keeps every version, as
+	// before the window existed: every read at any timestamp is exact.
+	// With a window, reads up to gcTTL old are exact, a version superseded
+	// longer ago is garbage to the in-memory and disk compactions unless a
+	// snapshot reads it, and older reads are refused as SNAPSHOT_TOO_OLD;
+	// a registered transaction pins its start at its store for up to
+	// DefaultTxnTimeout, but its reads on other stores and one-shot
+	// commits' reads are exact only for gcTTL. The default stays 0 until a
+	// window is shown safe for what reads old timestamps across stores
+	// for long (backup checkpoints at the backup's timestamp, long
+	// cross-store transactions); a window short enough for Accordion to
+	// drop versions in memory (seconds: a 128 MiB memstore lives about 2 s
+	// at full speed) refuses such reads (docs/memstore.md).
+	DefaultGCTTL = time.Duration(0)
+	// MinGCTTL: a shorter window would refuse reads a clock offset old
+	// (DefaultMaxClockOffset) and uncertainty restarts.
+	MinGCTTL = time.Second
 	// DefaultMemstoreBytes is HBase's hbase.hregion.memstore.flush.size.
 	DefaultMemstoreBytes = int64(128 << 20)
 	// DefaultMemstoreActiveFraction is Accordion's A, the paper's tuned

@@ -45,12 +45,20 @@ type Memstore struct {
 }
 
 // Retention says which old versions compactions, on disk and in memory,
-// may drop.
+// may drop (storage-engine/retention has the rule).
 type Retention struct {
-	// MaxVersions keeps at most this many newest versions of each key
-	// (and every version an open snapshot reads); 0 keeps every version,
-	// and then Eager and Adaptive in-memory compactions can drop nothing
-	// (so those policies act as Basic).
+	// GCTTL is the history kept, as TiKV's and CockroachDB's MVCC GC
+	// keep it: every read at a timestamp up to GCTTL old is exact, and a
+	// version superseded longer ago than that is garbage unless an open
+	// snapshot (a transaction's pinned start) reads it; a read older than
+	// GCTTL is refused as SNAPSHOT_TOO_OLD. In-memory (Eager, Adaptive)
+	// and disk compactions drop the garbage. 0, the default, keeps every
+	// version.
+	GCTTL Duration `json:"gcTTL"`
+	// MaxVersions > 0 bounds versions by count instead: at most this many
+	// newest versions of each key (and every version an open snapshot
+	// reads) are kept, and a read below the newest data is exact only at
+	// a pinned snapshot; GCTTL does not apply. 0: no count bound.
 	MaxVersions int `json:"maxVersions"`
 }
 
@@ -161,6 +169,7 @@ func DefaultEngineConfig() EngineConfig {
 			ActiveFraction: DefaultMemstoreActiveFraction, PipelineSegments: DefaultMemstorePipelineSegments,
 			RedundancyThreshold: DefaultMemstoreRedundancyThreshold,
 		},
+		Retention:       Retention{GCTTL: Duration{DefaultGCTTL}},
 		BlockCacheBytes: DefaultBlockCacheBytes,
 		Compaction: Compaction{
 			MinFiles: DefaultCompactionMinFiles, MaxFiles: DefaultCompactionMaxFiles,
@@ -195,6 +204,9 @@ func (c *EngineConfig) EnsureDefaults() {
 	}
 	if c.Memstore.RedundancyThreshold == 0 {
 		c.Memstore.RedundancyThreshold = d.Memstore.RedundancyThreshold
+	}
+	if c.Retention.GCTTL.Duration == 0 {
+		c.Retention.GCTTL = d.Retention.GCTTL
 	}
 	if c.BlockCacheBytes == 0 {
 		c.BlockCacheBytes = d.BlockCacheBytes
@@ -261,8 +273,11 @@ func (c EngineConfig) Validate() error {
 	if !(c.Memstore.RedundancyThreshold > 0 && c.Memstore.RedundancyThreshold < 1) {
 		bad("memstore.redundancyThreshold", "%v is not in (0, 1), e.g. %v", c.Memstore.RedundancyThreshold, DefaultMemstoreRedundancyThreshold)
 	}
+	if d := c.Retention.GCTTL.Duration; d != 0 && d < MinGCTTL {
+		bad("retention.gcTTL", "%v is below the minimum %v: reads a clock offset old would be refused; e.g. 10m, or 0 to keep every version", c.Retention.GCTTL, MinGCTTL)
+	}
 	if c.Retention.MaxVersions < 0 {
-		bad("retention.maxVersions", "%d is negative (0 keeps every version)", c.Retention.MaxVersions)
+		bad("retention.maxVersions", "%d is negative (0: no count bound; retention.gcTTL decides)", c.Retention.MaxVersions)
 	}
 	if c.BlockCacheBytes < 0 {
 		bad("blockCacheBytes", "%d is negative", c.BlockCacheBytes)

@@ -23,7 +23,8 @@ const TxnEndedReason = "TXN_ENDED"
 
 // SnapshotTooOldReason is the ErrorInfo reason (domain ErrorDomain) of the
 // FAILED_PRECONDITION a read at a timestamp answers when the region's
-// retention (retention.maxVersions > 0) may have dropped a version that
+// retention (the GC window retention.gcTTL, or retention.maxVersions > 0)
+// may have dropped a version that
 // read needs and no snapshot pinned it; its metadata gives the read's
 // timestamp (read_ts) and the oldest exact one (exact_from_ts). A
 // transaction that meets it may be run again from BeginTxn.

@@ -73,10 +73,11 @@ func TestSelectMinorDataDriven(t *testing.T) {
 // versions in order and the merge's counts, or "empty" when nothing
 // survived.
 //
-//	merge [major] [versions=N] [snapshots=(TS, ...)]
+//	merge [major] [versions=N] [snapshots=(TS, ...)] [horizon=TS]
 //
-// versions is Retention.MaxVersions (0 keeps all); snapshots are the read
-// timestamps of open snapshots. Run with -rewrite to regenerate.
+// versions is Retention.MaxVersions; snapshots are the read timestamps of
+// open snapshots; horizon is MergeOptions.Horizon (0, the default: every
+// version judged with versions > 0, none without). Run with -rewrite to regenerate.
 func TestMergeDataDriven(t *testing.T) {
 	ctx := context.Background()
 	b, err := blob.Open(ctx, "mem://")
@@ -93,6 +94,7 @@ func TestMergeDataDriven(t *testing.T) {
 		opts.Major = d.HasArg("major")
 		d.MaybeScanArgs(t, "versions", &opts.Retention.MaxVersions)
 		d.MaybeScanArgs(t, "snapshots", &opts.Snapshots)
+		d.MaybeScanArgs(t, "horizon", &opts.Horizon)
 
 		n++
 		in, out := fmt.Sprintf("in-%d.sst", n), fmt.Sprintf("out-%d.sst", n)

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/bellows-kv/bellows/storage-engine/iterator"
 	"github.com/bellows-kv/bellows/storage-engine/kv"
@@ -12,11 +13,30 @@ import (
 	"github.com/bellows-kv/bellows/storage-engine/sstable"
 )
 
-// Retention decides which old versions a compaction keeps.
+// Retention decides which old versions a compaction keeps (package
+// retention has the rule). The zero value keeps every version.
 type Retention struct {
 	// MaxVersions keeps at most this many newest versions of a key
-	// (tombstones count); 0 keeps every version.
+	// (tombstones count), and every version an open snapshot reads; a
+	// read at an older timestamp is refused unless pinned. 0: no count
+	// bound (GCTTL decides).
 	MaxVersions int `json:"maxVersions"`
+	// GCTTL, with MaxVersions 0, keeps this much history: every read at a
+	// timestamp up to GCTTL old is exact, and a version superseded longer
+	// ago than that is garbage unless a snapshot reads it. 0 keeps every
+	// version.
+	GCTTL time.Duration `json:"gcTTL,omitempty"`
+}
+
+// DropsVersions reports whether compactions under r may drop a version a
+// read at an older timestamp needs (so such reads need a snapshot).
+func (r Retention) DropsVersions() bool { return r.MaxVersions > 0 || r.GCTTL > 0 }
+
+// Horizon is the newest timestamp a merge starting when the clock reads now
+// may judge, given the newest timestamp it could judge (retention.Horizon);
+// 0 judges nothing.
+func (r Retention) Horizon(newest, now uint64) uint64 {
+	return retention.Horizon(newest, now, r.MaxVersions, r.GCTTL)
 }
 
 // MergeOptions describe one merge.
@@ -28,6 +48,19 @@ type MergeOptions struct {
 	// Snapshots are the read timestamps of open snapshots. For each, the
 	// version it reads (the newest with timestamp ≤ snapshot) is kept.
 	Snapshots []uint64
+	// Horizon is the newest timestamp the merge judges (Retention.Horizon):
+	// every version above it is kept. 0 is a job that names none (one
+	// from a store older than gcTTL): every version is judged when
+	// Retention.MaxVersions > 0, none otherwise, as such a store meant.
+	Horizon uint64
+}
+
+// horizon is Horizon with its 0 resolved.
+func (o MergeOptions) horizon() uint64 {
+	if o.Horizon == 0 && o.Retention.MaxVersions > 0 {
+		return kv.MaxTimestamp
+	}
+	return o.Horizon
 }
 
 // MergeStats counts what a merge did.
@@ -120,7 +153,7 @@ func retainInto(out []version, keep []bool, tss []uint64, vs []version, snapsDes
 	for _, v := range vs {
 		tss = append(tss, v.key.TS)
 	}
-	keep = retention.Mark(keep, tss, opts.Retention.MaxVersions, snapsDesc, kv.MaxTimestamp)
+	keep = retention.Mark(keep, tss, opts.Retention.MaxVersions, snapsDesc, opts.horizon())
 	for i, v := range vs {
 		if keep[i] {
 			out = append(out, v)

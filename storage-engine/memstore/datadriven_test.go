@@ -17,9 +17,9 @@ import (
 //
 //	reset
 //	    starts a new adaptiveState (t = 0.5, u unknown) and prints it.
-//	decide policy=P segments=N s=N [r=F] [t=F] [u=F] [draw=F] [keeps-all]
-//	    sets t and u (u known) if given, runs decide on the state (keeps-all:
-//	    retention keeps every version) and
+//	decide policy=P segments=N s=N [r=F] [t=F] [u=F] [draw=F] [drops-nothing]
+//	    sets t and u (u known) if given, runs decide on the state
+//	    (drops-nothing: retention could drop no version of the pipeline) and
 //	    prints the action and the state after it.
 //	learn action=A in=N out=N uniques=N [r=F] [t=F]
 //	    runs learn on the state and prints it.
@@ -46,8 +46,7 @@ func TestPolicyDataDriven(t *testing.T) {
 			d.ScanArgs(t, "segments", &segments)
 			d.ScanArgs(t, "s", &s)
 			d.MaybeScanArgs(t, "draw", &draw)
-			keepsAll := d.HasArg("keeps-all")
-			a := decide(Policy(p), segments, s, r, &st, draw, keepsAll)
+			a := decide(Policy(p), segments, s, r, &st, draw, d.HasArg("drops-nothing"))
 			return a.String() + " " + adaptiveString(&st)
 		case "learn":
 			var action string

@@ -361,22 +361,3 @@ func TestArenaLargeValuesGetTheirOwnChunk(t *testing.T) {
 		t.Fatalf("alloc's slice has cap %d in chunk %d", cap(buf), l.chunk())
 	}
 }
-
-func TestWithSnapshotKeepsDescendingOrder(t *testing.T) {
-	for _, c := range []struct {
-		desc []uint64
-		ts   uint64
-		want []uint64
-	}{
-		{nil, 5, []uint64{5}},
-		{[]uint64{9, 3}, 5, []uint64{9, 5, 3}},
-		{[]uint64{9, 3}, 10, []uint64{10, 9, 3}},
-		{[]uint64{9, 3}, 1, []uint64{9, 3, 1}},
-		{[]uint64{9, 5, 3}, 5, []uint64{9, 5, 3}},
-	} {
-		in := slices.Clone(c.desc)
-		if got := withSnapshot(in, c.ts); !slices.Equal(got, c.want) || !slices.Equal(in, c.desc) {
-			t.Errorf("withSnapshot(%v, %d) = %v (input now %v), want %v", c.desc, c.ts, got, in, c.want)
-		}
-	}
-}

@@ -27,9 +27,10 @@
 //     changes: an in-memory compaction that finds it frozen aborts and
 //     publishes nothing.
 //   - A compaction drops a version only if a newer version of its key at
-//     or below its horizon exists (retention.Mark), and the View it
-//     publishes carries that horizon: a reader reads at a timestamp ≥ its
-//     View's horizon (the region loads the visible timestamp again if not).
+//     or below its horizon exists and no snapshot reads it (retention.Mark),
+//     and the View it publishes carries that horizon: a reader reads at a
+//     timestamp ≥ its View's horizon (the region loads the visible
+//     timestamp again if not) or at a snapshot the compaction honoured.
 //
 // Concurrency: PushActive and Freeze are called under the region's commit
 // lock; FlushInMemory by one background goroutine at a time (compactMu);
@@ -413,7 +414,13 @@ func (m *Memstore) FlushInMemory(ret Retention) FlushResult {
 	for range res.Flattened - 1 {
 		m.adaptive.t = min(1, m.adaptive.t*(1+adaptiveStep))
 	}
-	res.Action = decide(m.cfg.Policy, len(v.pipeline), m.cfg.PipelineSegments, m.cfg.RedundancyThreshold, &m.adaptive, m.cfg.Rand(), ret.MaxVersions == 0)
+	inMinTS := ^uint64(0)
+	for _, f := range inputs {
+		if len(f.entries) > 0 {
+			inMinTS = min(inMinTS, f.minTS)
+		}
+	}
+	res.Action = decide(m.cfg.Policy, len(v.pipeline), m.cfg.PipelineSegments, m.cfg.RedundancyThreshold, &m.adaptive, m.cfg.Rand(), ret.dropsNothingFrom(inMinTS))
 	if res.Action == Flatten || len(inputs) == 0 || (res.Action == Merge && len(inputs) < 2) {
 		res.Action = Flatten
 		return res

@@ -2,22 +2,27 @@ package memstore
 
 import (
 	"bytes"
-	"cmp"
-	"slices"
 
 	"github.com/bellows-kv/bellows/storage-engine/retention"
 )
 
 // Retention is what an in-memory compaction may drop: the rules of the
-// region's disk compactions, with the open snapshots and the horizon (the
-// visible timestamp when the compaction began) of package retention.
+// region's disk compactions (package retention), with the open snapshots
+// and the horizon, the newest timestamp the compaction judges (at most the
+// visible timestamp when it began; under a GC window, now − gcTTL).
 type Retention struct {
 	MaxVersions int
 	// SnapshotsDesc are the open snapshots' timestamps, newest first.
 	SnapshotsDesc []uint64
-	// Horizon is also kept as a snapshot: a View lets readers read at it.
+	// Horizon: every version above it is kept, and the newest at or below
+	// it (a View lets readers read at its horizon). 0 judges nothing.
 	Horizon uint64
 }
+
+// dropsNothingFrom reports whether a compaction under ret could drop no
+// version of segments whose oldest version is at minTS: it judges only
+// versions at or below the horizon.
+func (ret *Retention) dropsNothingFrom(minTS uint64) bool { return ret.Horizon < minTS }
 
 // mergeFlat merges segments into one. With keep nil every version stays and
 // only the index is rebuilt: the chunks are shared (Accordion's in-memory
@@ -33,7 +38,6 @@ func mergeFlat(segs []*flat, keep *Retention) (*flat, int) {
 	out := &flat{entries: make([]flatEntry, 0, total), minTS: ^uint64(0), merged: true}
 	var base []int // chunk index of each input's first chunk in out
 	var ar *arena
-	var snaps []uint64
 	if keep == nil {
 		for _, s := range segs {
 			base = append(base, len(out.chunks))
@@ -41,10 +45,6 @@ func mergeFlat(segs []*flat, keep *Retention) (*flat, int) {
 		}
 	} else {
 		ar = newArena()
-		// The horizon is a snapshot too (package retention): the View
-		// lets readers read at it, so the version a read there sees
-		// stays even when a newer one above the horizon exists.
-		snaps = withSnapshot(keep.SnapshotsDesc, keep.Horizon)
 	}
 	pos := make([]int, len(segs))
 	// next is the input whose current entry is smallest, or -1.
@@ -70,7 +70,7 @@ func mergeFlat(segs []*flat, keep *Retention) (*flat, int) {
 		for _, g := range group {
 			tss = append(tss, segs[g.seg].entries[g.i].ts)
 		}
-		keepMarks = retention.Mark(keepMarks, tss, keep.MaxVersions, snaps, keep.Horizon)
+		keepMarks = retention.Mark(keepMarks, tss, keep.MaxVersions, keep.SnapshotsDesc, keep.Horizon)
 		for j, g := range group {
 			if !keepMarks[j] {
 				dropped++
@@ -116,16 +116,6 @@ func mergeFlat(segs []*flat, keep *Retention) (*flat, int) {
 		out.chunks = ar.all()
 	}
 	return out, dropped
-}
-
-// withSnapshot returns the timestamps desc (newest first) with ts among
-// them, in order; desc is not modified.
-func withSnapshot(desc []uint64, ts uint64) []uint64 {
-	i, found := slices.BinarySearchFunc(desc, ts, func(e, t uint64) int { return cmp.Compare(t, e) })
-	if found {
-		return desc
-	}
-	return slices.Insert(slices.Clone(desc), i, ts)
 }
 
 // lessEntry orders two entries of (perhaps) different segments like

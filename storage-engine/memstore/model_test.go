@@ -46,25 +46,32 @@ type modelRun struct {
 	rng         *rand.Rand
 	policy      Policy
 	maxVersions int
-	stats       *Stats
-	m           *Memstore
-	model       *memModel
-	keys        []string
-	maxTS       uint64 // newest timestamp written
-	vis         uint64 // the visible timestamp: horizons and snapshots use it
-	snaps       map[uint64]int
-	pushes      int
-	freezes     int
-	large       int
-	dropped     int // over every memstore of the run
+	// window, with maxVersions 0, is a GC window: the horizon is the
+	// visible timestamp less window (the region's now − gcTTL); 0 keeps
+	// every version (horizon 0).
+	window  uint64
+	stats   *Stats
+	m       *Memstore
+	model   *memModel
+	keys    []string
+	maxTS   uint64 // newest timestamp written
+	vis     uint64 // the visible timestamp: horizons and snapshots use it
+	snaps   map[uint64]int
+	pushes  int
+	freezes int
+	large   int
+	dropped int // over every memstore of the run
 }
 
 // TestModelPerPolicy runs random writes (puts and tombstones over a few
 // keys, so there is redundancy), in-memory flushes with random snapshots and
 // horizons, and disk-flush freezes against a map model, for each policy and
-// a few retentions. After every step it checks, besides CheckInvariants:
+// a few retentions: every version, a GC window (horizon = visible − window,
+// as the region's now − gcTTL), and one or two versions. After every step it
+// checks, besides CheckInvariants:
 //   - reads at the newest timestamp, at every open snapshot, and at and
-//     above the view's horizon match the model exactly;
+//     above the view's horizon match the model exactly; under a GC window
+//     every version above the horizon is held;
 //   - a full iteration is sorted, holds only versions written, with their
 //     values, holds every version the retention rules require (the newest
 //     MaxVersions of each key and what each snapshot reads), and with what
@@ -78,15 +85,23 @@ func TestModelPerPolicy(t *testing.T) {
 	if testing.Short() {
 		steps = 300
 	}
+	type ret struct {
+		name        string
+		maxVersions int
+		window      uint64
+	}
 	for pi, p := range []Policy{None, Basic, Eager, Adaptive} {
-		for _, maxVersions := range []int{0, 1, 2} {
-			t.Run(fmt.Sprintf("%s/versions=%d", p, maxVersions), func(t *testing.T) {
-				seed := uint64(pi*10 + maxVersions + 1)
+		for ri, rt := range []ret{{"all", 0, 0}, {"window=40", 0, 40}, {"versions=1", 1, 0}, {"versions=2", 2, 0}} {
+			maxVersions := rt.maxVersions
+			keepsAll := maxVersions == 0 && rt.window == 0
+			t.Run(fmt.Sprintf("%s/%s", p, rt.name), func(t *testing.T) {
+				seed := uint64(pi*10 + ri + 1)
 				r := &modelRun{
 					t:           t,
 					rng:         rand.New(rand.NewPCG(seed, 0x5eed)),
 					policy:      p,
 					maxVersions: maxVersions,
+					window:      rt.window,
 					stats:       new(Stats),
 					snaps:       map[uint64]int{},
 				}
@@ -122,14 +137,14 @@ func TestModelPerPolicy(t *testing.T) {
 				case Eager, Adaptive:
 					// Under a retention that keeps every version a
 					// compaction could only copy: they act as Basic.
-					if maxVersions == 0 && (r.stats.Compactions.Load() != 0 || r.stats.Merges.Load() == 0) {
+					if keepsAll && (r.stats.Compactions.Load() != 0 || r.stats.Merges.Load() == 0) {
 						t.Errorf("%s under a retention that keeps every version: %d compactions, %d merges; want Basic's merges and no compaction",
 							p, r.stats.Compactions.Load(), r.stats.Merges.Load())
 					}
-					if maxVersions > 0 && r.stats.Compactions.Load() == 0 {
+					if !keepsAll && r.stats.Compactions.Load() == 0 {
 						t.Errorf("%s never compacted", p)
 					}
-					if maxVersions > 0 && r.dropped == 0 {
+					if !keepsAll && r.dropped == 0 {
 						t.Errorf("%s dropped nothing in a workload full of superseded versions", p)
 					}
 				}
@@ -202,7 +217,20 @@ func (r *modelRun) write() {
 func (r *modelRun) retention() Retention {
 	snaps := slices.Sorted(maps.Keys(r.snaps))
 	slices.Reverse(snaps)
-	return Retention{MaxVersions: r.maxVersions, SnapshotsDesc: snaps, Horizon: r.vis}
+	return Retention{MaxVersions: r.maxVersions, SnapshotsDesc: snaps, Horizon: r.horizon()}
+}
+
+// horizon is what the region passes (retention.Horizon): the visible
+// timestamp under a count bound, visible − window under a GC window, 0
+// when every version is kept.
+func (r *modelRun) horizon() uint64 {
+	switch {
+	case r.maxVersions > 0:
+		return r.vis
+	case r.window == 0 || r.vis <= r.window:
+		return 0
+	}
+	return r.vis - r.window
 }
 
 func (r *modelRun) flushInMemory() {
@@ -349,12 +377,25 @@ func (r *modelRun) checkView(v *View, step int) {
 	if lo, hi := v.TSRange(); lo != minTS || hi != maxTS {
 		t.Fatalf("step %d: TSRange %d..%d, held %d..%d", step, lo, hi, minTS, maxTS)
 	}
-	exact := r.maxVersions == 0 || r.policy == None || r.policy == Basic
+	exact := (r.maxVersions == 0 && r.window == 0) || r.policy == None || r.policy == Basic
 	snaps := slices.Sorted(maps.Keys(r.snaps))
 	for k, vs := range r.model.versions {
 		h := held[k]
 		if exact && len(h) != len(vs) {
 			t.Fatalf("step %d: key %q: %d versions held, %d written, under a retention that keeps them all", step, k, len(h), len(vs))
+		}
+		// Under a GC window every version above the horizon (of every
+		// compaction so far: the view's is the newest) is held.
+		if r.window > 0 {
+			above := 0
+			for _, mv := range vs {
+				if mv.ts > v.Horizon() {
+					above++
+				}
+			}
+			if len(h) < above || (above > 0 && h[above-1].ts <= v.Horizon()) {
+				t.Fatalf("step %d: key %q: %d versions above the horizon %d written, not all held (%d held)", step, k, above, v.Horizon(), len(h))
+			}
 		}
 		// The newest MaxVersions are always held.
 		for i := 0; i < min(r.maxVersions, len(vs)); i++ {
@@ -410,5 +451,8 @@ func (r *modelRun) checkGet(v *View, step int, key string, ts uint64, what strin
 	if ok != mok || (ok && (kind != mv.kind || !bytes.Equal(val, mv.value))) {
 		t.Fatalf("step %d: %s read Get(%q, %d) = found %v kind %v (%d bytes); model: found %v @%d kind %v (%d bytes) [horizon %d, vis %d, snapshots %v, policy %s, versions %d]",
 			step, what, key, ts, ok, kind, len(val), mok, mv.ts, mv.kind, len(mv.value), v.Horizon(), r.vis, slices.Sorted(maps.Keys(r.snaps)), r.policy, r.maxVersions)
+	}
+	if r.window > 0 && v.Horizon() > 0 && v.Horizon()+r.window > r.vis {
+		t.Fatalf("step %d: view horizon %d within the GC window %d of the visible timestamp %d", step, v.Horizon(), r.window, r.vis)
 	}
 }

@@ -74,12 +74,14 @@ func newAdaptiveState() adaptiveState { return adaptiveState{t: adaptiveInitialT
 // decide is the policy decision after an in-memory flush has pushed and
 // flattened a segment: segments is the pipeline's length now, s the bound
 // S, r the redundancy threshold R, and draw a uniform number in [0, 1)
-// (Adaptive's coin). keepsAll says retention keeps every version: then a
-// compaction could drop nothing and would only copy the data, so Eager and
-// Adaptive act as Basic. It advances Adaptive's t. Pure apart from st; the
+// (Adaptive's coin). dropsNothing says retention could drop no version of
+// the pipeline (its horizon is below every version there: a retention
+// that keeps every version, or a GC window longer than the pipeline's
+// age): then a compaction would only copy the data, so Eager and Adaptive
+// act as Basic. It advances Adaptive's t. Pure apart from st; the
 // datadriven tests in testdata/policy drive it.
-func decide(p Policy, segments, s int, r float64, st *adaptiveState, draw float64, keepsAll bool) Action {
-	if keepsAll && (p == Eager || p == Adaptive) {
+func decide(p Policy, segments, s int, r float64, st *adaptiveState, draw float64, dropsNothing bool) Action {
+	if dropsNothing && (p == Eager || p == Adaptive) {
 		p = Basic
 	}
 	switch p {

@@ -215,13 +215,15 @@ func (r *Region) compactLocked(ctx context.Context, major bool) (*CompactionInfo
 	defer r.compacting.Store(nil)
 	began := time.Now()
 	num, outKey := r.newFileKey()
+	horizon := r.gcHorizon(maxTS(inputs))
 	job := compaction.Job{
 		Region: r.opts.Name,
 		Output: ObjectKey(r.opts.Name, outKey),
 		Merge: compaction.MergeOptions{
 			Major:     major,
 			Retention: r.opts.Retention,
-			Snapshots: r.retentionSnapshots(maxTS(inputs)),
+			Snapshots: r.retentionSnapshots(horizon),
+			Horizon:   horizon,
 		},
 		SST:   r.opts.SST,
 		Start: r.start,

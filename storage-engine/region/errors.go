@@ -59,18 +59,18 @@ func errorf(name, format string, args ...any) error {
 var ErrSnapshotTooOld = errors.New("region: snapshot too old")
 
 // SnapshotTooOldError refuses a read at ReadTS that the region can no
-// longer answer exactly: its retention (retention.maxVersions > 0) may
-// have dropped the version such a read needs, since a merge judged every
-// version at or below ExactFrom without a snapshot pinned at ReadTS. A read
-// at ExactFrom or later, or at a snapshot pinned before (SnapshotAt), is
-// exact.
+// longer answer exactly: its retention (retention.maxVersions > 0, or the
+// GC window retention.gcTTL) may have dropped the version such a read
+// needs, since a merge judged every version at or below ExactFrom without a
+// snapshot pinned at ReadTS. A read at ExactFrom or later, or at a snapshot
+// pinned before (SnapshotAt), is exact.
 type SnapshotTooOldError struct {
 	Region            string
 	ReadTS, ExactFrom uint64
 }
 
 func (e *SnapshotTooOldError) Error() string {
-	return fmt.Sprintf("region %s: snapshot too old: a read at %d may miss versions its retention dropped (retention.maxVersions); reads at %d or later are exact",
+	return fmt.Sprintf("region %s: snapshot too old: a read at %d may miss versions its retention dropped (retention.gcTTL or retention.maxVersions); reads at %d or later are exact",
 		e.Region, e.ReadTS, e.ExactFrom)
 }
 

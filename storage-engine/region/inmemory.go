@@ -71,13 +71,23 @@ func (r *Region) inMemoryFlushLoop() {
 
 // inMemoryRetention is what an in-memory compaction starting now may drop:
 // the region's retention rules, its open snapshots, and as the horizon the
-// visible timestamp. A reader that loaded an older visible timestamp and
-// then meets the compaction's view loads it again (acquire).
+// GC horizon (retention.Horizon: the visible timestamp under a count bound,
+// now − gcTTL under a GC window, 0 when every version is kept). A reader
+// that loaded an older visible timestamp and then meets the compaction's
+// view loads it again (acquire).
 func (r *Region) inMemoryRetention() memstore.Retention {
-	horizon := r.vis.load()
+	horizon := r.gcHorizon(r.vis.load())
 	snaps := r.retentionSnapshots(horizon)
 	slices.Reverse(snaps)
 	return memstore.Retention{MaxVersions: r.opts.Retention.MaxVersions, SnapshotsDesc: snaps, Horizon: horizon}
+}
+
+// gcHorizon is the newest timestamp a merge starting now may judge, when
+// newest is the newest it could (the visible timestamp, or a disk
+// compaction's newest input version): package retention's rule on the
+// region's retention and its clock.
+func (r *Region) gcHorizon(newest uint64) uint64 {
+	return r.opts.Retention.Horizon(newest, uint64(r.opts.Clock.Physical().UnixNano()))
 }
 
 // truncateWAL removes the closed WAL segments whose records are all older

@@ -2,6 +2,7 @@ package region
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/bellows-kv/bellows/storage-engine/blob"
 	"github.com/bellows-kv/bellows/storage-engine/compaction"
+	"github.com/bellows-kv/bellows/storage-engine/hlc"
 	"github.com/bellows-kv/bellows/storage-engine/kv"
 	"github.com/bellows-kv/bellows/storage-engine/memstore"
 	"github.com/bellows-kv/bellows/storage-engine/wal"
@@ -222,6 +224,69 @@ func TestReadsNeverGoBackAcrossInMemoryCompactions(t *testing.T) {
 			}
 			if r.MemstoreStats().InMemoryFlushes.Load() == 0 {
 				t.Fatal("no in-memory flush happened")
+			}
+		})
+	}
+}
+
+// Under a GC window (no count bound: the default retention) Eager and
+// Adaptive drop, in memory, the versions superseded longer than gcTTL ago:
+// a hot key set written over and over stays in memory instead of being
+// flushed. Every read within the window is exact, older ones are refused as
+// too old, and a snapshot keeps what it reads.
+func TestGCWindowDropsInMemory(t *testing.T) {
+	for _, policy := range []memstore.Policy{memstore.Eager, memstore.Adaptive} {
+		t.Run(string(policy), func(t *testing.T) {
+			ctx := context.Background()
+			var now atomic.Int64
+			now.Store(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano())
+			opts := inMemoryOptions(t, policy)
+			opts.Clock = hlc.New(func() time.Time { return time.Unix(0, now.Load()) }, 0)
+			opts.Retention = compaction.Retention{GCTTL: time.Minute}
+			r, err := Open(ctx, opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer r.Close()
+			oldTS, err := r.Put([]byte("hot000"), []byte("old"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			snap, err := r.Snapshot()
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer snap.Close()
+			// Within the window nothing can be dropped.
+			putHot(t, r, 20, 40)
+			if d := r.MemstoreStats().VersionsDropped.Load(); d != 0 {
+				t.Fatalf("%d versions dropped within the GC window", d)
+			}
+			if got, ok, err := r.Get([]byte("hot000"), oldTS); err != nil || !ok || string(got) != "old" {
+				t.Fatalf("read within the window at %d = %q, %v, %v; want old", oldTS, got, ok, err)
+			}
+			// The clock moves two windows on; the writes go on.
+			now.Add(int64(2 * time.Minute))
+			winStart := uint64(now.Load() - int64(time.Minute))
+			want := putHot(t, r, 20, 200)
+			awaitWithin(t, 20*time.Second, "in-memory compactions that drop versions", func() bool {
+				return r.MemstoreStats().VersionsDropped.Load() > 0
+			})
+			if f := r.Stats().Flushes.Load(); f != 0 {
+				t.Fatalf("%d disk flushes: the hot set should have stayed in memory", f)
+			}
+			checkValues(t, r, want)
+			if got, ok, err := snap.Get([]byte("hot000")); err != nil || !ok || string(got) != "old" {
+				t.Fatalf("snapshot read %q, %v, %v; want old", got, ok, err)
+			}
+			if _, _, err := r.Get([]byte("hot000"), oldTS+1); !errors.Is(err, ErrSnapshotTooOld) {
+				t.Fatalf("read at %d, below the window, unpinned: %v; want ErrSnapshotTooOld", oldTS+1, err)
+			}
+			if ef := r.ExactFrom(); ef == 0 || ef > winStart {
+				t.Fatalf("exactFrom %d: want in (0, now − gcTTL = %d]", ef, winStart)
+			}
+			if _, _, err := r.Get([]byte("hot000"), winStart); err != nil {
+				t.Fatalf("read at the window's start: %v", err)
 			}
 		})
 	}

@@ -11,11 +11,14 @@ import (
 	"slices"
 	"sort"
 	"strconv"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/bellows-kv/bellows/storage-engine/blob"
 	"github.com/bellows-kv/bellows/storage-engine/blockcache"
 	"github.com/bellows-kv/bellows/storage-engine/compaction"
+	"github.com/bellows-kv/bellows/storage-engine/hlc"
 	"github.com/bellows-kv/bellows/storage-engine/kv"
 	"github.com/bellows-kv/bellows/storage-engine/memstore"
 	"github.com/bellows-kv/bellows/storage-engine/sstable"
@@ -88,9 +91,20 @@ func (m *reference) scanReverse(start, end string, limit int, ts uint64) []KV {
 
 type modelConfig struct {
 	maxVersions int
-	walMode     wal.Mode
-	memstore    memstore.Policy
+	// gcTTL > 0 (with maxVersions 0) is a GC window on a test clock that
+	// the run advances.
+	gcTTL    time.Duration
+	walMode  wal.Mode
+	memstore memstore.Policy
 }
+
+// modelRetentions are the retentions the model runs: every version, a GC
+// window, one and two versions.
+var modelRetentions = []compaction.Retention{{}, {GCTTL: modelGCTTL}, {MaxVersions: 1}, {MaxVersions: 2}}
+
+// modelGCTTL is the model's GC window: a few dozen operations of its test
+// clock, which advances up to 4 ms per operation.
+const modelGCTTL = 60 * time.Millisecond
 
 var memstorePolicies = []memstore.Policy{memstore.None, memstore.Basic, memstore.Eager, memstore.Adaptive}
 
@@ -106,7 +120,7 @@ func TestModelRandomized(t *testing.T) {
 		}
 		seeds = append(seeds, n)
 	} else {
-		count := 12
+		count := 16
 		if s := os.Getenv("BELLOWS_MODEL_SEEDS"); s != "" {
 			count, _ = strconv.Atoi(s)
 		}
@@ -115,9 +129,9 @@ func TestModelRandomized(t *testing.T) {
 		}
 	}
 	for _, seed := range seeds {
-		// 3 × 4 is coprime: the 12 seeds cover every retention with
-		// every memstore policy.
-		cfg := modelConfig{maxVersions: []int{0, 1, 2}[seed%3], walMode: wal.Mode(seed / 3 % 2), memstore: memstorePolicies[seed%4]}
+		// The 16 seeds cover every retention with every memstore policy.
+		ret := modelRetentions[seed/4%4]
+		cfg := modelConfig{maxVersions: ret.MaxVersions, gcTTL: ret.GCTTL, walMode: wal.Mode(seed / 3 % 2), memstore: memstorePolicies[seed%4]}
 		t.Run(fmt.Sprintf("seed=%d/%s", seed, cfg.memstore), func(t *testing.T) {
 			t.Parallel()
 			runModel(t, seed, cfg, 2500)
@@ -138,7 +152,13 @@ func runModel(t *testing.T, seed uint64, cfg modelConfig, ops int) {
 		t.Fatal(err)
 	}
 	cache := blockcache.New(int64(64 << 10 * (1 + rng.IntN(8))))
+	// The region's clock: a test clock the run advances, so the GC window
+	// moves by the operations, not by the machine's speed.
+	var now atomic.Int64
+	now.Store(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano())
+	clock := hlc.New(func() time.Time { return time.Unix(0, now.Load()) }, 0)
 	opts := Options{
+		Clock:         clock,
 		Name:          "model",
 		Bucket:        bucket,
 		WALDir:        dir + "/wal",
@@ -147,7 +167,7 @@ func runModel(t *testing.T, seed uint64, cfg modelConfig, ops int) {
 		BlockCache:    cache,
 		SST:           sstable.WriterOptions{BlockSize: 256 + rng.IntN(2048), Compression: sstable.Compression(rng.IntN(2))},
 		Compaction:    compaction.Policy{MinFiles: 2 + rng.IntN(3), MaxFiles: 6, Ratio: 1.2 + rng.Float64(), MaxBytes: 1 << 30},
-		Retention:     compaction.Retention{MaxVersions: cfg.maxVersions},
+		Retention:     compaction.Retention{MaxVersions: cfg.maxVersions, GCTTL: cfg.gcTTL},
 		// In-memory flushes every few writes; merges and compactions as
 		// often as S allows.
 		Memstore: MemstoreOptions{
@@ -187,17 +207,19 @@ func runModel(t *testing.T, seed uint64, cfg modelConfig, ops int) {
 		}
 		return v
 	}
-	// With versions dropped (maxVersions > 0) a historical read
-	// (mayRefuse) is exact or refused as too old, never wrong; a read of
-	// the newest data or at a pinned snapshot is exact. refused counts the
+	// With versions dropped (maxVersions > 0, or a GC window) a historical
+	// read (mayRefuse) is exact or refused as too old, never wrong; a read
+	// of the newest data, at a pinned snapshot, or (GC window) at a
+	// timestamp within gcTTL of the clock is exact. refused counts the
 	// refusals.
-	refused, historical := 0, 0
+	drops := opts.Retention.DropsVersions()
+	refused, historical, inWindow := 0, 0, 0
 	// pushesBefore counts the in-memory flushes begun by the region's
 	// instances closed by a reopen.
 	var pushesBefore uint64
 	checkGet := func(what string, k []byte, ts uint64, mayRefuse bool) {
 		got, ok, err := r.Get(k, ts)
-		if mayRefuse && cfg.maxVersions > 0 && errors.Is(err, ErrSnapshotTooOld) {
+		if mayRefuse && drops && errors.Is(err, ErrSnapshotTooOld) {
 			refused++
 			return
 		}
@@ -229,7 +251,7 @@ func runModel(t *testing.T, seed uint64, cfg modelConfig, ops int) {
 			scan, refScan = r.ScanReverse, ref.scanReverse
 		}
 		got, err := scan([]byte(start), endB, limit, ts)
-		if mayRefuse && cfg.maxVersions > 0 && errors.Is(err, ErrSnapshotTooOld) {
+		if mayRefuse && drops && errors.Is(err, ErrSnapshotTooOld) {
 			refused++
 			return
 		}
@@ -289,6 +311,13 @@ func runModel(t *testing.T, seed uint64, cfg modelConfig, ops int) {
 		if err := r.checkInvariants(); err != nil {
 			fail("before op %d: %v", i, err)
 		}
+		now.Add(rng.Int64N(int64(4 * time.Millisecond)))
+		if cfg.gcTTL > 0 {
+			// The GC window: never refused from now − gcTTL on.
+			if ef, min := r.ExactFrom(), uint64(now.Load()-int64(cfg.gcTTL)); ef > min {
+				fail("op %d: exactFrom %d is above now − gcTTL %d: a read within the window would be refused", i, ef, min)
+			}
+		}
 		switch p := rng.IntN(100); {
 		case p < 30:
 			k, v := key(), value()
@@ -332,13 +361,19 @@ func runModel(t *testing.T, seed uint64, cfg modelConfig, ops int) {
 			// Historical reads: exact, or (versions dropped) refused.
 			if len(stamps) > 0 {
 				from := stamps
-				if cfg.maxVersions > 0 && len(stamps) > 3 && rng.IntN(2) == 0 {
+				if drops && len(stamps) > 3 && rng.IntN(2) == 0 {
 					// Recent ones too: most older reads are refused.
 					from = stamps[len(stamps)-3:]
 				}
 				ts := from[rng.IntN(len(from))] - uint64(rng.IntN(2))
-				checkGet(fmt.Sprintf("op %d (at ts)", i), key(), ts, true)
-				checkScan(fmt.Sprintf("op %d (at ts)", i), ts, true)
+				// Within the GC window a read must be exact: every
+				// version it needs was kept.
+				mayRefuse := cfg.gcTTL == 0 || int64(ts) < now.Load()-int64(cfg.gcTTL)
+				if !mayRefuse {
+					inWindow += 2
+				}
+				checkGet(fmt.Sprintf("op %d (at ts)", i), key(), ts, mayRefuse)
+				checkScan(fmt.Sprintf("op %d (at ts)", i), ts, mayRefuse)
 				historical += 2
 			}
 		case p < 84:
@@ -418,6 +453,9 @@ func runModel(t *testing.T, seed uint64, cfg modelConfig, ops int) {
 	if cfg.memstore != memstore.None && pushesBefore+st.Pushes.Load() == 0 {
 		fail("policy %s: no in-memory flush began in %d ops", cfg.memstore, ops)
 	}
-	t.Logf("policy %s: pushes %d, in-memory flushes %d, merges %d, compactions %d, versions dropped %d, aborted %d; historical reads %d, refused as too old %d",
-		cfg.memstore, st.Pushes.Load(), st.InMemoryFlushes.Load(), st.Merges.Load(), st.Compactions.Load(), st.VersionsDropped.Load(), st.Aborted.Load(), historical, refused)
+	t.Logf("policy %s, retention %+v: pushes %d, in-memory flushes %d, merges %d, compactions %d, versions dropped %d, aborted %d; historical reads %d (within the GC window %d), refused as too old %d",
+		cfg.memstore, opts.Retention, st.Pushes.Load(), st.InMemoryFlushes.Load(), st.Merges.Load(), st.Compactions.Load(), st.VersionsDropped.Load(), st.Aborted.Load(), historical, inWindow, refused)
+	if cfg.gcTTL > 0 && (inWindow == 0 || refused == 0) {
+		fail("GC window: %d historical reads within it, %d refused below it: the run did not exercise both sides", inWindow, refused)
+	}
 }

@@ -17,8 +17,8 @@
 //     compaction or its output. A compaction abandoned before that commit
 //     (Release, shutdown, its caller) installs nothing.
 //   - A read is answered exactly or refused: a merge that may drop versions
-//     (retention.maxVersions > 0) first raises exactFrom to the newest
-//     timestamp it judges, and a read below exactFrom not at a snapshot
+//     (retention.maxVersions > 0, or a GC window) first raises exactFrom to
+//     the newest timestamp it judges (its GC horizon, package retention), and a read below exactFrom not at a snapshot
 //     pinned there is refused (SnapshotTooOldError). exactFrom never passes
 //     the visible timestamp, so reads of the newest data are never refused.
 //
@@ -172,7 +172,7 @@ type Region struct {
 	manifest manifest.Manifest
 	snaps    map[uint64]int
 	// exactFrom: a read at a timestamp below it may miss a version a
-	// merge dropped (retention.maxVersions > 0), unless it reads at a
+	// merge dropped (retention.DropsVersions), unless it reads at a
 	// snapshot pinned in snaps. Raised before a merge that may drop
 	// versions starts, so a snapshot pinned at or above it is honoured by
 	// every merge, also those already running; kept in the manifest.

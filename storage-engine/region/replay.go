@@ -82,10 +82,11 @@ func (r *Region) replayWAL(claim manifest.Manifest) (*memTable, error) {
 		r.lastTS = max(r.lastTS, ts)
 		if mem.ms.NeedsReplayFlush() && mem.ms.PushActive() {
 			// Everything replayed is visible once the region opens.
-			if opts.Retention.MaxVersions > 0 {
-				r.exactFrom = max(r.exactFrom, r.lastTS)
+			horizon := r.gcHorizon(r.lastTS)
+			if opts.Retention.DropsVersions() {
+				r.exactFrom = max(r.exactFrom, horizon)
 			}
-			mem.ms.FlushInMemory(memstore.Retention{MaxVersions: opts.Retention.MaxVersions, Horizon: r.lastTS})
+			mem.ms.FlushInMemory(memstore.Retention{MaxVersions: opts.Retention.MaxVersions, Horizon: horizon})
 		}
 		return nil
 	})

@@ -118,6 +118,6 @@ func (r *Region) ExactFrom() uint64 {
 func (r *Region) Snapshots() []uint64 { return r.snapshotList() }
 
 // DropsVersions reports whether compactions may drop versions a read at an
-// older timestamp needs (retention keeps at most MaxVersions): only then
-// does a snapshot need pinning.
-func (r *Region) DropsVersions() bool { return r.opts.Retention.MaxVersions > 0 }
+// older timestamp needs (retention keeps at most MaxVersions, or a GC
+// window of GCTTL): only then does a snapshot need pinning.
+func (r *Region) DropsVersions() bool { return r.opts.Retention.DropsVersions() }

@@ -19,7 +19,7 @@ import (
 // The registry of the transactions BeginTxn opens (txn ids). A registered transaction
 // lives at the store that began it, in memory: CommitTxn and RollbackTxn
 // name it there. While it is open, every region of that store that drops
-// old versions (retention.maxVersions > 0) keeps the versions it reads (a
+// old versions (retention.gcTTL or maxVersions > 0) keeps the versions it reads (a
 // snapshot pinned at its start timestamp; a region that keeps every
 // version needs no pin and takes none); it ends when it commits, rolls back, or times out
 // (TxnTimeout after its begin), and its pins go with it. An ended

@@ -181,7 +181,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, out io.Writer) error
 		Memstore: region.MemstoreOptions{Policy: memstore.Policy(e.Memstore.Policy), ActiveFraction: e.Memstore.ActiveFraction,
 			PipelineSegments: e.Memstore.PipelineSegments, RedundancyThreshold: e.Memstore.RedundancyThreshold},
 		MaxWALBytes: e.Memstore.MaxWALBytes,
-		Retention:   compaction.Retention{MaxVersions: e.Retention.MaxVersions},
+		Retention:   compaction.Retention{MaxVersions: e.Retention.MaxVersions, GCTTL: e.Retention.GCTTL.Duration},
 		Executor:    exec, Owner: fmt.Sprintf("%s pid %d", hostname(), os.Getpid()), Logger: log,
 		Clock:  clock,
 		Warmup: warmup, WarmupRateBytes: e.Warmup.RateBytesPerSecond,

@@ -28,6 +28,7 @@ func JobToProto(j compaction.Job) *compactionpb.Job {
 			Major:                j.Merge.Major,
 			RetentionMaxVersions: int32(j.Merge.Retention.MaxVersions),
 			Snapshots:            j.Merge.Snapshots,
+			Horizon:              j.Merge.Horizon,
 		},
 		Sst: &compactionpb.SSTOptions{
 			BlockSize:          int64(j.SST.BlockSize),
@@ -64,6 +65,7 @@ func JobFromProto(p *compactionpb.Job) (compaction.Job, error) {
 			Major:     m.Major,
 			Retention: compaction.Retention{MaxVersions: int(m.RetentionMaxVersions)},
 			Snapshots: m.Snapshots,
+			Horizon:   m.Horizon,
 		}
 	}
 	if s := p.Sst; s != nil {

@@ -18,6 +18,7 @@ func TestJobRoundTrips(t *testing.T) {
 			Major:     true,
 			Retention: compaction.Retention{MaxVersions: 3},
 			Snapshots: []uint64{17, 42},
+			Horizon:   40,
 		},
 		SST: sstable.WriterOptions{BlockSize: 4096, Compression: sstable.S2Compression, BloomFalsePositive: 0.02, ExpectedKeys: 1000},
 		// A split's daughter: the worker must drop its sibling's keys.

@@ -29,7 +29,12 @@ type MergeOptions struct {
 	// retention_max_versions keeps at most this many versions per key; 0 all.
 	RetentionMaxVersions int32 `protobuf:"varint,2,opt,name=retention_max_versions,json=retentionMaxVersions,proto3" json:"retention_max_versions,omitempty"`
 	// snapshots are read timestamps of open snapshots; each keeps its version.
-	Snapshots     []uint64 `protobuf:"varint,3,rep,packed,name=snapshots,proto3" json:"snapshots,omitempty"`
+	Snapshots []uint64 `protobuf:"varint,3,rep,packed,name=snapshots,proto3" json:"snapshots,omitempty"`
+	// horizon is the newest timestamp the merge judges (package retention):
+	// every version above it is kept, and of those at or below it the newest
+	// and the ones snapshots read. 0 (a job from a store that sends none):
+	// every version is judged when retention_max_versions > 0, none otherwise.
+	Horizon       uint64 `protobuf:"varint,4,opt,name=horizon,proto3" json:"horizon,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -83,6 +88,13 @@ func (x *MergeOptions) GetSnapshots() []uint64 {
 		return x.Snapshots
 	}
 	return nil
+}
+
+func (x *MergeOptions) GetHorizon() uint64 {
+	if x != nil {
+		return x.Horizon
+	}
+	return 0
 }
 
 type SSTOptions struct {
@@ -1135,11 +1147,12 @@ var File_bellows_compaction_v1_compaction_proto protoreflect.FileDescriptor
 
 const file_bellows_compaction_v1_compaction_proto_rawDesc = "" +
 	"\n" +
-	"&bellows/compaction/v1/compaction.proto\x12\x15bellows.compaction.v1\"x\n" +
+	"&bellows/compaction/v1/compaction.proto\x12\x15bellows.compaction.v1\"\x92\x01\n" +
 	"\fMergeOptions\x12\x14\n" +
 	"\x05major\x18\x01 \x01(\bR\x05major\x124\n" +
 	"\x16retention_max_versions\x18\x02 \x01(\x05R\x14retentionMaxVersions\x12\x1c\n" +
-	"\tsnapshots\x18\x03 \x03(\x04R\tsnapshots\"\xa4\x01\n" +
+	"\tsnapshots\x18\x03 \x03(\x04R\tsnapshots\x12\x18\n" +
+	"\ahorizon\x18\x04 \x01(\x04R\ahorizon\"\xa4\x01\n" +
 	"\n" +
 	"SSTOptions\x12\x1d\n" +
 	"\n" +

@@ -95,7 +95,8 @@ type KVClient interface {
 	// start_ts) while it is open. A CommitTxn without a txn_id and with a
 	// start_ts is a one-shot optimistic commit: nothing registered.
 	//
-	// Where retention drops old versions (retention.maxVersions > 0), a read
+	// Where retention drops old versions (by default those superseded more
+	// than retention.gcTTL ago; retention.maxVersions > 0), a read
 	// (Get or Scan with read_ts, TxnGet, TxnScan) below the oldest timestamp
 	// its region still answers exactly, and not at a pinned start, fails with
 	// FAILED_PRECONDITION and an ErrorInfo (reason SNAPSHOT_TOO_OLD, metadata
@@ -378,7 +379,8 @@ type KVServer interface {
 	// start_ts) while it is open. A CommitTxn without a txn_id and with a
 	// start_ts is a one-shot optimistic commit: nothing registered.
 	//
-	// Where retention drops old versions (retention.maxVersions > 0), a read
+	// Where retention drops old versions (by default those superseded more
+	// than retention.gcTTL ago; retention.maxVersions > 0), a read
 	// (Get or Scan with read_ts, TxnGet, TxnScan) below the oldest timestamp
 	// its region still answers exactly, and not at a pinned start, fails with
 	// FAILED_PRECONDITION and an ErrorInfo (reason SNAPSHOT_TOO_OLD, metadata
