@@ -83,6 +83,13 @@ const (
 	// DefaultSplitCheckInterval is how often a store compares its
 	// regions' sizes with the split size.
 	DefaultSplitCheckInterval = 2 * time.Second
+	// DefaultMergeAfter is how long two adjacent regions on one store
+	// must stay small (each under the merge size, a quarter of the split
+	// size by default) and cold before they merge: hysteresis, so a
+	// split is not undone at once and a lull does not merge what the next
+	// burst would split (TiKV checks merges every 10 s but needs the
+	// regions small; HBase's normalizer runs every 5 min).
+	DefaultMergeAfter = 10 * time.Minute
 	// DefaultJanitorInterval is how often a store deletes the files of
 	// retired (split) regions that no live region references any more; a
 	// pass reads every region's manifest.

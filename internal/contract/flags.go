@@ -22,6 +22,11 @@ const (
 	// (and more than twice its store's median) splits at a sampled key;
 	// 0 never splits by load.
 	FlagSplitQPS = "split-qps"
+	// FlagMergeBytes: adjacent regions on one store, each smaller than
+	// this, merge (default a quarter of --split-bytes; 0 never merges);
+	// FlagMergeAfter is how long they must stay that small and cold.
+	FlagMergeBytes = "merge-bytes"
+	FlagMergeAfter = "merge-after"
 	// FlagBalanceInterval: how often the balancer (the store holding its
 	// lease) plans region moves; 0 turns the balancer off in this store.
 	FlagBalanceInterval = "balance-interval"

@@ -49,6 +49,8 @@ func Settings() []Setting {
 		{"store: region sizes checked against --split-bytes every", dur(DefaultSplitCheckInterval)},
 		{"store: region load window (splits by load)", dur(DefaultLoadWindow)},
 		{"store: the bucket checked for a newer region map every", dur(DefaultMapPollInterval)},
+		{"store --merge-bytes: adjacent regions each under it (and together under half the split size) merge", "a quarter of --split-bytes"},
+		{"store --merge-after: how long such neighbours stay small and cold before they merge", dur(DefaultMergeAfter)},
 		{"store: the balancer (lease holder) plans region moves every", dur(DefaultBalanceInterval)},
 		{"store: a term of the balancer lease", dur(DefaultBalancerLeaseTerm)},
 		{"store: the balancer's tolerance around the mean bytes and requests/s per store", fmt.Sprintf("±%.0f%%", 100*DefaultBalanceTolerance)},

@@ -8,6 +8,7 @@ package regionmap
 
 import (
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 )
@@ -37,6 +38,11 @@ type BalanceSettings struct {
 	// the data grows and regions split, readings change between plans,
 	// and without a pause a region would go back and forth.
 	Settling map[string]bool
+	// MergeBytes is the stores' merge size: two adjacent regions each
+	// under it merge once on one store (server/automerge.go), so the plan
+	// brings such neighbours together and does not part them. 0: no
+	// merges.
+	MergeBytes int64
 }
 
 // Move gives Region, served by From, to To.
@@ -119,8 +125,20 @@ func Plan(m Map, load map[string]RegionLoad, inFlight map[string]bool, s Balance
 	usable := func(o int) bool { return !slices.Contains(s.Unreachable, o) }
 	var moves []Move
 	moved := map[string]bool{}
+	// Small regions waiting on one store to merge are not parted.
+	fixed := maps.Clone(s.Settling)
+	if fixed == nil {
+		fixed = map[string]bool{}
+	}
+	small := func(name string) bool { l, ok := load[name]; return ok && l.Bytes < s.MergeBytes }
+	for i := 0; i+1 < len(m.Region); i++ {
+		a, b := m.Region[i].Name, m.Region[i+1].Name
+		if small(a) && small(b) && owner[a] == owner[b] {
+			fixed[a], fixed[b] = true, true
+		}
+	}
 	for len(moves) < budget {
-		mv, ok := bestMove(m, load, owner, stores, inFlight, moved, s.Settling, usable, s.Tolerance)
+		mv, ok := bestMove(m, load, owner, stores, inFlight, moved, fixed, usable, s.Tolerance)
 		if !ok {
 			break
 		}
@@ -134,6 +152,26 @@ func Plan(m Map, load map[string]RegionLoad, inFlight map[string]bool, s Balance
 		stores[mv.To].Regions++
 		stores[mv.To].Bytes += l.Bytes
 		stores[mv.To].QPS += l.QPS
+	}
+	// Then bring small neighbours on different stores together: the
+	// smaller goes to the larger's store (a small region hardly moves the
+	// balance).
+	for i := 0; i+1 < len(m.Region) && len(moves) < budget; i++ {
+		a, b := m.Region[i].Name, m.Region[i+1].Name
+		if !small(a) || !small(b) || owner[a] == owner[b] || fixed[a] || fixed[b] || moved[a] || moved[b] || inFlight[a] || inFlight[b] {
+			continue
+		}
+		from, to := a, b
+		if load[a].Bytes > load[b].Bytes {
+			from, to = b, a
+		}
+		if !usable(owner[from]) || !usable(owner[to]) {
+			continue
+		}
+		moves = append(moves, Move{Region: from, From: owner[from], To: owner[to]})
+		moved[from], moved[to] = true, true
+		owner[from] = owner[to]
+		i++
 	}
 	return moves
 }

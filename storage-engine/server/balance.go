@@ -44,6 +44,9 @@ type Balancer struct {
 	// contract.DefaultBalanceTolerance, contract.DefaultMaxMovesInFlight.
 	Tolerance        float64
 	MaxMovesInFlight int
+	// MergeBytes is the stores' merge size (StoreOptions.MergeBytes): the
+	// plan brings small neighbours onto one store so they can merge.
+	MergeBytes int64
 	// Interval between plans, default contract.DefaultBalanceInterval;
 	// LeaseTerm, default contract.DefaultBalancerLeaseTerm; MaxClockOffset,
 	// default contract.DefaultMaxClockOffset.
@@ -173,7 +176,7 @@ func (b *Balancer) Plan(m regionmap.Map, rd Readings, n int) (moves []regionmap.
 		}
 	}
 	moves = regionmap.Plan(m, rd.Load, inFlight, regionmap.BalanceSettings{
-		Stores: n, Tolerance: b.Tolerance, MaxMovesInFlight: b.MaxMovesInFlight, Unreachable: unreachable, Settling: settling})
+		Stores: n, Tolerance: b.Tolerance, MaxMovesInFlight: b.MaxMovesInFlight, Unreachable: unreachable, Settling: settling, MergeBytes: b.MergeBytes})
 	return moves, inFlight
 }
 

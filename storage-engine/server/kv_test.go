@@ -156,7 +156,7 @@ func TestRegionErrNamesTheRegionOnce(t *testing.T) {
 		{errors.New("sstable regions/region-007/sst/1.sst: corrupt"), codes.Internal, "region region-007: sstable regions/region-007/sst/1.sst: corrupt", "region-007"},
 		{status.Error(codes.Unavailable, "from elsewhere"), codes.Unavailable, "from elsewhere", ""},
 		{&region.SnapshotTooOldError{Region: "region-007", ReadTS: 5, ExactFrom: 9}, codes.FailedPrecondition,
-			"region region-007: snapshot too old: a read at 5 may miss versions its retention dropped (retention.maxVersions); reads at 9 or later are exact", "region-007"},
+			"region region-007: snapshot too old: a read at 5 may miss versions its retention dropped (retention.gcTTL or retention.maxVersions); reads at 9 or later are exact", "region-007"},
 	} {
 		err := regionErr(a, c.err)
 		if status.Code(err) != c.code || status.Convert(err).Message() != c.msg || RegionOf(err) != c.inRegion {

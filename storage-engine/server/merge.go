@@ -1,8 +1,9 @@
 package server
 
 // Merging two adjacent regions this store serves into one (docs/regions.md,
-// section 3): the split's protocol with two parents. The balancer decides
-// when; Store.Merge does it.
+// section 3): the split's protocol with two parents. The store decides when
+// (automerge.go: adjacent, both small and cold for a while); the balancer
+// brings small neighbours onto one store; Store.Merge does it.
 //
 // A merge, Store.Merge(left, right), holding the assignment lock (mu):
 //
@@ -22,8 +23,9 @@ package server
 //     retired, the merged region M with parents [{left, nL}, {right, nR}]
 //     in left's slot. The commit point. Fenced by another store's commit,
 //     the merge is decided again on the newer map (both still live and
-//     adjacent: nobody else changes regions this store serves); failed
-//     otherwise, both parents are closed and claimed again from their own
+//     adjacent: nobody else splits or merges regions this store serves),
+//     unless the balancer moved either away meanwhile; failed otherwise
+//     (or moved), both parents are closed and claimed again from their own
 //     manifests and WALs (the merge undone, as after a crash).
 //  6. M opens (region.Options.DeriveFrom: derived from both final
 //     manifests) and replaces both parents in the assignment.
@@ -242,6 +244,13 @@ func (s *Store) commitMerge(ctx context.Context, m regionmap.Map, left, right st
 			return regionmap.Map{}, err
 		}
 		s.learnMap(m)
+		for _, name := range []string{left, right} {
+			if r, ok := m.ByName(name); ok && !s.ownsRegion(r) {
+				// The balancer moved it meanwhile: the merge is left to
+				// when both are on one store again.
+				return regionmap.Map{}, fmt.Errorf("server: merge of %s and %s abandoned: the balancer moved %s to another store (epoch %d)", left, right, name, m.Epoch)
+			}
+		}
 	}
 }
 

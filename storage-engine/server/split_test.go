@@ -32,6 +32,9 @@ type mapCluster struct {
 	// splitKeys, if set, are the initial regions' bounds (--split-keys);
 	// else the map starts with one region.
 	splitKeys []string
+	// mergeBytes and mergeAfter, if set, make the store merge by itself.
+	mergeBytes int64
+	mergeAfter time.Duration
 }
 
 func newMapCluster(t *testing.T) *mapCluster {
@@ -65,6 +68,7 @@ func (c *mapCluster) open(t *testing.T, splitBytes int64) *Store {
 			WALMode: wal.ModeAsync, WALSyncInterval: time.Millisecond,
 			SST: sstable.WriterOptions{BlockSize: 1 << 10}},
 		Map: &m, SplitBytes: splitBytes, SplitCheckInterval: 5 * time.Millisecond, MapPollInterval: 5 * time.Millisecond,
+		MergeBytes: c.mergeBytes, MergeAfter: c.mergeAfter,
 	})
 	if err != nil {
 		t.Fatal(err)

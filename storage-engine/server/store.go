@@ -125,6 +125,15 @@ type StoreOptions struct {
 	// rates are measured over; default contract.DefaultLoadWindow.
 	SplitQPS   float64
 	LoadWindow time.Duration
+	// MergeBytes: two adjacent regions this store serves merge when each
+	// holds less than this, together less than half SplitBytes, each
+	// serves under a quarter of SplitQPS (when set), and that has lasted
+	// MergeAfter (automerge.go). 0 never merges. MergeCheckInterval
+	// defaults to SplitCheckInterval, MergeAfter to
+	// contract.DefaultMergeAfter.
+	MergeBytes         int64
+	MergeAfter         time.Duration
+	MergeCheckInterval time.Duration
 	// Name is how the store names itself in its Regions answers (the
 	// regions' owner). Default: the host name, which in Kubernetes is the
 	// pod's name.
@@ -179,6 +188,12 @@ func (o *StoreOptions) EnsureDefaults() {
 	}
 	if o.SplitCheckInterval <= 0 {
 		o.SplitCheckInterval = contract.DefaultSplitCheckInterval
+	}
+	if o.MergeCheckInterval <= 0 {
+		o.MergeCheckInterval = o.SplitCheckInterval
+	}
+	if o.MergeAfter <= 0 {
+		o.MergeAfter = contract.DefaultMergeAfter
 	}
 	if o.MapPollInterval <= 0 {
 		o.MapPollInterval = contract.DefaultMapPollInterval
@@ -312,6 +327,13 @@ func OpenStore(ctx context.Context, spans []Span, o StoreOptions) (*Store, error
 			go func() {
 				defer s.loops.Done()
 				s.runSplits(bg, o.SplitCheckInterval)
+			}()
+		}
+		if o.MergeBytes > 0 {
+			s.loops.Add(1)
+			go func() {
+				defer s.loops.Done()
+				s.runMerges(bg, o.MergeCheckInterval)
 			}()
 		}
 	}

@@ -20,6 +20,9 @@ func newStoreCommand() *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg.OffloadOverride = contract.OffloadMode(offload)
 			cfg.MemstorePolicyOverride = contract.MemstorePolicy(memstorePolicy)
+			if !cmd.Flags().Changed(contract.FlagMergeBytes) {
+				cfg.MergeBytes = cfg.SplitBytes / 4
+			}
 			if err := cfg.LoadEngineConfig(); err != nil {
 				return err
 			}
@@ -43,6 +46,9 @@ func newStoreCommand() *cobra.Command {
 		"split a region whose data (files plus memstore) passes this size at the key that halves it, e.g. 512MiB; keep it at most half the workers' cache (--"+contract.FlagCacheBytes+") so a region's major compaction stays offloadable; 0 never splits")
 	f.Float64Var(&cfg.SplitQPS, contract.FlagSplitQPS, cfg.SplitQPS,
 		"split a region serving more requests per second than this, and more than twice its store's median, at a sampled key that halves its load (a single hot key is never split); 0 never splits by load")
+	f.Var(sizeFlag{&cfg.MergeBytes}, contract.FlagMergeBytes,
+		"merge two adjacent regions of this store when each holds less than this (and together less than half --"+contract.FlagSplitBytes+"), for --"+contract.FlagMergeAfter+"; default a quarter of --"+contract.FlagSplitBytes+"; 0 never merges")
+	f.DurationVar(&cfg.MergeAfter, contract.FlagMergeAfter, cfg.MergeAfter, "how long two adjacent regions must stay small (and cold) before they merge")
 	f.DurationVar(&cfg.BalanceInterval, contract.FlagBalanceInterval, cfg.BalanceInterval,
 		"with several stores, how often the store holding the balancer lease moves regions so every store holds about the mean bytes and requests (docs/regions.md); 0: this store never balances")
 	f.IntVar(&cfg.MaxMovesInFlight, contract.FlagMaxMovesInFlight, cfg.MaxMovesInFlight, "region moves the balancer keeps under way at once, cluster-wide")

@@ -54,6 +54,10 @@ type Config struct {
 	// moves under way at once.
 	BalanceInterval  time.Duration
 	MaxMovesInFlight int
+	// MergeBytes: adjacent regions each under it merge after MergeAfter
+	// (0: never); the command's default is a quarter of SplitBytes.
+	MergeBytes int64
+	MergeAfter time.Duration
 	// RegionOwner is ORDINAL/REPLICAS; empty serves every region. With
 	// ReplicasFrom it is only the ORDINAL.
 	RegionOwner string
@@ -119,6 +123,8 @@ func Default() Config {
 		SplitBytes:             contract.DefaultSplitBytes,
 		SplitQPS:               float64(contract.DefaultSplitQPS),
 		BalanceInterval:        contract.DefaultBalanceInterval,
+		MergeBytes:             contract.DefaultSplitBytes / 4,
+		MergeAfter:             contract.DefaultMergeAfter,
 		MaxMovesInFlight:       contract.DefaultMaxMovesInFlight,
 		OwnershipCheckInterval: contract.DefaultOwnershipCheckInterval,
 		WALArchiveInterval:     contract.DefaultWALArchiveInterval,
@@ -200,6 +206,12 @@ func (c Config) Validate() error {
 	}
 	if c.SplitQPS < 0 || math.IsNaN(c.SplitQPS) || math.IsInf(c.SplitQPS, 0) {
 		flag(contract.FlagSplitQPS, "%v is not a rate: write requests per second, e.g. 3000, or 0 to never split by load", c.SplitQPS)
+	}
+	if c.MergeBytes < 0 {
+		flag(contract.FlagMergeBytes, "%d is negative; 0 never merges", c.MergeBytes)
+	}
+	if c.MergeAfter <= 0 {
+		flag(contract.FlagMergeAfter, "%v must be positive, e.g. %v", c.MergeAfter, contract.DefaultMergeAfter)
 	}
 	if c.BalanceInterval < 0 {
 		flag(contract.FlagBalanceInterval, "%v is negative; give how often to balance, e.g. 5s, or 0 never to balance from this store", c.BalanceInterval)

@@ -208,7 +208,8 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, out io.Writer) error
 	store, err = server.OpenStore(ctx, spans, server.StoreOptions{WALRoot: cfg.WALDir, Region: base,
 		ReleasePollInterval: cfg.ReleasePollInterval, TxnLockTTL: cfg.TxnLockTTL, TxnTimeout: cfg.TxnTimeout,
 		MaxWALAge: e.Memstore.MaxWALAge.Duration, MaxStoreWALBytes: e.Memstore.MaxStoreWALBytes,
-		Map: &regionMap, SplitBytes: cfg.SplitBytes, SplitQPS: cfg.SplitQPS, Ordinal: ordinal})
+		Map: &regionMap, SplitBytes: cfg.SplitBytes, SplitQPS: cfg.SplitQPS, Ordinal: ordinal,
+		MergeBytes: cfg.MergeBytes, MergeAfter: cfg.MergeAfter})
 	if err != nil {
 		return err
 	}
@@ -261,7 +262,8 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, out io.Writer) error
 	kv := server.NewKV(store, fwd, m)
 	if assigner != nil && cfg.BalanceInterval > 0 {
 		bal := &server.Balancer{KV: kv, Ordinal: assigner.Ordinal, Stores: assigner.Replicas,
-			MaxMovesInFlight: cfg.MaxMovesInFlight, Interval: cfg.BalanceInterval, MaxClockOffset: cfg.MaxClockOffset}
+			MaxMovesInFlight: cfg.MaxMovesInFlight, Interval: cfg.BalanceInterval, MaxClockOffset: cfg.MaxClockOffset,
+			MergeBytes: cfg.MergeBytes}
 		server.RegisterBalancerMetrics(reg, bal)
 		go bal.Run(ctx)
 	}

@@ -95,8 +95,9 @@ type KVClient interface {
 	// start_ts) while it is open. A CommitTxn without a txn_id and with a
 	// start_ts is a one-shot optimistic commit: nothing registered.
 	//
-	// Where retention drops old versions (by default those superseded more
-	// than retention.gcTTL ago; retention.maxVersions > 0), a read
+	// Where retention drops old versions (a window, retention.gcTTL > 0:
+	// those superseded longer ago; or retention.maxVersions > 0; by default
+	// every version is kept and nothing below is refused), a read
 	// (Get or Scan with read_ts, TxnGet, TxnScan) below the oldest timestamp
 	// its region still answers exactly, and not at a pinned start, fails with
 	// FAILED_PRECONDITION and an ErrorInfo (reason SNAPSHOT_TOO_OLD, metadata
@@ -379,8 +380,9 @@ type KVServer interface {
 	// start_ts) while it is open. A CommitTxn without a txn_id and with a
 	// start_ts is a one-shot optimistic commit: nothing registered.
 	//
-	// Where retention drops old versions (by default those superseded more
-	// than retention.gcTTL ago; retention.maxVersions > 0), a read
+	// Where retention drops old versions (a window, retention.gcTTL > 0:
+	// those superseded longer ago; or retention.maxVersions > 0; by default
+	// every version is kept and nothing below is refused), a read
 	// (Get or Scan with read_ts, TxnGet, TxnScan) below the oldest timestamp
 	// its region still answers exactly, and not at a pinned start, fails with
 	// FAILED_PRECONDITION and an ErrorInfo (reason SNAPSHOT_TOO_OLD, metadata
