@@ -107,6 +107,12 @@ const (
 	// DefaultBalanceTolerance: the balancer moves regions until every
 	// store is within this fraction of the mean bytes and request rate.
 	DefaultBalanceTolerance = 0.15
+	// DefaultBalanceMinBytes and DefaultBalanceMinQPS: a store is not out
+	// of balance by less than these, whatever the tolerance: a move costs
+	// its region a flush and a cold cache, worth it only for a real gap
+	// (half a default memstore; a thousand requests a second, a small part of what one region serves).
+	DefaultBalanceMinBytes = int64(64 << 20)
+	DefaultBalanceMinQPS   = 1000.0
 	// DefaultMaxMovesInFlight bounds the region moves under way at once,
 	// cluster-wide.
 	DefaultMaxMovesInFlight = 2

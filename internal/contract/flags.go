@@ -30,6 +30,9 @@ const (
 	// FlagBalanceInterval: how often the balancer (the store holding its
 	// lease) plans region moves; 0 turns the balancer off in this store.
 	FlagBalanceInterval = "balance-interval"
+	// FlagBalanceMinBytes: the least gap from the mean bytes a store
+	// must show before the balancer moves regions.
+	FlagBalanceMinBytes = "balance-min-bytes"
 	// FlagMaxMovesInFlight bounds the region moves under way at once.
 	FlagMaxMovesInFlight = "max-moves-in-flight"
 	// FlagReplicasFrom is NAMESPACE/STATEFULSET: the replica count is

@@ -55,6 +55,8 @@ func Settings() []Setting {
 		{"store: a term of the balancer lease", dur(DefaultBalancerLeaseTerm)},
 		{"store: the balancer's tolerance around the mean bytes and requests/s per store", fmt.Sprintf("±%.0f%%", 100*DefaultBalanceTolerance)},
 		{"store: region moves in flight at once, cluster-wide", fmt.Sprint(DefaultMaxMovesInFlight)},
+		{"store --balance-min-bytes: the least gap from the mean bytes the balancer acts on", size(DefaultBalanceMinBytes)},
+		{"store: the least gap from the mean requests/s the balancer acts on", fmt.Sprint(DefaultBalanceMinQPS)},
 		{"CompactionPool spec.replicas", fmt.Sprint(DefaultPoolReplicas)},
 		{"CompactionPool spec.minReplicas", fmt.Sprint(DefaultPoolMinReplicas)},
 		{"CompactionPool spec.maxReplicas", fmt.Sprint(DefaultPoolMaxReplicas)},

@@ -27,6 +27,11 @@ type BalanceSettings struct {
 	// Tolerance is how far from the mean a store may be, as a fraction of
 	// the mean (0.15: ±15%), in bytes and in requests per second.
 	Tolerance float64
+	// MinBytes and MinQPS: a store is never out of balance by less than
+	// these, whatever the tolerance says: moving regions of a small or
+	// idle cluster costs each a flush and a cold cache for nothing.
+	MinBytes int64
+	MinQPS   float64
 	// MaxMovesInFlight bounds the moves under way at once, cluster-wide:
 	// the ones committed whose new owner has not opened the region yet
 	// count against it.
@@ -138,7 +143,7 @@ func Plan(m Map, load map[string]RegionLoad, inFlight map[string]bool, s Balance
 		}
 	}
 	for len(moves) < budget {
-		mv, ok := bestMove(m, load, owner, stores, inFlight, moved, fixed, usable, s.Tolerance)
+		mv, ok := bestMove(m, load, owner, stores, inFlight, moved, fixed, usable, s)
 		if !ok {
 			break
 		}
@@ -178,7 +183,8 @@ func Plan(m Map, load map[string]RegionLoad, inFlight map[string]bool, s Balance
 
 // bestMove is the next move of Plan, by bytes, else by requests per second.
 func bestMove(m Map, load map[string]RegionLoad, owner map[string]int, stores []StoreLoad, inFlight, moved, settling map[string]bool,
-	usable func(int) bool, tol float64) (Move, bool) {
+	usable func(int) bool, s BalanceSettings) (Move, bool) {
+	tol := s.Tolerance
 	fixed := func(name string) bool { return inFlight[name] || moved[name] || settling[name] }
 	var totalBytes int64
 	var totalQPS float64
@@ -190,7 +196,7 @@ func bestMove(m Map, load map[string]RegionLoad, owner map[string]int, stores []
 	meanQPS := totalQPS / float64(len(stores))
 	bytesOf := func(o int) float64 { return float64(stores[o].Bytes) }
 	qpsOf := func(o int) float64 { return stores[o].QPS }
-	bytesOut := func(o int) bool { return math.Abs(bytesOf(o)-meanBytes) > tol*meanBytes }
+	bytesOut := func(o int) bool { return math.Abs(bytesOf(o)-meanBytes) > max(tol*meanBytes, float64(s.MinBytes)) }
 	var bytesOff bool
 	for o := range stores {
 		bytesOff = bytesOff || (usable(o) && bytesOut(o))
@@ -201,7 +207,7 @@ func bestMove(m Map, load map[string]RegionLoad, owner map[string]int, stores []
 	}
 	var qpsOff bool
 	for o := range stores {
-		qpsOff = qpsOff || (usable(o) && math.Abs(qpsOf(o)-meanQPS) > tol*meanQPS)
+		qpsOff = qpsOff || (usable(o) && math.Abs(qpsOf(o)-meanQPS) > max(tol*meanQPS, s.MinQPS))
 	}
 	if !qpsOff {
 		return Move{}, false
@@ -209,7 +215,8 @@ func bestMove(m Map, load map[string]RegionLoad, owner map[string]int, stores []
 	// A request-rate move must not push bytes out of tolerance.
 	keepsBytes := func(from, to int, l RegionLoad) bool {
 		b := float64(l.Bytes)
-		return math.Abs(bytesOf(from)-b-meanBytes) <= tol*meanBytes && math.Abs(bytesOf(to)+b-meanBytes) <= tol*meanBytes
+		within := max(tol*meanBytes, float64(s.MinBytes))
+		return math.Abs(bytesOf(from)-b-meanBytes) <= within && math.Abs(bytesOf(to)+b-meanBytes) <= within
 	}
 	return pairMove(m, load, owner, fixed, usable, len(stores), qpsOf,
 		func(l RegionLoad) float64 { return l.QPS }, keepsBytes)

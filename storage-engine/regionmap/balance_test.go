@@ -253,3 +253,20 @@ func TestPlanBringsSmallNeighboursTogether(t *testing.T) {
 		}
 	}
 }
+
+// A gap under the floor is no imbalance, whatever the tolerance.
+func TestPlanIgnoresGapsUnderTheFloor(t *testing.T) {
+	m := mapOf(t, 4)
+	load := map[string]RegionLoad{}
+	for _, r := range m.Region {
+		load[r.Name] = RegionLoad{Bytes: 10 << 20, QPS: 40}
+	}
+	s := BalanceSettings{Stores: 2, Tolerance: 0.15, MaxMovesInFlight: 2, MinBytes: 64 << 20, MinQPS: 100}
+	if got := Plan(m, load, nil, s); len(got) != 0 {
+		t.Fatalf("40 MiB and 160 requests/s on one store of two, floors 64 MiB and 100/s: plan %v, want none", got)
+	}
+	s.MinBytes = 8 << 20
+	if got := Plan(m, load, nil, s); len(got) == 0 {
+		t.Fatal("a 20 MiB gap over an 8 MiB floor: no plan")
+	}
+}

@@ -44,6 +44,10 @@ type Balancer struct {
 	// contract.DefaultBalanceTolerance, contract.DefaultMaxMovesInFlight.
 	Tolerance        float64
 	MaxMovesInFlight int
+	// MinBytes and MinQPS: regionmap.BalanceSettings (0: none; the store
+	// command passes contract.DefaultBalanceMinBytes and MinQPS).
+	MinBytes int64
+	MinQPS   float64
 	// MergeBytes is the stores' merge size (StoreOptions.MergeBytes): the
 	// plan brings small neighbours onto one store so they can merge.
 	MergeBytes int64
@@ -176,7 +180,8 @@ func (b *Balancer) Plan(m regionmap.Map, rd Readings, n int) (moves []regionmap.
 		}
 	}
 	moves = regionmap.Plan(m, rd.Load, inFlight, regionmap.BalanceSettings{
-		Stores: n, Tolerance: b.Tolerance, MaxMovesInFlight: b.MaxMovesInFlight, Unreachable: unreachable, Settling: settling, MergeBytes: b.MergeBytes})
+		Stores: n, Tolerance: b.Tolerance, MaxMovesInFlight: b.MaxMovesInFlight, Unreachable: unreachable, Settling: settling, MergeBytes: b.MergeBytes,
+		MinBytes: b.MinBytes, MinQPS: b.MinQPS})
 	return moves, inFlight
 }
 

@@ -23,7 +23,7 @@ func TestOneRegionSplitsAndSpreadsOverThreeStores(t *testing.T) {
 	args := func(i int) []string {
 		return append(storeArgs(t, bucket, fmt.Sprintf("%s/wal-%d", dir, i), "Disabled", ""),
 			"--split-bytes=1MiB", fmt.Sprintf("--region-owner=%d/3", i), "--listen="+addrs[i],
-			"--peers="+strings.Join(addrs, ","), "--balance-interval=300ms")
+			"--peers="+strings.Join(addrs, ","), "--balance-interval=300ms", "--balance-min-bytes=0")
 	}
 	stores := make([]*proc, 3)
 	for i := range stores {

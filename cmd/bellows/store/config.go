@@ -54,6 +54,7 @@ type Config struct {
 	// moves under way at once.
 	BalanceInterval  time.Duration
 	MaxMovesInFlight int
+	BalanceMinBytes  int64
 	// MergeBytes: adjacent regions each under it merge after MergeAfter
 	// (0: never); the command's default is a quarter of SplitBytes.
 	MergeBytes int64
@@ -124,6 +125,7 @@ func Default() Config {
 		SplitQPS:               float64(contract.DefaultSplitQPS),
 		BalanceInterval:        contract.DefaultBalanceInterval,
 		MergeBytes:             contract.DefaultSplitBytes / 4,
+		BalanceMinBytes:        contract.DefaultBalanceMinBytes,
 		MergeAfter:             contract.DefaultMergeAfter,
 		MaxMovesInFlight:       contract.DefaultMaxMovesInFlight,
 		OwnershipCheckInterval: contract.DefaultOwnershipCheckInterval,
@@ -212,6 +214,9 @@ func (c Config) Validate() error {
 	}
 	if c.MergeAfter <= 0 {
 		flag(contract.FlagMergeAfter, "%v must be positive, e.g. %v", c.MergeAfter, contract.DefaultMergeAfter)
+	}
+	if c.BalanceMinBytes < 0 {
+		flag(contract.FlagBalanceMinBytes, "%d is negative", c.BalanceMinBytes)
 	}
 	if c.BalanceInterval < 0 {
 		flag(contract.FlagBalanceInterval, "%v is negative; give how often to balance, e.g. 5s, or 0 never to balance from this store", c.BalanceInterval)
