@@ -22,6 +22,9 @@ const (
 	// (and more than twice its store's median) splits at a sampled key;
 	// 0 never splits by load.
 	FlagSplitQPS = "split-qps"
+	// FlagLoadWindow is the window request rates are measured over, for
+	// splits and merges by load and for the balancer.
+	FlagLoadWindow = "load-window"
 	// FlagMergeBytes: adjacent regions on one store, each smaller than
 	// this, merge (default a quarter of --split-bytes; 0 never merges);
 	// FlagMergeAfter is how long they must stay that small and cold.

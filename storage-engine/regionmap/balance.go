@@ -46,8 +46,11 @@ type BalanceSettings struct {
 	// MergeBytes is the stores' merge size: two adjacent regions each
 	// under it merge once on one store (server/automerge.go), so the plan
 	// brings such neighbours together and does not part them. 0: no
-	// merges.
+	// merges. MergeQPS: with it set, only regions serving fewer requests
+	// per second than it are merge candidates (the stores' quarter of
+	// their split rate), so hot small regions still balance.
 	MergeBytes int64
+	MergeQPS   float64
 }
 
 // Move gives Region, served by From, to To.
@@ -135,7 +138,10 @@ func Plan(m Map, load map[string]RegionLoad, inFlight map[string]bool, s Balance
 	if fixed == nil {
 		fixed = map[string]bool{}
 	}
-	small := func(name string) bool { l, ok := load[name]; return ok && l.Bytes < s.MergeBytes }
+	small := func(name string) bool {
+		l, ok := load[name]
+		return ok && l.Bytes < s.MergeBytes && (s.MergeQPS <= 0 || l.QPS < s.MergeQPS)
+	}
 	for i := 0; i+1 < len(m.Region); i++ {
 		a, b := m.Region[i].Name, m.Region[i+1].Name
 		if small(a) && small(b) && owner[a] == owner[b] {

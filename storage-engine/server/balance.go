@@ -51,6 +51,9 @@ type Balancer struct {
 	// MergeBytes is the stores' merge size (StoreOptions.MergeBytes): the
 	// plan brings small neighbours onto one store so they can merge.
 	MergeBytes int64
+	// MergeQPS: regionmap.BalanceSettings.MergeQPS (the stores' quarter of
+	// their split rate; 0: load is not looked at).
+	MergeQPS float64
 	// Interval between plans, default contract.DefaultBalanceInterval;
 	// LeaseTerm, default contract.DefaultBalancerLeaseTerm; MaxClockOffset,
 	// default contract.DefaultMaxClockOffset.
@@ -180,7 +183,7 @@ func (b *Balancer) Plan(m regionmap.Map, rd Readings, n int) (moves []regionmap.
 		}
 	}
 	moves = regionmap.Plan(m, rd.Load, inFlight, regionmap.BalanceSettings{
-		Stores: n, Tolerance: b.Tolerance, MaxMovesInFlight: b.MaxMovesInFlight, Unreachable: unreachable, Settling: settling, MergeBytes: b.MergeBytes,
+		Stores: n, Tolerance: b.Tolerance, MaxMovesInFlight: b.MaxMovesInFlight, Unreachable: unreachable, Settling: settling, MergeBytes: b.MergeBytes, MergeQPS: b.MergeQPS,
 		MinBytes: b.MinBytes, MinQPS: b.MinQPS})
 	return moves, inFlight
 }

@@ -50,7 +50,13 @@ type loadSampler struct {
 	// rate is the requests per second of the last window that ended
 	// (math.Float64bits): the region's load as the Regions RPC reports it.
 	rate atomic.Uint64
-	mu   sync.Mutex
+	// windows counts the windows ended; began is when the current one
+	// began (unix nanoseconds; 0 until the first request): until a window
+	// ends, the rate is what the current one shows so far, so a region
+	// that just moved here does not look idle to the balancer.
+	windows atomic.Uint64
+	began   atomic.Int64
+	mu      sync.Mutex
 	seen int // keys offered to the reservoir this window
 	keys [][]byte
 }
@@ -58,6 +64,9 @@ type loadSampler struct {
 // record counts one request for key.
 func (l *loadSampler) record(key []byte) {
 	l.total.Add(1)
+	if l.began.Load() == 0 {
+		l.began.CompareAndSwap(0, time.Now().UnixNano())
+	}
 	if l.count.Add(1)%loadSampleEvery != 0 {
 		return
 	}
@@ -73,17 +82,31 @@ func (l *loadSampler) record(key []byte) {
 	}
 }
 
-// Rate is the region's requests per second over the last load window
-// (0 until one has ended).
-func (l *loadSampler) Rate() float64 { return math.Float64frombits(l.rate.Load()) }
+// Rate is the region's requests per second over the last load window;
+// before one has ended, over the current window so far.
+func (l *loadSampler) Rate() float64 {
+	if l.windows.Load() > 0 {
+		return math.Float64frombits(l.rate.Load())
+	}
+	began := l.began.Load()
+	if began == 0 {
+		return 0
+	}
+	return float64(l.count.Load()) / max(time.Since(time.Unix(0, began)).Seconds(), 1e-3)
+}
 
-// take ends the window: the requests counted and the sampled keys.
-func (l *loadSampler) take() (uint64, [][]byte) {
+// take ends the window, of length window: its rate (now the reported
+// one) and the sampled keys.
+func (l *loadSampler) take(window time.Duration) (float64, [][]byte) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	keys := l.keys
 	l.keys, l.seen = nil, 0
-	return l.count.Swap(0), keys
+	rate := float64(l.count.Swap(0)) / window.Seconds()
+	l.rate.Store(math.Float64bits(rate))
+	l.windows.Add(1)
+	l.began.Store(time.Now().UnixNano())
+	return rate, keys
 }
 
 // recordLoad counts a request a served here for key.
@@ -143,10 +166,7 @@ func (s *Store) checkLoad(ctx context.Context, window time.Duration) int {
 	rates := map[*Assignment]float64{}
 	samples := map[*Assignment][][]byte{}
 	for _, a := range s.Assignments() {
-		n, keys := a.load.take()
-		rates[a] = float64(n) / window.Seconds()
-		a.load.rate.Store(math.Float64bits(rates[a]))
-		samples[a] = keys
+		rates[a], samples[a] = a.load.take(window)
 	}
 	if s.opts.SplitQPS <= 0 || s.opts.Map == nil {
 		return 0

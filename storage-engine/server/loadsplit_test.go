@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"testing"
+	"time"
 
 	kvpb "github.com/bellows-kv/bellows/proto/bellows/kv/v1"
 )
@@ -97,5 +98,27 @@ func TestStoreSplitsAHotRangeButNotAHotKey(t *testing.T) {
 	}
 	if n := s.checkLoad(ctx, 1); n != 0 || len(s.Assignments()) != 2 {
 		t.Fatalf("a single hot key split its region (%d splits, regions %v)", n, regionNames(s))
+	}
+}
+
+// Before its first window ends, a region's rate is what the window shows so
+// far, not 0: a region that just moved to a store must not look idle (the
+// balancer would take it for a cold merge candidate and move it back).
+func TestARegionsRateIsKnownBeforeItsFirstWindowEnds(t *testing.T) {
+	var l loadSampler
+	if r := l.Rate(); r != 0 {
+		t.Fatalf("no request yet: rate %v", r)
+	}
+	for range 100 {
+		l.record([]byte("k"))
+	}
+	if r := l.Rate(); r <= 0 {
+		t.Fatalf("100 requests in the first window: rate %v, want > 0", r)
+	}
+	if r, _ := l.take(time.Second); r != 100 {
+		t.Fatalf("the window's rate %v, want 100/s", r)
+	}
+	if r := l.Rate(); r != 100 {
+		t.Fatalf("after the window: rate %v, want the window's 100/s", r)
 	}
 }

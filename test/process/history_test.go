@@ -15,7 +15,11 @@ import (
 
 	"github.com/anishathalye/porcupine"
 	"golang.org/x/time/rate"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
 
+	"github.com/bellows-kv/bellows/internal/contract"
 	kvpb "github.com/bellows-kv/bellows/proto/bellows/kv/v1"
 )
 
@@ -39,6 +43,23 @@ type history struct {
 	// store would each be an operation of unknown outcome, which tell the
 	// checker nothing and make its search explode.
 	swapped chan struct{}
+	// perClient is each client's rate of operations (default 200/s);
+	// hotLo, hotHi bound the keys the clients use, [hotLo, hotHi) (default
+	// all): moving them makes regions hot and cold.
+	perClient    rate.Limit
+	hotLo, hotHi atomic.Int32
+	// failurePause, when set, is how long a client pauses after a failed
+	// call instead of waiting for setKV: for faults the store recovers
+	// from by itself (a region moving), not a dead store.
+	failurePause time.Duration
+	// scanEvery: every scanEvery-th operation of a client is a scan
+	// (default 10). A scan reads every region, so it keeps them all warm.
+	scanEvery int
+	// retryFor, when set, retries a call that failed with UNAVAILABLE
+	// (a region splitting, merging or moving) for up to this long, a put
+	// under one idempotency key so that it applies once: the operation
+	// spans every attempt, and its outcome is known.
+	retryFor time.Duration
 }
 
 type regInput struct {
@@ -54,8 +75,9 @@ type regOutput struct {
 }
 
 func newHistory(kv kvpb.KVClient, clients, keys int) *history {
-	h := &history{clients: clients, keys: keys, start0: time.Now(), swapped: make(chan struct{})}
+	h := &history{clients: clients, keys: keys, start0: time.Now(), swapped: make(chan struct{}), perClient: 200, scanEvery: 10}
 	h.kv.Store(&kv)
+	h.hotHi.Store(int32(keys))
 	return h
 }
 
@@ -80,6 +102,12 @@ func (h *history) awaitSwap(seen chan struct{}) {
 	}
 }
 
+// setHot makes the clients use keys [lo, hi) from now on.
+func (h *history) setHot(lo, hi int) {
+	h.hotHi.Store(int32(hi))
+	h.hotLo.Store(int32(lo))
+}
+
 func (h *history) client() kvpb.KVClient { return *h.kv.Load().(*kvpb.KVClient) }
 
 func (h *history) now() int64 { return int64(time.Since(h.start0)) }
@@ -91,7 +119,7 @@ func (h *history) start() {
 			defer h.wg.Done()
 			// A paced client leaves the store's CPU to the fault under
 			// test and keeps the history small enough to check.
-			lim := rate.NewLimiter(200, 1)
+			lim := rate.NewLimiter(h.perClient, 1)
 			for i := 0; ; i++ {
 				if h.stop.Load() && h.after.Add(-1) < 0 {
 					return
@@ -110,20 +138,28 @@ func (h *history) one(client, i int) {
 	h.mu.Unlock()
 	failed := false
 	defer func() {
-		if failed {
+		switch {
+		case failed && h.failurePause > 0:
+			time.Sleep(h.failurePause) // pacing after a failure, not synchronization
+		case failed:
 			h.awaitSwap(seen)
 		}
 	}()
-	in := regInput{key: fmt.Sprintf("reg-%d", rand.IntN(h.keys))}
+	lo, hi := int(h.hotLo.Load()), int(h.hotHi.Load())
+	in := regInput{key: fmt.Sprintf("reg-%d", lo+rand.IntN(hi-lo))}
 	call := h.now()
 	var out regOutput
 	ret := int64(0)
-	if i%10 == 0 {
+	if i%h.scanEvery == 0 {
 		// Every tenth operation of each client, the first included, is a
 		// scan: a history cut short by its fault still has scans to check
 		// (a random 10% left 46 operations without one, 1 run in 120).
 		in = regInput{scan: true}
-		rows, err := h.scan(ctx)
+		var rows map[string]string
+		err := h.retry(func() (err error) {
+			rows, err = h.scan(ctx)
+			return err
+		})
 		if err != nil {
 			failed = true
 			return
@@ -132,7 +168,11 @@ func (h *history) one(client, i int) {
 		out.rows = rows
 	} else if rand.IntN(2) == 0 {
 		in.put, in.value = true, fmt.Sprintf("c%d-%d", client, i)
-		_, err := h.client().Put(ctx, &kvpb.PutRequest{Key: []byte(in.key), Value: []byte(in.value)})
+		pctx := metadata.AppendToOutgoingContext(ctx, contract.RequestIDHeader, fmt.Sprintf("history-%d-%d-%d", h.start0.UnixNano(), client, i))
+		err := h.retry(func() error {
+			_, err := h.client().Put(pctx, &kvpb.PutRequest{Key: []byte(in.key), Value: []byte(in.value)})
+			return err
+		})
 		ret = h.now()
 		if err != nil {
 			// Unknown outcome: it may take effect at any later time.
@@ -140,7 +180,11 @@ func (h *history) one(client, i int) {
 			failed = true
 		}
 	} else {
-		r, err := h.client().Get(ctx, &kvpb.GetRequest{Key: []byte(in.key)})
+		var r *kvpb.GetResponse
+		err := h.retry(func() (err error) {
+			r, err = h.client().Get(ctx, &kvpb.GetRequest{Key: []byte(in.key)})
+			return err
+		})
 		if err != nil {
 			failed = true
 			return // a failed read constrains nothing
@@ -153,6 +197,19 @@ func (h *history) one(client, i int) {
 	h.mu.Lock()
 	h.ops = append(h.ops, porcupine.Operation{ClientId: client, Input: in, Call: call, Output: out, Return: ret})
 	h.mu.Unlock()
+}
+
+// retry runs call until it succeeds or fails otherwise than UNAVAILABLE,
+// for up to retryFor (once when unset).
+func (h *history) retry(call func() error) error {
+	deadline := time.Now().Add(h.retryFor)
+	for {
+		err := call()
+		if err == nil || status.Code(err) != codes.Unavailable || time.Now().After(deadline) {
+			return err
+		}
+		time.Sleep(10 * time.Millisecond) // pacing between attempts, not synchronization
+	}
 }
 
 // scan reads every reg- key in one Scan call.

@@ -53,6 +53,7 @@ func newStoreCommand() *cobra.Command {
 		"with several stores, how often the store holding the balancer lease moves regions so every store holds about the mean bytes and requests (docs/regions.md); 0: this store never balances")
 	f.Var(sizeFlag{&cfg.BalanceMinBytes}, contract.FlagBalanceMinBytes, "the least gap from the mean bytes per store the balancer moves regions for, e.g. 64MiB")
 	f.IntVar(&cfg.MaxMovesInFlight, contract.FlagMaxMovesInFlight, cfg.MaxMovesInFlight, "region moves the balancer keeps under way at once, cluster-wide")
+	f.DurationVar(&cfg.LoadWindow, contract.FlagLoadWindow, cfg.LoadWindow, "the window each region's request rate is measured over (splits and merges by load, the balancer)")
 	f.StringVar(&cfg.RegionOwner, contract.FlagRegionOwner, "", "ORDINAL/REPLICAS: serve region i when i mod REPLICAS = ORDINAL (default all); with --"+contract.FlagReplicasFrom+", only ORDINAL")
 	f.StringVar(&cfg.ReplicasFrom, contract.FlagReplicasFrom, "", "NAMESPACE/STATEFULSET whose spec.replicas is REPLICAS, watched: a replica change re-assigns the regions of the running store (needs get/list/watch on statefulsets)")
 	f.StringSliceVar(&cfg.Compactors, contract.FlagCompactors, nil, "compaction workers, host:port,...")

@@ -59,6 +59,8 @@ type Config struct {
 	// (0: never); the command's default is a quarter of SplitBytes.
 	MergeBytes int64
 	MergeAfter time.Duration
+	// LoadWindow is the window request rates are measured over.
+	LoadWindow time.Duration
 	// RegionOwner is ORDINAL/REPLICAS; empty serves every region. With
 	// ReplicasFrom it is only the ORDINAL.
 	RegionOwner string
@@ -127,6 +129,7 @@ func Default() Config {
 		MergeBytes:             contract.DefaultSplitBytes / 4,
 		BalanceMinBytes:        contract.DefaultBalanceMinBytes,
 		MergeAfter:             contract.DefaultMergeAfter,
+		LoadWindow:             contract.DefaultLoadWindow,
 		MaxMovesInFlight:       contract.DefaultMaxMovesInFlight,
 		OwnershipCheckInterval: contract.DefaultOwnershipCheckInterval,
 		WALArchiveInterval:     contract.DefaultWALArchiveInterval,
@@ -211,6 +214,9 @@ func (c Config) Validate() error {
 	}
 	if c.MergeBytes < 0 {
 		flag(contract.FlagMergeBytes, "%d is negative; 0 never merges", c.MergeBytes)
+	}
+	if c.LoadWindow <= 0 {
+		flag(contract.FlagLoadWindow, "%v must be positive, e.g. %v", c.LoadWindow, contract.DefaultLoadWindow)
 	}
 	if c.MergeAfter <= 0 {
 		flag(contract.FlagMergeAfter, "%v must be positive, e.g. %v", c.MergeAfter, contract.DefaultMergeAfter)

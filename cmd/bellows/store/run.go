@@ -209,7 +209,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, out io.Writer) error
 		ReleasePollInterval: cfg.ReleasePollInterval, TxnLockTTL: cfg.TxnLockTTL, TxnTimeout: cfg.TxnTimeout,
 		MaxWALAge: e.Memstore.MaxWALAge.Duration, MaxStoreWALBytes: e.Memstore.MaxStoreWALBytes,
 		Map: &regionMap, SplitBytes: cfg.SplitBytes, SplitQPS: cfg.SplitQPS, Ordinal: ordinal,
-		MergeBytes: cfg.MergeBytes, MergeAfter: cfg.MergeAfter})
+		MergeBytes: cfg.MergeBytes, MergeAfter: cfg.MergeAfter, LoadWindow: cfg.LoadWindow})
 	if err != nil {
 		return err
 	}
@@ -263,7 +263,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, out io.Writer) error
 	if assigner != nil && cfg.BalanceInterval > 0 {
 		bal := &server.Balancer{KV: kv, Ordinal: assigner.Ordinal, Stores: assigner.Replicas,
 			MaxMovesInFlight: cfg.MaxMovesInFlight, Interval: cfg.BalanceInterval, MaxClockOffset: cfg.MaxClockOffset,
-			MergeBytes: cfg.MergeBytes, MinBytes: cfg.BalanceMinBytes, MinQPS: contract.DefaultBalanceMinQPS}
+			MergeBytes: cfg.MergeBytes, MergeQPS: cfg.SplitQPS / 4, MinBytes: cfg.BalanceMinBytes, MinQPS: contract.DefaultBalanceMinQPS}
 		server.RegisterBalancerMetrics(reg, bal)
 		go bal.Run(ctx)
 	}
