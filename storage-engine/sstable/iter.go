@@ -28,6 +28,20 @@ func (r *Reader) NewIterContext(ctx context.Context) iterator.Iterator {
 	return &Iter{ctx: ctx, r: r, blk: -1}
 }
 
+// InitIter makes it an unpositioned iterator over the file, as
+// NewIterContext returns, reusing it's buffers: a reader that scans often
+// (region.Iterator pools them) allocates nothing per scan.
+func (r *Reader) InitIter(ctx context.Context, it *Iter) {
+	*it = Iter{ctx: ctx, r: r, blk: -1, sk: it.sk[:0], bi: blockIter{key: it.bi.key[:0], back: it.bi.back[:0], backKeys: it.bi.backKeys[:0]}}
+}
+
+// Reset drops the iterator's references to its file and block, keeping its
+// buffers: a pooled Iter does not keep a closed file or an evicted block
+// alive. InitIter makes it usable again.
+func (it *Iter) Reset() {
+	*it = Iter{sk: it.sk[:0], bi: blockIter{key: it.bi.key[:0], back: it.bi.back[:0], backKeys: it.bi.backKeys[:0]}}
+}
+
 func (it *Iter) loadBlock(i int) bool {
 	it.blk = i
 	if i >= len(it.r.index) {
