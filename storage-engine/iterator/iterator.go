@@ -245,6 +245,43 @@ func (m *Merging) SeekGE(key kv.InternalKey) bool {
 	return m.rebuild()
 }
 
+// SkipTo is SeekGE to a key above the current one while moving forward:
+// only the children behind key move, those at or past it stay where they
+// are. A reader skipping the many versions of a key seeks past them with it
+// instead of stepping over each (RocksDB's max_sequential_skip_in_iterations).
+// Otherwise it is SeekGE.
+func (m *Merging) SkipTo(key kv.InternalKey) bool {
+	if m.reverse || !m.Valid() || kv.Compare(m.Key(), key) > 0 {
+		return m.SeekGE(key)
+	}
+	// Children missing from the heap are exhausted: past key too.
+	for i := 0; i < len(m.heap); {
+		c := m.heap[i]
+		if kv.Compare(c.key, key) >= 0 {
+			i++
+			continue
+		}
+		if c.it.SeekGE(key) {
+			m.setItem(c)
+			i++
+			continue
+		}
+		if err := c.it.Err(); err != nil {
+			m.err = err
+			m.heap = m.heap[:0]
+			return false
+		}
+		n := len(m.heap) - 1
+		m.heap[i] = m.heap[n]
+		m.heap[n] = nil
+		m.heap = m.heap[:n]
+	}
+	for i := len(m.heap)/2 - 1; i >= 0; i-- {
+		m.down(i)
+	}
+	return m.Valid()
+}
+
 func (m *Merging) SeekLT(key kv.InternalKey) bool {
 	m.err, m.reverse = nil, true
 	for _, c := range m.children {

@@ -174,3 +174,56 @@ func TestAbbreviationOrdersAsBytes(t *testing.T) {
 		}
 	}
 }
+
+// SkipTo lands where SeekGE does, from any forward position, whether it
+// moves some children, exhausts some, or none is behind the key.
+func TestMergingSkipToIsSeekGE(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	for round := 0; round < 200; round++ {
+		children := make([]*sliceIter, 1+rng.IntN(5))
+		for i := range children {
+			children[i] = &sliceIter{}
+		}
+		var all []kv.InternalKey
+		for ts := uint64(1); ts < uint64(2+rng.IntN(100)); ts++ {
+			k := ik(fmt.Sprintf("k%02d", rng.IntN(20)), ts)
+			c := children[rng.IntN(len(children))]
+			c.keys = append(c.keys, k)
+			all = append(all, k)
+		}
+		its := make([]Iterator, len(children))
+		for i, c := range children {
+			slices.SortFunc(c.keys, kv.Compare)
+			its[i] = c
+		}
+		slices.SortFunc(all, kv.Compare)
+		m := NewMerging(its...)
+		ok := m.First()
+		for steps := rng.IntN(len(all)); ok && steps > 0; steps-- {
+			ok = m.Next()
+		}
+		if !ok {
+			continue
+		}
+		cur := m.Key().Clone()
+		target := all[rng.IntN(len(all))]
+		if rng.IntN(3) == 0 {
+			target = kv.InternalKey{UserKey: cur.UserKey, TS: 0, Kind: kv.KindDelete}
+		}
+		if kv.Compare(target, cur) < 0 {
+			target = cur
+		}
+		target = target.Clone()
+		i, _ := slices.BinarySearchFunc(all, target, kv.Compare)
+		got := m.SkipTo(target)
+		if got != (i < len(all)) || got && kv.Compare(m.Key(), all[i]) != 0 {
+			t.Fatalf("round %d: SkipTo(%v) from %v = %v %v, want %v", round, target, cur, got, m.Key(), all[min(i, len(all)-1)])
+		}
+		// It goes on as the stream does.
+		for j := i + 1; j < len(all) && m.Next(); j++ {
+			if kv.Compare(m.Key(), all[j]) != 0 {
+				t.Fatalf("round %d: after SkipTo, %v, want %v", round, m.Key(), all[j])
+			}
+		}
+	}
+}

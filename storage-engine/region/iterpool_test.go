@@ -2,7 +2,9 @@ package region
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
+	"slices"
 	"testing"
 
 	"github.com/bellows-kv/bellows/storage-engine/kv"
@@ -86,6 +88,110 @@ func TestPooledIteratorsKeepToThemselves(t *testing.T) {
 		}
 		if err := c.Close(); err != nil {
 			t.Fatal(err)
+		}
+	}
+}
+
+// Scans pass keys with many versions by seeking past them (maxVersionSteps):
+// forward and in reverse, at every timestamp and with uncertainty windows,
+// they return what the history says, whether the versions are in files, in
+// the memstore or both.
+func TestScansOverManyVersionsMatchTheHistory(t *testing.T) {
+	opts := testOptions(t, t.TempDir())
+	opts.DisableAutoCompaction = true
+	r := mustOpen(t, opts)
+	defer r.Close()
+	type version struct {
+		ts  uint64
+		val string // "" is a tombstone
+	}
+	hist := map[string][]version{}
+	var keys []string
+	for i := 0; i < 6; i++ {
+		keys = append(keys, fmt.Sprintf("k%d", i))
+	}
+	var stamps []uint64
+	rng := 0
+	for round := 0; round < 120; round++ {
+		// Keys 1 and 4 are hot: most writes go to them.
+		rng = (rng*1103515245 + 12345) & 0x7fffffff
+		k := keys[[]int{1, 4, 1, 4, 1, 4, rng % 6}[rng%7]]
+		var ts uint64
+		var err error
+		val := fmt.Sprintf("%s-v%d", k, round)
+		if rng%11 == 0 {
+			ts, err = r.Delete([]byte(k))
+			val = ""
+		} else {
+			ts, err = r.Put([]byte(k), []byte(val))
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		hist[k] = append(hist[k], version{ts, val})
+		stamps = append(stamps, ts)
+		if round == 40 || round == 80 {
+			if err := r.Flush(bg); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	// want is the scan at ts with uncertainty limit: the live keys in
+	// order, then the key a version in (ts, limit] stops it at ("" if none).
+	want := func(ts, limit uint64, reverse bool) ([]string, string) {
+		var live []string
+		order := append([]string(nil), keys...)
+		if reverse {
+			slices.Reverse(order)
+		}
+		for _, k := range order {
+			var vis *version
+			for i := range hist[k] {
+				v := &hist[k][i]
+				if v.ts > ts && v.ts <= limit {
+					return live, k
+				}
+				if v.ts <= ts {
+					vis = v
+				}
+			}
+			if vis != nil && vis.val != "" {
+				live = append(live, k+"="+vis.val)
+			}
+		}
+		return live, ""
+	}
+	for j, ts := range stamps {
+		for _, limit := range []uint64{0, stamps[min(j+2, len(stamps)-1)], stamps[min(j+30, len(stamps)-1)]} {
+			for _, reverse := range []bool{false, true} {
+				it, err := r.NewIteratorUncertain(bg, nil, nil, ts, limit)
+				if err != nil {
+					t.Fatal(err)
+				}
+				first, next := it.First, it.Next
+				if reverse {
+					first, next = it.Last, it.Prev
+				}
+				var got []string
+				for ok := first(); ok; ok = next() {
+					got = append(got, string(it.Key())+"="+string(it.Value()))
+				}
+				gotAt := ""
+				var ue *UncertainError
+				if errors.As(it.Err(), &ue) {
+					gotAt = string(ue.Key)
+				} else if it.Err() != nil {
+					t.Fatal(it.Err())
+				}
+				it.Close()
+				wantLive, wantAt := want(ts, max(limit, ts), reverse)
+				if !reverse && (fmt.Sprint(got) != fmt.Sprint(wantLive) || gotAt != wantAt) {
+					t.Fatalf("forward at %d limit %d: %v uncertain at %q, want %v uncertain at %q", ts, limit, got, gotAt, wantLive, wantAt)
+				}
+				if reverse && wantAt == "" && (fmt.Sprint(got) != fmt.Sprint(wantLive) || gotAt != "") {
+					t.Fatalf("reverse at %d limit %d: %v uncertain at %q, want %v", ts, limit, got, gotAt, wantLive)
+				}
+			}
 		}
 	}
 }

@@ -229,6 +229,7 @@ type iterState struct {
 	ssts     []sstable.Iter
 	mems     memstore.IterBuf
 	key      []byte
+	seek     []byte // a key settle seeks to
 }
 
 var iterStates = sync.Pool{New: func() any { return new(iterState) }}
@@ -246,7 +247,7 @@ func (st *iterState) reset() {
 	}
 	st.ssts = st.ssts[:0]
 	st.mems.Reset()
-	st.key = st.key[:0]
+	st.key, st.seek = st.key[:0], st.seek[:0]
 }
 
 // NewIterator is NewIteratorContext without a request context.
@@ -331,11 +332,28 @@ func (it *Iterator) Next() bool {
 		it.back = false
 		it.in.SeekGE(kv.InternalKey{UserKey: it.key, TS: 0, Kind: kv.KindDelete})
 	}
-	// Skip the remaining versions of the current key.
-	for it.in.Valid() && bytes.Equal(it.in.Key().UserKey, it.key) {
+	it.skipVersions()
+	return it.settle()
+}
+
+// maxVersionSteps is how many versions of one key a forward move steps
+// over before it seeks past the rest: RocksDB's
+// max_sequential_skip_in_iterations (8 by default there). A key updated
+// thousands of times since the last flush (a Zipf-hot key) has as many
+// versions in the memstore.
+const maxVersionSteps = 8
+
+// skipVersions moves in past the versions of the current key.
+func (it *Iterator) skipVersions() {
+	for n := 0; it.in.Valid() && bytes.Equal(it.in.Key().UserKey, it.key); n++ {
+		if n == maxVersionSteps {
+			// The smallest internal key of the user key: a version
+			// there is passed by the steps that follow.
+			it.in.SkipTo(kv.InternalKey{UserKey: it.key, TS: 0, Kind: kv.KindDelete})
+			continue
+		}
 		it.in.Next()
 	}
-	return it.settle()
 }
 
 // Last positions at the last live key < end.
@@ -369,6 +387,7 @@ func (it *Iterator) Prev() bool {
 // is not deleted.
 func (it *Iterator) settle() bool {
 	it.valid = false
+	steps := 0
 	for it.in.Valid() {
 		k := it.in.Key()
 		if it.end != nil && bytes.Compare(k.UserKey, it.end) >= 0 {
@@ -378,6 +397,16 @@ func (it *Iterator) settle() bool {
 			if k.TS <= it.limit {
 				it.err = &UncertainError{Key: bytes.Clone(k.UserKey), ReadTS: it.rs.ts, TS: k.TS}
 				return false
+			}
+			if steps++; steps > maxVersionSteps {
+				// Many versions newer than the read: seek to the
+				// newest one it sees, or the newest in its
+				// uncertainty window. A copy of the key: the seek
+				// moves the child whose buffer k aliases.
+				steps = 0
+				it.st.seek = append(it.st.seek[:0], k.UserKey...)
+				it.in.SkipTo(kv.MakeSearchKey(it.st.seek, max(it.rs.ts, it.limit)))
+				continue
 			}
 			it.in.Next()
 			continue
@@ -390,8 +419,7 @@ func (it *Iterator) settle() bool {
 			return true
 		}
 		// Deleted at ts: skip every older version of this key.
-		for it.in.Next() && bytes.Equal(it.in.Key().UserKey, it.key) {
-		}
+		it.skipVersions()
 	}
 	it.err = it.in.Err()
 	return false
