@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"sync"
+	"syscall"
 	"time"
 )
 
@@ -35,6 +36,27 @@ type Result struct {
 	P50, P99 time.Duration
 	Reads    int // gets and scans issued
 	Found    int // reads that found data (sanity: reads are real)
+	// CPU is the process's CPU time (user and system, every thread)
+	// during the workload: the engine's background work (flushes,
+	// compactions, the collector) included, the client's too.
+	CPU time.Duration
+}
+
+// CPUPerOp is the CPU time per operation.
+func (r Result) CPUPerOp() time.Duration {
+	if r.Ops == 0 {
+		return 0
+	}
+	return r.CPU / time.Duration(r.Ops)
+}
+
+// cpuTime is the CPU time the process has used.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // OpsPerSec is the throughput.
@@ -65,6 +87,7 @@ func FillRandom(e Engine, c Config) (Result, error) {
 	lat := make([]time.Duration, 0, c.Keys)
 	k := make([]byte, 0, c.KeySize)
 	v := make([]byte, c.ValueSize)
+	cpu0 := cpuTime()
 	start := time.Now()
 	for _, i := range perm {
 		k = keyOf(k, uint64(i), c.KeySize)
@@ -76,7 +99,9 @@ func FillRandom(e Engine, c Config) (Result, error) {
 		lat = append(lat, time.Since(t0))
 	}
 	elapsed := time.Since(start)
-	return summarize("fill-random", e, lat, elapsed, 0), nil
+	res := summarize("fill-random", e, lat, elapsed, 0)
+	res.CPU = cpuTime() - cpu0
+	return res, nil
 }
 
 // op is one operation of a mixed workload.
@@ -99,6 +124,7 @@ func Mixed(name string, e Engine, c Config, ops int, readFrac float64, zipf bool
 	reads := make([]int, c.Threads)
 	errs := make([]error, c.Threads)
 	var wg sync.WaitGroup
+	cpu0 := cpuTime()
 	start := time.Now()
 	for t := 0; t < c.Threads; t++ {
 		wg.Add(1)
@@ -160,6 +186,7 @@ func Mixed(name string, e Engine, c Config, ops int, readFrac float64, zipf bool
 	}
 	wg.Wait()
 	elapsed := time.Since(start)
+	cpu := cpuTime() - cpu0
 	for _, err := range errs {
 		if err != nil {
 			return Result{}, err
@@ -167,6 +194,7 @@ func Mixed(name string, e Engine, c Config, ops int, readFrac float64, zipf bool
 	}
 	all := slices.Concat(lats...)
 	res := summarize(name, e, all, elapsed, 0)
+	res.CPU = cpu
 	for t := range found {
 		res.Found += found[t]
 		res.Reads += reads[t]
