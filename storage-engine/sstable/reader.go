@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"sort"
+	"sync"
 	"sync/atomic"
 
 	"github.com/bits-and-blooms/bloom/v3"
@@ -80,14 +81,14 @@ func OpenWithFileID(r io.ReaderAt, size int64, name string, cache *blockcache.Ca
 	if err != nil {
 		return nil, &CorruptionError{File: name, Block: "footer", Offset: uint64(size - footerLen), Reason: err.Error()}
 	}
-	ib, err := rd.readStored(f.index, "index block")
+	ib, err := rd.readStored(f.index, indexBlock)
 	if err != nil {
 		return nil, err
 	}
 	if err := rd.decodeIndex(ib); err != nil {
 		return nil, &CorruptionError{File: name, Block: "index block", Offset: f.index.Offset, Reason: err.Error()}
 	}
-	filt, err := rd.readStored(f.filter, "filter block")
+	filt, err := rd.readStored(f.filter, filterBlock)
 	if err != nil {
 		return nil, err
 	}
@@ -95,7 +96,7 @@ func OpenWithFileID(r io.ReaderAt, size int64, name string, cache *blockcache.Ca
 	if err := rd.filter.UnmarshalBinary(filt); err != nil {
 		return nil, &CorruptionError{File: name, Block: "filter block", Offset: f.filter.Offset, Reason: err.Error()}
 	}
-	pb, err := rd.readStored(f.props, "properties block")
+	pb, err := rd.readStored(f.props, propsBlock)
 	if err != nil {
 		return nil, err
 	}
@@ -136,28 +137,68 @@ func (r *Reader) decodeIndex(b []byte) error {
 	return nil
 }
 
+// blockID names a block in errors: a data block's index, or one of the
+// named blocks. Data reads pass it instead of a formatted name, which cost
+// a fmt.Sprintf per cache miss.
+type blockID int
+
+const (
+	indexBlock blockID = -1 - iota
+	filterBlock
+	propsBlock
+)
+
+func (id blockID) String() string {
+	switch id {
+	case indexBlock:
+		return "index block"
+	case filterBlock:
+		return "filter block"
+	case propsBlock:
+		return "properties block"
+	}
+	return blockName(int(id))
+}
+
+// readBufs holds buffers for stored blocks read from the file: a
+// compressed block's stored bytes are garbage once decompressed, so a
+// cache miss reuses one instead of allocating it.
+var readBufs = sync.Pool{New: func() any { return new([]byte) }}
+
 // readStored reads and verifies one stored block, returning it decompressed.
-func (r *Reader) readStored(h Handle, what string) ([]byte, error) {
+func (r *Reader) readStored(h Handle, id blockID) ([]byte, error) {
 	if h.Offset+h.Length+trailerLen > uint64(r.size) {
-		return nil, &CorruptionError{File: r.name, Block: what, Offset: h.Offset, Reason: "block extends past the end of the file"}
+		return nil, &CorruptionError{File: r.name, Block: id.String(), Offset: h.Offset, Reason: "block extends past the end of the file"}
 	}
-	buf := make([]byte, h.Length+trailerLen)
+	n := int(h.Length + trailerLen)
+	bp := readBufs.Get().(*[]byte)
+	if cap(*bp) < n {
+		*bp = make([]byte, n)
+	}
+	buf := (*bp)[:n]
 	if _, err := r.r.ReadAt(buf, int64(h.Offset)); err != nil {
-		return nil, fmt.Errorf("sstable %s: reading %s at offset %d: %w", r.name, what, h.Offset, err)
+		readBufs.Put(bp)
+		return nil, fmt.Errorf("sstable %s: reading %s at offset %d: %w", r.name, id, h.Offset, err)
 	}
-	return r.decodeStored(buf, h, what)
+	out, err := r.decodeStored(buf, h, id)
+	if err != nil || Compression(buf[h.Length]) != NoCompression {
+		// out is a new buffer (or nothing): buf can be reused.
+		readBufs.Put(bp)
+	}
+	return out, err
 }
 
 // decodeStored verifies the trailer of a stored block (block bytes followed by
-// the trailer) and decompresses it.
-func (r *Reader) decodeStored(buf []byte, h Handle, what string) ([]byte, error) {
+// the trailer) and decompresses it. An uncompressed block is returned in
+// place.
+func (r *Reader) decodeStored(buf []byte, h Handle, id blockID) ([]byte, error) {
 	if uint64(len(buf)) != h.Length+trailerLen {
-		return nil, &CorruptionError{File: r.name, Block: what, Offset: h.Offset, Reason: fmt.Sprintf("stored block is %d bytes, want %d", len(buf), h.Length+trailerLen)}
+		return nil, &CorruptionError{File: r.name, Block: id.String(), Offset: h.Offset, Reason: fmt.Sprintf("stored block is %d bytes, want %d", len(buf), h.Length+trailerLen)}
 	}
 	stored, tr := buf[:h.Length], buf[h.Length:]
 	want := binary.LittleEndian.Uint32(tr[1:])
 	if got := checksum(stored, tr[0]); got != want {
-		return nil, &CorruptionError{File: r.name, Block: what, Offset: h.Offset, Reason: fmt.Sprintf("checksum mismatch (stored %08x, computed %08x)", want, got)}
+		return nil, &CorruptionError{File: r.name, Block: id.String(), Offset: h.Offset, Reason: fmt.Sprintf("checksum mismatch (stored %08x, computed %08x)", want, got)}
 	}
 	switch Compression(tr[0]) {
 	case NoCompression:
@@ -165,11 +206,11 @@ func (r *Reader) decodeStored(buf []byte, h Handle, what string) ([]byte, error)
 	case S2Compression:
 		out, err := s2.Decode(nil, stored)
 		if err != nil {
-			return nil, &CorruptionError{File: r.name, Block: what, Offset: h.Offset, Reason: "decompress: " + err.Error()}
+			return nil, &CorruptionError{File: r.name, Block: id.String(), Offset: h.Offset, Reason: "decompress: " + err.Error()}
 		}
 		return out, nil
 	}
-	return nil, &CorruptionError{File: r.name, Block: what, Offset: h.Offset, Reason: fmt.Sprintf("unknown compression %d", tr[0])}
+	return nil, &CorruptionError{File: r.name, Block: id.String(), Offset: h.Offset, Reason: fmt.Sprintf("unknown compression %d", tr[0])}
 }
 
 func blockName(i int) string { return fmt.Sprintf("data block %d", i) }
@@ -186,7 +227,7 @@ func (r *Reader) block(ctx context.Context, i int) ([]byte, error) {
 	if src := r.remote.Load(); src != nil {
 		stored, err := (*src)(ctx, i)
 		if err == nil {
-			if b, err := r.decodeStored(stored, e.h, blockName(i)); err == nil {
+			if b, err := r.decodeStored(stored, e.h, blockID(i)); err == nil {
 				if Compression(stored[len(stored)-trailerLen]) == NoCompression {
 					b = bytes.Clone(b)
 				}
@@ -201,7 +242,7 @@ func (r *Reader) block(ctx context.Context, i int) ([]byte, error) {
 		// truth. The source decides when to try the worker again, so one
 		// failure does not give up the remote cache for the file's life.
 	}
-	b, err := r.readStored(e.h, blockName(i))
+	b, err := r.readStored(e.h, blockID(i))
 	if err != nil {
 		return nil, err
 	}
@@ -228,7 +269,7 @@ func (r *Reader) SetRemote(src RemoteBlocks) {
 // returns its stored size: warmup from the bucket.
 func (r *Reader) LoadBlockFromFile(i int) (int, error) {
 	e := &r.index[i]
-	b, err := r.readStored(e.h, blockName(i))
+	b, err := r.readStored(e.h, blockID(i))
 	if err != nil {
 		return 0, err
 	}
@@ -281,7 +322,7 @@ func (r *Reader) ReadStoredBlock(i int) ([]byte, error) {
 // InsertStoredBlock verifies a stored block of this file that arrived from
 // elsewhere (a worker's memory) and inserts it into the cache.
 func (r *Reader) InsertStoredBlock(i int, stored []byte) error {
-	b, err := r.decodeStored(stored, r.index[i].h, blockName(i))
+	b, err := r.decodeStored(stored, r.index[i].h, blockID(i))
 	if err != nil {
 		return err
 	}
