@@ -44,7 +44,7 @@ func (it *Iter) Reset() {
 
 func (it *Iter) loadBlock(i int) bool {
 	it.blk = i
-	if i >= len(it.r.index) {
+	if i >= it.r.index.len() {
 		it.valid = false
 		return false
 	}
@@ -54,7 +54,7 @@ func (it *Iter) loadBlock(i int) bool {
 		return false
 	}
 	if err := it.bi.init(b); err != nil {
-		it.err = &CorruptionError{File: it.r.name, Block: blockName(i), Offset: it.r.index[i].h.Offset, Reason: err.Error()}
+		it.err = &CorruptionError{File: it.r.name, Block: blockName(i), Offset: it.r.index.handles[i].Offset, Reason: err.Error()}
 		it.valid = false
 		return false
 	}
@@ -63,7 +63,7 @@ func (it *Iter) loadBlock(i int) bool {
 
 func (it *Iter) checkBlockErr() bool {
 	if it.bi.err != nil {
-		it.err = &CorruptionError{File: it.r.name, Block: blockName(it.blk), Offset: it.r.index[it.blk].h.Offset, Reason: it.bi.err.Error()}
+		it.err = &CorruptionError{File: it.r.name, Block: blockName(it.blk), Offset: it.r.index.handles[it.blk].Offset, Reason: it.bi.err.Error()}
 		it.valid = false
 		return true
 	}
@@ -138,7 +138,7 @@ func (it *Iter) SeekLT(key kv.InternalKey) bool {
 	}
 	it.sk = key.Append(it.sk[:0])
 	i := it.r.findBlock(it.sk)
-	if i == len(it.r.index) || kv.CompareEncoded(it.r.index[i].first, it.sk) >= 0 {
+	if i == it.r.index.len() || kv.CompareEncoded(it.r.index.first(i), it.sk) >= 0 {
 		// Every key of block i-1 is below key.
 		return it.lastFrom(i - 1)
 	}
@@ -159,7 +159,7 @@ func (it *Iter) Last() bool {
 	if it.err != nil {
 		return false
 	}
-	return it.lastFrom(len(it.r.index) - 1)
+	return it.lastFrom(it.r.index.len() - 1)
 }
 
 // lastFrom positions at the last entry of block i, or of the nearest

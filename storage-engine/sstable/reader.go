@@ -36,13 +36,6 @@ var ErrCorruption = errors.New("sstable corruption")
 
 func (e *CorruptionError) Is(target error) bool { return target == ErrCorruption }
 
-type indexEntry struct {
-	last     []byte // encoded internal key
-	first    []byte // encoded internal key
-	lastUser []byte
-	h        Handle
-}
-
 // Reader serves point lookups and iteration over one SST. It is safe for
 // concurrent use.
 type Reader struct {
@@ -54,7 +47,7 @@ type Reader struct {
 	r      io.ReaderAt
 	size   int64
 	cache  *blockcache.Cache
-	index  []indexEntry
+	index  blockIndex
 	filter *bloom.BloomFilter
 	props  Properties
 }
@@ -120,18 +113,13 @@ func (r *Reader) decodeIndex(b []byte) error {
 		if m <= 0 || uint64(len(it.val)-n-m) < fl {
 			return errCorruptBlock
 		}
-		last := bytes.Clone(it.key)
-		r.index = append(r.index, indexEntry{
-			last:     last,
-			lastUser: kv.UserKey(last),
-			first:    bytes.Clone(it.val[n+m : n+m+int(fl)]),
-			h:        h,
-		})
+		r.index.add(it.key, it.val[n+m:n+m+int(fl)], h)
 	}
+	r.index.trim()
 	if it.err != nil {
 		return it.err
 	}
-	if len(r.index) == 0 {
+	if r.index.len() == 0 {
 		return errors.New("index has no entries")
 	}
 	return nil
@@ -219,19 +207,19 @@ func blockName(i int) string { return fmt.Sprintf("data block %d", i) }
 // the reading request's: it bounds only the remote read, which may wait on
 // the network; the file read is the fallback that must answer.
 func (r *Reader) block(ctx context.Context, i int) ([]byte, error) {
-	e := &r.index[i]
-	k := blockcache.Key{File: r.fileID, Offset: e.h.Offset}
+	h, lastUser := r.index.handles[i], r.index.lastUser(i)
+	k := blockcache.Key{File: r.fileID, Offset: h.Offset}
 	if b, ok := r.cache.Get(k); ok {
 		return b, nil
 	}
 	if src := r.remote.Load(); src != nil {
 		stored, err := (*src)(ctx, i)
 		if err == nil {
-			if b, err := r.decodeStored(stored, e.h, blockID(i)); err == nil {
+			if b, err := r.decodeStored(stored, h, blockID(i)); err == nil {
 				if Compression(stored[len(stored)-trailerLen]) == NoCompression {
 					b = bytes.Clone(b)
 				}
-				r.cache.Insert(k, b, e.lastUser)
+				r.cache.Insert(k, b, lastUser)
 				return b, nil
 			}
 		} else if ctx.Err() != nil {
@@ -242,11 +230,11 @@ func (r *Reader) block(ctx context.Context, i int) ([]byte, error) {
 		// truth. The source decides when to try the worker again, so one
 		// failure does not give up the remote cache for the file's life.
 	}
-	b, err := r.readStored(e.h, blockID(i))
+	b, err := r.readStored(h, blockID(i))
 	if err != nil {
 		return nil, err
 	}
-	r.cache.Insert(k, b, e.lastUser)
+	r.cache.Insert(k, b, lastUser)
 	return b, nil
 }
 
@@ -268,23 +256,19 @@ func (r *Reader) SetRemote(src RemoteBlocks) {
 // LoadBlockFromFile reads data block i from the file into the cache and
 // returns its stored size: warmup from the bucket.
 func (r *Reader) LoadBlockFromFile(i int) (int, error) {
-	e := &r.index[i]
-	b, err := r.readStored(e.h, blockID(i))
+	h, lastUser := r.index.handles[i], r.index.lastUser(i)
+	b, err := r.readStored(h, blockID(i))
 	if err != nil {
 		return 0, err
 	}
-	r.cache.Insert(blockcache.Key{File: r.fileID, Offset: e.h.Offset}, b, e.lastUser)
-	return int(e.h.Length) + trailerLen, nil
+	r.cache.Insert(blockcache.Key{File: r.fileID, Offset: h.Offset}, b, lastUser)
+	return int(h.Length) + trailerLen, nil
 }
 
 // MemoryBytes is what the reader holds outside the block cache: the decoded
 // index and the bloom filter.
 func (r *Reader) MemoryBytes() int64 {
-	n := int64(r.filter.Cap() / 8)
-	for _, e := range r.index {
-		n += int64(len(e.first) + len(e.last) + 64)
-	}
-	return n
+	return int64(r.filter.Cap()/8) + r.index.memoryBytes()
 }
 
 // Name is the file's name as used in errors.
@@ -300,18 +284,18 @@ func (r *Reader) Properties() Properties { return r.props }
 func (r *Reader) Size() int64 { return r.size }
 
 // NumBlocks is the number of data blocks.
-func (r *Reader) NumBlocks() int { return len(r.index) }
+func (r *Reader) NumBlocks() int { return r.index.len() }
 
 // BlockLastUserKey returns the last user key of data block i.
-func (r *Reader) BlockLastUserKey(i int) []byte { return r.index[i].lastUser }
+func (r *Reader) BlockLastUserKey(i int) []byte { return r.index.lastUser(i) }
 
 // BlockHandle returns the location of data block i (without its trailer).
-func (r *Reader) BlockHandle(i int) Handle { return r.index[i].h }
+func (r *Reader) BlockHandle(i int) Handle { return r.index.handles[i] }
 
 // ReadStoredBlock returns data block i exactly as stored (compressed, with
 // its trailer): what a compaction worker streams to a storage pod.
 func (r *Reader) ReadStoredBlock(i int) ([]byte, error) {
-	h := r.index[i].h
+	h := r.index.handles[i]
 	buf := make([]byte, h.Length+trailerLen)
 	if _, err := r.r.ReadAt(buf, int64(h.Offset)); err != nil {
 		return nil, fmt.Errorf("sstable %s: reading %s: %w", r.name, blockName(i), err)
@@ -322,25 +306,25 @@ func (r *Reader) ReadStoredBlock(i int) ([]byte, error) {
 // InsertStoredBlock verifies a stored block of this file that arrived from
 // elsewhere (a worker's memory) and inserts it into the cache.
 func (r *Reader) InsertStoredBlock(i int, stored []byte) error {
-	b, err := r.decodeStored(stored, r.index[i].h, blockID(i))
+	b, err := r.decodeStored(stored, r.index.handles[i], blockID(i))
 	if err != nil {
 		return err
 	}
 	if Compression(stored[len(stored)-trailerLen]) == NoCompression {
 		b = bytes.Clone(b)
 	}
-	r.cache.Insert(blockcache.Key{File: r.fileID, Offset: r.index[i].h.Offset}, b, r.index[i].lastUser)
+	r.cache.Insert(blockcache.Key{File: r.fileID, Offset: r.index.handles[i].Offset}, b, r.index.lastUser(i))
 	return nil
 }
 
 // EvictBlock drops data block i from the cache.
 func (r *Reader) EvictBlock(i int) bool {
-	return r.cache.Evict(blockcache.Key{File: r.fileID, Offset: r.index[i].h.Offset})
+	return r.cache.Evict(blockcache.Key{File: r.fileID, Offset: r.index.handles[i].Offset})
 }
 
 // BlockCached reports whether data block i is in the cache.
 func (r *Reader) BlockCached(i int) bool {
-	return r.cache.Contains(blockcache.Key{File: r.fileID, Offset: r.index[i].h.Offset})
+	return r.cache.Contains(blockcache.Key{File: r.fileID, Offset: r.index.handles[i].Offset})
 }
 
 // MayContain consults the bloom filter.
@@ -348,8 +332,8 @@ func (r *Reader) MayContain(userKey []byte) bool { return r.filter.Test(userKey)
 
 // findBlock returns the first block whose last key ≥ target.
 func (r *Reader) findBlock(target []byte) int {
-	return sort.Search(len(r.index), func(i int) bool {
-		return kv.CompareEncoded(r.index[i].last, target) >= 0
+	return sort.Search(r.index.len(), func(i int) bool {
+		return kv.CompareEncoded(r.index.last(i), target) >= 0
 	})
 }
 
@@ -368,7 +352,7 @@ func (r *Reader) GetContext(ctx context.Context, userKey []byte, readTS uint64) 
 	var sk [64]byte
 	target := kv.MakeSearchKey(userKey, readTS).Append(sk[:0])
 	i := r.findBlock(target)
-	if i == len(r.index) {
+	if i == r.index.len() {
 		return nil, 0, false, nil
 	}
 	b, err := r.block(ctx, i)
@@ -377,12 +361,12 @@ func (r *Reader) GetContext(ctx context.Context, userKey []byte, readTS uint64) 
 	}
 	var it blockIter
 	if err := it.init(b); err != nil {
-		return nil, 0, false, &CorruptionError{File: r.name, Block: blockName(i), Offset: r.index[i].h.Offset, Reason: err.Error()}
+		return nil, 0, false, &CorruptionError{File: r.name, Block: blockName(i), Offset: r.index.handles[i].Offset, Reason: err.Error()}
 	}
 	// The block's last key is ≥ target, so the seek always lands in it.
 	if !it.seekGE(target) {
 		if it.err != nil {
-			return nil, 0, false, &CorruptionError{File: r.name, Block: blockName(i), Offset: r.index[i].h.Offset, Reason: it.err.Error()}
+			return nil, 0, false, &CorruptionError{File: r.name, Block: blockName(i), Offset: r.index.handles[i].Offset, Reason: it.err.Error()}
 		}
 		return nil, 0, false, nil
 	}
