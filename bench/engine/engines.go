@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"strings"
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/bloom"
@@ -143,6 +144,18 @@ func (e *Bellows) Scan(start []byte, n int) (int, error) {
 }
 func (e *Bellows) Flush() error { return e.r.Flush(context.Background()) }
 
+// Layout says what a scan merges now: the region's SSTs (every one spans
+// the key space under random writes, and sorted runs are what a scan
+// seeks) and its memstore's segments.
+func (e *Bellows) Layout() string {
+	var sizes []string
+	for _, f := range e.r.Manifest().Files {
+		sizes = append(sizes, fmt.Sprintf("%.0f", float64(f.Size)/(1<<20)))
+	}
+	return fmt.Sprintf("%d SSTs (%s MiB, oldest first) + memstore of %d segments (active + %d in the pipeline)",
+		len(sizes), strings.Join(sizes, ", "), 1+e.r.PipelineSegments(), e.r.PipelineSegments())
+}
+
 // TableMemoryBytes is what Bellows holds outside its block cache: SST
 // indexes and bloom filters, which Pebble keeps inside its block cache.
 func (e *Bellows) TableMemoryBytes() int64 { return e.r.TableMemoryBytes() }
@@ -267,6 +280,19 @@ func (e *Pebble) Scan(start []byte, n int) (int, error) {
 	return c, errors.Join(it.Error(), it.Close())
 }
 func (e *Pebble) Flush() error { return e.db.Flush() }
+
+// Layout says what a scan merges now: Pebble's read amplification (L0
+// sublevels plus non-empty levels, each a sorted run) and its memtables.
+func (e *Pebble) Layout() string {
+	m := e.db.Metrics()
+	var lv []string
+	for i, l := range m.Levels {
+		if l.TablesCount > 0 {
+			lv = append(lv, fmt.Sprintf("L%d %d files/%d sublevels %.0f MiB", i, l.TablesCount, l.Sublevels, float64(l.TablesSize)/(1<<20)))
+		}
+	}
+	return fmt.Sprintf("read amplification %d (%s) + %d memtables", m.ReadAmp(), strings.Join(lv, ", "), m.MemTable.Count)
+}
 func (e *Pebble) Close() error {
 	if e.db == nil { // a failed Reopen
 		return nil

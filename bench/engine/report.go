@@ -163,6 +163,13 @@ func Markdown(c Config, header string, runs []Run) string {
 		"\"runs ≥ goal\" counts the runs whose own ratio reached it). Latencies and CPU are medians over the runs; "+
 		"\"reads that found data\" is from run 1.\n\n", Goal, met, nw)
 
+	b.WriteString("### What a scan merges\n\nEach engine's sorted runs as the short scans began (run 1): a scan seeks every one, and a seek into a file whose block is not cached reads and decompresses it.\n\n")
+	for w := 0; w < nw; w++ {
+		if be, pe := runs[0].Bellows[w], runs[0].Pebble[w]; strings.HasPrefix(be.Workload, "short scans") && be.Layout != "" {
+			fmt.Fprintf(&b, "- Bellows: %s\n- Pebble: %s\n\n", be.Layout, pe.Layout)
+		}
+	}
+
 	b.WriteString("### Every run's ratio\n\n| workload |")
 	for i, r := range runs {
 		first := "B"

@@ -40,7 +40,13 @@ type Result struct {
 	// during the workload: the engine's background work (flushes,
 	// compactions, the collector) included, the client's too.
 	CPU time.Duration
+	// Layout is what the engine said of its sorted runs as the workload
+	// began (Layouter), if it says.
+	Layout string `json:",omitempty"`
 }
+
+// Layouter is an engine that can say what a scan merges: its sorted runs.
+type Layouter interface{ Layout() string }
 
 // CPUPerOp is the CPU time per operation.
 func (r Result) CPUPerOp() time.Duration {
@@ -253,10 +259,15 @@ func Workloads(e Engine, c Config, progress func(string)) ([]Result, error) {
 				return nil, fmt.Errorf("%s reopen with sync writes: %w", e.Name(), err)
 			}
 		}
+		var layout string
+		if l, ok := e.(Layouter); ok {
+			layout = l.Layout()
+		}
 		r, err := Mixed(s.name, e, c, s.ops, s.readFrac, s.zipf, s.scanLen)
 		if err != nil {
 			return nil, err
 		}
+		r.Layout = layout
 		out = append(out, r)
 		progress(fmt.Sprintf("%s %s: %.0f ops/s", e.Name(), s.name, r.OpsPerSec()))
 	}
