@@ -7,8 +7,6 @@ import (
 	"time"
 )
 
-func ms(d time.Duration) string { return fmt.Sprintf("%.3f", float64(d)/float64(time.Millisecond)) }
-
 func mib(n int64) string { return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20)) }
 
 // Goal is the Bellows/Pebble throughput ratio every workload must reach,
