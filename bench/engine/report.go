@@ -93,7 +93,9 @@ func Markdown(c Config, header string, runs []Run) string {
 		len(runs), strings.Join(orders, "; "))
 	b.WriteString("- CPU µs/op is the process's CPU time (user and system, all threads) during the workload divided by its operations: " +
 		"the engine's background work (flushes, compactions, garbage collection) and the client's included. " +
-		"Other processes' load does not inflate it as it inflates wall-clock throughput.\n\n")
+		"Other processes' load does not inflate it as it inflates wall-clock throughput.\n" +
+		"- Cache misses/op: block cache misses during the workload per operation, each a block read from the file system and decompressed. " +
+		"Bellows' cache holds data blocks only (its indexes and filters are in memory); Pebble's holds its index and filter blocks too, so its count includes their misses.\n\n")
 
 	b.WriteString("## Pebble configuration\n\n")
 	fmt.Fprintf(&b, "As CockroachDB configures it (`DefaultPebbleOptions`, cockroachdb/cockroach `pkg/storage/pebble.go`): "+
@@ -125,12 +127,12 @@ func Markdown(c Config, header string, runs []Run) string {
 	b.WriteString("\nCompactions between two opens can move the index and filter memory from the figure the cache was sized against.\n\n")
 
 	b.WriteString("## Results\n\n")
-	b.WriteString("| workload | ratio (Bellows/Pebble) | goal met | runs ≥ goal | Bellows ops/s | Pebble ops/s | Bellows p50 / p99 ms | Pebble p50 / p99 ms | CPU µs/op Bellows / Pebble | reads that found data (B / P) |\n")
-	b.WriteString("|---|---:|:-:|:-:|---:|---:|---:|---:|---:|---:|\n")
+	b.WriteString("| workload | ratio (Bellows/Pebble) | goal met | runs ≥ goal | Bellows ops/s | Pebble ops/s | Bellows p50 / p99 ms | Pebble p50 / p99 ms | CPU µs/op Bellows / Pebble | cache misses/op Bellows / Pebble | reads that found data (B / P) |\n")
+	b.WriteString("|---|---:|:-:|:-:|---:|---:|---:|---:|---:|---:|---:|\n")
 	met := 0
 	nw := len(runs[0].Bellows)
 	for w := 0; w < nw; w++ {
-		var ratios, bo, po, bp50, bp99, pp50, pp99, bcpu, pcpu []float64
+		var ratios, bo, po, bp50, bp99, pp50, pp99, bcpu, pcpu, bm, pm []float64
 		above := 0
 		for _, r := range runs {
 			be, pe := r.Bellows[w], r.Pebble[w]
@@ -143,6 +145,7 @@ func Markdown(c Config, header string, runs []Run) string {
 			bp50, bp99 = append(bp50, msf(be.P50)), append(bp99, msf(be.P99))
 			pp50, pp99 = append(pp50, msf(pe.P50)), append(pp99, msf(pe.P99))
 			bcpu, pcpu = append(bcpu, usf(be.CPUPerOp())), append(pcpu, usf(pe.CPUPerOp()))
+			bm, pm = append(bm, be.MissesPerOp()), append(pm, pe.MissesPerOp())
 		}
 		rs := spreadOf(ratios)
 		ok := "no"
@@ -151,11 +154,11 @@ func Markdown(c Config, header string, runs []Run) string {
 			met++
 		}
 		be, pe := runs[0].Bellows[w], runs[0].Pebble[w]
-		fmt.Fprintf(&b, "| %s | **%.2f** [%.2f–%.2f] | %s | %d/%d | %s | %s | %.3f / %.3f | %.3f / %.3f | %.1f / %.1f | %s |\n",
+		fmt.Fprintf(&b, "| %s | **%.2f** [%.2f–%.2f] | %s | %d/%d | %s | %s | %.3f / %.3f | %.3f / %.3f | %.1f / %.1f | %.2f / %.2f | %s |\n",
 			be.Workload, rs.med, rs.lo, rs.hi, ok, above, len(runs),
 			spreadOf(bo).format("%.0f"), spreadOf(po).format("%.0f"),
 			spreadOf(bp50).med, spreadOf(bp99).med, spreadOf(pp50).med, spreadOf(pp99).med,
-			spreadOf(bcpu).med, spreadOf(pcpu).med, found(be, pe))
+			spreadOf(bcpu).med, spreadOf(pcpu).med, spreadOf(bm).med, spreadOf(pm).med, found(be, pe))
 	}
 	fmt.Fprintf(&b, "\nGoal ≥ %.1f× met on %d of %d workloads by the median ratio (\"goal met\" compares it before rounding; "+
 		"\"runs ≥ goal\" counts the runs whose own ratio reached it). Latencies and CPU are medians over the runs; "+

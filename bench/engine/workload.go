@@ -43,6 +43,28 @@ type Result struct {
 	// Layout is what the engine said of its sorted runs as the workload
 	// began (Layouter), if it says.
 	Layout string `json:",omitempty"`
+	// Misses is the block cache misses during the workload (-1: the
+	// engine does not say): each one a block read from the file and
+	// decompressed.
+	Misses int64
+}
+
+// MissesPerOp is the block cache misses per operation, or -1.
+func (r Result) MissesPerOp() float64 {
+	if r.Misses < 0 || r.Ops == 0 {
+		return -1
+	}
+	return float64(r.Misses) / float64(r.Ops)
+}
+
+// CacheMisser is an engine that counts its block cache misses.
+type CacheMisser interface{ CacheMisses() int64 }
+
+func cacheMisses(e Engine) int64 {
+	if m, ok := e.(CacheMisser); ok {
+		return m.CacheMisses()
+	}
+	return -1
 }
 
 // Layouter is an engine that can say what a scan merges: its sorted runs.
@@ -226,9 +248,13 @@ func summarize(name string, e Engine, lat []time.Duration, elapsed time.Duration
 // reopen with an fsync per write, sync writes (uniform updates).
 func Workloads(e Engine, c Config, progress func(string)) ([]Result, error) {
 	var out []Result
+	misses := cacheMisses(e)
 	r, err := FillRandom(e, c)
 	if err != nil {
 		return nil, err
+	}
+	if r.Misses = -1; misses >= 0 {
+		r.Misses = cacheMisses(e) - misses
 	}
 	out = append(out, r)
 	progress(fmt.Sprintf("%s fill-random: %.0f ops/s", e.Name(), r.OpsPerSec()))
@@ -263,11 +289,17 @@ func Workloads(e Engine, c Config, progress func(string)) ([]Result, error) {
 		if l, ok := e.(Layouter); ok {
 			layout = l.Layout()
 		}
+		misses := cacheMisses(e)
 		r, err := Mixed(s.name, e, c, s.ops, s.readFrac, s.zipf, s.scanLen)
 		if err != nil {
 			return nil, err
 		}
 		r.Layout = layout
+		if misses >= 0 {
+			r.Misses = cacheMisses(e) - misses
+		} else {
+			r.Misses = -1
+		}
 		out = append(out, r)
 		progress(fmt.Sprintf("%s %s: %.0f ops/s", e.Name(), s.name, r.OpsPerSec()))
 	}
