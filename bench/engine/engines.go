@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"strings"
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/bloom"
@@ -52,6 +53,7 @@ type Bellows struct {
 	bucket *blob.Bucket
 	dir    string
 	budget Budget
+	cache  *blockcache.Cache
 	// Opens records every (re)open: the block cache it got and the index
 	// and filter memory that was subtracted from the budget for it.
 	Opens []CacheSizing
@@ -86,6 +88,7 @@ func (e *Bellows) open(mode wal.Mode, tableBytes int64) error {
 		return fmt.Errorf("bellows: indexes and filters (%d MiB) leave less than 1 MiB of the %d MiB cache budget: raise --cache-mib",
 			tableBytes>>20, e.budget.CacheBytes>>20)
 	}
+	cache := blockcache.New(cacheBytes)
 	r, err := region.Open(context.Background(), region.Options{
 		Name:                  "bench",
 		Bucket:                e.bucket,
@@ -93,14 +96,14 @@ func (e *Bellows) open(mode wal.Mode, tableBytes int64) error {
 		WALMode:               mode,
 		MemstoreBytes:         e.budget.MemtableBytes,
 		MaxImmutableMemstores: 1,
-		BlockCache:            blockcache.New(cacheBytes),
+		BlockCache:            cache,
 		SST:                   sstable.WriterOptions{BlockSize: 4 << 10, Compression: sstable.S2Compression},
 		Retention:             compactionRetention,
 	})
 	if err != nil {
 		return err
 	}
-	e.r = r
+	e.r, e.cache = r, cache
 	e.Opens = append(e.Opens, CacheSizing{WALMode: mode, TableBytes: tableBytes, CacheBytes: cacheBytes})
 	return nil
 }
@@ -142,6 +145,22 @@ func (e *Bellows) Scan(start []byte, n int) (int, error) {
 	return c, errors.Join(it.Err(), it.Close())
 }
 func (e *Bellows) Flush() error { return e.r.Flush(context.Background()) }
+
+// CacheMisses is the block cache's misses since the region was opened
+// (data blocks: indexes and filters are in memory).
+func (e *Bellows) CacheMisses() int64 { return int64(e.cache.Stats().Misses) }
+
+// Layout says what a scan merges now: the region's SSTs (every one spans
+// the key space under random writes, and sorted runs are what a scan
+// seeks) and its memstore's segments.
+func (e *Bellows) Layout() string {
+	var sizes []string
+	for _, f := range e.r.Manifest().Files {
+		sizes = append(sizes, fmt.Sprintf("%.0f", float64(f.Size)/(1<<20)))
+	}
+	return fmt.Sprintf("%d SSTs (%s MiB, oldest first) + memstore of %d segments (active + %d in the pipeline)",
+		len(sizes), strings.Join(sizes, ", "), 1+e.r.PipelineSegments(), e.r.PipelineSegments())
+}
 
 // TableMemoryBytes is what Bellows holds outside its block cache: SST
 // indexes and bloom filters, which Pebble keeps inside its block cache.
@@ -267,6 +286,23 @@ func (e *Pebble) Scan(start []byte, n int) (int, error) {
 	return c, errors.Join(it.Error(), it.Close())
 }
 func (e *Pebble) Flush() error { return e.db.Flush() }
+
+// CacheMisses is the block cache's misses since the database was opened
+// (data, index and filter blocks: all three live in it).
+func (e *Pebble) CacheMisses() int64 { return e.db.Metrics().BlockCache.Misses }
+
+// Layout says what a scan merges now: Pebble's read amplification (L0
+// sublevels plus non-empty levels, each a sorted run) and its memtables.
+func (e *Pebble) Layout() string {
+	m := e.db.Metrics()
+	var lv []string
+	for i, l := range m.Levels {
+		if l.TablesCount > 0 {
+			lv = append(lv, fmt.Sprintf("L%d %d files/%d sublevels %.0f MiB", i, l.TablesCount, l.Sublevels, float64(l.TablesSize)/(1<<20)))
+		}
+	}
+	return fmt.Sprintf("read amplification %d (%s) + %d memtables", m.ReadAmp(), strings.Join(lv, ", "), m.MemTable.Count)
+}
 func (e *Pebble) Close() error {
 	if e.db == nil { // a failed Reopen
 		return nil

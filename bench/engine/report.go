@@ -2,11 +2,10 @@ package engine
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 )
-
-func ms(d time.Duration) string { return fmt.Sprintf("%.3f", float64(d)/float64(time.Millisecond)) }
 
 func mib(n int64) string { return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20)) }
 
@@ -22,21 +21,58 @@ type Memory struct {
 	BellowsTableBytes int64 // at the end of the run
 }
 
+// Run is one run of the whole suite on both engines, on fresh directories,
+// one engine after the other in the order BellowsFirst says.
+type Run struct {
+	BellowsFirst bool     `json:"bellowsFirst"`
+	Bellows      []Result `json:"bellows"`
+	Pebble       []Result `json:"pebble"`
+	Memory       Memory   `json:"memory"`
+}
+
+func (r Run) order() string {
+	if r.BellowsFirst {
+		return "Bellows, then Pebble"
+	}
+	return "Pebble, then Bellows"
+}
+
+// spread is the median of xs and its range.
+type spread struct{ med, lo, hi float64 }
+
+func spreadOf(xs []float64) spread {
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	n := len(s)
+	med := s[n/2]
+	if n%2 == 0 {
+		med = (s[n/2-1] + s[n/2]) / 2
+	}
+	return spread{med, s[0], s[n-1]}
+}
+
+func (s spread) format(f string) string {
+	return fmt.Sprintf(f+" ["+f+"–"+f+"]", s.med, s.lo, s.hi)
+}
+
 // Markdown renders the comparison: the regime, Pebble's configuration, the
-// memory accounting and the goal, then per workload both engines'
-// throughput and latency and the Bellows/Pebble throughput ratio.
-func Markdown(c Config, header string, bellows, pebble []Result, mem Memory) string {
+// memory accounting and the goal, then per workload the median over the
+// runs of both engines' throughput, latency and CPU per operation and of
+// the Bellows/Pebble throughput ratio (each run's ratio is of the two
+// engines in that run), with the range over the runs, and every run's
+// ratios.
+func Markdown(c Config, header string, runs []Run) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "# Engine benchmark: Bellows vs Pebble\n\n%s\n\n", header)
 
-	fmt.Fprintf(&b, "**Goal** (fixed before the run): Bellows/Pebble throughput **≥ %.1f× on every workload**.\n\n", Goal)
+	fmt.Fprintf(&b, "**Goal** (fixed before the run): Bellows/Pebble throughput **≥ %.1f× on every workload** (the median of the runs' ratios).\n\n", Goal)
 
 	b.WriteString("## Regime\n\n")
 	raw := int64(c.Keys) * int64(c.KeySize+c.ValueSize)
 	fmt.Fprintf(&b, "- Data: %d keys × (%d B key, %d B value) = %s raw, against a %s cache budget per engine "+
-		"(%.1f× the budget: reads that miss the cache go to the file system, which has the machine's free memory as page cache).\n",
+		"(the data is %.1f× the budget: reads that miss the cache go to the file system, which has the machine's free memory as page cache).\n",
 		c.Keys, c.KeySize, c.ValueSize, mib(raw), mib(c.Budget.CacheBytes), float64(raw)/float64(c.Budget.CacheBytes))
-	fmt.Fprintf(&b, "- Workloads, in this order on each engine, one engine after the other in one process: fill-random (%d puts, 1 goroutine); "+
+	fmt.Fprintf(&b, "- Workloads, in this order on each engine: fill-random (%d puts, 1 goroutine); "+
 		"flush, close and reopen with a cold cache; read-random, YCSB-A and YCSB-B (%d ops each), %d scans of %d keys and %d scans of %d keys "+
 		"(start key Zipf-chosen, θ=%.2f), from %d client goroutines; then a reopen with an fsync per write and %d uniform updates from %d goroutines.\n",
 		c.Keys, c.Ops, c.ScanOps, c.ScanLen, c.LongScanOps, c.LongScanLen, c.Theta, c.Threads, c.SyncOps, c.Threads)
@@ -46,8 +82,20 @@ func Markdown(c Config, header string, bellows, pebble []Result, mem Memory) str
 	fmt.Fprintf(&b, "- Memtable: %d MiB per engine. Bellows stalls writers while a full memstore waits behind one frozen memstore still flushing "+
 		"(`MaxImmutableMemstores` 1); Pebble stops writes at %d memtables in use (CockroachDB's `MemTableStopWritesThreshold`).\n",
 		c.Budget.MemtableBytes>>20, PebbleMemTableStopWrites)
-	b.WriteString("- One run per engine, no repeats: the table has no spread, and the machine's cores are shared with other work, " +
-		"so a ratio within a few percent of the goal is not a clear pass or miss.\n\n")
+	orders := make([]string, len(runs))
+	for i, r := range runs {
+		orders[i] = fmt.Sprintf("run %d %s", i+1, r.order())
+	}
+	fmt.Fprintf(&b, "- %d runs in one process, each on fresh directories with the same seed, the engines' order alternating (%s): "+
+		"a load on the machine during one engine's turn shows as a spread of the runs' ratios rather than as a bias. "+
+		"Tables give the median over the runs and, in brackets, the lowest and highest. The machine's cores are shared with other work: "+
+		"a median within the spread of the goal is not a clear pass or miss.\n",
+		len(runs), strings.Join(orders, "; "))
+	b.WriteString("- CPU µs/op is the process's CPU time (user and system, all threads) during the workload divided by its operations: " +
+		"the engine's background work (flushes, compactions, garbage collection) and the client's included. " +
+		"Other processes' load does not inflate it as it inflates wall-clock throughput.\n" +
+		"- Cache misses/op: block cache misses during the workload per operation, each a block read from the file system and decompressed. " +
+		"Bellows' cache holds data blocks only (its indexes and filters are in memory); Pebble's holds its index and filter blocks too, so its count includes their misses.\n\n")
 
 	b.WriteString("## Pebble configuration\n\n")
 	fmt.Fprintf(&b, "As CockroachDB configures it (`DefaultPebbleOptions`, cockroachdb/cockroach `pkg/storage/pebble.go`): "+
@@ -65,35 +113,85 @@ func Markdown(c Config, header string, bellows, pebble []Result, mem Memory) str
 		"so each time the region is opened its block cache is the budget less the index and filter memory its tables hold then:\n\n",
 		mib(c.Budget.CacheBytes))
 	phases := []string{"the load", "the read and scan workloads", "the sync writes"}
-	for i, o := range mem.BellowsOpens {
-		phase := fmt.Sprintf("open %d", i+1)
-		if i < len(phases) {
-			phase = phases[i]
+	for ri, r := range runs {
+		var parts []string
+		for i, o := range r.Memory.BellowsOpens {
+			phase := fmt.Sprintf("open %d", i+1)
+			if i < len(phases) {
+				phase = phases[i]
+			}
+			parts = append(parts, fmt.Sprintf("for %s (WAL %s) indexes and filters %s, block cache %s", phase, o.WALMode, mib(o.TableBytes), mib(o.CacheBytes)))
 		}
-		fmt.Fprintf(&b, "- for %s (WAL %s): indexes and filters %s, block cache %s\n", phase, o.WALMode, mib(o.TableBytes), mib(o.CacheBytes))
+		fmt.Fprintf(&b, "- run %d: %s; at the end %s of indexes and filters\n", ri+1, strings.Join(parts, "; "), mib(r.Memory.BellowsTableBytes))
 	}
-	fmt.Fprintf(&b, "\nAt the end of the run Bellows' indexes and filters took %s; compactions between two opens can move it from the figure its cache was sized against.\n\n",
-		mib(mem.BellowsTableBytes))
+	b.WriteString("\nCompactions between two opens can move the index and filter memory from the figure the cache was sized against.\n\n")
 
 	b.WriteString("## Results\n\n")
-	b.WriteString("| workload | Bellows ops/s | Pebble ops/s | ratio (Bellows/Pebble) | goal met | Bellows p50 ms | Pebble p50 ms | Bellows p99 ms | Pebble p99 ms | reads that found data (B / P) |\n")
-	b.WriteString("|---|---:|---:|---:|:-:|---:|---:|---:|---:|---:|\n")
+	b.WriteString("| workload | ratio (Bellows/Pebble) | goal met | runs ≥ goal | Bellows ops/s | Pebble ops/s | Bellows p50 / p99 ms | Pebble p50 / p99 ms | CPU µs/op Bellows / Pebble | cache misses/op Bellows / Pebble | reads that found data (B / P) |\n")
+	b.WriteString("|---|---:|:-:|:-:|---:|---:|---:|---:|---:|---:|---:|\n")
 	met := 0
-	for i := range bellows {
-		be, pe := bellows[i], pebble[i]
-		ratio := be.OpsPerSec() / pe.OpsPerSec()
+	nw := len(runs[0].Bellows)
+	for w := 0; w < nw; w++ {
+		var ratios, bo, po, bp50, bp99, pp50, pp99, bcpu, pcpu, bm, pm []float64
+		above := 0
+		for _, r := range runs {
+			be, pe := r.Bellows[w], r.Pebble[w]
+			ratio := be.OpsPerSec() / pe.OpsPerSec()
+			if ratio >= Goal {
+				above++
+			}
+			ratios = append(ratios, ratio)
+			bo, po = append(bo, be.OpsPerSec()), append(po, pe.OpsPerSec())
+			bp50, bp99 = append(bp50, msf(be.P50)), append(bp99, msf(be.P99))
+			pp50, pp99 = append(pp50, msf(pe.P50)), append(pp99, msf(pe.P99))
+			bcpu, pcpu = append(bcpu, usf(be.CPUPerOp())), append(pcpu, usf(pe.CPUPerOp()))
+			bm, pm = append(bm, be.MissesPerOp()), append(pm, pe.MissesPerOp())
+		}
+		rs := spreadOf(ratios)
 		ok := "no"
-		if ratio >= Goal {
+		if rs.med >= Goal {
 			ok = "yes"
 			met++
 		}
-		fmt.Fprintf(&b, "| %s | %.0f | %.0f | **%.2f** | %s | %s | %s | %s | %s | %s |\n",
-			be.Workload, be.OpsPerSec(), pe.OpsPerSec(), ratio, ok,
-			ms(be.P50), ms(pe.P50), ms(be.P99), ms(pe.P99), found(be, pe))
+		be, pe := runs[0].Bellows[w], runs[0].Pebble[w]
+		fmt.Fprintf(&b, "| %s | **%.2f** [%.2f–%.2f] | %s | %d/%d | %s | %s | %.3f / %.3f | %.3f / %.3f | %.1f / %.1f | %.2f / %.2f | %s |\n",
+			be.Workload, rs.med, rs.lo, rs.hi, ok, above, len(runs),
+			spreadOf(bo).format("%.0f"), spreadOf(po).format("%.0f"),
+			spreadOf(bp50).med, spreadOf(bp99).med, spreadOf(pp50).med, spreadOf(pp99).med,
+			spreadOf(bcpu).med, spreadOf(pcpu).med, spreadOf(bm).med, spreadOf(pm).med, found(be, pe))
 	}
-	fmt.Fprintf(&b, "\nGoal ≥ %.1f× met on %d of %d workloads (\"goal met\" compares the ratio before rounding).\n", Goal, met, len(bellows))
+	fmt.Fprintf(&b, "\nGoal ≥ %.1f× met on %d of %d workloads by the median ratio (\"goal met\" compares it before rounding; "+
+		"\"runs ≥ goal\" counts the runs whose own ratio reached it). Latencies and CPU are medians over the runs; "+
+		"\"reads that found data\" is from run 1.\n\n", Goal, met, nw)
+
+	b.WriteString("### What a scan merges\n\nEach engine's sorted runs as the short scans began (run 1): a scan seeks every one, and a seek into a file whose block is not cached reads and decompresses it.\n\n")
+	for w := 0; w < nw; w++ {
+		if be, pe := runs[0].Bellows[w], runs[0].Pebble[w]; strings.HasPrefix(be.Workload, "short scans") && be.Layout != "" {
+			fmt.Fprintf(&b, "- Bellows: %s\n- Pebble: %s\n\n", be.Layout, pe.Layout)
+		}
+	}
+
+	b.WriteString("### Every run's ratio\n\n| workload |")
+	for i, r := range runs {
+		first := "B"
+		if !r.BellowsFirst {
+			first = "P"
+		}
+		fmt.Fprintf(&b, " run %d (%s first) |", i+1, first)
+	}
+	b.WriteString("\n|---|" + strings.Repeat("---:|", len(runs)) + "\n")
+	for w := 0; w < nw; w++ {
+		fmt.Fprintf(&b, "| %s |", runs[0].Bellows[w].Workload)
+		for _, r := range runs {
+			fmt.Fprintf(&b, " %.2f |", r.Bellows[w].OpsPerSec()/r.Pebble[w].OpsPerSec())
+		}
+		b.WriteString("\n")
+	}
 	return b.String()
 }
+
+func msf(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+func usf(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }
 
 func found(be, pe Result) string {
 	if be.Reads == 0 {

@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"sync"
+	"syscall"
 	"time"
 )
 
@@ -35,6 +36,55 @@ type Result struct {
 	P50, P99 time.Duration
 	Reads    int // gets and scans issued
 	Found    int // reads that found data (sanity: reads are real)
+	// CPU is the process's CPU time (user and system, every thread)
+	// during the workload: the engine's background work (flushes,
+	// compactions, the collector) included, the client's too.
+	CPU time.Duration
+	// Layout is what the engine said of its sorted runs as the workload
+	// began (Layouter), if it says.
+	Layout string `json:",omitempty"`
+	// Misses is the block cache misses during the workload (-1: the
+	// engine does not say): each one a block read from the file and
+	// decompressed.
+	Misses int64
+}
+
+// MissesPerOp is the block cache misses per operation, or -1.
+func (r Result) MissesPerOp() float64 {
+	if r.Misses < 0 || r.Ops == 0 {
+		return -1
+	}
+	return float64(r.Misses) / float64(r.Ops)
+}
+
+// CacheMisser is an engine that counts its block cache misses.
+type CacheMisser interface{ CacheMisses() int64 }
+
+func cacheMisses(e Engine) int64 {
+	if m, ok := e.(CacheMisser); ok {
+		return m.CacheMisses()
+	}
+	return -1
+}
+
+// Layouter is an engine that can say what a scan merges: its sorted runs.
+type Layouter interface{ Layout() string }
+
+// CPUPerOp is the CPU time per operation.
+func (r Result) CPUPerOp() time.Duration {
+	if r.Ops == 0 {
+		return 0
+	}
+	return r.CPU / time.Duration(r.Ops)
+}
+
+// cpuTime is the CPU time the process has used.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // OpsPerSec is the throughput.
@@ -65,6 +115,7 @@ func FillRandom(e Engine, c Config) (Result, error) {
 	lat := make([]time.Duration, 0, c.Keys)
 	k := make([]byte, 0, c.KeySize)
 	v := make([]byte, c.ValueSize)
+	cpu0 := cpuTime()
 	start := time.Now()
 	for _, i := range perm {
 		k = keyOf(k, uint64(i), c.KeySize)
@@ -76,7 +127,9 @@ func FillRandom(e Engine, c Config) (Result, error) {
 		lat = append(lat, time.Since(t0))
 	}
 	elapsed := time.Since(start)
-	return summarize("fill-random", e, lat, elapsed, 0), nil
+	res := summarize("fill-random", e, lat, elapsed, 0)
+	res.CPU = cpuTime() - cpu0
+	return res, nil
 }
 
 // op is one operation of a mixed workload.
@@ -99,6 +152,7 @@ func Mixed(name string, e Engine, c Config, ops int, readFrac float64, zipf bool
 	reads := make([]int, c.Threads)
 	errs := make([]error, c.Threads)
 	var wg sync.WaitGroup
+	cpu0 := cpuTime()
 	start := time.Now()
 	for t := 0; t < c.Threads; t++ {
 		wg.Add(1)
@@ -160,6 +214,7 @@ func Mixed(name string, e Engine, c Config, ops int, readFrac float64, zipf bool
 	}
 	wg.Wait()
 	elapsed := time.Since(start)
+	cpu := cpuTime() - cpu0
 	for _, err := range errs {
 		if err != nil {
 			return Result{}, err
@@ -167,6 +222,7 @@ func Mixed(name string, e Engine, c Config, ops int, readFrac float64, zipf bool
 	}
 	all := slices.Concat(lats...)
 	res := summarize(name, e, all, elapsed, 0)
+	res.CPU = cpu
 	for t := range found {
 		res.Found += found[t]
 		res.Reads += reads[t]
@@ -192,9 +248,13 @@ func summarize(name string, e Engine, lat []time.Duration, elapsed time.Duration
 // reopen with an fsync per write, sync writes (uniform updates).
 func Workloads(e Engine, c Config, progress func(string)) ([]Result, error) {
 	var out []Result
+	misses := cacheMisses(e)
 	r, err := FillRandom(e, c)
 	if err != nil {
 		return nil, err
+	}
+	if r.Misses = -1; misses >= 0 {
+		r.Misses = cacheMisses(e) - misses
 	}
 	out = append(out, r)
 	progress(fmt.Sprintf("%s fill-random: %.0f ops/s", e.Name(), r.OpsPerSec()))
@@ -225,9 +285,20 @@ func Workloads(e Engine, c Config, progress func(string)) ([]Result, error) {
 				return nil, fmt.Errorf("%s reopen with sync writes: %w", e.Name(), err)
 			}
 		}
+		var layout string
+		if l, ok := e.(Layouter); ok {
+			layout = l.Layout()
+		}
+		misses := cacheMisses(e)
 		r, err := Mixed(s.name, e, c, s.ops, s.readFrac, s.zipf, s.scanLen)
 		if err != nil {
 			return nil, err
+		}
+		r.Layout = layout
+		if misses >= 0 {
+			r.Misses = cacheMisses(e) - misses
+		} else {
+			r.Misses = -1
 		}
 		out = append(out, r)
 		progress(fmt.Sprintf("%s %s: %.0f ops/s", e.Name(), s.name, r.OpsPerSec()))

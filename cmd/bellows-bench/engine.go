@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -23,6 +24,7 @@ func newEngineCommand() *cobra.Command {
 	var out, dir, cpuprofile string
 	var memtable, cache int64
 	var pebbleFirst bool
+	var nruns int
 	cmd := &cobra.Command{
 		Use:   "engine",
 		Short: "Bellows vs Pebble (configured as CockroachDB runs it) on the same workloads (fill, reads, YCSB A/B, short and long scans, sync writes); writes a Markdown report",
@@ -31,6 +33,9 @@ func newEngineCommand() *cobra.Command {
 			c.Budget = engine.Budget{MemtableBytes: memtable << 20, CacheBytes: cache << 20}
 			if c.Keys <= 0 || c.Threads <= 0 || c.KeySize < 8 || c.ScanLen <= 0 || c.LongScanLen <= 0 {
 				return errors.New("--keys, --threads, --scan-len and --long-scan-len must be positive and --key-size at least 8")
+			}
+			if nruns < 1 {
+				return errors.New("--runs must be at least 1")
 			}
 			if c.Ops < c.Threads || c.ScanOps < c.Threads || c.LongScanOps < c.Threads || c.SyncOps < c.Threads {
 				return errors.New("--ops, --scan-ops, --long-scan-ops and --sync-ops must be at least --threads")
@@ -45,57 +50,59 @@ func newEngineCommand() *cobra.Command {
 				work = d
 			}
 			progress := func(s string) { fmt.Fprintln(cmd.ErrOrStderr(), s) }
-			runPebble := func() ([]engine.Result, error) {
-				p, err := engine.OpenPebble(filepath.Join(work, "pebble"), c.Budget)
-				if err != nil {
-					return nil, err
-				}
-				defer p.Close()
-				return engine.Workloads(p, c, progress)
-			}
-			var pr []engine.Result
-			var err error
-			if pebbleFirst {
-				if pr, err = runPebble(); err != nil {
-					return err
-				}
-			}
-			b, err := engine.OpenBellows(filepath.Join(work, "bellows"), c.Budget)
-			if err != nil {
-				return err
-			}
+			var prof *os.File
 			if cpuprofile != "" {
 				f, err := os.Create(cpuprofile)
 				if err != nil {
 					return err
 				}
-				if err := pprof.StartCPUProfile(f); err != nil {
+				defer f.Close()
+				prof = f
+			}
+			var runs []engine.Run
+			for i := 0; i < nruns; i++ {
+				// The order alternates, starting with Bellows unless
+				// --pebble-first.
+				run := engine.Run{BellowsFirst: (i%2 == 0) != pebbleFirst}
+				rdir := filepath.Join(work, fmt.Sprintf("run-%d", i+1))
+				progress(fmt.Sprintf("run %d of %d: %s first", i+1, nruns, map[bool]string{true: "bellows", false: "pebble"}[run.BellowsFirst]))
+				for _, bellowsTurn := range []bool{run.BellowsFirst, !run.BellowsFirst} {
+					var err error
+					if bellowsTurn {
+						run.Bellows, run.Memory, err = runBellows(filepath.Join(rdir, "bellows"), c, progress, prof, i == 0)
+					} else {
+						run.Pebble, err = runPebble(filepath.Join(rdir, "pebble"), c, progress)
+					}
+					if err != nil {
+						return err
+					}
+				}
+				runs = append(runs, run)
+				// Each run's files go once it is done: a 2M-key run
+				// leaves about a gigabyte.
+				if err := os.RemoveAll(rdir); err != nil {
 					return err
 				}
 			}
-			br, err := engine.Workloads(b, c, progress)
-			pprof.StopCPUProfile()
-			if err != nil {
-				b.Close()
-				return err
-			}
-			mem := engine.Memory{BellowsOpens: b.Opens, BellowsTableBytes: b.TableMemoryBytes()}
-			if err := b.Close(); err != nil {
-				return err
-			}
-			if !pebbleFirst {
-				if pr, err = runPebble(); err != nil {
-					return err
-				}
-			}
-			header := fmt.Sprintf("Run %s on %s/%s, %d CPUs, %s. Command: `make bench-engine` (`bellows-bench engine %s`).",
+			header := fmt.Sprintf("Run %s on %s/%s, %d CPUs, %s. Command: `bellows-bench engine %s`.",
 				time.Now().UTC().Format(time.RFC3339), runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), runtime.Version(), strings.Join(os.Args[2:], " "))
-			report := engine.Markdown(c, header, br, pr, mem)
+			report := engine.Markdown(c, header, runs)
 			fmt.Fprint(cmd.OutOrStdout(), report)
 			if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
 				return err
 			}
-			return os.WriteFile(out, []byte(report), 0o644)
+			if err := os.WriteFile(out, []byte(report), 0o644); err != nil {
+				return err
+			}
+			raw, err := json.MarshalIndent(struct {
+				Header string        `json:"header"`
+				Config engine.Config `json:"config"`
+				Runs   []engine.Run  `json:"runs"`
+			}{header, c, runs}, "", "  ")
+			if err != nil {
+				return err
+			}
+			return os.WriteFile(strings.TrimSuffix(out, filepath.Ext(out))+".json", raw, 0o644)
 		},
 	}
 	f := cmd.Flags()
@@ -115,7 +122,39 @@ func newEngineCommand() *cobra.Command {
 	f.Uint64Var(&c.Seed, "seed", 42, "workload seed")
 	f.Int64Var(&memtable, "memtable-mib", 32, "memtable budget per engine (MiB)")
 	f.Int64Var(&cache, "cache-mib", 64, "block cache budget per engine (MiB)")
-	f.BoolVar(&pebbleFirst, "pebble-first", false, "run Pebble before Bellows (to check order effects)")
-	f.StringVar(&cpuprofile, "cpuprofile", "", "write a CPU profile of the Bellows run to this file")
+	f.BoolVar(&pebbleFirst, "pebble-first", false, "run Pebble before Bellows in the first run (the order alternates from run to run)")
+	f.IntVar(&nruns, "runs", 3, "runs of the whole suite on both engines, the engines' order alternating; the report gives medians and ranges")
+	f.StringVar(&cpuprofile, "cpuprofile", "", "write a CPU profile of the first run's Bellows turn to this file")
 	return cmd
+}
+
+// runPebble runs the suite on a fresh Pebble in dir.
+func runPebble(dir string, c engine.Config, progress func(string)) ([]engine.Result, error) {
+	p, err := engine.OpenPebble(dir, c.Budget)
+	if err != nil {
+		return nil, err
+	}
+	res, err := engine.Workloads(p, c, progress)
+	return res, errors.Join(err, p.Close())
+}
+
+// runBellows runs the suite on a fresh Bellows region in dir, under the CPU
+// profiler writing to prof if profile is set.
+func runBellows(dir string, c engine.Config, progress func(string), prof *os.File, profile bool) ([]engine.Result, engine.Memory, error) {
+	b, err := engine.OpenBellows(dir, c.Budget)
+	if err != nil {
+		return nil, engine.Memory{}, err
+	}
+	if profile && prof != nil {
+		if err := pprof.StartCPUProfile(prof); err != nil {
+			b.Close()
+			return nil, engine.Memory{}, err
+		}
+	}
+	res, err := engine.Workloads(b, c, progress)
+	if profile && prof != nil {
+		pprof.StopCPUProfile()
+	}
+	mem := engine.Memory{BellowsOpens: b.Opens, BellowsTableBytes: b.TableMemoryBytes()}
+	return res, mem, errors.Join(err, b.Close())
 }

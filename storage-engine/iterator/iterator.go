@@ -4,7 +4,7 @@ package iterator
 
 import (
 	"bytes"
-	"container/heap"
+	"encoding/binary"
 
 	"github.com/bellows-kv/bellows/storage-engine/kv"
 )
@@ -37,8 +37,14 @@ type Iterator interface {
 
 // Merging yields the union of its children in order. Children hold disjoint
 // versions (timestamps are unique per region), so no de-duplication is needed.
-// Each heap item caches its child's current key: the heap compares keys far
-// more often than children move.
+// Each heap item caches its child's current key and that key's abbreviation:
+// the heap compares keys far more often than children move, and two
+// different abbreviations order two keys without reading them (abbreviated
+// keys, as PostgreSQL's sorts use them). The keys a scan meets share a
+// prefix (a table's, a tenant's, the digits the range starts with): the
+// abbreviation is the eight bytes after the prefix every key in the heap
+// shares, up to eight bytes of it (skip), so it tells apart the keys of
+// a narrow range too.
 //
 // Invariant: moving forward, every child is at its first key > the last key
 // returned before the current one (the heap is a min-heap, the current key
@@ -49,8 +55,19 @@ type Iterator interface {
 type Merging struct {
 	children []Iterator
 	items    []mergeItem
-	h        mergeHeap
-	err      error
+	// heap holds the items of the valid children, as a binary min-heap
+	// (max-heap when reverse) on their keys. Specialised rather than
+	// container/heap: its comparisons are the merge's inner loop, and the
+	// interface's dynamic calls kept them from being inlined.
+	heap    []*mergeItem
+	reverse bool
+	// Every key in the heap has its first skip bytes (0 to 8) equal to
+	// the first skip bytes of prefix (a key's first eight bytes as
+	// abbreviate0 reads them); mask selects them in such a number.
+	skip   int
+	prefix uint64
+	mask   uint64
+	err    error
 	// turn holds the current key while the children are re-seeked around
 	// it: their positioning may overwrite the buffer it aliases.
 	turn []byte
@@ -59,45 +76,214 @@ type Merging struct {
 type mergeItem struct {
 	it  Iterator
 	key kv.InternalKey
+	abb uint64 // abbreviate(key.UserKey[skip:])
+}
+
+// abbreviate is the first eight bytes of k as a big-endian number,
+// zero-padded: abbreviate(a) < abbreviate(b) implies a < b (bytewise), so
+// only keys with equal abbreviations need comparing in full. Applied to
+// the keys' suffixes past a prefix they share, the same holds of the keys.
+func abbreviate(k []byte) uint64 {
+	if len(k) >= 8 {
+		return binary.BigEndian.Uint64(k)
+	}
+	var b [8]byte
+	copy(b[:], k)
+	return binary.BigEndian.Uint64(b[:])
+}
+
+// prefixMask selects the first n (0 to 8) bytes of an abbreviation.
+func prefixMask(n int) uint64 {
+	if n == 0 {
+		return 0
+	}
+	return ^uint64(0) << (64 - 8*n)
+}
+
+// sharesPrefix says whether k has the prefix every key in the heap has.
+func (m *Merging) sharesPrefix(k []byte) bool {
+	return len(k) >= m.skip && (abbreviate(k)^m.prefix)&m.mask == 0
+}
+
+// setItem records the child's current key in c, and narrows the shared
+// prefix first if the key lacks it.
+func (m *Merging) setItem(c *mergeItem) {
+	c.key = c.it.Key()
+	if !m.sharesPrefix(c.key.UserKey) {
+		m.narrow(c.key.UserKey)
+	}
+	c.abb = abbreviate(c.key.UserKey[m.skip:])
+}
+
+// narrow shortens the shared prefix to what k shares of it and
+// re-abbreviates the heap's keys: their order, and so the heap, is as it was.
+func (m *Merging) narrow(k []byte) {
+	n, a := 0, abbreviate(k)
+	for n < m.skip && n < len(k) && byte(a>>(56-8*n)) == byte(m.prefix>>(56-8*n)) {
+		n++
+	}
+	m.skip, m.mask = n, prefixMask(n)
+	for _, h := range m.heap {
+		h.abb = abbreviate(h.key.UserKey[n:])
+	}
 }
 
 // NewMerging returns an unpositioned merging iterator over children.
 func NewMerging(children ...Iterator) *Merging {
-	m := &Merging{children: children, items: make([]mergeItem, len(children))}
-	m.h.items = make([]*mergeItem, 0, len(children))
-	for i, c := range children {
-		m.items[i].it = c
-	}
+	m := &Merging{}
+	m.Init(children)
 	return m
 }
 
+// Init makes m an unpositioned merging iterator over children, reusing its
+// memory: a caller that pools Merging iterators calls it instead of
+// NewMerging. m keeps children (the slice) until the next Init.
+func (m *Merging) Init(children []Iterator) {
+	m.children = children
+	if cap(m.items) < len(children) {
+		m.items = make([]mergeItem, len(children))
+		m.heap = make([]*mergeItem, 0, len(children))
+	}
+	m.items = m.items[:len(children)]
+	for i, c := range children {
+		m.items[i] = mergeItem{it: c}
+	}
+	m.heap, m.reverse, m.err = m.heap[:0], false, nil
+}
+
+// Reset drops m's references to its children (and their memory) so that m
+// can be pooled; Init makes it usable again.
+func (m *Merging) Reset() {
+	clear(m.items)
+	clear(m.heap[:cap(m.heap)])
+	m.children, m.items, m.heap, m.err = nil, m.items[:0], m.heap[:0], nil
+}
+
+// less orders two items by the heap's direction.
+func (m *Merging) less(a, b *mergeItem) bool {
+	if a.abb != b.abb {
+		return (a.abb < b.abb) != m.reverse
+	}
+	var c int
+	if la := len(a.key.UserKey); la == len(b.key.UserKey) && la <= m.skip+8 {
+		// The abbreviations hold the whole keys past the shared prefix:
+		// two versions of one key.
+		c = compareVersions(a.key, b.key)
+	} else {
+		c = kv.Compare(a.key, b.key)
+	}
+	if m.reverse {
+		return c > 0
+	}
+	return c < 0
+}
+
+// compareVersions is kv.Compare of two versions of the same user key.
+func compareVersions(a, b kv.InternalKey) int {
+	switch {
+	case a.TS > b.TS:
+		return -1
+	case a.TS < b.TS:
+		return 1
+	case a.Kind > b.Kind:
+		return -1
+	case a.Kind < b.Kind:
+		return 1
+	}
+	return 0
+}
+
+// down moves the item at i towards the leaves until the heap holds.
+func (m *Merging) down(i int) {
+	h := m.heap
+	n := len(h)
+	for {
+		l := 2*i + 1
+		if l >= n {
+			return
+		}
+		j := l
+		if r := l + 1; r < n && m.less(h[r], h[l]) {
+			j = r
+		}
+		if !m.less(h[j], h[i]) {
+			return
+		}
+		h[i], h[j] = h[j], h[i]
+		i = j
+	}
+}
+
 func (m *Merging) rebuild() bool {
-	m.h.items = m.h.items[:0]
+	m.heap = m.heap[:0]
+	m.skip, m.mask = 8, prefixMask(8)
 	for i := range m.items {
 		c := &m.items[i]
 		if c.it.Valid() {
-			c.key = c.it.Key()
-			m.h.items = append(m.h.items, c)
+			if len(m.heap) == 0 {
+				m.prefix = abbreviate(c.it.Key().UserKey)
+			}
+			m.setItem(c)
+			m.heap = append(m.heap, c)
 		} else if err := c.it.Err(); err != nil {
 			m.err = err
-			m.h.items = m.h.items[:0]
+			m.heap = m.heap[:0]
 			return false
 		}
 	}
-	heap.Init(&m.h)
+	for i := len(m.heap)/2 - 1; i >= 0; i-- {
+		m.down(i)
+	}
 	return m.Valid()
 }
 
 func (m *Merging) SeekGE(key kv.InternalKey) bool {
-	m.err, m.h.reverse = nil, false
+	m.err, m.reverse = nil, false
 	for _, c := range m.children {
 		c.SeekGE(key)
 	}
 	return m.rebuild()
 }
 
+// SkipTo is SeekGE to a key above the current one while moving forward:
+// only the children behind key move, those at or past it stay where they
+// are. A reader skipping the many versions of a key seeks past them with it
+// instead of stepping over each (RocksDB's max_sequential_skip_in_iterations).
+// Otherwise it is SeekGE.
+func (m *Merging) SkipTo(key kv.InternalKey) bool {
+	if m.reverse || !m.Valid() || kv.Compare(m.Key(), key) > 0 {
+		return m.SeekGE(key)
+	}
+	// Children missing from the heap are exhausted: past key too.
+	for i := 0; i < len(m.heap); {
+		c := m.heap[i]
+		if kv.Compare(c.key, key) >= 0 {
+			i++
+			continue
+		}
+		if c.it.SeekGE(key) {
+			m.setItem(c)
+			i++
+			continue
+		}
+		if err := c.it.Err(); err != nil {
+			m.err = err
+			m.heap = m.heap[:0]
+			return false
+		}
+		n := len(m.heap) - 1
+		m.heap[i] = m.heap[n]
+		m.heap[n] = nil
+		m.heap = m.heap[:n]
+	}
+	for i := len(m.heap)/2 - 1; i >= 0; i-- {
+		m.down(i)
+	}
+	return m.Valid()
+}
+
 func (m *Merging) SeekLT(key kv.InternalKey) bool {
-	m.err, m.h.reverse = nil, true
+	m.err, m.reverse = nil, true
 	for _, c := range m.children {
 		c.SeekLT(key)
 	}
@@ -105,7 +291,7 @@ func (m *Merging) SeekLT(key kv.InternalKey) bool {
 }
 
 func (m *Merging) First() bool {
-	m.err, m.h.reverse = nil, false
+	m.err, m.reverse = nil, false
 	for _, c := range m.children {
 		c.First()
 	}
@@ -113,7 +299,7 @@ func (m *Merging) First() bool {
 }
 
 func (m *Merging) Last() bool {
-	m.err, m.h.reverse = nil, true
+	m.err, m.reverse = nil, true
 	for _, c := range m.children {
 		c.Last()
 	}
@@ -124,11 +310,11 @@ func (m *Merging) Next() bool {
 	if !m.Valid() {
 		return false
 	}
-	if m.h.reverse {
+	if m.reverse {
 		// Every child is below the current key: move each to its first
 		// key above it. The new top is the next key.
 		cur := m.current()
-		m.h.reverse = false
+		m.reverse = false
 		for _, c := range m.children {
 			if c.SeekGE(cur) && kv.Compare(c.Key(), cur) == 0 {
 				c.Next()
@@ -136,22 +322,24 @@ func (m *Merging) Next() bool {
 		}
 		return m.rebuild()
 	}
-	return m.step(Iterator.Next)
+	top := m.heap[0]
+	return m.stepped(top, top.it.Next())
 }
 
 func (m *Merging) Prev() bool {
 	if !m.Valid() {
 		return false
 	}
-	if !m.h.reverse {
+	if !m.reverse {
 		cur := m.current()
-		m.h.reverse = true
+		m.reverse = true
 		for _, c := range m.children {
 			c.SeekLT(cur)
 		}
 		return m.rebuild()
 	}
-	return m.step(Iterator.Prev)
+	top := m.heap[0]
+	return m.stepped(top, top.it.Prev())
 }
 
 // current is a copy of the current key that outlives the children's moves.
@@ -162,26 +350,32 @@ func (m *Merging) current() kv.InternalKey {
 	return k
 }
 
-// step moves the top child one key in the heap's direction.
-func (m *Merging) step(move func(Iterator) bool) bool {
-	top := m.h.items[0]
-	if move(top.it) {
-		top.key = top.it.Key()
-		heap.Fix(&m.h, 0)
-	} else {
-		if err := top.it.Err(); err != nil {
-			m.err = err
-			m.h.items = m.h.items[:0]
-			return false
-		}
-		heap.Pop(&m.h)
+// stepped restores the heap after its top child moved one key in the
+// heap's direction (ok: the child is still valid).
+func (m *Merging) stepped(top *mergeItem, ok bool) bool {
+	if ok {
+		m.setItem(top)
+		m.down(0)
+		return true
 	}
-	return m.Valid()
+	if err := top.it.Err(); err != nil {
+		m.err = err
+		m.heap = m.heap[:0]
+		return false
+	}
+	n := len(m.heap) - 1
+	m.heap[0] = m.heap[n]
+	m.heap[n] = nil
+	m.heap = m.heap[:n]
+	if n > 1 {
+		m.down(0)
+	}
+	return n > 0
 }
 
-func (m *Merging) Valid() bool         { return m.err == nil && len(m.h.items) > 0 }
-func (m *Merging) Key() kv.InternalKey { return m.h.items[0].key }
-func (m *Merging) Value() []byte       { return m.h.items[0].it.Value() }
+func (m *Merging) Valid() bool         { return m.err == nil && len(m.heap) > 0 }
+func (m *Merging) Key() kv.InternalKey { return m.heap[0].key }
+func (m *Merging) Value() []byte       { return m.heap[0].it.Value() }
 func (m *Merging) Err() error          { return m.err }
 
 func (m *Merging) Close() error {
@@ -192,30 +386,6 @@ func (m *Merging) Close() error {
 		}
 	}
 	return first
-}
-
-// mergeHeap is a min-heap of the children's keys, or a max-heap when
-// reverse.
-type mergeHeap struct {
-	items   []*mergeItem
-	reverse bool
-}
-
-func (h *mergeHeap) Len() int { return len(h.items) }
-func (h *mergeHeap) Less(i, j int) bool {
-	c := kv.Compare(h.items[i].key, h.items[j].key)
-	if h.reverse {
-		return c > 0
-	}
-	return c < 0
-}
-func (h *mergeHeap) Swap(i, j int) { h.items[i], h.items[j] = h.items[j], h.items[i] }
-func (h *mergeHeap) Push(x any)    { h.items = append(h.items, x.(*mergeItem)) }
-func (h *mergeHeap) Pop() any {
-	n := len(h.items) - 1
-	x := h.items[n]
-	h.items = h.items[:n]
-	return x
 }
 
 // Empty is an iterator over nothing.

@@ -121,3 +121,109 @@ func TestMergingAndBoundedMoveBothWays(t *testing.T) {
 		itertest.Check(t, Bounded(NewMerging(its...), start, end), in, rng)
 	}
 }
+
+// The heap orders by abbreviated keys (a user key's first eight bytes) and
+// falls back to the whole key when they tie: user keys shorter than eight
+// bytes, keys that are prefixes of others, zero bytes that look like the
+// padding, and keys that differ only past their eighth byte all merge in
+// kv.Compare order. One Merging, re-initialised with Init after Reset, serves
+// every round, as a pooled one does.
+func TestMergingOrdersKeysThatShareAbbreviations(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	alphabet := []byte{0x00, 'a', 0xff}
+	m := new(Merging)
+	for round := 0; round < 50; round++ {
+		children := make([]*sliceIter, 1+rng.IntN(6))
+		for i := range children {
+			children[i] = &sliceIter{}
+		}
+		var all []itertest.Entry
+		for ts := uint64(1); ts < uint64(2+rng.IntN(200)); ts++ {
+			k := make([]byte, rng.IntN(11))
+			for i := range k {
+				k[i] = alphabet[rng.IntN(len(alphabet))]
+			}
+			if rng.IntN(2) == 0 && len(k) > 8 {
+				copy(k, "aaaaaaaa") // tie on the abbreviation
+			}
+			key := kv.InternalKey{UserKey: k, TS: ts, Kind: kv.Kind(rng.IntN(2))}
+			c := children[rng.IntN(len(children))]
+			c.keys = append(c.keys, key)
+			all = append(all, itertest.Entry{Key: key, Value: key.UserKey})
+		}
+		its := make([]Iterator, len(children))
+		for i, c := range children {
+			slices.SortFunc(c.keys, kv.Compare)
+			its[i] = c
+		}
+		slices.SortFunc(all, func(a, b itertest.Entry) int { return kv.Compare(a.Key, b.Key) })
+		m.Reset()
+		m.Init(its)
+		itertest.Check(t, m, all, rng)
+	}
+}
+
+func TestAbbreviationOrdersAsBytes(t *testing.T) {
+	keys := []string{"", "\x00", "a", "a\x00", "a\x00\x00", "ab", "abcdefg", "abcdefg\x00", "abcdefgh", "abcdefgh\x00", "abcdefghi", "abcdefgi", "\xff", "\xff\xff\xff\xff\xff\xff\xff\xff\xff"}
+	for _, a := range keys {
+		for _, b := range keys {
+			aa, ab := abbreviate([]byte(a)), abbreviate([]byte(b))
+			if aa < ab && bytes.Compare([]byte(a), []byte(b)) >= 0 || aa > ab && bytes.Compare([]byte(a), []byte(b)) <= 0 {
+				t.Fatalf("abbreviations %x of %q and %x of %q disagree with bytes.Compare", aa, a, ab, b)
+			}
+		}
+	}
+}
+
+// SkipTo lands where SeekGE does, from any forward position, whether it
+// moves some children, exhausts some, or none is behind the key.
+func TestMergingSkipToIsSeekGE(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	for round := 0; round < 200; round++ {
+		children := make([]*sliceIter, 1+rng.IntN(5))
+		for i := range children {
+			children[i] = &sliceIter{}
+		}
+		var all []kv.InternalKey
+		for ts := uint64(1); ts < uint64(2+rng.IntN(100)); ts++ {
+			k := ik(fmt.Sprintf("k%02d", rng.IntN(20)), ts)
+			c := children[rng.IntN(len(children))]
+			c.keys = append(c.keys, k)
+			all = append(all, k)
+		}
+		its := make([]Iterator, len(children))
+		for i, c := range children {
+			slices.SortFunc(c.keys, kv.Compare)
+			its[i] = c
+		}
+		slices.SortFunc(all, kv.Compare)
+		m := NewMerging(its...)
+		ok := m.First()
+		for steps := rng.IntN(len(all)); ok && steps > 0; steps-- {
+			ok = m.Next()
+		}
+		if !ok {
+			continue
+		}
+		cur := m.Key().Clone()
+		target := all[rng.IntN(len(all))]
+		if rng.IntN(3) == 0 {
+			target = kv.InternalKey{UserKey: cur.UserKey, TS: 0, Kind: kv.KindDelete}
+		}
+		if kv.Compare(target, cur) < 0 {
+			target = cur
+		}
+		target = target.Clone()
+		i, _ := slices.BinarySearchFunc(all, target, kv.Compare)
+		got := m.SkipTo(target)
+		if got != (i < len(all)) || got && kv.Compare(m.Key(), all[i]) != 0 {
+			t.Fatalf("round %d: SkipTo(%v) from %v = %v %v, want %v", round, target, cur, got, m.Key(), all[min(i, len(all)-1)])
+		}
+		// It goes on as the stream does.
+		for j := i + 1; j < len(all) && m.Next(); j++ {
+			if kv.Compare(m.Key(), all[j]) != 0 {
+				t.Fatalf("round %d: after SkipTo, %v, want %v", round, m.Key(), all[j])
+			}
+		}
+	}
+}

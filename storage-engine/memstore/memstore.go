@@ -168,6 +168,51 @@ func (v *View) AppendIterators(dst []iterator.Iterator) []iterator.Iterator {
 	return dst
 }
 
+// IterBuf holds the segment iterators of View.AppendIteratorsBuf for reuse:
+// a reader that scans often (region.Iterator pools one) allocates none per
+// scan. The iterators it hands out are valid until its next use or Reset.
+type IterBuf struct {
+	skip []skiplistIter
+	flat []flatIter
+}
+
+// Reset drops the buffer's references to segments, so that a pooled buffer
+// does not keep a flushed memstore alive.
+func (b *IterBuf) Reset() {
+	clear(b.skip[:cap(b.skip)])
+	clear(b.flat[:cap(b.flat)])
+	b.skip, b.flat = b.skip[:0], b.flat[:0]
+}
+
+// AppendIteratorsBuf is AppendIterators with the iterators taken from buf.
+func (v *View) AppendIteratorsBuf(dst []iterator.Iterator, buf *IterBuf) []iterator.Iterator {
+	// Grow first: the iterators handed out point into the slices.
+	if n := len(buf.skip) + 1 + len(v.pipeline); cap(buf.skip) < n {
+		buf.skip = slices.Grow(buf.skip, n-len(buf.skip))
+	}
+	if n := len(buf.flat) + len(v.pipeline); cap(buf.flat) < n {
+		buf.flat = slices.Grow(buf.flat, n-len(buf.flat))
+	}
+	dst = append(dst, buf.skiplistIter(v.active))
+	for _, s := range v.pipeline {
+		switch s := s.(type) {
+		case *Skiplist:
+			dst = append(dst, buf.skiplistIter(s))
+		case *flat:
+			buf.flat = append(buf.flat, flatIter{f: s, i: -1})
+			dst = append(dst, &buf.flat[len(buf.flat)-1])
+		default:
+			dst = append(dst, s.NewIterator())
+		}
+	}
+	return dst
+}
+
+func (b *IterBuf) skiplistIter(s *Skiplist) iterator.Iterator {
+	b.skip = append(b.skip, skiplistIter{s: s})
+	return &b.skip[len(b.skip)-1]
+}
+
 // AppendIteratorsAfter is AppendIterators without the pipeline segments
 // whose versions are all at or below ts: what a search for a version newer
 // than ts needs (a transaction's validation). The active segment, still

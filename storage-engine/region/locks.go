@@ -191,21 +191,29 @@ func (r *Region) checkLocksLatched(b *Batch, startTS uint64) error {
 // never there for this read or was resolved into versions the read state
 // holds.
 func (r *Region) acquireUnlocked(readTS uint64, check func(ts uint64) error) (*readState, error) {
-	r.resolveMu.RLock()
-	defer r.resolveMu.RUnlock()
-	rs, err := r.acquire(readTS)
-	if err != nil {
-		return nil, err
-	}
-	if rs.ts < rs.exactFrom && !rs.pinned {
-		rs.release()
-		return nil, &SnapshotTooOldError{Region: r.opts.Name, ReadTS: rs.ts, ExactFrom: rs.exactFrom}
-	}
-	if err := check(rs.ts); err != nil {
-		rs.release()
+	rs := new(readState)
+	if err := r.acquireUnlockedInto(rs, readTS, check); err != nil {
 		return nil, err
 	}
 	return rs, nil
+}
+
+// acquireUnlockedInto is acquireUnlocked into rs (a pooled iterator's).
+func (r *Region) acquireUnlockedInto(rs *readState, readTS uint64, check func(ts uint64) error) error {
+	r.resolveMu.RLock()
+	defer r.resolveMu.RUnlock()
+	if err := r.acquireInto(rs, readTS); err != nil {
+		return err
+	}
+	if rs.ts < rs.exactFrom && !rs.pinned {
+		rs.release()
+		return &SnapshotTooOldError{Region: r.opts.Name, ReadTS: rs.ts, ExactFrom: rs.exactFrom}
+	}
+	if err := check(rs.ts); err != nil {
+		rs.release()
+		return err
+	}
+	return nil
 }
 
 // checkReadLock returns a *LockedError if key has a lock a read at readTS

@@ -3,10 +3,13 @@ package region
 import (
 	"bytes"
 	"context"
+	"slices"
+	"sync"
 
 	"github.com/bellows-kv/bellows/storage-engine/iterator"
 	"github.com/bellows-kv/bellows/storage-engine/kv"
 	"github.com/bellows-kv/bellows/storage-engine/memstore"
+	"github.com/bellows-kv/bellows/storage-engine/sstable"
 )
 
 // readState is a consistent view of every source of the region.
@@ -27,10 +30,19 @@ type readState struct {
 }
 
 func (r *Region) acquire(readTS uint64) (*readState, error) {
+	rs := new(readState)
+	if err := r.acquireInto(rs, readTS); err != nil {
+		return nil, err
+	}
+	return rs, nil
+}
+
+// acquireInto is acquire into rs, whose mems slice it reuses.
+func (r *Region) acquireInto(rs *readState, readTS uint64) error {
 	r.mu.RLock()
 	if r.closed {
 		r.mu.RUnlock()
-		return nil, ErrClosed
+		return ErrClosed
 	}
 	// Under mu the memstores and files cannot change, except the active
 	// memstore's view (in-memory flushes publish without mu). Everything
@@ -47,7 +59,7 @@ func (r *Region) acquire(readTS uint64) (*readState, error) {
 			break
 		}
 	}
-	rs := &readState{mems: make([]*memstore.View, 0, 1+len(r.imm)), v: r.current, ts: min(readTS, vis), exactFrom: r.exactFrom}
+	*rs = readState{mems: rs.mems[:0], v: r.current, ts: min(readTS, vis), exactFrom: r.exactFrom}
 	if rs.ts < rs.exactFrom {
 		rs.pinned = r.snaps[rs.ts] > 0
 	}
@@ -61,7 +73,7 @@ func (r *Region) acquire(readTS uint64) (*readState, error) {
 		rs.old.ref()
 	}
 	r.mu.RUnlock()
-	return rs, nil
+	return nil
 }
 
 func (rs *readState) release() {
@@ -191,7 +203,7 @@ func (r *Region) scan(start, end []byte, limit int, readTS uint64, reverse bool)
 // knows which one is visible only past the newest). A turn re-seeks in.
 type Iterator struct {
 	rs    *readState
-	in    iterator.Iterator
+	in    *iterator.Merging
 	start []byte
 	end   []byte
 	// limit is the uncertainty limit (0: none): a version above the read's
@@ -203,6 +215,39 @@ type Iterator struct {
 	back   bool
 	err    error
 	closed bool
+	// st holds what the iterator reads with (its read state, the merging
+	// iterator and every child), taken from iterStates and returned to it
+	// by Close: a scan allocates none of it.
+	st *iterState
+}
+
+// iterState is an Iterator's reusable memory.
+type iterState struct {
+	rs       readState
+	merge    iterator.Merging
+	children []iterator.Iterator
+	ssts     []sstable.Iter
+	mems     memstore.IterBuf
+	key      []byte
+	seek     []byte // a key settle seeks to
+}
+
+var iterStates = sync.Pool{New: func() any { return new(iterState) }}
+
+// reset drops every reference to the region's files, blocks and memstores,
+// keeping the buffers, before st goes back to the pool.
+func (st *iterState) reset() {
+	clear(st.rs.mems)
+	st.rs = readState{mems: st.rs.mems[:0]}
+	st.merge.Reset()
+	clear(st.children)
+	st.children = st.children[:0]
+	for i := range st.ssts {
+		st.ssts[i].Reset()
+	}
+	st.ssts = st.ssts[:0]
+	st.mems.Reset()
+	st.key, st.seek = st.key[:0], st.seek[:0]
 }
 
 // NewIterator is NewIteratorContext without a request context.
@@ -224,24 +269,37 @@ func (r *Region) NewIteratorContext(ctx context.Context, start, end []byte, read
 // the first key with a version in (readTS, limit].
 func (r *Region) NewIteratorUncertain(ctx context.Context, start, end []byte, readTS, limit uint64) (*Iterator, error) {
 	start, end = r.clip(start, end)
-	rs, err := r.acquireUnlocked(readTS, func(ts uint64) error { return r.checkReadLocks(start, end, max(ts, limit)) })
-	if err != nil {
+	st := iterStates.Get().(*iterState)
+	rs := &st.rs
+	if err := r.acquireUnlockedInto(rs, readTS, func(ts uint64) error { return r.checkReadLocks(start, end, max(ts, limit)) }); err != nil {
+		st.reset()
+		iterStates.Put(st)
 		return nil, err
 	}
-	var children []iterator.Iterator
+	children := st.children[:0]
 	for _, m := range rs.mems {
-		children = m.AppendIterators(children)
+		children = m.AppendIteratorsBuf(children, &st.mems)
 	}
-	for _, t := range rs.tablesFor(start) {
+	tables := rs.tablesFor(start)
+	// The iterators handed out point into st.ssts: grow it first.
+	st.ssts = slices.Grow(st.ssts[:0], len(tables))
+	for _, t := range tables {
 		if end != nil && bytes.Compare(t.meta.Smallest, end) >= 0 {
 			continue
 		}
 		if start != nil && bytes.Compare(t.meta.Largest, start) < 0 {
 			continue
 		}
-		children = append(children, t.reader.NewIterContext(ctx))
+		// Re-slice rather than append: the element keeps the buffers
+		// of the iterator it was in an earlier scan.
+		st.ssts = st.ssts[:len(st.ssts)+1]
+		si := &st.ssts[len(st.ssts)-1]
+		t.reader.InitIter(ctx, si)
+		children = append(children, si)
 	}
-	it := &Iterator{rs: rs, in: iterator.NewMerging(children...), start: start, end: end}
+	st.children = children
+	st.merge.Init(children)
+	it := &Iterator{rs: rs, in: &st.merge, start: start, end: end, key: st.key[:0], st: st}
 	if limit > rs.ts {
 		it.limit = limit
 	}
@@ -255,6 +313,9 @@ func (it *Iterator) visible(k kv.InternalKey) bool { return k.TS <= it.rs.ts }
 
 // First positions at the first live key ≥ start.
 func (it *Iterator) First() bool {
+	if it.closed {
+		return false
+	}
 	it.back = false
 	it.in.SeekGE(kv.MakeSearchKey(it.start, kv.MaxTimestamp))
 	return it.settle()
@@ -271,15 +332,35 @@ func (it *Iterator) Next() bool {
 		it.back = false
 		it.in.SeekGE(kv.InternalKey{UserKey: it.key, TS: 0, Kind: kv.KindDelete})
 	}
-	// Skip the remaining versions of the current key.
-	for it.in.Valid() && bytes.Equal(it.in.Key().UserKey, it.key) {
+	it.skipVersions()
+	return it.settle()
+}
+
+// maxVersionSteps is how many versions of one key a forward move steps
+// over before it seeks past the rest: RocksDB's
+// max_sequential_skip_in_iterations (8 by default there). A key updated
+// thousands of times since the last flush (a Zipf-hot key) has as many
+// versions in the memstore.
+const maxVersionSteps = 8
+
+// skipVersions moves in past the versions of the current key.
+func (it *Iterator) skipVersions() {
+	for n := 0; it.in.Valid() && bytes.Equal(it.in.Key().UserKey, it.key); n++ {
+		if n == maxVersionSteps {
+			// The smallest internal key of the user key: a version
+			// there is passed by the steps that follow.
+			it.in.SkipTo(kv.InternalKey{UserKey: it.key, TS: 0, Kind: kv.KindDelete})
+			continue
+		}
 		it.in.Next()
 	}
-	return it.settle()
 }
 
 // Last positions at the last live key < end.
 func (it *Iterator) Last() bool {
+	if it.closed {
+		return false
+	}
 	it.back = true
 	if it.end == nil {
 		it.in.Last()
@@ -306,6 +387,7 @@ func (it *Iterator) Prev() bool {
 // is not deleted.
 func (it *Iterator) settle() bool {
 	it.valid = false
+	steps := 0
 	for it.in.Valid() {
 		k := it.in.Key()
 		if it.end != nil && bytes.Compare(k.UserKey, it.end) >= 0 {
@@ -315,6 +397,16 @@ func (it *Iterator) settle() bool {
 			if k.TS <= it.limit {
 				it.err = &UncertainError{Key: bytes.Clone(k.UserKey), ReadTS: it.rs.ts, TS: k.TS}
 				return false
+			}
+			if steps++; steps > maxVersionSteps {
+				// Many versions newer than the read: seek to the
+				// newest one it sees, or the newest in its
+				// uncertainty window. A copy of the key: the seek
+				// moves the child whose buffer k aliases.
+				steps = 0
+				it.st.seek = append(it.st.seek[:0], k.UserKey...)
+				it.in.SkipTo(kv.MakeSearchKey(it.st.seek, max(it.rs.ts, it.limit)))
+				continue
 			}
 			it.in.Next()
 			continue
@@ -327,8 +419,7 @@ func (it *Iterator) settle() bool {
 			return true
 		}
 		// Deleted at ts: skip every older version of this key.
-		for it.in.Next() && bytes.Equal(it.in.Key().UserKey, it.key) {
-		}
+		it.skipVersions()
 	}
 	it.err = it.in.Err()
 	return false
@@ -380,7 +471,9 @@ func (it *Iterator) Value() []byte { return it.val }
 // Err is the error that stopped the iteration.
 func (it *Iterator) Err() error { return it.err }
 
-// Close releases the iterator's view of the region.
+// Close releases the iterator's view of the region and returns its memory
+// for reuse: Key and Value are not valid after it, and the iterator is done
+// (First and Last return false).
 func (it *Iterator) Close() error {
 	if it.closed {
 		return nil
@@ -388,5 +481,12 @@ func (it *Iterator) Close() error {
 	it.closed = true
 	err := it.in.Close()
 	it.rs.release()
+	st := it.st
+	st.key = it.key[:0]
+	st.reset()
+	iterStates.Put(st)
+	// The key's buffer went back with st: a Key after Close is nil, never
+	// another scan's.
+	it.rs, it.in, it.st, it.key, it.val, it.valid = nil, nil, nil, nil, nil, false
 	return err
 }

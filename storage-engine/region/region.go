@@ -409,6 +409,22 @@ func Open(ctx context.Context, opts Options) (_ *Region, err error) {
 		r.wg.Add(1)
 		go r.archiveLoop()
 	}
+	if !opts.DisableAutoCompaction {
+		// A compaction the policy selects among the files found: one a
+		// flush scheduled may have been cancelled by the close before
+		// this open, and no flush may come for long. HBase requests it
+		// when a region opens too (postOpenDeployTasks), and Pebble
+		// schedules its compactions when it opens. Every scan seeks
+		// each file, so leaving them costs every read. From a
+		// goroutine of its own, as a flush's: the opener's goroutine
+		// does not hold compactMu even for the moment before it is
+		// handed over.
+		r.wg.Add(1)
+		go func() {
+			defer r.wg.Done()
+			r.maybeScheduleCompaction()
+		}()
+	}
 	return r, nil
 }
 

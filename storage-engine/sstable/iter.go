@@ -28,9 +28,23 @@ func (r *Reader) NewIterContext(ctx context.Context) iterator.Iterator {
 	return &Iter{ctx: ctx, r: r, blk: -1}
 }
 
+// InitIter makes it an unpositioned iterator over the file, as
+// NewIterContext returns, reusing it's buffers: a reader that scans often
+// (region.Iterator pools them) allocates nothing per scan.
+func (r *Reader) InitIter(ctx context.Context, it *Iter) {
+	*it = Iter{ctx: ctx, r: r, blk: -1, sk: it.sk[:0], bi: blockIter{key: it.bi.key[:0], back: it.bi.back[:0], backKeys: it.bi.backKeys[:0]}}
+}
+
+// Reset drops the iterator's references to its file and block, keeping its
+// buffers: a pooled Iter does not keep a closed file or an evicted block
+// alive. InitIter makes it usable again.
+func (it *Iter) Reset() {
+	*it = Iter{sk: it.sk[:0], bi: blockIter{key: it.bi.key[:0], back: it.bi.back[:0], backKeys: it.bi.backKeys[:0]}}
+}
+
 func (it *Iter) loadBlock(i int) bool {
 	it.blk = i
-	if i >= len(it.r.index) {
+	if i >= it.r.index.len() {
 		it.valid = false
 		return false
 	}
@@ -40,7 +54,7 @@ func (it *Iter) loadBlock(i int) bool {
 		return false
 	}
 	if err := it.bi.init(b); err != nil {
-		it.err = &CorruptionError{File: it.r.name, Block: blockName(i), Offset: it.r.index[i].h.Offset, Reason: err.Error()}
+		it.err = &CorruptionError{File: it.r.name, Block: blockName(i), Offset: it.r.index.handles[i].Offset, Reason: err.Error()}
 		it.valid = false
 		return false
 	}
@@ -49,7 +63,7 @@ func (it *Iter) loadBlock(i int) bool {
 
 func (it *Iter) checkBlockErr() bool {
 	if it.bi.err != nil {
-		it.err = &CorruptionError{File: it.r.name, Block: blockName(it.blk), Offset: it.r.index[it.blk].h.Offset, Reason: it.bi.err.Error()}
+		it.err = &CorruptionError{File: it.r.name, Block: blockName(it.blk), Offset: it.r.index.handles[it.blk].Offset, Reason: it.bi.err.Error()}
 		it.valid = false
 		return true
 	}
@@ -124,7 +138,7 @@ func (it *Iter) SeekLT(key kv.InternalKey) bool {
 	}
 	it.sk = key.Append(it.sk[:0])
 	i := it.r.findBlock(it.sk)
-	if i == len(it.r.index) || kv.CompareEncoded(it.r.index[i].first, it.sk) >= 0 {
+	if i == it.r.index.len() || kv.CompareEncoded(it.r.index.first(i), it.sk) >= 0 {
 		// Every key of block i-1 is below key.
 		return it.lastFrom(i - 1)
 	}
@@ -145,7 +159,7 @@ func (it *Iter) Last() bool {
 	if it.err != nil {
 		return false
 	}
-	return it.lastFrom(len(it.r.index) - 1)
+	return it.lastFrom(it.r.index.len() - 1)
 }
 
 // lastFrom positions at the last entry of block i, or of the nearest

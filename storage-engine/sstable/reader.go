@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"sort"
+	"sync"
 	"sync/atomic"
 
 	"github.com/bits-and-blooms/bloom/v3"
@@ -35,13 +36,6 @@ var ErrCorruption = errors.New("sstable corruption")
 
 func (e *CorruptionError) Is(target error) bool { return target == ErrCorruption }
 
-type indexEntry struct {
-	last     []byte // encoded internal key
-	first    []byte // encoded internal key
-	lastUser []byte
-	h        Handle
-}
-
 // Reader serves point lookups and iteration over one SST. It is safe for
 // concurrent use.
 type Reader struct {
@@ -53,7 +47,7 @@ type Reader struct {
 	r      io.ReaderAt
 	size   int64
 	cache  *blockcache.Cache
-	index  []indexEntry
+	index  blockIndex
 	filter *bloom.BloomFilter
 	props  Properties
 }
@@ -80,14 +74,14 @@ func OpenWithFileID(r io.ReaderAt, size int64, name string, cache *blockcache.Ca
 	if err != nil {
 		return nil, &CorruptionError{File: name, Block: "footer", Offset: uint64(size - footerLen), Reason: err.Error()}
 	}
-	ib, err := rd.readStored(f.index, "index block")
+	ib, err := rd.readStored(f.index, indexBlock)
 	if err != nil {
 		return nil, err
 	}
 	if err := rd.decodeIndex(ib); err != nil {
 		return nil, &CorruptionError{File: name, Block: "index block", Offset: f.index.Offset, Reason: err.Error()}
 	}
-	filt, err := rd.readStored(f.filter, "filter block")
+	filt, err := rd.readStored(f.filter, filterBlock)
 	if err != nil {
 		return nil, err
 	}
@@ -95,7 +89,7 @@ func OpenWithFileID(r io.ReaderAt, size int64, name string, cache *blockcache.Ca
 	if err := rd.filter.UnmarshalBinary(filt); err != nil {
 		return nil, &CorruptionError{File: name, Block: "filter block", Offset: f.filter.Offset, Reason: err.Error()}
 	}
-	pb, err := rd.readStored(f.props, "properties block")
+	pb, err := rd.readStored(f.props, propsBlock)
 	if err != nil {
 		return nil, err
 	}
@@ -119,45 +113,80 @@ func (r *Reader) decodeIndex(b []byte) error {
 		if m <= 0 || uint64(len(it.val)-n-m) < fl {
 			return errCorruptBlock
 		}
-		last := bytes.Clone(it.key)
-		r.index = append(r.index, indexEntry{
-			last:     last,
-			lastUser: kv.UserKey(last),
-			first:    bytes.Clone(it.val[n+m : n+m+int(fl)]),
-			h:        h,
-		})
+		r.index.add(it.key, it.val[n+m:n+m+int(fl)], h)
 	}
+	r.index.trim()
 	if it.err != nil {
 		return it.err
 	}
-	if len(r.index) == 0 {
+	if r.index.len() == 0 {
 		return errors.New("index has no entries")
 	}
 	return nil
 }
 
+// blockID names a block in errors: a data block's index, or one of the
+// named blocks. Data reads pass it instead of a formatted name, which cost
+// a fmt.Sprintf per cache miss.
+type blockID int
+
+const (
+	indexBlock blockID = -1 - iota
+	filterBlock
+	propsBlock
+)
+
+func (id blockID) String() string {
+	switch id {
+	case indexBlock:
+		return "index block"
+	case filterBlock:
+		return "filter block"
+	case propsBlock:
+		return "properties block"
+	}
+	return blockName(int(id))
+}
+
+// readBufs holds buffers for stored blocks read from the file: a
+// compressed block's stored bytes are garbage once decompressed, so a
+// cache miss reuses one instead of allocating it.
+var readBufs = sync.Pool{New: func() any { return new([]byte) }}
+
 // readStored reads and verifies one stored block, returning it decompressed.
-func (r *Reader) readStored(h Handle, what string) ([]byte, error) {
+func (r *Reader) readStored(h Handle, id blockID) ([]byte, error) {
 	if h.Offset+h.Length+trailerLen > uint64(r.size) {
-		return nil, &CorruptionError{File: r.name, Block: what, Offset: h.Offset, Reason: "block extends past the end of the file"}
+		return nil, &CorruptionError{File: r.name, Block: id.String(), Offset: h.Offset, Reason: "block extends past the end of the file"}
 	}
-	buf := make([]byte, h.Length+trailerLen)
+	n := int(h.Length + trailerLen)
+	bp := readBufs.Get().(*[]byte)
+	if cap(*bp) < n {
+		*bp = make([]byte, n)
+	}
+	buf := (*bp)[:n]
 	if _, err := r.r.ReadAt(buf, int64(h.Offset)); err != nil {
-		return nil, fmt.Errorf("sstable %s: reading %s at offset %d: %w", r.name, what, h.Offset, err)
+		readBufs.Put(bp)
+		return nil, fmt.Errorf("sstable %s: reading %s at offset %d: %w", r.name, id, h.Offset, err)
 	}
-	return r.decodeStored(buf, h, what)
+	out, err := r.decodeStored(buf, h, id)
+	if err != nil || Compression(buf[h.Length]) != NoCompression {
+		// out is a new buffer (or nothing): buf can be reused.
+		readBufs.Put(bp)
+	}
+	return out, err
 }
 
 // decodeStored verifies the trailer of a stored block (block bytes followed by
-// the trailer) and decompresses it.
-func (r *Reader) decodeStored(buf []byte, h Handle, what string) ([]byte, error) {
+// the trailer) and decompresses it. An uncompressed block is returned in
+// place.
+func (r *Reader) decodeStored(buf []byte, h Handle, id blockID) ([]byte, error) {
 	if uint64(len(buf)) != h.Length+trailerLen {
-		return nil, &CorruptionError{File: r.name, Block: what, Offset: h.Offset, Reason: fmt.Sprintf("stored block is %d bytes, want %d", len(buf), h.Length+trailerLen)}
+		return nil, &CorruptionError{File: r.name, Block: id.String(), Offset: h.Offset, Reason: fmt.Sprintf("stored block is %d bytes, want %d", len(buf), h.Length+trailerLen)}
 	}
 	stored, tr := buf[:h.Length], buf[h.Length:]
 	want := binary.LittleEndian.Uint32(tr[1:])
 	if got := checksum(stored, tr[0]); got != want {
-		return nil, &CorruptionError{File: r.name, Block: what, Offset: h.Offset, Reason: fmt.Sprintf("checksum mismatch (stored %08x, computed %08x)", want, got)}
+		return nil, &CorruptionError{File: r.name, Block: id.String(), Offset: h.Offset, Reason: fmt.Sprintf("checksum mismatch (stored %08x, computed %08x)", want, got)}
 	}
 	switch Compression(tr[0]) {
 	case NoCompression:
@@ -165,11 +194,11 @@ func (r *Reader) decodeStored(buf []byte, h Handle, what string) ([]byte, error)
 	case S2Compression:
 		out, err := s2.Decode(nil, stored)
 		if err != nil {
-			return nil, &CorruptionError{File: r.name, Block: what, Offset: h.Offset, Reason: "decompress: " + err.Error()}
+			return nil, &CorruptionError{File: r.name, Block: id.String(), Offset: h.Offset, Reason: "decompress: " + err.Error()}
 		}
 		return out, nil
 	}
-	return nil, &CorruptionError{File: r.name, Block: what, Offset: h.Offset, Reason: fmt.Sprintf("unknown compression %d", tr[0])}
+	return nil, &CorruptionError{File: r.name, Block: id.String(), Offset: h.Offset, Reason: fmt.Sprintf("unknown compression %d", tr[0])}
 }
 
 func blockName(i int) string { return fmt.Sprintf("data block %d", i) }
@@ -178,19 +207,19 @@ func blockName(i int) string { return fmt.Sprintf("data block %d", i) }
 // the reading request's: it bounds only the remote read, which may wait on
 // the network; the file read is the fallback that must answer.
 func (r *Reader) block(ctx context.Context, i int) ([]byte, error) {
-	e := &r.index[i]
-	k := blockcache.Key{File: r.fileID, Offset: e.h.Offset}
+	h, lastUser := r.index.handles[i], r.index.lastUser(i)
+	k := blockcache.Key{File: r.fileID, Offset: h.Offset}
 	if b, ok := r.cache.Get(k); ok {
 		return b, nil
 	}
 	if src := r.remote.Load(); src != nil {
 		stored, err := (*src)(ctx, i)
 		if err == nil {
-			if b, err := r.decodeStored(stored, e.h, blockName(i)); err == nil {
+			if b, err := r.decodeStored(stored, h, blockID(i)); err == nil {
 				if Compression(stored[len(stored)-trailerLen]) == NoCompression {
 					b = bytes.Clone(b)
 				}
-				r.cache.Insert(k, b, e.lastUser)
+				r.cache.Insert(k, b, lastUser)
 				return b, nil
 			}
 		} else if ctx.Err() != nil {
@@ -201,11 +230,11 @@ func (r *Reader) block(ctx context.Context, i int) ([]byte, error) {
 		// truth. The source decides when to try the worker again, so one
 		// failure does not give up the remote cache for the file's life.
 	}
-	b, err := r.readStored(e.h, blockName(i))
+	b, err := r.readStored(h, blockID(i))
 	if err != nil {
 		return nil, err
 	}
-	r.cache.Insert(k, b, e.lastUser)
+	r.cache.Insert(k, b, lastUser)
 	return b, nil
 }
 
@@ -227,23 +256,19 @@ func (r *Reader) SetRemote(src RemoteBlocks) {
 // LoadBlockFromFile reads data block i from the file into the cache and
 // returns its stored size: warmup from the bucket.
 func (r *Reader) LoadBlockFromFile(i int) (int, error) {
-	e := &r.index[i]
-	b, err := r.readStored(e.h, blockName(i))
+	h, lastUser := r.index.handles[i], r.index.lastUser(i)
+	b, err := r.readStored(h, blockID(i))
 	if err != nil {
 		return 0, err
 	}
-	r.cache.Insert(blockcache.Key{File: r.fileID, Offset: e.h.Offset}, b, e.lastUser)
-	return int(e.h.Length) + trailerLen, nil
+	r.cache.Insert(blockcache.Key{File: r.fileID, Offset: h.Offset}, b, lastUser)
+	return int(h.Length) + trailerLen, nil
 }
 
 // MemoryBytes is what the reader holds outside the block cache: the decoded
 // index and the bloom filter.
 func (r *Reader) MemoryBytes() int64 {
-	n := int64(r.filter.Cap() / 8)
-	for _, e := range r.index {
-		n += int64(len(e.first) + len(e.last) + 64)
-	}
-	return n
+	return int64(r.filter.Cap()/8) + r.index.memoryBytes()
 }
 
 // Name is the file's name as used in errors.
@@ -259,18 +284,18 @@ func (r *Reader) Properties() Properties { return r.props }
 func (r *Reader) Size() int64 { return r.size }
 
 // NumBlocks is the number of data blocks.
-func (r *Reader) NumBlocks() int { return len(r.index) }
+func (r *Reader) NumBlocks() int { return r.index.len() }
 
 // BlockLastUserKey returns the last user key of data block i.
-func (r *Reader) BlockLastUserKey(i int) []byte { return r.index[i].lastUser }
+func (r *Reader) BlockLastUserKey(i int) []byte { return r.index.lastUser(i) }
 
 // BlockHandle returns the location of data block i (without its trailer).
-func (r *Reader) BlockHandle(i int) Handle { return r.index[i].h }
+func (r *Reader) BlockHandle(i int) Handle { return r.index.handles[i] }
 
 // ReadStoredBlock returns data block i exactly as stored (compressed, with
 // its trailer): what a compaction worker streams to a storage pod.
 func (r *Reader) ReadStoredBlock(i int) ([]byte, error) {
-	h := r.index[i].h
+	h := r.index.handles[i]
 	buf := make([]byte, h.Length+trailerLen)
 	if _, err := r.r.ReadAt(buf, int64(h.Offset)); err != nil {
 		return nil, fmt.Errorf("sstable %s: reading %s: %w", r.name, blockName(i), err)
@@ -281,25 +306,25 @@ func (r *Reader) ReadStoredBlock(i int) ([]byte, error) {
 // InsertStoredBlock verifies a stored block of this file that arrived from
 // elsewhere (a worker's memory) and inserts it into the cache.
 func (r *Reader) InsertStoredBlock(i int, stored []byte) error {
-	b, err := r.decodeStored(stored, r.index[i].h, blockName(i))
+	b, err := r.decodeStored(stored, r.index.handles[i], blockID(i))
 	if err != nil {
 		return err
 	}
 	if Compression(stored[len(stored)-trailerLen]) == NoCompression {
 		b = bytes.Clone(b)
 	}
-	r.cache.Insert(blockcache.Key{File: r.fileID, Offset: r.index[i].h.Offset}, b, r.index[i].lastUser)
+	r.cache.Insert(blockcache.Key{File: r.fileID, Offset: r.index.handles[i].Offset}, b, r.index.lastUser(i))
 	return nil
 }
 
 // EvictBlock drops data block i from the cache.
 func (r *Reader) EvictBlock(i int) bool {
-	return r.cache.Evict(blockcache.Key{File: r.fileID, Offset: r.index[i].h.Offset})
+	return r.cache.Evict(blockcache.Key{File: r.fileID, Offset: r.index.handles[i].Offset})
 }
 
 // BlockCached reports whether data block i is in the cache.
 func (r *Reader) BlockCached(i int) bool {
-	return r.cache.Contains(blockcache.Key{File: r.fileID, Offset: r.index[i].h.Offset})
+	return r.cache.Contains(blockcache.Key{File: r.fileID, Offset: r.index.handles[i].Offset})
 }
 
 // MayContain consults the bloom filter.
@@ -307,8 +332,8 @@ func (r *Reader) MayContain(userKey []byte) bool { return r.filter.Test(userKey)
 
 // findBlock returns the first block whose last key ≥ target.
 func (r *Reader) findBlock(target []byte) int {
-	return sort.Search(len(r.index), func(i int) bool {
-		return kv.CompareEncoded(r.index[i].last, target) >= 0
+	return sort.Search(r.index.len(), func(i int) bool {
+		return kv.CompareEncoded(r.index.last(i), target) >= 0
 	})
 }
 
@@ -327,7 +352,7 @@ func (r *Reader) GetContext(ctx context.Context, userKey []byte, readTS uint64) 
 	var sk [64]byte
 	target := kv.MakeSearchKey(userKey, readTS).Append(sk[:0])
 	i := r.findBlock(target)
-	if i == len(r.index) {
+	if i == r.index.len() {
 		return nil, 0, false, nil
 	}
 	b, err := r.block(ctx, i)
@@ -336,12 +361,12 @@ func (r *Reader) GetContext(ctx context.Context, userKey []byte, readTS uint64) 
 	}
 	var it blockIter
 	if err := it.init(b); err != nil {
-		return nil, 0, false, &CorruptionError{File: r.name, Block: blockName(i), Offset: r.index[i].h.Offset, Reason: err.Error()}
+		return nil, 0, false, &CorruptionError{File: r.name, Block: blockName(i), Offset: r.index.handles[i].Offset, Reason: err.Error()}
 	}
 	// The block's last key is ≥ target, so the seek always lands in it.
 	if !it.seekGE(target) {
 		if it.err != nil {
-			return nil, 0, false, &CorruptionError{File: r.name, Block: blockName(i), Offset: r.index[i].h.Offset, Reason: it.err.Error()}
+			return nil, 0, false, &CorruptionError{File: r.name, Block: blockName(i), Offset: r.index.handles[i].Offset, Reason: it.err.Error()}
 		}
 		return nil, 0, false, nil
 	}

@@ -123,7 +123,7 @@ func TestFlippedByteInDataBlockNamesFileAndBlock(t *testing.T) {
 		t.Fatalf("open must succeed (only a data block is damaged): %v", err)
 	}
 	// Reading a key in the damaged block fails with a named error.
-	last := kv.UserKey(r.index[victim].last)
+	last := r.index.lastUser(victim)
 	_, _, _, err = r.Get(last, kv.MaxTimestamp)
 	var ce *CorruptionError
 	if !errors.As(err, &ce) || !errors.Is(err, ErrCorruption) {
@@ -142,7 +142,7 @@ func TestFlippedByteInDataBlockNamesFileAndBlock(t *testing.T) {
 		t.Fatalf("scan over damaged block ended with %v after %d entries", it.Err(), n)
 	}
 	// Keys in other blocks still read fine.
-	first := kv.UserKey(r.index[0].last)
+	first := r.index.lastUser(0)
 	if _, _, _, err := r.Get(first, kv.MaxTimestamp); err != nil {
 		t.Fatalf("undamaged block: %v", err)
 	}
