@@ -175,7 +175,12 @@ func (s *Store) split(ctx context.Context, name, reason string, splitKey func(*r
 	res.Key = key
 	log := s.opts.Region.Logger
 	final, err := e.PrepareSplit(ctx)
-	stopped := time.Now()
+	// Writes were refused from the start of the final flush, inside
+	// PrepareSplit.
+	stopped := e.WritesStoppedAt()
+	if stopped.IsZero() {
+		stopped = time.Now()
+	}
 	if err != nil {
 		s.reclaimLocked(a, e)
 		return res, err
