@@ -118,6 +118,7 @@ type ElasticRun struct {
 	Moves            int     `json:"moves"`
 	MaxMoveMs        float64 `json:"max_move_ms"`
 	MaxReleaseMs     float64 `json:"max_release_ms"`
+	MaxClaimMs       float64 `json:"max_claim_after_release_ms"`
 }
 
 // Layout is the cluster's regions at one moment.
@@ -398,7 +399,7 @@ func runElasticOnce(ctx context.Context, cfg ElasticConfig, overrides map[string
 		return run, err
 	}
 	run.Splits, run.MaxSplitRefuseMs = ev.Splits, ms(ev.MaxSplitRefuse)
-	run.Moves, run.MaxMoveMs, run.MaxReleaseMs = ev.Moves, ms(ev.MaxMove), ms(ev.MaxRelease)
+	run.Moves, run.MaxMoveMs, run.MaxReleaseMs, run.MaxClaimMs = ev.Moves, ms(ev.MaxMove), ms(ev.MaxRelease), ms(ev.MaxClaim)
 	return run, nil
 }
 
@@ -414,6 +415,9 @@ type StoreEvents struct {
 	Moves      int
 	MaxMove    time.Duration
 	MaxRelease time.Duration
+	// MaxClaim is the longest from a release's end to the claim: a move's
+	// unavailability beyond its release (flush, manifest commit).
+	MaxClaim time.Duration
 }
 
 var (
@@ -504,6 +508,7 @@ func ParseStoreLogs(paths []string, until time.Time) (StoreEvents, error) {
 		ev.Moves++
 		ev.MaxMove = max(ev.MaxMove, c.at.Sub(last.start))
 		ev.MaxRelease = max(ev.MaxRelease, last.end.Sub(last.start))
+		ev.MaxClaim = max(ev.MaxClaim, c.at.Sub(last.end))
 	}
 	return ev, nil
 }

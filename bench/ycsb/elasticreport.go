@@ -94,9 +94,12 @@ func ElasticMarkdown(r ElasticReport) string {
 	fmt.Fprintf(&b, "| INSERT p99 elastic / pre-split ≤ %.1f× | %s | %s |\n", ElasticGoalP99, spreadOf(lat, "%.2f"), verdict(report.Median(lat) <= ElasticGoalP99))
 	fmt.Fprintf(&b, "| longest write refusal of a split ≤ %v (store logs, max over the run's splits) | %s ms | %s |\n",
 		ElasticGoalSplitUnavailable, spreadOf(split, "%.0f"), verdict(report.Median(split) <= float64(ElasticGoalSplitUnavailable.Milliseconds())))
-	fmt.Fprintf(&b, "| longest move, release start to claim, ≤ %v + flush (max over the run's moves; its longest release, flush included, beside it) | %s ms; release %s ms | %s |\n",
-		ElasticGoalMoveUnavailable, spreadOf(move, "%.0f"), spreadOf(release, "%.0f"),
-		verdict(report.Median(move)-report.Median(release) <= float64(ElasticGoalMoveUnavailable.Milliseconds())))
+	claim := col(el, func(x ElasticRun) float64 { return x.MaxClaimMs })
+	fmt.Fprintf(&b, "| longest move ≤ %v + the flush: release start to claim, and beside it the longest release (its flush and released manifest) and the longest claim after a release's end (max over the run's moves) | %s ms; release %s ms; claim after release %s ms | %s |\n",
+		ElasticGoalMoveUnavailable, spreadOf(move, "%.0f"), spreadOf(release, "%.0f"), spreadOf(claim, "%.0f"),
+		verdict(report.Median(claim) <= float64(ElasticGoalMoveUnavailable.Milliseconds())))
+	fmt.Fprintf(&b, "| (client side) longest INSERT, retries included, elastic against pre-split: any key's unavailability to a writer plus queueing | %s ms against %s ms | (bound) |\n",
+		spreadOf(col(el, func(x ElasticRun) float64 { return float64(x.InsertMax) / 1000 }), "%.0f"), spreadOf(col(pre, func(x ElasticRun) float64 { return float64(x.InsertMax) / 1000 }), "%.0f"))
 	fmt.Fprintf(&b, "\nEvery run:\n\n| pair | mode | split bytes | regions | ops/s | INSERT p50 / p99 / max ms | errors | region sizes MiB (min–max) | store MiB (regions) at load end | settled | splits (max refusal ms) | moves (max ms) |\n|---:|---|---:|---:|---:|---|---:|---|---|---|---|---|\n")
 	for _, x := range r.Runs {
 		mib := func(v int64) float64 { return float64(v) / (1 << 20) }
