@@ -140,6 +140,9 @@ type ElasticReport struct {
 	Regime  string       `json:"regime"`
 	Config  string       `json:"config"`
 	Runs    []ElasticRun `json:"runs"`
+	// Findings are what the runs' logs and layouts show about the misses,
+	// written after the run (bellows-bench ycsb --elastic-render).
+	Findings []string `json:"findings,omitempty"`
 }
 
 // spread is the largest |x/mean − 1| of v.

@@ -1,7 +1,10 @@
 package ycsb
 
 import (
+	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/bellows-kv/bellows/bench/report"
@@ -122,5 +125,25 @@ func ElasticMarkdown(r ElasticReport) string {
 			x.Pair, x.Mode, sb, x.AtLoadEnd.Regions, x.OpsPerS, float64(x.InsertP50)/1000, float64(x.InsertP99)/1000, float64(x.InsertMax)/1000, x.Errors,
 			lo, hi, stores(x.AtLoadEnd), stores(x.Settled), x.SettledAfter, x.Splits, x.MaxSplitRefuseMs, x.Moves, x.MaxMoveMs)
 	}
+	if len(r.Findings) > 0 {
+		b.WriteString("\n## Misses and their measured causes\n\n")
+		for _, f := range r.Findings {
+			fmt.Fprintf(&b, "- %s\n", f)
+		}
+	}
 	return b.String()
+}
+
+// RenderElastic rewrites dir's elastic.md from its elastic.json (after
+// findings were added to it).
+func RenderElastic(dir string) (ElasticReport, error) {
+	var r ElasticReport
+	b, err := os.ReadFile(filepath.Join(dir, "elastic.json"))
+	if err != nil {
+		return r, err
+	}
+	if err := json.Unmarshal(b, &r); err != nil {
+		return r, fmt.Errorf("elastic.json: %w", err)
+	}
+	return r, WriteElastic(dir, r)
 }

@@ -32,7 +32,7 @@ func newYCSBCommand() *cobra.Command {
 		props                                  []string
 		useTLS                                 bool
 		tlsCompare                             int
-		elastic                                bool
+		elastic, elasticRender                 bool
 		ecfg                                   = ycsb.ElasticConfig{Records: 2_000_000, Pairs: 3, Settle: time.Minute}
 	)
 	cmd := &cobra.Command{
@@ -55,6 +55,13 @@ func newYCSBCommand() *cobra.Command {
 					return fmt.Errorf("-p %q: want key=value", kv)
 				}
 				overrides[k] = v
+			}
+			if elasticRender {
+				r, err := ycsb.RenderElastic(out)
+				if err == nil {
+					fmt.Fprint(cmd.OutOrStdout(), ycsb.ElasticMarkdown(r))
+				}
+				return err
 			}
 			if elastic {
 				return runElastic(cmd, bellows, out, ecfg, threads, overrides)
@@ -163,6 +170,7 @@ func newYCSBCommand() *cobra.Command {
 	f.IntVar(&tlsCompare, "tls-compare", 0, "instead: run each workload N times with TLS and N times without, alternating, and write ycsb-tls.{json,md}")
 	f.BoolVar(&elastic, "elastic", false, "instead: issue #26's benchmark: a workload-a load of --records into 3 `bellows store` processes starting with one region "+
 		"and splitting by size, against the same load into 3 stores pre-split to the elastic run's final count; --pairs interleaved pairs; writes elastic.{json,md}")
+	f.BoolVar(&elasticRender, "elastic-render", false, "instead: rewrite --out's elastic.md from its elastic.json (after findings were added to it)")
 	f.IntVar(&ecfg.Records, "records", ecfg.Records, "--elastic: records loaded per run")
 	f.IntVar(&ecfg.Pairs, "pairs", ecfg.Pairs, "--elastic: interleaved (elastic, pre-split) pairs")
 	f.Int64Var(&ecfg.SplitBytes, "split-bytes", 0, fmt.Sprintf("--elastic: the elastic stores' --split-bytes (0: records × %d B / %d, so the load ends with 16 regions)", ycsb.ElasticBytesPerRecord, ycsb.ElasticSplitDivisor))
