@@ -143,6 +143,7 @@ type OpStats struct {
 	AvgUs int64   `json:"avgUs"`
 	P50Us int64   `json:"p50Us"`
 	P99Us int64   `json:"p99Us"`
+	MaxUs int64   `json:"maxUs,omitempty"`
 }
 
 // Phase is the measurement of one phase (load or run) of a workload.
@@ -279,7 +280,7 @@ func readOutput(path string) ([]OpStats, error) {
 			return v
 		}
 		s.Op = r["Operation"]
-		s.Count, s.AvgUs, s.P50Us, s.P99Us = num("Count"), num("Avg(us)"), num("50th(us)"), num("99th(us)")
+		s.Count, s.AvgUs, s.P50Us, s.P99Us, s.MaxUs = num("Count"), num("Avg(us)"), num("50th(us)"), num("99th(us)"), num("Max(us)")
 		var err error
 		s.OPS, err = strconv.ParseFloat(r["OPS"], 64)
 		if err := errors.Join(append(errs, err)...); err != nil {

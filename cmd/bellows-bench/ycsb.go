@@ -32,6 +32,8 @@ func newYCSBCommand() *cobra.Command {
 		props                                  []string
 		useTLS                                 bool
 		tlsCompare                             int
+		elastic, elasticRender                 bool
+		ecfg                                   = ycsb.ElasticConfig{Records: 2_000_000, Pairs: 3, Settle: time.Minute}
 	)
 	cmd := &cobra.Command{
 		Use:   "ycsb",
@@ -53,6 +55,16 @@ func newYCSBCommand() *cobra.Command {
 					return fmt.Errorf("-p %q: want key=value", kv)
 				}
 				overrides[k] = v
+			}
+			if elasticRender {
+				r, err := ycsb.RenderElastic(out)
+				if err == nil {
+					fmt.Fprint(cmd.OutOrStdout(), ycsb.ElasticMarkdown(r))
+				}
+				return err
+			}
+			if elastic {
+				return runElastic(cmd, bellows, out, ecfg, threads, overrides)
 			}
 			names := strings.Split(workloads, ",")
 			for _, n := range names {
@@ -156,6 +168,15 @@ func newYCSBCommand() *cobra.Command {
 	f.IntVar(&threads, "threads", 16, "client threads (YCSB threadcount)")
 	f.BoolVar(&useTLS, "tls", true, "bellows local serves mutual TLS (its default) and the client dials it with bellows local's client certificate")
 	f.IntVar(&tlsCompare, "tls-compare", 0, "instead: run each workload N times with TLS and N times without, alternating, and write ycsb-tls.{json,md}")
+	f.BoolVar(&elastic, "elastic", false, "instead: issue #26's benchmark: a workload-a load of --records into 3 `bellows store` processes starting with one region "+
+		"and splitting by size, against the same load into 3 stores pre-split to the elastic run's final count; --pairs interleaved pairs; writes elastic.{json,md}")
+	f.BoolVar(&elasticRender, "elastic-render", false, "instead: rewrite --out's elastic.md from its elastic.json (after findings were added to it)")
+	f.IntVar(&ecfg.Records, "records", ecfg.Records, "--elastic: records loaded per run")
+	f.IntVar(&ecfg.Pairs, "pairs", ecfg.Pairs, "--elastic: interleaved (elastic, pre-split) pairs")
+	f.Int64Var(&ecfg.SplitBytes, "split-bytes", 0, fmt.Sprintf("--elastic: the elastic stores' --split-bytes (0: records × %d B / %d, so the load ends with 16 regions)", ycsb.ElasticBytesPerRecord, ycsb.ElasticSplitDivisor))
+	f.DurationVar(&ecfg.Settle, "settle", ecfg.Settle, "--elastic: after the load, how long to watch for the stores' bytes to come within the goal")
+	f.DurationVar(&ecfg.BalanceInterval, "balance-interval", 0, "--elastic: the stores' --balance-interval (0: their default)")
+	f.IntVar(&ecfg.MaxMovesInFlight, "max-moves-in-flight", 0, "--elastic: the stores' --max-moves-in-flight (0: their default)")
 	f.StringArrayVarP(&props, "property", "p", nil, "any other YCSB property, key=value (repeatable), e.g. -p requestdistribution=uniform")
 	return cmd
 }
@@ -233,4 +254,59 @@ func startLocal(ctx context.Context, bin, dir, offload string, withTLS bool) (st
 		stop()
 		return "", nil, fmt.Errorf("bellows local not ready in 60s (logs in %s)", filepath.Join(dir, "logs"))
 	}
+}
+
+// runElastic is `ycsb --elastic`.
+func runElastic(cmd *cobra.Command, bellows, out string, cfg ycsb.ElasticConfig, threads int, overrides map[string]string) error {
+	bin, err := findBellows(bellows)
+	if err != nil {
+		return err
+	}
+	cfg.Bellows, cfg.Threads = bin, threads
+	cfg.Props = map[string]string{}
+	for k, v := range overrides {
+		if k != prop.RecordCount && k != prop.OperationCount && k != prop.ThreadCount {
+			cfg.Props[k] = v
+		}
+	}
+	if err := os.MkdirAll(out, 0o755); err != nil {
+		return err
+	}
+	work, err := os.MkdirTemp("", "bellows-elastic-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(work)
+	splitBytes := cfg.SplitBytes
+	rule := "--split-bytes as given"
+	if splitBytes <= 0 {
+		splitBytes = int64(cfg.Records) * ycsb.ElasticBytesPerRecord / ycsb.ElasticSplitDivisor
+		rule = fmt.Sprintf("--split-bytes = records × %d B (a record's data as regions count it, measured) / %d, so that binary splits of a uniform load end with 16 regions of 0.75× the split size",
+			ycsb.ElasticBytesPerRecord, ycsb.ElasticSplitDivisor)
+	}
+	rep := ycsb.ElasticReport{
+		Command: "bellows-bench " + strings.Join(os.Args[1:], " "),
+		Regime: fmt.Sprintf("%d records of 10 × 100 B (about %d MB of data) loaded by go-ycsb's workload-a load phase with %d client threads through the Go client; "+
+			"3 `bellows store` processes, the YCSB client and a file:// bucket all on this one machine's %d cores, shared with another engineer's builds and tests (noisy: judge by the ratios within a pair); "+
+			"offload Disabled (each store compacts in-process); the data fits in memory (memstores of 128 MiB per region and the page cache), so the load is bound by the CPU and the WAL's group-commit fsyncs, not by reads",
+			cfg.Records, int64(cfg.Records)*ycsb.ElasticBytesPerRecord/1_000_000, threads, runtime.NumCPU()),
+		Config: fmt.Sprintf("elastic: `--regions=1 --split-bytes=%d` (%s); pre-split: `--split-keys` at the YCSB keys that cut the records into as many equal ranges as the elastic run of the same pair ended with, `--split-bytes=0`; "+
+			"both: `--region-owner=I/3 --peers=… --offload=Disabled`, balancer on (--balance-interval %s, --max-moves-in-flight %s). Pairs run elastic then pre-split, each on a fresh cluster. "+
+			"Split refusals come from the stores' `split region … writes refused for=` log lines, moves from `released region … took=` on the old owner and `claimed region` on the new one (the move's unavailability: from the release's start to the claim)",
+			splitBytes, rule, orDefault(cfg.BalanceInterval.String(), cfg.BalanceInterval == 0, "5s"), orDefault(strconv.Itoa(cfg.MaxMovesInFlight), cfg.MaxMovesInFlight == 0, "2")),
+	}
+	runs, err := ycsb.RunElastic(cmd.Context(), cfg, work, func(s string) { fmt.Fprintln(cmd.ErrOrStderr(), s) })
+	rep.Runs = runs
+	if werr := ycsb.WriteElastic(out, rep); werr != nil {
+		return errors.Join(err, werr)
+	}
+	fmt.Fprint(cmd.OutOrStdout(), ycsb.ElasticMarkdown(rep))
+	return err
+}
+
+func orDefault(v string, isDefault bool, def string) string {
+	if isDefault {
+		return def + " (default)"
+	}
+	return v
 }

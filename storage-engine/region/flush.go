@@ -196,6 +196,9 @@ func (r *Region) flushStopping(ctx context.Context, stopWrites, splitting bool) 
 		r.mu.Lock()
 		r.releasing = true
 		r.splitting = splitting
+		if r.writesStoppedAt.IsZero() {
+			r.writesStoppedAt = time.Now()
+		}
 		r.mu.Unlock()
 	}
 	var target *memTable

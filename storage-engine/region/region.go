@@ -181,7 +181,10 @@ type Region struct {
 	// releasing: Release has begun; writes are refused. splitting:
 	// PrepareSplit has begun (with releasing, writes are ErrSplitting).
 	releasing, splitting bool
-	bgErr                error // sticky: fencing or a WAL failure
+	// writesStoppedAt is when releasing was set: the start of a release's,
+	// split's or merge's write refusal (WritesStoppedAt).
+	writesStoppedAt time.Time
+	bgErr           error // sticky: fencing or a WAL failure
 
 	// manifestMu serialises manifest commits (flush vs compaction).
 	manifestMu mutex

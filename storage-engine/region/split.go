@@ -33,6 +33,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/bellows-kv/bellows/storage-engine/manifest"
 )
@@ -226,6 +227,15 @@ func (r *Region) SplitKey() ([]byte, error) {
 // hold everything), as after a crash at that point.
 func (r *Region) PrepareSplit(ctx context.Context) (manifest.Manifest, error) {
 	return r.prepareSuccessors(ctx, "splitting", nil)
+}
+
+// WritesStoppedAt is when the region began refusing writes for a release,
+// split or merge (zero while it takes them): a split's or merge's
+// unavailability counts from it, its final flush included.
+func (r *Region) WritesStoppedAt() time.Time {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return r.writesStoppedAt
 }
 
 // PrepareMerge is PrepareSplit for each of two adjacent regions about to

@@ -440,3 +440,31 @@ func (e recordingExecutor) Execute(ctx context.Context, job compaction.Job) (com
 	e.f(job.Start, job.End, job.Inputs)
 	return e.inner.Execute(ctx, job)
 }
+
+// WritesStoppedAt is zero while the region takes writes and, after
+// PrepareSplit, the moment writes stopped: before its final flush, so a
+// split's unavailability counted from it includes that flush.
+func TestWritesStoppedAtMarksTheStartOfTheRefusal(t *testing.T) {
+	f := newSplitFixture(t, 500)
+	if at := f.p.WritesStoppedAt(); !at.IsZero() {
+		t.Fatalf("WritesStoppedAt %v while the region takes writes", at)
+	}
+	before := time.Now()
+	if _, err := f.p.PrepareSplit(bg); err != nil {
+		t.Fatal(err)
+	}
+	after := time.Now()
+	at := f.p.WritesStoppedAt()
+	if at.Before(before) || at.After(after) {
+		t.Fatalf("WritesStoppedAt %v, want within PrepareSplit [%v, %v]", at, before, after)
+	}
+	if _, err := f.p.Put([]byte("user000001"), []byte("late")); !errors.Is(err, ErrSplitting) {
+		t.Fatalf("a write after PrepareSplit: %v, want ErrSplitting", err)
+	}
+	if got := f.p.WritesStoppedAt(); !got.Equal(at) {
+		t.Fatalf("WritesStoppedAt moved from %v to %v", at, got)
+	}
+	if err := f.p.Retire(bg); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -121,7 +121,10 @@ func (s *Store) Merge(ctx context.Context, left, right string) (MergeResult, err
 	for i, r := range []regionmap.Region{lr, rr} {
 		final, err := es[i].PrepareMerge(ctx, r.Start, r.End)
 		if i == 0 {
-			stopped = time.Now()
+			// The left parent refused writes from its final flush on.
+			if stopped = es[0].WritesStoppedAt(); stopped.IsZero() {
+				stopped = time.Now()
+			}
 		}
 		if err != nil {
 			for _, k := range []int{0, 1}[:i+1] {

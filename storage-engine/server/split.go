@@ -175,14 +175,22 @@ func (s *Store) split(ctx context.Context, name, reason string, splitKey func(*r
 	res.Key = key
 	log := s.opts.Region.Logger
 	final, err := e.PrepareSplit(ctx)
-	stopped := time.Now()
+	// Writes were refused from the start of the final flush, inside
+	// PrepareSplit.
+	stopped := e.WritesStoppedAt()
+	if stopped.IsZero() {
+		stopped = time.Now()
+	}
 	if err != nil {
 		s.reclaimLocked(a, e)
 		return res, err
 	}
+	flushed := time.Now()
 	_ = s.handOver(a)(ctx)
 	recs := s.applied.export(name)
+	handedOver := time.Now()
 	next, err := s.commitSplit(ctx, m, name, key, final.Number)
+	committed := time.Now()
 	if err != nil {
 		s.reclaimLocked(a, e)
 		log.Error("split not committed: the region reopens whole", "region", name, "err", err)
@@ -218,6 +226,12 @@ func (s *Store) split(ctx context.Context, name, reason string, splitKey func(*r
 	a.eng.Store(nil)
 	s.snap.Store(newAssigned(live, gone))
 	res.Unavailable = time.Since(stopped)
+	// Where the refusal went: the final flush (and a compaction's install
+	// it waited for), the idempotency keys' object, the map commit, the
+	// daughters' opening.
+	phases := fmt.Sprintf("final flush %v, idempotency keys %v, map commit %v, daughters open %v",
+		flushed.Sub(stopped).Round(time.Millisecond), handedOver.Sub(flushed).Round(time.Millisecond),
+		committed.Sub(handedOver).Round(time.Millisecond), time.Since(committed).Round(time.Millisecond))
 	res.Left, res.Right = daughters[0].Name(), daughters[1].Name()
 	if err := e.Retire(context.WithoutCancel(ctx)); err != nil {
 		log.Warn("retiring a split's parent (the region map retired it already)", "region", name, "err", err)
@@ -228,7 +242,7 @@ func (s *Store) split(ctx context.Context, name, reason string, splitKey func(*r
 		s.sizeSplits.Add(1)
 	}
 	log.Info("split region", "region", name, "reason", reason, "key", fmt.Sprintf("%q", key), "left", res.Left, "right", res.Right,
-		"epoch", res.Epoch, "writes refused for", res.Unavailable)
+		"epoch", res.Epoch, "writes refused for", res.Unavailable, "refusal", phases)
 	return res, nil
 }
 

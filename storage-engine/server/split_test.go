@@ -118,9 +118,20 @@ func TestStoreSplitsARegionAndServesBothHalves(t *testing.T) {
 	s := c.open(t, 0)
 	kv := NewKV(s, nil, nil)
 	acked := putKeys(t, kv, 0, 2000, "a")
+	parent, err := s.Assignments()[0].Engine()
+	if err != nil {
+		t.Fatal(err)
+	}
+	began := time.Now()
 	res, err := s.Split(ctx, "region-000")
 	if err != nil {
 		t.Fatal(err)
+	}
+	// The refusal counts from when the parent stopped writes (before its
+	// final flush) to when the daughters served.
+	stopped := parent.WritesStoppedAt()
+	if stopped.Before(began) || res.Unavailable <= 0 || res.Unavailable > time.Since(stopped) {
+		t.Fatalf("split: writes stopped at %v (split began %v), Unavailable %v: want the time from the stop to the daughters", stopped, began, res.Unavailable)
 	}
 	if res.Left != "region-001" || res.Right != "region-002" || res.Epoch != 2 {
 		t.Fatalf("split: %+v, want region-001 and region-002 at epoch 2", res)
