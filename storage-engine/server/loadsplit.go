@@ -57,8 +57,8 @@ type loadSampler struct {
 	windows atomic.Uint64
 	began   atomic.Int64
 	mu      sync.Mutex
-	seen int // keys offered to the reservoir this window
-	keys [][]byte
+	seen    int // keys offered to the reservoir this window
+	keys    [][]byte
 }
 
 // record counts one request for key.
