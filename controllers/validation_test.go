@@ -241,6 +241,14 @@ func TestValidationRejectsInvalidResources(t *testing.T) {
 			"regions.splitBytes: 1048576 is below engine.memstore.bytes 128Mi (the default)"},
 		{"negative split rate", cluster("sq1", "regions: {count: 4, splitQPS: -5}"),
 			"regions.splitQPS: -5 is negative; write requests per second, e.g. 3000, or 0 to never split by load"},
+		{"merge size not a quantity", cluster("mb1", "regions: {count: 4, mergeBytes: small}"),
+			`regions.mergeBytes: "small" is not a quantity; write bytes with a unit, e.g. 128Mi (a quarter of splitBytes is the default), or 0 to never merge`},
+		{"negative merge size", cluster("mb2", "regions: {count: 4, mergeBytes: -1Mi}"),
+			"regions.mergeBytes: -1Mi is negative; write a size such as 128Mi, or 0 to never merge"},
+		{"no moves in flight", cluster("mm1", "regions: {count: 4, maxMovesInFlight: 0}"),
+			"regions.maxMovesInFlight: 0 is out of range; write 1 to 64 (2 is the default)"},
+		{"negative balance floor", cluster("bm1", "regions: {count: 4, balanceMinBytes: -64Mi}"),
+			"regions.balanceMinBytes: -64Mi is negative; write a size such as 64Mi, or 0 to balance any gap"},
 		// The clock bound: the field, the value and the fix.
 		{"negative clock offset", cluster("ck1", "clock: {maxOffset: -100ms}"),
 			`spec.clock.maxOffset: Invalid value: "-100ms": clock.maxOffset: -100ms is negative; write the largest offset between the clocks of two stores, e.g. 250ms, or 0s to turn the clock checks off`},
@@ -335,6 +343,7 @@ func TestValidationAcceptsEdgeCases(t *testing.T) {
 		// Split settings alone: the first layout is one region.
 		{"split settings without a layout", fromYAML(t, "KVCluster", ns, "e11", "{bucket: {url: 's3://bucket'}, regions: {splitBytes: 3Gi, splitQPS: 3000}}")},
 		{"never split", fromYAML(t, "KVCluster", ns, "e12", "{bucket: {url: 's3://bucket'}, regions: {count: 2, splitBytes: 0, splitQPS: 0}}")},
+		{"merge and balance settings", fromYAML(t, "KVCluster", ns, "e13", "{bucket: {url: 's3://bucket'}, regions: {mergeBytes: 0, maxMovesInFlight: 4, balanceMinBytes: 0}}")},
 		{"split size equal to the memstore", fromYAML(t, "KVCluster", ns, "e13", "{bucket: {url: 's3://bucket'}, regions: {splitBytes: 128Mi}}")},
 		{"split size equal to a small memstore", fromYAML(t, "KVCluster", ns, "e14",
 			"{bucket: {url: 's3://bucket'}, regions: {splitKeys: [m], splitBytes: '1048576'}, engine: {memstore: {bytes: 1Mi}}}")},

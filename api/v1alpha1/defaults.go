@@ -18,6 +18,7 @@ const (
 	DefaultStorageSize         = contract.DefaultStorageSize
 	DefaultRegionCount         = contract.DefaultRegionCount
 	DefaultSplitQPS            = contract.DefaultSplitQPS
+	DefaultMaxMovesInFlight    = int32(contract.DefaultMaxMovesInFlight)
 	DefaultMaxClockOffset      = contract.DefaultMaxClockOffset
 	DefaultWALArchiveInterval  = contract.DefaultWALArchiveInterval
 	DefaultMemstorePolicy      = MemstorePolicy(contract.DefaultMemstorePolicy)
@@ -75,6 +76,10 @@ func (c *KVCluster) SetDefaults() {
 	if s.Regions.SplitQPS == nil {
 		q := DefaultSplitQPS
 		s.Regions.SplitQPS = &q
+	}
+	if s.Regions.MaxMovesInFlight == nil {
+		m := DefaultMaxMovesInFlight
+		s.Regions.MaxMovesInFlight = &m
 	}
 	if s.Clock.MaxOffset == "" {
 		s.Clock.MaxOffset = DurationOf(DefaultMaxClockOffset)

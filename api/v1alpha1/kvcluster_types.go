@@ -269,6 +269,28 @@ type RegionsSpec struct {
 	// +kubebuilder:validation:XValidation:rule=`self >= 0`,messageExpression=`'regions.splitQPS: %d is negative; write requests per second, e.g. 3000, or 0 to never split by load'.format([self])`
 	// +optional
 	SplitQPS *int32 `json:"splitQPS,omitempty"`
+
+	// MergeBytes: two adjacent regions of one store merge when each holds
+	// less than this, together less than half splitBytes, each serves
+	// under a quarter of splitQPS (when set), for the stores' merge wait
+	// (10m). Unset, a quarter of splitBytes; 0 never merges.
+	// +kubebuilder:validation:XValidation:rule=`isQuantity(string(self)) && !quantity(string(self)).isLessThan(quantity('0'))`,messageExpression=`!isQuantity(string(self)) ? 'regions.mergeBytes: "' + string(self) + '" is not a quantity; write bytes with a unit, e.g. 128Mi (a quarter of splitBytes is the default), or 0 to never merge' : 'regions.mergeBytes: ' + string(self) + ' is negative; write a size such as 128Mi, or 0 to never merge'`
+	// +optional
+	MergeBytes *resource.Quantity `json:"mergeBytes,omitempty"`
+
+	// MaxMovesInFlight bounds the region moves the balancer keeps under
+	// way at once, cluster-wide (docs/regions.md §4).
+	// +kubebuilder:default=2
+	// +kubebuilder:validation:XValidation:rule=`self >= 1 && self <= 64`,messageExpression=`'regions.maxMovesInFlight: %d is out of range; write 1 to 64 (2 is the default)'.format([self])`
+	// +optional
+	MaxMovesInFlight *int32 `json:"maxMovesInFlight,omitempty"`
+
+	// BalanceMinBytes: the least gap from the mean bytes per store the
+	// balancer moves regions for, whatever its tolerance (±15%): a move
+	// costs its region a flush and a cold cache. Unset, 64Mi.
+	// +kubebuilder:validation:XValidation:rule=`isQuantity(string(self)) && !quantity(string(self)).isLessThan(quantity('0'))`,messageExpression=`!isQuantity(string(self)) ? 'regions.balanceMinBytes: "' + string(self) + '" is not a quantity; write bytes with a unit, e.g. 64Mi' : 'regions.balanceMinBytes: ' + string(self) + ' is negative; write a size such as 64Mi, or 0 to balance any gap'`
+	// +optional
+	BalanceMinBytes *resource.Quantity `json:"balanceMinBytes,omitempty"`
 }
 
 // CompactionPoolReference names a CompactionPool in the same namespace.

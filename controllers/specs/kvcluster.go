@@ -153,7 +153,23 @@ func StoreArgs(c *kvapi.KVCluster, pool *kvapi.CompactionPool) []string {
 	}
 	// Both are written out, so the pods do not depend on the image's
 	// defaults: an operator and a store of different versions agree.
-	args = append(args, contract.Arg(contract.FlagSplitBytes, RegionSplitOf(c, pool).Bytes))
+	split := RegionSplitOf(c, pool).Bytes
+	args = append(args, contract.Arg(contract.FlagSplitBytes, split))
+	mergeBytes := split / 4
+	if q := c.Spec.Regions.MergeBytes; q != nil {
+		mergeBytes = q.Value()
+	}
+	args = append(args, contract.Arg(contract.FlagMergeBytes, mergeBytes))
+	moves := kvapi.DefaultMaxMovesInFlight
+	if m := c.Spec.Regions.MaxMovesInFlight; m != nil {
+		moves = *m
+	}
+	args = append(args, contract.Arg(contract.FlagMaxMovesInFlight, moves))
+	minBytes := contract.DefaultBalanceMinBytes
+	if q := c.Spec.Regions.BalanceMinBytes; q != nil {
+		minBytes = q.Value()
+	}
+	args = append(args, contract.Arg(contract.FlagBalanceMinBytes, minBytes))
 	qps := kvapi.DefaultSplitQPS
 	if c.Spec.Regions.SplitQPS != nil {
 		qps = *c.Spec.Regions.SplitQPS
