@@ -3,7 +3,6 @@ package region
 import (
 	"fmt"
 	"testing"
-	"time"
 )
 
 // A region opened on files its compaction policy would merge merges them:
@@ -30,13 +29,7 @@ func TestOpenSchedulesTheCompactionThePolicySelects(t *testing.T) {
 	opts.DisableAutoCompaction = false
 	r = mustOpen(t, opts)
 	defer r.Close()
-	deadline := time.Now().Add(20 * time.Second)
-	for r.FileCount() >= 4 {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d files 20s after the open, want them compacted", r.FileCount())
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	waitFor(t, "the files compacted after the open", func() bool { return r.FileCount() < 4 })
 	for i := 0; i < 100; i++ {
 		mustGet(t, r, fmt.Sprintf("k%03d", i), "v3")
 	}

@@ -227,34 +227,9 @@ func (s *Store) Merge(ctx context.Context, left, right string) (MergeResult, err
 // another commit (another store's change), it merges them in the newer map,
 // in which both, served here, are still live and adjacent.
 func (s *Store) commitMerge(ctx context.Context, m regionmap.Map, left, right string, nLeft, nRight uint64) (regionmap.Map, error) {
-	s.mapMu.Lock()
-	defer s.mapMu.Unlock()
-	b := s.opts.Region.Bucket
-	for attempt := 0; ; attempt++ {
-		next, err := m.Merge(left, right, nLeft, nRight)
-		if err != nil {
-			return regionmap.Map{}, err
-		}
-		err = regionmap.Commit(ctx, b, m, &next)
-		if err == nil {
-			s.learnMap(next)
-			return next, nil
-		}
-		if !errors.Is(err, regionmap.ErrFenced) || attempt >= 16 {
-			return regionmap.Map{}, err
-		}
-		if m, err = regionmap.Load(ctx, b); err != nil {
-			return regionmap.Map{}, err
-		}
-		s.learnMap(m)
-		for _, name := range []string{left, right} {
-			if r, ok := m.ByName(name); ok && !s.ownsRegion(r) {
-				// The balancer moved it meanwhile: the merge is left to
-				// when both are on one store again.
-				return regionmap.Map{}, fmt.Errorf("server: merge of %s and %s abandoned: the balancer moved %s to another store (epoch %d)", left, right, name, m.Epoch)
-			}
-		}
-	}
+	return s.commitOwnChange(ctx, m, "merge of "+left+" and "+right, []string{left, right}, func(m regionmap.Map) (regionmap.Map, error) {
+		return m.Merge(left, right, nLeft, nRight)
+	})
 }
 
 func spanEnd(end []byte) string {

@@ -250,11 +250,23 @@ func (s *Store) split(ctx context.Context, name, reason string, splitKey func(*r
 // commit (another store's split), it splits the newer map instead, in
 // which name, served here, is still live.
 func (s *Store) commitSplit(ctx context.Context, m regionmap.Map, name string, key []byte, parentManifest uint64) (regionmap.Map, error) {
+	return s.commitOwnChange(ctx, m, "split of "+name, []string{name}, func(m regionmap.Map) (regionmap.Map, error) {
+		return m.Split(name, key, parentManifest)
+	})
+}
+
+// commitOwnChange commits edit of m, a change to regions this store serves
+// (a split or a merge of them). Fenced by another commit, it edits the
+// newer map and tries again, unless the balancer moved one of the regions
+// away meanwhile: going on would open the result only to hand it over,
+// so the change is abandoned (what says so names it) and left to the new
+// owner.
+func (s *Store) commitOwnChange(ctx context.Context, m regionmap.Map, what string, regions []string, edit func(regionmap.Map) (regionmap.Map, error)) (regionmap.Map, error) {
 	s.mapMu.Lock()
 	defer s.mapMu.Unlock()
 	b := s.opts.Region.Bucket
 	for attempt := 0; ; attempt++ {
-		next, err := m.Split(name, key, parentManifest)
+		next, err := edit(m)
 		if err != nil {
 			return regionmap.Map{}, err
 		}
@@ -270,11 +282,10 @@ func (s *Store) commitSplit(ctx context.Context, m regionmap.Map, name string, k
 			return regionmap.Map{}, err
 		}
 		s.learnMap(m)
-		if r, ok := m.ByName(name); ok && !s.ownsRegion(r) {
-			// The balancer moved the region meanwhile: splitting it here
-			// would open daughters only to hand them over. Its new owner
-			// splits it if it still needs to.
-			return regionmap.Map{}, fmt.Errorf("server: split of %s abandoned: the balancer moved it to another store (epoch %d)", name, m.Epoch)
+		for _, name := range regions {
+			if r, ok := m.ByName(name); ok && !s.ownsRegion(r) {
+				return regionmap.Map{}, fmt.Errorf("server: %s abandoned: the balancer moved %s to another store (epoch %d)", what, name, m.Epoch)
+			}
 		}
 	}
 }

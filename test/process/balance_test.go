@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -31,41 +30,7 @@ func TestOneRegionSplitsAndSpreadsOverThreeStores(t *testing.T) {
 	}
 	c := newClient(t, stores[0])
 
-	var (
-		mu      sync.Mutex
-		acked   = map[string]string{}
-		errs    []error
-		stop    = make(chan struct{})
-		writers sync.WaitGroup
-	)
-	for w := range 2 {
-		writers.Add(1)
-		go func() {
-			defer writers.Done()
-			for i := 0; ; i++ {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				k := fmt.Sprintf("user%07d", (i*7919+w*104729)%10_000_000)
-				v := fmt.Sprintf("%d-%d-%02000d", w, i, i)
-				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-				_, err := c.Put(ctx, []byte(k), []byte(v))
-				cancel()
-				mu.Lock()
-				if err != nil {
-					errs = append(errs, fmt.Errorf("put %s: %w", k, err))
-				} else {
-					acked[k] = v
-				}
-				mu.Unlock()
-				if err != nil {
-					return
-				}
-			}
-		}()
-	}
+	w := startUserWriters(c, 2)
 	// open are the regions each store serves open.
 	open := func() [][]*kvpb.RegionInfo {
 		out := make([][]*kvpb.RegionInfo, len(stores))
@@ -94,17 +59,8 @@ func TestOneRegionSplitsAndSpreadsOverThreeStores(t *testing.T) {
 	waitFor(t, "4 regions", func() bool { return total() >= 4 })
 	stores[1].kill()
 	stores[1] = start(t, "store-1", args(1)...)
-	waitFor(t, "9 regions, or a failed write", func() bool {
-		mu.Lock()
-		failed := len(errs) > 0
-		mu.Unlock()
-		return failed || total() >= 9
-	})
-	close(stop)
-	writers.Wait()
-	if len(errs) > 0 {
-		t.Fatalf("%d writes failed (a split, a move or a restart must only cost retries): %v", len(errs), errs[:min(3, len(errs))])
-	}
+	waitFor(t, "9 regions, or a failed write", func() bool { return w.failed() || total() >= 9 })
+	w.halt(t)
 	// The balancer's fixed point: no region on the fullest store is
 	// smaller than its gap to the emptiest (regionmap.Plan would move
 	// it), so the stores differ by at most the largest region.
@@ -127,9 +83,7 @@ func TestOneRegionSplitsAndSpreadsOverThreeStores(t *testing.T) {
 		return lo > 0 && hi-lo <= largest
 	})
 	ctx := context.Background()
-	mu.Lock()
-	defer mu.Unlock()
-	for k, v := range acked {
+	for k, v := range w.acked {
 		ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 		got, found, err := c.Get(ctx, []byte(k))
 		cancel()
@@ -143,7 +97,7 @@ func TestOneRegionSplitsAndSpreadsOverThreeStores(t *testing.T) {
 					t.Logf("store-%d: %v", i, rerr)
 				}
 			}
-			t.Fatalf("get %s after %d acknowledged writes: %q %v %v", k, len(acked), got, found, err)
+			t.Fatalf("get %s after %d acknowledged writes: %q %v %v", k, len(w.acked), got, found, err)
 		}
 	}
 	var moves float64
@@ -153,5 +107,5 @@ func TestOneRegionSplitsAndSpreadsOverThreeStores(t *testing.T) {
 	if moves == 0 {
 		t.Fatal("bellows_region_moves_total is 0 on every store, yet regions moved")
 	}
-	t.Logf("%d acknowledged writes; %v; %.0f moves", len(acked), layout, moves)
+	t.Logf("%d acknowledged writes; %v; %.0f moves", len(w.acked), layout, moves)
 }

@@ -6,6 +6,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/bellows-kv/bellows/client"
 )
 
 // A store started with one region splits it as a client loads data, and
@@ -22,42 +24,7 @@ func TestRegionsSplitAsDataGrowsThroughCrashes(t *testing.T) {
 	s := start(t, "store", args...)
 	c := newClient(t, s)
 
-	var (
-		mu      sync.Mutex
-		acked   = map[string]string{}
-		errs    []error
-		stop    = make(chan struct{})
-		writers sync.WaitGroup
-	)
-	for w := range 2 {
-		writers.Add(1)
-		go func() {
-			defer writers.Done()
-			for i := 0; ; i++ {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				// Keys spread over the range the way user ids do.
-				k := fmt.Sprintf("user%07d", (i*7919+w*104729)%10_000_000)
-				v := fmt.Sprintf("%d-%d-%02000d", w, i, i)
-				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-				_, err := c.Put(ctx, []byte(k), []byte(v))
-				cancel()
-				mu.Lock()
-				if err != nil {
-					errs = append(errs, fmt.Errorf("put %s: %w", k, err))
-				} else {
-					acked[k] = v
-				}
-				mu.Unlock()
-				if err != nil {
-					return
-				}
-			}
-		}()
-	}
+	w := startUserWriters(c, 2)
 	regions := func() int {
 		if err := c.Refresh(context.Background()); err != nil {
 			return 0
@@ -70,16 +37,12 @@ func TestRegionsSplitAsDataGrowsThroughCrashes(t *testing.T) {
 		s = start(t, "store", args...)
 	}
 	waitFor(t, "8 regions after the last restart", func() bool { return regions() >= 8 })
-	close(stop)
-	writers.Wait()
-	if len(errs) > 0 {
-		t.Fatalf("%d writes failed (a split or a restart must only cost retries): %v", len(errs), errs[:min(3, len(errs))])
-	}
+	w.halt(t)
 	ctx := context.Background()
-	for k, v := range acked {
+	for k, v := range w.acked {
 		got, found, err := c.Get(ctx, []byte(k))
 		if err != nil || !found || string(got) != v {
-			t.Fatalf("get %s after %d acknowledged writes: %q %v %v", k, len(acked), got, found, err)
+			t.Fatalf("get %s after %d acknowledged writes: %q %v %v", k, len(w.acked), got, found, err)
 		}
 	}
 	rs := c.Regions()
@@ -88,5 +51,66 @@ func TestRegionsSplitAsDataGrowsThroughCrashes(t *testing.T) {
 			t.Fatalf("regions do not tile the key space at %d: %+v", i, rs)
 		}
 	}
-	t.Logf("%d acknowledged writes in %d regions through 3 SIGKILLs", len(acked), len(rs))
+	t.Logf("%d acknowledged writes in %d regions through 3 SIGKILLs", len(w.acked), len(rs))
+}
+
+// userWriters are n clients writing 2 KB values under keys spread over the
+// range the way user ids do, each stopping at its first failure (a split,
+// a move or a restart must only cost the client retries).
+type userWriters struct {
+	mu    sync.Mutex
+	acked map[string]string
+	errs  []error
+	stop  chan struct{}
+	wg    sync.WaitGroup
+}
+
+func startUserWriters(c *client.Client, n int) *userWriters {
+	w := &userWriters{acked: map[string]string{}, stop: make(chan struct{})}
+	for id := range n {
+		w.wg.Add(1)
+		go func() {
+			defer w.wg.Done()
+			for i := 0; ; i++ {
+				select {
+				case <-w.stop:
+					return
+				default:
+				}
+				k := fmt.Sprintf("user%07d", (i*7919+id*104729)%10_000_000)
+				v := fmt.Sprintf("%d-%d-%02000d", id, i, i)
+				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+				_, err := c.Put(ctx, []byte(k), []byte(v))
+				cancel()
+				w.mu.Lock()
+				if err != nil {
+					w.errs = append(w.errs, fmt.Errorf("put %s: %w", k, err))
+				} else {
+					w.acked[k] = v
+				}
+				w.mu.Unlock()
+				if err != nil {
+					return
+				}
+			}
+		}()
+	}
+	return w
+}
+
+// failed reports whether a write failed.
+func (w *userWriters) failed() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.errs) > 0
+}
+
+// halt stops the writers and fails t if any write failed.
+func (w *userWriters) halt(t *testing.T) {
+	t.Helper()
+	close(w.stop)
+	w.wg.Wait()
+	if len(w.errs) > 0 {
+		t.Fatalf("%d writes failed (a split, a move or a restart must only cost retries): %v", len(w.errs), w.errs[:min(3, len(w.errs))])
+	}
 }
