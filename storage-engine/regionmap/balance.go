@@ -51,6 +51,13 @@ type BalanceSettings struct {
 	// their split rate), so hot small regions still balance.
 	MergeBytes int64
 	MergeQPS   float64
+	// MergeReady are the small regions that have been small for the
+	// stores' merge wait (the balancer times it): only two of these are
+	// brought together. A new cluster's pre-split regions are all small
+	// from the first reading; bringing them together at once would undo
+	// the spread the user asked for, and moves would race the first
+	// clients, for regions that may well grow.
+	MergeReady map[string]bool
 }
 
 // Move gives Region, served by From, to To.
@@ -169,7 +176,7 @@ func Plan(m Map, load map[string]RegionLoad, inFlight map[string]bool, s Balance
 	// balance).
 	for i := 0; i+1 < len(m.Region) && len(moves) < budget; i++ {
 		a, b := m.Region[i].Name, m.Region[i+1].Name
-		if !small(a) || !small(b) || owner[a] == owner[b] || fixed[a] || fixed[b] || moved[a] || moved[b] || inFlight[a] || inFlight[b] {
+		if !small(a) || !small(b) || !s.MergeReady[a] || !s.MergeReady[b] || owner[a] == owner[b] || fixed[a] || fixed[b] || moved[a] || moved[b] || inFlight[a] || inFlight[b] {
 			continue
 		}
 		from, to := a, b

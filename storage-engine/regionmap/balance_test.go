@@ -226,7 +226,7 @@ func TestOwnersAreOptionalAndSurviveASplit(t *testing.T) {
 }
 
 // Small neighbours on different stores are brought onto one, the smaller
-// moving; small neighbours already together are not parted by a balance
+// moving, once both have been small for the merge wait; small neighbours already together are not parted by a balance
 // move.
 func TestPlanBringsSmallNeighboursTogether(t *testing.T) {
 	m := mapOf(t, 4)
@@ -239,6 +239,10 @@ func TestPlanBringsSmallNeighboursTogether(t *testing.T) {
 		"region-002": {Bytes: 2 << 20}, "region-003": {Bytes: 100 << 20},
 	}
 	s := BalanceSettings{Stores: 2, Tolerance: 0.15, MaxMovesInFlight: 2, MergeBytes: 8 << 20}
+	if got := Plan(m, load, nil, s); len(got) != 0 {
+		t.Fatalf("plan %v for small neighbours not yet small for the merge wait, want none", got)
+	}
+	s.MergeReady = map[string]bool{"region-001": true, "region-002": true}
 	got := Plan(m, load, nil, s)
 	if len(got) != 1 || got[0] != (Move{Region: "region-001", From: 1, To: 0}) {
 		t.Fatalf("plan %v, want region-001 (the smaller of the small neighbours) moved to region-002's store 0", got)

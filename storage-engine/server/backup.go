@@ -43,7 +43,7 @@ func (s *KV) Checkpoint(ctx context.Context, req *kvpb.CheckpointRequest) (*kvpb
 	}
 	a := s.store.ByName(req.Region)
 	if a == nil {
-		return nil, status.Errorf(codes.NotFound, "this store serves no region %q", req.Region)
+		return nil, s.notServedHere(req.Region)
 	}
 	e, err := a.Engine()
 	if err != nil {
@@ -159,7 +159,7 @@ func (c storeCluster) Checkpoint(ctx context.Context, name string, ts uint64) (b
 			}
 			return out, nil
 		}
-		if code := status.Code(err); (code != codes.NotFound && code != codes.Unavailable) || time.Now().After(deadline) {
+		if code := status.Code(err); (code != codes.NotFound && code != codes.OutOfRange && code != codes.Unavailable) || time.Now().After(deadline) {
 			return backup.Region{}, err
 		}
 		select {

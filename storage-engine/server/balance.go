@@ -54,6 +54,10 @@ type Balancer struct {
 	// MergeQPS: regionmap.BalanceSettings.MergeQPS (the stores' quarter of
 	// their split rate; 0: load is not looked at).
 	MergeQPS float64
+	// MergeAfter is how long two small neighbours stay small before the
+	// plan brings them onto one store: the stores' own merge wait
+	// (StoreOptions.MergeAfter), default contract.DefaultMergeAfter.
+	MergeAfter time.Duration
 	// Interval between plans, default contract.DefaultBalanceInterval;
 	// LeaseTerm, default contract.DefaultBalancerLeaseTerm; MaxClockOffset,
 	// default contract.DefaultMaxClockOffset.
@@ -64,6 +68,11 @@ type Balancer struct {
 	// movedAt is when this balancer last moved each region: a region
 	// settles for settleIntervals intervals before it moves again.
 	movedAt map[string]time.Time
+	// smallSince is when this balancer first read each region as a merge
+	// candidate, without a reading since that said otherwise.
+	smallSince map[string]time.Time
+	// now is the clock of movedAt and smallSince (tests turn it).
+	now func() time.Time
 }
 
 // settleIntervals is how many balance intervals a moved region stays put.
@@ -84,6 +93,12 @@ func (b *Balancer) ensureDefaults() {
 	}
 	if b.MaxClockOffset <= 0 {
 		b.MaxClockOffset = contract.DefaultMaxClockOffset
+	}
+	if b.MergeAfter <= 0 {
+		b.MergeAfter = contract.DefaultMergeAfter
+	}
+	if b.now == nil {
+		b.now = time.Now
 	}
 }
 
@@ -176,7 +191,7 @@ func (b *Balancer) Plan(m regionmap.Map, rd Readings, n int) (moves []regionmap.
 	}
 	settling := map[string]bool{}
 	for name, at := range b.movedAt {
-		if time.Since(at) < settleIntervals*b.Interval {
+		if b.now().Sub(at) < settleIntervals*b.Interval {
 			settling[name] = true
 		} else {
 			delete(b.movedAt, name)
@@ -184,8 +199,35 @@ func (b *Balancer) Plan(m regionmap.Map, rd Readings, n int) (moves []regionmap.
 	}
 	moves = regionmap.Plan(m, rd.Load, inFlight, regionmap.BalanceSettings{
 		Stores: n, Tolerance: b.Tolerance, MaxMovesInFlight: b.MaxMovesInFlight, Unreachable: unreachable, Settling: settling, MergeBytes: b.MergeBytes, MergeQPS: b.MergeQPS,
-		MinBytes: b.MinBytes, MinQPS: b.MinQPS})
+		MergeReady: b.mergeReady(rd), MinBytes: b.MinBytes, MinQPS: b.MinQPS})
 	return moves, inFlight
+}
+
+// mergeReady are the regions read as merge candidates (under MergeBytes,
+// and under MergeQPS when set) at every reading for MergeAfter.
+func (b *Balancer) mergeReady(rd Readings) map[string]bool {
+	if b.smallSince == nil {
+		b.smallSince = map[string]time.Time{}
+	}
+	now := b.now()
+	ready := map[string]bool{}
+	for name, l := range rd.Load {
+		if l.Bytes >= b.MergeBytes || (b.MergeQPS > 0 && l.QPS >= b.MergeQPS) {
+			delete(b.smallSince, name)
+			continue
+		}
+		since, ok := b.smallSince[name]
+		if !ok {
+			b.smallSince[name], since = now, now
+		}
+		ready[name] = now.Sub(since) >= b.MergeAfter
+	}
+	for name := range b.smallSince {
+		if _, read := rd.Load[name]; !read {
+			delete(b.smallSince, name) // gone (split, merged) or not answered: start over
+		}
+	}
+	return ready
 }
 
 // Step takes or renews the lease and, holding it, plans and commits once.
@@ -236,7 +278,7 @@ func (b *Balancer) Step(ctx context.Context) ([]regionmap.Move, error) {
 		b.movedAt = map[string]time.Time{}
 	}
 	for _, mv := range moves {
-		b.movedAt[mv.Region] = time.Now()
+		b.movedAt[mv.Region] = b.now()
 	}
 	s.opts.Region.Logger.Info("balancer moved regions", "moves", fmt.Sprint(moves), "epoch", next.Epoch, "stores", n)
 	return moves, nil

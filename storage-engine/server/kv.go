@@ -555,7 +555,7 @@ func (s *KV) Flush(ctx context.Context, req *kvpb.FlushRequest) (*kvpb.FlushResp
 func (s *KV) Compact(ctx context.Context, req *kvpb.CompactRequest) (*kvpb.CompactResponse, error) {
 	r := s.store.ByName(req.Region)
 	if r == nil {
-		return nil, status.Errorf(codes.NotFound, "this store serves no region %q", req.Region)
+		return nil, s.notServedHere(req.Region)
 	}
 	e, err := r.Engine()
 	if err != nil {
@@ -585,5 +585,20 @@ func (s *KV) pick(name string) ([]*Assignment, error) {
 	if r := s.store.ByName(name); r != nil {
 		return []*Assignment{r}, nil
 	}
-	return nil, status.Errorf(codes.NotFound, "this store serves no region %q", name)
+	return nil, s.notServedHere(name)
+}
+
+// notServedHere is the error for a request naming a region this store does
+// not serve. A region of the cluster's map served elsewhere (moved by the
+// balancer, or never here) is OUT_OF_RANGE, as for a key, so that clients
+// look the region up again and retry; a name the map does not hold (split
+// or merged away, or mistyped) is NOT_FOUND.
+func (s *KV) notServedHere(name string) error {
+	if m, ok := s.store.RegionMap(); ok {
+		if _, inMap := m.ByName(name); inMap {
+			return status.Errorf(codes.OutOfRange, "region %q is served by another store, not this one (see Regions)", name)
+		}
+		return status.Errorf(codes.NotFound, "no region %q in the cluster's region map: split or merged away, or never there (see Regions)", name)
+	}
+	return status.Errorf(codes.NotFound, "this store serves no region %q", name)
 }

@@ -263,7 +263,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, out io.Writer) error
 	if assigner != nil && cfg.BalanceInterval > 0 {
 		bal := &server.Balancer{KV: kv, Ordinal: assigner.Ordinal, Stores: assigner.Replicas,
 			MaxMovesInFlight: cfg.MaxMovesInFlight, Interval: cfg.BalanceInterval, MaxClockOffset: cfg.MaxClockOffset,
-			MergeBytes: cfg.MergeBytes, MergeQPS: cfg.SplitQPS / 4, MinBytes: cfg.BalanceMinBytes, MinQPS: contract.DefaultBalanceMinQPS}
+			MergeBytes: cfg.MergeBytes, MergeQPS: cfg.SplitQPS / 4, MergeAfter: cfg.MergeAfter, MinBytes: cfg.BalanceMinBytes, MinQPS: contract.DefaultBalanceMinQPS}
 		server.RegisterBalancerMetrics(reg, bal)
 		go bal.Run(ctx)
 	}
