@@ -39,7 +39,7 @@ const (
 	clusterName  = "demo"        // config/samples' KVCluster
 	poolName     = "workers"     // and CompactionPool
 	storageClass = "bellows-e2e" // the overlay's storage class
-	pvCount      = 8             // demo's up to 3 stores, the restored cluster's one, the ledger's 2 and the one that replaces its lost volume, and the pitr cluster's one
+	pvCount      = 13            // demo's up to 3 stores, the restored cluster's one, the ledger's 2 and the one that replaces its lost volume, the pitr cluster's one, and the elastic cluster's up to 5
 )
 
 // installImage is the image hack/cluster-images.sh imports and the chart is
@@ -59,7 +59,7 @@ func imageTag(image string) string  { return image[strings.LastIndex(image, ":")
 
 // TestBellows runs the scenarios in order; each builds on the previous one,
 // so the first failure stops the rest. A real Prometheus scrapes the
-// cluster throughout (prometheus_test.go); scenario 15 checks what it saw.
+// cluster throughout (prometheus_test.go); scenario 16 checks what it saw.
 func TestBellows(t *testing.T) {
 	e := newEnv(t)
 	p := newProm(t)
@@ -91,10 +91,11 @@ func TestBellows(t *testing.T) {
 		{"10-upgrade", func(t *testing.T) { e.upgrade(t, kv, l) }},
 		{"11-bad-image-rollout", func(t *testing.T) { e.badImageRollout(t, kv, l) }},
 		{"12-region-moves", func(t *testing.T) { e.regionMoves(t, kv, l) }},
-		{"13-ycsb-through-the-client-service", e.ycsbThroughTheService},
-		{"14-hpa-on-scale", func(t *testing.T) { hpaScenario(t, e, kv, l) }},
-		{"15-monitoring", func(t *testing.T) { e.monitoring(t, p) }},
-		{"16-uninstall", e.uninstall},
+		{"13-elastic-regions", e.elasticRegions},
+		{"14-ycsb-through-the-client-service", e.ycsbThroughTheService},
+		{"15-hpa-on-scale", func(t *testing.T) { hpaScenario(t, e, kv, l) }},
+		{"16-monitoring", func(t *testing.T) { e.monitoring(t, p) }},
+		{"17-uninstall", e.uninstall},
 	}
 	for _, s := range steps {
 		ok := t.Run(s.name, func(t *testing.T) {
@@ -762,7 +763,7 @@ func (e *env) upgrade(t *testing.T, kv *kvClient, l *ledger) {
 	verifyLedger(t, ctx, kv, l)
 }
 
-// 16. Deleting the resources and uninstalling the chart leaves nothing
+// 17. Deleting the resources and uninstalling the chart leaves nothing
 // behind: no KVCluster, CompactionPool or namespace of the test, no PVC, no
 // operator Deployment, ServiceAccount, ClusterRole(Binding) or release
 // Secret, no pod anywhere, no container running in the node's containerd.

@@ -45,6 +45,11 @@ type route struct {
 	start, end []byte
 	addr       string
 	pod        string
+	// bytes is the region's data as its store reports it; waiting, when
+	// set, says the store is assigned the region but has not opened it
+	// (a move under way).
+	bytes   int64
+	waiting string
 }
 
 func newKVClient(c client.Client, ns, name string) *kvClient {
@@ -128,7 +133,7 @@ func (k *kvClient) discover(ctx context.Context) error {
 			continue // not serving yet
 		}
 		for _, g := range r.Regions {
-			routes = append(routes, route{region: g.Name, start: g.Start, end: g.End, addr: addr, pod: p.Name})
+			routes = append(routes, route{region: g.Name, start: g.Start, end: g.End, addr: addr, pod: p.Name, bytes: g.DataBytes, waiting: g.Waiting})
 		}
 	}
 	k.mu.Lock()
