@@ -36,6 +36,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/bellows-kv/bellows/storage-engine/region"
@@ -199,7 +200,10 @@ func (s *Store) split(ctx context.Context, name, reason string, splitKey func(*r
 	res.Epoch = next.Epoch
 	// The map names the daughters: the split is done, whatever fails
 	// below is finished by a restart (or the background claim).
+	// Both daughters open at once: writes wait for the slower one, not
+	// for the sum.
 	var daughters []*Assignment
+	var opening sync.WaitGroup
 	for _, sp := range SpansOf(next) {
 		if len(sp.Parents) != 1 || sp.Parents[0].Name != name {
 			continue
@@ -207,15 +211,20 @@ func (s *Store) split(ctx context.Context, name, reason string, splitKey func(*r
 		d := &Assignment{Span: sp}
 		s.applied.seed(sp.Name, recs)
 		opts := s.regionOptions(sp)
-		de, err := region.Open(ctx, opts)
-		if err != nil {
-			log.Error("opening a split's daughter; claiming it in the background", "region", sp.Name, "err", err)
-			s.startClaim(d, opts, nil)
-		} else {
-			d.eng.Store(de)
-		}
+		opening.Add(1)
+		go func() {
+			defer opening.Done()
+			de, err := region.Open(ctx, opts)
+			if err != nil {
+				log.Error("opening a split's daughter; claiming it in the background", "region", sp.Name, "err", err)
+				s.startClaim(d, opts, nil)
+			} else {
+				d.eng.Store(de)
+			}
+		}()
 		daughters = append(daughters, d)
 	}
+	opening.Wait()
 	live := slices.Concat(cur.live[:i], daughters, cur.live[i+1:])
 	var gone []*Assignment
 	for _, g := range cur.all {
