@@ -77,7 +77,15 @@ func (s *Store) handOver(a *Assignment) func(context.Context) error {
 // the keys applied within the window are written to the same object a
 // release writes, where a restart or the next owner finds them. Best
 // effort, like the handover: a failure only shortens the window.
-func (s *Store) saveApplied(ctx context.Context, name string) {
+func (s *Store) saveApplied(ctx context.Context, name string, final bool) {
+	if final {
+		// Writes are refused: the keyed writes in progress end soon,
+		// and with them in the object the release's handover has
+		// nothing left to write.
+		sctx, cancel := context.WithTimeout(ctx, settleTimeout)
+		s.applied.settle(sctx, name)
+		cancel()
+	}
 	recs, gen := s.applied.exportGen(name)
 	if len(recs) == 0 {
 		return

@@ -217,7 +217,7 @@ func TestHandoverSkipsKeysTheFinalFlushSaved(t *testing.T) {
 	}
 	bucket := a.opts.Region.Bucket
 	key := region.AppliedRequestsKey(name)
-	a.saveApplied(ctx, name)
+	a.saveApplied(ctx, name, false)
 	if ok, err := bucket.Exists(ctx, key); err != nil || !ok {
 		t.Fatalf("the flush's save wrote no %s: %v %v", key, ok, err)
 	}

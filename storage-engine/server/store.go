@@ -367,7 +367,7 @@ func (s *Store) regionOptions(sp Span) region.Options {
 	opts := s.opts.Region
 	opts.Name = sp.Name
 	opts.WALDir = filepath.Join(s.opts.WALRoot, sp.Name)
-	opts.BeforeFlushCommit = func(ctx context.Context) { s.saveApplied(ctx, sp.Name) }
+	opts.BeforeFlushCommit = func(ctx context.Context, final bool) { s.saveApplied(ctx, sp.Name, final) }
 	if len(sp.Parents) > 0 {
 		df := &region.DeriveFrom{Start: sp.Start, End: sp.End}
 		for _, p := range sp.Parents {
