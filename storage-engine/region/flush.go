@@ -61,6 +61,22 @@ func (r *Region) flushOne(mt *memTable) error {
 	view := mt.frozen
 	view.WaitWriters()
 	ctx := r.bgCtx
+	// The hook saves what the flushed WAL segments' records carried. Once
+	// writes are refused (a release, split or merge's final flush) nothing
+	// adds to it, so it runs beside the file's write: the refusal lasts
+	// the longer of the two, not their sum.
+	r.mu.RLock()
+	final := r.releasing
+	r.mu.RUnlock()
+	var hookDone chan struct{}
+	if hook := r.opts.BeforeFlushCommit; hook != nil && final {
+		hookDone = make(chan struct{})
+		go func() {
+			defer close(hookDone)
+			hook(ctx, true)
+		}()
+		defer func() { <-hookDone }()
+	}
 	var t *table
 	if view.Len() > 0 {
 		num, key := r.newFileKey()
@@ -94,8 +110,10 @@ func (r *Region) flushOne(mt *memTable) error {
 		}
 	}
 
-	if r.opts.BeforeFlushCommit != nil {
-		r.opts.BeforeFlushCommit(ctx)
+	if hookDone != nil {
+		<-hookDone
+	} else if r.opts.BeforeFlushCommit != nil {
+		r.opts.BeforeFlushCommit(ctx, false)
 	}
 	r.manifestMu.Lock()
 	defer r.manifestMu.Unlock()

@@ -92,8 +92,10 @@ type Options struct {
 	// and before the manifest that lets the flushed WAL segments go:
 	// whatever else must outlive them is saved there (the store: the
 	// region's idempotency keys, which those segments' records carried).
-	// It cannot fail the flush.
-	BeforeFlushCommit func(ctx context.Context)
+	// It cannot fail the flush. final: the region refuses writes (a
+	// release, split or merge); the hook then runs beside the file's
+	// write, and the flush commits once both are done.
+	BeforeFlushCommit func(ctx context.Context, final bool)
 	// KeepReplayedRequests is how many of the newest requests (Batch
 	// WithRequest) Open's WAL replay keeps for TakeReplayedRequests; 0
 	// keeps none. The store keeps as many as its idempotency table holds.

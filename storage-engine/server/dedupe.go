@@ -205,6 +205,11 @@ type appliedLog struct {
 	byID  map[string]*appliedWrite
 	order []*appliedWrite // applied, oldest first (FIFO from head)
 	head  int
+	// gen counts the keys ever added (applied or seeded); saved is gen
+	// as of the last export written to the bucket (markSaved). Equal, the
+	// object holds every key the table has, so a release or split need
+	// not write it again after its final flush wrote it.
+	gen, saved uint64
 }
 
 // appliedWrite is one key: being applied (done open), or applied at ts.
@@ -264,6 +269,7 @@ func (d *dedupe) first(log *appliedLog, w *appliedWrite, apply func() (uint64, e
 		if applied {
 			w.ts, w.ok, w.at = ts, true, d.clock()
 			log.order = append(log.order, w)
+			log.gen++
 			d.evictLocked(log)
 		} else if log.byID[w.id] == w {
 			delete(log.byID, w.id)
@@ -332,11 +338,18 @@ func (d *dedupe) settle(ctx context.Context, region string) bool {
 // export lists region's applied keys still within the window, oldest
 // first.
 func (d *dedupe) export(region string) []appliedRecord {
+	recs, _ := d.exportGen(region)
+	return recs
+}
+
+// exportGen is export with the table's generation at the export: once the
+// records are written, markSaved(region, gen) says so.
+func (d *dedupe) exportGen(region string) ([]appliedRecord, uint64) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	log := d.regions[region]
 	if log == nil {
-		return nil
+		return nil, 0
 	}
 	d.evictLocked(log)
 	out := make([]appliedRecord, 0, len(log.order)-log.head)
@@ -346,7 +359,25 @@ func (d *dedupe) export(region string) []appliedRecord {
 		}
 		out = append(out, appliedRecord{ID: w.id, Digest: fmt.Sprintf("%016x", w.fp), CommitTS: w.ts, AppliedAt: w.at.UnixNano()})
 	}
-	return out
+	return out, log.gen
+}
+
+// markSaved records that region's keys as of generation gen are in the
+// bucket's object.
+func (d *dedupe) markSaved(region string, gen uint64) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if log := d.regions[region]; log != nil {
+		log.saved = max(log.saved, gen)
+	}
+}
+
+// unsaved reports whether region has keys the bucket's object may lack.
+func (d *dedupe) unsaved(region string) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	log := d.regions[region]
+	return log != nil && log.gen != log.saved
 }
 
 // seed adds the applied keys handed over with region (export) to its
@@ -367,6 +398,7 @@ func (d *dedupe) seed(region string, recs []appliedRecord) int {
 		close(w.done)
 		log.byID[r.ID] = w
 		log.order = append(log.order, w)
+		log.gen++
 		added++
 	}
 	// Eviction takes the oldest from the head: keep the FIFO in

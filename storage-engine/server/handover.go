@@ -53,12 +53,20 @@ func (s *Store) handOver(a *Assignment) func(context.Context) error {
 			// owner may be applied twice.
 			log.Warn("keyed writes still in progress when the region was released; their keys are not handed over", "region", a.Name())
 		}
-		recs := s.applied.export(a.Name())
+		if settled && !s.applied.unsaved(a.Name()) {
+			// The final flush saved every key (saveApplied), and none
+			// came since: writing the same object again would only
+			// lengthen the release or split, while writes are refused.
+			log.Debug("the region's idempotency keys were saved by its final flush", "region", a.Name())
+			return nil
+		}
+		recs, gen := s.applied.exportGen(a.Name())
 		if err := writeAppliedRequests(ctx, s.opts.Region.Bucket, a.Name(), recs, time.Now()); err != nil {
 			log.Error("handing over the region's idempotency keys failed; releasing it anyway (a write retried at its next owner may be applied twice)",
 				"region", a.Name(), "keys", len(recs), "err", err)
 			return nil
 		}
+		s.applied.markSaved(a.Name(), gen)
 		log.Debug("handed over the region's idempotency keys", "region", a.Name(), "keys", len(recs))
 		return nil
 	}
@@ -69,15 +77,25 @@ func (s *Store) handOver(a *Assignment) func(context.Context) error {
 // the keys applied within the window are written to the same object a
 // release writes, where a restart or the next owner finds them. Best
 // effort, like the handover: a failure only shortens the window.
-func (s *Store) saveApplied(ctx context.Context, name string) {
-	recs := s.applied.export(name)
+func (s *Store) saveApplied(ctx context.Context, name string, final bool) {
+	if final {
+		// Writes are refused: the keyed writes in progress end soon,
+		// and with them in the object the release's handover has
+		// nothing left to write.
+		sctx, cancel := context.WithTimeout(ctx, settleTimeout)
+		s.applied.settle(sctx, name)
+		cancel()
+	}
+	recs, gen := s.applied.exportGen(name)
 	if len(recs) == 0 {
 		return
 	}
 	if err := writeAppliedRequests(ctx, s.opts.Region.Bucket, name, recs, time.Now()); err != nil {
 		s.opts.Region.Logger.Warn("saving the region's idempotency keys before a flush failed (a write retried after a crash may be applied twice)",
 			"region", name, "keys", len(recs), "err", err)
+		return
 	}
+	s.applied.markSaved(name, gen)
 }
 
 // seedApplied seeds a's table from what outlived the region's last owner

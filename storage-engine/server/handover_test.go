@@ -201,3 +201,47 @@ func TestSettleWaitsForKeyedWritesInProgress(t *testing.T) {
 		t.Fatalf("exported %+v, want slow at 5", recs)
 	}
 }
+
+// A release or split writes the region's keys once: when the final flush
+// saved them (saveApplied) and no keyed write came since, the handover
+// does not write the same object again while writes are refused; a keyed
+// write since, and it does.
+func TestHandoverSkipsKeysTheFinalFlushSaved(t *testing.T) {
+	ctx := context.Background()
+	a, _ := oneRegionStore(t, nil)
+	kvA := NewKV(a, nil, nil)
+	as := a.Assignments()[0]
+	name := as.Name()
+	if _, err := kvA.Put(keyed(ctx, "put-1"), &kvpb.PutRequest{Key: []byte("k"), Value: []byte("v")}); err != nil {
+		t.Fatal(err)
+	}
+	bucket := a.opts.Region.Bucket
+	key := region.AppliedRequestsKey(name)
+	a.saveApplied(ctx, name, false)
+	if ok, err := bucket.Exists(ctx, key); err != nil || !ok {
+		t.Fatalf("the flush's save wrote no %s: %v %v", key, ok, err)
+	}
+	// Gone, to see whether the handover writes it again.
+	if err := bucket.Delete(ctx, key); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.handOver(as)(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if ok, _ := bucket.Exists(ctx, key); ok {
+		t.Fatalf("the handover wrote %s again although the flush had saved every key", key)
+	}
+	if _, err := kvA.Put(keyed(ctx, "put-2"), &kvpb.PutRequest{Key: []byte("k2"), Value: []byte("v")}); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.handOver(as)(ctx); err != nil {
+		t.Fatal(err)
+	}
+	recs, err := readAppliedRequests(ctx, bucket, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(recs) != 2 {
+		t.Fatalf("the handover after a new keyed write wrote %d keys, want both", len(recs))
+	}
+}

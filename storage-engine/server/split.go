@@ -36,6 +36,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/bellows-kv/bellows/storage-engine/region"
@@ -199,7 +200,10 @@ func (s *Store) split(ctx context.Context, name, reason string, splitKey func(*r
 	res.Epoch = next.Epoch
 	// The map names the daughters: the split is done, whatever fails
 	// below is finished by a restart (or the background claim).
+	// Both daughters open at once: writes wait for the slower one, not
+	// for the sum.
 	var daughters []*Assignment
+	var opening sync.WaitGroup
 	for _, sp := range SpansOf(next) {
 		if len(sp.Parents) != 1 || sp.Parents[0].Name != name {
 			continue
@@ -207,15 +211,20 @@ func (s *Store) split(ctx context.Context, name, reason string, splitKey func(*r
 		d := &Assignment{Span: sp}
 		s.applied.seed(sp.Name, recs)
 		opts := s.regionOptions(sp)
-		de, err := region.Open(ctx, opts)
-		if err != nil {
-			log.Error("opening a split's daughter; claiming it in the background", "region", sp.Name, "err", err)
-			s.startClaim(d, opts, nil)
-		} else {
-			d.eng.Store(de)
-		}
+		opening.Add(1)
+		go func() {
+			defer opening.Done()
+			de, err := region.Open(ctx, opts)
+			if err != nil {
+				log.Error("opening a split's daughter; claiming it in the background", "region", sp.Name, "err", err)
+				s.startClaim(d, opts, nil)
+			} else {
+				d.eng.Store(de)
+			}
+		}()
 		daughters = append(daughters, d)
 	}
+	opening.Wait()
 	live := slices.Concat(cur.live[:i], daughters, cur.live[i+1:])
 	var gone []*Assignment
 	for _, g := range cur.all {
@@ -298,9 +307,15 @@ func (s *Store) ownsRegion(r regionmap.Region) bool {
 }
 
 // reclaimLocked replaces a, whose region e stopped taking writes for a
-// split that did not commit, by a fresh claim of the same region: it
-// reopens from its own manifest and WAL, which hold every acknowledged
-// write, exactly as after a crash.
+// split or merge that did not commit, by the same region reopened from
+// its own manifest and WAL, which hold every acknowledged write, exactly
+// as after a crash. It reopens here and now, not by a background claim:
+// when the change was abandoned because the balancer moved the region,
+// the Assigner gives it up at once, and giving up a claim still under way
+// releases nothing, so the region stayed owned by this store and its new
+// owner waited for a release that never came (e2e scenario 13). Open, it
+// is released as any region given up. Only if the reopen fails does a
+// background claim take over.
 func (s *Store) reclaimLocked(a *Assignment, e *region.Region) {
 	a.eng.Store(nil)
 	if err := e.Close(); err != nil && !errors.Is(err, region.ErrClosed) {
@@ -308,7 +323,15 @@ func (s *Store) reclaimLocked(a *Assignment, e *region.Region) {
 	}
 	cur := s.current()
 	r := &Assignment{Span: a.Span}
-	s.startClaim(r, s.regionOptions(a.Span), nil)
+	opts := s.regionOptions(a.Span)
+	ctx := context.WithoutCancel(s.bg)
+	if re, err := region.Open(ctx, opts); err == nil {
+		s.seedApplied(ctx, r, re)
+		r.eng.Store(re)
+	} else {
+		s.opts.Region.Logger.Warn("reopening a region whose split or merge did not commit; claiming it in the background", "region", a.Name(), "err", err)
+		s.startClaim(r, opts, nil)
+	}
 	live := slices.Clone(cur.live)
 	live[slices.Index(live, a)] = r
 	var gone []*Assignment

@@ -19,6 +19,7 @@ import (
 	kvpb "github.com/bellows-kv/bellows/proto/bellows/kv/v1"
 	"github.com/bellows-kv/bellows/storage-engine/blob"
 	"github.com/bellows-kv/bellows/storage-engine/blockcache"
+	"github.com/bellows-kv/bellows/storage-engine/manifest"
 	"github.com/bellows-kv/bellows/storage-engine/region"
 	"github.com/bellows-kv/bellows/storage-engine/regionmap"
 	"github.com/bellows-kv/bellows/storage-engine/sstable"
@@ -446,4 +447,49 @@ func TestAdminRequestsForRegionsServedElsewhereAreRetryable(t *testing.T) {
 	if status.Code(err) != codes.NotFound || !strings.Contains(err.Error(), "no region \"region-999\" in the cluster's region map") {
 		t.Fatalf("flush of a region the map does not hold: %v, want NOT_FOUND saying so", err)
 	}
+}
+
+// A region whose split did not commit is reopened here at once, so that
+// giving it up right after (the split was abandoned because the balancer
+// moved the region, and the Assigner drops it) releases it: its manifest
+// says released and the next owner can claim it. Reopened by a background
+// claim, the drop stopped the claim before it opened, nothing was
+// released, and the next owner waited forever (e2e scenario 13).
+func TestARegionGivenUpRightAfterAnAbandonedSplitIsReleased(t *testing.T) {
+	ctx := context.Background()
+	c := newMapCluster(t)
+	s := c.open(t, 0)
+	kv := NewKV(s, nil, nil)
+	acked := putKeys(t, kv, 0, 200, "a")
+	a := s.Assignments()[0]
+	e, err := a.Engine()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.PrepareSplit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	s.mu.Lock()
+	s.reclaimLocked(a, e)
+	s.mu.Unlock()
+	// Open when reclaimLocked returns: a claim still under way when the
+	// Assigner drops the region ends with nothing to release (against
+	// S3, whose requests end with the claim's context).
+	if _, err := s.Assignments()[0].Engine(); err != nil {
+		t.Fatalf("the region is not open once reclaimed: %v", err)
+	}
+	if _, released, err := s.Reassign(ctx, nil); err != nil || len(released) != 1 {
+		t.Fatalf("giving the region up: released %v, %v", released, err)
+	}
+	m, err := manifest.Load(ctx, c.bucket.Prefixed(region.BucketPrefix(a.Name())))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !m.Released {
+		t.Fatalf("the region given up after its abandoned split: manifest %d not released (owner %q): its next owner would wait forever", m.Number, m.Owner)
+	}
+	// The next owner claims it with every acknowledged write.
+	_ = s.Close()
+	next := c.open(t, 0)
+	checkKeys(t, NewKV(next, nil, nil), acked)
 }

@@ -367,7 +367,7 @@ func (s *Store) regionOptions(sp Span) region.Options {
 	opts := s.opts.Region
 	opts.Name = sp.Name
 	opts.WALDir = filepath.Join(s.opts.WALRoot, sp.Name)
-	opts.BeforeFlushCommit = func(ctx context.Context) { s.saveApplied(ctx, sp.Name) }
+	opts.BeforeFlushCommit = func(ctx context.Context, final bool) { s.saveApplied(ctx, sp.Name, final) }
 	if len(sp.Parents) > 0 {
 		df := &region.DeriveFrom{Start: sp.Start, End: sp.End}
 		for _, p := range sp.Parents {
@@ -474,7 +474,7 @@ func (s *Store) ReassignFunc(ctx context.Context, target func() []Span) (added, 
 // A bucket has no watch, so the claim polls, but cheaply: the owner's
 // release is a manifest commit, so only the existence of the manifest after
 // the one that said "owned" is checked, every ReleasePollInterval (one
-// existence check: 4/s per waiting region at the default 250ms), and the
+// existence check: 20/s per waiting region at the default 50ms), and the
 // region is opened only when it appears. A region moves in about its flush
 // plus at most one interval. The alternative, the releasing store telling
 // the stores that wait, would need peers to be known (they are not without
