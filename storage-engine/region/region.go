@@ -318,6 +318,27 @@ func Open(ctx context.Context, opts Options) (_ *Region, err error) {
 	if err := manifest.Commit(ctx, r.bucket, m, &claim); err != nil {
 		return nil, errorf(opts.Name, "claiming: %w", err)
 	}
+	if m.Released || m.WALID != r.walDir.ID {
+		// This WAL holds nothing of the region that is not in the
+		// claimed manifest's files (its old segments were removed, or
+		// flushed before a release), and the region takes no write
+		// before Open returns. So an Open that fails from here on (a
+		// missing file, or a claim given up, whose context ends its S3
+		// requests) gives the region back: left claimed by a store that
+		// does not serve it, its next owner would wait forever.
+		defer func() {
+			if err == nil {
+				return
+			}
+			back := claim.Clone()
+			back.Released = true
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+			defer cancel()
+			if rerr := manifest.Commit(rctx, r.bucket, claim, &back); rerr != nil {
+				opts.Logger.Warn("giving back a region whose open failed after claiming it", "region", opts.Name, "err", rerr)
+			}
+		}()
+	}
 	r.manifest = claim
 	r.epoch = claim.Number
 	r.start, r.end = claim.Start, claim.End
