@@ -409,6 +409,37 @@ func (d *dedupe) seed(region string, recs []appliedRecord) int {
 	return added
 }
 
+// inherit adds region from's applied keys to region to's table, as seed
+// does with from's export, without formatting and parsing each record (a
+// split's daughters inherit their parent's keys while writes are refused:
+// 32768 records cost about 10 ms that way). The entries are shared: an
+// applied key's entry does not change once applied. It returns how many
+// were added.
+func (d *dedupe) inherit(from, to string) int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	src := d.regions[from]
+	if src == nil {
+		return 0
+	}
+	d.evictLocked(src)
+	log := d.logLocked(to)
+	added := 0
+	for _, w := range src.order[src.head:] {
+		if src.byID[w.id] != w || !w.ok || log.byID[w.id] != nil {
+			continue
+		}
+		log.byID[w.id] = w
+		log.order = append(log.order, w)
+		log.gen++
+		added++
+	}
+	live := log.order[log.head:]
+	sort.SliceStable(live, func(i, j int) bool { return live[i].at.Before(live[j].at) })
+	d.evictLocked(log)
+	return added
+}
+
 // maxEntries is how many keys each region's table holds.
 func (d *dedupe) maxEntries() int {
 	if d.MaxEntries > 0 {

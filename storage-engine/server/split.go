@@ -188,7 +188,6 @@ func (s *Store) split(ctx context.Context, name, reason string, splitKey func(*r
 	}
 	flushed := time.Now()
 	_ = s.handOver(a)(ctx)
-	recs := s.applied.export(name)
 	handedOver := time.Now()
 	next, err := s.commitSplit(ctx, m, name, key, final.Number)
 	committed := time.Now()
@@ -209,7 +208,7 @@ func (s *Store) split(ctx context.Context, name, reason string, splitKey func(*r
 			continue
 		}
 		d := &Assignment{Span: sp}
-		s.applied.seed(sp.Name, recs)
+		s.applied.inherit(name, sp.Name)
 		opts := s.regionOptions(sp)
 		opening.Add(1)
 		go func() {

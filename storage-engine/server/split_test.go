@@ -493,3 +493,36 @@ func TestARegionGivenUpRightAfterAnAbandonedSplitIsReleased(t *testing.T) {
 	next := c.open(t, 0)
 	checkKeys(t, NewKV(next, nil, nil), acked)
 }
+
+// A keyed write retried after its region split is answered with its first
+// commit timestamp by the daughter holding its key, not applied again: the
+// daughters inherit the parent's idempotency keys.
+func TestAKeyedWriteRetriedAcrossASplitIsNotAppliedAgain(t *testing.T) {
+	ctx := context.Background()
+	c := newMapCluster(t)
+	s := c.open(t, 0)
+	kv := NewKV(s, nil, nil)
+	putKeys(t, kv, 0, 400, "a")
+	var firsts []*kvpb.PutResponse
+	reqs := []*kvpb.PutRequest{{Key: []byte("user000010"), Value: []byte("low")}, {Key: []byte("user000390"), Value: []byte("high")}}
+	for i, req := range reqs {
+		p, err := kv.Put(keyed(ctx, fmt.Sprintf("key-%d", i)), req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		firsts = append(firsts, p)
+	}
+	res, err := s.Split(ctx, s.Assignments()[0].Name())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, req := range reqs {
+		again, err := kv.Put(keyed(ctx, fmt.Sprintf("key-%d", i)), req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if again.CommitTs != firsts[i].CommitTs {
+			t.Fatalf("%s retried after the split into %s and %s: ts %d in %s, want the first answer %d", req.Key, res.Left, res.Right, again.CommitTs, again.Region, firsts[i].CommitTs)
+		}
+	}
+}
