@@ -22,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/bellows-kv/bellows/controllers/specs"
+	"github.com/bellows-kv/bellows/internal/contract"
 )
 
 // children writes the objects a KVCluster or CompactionPool owns (built by
@@ -215,6 +216,13 @@ func updateStatefulSet(live, desired *appsv1.StatefulSet) {
 // template, for drift during a rollout: replicas, update strategy and claim
 // retention change no pod, so they are corrected at once.
 func updateStatefulSetKeepTemplate(live, desired *appsv1.StatefulSet) {
+	// A drain's mark goes with the drain: mergeMeta keeps annotations
+	// others set, so these are removed here when desired has none.
+	for _, k := range []string{contract.ServingReplicasAnnotation, contract.DrainingSinceAnnotation} {
+		if _, ok := desired.Annotations[k]; !ok {
+			delete(live.Annotations, k)
+		}
+	}
 	live.Spec.Replicas = desired.Spec.Replicas
 	live.Spec.UpdateStrategy = *desired.Spec.UpdateStrategy.DeepCopy()
 	live.Spec.PersistentVolumeClaimRetentionPolicy = desired.Spec.PersistentVolumeClaimRetentionPolicy.DeepCopy()

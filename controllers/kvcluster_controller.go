@@ -76,6 +76,13 @@ type KVClusterReconciler struct {
 	// NetworkPolicies: whether to make the storage pods' NetworkPolicy,
 	// and whom it admits to their metrics port.
 	NetworkPolicies NetworkPolicies
+	// RegionCounter asks a leaving storage pod how many regions it holds
+	// during a scale-down's drain (kvcluster_drain.go). SetupWithManager
+	// defaults it to reading the pod's metrics.
+	RegionCounter RegionCounter
+
+	// credentials are the operator's own, for scraping pods with TLS.
+	credentials operatorCredentials
 }
 
 func (r *KVClusterReconciler) certificates() certificates {
@@ -119,9 +126,15 @@ type kvPass struct {
 	// replaced says how this pass replaced a stuck rollout: the newer spec
 	// written over it, the superseded pods deleted.
 	replaced []string
+	// drain is the scale-down under way (nil when the StatefulSet's
+	// replicas are not above the cluster's).
+	drain *drainState
 }
 
 func (p *kvPass) owner() owner { return p.cluster }
+
+// draining reports whether this pass kept the StatefulSet from shrinking.
+func (p *kvPass) draining() bool { return p.drain != nil && !p.drain.done() }
 
 // Reconcile runs one pass over the cluster.
 func (r *KVClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
@@ -268,6 +281,32 @@ func (r *KVClusterReconciler) reconcileStatefulSet(ctx context.Context, ch child
 		return Fail(err)
 	}
 	rolling := err == nil && !rolloutComplete(existing)
+	// A scale-down drains the leaving stores first (kvcluster_drain.go):
+	// until they hold no region, the StatefulSet keeps its replicas and
+	// carries the mark. A drain starts only on a rolled-out StatefulSet:
+	// during a rollout the mark would be held back like any change, and
+	// replicas above the spec's then are drift (a scale by hand), put back
+	// at once as before. A drain already marked goes on through a rollout
+	// (a leaving pod that restarts makes one).
+	shrinkOnly := false
+	_, marked := existing.GetAnnotations()[contract.ServingReplicasAnnotation]
+	if err == nil && existing.Spec.Replicas != nil && *existing.Spec.Replicas > c.Spec.Replicas && (!rolling || marked) {
+		d, err := r.judgeDrain(ctx, c, existing, time.Now())
+		if err != nil {
+			return Fail(err)
+		}
+		p.drain = d
+		withMark := desired.DeepCopy()
+		specs.MarkDraining(withMark, d.from, d.since)
+		if d.done() {
+			// The shrink is the only change from the marked StatefulSet:
+			// it passes the rollout gate (a leaving pod that is not Ready
+			// would otherwise hold it back until its rollout got stuck).
+			shrinkOnly = specs.SpecHash(existing) == specs.SpecHash(withMark)
+		} else {
+			desired = withMark
+		}
+	}
 	update, replacing := updateStatefulSet, false
 	if rolling {
 		rp, err := judgePods(ctx, r.APIReader, existing, time.Now())
@@ -285,7 +324,7 @@ func (r *KVClusterReconciler) reconcileStatefulSet(ctx context.Context, ch child
 			return Fail(err)
 		}
 		switch {
-		case specs.SpecHash(existing) == specs.SpecHash(desired):
+		case specs.SpecHash(existing) == specs.SpecHash(desired) || shrinkOnly:
 			// Drift in the pod template would be a second rollout on top
 			// of this one: it waits, as a change of the spec does. The
 			// rest (replicas above all) is corrected at once.
@@ -312,14 +351,24 @@ func (r *KVClusterReconciler) reconcileStatefulSet(ctx context.Context, ch child
 		return Fail(err)
 	}
 	p.sts = sts
+	if p.drain != nil && p.drain.done() {
+		r.drainFinished(c, sts, p.drain)
+	}
 	if replacing {
 		msg := fmt.Sprintf("wrote the newer spec over %s; once the StatefulSet controller has taken it, "+
 			"the pods stuck on revision %s are deleted so that it recreates them", p.rollout.stuckDetail(), p.rollout.updateRevision)
 		p.replaced = append(p.replaced, msg)
 		r.Recorder.Eventf(c, sts, corev1.EventTypeWarning, kvapi.ReasonRolloutReplaced, "ReplaceStuckRollout", "%s", truncate(msg, maxEventNote))
 	}
+	after := time.Duration(0)
 	if rolling || !rolloutComplete(sts) {
-		return Requeue(rolloutRecheck)
+		after = rolloutRecheck
+	}
+	if p.draining() {
+		after = soonest(after, contract.StoreDrainRecheck)
+	}
+	if after > 0 {
+		return Requeue(after)
 	}
 	return Continue()
 }
@@ -388,7 +437,13 @@ func computeKVStatus(p *kvPass, outcome Result) {
 	regionsCondition(p)
 	clockCondition(p)
 	waiting := outcome.Waiting(kvapi.ReasonWaitingForRollout)
-	ready := p.sts != nil && !waiting && rolloutComplete(p.sts) && p.sts.Status.ReadyReplicas == c.Spec.Replicas
+	// While draining, the StatefulSet keeps the leaving stores, and they
+	// serve: the cluster is ready when all of them are.
+	want := c.Spec.Replicas
+	if p.draining() {
+		want = p.drain.from
+	}
+	ready := p.sts != nil && !waiting && rolloutComplete(p.sts) && p.sts.Status.ReadyReplicas == want
 	// A replacement is reported until the rollout it started completes (or
 	// the spec changes again), not only in the pass that acted.
 	wasReplacing := conditionOf(p.orig.Status.Conditions, kvapi.ConditionProgressing)
@@ -403,19 +458,25 @@ func computeKVStatus(p *kvPass, outcome Result) {
 		setCondition(&st.Conditions, gen, kvapi.ConditionProgressing, true, kvapi.ReasonRolloutReplaced, strings.Join(p.replaced, "; "))
 	case !ready && len(p.rollout.stuck) > 0:
 		setCondition(&st.Conditions, gen, kvapi.ConditionProgressing, false, kvapi.ReasonRolloutStuck, p.rollout.stuckMessage())
+	case p.draining():
+		setCondition(&st.Conditions, gen, kvapi.ConditionProgressing, true, kvapi.ReasonDraining, p.drain.message())
 	case !ready && wasReplacing.Reason == kvapi.ReasonRolloutReplaced && wasReplacing.ObservedGeneration == gen:
 		setCondition(&st.Conditions, gen, kvapi.ConditionProgressing, true, kvapi.ReasonRolloutReplaced, wasReplacing.Message)
 	case !ready:
 		setCondition(&st.Conditions, gen, kvapi.ConditionProgressing, true, kvapi.ReasonRollingUpdate,
-			fmt.Sprintf("%d of %d storage pods updated and Ready", min(p.sts.Status.UpdatedReplicas, p.sts.Status.ReadyReplicas), c.Spec.Replicas))
+			fmt.Sprintf("%d of %d storage pods updated and Ready", min(p.sts.Status.UpdatedReplicas, p.sts.Status.ReadyReplicas), want))
 	default:
 		setCondition(&st.Conditions, gen, kvapi.ConditionProgressing, false, kvapi.ReasonReconciled, "every storage pod runs the current spec")
 	}
-	if ready {
-		setCondition(&st.Conditions, gen, kvapi.ConditionReady, true, kvapi.ReasonReconciled, fmt.Sprintf("%d storage pods Ready", c.Spec.Replicas))
-	} else {
+	switch {
+	case ready && p.draining():
+		setCondition(&st.Conditions, gen, kvapi.ConditionReady, true, kvapi.ReasonDraining,
+			fmt.Sprintf("%d storage pods Ready; stores %s are being drained before the scale-down to %d", want, p.drain.leaving(), c.Spec.Replicas))
+	case ready:
+		setCondition(&st.Conditions, gen, kvapi.ConditionReady, true, kvapi.ReasonReconciled, fmt.Sprintf("%d storage pods Ready", want))
+	default:
 		setCondition(&st.Conditions, gen, kvapi.ConditionReady, false, kvapi.ReasonPodsNotReady,
-			fmt.Sprintf("%d of %d storage pods Ready", st.ReadyReplicas, c.Spec.Replicas))
+			fmt.Sprintf("%d of %d storage pods Ready", st.ReadyReplicas, want))
 	}
 }
 
@@ -427,6 +488,9 @@ func (r *KVClusterReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	}
 	if r.DefaultImage == "" {
 		r.DefaultImage = contract.Image(version.Version)
+	}
+	if r.RegionCounter == nil {
+		r.RegionCounter = &metricsRegionCounter{certs: r.certificates(), creds: &r.credentials}
 	}
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&kvapi.KVCluster{}).

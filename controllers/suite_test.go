@@ -59,7 +59,27 @@ var (
 	testReg     = prometheus.NewRegistry()
 	assetsDir   string
 	fed         = &fedSource{obs: map[string]autoscaler.Observation{}}
+	held        = &heldRegions{n: map[string]int{}}
 )
+
+// heldRegions is the suite's RegionCounter: the regions a storage pod
+// holds are what the test set for it (namespace/name), 0 when it set none.
+type heldRegions struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+func (h *heldRegions) set(ns, pod string, n int) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.n[ns+"/"+pod] = n
+}
+
+func (h *heldRegions) RegionsHeld(_ context.Context, _ *kvapi.KVCluster, pod *corev1.Pod) (int, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.n[pod.Namespace+"/"+pod.Name], nil
+}
 
 // fedSource is the test's metrics source: tests set the observation of a
 // pool; the autoscaler reads it like a scrape.
@@ -176,7 +196,7 @@ func runSuite(m *testing.M) int {
 	}
 	testMetrics = NewAutoscalerMetrics(testReg)
 	if err := (&KVClusterReconciler{Client: mgr.GetClient(), Scheme: mgr.GetScheme(), Recorder: mgr.GetEventRecorder("bellows-operator"),
-		DefaultImage: suiteDefaultImage, NetworkPolicies: suiteNetworkPolicies}).SetupWithManager(mgr); err != nil {
+		DefaultImage: suiteDefaultImage, NetworkPolicies: suiteNetworkPolicies, RegionCounter: held}).SetupWithManager(mgr); err != nil {
 		fmt.Fprintln(os.Stderr, "FAIL:", err)
 		return 1
 	}

@@ -103,6 +103,18 @@ const (
 	// and the pods stuck on the superseded revision are deleted so that the
 	// StatefulSet recreates them from the newer one.
 	ReasonRolloutReplaced = "RolloutReplaced"
+	// ReasonDraining: spec.replicas dropped below the StatefulSet's; the
+	// operator keeps the leaving stores until the balancer has moved their
+	// regions off (Progressing True; the message names the leaving
+	// ordinals and what they still hold). docs/regions.md §5.
+	ReasonDraining = "Draining"
+	// ReasonDrained (event): the leaving stores held no region and the
+	// StatefulSet shrank.
+	ReasonDrained = "Drained"
+	// ReasonDrainTimedOut (Warning event): the leaving stores still held
+	// regions after contract.StoreDrainTimeout and the StatefulSet shrank
+	// anyway; their regions fall back to their slots' stores.
+	ReasonDrainTimedOut = "DrainTimedOut"
 )
 
 // isPaused reports whether the pause annotation (contract.PausedAnnotation)

@@ -376,3 +376,22 @@ func RegionAssignments(c *kvapi.KVCluster) []kvapi.RegionAssignment {
 	}
 	return out
 }
+
+// MarkDraining turns the StatefulSet BuildStoreStatefulSet made for a
+// scale-down to c.Spec.Replicas into the one that drains first: it keeps
+// the current replicas, and marks the ordinals from the cluster's replicas
+// up as leaving (contract.ServingReplicasAnnotation, read by the stores'
+// balancer) since the drain began (contract.DrainingSinceAnnotation, which
+// bounds it). The hash covers both, so the mark is written like any change.
+func MarkDraining(sts *appsv1.StatefulSet, current int32, since time.Time) {
+	serving := *sts.Spec.Replicas
+	sts.Spec.Replicas = ptr.To(current)
+	a := sts.GetAnnotations()
+	if a == nil {
+		a = map[string]string{}
+	}
+	a[contract.ServingReplicasAnnotation] = strconv.Itoa(int(serving))
+	a[contract.DrainingSinceAnnotation] = since.UTC().Format(time.RFC3339)
+	sts.SetAnnotations(a)
+	StampHash(sts, sts.Spec)
+}

@@ -425,3 +425,40 @@ func TestEngineConfigRefusesWhatTheStoresWould(t *testing.T) {
 		t.Fatalf("ratio 0: %v, want an error naming compaction.ratio", err)
 	}
 }
+
+// MarkDraining keeps the current replicas, marks the cluster's replicas as
+// serving since the given time, and restamps the hash: the mark is a
+// change to write, and the same mark the same hash.
+func TestMarkDraining(t *testing.T) {
+	c := defaultedCluster()
+	c.Spec.Replicas = 3
+	cm, err := BuildStoreConfigMap(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain := BuildStoreStatefulSet(c, cm, nil)
+	since := time.Date(2026, 5, 1, 12, 0, 0, 0, time.FixedZone("x", 3600))
+	marked := plain.DeepCopy()
+	MarkDraining(marked, 5, since)
+	if *marked.Spec.Replicas != 5 {
+		t.Errorf("replicas %d, want the current 5", *marked.Spec.Replicas)
+	}
+	want := map[string]string{contract.ServingReplicasAnnotation: "3", contract.DrainingSinceAnnotation: "2026-05-01T11:00:00Z",
+		contract.SpecHashAnnotation: SpecHash(marked)}
+	if !reflect.DeepEqual(marked.Annotations, want) {
+		t.Errorf("annotations %v, want %v", marked.Annotations, want)
+	}
+	if SpecHash(marked) == SpecHash(plain) {
+		t.Error("the mark did not change the spec hash: it would never be written")
+	}
+	again := plain.DeepCopy()
+	MarkDraining(again, 5, since)
+	if SpecHash(again) != SpecHash(marked) {
+		t.Error("the same mark gave another hash: each pass would write it again")
+	}
+	later := plain.DeepCopy()
+	MarkDraining(later, 5, since.Add(time.Second))
+	if SpecHash(later) == SpecHash(marked) {
+		t.Error("a mark with another start has the same hash")
+	}
+}

@@ -317,6 +317,16 @@ const (
 	// regions and warms up before it is Ready; this leaves ample room for
 	// that, as a Deployment's default progressDeadlineSeconds does.
 	RolloutProgressDeadline = 10 * time.Minute
+	// StoreDrainTimeout bounds a scale-down's drain: the operator shrinks
+	// the StatefulSet this long after marking the leaving stores even if
+	// they still hold regions (a Warning event says so); those regions
+	// then fall back to their slots' stores, as without a drain. At the
+	// default 2 moves in flight a region move takes seconds, so this
+	// leaves room for hundreds of regions.
+	StoreDrainTimeout = 10 * time.Minute
+	// StoreDrainRecheck is how often the operator asks the leaving stores
+	// whether they still hold regions while it drains them.
+	StoreDrainRecheck = 5 * time.Second
 )
 
 // WorkerGracePeriod is the grace period of a worker pod whose pool drains

@@ -43,6 +43,16 @@ const (
 	// PodDeletionCostAnnotation is the ReplicaSet controller's hint: pods with a
 	// lower cost are deleted first on scale-down.
 	PodDeletionCostAnnotation = "controller.kubernetes.io/pod-deletion-cost"
+	// ServingReplicasAnnotation on a KVCluster's StatefulSet, set to M
+	// below its spec.replicas N, marks ordinals M … N-1 as leaving: the
+	// stores read it (--replicas-from) and the balancer moves every region
+	// off them; the operator shrinks the StatefulSet to M, and removes it,
+	// once they hold none (docs/regions.md §5).
+	ServingReplicasAnnotation = "kv.bellows.dev/serving-replicas"
+	// DrainingSinceAnnotation on the StatefulSet is when the operator first
+	// marked the drain (RFC 3339): the drain is bounded by StoreDrainTimeout
+	// from then, across operator restarts.
+	DrainingSinceAnnotation = "kv.bellows.dev/draining-since"
 )
 
 // LeaderElectionID is the Lease the operator replicas compete for.

@@ -1,6 +1,6 @@
 package contract
 
-// Metric names the operator's autoscaler scrapes from the pods (the rest of
+// Metric names the operator scrapes from the pods (its autoscaler, a drain) (the rest of
 // the exported names are listed in docs/interfaces.md and checked against the
 // dashboards by hack/metricnames). The exporters use these constants, so a
 // rename is seen by both sides.
@@ -26,4 +26,10 @@ const (
 	// MetricClusterRegions is the region count of the newest region map a
 	// store knows: the autoscaler's R, live as regions split.
 	MetricClusterRegions = "bellows_cluster_regions"
+	// MetricStoreRegions are the regions a store serves (open), and
+	// MetricStoreRegionsWaiting those assigned to it that another store
+	// has not released yet: the operator drains a leaving store until
+	// both read 0 (docs/regions.md §5).
+	MetricStoreRegions        = "bellows_regions"
+	MetricStoreRegionsWaiting = "bellows_regions_waiting"
 )

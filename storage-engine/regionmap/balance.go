@@ -11,6 +11,7 @@ import (
 	"maps"
 	"math"
 	"slices"
+	"strings"
 )
 
 // RegionLoad is one region's readings, as its serving store reports them.
@@ -39,6 +40,14 @@ type BalanceSettings struct {
 	// Unreachable stores (ordinals) neither give nor receive regions: a
 	// move to a store that does not answer would leave the region closed.
 	Unreachable []int
+	// Leaving stores (ordinals) are about to go (the operator marked them
+	// before shrinking the StatefulSet): their regions are moved off
+	// first, whatever the balance, the floors, settling or small
+	// neighbours say, and they receive none. The mean the others are
+	// balanced to leaves them out. Draining by planned moves makes each
+	// region's unavailability one bounded handover, instead of a release
+	// racing the pod's termination grace period.
+	Leaving []int
 	// Settling regions moved recently and are not moved again yet: while
 	// the data grows and regions split, readings change between plans,
 	// and without a pause a region would go back and forth.
@@ -118,7 +127,9 @@ func Balanced(stores []StoreLoad, tolerance float64) bool {
 // Plan returns the moves that bring the stores toward the mean, at most
 // MaxMovesInFlight minus the moves already in flight (inFlight: regions
 // whose owner has not opened them yet; they are neither moved again nor
-// counted as settled). Settling regions stay where they are. Bytes first: each move takes, from the store
+// counted as settled). First it drains the Leaving stores: each of their
+// regions goes to the staying, reachable store with the fewest bytes, the
+// loads updated as it goes. Settling regions stay where they are. Bytes first: each move takes, from the store
 // furthest above the mean bytes to the one furthest below, the region that
 // best closes their gap without reversing it. When bytes are within the
 // tolerance, requests per second the same way, with only moves that keep
@@ -137,29 +148,14 @@ func Plan(m Map, load map[string]RegionLoad, inFlight map[string]bool, s Balance
 		owner[r.Name] = r.OwnerOf(n)
 	}
 	stores := Loads(m, load, n)
-	usable := func(o int) bool { return !slices.Contains(s.Unreachable, o) }
+	reachable := func(o int) bool { return !slices.Contains(s.Unreachable, o) }
+	leaving := func(o int) bool { return slices.Contains(s.Leaving, o) }
+	// takes: a store that may receive a region (and, in the balance
+	// passes, give one).
+	takes := func(o int) bool { return reachable(o) && !leaving(o) }
 	var moves []Move
 	moved := map[string]bool{}
-	// Small regions waiting on one store to merge are not parted.
-	fixed := maps.Clone(s.Settling)
-	if fixed == nil {
-		fixed = map[string]bool{}
-	}
-	small := func(name string) bool {
-		l, ok := load[name]
-		return ok && l.Bytes < s.MergeBytes && (s.MergeQPS <= 0 || l.QPS < s.MergeQPS)
-	}
-	for i := 0; i+1 < len(m.Region); i++ {
-		a, b := m.Region[i].Name, m.Region[i+1].Name
-		if small(a) && small(b) && owner[a] == owner[b] {
-			fixed[a], fixed[b] = true, true
-		}
-	}
-	for len(moves) < budget {
-		mv, ok := bestMove(m, load, owner, stores, inFlight, moved, fixed, usable, s)
-		if !ok {
-			break
-		}
+	apply := func(mv Move) {
 		moves = append(moves, mv)
 		moved[mv.Region] = true
 		owner[mv.Region] = mv.To
@@ -170,6 +166,47 @@ func Plan(m Map, load map[string]RegionLoad, inFlight map[string]bool, s Balance
 		stores[mv.To].Regions++
 		stores[mv.To].Bytes += l.Bytes
 		stores[mv.To].QPS += l.QPS
+	}
+	// Drain first: every region of a reachable leaving store goes to the
+	// staying store with the fewest bytes, the largest regions first (so
+	// the smaller ones even out what the larger leave).
+	for _, name := range drainOrder(m, load, owner, inFlight, leaving, reachable) {
+		if len(moves) >= budget {
+			break
+		}
+		to := -1
+		for o := range n {
+			if takes(o) && (to < 0 || stores[o].Bytes < stores[to].Bytes) {
+				to = o
+			}
+		}
+		if to < 0 {
+			break // no store to drain to
+		}
+		apply(Move{Region: name, From: owner[name], To: to})
+	}
+	// Small regions waiting on one store to merge are not parted, unless
+	// that store is leaving.
+	fixed := maps.Clone(s.Settling)
+	if fixed == nil {
+		fixed = map[string]bool{}
+	}
+	small := func(name string) bool {
+		l, ok := load[name]
+		return ok && l.Bytes < s.MergeBytes && (s.MergeQPS <= 0 || l.QPS < s.MergeQPS)
+	}
+	for i := 0; i+1 < len(m.Region); i++ {
+		a, b := m.Region[i].Name, m.Region[i+1].Name
+		if small(a) && small(b) && owner[a] == owner[b] && !leaving(owner[a]) {
+			fixed[a], fixed[b] = true, true
+		}
+	}
+	for len(moves) < budget {
+		mv, ok := bestMove(m, load, owner, stores, inFlight, moved, fixed, takes, leaving, s)
+		if !ok {
+			break
+		}
+		apply(mv)
 	}
 	// Then bring small neighbours on different stores together: the
 	// smaller goes to the larger's store (a small region hardly moves the
@@ -183,7 +220,7 @@ func Plan(m Map, load map[string]RegionLoad, inFlight map[string]bool, s Balance
 		if load[a].Bytes > load[b].Bytes {
 			from, to = b, a
 		}
-		if !usable(owner[from]) || !usable(owner[to]) {
+		if !reachable(owner[from]) || !takes(owner[to]) {
 			continue
 		}
 		moves = append(moves, Move{Region: from, From: owner[from], To: owner[to]})
@@ -194,19 +231,50 @@ func Plan(m Map, load map[string]RegionLoad, inFlight map[string]bool, s Balance
 	return moves
 }
 
+// drainOrder are the regions on reachable leaving stores that are not in
+// flight, largest first (then by name, so plans are repeatable).
+func drainOrder(m Map, load map[string]RegionLoad, owner map[string]int, inFlight map[string]bool, leaving, reachable func(int) bool) []string {
+	var out []string
+	for _, r := range m.Region {
+		if o := owner[r.Name]; leaving(o) && reachable(o) && !inFlight[r.Name] {
+			out = append(out, r.Name)
+		}
+	}
+	slices.SortStableFunc(out, func(a, b string) int {
+		if la, lb := load[a].Bytes, load[b].Bytes; la != lb {
+			if la > lb {
+				return -1
+			}
+			return 1
+		}
+		return strings.Compare(a, b)
+	})
+	return out
+}
+
 // bestMove is the next move of Plan, by bytes, else by requests per second.
+// usable stores give and receive; the means are over the stores that are
+// not leaving.
 func bestMove(m Map, load map[string]RegionLoad, owner map[string]int, stores []StoreLoad, inFlight, moved, settling map[string]bool,
-	usable func(int) bool, s BalanceSettings) (Move, bool) {
+	usable, leaving func(int) bool, s BalanceSettings) (Move, bool) {
 	tol := s.Tolerance
 	fixed := func(name string) bool { return inFlight[name] || moved[name] || settling[name] }
 	var totalBytes int64
 	var totalQPS float64
-	for _, st := range stores {
+	staying := 0
+	for o, st := range stores {
+		if leaving(o) {
+			continue
+		}
+		staying++
 		totalBytes += st.Bytes
 		totalQPS += st.QPS
 	}
-	meanBytes := float64(totalBytes) / float64(len(stores))
-	meanQPS := totalQPS / float64(len(stores))
+	if staying == 0 {
+		return Move{}, false
+	}
+	meanBytes := float64(totalBytes) / float64(staying)
+	meanQPS := totalQPS / float64(staying)
 	bytesOf := func(o int) float64 { return float64(stores[o].Bytes) }
 	qpsOf := func(o int) float64 { return stores[o].QPS }
 	bytesOut := func(o int) bool { return math.Abs(bytesOf(o)-meanBytes) > max(tol*meanBytes, float64(s.MinBytes)) }

@@ -274,3 +274,126 @@ func TestPlanIgnoresGapsUnderTheFloor(t *testing.T) {
 		t.Fatal("a 20 MiB gap over an 8 MiB floor: no plan")
 	}
 }
+
+// Two of five stores leave: successive plans, each waiting for the
+// previous plan's moves to land (they are in flight meanwhile), empty
+// both, never with more than the budget in flight, never moving a region
+// to a leaving store, and leave the three that stay within the tolerance.
+// The floors and settling would stop a balance move; a drain goes on.
+func TestPlanDrainsLeavingStores(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 26))
+	m := mapOf(t, 60)
+	load := map[string]RegionLoad{}
+	for _, r := range m.Region {
+		load[r.Name] = RegionLoad{Bytes: int64(4+rng.IntN(12)) << 20, QPS: float64(rng.IntN(20))}
+	}
+	s := BalanceSettings{Stores: 5, Tolerance: 0.15, MaxMovesInFlight: 3}
+	m, _ = applyPlans(t, m, load, s)
+	before := Loads(m, load, 5)
+	if before[3].Regions == 0 || before[4].Regions == 0 {
+		t.Fatalf("the balance left store 3 or 4 empty: %+v", before)
+	}
+	if !bytesWithin(before, 0.15) {
+		t.Fatalf("not balanced before the drain: %+v", before)
+	}
+
+	s.Leaving = []int{3, 4}
+	s.MinBytes, s.MinQPS = 1<<40, 1e9 // no balance move would pass these
+	s.Settling = map[string]bool{}
+	for _, r := range m.Region {
+		s.Settling[r.Name] = true
+	}
+	inFlight := map[string]bool{}
+	for round := 0; ; round++ {
+		if round > 200 {
+			t.Fatal("the drain did not finish in 200 rounds")
+		}
+		moves := Plan(m, load, inFlight, s)
+		if len(moves)+len(inFlight) > s.MaxMovesInFlight {
+			t.Fatalf("round %d: %d moves with %d in flight, over the budget %d", round, len(moves), len(inFlight), s.MaxMovesInFlight)
+		}
+		for _, mv := range moves {
+			if mv.To == 3 || mv.To == 4 {
+				t.Fatalf("round %d: %v moves a region to a leaving store", round, mv)
+			}
+			if inFlight[mv.Region] {
+				t.Fatalf("round %d: %v moves a region in flight", round, mv)
+			}
+		}
+		if len(moves) == 0 && len(inFlight) == 0 {
+			break
+		}
+		next, err := m.Moved(moves)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m = next
+		// This round's moves land during the next one.
+		inFlight = map[string]bool{}
+		for _, mv := range moves {
+			inFlight[mv.Region] = true
+		}
+	}
+	after := Loads(m, load, 5)
+	if after[3].Regions != 0 || after[4].Regions != 0 {
+		t.Fatalf("stores 3 and 4 still hold regions after the drain: %+v", after)
+	}
+	if !bytesWithin(after[:3], 0.15) {
+		t.Fatalf("the three staying stores are not within ±15%% of their mean bytes: %+v", after[:3])
+	}
+	// With the drain done, the floors hold: nothing more moves.
+	if got := Plan(m, load, nil, s); len(got) != 0 {
+		t.Fatalf("plan %v after the drain, under the floors", got)
+	}
+}
+
+// A leaving store's regions move even when the cluster is balanced and
+// they are small neighbours waiting to merge there; they go to staying
+// stores, fewest bytes first; an unreachable leaving store keeps its
+// regions (no store could claim them before it answers).
+func TestPlanDrainsSmallNeighboursOffALeavingStore(t *testing.T) {
+	m := mapOf(t, 6)
+	owners := []int{0, 1, 2, 2, 0, 1}
+	for i := range m.Region {
+		o := owners[i]
+		m.Region[i].Owner = &o
+	}
+	load := map[string]RegionLoad{
+		"region-000": {Bytes: 100 << 20}, "region-001": {Bytes: 100 << 20},
+		"region-002": {Bytes: 1 << 20}, "region-003": {Bytes: 2 << 20},
+		"region-004": {Bytes: 3 << 20}, "region-005": {Bytes: 1 << 20},
+	}
+	s := BalanceSettings{Stores: 3, Tolerance: 0.15, MaxMovesInFlight: 4, MergeBytes: 8 << 20,
+		MergeReady: map[string]bool{"region-002": true, "region-003": true}}
+	// Store 2's pair waits to merge there: the balance leaves it alone.
+	for _, mv := range Plan(m, load, nil, s) {
+		if mv.Region == "region-002" || mv.Region == "region-003" {
+			t.Fatalf("plan %v parts small neighbours on a staying store", mv)
+		}
+	}
+	s.Leaving = []int{2}
+	got := Plan(m, load, nil, s)
+	// The larger first, to the emptier store 1 (101 MiB against 103), which
+	// it brings to 103; then the smaller to the first of the two equal.
+	want := map[string]int{"region-003": 1, "region-002": 0}
+	for _, mv := range got {
+		if mv.To == 2 {
+			t.Fatalf("plan %v moves a region to the leaving store", got)
+		}
+		if to, ok := want[mv.Region]; ok {
+			if mv.To != to || mv.From != 2 {
+				t.Errorf("move %v, want %s from 2 to %d", mv, mv.Region, to)
+			}
+			delete(want, mv.Region)
+		}
+	}
+	if len(want) != 0 {
+		t.Fatalf("plan %v leaves %v on the leaving store 2", got, want)
+	}
+	s.Unreachable = []int{2}
+	for _, mv := range Plan(m, load, nil, s) {
+		if mv.From == 2 || mv.To == 2 {
+			t.Fatalf("plan %v moves to or from the unreachable leaving store", mv)
+		}
+	}
+}

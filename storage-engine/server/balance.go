@@ -40,6 +40,11 @@ type Balancer struct {
 	Ordinal int
 	// Stores is the cluster's store count; ok false while unknown.
 	Stores func() (n int, ok bool)
+	// Serving is how many of them stay (nil, or ok false: all): the
+	// ordinals from Serving up to Stores are leaving (the operator marked
+	// them before shrinking the StatefulSet), and every plan moves their
+	// regions off first (regionmap.BalanceSettings.Leaving).
+	Serving func() (m int, ok bool)
 	// Tolerance and MaxMovesInFlight: regionmap.BalanceSettings; defaults
 	// contract.DefaultBalanceTolerance, contract.DefaultMaxMovesInFlight.
 	Tolerance        float64
@@ -172,6 +177,22 @@ func (b *Balancer) readings(ctx context.Context) Readings {
 	return r
 }
 
+// leaving are the ordinals from Serving up to n.
+func (b *Balancer) leaving(n int) []int {
+	if b.Serving == nil {
+		return nil
+	}
+	m, ok := b.Serving()
+	if !ok {
+		return nil
+	}
+	var out []int
+	for o := max(m, 0); o < n; o++ {
+		out = append(out, o)
+	}
+	return out
+}
+
 // Plan is the balancer's decision on map m for readings rd among n
 // stores: the moves in flight, the unreachable stores, and the moves.
 func (b *Balancer) Plan(m regionmap.Map, rd Readings, n int) (moves []regionmap.Move, inFlight map[string]bool) {
@@ -198,7 +219,7 @@ func (b *Balancer) Plan(m regionmap.Map, rd Readings, n int) (moves []regionmap.
 		}
 	}
 	moves = regionmap.Plan(m, rd.Load, inFlight, regionmap.BalanceSettings{
-		Stores: n, Tolerance: b.Tolerance, MaxMovesInFlight: b.MaxMovesInFlight, Unreachable: unreachable, Settling: settling, MergeBytes: b.MergeBytes, MergeQPS: b.MergeQPS,
+		Stores: n, Tolerance: b.Tolerance, MaxMovesInFlight: b.MaxMovesInFlight, Unreachable: unreachable, Leaving: b.leaving(n), Settling: settling, MergeBytes: b.MergeBytes, MergeQPS: b.MergeQPS,
 		MergeReady: b.mergeReady(rd), MinBytes: b.MinBytes, MinQPS: b.MinQPS})
 	return moves, inFlight
 }
@@ -280,7 +301,7 @@ func (b *Balancer) Step(ctx context.Context) ([]regionmap.Move, error) {
 	for _, mv := range moves {
 		b.movedAt[mv.Region] = b.now()
 	}
-	s.opts.Region.Logger.Info("balancer moved regions", "moves", fmt.Sprint(moves), "epoch", next.Epoch, "stores", n)
+	s.opts.Region.Logger.Info("balancer moved regions", "moves", fmt.Sprint(moves), "epoch", next.Epoch, "stores", n, "leaving", fmt.Sprint(b.leaving(n)))
 	return moves, nil
 }
 

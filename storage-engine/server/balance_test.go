@@ -51,3 +51,41 @@ func TestSmallNeighboursWaitTheMergeWaitBeforeMoving(t *testing.T) {
 		t.Fatalf("after the wait: plan %v, want region-002 or region-003 moved to the other's store", moves)
 	}
 }
+
+// The stores from Serving up to Stores are leaving: the balancer's plan
+// moves their regions off, to the stores that stay, although the cluster
+// is balanced and under the floors.
+func TestBalancerDrainsTheOrdinalsPastServing(t *testing.T) {
+	m, err := regionmap.Initial([][]byte{[]byte("k1"), []byte("k2"), []byte("k3"), []byte("k4"), []byte("k5")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	serving := 3
+	b := &Balancer{MinBytes: 64 << 20, MinQPS: 1000, MaxMovesInFlight: 4, Serving: func() (int, bool) { return serving, true }}
+	rd := Readings{Load: map[string]regionmap.RegionLoad{}, OpenAt: map[string]int{}, Answered: map[int]bool{}}
+	for o := range 5 {
+		rd.Answered[o] = true
+	}
+	for _, r := range m.Region {
+		rd.Load[r.Name] = regionmap.RegionLoad{Bytes: 10 << 20}
+		rd.OpenAt[r.Name] = r.OwnerOf(5)
+	}
+	moves, inFlight := b.Plan(m, rd, 5)
+	if len(inFlight) != 0 {
+		t.Fatalf("in flight %v, want none (every region open at its owner)", inFlight)
+	}
+	from := map[int]bool{}
+	for _, mv := range moves {
+		if mv.To >= 3 {
+			t.Fatalf("plan %v moves a region to a leaving store", moves)
+		}
+		from[mv.From] = true
+	}
+	if len(moves) != 2 || !from[3] || !from[4] {
+		t.Fatalf("plan %v, want the one region of store 3 and the one of store 4 moved off", moves)
+	}
+	serving = 5
+	if moves, _ := b.Plan(m, rd, 5); len(moves) != 0 {
+		t.Fatalf("nothing leaving, balanced: plan %v, want none", moves)
+	}
+}

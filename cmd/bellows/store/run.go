@@ -61,8 +61,11 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, out io.Writer) error
 	}
 	var assigner *server.Assigner
 	var owner server.Owner
+	// serving is how many stores stay during a scale-down's drain (the
+	// operator's mark on the StatefulSet); nil without --replicas-from.
+	var serving func() (int, bool)
 	if cfg.ReplicasFrom != "" {
-		if assigner, err = replicaAssigner(ctx, cfg, kube, peerSlices, allSpans, log); err != nil {
+		if assigner, serving, err = replicaAssigner(ctx, cfg, kube, peerSlices, allSpans, log); err != nil {
 			return err
 		}
 	} else if owner, err = server.ParseOwner(cfg.RegionOwner); err != nil {
@@ -261,7 +264,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, out io.Writer) error
 	}
 	kv := server.NewKV(store, fwd, m)
 	if assigner != nil && cfg.BalanceInterval > 0 {
-		bal := &server.Balancer{KV: kv, Ordinal: assigner.Ordinal, Stores: assigner.Replicas,
+		bal := &server.Balancer{KV: kv, Ordinal: assigner.Ordinal, Stores: assigner.Replicas, Serving: serving,
 			MaxMovesInFlight: cfg.MaxMovesInFlight, Interval: cfg.BalanceInterval, MaxClockOffset: cfg.MaxClockOffset,
 			MergeBytes: cfg.MergeBytes, MergeQPS: cfg.SplitQPS / 4, MergeAfter: cfg.MergeAfter, MinBytes: cfg.BalanceMinBytes, MinQPS: contract.DefaultBalanceMinQPS}
 		server.RegisterBalancerMetrics(reg, bal)
@@ -301,27 +304,29 @@ func peerList(ctx context.Context, cfg Config, kube *kubeConfig) (func() []strin
 // replicaAssigner follows --replicas-from: the StatefulSet's spec.replicas
 // is the replica count, and a region is handed to a new owner only once
 // that pod (<statefulset>-<ordinal>) is a ready endpoint of the headless
-// Service (--peer-service). Its Store is set once the store is open.
-func replicaAssigner(ctx context.Context, cfg Config, kube *kubeConfig, peers *discovery.EndpointSlices, all []server.Span, log *slog.Logger) (*server.Assigner, error) {
+// Service (--peer-service). Its Store is set once the store is open. The
+// serving count (the operator's drain mark) comes from the same watch.
+func replicaAssigner(ctx context.Context, cfg Config, kube *kubeConfig, peers *discovery.EndpointSlices, all []server.Span, log *slog.Logger) (*server.Assigner, func() (int, bool), error) {
 	ordinal, err := cfg.Ordinal()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	ns, name, err := discovery.ParseService(cfg.ReplicasFrom)
 	if err != nil {
-		return nil, fmt.Errorf("--%s: %w", contract.FlagReplicasFrom, err)
+		return nil, nil, fmt.Errorf("--%s: %w", contract.FlagReplicasFrom, err)
 	}
 	kcfg, err := kube.get()
 	if err != nil {
-		return nil, fmt.Errorf("--%s: no Kubernetes API access: %w", contract.FlagReplicasFrom, err)
+		return nil, nil, fmt.Errorf("--%s: no Kubernetes API access: %w", contract.FlagReplicasFrom, err)
 	}
 	sts, err := discovery.StartStatefulSetReplicas(ctx, kcfg, ns, name)
 	if err != nil {
-		return nil, fmt.Errorf("--%s: %w", contract.FlagReplicasFrom, err)
+		return nil, nil, fmt.Errorf("--%s: %w", contract.FlagReplicasFrom, err)
 	}
+	sts.Log = log
 	n, ok := sts.Replicas()
 	if !ok {
-		return nil, fmt.Errorf("--%s: StatefulSet %s/%s not found", contract.FlagReplicasFrom, ns, name)
+		return nil, nil, fmt.Errorf("--%s: StatefulSet %s/%s not found", contract.FlagReplicasFrom, ns, name)
 	}
 	a := &server.Assigner{Spans: all, Ordinal: ordinal, Replicas: sts.Replicas,
 		Interval: cfg.ReleasePollInterval, ReleaseTimeout: cfg.ReleaseTimeout}
@@ -333,7 +338,7 @@ func replicaAssigner(ctx context.Context, cfg Config, kube *kubeConfig, peers *d
 	// Until the store is open, Target sees an empty one: no holds.
 	a.Store = &server.Store{}
 	log.Info("following the replica count", "statefulset", cfg.ReplicasFrom, "ordinal", ordinal, "replicas", n)
-	return a, nil
+	return a, sts.Serving, nil
 }
 
 // watchService follows the ready endpoints of a Service's "grpc" port.
