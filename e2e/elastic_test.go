@@ -95,8 +95,8 @@ func (s storeSpread) String() string {
 // 13. Elastic regions (#26): a KVCluster that starts with one region on 3
 // stores, loaded through its client Service, splits as it grows and the
 // balancer spreads its regions over the 3 stores; scaled to 5, regions move
-// onto the new stores; scaled back to 3, the leaving stores' regions go to
-// the others. Writers run through the client Service the whole time: every
+// onto the new stores; scaled back to 3, the operator drains the leaving
+// stores first (its Drained event), and their regions go to the others. Writers run through the client Service the whole time: every
 // acknowledged write reads back, and no attempt fails with a code other
 // than UNAVAILABLE or DEADLINE_EXCEEDED (the retryable codes of a move).
 func (e *env) elasticRegions(t *testing.T) {
@@ -269,7 +269,31 @@ func (e *env) elasticRegions(t *testing.T) {
 	}
 	scale(5)
 	settled(5, "regions moved onto the 2 new stores", nil)
+	drainBegan := time.Now()
 	scale(3)
+	// The operator drained the leaving stores before it removed them:
+	// its Drained event says so (a timed-out drain says DrainTimedOut).
+	eventually(t, time.Minute, "the operator's Drained event for the 5 → 3 scale-down", func(ctx context.Context) (bool, string, error) {
+		var evs corev1.EventList
+		if err := e.c.List(ctx, &evs, client.InNamespace(ns)); err != nil {
+			return false, "", err
+		}
+		var seen []string
+		for _, ev := range evs.Items {
+			if ev.InvolvedObject.Name != elasticName || ev.InvolvedObject.Kind != "KVCluster" {
+				continue
+			}
+			switch ev.Reason {
+			case kvapi.ReasonDrained:
+				t.Logf("drained in %v: %s", time.Since(drainBegan).Round(time.Second), ev.Message)
+				return true, "", nil
+			case kvapi.ReasonDrainTimedOut:
+				t.Fatalf("the drain timed out: %s", ev.Message)
+			}
+			seen = append(seen, ev.Reason)
+		}
+		return false, fmt.Sprintf("events of %s: %v", elasticName, seen), nil
+	})
 	settled(3, "the 2 leaving stores' regions on the 3 that stay", nil)
 
 	target := trickled.Load() + 20
