@@ -15,6 +15,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -274,21 +275,21 @@ func (e *env) elasticRegions(t *testing.T) {
 	// The operator drained the leaving stores before it removed them:
 	// its Drained event says so (a timed-out drain says DrainTimedOut).
 	eventually(t, time.Minute, "the operator's Drained event for the 5 → 3 scale-down", func(ctx context.Context) (bool, string, error) {
-		var evs corev1.EventList
+		var evs eventsv1.EventList
 		if err := e.c.List(ctx, &evs, client.InNamespace(ns)); err != nil {
 			return false, "", err
 		}
 		var seen []string
 		for _, ev := range evs.Items {
-			if ev.InvolvedObject.Name != elasticName || ev.InvolvedObject.Kind != "KVCluster" {
+			if ev.Regarding.UID != ec.UID {
 				continue
 			}
 			switch ev.Reason {
 			case kvapi.ReasonDrained:
-				t.Logf("drained in %v: %s", time.Since(drainBegan).Round(time.Second), ev.Message)
+				t.Logf("drained in %v: %s", time.Since(drainBegan).Round(time.Second), ev.Note)
 				return true, "", nil
 			case kvapi.ReasonDrainTimedOut:
-				t.Fatalf("the drain timed out: %s", ev.Message)
+				t.Fatalf("the drain timed out: %s", ev.Note)
 			}
 			seen = append(seen, ev.Reason)
 		}
