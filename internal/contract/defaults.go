@@ -270,7 +270,7 @@ const (
 	// (one existence check of the next manifest), so a region moves in
 	// about its flush plus this interval. 50ms: a move's unavailability
 	// is its release plus this wait (at 250ms, claims came 250-350 ms
-	// after each release in bench/results/elastic.md), and a region waits
+	// after each release in bench/results/elastic-500k.md), and a region waits
 	// only while it moves, so 20 checks/s for that time cost nothing.
 	DefaultReleasePollInterval = 50 * time.Millisecond
 	// DefaultRemoteBlockTimeout bounds one block read from a compaction
