@@ -335,6 +335,7 @@ func TestContractMetricsAreExported(t *testing.T) {
 		contract.MetricCompactorInflight, contract.MetricCompactorRate, contract.MetricCompactorTransferRate,
 		contract.MetricCompactionRequested, contract.MetricCompactionRequestedBytes,
 		contract.MetricCompactionQueueDepth, contract.MetricCompactionPendingBytes,
+		contract.MetricClusterRegions, contract.MetricStoreRegions, contract.MetricStoreRegionsWaiting,
 	} {
 		if _, ok := e.code.Series(name); !ok {
 			t.Errorf("%s: the autoscaler reads it, no Go source exports it", name)

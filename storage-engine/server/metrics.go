@@ -10,7 +10,6 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/bellows-kv/bellows/internal/contract"
 	"github.com/bellows-kv/bellows/storage-engine/blockcache"
 	"github.com/bellows-kv/bellows/storage-engine/region"
 )
@@ -116,9 +115,9 @@ func RegisterStoreGauges(reg prometheus.Registerer, s *Store, cache *blockcache.
 			cs(func(s blockcache.Stats) float64 { return float64(s.UsedBytes) })),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "bellows_block_cache_capacity_bytes", Help: "Block cache capacity."},
 			cs(func(s blockcache.Stats) float64 { return float64(s.Capacity) })),
-		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: contract.MetricStoreRegions, Help: "Regions this store serves (open)."},
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "bellows_regions", Help: "Regions this store serves (open)."}, // contract.MetricStoreRegions (a drain reads it)
 			func() float64 { return float64(countRegions(s, true)) }),
-		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: contract.MetricStoreRegionsWaiting,
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "bellows_regions_waiting", // contract.MetricStoreRegionsWaiting (a drain reads it)
 			Help: "Regions assigned to this store that another store still owns; claimed once it releases them."},
 			func() float64 { return float64(countRegions(s, false)) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "bellows_compaction_requested_total",
