@@ -21,8 +21,6 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"google.golang.org/grpc/codes"
-
 	kvapi "github.com/bellows-kv/bellows/api/v1alpha1"
 	"github.com/bellows-kv/bellows/internal/contract"
 	kvpb "github.com/bellows-kv/bellows/proto/bellows/kv/v1"
@@ -305,21 +303,7 @@ func (e *env) elasticRegions(t *testing.T) {
 	wg.Wait()
 	verifyLedger(t, ctx, kv, l)
 
-	rec.mu.Lock()
-	var codesSeen []string
-	bad := 0
-	for c, n := range rec.failures {
-		codesSeen = append(codesSeen, fmt.Sprintf("%s=%d (e.g. %s)", c, n, rec.examples[c]))
-		if c != codes.Unavailable && c != codes.DeadlineExceeded {
-			bad += n
-		}
-	}
-	rec.mu.Unlock()
-	sort.Strings(codesSeen)
-	t.Logf("failed attempts by code: %s", strings.Join(codesSeen, "; "))
-	if bad > 0 {
-		t.Errorf("%d attempts failed with a code a client cannot retry: %s", bad, strings.Join(codesSeen, "; "))
-	}
+	rec.checkCodes(t)
 	s, err := e.scrapeAll(t, ctx, contract.ComponentStore, elasticName)
 	if err != nil {
 		t.Fatal(err)

@@ -56,6 +56,28 @@ func (m *moveRecorder) fail(what string, err error) {
 	}
 }
 
+// checkCodes logs the failed attempts by code and fails t for any code
+// other than the two a move causes and a client retries, UNAVAILABLE and
+// DEADLINE_EXCEEDED.
+func (m *moveRecorder) checkCodes(t *testing.T) {
+	t.Helper()
+	m.mu.Lock()
+	var seen []string
+	bad := 0
+	for c, n := range m.failures {
+		seen = append(seen, fmt.Sprintf("%s=%d (e.g. %s)", c, n, m.examples[c]))
+		if c != codes.Unavailable && c != codes.DeadlineExceeded {
+			bad += n
+		}
+	}
+	m.mu.Unlock()
+	sort.Strings(seen)
+	t.Logf("failed attempts by code: %s", strings.Join(seen, "; "))
+	if bad > 0 {
+		t.Errorf("%d attempts failed with a code a client cannot retry: %s", bad, strings.Join(seen, "; "))
+	}
+}
+
 func (m *moveRecorder) ok(region string, at time.Time) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -242,22 +264,10 @@ func (e *env) regionMoves(t *testing.T, kv *kvClient, l *ledger) {
 		worst = max(worst, d)
 		lines = append(lines, fmt.Sprintf("%s %v (ending %v after the first scale)", r.region, d.Round(10*time.Millisecond), rec.longestAt[r.region].Sub(began).Round(time.Second)))
 	}
-	var codesSeen []string
-	bad := 0
-	for c, n := range rec.failures {
-		codesSeen = append(codesSeen, fmt.Sprintf("%s=%d (e.g. %s)", c, n, rec.examples[c]))
-		if c != codes.Unavailable && c != codes.DeadlineExceeded {
-			bad += n
-		}
-	}
 	rec.mu.Unlock()
-	sort.Strings(codesSeen)
 	t.Logf("3 → 2 → 3 stores: %d acknowledged writes, %d offloaded compactions; flush time %v", writes.Load(), compactions.Load(), flushBound.Round(10*time.Millisecond))
 	t.Logf("longest outage per region: %s", strings.Join(lines, "; "))
-	t.Logf("failed attempts by code: %s", strings.Join(codesSeen, "; "))
-	if bad > 0 {
-		t.Errorf("%d attempts failed with a code a client cannot retry: %s", bad, strings.Join(codesSeen, "; "))
-	}
+	rec.checkCodes(t)
 	// The outage is a timing: reported against its goal, not asserted
 	// (timings belong in benchmarks; the machines are shared and noisy).
 	// What keeps it short: the stores read the replica count from their

@@ -396,17 +396,27 @@ func (d *dedupe) seed(region string, recs []appliedRecord) int {
 		}
 		w := &appliedWrite{id: r.ID, fp: fp, ts: r.CommitTS, ok: true, at: time.Unix(0, r.AppliedAt), done: make(chan struct{})}
 		close(w.done)
-		log.byID[r.ID] = w
-		log.order = append(log.order, w)
-		log.gen++
+		d.addLocked(log, w)
 		added++
 	}
-	// Eviction takes the oldest from the head: keep the FIFO in
-	// applied-at order.
+	d.reorderLocked(log)
+	return added
+}
+
+// addLocked adds applied entry w, whose key log lacks, to log.
+func (d *dedupe) addLocked(log *appliedLog, w *appliedWrite) {
+	log.byID[w.id] = w
+	log.order = append(log.order, w)
+	log.gen++
+}
+
+// reorderLocked puts log's FIFO back in applied-at order after entries
+// were added out of it (eviction takes the oldest from the head), and
+// evicts.
+func (d *dedupe) reorderLocked(log *appliedLog) {
 	live := log.order[log.head:]
 	sort.SliceStable(live, func(i, j int) bool { return live[i].at.Before(live[j].at) })
 	d.evictLocked(log)
-	return added
 }
 
 // inherit adds region from's applied keys to region to's table, as seed
@@ -429,14 +439,10 @@ func (d *dedupe) inherit(from, to string) int {
 		if src.byID[w.id] != w || !w.ok || log.byID[w.id] != nil {
 			continue
 		}
-		log.byID[w.id] = w
-		log.order = append(log.order, w)
-		log.gen++
+		d.addLocked(log, w)
 		added++
 	}
-	live := log.order[log.head:]
-	sort.SliceStable(live, func(i, j int) bool { return live[i].at.Before(live[j].at) })
-	d.evictLocked(log)
+	d.reorderLocked(log)
 	return added
 }
 

@@ -136,15 +136,5 @@ func TestBankThroughSplitsMovesOffloadedCompactionsAndAKill(t *testing.T) {
 	t.Logf("%.0f load splits, %.0f moves, %.0f remote compactions (counted by the stores running at the end); %d flushes and compactions done, %d refused or failed under the changes",
 		splits(), sum("bellows_region_moves_total"),
 		sum(`bellows_compactions_total{location="remote",result="success"}`), maintained.Load(), maintenanceErrs.Load())
-	// Once the locks the abandoned transfers left are resolved, the
-	// total holds in a snapshot and in a plain scan.
-	if err := b.Final(ctx); err != nil {
-		t.Fatal(err)
-	}
-	res := b.Result()
-	for _, v := range res.Violations {
-		t.Error(v)
-	}
-	t.Logf("bank: %d transfers committed, %d snapshot sums, %d invariant violations", res.Transfers, res.Sums, len(res.Violations))
-	checkHistory(t, res.History)
+	checkBank(t, ctx, b, "through splits, moves, compactions and a SIGKILL")
 }
