@@ -3,7 +3,6 @@ package txn
 import (
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -76,7 +75,7 @@ func startStorePair(ctx context.Context, bellows, dir string) (*storePair, error
 	}
 	s := &storePair{ctx: ctx, bellows: bellows, dir: dir}
 	for i := range s.addrs {
-		a, err := freeAddr()
+		a, err := childproc.ReserveAddr()
 		if err != nil {
 			return nil, err
 		}
@@ -115,17 +114,6 @@ func (s *storePair) client() (*client.Client, error) {
 	dial, cancel := context.WithTimeout(s.ctx, 30*time.Second)
 	defer cancel()
 	return client.New(dial, s.addrs[:], client.Options{})
-}
-
-// freeAddr is a loopback address nothing listens on now; a store keeps it
-// across its restarts, since its peer's --peers names it.
-func freeAddr() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer l.Close()
-	return l.Addr().String(), nil
 }
 
 // bankRun runs the bank section in dir with the bellows binary.

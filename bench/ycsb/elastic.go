@@ -11,7 +11,6 @@ import (
 	"context"
 	"fmt"
 	"math"
-	"net"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -210,7 +209,7 @@ func startElasticCluster(ctx context.Context, cfg ElasticConfig, dir string, ext
 	}
 	c := &elasticCluster{dir: dir}
 	for range ElasticStores {
-		a, err := freeAddr()
+		a, err := childproc.ReserveAddr()
 		if err != nil {
 			return nil, err
 		}
@@ -514,15 +513,4 @@ func ParseStoreLogs(paths []string, until time.Time) (StoreEvents, error) {
 		ev.MaxClaim = max(ev.MaxClaim, c.at.Sub(last.end))
 	}
 	return ev, nil
-}
-
-// freeAddr is a loopback address nothing listens on now: the stores'
-// --peers must name each other before they start.
-func freeAddr() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer l.Close()
-	return l.Addr().String(), nil
 }

@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net"
 	"slices"
 	"testing"
 
@@ -13,21 +12,20 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
+	"github.com/bellows-kv/bellows/internal/childproc"
 	kvpb "github.com/bellows-kv/bellows/proto/bellows/kv/v1"
 	"github.com/bellows-kv/bellows/storage-engine/server"
 )
 
 // freeAddr reserves a port for a store that must be named in its peer's
-// --peers before it starts. Another process could take the port between
-// this close and the store's listen; on a test machine it does not.
+// --peers before it starts (below the ephemeral range: childproc.ReserveAddr).
 func freeAddr(t *testing.T) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, err := childproc.ReserveAddr()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
-	return l.Addr().String()
+	return addr
 }
 
 // startPeerStore is one of two stores splitting 4 regions (--region-owner
