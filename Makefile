@@ -134,8 +134,9 @@ bench-engine: build
 	$(BIN)/bellows-bench engine --out bench/results/engine.md $(BENCH_ARGS)
 
 ## bench-phases: the paper's Figure 7 in its regime (block cache = data / 0.7: it holds the
-## data but not old and new together), all seven warmup modes × 5 interleaved runs, mean and
-## p99 latency per phase; about 15 minutes on two cores. Writes bench/results/phases.{json,md,png}
+## data but not old and new together), all seven warmup modes and an A/A copy × 6 interleaved
+## runs: latency per phase with bootstrap intervals, client-side and inside the store, cache
+## misses per 1,000 reads, CPU per process; about 22 minutes on two cores. Writes bench/results/phases.{json,md,png}
 bench-phases: build
 	$(BIN)/bellows-bench phases --out bench/results $(BENCH_ARGS)
 

@@ -2,10 +2,18 @@
 
 package phases
 
-import "errors"
+import (
+	"errors"
+	"time"
+)
 
 // PinProcess is only implemented on Linux.
 func PinProcess(pid, cpu int) error { return errors.New("cpu pinning needs Linux") }
 
-// Nice is only implemented on Linux.
-func Nice(pid, nice int) error { return errors.New("renicing threads needs Linux") }
+// Idle is only implemented on Linux.
+func Idle(pid int) error { return errors.New("SCHED_IDLE needs Linux") }
+
+// CPUTime is only implemented on Linux.
+func CPUTime(pid int) (time.Duration, error) {
+	return 0, errors.New("CPU time per process needs Linux")
+}

@@ -101,6 +101,7 @@ func Markdown(rep Report) string {
 				col(func(r RunResult) *float64 { return r.Compaction.ScanP99DegradationPct }), col(func(r RunResult) *float64 { return r.Warmup.ScanP99DegradationPct }))
 		}
 	}
+	b.WriteString(markdownResolution(rep))
 	b.WriteString("\nΔ is the change of mean (or p99) latency against the baseline's. The compaction phase runs from the compaction's start to the switch to the new file; " +
 		"the warmup phase from the switch until the incremental warmup finished or, for None, WriteThrough, Offload and RemoteCache, until 95% of the new file's blocks were cached. " +
 		"PreSwitch fetches the new file before it switches, so its warmup phase is empty by construction and its cost (fetching, and evicting the old file's blocks) is in its compaction phase. " +

@@ -3,6 +3,7 @@ package phases
 import (
 	"context"
 	crand "crypto/rand"
+	"errors"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
@@ -28,14 +29,14 @@ import (
 
 // Processes start the processes of one mode's run.
 type Processes struct {
-	// Compactor starts a compaction worker and returns its gRPC address
-	// and a function that stops it.
-	Compactor func(ctx context.Context, name string) (addr string, stop func(), err error)
+	// Compactor starts a compaction worker and returns its gRPC address,
+	// its process ID (for its CPU time) and a function that stops it.
+	Compactor func(ctx context.Context, name string) (addr string, pid int, stop func(), err error)
 	// Store, if set, runs the region in a `bellows store` process (with
 	// the given bucket, WAL directory, engine.yaml and compactor, "" for
 	// none) and the workload reaches it over gRPC; if nil the region runs
 	// in this process.
-	Store func(ctx context.Context, name string, args StoreArgs) (grpcAddr, metricsAddr string, stop func(), err error)
+	Store func(ctx context.Context, name string, args StoreArgs) (grpcAddr, metricsAddr string, pid int, stop func(), err error)
 }
 
 // StoreArgs configure a store process.
@@ -59,6 +60,9 @@ type Phase struct {
 	ScanP99Ms             *float64 `json:"scan_p99_ms"`
 	Gets                  int      `json:"gets"`
 	Scans                 int      `json:"scans"`
+	// Inside is the phase as the store and the processes saw it (each run;
+	// absent from a summary of runs).
+	Inside *Inside `json:"inside,omitempty"`
 }
 
 // Baseline is the latency before the compaction.
@@ -67,6 +71,7 @@ type Baseline struct {
 	ScanMeanMs float64 `json:"scan_mean_ms"`
 	GetP99Ms   float64 `json:"get_p99_ms"`
 	ScanP99Ms  float64 `json:"scan_p99_ms"`
+	Inside     *Inside `json:"inside,omitempty"`
 }
 
 // ModeResult is one warmup mode's run.
@@ -121,6 +126,7 @@ func Run(ctx context.Context, cfg Config, dir string, start Processes, progress 
 	rep := Report{Config: cfg}
 	repeats := max(cfg.Repeats, 1)
 	runs := make([][]ModeResult, len(cfg.Modes))
+	labels := modeLabels(cfg.Modes)
 	total := float64(repeats * len(cfg.Modes))
 	// Repetitions interleave the modes, so a slow spell of a shared
 	// machine spreads over all of them instead of one.
@@ -135,10 +141,11 @@ func Run(ctx context.Context, cfg Config, dir string, start Processes, progress 
 				}
 				progress(fmt.Sprintf("%s: %s", label, what), (n+frac)/total)
 			}
-			res, err := runMode(ctx, cfg, filepath.Join(dir, fmt.Sprintf("%s-%d", mode, r)), mode, start, step)
+			res, err := runMode(ctx, cfg, filepath.Join(dir, fmt.Sprintf("%d-%s-%d", i, mode, r)), mode, start, step)
 			if err != nil {
-				return rep, fmt.Errorf("mode %s: %w", mode, err)
+				return rep, fmt.Errorf("mode %s: %w", labels[i], err)
 			}
+			res.Mode = labels[i]
 			runs[i] = append(runs[i], res)
 		}
 	}
@@ -147,6 +154,25 @@ func Run(ctx context.Context, cfg Config, dir string, start Processes, progress 
 	}
 	progress("done", 1)
 	return rep, nil
+}
+
+// AASuffix marks the second run of a mode the config lists twice: an A/A
+// pair, whose difference is the run's noise floor.
+const AASuffix = " (A/A)"
+
+// modeLabels names each configured mode, a repeated one with AASuffix.
+func modeLabels(modes []string) []string {
+	seen := map[string]bool{}
+	out := make([]string, len(modes))
+	for i, m := range modes {
+		mode, _ := region.ParseWarmupMode(m)
+		out[i] = mode.String()
+		if seen[out[i]] {
+			out[i] += AASuffix
+		}
+		seen[mode.String()] = true
+	}
+	return out
 }
 
 // medianOf summarises repetitions of one mode: each figure is the median
@@ -225,23 +251,25 @@ func runMode(ctx context.Context, cfg Config, dir string, mode region.WarmupMode
 	defer bucket.Close()
 
 	var compactor string
+	// Whose CPU time the run reports: this process is the workload.
+	pids := map[string]int{"workload": 0}
 	// None and WriteThrough (the paper's baselines) compact in the store.
 	if mode != region.WarmupNone && mode != region.WarmupWriteThrough {
-		addr, stop, err := start.Compactor(ctx, "compactor-"+mode.String())
+		addr, pid, stop, err := start.Compactor(ctx, "compactor-"+mode.String())
 		if err != nil {
 			return res, err
 		}
 		defer stop()
-		compactor = addr
+		compactor, pids["worker"] = addr, pid
 	}
 	var r target
 	if start.Store != nil {
-		t, stop, err := startStoreProcess(ctx, cfg, dir, mode, bucketURL, compactor, start.Store)
+		t, pid, stop, err := startStoreProcess(ctx, cfg, dir, mode, bucketURL, compactor, start.Store)
 		if err != nil {
 			return res, err
 		}
 		defer stop()
-		r = t
+		r, pids["store"] = t, pid
 	} else {
 		t, stop, err := openLocal(ctx, cfg, dir, mode, bucket, bucketURL, compactor)
 		if err != nil {
@@ -260,7 +288,24 @@ func runMode(ctx context.Context, cfg Config, dir string, mode region.WarmupMode
 		return res, err
 	}
 
-	began := time.Now()
+	sample := func() (Sample, error) {
+		s, err := r.Sample()
+		if err != nil {
+			return s, err
+		}
+		s.CPU = map[string]time.Duration{}
+		for name, pid := range pids {
+			if s.CPU[name], err = CPUTime(pid); err != nil {
+				return s, err
+			}
+		}
+		return s, nil
+	}
+	sBegan, err := sample()
+	if err != nil {
+		return res, err
+	}
+	began := sBegan.At
 	rec := newRecorder(began, time.Duration(cfg.Window))
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
@@ -277,6 +322,16 @@ func runMode(ctx context.Context, cfg Config, dir string, mode region.WarmupMode
 		defer wg.Done()
 		errs <- updateLoop(r, cfg, stop)
 	}()
+	// The probe samples the store at one rate from the first read to the
+	// last, so each phase carries the same cost of being watched: a
+	// scrape takes the store's CPU for a moment, and scraping only after
+	// the baseline put that in every mode's compaction and warmup p99.
+	samples := make(chan probeResult, 1<<16)
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		probe(sample, probeInterval, samples, stop)
+	}()
 	halt := func() error {
 		close(stop)
 		wg.Wait()
@@ -290,19 +345,30 @@ func runMode(ctx context.Context, cfg Config, dir string, mode region.WarmupMode
 	}
 
 	step("baseline", 0.2)
-	time.Sleep(time.Duration(cfg.Baseline))
-	t0 := time.Now()
+	sT0, err := nextSample(samples, func(s Sample) bool { return s.At.Sub(began) >= time.Duration(cfg.Baseline) })
+	if err != nil {
+		_ = halt()
+		return res, err
+	}
+	t0 := sT0.At
 	done := make(chan error, 1)
 	go func() {
 		done <- r.Compact(ctx)
 	}()
 	step("compaction", 0.35)
-	ts, te, err := awaitPhases(r, mode, cfg, t0, done, step)
+	sTs, sTe, err := awaitPhases(samples, mode, cfg, t0, done, step)
+	ts, te := sTs.Switched, sTe.At
+	if mode == region.WarmupPreSwitch {
+		te = ts
+	}
 	if err != nil {
 		_ = halt()
 		return res, err
 	}
-	time.Sleep(time.Duration(cfg.Tail))
+	if _, err := nextSample(samples, func(s Sample) bool { return s.At.Sub(sTe.At) >= time.Duration(cfg.Tail) }); err != nil {
+		_ = halt()
+		return res, err
+	}
 	if err := halt(); err != nil {
 		return res, err
 	}
@@ -311,6 +377,18 @@ func runMode(ctx context.Context, cfg Config, dir string, mode region.WarmupMode
 	res.Baseline = Baseline{GetMeanMs: bg.MeanMs, ScanMeanMs: bs.MeanMs, GetP99Ms: bg.P99Ms, ScanP99Ms: bs.P99Ms}
 	res.Compaction = phaseOf(rec, t0, ts, bg, bs)
 	res.Warmup = phaseOf(rec, ts, te, bg, bs)
+	// The store's counters are read at the probe's ticks: a phase's begin
+	// at the switch is the first sample that saw it (at most a tick late).
+	inside := func(a, b Sample, from, to time.Time) *Inside {
+		g, s := rec.stats(from, to)
+		in := insideOf(a, b, g.Count+s.Count)
+		return &in
+	}
+	res.Baseline.Inside = inside(sBegan, sT0, began, t0)
+	res.Compaction.Inside = inside(sT0, sTs, t0, ts)
+	if mode != region.WarmupPreSwitch {
+		res.Warmup.Inside = inside(sTs, sTe, ts, te)
+	}
 	res.Series.TimeS, res.Series.GetMs, res.Series.ScanMs = rec.series()
 	res.CompactionAtS = t0.Sub(began).Seconds()
 	res.SwitchAtS = ts.Sub(began).Seconds()
@@ -348,34 +426,74 @@ func pct(n int, phase float64, baseN int, base float64) *float64 {
 	return &v
 }
 
-// awaitPhases returns when the compaction phase ended (the switch to the new
-// file) and when the warmup phase ended: for the incremental modes when the
-// warmup finished; for PreSwitch at the switch (it fetched the new file
-// before); for the others when reads had brought 95% of the new file's
-// blocks into the cache, or MaxWarmup passed.
-func awaitPhases(r target, mode region.WarmupMode, cfg Config, t0 time.Time, done <-chan error, step Progress) (ts, te time.Time, err error) {
-	// Polling is cheap in process but a /metrics scrape of a store
-	// process is not free, so poll at a rate that does not load it.
-	tick := time.NewTicker(100 * time.Millisecond)
+// probeInterval is how often the probe samples the store: fine enough to
+// place a phase's boundary, rare enough not to load it.
+const probeInterval = 100 * time.Millisecond
+
+type probeResult struct {
+	Sample
+	err error
+}
+
+// probe samples every interval until stop, into out (never blocking: a
+// full channel drops the sample).
+func probe(sample func() (Sample, error), interval time.Duration, out chan<- probeResult, stop <-chan struct{}) {
+	tick := time.NewTicker(interval)
 	defer tick.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-tick.C:
+		}
+		s, err := sample()
+		select {
+		case out <- probeResult{s, err}:
+		default:
+		}
+	}
+}
+
+// nextSample is the next sample from the probe that satisfies ok.
+func nextSample(samples <-chan probeResult, ok func(Sample) bool) (Sample, error) {
+	for p := range samples {
+		if p.err != nil {
+			return p.Sample, p.err
+		}
+		if ok(p.Sample) {
+			return p.Sample, nil
+		}
+	}
+	return Sample{}, errors.New("the probe stopped")
+}
+
+// awaitPhases returns the samples that ended the compaction phase (the
+// first to see the switch to the new file; its Switched is when it
+// happened) and the warmup phase: for the incremental modes when the warmup
+// finished; for PreSwitch at the switch (it fetched the new file before);
+// for the others when reads had brought 95% of the new file's blocks into
+// the cache, or MaxWarmup passed.
+func awaitPhases(samples <-chan probeResult, mode region.WarmupMode, cfg Config, t0 time.Time, done <-chan error, step Progress) (sw, end Sample, err error) {
 	compacted := false
 	for {
+		var s Sample
 		select {
 		case err := <-done:
 			if err != nil {
-				return ts, te, err
+				return sw, end, err
 			}
 			compacted = true
 			done = nil
-		case <-tick.C:
-		}
-		if ts.IsZero() {
-			sw, err := r.Switched()
-			if err != nil {
-				return ts, te, err
+			continue
+		case p := <-samples:
+			if p.err != nil {
+				return sw, end, p.err
 			}
-			if sw.After(t0) {
-				ts = sw
+			s = p.Sample
+		}
+		if sw.At.IsZero() {
+			if s.Switched.After(t0) {
+				sw = s
 				step("warmup", 0.6)
 			}
 			continue
@@ -388,17 +506,10 @@ func awaitPhases(r target, mode region.WarmupMode, cfg Config, t0 time.Time, don
 			// PreSwitch fetched the new file before it switched: its
 			// warmup phase is empty by construction (n/a), its cost is
 			// in the compaction phase.
-			return ts, ts, nil
+			return sw, sw, nil
 		}
-		if incremental || time.Since(ts) > time.Duration(cfg.MaxWarmup) {
-			return ts, time.Now(), nil
-		}
-		f, err := r.CachedFraction()
-		if err != nil {
-			return ts, te, err
-		}
-		if f >= 0.95 {
-			return ts, time.Now(), nil
+		if incremental || s.At.Sub(sw.Switched) > time.Duration(cfg.MaxWarmup) || s.Cached >= 0.95 {
+			return sw, s, nil
 		}
 	}
 }
@@ -537,7 +648,7 @@ func openLocal(ctx context.Context, cfg Config, dir string, mode region.WarmupMo
 		return nil, nil, err
 	}
 	closers = append(closers, func() { r.Close() })
-	return localTarget{r}, stop, nil
+	return localTarget{r: r, cache: cache}, stop, nil
 }
 
 // memstoreBytes holds the whole run's updates, so no flush competes with
@@ -546,7 +657,7 @@ const memstoreBytes = 512 << 20
 
 // startStoreProcess writes the store's engine.yaml for mode and starts it.
 func startStoreProcess(ctx context.Context, cfg Config, dir string, mode region.WarmupMode, bucketURL, compactor string,
-	start func(context.Context, string, StoreArgs) (string, string, func(), error)) (target, func(), error) {
+	start func(context.Context, string, StoreArgs) (string, string, int, func(), error)) (target, int, func(), error) {
 	offloadMode := "Required"
 	if compactor == "" {
 		offloadMode = "Disabled"
@@ -558,17 +669,17 @@ func startStoreProcess(ctx context.Context, cfg Config, dir string, mode region.
 		memstoreBytes, cfg.CacheBytes, cfg.Files+100, cfg.Files+100, int64(1)<<40, offloadMode, mode, cfg.WarmupRate)
 	config := filepath.Join(dir, "engine.yaml")
 	if err := os.WriteFile(config, []byte(yaml), 0o644); err != nil {
-		return nil, nil, err
+		return nil, 0, nil, err
 	}
-	grpcAddr, metricsAddr, stop, err := start(ctx, "store-"+mode.String(), StoreArgs{
+	grpcAddr, metricsAddr, pid, stop, err := start(ctx, "store-"+mode.String(), StoreArgs{
 		BucketURL: bucketURL, WALDir: filepath.Join(dir, "wal"), Config: config, Compactor: compactor})
 	if err != nil {
-		return nil, nil, err
+		return nil, 0, nil, err
 	}
 	t, err := newGRPCTarget(grpcAddr, metricsAddr)
 	if err != nil {
 		stop()
-		return nil, nil, err
+		return nil, 0, nil, err
 	}
-	return t, func() { _ = t.Close(); stop() }, nil
+	return t, pid, func() { _ = t.Close(); stop() }, nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/bellows-kv/bellows/storage-engine/blockcache"
 	"github.com/bellows-kv/bellows/storage-engine/kv"
 	"github.com/bellows-kv/bellows/storage-engine/region"
 )
@@ -18,17 +19,20 @@ type target interface {
 	Flush(ctx context.Context) error
 	// Compact runs a major compaction and returns when it is installed.
 	Compact(ctx context.Context) error
+	// Sample is the store's state now (CPU times are the caller's):
 	// Switched is when the last compaction's output replaced its inputs
-	// for readers; zero before.
-	Switched() (time.Time, error)
-	// CachedFraction is the fraction of the live files' blocks in cache.
-	CachedFraction() (float64, error)
+	// for readers (zero before), Cached the fraction of the live files'
+	// blocks in cache.
+	Sample() (Sample, error)
 	// WarmupBytes are the bytes warmup loaded, by source.
 	WarmupBytes() (compactor, bucket uint64, err error)
 }
 
 // localTarget is a region in this process.
-type localTarget struct{ r *region.Region }
+type localTarget struct {
+	r     *region.Region
+	cache *blockcache.Cache
+}
 
 func (t localTarget) Put(key, value []byte) error {
 	_, err := t.r.Put(key, value)
@@ -52,14 +56,15 @@ func (t localTarget) Compact(ctx context.Context) error {
 	return err
 }
 
-func (t localTarget) Switched() (time.Time, error) {
+func (t localTarget) Sample() (Sample, error) {
+	s := Sample{At: time.Now(), Cached: t.r.CachedFraction()}
 	if sw := t.r.WarmupStats().SwitchedAt.Load(); sw > 0 {
-		return time.Unix(0, sw), nil
+		s.Switched = time.Unix(0, sw)
 	}
-	return time.Time{}, nil
+	st := t.cache.Stats()
+	s.Misses, s.BucketReads, s.WorkerReads = st.Misses, st.BucketReads, st.WorkerReads
+	return s, nil
 }
-
-func (t localTarget) CachedFraction() (float64, error) { return t.r.CachedFraction(), nil }
 
 func (t localTarget) WarmupBytes() (uint64, uint64, error) {
 	ws := t.r.WarmupStats()

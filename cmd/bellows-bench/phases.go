@@ -34,8 +34,8 @@ func newPhasesCommand() *cobra.Command {
 			"and warmup phases, for each warmup mode in turn. Remote modes run the compaction on a bellows compactor\n" +
 			"process. Writes phases.json, phases.md and phases.png into --out.\n\n" +
 			"The defaults are the paper's regime (old + new > block cache ≥ data: the cache is data / 0.7), all seven\n" +
-			"modes, five interleaved runs each, a bucket of 5ms per read + 200 MB/s and a worker link of 1ms per\n" +
-			"FetchBlocks stream + 125 MB/s: about 15 minutes on two cores (make bench-phases).",
+			"modes and an A/A copy of ThrottledIncremental (the run's resolution), six interleaved runs each, a bucket of 5ms per read + 200 MB/s and a worker link of 1ms per\n" +
+			"FetchBlocks stream + 125 MB/s: about 22 minutes on two cores (make bench-phases).",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if fromJSON != "" {
@@ -118,7 +118,7 @@ func newPhasesCommand() *cobra.Command {
 				} else if inProcess {
 					cfg.Pinning = "store and workload on CPU 0, compactor on CPU 1"
 				} else {
-					cfg.Pinning = "store on CPU 0; workload and compactor (nice 19) on CPU 1"
+					cfg.Pinning = "affinity: store on CPU 0; workload and compactor on CPU 1, the compactor SCHED_IDLE (it runs only when the workload does not)"
 				}
 			}
 			transfer := "0"
@@ -129,32 +129,32 @@ func newPhasesCommand() *cobra.Command {
 			// and its bandwidth (the transfer rate).
 			linkLatency := time.Duration(cfg.LinkLatency).String()
 			var procs phases.Processes
-			procs.Compactor = func(ctx context.Context, name string) (string, func(), error) {
+			procs.Compactor = func(ctx context.Context, name string) (string, int, func(), error) {
 				c, err := childproc.Start(ctx, bin, name, work, "compactor", "--name="+name, "--listen=127.0.0.1:0",
 					"--metrics-listen=127.0.0.1:0", "--cache-bytes=4GiB", "--transfer-rate="+transfer,
 					contract.Arg(contract.FlagLinkLatency, linkLatency))
 				if err != nil {
-					return "", nil, err
+					return "", 0, nil, err
 				}
 				if pinned {
 					if err := phases.PinProcess(c.Cmd.Process.Pid, 1); err != nil {
 						c.Stop()
-						return "", nil, err
+						return "", 0, nil, err
 					}
 				}
 				if !inProcess {
 					// The workload shares CPU 1 with the compactor and must
 					// not queue behind it: on their own machines neither
 					// would wait for the other.
-					if err := phases.Nice(c.Cmd.Process.Pid, 19); err != nil {
+					if err := phases.Idle(c.Cmd.Process.Pid); err != nil {
 						c.Stop()
-						return "", nil, err
+						return "", 0, nil, err
 					}
 				}
-				return c.GRPC, c.Stop, nil
+				return c.GRPC, c.Cmd.Process.Pid, c.Stop, nil
 			}
 			if !inProcess {
-				procs.Store = func(ctx context.Context, name string, a phases.StoreArgs) (string, string, func(), error) {
+				procs.Store = func(ctx context.Context, name string, a phases.StoreArgs) (string, string, int, func(), error) {
 					args := []string{"store", "--create-bucket", "--bucket=" + a.BucketURL, "--wal-dir=" + a.WALDir, "--config=" + a.Config,
 						"--regions=1", "--listen=127.0.0.1:0", "--metrics-listen=127.0.0.1:0"}
 					if a.Compactor != "" {
@@ -163,15 +163,15 @@ func newPhasesCommand() *cobra.Command {
 					args = append(args, cfg.StoreFlags...)
 					c, err := childproc.Start(ctx, bin, name, work, args...)
 					if err != nil {
-						return "", "", nil, err
+						return "", "", 0, nil, err
 					}
 					if pinned {
 						if err := phases.PinProcess(c.Cmd.Process.Pid, 0); err != nil {
 							c.Stop()
-							return "", "", nil, err
+							return "", "", 0, nil, err
 						}
 					}
-					return c.GRPC, c.Metrics, c.Stop, nil
+					return c.GRPC, c.Metrics, c.Cmd.Process.Pid, c.Stop, nil
 				}
 			}
 			bar := progressbar.NewOptions(1000, progressbar.OptionSetWriter(cmd.ErrOrStderr()),
@@ -199,7 +199,7 @@ func newPhasesCommand() *cobra.Command {
 	f.StringVar(&fromJSON, "from-json", "", "re-render phases.md and phases.png from an earlier phases.json instead of running")
 	f.BoolVar(&inProcess, "in-process", false, "run the region inside the bench process instead of a bellows store process reached over gRPC")
 	f.StringVar(&modes, "modes", strings.Join(cfg.Modes, ","), "warmup modes to run, in order")
-	f.IntVar(&cfg.Repeats, "repeat", cfg.Repeats, "run every mode this many times, interleaved, and report medians")
+	f.IntVar(&cfg.Repeats, "repeat", cfg.Repeats, "run every mode this many times, interleaved: medians, and means with 95% bootstrap intervals")
 	f.IntVar(&cfg.Keys, "keys", cfg.Keys, "keys loaded")
 	f.IntVar(&cfg.ValueSize, "value-size", cfg.ValueSize, "value bytes")
 	f.IntVar(&cfg.Files, "files", cfg.Files, "SSTs before the major compaction")

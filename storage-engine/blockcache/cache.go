@@ -64,6 +64,10 @@ type Cache struct {
 	hits      atomic.Uint64
 	misses    atomic.Uint64
 	evictions atomic.Uint64
+	// Where a reader found the blocks it missed: the file in the bucket or
+	// a compaction worker's memory (RemoteCache). Counted here, beside the
+	// misses, so a benchmark reads the paper's causal chain from one place.
+	bucketReads, workerReads atomic.Uint64
 }
 
 // New returns a cache that holds at most capacity bytes of blocks.
@@ -103,6 +107,19 @@ func (c *Cache) Get(k Key) ([]byte, bool) {
 	}
 	c.hits.Add(1)
 	return e.block, true
+}
+
+// CountMissRead records where a reader read a block it missed: a
+// compaction worker's memory (fromWorker) or the file in the bucket.
+func (c *Cache) CountMissRead(fromWorker bool) {
+	if c == nil {
+		return
+	}
+	if fromWorker {
+		c.workerReads.Add(1)
+	} else {
+		c.bucketReads.Add(1)
+	}
 }
 
 // Contains reports whether k is cached without touching recency or stats.
@@ -226,7 +243,9 @@ func (s *shard) remove(e *entry) {
 // Stats is a point-in-time view of the cache counters.
 type Stats struct {
 	Hits, Misses, Evictions uint64
-	UsedBytes, Capacity     int64
+	// Reads of missed blocks, by source (CountMissRead).
+	BucketReads, WorkerReads uint64
+	UsedBytes, Capacity      int64
 }
 
 // Stats returns the cache's counters and current size.
@@ -234,7 +253,8 @@ func (c *Cache) Stats() Stats {
 	if c == nil {
 		return Stats{}
 	}
-	st := Stats{Hits: c.hits.Load(), Misses: c.misses.Load(), Evictions: c.evictions.Load(), Capacity: c.capacity}
+	st := Stats{Hits: c.hits.Load(), Misses: c.misses.Load(), Evictions: c.evictions.Load(), Capacity: c.capacity,
+		BucketReads: c.bucketReads.Load(), WorkerReads: c.workerReads.Load()}
 	for i := range c.shards {
 		s := &c.shards[i]
 		s.mu.Lock()

@@ -41,6 +41,12 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		Name:    "bellows_kv_request_duration_seconds",
 		Help:    "KV request latency by op and gRPC status code (OK for a success).",
 		Buckets: prometheus.ExponentialBuckets(25e-6, 2, 18), // 25µs … 3.3s
+		// Scrapers that ask for the protobuf format also get a native
+		// histogram, buckets 9% apart, where the classic ones double:
+		// enough to tell a p99 moving by 10% (bellows-bench phases).
+		NativeHistogramBucketFactor:     1.1,
+		NativeHistogramMaxBucketNumber:  160,
+		NativeHistogramMinResetDuration: time.Hour,
 	}, []string{"op", "code"}),
 		forwards: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "bellows_kv_forwarded_total",
@@ -72,7 +78,7 @@ func (m *Metrics) UnaryInterceptor(ctx context.Context, req any, info *grpc.Unar
 	resp, err := h(ctx, req)
 	// A forwarded request is timed once, by the store the client called.
 	if op, ok := ops[info.FullMethod]; ok && !forwarded(ctx) {
-		m.latency.WithLabelValues(op, codeLabel(err)).Observe(time.Since(began).Seconds())
+		m.Observe(op, err, time.Since(began))
 	}
 	return resp, err
 }
@@ -82,9 +88,14 @@ func (m *Metrics) StreamInterceptor(srv any, ss grpc.ServerStream, info *grpc.St
 	began := time.Now()
 	err := h(srv, ss)
 	if op, ok := ops[info.FullMethod]; ok && !forwarded(ss.Context()) {
-		m.latency.WithLabelValues(op, codeLabel(err)).Observe(time.Since(began).Seconds())
+		m.Observe(op, err, time.Since(began))
 	}
 	return err
+}
+
+// Observe records one request of op that took d and ended with err.
+func (m *Metrics) Observe(op string, err error, d time.Duration) {
+	m.latency.WithLabelValues(op, codeLabel(err)).Observe(d.Seconds())
 }
 
 // codeLabel is the code label of a call that returned err: the name of its
@@ -109,6 +120,12 @@ func RegisterStoreGauges(reg prometheus.Registerer, s *Store, cache *blockcache.
 			cs(func(s blockcache.Stats) float64 { return float64(s.Hits) })),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "bellows_block_cache_misses_total", Help: "Block cache misses."},
 			cs(func(s blockcache.Stats) float64 { return float64(s.Misses) })),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "bellows_block_cache_miss_bucket_reads_total",
+			Help: "Blocks that reads missed in the cache and read from the bucket (warmup's loads are bellows_warmup_bytes_total)."},
+			cs(func(s blockcache.Stats) float64 { return float64(s.BucketReads) })),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "bellows_block_cache_miss_worker_reads_total",
+			Help: "Blocks that reads missed in the cache and read from a compaction worker's memory (RemoteCache)."},
+			cs(func(s blockcache.Stats) float64 { return float64(s.WorkerReads) })),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "bellows_block_cache_evictions_total", Help: "Block cache evictions."},
 			cs(func(s blockcache.Stats) float64 { return float64(s.Evictions) })),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "bellows_block_cache_bytes", Help: "Bytes in the block cache."},

@@ -220,6 +220,7 @@ func (r *Reader) block(ctx context.Context, i int) ([]byte, error) {
 					b = bytes.Clone(b)
 				}
 				r.cache.Insert(k, b, lastUser)
+				r.cache.CountMissRead(true)
 				return b, nil
 			}
 		} else if ctx.Err() != nil {
@@ -235,6 +236,7 @@ func (r *Reader) block(ctx context.Context, i int) ([]byte, error) {
 		return nil, err
 	}
 	r.cache.Insert(k, b, lastUser)
+	r.cache.CountMissRead(false)
 	return b, nil
 }
 

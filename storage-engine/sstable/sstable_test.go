@@ -200,7 +200,8 @@ func TestRemoteFailureFallsBackPerMiss(t *testing.T) {
 	vs := randomVersions(rand.New(rand.NewPCG(3, 4)), 1000)
 	data := buildTable(t, vs, WriterOptions{BlockSize: 512, Compression: S2Compression})
 	src, _ := Open(bytes.NewReader(data), int64(len(data)), "src.sst", nil)
-	r, _ := Open(bytes.NewReader(data), int64(len(data)), "dst.sst", blockcache.New(1<<20))
+	cache := blockcache.New(1 << 20)
+	r, _ := Open(bytes.NewReader(data), int64(len(data)), "dst.sst", cache)
 	var asked []int
 	fail := true
 	r.SetRemote(func(ctx context.Context, i int) ([]byte, error) {
@@ -239,6 +240,11 @@ func TestRemoteFailureFallsBackPerMiss(t *testing.T) {
 	}
 	if len(asked) != 2 {
 		t.Fatalf("remote asked for %v, want blocks 0 and 1: one failure must not switch it off", asked)
+	}
+	// Where each miss was read, as a benchmark counts it: block 0 from the
+	// file after the worker failed, block 1 from the worker.
+	if st := cache.Stats(); st.Misses != 2 || st.BucketReads != 1 || st.WorkerReads != 1 {
+		t.Fatalf("misses %d, bucket reads %d, worker reads %d; want 2, 1, 1", st.Misses, st.BucketReads, st.WorkerReads)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
