@@ -275,7 +275,11 @@ func TestAnAAPairGivesTheResolutionAndTheVerdictUsesTheIntervals(t *testing.T) {
 	}
 	// A mean within the goal whose interval reaches past it is a miss.
 	rep.Modes[1] = mode("ThrottledIncremental", -6, 1, 14)
-	if md := markdownVerdict(rep); !strings.Contains(md, "compaction mean get Δ ≤ 5%: **missed** (mean +3.0%") {
-		t.Fatalf("an interval past the goal passed:\n%s", md)
+	if md := markdownVerdict(rep); !strings.Contains(md, "compaction mean get Δ ≤ 5%: **not met, unresolved** (the interval spans the bound) (mean +3.0%") {
+		t.Fatalf("an interval reaching past the goal passed:\n%s", md)
+	}
+	rep.Modes[1] = mode("ThrottledIncremental", 6, 7, 8)
+	if md := markdownVerdict(rep); !strings.Contains(md, "compaction mean get Δ ≤ 5%: **missed** (mean +7.0%") {
+		t.Fatalf("an interval wholly past the goal was not a miss:\n%s", md)
 	}
 }

@@ -233,6 +233,13 @@ const (
 	// WorkerMemoryOverhead is a worker's memory outside its output cache m:
 	// the merge's input blocks and write buffers, the runtime, gRPC.
 	WorkerMemoryOverhead = int64(256 << 20)
+	// GoMemoryLimitRatio is the Go runtime's soft memory limit as a share
+	// of the container's (cgroup) memory limit, set at every role's start:
+	// the GC works harder near it instead of letting the heap grow to
+	// twice what is live (GOGC 100), which a worker whose kept outputs fill
+	// m would carry past its limit of m + WorkerMemoryOverhead. GOMEMLIMIT
+	// or AUTOMEMLIMIT (a ratio, or off) in the environment overrides it.
+	GoMemoryLimitRatio = 0.9
 	// DefaultStoreCPURequest and DefaultWorkerCPURequest are CPU requests
 	// only (no CPU limit: throttling a store shows in read latency, and a
 	// compaction's speed is the model's c).

@@ -41,6 +41,7 @@ func Settings() []Setting {
 		{"KVCluster spec.image · CompactionPool spec.image · operator --default-image", "the operator's own image (" + ImageRepository + ":<operator version>)"},
 		{"KVCluster spec.resources (when empty)", fmt.Sprintf("requests cpu %s, memory = blockCacheBytes + memstore.bytes + %s (one region); limit memory = blockCacheBytes + regions × memstore.bytes + %s (every region)", DefaultStoreCPURequest, size(StoreMemoryOverhead), size(StoreMemoryOverhead))},
 		{"CompactionPool spec.resources (when empty)", fmt.Sprintf("requests cpu %s, memory = limit memory = cacheBytes + %s", DefaultWorkerCPURequest, size(WorkerMemoryOverhead))},
+		{"Go runtime soft memory limit (store, compactor, operator)", fmt.Sprintf("%v × the container's memory limit (cgroup); GOMEMLIMIT, or AUTOMEMLIMIT (a ratio, or off), in the environment overrides it", GoMemoryLimitRatio)},
 		{"KVCluster spec.storage.size", DefaultStorageSize},
 		{"KVCluster spec.regions.count · store --regions (the first region map's)", fmt.Sprint(DefaultRegionCount)},
 		{"store --split-bytes (bellows local: half of --cache-bytes)", size(DefaultSplitBytes)},

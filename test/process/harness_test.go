@@ -87,11 +87,19 @@ var readyLine = regexp.MustCompile(`^bellows \S+ ready grpc=(\S+) metrics=(\S+)$
 // --listen) and waits for its ready line.
 func start(t *testing.T, name string, args ...string) *proc {
 	t.Helper()
+	return startVia(t, name, nil, args...)
+}
+
+// startVia is start with the binary run by a command prefix (a shell that
+// joins a cgroup first); none runs it directly.
+func startVia(t *testing.T, name string, prefix []string, args ...string) *proc {
+	t.Helper()
 	if !slices.ContainsFunc(args, func(a string) bool { return strings.HasPrefix(a, "--listen=") }) {
 		args = append(args, "--listen=127.0.0.1:0")
 	}
 	args = append(args, "--metrics-listen=127.0.0.1:0")
-	p := &proc{name: name, cmd: exec.Command(binary, args...), stderr: &syncBuffer{}, exited: make(chan struct{})}
+	argv := append(append(slices.Clone(prefix), binary), args...)
+	p := &proc{name: name, cmd: exec.Command(argv[0], argv[1:]...), stderr: &syncBuffer{}, exited: make(chan struct{})}
 	for _, a := range args {
 		if dir, ok := strings.CutPrefix(a, "--tls-dir="); ok {
 			p.tlsDir = dir

@@ -18,7 +18,9 @@ func newCompactorCommand() *cobra.Command {
 			if err := cfg.Validate(); err != nil {
 				return err
 			}
-			return compactor.Run(cmd.Context(), cfg, serve.NewLogger(cmd.ErrOrStderr(), "compactor"), cmd.OutOrStdout())
+			log := serve.NewLogger(cmd.ErrOrStderr(), "compactor")
+			setMemoryLimit(log)
+			return compactor.Run(cmd.Context(), cfg, log, cmd.OutOrStdout())
 		},
 	}
 	f := cmd.Flags()

@@ -1,6 +1,8 @@
 package cli
 
 import (
+	"log/slog"
+
 	"github.com/spf13/cobra"
 	ctrl "sigs.k8s.io/controller-runtime"
 
@@ -19,6 +21,7 @@ func newOperatorCommand() *cobra.Command {
 			if err := cfg.Validate(); err != nil {
 				return err
 			}
+			setMemoryLimit(slog.New(slog.NewJSONHandler(cmd.ErrOrStderr(), nil)))
 			return operator.Run(ctrl.SetupSignalHandler(), cfg)
 		},
 	}

@@ -29,7 +29,9 @@ func newStoreCommand() *cobra.Command {
 			if err := cfg.Validate(); err != nil {
 				return err
 			}
-			return store.Run(cmd.Context(), cfg, serve.NewLogger(cmd.ErrOrStderr(), "store"), cmd.OutOrStdout())
+			log := serve.NewLogger(cmd.ErrOrStderr(), "store")
+			setMemoryLimit(log)
+			return store.Run(cmd.Context(), cfg, log, cmd.OutOrStdout())
 		},
 	}
 	f := cmd.Flags()
