@@ -58,6 +58,11 @@ type Config struct {
 	// Repeats runs every mode this many times, interleaved; the report
 	// gives medians.
 	Repeats int `json:"repeats,omitempty"`
+	// ControlKeys, when positive, loads a control store process with that
+	// many keys, read at ControlReadsPerSec in the same seconds and never
+	// compacted: the report divides its change out of the target's.
+	ControlKeys        int `json:"controlKeys,omitempty"`
+	ControlReadsPerSec int `json:"controlReadsPerSecond,omitempty"`
 }
 
 // Duration marshals as a Go duration string.
@@ -113,7 +118,11 @@ func Default() Config {
 		WarmupRate:    8e6,
 		Seed:          7,
 		Repeats:       6,
-		Goal:          Goal,
+		// A control of a tenth of the data, a quarter of the reads: its
+		// cache holds it, so its reads cost what a baseline read costs.
+		ControlKeys:        3000,
+		ControlReadsPerSec: 1500,
+		Goal:               Goal,
 	}
 	c.CacheBytes = c.defaultCacheBytes()
 	return c.resolved()
@@ -160,6 +169,8 @@ func (c Config) validate() error {
 		return fmt.Errorf("--warmup-rate must be positive (ThrottledIncremental)")
 	case c.Window <= 0 || c.Baseline <= 0:
 		return fmt.Errorf("--window and --baseline must be positive")
+	case c.ControlKeys < 0 || (c.ControlKeys > 0 && c.ControlReadsPerSec <= 0):
+		return fmt.Errorf("--control-keys %d needs --control-reads > 0 (0 keys: no control store)", c.ControlKeys)
 	case c.LinkLatency < 0 || c.TransferRate < 0:
 		return fmt.Errorf("--link-latency and --transfer-rate must not be negative")
 	}

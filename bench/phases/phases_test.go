@@ -283,3 +283,20 @@ func TestAnAAPairGivesTheResolutionAndTheVerdictUsesTheIntervals(t *testing.T) {
 		t.Fatalf("an interval wholly past the goal was not a miss:\n%s", md)
 	}
 }
+
+func TestTheControlsChangeIsDividedOut(t *testing.T) {
+	p := Phase{GetDegradationPct: f64(10), Control: &ControlPhase{GetDegradationPct: f64(10)}}
+	if v := meanGet(p); v == nil || *v > 1e-9 || *v < -1e-9 {
+		t.Fatalf("+10%% with the control's +10%%: %v, want 0", v)
+	}
+	p.Control.GetDegradationPct = f64(-50)
+	if v := meanGet(p); v == nil || *v < 119.99 || *v > 120.01 {
+		t.Fatalf("+10%% with the control's -50%%: %v, want +120", v)
+	}
+	if v := meanGet(Phase{GetDegradationPct: f64(7)}); v == nil || *v != 7 {
+		t.Fatalf("without a control: %v, want the change itself", v)
+	}
+	if v := meanGet(Phase{GetDegradationPct: f64(7), Control: &ControlPhase{}}); v != nil {
+		t.Fatalf("a control with an empty phase: %v, want n/a", *v)
+	}
+}

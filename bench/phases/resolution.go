@@ -6,6 +6,45 @@ import (
 	"strings"
 )
 
+// adjusted is a phase's change with the control store's change in the same
+// seconds divided out: (1+Δ)/(1+Δcontrol) − 1. Without a control, the
+// change itself.
+func adjusted(p Phase, f func(Phase) *float64, fc func(*ControlPhase) *float64) *float64 {
+	v := f(p)
+	if v == nil || p.Control == nil {
+		return v
+	}
+	c := fc(p.Control)
+	if c == nil {
+		return nil
+	}
+	a := ((1+*v/100)/(1+*c/100) - 1) * 100
+	return &a
+}
+
+// Figures the goal bounds, each with its control's counterpart.
+var (
+	meanGet = func(p Phase) *float64 {
+		return adjusted(p, func(p Phase) *float64 { return p.GetDegradationPct }, func(c *ControlPhase) *float64 { return c.GetDegradationPct })
+	}
+	meanScan = func(p Phase) *float64 {
+		return adjusted(p, func(p Phase) *float64 { return p.ScanDegradationPct }, func(c *ControlPhase) *float64 { return c.ScanDegradationPct })
+	}
+	p99Get = func(p Phase) *float64 {
+		return adjusted(p, func(p Phase) *float64 { return p.GetP99DegradationPct }, func(c *ControlPhase) *float64 { return c.GetP99DegradationPct })
+	}
+)
+
+// hasControl says whether the runs read a control store.
+func hasControl(rep Report) bool {
+	for _, m := range rep.Modes {
+		if runsOf(m)[0].Compaction.Control != nil {
+			return true
+		}
+	}
+	return false
+}
+
 // runsOf are a mode's runs: its Runs when it repeated, itself otherwise.
 func runsOf(m ModeResult) []RunResult {
 	if len(m.Runs) > 0 {
@@ -85,6 +124,30 @@ func markdownResolution(rep Report) string {
 				ivString(values(rs, func(r RunResult) *float64 { return ph(r).ScanDegradationPct })))
 		}
 		b.WriteString("\n")
+	}
+	if hasControl(rep) {
+		b.WriteString("\n**Against the control store** (the machine's drift divided out): the same Δ, each run's divided by the control store's " +
+			"change in the same seconds, (1+Δ)/(1+Δcontrol) − 1. The control is a second store process on the store's CPU with a small dataset " +
+			"of its own in cache, read throughout and never compacted. The verdict and the A/A resolution below use these.\n\n")
+		b.WriteString("| mode | compaction: get Δ | get p99 Δ | scan Δ | warmup: get Δ | get p99 Δ | scan Δ | control's own get Δ: compaction / warmup |\n|---|---|---|---|---|---|---|---|\n")
+		for _, m := range rep.Modes {
+			rs := runsOf(m)
+			fmt.Fprintf(&b, "| %s |", m.Mode)
+			for _, ph := range []phaseFigure{compactionPhase, warmupPhase} {
+				fmt.Fprintf(&b, " %s | %s | %s |", ivString(values(rs, func(r RunResult) *float64 { return meanGet(ph(r)) })),
+					ivString(values(rs, func(r RunResult) *float64 { return p99Get(ph(r)) })),
+					ivString(values(rs, func(r RunResult) *float64 { return meanScan(ph(r)) })))
+			}
+			ctl := func(ph phaseFigure) string {
+				return ivString(values(rs, func(r RunResult) *float64 {
+					if c := ph(r).Control; c != nil {
+						return c.GetDegradationPct
+					}
+					return nil
+				}))
+			}
+			fmt.Fprintf(&b, " %s / %s |\n", ctl(compactionPhase), ctl(warmupPhase))
+		}
 	}
 	if hasServer(rep) {
 		b.WriteString("\n**Inside the store.** The same Δ from the store's own request latency (its `bellows_kv_request_duration_seconds`, " +
@@ -241,8 +304,7 @@ func Resolutions(rep Report) []Resolution {
 		for _, fig := range []struct {
 			name string
 			f    func(Phase) *float64
-		}{{"mean get", func(p Phase) *float64 { return p.GetDegradationPct }}, {"mean scan", func(p Phase) *float64 { return p.ScanDegradationPct }},
-			{"p99 get", func(p Phase) *float64 { return p.GetP99DegradationPct }}} {
+		}{{"mean get", meanGet}, {"mean scan", meanScan}, {"p99 get", p99Get}} {
 			var d []float64
 			for i := range min(len(ra), len(rb)) {
 				x, y := fig.f(ph.of(ra[i])), fig.f(ph.of(rb[i]))
@@ -291,12 +353,12 @@ func markdownVerdict(rep Report) string {
 		name string
 		of   phaseFigure
 	}{{"compaction", compactionPhase}, {"warmup", warmupPhase}} {
-		check(resolutionControl+" "+ph.name+" mean get Δ", values(rs, func(r RunResult) *float64 { return ph.of(r).GetDegradationPct }), GoalGetMeanPct)
-		check(resolutionControl+" "+ph.name+" mean scan Δ", values(rs, func(r RunResult) *float64 { return ph.of(r).ScanDegradationPct }), GoalScanMeanPct)
-		check(resolutionControl+" "+ph.name+" p99 get Δ", values(rs, func(r RunResult) *float64 { return ph.of(r).GetP99DegradationPct }), GoalGetP99Pct)
+		check(resolutionControl+" "+ph.name+" mean get Δ", values(rs, func(r RunResult) *float64 { return meanGet(ph.of(r)) }), GoalGetMeanPct)
+		check(resolutionControl+" "+ph.name+" mean scan Δ", values(rs, func(r RunResult) *float64 { return meanScan(ph.of(r)) }), GoalScanMeanPct)
+		check(resolutionControl+" "+ph.name+" p99 get Δ", values(rs, func(r RunResult) *float64 { return p99Get(ph.of(r)) }), GoalGetP99Pct)
 	}
 	if none, ok := modeNamed(rep, "None"); ok {
-		xs := values(runsOf(none), func(r RunResult) *float64 { return r.Warmup.GetDegradationPct })
+		xs := values(runsOf(none), func(r RunResult) *float64 { return meanGet(r.Warmup) })
 		if len(xs) > 0 {
 			iv := bootstrapMean(xs)
 			verdict := "**met**"

@@ -60,9 +60,21 @@ type Phase struct {
 	ScanP99Ms             *float64 `json:"scan_p99_ms"`
 	Gets                  int      `json:"gets"`
 	Scans                 int      `json:"scans"`
+	// Control is the same figures of the control store's reads in the
+	// same windows, against its own baseline (each run; absent without a
+	// control).
+	Control *ControlPhase `json:"control,omitempty"`
 	// Inside is the phase as the store and the processes saw it (each run;
 	// absent from a summary of runs).
 	Inside *Inside `json:"inside,omitempty"`
+}
+
+// ControlPhase is the control store's change in a phase against its own
+// baseline: what the machine alone did to latency in those seconds.
+type ControlPhase struct {
+	GetDegradationPct    *float64 `json:"get_degradation_pct"`
+	ScanDegradationPct   *float64 `json:"scan_degradation_pct"`
+	GetP99DegradationPct *float64 `json:"get_p99_degradation_pct"`
 }
 
 // Baseline is the latency before the compaction.
@@ -279,9 +291,40 @@ func runMode(ctx context.Context, cfg Config, dir string, mode region.WarmupMode
 		r = t
 	}
 
+	// The control: a second store process with a small dataset of its
+	// own, read in the same seconds and never compacted. Whatever moves its
+	// latency between the baseline and a phase is the machine, not the
+	// mode, and is divided out of the target's change (DiD).
+	var ctl target
+	ccfg := controlConfig(cfg)
+	if cfg.ControlKeys > 0 && start.Store != nil {
+		cdir := filepath.Join(dir, "control")
+		if err := os.MkdirAll(cdir, 0o755); err != nil {
+			return res, err
+		}
+		curl, err := blob.WithCostModel("file://"+filepath.Join(cdir, "bucket"), cfg.Bucket)
+		if err != nil {
+			return res, err
+		}
+		t, pid, stop, err := startStoreProcess(ctx, ccfg, cdir, region.WarmupNone, curl, "", start.Store)
+		if err != nil {
+			return res, fmt.Errorf("control store: %w", err)
+		}
+		defer stop()
+		ctl, pids["control"] = t, pid
+	}
+
 	step("loading", 0)
 	if err := load(ctx, r, cfg); err != nil {
 		return res, err
+	}
+	if ctl != nil {
+		if err := load(ctx, ctl, ccfg); err != nil {
+			return res, fmt.Errorf("control store: %w", err)
+		}
+		if err := prewarm(ctl, ccfg); err != nil {
+			return res, fmt.Errorf("control store: %w", err)
+		}
 	}
 	step("warming the cache", 0.1)
 	if err := prewarm(r, cfg); err != nil {
@@ -307,9 +350,17 @@ func runMode(ctx context.Context, cfg Config, dir string, mode region.WarmupMode
 	}
 	began := sBegan.At
 	rec := newRecorder(began, time.Duration(cfg.Window))
+	ctlRec := newRecorder(began, time.Duration(cfg.Window))
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
-	errs := make(chan error, cfg.Readers+1)
+	errs := make(chan error, cfg.Readers+2)
+	if ctl != nil {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs <- readLoop(ctl, ccfg, ctlRec, 1000, stop)
+		}()
+	}
 	for g := 0; g < cfg.Readers; g++ {
 		wg.Add(1)
 		go func(g int) {
@@ -377,6 +428,11 @@ func runMode(ctx context.Context, cfg Config, dir string, mode region.WarmupMode
 	res.Baseline = Baseline{GetMeanMs: bg.MeanMs, ScanMeanMs: bs.MeanMs, GetP99Ms: bg.P99Ms, ScanP99Ms: bs.P99Ms}
 	res.Compaction = phaseOf(rec, t0, ts, bg, bs)
 	res.Warmup = phaseOf(rec, ts, te, bg, bs)
+	if ctl != nil {
+		cg, cs := ctlRec.stats(began, t0)
+		res.Compaction.Control = controlOf(phaseOf(ctlRec, t0, ts, cg, cs))
+		res.Warmup.Control = controlOf(phaseOf(ctlRec, ts, te, cg, cs))
+	}
 	// The store's counters are read at the probe's ticks: a phase's begin
 	// at the switch is the first sample that saw it (at most a tick late).
 	inside := func(a, b Sample, from, to time.Time) *Inside {
@@ -395,6 +451,19 @@ func runMode(ctx context.Context, cfg Config, dir string, mode region.WarmupMode
 	res.WarmupEndAtS = te.Sub(began).Seconds()
 	res.BytesCompactor, res.BytesBucket, err = r.WarmupBytes()
 	return res, err
+}
+
+// controlConfig is the control store's run: ControlKeys keys in one
+// file, read by one reader at ControlReadsPerSec.
+func controlConfig(cfg Config) Config {
+	c := cfg
+	c.Keys, c.Files, c.Readers, c.ReadsPerSec = cfg.ControlKeys, 1, 1, cfg.ControlReadsPerSec
+	c.Seed = cfg.Seed + 1
+	return c
+}
+
+func controlOf(p Phase) *ControlPhase {
+	return &ControlPhase{GetDegradationPct: p.GetDegradationPct, ScanDegradationPct: p.ScanDegradationPct, GetP99DegradationPct: p.GetP99DegradationPct}
 }
 
 // phaseOf is the latency of the operations that began in [from, to)

@@ -209,6 +209,8 @@ func newPhasesCommand() *cobra.Command {
 	f.Float64Var(&cfg.ScanFraction, "scan-fraction", cfg.ScanFraction, "fraction of reads that are scans")
 	f.IntVar(&cfg.ScanLength, "scan-length", cfg.ScanLength, "keys per scan")
 	f.IntVar(&cfg.UpdatesPerSec, "updates", cfg.UpdatesPerSec, "updates per second during the run")
+	f.IntVar(&cfg.ControlKeys, "control-keys", cfg.ControlKeys, "keys of the control store, read in the same seconds and never compacted, whose change is divided out of the target's (0: no control)")
+	f.IntVar(&cfg.ControlReadsPerSec, "control-reads", cfg.ControlReadsPerSec, "reads per second of the control store")
 	f.StringVar(&latency, "bucket-latency", "5ms", "latency of every bucket read (the bucket's cost model)")
 	f.StringVar(&bandwidth, "bucket-bandwidth", "200MB/s", "bandwidth of bucket reads")
 	f.StringVar(&warmupRate, "warmup-rate", "8MB/s", "ThrottledIncremental's rate w")
