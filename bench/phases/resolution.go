@@ -155,13 +155,11 @@ func markdownResolution(rep Report) string {
 		b.WriteString("| mode | baseline get ms (mean / p99) | compaction: get Δ | get p99 Δ | scan Δ | warmup: get Δ | get p99 Δ | scan Δ |\n|---|---:|---|---|---|---|---|---|\n")
 		for _, m := range rep.Modes {
 			rs := runsOf(m)
-			mean := values(rs, func(r RunResult) *float64 {
-				return insideField(r.Baseline.Inside, func(in *Inside) *float64 { return in.GetMeanMs })
-			})
-			p99 := values(rs, func(r RunResult) *float64 {
-				return insideField(r.Baseline.Inside, func(in *Inside) *float64 { return in.GetP99Ms })
-			})
-			fmt.Fprintf(&b, "| %s | %.3f / %.3f |", m.Mode, median(mean), median(p99))
+			base := func(f func(*Inside) *float64) float64 {
+				return median(values(rs, func(r RunResult) *float64 { return insideField(r.Baseline.Inside, f) }))
+			}
+			fmt.Fprintf(&b, "| %s | %.3f / %.3f |", m.Mode, base(func(in *Inside) *float64 { return in.GetMeanMs }),
+				base(func(in *Inside) *float64 { return in.GetP99Ms }))
 			for _, ph := range []phaseFigure{compactionPhase, warmupPhase} {
 				d := func(f func(*Inside) *float64) string {
 					return ivString(values(rs, func(r RunResult) *float64 { return serverDelta(r.Baseline.Inside, ph(r).Inside, f) }))

@@ -9,7 +9,6 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
-	"slices"
 	"sync"
 	"time"
 
@@ -207,11 +206,7 @@ func medianOf(rs []ModeResult) ModeResult {
 		if len(v) == 0 {
 			return nil
 		}
-		slices.Sort(v)
-		m := v[len(v)/2]
-		if len(v)%2 == 0 {
-			m = (v[len(v)/2-1] + v[len(v)/2]) / 2
-		}
+		m := median(v)
 		return &m
 	}
 	med := func(f func(ModeResult) float64) float64 {
