@@ -2,6 +2,8 @@ package server
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,6 +15,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	kvpb "github.com/bellows-kv/bellows/proto/bellows/kv/v1"
+	"github.com/bellows-kv/bellows/storage-engine/blob"
 	"github.com/bellows-kv/bellows/storage-engine/kv"
 	"github.com/bellows-kv/bellows/storage-engine/region"
 )
@@ -244,4 +247,81 @@ func TestHandoverSkipsKeysTheFinalFlushSaved(t *testing.T) {
 	if len(recs) != 2 {
 		t.Fatalf("the handover after a new keyed write wrote %d keys, want both", len(recs))
 	}
+}
+
+// The object written from the cached encodings is byte for byte the one
+// json.Marshal writes, so every reader (readAppliedRequests, a store of
+// an older version) reads it as before; and a key added after an export
+// is in the next one.
+func TestEncodedHandoverObjectIsTheMarshalledOne(t *testing.T) {
+	ctx := context.Background()
+	d := &dedupe{}
+	apply := func(id string, ts uint64) {
+		if _, _, err := d.do(ctx, "r/1", id, []byte("req "+id), func() (uint64, error) { return ts, nil }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	apply(`plain-1`, 7)
+	apply(`needs "escaping" \ and <html> é`, 8)
+	first, _ := d.exportEncoded("r/1")
+	apply(`after-the-first-export`, 9)
+	b := testBucket(t)
+	now := time.Unix(1790000000, 123)
+	name := "r/1"
+	recs, gen := d.exportEncoded(name)
+	if len(recs) != len(first)+1 || gen != 3 {
+		t.Fatalf("second export: %d records at gen %d, want %d at gen 3", len(recs), gen, len(first)+1)
+	}
+	if err := writeAppliedEncoded(ctx, b, name, recs, now); err != nil {
+		t.Fatal(err)
+	}
+	got, err := b.ReadAll(ctx, region.AppliedRequestsKey(name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := json.Marshal(appliedRequests{Region: name, ReleasedAt: now.UnixNano(), Applied: d.export(name)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(got) != string(want) {
+		t.Fatalf("encoded object:\n%s\nwant json.Marshal's:\n%s", got, want)
+	}
+	back, err := readAppliedRequests(ctx, b, name)
+	if err != nil || len(back) != 3 || back[1].ID != `needs "escaping" \ and <html> é` || back[2].CommitTS != 9 {
+		t.Fatalf("read back %+v, %v", back, err)
+	}
+}
+
+// BenchmarkSaveAppliedKeys is the idempotency keys' save of a flush with
+// a full table (dedupeMaxEntries keys), the part of a split's or release's
+// final flush spent on them while writes are refused: the encodings are
+// cached from the previous flush's save.
+func BenchmarkSaveAppliedKeys(b *testing.B) {
+	ctx := context.Background()
+	d := &dedupe{}
+	for i := range dedupeMaxEntries {
+		id := fmt.Sprintf("%016x-ycsb-client-%d", uint64(i)*0x9e3779b97f4a7c15, i)
+		if _, _, err := d.do(ctx, "r", id, []byte(id), func() (uint64, error) { return uint64(i), nil }); err != nil {
+			b.Fatal(err)
+		}
+	}
+	bk := testBucket(b)
+	d.exportEncoded("r")
+	b.ResetTimer()
+	for range b.N {
+		recs, _ := d.exportEncoded("r")
+		if err := writeAppliedEncoded(ctx, bk, "r", recs, time.Now()); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// testBucket is a file bucket in a temporary directory.
+func testBucket(tb testing.TB) *blob.Bucket {
+	tb.Helper()
+	b, err := blob.Open(context.Background(), "file://"+tb.TempDir())
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return b
 }
