@@ -77,6 +77,9 @@ type ElasticConfig struct {
 	// Settle is how long, after a load, the stores are watched for their
 	// bytes to come within the goal (the balancer still moving regions).
 	Settle time.Duration
+	// KeepDir, if set, is where the runs happen (stores' logs, WALs),
+	// kept after the run for the logs' detail; else a temporary directory.
+	KeepDir string
 	// BalanceInterval, MaxMovesInFlight: the stores' flags (0: default).
 	BalanceInterval  time.Duration
 	MaxMovesInFlight int

@@ -175,6 +175,7 @@ func newYCSBCommand() *cobra.Command {
 	f.IntVar(&ecfg.Pairs, "pairs", ecfg.Pairs, "--elastic: interleaved (elastic, pre-split) pairs")
 	f.Int64Var(&ecfg.SplitBytes, "split-bytes", 0, fmt.Sprintf("--elastic: the elastic stores' --split-bytes (0: records × %d B / %d, so the load ends with 16 regions)", ycsb.ElasticBytesPerRecord, ycsb.ElasticSplitDivisor))
 	f.DurationVar(&ecfg.Settle, "settle", ecfg.Settle, "--elastic: after the load, how long to watch for the stores' bytes to come within the goal")
+	f.StringVar(&ecfg.KeepDir, "keep-dir", "", "--elastic: run in this directory and keep the stores' logs there (default: a temporary directory, removed)")
 	f.DurationVar(&ecfg.BalanceInterval, "balance-interval", 0, "--elastic: the stores' --balance-interval (0: their default)")
 	f.IntVar(&ecfg.MaxMovesInFlight, "max-moves-in-flight", 0, "--elastic: the stores' --max-moves-in-flight (0: their default)")
 	f.StringArrayVarP(&props, "property", "p", nil, "any other YCSB property, key=value (repeatable), e.g. -p requestdistribution=uniform")
@@ -272,11 +273,17 @@ func runElastic(cmd *cobra.Command, bellows, out string, cfg ycsb.ElasticConfig,
 	if err := os.MkdirAll(out, 0o755); err != nil {
 		return err
 	}
-	work, err := os.MkdirTemp("", "bellows-elastic-")
-	if err != nil {
+	work := cfg.KeepDir
+	if work == "" {
+		tmp, err := os.MkdirTemp("", "bellows-elastic-")
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(tmp)
+		work = tmp
+	} else if err := os.MkdirAll(work, 0o755); err != nil {
 		return err
 	}
-	defer os.RemoveAll(work)
 	splitBytes := cfg.SplitBytes
 	rule := "--split-bytes as given"
 	if splitBytes <= 0 {

@@ -7,8 +7,9 @@ import "fmt"
 // (manifest.ObjectName). A manifest's FileMeta.Key is relative to the
 // region's prefix; ObjectKey makes it a key of the whole bucket, as
 // compaction jobs and the block cache's file names use it. The one other
-// object, AppliedRequestsKey, holds the idempotency keys of the writes the
-// region's last releasing owner applied, for the next owner.
+// objects, AppliedRequestsKey and AppliedRequestsTailKey, hold the
+// idempotency keys of the writes the region's last releasing owner
+// applied, for the next owner.
 
 // BucketPrefix is the prefix of every object of region name:
 // "regions/<name>/".
@@ -25,6 +26,15 @@ func ObjectKey(name, fileKey string) string { return BucketPrefix(name) + fileKe
 // before the released manifest and reads it on a claim); each release
 // overwrites it.
 func AppliedRequestsKey(name string) string { return ObjectKey(name, "applied-requests.json") }
+
+// AppliedRequestsTailKey is the bucket key of the keys applied since
+// AppliedRequestsKey was last written, which a release's, split's or
+// merge's final flush writes instead of the whole table while writes are
+// refused: "regions/<name>/applied-requests-tail.json". A reader takes
+// the union of both.
+func AppliedRequestsTailKey(name string) string {
+	return ObjectKey(name, "applied-requests-tail.json")
+}
 
 // SSTKey is sstKey, for a restore writing a region's files (package backup).
 func SSTKey(epoch, num uint64) string { return sstKey(epoch, num) }

@@ -211,6 +211,12 @@ type appliedLog struct {
 	// object holds every key the table has, so a release or split need
 	// not write it again after its final flush wrote it.
 	gen, saved uint64
+	// fullAt is when the export last written whole was taken (zero: none
+	// since the table began or was seeded): every key applied before it
+	// is in the bucket's object, so a tail (exportEncoded with tail) lists
+	// only the keys applied since. Seeding adds keys applied long before,
+	// so it clears fullAt.
+	fullAt time.Time
 }
 
 // appliedWrite is one key: being applied (done open), or applied at ts.
@@ -370,17 +376,31 @@ func (d *dedupe) exportGen(region string) ([]appliedRecord, uint64) {
 }
 
 // exportEncoded is exportGen with each record as JSON (cached per entry,
-// see appliedWrite.enc), for writeAppliedEncoded.
-func (d *dedupe) exportEncoded(region string) ([][]byte, uint64) {
+// see appliedWrite.enc), for writeAppliedEncoded, and the moment of the
+// export (for markSaved). With tail, and a whole export written since the
+// table was last seeded, it lists only the keys applied since that export
+// (full false): what a final flush adds to the object. Otherwise, every
+// key (full true).
+func (d *dedupe) exportEncoded(region string, tail bool) (recs [][]byte, gen uint64, at time.Time, full bool) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	at = d.clock()
 	log := d.regions[region]
 	if log == nil {
-		return nil, 0
+		return nil, 0, at, true
 	}
 	d.evictLocked(log)
-	out := make([][]byte, 0, len(log.order)-log.head)
-	for _, w := range log.order[log.head:] {
+	full = !tail || log.fullAt.IsZero()
+	live := log.order[log.head:]
+	if !full {
+		// The FIFO is in applied-at order (first, and reorderLocked after
+		// seeding, which forces a whole export anyway): the tail is a
+		// suffix. Applied at fullAt itself may be in both: a key read
+		// twice is a key seeded once.
+		live = live[sort.Search(len(live), func(i int) bool { return !live[i].at.Before(log.fullAt) }):]
+	}
+	recs = make([][]byte, 0, len(live))
+	for _, w := range live {
 		if log.byID[w.id] != w {
 			continue
 		}
@@ -388,9 +408,9 @@ func (d *dedupe) exportEncoded(region string) ([][]byte, uint64) {
 			// A record of strings and integers always marshals.
 			w.enc, _ = json.Marshal(w.record())
 		}
-		out = append(out, w.enc)
+		recs = append(recs, w.enc)
 	}
-	return out, log.gen
+	return recs, log.gen, at, full
 }
 
 // record is w, applied, as the handover object lists it.
@@ -399,12 +419,15 @@ func (w *appliedWrite) record() appliedRecord {
 }
 
 // markSaved records that region's keys as of generation gen are in the
-// bucket's object.
-func (d *dedupe) markSaved(region string, gen uint64) {
+// bucket's objects; full: written whole, from the export taken at at.
+func (d *dedupe) markSaved(region string, gen uint64, at time.Time, full bool) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if log := d.regions[region]; log != nil {
 		log.saved = max(log.saved, gen)
+		if full && at.After(log.fullAt) {
+			log.fullAt = at
+		}
 	}
 }
 
@@ -448,8 +471,10 @@ func (d *dedupe) addLocked(log *appliedLog, w *appliedWrite) {
 
 // reorderLocked puts log's FIFO back in applied-at order after entries
 // were added out of it (eviction takes the oldest from the head), and
-// evicts.
+// evicts. Those entries are not in the bucket's object: the next export
+// written is a whole one.
 func (d *dedupe) reorderLocked(log *appliedLog) {
+	log.fullAt = time.Time{}
 	live := log.order[log.head:]
 	sort.SliceStable(live, func(i, j int) bool { return live[i].at.Before(live[j].at) })
 	d.evictLocked(log)
@@ -470,15 +495,31 @@ func (d *dedupe) inherit(from, to string) int {
 	}
 	d.evictLocked(src)
 	log := d.logLocked(to)
+	live := src.order[src.head:]
+	fresh := len(log.byID) == 0 && len(log.order) == log.head
+	if fresh {
+		// A daughter's new table: sized once, not grown 15 times (the
+		// copy is under d.mu, which every keyed write of the store takes).
+		log.byID = make(map[string]*appliedWrite, len(live))
+		log.order = make([]*appliedWrite, 0, len(live))
+	}
 	added := 0
-	for _, w := range src.order[src.head:] {
-		if src.byID[w.id] != w || !w.ok || log.byID[w.id] != nil {
+	for _, w := range live {
+		// A fresh table holds no key yet, and src lists each live one once.
+		if src.byID[w.id] != w || !w.ok || (!fresh && log.byID[w.id] != nil) {
 			continue
 		}
 		d.addLocked(log, w)
 		added++
 	}
-	d.reorderLocked(log)
+	if fresh {
+		// The source's FIFO is in applied-at order, so the copy is too:
+		// no sort (it was half of a 32768-key inherit). A fresh table
+		// has written nothing: its fullAt is zero.
+		d.evictLocked(log)
+	} else {
+		d.reorderLocked(log)
+	}
 	return added
 }
 

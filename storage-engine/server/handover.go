@@ -61,13 +61,13 @@ func (s *Store) handOver(a *Assignment) func(context.Context) error {
 			log.Debug("the region's idempotency keys were saved by its final flush", "region", a.Name())
 			return nil
 		}
-		recs, gen := s.applied.exportEncoded(a.Name())
-		if err := writeAppliedEncoded(ctx, s.opts.Region.Bucket, a.Name(), recs, time.Now()); err != nil {
+		recs, gen, at, full := s.applied.exportEncoded(a.Name(), true)
+		if err := writeAppliedEncoded(ctx, s.opts.Region.Bucket, a.Name(), recs, full, time.Now()); err != nil {
 			log.Error("handing over the region's idempotency keys failed; releasing it anyway (a write retried at its next owner may be applied twice)",
 				"region", a.Name(), "keys", len(recs), "err", err)
 			return nil
 		}
-		s.applied.markSaved(a.Name(), gen)
+		s.applied.markSaved(a.Name(), gen, at, full)
 		log.Debug("handed over the region's idempotency keys", "region", a.Name(), "keys", len(recs))
 		return nil
 	}
@@ -87,16 +87,22 @@ func (s *Store) saveApplied(ctx context.Context, name string, final bool) {
 		s.applied.settle(sctx, name)
 		cancel()
 	}
-	recs, gen := s.applied.exportEncoded(name)
+	// The final flush writes only the keys applied since the last whole
+	// save (its pre-flush's), while writes are refused: a full table's
+	// object took 30-90 ms of a split's refusal, its tail a few.
+	recs, gen, at, full := s.applied.exportEncoded(name, final)
 	if len(recs) == 0 {
+		if !full {
+			s.applied.markSaved(name, gen, at, false) // nothing since the whole save
+		}
 		return
 	}
-	if err := writeAppliedEncoded(ctx, s.opts.Region.Bucket, name, recs, time.Now()); err != nil {
+	if err := writeAppliedEncoded(ctx, s.opts.Region.Bucket, name, recs, full, time.Now()); err != nil {
 		s.opts.Region.Logger.Warn("saving the region's idempotency keys before a flush failed (a write retried after a crash may be applied twice)",
 			"region", name, "keys", len(recs), "err", err)
 		return
 	}
-	s.applied.markSaved(name, gen)
+	s.applied.markSaved(name, gen, at, full)
 }
 
 // seedApplied seeds a's table from what outlived the region's last owner
@@ -155,8 +161,13 @@ func writeAppliedRequests(ctx context.Context, b *blob.Bucket, name string, recs
 // writeAppliedEncoded writes what writeAppliedRequests writes, the same
 // bytes, from records already encoded (dedupe.exportEncoded): joining them
 // costs a copy, where marshalling 32768 records cost tens of milliseconds
-// of a final flush, while writes are refused.
-func writeAppliedEncoded(ctx context.Context, b *blob.Bucket, name string, recs [][]byte, now time.Time) error {
+// of a final flush, while writes are refused. Not full, they are a tail,
+// written to region.AppliedRequestsTailKey.
+func writeAppliedEncoded(ctx context.Context, b *blob.Bucket, name string, recs [][]byte, full bool, now time.Time) error {
+	key := region.AppliedRequestsKey(name)
+	if !full {
+		key = region.AppliedRequestsTailKey(name)
+	}
 	regionJSON, err := json.Marshal(name)
 	if err != nil {
 		return err
@@ -178,22 +189,28 @@ func writeAppliedEncoded(ctx context.Context, b *blob.Bucket, name string, recs 
 		data = append(data, r...)
 	}
 	data = append(data, "]}"...)
-	return b.WriteAll(ctx, region.AppliedRequestsKey(name), data, false)
+	return b.WriteAll(ctx, key, data, false)
 }
 
-// readAppliedRequests reads the object; none (no release wrote one) is
-// no keys.
+// readAppliedRequests reads the object and its tail, the union of their
+// keys (a key in both, or a tail older than the object, is a key applied
+// all the same: seeding keeps one of each); none (no flush or release
+// wrote one) is no keys.
 func readAppliedRequests(ctx context.Context, b *blob.Bucket, name string) ([]appliedRecord, error) {
-	data, err := b.ReadAll(ctx, region.AppliedRequestsKey(name))
-	if errors.Is(err, blob.ErrNotFound) {
-		return nil, nil
+	var out []appliedRecord
+	for _, key := range []string{region.AppliedRequestsKey(name), region.AppliedRequestsTailKey(name)} {
+		data, err := b.ReadAll(ctx, key)
+		if errors.Is(err, blob.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		var ar appliedRequests
+		if err := json.Unmarshal(data, &ar); err != nil {
+			return nil, fmt.Errorf("%s: %w", key, err)
+		}
+		out = append(out, ar.Applied...)
 	}
-	if err != nil {
-		return nil, err
-	}
-	var ar appliedRequests
-	if err := json.Unmarshal(data, &ar); err != nil {
-		return nil, fmt.Errorf("%s: %w", region.AppliedRequestsKey(name), err)
-	}
-	return ar.Applied, nil
+	return out, nil
 }

@@ -234,18 +234,23 @@ func TestHandoverSkipsKeysTheFinalFlushSaved(t *testing.T) {
 	if ok, _ := bucket.Exists(ctx, key); ok {
 		t.Fatalf("the handover wrote %s again although the flush had saved every key", key)
 	}
+	a.saveApplied(ctx, name, false) // the object back, as the flush left it
 	if _, err := kvA.Put(keyed(ctx, "put-2"), &kvpb.PutRequest{Key: []byte("k2"), Value: []byte("v")}); err != nil {
 		t.Fatal(err)
 	}
 	if err := a.handOver(as)(ctx); err != nil {
 		t.Fatal(err)
 	}
+	// Only the new key, as the tail beside the object; a reader takes both.
+	if ok, _ := bucket.Exists(ctx, region.AppliedRequestsTailKey(name)); !ok {
+		t.Fatal("the handover after a new keyed write wrote no tail")
+	}
 	recs, err := readAppliedRequests(ctx, bucket, name)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(recs) != 2 {
-		t.Fatalf("the handover after a new keyed write wrote %d keys, want both", len(recs))
+		t.Fatalf("the handover after a new keyed write left %d keys, want both", len(recs))
 	}
 }
 
@@ -263,16 +268,16 @@ func TestEncodedHandoverObjectIsTheMarshalledOne(t *testing.T) {
 	}
 	apply(`plain-1`, 7)
 	apply(`needs "escaping" \ and <html> é`, 8)
-	first, _ := d.exportEncoded("r/1")
+	first, _, _, _ := d.exportEncoded("r/1", false)
 	apply(`after-the-first-export`, 9)
 	b := testBucket(t)
 	now := time.Unix(1790000000, 123)
 	name := "r/1"
-	recs, gen := d.exportEncoded(name)
+	recs, gen, _, full := d.exportEncoded(name, false)
 	if len(recs) != len(first)+1 || gen != 3 {
 		t.Fatalf("second export: %d records at gen %d, want %d at gen 3", len(recs), gen, len(first)+1)
 	}
-	if err := writeAppliedEncoded(ctx, b, name, recs, now); err != nil {
+	if err := writeAppliedEncoded(ctx, b, name, recs, full, now); err != nil {
 		t.Fatal(err)
 	}
 	got, err := b.ReadAll(ctx, region.AppliedRequestsKey(name))
@@ -292,28 +297,109 @@ func TestEncodedHandoverObjectIsTheMarshalledOne(t *testing.T) {
 	}
 }
 
+// A final flush's save writes only the keys applied since the last whole
+// save (the tail), and a reader takes the union of both objects, so the
+// next owner finds every key; a table seeded since its last whole save
+// (keys applied long before) writes whole again.
+func TestTheFinalSaveWritesTheTailAndReadersTakeBoth(t *testing.T) {
+	ctx := context.Background()
+	clock := time.Unix(1000, 0)
+	d := &dedupe{now: func() time.Time { return clock }}
+	apply := func(id string) {
+		clock = clock.Add(time.Second)
+		if _, _, err := d.do(ctx, "r", id, []byte(id), func() (uint64, error) { return uint64(clock.Unix()), nil }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b := testBucket(t)
+	save := func(tail bool) (int, bool) {
+		clock = clock.Add(time.Millisecond) // after the last key applied
+		recs, gen, at, full := d.exportEncoded("r", tail)
+		if err := writeAppliedEncoded(ctx, b, "r", recs, full, clock); err != nil {
+			t.Fatal(err)
+		}
+		d.markSaved("r", gen, at, full)
+		return len(recs), full
+	}
+	if n, full := save(true); !full || n != 0 {
+		t.Fatalf("a table never saved: a tail of %d (full %v), want a whole save", n, full)
+	}
+	apply("a")
+	apply("b")
+	if n, full := save(false); !full || n != 2 {
+		t.Fatalf("whole save: %d keys (full %v), want 2", n, full)
+	}
+	apply("c")
+	if n, full := save(true); full || n != 1 {
+		t.Fatalf("final save after a whole one: %d keys (full %v), want the tail of 1", n, full)
+	}
+	if d.unsaved("r") {
+		t.Fatal("the tail saved every key, yet the table says some are unsaved (a split would write them again)")
+	}
+	got, err := readAppliedRequests(ctx, b, "r")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := map[string]bool{}
+	for _, r := range got {
+		ids[r.ID] = true
+	}
+	if len(ids) != 3 || !ids["a"] || !ids["b"] || !ids["c"] {
+		t.Fatalf("read back %v, want a, b and c", ids)
+	}
+	// Seeded with a key applied before the whole save: only a whole save
+	// holds it.
+	d.seed("r", []appliedRecord{{ID: "old", Digest: "0000000000000001", CommitTS: 1, AppliedAt: time.Unix(1001, 0).UnixNano()}})
+	if n, full := save(true); !full || n != 4 {
+		t.Fatalf("final save after seeding: %d keys (full %v), want a whole save of 4", n, full)
+	}
+}
+
 // BenchmarkSaveAppliedKeys is the idempotency keys' save of a flush with
-// a full table (dedupeMaxEntries keys), the part of a split's or release's
-// final flush spent on them while writes are refused: the encodings are
-// cached from the previous flush's save.
+// a full table (dedupeMaxEntries keys): whole, as every flush writes it
+// while writes go on (the encodings cached from the previous save), and
+// the tail of 100 keys that a split's or release's final flush writes
+// while writes are refused.
 func BenchmarkSaveAppliedKeys(b *testing.B) {
 	ctx := context.Background()
 	d := &dedupe{}
-	for i := range dedupeMaxEntries {
-		id := fmt.Sprintf("%016x-ycsb-client-%d", uint64(i)*0x9e3779b97f4a7c15, i)
-		if _, _, err := d.do(ctx, "r", id, []byte(id), func() (uint64, error) { return uint64(i), nil }); err != nil {
+	n := 0
+	apply := func() {
+		id := fmt.Sprintf("%016x-ycsb-client-%d", uint64(n)*0x9e3779b97f4a7c15, n)
+		ts := uint64(n)
+		if _, _, err := d.do(ctx, "r", id, []byte(id), func() (uint64, error) { return ts, nil }); err != nil {
 			b.Fatal(err)
 		}
+		n++
+	}
+	for range dedupeMaxEntries {
+		apply()
 	}
 	bk := testBucket(b)
-	d.exportEncoded("r")
-	b.ResetTimer()
-	for range b.N {
-		recs, _ := d.exportEncoded("r")
-		if err := writeAppliedEncoded(ctx, bk, "r", recs, time.Now()); err != nil {
+	save := func(tail bool) {
+		recs, gen, at, full := d.exportEncoded("r", tail)
+		if err := writeAppliedEncoded(ctx, bk, "r", recs, full, time.Now()); err != nil {
 			b.Fatal(err)
 		}
+		d.markSaved("r", gen, at, full)
 	}
+	save(false)
+	b.Run("whole", func(b *testing.B) {
+		for range b.N {
+			save(false)
+		}
+	})
+	b.Run("final-tail-of-100", func(b *testing.B) {
+		for range b.N {
+			b.StopTimer()
+			save(false)
+			for range 100 {
+				apply()
+			}
+			b.StartTimer()
+			save(true)
+		}
+	})
 }
 
 // testBucket is a file bucket in a temporary directory.

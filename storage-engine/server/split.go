@@ -208,11 +208,14 @@ func (s *Store) split(ctx context.Context, name, reason string, splitKey func(*r
 			continue
 		}
 		d := &Assignment{Span: sp}
-		s.applied.inherit(name, sp.Name)
 		opts := s.regionOptions(sp)
 		opening.Add(1)
 		go func() {
 			defer opening.Done()
+			// Beside the other daughter's open: a full table's copy
+			// takes milliseconds, and no request reaches d before the
+			// assignment below.
+			s.applied.inherit(name, sp.Name)
 			de, err := region.Open(ctx, opts)
 			if err != nil {
 				log.Error("opening a split's daughter; claiming it in the background", "region", sp.Name, "err", err)
