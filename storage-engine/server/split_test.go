@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -40,6 +41,11 @@ type mapCluster struct {
 	// only, if set, opens only the map's first only regions: the rest are
 	// another store's.
 	only int
+	// pick, if set, opens only the regions of these names.
+	pick []string
+	// walRoot, if set, is the store's WAL root (another store's disk);
+	// else dir/wal.
+	walRoot string
 }
 
 func newMapCluster(t *testing.T) *mapCluster {
@@ -71,8 +77,15 @@ func (c *mapCluster) open(t *testing.T, splitBytes int64) *Store {
 	if c.only > 0 {
 		spans = spans[:c.only]
 	}
+	if c.pick != nil {
+		spans = slices.DeleteFunc(spans, func(sp Span) bool { return !slices.Contains(c.pick, sp.Name) })
+	}
+	walRoot := c.walRoot
+	if walRoot == "" {
+		walRoot = filepath.Join(c.dir, "wal")
+	}
 	s, err := OpenStore(ctx, spans, StoreOptions{
-		WALRoot: filepath.Join(c.dir, "wal"),
+		WALRoot: walRoot,
 		Region: region.Options{Bucket: c.bucket, DisableAutoCompaction: true, MemstoreBytes: 1 << 20,
 			WALMode: wal.ModeAsync, WALSyncInterval: time.Millisecond,
 			SST: sstable.WriterOptions{BlockSize: 1 << 10}},

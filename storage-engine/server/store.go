@@ -19,6 +19,7 @@ import (
 	"github.com/bellows-kv/bellows/storage-engine/manifest"
 	"github.com/bellows-kv/bellows/storage-engine/region"
 	"github.com/bellows-kv/bellows/storage-engine/regionmap"
+	"github.com/bellows-kv/bellows/storage-engine/wal"
 	"golang.org/x/sync/errgroup"
 )
 
@@ -63,6 +64,8 @@ type Store struct {
 	// merges its merges (merge.go).
 	sizeSplits, loadSplits atomic.Uint64
 	merges                 atomic.Uint64
+	// recuts counts its re-cuts (recut.go).
+	recuts atomic.Uint64
 	// mergeCrash, set by tests, stops a merge after the step it names,
 	// as a crash there would (merge.go).
 	mergeCrash func(step string) bool
@@ -263,6 +266,40 @@ func (a *Assignment) Engine() (*region.Region, error) {
 	return nil, &region.Error{Region: a.Name(), Err: region.ErrClosed}
 }
 
+// heldHere are the live regions of m outside spans that this store still
+// holds: their WAL directory is here, and their last manifest names that
+// WAL, neither released nor retired. That is a region the balancer moved
+// away while this store was down, killed between the map commit and its
+// release: no other store may claim it (its WAL may hold acknowledged
+// writes), and, not assigned here any more, it would never be opened to
+// be released, so its new owner would wait forever. OpenStore opens such
+// regions with the rest, replaying their WALs, and the Assigner's first
+// step releases them, as any region given up.
+func (s *Store) heldHere(ctx context.Context, m regionmap.Map, spans []Span) []Span {
+	in := map[string]bool{}
+	for _, sp := range spans {
+		in[sp.Name] = true
+	}
+	var out []Span
+	for _, sp := range SpansOf(m) {
+		if in[sp.Name] {
+			continue
+		}
+		id, ok, err := wal.ReadIdentity(filepath.Join(s.opts.WALRoot, sp.Name))
+		if err != nil || !ok {
+			continue
+		}
+		man, err := manifest.Load(ctx, s.opts.Region.Bucket.Prefixed(region.BucketPrefix(sp.Name)))
+		if err != nil || man.Number == 0 || man.Released || man.Retired || man.WALID != id {
+			continue
+		}
+		s.opts.Region.Logger.Warn("a region moved away while this store was down still holds this store's WAL: opening it to release it to its new owner",
+			"region", sp.Name, "manifest", man.Number)
+		out = append(out, sp)
+	}
+	return out
+}
+
 // OpenStore opens every span's region (see StoreOptions), OpenConcurrency
 // at a time: a restart's recovery is then about its largest replays rather
 // than their sum. A region that another store owns (region.ErrOwned) is
@@ -276,6 +313,7 @@ func OpenStore(ctx context.Context, spans []Span, o StoreOptions) (*Store, error
 	if o.Map != nil {
 		s.regionMap.Store(newMapState(*o.Map))
 		s.removeRetiredWALs(*o.Map)
+		spans = append(slices.Clone(spans), s.heldHere(ctx, *o.Map, spans)...)
 	}
 	live := make([]*Assignment, len(spans))
 	errs := make([]error, len(spans))

@@ -57,6 +57,20 @@ func LockDir(dir string) (*Dir, error) {
 	return &Dir{Path: dir, ID: id, f: f}, nil
 }
 
+// ReadIdentity reads the identity of WAL directory dir without creating
+// one or taking its lock; ok is false when dir has none (never opened).
+func ReadIdentity(dir string) (id string, ok bool, err error) {
+	data, err := os.ReadFile(filepath.Join(dir, identityFile))
+	if errors.Is(err, os.ErrNotExist) {
+		return "", false, nil
+	}
+	if err != nil {
+		return "", false, fmt.Errorf("wal: %w", err)
+	}
+	id = strings.TrimSpace(string(data))
+	return id, id != "", nil
+}
+
 func readOrCreateIdentity(dir string) (string, error) {
 	path := filepath.Join(dir, identityFile)
 	data, err := os.ReadFile(path)
