@@ -77,6 +77,9 @@ type ElasticConfig struct {
 	// Settle is how long, after a load, the stores are watched for their
 	// bytes to come within the goal (the balancer still moving regions).
 	Settle time.Duration
+	// MergeAfter is the elastic stores' --merge-after (0: their default):
+	// how long regions hold still before they merge or are re-cut.
+	MergeAfter time.Duration
 	// KeepDir, if set, is where the runs happen (stores' logs, WALs),
 	// kept after the run for the logs' detail; else a temporary directory.
 	KeepDir string
@@ -121,6 +124,12 @@ type ElasticRun struct {
 	MaxMoveMs        float64 `json:"max_move_ms"`
 	MaxReleaseMs     float64 `json:"max_release_ms"`
 	MaxClaimMs       float64 `json:"max_claim_after_release_ms"`
+	// Merges and their longest write refusal ("merged regions ... writes
+	// refused for"), and re-cuts ("re-cut regions"), each one merge and
+	// one split.
+	Merges           int     `json:"merges"`
+	MaxMergeRefuseMs float64 `json:"max_merge_refuse_ms"`
+	Recuts           int     `json:"recuts"`
 }
 
 // Layout is the cluster's regions at one moment.
@@ -225,6 +234,9 @@ func startElasticCluster(ctx context.Context, cfg ElasticConfig, dir string, ext
 			"--peers=" + strings.Join(c.addrs, ","), "--metrics-listen=127.0.0.1:0"}
 		if cfg.BalanceInterval > 0 {
 			args = append(args, "--balance-interval="+cfg.BalanceInterval.String())
+		}
+		if cfg.MergeAfter > 0 {
+			args = append(args, "--merge-after="+cfg.MergeAfter.String())
 		}
 		if cfg.MaxMovesInFlight > 0 {
 			args = append(args, fmt.Sprintf("--max-moves-in-flight=%d", cfg.MaxMovesInFlight))
@@ -385,7 +397,10 @@ func runElasticOnce(ctx context.Context, cfg ElasticConfig, overrides map[string
 	}
 	run.LayoutAfter = time.Since(loaded).Seconds()
 	run.Settled = run.AtLoadEnd
-	for run.Settled.StoreSpread > ElasticGoalStoreSpread && time.Since(loaded) < cfg.Settle {
+	// Settled: the stores within their goal and, once re-cuts evened
+	// them out, the regions within theirs.
+	for (run.Settled.StoreSpread > ElasticGoalStoreSpread || run.Settled.RegionSpread > ElasticGoalRegionSpread || run.Settled.Waiting > 0) &&
+		time.Since(loaded) < cfg.Settle {
 		select {
 		case <-ctx.Done():
 			return run, ctx.Err()
@@ -405,6 +420,7 @@ func runElasticOnce(ctx context.Context, cfg ElasticConfig, overrides map[string
 	}
 	run.Splits, run.MaxSplitRefuseMs = ev.Splits, ms(ev.MaxSplitRefuse)
 	run.Moves, run.MaxMoveMs, run.MaxReleaseMs, run.MaxClaimMs = ev.Moves, ms(ev.MaxMove), ms(ev.MaxRelease), ms(ev.MaxClaim)
+	run.Merges, run.MaxMergeRefuseMs, run.Recuts = ev.Merges, ms(ev.MaxMergeRefuse), ev.Recuts
 	return run, nil
 }
 
@@ -423,6 +439,10 @@ type StoreEvents struct {
 	// MaxClaim is the longest from a release's end to the claim: a move's
 	// unavailability beyond its release (flush, manifest commit).
 	MaxClaim time.Duration
+	// Merges and the longest a merge refused writes; Recuts.
+	Merges         int
+	MaxMergeRefuse time.Duration
+	Recuts         int
 }
 
 var (
@@ -469,6 +489,19 @@ func ParseStoreLogs(paths []string, until time.Time) (StoreEvents, error) {
 				region = r[1]
 			}
 			switch {
+			case strings.Contains(line, `msg="re-cut regions"`):
+				ev.Recuts++
+			case strings.Contains(line, `msg="merged regions"`):
+				r := logRefused.FindStringSubmatch(line)
+				if r == nil {
+					continue
+				}
+				d, err := time.ParseDuration(r[1])
+				if err != nil {
+					return ev, fmt.Errorf("%s: %q: %w", path, line, err)
+				}
+				ev.Merges++
+				ev.MaxMergeRefuse = max(ev.MaxMergeRefuse, d)
 			case strings.Contains(line, `msg="split region"`):
 				r := logRefused.FindStringSubmatch(line)
 				if r == nil {

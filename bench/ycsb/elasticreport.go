@@ -82,6 +82,8 @@ func ElasticMarkdown(r ElasticReport) string {
 	regSpread := col(el, func(x ElasticRun) float64 { return x.AtLoadEnd.RegionSpread })
 	stEnd := col(el, func(x ElasticRun) float64 { return x.AtLoadEnd.StoreSpread })
 	stSettled := col(el, func(x ElasticRun) float64 { return x.Settled.StoreSpread })
+	regSettled := col(el, func(x ElasticRun) float64 { return x.Settled.RegionSpread })
+	mergeRefuse := col(el, func(x ElasticRun) float64 { return x.MaxMergeRefuseMs })
 	split := col(el, func(x ElasticRun) float64 { return x.MaxSplitRefuseMs })
 	move := col(el, func(x ElasticRun) float64 { return x.MaxMoveMs })
 	release := col(el, func(x ElasticRun) float64 { return x.MaxReleaseMs })
@@ -89,6 +91,9 @@ func ElasticMarkdown(r ElasticReport) string {
 	fmt.Fprintf(&b, "| goal | measured | verdict |\n|---|---|---|\n")
 	fmt.Fprintf(&b, "| regions within ±%.0f%% of the mean size at the end of the load | largest deviation %s | %s |\n",
 		100*ElasticGoalRegionSpread, spreadOf(regSpread, "%.2f"), verdict(report.Median(regSpread) <= ElasticGoalRegionSpread))
+	fmt.Fprintf(&b, "| the same, once re-cuts evened them out (watched ≤ the settle time after the load; re-cuts per run %s) | largest deviation %s, %s regions | %s |\n",
+		spreadOf(col(el, func(x ElasticRun) float64 { return float64(x.Recuts) }), "%.0f"), spreadOf(regSettled, "%.2f"),
+		spreadOf(col(el, func(x ElasticRun) float64 { return float64(x.Settled.Regions) }), "%.0f"), verdict(report.Median(regSettled) <= ElasticGoalRegionSpread))
 	fmt.Fprintf(&b, "| stores within ±%.0f%% of the mean bytes at the end of the load | largest deviation %s | %s |\n",
 		100*ElasticGoalStoreSpread, spreadOf(stEnd, "%.2f"), verdict(report.Median(stEnd) <= ElasticGoalStoreSpread))
 	fmt.Fprintf(&b, "| the same, once the balancer settled (watched ≤ the settle time after the load) | largest deviation %s, after %s s | %s |\n",
@@ -101,6 +106,9 @@ func ElasticMarkdown(r ElasticReport) string {
 	fmt.Fprintf(&b, "| longest move ≤ %v + the flush: release start to claim, and beside it the longest release (its flush and released manifest) and the longest claim after a release's end (max over the run's moves) | %s ms; release %s ms; claim after release %s ms | %s |\n",
 		ElasticGoalMoveUnavailable, spreadOf(move, "%.0f"), spreadOf(release, "%.0f"), spreadOf(claim, "%.0f"),
 		verdict(report.Median(claim) <= float64(ElasticGoalMoveUnavailable.Milliseconds())))
+	fmt.Fprintf(&b, "| longest write refusal of a merge (a re-cut's first half) ≤ %v + the flush (store logs; merges per run %s) | %s ms | %s |\n",
+		ElasticGoalMoveUnavailable, spreadOf(col(el, func(x ElasticRun) float64 { return float64(x.Merges) }), "%.0f"), spreadOf(mergeRefuse, "%.0f"),
+		verdict(report.Median(mergeRefuse) <= float64(ElasticGoalMoveUnavailable.Milliseconds())))
 	fmt.Fprintf(&b, "| (client side) longest INSERT, retries included, elastic against pre-split: any key's unavailability to a writer plus queueing | %s ms against %s ms | (bound) |\n",
 		spreadOf(col(el, func(x ElasticRun) float64 { return float64(x.InsertMax) / 1000 }), "%.0f"), spreadOf(col(pre, func(x ElasticRun) float64 { return float64(x.InsertMax) / 1000 }), "%.0f"))
 	fmt.Fprintf(&b, "\nEvery run:\n\n| pair | mode | split bytes | regions | ops/s | INSERT p50 / p99 / max ms | errors | region sizes MiB (min–max) | store MiB (regions) at load end | settled | splits (max refusal ms) | moves (max ms) |\n|---:|---|---:|---:|---:|---|---:|---|---|---|---|---|\n")

@@ -175,6 +175,7 @@ func newYCSBCommand() *cobra.Command {
 	f.IntVar(&ecfg.Pairs, "pairs", ecfg.Pairs, "--elastic: interleaved (elastic, pre-split) pairs")
 	f.Int64Var(&ecfg.SplitBytes, "split-bytes", 0, fmt.Sprintf("--elastic: the elastic stores' --split-bytes (0: records × %d B / %d, so the load ends with 16 regions)", ycsb.ElasticBytesPerRecord, ycsb.ElasticSplitDivisor))
 	f.DurationVar(&ecfg.Settle, "settle", ecfg.Settle, "--elastic: after the load, how long to watch for the stores' bytes to come within the goal")
+	f.DurationVar(&ecfg.MergeAfter, "merge-after", 0, "--elastic: the stores' --merge-after, how long regions hold still before they merge or are re-cut (0: their default, 10m)")
 	f.StringVar(&ecfg.KeepDir, "keep-dir", "", "--elastic: run in this directory and keep the stores' logs there (default: a temporary directory, removed)")
 	f.DurationVar(&ecfg.BalanceInterval, "balance-interval", 0, "--elastic: the stores' --balance-interval (0: their default)")
 	f.IntVar(&ecfg.MaxMovesInFlight, "max-moves-in-flight", 0, "--elastic: the stores' --max-moves-in-flight (0: their default)")
@@ -298,9 +299,10 @@ func runElastic(cmd *cobra.Command, bellows, out string, cfg ycsb.ElasticConfig,
 			"offload Disabled (each store compacts in-process); the data fits in memory (memstores of 128 MiB per region and the page cache), so the load is bound by the CPU and the WAL's group-commit fsyncs, not by reads",
 			cfg.Records, int64(cfg.Records)*ycsb.ElasticBytesPerRecord/1_000_000, threads, runtime.NumCPU()),
 		Config: fmt.Sprintf("elastic: `--regions=1 --split-bytes=%d` (%s); pre-split: `--split-keys` at the YCSB keys that cut the records into as many equal ranges as the elastic run of the same pair ended with, `--split-bytes=0`; "+
-			"both: `--region-owner=I/3 --peers=… --offload=Disabled`, balancer on (--balance-interval %s, --max-moves-in-flight %s). Pairs run elastic then pre-split, each on a fresh cluster. "+
+			"both: `--region-owner=I/3 --peers=… --offload=Disabled`, balancer on (--balance-interval %s, --max-moves-in-flight %s, --merge-after %s, --recut-tolerance 0.2 (default; re-cuts need merges, so only the elastic stores, whose --merge-bytes is a quarter of the split size, make them)). Pairs run elastic then pre-split, each on a fresh cluster. "+
 			"Split refusals come from the stores' `split region … writes refused for=` log lines, moves from `released region … took=` on the old owner and `claimed region` on the new one (the move's unavailability: from the release's start to the claim)",
-			splitBytes, rule, orDefault(cfg.BalanceInterval.String(), cfg.BalanceInterval == 0, "5s"), orDefault(strconv.Itoa(cfg.MaxMovesInFlight), cfg.MaxMovesInFlight == 0, "2")),
+			splitBytes, rule, orDefault(cfg.BalanceInterval.String(), cfg.BalanceInterval == 0, "5s"), orDefault(strconv.Itoa(cfg.MaxMovesInFlight), cfg.MaxMovesInFlight == 0, "2"),
+			orDefault(cfg.MergeAfter.String(), cfg.MergeAfter == 0, "10m")),
 	}
 	runs, err := ycsb.RunElastic(cmd.Context(), cfg, work, func(s string) { fmt.Fprintln(cmd.ErrOrStderr(), s) })
 	rep.Runs = runs

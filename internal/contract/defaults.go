@@ -90,6 +90,12 @@ const (
 	// burst would split (TiKV checks merges every 10 s but needs the
 	// regions small; HBase's normalizer runs every 5 min).
 	DefaultMergeAfter = 10 * time.Minute
+	// DefaultRecutTolerance: the balancer re-cuts two adjacent regions
+	// that stopped growing when one is further than this fraction from
+	// the mean region size (docs/regions.md, "Evening sizes out"): inside
+	// issue #26's ±25%, so regions binary splits leave anywhere in
+	// [S/2, S] end within it.
+	DefaultRecutTolerance = 0.2
 	// DefaultJanitorInterval is how often a store deletes the files of
 	// retired (split) regions that no live region references any more; a
 	// pass reads every region's manifest.

@@ -30,6 +30,10 @@ const (
 	// FlagMergeAfter is how long they must stay that small and cold.
 	FlagMergeBytes = "merge-bytes"
 	FlagMergeAfter = "merge-after"
+	// FlagRecutTolerance: two adjacent regions that held their size for
+	// --merge-after, one further than this fraction from the mean region
+	// size, are re-cut (merged and split at their byte median); 0 never.
+	FlagRecutTolerance = "recut-tolerance"
 	// FlagBalanceInterval: how often the balancer (the store holding its
 	// lease) plans region moves; 0 turns the balancer off in this store.
 	FlagBalanceInterval = "balance-interval"

@@ -67,6 +67,18 @@ type BalanceSettings struct {
 	// the spread the user asked for, and moves would race the first
 	// clients, for regions that may well grow.
 	MergeReady map[string]bool
+	// RecutTolerance: two adjacent regions, both RecutReady, that Recut
+	// against the mean region size with this tolerance are brought onto
+	// one store and not parted, as small neighbours are, so that store
+	// re-cuts them (server/automerge.go). 0: no re-cuts.
+	RecutTolerance float64
+	// RecutReady are the regions whose size has held still for the
+	// stores' merge wait (the balancer times it): they stopped growing.
+	RecutReady map[string]bool
+	// RecutStore is the store that re-cuts (the balancer's own, which alone
+	// knows the mean): uneven neighbours are brought onto it. Negative:
+	// onto the larger one's store.
+	RecutStore int
 }
 
 // Move gives Region, served by From, to To.
@@ -195,9 +207,15 @@ func Plan(m Map, load map[string]RegionLoad, inFlight map[string]bool, s Balance
 		l, ok := load[name]
 		return ok && l.Bytes < s.MergeBytes && (s.MergeQPS <= 0 || l.QPS < s.MergeQPS)
 	}
+	mean := MeanRegionBytes(m, load)
+	uneven := func(a, b string) bool {
+		return s.RecutTolerance > 0 && s.RecutReady[a] && s.RecutReady[b] &&
+			Recut(load[a].Bytes, load[b].Bytes, mean, s.RecutTolerance, s.MergeBytes)
+	}
 	for i := 0; i+1 < len(m.Region); i++ {
 		a, b := m.Region[i].Name, m.Region[i+1].Name
-		if small(a) && small(b) && owner[a] == owner[b] && !leaving(owner[a]) {
+		together := owner[a] == owner[b] && !leaving(owner[a])
+		if together && ((small(a) && small(b)) || (uneven(a, b) && (s.RecutStore < 0 || owner[a] == s.RecutStore))) {
 			fixed[a], fixed[b] = true, true
 		}
 	}
@@ -208,12 +226,35 @@ func Plan(m Map, load map[string]RegionLoad, inFlight map[string]bool, s Balance
 		}
 		apply(mv)
 	}
-	// Then bring small neighbours on different stores together: the
-	// smaller goes to the larger's store (a small region hardly moves the
-	// balance).
+	// Then bring small neighbours, and uneven ones that stopped growing,
+	// on different stores together: the smaller goes to the larger's
+	// store (a small region hardly moves the balance).
 	for i := 0; i+1 < len(m.Region) && len(moves) < budget; i++ {
 		a, b := m.Region[i].Name, m.Region[i+1].Name
-		if !small(a) || !small(b) || !s.MergeReady[a] || !s.MergeReady[b] || owner[a] == owner[b] || fixed[a] || fixed[b] || moved[a] || moved[b] || inFlight[a] || inFlight[b] {
+		mergeable := small(a) && small(b) && s.MergeReady[a] && s.MergeReady[b]
+		if fixed[a] || fixed[b] || moved[a] || moved[b] || inFlight[a] || inFlight[b] {
+			continue
+		}
+		if !mergeable && uneven(a, b) && s.RecutStore >= 0 {
+			// Both onto the re-cutting store, the larger first.
+			if !takes(s.RecutStore) || !reachable(owner[a]) || !reachable(owner[b]) {
+				continue
+			}
+			pair := []string{a, b}
+			if load[b].Bytes > load[a].Bytes {
+				pair = []string{b, a}
+			}
+			for _, r := range pair {
+				if owner[r] != s.RecutStore && len(moves) < budget {
+					moves = append(moves, Move{Region: r, From: owner[r], To: s.RecutStore})
+					owner[r] = s.RecutStore
+				}
+				moved[r] = true
+			}
+			i++
+			continue
+		}
+		if (!mergeable && !uneven(a, b)) || owner[a] == owner[b] {
 			continue
 		}
 		from, to := a, b

@@ -397,3 +397,73 @@ func TestPlanDrainsSmallNeighboursOffALeavingStore(t *testing.T) {
 		}
 	}
 }
+
+// Uneven neighbours that stopped growing (RecutReady) are brought onto one
+// store, as small ones are, and kept together there for its re-cut; not
+// before they are ready, and not when re-cuts are off.
+func TestPlanBringsUnevenNeighboursTogether(t *testing.T) {
+	m := mapOf(t, 4)
+	for i := range m.Region {
+		o := i % 2
+		m.Region[i].Owner = &o
+	}
+	// Mean 120 MiB: region-001 (180) is 50% over it, region-002 (60) 50%
+	// under. A floor keeps the balance by bytes out of the way.
+	load := map[string]RegionLoad{
+		"region-000": {Bytes: 80 << 20}, "region-001": {Bytes: 180 << 20},
+		"region-002": {Bytes: 60 << 20}, "region-003": {Bytes: 160 << 20},
+	}
+	s := BalanceSettings{Stores: 2, Tolerance: 0.15, MaxMovesInFlight: 2, MergeBytes: 8 << 20, MinBytes: 1 << 40, RecutStore: -1}
+	ready := map[string]bool{"region-001": true, "region-002": true}
+	s.RecutReady = ready
+	if got := Plan(m, load, nil, s); len(got) != 0 {
+		t.Fatalf("plan %v with re-cuts off, want none", got)
+	}
+	s.RecutTolerance, s.RecutReady = 0.2, nil
+	if got := Plan(m, load, nil, s); len(got) != 0 {
+		t.Fatalf("plan %v for neighbours still growing, want none", got)
+	}
+	s.RecutReady = ready
+	got := Plan(m, load, nil, s)
+	if len(got) != 1 || got[0] != (Move{Region: "region-002", From: 0, To: 1}) {
+		t.Fatalf("plan %v, want region-002 (the smaller of the uneven neighbours) moved to region-001's store 1", got)
+	}
+	next, _ := m.Moved(got)
+	for _, mv := range Plan(next, load, nil, s) {
+		if mv.Region == "region-001" || mv.Region == "region-002" {
+			t.Fatalf("plan %v parts the uneven neighbours waiting for their re-cut", mv)
+		}
+	}
+}
+
+// With a re-cutting store (the balancer's), uneven neighbours go there,
+// both of them, and stay together there; a pair together elsewhere is
+// not kept from it.
+func TestPlanBringsUnevenNeighboursToTheRecuttingStore(t *testing.T) {
+	m := mapOf(t, 4)
+	owners := []int{0, 1, 2, 0}
+	for i := range m.Region {
+		m.Region[i].Owner = &owners[i]
+	}
+	load := map[string]RegionLoad{
+		"region-000": {Bytes: 100 << 20}, "region-001": {Bytes: 180 << 20},
+		"region-002": {Bytes: 60 << 20}, "region-003": {Bytes: 140 << 20},
+	}
+	s := BalanceSettings{Stores: 3, Tolerance: 0.15, MaxMovesInFlight: 4, MergeBytes: 8 << 20, MinBytes: 1 << 40,
+		RecutTolerance: 0.2, RecutReady: map[string]bool{"region-001": true, "region-002": true}, RecutStore: 0}
+	got := Plan(m, load, nil, s)
+	want := []Move{{Region: "region-001", From: 1, To: 0}, {Region: "region-002", From: 2, To: 0}}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("plan %v, want %v: both uneven neighbours onto the re-cutting store 0, the larger first", got, want)
+	}
+	next, _ := m.Moved(got)
+	for _, mv := range Plan(next, load, nil, s) {
+		if mv.Region == "region-001" || mv.Region == "region-002" {
+			t.Fatalf("plan %v parts the uneven neighbours on the re-cutting store", mv)
+		}
+	}
+	s.MaxMovesInFlight = 1
+	if got := Plan(m, load, nil, s); len(got) != 1 || got[0] != want[0] {
+		t.Fatalf("plan %v with room for one move, want the larger first: %v", got, want[0])
+	}
+}

@@ -63,6 +63,12 @@ type Balancer struct {
 	// plan brings them onto one store: the stores' own merge wait
 	// (StoreOptions.MergeAfter), default contract.DefaultMergeAfter.
 	MergeAfter time.Duration
+	// RecutTolerance: two adjacent regions that stopped growing (their
+	// sizes held within recutStill for MergeAfter), one of them further
+	// than this fraction from the mean region size, are brought onto this
+	// balancer's store and re-cut there (regionmap.Recut, Store.Recut).
+	// 0: no re-cuts.
+	RecutTolerance float64
 	// Interval between plans, default contract.DefaultBalanceInterval;
 	// LeaseTerm, default contract.DefaultBalancerLeaseTerm; MaxClockOffset,
 	// default contract.DefaultMaxClockOffset.
@@ -76,6 +82,12 @@ type Balancer struct {
 	// smallSince is when this balancer first read each region as a merge
 	// candidate, without a reading since that said otherwise.
 	smallSince map[string]time.Time
+	// stillSince is when this balancer first read each region at about
+	// its present size (within recutStill of it), and that size.
+	stillSince map[string]stillMark
+	// recutting is set while a re-cut runs (one at a time, beside the
+	// plans: a merge and a split take seconds).
+	recutting atomic.Bool
 	// now is the clock of movedAt and smallSince (tests turn it).
 	now func() time.Time
 }
@@ -220,8 +232,70 @@ func (b *Balancer) Plan(m regionmap.Map, rd Readings, n int) (moves []regionmap.
 	}
 	moves = regionmap.Plan(m, rd.Load, inFlight, regionmap.BalanceSettings{
 		Stores: n, Tolerance: b.Tolerance, MaxMovesInFlight: b.MaxMovesInFlight, Unreachable: unreachable, Leaving: b.leaving(n), Settling: settling, MergeBytes: b.MergeBytes, MergeQPS: b.MergeQPS,
-		MergeReady: b.mergeReady(rd), MinBytes: b.MinBytes, MinQPS: b.MinQPS})
+		MergeReady: b.mergeReady(rd), MinBytes: b.MinBytes, MinQPS: b.MinQPS,
+		RecutTolerance: b.RecutTolerance, RecutReady: b.recutReady(rd), RecutStore: b.Ordinal})
 	return moves, inFlight
+}
+
+// recutStill is how much a region's size may drift and still count as
+// holding still for a re-cut: compactions shrink a region that takes no
+// writes by a few percent; a region the load still writes grows past it.
+const recutStill = 0.05
+
+// stillMark is a region's size when it was first read holding still.
+type stillMark struct {
+	since time.Time
+	bytes int64
+}
+
+// recutReady are the regions read at about the same size (within
+// recutStill) at every reading for MergeAfter: they stopped growing.
+func (b *Balancer) recutReady(rd Readings) map[string]bool {
+	if b.RecutTolerance <= 0 {
+		return nil
+	}
+	if b.stillSince == nil {
+		b.stillSince = map[string]stillMark{}
+	}
+	now := b.now()
+	ready := map[string]bool{}
+	for name, l := range rd.Load {
+		mark, ok := b.stillSince[name]
+		if !ok || float64(abs64(l.Bytes-mark.bytes)) > recutStill*float64(max(mark.bytes, 1)) {
+			mark = stillMark{since: now, bytes: l.Bytes}
+			b.stillSince[name] = mark
+		}
+		ready[name] = now.Sub(mark.since) >= b.MergeAfter
+	}
+	for name := range b.stillSince {
+		if _, read := rd.Load[name]; !read {
+			delete(b.stillSince, name) // gone (split, merged, moved off a silent store): start over
+		}
+	}
+	return ready
+}
+
+// maybeRecut starts the re-cut of the worst uneven pair of neighbours that
+// stopped growing and that this store serves both of, unless one runs.
+func (b *Balancer) maybeRecut(ctx context.Context, m regionmap.Map, rd Readings) {
+	if b.RecutTolerance <= 0 || b.recutting.Load() {
+		return
+	}
+	ready := map[string]bool{}
+	for name, mark := range b.stillSince {
+		ready[name] = b.now().Sub(mark.since) >= b.MergeAfter
+	}
+	left, right, ok := recutCandidate(m, rd, ready, b.Ordinal, b.RecutTolerance, b.MergeBytes)
+	if !ok {
+		return
+	}
+	b.recutting.Store(true)
+	go func() {
+		defer b.recutting.Store(false)
+		if _, err := b.KV.store.Recut(ctx, left, right); err != nil && ctx.Err() == nil {
+			b.KV.store.opts.Region.Logger.Warn("re-cutting uneven regions", "left", left, "right", right, "err", err)
+		}
+	}()
 }
 
 // mergeReady are the regions read as merge candidates (under MergeBytes,
@@ -273,6 +347,7 @@ func (b *Balancer) Step(ctx context.Context) ([]regionmap.Move, error) {
 	rd := b.readings(ctx)
 	moves, _ := b.Plan(m, rd, n)
 	if len(moves) == 0 {
+		b.maybeRecut(ctx, m, rd)
 		return nil, nil
 	}
 	next, err := m.Moved(moves)

@@ -418,6 +418,16 @@ func (w *appliedWrite) record() appliedRecord {
 	return appliedRecord{ID: w.id, Digest: fmt.Sprintf("%016x", w.fp), CommitTS: w.ts, AppliedAt: w.at.UnixNano()}
 }
 
+// unsavedWhole reports whether region has keys and no whole export of
+// them was written since it began or was seeded (a merged region, or a
+// split's daughter, before its first flush).
+func (d *dedupe) unsavedWhole(region string) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	log := d.regions[region]
+	return log != nil && len(log.order) > log.head && log.fullAt.IsZero()
+}
+
 // markSaved records that region's keys as of generation gen are in the
 // bucket's objects; full: written whole, from the export taken at at.
 func (d *dedupe) markSaved(region string, gen uint64, at time.Time, full bool) {

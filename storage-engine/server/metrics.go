@@ -225,6 +225,9 @@ func RegisterStoreGauges(reg prometheus.Registerer, s *Store, cache *blockcache.
 	reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
 		Name: "bellows_region_merges_total", Help: "Merges of two adjacent regions this store committed (docs/regions.md).",
 	}, func() float64 { return float64(s.Merges()) }))
+	reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name: "bellows_region_recuts_total", Help: "Re-cuts of two adjacent uneven regions (a merge and a split at the byte median) this store made for the balancer (docs/regions.md).",
+	}, func() float64 { return float64(s.Recuts()) }))
 }
 
 // RegisterBalancerMetrics exports the balancer's moves and whether this

@@ -175,6 +175,12 @@ func (s *Store) split(ctx context.Context, name, reason string, splitKey func(*r
 	}
 	res.Key = key
 	log := s.opts.Region.Logger
+	if s.applied.unsavedWhole(name) {
+		// A region whose pre-flushes find nothing to flush (a cold one:
+		// a re-cut's merged region) saves no keys before writes stop;
+		// its whole table, saved now, leaves the handover only the tail.
+		s.saveApplied(ctx, name, false)
+	}
 	final, err := e.PrepareSplit(ctx)
 	// Writes were refused from the start of the final flush, inside
 	// PrepareSplit.

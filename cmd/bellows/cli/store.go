@@ -51,6 +51,8 @@ func newStoreCommand() *cobra.Command {
 	f.Var(sizeFlag{&cfg.MergeBytes}, contract.FlagMergeBytes,
 		"merge two adjacent regions of this store when each holds less than this (and together less than half --"+contract.FlagSplitBytes+"), for --"+contract.FlagMergeAfter+"; default a quarter of --"+contract.FlagSplitBytes+"; 0 never merges")
 	f.DurationVar(&cfg.MergeAfter, contract.FlagMergeAfter, cfg.MergeAfter, "how long two adjacent regions must stay small (and cold) before they merge")
+	f.Float64Var(&cfg.RecutTolerance, contract.FlagRecutTolerance, cfg.RecutTolerance,
+		"the balancer re-cuts two adjacent regions that held their size for --"+contract.FlagMergeAfter+" when one is further than this fraction from the mean region size (merged, then split at their byte median); 0 never re-cuts, nor does a store with --"+contract.FlagMergeBytes+"=0")
 	f.DurationVar(&cfg.BalanceInterval, contract.FlagBalanceInterval, cfg.BalanceInterval,
 		"with several stores, how often the store holding the balancer lease moves regions so every store holds about the mean bytes and requests (docs/regions.md); 0: this store never balances")
 	f.Var(sizeFlag{&cfg.BalanceMinBytes}, contract.FlagBalanceMinBytes, "the least gap from the mean bytes per store the balancer moves regions for, e.g. 64MiB")

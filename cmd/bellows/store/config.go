@@ -59,6 +59,9 @@ type Config struct {
 	// (0: never); the command's default is a quarter of SplitBytes.
 	MergeBytes int64
 	MergeAfter time.Duration
+	// RecutTolerance: the balancer's re-cuts of uneven neighbours that
+	// stopped growing (0: none; none either when merges are off).
+	RecutTolerance float64
 	// LoadWindow is the window request rates are measured over.
 	LoadWindow time.Duration
 	// RegionOwner is ORDINAL/REPLICAS; empty serves every region. With
@@ -129,6 +132,7 @@ func Default() Config {
 		MergeBytes:             contract.DefaultSplitBytes / 4,
 		BalanceMinBytes:        contract.DefaultBalanceMinBytes,
 		MergeAfter:             contract.DefaultMergeAfter,
+		RecutTolerance:         contract.DefaultRecutTolerance,
 		LoadWindow:             contract.DefaultLoadWindow,
 		MaxMovesInFlight:       contract.DefaultMaxMovesInFlight,
 		OwnershipCheckInterval: contract.DefaultOwnershipCheckInterval,
@@ -217,6 +221,9 @@ func (c Config) Validate() error {
 	}
 	if c.LoadWindow <= 0 {
 		flag(contract.FlagLoadWindow, "%v must be positive, e.g. %v", c.LoadWindow, contract.DefaultLoadWindow)
+	}
+	if c.RecutTolerance < 0 || c.RecutTolerance >= 1 {
+		flag(contract.FlagRecutTolerance, "%v must be in [0, 1), e.g. %v (0 never re-cuts)", c.RecutTolerance, contract.DefaultRecutTolerance)
 	}
 	if c.MergeAfter <= 0 {
 		flag(contract.FlagMergeAfter, "%v must be positive, e.g. %v", c.MergeAfter, contract.DefaultMergeAfter)

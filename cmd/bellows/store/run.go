@@ -267,6 +267,9 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, out io.Writer) error
 		bal := &server.Balancer{KV: kv, Ordinal: assigner.Ordinal, Stores: assigner.Replicas, Serving: serving,
 			MaxMovesInFlight: cfg.MaxMovesInFlight, Interval: cfg.BalanceInterval, MaxClockOffset: cfg.MaxClockOffset,
 			MergeBytes: cfg.MergeBytes, MergeQPS: cfg.SplitQPS / 4, MergeAfter: cfg.MergeAfter, MinBytes: cfg.BalanceMinBytes, MinQPS: contract.DefaultBalanceMinQPS}
+		if cfg.MergeBytes > 0 {
+			bal.RecutTolerance = cfg.RecutTolerance // a re-cut merges first
+		}
 		server.RegisterBalancerMetrics(reg, bal)
 		go bal.Run(ctx)
 	}
