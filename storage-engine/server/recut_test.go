@@ -24,8 +24,9 @@ func ownReadings(s *Store) Readings {
 	return rd
 }
 
-// The balancer's store re-cuts two uneven neighbours once their sizes held
-// still for the merge wait, and not before: merged and split again at
+// The balancer's store re-cuts two uneven neighbours once their sizes, and
+// the cluster's, held still for the merge wait, and not before (nor while
+// another region grows): merged and split again at
 // their byte median, both halves end within the tolerance of the mean,
 // and every acknowledged write reads back. The halves, equal, are not
 // re-cut again.
@@ -57,9 +58,24 @@ func TestBalancerRecutsUnevenNeighboursThatStoppedGrowing(t *testing.T) {
 	if b.recutting.Load() || s.Recuts() != 0 {
 		t.Fatal("re-cut before the regions held still for the merge wait")
 	}
+	// A cluster still growing re-cuts nothing, however still the pair:
+	// another region grew by a tenth meanwhile.
+	grown := Readings{Load: map[string]regionmap.RegionLoad{}, OpenAt: rd.OpenAt, Answered: rd.Answered}
+	for name, l := range rd.Load {
+		grown.Load[name] = l
+	}
+	grown.Load["region-elsewhere"] = regionmap.RegionLoad{Bytes: (rd.Load[m.Region[0].Name].Bytes + rd.Load[m.Region[1].Name].Bytes) / 10}
 	clock = clock.Add(time.Minute)
-	b.recutReady(rd)
-	b.maybeRecut(ctx, m, rd)
+	if ready := b.recutReady(grown); ready[m.Region[0].Name] || ready[m.Region[1].Name] {
+		t.Fatalf("ready %v while the cluster's data grew, want neither", ready)
+	}
+	b.maybeRecut(ctx, m, grown)
+	if b.recutting.Load() || s.Recuts() != 0 {
+		t.Fatal("re-cut while the cluster's data grew")
+	}
+	clock = clock.Add(time.Minute)
+	b.recutReady(grown)
+	b.maybeRecut(ctx, m, grown)
 	waitUntil(t, "the re-cut", func() bool { return s.Recuts() == 1 && !b.recutting.Load() })
 	if s.Merges() != 1 || s.Splits() != 1 {
 		t.Fatalf("%d merges and %d splits, want one of each", s.Merges(), s.Splits())
