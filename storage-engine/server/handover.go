@@ -147,22 +147,12 @@ func (s *Store) seedApplied(ctx context.Context, a *Assignment, e *region.Region
 	}
 }
 
-func writeAppliedRequests(ctx context.Context, b *blob.Bucket, name string, recs []appliedRecord, now time.Time) error {
-	if recs == nil {
-		recs = []appliedRecord{}
-	}
-	data, err := json.Marshal(appliedRequests{Region: name, ReleasedAt: now.UnixNano(), Applied: recs})
-	if err != nil {
-		return err
-	}
-	return b.WriteAll(ctx, region.AppliedRequestsKey(name), data, false)
-}
-
-// writeAppliedEncoded writes what writeAppliedRequests writes, the same
-// bytes, from records already encoded (dedupe.exportEncoded): joining them
-// costs a copy, where marshalling 32768 records cost tens of milliseconds
-// of a final flush, while writes are refused. Not full, they are a tail,
-// written to region.AppliedRequestsTailKey.
+// writeAppliedEncoded writes the object, appliedRequests as json.Marshal
+// writes it (the same bytes), from records already encoded
+// (dedupe.exportEncoded): joining them costs a copy, where marshalling
+// 32768 records cost tens of milliseconds of a final flush, while writes
+// are refused. Not full, they are a tail, written to
+// region.AppliedRequestsTailKey.
 func writeAppliedEncoded(ctx context.Context, b *blob.Bucket, name string, recs [][]byte, full bool, now time.Time) error {
 	key := region.AppliedRequestsKey(name)
 	if !full {
