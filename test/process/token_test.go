@@ -116,7 +116,10 @@ func TestTokensBoundWhatAClientMayDo(t *testing.T) {
 	read, write, admin := tlsconfig.NewToken(), tlsconfig.NewToken(), tlsconfig.NewToken()
 	ts := startTokenStore(t, "# the cluster's tokens",
 		tokenLine(t, tlsconfig.Reader, read, "ci-reader"), tokenLine(t, tlsconfig.Writer, write, "app"), tokenLine(t, tlsconfig.Admin, admin, "ops"))
-	addr := []string{"--addr", ts.s.grpc, "--timeout", "5s"}
+	// A refusal is answered at once; the bound only has to outlast a CLI
+	// process starting on a machine busy with the other packages' tests
+	// (CI once took over 5 s to learn the regions).
+	addr := []string{"--addr", ts.s.grpc, "--timeout", "30s"}
 	kv := func(args ...string) []string { return append(append([]string{"kv"}, args...), addr...) }
 	ok := func(env []string, args ...string) string {
 		t.Helper()
