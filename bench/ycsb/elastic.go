@@ -488,31 +488,40 @@ func ParseStoreLogs(paths []string, until time.Time) (StoreEvents, error) {
 			if r := logRegion.FindStringSubmatch(line); r != nil {
 				region = r[1]
 			}
+			// refused is the line's "writes refused for" duration, ok
+			// false when it has none.
+			refused := func() (d time.Duration, ok bool, err error) {
+				r := logRefused.FindStringSubmatch(line)
+				if r == nil {
+					return 0, false, nil
+				}
+				d, err = time.ParseDuration(r[1])
+				if err != nil {
+					return 0, false, fmt.Errorf("%s: %q: %w", path, line, err)
+				}
+				return d, true, nil
+			}
 			switch {
 			case strings.Contains(line, `msg="re-cut regions"`):
 				ev.Recuts++
 			case strings.Contains(line, `msg="merged regions"`):
-				r := logRefused.FindStringSubmatch(line)
-				if r == nil {
-					continue
-				}
-				d, err := time.ParseDuration(r[1])
+				d, ok, err := refused()
 				if err != nil {
-					return ev, fmt.Errorf("%s: %q: %w", path, line, err)
+					return ev, err
 				}
-				ev.Merges++
-				ev.MaxMergeRefuse = max(ev.MaxMergeRefuse, d)
+				if ok {
+					ev.Merges++
+					ev.MaxMergeRefuse = max(ev.MaxMergeRefuse, d)
+				}
 			case strings.Contains(line, `msg="split region"`):
-				r := logRefused.FindStringSubmatch(line)
-				if r == nil {
-					continue
-				}
-				d, err := time.ParseDuration(r[1])
+				d, ok, err := refused()
 				if err != nil {
-					return ev, fmt.Errorf("%s: %q: %w", path, line, err)
+					return ev, err
 				}
-				ev.Splits++
-				ev.MaxSplitRefuse = max(ev.MaxSplitRefuse, d)
+				if ok {
+					ev.Splits++
+					ev.MaxSplitRefuse = max(ev.MaxSplitRefuse, d)
+				}
 			case strings.Contains(line, `msg="released region"`):
 				r := logTook.FindStringSubmatch(line)
 				if r == nil {

@@ -312,13 +312,7 @@ func (c *elCluster) region(ctx context.Context, rng *rand.Rand) (*proc, string, 
 // regions must read cold over a load window, and be brought together).
 func elAwait(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(2 * time.Minute)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(50 * time.Millisecond) // polling interval, not synchronisation
-	}
+	waitWithin(t, what, 2*time.Minute, 50*time.Millisecond, cond)
 }
 
 // elInput is an operation on the elKeys keys of one slot: a write (put,

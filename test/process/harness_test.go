@@ -221,11 +221,18 @@ func (p *proc) httpClient(t *testing.T) *http.Client {
 
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
+	waitWithin(t, what, 60*time.Second, 5*time.Millisecond, cond)
+}
+
+// waitWithin polls cond every interval until it holds, failing the test
+// after limit.
+func waitWithin(t *testing.T, what string, limit, every time.Duration, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(limit)
 	for !cond() {
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out waiting for %s", what)
 		}
-		time.Sleep(5 * time.Millisecond) // polling interval, not synchronisation
+		time.Sleep(every) // polling interval, not synchronisation
 	}
 }
