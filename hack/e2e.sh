@@ -26,6 +26,21 @@ finish() {
     "$root/hack/cluster-down.sh" || rc=1
   fi
   [[ $rc != 0 && -d $CLUSTER_DIR.logs ]] && echo "e2e: logs kept in $CLUSTER_DIR.logs" >&2
+  # The failed scenarios' diagnostics (e2e/framework_test.go dump): the pods'
+  # container logs, a crashed container's last run first, and the warnings among
+  # the events. CI keeps only this output, not the files.
+  if [[ $rc != 0 && -d $CLUSTER_DIR.logs/e2e ]]; then
+    for d in "$CLUSTER_DIR".logs/e2e/*/; do
+      [[ -d $d ]] || continue
+      echo "e2e: diagnostics of $(basename "$d"):" >&2
+      [[ -f $d/events.txt ]] && grep -E 'Warning|BackOff|Failed|Killing|OOM' "$d/events.txt" | tail -n 20 >&2
+      for f in "$d"/*previous=true.log "$d"/*previous=false.log; do
+        [[ -f $f ]] || continue
+        echo "----- $(basename "$f")" >&2
+        tail -n 12 "$f" | cut -c1-400 >&2
+      done
+    done
+  fi
   # The test's own account last, where a reader of a truncated CI log looks:
   # which scenario failed, with what, and what each scenario logged.
   [[ -f $test_log ]] || test_log=$CLUSTER_DIR.logs/e2e/go-test.log
