@@ -11,6 +11,7 @@ package memstore
 import (
 	"fmt"
 	"math"
+	"runtime"
 	"slices"
 	"strings"
 	"time"
@@ -57,6 +58,12 @@ type Config struct {
 	// alternate, so half of it each.
 	ReadsPerSec int `json:"readsPerSecond"`
 	ScanLength  int `json:"scanLength"`
+	// ReaderOwnCore gives the reader the machine's last CPU to itself in
+	// both phases (bench/cpu.OwnCore): the writers, the memstore's
+	// background work and the GC run on the other CPUs, and the reader
+	// spins between reads, so its latency is its read path's, not time
+	// spent waiting for a CPU the writers hold.
+	ReaderOwnCore bool `json:"readerOwnCore"`
 	// The region.
 	MemstoreBytes int64 `json:"memstoreBytes"`
 	// ActiveFraction (A), PipelineSegments (S) and RedundancyThreshold
@@ -89,11 +96,13 @@ type Config struct {
 const (
 	GoalBasicThroughput = "Basic ≥ +25% write throughput over None on Zipf (the paper: +47.6% on SSD, +25.4% on HDD)"
 	GoalAdaptiveIO      = "Adaptive ≤ 0.5× None's flushes and ≤ 0.75× its SST bytes written (the paper: −58% flushes, ≈ −30% bytes)"
-	GoalGetP99          = "no policy worse than 1.10× None's get p99"
-	// The get p99 goal is judged twice: during the saturated writes (as
-	// first stated) and during the paced writes (the same write load).
-	goalGetP99Saturated = GoalGetP99 + ", during the writes at full speed"
-	goalGetP99Paced     = GoalGetP99 + ", during the paced writes (every policy at the same write rate)"
+	// GoalReads is issue #12's get p99 goal with issue #27's mean scan
+	// beside it, judged with the reader on a core of its own.
+	GoalReads = "no policy worse than 1.10× None's get p99 or mean scan"
+	// The reads goal is judged twice: during the saturated writes and
+	// during the paced writes (the same write load).
+	goalReadsSaturated = GoalReads + ", during the writes at full speed"
+	goalReadsPaced     = GoalReads + ", during the paced writes (every policy at the same write rate)"
 )
 
 // The goals' thresholds.
@@ -101,7 +110,7 @@ const (
 	basicMinWriteRatio    = 1.25
 	adaptiveMaxFlushRatio = 0.5
 	adaptiveMaxSSTRatio   = 0.75
-	maxGetP99RatioVsNone  = 1.10
+	maxReadRatioVsNone    = 1.10
 )
 
 const (
@@ -140,6 +149,7 @@ func Default() Config {
 		Writers:       2,
 		BatchBytes:    10_000,
 		ReadsPerSec:   2000,
+		ReaderOwnCore: runtime.NumCPU() >= 2,
 		// 800K puts at 100K/s: 8 s of reads (8000 gets) under a write
 		// load about half of None's full speed on this machine.
 		PacedWrites:       800_000,
@@ -179,7 +189,7 @@ func (c Config) Resolved() Config {
 	}
 	c.RawBytes = int64(c.Writes+c.PacedWrites) * int64(c.KeySize+c.ValueSize)
 	c.WALMode = "async"
-	c.Goals = []string{GoalBasicThroughput, GoalAdaptiveIO, GoalGetP99}
+	c.Goals = []string{GoalBasicThroughput, GoalAdaptiveIO, GoalReads}
 	return c
 }
 

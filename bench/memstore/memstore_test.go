@@ -138,7 +138,7 @@ func TestTinyRunEndToEnd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{GoalBasicThroughput, GoalAdaptiveIO, GoalGetP99, "## Zipf", "## Uniform", "| Adaptive |",
+	for _, want := range []string{GoalBasicThroughput, GoalAdaptiveIO, GoalReads, "## Zipf", "## Uniform", "| Adaptive |",
 		"**Regime:**", "## Goals: met or missed", "there is nothing to drop"} {
 		if !strings.Contains(string(md), want) {
 			t.Errorf("memstore.md lacks %q:\n%s", want, md)

@@ -78,36 +78,45 @@ func Verdicts(rep Report) []Verdict {
 		v.Measured = "not judged: Adaptive on Zipf was not run (or None flushed nothing)"
 	}
 	out = append(out, v)
-	// No policy worse than 1.10× None's get p99, on every distribution:
-	// during the writes at full speed, and during the paced writes.
-	out = append(out, getP99Verdict(rep, goalGetP99Saturated, func(r Result) *float64 { return r.GetP99RatioVsNone }))
+	// No policy worse than 1.10× None's get p99 or mean scan, on every
+	// distribution: during the writes at full speed, and during the paced
+	// writes.
+	out = append(out, readsVerdict(rep, goalReadsSaturated,
+		func(r Result) *float64 { return r.GetP99RatioVsNone }, func(r Result) *float64 { return r.ScanRatioVsNone }))
 	if rep.Config.PacedWrites > 0 {
-		out = append(out, getP99Verdict(rep, goalGetP99Paced, func(r Result) *float64 { return r.PacedGetP99RatioVsNone }))
+		out = append(out, readsVerdict(rep, goalReadsPaced,
+			func(r Result) *float64 { return r.PacedGetP99RatioVsNone }, func(r Result) *float64 { return r.PacedScanRatioVsNone }))
 	}
 	return out
 }
 
-// getP99Verdict judges the get p99 goal on one of the reader's phases.
-func getP99Verdict(rep Report, goal string, ratioOf func(Result) *float64) Verdict {
+// readsVerdict judges the reads goal on one of the reader's phases: the
+// worst policy per distribution, for get p99 and for mean scan.
+func readsVerdict(rep Report, goal string, getP99, scanMean func(Result) *float64) Verdict {
 	v := Verdict{Goal: goal, Met: true}
 	var parts []string
 	for _, dist := range rep.Config.Distributions {
-		worst, worstP := 0.0, ""
-		for _, r := range rep.Results {
-			ratio := ratioOf(r)
-			if r.Distribution != dist || r.Policy == string(memstore.None) || ratio == nil {
-				continue
+		for _, m := range []struct {
+			what    string
+			ratioOf func(Result) *float64
+		}{{"get p99", getP99}, {"mean scan", scanMean}} {
+			worst, worstP := 0.0, ""
+			for _, r := range rep.Results {
+				ratio := m.ratioOf(r)
+				if r.Distribution != dist || r.Policy == string(memstore.None) || ratio == nil {
+					continue
+				}
+				v.Judged = true
+				if *ratio > worst {
+					worst, worstP = *ratio, r.Policy
+				}
+				if *ratio > maxReadRatioVsNone {
+					v.Met = false
+				}
 			}
-			v.Judged = true
-			if *ratio > worst {
-				worst, worstP = *ratio, r.Policy
+			if worstP != "" {
+				parts = append(parts, fmt.Sprintf("%s: worst %s at %.2f× None's %s", dist, worstP, worst, m.what))
 			}
-			if *ratio > maxGetP99RatioVsNone {
-				v.Met = false
-			}
-		}
-		if worstP != "" {
-			parts = append(parts, fmt.Sprintf("%s: worst %s at %.2f× None's get p99", dist, worstP, worst))
 		}
 	}
 	v.Met = v.Met && v.Judged
@@ -176,7 +185,20 @@ func Markdown(rep Report) string {
 		"compactions and SST bytes (bytes flushed + bytes written by compaction, the WAL apart) are those of getting the whole run onto disk. " +
 		"GC CPU is the GC's share of all CPU (GOMAXPROCS × wall time, `runtime/metrics`) during the writes. Get p99 and scan latency are the reader's, " +
 		"measured during the writes (open loop, so every policy gets the same read load).\n\n")
-	if c.PacedWrites > 0 {
+	if c.ReaderOwnCore {
+		b.WriteString("**The reader has a core of its own** (`--reader-core`, `bench/cpu.OwnCore`), in both phases: every thread of the process " +
+			"but the reader's is confined to the other CPUs (the writers, the memstore's in-memory flushes and merges, disk flushes, " +
+			"compactions and the GC's workers), and the reader, locked to its thread on the last CPU, spins between reads instead of " +
+			"sleeping, so it never waits for a CPU or a P the writers hold. Its latency is then its read path's: the segments it searches, " +
+			"the SST blocks it reads, the garbage it makes. The writers get the rest of the machine (here one CPU), so the write " +
+			"throughputs are of the writers on that.")
+		if c.PacedWrites > 0 {
+			b.WriteString(" Two reader phases: during the writes at full speed, where the policies' memstores differ most (the pipeline's " +
+				"segments, merges under the reader), and during the paced writes, every policy at the same write rate.")
+		}
+		b.WriteString("\n\n")
+	}
+	if c.PacedWrites > 0 && !c.ReaderOwnCore {
 		b.WriteString("Two reader phases, because on two cores they answer different questions. During the writes at full speed the writers " +
 			"saturate the CPU, and a policy that writes twice as fast also takes more of the CPU the reader waits for: its latency there " +
 			"is mostly time spent runnable, not reading (the memstore's own lookup is a few microseconds under every policy; " +

@@ -17,6 +17,7 @@ import (
 	"golang.org/x/sync/errgroup"
 	"golang.org/x/time/rate"
 
+	"github.com/bellows-kv/bellows/bench/cpu"
 	"github.com/bellows-kv/bellows/bench/engine"
 	"github.com/bellows-kv/bellows/storage-engine/blob"
 	"github.com/bellows-kv/bellows/storage-engine/blockcache"
@@ -420,9 +421,27 @@ func (rd *reader) run(ctx context.Context, r *region.Region, cfg Config, next ke
 		return nil
 	}
 	lim := rate.NewLimiter(rate.Limit(cfg.ReadsPerSec), 1)
+	wait := lim.Wait
+	if cfg.ReaderOwnCore {
+		release, err := cpu.OwnCore()
+		if err != nil {
+			return fmt.Errorf("--reader-core: %w", err)
+		}
+		defer release()
+		// Spin rather than sleep: a sleeping reader gives its P to the
+		// writers and waits for one back when it wakes.
+		wait = func(ctx context.Context) error {
+			for !lim.Allow() {
+				if err := ctx.Err(); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+	}
 	k := make([]byte, 0, cfg.KeySize)
 	for i := 0; ; i++ {
-		if err := lim.Wait(ctx); err != nil {
+		if err := wait(ctx); err != nil {
 			return nil
 		}
 		k = keyOf(k, next(), cfg.KeySize)

@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/time/rate"
 
+	"github.com/bellows-kv/bellows/bench/cpu"
 	"github.com/bellows-kv/bellows/bench/engine"
 	"github.com/bellows-kv/bellows/internal/contract"
 	"github.com/bellows-kv/bellows/storage-engine/blob"
@@ -333,7 +334,7 @@ func runMode(ctx context.Context, cfg Config, dir string, mode region.WarmupMode
 		}
 		s.CPU = map[string]time.Duration{}
 		for name, pid := range pids {
-			if s.CPU[name], err = CPUTime(pid); err != nil {
+			if s.CPU[name], err = cpu.CPUTime(pid); err != nil {
 				return s, err
 			}
 		}

@@ -17,6 +17,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/bellows-kv/bellows/autoscaler"
+	"github.com/bellows-kv/bellows/bench/cpu"
 	"github.com/bellows-kv/bellows/bench/phases"
 	"github.com/bellows-kv/bellows/internal/childproc"
 	"github.com/bellows-kv/bellows/internal/contract"
@@ -112,7 +113,7 @@ func newPhasesCommand() *cobra.Command {
 				selfCPU = 0
 			}
 			if pinned {
-				if err := phases.PinProcess(0, selfCPU); err != nil {
+				if err := cpu.PinProcess(0, selfCPU); err != nil {
 					cfg.Pinning = "none (" + err.Error() + ")"
 					pinned = false
 				} else if inProcess {
@@ -137,7 +138,7 @@ func newPhasesCommand() *cobra.Command {
 					return "", 0, nil, err
 				}
 				if pinned {
-					if err := phases.PinProcess(c.Cmd.Process.Pid, 1); err != nil {
+					if err := cpu.PinProcess(c.Cmd.Process.Pid, 1); err != nil {
 						c.Stop()
 						return "", 0, nil, err
 					}
@@ -146,7 +147,7 @@ func newPhasesCommand() *cobra.Command {
 					// The workload shares CPU 1 with the compactor and must
 					// not queue behind it: on their own machines neither
 					// would wait for the other.
-					if err := phases.Idle(c.Cmd.Process.Pid); err != nil {
+					if err := cpu.Idle(c.Cmd.Process.Pid); err != nil {
 						c.Stop()
 						return "", 0, nil, err
 					}
@@ -166,7 +167,7 @@ func newPhasesCommand() *cobra.Command {
 						return "", "", 0, nil, err
 					}
 					if pinned {
-						if err := phases.PinProcess(c.Cmd.Process.Pid, 0); err != nil {
+						if err := cpu.PinProcess(c.Cmd.Process.Pid, 0); err != nil {
 							c.Stop()
 							return "", "", 0, nil, err
 						}

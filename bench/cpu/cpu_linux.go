@@ -1,4 +1,7 @@
-package phases
+// Package cpu keeps a benchmark's parties out of each other's CPU, as they
+// would be on separate machines: thread affinity for a process or for one
+// goroutine, SCHED_IDLE, and CPU time per process. Linux only.
+package cpu
 
 import (
 	"fmt"
@@ -89,4 +92,54 @@ func CPUTime(pid int) (time.Duration, error) {
 		return 0, fmt.Errorf("/proc/%d/stat: unexpected format", pid)
 	}
 	return time.Duration(utime+stime) * time.Second / clockTicks, nil
+}
+
+// OwnCore gives the calling goroutine the machine's last CPU to itself
+// until the returned release is called (by the same goroutine): every
+// other thread of this process is confined to the other CPUs, and the
+// goroutine is locked to its thread, confined to the last one. Threads
+// the runtime starts later inherit the confinement of the thread that
+// starts them, and a locked thread never starts one itself (the runtime's
+// template thread, started here while the thread is still confined to
+// the others, does). The goroutine keeps its core only while it runs: a
+// goroutine that blocks or sleeps gives its P to the others, and waits
+// for one back; one that must answer at once should spin (the runtime
+// still preempts it every 10 ms, and it is back in microseconds).
+// release gives every thread every CPU again.
+func OwnCore() (release func(), err error) {
+	n := runtime.NumCPU()
+	if n < 2 {
+		return nil, fmt.Errorf("a core of its own needs 2 CPUs; the machine has %d", n)
+	}
+	var all, others, own unix.CPUSet
+	for c := range n {
+		all.Set(c)
+		if c < n-1 {
+			others.Set(c)
+		}
+	}
+	own.Set(n - 1)
+	setAll := func(set *unix.CPUSet) error {
+		// Twice: a thread started while the first pass ran may have
+		// inherited the old set from a thread not yet confined.
+		for range 2 {
+			if err := eachThread(0, func(tid int) error { return unix.SchedSetaffinity(tid, set) }); err != nil {
+				return fmt.Errorf("thread affinity: %w", err)
+			}
+		}
+		return nil
+	}
+	if err := setAll(&others); err != nil {
+		return nil, err
+	}
+	runtime.LockOSThread()
+	if err := unix.SchedSetaffinity(0, &own); err != nil {
+		runtime.UnlockOSThread()
+		_ = setAll(&all)
+		return nil, fmt.Errorf("thread affinity: %w", err)
+	}
+	return func() {
+		_ = setAll(&all)
+		runtime.UnlockOSThread()
+	}, nil
 }

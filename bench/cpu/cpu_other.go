@@ -1,6 +1,6 @@
 //go:build !linux
 
-package phases
+package cpu
 
 import (
 	"errors"
@@ -17,3 +17,6 @@ func Idle(pid int) error { return errors.New("SCHED_IDLE needs Linux") }
 func CPUTime(pid int) (time.Duration, error) {
 	return 0, errors.New("CPU time per process needs Linux")
 }
+
+// OwnCore is only implemented on Linux.
+func OwnCore() (func(), error) { return nil, errors.New("a core of its own needs Linux") }

@@ -1,0 +1,91 @@
+//go:build linux
+
+package cpu
+
+import (
+	"runtime"
+	"testing"
+
+	"golang.org/x/sys/unix"
+)
+
+// TestOwnCoreConfinesTheGoroutineAndEveryOtherThread: while the core is
+// held, the holder's thread may run only on the last CPU and every other
+// thread of the process only on the others; release gives every thread
+// every CPU again.
+func TestOwnCoreConfinesTheGoroutineAndEveryOtherThread(t *testing.T) {
+	n := runtime.NumCPU()
+	if n < 2 {
+		t.Skipf("needs 2 CPUs; the machine has %d", n)
+	}
+	affinity := func(tid int) unix.CPUSet {
+		var set unix.CPUSet
+		if err := unix.SchedGetaffinity(tid, &set); err != nil {
+			t.Fatalf("thread %d: %v", tid, err)
+		}
+		return set
+	}
+	type held struct {
+		tid     int
+		own     unix.CPUSet
+		release func()
+		err     error
+	}
+	got := make(chan held)
+	releaseNow, released := make(chan struct{}), make(chan unix.CPUSet)
+	go func() {
+		release, err := OwnCore()
+		h := held{release: release, err: err}
+		if err == nil {
+			h.tid = unix.Gettid()
+			var set unix.CPUSet
+			h.err = unix.SchedGetaffinity(0, &set)
+			h.own = set
+		}
+		got <- h
+		if err != nil {
+			return
+		}
+		<-releaseNow
+		tid := unix.Gettid()
+		release()
+		var set unix.CPUSet
+		_ = unix.SchedGetaffinity(tid, &set)
+		released <- set
+	}()
+	h := <-got
+	if h.err != nil {
+		t.Fatal(h.err)
+	}
+	if h.own.Count() != 1 || !h.own.IsSet(n-1) {
+		t.Fatalf("the holder's thread may run on %d CPUs (cpu %d set: %v), want only cpu %d", h.own.Count(), n-1, h.own.IsSet(n-1), n-1)
+	}
+	others := 0
+	if err := eachThread(0, func(tid int) error {
+		if tid == h.tid {
+			return nil
+		}
+		others++
+		if set := affinity(tid); set.IsSet(n-1) || set.Count() != n-1 {
+			t.Errorf("thread %d may run on %d CPUs (the last: %v), want the %d others", tid, set.Count(), set.IsSet(n-1), n-1)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if others == 0 {
+		t.Fatal("no other thread was checked")
+	}
+	close(releaseNow)
+	if set := <-released; set.Count() != n {
+		t.Fatalf("after release the holder's thread may run on %d CPUs, want %d", set.Count(), n)
+	}
+	if err := eachThread(0, func(tid int) error {
+		if set := affinity(tid); set.Count() != n {
+			t.Errorf("after release thread %d may run on %d CPUs, want %d", tid, set.Count(), n)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+}
