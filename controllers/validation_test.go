@@ -247,6 +247,8 @@ func TestValidationRejectsInvalidResources(t *testing.T) {
 			"regions.mergeBytes: -1Mi is negative; write a size such as 128Mi, or 0 to never merge"},
 		{"no moves in flight", cluster("mm1", "regions: {count: 4, maxMovesInFlight: 0}"),
 			"regions.maxMovesInFlight: 0 is out of range; write 1 to 64 (2 is the default)"},
+		{"re-cut tolerance of 100%", cluster("rt1", "regions: {count: 4, recutTolerancePercent: 100}"),
+			"regions.recutTolerancePercent: 100 is out of range; write 0 to 99 (20 is the default; 0 never re-cuts)"},
 		{"negative balance floor", cluster("bm1", "regions: {count: 4, balanceMinBytes: -64Mi}"),
 			"regions.balanceMinBytes: -64Mi is negative; write a size such as 64Mi, or 0 to balance any gap"},
 		// The clock bound: the field, the value and the fix.
@@ -343,7 +345,7 @@ func TestValidationAcceptsEdgeCases(t *testing.T) {
 		// Split settings alone: the first layout is one region.
 		{"split settings without a layout", fromYAML(t, "KVCluster", ns, "e11", "{bucket: {url: 's3://bucket'}, regions: {splitBytes: 3Gi, splitQPS: 3000}}")},
 		{"never split", fromYAML(t, "KVCluster", ns, "e12", "{bucket: {url: 's3://bucket'}, regions: {count: 2, splitBytes: 0, splitQPS: 0}}")},
-		{"merge and balance settings", fromYAML(t, "KVCluster", ns, "e13", "{bucket: {url: 's3://bucket'}, regions: {mergeBytes: 0, maxMovesInFlight: 4, balanceMinBytes: 0}}")},
+		{"merge and balance settings", fromYAML(t, "KVCluster", ns, "e13", "{bucket: {url: 's3://bucket'}, regions: {mergeBytes: 0, maxMovesInFlight: 4, balanceMinBytes: 0, recutTolerancePercent: 0}}")},
 		{"split size equal to the memstore", fromYAML(t, "KVCluster", ns, "e13", "{bucket: {url: 's3://bucket'}, regions: {splitBytes: 128Mi}}")},
 		{"split size equal to a small memstore", fromYAML(t, "KVCluster", ns, "e14",
 			"{bucket: {url: 's3://bucket'}, regions: {splitKeys: [m], splitBytes: '1048576'}, engine: {memstore: {bytes: 1Mi}}}")},

@@ -19,6 +19,7 @@ const (
 	DefaultRegionCount         = contract.DefaultRegionCount
 	DefaultSplitQPS            = contract.DefaultSplitQPS
 	DefaultMaxMovesInFlight    = int32(contract.DefaultMaxMovesInFlight)
+	DefaultRecutTolerancePct   = int32(contract.DefaultRecutTolerancePercent)
 	DefaultMaxClockOffset      = contract.DefaultMaxClockOffset
 	DefaultWALArchiveInterval  = contract.DefaultWALArchiveInterval
 	DefaultMemstorePolicy      = MemstorePolicy(contract.DefaultMemstorePolicy)
@@ -80,6 +81,10 @@ func (c *KVCluster) SetDefaults() {
 	if s.Regions.MaxMovesInFlight == nil {
 		m := DefaultMaxMovesInFlight
 		s.Regions.MaxMovesInFlight = &m
+	}
+	if s.Regions.RecutTolerancePercent == nil {
+		p := DefaultRecutTolerancePct
+		s.Regions.RecutTolerancePercent = &p
 	}
 	if s.Clock.MaxOffset == "" {
 		s.Clock.MaxOffset = DurationOf(DefaultMaxClockOffset)

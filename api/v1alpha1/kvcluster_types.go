@@ -291,6 +291,17 @@ type RegionsSpec struct {
 	// +kubebuilder:validation:XValidation:rule=`isQuantity(string(self)) && !quantity(string(self)).isLessThan(quantity('0'))`,messageExpression=`!isQuantity(string(self)) ? 'regions.balanceMinBytes: "' + string(self) + '" is not a quantity; write bytes with a unit, e.g. 64Mi' : 'regions.balanceMinBytes: ' + string(self) + ' is negative; write a size such as 64Mi, or 0 to balance any gap'`
 	// +optional
 	BalanceMinBytes *resource.Quantity `json:"balanceMinBytes,omitempty"`
+
+	// RecutTolerancePercent: once the cluster's data and two adjacent
+	// regions have held their size for the stores' merge wait, the
+	// balancer merges and splits them again at their byte median when one
+	// is further than this percentage from the mean region size
+	// (docs/regions.md, "Evening sizes out"). 0 never re-cuts; so does
+	// mergeBytes 0 (a re-cut merges first).
+	// +kubebuilder:default=20
+	// +kubebuilder:validation:XValidation:rule=`self >= 0 && self <= 99`,messageExpression=`'regions.recutTolerancePercent: %d is out of range; write 0 to 99 (20 is the default; 0 never re-cuts)'.format([self])`
+	// +optional
+	RecutTolerancePercent *int32 `json:"recutTolerancePercent,omitempty"`
 }
 
 // CompactionPoolReference names a CompactionPool in the same namespace.

@@ -56,7 +56,7 @@ func fullCluster() *kvapi.KVCluster {
 			},
 			Storage: kvapi.StorageSpec{Size: resource.MustParse("100Gi"), StorageClassName: ptr.To("fast")},
 			Bucket:  kvapi.BucketSpec{URL: "s3://bucket/prefix", CredentialsSecretRef: &corev1.LocalObjectReference{Name: "s3-creds"}},
-			Regions: kvapi.RegionsSpec{SplitKeys: []string{"g", "p"}, SplitBytes: ptr.To(resource.MustParse("1Gi")), SplitQPS: ptr.To(int32(2500))},
+			Regions: kvapi.RegionsSpec{SplitKeys: []string{"g", "p"}, SplitBytes: ptr.To(resource.MustParse("1Gi")), SplitQPS: ptr.To(int32(2500)), RecutTolerancePercent: ptr.To(int32(35))},
 			Engine: kvapi.EngineSpec{
 				Memstore: kvapi.MemstoreSpec{Policy: "Eager", Bytes: resource.MustParse("64Mi"), MaxWALBytes: resource.MustParse("96Mi"),
 					MaxWALAge: "30m", MaxStoreWALBytes: resource.MustParse("1Gi")},

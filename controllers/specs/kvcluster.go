@@ -165,6 +165,11 @@ func StoreArgs(c *kvapi.KVCluster, pool *kvapi.CompactionPool) []string {
 		moves = *m
 	}
 	args = append(args, contract.Arg(contract.FlagMaxMovesInFlight, moves))
+	recut := kvapi.DefaultRecutTolerancePct
+	if p := c.Spec.Regions.RecutTolerancePercent; p != nil {
+		recut = *p
+	}
+	args = append(args, contract.Arg(contract.FlagRecutTolerance, float64(recut)/100))
 	minBytes := contract.DefaultBalanceMinBytes
 	if q := c.Spec.Regions.BalanceMinBytes; q != nil {
 		minBytes = q.Value()

@@ -95,7 +95,10 @@ const (
 	// the mean region size (docs/regions.md, "Evening sizes out"): inside
 	// issue #26's ±25%, so regions binary splits leave anywhere in
 	// [S/2, S] end within it.
-	DefaultRecutTolerance = 0.2
+	DefaultRecutTolerance = float64(DefaultRecutTolerancePercent) / 100
+	// DefaultRecutTolerancePercent is DefaultRecutTolerance as KVCluster's
+	// spec.regions.recutTolerancePercent writes it.
+	DefaultRecutTolerancePercent = 20
 	// DefaultJanitorInterval is how often a store deletes the files of
 	// retired (split) regions that no live region references any more; a
 	// pass reads every region's manifest.

@@ -52,7 +52,7 @@ func Settings() []Setting {
 		{"store: the bucket checked for a newer region map every", dur(DefaultMapPollInterval)},
 		{"store --merge-bytes: adjacent regions each under it (and together under half the split size) merge", "a quarter of --split-bytes"},
 		{"store --merge-after: how long such neighbours stay small and cold before they merge", dur(DefaultMergeAfter)},
-		{"store --recut-tolerance: once the cluster's data and two adjacent regions held their size for --merge-after, the balancer re-cuts them when one is further than this from the mean region size (0: never; none when merges are off)", fmt.Sprint(DefaultRecutTolerance)},
+		{"KVCluster spec.regions.recutTolerancePercent (÷100) · store --recut-tolerance: once the cluster's data and two adjacent regions held their size for --merge-after, the balancer re-cuts them when one is further than this from the mean region size (0: never; none when merges are off)", fmt.Sprint(DefaultRecutTolerance)},
 		{"store: the balancer (lease holder) plans region moves every", dur(DefaultBalanceInterval)},
 		{"store: a term of the balancer lease", dur(DefaultBalancerLeaseTerm)},
 		{"store: the balancer's tolerance around the mean bytes and requests/s per store", fmt.Sprintf("±%.0f%%", 100*DefaultBalanceTolerance)},
