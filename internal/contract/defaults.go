@@ -265,6 +265,13 @@ const (
 	// after SIGTERM before it cuts them off; a store waits only after it
 	// released its regions (requests for them were answered at once).
 	GracefulStopTimeout = 30 * time.Second
+	// BucketStartupWait is how long a starting store waits for an object
+	// store that does not answer (refused connections, timeouts, 5xx)
+	// before it exits: one started beside its bucket (a new cluster's
+	// pods) or during the bucket's outage serves as soon as the bucket
+	// does, rather than after a crash loop's growing back-off. Refused
+	// credentials and missing buckets fail at once.
+	BucketStartupWait = 2 * time.Minute
 	// DefaultReleaseTimeout is how long a store spends releasing its regions
 	// on SIGTERM (aborting their compactions, flushing, committing the
 	// released manifest), first, while its other requests still run.

@@ -83,6 +83,7 @@ func Settings() []Setting {
 		{"store --remote-cache-rate", fmt.Sprintf("%d B/s", DefaultRemoteCacheRate)},
 		{"store pod terminationGracePeriodSeconds", dur(StoreGracePeriod)},
 		{"graceful gRPC stop on SIGTERM (store, compactor)", dur(GracefulStopTimeout)},
+		{"store: a starting store waits this long for an object store that does not answer, then exits", dur(BucketStartupWait)},
 		{"worker pod terminationGracePeriodSeconds", "drainTimeout + " + dur(DrainGraceHeadroom)},
 		{"operator --scrape-timeout", dur(DefaultScrapeTimeout)},
 		{"operator --network-policies · chart networkPolicy.enabled", fmt.Sprint(DefaultNetworkPolicies)},

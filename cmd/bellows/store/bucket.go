@@ -11,6 +11,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cenkalti/backoff/v5"
+	"gocloud.dev/gcerrors"
+
 	"github.com/bellows-kv/bellows/internal/contract"
 	"github.com/bellows-kv/bellows/storage-engine/blob"
 )
@@ -80,6 +83,48 @@ func ensureBucketMarker(ctx context.Context, b *blob.Bucket, rawURL string, crea
 		return bucketAccessError(rawURL, err)
 	}
 	return nil
+}
+
+// awaitBucket waits, up to wait, for an object-store bucket to answer a
+// first request: a store started beside its bucket (a new cluster's pods
+// start together) or during the bucket's outage then serves as soon as
+// the bucket answers, instead of exiting into a crash loop whose back-off
+// grows to minutes. Only what may pass is waited out (refused
+// connections, timeouts, 5xx: gcerrors Unknown, Internal,
+// DeadlineExceeded, ResourceExhausted); refused credentials and the
+// like fail at once. A file:// bucket is a directory: nothing to wait
+// for. notify is told of each failed attempt and the wait before the
+// next.
+func awaitBucket(ctx context.Context, b *blob.Bucket, rawURL string, wait time.Duration, notify func(err error, next time.Duration)) error {
+	if strings.HasPrefix(rawURL, "file:") {
+		return nil
+	}
+	eb := backoff.NewExponentialBackOff()
+	eb.MaxInterval = 5 * time.Second
+	_, err := backoff.Retry(ctx, func() (struct{}, error) {
+		_, err := b.Exists(ctx, contract.BucketMarker)
+		if err != nil && !transientBucketError(err) {
+			return struct{}{}, backoff.Permanent(err)
+		}
+		return struct{}{}, err
+	}, backoff.WithBackOff(eb), backoff.WithMaxElapsedTime(wait), backoff.WithNotify(notify))
+	if err != nil {
+		return bucketAccessError(rawURL, err)
+	}
+	return nil
+}
+
+// transientBucketError reports whether a failed bucket request may
+// succeed if tried again.
+func transientBucketError(err error) bool {
+	if credentialTrouble.MatchString(err.Error()) {
+		return false
+	}
+	switch gcerrors.Code(err) {
+	case gcerrors.Unknown, gcerrors.Internal, gcerrors.DeadlineExceeded, gcerrors.ResourceExhausted:
+		return true
+	}
+	return false
 }
 
 // credentialTrouble matches what the cloud SDKs say when they find no

@@ -2,11 +2,20 @@ package store
 
 import (
 	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/johannesboyne/gofakes3"
+	"github.com/johannesboyne/gofakes3/backend/s3mem"
 
 	"github.com/bellows-kv/bellows/internal/contract"
 	"github.com/bellows-kv/bellows/storage-engine/blob"
+	_ "github.com/bellows-kv/bellows/storage-engine/blob/clouddrivers" // s3://, as the binary registers it
 )
 
 // A store refuses a bucket a restore is still writing (or crashed in),
@@ -28,5 +37,87 @@ func TestABucketBeingRestoredIsRefused(t *testing.T) {
 	err = ensureBucketMarker(ctx, b, url, true)
 	if err == nil || !strings.Contains(err.Error(), "restore") || !strings.Contains(err.Error(), contract.RestoreMarker) {
 		t.Fatalf("a bucket holding %s: %v, want a refusal naming the restore", contract.RestoreMarker, err)
+	}
+}
+
+// s3URL is a bucket on an S3 endpoint at addr, with credentials the fake
+// server accepts (any).
+func s3URL(t *testing.T, addr string) string {
+	t.Setenv("AWS_ACCESS_KEY_ID", "test")
+	t.Setenv("AWS_SECRET_ACCESS_KEY", "test")
+	return "s3://bellows-test?endpoint=http://" + addr + "&s3ForcePathStyle=true&region=us-east-1"
+}
+
+// A store started before its object store answers waits for it, and goes
+// on once it does: here the bucket's server starts only after the first
+// refused attempt.
+func TestAStoreWaitsForABucketThatDoesNotAnswerYet(t *testing.T) {
+	ctx := context.Background()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close() // nothing listens: connections are refused
+	url := s3URL(t, addr)
+	b, err := blob.Open(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	var refused int
+	srv := &http.Server{Handler: gofakes3.New(s3mem.New(), gofakes3.WithAutoBucket(true)).Server(), ReadHeaderTimeout: 10 * time.Second}
+	defer srv.Close()
+	started := make(chan error, 1)
+	err = awaitBucket(ctx, b, url, time.Minute, func(err error, next time.Duration) {
+		refused++
+		if refused == 1 {
+			ln, lerr := net.Listen("tcp", addr)
+			if lerr != nil {
+				started <- lerr
+				return
+			}
+			go func() { _ = srv.Serve(ln) }()
+			started <- nil
+		}
+	})
+	if err != nil {
+		t.Fatalf("the bucket answered after %d refused attempts, yet: %v", refused, err)
+	}
+	if refused == 0 {
+		t.Fatal("the first attempt succeeded, yet nothing listened")
+	}
+	if lerr := <-started; lerr != nil {
+		t.Fatalf("starting the bucket's server again on %s: %v", addr, lerr)
+	}
+	if err := ensureBucketMarker(ctx, b, url, false); err != nil {
+		t.Fatalf("the marker after the wait: %v", err)
+	}
+}
+
+// Refused credentials are not waited out: the first refusal is the answer.
+func TestRefusedCredentialsAreNotWaitedFor(t *testing.T) {
+	ctx := context.Background()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/xml")
+		w.WriteHeader(http.StatusForbidden)
+		fmt.Fprint(w, `<?xml version="1.0" encoding="UTF-8"?><Error><Code>InvalidAccessKeyId</Code><Message>The AWS Access Key Id you provided does not exist in our records.</Message></Error>`)
+	}))
+	defer srv.Close()
+	url := s3URL(t, strings.TrimPrefix(srv.URL, "http://"))
+	b, err := blob.Open(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	retries := 0
+	err = awaitBucket(ctx, b, url, time.Minute, func(error, time.Duration) { retries++ })
+	// A HEAD's refusal has no body to name the cause: the 403 (gcerrors
+	// PermissionDenied) is what makes it final.
+	if err == nil || !strings.Contains(err.Error(), "--bucket "+url) || !strings.Contains(err.Error(), "403") {
+		t.Fatalf("refused credentials: %v, want the refusal, naming the bucket", err)
+	}
+	if retries != 0 {
+		t.Fatalf("refused credentials were tried %d more times", retries)
 	}
 }

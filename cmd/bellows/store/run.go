@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -115,6 +116,13 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, out io.Writer) error
 		return err
 	}
 	defer bucket.Close()
+	began := time.Now()
+	if err := awaitBucket(ctx, bucket, cfg.Bucket, contract.BucketStartupWait, func(err error, next time.Duration) {
+		log.Warn("the bucket does not answer: waiting for it", "bucket", cfg.Bucket, "err", clip(strings.Join(strings.Fields(err.Error()), " "), 300),
+			"next-try-in", next.Round(time.Millisecond), "waited", time.Since(began).Round(time.Second), "gives-up-after", contract.BucketStartupWait)
+	}); err != nil {
+		return err
+	}
 	if err := ensureBucketMarker(ctx, bucket, cfg.Bucket, cfg.CreateBucket); err != nil {
 		return err
 	}
