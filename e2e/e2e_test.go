@@ -249,9 +249,19 @@ func (e *env) applySamples(t *testing.T) {
 		if err := e.c.Get(ctx, client.ObjectKey{Namespace: ns, Name: poolName}, &pool); err != nil {
 			return false, "", err
 		}
+		// The bucket's server: the stores wait for it (a store exits only
+		// after contract.BucketStartupWait of refusals), so a timeout
+		// here says whether it ran.
+		var bucket appsv1.Deployment
+		bucketState := "bucket (Deployment s3): "
+		if err := e.c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "s3"}, &bucket); err != nil {
+			bucketState += err.Error()
+		} else {
+			bucketState += fmt.Sprintf("ready %d/%d", bucket.Status.ReadyReplicas, bucket.Status.Replicas)
+		}
 		kr := meta.FindStatusCondition(kvc.Status.Conditions, kvapi.ConditionReady)
 		pr := meta.FindStatusCondition(pool.Status.Conditions, kvapi.ConditionReady)
-		s := fmt.Sprintf("KVCluster ready %d/%d %s; pool ready %d/%d %s", kvc.Status.ReadyReplicas, kvc.Spec.Replicas, condString(kr), pool.Status.ReadyReplicas, pool.Status.Replicas, condString(pr))
+		s := fmt.Sprintf("KVCluster ready %d/%d %s; pool ready %d/%d %s; %s", kvc.Status.ReadyReplicas, kvc.Spec.Replicas, condString(kr), pool.Status.ReadyReplicas, pool.Status.Replicas, condString(pr), bucketState)
 		ok := kr != nil && kr.Status == metav1.ConditionTrue && kr.ObservedGeneration == kvc.Generation &&
 			pr != nil && pr.Status == metav1.ConditionTrue &&
 			kvc.Status.ReadyReplicas == kvc.Spec.Replicas && pool.Status.ReadyReplicas >= 1
