@@ -90,6 +90,8 @@ type Config struct {
 	// Machine and runtime, and when the run started (UTC), filled by Run.
 	Machine string `json:"machine,omitempty"`
 	Started string `json:"started,omitempty"`
+	// Command is the command line that ran (bellows-bench fills it in).
+	Command string `json:"command,omitempty"`
 }
 
 // The goals of issue #12, stated before the run.

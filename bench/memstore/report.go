@@ -172,7 +172,11 @@ func Markdown(rep Report) string {
 		c.PutsPerBatch, c.PutsPerBatch*(c.KeySize+c.ValueSize), mib(float64(c.MemstoreBytes)), retentionString(c.MaxVersions, c.GCTTL),
 		c.ActiveFraction, c.PipelineSegments, c.RedundancyThreshold, mib(float64(c.CacheBytes)), contract.DefaultMaxWALMemstores,
 		c.ReadsPerSec, c.ScanLength, pacedString(c), c.Theta, c.Keys, c.Machine, c.Started)
-	b.WriteString("**Command:** `make bench-memstore` (`bin/bellows-bench memstore --out bench/results`; every setting it ran with is " +
+	command := "make bench-memstore` (`bin/bellows-bench memstore --out bench/results"
+	if c.Command != "" {
+		command = c.Command
+	}
+	b.WriteString("**Command:** `" + command + "` (every setting it ran with is " +
 		"memstore.json's `config`, and `--from-json bench/results/memstore.json` renders this report again from it).\n\n")
 	b.WriteString("**Regime:** " + regime(rep) + "\n\n")
 	fmt.Fprintf(&b, "**Method:** %d runs per policy and distribution, interleaved (round 1 runs %s, then round 2, …), each in a fresh directory "+

@@ -63,6 +63,8 @@ type Config struct {
 	// compacted: the report divides its change out of the target's.
 	ControlKeys        int `json:"controlKeys,omitempty"`
 	ControlReadsPerSec int `json:"controlReadsPerSecond,omitempty"`
+	// Command is the command line that ran (bellows-bench fills it in).
+	Command string `json:"command,omitempty"`
 }
 
 // Duration marshals as a Go duration string.

@@ -42,6 +42,9 @@ func Markdown(rep Report) string {
 	c := rep.Config
 	var b strings.Builder
 	b.WriteString("# Compaction and warmup phases (paper Figure 7)\n\n")
+	if c.Command != "" {
+		fmt.Fprintf(&b, "Produced by `%s`.\n\n", c.Command)
+	}
 	data := c.DataBytes
 	if data == 0 {
 		data = int64(c.Keys) * int64(c.ValueSize)

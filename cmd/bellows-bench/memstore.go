@@ -78,6 +78,7 @@ func newMemstoreCommand() *cobra.Command {
 			fmt.Fprintf(cmd.ErrOrStderr(), "memstore bench: %s\n", cfg)
 			bar := progressbar.NewOptions(1000, progressbar.OptionSetWriter(cmd.ErrOrStderr()),
 				progressbar.OptionSetWidth(30), progressbar.OptionShowElapsedTimeOnFinish(), progressbar.OptionSetPredictTime(true))
+			cfg.Command = "bellows-bench " + strings.Join(os.Args[1:], " ")
 			rep, err := memstore.Run(ctx, cfg, dir, func(what string, done float64) {
 				bar.Describe(fmt.Sprintf("%-48s", what))
 				_ = bar.Set(int(done * 1000))

@@ -177,6 +177,7 @@ func newPhasesCommand() *cobra.Command {
 			}
 			bar := progressbar.NewOptions(1000, progressbar.OptionSetWriter(cmd.ErrOrStderr()),
 				progressbar.OptionSetWidth(30), progressbar.OptionShowElapsedTimeOnFinish(), progressbar.OptionSetPredictTime(false))
+			cfg.Command = "bellows-bench " + strings.Join(os.Args[1:], " ")
 			rep, err := phases.Run(ctx, cfg, work, procs, func(what string, done float64) {
 				bar.Describe(fmt.Sprintf("%-40s", what))
 				_ = bar.Set(int(done * 1000))
