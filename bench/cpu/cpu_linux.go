@@ -101,11 +101,20 @@ func CPUTime(pid int) (time.Duration, error) {
 // the runtime starts later inherit the confinement of the thread that
 // starts them, and a locked thread never starts one itself (the runtime's
 // template thread, started here while the thread is still confined to
-// the others, does). The goroutine keeps its core only while it runs: a
-// goroutine that blocks or sleeps gives its P to the others, and waits
-// for one back; one that must answer at once should spin (the runtime
-// still preempts it every 10 ms, and it is back in microseconds).
-// release gives every thread every CPU again.
+// the others, does).
+//
+// A goroutine runs only on a P, and a woken one waits for a free P however
+// idle its CPU: OwnCore doubles GOMAXPROCS while it is held, so that the
+// rest of the process, however many of its goroutines are runnable on its
+// CPUs, rarely holds every P when the goroutine wakes (with one P more,
+// two writers and a memstore's in-memory flush held all three, and a
+// reader woke to wait out a 10 ms time slice). The
+// goroutine should sleep between its work, not spin: a spinning goroutine
+// keeps its P, and the timers and wakeups of the goroutines that ran on
+// that P while it was preempted wait there for its next preemption (10
+// ms), which slows every sleeper of the process to about 100 wakeups a
+// second. release gives every thread every CPU again and GOMAXPROCS its
+// value.
 func OwnCore() (release func(), err error) {
 	n := runtime.NumCPU()
 	if n < 2 {
@@ -138,7 +147,10 @@ func OwnCore() (release func(), err error) {
 		_ = setAll(&all)
 		return nil, fmt.Errorf("thread affinity: %w", err)
 	}
+	procs := runtime.GOMAXPROCS(0)
+	runtime.GOMAXPROCS(2 * procs)
 	return func() {
+		runtime.GOMAXPROCS(procs)
 		_ = setAll(&all)
 		runtime.UnlockOSThread()
 	}, nil

@@ -10,9 +10,9 @@ import (
 )
 
 // TestOwnCoreConfinesTheGoroutineAndEveryOtherThread: while the core is
-// held, the holder's thread may run only on the last CPU and every other
-// thread of the process only on the others; release gives every thread
-// every CPU again.
+// held, the holder's thread may run only on the last CPU, every other
+// thread of the process only on the others, and GOMAXPROCS is doubled;
+// release gives every thread every CPU again and GOMAXPROCS its value.
 func TestOwnCoreConfinesTheGoroutineAndEveryOtherThread(t *testing.T) {
 	n := runtime.NumCPU()
 	if n < 2 {
@@ -31,6 +31,7 @@ func TestOwnCoreConfinesTheGoroutineAndEveryOtherThread(t *testing.T) {
 		release func()
 		err     error
 	}
+	procs := runtime.GOMAXPROCS(0)
 	got := make(chan held)
 	releaseNow, released := make(chan struct{}), make(chan unix.CPUSet)
 	go func() {
@@ -57,6 +58,9 @@ func TestOwnCoreConfinesTheGoroutineAndEveryOtherThread(t *testing.T) {
 	if h.err != nil {
 		t.Fatal(h.err)
 	}
+	if p := runtime.GOMAXPROCS(0); p != 2*procs {
+		t.Errorf("GOMAXPROCS %d while the core is held, want %d (doubled)", p, 2*procs)
+	}
 	if h.own.Count() != 1 || !h.own.IsSet(n-1) {
 		t.Fatalf("the holder's thread may run on %d CPUs (cpu %d set: %v), want only cpu %d", h.own.Count(), n-1, h.own.IsSet(n-1), n-1)
 	}
@@ -79,6 +83,9 @@ func TestOwnCoreConfinesTheGoroutineAndEveryOtherThread(t *testing.T) {
 	close(releaseNow)
 	if set := <-released; set.Count() != n {
 		t.Fatalf("after release the holder's thread may run on %d CPUs, want %d", set.Count(), n)
+	}
+	if p := runtime.GOMAXPROCS(0); p != procs {
+		t.Errorf("GOMAXPROCS %d after release, want %d back", p, procs)
 	}
 	if err := eachThread(0, func(tid int) error {
 		if set := affinity(tid); set.Count() != n {

@@ -59,10 +59,10 @@ type Config struct {
 	ReadsPerSec int `json:"readsPerSecond"`
 	ScanLength  int `json:"scanLength"`
 	// ReaderOwnCore gives the reader the machine's last CPU to itself in
-	// both phases (bench/cpu.OwnCore): the writers, the memstore's
-	// background work and the GC run on the other CPUs, and the reader
-	// spins between reads, so its latency is its read path's, not time
-	// spent waiting for a CPU the writers hold.
+	// both phases (bench/cpu.OwnCore, which also doubles GOMAXPROCS so a P is free when it wakes): the
+	// writers, the memstore's background work and the GC run on the other
+	// CPUs, so the reader's latency is its read path's, not time spent
+	// waiting for a CPU the writers hold.
 	ReaderOwnCore bool `json:"readerOwnCore"`
 	// The region.
 	MemstoreBytes int64 `json:"memstoreBytes"`

@@ -192,9 +192,11 @@ func Markdown(rep Report) string {
 	if c.ReaderOwnCore {
 		b.WriteString("**The reader has a core of its own** (`--reader-core`, `bench/cpu.OwnCore`), in both phases: every thread of the process " +
 			"but the reader's is confined to the other CPUs (the writers, the memstore's in-memory flushes and merges, disk flushes, " +
-			"compactions and the GC's workers), and the reader, locked to its thread on the last CPU, spins between reads instead of " +
-			"sleeping, so it never waits for a CPU or a P the writers hold. Its latency is then its read path's: the segments it searches, " +
-			"the SST blocks it reads, the garbage it makes. The writers get the rest of the machine (here one CPU), so the write " +
+			"compactions and the GC's workers), the reader is locked to its thread on the last CPU, and GOMAXPROCS is doubled so that a P " +
+			"is free when the reader wakes (with one P more, two writers and the in-memory flush held all three, and a woken reader waited " +
+			"out a 10 ms time slice). GC CPU is then a share of the doubled Ps. Its latency is then its read path's: the segments it searches, " +
+			"the SST blocks it reads, the garbage it makes, and the locks it shares with the writers (a writer holding one may wait for " +
+			"its CPU). The writers get the rest of the machine (here one CPU), so the write " +
 			"throughputs are of the writers on that.")
 		if c.PacedWrites > 0 {
 			b.WriteString(" Two reader phases: during the writes at full speed, where the policies' memstores differ most (the pipeline's " +

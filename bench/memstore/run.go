@@ -421,27 +421,16 @@ func (rd *reader) run(ctx context.Context, r *region.Region, cfg Config, next ke
 		return nil
 	}
 	lim := rate.NewLimiter(rate.Limit(cfg.ReadsPerSec), 1)
-	wait := lim.Wait
 	if cfg.ReaderOwnCore {
 		release, err := cpu.OwnCore()
 		if err != nil {
 			return fmt.Errorf("--reader-core: %w", err)
 		}
 		defer release()
-		// Spin rather than sleep: a sleeping reader gives its P to the
-		// writers and waits for one back when it wakes.
-		wait = func(ctx context.Context) error {
-			for !lim.Allow() {
-				if err := ctx.Err(); err != nil {
-					return err
-				}
-			}
-			return nil
-		}
 	}
 	k := make([]byte, 0, cfg.KeySize)
 	for i := 0; ; i++ {
-		if err := wait(ctx); err != nil {
+		if err := lim.Wait(ctx); err != nil {
 			return nil
 		}
 		k = keyOf(k, next(), cfg.KeySize)
