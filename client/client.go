@@ -136,6 +136,12 @@ func New(ctx context.Context, seeds []string, opts Options) (*Client, error) {
 		if err == nil {
 			err = errors.New("no store lists any region yet")
 		}
+		if refusedCredentials(err) {
+			// Every store that answered refused who we are: asking again
+			// until ctx ends would only hide the refusal behind a timeout.
+			_ = c.Close()
+			return nil, fmt.Errorf("bellows client: learning the regions from %s: %w", strings.Join(seeds, ","), err)
+		}
 		select {
 		case <-ctx.Done():
 			_ = c.Close()
@@ -231,13 +237,48 @@ func (c *Client) rebuild(ctx context.Context) (*table, error) {
 	}
 	round(append(peers, old.peers...), false)
 	if len(answers) == 0 {
-		err := fmt.Errorf("no store answered: %w", errors.Join(errs...))
+		err := &noAnswerError{errs: errs}
 		c.opts.Logger.Warn("bellows client: refreshing the regions", "err", err)
 		return old, err
 	}
 	t := buildTable(answers, old.gen+1)
 	c.table.Store(t)
 	return t, nil
+}
+
+// noAnswerError is a rebuild's failure: no store listed its regions, for
+// the reasons errs gives, one per store asked.
+type noAnswerError struct{ errs []error }
+
+func (e *noAnswerError) Error() string   { return "no store answered: " + errors.Join(e.errs...).Error() }
+func (e *noAnswerError) Unwrap() []error { return e.errs }
+
+// refusedCredentials reports whether err is a rebuild that every store
+// answered by refusing the client's credentials (UNAUTHENTICATED, or
+// PERMISSION_DENIED): not a failure that passes.
+func refusedCredentials(err error) bool {
+	var na *noAnswerError
+	if !errors.As(err, &na) || len(na.errs) == 0 {
+		return false
+	}
+	for _, e := range na.errs {
+		switch status.Code(unwrapStatus(e)) {
+		case codes.Unauthenticated, codes.PermissionDenied:
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// unwrapStatus is the gRPC status error inside err (wrapped with the
+// store's address), or err.
+func unwrapStatus(err error) error {
+	var se interface{ GRPCStatus() *status.Status }
+	if errors.As(err, &se) {
+		return se.(error)
+	}
+	return err
 }
 
 func (c *Client) askRegions(ctx context.Context, addr string) (*kvpb.RegionsResponse, error) {

@@ -176,9 +176,16 @@ func TestTokensBoundWhatAClientMayDo(t *testing.T) {
 		t.Fatalf("after the refused writes, k is %q", got)
 	}
 
-	// An unknown token, from a flag that wins over the environment's.
+	// An unknown token, from a flag that wins over the environment's. The
+	// refusal is the answer: the client does not ask again until its
+	// --timeout (30s) ends. It did, and a deadline that ended during a
+	// question hid the refusal behind "context deadline exceeded".
 	unknown := tlsconfig.NewToken()
+	began := time.Now()
 	out := fails(asAdmin, kv("get", "k", "--token-file", tempFile(t, unknown))...)
+	if took := time.Since(began); took > 20*time.Second {
+		t.Errorf("an unknown token was refused after %s: the client asked again until its timeout", took.Round(time.Second))
+	}
 	if !strings.Contains(out, "the token is not known to this cluster") || !strings.Contains(out, "revoked or was rotated") {
 		t.Errorf("an unknown token: the refusal does not say the token is unknown, with a hint:\n%s", out)
 	}
