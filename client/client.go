@@ -262,23 +262,13 @@ func refusedCredentials(err error) bool {
 		return false
 	}
 	for _, e := range na.errs {
-		switch status.Code(unwrapStatus(e)) {
+		switch status.Code(e) { // status.Code sees through the address wrapping
 		case codes.Unauthenticated, codes.PermissionDenied:
 		default:
 			return false
 		}
 	}
 	return true
-}
-
-// unwrapStatus is the gRPC status error inside err (wrapped with the
-// store's address), or err.
-func unwrapStatus(err error) error {
-	var se interface{ GRPCStatus() *status.Status }
-	if errors.As(err, &se) {
-		return se.(error)
-	}
-	return err
 }
 
 func (c *Client) askRegions(ctx context.Context, addr string) (*kvpb.RegionsResponse, error) {

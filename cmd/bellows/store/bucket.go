@@ -139,7 +139,7 @@ func bucketAccessError(rawURL string, err error) error {
 	text := strings.Join(strings.Fields(err.Error()), " ")
 	loc := credentialTrouble.FindStringIndex(text)
 	if loc == nil {
-		return fmt.Errorf("--%s %s: %s", contract.FlagBucket, rawURL, clip(text, 300))
+		return fmt.Errorf("--%s %s: %s", contract.FlagBucket, rawURL, oneLine(err))
 	}
 	// The SDKs' chain of wrapped operations says little more than this.
 	cause := clip(text[loc[0]:], 120)
@@ -153,6 +153,10 @@ func bucketAccessError(rawURL string, err error) error {
 	return fmt.Errorf("--%s %s: no usable credentials: %s; in Kubernetes, the keys of the Secret in spec.bucket.credentialsSecretRef (%s)",
 		contract.FlagBucket, rawURL, hint, cause)
 }
+
+// oneLine is err's text on one line, clipped: the SDKs' errors span lines
+// and wrap several operations.
+func oneLine(err error) string { return clip(strings.Join(strings.Fields(err.Error()), " "), 300) }
 
 func clip(s string, n int) string {
 	if len(s) <= n {

@@ -9,7 +9,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -118,7 +117,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, out io.Writer) error
 	defer bucket.Close()
 	began := time.Now()
 	if err := awaitBucket(ctx, bucket, cfg.Bucket, contract.BucketStartupWait, func(err error, next time.Duration) {
-		log.Warn("the bucket does not answer: waiting for it", "bucket", cfg.Bucket, "err", clip(strings.Join(strings.Fields(err.Error()), " "), 300),
+		log.Warn("the bucket does not answer: waiting for it", "bucket", cfg.Bucket, "err", oneLine(err),
 			"next-try-in", next.Round(time.Millisecond), "waited", time.Since(began).Round(time.Second), "gives-up-after", contract.BucketStartupWait)
 	}); err != nil {
 		return err
