@@ -65,6 +65,11 @@ func TestOneRegionSplitsAndSpreadsOverThreeStores(t *testing.T) {
 	// smaller than its gap to the emptiest (regionmap.Plan would move
 	// it), so the stores differ by at most the largest region.
 	var layout []string
+	defer func() {
+		if t.Failed() {
+			t.Logf("the stores as last read: %s", strings.Join(layout, "; "))
+		}
+	}()
 	waitFor(t, "the stores within one region's bytes of each other", func() bool {
 		layout = layout[:0]
 		var hi, lo, largest int64 = 0, -1, 0
