@@ -259,6 +259,18 @@ func Markdown(rep Report) string {
 					spreadString(r.Spread["paced_scan_p99_ms"], 1, "%.3f"), ratioString(r.PacedScanP99RatioVsNone))
 			}
 		}
+		b.WriteString("\nWhat a read searched, mean per read: memstore skiplists (active segments and pushed ones not yet flattened) and flat segments, frozen memstores included, and SST files:\n\n")
+		b.WriteString("| policy | skiplists | flat segments | SST files | paced: skiplists | flat segments | SST files |\n")
+		b.WriteString("|---|---:|---:|---:|---:|---:|---:|\n")
+		for _, r := range rep.Results {
+			if r.Distribution != dist {
+				continue
+			}
+			fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s |\n", r.Policy,
+				spreadString(r.Spread["skiplists_per_read"], 1, "%.1f"), spreadString(r.Spread["flat_segments_per_read"], 1, "%.1f"),
+				spreadString(r.Spread["files_per_read"], 1, "%.1f"), spreadString(r.Spread["paced_skiplists_per_read"], 1, "%.1f"),
+				spreadString(r.Spread["paced_flat_segments_per_read"], 1, "%.1f"), spreadString(r.Spread["paced_files_per_read"], 1, "%.1f"))
+		}
 		b.WriteString("\n")
 	}
 

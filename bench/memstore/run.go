@@ -11,6 +11,7 @@ import (
 	"runtime"
 	"runtime/debug"
 	"runtime/metrics"
+	"runtime/pprof"
 	"slices"
 	"time"
 
@@ -78,13 +79,24 @@ type RunResult struct {
 	// ScanRows are the rows the scans returned in all (a sanity check:
 	// scans read real data).
 	ScanRows int `json:"scan_rows"`
+	// The read sources a read met (region.ReadSources taken before each
+	// read, mean over the reads): skiplists (active segments, pushed ones
+	// not yet flattened) and flat segments of every memstore, frozen ones
+	// included, and SST files. What makes a policy's read dearer or
+	// cheaper than None's, counted rather than timed.
+	SkiplistsPerRead float64 `json:"skiplists_per_read"`
+	FlatsPerRead     float64 `json:"flat_segments_per_read"`
+	FilesPerRead     float64 `json:"files_per_read"`
 	// The reader during the paced writes, and the write rate achieved.
-	PacedWriteOpsPerS float64 `json:"paced_write_ops_per_s,omitempty"`
-	PacedGets         int     `json:"paced_gets,omitempty"`
-	PacedGetMeanMs    float64 `json:"paced_get_mean_ms,omitempty"`
-	PacedGetP99Ms     float64 `json:"paced_get_p99_ms,omitempty"`
-	PacedScanMeanMs   float64 `json:"paced_scan_mean_ms,omitempty"`
-	PacedScanP99Ms    float64 `json:"paced_scan_p99_ms,omitempty"`
+	PacedWriteOpsPerS     float64 `json:"paced_write_ops_per_s,omitempty"`
+	PacedGets             int     `json:"paced_gets,omitempty"`
+	PacedGetMeanMs        float64 `json:"paced_get_mean_ms,omitempty"`
+	PacedGetP99Ms         float64 `json:"paced_get_p99_ms,omitempty"`
+	PacedScanMeanMs       float64 `json:"paced_scan_mean_ms,omitempty"`
+	PacedScanP99Ms        float64 `json:"paced_scan_p99_ms,omitempty"`
+	PacedSkiplistsPerRead float64 `json:"paced_skiplists_per_read,omitempty"`
+	PacedFlatsPerRead     float64 `json:"paced_flat_segments_per_read,omitempty"`
+	PacedFilesPerRead     float64 `json:"paced_files_per_read,omitempty"`
 }
 
 // Progress reports what the run is doing and how far it is (0..1).
@@ -176,6 +188,10 @@ const (
 
 func runOne(ctx context.Context, cfg Config, dir string, policy memstore.Policy, dist string, round int, step Progress) (RunResult, error) {
 	res := RunResult{Round: round + 1}
+	// Profile labels of the reader (reader.start) and the writers.
+	ctx = pprof.WithLabels(ctx, pprof.Labels("policy", string(policy), "distribution", dist))
+	pprof.SetGoroutineLabels(ctx)
+	defer pprof.SetGoroutineLabels(context.Background())
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return res, err
 	}
@@ -250,6 +266,7 @@ func runOne(ctx context.Context, cfg Config, dir string, policy memstore.Policy,
 	res.Gets, res.GetMeanMs, res.GetP99Ms = latency(rd.gets)
 	res.Scans, res.ScanMeanMs, res.ScanP99Ms = latency(rd.scans)
 	res.ScanRows = rd.scanRows
+	res.SkiplistsPerRead, res.FlatsPerRead, res.FilesPerRead = rd.sourcesPerRead()
 
 	if cfg.PacedWrites > 0 {
 		step("paced writes", 0.7)
@@ -278,6 +295,7 @@ func runOne(ctx context.Context, cfg Config, dir string, policy memstore.Policy,
 		res.PacedWriteOpsPerS = float64(pacedBatches*perBatch) / pacedElapsed.Seconds()
 		res.PacedGets, res.PacedGetMeanMs, res.PacedGetP99Ms = latency(prd.gets)
 		_, res.PacedScanMeanMs, res.PacedScanP99Ms = latency(prd.scans)
+		res.PacedSkiplistsPerRead, res.PacedFlatsPerRead, res.PacedFilesPerRead = prd.sourcesPerRead()
 	}
 	res.WALBytes = r.WALAppendedBytes()
 	res.PipelineSegmentsLast = r.PipelineSegments()
@@ -401,6 +419,17 @@ func awaitCompactions(ctx context.Context, r *region.Region) error {
 type reader struct {
 	gets, scans []time.Duration
 	scanRows    int
+	// sources sums region.ReadSources over the reads.
+	sources region.ReadSources
+}
+
+// sourcesPerRead is the mean of each kind of read source over the reads.
+func (rd *reader) sourcesPerRead() (skiplists, flats, files float64) {
+	n := float64(len(rd.gets) + len(rd.scans))
+	if n == 0 {
+		return 0, 0, 0
+	}
+	return float64(rd.sources.Skiplists) / n, float64(rd.sources.FlatSegments) / n, float64(rd.sources.Files) / n
 }
 
 // start runs the reader until the returned stop is called; stop returns
@@ -408,7 +437,10 @@ type reader struct {
 func (rd *reader) start(ctx context.Context, r *region.Region, cfg Config, next keyGen) (stop func() error) {
 	ctx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
-	go func() { done <- rd.run(ctx, r, cfg, next) }()
+	// The label lets a CPU profile (--cpuprofile) tell the reader's CPU
+	// from the writers' and the memstore's background work:
+	// go tool pprof -tagfocus=role=reader.
+	go pprof.Do(ctx, pprof.Labels("role", "reader"), func(ctx context.Context) { done <- rd.run(ctx, r, cfg, next) })
 	return func() error {
 		cancel()
 		return <-done
@@ -434,6 +466,10 @@ func (rd *reader) run(ctx context.Context, r *region.Region, cfg Config, next ke
 			return nil
 		}
 		k = keyOf(k, next(), cfg.KeySize)
+		src := r.ReadSources()
+		rd.sources.Skiplists += src.Skiplists
+		rd.sources.FlatSegments += src.FlatSegments
+		rd.sources.Files += src.Files
 		t := time.Now()
 		if i%2 == 0 {
 			if _, _, err := r.Get(k, kv.MaxTimestamp); err != nil {

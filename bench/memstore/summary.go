@@ -114,6 +114,12 @@ var runMetrics = []metric{
 	{"paced_get_p99_ms", func(r RunResult) float64 { return r.PacedGetP99Ms }},
 	{"paced_scan_mean_ms", func(r RunResult) float64 { return r.PacedScanMeanMs }},
 	{"paced_scan_p99_ms", func(r RunResult) float64 { return r.PacedScanP99Ms }},
+	{"skiplists_per_read", func(r RunResult) float64 { return r.SkiplistsPerRead }},
+	{"flat_segments_per_read", func(r RunResult) float64 { return r.FlatsPerRead }},
+	{"files_per_read", func(r RunResult) float64 { return r.FilesPerRead }},
+	{"paced_skiplists_per_read", func(r RunResult) float64 { return r.PacedSkiplistsPerRead }},
+	{"paced_flat_segments_per_read", func(r RunResult) float64 { return r.PacedFlatsPerRead }},
+	{"paced_files_per_read", func(r RunResult) float64 { return r.PacedFilesPerRead }},
 }
 
 // pairedMetrics are the figures whose per-round ratio to None is kept.

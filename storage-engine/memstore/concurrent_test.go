@@ -25,6 +25,12 @@ type commitLog struct {
 	newest   map[string]uint64 // per key, of finished commits
 	written  int
 	kick     chan struct{}
+	// flushed, if set, is signalled by the in-memory flush goroutine after
+	// each flush: a writer that pushed waits for it once its commit is
+	// done, so flushes happen however the scheduler favours the writers
+	// (the others go on committing meanwhile; a push waits for the flush
+	// before it, NeedsInMemoryFlush).
+	flushed chan struct{}
 }
 
 // commit writes keys at a new timestamp as the region does: push if the
@@ -32,7 +38,8 @@ type commitLog struct {
 // Add and EndWrite outside it.
 func (c *commitLog) commit(keys []string, pad int) uint64 {
 	c.mu.Lock()
-	if c.m.NeedsInMemoryFlush() && c.m.PushActive() {
+	pushed := c.m.NeedsInMemoryFlush() && c.m.PushActive()
+	if pushed {
 		select {
 		case c.kick <- struct{}{}:
 		default:
@@ -62,6 +69,9 @@ func (c *commitLog) commit(keys []string, pad int) uint64 {
 	}
 	c.written += len(keys)
 	c.mu.Unlock()
+	if pushed && c.flushed != nil {
+		<-c.flushed
+	}
 	return ts
 }
 
@@ -143,10 +153,18 @@ func testConcurrent(t *testing.T, p Policy) {
 	for _, k := range keys {
 		atSnap[k] = c.newest[k]
 	}
+	// The preload's push, flushed here: writers that push during the race
+	// wait for their flush (c.flushed), and none could push behind this one.
+	select {
+	case <-c.kick:
+		m.FlushInMemory(ret())
+	default:
+	}
 
 	stop := make(chan struct{})
 	var bg sync.WaitGroup
 	bg.Add(1)
+	c.flushed = make(chan struct{}, 1)
 	go func() { // the in-memory flush goroutine
 		defer bg.Done()
 		for {
@@ -163,6 +181,7 @@ func testConcurrent(t *testing.T, p Policy) {
 			if res := m.FlushInMemory(r); res.Aborted {
 				t.Errorf("in-memory flush aborted with no disk flush")
 			}
+			c.flushed <- struct{}{}
 		}
 	}()
 	var sawSegments atomic.Int64
@@ -286,8 +305,8 @@ func testConcurrent(t *testing.T, p Policy) {
 	if held+int(stats.VersionsDropped.Load()) != c.written {
 		t.Errorf("%d versions held + %d dropped != %d written", held, stats.VersionsDropped.Load(), c.written)
 	}
-	t.Logf("written %d, held %d; in-memory flushes %d, merges %d, compactions %d, dropped %d; readers saw %d views of several segments",
-		c.written, held, stats.InMemoryFlushes.Load(), stats.Merges.Load(), stats.Compactions.Load(), stats.VersionsDropped.Load(), sawSegments.Load())
+	t.Logf("pushes %d; written %d, held %d; in-memory flushes %d, merges %d, compactions %d, dropped %d; readers saw %d views of several segments",
+		stats.Pushes.Load(), c.written, held, stats.InMemoryFlushes.Load(), stats.Merges.Load(), stats.Compactions.Load(), stats.VersionsDropped.Load(), sawSegments.Load())
 	if stats.InMemoryFlushes.Load() == 0 {
 		t.Errorf("no in-memory flush happened")
 	}
@@ -475,5 +494,45 @@ func TestDiskFlushRacingFlatten(t *testing.T) {
 	}
 	if val, _, ok := v.Get([]byte("a"), 1); !ok || !bytes.Equal(val, []byte("x")) {
 		t.Fatalf("frozen view lost a@1: %q %v", val, ok)
+	}
+}
+
+// TestOnePushedSegmentAtATime: while an in-memory flush is in progress (a
+// segment was pushed and FlushInMemory has not finished with it), the
+// active segment grows past A instead of being pushed, as HBase's
+// inMemoryFlushInProgress does. Writers faster than the flush goroutine
+// otherwise pile unflattened segments into the pipeline, which every
+// read then searches.
+func TestOnePushedSegmentAtATime(t *testing.T) {
+	m, err := New(Config{Policy: Basic, FlushBytes: 1 << 20, ActiveFraction: 0.01, PipelineSegments: 5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ts uint64
+	fill := func() {
+		for !m.View().frozen && m.Active().ApproximateBytes() < m.threshold {
+			ts++
+			seg := m.Active()
+			seg.BeginWrite()
+			seg.Add(kv.InternalKey{UserKey: fmt.Appendf(nil, "k%06d", ts), TS: ts, Kind: kv.KindSet}, make([]byte, 100))
+			seg.EndWrite()
+		}
+	}
+	fill()
+	if !m.NeedsInMemoryFlush() || !m.PushActive() {
+		t.Fatal("a full active segment with no flush in progress was not pushed")
+	}
+	fill()
+	if m.NeedsInMemoryFlush() {
+		t.Fatal("a second segment is due while the first pushed one is not yet flattened")
+	}
+	if res := m.FlushInMemory(Retention{Horizon: ts}); res.Flattened != 1 {
+		t.Fatalf("FlushInMemory = %+v, want the pushed segment flattened", res)
+	}
+	if !m.NeedsInMemoryFlush() {
+		t.Fatal("after the in-memory flush finished, the full active segment is not due")
+	}
+	if sl, fl := m.View().SegmentKinds(); sl != 1 || fl != 1 {
+		t.Fatalf("view holds %d skiplists and %d flat segments, want the active one and one flat", sl, fl)
 	}
 }

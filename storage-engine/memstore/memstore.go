@@ -34,7 +34,10 @@
 //
 // Concurrency: PushActive and Freeze are called under the region's commit
 // lock; FlushInMemory by one background goroutine at a time (compactMu);
-// readers and writers at any time.
+// readers and writers at any time. NeedsInMemoryFlush is false from a push
+// until the in-memory flush after it has finished, so writers push one
+// segment at a time whatever their speed (HBase's inMemoryFlushInProgress).
+// A disk flush, which freezes, is never held back by it.
 package memstore
 
 import (
@@ -248,6 +251,20 @@ func (v *View) Len() int64 { return v.active.Len() + v.pipelineLen }
 // Segments is the number of pipeline segments.
 func (v *View) Segments() int { return len(v.pipeline) }
 
+// SegmentKinds counts what a read of v searches: skiplists (the active
+// segment and pushed ones not yet flattened) and flat segments.
+func (v *View) SegmentKinds() (skiplists, flats int) {
+	skiplists = 1
+	for _, s := range v.pipeline {
+		if _, ok := s.(*flat); ok {
+			flats++
+		} else {
+			skiplists++
+		}
+	}
+	return skiplists, flats
+}
+
 // MinTS is the oldest timestamp of any version held, ^0 when empty: WAL
 // records below it are all in SSTs or dropped by in-memory compaction.
 func (v *View) MinTS() uint64 {
@@ -282,6 +299,14 @@ type Memstore struct {
 	// compactMu: one FlushInMemory at a time; it guards adaptive.
 	compactMu sync.Mutex
 	adaptive  adaptiveState
+	// flushing is set by a push and cleared when an in-memory flush has
+	// finished: while it is set the active segment grows past A instead of
+	// being pushed (HBase's inMemoryFlushInProgress). Without it, writers
+	// faster than the flush goroutine push segments it cannot flatten or
+	// merge in time, and every read searches the pile: with two writers on
+	// one CPU the pipeline held about 15 segments, several of them
+	// unflattened skiplists, and a Basic read cost 7× None's.
+	flushing atomic.Bool
 }
 
 // New returns an empty memstore.
@@ -312,10 +337,11 @@ func (m *Memstore) View() *View { return m.view.Load() }
 // Active is the segment a commit chosen now writes to.
 func (m *Memstore) Active() *Skiplist { return m.view.Load().active }
 
-// NeedsInMemoryFlush reports whether the active segment is over its bound.
+// NeedsInMemoryFlush reports whether the active segment is over its bound
+// and no in-memory flush is in progress (one pushed segment at a time).
 func (m *Memstore) NeedsInMemoryFlush() bool {
 	v := m.view.Load()
-	return m.threshold > 0 && !v.frozen && v.active.ApproximateBytes() >= m.threshold
+	return m.threshold > 0 && !v.frozen && !m.flushing.Load() && v.active.ApproximateBytes() >= m.threshold
 }
 
 // replayFlushFactor: a WAL replay pushes the active segment at this many
@@ -350,6 +376,7 @@ func (m *Memstore) PushActive() bool {
 		nv.pipeline = append([]segment{v.active}, v.pipeline...)
 		nv.recount()
 		if m.view.CompareAndSwap(v, nv) {
+			m.flushing.Store(true)
 			m.stats.Pushes.Add(1)
 			return true
 		}
@@ -421,6 +448,10 @@ type FlushResult struct {
 func (m *Memstore) FlushInMemory(ret Retention) FlushResult {
 	m.compactMu.Lock()
 	defer m.compactMu.Unlock()
+	// Cleared last, whatever the outcome: a push after this point is
+	// flattened by the next call (the region signals it), and a push
+	// this call did not see stays in the pipeline for that call too.
+	defer m.flushing.Store(false)
 	var res FlushResult
 	v := m.view.Load()
 	for i := len(v.pipeline) - 1; i >= 0; i-- { // oldest first

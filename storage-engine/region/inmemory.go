@@ -157,6 +157,31 @@ func (r *Region) PipelineSegments() int {
 	return r.mem.ms.View().Segments()
 }
 
+// ReadSources is what a read of the region searches now: the memstore
+// segments of the active and the frozen memstores, by kind, and the SST
+// files (a get reads those whose key range holds its key).
+type ReadSources struct {
+	Skiplists, FlatSegments, Files int
+}
+
+// ReadSources counts the region's read sources now.
+func (r *Region) ReadSources() ReadSources {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	var rs ReadSources
+	for _, mt := range append([]*memTable{r.mem}, r.imm...) {
+		v := mt.ms.View()
+		if mt != r.mem {
+			v = mt.frozen
+		}
+		sl, fl := v.SegmentKinds()
+		rs.Skiplists += sl
+		rs.FlatSegments += fl
+	}
+	rs.Files = len(r.current.tables)
+	return rs
+}
+
 // WALBytes is the size of the region's WAL segments.
 func (r *Region) WALBytes() int64 { return r.log.Size() }
 
