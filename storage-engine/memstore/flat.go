@@ -3,6 +3,10 @@ package memstore
 // Invariants of a flat segment:
 //   - entries is sorted by kv.Compare of the keys it names and never
 //     changes; neither do the chunk bytes an entry names.
+//   - Every user key of the segment starts with shared, and an entry's
+//     prefix is keyPrefix of its user key after shared: so two entries of
+//     one segment, or of two segments with the same shared, order by
+//     prefix whenever their prefixes differ.
 //   - entries holds no pointers (keys and values are named by loc into
 //     chunks), so the garbage collector scans a flat segment's index in
 //     no time however many versions it holds: a few chunk pointers remain.
@@ -23,7 +27,11 @@ const flatEntryBytes = 32
 const tombstoneBit = 1 << 31
 
 type flatEntry struct {
-	prefix uint64 // as node.prefix: most comparisons end here
+	// prefix is as node.prefix, but of the user key after the segment's
+	// shared bytes: keys that share their first 8 bytes (a table or tenant
+	// prefix, "user0000…") still differ here, so a binary search compares
+	// these words in the index and reads one key from the chunks at most.
+	prefix uint64
 	ts     uint64
 	at     loc    // key then value
 	klen   uint32 // | tombstoneBit for a tombstone
@@ -42,8 +50,11 @@ func (e *flatEntry) keyLen() int { return int(e.klen &^ tombstoneBit) }
 // flat is an immutable segment: a sorted array over pointer-free chunks,
 // searched by binary search (Accordion's flat index; HBase's CellChunkMap).
 type flat struct {
-	entries   []flatEntry
-	chunks    [][]byte
+	entries []flatEntry
+	chunks  [][]byte
+	// shared is the longest prefix of every user key in the segment (of
+	// the first and the last, which are sorted), not part of prefix.
+	shared    []byte
 	dataBytes int64 // key and value bytes of the entries
 	uniques   int   // distinct user keys
 	minTS     uint64
@@ -73,7 +84,8 @@ func (f *flat) key(e *flatEntry) kv.InternalKey {
 	return kv.InternalKey{UserKey: f.userKey(e), TS: e.ts, Kind: e.kind()}
 }
 
-// compare orders entry i against key (prefix kp) like kv.Compare.
+// compare orders entry e against key, whose user key starts with f.shared
+// and whose prefix after it is kp, like kv.Compare.
 func (f *flat) compare(e *flatEntry, key kv.InternalKey, kp uint64) int {
 	if e.prefix != kp {
 		if e.prefix < kp {
@@ -86,7 +98,15 @@ func (f *flat) compare(e *flatEntry, key kv.InternalKey, kp uint64) int {
 
 // seekGE is the index of the first entry ≥ key, or len(entries).
 func (f *flat) seekGE(key kv.InternalKey) int {
-	kp := keyPrefix(key.UserKey)
+	if !bytes.HasPrefix(key.UserKey, f.shared) {
+		// Every key of f starts with shared, so key is below them all or
+		// above them all.
+		if bytes.Compare(key.UserKey, f.shared) < 0 {
+			return 0
+		}
+		return len(f.entries)
+	}
+	kp := keyPrefix(key.UserKey[len(f.shared):])
 	return sort.Search(len(f.entries), func(i int) bool { return f.compare(&f.entries[i], key, kp) >= 0 })
 }
 
@@ -111,19 +131,33 @@ func (f *flat) NewIterator() iterator.Iterator { return &flatIter{f: f, i: -1} }
 // only the index changes (Accordion §3.1).
 func flatten(s *Skiplist) *flat {
 	f := &flat{entries: make([]flatEntry, 0, s.Len()), chunks: s.arena.all(), minTS: ^uint64(0)}
+	if first, last := s.head.next(0).Load(), s.last(); first != nil {
+		f.shared = sharedPrefix(first.key.UserKey, last.key.UserKey)
+	}
 	var prev []byte
 	for n := s.head.next(0).Load(); n != nil; n = n.next(0).Load() {
-		f.add(n.prefix, n.key, n.loc, len(n.value), &prev)
+		f.add(n.key, n.loc, len(n.value), &prev)
 	}
 	return f
 }
 
-// add appends one entry; prev is the previous entry's user key.
-func (f *flat) add(prefix uint64, key kv.InternalKey, at loc, vlen int, prev *[]byte) {
+// sharedPrefix is a copy of the longest common prefix of a and b.
+func sharedPrefix(a, b []byte) []byte {
+	n := 0
+	for n < len(a) && n < len(b) && a[n] == b[n] {
+		n++
+	}
+	return bytes.Clone(a[:n])
+}
+
+// add appends one entry, whose user key starts with f.shared; prev is the
+// previous entry's user key.
+func (f *flat) add(key kv.InternalKey, at loc, vlen int, prev *[]byte) {
 	klen := uint32(len(key.UserKey))
 	if key.Kind == kv.KindDelete {
 		klen |= tombstoneBit
 	}
+	prefix := keyPrefix(key.UserKey[len(f.shared):])
 	f.entries = append(f.entries, flatEntry{prefix: prefix, ts: key.TS, at: at, klen: klen, vlen: uint32(vlen)})
 	f.dataBytes += int64(len(key.UserKey) + vlen)
 	if *prev == nil || !bytes.Equal(*prev, key.UserKey) {

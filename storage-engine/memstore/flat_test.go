@@ -361,3 +361,60 @@ func TestArenaLargeValuesGetTheirOwnChunk(t *testing.T) {
 		t.Fatalf("alloc's slice has cap %d in chunk %d", cap(buf), l.chunk())
 	}
 }
+
+// TestSharedPrefixSearchAndMerge: flat segments whose keys share a long
+// prefix abbreviate the keys after it; searches for keys below, above,
+// inside and around that prefix find what a linear scan of the full keys
+// finds, and merging segments with different shared prefixes (compared
+// on full keys then) keeps the order.
+func TestSharedPrefixSearchAndMerge(t *testing.T) {
+	rng := rand.New(rand.NewPCG(11, 12))
+	var ts uint64
+	segment := func(prefix string, n int) *flat {
+		s := NewSkiplist()
+		for range n {
+			ts++
+			k := prefix + fmt.Sprintf("%03d", rng.IntN(1000))[:1+rng.IntN(3)]
+			if rng.IntN(20) == 0 {
+				k = prefix // the shared prefix is itself a key
+			}
+			s.Add(kv.InternalKey{UserKey: []byte(k), TS: ts, Kind: kv.KindSet}, []byte(k))
+		}
+		return flatten(s)
+	}
+	segs := []*flat{segment("user0001", 300), segment("user0001", 200), segment("user00035", 300), segment("user9", 100)}
+	if got := string(segs[0].shared); len(got) < len("user0001") {
+		t.Fatalf("shared prefix of keys all starting user0001 is %q", got)
+	}
+	merged, _ := mergeFlat(segs, nil)
+	if string(merged.shared) != "user" {
+		t.Fatalf("merged shared prefix is %q, want \"user\"", merged.shared)
+	}
+	probes := []string{"", "a", "user", "user0", "user0001", "user00010", "user00015", "user0001999", "user0001\xff",
+		"user0002", "user00035", "user000350", "user0004", "user9", "user95", "user\xff", "v", "\xff"}
+	for range 200 {
+		probes = append(probes, "user"+fmt.Sprintf("%05d", rng.IntN(100000))[:1+rng.IntN(5)])
+	}
+	for i, f := range append(segs, merged) {
+		for j := 1; j < len(f.entries); j++ {
+			if kv.Compare(f.key(&f.entries[j-1]), f.key(&f.entries[j])) >= 0 {
+				t.Fatalf("segment %d out of order at %d: %v then %v", i, j, f.key(&f.entries[j-1]), f.key(&f.entries[j]))
+			}
+		}
+		for _, p := range probes {
+			for _, readTS := range []uint64{kv.MaxTimestamp, ts / 2} {
+				key := kv.MakeSearchKey([]byte(p), readTS)
+				want := 0
+				for want < len(f.entries) && kv.Compare(f.key(&f.entries[want]), key) < 0 {
+					want++
+				}
+				if got := f.seekGE(key); got != want {
+					t.Fatalf("segment %d (shared %q): seekGE(%q@%d) = %d, want %d", i, f.shared, p, readTS, got, want)
+				}
+			}
+		}
+	}
+	if n := len(segs[0].entries) + len(segs[1].entries) + len(segs[2].entries) + len(segs[3].entries); len(merged.entries) != n {
+		t.Fatalf("merged %d entries of %d", len(merged.entries), n)
+	}
+}

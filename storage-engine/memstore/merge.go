@@ -36,6 +36,22 @@ func mergeFlat(segs []*flat, keep *Retention) (*flat, int) {
 		total += len(s.entries)
 	}
 	out := &flat{entries: make([]flatEntry, 0, total), minTS: ^uint64(0), merged: true}
+	// The output's keys run from the least first key to the greatest last
+	// one: its shared prefix is theirs.
+	var lo, hi []byte
+	for _, s := range segs {
+		if len(s.entries) == 0 {
+			continue
+		}
+		first, last := s.userKey(&s.entries[0]), s.userKey(&s.entries[len(s.entries)-1])
+		if lo == nil || bytes.Compare(first, lo) < 0 {
+			lo = first
+		}
+		if hi == nil || bytes.Compare(last, hi) > 0 {
+			hi = last
+		}
+	}
+	out.shared = sharedPrefix(lo, hi)
 	var base []int // chunk index of each input's first chunk in out
 	var ar *arena
 	if keep == nil {
@@ -84,7 +100,7 @@ func mergeFlat(segs []*flat, keep *Retention) (*flat, int) {
 			copy(buf[len(k):], v)
 			key := s.key(e)
 			key.UserKey = buf[:len(k):len(k)]
-			out.add(e.prefix, key, at, len(v), &prev)
+			out.add(key, at, len(v), &prev)
 		}
 		group, tss = group[:0], tss[:0]
 	}
@@ -97,7 +113,7 @@ func mergeFlat(segs []*flat, keep *Retention) (*flat, int) {
 		e := &s.entries[pos[i]]
 		if keep == nil {
 			at := makeLoc(base[i]+e.at.chunk(), e.at.off())
-			out.add(e.prefix, s.key(e), at, int(e.vlen), &prev)
+			out.add(s.key(e), at, int(e.vlen), &prev)
 		} else {
 			if len(group) > 0 {
 				g := group[0]
@@ -119,9 +135,10 @@ func mergeFlat(segs []*flat, keep *Retention) (*flat, int) {
 }
 
 // lessEntry orders two entries of (perhaps) different segments like
-// kv.Compare.
+// kv.Compare. Their prefixes decide when they differ and the segments'
+// shared bytes are the same (flat's invariants).
 func lessEntry(a *flat, ea *flatEntry, b *flat, eb *flatEntry) bool {
-	if ea.prefix != eb.prefix {
+	if ea.prefix != eb.prefix && (a == b || bytes.Equal(a.shared, b.shared)) {
 		return ea.prefix < eb.prefix
 	}
 	if c := bytes.Compare(a.userKey(ea), b.userKey(eb)); c != 0 {
