@@ -20,3 +20,6 @@ func CPUTime(pid int) (time.Duration, error) {
 
 // OwnCore is only implemented on Linux.
 func OwnCore() (func(), error) { return nil, errors.New("a core of its own needs Linux") }
+
+// ThreadCPUTime is only implemented on Linux: it reports 0.
+func ThreadCPUTime() time.Duration { return 0 }

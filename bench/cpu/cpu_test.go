@@ -5,6 +5,7 @@ package cpu
 import (
 	"runtime"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -94,5 +95,25 @@ func TestOwnCoreConfinesTheGoroutineAndEveryOtherThread(t *testing.T) {
 		return nil
 	}); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestThreadCPUTimeCountsWorkNotSleep: a locked goroutine's thread clock
+// advances by the CPU it burns and not by the time it sleeps.
+func TestThreadCPUTimeCountsWorkNotSleep(t *testing.T) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	c0 := ThreadCPUTime()
+	time.Sleep(100 * time.Millisecond)
+	slept := ThreadCPUTime() - c0
+	c1 := ThreadCPUTime()
+	for w := time.Now(); time.Since(w) < 50*time.Millisecond; {
+	}
+	worked := ThreadCPUTime() - c1
+	if slept > 20*time.Millisecond {
+		t.Errorf("sleeping 100 ms counted %v of CPU", slept)
+	}
+	if worked < 10*time.Millisecond {
+		t.Errorf("spinning 50 ms counted %v of CPU", worked)
 	}
 }

@@ -259,17 +259,27 @@ func Markdown(rep Report) string {
 					spreadString(r.Spread["paced_scan_p99_ms"], 1, "%.3f"), ratioString(r.PacedScanP99RatioVsNone))
 			}
 		}
-		b.WriteString("\nWhat a read searched, mean per read: memstore skiplists (active segments and pushed ones not yet flattened) and flat segments, frozen memstores included, and SST files:\n\n")
-		b.WriteString("| policy | skiplists | flat segments | SST files | paced: skiplists | flat segments | SST files |\n")
-		b.WriteString("|---|---:|---:|---:|---:|---:|---:|\n")
+		b.WriteString("\nWhat a read searched, mean per read: memstore skiplists (active segments and pushed ones not yet flattened) and flat segments, frozen memstores included, and SST files; and the reader's CPU time per get and per scan (its thread's CPU clock; a read's latency less its CPU was spent waiting). Full speed, then paced:\n\n")
+		b.WriteString("| policy | skiplists | flat segments | SST files | get CPU ms | scan CPU ms | paced: skiplists | flat segments | SST files | get CPU ms | scan CPU ms |\n")
+		b.WriteString("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 		for _, r := range rep.Results {
 			if r.Distribution != dist {
 				continue
 			}
-			fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s |\n", r.Policy,
-				spreadString(r.Spread["skiplists_per_read"], 1, "%.1f"), spreadString(r.Spread["flat_segments_per_read"], 1, "%.1f"),
-				spreadString(r.Spread["files_per_read"], 1, "%.1f"), spreadString(r.Spread["paced_skiplists_per_read"], 1, "%.1f"),
-				spreadString(r.Spread["paced_flat_segments_per_read"], 1, "%.1f"), spreadString(r.Spread["paced_files_per_read"], 1, "%.1f"))
+			cells := []string{r.Policy}
+			for _, m := range []string{"skiplists_per_read", "flat_segments_per_read", "files_per_read"} {
+				cells = append(cells, spreadString(r.Spread[m], 1, "%.1f"))
+			}
+			for _, m := range []string{"get_cpu_ms", "scan_cpu_ms"} {
+				cells = append(cells, spreadString(r.Spread[m], 1, "%.3f"))
+			}
+			for _, m := range []string{"paced_skiplists_per_read", "paced_flat_segments_per_read", "paced_files_per_read"} {
+				cells = append(cells, spreadString(r.Spread[m], 1, "%.1f"))
+			}
+			for _, m := range []string{"paced_get_cpu_ms", "paced_scan_cpu_ms"} {
+				cells = append(cells, spreadString(r.Spread[m], 1, "%.3f"))
+			}
+			fmt.Fprintf(&b, "| %s |\n", strings.Join(cells, " | "))
 		}
 		b.WriteString("\n")
 	}

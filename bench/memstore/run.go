@@ -87,6 +87,12 @@ type RunResult struct {
 	SkiplistsPerRead float64 `json:"skiplists_per_read"`
 	FlatsPerRead     float64 `json:"flat_segments_per_read"`
 	FilesPerRead     float64 `json:"files_per_read"`
+	// The reader's CPU time per get and per scan, mean (its thread's CPU
+	// clock around each read; with --reader-core only, where the reader is
+	// locked to its thread): a read's latency less this was spent waiting
+	// (for a CPU, a P, a lock, the disk).
+	GetCPUMs  float64 `json:"get_cpu_ms,omitempty"`
+	ScanCPUMs float64 `json:"scan_cpu_ms,omitempty"`
 	// The reader during the paced writes, and the write rate achieved.
 	PacedWriteOpsPerS     float64 `json:"paced_write_ops_per_s,omitempty"`
 	PacedGets             int     `json:"paced_gets,omitempty"`
@@ -97,6 +103,8 @@ type RunResult struct {
 	PacedSkiplistsPerRead float64 `json:"paced_skiplists_per_read,omitempty"`
 	PacedFlatsPerRead     float64 `json:"paced_flat_segments_per_read,omitempty"`
 	PacedFilesPerRead     float64 `json:"paced_files_per_read,omitempty"`
+	PacedGetCPUMs         float64 `json:"paced_get_cpu_ms,omitempty"`
+	PacedScanCPUMs        float64 `json:"paced_scan_cpu_ms,omitempty"`
 }
 
 // Progress reports what the run is doing and how far it is (0..1).
@@ -267,6 +275,7 @@ func runOne(ctx context.Context, cfg Config, dir string, policy memstore.Policy,
 	res.Scans, res.ScanMeanMs, res.ScanP99Ms = latency(rd.scans)
 	res.ScanRows = rd.scanRows
 	res.SkiplistsPerRead, res.FlatsPerRead, res.FilesPerRead = rd.sourcesPerRead()
+	res.GetCPUMs, res.ScanCPUMs = rd.cpuPerRead()
 
 	if cfg.PacedWrites > 0 {
 		step("paced writes", 0.7)
@@ -296,6 +305,7 @@ func runOne(ctx context.Context, cfg Config, dir string, policy memstore.Policy,
 		res.PacedGets, res.PacedGetMeanMs, res.PacedGetP99Ms = latency(prd.gets)
 		_, res.PacedScanMeanMs, res.PacedScanP99Ms = latency(prd.scans)
 		res.PacedSkiplistsPerRead, res.PacedFlatsPerRead, res.PacedFilesPerRead = prd.sourcesPerRead()
+		res.PacedGetCPUMs, res.PacedScanCPUMs = prd.cpuPerRead()
 	}
 	res.WALBytes = r.WALAppendedBytes()
 	res.PipelineSegmentsLast = r.PipelineSegments()
@@ -421,6 +431,19 @@ type reader struct {
 	scanRows    int
 	// sources sums region.ReadSources over the reads.
 	sources region.ReadSources
+	// getCPU and scanCPU sum the reader thread's CPU time over the reads,
+	// when it is locked to its thread (ownCore).
+	getCPU, scanCPU time.Duration
+	ownCore         bool
+}
+
+// cpuPerRead is the mean CPU time of a get and of a scan, 0 if the reader
+// did not have a core (and so a thread) of its own.
+func (rd *reader) cpuPerRead() (getMs, scanMs float64) {
+	if !rd.ownCore || len(rd.gets) == 0 || len(rd.scans) == 0 {
+		return 0, 0
+	}
+	return ms(rd.getCPU) / float64(len(rd.gets)), ms(rd.scanCPU) / float64(len(rd.scans))
 }
 
 // sourcesPerRead is the mean of each kind of read source over the reads.
@@ -459,6 +482,7 @@ func (rd *reader) run(ctx context.Context, r *region.Region, cfg Config, next ke
 			return fmt.Errorf("--reader-core: %w", err)
 		}
 		defer release()
+		rd.ownCore = true
 	}
 	k := make([]byte, 0, cfg.KeySize)
 	for i := 0; ; i++ {
@@ -470,12 +494,13 @@ func (rd *reader) run(ctx context.Context, r *region.Region, cfg Config, next ke
 		rd.sources.Skiplists += src.Skiplists
 		rd.sources.FlatSegments += src.FlatSegments
 		rd.sources.Files += src.Files
-		t := time.Now()
+		t, c := time.Now(), cpu.ThreadCPUTime()
 		if i%2 == 0 {
 			if _, _, err := r.Get(k, kv.MaxTimestamp); err != nil {
 				return err
 			}
 			rd.gets = append(rd.gets, time.Since(t))
+			rd.getCPU += cpu.ThreadCPUTime() - c
 			continue
 		}
 		rows, err := r.Scan(k, nil, cfg.ScanLength, kv.MaxTimestamp)
@@ -483,6 +508,7 @@ func (rd *reader) run(ctx context.Context, r *region.Region, cfg Config, next ke
 			return err
 		}
 		rd.scans = append(rd.scans, time.Since(t))
+		rd.scanCPU += cpu.ThreadCPUTime() - c
 		rd.scanRows += len(rows)
 	}
 }

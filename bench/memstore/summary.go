@@ -120,6 +120,10 @@ var runMetrics = []metric{
 	{"paced_skiplists_per_read", func(r RunResult) float64 { return r.PacedSkiplistsPerRead }},
 	{"paced_flat_segments_per_read", func(r RunResult) float64 { return r.PacedFlatsPerRead }},
 	{"paced_files_per_read", func(r RunResult) float64 { return r.PacedFilesPerRead }},
+	{"get_cpu_ms", func(r RunResult) float64 { return r.GetCPUMs }},
+	{"scan_cpu_ms", func(r RunResult) float64 { return r.ScanCPUMs }},
+	{"paced_get_cpu_ms", func(r RunResult) float64 { return r.PacedGetCPUMs }},
+	{"paced_scan_cpu_ms", func(r RunResult) float64 { return r.PacedScanCPUMs }},
 }
 
 // pairedMetrics are the figures whose per-round ratio to None is kept.
