@@ -15,6 +15,8 @@ import (
 	"bytes"
 	"sort"
 
+	"github.com/bits-and-blooms/bloom/v3"
+
 	"github.com/bellows-kv/bellows/storage-engine/iterator"
 	"github.com/bellows-kv/bellows/storage-engine/kv"
 )
@@ -22,6 +24,10 @@ import (
 // flatEntryBytes is the index cost of one version in a flat segment
 // (unsafe.Sizeof(flatEntry{})), against a skiplist node's nodeOverhead.
 const flatEntryBytes = 32
+
+// keyFilterFalsePositive is the false-positive rate of a flat segment's
+// key filter: about 10 bits a key, under 1% of a segment's memory.
+const keyFilterFalsePositive = 0.01
 
 // tombstoneBit marks a tombstone in flatEntry.klen (keys are < 64 KiB).
 const tombstoneBit = 1 << 31
@@ -59,6 +65,11 @@ type flat struct {
 	uniques   int   // distinct user keys
 	minTS     uint64
 	maxTS     uint64
+	// filter holds every user key of the segment: a get of a key the
+	// segment does not hold (on a pipeline of several segments, most of
+	// them) answers without a binary search. filterBytes is its size.
+	filter      *bloom.BloomFilter
+	filterBytes int64
 	// merged: built by a merge or compaction of segments, so uniques
 	// measures the redundancy across them (Adaptive's u).
 	merged bool
@@ -111,6 +122,9 @@ func (f *flat) seekGE(key kv.InternalKey) int {
 }
 
 func (f *flat) Get(userKey []byte, readTS uint64) ([]byte, kv.Kind, bool) {
+	if f.filter != nil && !f.filter.Test(userKey) {
+		return nil, 0, false
+	}
 	i := f.seekGE(kv.MakeSearchKey(userKey, readTS))
 	if i == len(f.entries) || !bytes.Equal(f.userKey(&f.entries[i]), userKey) {
 		return nil, 0, false
@@ -120,7 +134,10 @@ func (f *flat) Get(userKey []byte, readTS uint64) ([]byte, kv.Kind, bool) {
 }
 
 func (f *flat) ApproximateBytes() int64 {
-	return f.dataBytes + flatEntryBytes*int64(len(f.entries))
+	if len(f.entries) == 0 {
+		return 0
+	}
+	return f.dataBytes + flatEntryBytes*int64(len(f.entries)) + f.filterBytes
 }
 func (f *flat) Len() int64                     { return int64(len(f.entries)) }
 func (f *flat) tsRange() (uint64, uint64)      { return f.minTS, f.maxTS }
@@ -131,6 +148,7 @@ func (f *flat) NewIterator() iterator.Iterator { return &flatIter{f: f, i: -1} }
 // only the index changes (Accordion §3.1).
 func flatten(s *Skiplist) *flat {
 	f := &flat{entries: make([]flatEntry, 0, s.Len()), chunks: s.arena.all(), minTS: ^uint64(0)}
+	f.newFilter(s.Len())
 	if first, last := s.head.next(0).Load(), s.last(); first != nil {
 		f.shared = sharedPrefix(first.key.UserKey, last.key.UserKey)
 	}
@@ -139,6 +157,12 @@ func flatten(s *Skiplist) *flat {
 		f.add(n.key, n.loc, len(n.value), &prev)
 	}
 	return f
+}
+
+// newFilter gives f a key filter sized for up to n distinct keys.
+func (f *flat) newFilter(n int64) {
+	f.filter = bloom.NewWithEstimates(uint(max(n, 1)), keyFilterFalsePositive)
+	f.filterBytes = int64(f.filter.Cap() / 8)
 }
 
 // sharedPrefix is a copy of the longest common prefix of a and b.
@@ -162,6 +186,9 @@ func (f *flat) add(key kv.InternalKey, at loc, vlen int, prev *[]byte) {
 	f.dataBytes += int64(len(key.UserKey) + vlen)
 	if *prev == nil || !bytes.Equal(*prev, key.UserKey) {
 		f.uniques++
+		if f.filter != nil {
+			f.filter.Add(key.UserKey)
+		}
 	}
 	*prev = key.UserKey
 	f.minTS = min(f.minTS, key.TS)

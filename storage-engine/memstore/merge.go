@@ -52,6 +52,7 @@ func mergeFlat(segs []*flat, keep *Retention) (*flat, int) {
 		}
 	}
 	out.shared = sharedPrefix(lo, hi)
+	out.newFilter(int64(total))
 	var base []int // chunk index of each input's first chunk in out
 	var ar *arena
 	if keep == nil {
