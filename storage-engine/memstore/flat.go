@@ -65,7 +65,7 @@ type flat struct {
 	uniques   int   // distinct user keys
 	minTS     uint64
 	maxTS     uint64
-	// filter holds every user key of the segment: a get of a key the
+	// filter (always set: newFilter) holds every user key of the segment: a get of a key the
 	// segment does not hold (on a pipeline of several segments, most of
 	// them) answers without a binary search. filterBytes is its size.
 	filter      *bloom.BloomFilter
@@ -122,7 +122,7 @@ func (f *flat) seekGE(key kv.InternalKey) int {
 }
 
 func (f *flat) Get(userKey []byte, readTS uint64) ([]byte, kv.Kind, bool) {
-	if f.filter != nil && !f.filter.Test(userKey) {
+	if !f.filter.Test(userKey) {
 		return nil, 0, false
 	}
 	i := f.seekGE(kv.MakeSearchKey(userKey, readTS))
@@ -186,9 +186,7 @@ func (f *flat) add(key kv.InternalKey, at loc, vlen int, prev *[]byte) {
 	f.dataBytes += int64(len(key.UserKey) + vlen)
 	if *prev == nil || !bytes.Equal(*prev, key.UserKey) {
 		f.uniques++
-		if f.filter != nil {
-			f.filter.Add(key.UserKey)
-		}
+		f.filter.Add(key.UserKey)
 	}
 	*prev = key.UserKey
 	f.minTS = min(f.minTS, key.TS)

@@ -548,7 +548,7 @@ func (v *View) CheckInvariants() error {
 		newerMin = lo
 		if f, ok := s.(*flat); ok {
 			for j := 1; j < len(f.entries); j++ {
-				if !lessEntry(f, &f.entries[j-1], f, &f.entries[j]) {
+				if !lessEntry(f, &f.entries[j-1], f, &f.entries[j], true) {
 					return fmt.Errorf("memstore: flat segment %d out of order at entry %d", i, j)
 				}
 			}

@@ -52,6 +52,12 @@ func mergeFlat(segs []*flat, keep *Retention) (*flat, int) {
 		}
 	}
 	out.shared = sharedPrefix(lo, hi)
+	// Entries of two inputs compare by prefix only if the inputs share the
+	// same bytes (decided once here, not per comparison).
+	samePrefixes := true
+	for _, s := range segs[1:] {
+		samePrefixes = samePrefixes && bytes.Equal(s.shared, segs[0].shared)
+	}
 	out.newFilter(int64(total))
 	var base []int // chunk index of each input's first chunk in out
 	var ar *arena
@@ -71,7 +77,7 @@ func mergeFlat(segs []*flat, keep *Retention) (*flat, int) {
 			if pos[i] == len(s.entries) {
 				continue
 			}
-			if best < 0 || lessEntry(s, &s.entries[pos[i]], segs[best], &segs[best].entries[pos[best]]) {
+			if best < 0 || lessEntry(s, &s.entries[pos[i]], segs[best], &segs[best].entries[pos[best]], samePrefixes) {
 				best = i
 			}
 		}
@@ -136,10 +142,11 @@ func mergeFlat(segs []*flat, keep *Retention) (*flat, int) {
 }
 
 // lessEntry orders two entries of (perhaps) different segments like
-// kv.Compare. Their prefixes decide when they differ and the segments'
-// shared bytes are the same (flat's invariants).
-func lessEntry(a *flat, ea *flatEntry, b *flat, eb *flatEntry) bool {
-	if ea.prefix != eb.prefix && (a == b || bytes.Equal(a.shared, b.shared)) {
+// kv.Compare. Their prefixes decide when they differ and samePrefixes says
+// the segments' shared bytes are the same (flat's invariants; always so
+// within one segment).
+func lessEntry(a *flat, ea *flatEntry, b *flat, eb *flatEntry, samePrefixes bool) bool {
+	if ea.prefix != eb.prefix && samePrefixes {
 		return ea.prefix < eb.prefix
 	}
 	if c := bytes.Compare(a.userKey(ea), b.userKey(eb)); c != 0 {

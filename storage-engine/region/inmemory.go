@@ -169,14 +169,14 @@ func (r *Region) ReadSources() ReadSources {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
 	var rs ReadSources
-	for _, mt := range append([]*memTable{r.mem}, r.imm...) {
-		v := mt.ms.View()
-		if mt != r.mem {
-			v = mt.frozen
-		}
+	count := func(v *memstore.View) {
 		sl, fl := v.SegmentKinds()
 		rs.Skiplists += sl
 		rs.FlatSegments += fl
+	}
+	count(r.mem.ms.View())
+	for _, mt := range r.imm {
+		count(mt.frozen)
 	}
 	rs.Files = len(r.current.tables)
 	return rs
