@@ -576,8 +576,8 @@ func (h *history) checkStaleSnapshots(add func(string, ...any) bool) bool {
 			if by := h.visBy[must.t]; by != must.t {
 				how = by.ID + ", which read it, had finished"
 			}
-			if add("stale snapshot: %s (start %d) began at client %s and read %q as %s, but %s's newer write %q was committed by client %s (%s)",
-				r.ID, r.StartTS, at(r.Invoke), rd.key, what, must.t.ID, must.t.Writes[rd.key], at(must.vis), how) {
+			if add("stale snapshot: %s (start %d) began at client %s and read %q as %s, but %s's newer write %q (commit %d) was committed by client %s (%s)",
+				r.ID, r.StartTS, at(r.Invoke), rd.key, what, must.t.ID, must.t.Writes[rd.key], must.t.CommitTS, at(must.vis), how) {
 				return true
 			}
 		}

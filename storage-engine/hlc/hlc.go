@@ -8,9 +8,14 @@
 //     Update accepted: a timestamp issued after the clock learned of ts is
 //     above ts.
 //   - Now is at least the physical clock. It runs ahead of it only by what
-//     Update accepted (at most MaxOffset) plus one nanosecond per timestamp
-//     issued within a nanosecond: the logical component is folded into the
-//     low nanoseconds, so timestamps stay comparable with wall time.
+//     Update accepted (at most MaxOffset), what Forward was given (a
+//     timestamp this store's regions already issued, from what Update
+//     accepted elsewhere) and one nanosecond per timestamp issued within a
+//     nanosecond: the logical component is folded into the low
+//     nanoseconds, so timestamps stay comparable with wall time.
+//   - Every version a store holds is at or below its clock (Forward): a
+//     transaction that observed the clock at R may take every version above
+//     R for one written after it began (docs/clock.md, observed clocks).
 //   - Update refuses a timestamp more than MaxOffset ahead of the physical
 //     clock: no clock within the bound issued it, and following it would
 //     carry one bad clock to every store.
@@ -79,6 +84,20 @@ func (c *Clock) Update(ts uint64) error {
 		last := c.last.Load()
 		if ts <= last || c.last.CompareAndSwap(last, ts) {
 			return nil
+		}
+	}
+}
+
+// Forward moves the clock to ts if it is behind: a region gave a version
+// timestamp ts (a commit timestamp decided by another store's prepare, or
+// one past its own last) that the clock has not issued. Unlike Update it
+// never refuses: the version exists, and a clock reading below it would
+// tell a transaction that observed it that the version came after it.
+func (c *Clock) Forward(ts uint64) {
+	for {
+		last := c.last.Load()
+		if ts <= last || c.last.CompareAndSwap(last, ts) {
+			return
 		}
 	}
 }

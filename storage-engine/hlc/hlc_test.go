@@ -64,6 +64,26 @@ func TestUpdateMovesTheClockWithinTheBoundAndRefusesBeyondIt(t *testing.T) {
 	}
 }
 
+// Forward follows a timestamp a region already issued, wherever it is:
+// the clock must not read below a version the store holds, even one past
+// the bound Update guards; and it never moves the clock back.
+func TestForwardFollowsWhatTheStoreIssued(t *testing.T) {
+	f := &fixed{t: time.Unix(1000, 0)}
+	c := New(f.now, 250*time.Millisecond)
+	ahead := uint64(f.t.Add(time.Second).UnixNano())
+	if err := c.Update(ahead); err == nil {
+		t.Fatal("Update accepted a timestamp a second ahead with a 250ms bound")
+	}
+	c.Forward(ahead)
+	if now := c.Now(); now != ahead+1 {
+		t.Fatalf("after Forward(%d): Now %d, want %d", ahead, now, ahead+1)
+	}
+	c.Forward(ahead - 5)
+	if now := c.Now(); now != ahead+2 {
+		t.Fatalf("Forward to an older timestamp moved the clock: Now %d, want %d", now, ahead+2)
+	}
+}
+
 func TestConcurrentNowIsUnique(t *testing.T) {
 	c := New(nil, time.Second)
 	const n, each = 8, 10000

@@ -164,7 +164,7 @@ func TestScansOverManyVersionsMatchTheHistory(t *testing.T) {
 	for j, ts := range stamps {
 		for _, limit := range []uint64{0, stamps[min(j+2, len(stamps)-1)], stamps[min(j+30, len(stamps)-1)]} {
 			for _, reverse := range []bool{false, true} {
-				it, err := r.NewIteratorUncertain(bg, nil, nil, ts, limit)
+				it, err := r.NewIteratorUncertain(bg, nil, nil, ts, Uncertainty{Limit: limit})
 				if err != nil {
 					t.Fatal(err)
 				}

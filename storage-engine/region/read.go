@@ -101,21 +101,27 @@ func (r *Region) Get(key []byte, readTS uint64) ([]byte, bool, error) {
 // latest). The returned slice is the caller's. ctx is the request's: a
 // block read from a compaction worker (WarmupRemoteCache) ends with it.
 func (r *Region) GetContext(ctx context.Context, key []byte, readTS uint64) ([]byte, bool, error) {
-	return r.GetUncertain(ctx, key, readTS, 0)
+	return r.GetUncertain(ctx, key, readTS, Uncertainty{})
 }
 
-// GetUncertain is GetContext with an uncertainty limit (docs/clock.md): a
+// GetUncertain is GetContext with clock uncertainty (docs/clock.md): a
 // version of key in (readTS, limit] fails the read with an
 // *UncertainError, and so does a lock whose transaction may commit there
-// until it is resolved (*LockedError). limit ≤ readTS: no window.
-func (r *Region) GetUncertain(ctx context.Context, key []byte, readTS, limit uint64) ([]byte, bool, error) {
+// until it is resolved (*LockedError); limit is u's, narrowed by its
+// observation of this store's clock (Region.uncertaintyLimit). A limit ≤
+// readTS: no window.
+func (r *Region) GetUncertain(ctx context.Context, key []byte, readTS uint64, u Uncertainty) ([]byte, bool, error) {
 	if err := validateKey(key); err != nil {
 		return nil, false, err
 	}
 	if err := r.checkKey(key); err != nil {
 		return nil, false, err
 	}
-	rs, err := r.acquireUnlocked(readTS, func(ts uint64) error { return r.checkReadLock(key, max(ts, limit)) })
+	var limit uint64
+	rs, err := r.acquireUnlocked(readTS, func(ts uint64) error {
+		limit = r.uncertaintyLimit(u)
+		return r.checkReadLock(key, max(ts, limit))
+	})
 	if err != nil {
 		return nil, false, err
 	}
@@ -261,17 +267,21 @@ func (r *Region) NewIterator(start, end []byte, readTS uint64) (*Iterator, error
 // It fails with a *LockedError if a key of the range has a lock a read at
 // readTS must not pass (locks.go): resolve it and retry.
 func (r *Region) NewIteratorContext(ctx context.Context, start, end []byte, readTS uint64) (*Iterator, error) {
-	return r.NewIteratorUncertain(ctx, start, end, readTS, 0)
+	return r.NewIteratorUncertain(ctx, start, end, readTS, Uncertainty{})
 }
 
-// NewIteratorUncertain is NewIteratorContext with an uncertainty limit, as
+// NewIteratorUncertain is NewIteratorContext with clock uncertainty, as
 // GetUncertain has: the iteration stops with an *UncertainError (Err) at
 // the first key with a version in (readTS, limit].
-func (r *Region) NewIteratorUncertain(ctx context.Context, start, end []byte, readTS, limit uint64) (*Iterator, error) {
+func (r *Region) NewIteratorUncertain(ctx context.Context, start, end []byte, readTS uint64, u Uncertainty) (*Iterator, error) {
 	start, end = r.clip(start, end)
 	st := iterStates.Get().(*iterState)
 	rs := &st.rs
-	if err := r.acquireUnlockedInto(rs, readTS, func(ts uint64) error { return r.checkReadLocks(start, end, max(ts, limit)) }); err != nil {
+	var limit uint64
+	if err := r.acquireUnlockedInto(rs, readTS, func(ts uint64) error {
+		limit = r.uncertaintyLimit(u)
+		return r.checkReadLocks(start, end, max(ts, limit))
+	}); err != nil {
 		st.reset()
 		iterStates.Put(st)
 		return nil, err

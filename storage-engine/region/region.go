@@ -157,6 +157,9 @@ type Region struct {
 	// resolveMu excludes a resolution's versions and lock removal from a
 	// read's taking of its state and lock check (locks.go).
 	resolveMu sync.RWMutex
+	// lateAt and lateMax record the commits of locks left behind
+	// (uncertainty.go); guarded by resolveMu.
+	lateAt, lateMax uint64
 	// txnVersions: a commit record wrote versions at their commit
 	// timestamp, older than other keys' (checkInvariants).
 	txnVersions atomic.Bool
@@ -696,7 +699,12 @@ func (r *Region) commitManifest(ctx context.Context, prev manifest.Manifest, nex
 func (r *Region) nextTS() uint64 {
 	ts := r.opts.Clock.Now()
 	if ts <= r.lastTS {
+		// The region is ahead of the store's clock: a commit timestamp
+		// decided by another store's prepare (the floor of commitRecord).
+		// The clock follows, so a transaction that begins here or observes
+		// this store's clock afterwards is above every version here.
 		ts = r.lastTS + 1
+		r.opts.Clock.Forward(ts)
 	}
 	r.lastTS = ts
 	return ts

@@ -41,17 +41,36 @@ func (r *Region) CommitLocks(ctx context.Context, startTS, commitTS uint64, keys
 	if commitTS <= startTS {
 		return fmt.Errorf("region: commit timestamp %d is not after the start %d", commitTS, startTS)
 	}
-	return r.resolve(startTS, commitTS, keys, primary, requestID)
+	var caller context.Context
+	if !primary {
+		caller = ctx
+	}
+	return r.resolve(startTS, commitTS, keys, primary, requestID, false, caller)
+}
+
+// CommitLeftLocks is CommitLocks of secondary locks a transaction's
+// coordinator left behind (found by a request, or expired): the
+// transaction may have been acknowledged while they were held, so reads
+// whose observation of the clock predates this commit are not narrowed
+// below it (uncertainty.go). CommitLocks of secondary locks whose caller
+// (a coordinator) has gone by the time the versions apply is recorded the
+// same way: the coordinator took the commit for failed and may have
+// answered its client.
+func (r *Region) CommitLeftLocks(ctx context.Context, startTS, commitTS uint64, keys [][]byte) error {
+	if commitTS <= startTS {
+		return fmt.Errorf("region: commit timestamp %d is not after the start %d", commitTS, startTS)
+	}
+	return r.resolve(startTS, commitTS, keys, false, "", true, nil)
 }
 
 // RollbackLocks removes the locks transaction startTS holds on keys. With
 // primary set (keys[0] is the primary key) it records the rollback as the
 // outcome, and fails if the transaction committed.
 func (r *Region) RollbackLocks(ctx context.Context, startTS uint64, keys [][]byte, primary bool) error {
-	return r.resolve(startTS, 0, keys, primary, "")
+	return r.resolve(startTS, 0, keys, primary, "", false, nil)
 }
 
-func (r *Region) resolve(startTS, commitTS uint64, keys [][]byte, primary bool, requestID string) error {
+func (r *Region) resolve(startTS, commitTS uint64, keys [][]byte, primary bool, requestID string, late bool, caller context.Context) error {
 	if len(keys) == 0 {
 		return ErrEmptyBatch
 	}
@@ -67,7 +86,7 @@ func (r *Region) resolve(startTS, commitTS uint64, keys [][]byte, primary bool, 
 	slots := r.latches.slotsOf(b)
 	r.latches.lock(slots)
 	defer r.latches.unlock(slots)
-	rec := &txnRecord{commitTS: commitTS}
+	rec := &txnRecord{commitTS: commitTS, late: late, caller: caller}
 	if primary {
 		if o, ok := r.txn.outcome(startTS, keys[0]); ok {
 			switch {

@@ -26,6 +26,7 @@ package region
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
 	"errors"
 
@@ -41,8 +42,14 @@ type txnRecord struct {
 	unlocks  []lockRef
 	commitTS uint64
 	versions []op // at commitTS
-	outcome  *manifest.TxnOutcome
-	forget   []lockRef // start timestamp and primary
+	// late: the versions commit locks left behind (CommitLeftLocks), as
+	// they do if caller (a coordinator's request) has ended when they
+	// apply. In memory only: a reopened region narrows no observation from
+	// before it opened.
+	late    bool
+	caller  context.Context
+	outcome *manifest.TxnOutcome
+	forget  []lockRef // start timestamp and primary
 }
 
 type lockRef struct {
@@ -233,6 +240,9 @@ func (r *Region) writeTxnRecord(rec *txnRecord) (uint64, error) {
 		seg.Add(kv.InternalKey{UserKey: o.key, TS: rec.commitTS, Kind: o.kind}, o.value)
 	}
 	r.txn.apply(rec)
+	if len(rec.versions) > 0 && (rec.late || (rec.caller != nil && rec.caller.Err() != nil)) {
+		r.noteLateCommit(ts, rec.commitTS)
+	}
 	r.resolveMu.Unlock()
 	seg.EndWrite()
 	r.vis.done(ts)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"testing"
+	"time"
 )
 
 // A read at S with limit L (docs/clock.md): a version in (S, L] fails it
@@ -26,23 +27,23 @@ func TestReadsWithinTheUncertaintyWindowFail(t *testing.T) {
 	limit := del // in and del within (readTS, limit]; after beyond it
 
 	var ue *UncertainError
-	if _, _, err := r.GetUncertain(ctx, []byte("b"), readTS, limit); !errors.As(err, &ue) || ue.TS != in || string(ue.Key) != "b" {
+	if _, _, err := r.GetUncertain(ctx, []byte("b"), readTS, Uncertainty{Limit: limit}); !errors.As(err, &ue) || ue.TS != in || string(ue.Key) != "b" {
 		t.Fatalf("Get of a key written within the window: %v, want an *UncertainError at %d", err, in)
 	}
-	if _, _, err := r.GetUncertain(ctx, []byte("m"), readTS, limit); !errors.As(err, &ue) || ue.TS != del {
+	if _, _, err := r.GetUncertain(ctx, []byte("m"), readTS, Uncertainty{Limit: limit}); !errors.As(err, &ue) || ue.TS != del {
 		t.Fatalf("Get of a key deleted within the window: %v, want an *UncertainError at %d", err, del)
 	}
-	if v, ok, err := r.GetUncertain(ctx, []byte("a"), readTS, limit); err != nil || !ok || string(v) != "1" {
+	if v, ok, err := r.GetUncertain(ctx, []byte("a"), readTS, Uncertainty{Limit: limit}); err != nil || !ok || string(v) != "1" {
 		t.Fatalf("Get of a key untouched in the window: %q %v %v", v, ok, err)
 	}
-	if _, ok, err := r.GetUncertain(ctx, []byte("z"), readTS, limit); err != nil || ok {
+	if _, ok, err := r.GetUncertain(ctx, []byte("z"), readTS, Uncertainty{Limit: limit}); err != nil || ok {
 		t.Fatalf("Get of a key written after the limit: %v %v, want absent", ok, err)
 	}
-	if v, ok, err := r.GetUncertain(ctx, []byte("b"), readTS, 0); err != nil || ok {
+	if v, ok, err := r.GetUncertain(ctx, []byte("b"), readTS, Uncertainty{}); err != nil || ok {
 		t.Fatalf("Get without a limit: %q %v %v, want the snapshot (absent)", v, ok, err)
 	}
 	for _, dir := range []string{"forward", "reverse"} {
-		it, err := r.NewIteratorUncertain(ctx, nil, nil, readTS, limit)
+		it, err := r.NewIteratorUncertain(ctx, nil, nil, readTS, Uncertainty{Limit: limit})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -64,5 +65,83 @@ func TestReadsWithinTheUncertaintyWindowFail(t *testing.T) {
 		if want := map[string]string{"forward": "[a]", "reverse": "[]"}[dir]; fmt.Sprint(keys) != want {
 			t.Fatalf("%s scan returned %v before the uncertain key, want %s", dir, keys, want)
 		}
+	}
+}
+
+// A commit timestamp decided by another store's prepare can be ahead of
+// this store's clock. Once the region holds a version there, the clock is
+// past it: a transaction that begins here afterwards, or takes this
+// clock's reading as bounding every version here, is above it. (Before,
+// only the region's own last timestamp moved: a transaction begun at the
+// coordinator of a commit it had just acknowledged started below it and,
+// narrowed to that start, read the snapshot without it.)
+func TestAVersionAboveTheClockMovesTheClock(t *testing.T) {
+	r := openForTxns(t)
+	clock := r.opts.Clock
+	start := clock.Now()
+	prewrite(t, r, start, "k", time.Minute, "k", "v")
+	commit := clock.Now() + uint64(time.Second) // another store's prepare, a second ahead
+	if err := r.CommitLocks(bg, start, commit, [][]byte{[]byte("k")}, true, ""); err != nil {
+		t.Fatal(err)
+	}
+	if now := clock.Now(); now <= commit {
+		t.Fatalf("the store's clock reads %d after the region committed at %d: %v behind a version it holds", now, commit, time.Duration(commit-now))
+	}
+}
+
+// A transaction's observation R of the clock narrows its reads here to R
+// (docs/clock.md), except past a lock held at R that commits later above
+// R: its transaction may have been acknowledged before the reader began
+// (its coordinator left the lock behind, or gave up on committing it).
+// Such a commit stays within the window; a lock its coordinator commits
+// while waiting for the answer (CommitLocks with a live request) is
+// narrowed away as a write after R.
+func TestALockCommittedLateStaysUncertain(t *testing.T) {
+	for _, c := range []struct {
+		name      string
+		commit    func(r *Region, start, commitTS uint64, key []byte) error
+		uncertain bool
+	}{
+		{"left behind, committed by a request that met it", func(r *Region, start, commitTS uint64, key []byte) error {
+			return r.CommitLeftLocks(bg, start, commitTS, [][]byte{key})
+		}, true},
+		{"committed for a coordinator that has gone", func(r *Region, start, commitTS uint64, key []byte) error {
+			ctx, cancel := context.WithCancel(bg)
+			cancel()
+			return r.CommitLocks(ctx, start, commitTS, [][]byte{key}, false, "")
+		}, true},
+		{"committed for its waiting coordinator", func(r *Region, start, commitTS uint64, key []byte) error {
+			return r.CommitLocks(bg, start, commitTS, [][]byte{key}, false, "")
+		}, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r := openForTxns(t)
+			clock := r.opts.Clock
+			mustPut(t, r, "k", "old")
+			writer := clock.Now()
+			prewrite(t, r, writer, "elsewhere", time.Minute, "k", "new")
+			// The reader begins elsewhere and first reaches this store now,
+			// the lock held.
+			readTS := clock.Now()
+			u := Uncertainty{Limit: readTS + uint64(time.Second), Observed: clock.Now()}
+			commitTS := u.Observed + uint64(time.Millisecond) // the primary's store, ahead
+			if err := c.commit(r, writer, commitTS, []byte("k")); err != nil {
+				t.Fatal(err)
+			}
+			v, ok, err := r.GetUncertain(bg, []byte("k"), readTS, u)
+			var ue *UncertainError
+			switch {
+			case c.uncertain && (!errors.As(err, &ue) || ue.TS != commitTS):
+				t.Fatalf("read at %d observed at %d after a late commit at %d: %q %v %v; want an *UncertainError at the commit", readTS, u.Observed, commitTS, v, ok, err)
+			case !c.uncertain && (err != nil || string(v) != "old"):
+				t.Fatalf("read at %d observed at %d after a commit at %d for its coordinator: %q %v %v; want the snapshot (old), narrowed to the observation", readTS, u.Observed, commitTS, v, ok, err)
+			}
+			// A reader that observed the clock after the commit narrows to
+			// that observation, which is above the commit.
+			later := Uncertainty{Limit: u.Limit, Observed: clock.Now()}
+			if _, _, err := r.GetUncertain(bg, []byte("k"), readTS, later); !errors.As(err, &ue) || ue.TS != commitTS {
+				t.Fatalf("read observed after the commit: %v, want an *UncertainError at %d", err, commitTS)
+			}
+		})
 	}
 }

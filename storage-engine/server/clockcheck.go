@@ -255,17 +255,17 @@ func (s *KV) observation() *kvpb.ObservedClock {
 	return &kvpb.ObservedClock{Store: s.clockID, Ts: s.store.Clock().Now()}
 }
 
-// narrowed is a read's uncertainty limit narrowed by the transaction's
-// observation of this store's clock (docs/clock.md): every version the
-// store held when it was observed is at or below the observation, so one
-// above it was written after the transaction began and cannot be one it
-// must see. It holds for region e only if e was open here by then (a
-// region that moved in later brings versions from another clock).
-func (s *KV) narrowed(e *region.Region, limit uint64, observed []*kvpb.ObservedClock) uint64 {
+// uncertainty is a transactional read's clock uncertainty here: limit,
+// and the transaction's observation of this store's clock, which the
+// region narrows the limit to where it bounds the region's versions
+// (region.Uncertainty, docs/clock.md).
+func (s *KV) uncertainty(limit uint64, observed []*kvpb.ObservedClock) region.Uncertainty {
+	u := region.Uncertainty{Limit: limit}
 	for _, o := range observed {
-		if o.GetStore() == s.clockID && e.OpenedTS() <= o.GetTs() {
-			return min(limit, o.GetTs())
+		if o.GetStore() == s.clockID {
+			u.Observed = o.GetTs()
+			break
 		}
 	}
-	return limit
+	return u
 }

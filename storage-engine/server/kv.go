@@ -208,8 +208,8 @@ func (s *KV) get(ctx context.Context, op string, key []byte, ts, limit uint64, o
 	}
 	var v []byte
 	var ok bool
-	limit = s.narrowed(e, limit, observed)
-	err = s.withLocks(ctx, t, func() (err error) { v, ok, err = e.GetUncertain(ctx, key, ts, limit); return err })
+	u := s.uncertainty(limit, observed)
+	err = s.withLocks(ctx, t, func() (err error) { v, ok, err = e.GetUncertain(ctx, key, ts, u); return err })
 	if err != nil {
 		return nil, regionErr(t.local, err)
 	}
@@ -477,8 +477,8 @@ func (s *KV) scanRegion(ctx context.Context, p scanPiece, ts, limit uint64, obse
 		}
 	}
 	var it *region.Iterator
-	limit = s.narrowed(e, limit, observed)
-	err = s.withLocks(ctx, p.target, func() (err error) { it, err = e.NewIteratorUncertain(ctx, start, end, ts, limit); return err })
+	u := s.uncertainty(limit, observed)
+	err = s.withLocks(ctx, p.target, func() (err error) { it, err = e.NewIteratorUncertain(ctx, start, end, ts, u); return err })
 	if err != nil {
 		return regionErr(r, err)
 	}

@@ -135,7 +135,7 @@ func (res *Resolver) resolveLock(ctx context.Context, r Region, l manifest.TxnLo
 	}
 	switch {
 	case st.CommitTs != 0:
-		err = e.CommitLocks(ctx, l.StartTS, st.CommitTs, [][]byte{l.Key}, false, "")
+		err = e.CommitLeftLocks(ctx, l.StartTS, st.CommitTs, [][]byte{l.Key})
 	case st.RolledBack:
 		err = e.RollbackLocks(ctx, l.StartTS, [][]byte{l.Key}, false)
 	default:

@@ -227,6 +227,50 @@ func TestAReadAfterACommitOnAFastStoreRestartsAndSeesIt(t *testing.T) {
 	}
 }
 
+// A cross-region commit coordinated by the slow store takes its commit
+// timestamp from the fast store's prepare, ahead of the coordinator's own
+// clock. A transaction the coordinator begins after acknowledging it starts
+// above it and reads it; before, the coordinator's clock stayed behind its
+// own region's version, the start came out below the commit, and the read,
+// narrowed to the coordinator's own reading (docs/clock.md, observed
+// clocks), missed a commit acknowledged before it began: what
+// TestBankWithSkewedClocksWithinTheBound caught now and then.
+func TestACommitCoordinatedOnTheSlowStoreIsSeenByATransactionItBegins(t *testing.T) {
+	_, b := skewedPair(t, [2]time.Duration{+90 * time.Millisecond, -90 * time.Millisecond}, skewBound)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	primary, secondary := regionKey(1, "p"), regionKey(0, "s") // b's region, a's
+	w, err := b.kv().BeginTxn(ctx, &kvpb.BeginTxnRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	committed, err := b.kv().CommitTxn(ctx, &kvpb.CommitTxnRequest{TxnId: w.TxnId, Mutations: []*kvpb.Mutation{
+		{Op: kvpb.Mutation_OP_PUT, Key: primary, Value: []byte("v1")},
+		{Op: kvpb.Mutation_OP_PUT, Key: secondary, Value: []byte("v1")}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if committed.CommitTs <= w.StartTs+uint64(100*time.Millisecond) {
+		t.Fatalf("committed at %d, %v after its start at the slow store: the fast store's prepare did not decide it, the clocks are not apart",
+			committed.CommitTs, time.Duration(committed.CommitTs-w.StartTs))
+	}
+	r, err := b.kv().BeginTxn(ctx, &kvpb.BeginTxnRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.StartTs <= committed.CommitTs {
+		t.Fatalf("the coordinator began a transaction at %d, %v below the commit it had acknowledged at %d",
+			r.StartTs, time.Duration(committed.CommitTs-r.StartTs), committed.CommitTs)
+	}
+	for _, key := range [][]byte{primary, secondary} {
+		got, err := b.kv().TxnGet(ctx, &kvpb.TxnGetRequest{StartTs: r.StartTs, Key: key, UncertaintyLimit: r.UncertaintyLimit,
+			Observed: []*kvpb.ObservedClock{r.Observed}})
+		if err != nil || !got.Found || string(got.Value) != "v1" {
+			t.Fatalf("read of %q after the commit was acknowledged: %v, %v; want v1", key, got, err)
+		}
+	}
+}
+
 // A store whose clock is beyond the bound from its peers' refuses every KV
 // request with CLOCK_OFFSET and a message naming the offsets, and says so
 // in bellows_clock_offset_exceeded; its peers, within the bound of each

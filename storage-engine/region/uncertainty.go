@@ -1,0 +1,57 @@
+package region
+
+// A transactional read's clock uncertainty (docs/clock.md): the window
+// (readTS, limit] in which a version may have committed before the
+// transaction began on a store whose clock is ahead, and its narrowing by
+// the transaction's observation of this store's clock.
+//
+// # Invariants
+//
+//   - Every version the region holds is at or below the store's clock
+//     (nextTS forwards the clock past a commit timestamp it floors to). So
+//     at an observation R of the clock, every version here is at or below R.
+//   - What R does not bound is a lock held at R that is committed later, at
+//     a commit timestamp above R: its version appears after R, yet its
+//     transaction may have been acknowledged before the observer began (its
+//     coordinator failed to commit this lock, or its retried commit learned
+//     the outcome and answered). Such late commits (CommitLeftLocks) are
+//     recorded, under resolveMu, as lateAt (the record's timestamp, a clock
+//     reading after every observation taken before it) and lateMax (their
+//     largest commit timestamp); a read whose observation is older than
+//     lateAt is narrowed no lower than lateMax. CockroachDB keeps a local
+//     timestamp per version for the same purpose; two numbers per region
+//     are coarser (an old observation loses its narrowing after any late
+//     commit) but need nothing stored with the versions.
+
+// Uncertainty is a transactional read's clock uncertainty.
+type Uncertainty struct {
+	// Limit is the transaction's start plus the maximum clock offset, fixed
+	// at its first start (0: no window).
+	Limit uint64
+	// Observed is the store's clock as the transaction first reached this
+	// store (0: not yet).
+	Observed uint64
+}
+
+// uncertaintyLimit is the limit a read with u uses here: u.Limit, narrowed
+// to u.Observed when the observation bounds the region's versions. It
+// holds only if the region was open here by then (a region that opened
+// later holds versions from another process's clock) and no lock held then
+// has been committed late since. The caller holds resolveMu.
+func (r *Region) uncertaintyLimit(u Uncertainty) uint64 {
+	if u.Limit == 0 || u.Observed == 0 || u.Observed < r.openedTS {
+		return u.Limit
+	}
+	narrowed := u.Observed
+	if u.Observed < r.lateAt {
+		narrowed = max(narrowed, r.lateMax)
+	}
+	return min(u.Limit, narrowed)
+}
+
+// noteLateCommit records a late commit at commitTS by the record at ts.
+// The caller holds resolveMu.
+func (r *Region) noteLateCommit(ts, commitTS uint64) {
+	r.lateAt = max(r.lateAt, ts)
+	r.lateMax = max(r.lateMax, commitTS)
+}
