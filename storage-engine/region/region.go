@@ -709,8 +709,3 @@ func (r *Region) nextTS() uint64 {
 	r.lastTS = ts
 	return ts
 }
-
-// OpenedTS is the store clock's reading when the region opened here: a
-// transaction's observation of this store's clock (docs/clock.md) bounds
-// the versions of the region only if it was taken at or after it.
-func (r *Region) OpenedTS() uint64 { return r.openedTS }
