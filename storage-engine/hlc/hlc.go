@@ -80,12 +80,8 @@ func (c *Clock) Update(ts uint64) error {
 			return &AheadError{TS: ts, Physical: phys, MaxOffset: c.maxOffset}
 		}
 	}
-	for {
-		last := c.last.Load()
-		if ts <= last || c.last.CompareAndSwap(last, ts) {
-			return nil
-		}
-	}
+	c.Forward(ts)
+	return nil
 }
 
 // Forward moves the clock to ts if it is behind: a region gave a version
