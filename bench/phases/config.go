@@ -63,6 +63,13 @@ type Config struct {
 	// compacted: the report divides its change out of the target's.
 	ControlKeys        int `json:"controlKeys,omitempty"`
 	ControlReadsPerSec int `json:"controlReadsPerSecond,omitempty"`
+	// ControlCPU is the CPU the control store process runs on: the
+	// store's (0) by default. A control there also slows when the store's
+	// own work takes the CPU (a warmup's decoding, a local compaction), and
+	// the division takes that cost out with the drift; but on CPU 1 it did
+	// not follow the store's drift at all (A/A resolution 11-13 pp against
+	// 1.5-1.9 on CPU 0, 16 runs each, bench/results/phases-control-cpu1.md).
+	ControlCPU int `json:"controlCPU"`
 	// Command is the command line that ran (bellows-bench fills it in).
 	Command string `json:"command,omitempty"`
 }
@@ -120,10 +127,16 @@ func Default() Config {
 		WarmupRate:    8e6,
 		Seed:          7,
 		Repeats:       6,
-		// A control of a tenth of the data, a quarter of the reads: its
-		// cache holds it, so its reads cost what a baseline read costs.
+		// A control of a tenth of the data, its cache holding it, so its
+		// reads cost what a baseline read costs. Three quarters of the
+		// target's reads: the change divided out is a mean over the
+		// control's reads in the same seconds, and at a quarter of the
+		// target's reads its sampling noise was most of a run's residual
+		// (A/A warmup difference, sd over runs: 4.4 pp at 1,500 reads/s,
+		// 2.8 at 4,500; README.md, Figure 7).
 		ControlKeys:        3000,
-		ControlReadsPerSec: 1500,
+		ControlReadsPerSec: 4500,
+		ControlCPU:         0,
 		Goal:               Goal,
 	}
 	c.CacheBytes = c.defaultCacheBytes()
@@ -173,6 +186,8 @@ func (c Config) validate() error {
 		return fmt.Errorf("--window and --baseline must be positive")
 	case c.ControlKeys < 0 || (c.ControlKeys > 0 && c.ControlReadsPerSec <= 0):
 		return fmt.Errorf("--control-keys %d needs --control-reads > 0 (0 keys: no control store)", c.ControlKeys)
+	case c.ControlCPU < 0:
+		return fmt.Errorf("--control-cpu %d must not be negative", c.ControlCPU)
 	case c.LinkLatency < 0 || c.TransferRate < 0:
 		return fmt.Errorf("--link-latency and --transfer-rate must not be negative")
 	}

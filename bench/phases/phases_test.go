@@ -300,3 +300,24 @@ func TestTheControlsChangeIsDividedOut(t *testing.T) {
 		t.Fatalf("a control with an empty phase: %v, want n/a", *v)
 	}
 }
+
+// The report says where the control ran, because that decides what its
+// division takes out: beside the store, the store's own CPU use as well.
+func TestTheReportSaysWhereTheControlRan(t *testing.T) {
+	run := RunResult{Compaction: Phase{GetDegradationPct: f64(1), Control: &ControlPhase{GetDegradationPct: f64(0)}},
+		Warmup: Phase{GetDegradationPct: f64(1), Control: &ControlPhase{GetDegradationPct: f64(0)}}}
+	rep := Report{Config: Default(), Modes: []ModeResult{{Mode: "ThrottledIncremental", Runs: []RunResult{run, run}}}}
+	if md := markdownResolution(rep); !strings.Contains(md, "on the store's CPU (so it also slows when the store's own work takes that CPU") ||
+		!strings.Contains(md, "(4500 reads/s)") {
+		t.Fatalf("the default control runs beside the store at 4500 reads/s; the report says:\n%s", md)
+	}
+	rep.Config.ControlCPU = 1
+	if md := markdownResolution(rep); !strings.Contains(md, "on CPU 1, not the store's") {
+		t.Fatalf("a control on CPU 1 is described as:\n%s", md)
+	}
+	c := Default()
+	c.ControlCPU = -1
+	if err := c.validate(); err == nil || !strings.Contains(err.Error(), "--control-cpu -1") {
+		t.Fatalf("a negative control CPU: %v", err)
+	}
+}

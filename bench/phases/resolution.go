@@ -126,9 +126,14 @@ func markdownResolution(rep Report) string {
 		b.WriteString("\n")
 	}
 	if hasControl(rep) {
-		b.WriteString("\n**Against the control store** (the machine's drift divided out): the same Δ, each run's divided by the control store's " +
-			"change in the same seconds, (1+Δ)/(1+Δcontrol) − 1. The control is a second store process on the store's CPU with a small dataset " +
-			"of its own in cache, read throughout and never compacted. The verdict and the A/A resolution below use these.\n\n")
+		where := "on the store's CPU (so it also slows when the store's own work takes that CPU, and the division takes that cost out with the drift)"
+		if rep.Config.ControlCPU != 0 {
+			where = fmt.Sprintf("on CPU %d, not the store's (the store's own work does not move it, nor does the store's CPU's drift)", rep.Config.ControlCPU)
+		}
+		fmt.Fprintf(&b, "\n**Against the control store** (the machine's drift divided out): the same Δ, each run's divided by the control store's "+
+			"change in the same seconds, (1+Δ)/(1+Δcontrol) − 1. The control is a second store process %s, with a small dataset "+
+			"of its own in cache, read throughout (%d reads/s) and never compacted. The verdict and the A/A resolution below use these.\n\n",
+			where, rep.Config.ControlReadsPerSec)
 		b.WriteString("| mode | compaction: get Δ | get p99 Δ | scan Δ | warmup: get Δ | get p99 Δ | scan Δ | control's own get Δ: compaction / warmup |\n|---|---|---|---|---|---|---|---|\n")
 		for _, m := range rep.Modes {
 			rs := runsOf(m)

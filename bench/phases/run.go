@@ -42,6 +42,9 @@ type Processes struct {
 // StoreArgs configure a store process.
 type StoreArgs struct {
 	BucketURL, WALDir, Config, Compactor string
+	// Control: this is the control store (Config.ControlCPU says where it
+	// runs), not the one under test.
+	Control bool
 }
 
 // Phase is one phase's latency against the baseline: the change of the
@@ -272,7 +275,7 @@ func runMode(ctx context.Context, cfg Config, dir string, mode region.WarmupMode
 	}
 	var r target
 	if start.Store != nil {
-		t, pid, stop, err := startStoreProcess(ctx, cfg, dir, mode, bucketURL, compactor, start.Store)
+		t, pid, stop, err := startStoreProcess(ctx, cfg, dir, mode, bucketURL, compactor, false, start.Store)
 		if err != nil {
 			return res, err
 		}
@@ -302,7 +305,7 @@ func runMode(ctx context.Context, cfg Config, dir string, mode region.WarmupMode
 		if err != nil {
 			return res, err
 		}
-		t, pid, stop, err := startStoreProcess(ctx, ccfg, cdir, region.WarmupNone, curl, "", start.Store)
+		t, pid, stop, err := startStoreProcess(ctx, ccfg, cdir, region.WarmupNone, curl, "", true, start.Store)
 		if err != nil {
 			return res, fmt.Errorf("control store: %w", err)
 		}
@@ -721,7 +724,7 @@ func openLocal(ctx context.Context, cfg Config, dir string, mode region.WarmupMo
 const memstoreBytes = 512 << 20
 
 // startStoreProcess writes the store's engine.yaml for mode and starts it.
-func startStoreProcess(ctx context.Context, cfg Config, dir string, mode region.WarmupMode, bucketURL, compactor string,
+func startStoreProcess(ctx context.Context, cfg Config, dir string, mode region.WarmupMode, bucketURL, compactor string, control bool,
 	start func(context.Context, string, StoreArgs) (string, string, int, func(), error)) (target, int, func(), error) {
 	offloadMode := "Required"
 	if compactor == "" {
@@ -737,7 +740,7 @@ func startStoreProcess(ctx context.Context, cfg Config, dir string, mode region.
 		return nil, 0, nil, err
 	}
 	grpcAddr, metricsAddr, pid, stop, err := start(ctx, "store-"+mode.String(), StoreArgs{
-		BucketURL: bucketURL, WALDir: filepath.Join(dir, "wal"), Config: config, Compactor: compactor})
+		BucketURL: bucketURL, WALDir: filepath.Join(dir, "wal"), Config: config, Compactor: compactor, Control: control})
 	if err != nil {
 		return nil, 0, nil, err
 	}

@@ -18,7 +18,7 @@ import (
 
 func newMemstoreCommand() *cobra.Command {
 	cfg := memstore.Default()
-	var out, policies, dists, fromJSON, work, cpuprofile string
+	var out, policies, dists, fromJSON, work, cpuprofile, memprofile string
 	var memstoreMiB, cacheMiB int64
 	cmd := &cobra.Command{
 		Use:   "memstore",
@@ -75,6 +75,16 @@ func newMemstoreCommand() *cobra.Command {
 				}
 				defer pprof.StopCPUProfile()
 			}
+			if memprofile != "" {
+				// Every allocation the run made (alloc_space), to find the
+				// garbage that sets the GC's pace: go tool pprof -sample_index=alloc_space.
+				defer func() {
+					if f, err := os.Create(memprofile); err == nil {
+						_ = pprof.Lookup("allocs").WriteTo(f, 0)
+						_ = f.Close()
+					}
+				}()
+			}
 			fmt.Fprintf(cmd.ErrOrStderr(), "memstore bench: %s\n", cfg)
 			bar := progressbar.NewOptions(1000, progressbar.OptionSetWriter(cmd.ErrOrStderr()),
 				progressbar.OptionSetWidth(30), progressbar.OptionShowElapsedTimeOnFinish(), progressbar.OptionSetPredictTime(true))
@@ -104,6 +114,7 @@ func newMemstoreCommand() *cobra.Command {
 	f.StringVar(&out, "out", "bench/results", "directory for memstore.json, memstore.md and memstore.png")
 	f.StringVar(&fromJSON, "from-json", "", "re-render memstore.md and memstore.png from an earlier memstore.json instead of running")
 	f.StringVar(&cpuprofile, "cpuprofile", "", "write a CPU profile of the whole run to this file")
+	f.StringVar(&memprofile, "memprofile", "", "write a profile of every allocation the run made (alloc_space) to this file")
 	f.StringVar(&work, "dir", "", "where the runs' regions live (a temporary directory under it; default: $TMPDIR)")
 	f.StringVar(&policies, "policies", strings.Join(cfg.Policies, ","), "memstore policies, in the order each round runs them (None is required: the ratios are against it)")
 	f.StringVar(&dists, "distributions", strings.Join(cfg.Distributions, ","), "key distributions: zipf, uniform")

@@ -116,10 +116,22 @@ func newPhasesCommand() *cobra.Command {
 				if err := cpu.PinProcess(0, selfCPU); err != nil {
 					cfg.Pinning = "none (" + err.Error() + ")"
 					pinned = false
-				} else if inProcess {
-					cfg.Pinning = "store and workload on CPU 0, compactor on CPU 1"
 				} else {
-					cfg.Pinning = "affinity: store on CPU 0; workload and compactor on CPU 1, the compactor SCHED_IDLE (it runs only when the workload does not)"
+					// The runtime sized GOMAXPROCS from the CPUs this
+					// process had when it started; it now has one. Two Ps
+					// on one CPU leave a runnable goroutine waiting for the
+					// kernel to switch threads (a time slice, milliseconds),
+					// noise in every latency the workload records. The
+					// store and the compactor start after this pinning and
+					// so size theirs from the one CPU they inherit.
+					runtime.GOMAXPROCS(1)
+					cfg.Pinning = "affinity: store on CPU 0; workload and compactor on CPU 1, the compactor SCHED_IDLE (it runs only when the workload does not); GOMAXPROCS 1 in each process"
+					if cfg.ControlKeys > 0 {
+						cfg.Pinning += fmt.Sprintf("; the control store on CPU %d", cfg.ControlCPU)
+					}
+					if inProcess {
+						cfg.Pinning = "store and workload on CPU 0, compactor on CPU 1; GOMAXPROCS 1 in each process"
+					}
 				}
 			}
 			transfer := "0"
@@ -167,7 +179,11 @@ func newPhasesCommand() *cobra.Command {
 						return "", "", 0, nil, err
 					}
 					if pinned {
-						if err := cpu.PinProcess(c.Cmd.Process.Pid, 0); err != nil {
+						at := 0
+						if a.Control {
+							at = cfg.ControlCPU
+						}
+						if err := cpu.PinProcess(c.Cmd.Process.Pid, at); err != nil {
 							c.Stop()
 							return "", "", 0, nil, err
 						}
@@ -213,6 +229,7 @@ func newPhasesCommand() *cobra.Command {
 	f.IntVar(&cfg.UpdatesPerSec, "updates", cfg.UpdatesPerSec, "updates per second during the run")
 	f.IntVar(&cfg.ControlKeys, "control-keys", cfg.ControlKeys, "keys of the control store, read in the same seconds and never compacted, whose change is divided out of the target's (0: no control)")
 	f.IntVar(&cfg.ControlReadsPerSec, "control-reads", cfg.ControlReadsPerSec, "reads per second of the control store")
+	f.IntVar(&cfg.ControlCPU, "control-cpu", cfg.ControlCPU, "the CPU the control store runs on (the store runs on 0, the workload and the compactor on 1): beside the store it follows the store's CPU's drift, and also slows when the store's own work takes that CPU")
 	f.StringVar(&latency, "bucket-latency", "5ms", "latency of every bucket read (the bucket's cost model)")
 	f.StringVar(&bandwidth, "bucket-bandwidth", "200MB/s", "bandwidth of bucket reads")
 	f.StringVar(&warmupRate, "warmup-rate", "8MB/s", "ThrottledIncremental's rate w")
