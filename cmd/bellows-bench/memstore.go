@@ -78,11 +78,16 @@ func newMemstoreCommand() *cobra.Command {
 			if memprofile != "" {
 				// Every allocation the run made (alloc_space), to find the
 				// garbage that sets the GC's pace: go tool pprof -sample_index=alloc_space.
+				// Created now, so a path that cannot be written fails before the run.
+				f, err := os.Create(memprofile)
+				if err != nil {
+					return err
+				}
 				defer func() {
-					if f, err := os.Create(memprofile); err == nil {
-						_ = pprof.Lookup("allocs").WriteTo(f, 0)
-						_ = f.Close()
+					if err := pprof.Lookup("allocs").WriteTo(f, 0); err != nil {
+						fmt.Fprintf(cmd.ErrOrStderr(), "--memprofile %s: %v\n", memprofile, err)
 					}
+					_ = f.Close()
 				}()
 			}
 			fmt.Fprintf(cmd.ErrOrStderr(), "memstore bench: %s\n", cfg)
