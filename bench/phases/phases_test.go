@@ -47,6 +47,7 @@ func f64(v float64) *float64 { return &v }
 func TestMarkdownIsFigure7Shaped(t *testing.T) {
 	cfg := Default()
 	cfg.StoreFlags = []string{"--remote-cache-rate=8000000B/s", "--wal-archive-interval=0s"}
+	cfg.Command = "bellows-bench phases --repeat 16"
 	rep := Report{Config: cfg, Modes: []ModeResult{
 		{Mode: "ThrottledIncremental", Baseline: Baseline{GetMeanMs: 0.1, GetP99Ms: 0.9},
 			Compaction: Phase{GetDegradationPct: f64(4), GetP99DegradationPct: f64(7), ScanDegradationPct: f64(1), ScanP99DegradationPct: f64(3), DurationS: 3},
@@ -57,7 +58,7 @@ func TestMarkdownIsFigure7Shaped(t *testing.T) {
 	md := Markdown(rep)
 	for _, want := range []string{"| ThrottledIncremental | 0.100 / 0.900 |", "| +4% | +7% | +1% | +3% | 3.0 | -2% | +9% | +5% | +6% | 5.0 |",
 		"| PreSwitch |", "| +30% | +80% | +20% | +50% | 4.0 | n/a | n/a | n/a | n/a | 0.0 |",
-		"compaction: get Δ", "get p99 Δ", "scan p99 Δ", "warmup s", "paper's regime", Goal, "1ms per FetchBlocks stream + 125 MB/s",
+		"compaction: get Δ", "get p99 Δ", "scan p99 Δ", "warmup s", "paper's regime", Goal, "1ms per FetchBlocks stream + 125 MB/s", "**Command:** `bellows-bench phases --repeat 16`",
 		"Store settings beyond engine.yaml: `--remote-cache-rate=8000000B/s --wal-archive-interval=0s`"} {
 		if !strings.Contains(md, want) {
 			t.Errorf("markdown lacks %q:\n%s", want, md)

@@ -76,6 +76,9 @@ func Markdown(rep Report) string {
 	if len(c.StoreFlags) > 0 {
 		fmt.Fprintf(&b, "Store settings beyond engine.yaml: `%s`.\n\n", strings.Join(c.StoreFlags, " "))
 	}
+	if c.Command != "" {
+		fmt.Fprintf(&b, "**Command:** `%s` (every setting it ran with is the JSON's `config`; `--from-json` renders this report again from it).\n\n", c.Command)
+	}
 	b.WriteString("| mode | baseline get ms (mean / p99) | baseline scan ms (mean / p99) | compaction: get Δ | get p99 Δ | scan Δ | scan p99 Δ | compaction s | warmup: get Δ | get p99 Δ | scan Δ | scan p99 Δ | warmup s |\n")
 	b.WriteString("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, m := range rep.Modes {

@@ -125,12 +125,11 @@ func newPhasesCommand() *cobra.Command {
 					// store and the compactor start after this pinning and
 					// so size theirs from the one CPU they inherit.
 					runtime.GOMAXPROCS(1)
-					cfg.Pinning = "affinity: store on CPU 0; workload and compactor on CPU 1, the compactor SCHED_IDLE (it runs only when the workload does not); GOMAXPROCS 1 in each process"
-					if cfg.ControlKeys > 0 {
-						cfg.Pinning += fmt.Sprintf("; the control store on CPU %d", cfg.ControlCPU)
-					}
 					if inProcess {
 						cfg.Pinning = "store and workload on CPU 0, compactor on CPU 1; GOMAXPROCS 1 in each process"
+					} else {
+						cfg.Pinning = fmt.Sprintf("affinity: store on CPU 0; workload and compactor on CPU 1, the compactor SCHED_IDLE (it runs only "+
+							"when the workload does not); the control store on CPU %d; GOMAXPROCS 1 in each process", cfg.ControlCPU)
 					}
 				}
 			}
