@@ -30,6 +30,7 @@ func Settings() []Setting {
 		{"engine.yaml retention.gcTTL · KVCluster spec.engine.retention.gcTTL (history kept; reads older are SNAPSHOT_TOO_OLD)", dur(e.Retention.GCTTL.Duration)},
 		{"engine.yaml retention.maxVersions · KVCluster spec.engine.retention.maxVersions (0: no count bound, gcTTL decides)", fmt.Sprint(e.Retention.MaxVersions)},
 		{"engine.yaml blockCacheBytes · KVCluster spec.engine.blockCacheBytes", size(e.BlockCacheBytes)},
+		{"engine.yaml blockCacheOnFlush (cache each block a flush writes)", fmt.Sprint(e.BlockCacheOnFlush)},
 		{"engine.yaml compaction.minFiles · KVCluster spec.engine.compaction.minFiles", fmt.Sprint(e.Compaction.MinFiles)},
 		{"engine.yaml compaction.maxFiles · KVCluster spec.engine.compaction.maxFiles", fmt.Sprint(e.Compaction.MaxFiles)},
 		{"engine.yaml compaction.ratio · KVCluster spec.engine.compaction.ratio", fmt.Sprint(e.Compaction.Ratio)},

@@ -532,7 +532,76 @@ func TestOnePushedSegmentAtATime(t *testing.T) {
 	if !m.NeedsInMemoryFlush() {
 		t.Fatal("after the in-memory flush finished, the full active segment is not due")
 	}
-	if sl, fl := m.View().SegmentKinds(); sl != 1 || fl != 1 {
+	if sl, fl, _ := m.View().SegmentKinds(); sl != 1 || fl != 1 {
 		t.Fatalf("view holds %d skiplists and %d flat segments, want the active one and one flat", sl, fl)
+	}
+}
+
+// TestMergeFrozen: a frozen memstore's segments (a flat one, a pushed
+// skiplist no in-memory flush reached, and the active skiplist) are merged
+// into one flat segment for the reads made while the disk flush runs. The
+// new view holds the same versions in the same order, finds every key as
+// the old one does, keeps the package invariants, searches one flat
+// segment and an empty skiplist, and is the one View and Freeze return
+// from then on. Under None, and for a view not frozen, nothing changes.
+func TestMergeFrozen(t *testing.T) {
+	for _, p := range []Policy{Basic, None} {
+		t.Run(string(p), func(t *testing.T) {
+			m, err := New(Config{Policy: p, FlushBytes: 1 << 20, ActiveFraction: 0.1, PipelineSegments: 5})
+			if err != nil {
+				t.Fatal(err)
+			}
+			rng := rand.New(rand.NewPCG(3, 4))
+			var ts uint64
+			write := func(n int) {
+				for range n {
+					ts++
+					seg := m.Active()
+					seg.BeginWrite()
+					k := fmt.Appendf(nil, "k%04d", rng.IntN(500))
+					seg.Add(kv.InternalKey{UserKey: k, TS: ts, Kind: kv.KindSet}, k)
+					seg.EndWrite()
+				}
+			}
+			write(1000)
+			m.PushActive()
+			m.FlushInMemory(Retention{Horizon: ts}) // one flat segment
+			write(1000)
+			m.PushActive() // pushed, not flattened
+			write(1000)
+			if got := m.MergeFrozen(m.View()); got != m.View() {
+				t.Fatal("a view not frozen was merged")
+			}
+			old := m.Freeze()
+			v := m.MergeFrozen(old)
+			if p == None {
+				if v != old {
+					t.Fatal("None's frozen view was merged")
+				}
+				return
+			}
+			if err := v.CheckInvariants(); err != nil {
+				t.Fatal(err)
+			}
+			if sl, fl, n := v.SegmentKinds(); sl != 1 || n != 0 || fl != 1 {
+				t.Fatalf("merged view: %d skiplists holding %d versions, %d flat segments; want only the empty active skiplist and one flat", sl, n, fl)
+			}
+			if m.View() != v || m.Freeze() != v || m.MergeFrozen(v) != v {
+				t.Fatal("the memstore still returns the view before merging, or merges it again")
+			}
+			if !equalPairs(collect(t, v.NewIterator()), collect(t, old.NewIterator())) || v.Len() != old.Len() {
+				t.Fatal("the merged view does not iterate the versions the frozen one does")
+			}
+			for i := range 500 {
+				k := fmt.Appendf(nil, "k%04d", i)
+				for _, at := range []uint64{ts, ts / 2, 1500} {
+					a, ak, aok := old.Get(k, at)
+					b, bk, bok := v.Get(k, at)
+					if aok != bok || ak != bk || !bytes.Equal(a, b) {
+						t.Fatalf("Get(%s, %d): frozen view %q %v %v, merged %q %v %v", k, at, a, ak, aok, b, bk, bok)
+					}
+				}
+			}
+		})
 	}
 }

@@ -154,7 +154,7 @@ func flatten(s *Skiplist) *flat {
 	}
 	var prev []byte
 	for n := s.head.next(0).Load(); n != nil; n = n.next(0).Load() {
-		f.add(n.key, n.loc, len(n.value), &prev)
+		f.add(n.key, n.loc, len(n.value), &prev, true)
 	}
 	return f
 }
@@ -163,6 +163,18 @@ func flatten(s *Skiplist) *flat {
 func (f *flat) newFilter(n int64) {
 	f.filter = bloom.NewWithEstimates(uint(max(n, 1)), keyFilterFalsePositive)
 	f.filterBytes = int64(f.filter.Cap() / 8)
+}
+
+// addKeysTo adds every user key of f to bf.
+func (f *flat) addKeysTo(bf *bloom.BloomFilter) {
+	for i := range f.entries {
+		e := &f.entries[i]
+		// Versions of a key are adjacent: add it at its first.
+		if i > 0 && f.entries[i-1].prefix == e.prefix && bytes.Equal(f.userKey(&f.entries[i-1]), f.userKey(e)) {
+			continue
+		}
+		bf.Add(f.userKey(e))
+	}
 }
 
 // sharedPrefix is a copy of the longest common prefix of a and b.
@@ -175,8 +187,9 @@ func sharedPrefix(a, b []byte) []byte {
 }
 
 // add appends one entry, whose user key starts with f.shared; prev is the
-// previous entry's user key.
-func (f *flat) add(key kv.InternalKey, at loc, vlen int, prev *[]byte) {
+// previous entry's user key. hash adds a new key to f's filter (a filter
+// copied from one holding it already does not need it).
+func (f *flat) add(key kv.InternalKey, at loc, vlen int, prev *[]byte, hash bool) {
 	klen := uint32(len(key.UserKey))
 	if key.Kind == kv.KindDelete {
 		klen |= tombstoneBit
@@ -186,7 +199,9 @@ func (f *flat) add(key kv.InternalKey, at loc, vlen int, prev *[]byte) {
 	f.dataBytes += int64(len(key.UserKey) + vlen)
 	if *prev == nil || !bytes.Equal(*prev, key.UserKey) {
 		f.uniques++
-		f.filter.Add(key.UserKey)
+		if hash {
+			f.filter.Add(key.UserKey)
+		}
 	}
 	*prev = key.UserKey
 	f.minTS = min(f.minTS, key.TS)

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"unsafe"
 
+	"github.com/bits-and-blooms/bloom/v3"
+
 	"github.com/bellows-kv/bellows/storage-engine/iterator"
 	"github.com/bellows-kv/bellows/storage-engine/kv"
 )
@@ -273,7 +275,7 @@ func TestMergeFlat(t *testing.T) {
 	}
 	slices.SortFunc(all, func(a, b kvPair) int { return kv.Compare(a.key, b.key) })
 
-	merged, dropped := mergeFlat(segs, nil)
+	merged, dropped := mergeFlat(segs, nil, nil)
 	if dropped != 0 || !equalPairs(collect(t, merged.NewIterator()), all) {
 		t.Fatalf("merge dropped %d or reordered versions", dropped)
 	}
@@ -303,7 +305,7 @@ func TestMergeFlat(t *testing.T) {
 		t.Fatalf("merge shares %d of its %d chunks with the inputs; want all", shared, n)
 	}
 
-	compacted, dropped := mergeFlat(segs, &Retention{MaxVersions: 1, Horizon: ts})
+	compacted, dropped := mergeFlat(segs, &Retention{MaxVersions: 1, Horizon: ts}, nil)
 	got := collect(t, compacted.NewIterator())
 	if len(got)+dropped != len(all) || len(got) != compacted.uniques {
 		t.Fatalf("compaction kept %d (uniques %d) and dropped %d of %d", len(got), compacted.uniques, dropped, len(all))
@@ -386,7 +388,7 @@ func TestSharedPrefixSearchAndMerge(t *testing.T) {
 	if got := string(segs[0].shared); len(got) < len("user0001") {
 		t.Fatalf("shared prefix of keys all starting user0001 is %q", got)
 	}
-	merged, _ := mergeFlat(segs, nil)
+	merged, _ := mergeFlat(segs, nil, nil)
 	if string(merged.shared) != "user" {
 		t.Fatalf("merged shared prefix is %q, want \"user\"", merged.shared)
 	}
@@ -452,10 +454,68 @@ func TestFlatKeyFilter(t *testing.T) {
 	if share := float64(f.filterBytes) / float64(f.ApproximateBytes()); share > 0.02 {
 		t.Fatalf("the filter is %.1f%% of the segment's memory", 100*share)
 	}
-	merged, _ := mergeFlat([]*flat{f, flatten(randomSkiplist(rand.New(rand.NewPCG(1, 2)), 500))}, nil)
+	merged, _ := mergeFlat([]*flat{f, flatten(randomSkiplist(rand.New(rand.NewPCG(1, 2)), 500))}, nil, nil)
 	for i := range n {
 		if _, _, ok := merged.Get(key(i), kv.MaxTimestamp); !ok {
 			t.Fatalf("the merged segment lost %s", key(i))
+		}
+	}
+}
+
+// TestMergeCopiesTheMemstoresKeyFilter: a merge given the memstore's key
+// filter (which holds every key of its inputs) copies it as the output's
+// instead of hashing the keys again. Every key of every input passes the
+// output's filter and is found, the uniques are counted across inputs,
+// and what is added to the memstore's filter afterwards is not in the
+// output's (a copy, not shared).
+func TestMergeCopiesTheMemstoresKeyFilter(t *testing.T) {
+	key := func(i int) []byte { return fmt.Appendf(nil, "user%012d", i) }
+	var ts uint64
+	segment := func(from, to, step int) *flat {
+		s := NewSkiplist()
+		for i := from; i < to; i += step {
+			ts++
+			s.Add(kv.InternalKey{UserKey: key(i), TS: ts, Kind: kv.KindSet}, key(i))
+		}
+		return flatten(s)
+	}
+	keys := bloom.NewWithEstimates(50000, keyFilterFalsePositive)
+	// Even keys, odd keys, and every tenth even key again (a version of a
+	// key an older segment holds).
+	segs := []*flat{segment(0, 20000, 10), segment(1, 20000, 2), segment(0, 20000, 2)}
+	for _, f := range segs {
+		f.addKeysTo(keys)
+	}
+	merged, _ := mergeFlat(segs, nil, keys)
+	if merged.filter == keys || merged.filter.Cap() != keys.Cap() {
+		t.Fatalf("the merged filter is the memstore's (%v) or not a copy of it (%d bits, want %d)", merged.filter == keys, merged.filter.Cap(), keys.Cap())
+	}
+	for i := range 20000 {
+		if !merged.filter.Test(key(i)) {
+			t.Fatalf("the merged filter lacks %s", key(i))
+		}
+		if v, _, ok := merged.Get(key(i), kv.MaxTimestamp); !ok || !bytes.Equal(v, key(i)) {
+			t.Fatalf("Get(%s) = %q, %v", key(i), v, ok)
+		}
+	}
+	if merged.uniques != 20000 {
+		t.Fatalf("merged uniques %d, want 20000 (the versions of one key in two inputs count once)", merged.uniques)
+	}
+	later := segment(20000, 30000, 1)
+	later.addKeysTo(keys)
+	passed := 0
+	for i := 20000; i < 30000; i++ {
+		if merged.filter.Test(key(i)) {
+			passed++
+		}
+	}
+	if passed > 300 { // 1% of 10,000 absent keys, with room
+		t.Fatalf("the merged filter passes %d of 10,000 keys added to the memstore's after the merge: it is shared, not copied", passed)
+	}
+	compacted, _ := mergeFlat(segs, &Retention{MaxVersions: 1, Horizon: ts}, keys)
+	for i := range 20000 {
+		if v, _, ok := compacted.Get(key(i), kv.MaxTimestamp); !ok || !bytes.Equal(v, key(i)) {
+			t.Fatalf("after a compaction Get(%s) = %q, %v", key(i), v, ok)
 		}
 	}
 }

@@ -48,6 +48,8 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/bits-and-blooms/bloom/v3"
+
 	"github.com/bellows-kv/bellows/storage-engine/iterator"
 	"github.com/bellows-kv/bellows/storage-engine/kv"
 )
@@ -252,17 +254,20 @@ func (v *View) Len() int64 { return v.active.Len() + v.pipelineLen }
 func (v *View) Segments() int { return len(v.pipeline) }
 
 // SegmentKinds counts what a read of v searches: skiplists (the active
-// segment and pushed ones not yet flattened) and flat segments.
-func (v *View) SegmentKinds() (skiplists, flats int) {
-	skiplists = 1
+// segment and pushed ones not yet flattened) and flat segments, and the
+// versions the skiplists hold (a skiplist's search grows with them, a
+// flat segment's far less).
+func (v *View) SegmentKinds() (skiplists, flats int, skiplistVersions int64) {
+	skiplists, skiplistVersions = 1, v.active.Len()
 	for _, s := range v.pipeline {
 		if _, ok := s.(*flat); ok {
 			flats++
 		} else {
 			skiplists++
+			skiplistVersions += s.Len()
 		}
 	}
-	return skiplists, flats
+	return skiplists, flats, skiplistVersions
 }
 
 // MinTS is the oldest timestamp of any version held, ^0 when empty: WAL
@@ -296,9 +301,14 @@ type Memstore struct {
 	view      atomic.Pointer[View]
 	stats     *Stats
 
-	// compactMu: one FlushInMemory at a time; it guards adaptive.
+	// compactMu: one FlushInMemory at a time; it guards adaptive and keys.
 	compactMu sync.Mutex
 	adaptive  adaptiveState
+	// keys holds every user key of every flat segment this memstore made:
+	// a merge or compaction copies it as its output's filter instead of
+	// hashing every key again (mergeFlat). Nil until the first flatten,
+	// which sizes it; it is never shared, only copied.
+	keys *bloom.BloomFilter
 	// flushing is set by a push and cleared when an in-memory flush has
 	// finished: while it is set the active segment grows past A instead of
 	// being pushed (HBase's inMemoryFlushInProgress). Without it, writers
@@ -399,6 +409,65 @@ func (m *Memstore) Freeze() *View {
 	}
 }
 
+// MergeFrozen returns a View holding the same versions as the frozen view
+// v of m in one flat segment: its skiplists (the active segment, and
+// pushed ones an in-memory flush did not reach before the freeze)
+// flattened, and every flat segment's index merged with theirs, as an
+// in-memory merge does (the chunks are shared, nothing is copied or
+// dropped). It is what reads search while the disk flush writes the
+// memstore out, and what the flush reads: under full-speed writes a
+// frozen memstore waits for its flush most of the time, and a read
+// searching its five or so segments, a skiplist among them (a cache miss
+// per level), cost more than one merge per flush does. The active
+// segment's place is taken by an empty skiplist. Under None, or with
+// nothing to merge, it returns v. The caller waits for v's writers first
+// (View.WaitWriters), and then may read either view: they hold the same
+// versions.
+func (m *Memstore) MergeFrozen(v *View) *View {
+	if m.cfg.Policy == None || !v.frozen {
+		return v
+	}
+	if v.active.Len() == 0 && len(v.pipeline) <= 1 {
+		if _, fl, _ := v.SegmentKinds(); fl == len(v.pipeline) {
+			return v
+		}
+	}
+	// An in-memory flush that began before the freeze is abandoning its
+	// work; after it, nothing changes v's segments but this.
+	m.compactMu.Lock()
+	defer m.compactMu.Unlock()
+	var flats []*flat // newest first, as the pipeline
+	for _, s := range append([]segment{v.active}, v.pipeline...) {
+		switch s := s.(type) {
+		case *Skiplist:
+			if s.Len() > 0 {
+				f := flatten(s)
+				m.addKeys(f)
+				flats = append(flats, f)
+			}
+		case *flat:
+			if s.Len() > 0 {
+				flats = append(flats, s)
+			}
+		}
+	}
+	nv := v.clone()
+	nv.active = NewSkiplist()
+	nv.pipeline = nil
+	switch len(flats) {
+	case 0:
+	case 1:
+		nv.pipeline = []segment{flats[0]}
+	default:
+		merged, _ := mergeFlat(flats, nil, m.keys)
+		nv.pipeline = []segment{merged}
+	}
+	nv.recount()
+	// Freeze and View return the new one from now on.
+	m.view.CompareAndSwap(v, nv)
+	return nv
+}
+
 // testHookBeforePublish, if set (by tests only), runs in FlushInMemory
 // after a merge or compaction is built and before it is published: a test
 // freezes the memstore there to race a disk flush deterministically.
@@ -461,6 +530,7 @@ func (m *Memstore) FlushInMemory(ret Retention) FlushResult {
 		}
 		sl.WaitWriters()
 		f := flatten(sl)
+		m.addKeys(f)
 		if err := m.replace([]segment{sl}, f, 0); err != nil {
 			m.stats.Aborted.Add(1)
 			res.Aborted = true
@@ -508,10 +578,10 @@ func (m *Memstore) FlushInMemory(ret Retention) FlushResult {
 		in += len(f.entries)
 	}
 	if res.Action == Compact {
-		out, res.Dropped = mergeFlat(inputs, &ret)
+		out, res.Dropped = mergeFlat(inputs, &ret, m.keys)
 		horizon = ret.Horizon
 	} else {
-		out, _ = mergeFlat(inputs, nil)
+		out, _ = mergeFlat(inputs, nil, m.keys)
 	}
 	if testHookBeforePublish != nil {
 		testHookBeforePublish(m)
@@ -529,6 +599,25 @@ func (m *Memstore) FlushInMemory(ret Retention) FlushResult {
 		m.stats.Merges.Add(1)
 	}
 	return res
+}
+
+// keysHeadroom: the memstore's key filter is sized for this many times the
+// versions its first flat segment's bytes per version would fill the
+// memstore with, so that later, smaller versions do not overfill it (an
+// overfull filter lets more absent keys through, never loses one).
+const keysHeadroom = 1.5
+
+// addKeys adds the keys of f, just flattened, to the memstore's key
+// filter, making it at the first flatten. Under compactMu.
+func (m *Memstore) addKeys(f *flat) {
+	if len(f.entries) == 0 {
+		return
+	}
+	if m.keys == nil {
+		n := keysHeadroom * float64(m.cfg.FlushBytes) * float64(len(f.entries)) / float64(max(f.ApproximateBytes(), 1))
+		m.keys = bloom.NewWithEstimates(uint(max(n, float64(len(f.entries)))), keyFilterFalsePositive)
+	}
+	f.addKeysTo(m.keys)
 }
 
 // CheckInvariants checks what of the package invariants can be checked

@@ -3,6 +3,8 @@ package memstore
 import (
 	"bytes"
 
+	"github.com/bits-and-blooms/bloom/v3"
+
 	"github.com/bellows-kv/bellows/storage-engine/retention"
 )
 
@@ -29,8 +31,20 @@ func (ret *Retention) dropsNothingFrom(minTS uint64) bool { return ret.Horizon <
 // merge). Otherwise the retention rules drop versions and the survivors are
 // copied into new chunks, so the dropped ones' memory is freed with their
 // segments (the in-memory compaction, which relocates cells as HBase's
-// MSLAB does). It returns the segment and the number of versions dropped.
-func mergeFlat(segs []*flat, keep *Retention) (*flat, int) {
+// MSLAB does). keys, if not nil, is a filter holding every key of segs:
+// the output's filter is a copy of it (the memstore's: Memstore.keys);
+// otherwise the output hashes its keys into a new one. It returns the
+// segment and the number of versions dropped.
+//
+// A merge reads only the index where it can: an entry's prefix is reused
+// when its input's shared bytes are the output's, and keys are compared
+// only when prefixes tie. Under Basic the oldest input is the previous
+// merge's output, most of the memstore: reading each of its keys from the
+// chunks again, a cache miss apiece, to hash it and to count the uniques
+// made a merge about five times dearer (BenchmarkMergeIndexes), and while
+// a merge runs no segment is pushed, so the active skiplist every read
+// searches grows.
+func mergeFlat(segs []*flat, keep *Retention, keys *bloom.BloomFilter) (*flat, int) {
 	total := 0
 	for _, s := range segs {
 		total += len(s.entries)
@@ -58,31 +72,119 @@ func mergeFlat(segs []*flat, keep *Retention) (*flat, int) {
 	for _, s := range segs[1:] {
 		samePrefixes = samePrefixes && bytes.Equal(s.shared, segs[0].shared)
 	}
-	out.newFilter(int64(total))
-	var base []int // chunk index of each input's first chunk in out
-	var ar *arena
-	if keep == nil {
-		for _, s := range segs {
-			base = append(base, len(out.chunks))
-			out.chunks = append(out.chunks, s.chunks...)
-		}
+	hash := keys == nil
+	if hash {
+		out.newFilter(int64(total))
 	} else {
-		ar = newArena()
+		out.filter = keys.Copy()
+		out.filterBytes = int64(out.filter.Cap() / 8)
 	}
-	pos := make([]int, len(segs))
-	// next is the input whose current entry is smallest, or -1.
-	next := func() int {
-		best := -1
-		for i, s := range segs {
-			if pos[i] == len(s.entries) {
-				continue
-			}
-			if best < 0 || lessEntry(s, &s.entries[pos[i]], segs[best], &segs[best].entries[pos[best]], samePrefixes) {
-				best = i
+	if keep != nil {
+		dropped := compactInto(out, segs, keep, samePrefixes, hash)
+		return out, dropped
+	}
+	chunkBase := make([]int, len(segs)) // chunk index of each input's first chunk in out
+	reusePrefix := make([]bool, len(segs))
+	for i, s := range segs {
+		chunkBase[i] = len(out.chunks)
+		out.chunks = append(out.chunks, s.chunks...)
+		reusePrefix[i] = bytes.Equal(s.shared, out.shared)
+	}
+	cur := newMergeCursor(segs, samePrefixes)
+	for {
+		i, j := cur.next()
+		if i < 0 {
+			break
+		}
+		s := segs[i]
+		e := &s.entries[j]
+		prefix := e.prefix
+		if !reusePrefix[i] {
+			prefix = keyPrefix(s.userKey(e)[len(out.shared):])
+		}
+		// Different prefixes are different keys; equal ones may be too.
+		newKey := true
+		if n := len(out.entries); n > 0 && out.entries[n-1].prefix == prefix {
+			newKey = !bytes.Equal(out.userKey(&out.entries[n-1]), s.userKey(e))
+		}
+		if newKey {
+			out.uniques++
+			if hash {
+				out.filter.Add(s.userKey(e))
 			}
 		}
-		return best
+		out.entries = append(out.entries, flatEntry{prefix: prefix, ts: e.ts,
+			at: makeLoc(chunkBase[i]+e.at.chunk(), e.at.off()), klen: e.klen, vlen: e.vlen})
+		out.dataBytes += int64(e.keyLen()) + int64(e.vlen)
+		out.minTS = min(out.minTS, e.ts)
+		out.maxTS = max(out.maxTS, e.ts)
 	}
+	return out, 0
+}
+
+// mergeCursor walks the entries of a merge's inputs in order. Most of a
+// merge's versions come from one input (under Basic, the previous merge's
+// output), so it compares that input's next entry with the least of the
+// others', which changes only when one of them advances: about one
+// comparison per version instead of one per input.
+type mergeCursor struct {
+	segs         []*flat
+	pos          []int
+	big          int // the input with the most entries
+	other        int // the input but big whose current entry is least, or -1
+	samePrefixes bool
+}
+
+func newMergeCursor(segs []*flat, samePrefixes bool) *mergeCursor {
+	c := &mergeCursor{segs: segs, pos: make([]int, len(segs)), samePrefixes: samePrefixes}
+	for i, s := range segs {
+		if len(s.entries) > len(segs[c.big].entries) {
+			c.big = i
+		}
+	}
+	c.other = c.leastOther()
+	return c
+}
+
+func (c *mergeCursor) entry(i int) *flatEntry { return &c.segs[i].entries[c.pos[i]] }
+
+func (c *mergeCursor) leastOther() int {
+	best := -1
+	for i, s := range c.segs {
+		if i == c.big || c.pos[i] == len(s.entries) {
+			continue
+		}
+		if best < 0 || lessEntry(s, c.entry(i), c.segs[best], c.entry(best), c.samePrefixes) {
+			best = i
+		}
+	}
+	return best
+}
+
+// next returns the input holding the least entry not yet returned and that
+// entry's index in it, or -1 when every input is done.
+func (c *mergeCursor) next() (seg, i int) {
+	b := c.big
+	if c.pos[b] < len(c.segs[b].entries) &&
+		(c.other < 0 || lessEntry(c.segs[b], c.entry(b), c.segs[c.other], c.entry(c.other), c.samePrefixes)) {
+		c.pos[b]++
+		return b, c.pos[b] - 1
+	}
+	o := c.other
+	if o < 0 {
+		return -1, 0
+	}
+	c.pos[o]++
+	c.other = c.leastOther()
+	return o, c.pos[o] - 1
+}
+
+// compactInto is mergeFlat's compaction: it copies into out (whose shared
+// bytes and filter are set) the versions of segs that keep retains, hashing
+// their keys into the filter if hash, and returns how many it dropped.
+func compactInto(out *flat, segs []*flat, keep *Retention, samePrefixes, hash bool) int {
+	ar := newArena()
+	cur := newMergeCursor(segs, samePrefixes)
 	var prev []byte
 	type ref struct{ seg, i int }
 	var group []ref
@@ -107,38 +209,30 @@ func mergeFlat(segs []*flat, keep *Retention) (*flat, int) {
 			copy(buf[len(k):], v)
 			key := s.key(e)
 			key.UserKey = buf[:len(k):len(k)]
-			out.add(key, at, len(v), &prev)
+			out.add(key, at, len(v), &prev, hash)
 		}
 		group, tss = group[:0], tss[:0]
 	}
 	for {
-		i := next()
+		i, j := cur.next()
 		if i < 0 {
 			break
 		}
 		s := segs[i]
-		e := &s.entries[pos[i]]
-		if keep == nil {
-			at := makeLoc(base[i]+e.at.chunk(), e.at.off())
-			out.add(s.key(e), at, int(e.vlen), &prev)
-		} else {
-			if len(group) > 0 {
-				g := group[0]
-				if !bytes.Equal(segs[g.seg].userKey(&segs[g.seg].entries[g.i]), s.userKey(e)) {
-					emitGroup()
-				}
-			}
-			group = append(group, ref{i, pos[i]})
-		}
-		pos[i]++
-	}
-	if keep != nil {
+		e := &s.entries[j]
 		if len(group) > 0 {
-			emitGroup()
+			g := group[0]
+			if !bytes.Equal(segs[g.seg].userKey(&segs[g.seg].entries[g.i]), s.userKey(e)) {
+				emitGroup()
+			}
 		}
-		out.chunks = ar.all()
+		group = append(group, ref{i, j})
 	}
-	return out, dropped
+	if len(group) > 0 {
+		emitGroup()
+	}
+	out.chunks = ar.all()
+	return dropped
 }
 
 // lessEntry orders two entries of (perhaps) different segments like

@@ -1,10 +1,12 @@
 package region
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"time"
 
+	"github.com/bellows-kv/bellows/storage-engine/blockcache"
 	"github.com/bellows-kv/bellows/storage-engine/manifest"
 	"github.com/bellows-kv/bellows/storage-engine/sstable"
 )
@@ -60,6 +62,13 @@ func (r *Region) newFileKey() (uint64, string) {
 func (r *Region) flushOne(mt *memTable) error {
 	view := mt.frozen
 	view.WaitWriters()
+	if merged := mt.ms.MergeFrozen(view); merged != view {
+		// Reads search one flat segment while the file is written.
+		r.mu.Lock()
+		mt.frozen = merged
+		r.mu.Unlock()
+		view = merged
+	}
 	ctx := r.bgCtx
 	// The hook saves what the flushed WAL segments' records carried. Once
 	// writes are refused (a release, split or merge's final flush) nothing
@@ -87,6 +96,17 @@ func (r *Region) flushOne(mt *memTable) error {
 		}
 		opts := r.opts.SST
 		opts.ExpectedKeys = uint(view.Len())
+		// cacheID names the file's blocks in the cache when the flush
+		// caches them as it writes (0: it does not).
+		var cacheID uint64
+		if r.opts.CacheFlushes && r.opts.BlockCache != nil {
+			cacheID = blockcache.NewFileID()
+			cache := r.opts.BlockCache
+			opts.OnDataBlock = func(offset uint64, block, lastUserKey []byte) {
+				// The writer reuses both buffers.
+				cache.Insert(blockcache.Key{File: cacheID, Offset: offset}, bytes.Clone(block), bytes.Clone(lastUserKey))
+			}
+		}
 		sw := sstable.NewWriter(w, opts)
 		it := view.NewIterator()
 		for ok := it.First(); ok; ok = it.Next() {
@@ -100,11 +120,13 @@ func (r *Region) flushOne(mt *memTable) error {
 			err = cerr
 		}
 		if err != nil {
+			r.opts.BlockCache.EvictFile(cacheID)
 			_ = r.bucket.Delete(context.Background(), key)
 			return errorf(r.opts.Name, "writing flush output %s: %w", key, err)
 		}
-		t, err = r.openTable(ctx, NewFileMeta(num, key, props, size), 0)
+		t, err = r.openTable(ctx, NewFileMeta(num, key, props, size), cacheID)
 		if err != nil {
+			r.opts.BlockCache.EvictFile(cacheID)
 			_ = r.bucket.Delete(context.Background(), key)
 			return err
 		}

@@ -162,6 +162,8 @@ func (r *Region) PipelineSegments() int {
 // files (a get reads those whose key range holds its key).
 type ReadSources struct {
 	Skiplists, FlatSegments, Files int
+	// SkiplistVersions are the versions the skiplists hold.
+	SkiplistVersions int64
 }
 
 // ReadSources counts the region's read sources now.
@@ -170,9 +172,10 @@ func (r *Region) ReadSources() ReadSources {
 	defer r.mu.RUnlock()
 	var rs ReadSources
 	count := func(v *memstore.View) {
-		sl, fl := v.SegmentKinds()
+		sl, fl, n := v.SegmentKinds()
 		rs.Skiplists += sl
 		rs.FlatSegments += fl
+		rs.SkiplistVersions += n
 	}
 	count(r.mem.ms.View())
 	for _, mt := range r.imm {

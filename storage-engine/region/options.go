@@ -51,6 +51,14 @@ type Options struct {
 	BlockCache *blockcache.Cache
 	// SST configures the files written by flushes and compactions.
 	SST sstable.WriterOptions
+	// CacheFlushes puts each block a flush writes into BlockCache as it is
+	// written (RocksDB's prepopulate_block_cache = kFlushOnly, HBase's
+	// cacheDataOnWrite): what a flush writes was being read from the
+	// memstore a moment before, and without it every read of the new file
+	// misses until the file has been read once. Compactions' outputs are
+	// not cached by it (Warmup decides those). engine.yaml's
+	// blockCacheOnFlush.
+	CacheFlushes bool
 	// MaxValueSize is the largest value accepted.
 	MaxValueSize int
 	// MaxBatchBytes bounds one atomic batch.

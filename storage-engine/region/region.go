@@ -109,7 +109,8 @@ type memTable struct {
 	walSeg uint64
 	maxTS  uint64 // written under commitMu
 	// frozen is the memstore's final view, set when it is frozen for a
-	// disk flush (rotateLocked, under commitMu and mu).
+	// disk flush (rotateLocked, under commitMu and mu), and replaced by
+	// its merged equal as the flush begins (flushOne, under mu).
 	frozen *memstore.View
 	// txnRecs are the transaction records written while this was the
 	// active memstore (txnrecord.go): its flush's manifest applies them.

@@ -187,7 +187,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, out io.Writer) error
 	clock := hlc.New(hlc.Offset(cfg.TestClockOffset), cfg.MaxClockOffset)
 	clockCheck := server.NewClockCheck(clock, log, reg)
 	base := region.Options{
-		Bucket: bucket, WALMode: walMode, MemstoreBytes: e.Memstore.Bytes, BlockCache: cache,
+		Bucket: bucket, WALMode: walMode, MemstoreBytes: e.Memstore.Bytes, BlockCache: cache, CacheFlushes: e.BlockCacheOnFlush,
 		Memstore: region.MemstoreOptions{Policy: memstore.Policy(e.Memstore.Policy), ActiveFraction: e.Memstore.ActiveFraction,
 			PipelineSegments: e.Memstore.PipelineSegments, RedundancyThreshold: e.Memstore.RedundancyThreshold},
 		MaxWALBytes: e.Memstore.MaxWALBytes,
