@@ -82,6 +82,9 @@ type Config struct {
 	GCTTL      time.Duration `json:"retentionGCTTL,omitempty"`
 	WALMode    string        `json:"walMode"`
 	CacheBytes int64         `json:"blockCacheBytes"`
+	// CacheFlushes caches each block a flush writes (region.Options
+	// CacheFlushes); false leaves a flushed file cold until it is read.
+	CacheFlushes bool `json:"cacheFlushes,omitempty"`
 	// Runs per policy and distribution, interleaved over the policies.
 	Runs int    `json:"runs"`
 	Seed uint64 `json:"seed"`

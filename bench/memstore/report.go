@@ -259,29 +259,36 @@ func Markdown(rep Report) string {
 					spreadString(r.Spread["paced_scan_p99_ms"], 1, "%.3f"), ratioString(r.PacedScanP99RatioVsNone))
 			}
 		}
-		b.WriteString("\nWhat a read searched, mean per read: memstore skiplists (active segments and pushed ones not yet flattened) and flat segments, frozen memstores included, and SST files; and the reader's CPU time per get and per scan (its thread's CPU clock; a read's latency less its CPU was spent waiting). Full speed, then paced:\n\n")
-		b.WriteString("| policy | skiplists | flat segments | SST files | get CPU ms | scan CPU ms | paced: skiplists | flat segments | SST files | get CPU ms | scan CPU ms |\n")
-		b.WriteString("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
-		for _, r := range rep.Results {
-			if r.Distribution != dist {
-				continue
+		b.WriteString("\nWhat a read searched and what it cost, mean per read: memstore skiplists (active segments and pushed ones not yet flattened) and the versions they held, and flat segments, frozen memstores included; SST files; the block-cache misses per 1,000 reads (blocks read from a file and decoded; compactions read past the cache, so each is a read's); the GC's stop-the-world time per second of the writes (a pause stops the reader too); and the reader's CPU time per get and per scan (its thread's CPU clock; a read's latency less its CPU was spent waiting).\n\n")
+		sourceTable := func(phase, prefix string, pauses bool) {
+			fmt.Fprintf(&b, "%s:\n\n", phase)
+			head, rule := "| policy | skiplists | skiplist versions | flat segments | SST files | misses /1k reads |", "|---|---:|---:|---:|---:|---:|"
+			if pauses {
+				head, rule = head+" GC pauses ms/s |", rule+"---:|"
 			}
-			cells := []string{r.Policy}
-			for _, m := range []string{"skiplists_per_read", "flat_segments_per_read", "files_per_read"} {
-				cells = append(cells, spreadString(r.Spread[m], 1, "%.1f"))
+			fmt.Fprintf(&b, "%s get CPU ms | scan CPU ms |\n%s---:|---:|\n", head, rule)
+			for _, r := range rep.Results {
+				if r.Distribution != dist {
+					continue
+				}
+				cells := []string{r.Policy,
+					spreadString(r.Spread[prefix+"skiplists_per_read"], 1, "%.1f"),
+					spreadString(r.Spread[prefix+"skiplist_versions_per_read"], 1, "%.0f"),
+					spreadString(r.Spread[prefix+"flat_segments_per_read"], 1, "%.1f"),
+					spreadString(r.Spread[prefix+"files_per_read"], 1, "%.1f"),
+					spreadString(r.Spread[prefix+"misses_per_1k_reads"], 1, "%.0f")}
+				if pauses {
+					cells = append(cells, spreadString(r.Spread["gc_pause_ms_per_s"], 1, "%.1f"))
+				}
+				cells = append(cells, spreadString(r.Spread[prefix+"get_cpu_ms"], 1, "%.3f"), spreadString(r.Spread[prefix+"scan_cpu_ms"], 1, "%.3f"))
+				fmt.Fprintf(&b, "| %s |\n", strings.Join(cells, " | "))
 			}
-			for _, m := range []string{"get_cpu_ms", "scan_cpu_ms"} {
-				cells = append(cells, spreadString(r.Spread[m], 1, "%.3f"))
-			}
-			for _, m := range []string{"paced_skiplists_per_read", "paced_flat_segments_per_read", "paced_files_per_read"} {
-				cells = append(cells, spreadString(r.Spread[m], 1, "%.1f"))
-			}
-			for _, m := range []string{"paced_get_cpu_ms", "paced_scan_cpu_ms"} {
-				cells = append(cells, spreadString(r.Spread[m], 1, "%.3f"))
-			}
-			fmt.Fprintf(&b, "| %s |\n", strings.Join(cells, " | "))
+			b.WriteString("\n")
 		}
-		b.WriteString("\n")
+		sourceTable("During the writes at full speed", "", true)
+		if rep.Config.PacedWrites > 0 {
+			sourceTable("During the paced writes", "paced_", false)
+		}
 	}
 
 	b.WriteString("## Goals: met or missed\n\n")

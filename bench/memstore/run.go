@@ -69,6 +69,12 @@ type RunResult struct {
 	GCCPUShare       float64 `json:"gc_cpu_share"`
 	GCCPUShareOfUsed float64 `json:"gc_cpu_share_of_used"`
 	GCCycles         uint64  `json:"gc_cycles"`
+	// GCPauseMsPerS is the GC's stop-the-world time per second of the
+	// writes, GCPauseMaxMs the longest pause. A pause stops the reader too,
+	// and it lasts until every thread has stopped: on a CPU the writers
+	// oversubscribe, until the kernel runs each of them.
+	GCPauseMsPerS float64 `json:"gc_pause_ms_per_s"`
+	GCPauseMaxMs  float64 `json:"gc_pause_max_ms"`
 	// The reader during the writes.
 	Gets       int     `json:"gets"`
 	Scans      int     `json:"scans"`
@@ -87,6 +93,16 @@ type RunResult struct {
 	SkiplistsPerRead float64 `json:"skiplists_per_read"`
 	FlatsPerRead     float64 `json:"flat_segments_per_read"`
 	FilesPerRead     float64 `json:"files_per_read"`
+	// SkiplistVersionsPerRead are the versions the skiplists held, mean
+	// per read: a skiplist's search costs a cache miss per level, so a
+	// large one is dear, and Accordion keeps its skiplists small.
+	SkiplistVersionsPerRead float64 `json:"skiplist_versions_per_read"`
+	// MissesPerKRead are the block-cache misses per 1,000 reads (each a
+	// block read from the file and decoded): the reader's SST cost,
+	// counted. Compactions read their inputs past the cache, so every
+	// miss is a read's. New files (flushes, compactions) start cold, so
+	// the faster the writes, the more a read misses.
+	MissesPerKRead float64 `json:"misses_per_1k_reads"`
 	// The reader's CPU time per get and per scan, mean (its thread's CPU
 	// clock around each read; with --reader-core only, where the reader is
 	// locked to its thread): a read's latency less this was spent waiting
@@ -94,17 +110,27 @@ type RunResult struct {
 	GetCPUMs  float64 `json:"get_cpu_ms,omitempty"`
 	ScanCPUMs float64 `json:"scan_cpu_ms,omitempty"`
 	// The reader during the paced writes, and the write rate achieved.
-	PacedWriteOpsPerS     float64 `json:"paced_write_ops_per_s,omitempty"`
-	PacedGets             int     `json:"paced_gets,omitempty"`
-	PacedGetMeanMs        float64 `json:"paced_get_mean_ms,omitempty"`
-	PacedGetP99Ms         float64 `json:"paced_get_p99_ms,omitempty"`
-	PacedScanMeanMs       float64 `json:"paced_scan_mean_ms,omitempty"`
-	PacedScanP99Ms        float64 `json:"paced_scan_p99_ms,omitempty"`
-	PacedSkiplistsPerRead float64 `json:"paced_skiplists_per_read,omitempty"`
-	PacedFlatsPerRead     float64 `json:"paced_flat_segments_per_read,omitempty"`
-	PacedFilesPerRead     float64 `json:"paced_files_per_read,omitempty"`
-	PacedGetCPUMs         float64 `json:"paced_get_cpu_ms,omitempty"`
-	PacedScanCPUMs        float64 `json:"paced_scan_cpu_ms,omitempty"`
+	PacedWriteOpsPerS            float64 `json:"paced_write_ops_per_s,omitempty"`
+	PacedGets                    int     `json:"paced_gets,omitempty"`
+	PacedGetMeanMs               float64 `json:"paced_get_mean_ms,omitempty"`
+	PacedGetP99Ms                float64 `json:"paced_get_p99_ms,omitempty"`
+	PacedScanMeanMs              float64 `json:"paced_scan_mean_ms,omitempty"`
+	PacedScanP99Ms               float64 `json:"paced_scan_p99_ms,omitempty"`
+	PacedSkiplistsPerRead        float64 `json:"paced_skiplists_per_read,omitempty"`
+	PacedFlatsPerRead            float64 `json:"paced_flat_segments_per_read,omitempty"`
+	PacedFilesPerRead            float64 `json:"paced_files_per_read,omitempty"`
+	PacedSkiplistVersionsPerRead float64 `json:"paced_skiplist_versions_per_read,omitempty"`
+	PacedMissesPerKRead          float64 `json:"paced_misses_per_1k_reads,omitempty"`
+	PacedGetCPUMs                float64 `json:"paced_get_cpu_ms,omitempty"`
+	PacedScanCPUMs               float64 `json:"paced_scan_cpu_ms,omitempty"`
+}
+
+// perKRead is misses per 1,000 of reads (0 without reads).
+func perKRead(misses uint64, reads int) float64 {
+	if reads == 0 {
+		return 0
+	}
+	return float64(misses) * 1000 / float64(reads)
 }
 
 // Progress reports what the run is doing and how far it is (0..1).
@@ -208,13 +234,14 @@ func runOne(ctx context.Context, cfg Config, dir string, policy memstore.Policy,
 		return res, err
 	}
 	defer bucket.Close()
+	cache := blockcache.New(cfg.CacheBytes)
 	r, err := region.Open(ctx, region.Options{
 		Name: "memstore", Bucket: bucket, WALDir: filepath.Join(dir, "wal"), WALMode: wal.ModeAsync,
 		MemstoreBytes: cfg.MemstoreBytes,
 		Memstore: region.MemstoreOptions{Policy: policy, ActiveFraction: cfg.ActiveFraction,
 			PipelineSegments: cfg.PipelineSegments, RedundancyThreshold: cfg.RedundancyThreshold},
-		BlockCache: blockcache.New(cfg.CacheBytes),
-		Retention:  compaction.Retention{MaxVersions: cfg.MaxVersions, GCTTL: cfg.GCTTL},
+		BlockCache: cache, CacheFlushes: cfg.CacheFlushes,
+		Retention: compaction.Retention{MaxVersions: cfg.MaxVersions, GCTTL: cfg.GCTTL},
 	})
 	if err != nil {
 		return res, err
@@ -256,6 +283,7 @@ func runOne(ctx context.Context, cfg Config, dir string, policy memstore.Policy,
 
 	step("writing", 0.05)
 	var rd reader
+	misses0 := cache.Stats().Misses
 	stopReader := rd.start(ctx, r, cfg, readKey)
 	began := time.Now()
 	err = writeAll(ctx, r, cfg, writers, values, nil)
@@ -264,6 +292,7 @@ func runOne(ctx context.Context, cfg Config, dir string, policy memstore.Policy,
 	if rerr := stopReader(); err == nil && rerr != nil {
 		err = fmt.Errorf("reader: %w", rerr)
 	}
+	res.MissesPerKRead = perKRead(cache.Stats().Misses-misses0, len(rd.gets)+len(rd.scans))
 	if err != nil {
 		return res, err
 	}
@@ -271,10 +300,13 @@ func runOne(ctx context.Context, cfg Config, dir string, policy memstore.Policy,
 	res.WriteSeconds = elapsed.Seconds()
 	res.WriteOpsPerS = float64(res.Writes) / elapsed.Seconds()
 	res.GCCPUShare, res.GCCPUShareOfUsed, res.GCCycles = gc1.since(gc0)
+	pauses, longest := gc1.pausesSince(gc0)
+	res.GCPauseMsPerS = ms(pauses) / elapsed.Seconds()
+	res.GCPauseMaxMs = ms(longest)
 	res.Gets, res.GetMeanMs, res.GetP99Ms = latency(rd.gets)
 	res.Scans, res.ScanMeanMs, res.ScanP99Ms = latency(rd.scans)
 	res.ScanRows = rd.scanRows
-	res.SkiplistsPerRead, res.FlatsPerRead, res.FilesPerRead = rd.sourcesPerRead()
+	res.SkiplistsPerRead, res.FlatsPerRead, res.FilesPerRead, res.SkiplistVersionsPerRead = rd.sourcesPerRead()
 	res.GetCPUMs, res.ScanCPUMs = rd.cpuPerRead()
 
 	if cfg.PacedWrites > 0 {
@@ -290,6 +322,7 @@ func runOne(ctx context.Context, cfg Config, dir string, policy memstore.Policy,
 		// batch each: the write load is the same for every policy.
 		lim := rate.NewLimiter(rate.Limit(float64(cfg.PacedWritesPerSec)/float64(perBatch)), len(writers))
 		var prd reader
+		misses0 := cache.Stats().Misses
 		stop := prd.start(ctx, r, cfg, readKey)
 		began := time.Now()
 		err := writeAll(ctx, r, cfg, writers, values, lim)
@@ -297,6 +330,7 @@ func runOne(ctx context.Context, cfg Config, dir string, policy memstore.Policy,
 		if rerr := stop(); err == nil && rerr != nil {
 			err = fmt.Errorf("reader: %w", rerr)
 		}
+		res.PacedMissesPerKRead = perKRead(cache.Stats().Misses-misses0, len(prd.gets)+len(prd.scans))
 		if err != nil {
 			return res, err
 		}
@@ -304,7 +338,7 @@ func runOne(ctx context.Context, cfg Config, dir string, policy memstore.Policy,
 		res.PacedWriteOpsPerS = float64(pacedBatches*perBatch) / pacedElapsed.Seconds()
 		res.PacedGets, res.PacedGetMeanMs, res.PacedGetP99Ms = latency(prd.gets)
 		_, res.PacedScanMeanMs, res.PacedScanP99Ms = latency(prd.scans)
-		res.PacedSkiplistsPerRead, res.PacedFlatsPerRead, res.PacedFilesPerRead = prd.sourcesPerRead()
+		res.PacedSkiplistsPerRead, res.PacedFlatsPerRead, res.PacedFilesPerRead, res.PacedSkiplistVersionsPerRead = prd.sourcesPerRead()
 		res.PacedGetCPUMs, res.PacedScanCPUMs = prd.cpuPerRead()
 	}
 	res.WALBytes = r.WALAppendedBytes()
@@ -447,12 +481,13 @@ func (rd *reader) cpuPerRead() (getMs, scanMs float64) {
 }
 
 // sourcesPerRead is the mean of each kind of read source over the reads.
-func (rd *reader) sourcesPerRead() (skiplists, flats, files float64) {
+func (rd *reader) sourcesPerRead() (skiplists, flats, files, skiplistVersions float64) {
 	n := float64(len(rd.gets) + len(rd.scans))
 	if n == 0 {
-		return 0, 0, 0
+		return 0, 0, 0, 0
 	}
-	return float64(rd.sources.Skiplists) / n, float64(rd.sources.FlatSegments) / n, float64(rd.sources.Files) / n
+	return float64(rd.sources.Skiplists) / n, float64(rd.sources.FlatSegments) / n, float64(rd.sources.Files) / n,
+		float64(rd.sources.SkiplistVersions) / n
 }
 
 // start runs the reader until the returned stop is called; stop returns
@@ -494,6 +529,7 @@ func (rd *reader) run(ctx context.Context, r *region.Region, cfg Config, next ke
 		rd.sources.Skiplists += src.Skiplists
 		rd.sources.FlatSegments += src.FlatSegments
 		rd.sources.Files += src.Files
+		rd.sources.SkiplistVersions += src.SkiplistVersions
 		t, c := time.Now(), cpu.ThreadCPUTime()
 		if i%2 == 0 {
 			if _, _, err := r.Get(k, kv.MaxTimestamp); err != nil {
@@ -532,9 +568,16 @@ func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond)
 
 // gcSample is the runtime's CPU accounting (updated at every GC) and the
 // GC count.
-type gcSample struct{ gc, total, idle, cycles float64 }
+// pauses are the GC's stop-the-world pauses so far (counts per bucket,
+// buckets their lower bounds): readers stop in them too.
+type gcSample struct {
+	gc, total, idle, cycles float64
+	pauseCounts             []uint64
+	pauseBuckets            []float64
+}
 
-var gcMetrics = []string{"/cpu/classes/gc/total:cpu-seconds", "/cpu/classes/total:cpu-seconds", "/cpu/classes/idle:cpu-seconds", "/gc/cycles/total:gc-cycles"}
+var gcMetrics = []string{"/cpu/classes/gc/total:cpu-seconds", "/cpu/classes/total:cpu-seconds", "/cpu/classes/idle:cpu-seconds", "/gc/cycles/total:gc-cycles",
+	"/sched/pauses/total/gc:seconds"}
 
 func readGC() gcSample {
 	s := make([]metrics.Sample, len(gcMetrics))
@@ -551,7 +594,30 @@ func readGC() gcSample {
 		}
 		return 0
 	}
-	return gcSample{gc: v(0), total: v(1), idle: v(2), cycles: v(3)}
+	g := gcSample{gc: v(0), total: v(1), idle: v(2), cycles: v(3)}
+	if s[4].Value.Kind() == metrics.KindFloat64Histogram {
+		h := s[4].Value.Float64Histogram()
+		g.pauseCounts, g.pauseBuckets = slices.Clone(h.Counts), h.Buckets
+	}
+	return g
+}
+
+// pausesSince is the GC's stop-the-world time between two samples, each
+// pause counted at its histogram bucket's lower bound (an underestimate by
+// at most the bucket's width), and the longest pause's bucket.
+func (s gcSample) pausesSince(from gcSample) (total, longest time.Duration) {
+	for i, n := range s.pauseCounts {
+		if i < len(from.pauseCounts) {
+			n -= from.pauseCounts[i]
+		}
+		if n == 0 {
+			continue
+		}
+		lo := time.Duration(max(s.pauseBuckets[i], 0) * float64(time.Second)) // the first bucket starts at -Inf
+		total += time.Duration(n) * lo
+		longest = lo
+	}
+	return total, longest
 }
 
 // since is the GC CPU share of all CPU and of the CPU not idle between two

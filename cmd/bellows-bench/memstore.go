@@ -130,6 +130,7 @@ func newMemstoreCommand() *cobra.Command {
 	f.IntVar(&cfg.Keys, "keys", cfg.Keys, "key space: keys are drawn from [0, keys)")
 	f.Int64Var(&memstoreMiB, "memstore-mib", cfg.MemstoreBytes>>20, "memstore flush size (MiB)")
 	f.Int64Var(&cacheMiB, "cache-mib", cfg.CacheBytes>>20, "block cache (MiB)")
+	f.BoolVar(&cfg.CacheFlushes, "cache-flushes", cfg.CacheFlushes, "cache each block a flush writes as it is written (engine.yaml blockCacheOnFlush)")
 	f.IntVar(&cfg.Writers, "writers", cfg.Writers, "writer goroutines")
 	f.IntVar(&cfg.BatchBytes, "batch-bytes", cfg.BatchBytes, "client-side batch size; a batch holds batch-bytes / (key + value size) puts")
 	f.IntVar(&cfg.KeySize, "key-size", cfg.KeySize, "key bytes (at least 16)")
