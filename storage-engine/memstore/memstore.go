@@ -23,9 +23,10 @@
 //   - A segment leaves the pipeline only replaced by one holding the same
 //     versions (flatten, merge) or the same minus versions the retention
 //     rules allow dropping (compaction), or with the whole memstore when
-//     it is frozen for a disk flush. A frozen memstore's View never
-//     changes: an in-memory compaction that finds it frozen aborts and
-//     publishes nothing.
+//     it is frozen for a disk flush. A frozen memstore's View changes only
+//     once, to its merged equal (MergeFrozen, as the disk flush begins):
+//     an in-memory compaction that finds it frozen aborts and publishes
+//     nothing.
 //   - A compaction drops a version only if a newer version of its key at
 //     or below its horizon exists and no snapshot reads it (retention.Mark),
 //     and the View it publishes carries that horizon: a reader reads at a
@@ -33,7 +34,8 @@
 //     timestamp again if not) or at a snapshot the compaction honoured.
 //
 // Concurrency: PushActive and Freeze are called under the region's commit
-// lock; FlushInMemory by one background goroutine at a time (compactMu);
+// lock; FlushInMemory by one background goroutine at a time, and
+// MergeFrozen by the disk flush, each under compactMu;
 // readers and writers at any time. NeedsInMemoryFlush is false from a push
 // until the in-memory flush after it has finished, so writers push one
 // segment at a time whatever their speed (HBase's inMemoryFlushInProgress).
