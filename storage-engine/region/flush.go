@@ -46,9 +46,12 @@ func (r *Region) flushLoop() {
 				continue
 			}
 			backoff = 100 * time.Millisecond
-		}
-		if !r.opts.DisableAutoCompaction {
-			r.maybeScheduleCompaction()
+			// Ask after each file, not once no frozen memstore is left:
+			// writers faster than the flushes keep one waiting, and the
+			// files would pile up uncompacted for as long as they do.
+			if !r.opts.DisableAutoCompaction {
+				r.maybeScheduleCompaction()
+			}
 		}
 	}
 }
