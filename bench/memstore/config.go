@@ -95,7 +95,21 @@ type Config struct {
 	Started string `json:"started,omitempty"`
 	// Command is the command line that ran (bellows-bench fills it in).
 	Command string `json:"command,omitempty"`
+	// TraceDir, when set, receives a runtime execution trace of each run's
+	// full-speed writes, TraceWindow long from TraceAfter into them
+	// (<distribution>-<policy>-<round>.trace): where the reader waited
+	// (go tool trace -pprof=sched, -focus 'reader\).run'). A diagnostic,
+	// not in the report.
+	TraceDir string `json:"-"`
 }
+
+// TraceAfter and TraceWindow place Config.TraceDir's trace inside the
+// full-speed writes, which last 8 s or more at the default size: past the
+// first flushes, short enough to read.
+const (
+	TraceAfter  = 4 * time.Second
+	TraceWindow = 3 * time.Second
+)
 
 // The goals of issue #12, stated before the run.
 const (

@@ -31,8 +31,23 @@ func ReadJSON(path string) (Report, error) {
 	if err != nil {
 		return rep, err
 	}
-	err = json.Unmarshal(b, &rep)
-	return rep, err
+	if err := json.Unmarshal(b, &rep); err != nil {
+		return rep, err
+	}
+	// A figure added to the report after the file was written is
+	// derived from its runs where they hold what it needs.
+	for i := range rep.Results {
+		r := &rep.Results[i]
+		if r.Spread == nil {
+			r.Spread = map[string]Spread{}
+		}
+		for _, m := range runMetrics {
+			if _, ok := r.Spread[m.name]; !ok {
+				r.Spread[m.name] = spreadOf(values(r.Runs, m.of))
+			}
+		}
+	}
+	return rep, nil
 }
 
 // Write writes memstore.json, memstore.md and memstore.png into dir.
@@ -165,7 +180,7 @@ func Markdown(rep Report) string {
 		"in batches of %d puts (≈ %d B, the paper's 10 KB client buffers); async WAL; one region with a %s memstore; retention %s; "+
 		"A = %g, S = %d, R = %g; automatic minor compactions on; block cache %s; the other engine settings at their defaults "+
 		"(maxWALBytes %d × the memstore, writers stall behind 2 frozen memstores, 32 KiB S2-compressed SST blocks). "+
-		"A reader runs during the writes at %d reads/s, alternating point gets and %d-key scans, keys from the writers' distribution. "+
+		"A reader runs during the writes, paced at up to %d reads/s (the rate it managed is in the tables below), alternating point gets and %d-key scans, keys from the writers' distribution. "+
 		"%s"+
 		"Zipf θ = %.2f (YCSB's scrambled generator) and uniform, over %d keys. Machine: %s. Started %s.\n\n",
 		c.Writers, c.Writes, c.KeySize, c.ValueSize, mib(float64(c.Writes*(c.KeySize+c.ValueSize))), float64(c.Writes*(c.KeySize+c.ValueSize))/float64(max(c.MemstoreBytes, 1)),
@@ -184,9 +199,9 @@ func Markdown(rep Report) string {
 		"range (min–max) in brackets; ×None is the ratio of the medians to None's on the same distribution, and per-round ratios "+
 		"(paired with None's run of the same round) are in memstore.json (`paired_ratio_vs_none`).\n\n",
 		c.Runs, strings.Join(c.Policies, ", "))
-	b.WriteString("Write throughput is puts over the time the writers took. Flushes are the disk flushes the writes caused (a full memstore, or the WAL bound); " +
-		"after the writes a final flush puts what is left in memory on disk (not counted as a flush) and the region's minor compactions are allowed to finish: " +
-		"compactions and SST bytes (bytes flushed + bytes written by compaction, the WAL apart) are those of getting the whole run onto disk. " +
+	b.WriteString("Write throughput is puts over the time the writers took. Flushes are the disk flushes the full-speed writes caused (a full memstore, or the WAL bound); " +
+		"after them a final flush puts what is left in memory on disk (not counted as a flush) and the region's minor compactions are allowed to finish: " +
+		"compactions, SST bytes (bytes flushed + bytes written by compaction) and WAL bytes are those of getting the full-speed writes onto disk. " +
 		"GC CPU is the GC's share of all CPU (GOMAXPROCS × wall time, `runtime/metrics`) during the writes. Get p99 and scan latency are the reader's, " +
 		"measured during the writes (open loop, so every policy gets the same read load).\n\n")
 	if c.ReaderOwnCore {
@@ -259,12 +274,13 @@ func Markdown(rep Report) string {
 					spreadString(r.Spread["paced_scan_p99_ms"], 1, "%.3f"), ratioString(r.PacedScanP99RatioVsNone))
 			}
 		}
-		b.WriteString("\nWhat a read searched and what it cost, mean per read: memstore skiplists (active segments and pushed ones not yet flattened) and the versions they held, and flat segments, frozen memstores included; SST files; the block-cache misses per 1,000 reads (blocks read from a file and decoded; compactions read past the cache, so each is a read's); the GC's stop-the-world time per second of the writes (a pause stops the reader too); and the reader's CPU time per get and per scan (its thread's CPU clock; a read's latency less its CPU was spent waiting).\n\n")
+		b.WriteString("\nWhat a read searched and what it cost: the reads the reader managed per second (it asks for " + fmt.Sprint(rep.Config.ReadsPerSec) + "; " +
+			"a read's timer fires late when the runtime is busy, so it falls short, and further the faster the writes); then mean per read: memstore skiplists (active segments and pushed ones not yet flattened) and the versions they held, and flat segments, frozen memstores included; SST files; the block-cache misses per 1,000 reads (blocks read from a file and decoded; compactions read past the cache, so each is a read's); the GC's cycles and stop-the-world time per second of the writes (a pause stops the reader too, and a cycle's stack scans and assists can park it until a P on the writers' CPU hands it back: docs/memstore.md, stop 45); and the reader's CPU time per get and per scan (its thread's CPU clock; a read's latency less its CPU was spent waiting).\n\n")
 		sourceTable := func(phase, prefix string, pauses bool) {
 			fmt.Fprintf(&b, "%s:\n\n", phase)
-			head, rule := "| policy | skiplists | skiplist versions | flat segments | SST files | misses /1k reads |", "|---|---:|---:|---:|---:|---:|"
+			head, rule := "| policy | reads/s | skiplists | skiplist versions | flat segments | SST files | misses /1k reads |", "|---|---:|---:|---:|---:|---:|---:|"
 			if pauses {
-				head, rule = head+" GC pauses ms/s |", rule+"---:|"
+				head, rule = head+" GC cycles/s | GC pauses ms/s |", rule+"---:|---:|"
 			}
 			fmt.Fprintf(&b, "%s get CPU ms | scan CPU ms |\n%s---:|---:|\n", head, rule)
 			for _, r := range rep.Results {
@@ -272,13 +288,14 @@ func Markdown(rep Report) string {
 					continue
 				}
 				cells := []string{r.Policy,
+					spreadString(r.Spread[prefix+"reads_per_s"], 1, "%.0f"),
 					spreadString(r.Spread[prefix+"skiplists_per_read"], 1, "%.1f"),
 					spreadString(r.Spread[prefix+"skiplist_versions_per_read"], 1, "%.0f"),
 					spreadString(r.Spread[prefix+"flat_segments_per_read"], 1, "%.1f"),
 					spreadString(r.Spread[prefix+"files_per_read"], 1, "%.1f"),
 					spreadString(r.Spread[prefix+"misses_per_1k_reads"], 1, "%.0f")}
 				if pauses {
-					cells = append(cells, spreadString(r.Spread["gc_pause_ms_per_s"], 1, "%.1f"))
+					cells = append(cells, spreadString(r.Spread["gc_cycles_per_s"], 1, "%.1f"), spreadString(r.Spread["gc_pause_ms_per_s"], 1, "%.1f"))
 				}
 				cells = append(cells, spreadString(r.Spread[prefix+"get_cpu_ms"], 1, "%.3f"), spreadString(r.Spread[prefix+"scan_cpu_ms"], 1, "%.3f"))
 				fmt.Fprintf(&b, "| %s |\n", strings.Join(cells, " | "))
@@ -317,8 +334,10 @@ func pacedString(c Config) string {
 	if c.PacedWrites == 0 {
 		return ""
 	}
-	return fmt.Sprintf("After those puts the same writers issue %d more at %d puts/s in all (a rate every policy sustains), with the reader "+
-		"running again: the read latency under the same write load. ", c.PacedWrites, c.PacedWritesPerSec)
+	return fmt.Sprintf("After those puts (and their final flush and compactions) every policy's region is brought to the same disk: "+
+		"a major compaction into one SST file and a scan of the whole key space, which puts every block of it in the cache "+
+		"(neither counted in the figures above). Then the same writers issue %d more puts at %d puts/s in all (a rate every policy sustains), "+
+		"with the reader running again: the read latency under the same write load, from the same files. ", c.PacedWrites, c.PacedWritesPerSec)
 }
 
 func retentionString(maxVersions int, gcTTL time.Duration) string {
@@ -365,7 +384,7 @@ func regime(rep Report) string {
 		return fmt.Sprintf("%d keys; None did not flush, so a memstore's worth of puts is not measured: outside the regime "+
 			"(run at least several memstores' worth of writes).", c.Keys)
 	}
-	perFlush := int(float64(c.Writes+c.PacedWrites) / none.Flushes)
+	perFlush := int(float64(c.Writes) / none.Flushes)
 	var parts []string
 	for _, dist := range c.Distributions {
 		d := distinctShare(c, dist, perFlush)

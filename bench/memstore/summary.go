@@ -126,6 +126,15 @@ var runMetrics = []metric{
 	{"paced_skiplists_per_read", func(r RunResult) float64 { return r.PacedSkiplistsPerRead }},
 	{"paced_flat_segments_per_read", func(r RunResult) float64 { return r.PacedFlatsPerRead }},
 	{"paced_files_per_read", func(r RunResult) float64 { return r.PacedFilesPerRead }},
+	{"reads_per_s", func(r RunResult) float64 { return perSecond(r.Gets+r.Scans, r.WriteSeconds) }},
+	{"gc_cycles_per_s", func(r RunResult) float64 { return perSecond(int(r.GCCycles), r.WriteSeconds) }},
+	// Gets and scans alternate: a phase's reads are twice its gets, to one.
+	{"paced_reads_per_s", func(r RunResult) float64 {
+		if r.PacedWriteOpsPerS == 0 {
+			return 0
+		}
+		return perSecond(2*r.PacedGets, float64(r.PacedWrites)/r.PacedWriteOpsPerS)
+	}},
 	{"get_cpu_ms", func(r RunResult) float64 { return r.GetCPUMs }},
 	{"scan_cpu_ms", func(r RunResult) float64 { return r.ScanCPUMs }},
 	{"paced_get_cpu_ms", func(r RunResult) float64 { return r.PacedGetCPUMs }},
@@ -266,4 +275,11 @@ func (rep Report) Find(policy, dist string) (Result, bool) {
 		}
 	}
 	return Result{}, false
+}
+
+func perSecond(n int, seconds float64) float64 {
+	if seconds <= 0 {
+		return 0
+	}
+	return float64(n) / seconds
 }

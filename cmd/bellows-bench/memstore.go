@@ -120,6 +120,7 @@ func newMemstoreCommand() *cobra.Command {
 	f.StringVar(&fromJSON, "from-json", "", "re-render memstore.md and memstore.png from an earlier memstore.json instead of running")
 	f.StringVar(&cpuprofile, "cpuprofile", "", "write a CPU profile of the whole run to this file")
 	f.StringVar(&memprofile, "memprofile", "", "write a profile of every allocation the run made (alloc_space) to this file")
+	f.StringVar(&cfg.TraceDir, "trace-dir", "", "write a runtime execution trace of 3 s of each run's full-speed writes, from 4 s in, into this directory (where the reader waited: go tool trace -pprof=sched FILE, then pprof -focus 'reader\\).run')")
 	f.StringVar(&work, "dir", "", "where the runs' regions live (a temporary directory under it; default: $TMPDIR)")
 	f.StringVar(&policies, "policies", strings.Join(cfg.Policies, ","), "memstore policies, in the order each round runs them (None is required: the ratios are against it)")
 	f.StringVar(&dists, "distributions", strings.Join(cfg.Distributions, ","), "key distributions: zipf, uniform")
