@@ -113,7 +113,7 @@ func Execute(ctx context.Context, b *blob.Bucket, job Job, keep bool) (res Resul
 			return Result{}, err
 		}
 		res.InputBytes += obj.Size()
-		iters = append(iters, r.NewIter())
+		iters = append(iters, r.NewStreamingIter())
 	}
 	in := iterator.Bounded(iterator.NewMerging(iters...), job.Start, job.End)
 	defer in.Close()

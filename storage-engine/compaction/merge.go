@@ -82,9 +82,14 @@ func Merge(ctx context.Context, in iterator.Iterator, opts MergeOptions, w *ssta
 	var keep []bool
 	var tss []uint64
 	var cur []byte
+	// vals holds the group's values, copied: an input may reuse a block's
+	// memory once it moves to the next (sstable.NewStreamingIter), and a
+	// key's versions can span blocks.
+	var vals []byte
 	flush := func() error {
 		for i := range group {
 			group[i].key.UserKey = cur
+			group[i].value = vals[group[i].at : group[i].at+group[i].n : group[i].at+group[i].n]
 		}
 		kept, keep, tss = retainInto(kept[:0], keep, tss, group, snaps, opts)
 		st.DroppedVersions += uint64(len(group) - len(kept))
@@ -95,7 +100,7 @@ func Merge(ctx context.Context, in iterator.Iterator, opts MergeOptions, w *ssta
 			}
 			st.OutputVersions++
 		}
-		group = group[:0]
+		group, vals = group[:0], vals[:0]
 		return nil
 	}
 	n := 0
@@ -113,10 +118,11 @@ func Merge(ctx context.Context, in iterator.Iterator, opts MergeOptions, w *ssta
 		}
 		st.InputVersions++
 		cur = append(cur[:0], k.UserKey...)
-		// Input values are immutable (cached or freshly read blocks,
-		// memstore entries), so versions alias them; the key buffer of an
-		// SST iterator is reused, so the group shares the copy in cur.
-		group = append(group, version{key: kv.InternalKey{UserKey: cur, TS: k.TS, Kind: k.Kind}, value: in.Value()})
+		// The group shares the key's copy in cur; its values are copied
+		// into vals and sliced from it at flush (vals may grow meanwhile).
+		v := in.Value()
+		group = append(group, version{key: kv.InternalKey{UserKey: cur, TS: k.TS, Kind: k.Kind}, at: len(vals), n: len(v)})
+		vals = append(vals, v...)
 	}
 	if err := in.Err(); err != nil {
 		return st, fmt.Errorf("compaction: reading inputs: %w", err)
@@ -132,6 +138,9 @@ func Merge(ctx context.Context, in iterator.Iterator, opts MergeOptions, w *ssta
 type version struct {
 	key   kv.InternalKey
 	value []byte
+	// at and n locate value in the merge's copy of the group's values
+	// until the group is flushed.
+	at, n int
 }
 
 func countDeletes(vs []version) int {

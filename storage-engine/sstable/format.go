@@ -55,8 +55,18 @@ var crcTable = crc32.MakeTable(crc32.Castagnoli)
 
 func checksum(stored []byte, typ byte) uint32 {
 	c := crc32.Update(0, crcTable, stored)
-	return crc32.Update(c, crcTable, []byte{typ})
+	return crc32.Update(c, crcTable, byteValues[typ:typ+1])
 }
+
+// byteValues holds every byte value at its own index: checksum slices the
+// type byte from it, where a []byte{typ} escaped into crc32 and cost every
+// block read an allocation.
+var byteValues = func() (b [256]byte) {
+	for i := range b {
+		b[i] = byte(i)
+	}
+	return b
+}()
 
 // Handle locates a stored block (without its trailer) in the file.
 type Handle struct {

@@ -17,6 +17,11 @@ type Iter struct {
 	valid bool
 	err   error
 	sk    []byte
+	// stream: blocks are read past the cache, their stored bytes into
+	// raw and decoded into buf, which every block read reuses
+	// (NewStreamingIter).
+	stream   bool
+	raw, buf []byte
 }
 
 // NewIter returns an unpositioned iterator.
@@ -26,6 +31,15 @@ func (r *Reader) NewIter() iterator.Iterator { return r.NewIterContext(context.B
 // to the request of ctx.
 func (r *Reader) NewIterContext(ctx context.Context) iterator.Iterator {
 	return &Iter{ctx: ctx, r: r, blk: -1}
+}
+
+// NewStreamingIter returns an unpositioned iterator that reads each block
+// from the file into one buffer of its own, past the cache: a compaction
+// reads every block of its inputs once, and would otherwise allocate each.
+// A key or value it returns is valid only until it moves to another block
+// (at the latest, the next call that moves it): copy what you keep.
+func (r *Reader) NewStreamingIter() iterator.Iterator {
+	return &Iter{ctx: context.Background(), r: r, blk: -1, stream: true}
 }
 
 // InitIter makes it an unpositioned iterator over the file, as
@@ -48,7 +62,13 @@ func (it *Iter) loadBlock(i int) bool {
 		it.valid = false
 		return false
 	}
-	b, err := it.r.block(it.ctx, i)
+	var b []byte
+	var err error
+	if it.stream {
+		b, err = it.r.readStoredWith(it.r.index.handles[i], blockID(i), &it.raw, &it.buf)
+	} else {
+		b, err = it.r.block(it.ctx, i)
+	}
 	if err != nil {
 		it.err, it.valid = err, false
 		return false

@@ -155,31 +155,58 @@ var readBufs = sync.Pool{New: func() any { return new([]byte) }}
 
 // readStored reads and verifies one stored block, returning it decompressed.
 func (r *Reader) readStored(h Handle, id blockID) ([]byte, error) {
+	bp := readBufs.Get().(*[]byte)
+	out, err := r.readStoredWith(h, id, bp, nil)
+	if err != nil || !aliases(out, *bp) {
+		// out is a new buffer (or nothing): the stored bytes can be reused.
+		readBufs.Put(bp)
+	}
+	return out, err
+}
+
+// readStoredWith reads stored block h into *raw, which it grows as needed,
+// and decodes it into *dst when dst is set (growing it too), else into a
+// new buffer, or in place for an uncompressed block: the block returned is
+// then *raw's.
+func (r *Reader) readStoredWith(h Handle, id blockID, raw, dst *[]byte) ([]byte, error) {
 	if h.Offset+h.Length+trailerLen > uint64(r.size) {
 		return nil, &CorruptionError{File: r.name, Block: id.String(), Offset: h.Offset, Reason: "block extends past the end of the file"}
 	}
 	n := int(h.Length + trailerLen)
-	bp := readBufs.Get().(*[]byte)
-	if cap(*bp) < n {
-		*bp = make([]byte, n)
+	if cap(*raw) < n {
+		*raw = make([]byte, n)
 	}
-	buf := (*bp)[:n]
+	buf := (*raw)[:n]
 	if _, err := r.r.ReadAt(buf, int64(h.Offset)); err != nil {
-		readBufs.Put(bp)
 		return nil, fmt.Errorf("sstable %s: reading %s at offset %d: %w", r.name, id, h.Offset, err)
 	}
-	out, err := r.decodeStored(buf, h, id)
-	if err != nil || Compression(buf[h.Length]) != NoCompression {
-		// out is a new buffer (or nothing): buf can be reused.
-		readBufs.Put(bp)
+	var into []byte
+	if dst != nil {
+		into = (*dst)[:cap(*dst)]
+	}
+	out, err := r.decodeStoredInto(buf, h, id, into)
+	if err == nil && dst != nil && !aliases(out, buf) {
+		*dst = out
 	}
 	return out, err
+}
+
+// aliases reports whether a block returned by readStoredWith is in the
+// stored bytes' buffer (an uncompressed block, decoded in place).
+func aliases(out, raw []byte) bool {
+	return len(out) > 0 && cap(raw) > 0 && &out[0] == &raw[:1][0]
 }
 
 // decodeStored verifies the trailer of a stored block (block bytes followed by
 // the trailer) and decompresses it. An uncompressed block is returned in
 // place.
 func (r *Reader) decodeStored(buf []byte, h Handle, id blockID) ([]byte, error) {
+	return r.decodeStoredInto(buf, h, id, nil)
+}
+
+// decodeStoredInto is decodeStored decompressing into dst when it is long
+// enough (s2.Decode's rule), into a new buffer otherwise.
+func (r *Reader) decodeStoredInto(buf []byte, h Handle, id blockID, dst []byte) ([]byte, error) {
 	if uint64(len(buf)) != h.Length+trailerLen {
 		return nil, &CorruptionError{File: r.name, Block: id.String(), Offset: h.Offset, Reason: fmt.Sprintf("stored block is %d bytes, want %d", len(buf), h.Length+trailerLen)}
 	}
@@ -192,7 +219,7 @@ func (r *Reader) decodeStored(buf []byte, h Handle, id blockID) ([]byte, error) 
 	case NoCompression:
 		return stored, nil
 	case S2Compression:
-		out, err := s2.Decode(nil, stored)
+		out, err := s2.Decode(dst, stored)
 		if err != nil {
 			return nil, &CorruptionError{File: r.name, Block: id.String(), Offset: h.Offset, Reason: "decompress: " + err.Error()}
 		}
