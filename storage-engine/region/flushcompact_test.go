@@ -20,6 +20,10 @@ func TestFlushAsksForACompactionWhileOtherMemstoresWait(t *testing.T) {
 	opts.MemstoreBytes = 4 << 10
 	opts.MaxImmutableMemstores = 3
 	opts.Compaction = compaction.Policy{MinFiles: 2, MaxFiles: 4, Ratio: 100, MaxBytes: 1 << 30}
+	// Every job reports its start and runs at once (the gate is open).
+	exec := &gatedExecutor{bucket: opts.Bucket, calls: make(chan string, 8), gate: make(chan struct{})}
+	close(exec.gate)
+	opts.Executor = exec
 	var calls atomic.Int32
 	first, third := make(chan struct{}), make(chan struct{})
 	atThird := make(chan struct{})
@@ -63,13 +67,18 @@ func TestFlushAsksForACompactionWhileOtherMemstoresWait(t *testing.T) {
 	if n := r.Stats().Flushes.Load(); n != 2 {
 		t.Fatalf("%d flushes installed while the third waits, want 2", n)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for r.Stats().CompactionsDone.Load() == 0 {
-		if time.Now().After(deadline) {
-			t.Fatalf("no compaction of the %d files in 10 s while a frozen memstore waited for its flush (requested %d)",
-				r.FileCount(), r.Stats().CompactionsRequested.Load())
-		}
-		time.Sleep(time.Millisecond)
+	select {
+	case <-exec.calls:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("no compaction of the %d files in 10 s while a frozen memstore waited for its flush (requested %d)",
+			r.FileCount(), r.Stats().CompactionsRequested.Load())
+	}
+	// It runs under compactMu: holding it, the compaction is over.
+	r.compactMu.Lock()
+	done := r.Stats().CompactionsDone.Load()
+	r.compactMu.Unlock()
+	if done == 0 {
+		t.Fatal("the compaction that started while a frozen memstore waited did not finish")
 	}
 	close(third)
 	if err := r.Flush(context.Background()); err != nil {
