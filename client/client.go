@@ -128,6 +128,10 @@ func New(ctx context.Context, seeds []string, opts Options) (*Client, error) {
 	opts.ensureDefaults()
 	c := &Client{seeds: seeds, opts: opts, conns: map[string]*grpc.ClientConn{}}
 	c.table.Store(&table{})
+	// last is the failure to report: the last attempt's, unless ctx's end
+	// cut that attempt short (a TLS handshake in flight, say), when the one
+	// before says more than "context deadline exceeded".
+	var last error
 	for {
 		t, err := c.rebuild(ctx)
 		if err == nil && len(t.regions) > 0 {
@@ -135,6 +139,9 @@ func New(ctx context.Context, seeds []string, opts Options) (*Client, error) {
 		}
 		if err == nil {
 			err = errors.New("no store lists any region yet")
+		}
+		if last == nil || ctx.Err() == nil {
+			last = err
 		}
 		if refusedCredentials(err) {
 			// Every store that answered refused who we are: asking again
@@ -145,7 +152,7 @@ func New(ctx context.Context, seeds []string, opts Options) (*Client, error) {
 		select {
 		case <-ctx.Done():
 			_ = c.Close()
-			return nil, fmt.Errorf("bellows client: learning the regions from %s: %w (%v)", strings.Join(seeds, ","), err, ctx.Err())
+			return nil, fmt.Errorf("bellows client: learning the regions from %s: %w (%v)", strings.Join(seeds, ","), last, ctx.Err())
 		case <-time.After(opts.RetryInitial): // backoff between attempts, not synchronisation
 		}
 	}

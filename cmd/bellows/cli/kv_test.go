@@ -384,6 +384,8 @@ func TestExplainSaysWhatWentWrongAndWhatToDo(t *testing.T) {
 		{status.Error(codes.Unavailable, "region-001 is opening"), "region-001 is opening", "retry"},
 		{fmt.Errorf("%w (last answer: %v)", context.DeadlineExceeded, status.Error(codes.Unavailable, "connection reset")),
 			"no answer within --timeout 10s: context deadline exceeded (last answer: connection reset)", "longer --timeout"},
+		{fmt.Errorf("%w (last answer: %v)", context.DeadlineExceeded, status.Error(codes.Unavailable, "tls: the peer's certificate \"x\" is not signed by the CA in ca.crt")),
+			"is not signed by the CA in ca.crt", "another cluster"},
 		{status.Error(codes.InvalidArgument, "region: key is empty"), "region: key is empty", "nothing was written"},
 		{status.Error(codes.Unimplemented, "unknown service bellows.kv.v1.KV"), "unknown service", "is it a bellows store"},
 	} {

@@ -160,6 +160,11 @@ func explain(err error, timeout time.Duration) error {
 	case errors.Is(err, context.DeadlineExceeded) || status.Code(err) == codes.DeadlineExceeded:
 		e.what = fmt.Sprintf("no answer within --timeout %v: %s", timeout, text)
 		e.hint = "the store may be restarting, moving a region, overloaded or unreachable; `bellows kv status` shows which stores answer. Retry, or give a longer --timeout (0: none)"
+		if h := tlsHint(text); h != "" {
+			// The attempts before the deadline were refused for a reason
+			// retrying does not mend.
+			e.hint = h
+		}
 	case errors.Is(err, context.Canceled) || status.Code(err) == codes.Canceled:
 		e.what = "interrupted: " + text
 	default:
