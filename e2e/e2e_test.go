@@ -258,6 +258,16 @@ func (e *env) applySamples(t *testing.T) {
 			bucketState += err.Error()
 		} else {
 			bucketState += fmt.Sprintf("ready %d/%d", bucket.Status.ReadyReplicas, bucket.Status.Replicas)
+			if bucket.Status.ReadyReplicas == 0 {
+				// CI keeps only this line for sure: say why the pod is not
+				// Ready (unscheduled, its image, its probe, its exits).
+				var pods corev1.PodList
+				if err := e.c.List(ctx, &pods, client.InNamespace(ns), client.MatchingLabels{"app.kubernetes.io/name": "s3"}); err == nil {
+					for _, p := range pods.Items {
+						bucketState += "; pod " + podState(&p) + lastWarning(ctx, e, &p)
+					}
+				}
+			}
 		}
 		kr := meta.FindStatusCondition(kvc.Status.Conditions, kvapi.ConditionReady)
 		pr := meta.FindStatusCondition(pool.Status.Conditions, kvapi.ConditionReady)
@@ -280,6 +290,48 @@ func (e *env) applySamples(t *testing.T) {
 			t.Errorf("pod %s runs %s, not the operator's image %s", p.Name, img, installImage)
 		}
 	}
+}
+
+// podState is a pod's phase and, for a pod that is not Ready, why: its
+// unmet conditions and each container's waiting or last exit.
+func podState(p *corev1.Pod) string {
+	s := fmt.Sprintf("%s %s", p.Name, p.Status.Phase)
+	for _, c := range p.Status.Conditions {
+		if c.Status != corev1.ConditionTrue && (c.Reason != "" || c.Message != "") {
+			s += fmt.Sprintf(", %s=%s (%s: %s)", c.Type, c.Status, c.Reason, c.Message)
+		}
+	}
+	for _, cs := range p.Status.ContainerStatuses {
+		s += fmt.Sprintf(", container %s restarts %d", cs.Name, cs.RestartCount)
+		if w := cs.State.Waiting; w != nil {
+			s += fmt.Sprintf(" waiting (%s: %s)", w.Reason, w.Message)
+		}
+		if x := cs.LastTerminationState.Terminated; x != nil {
+			s += fmt.Sprintf(" last exit %d (%s: %s)", x.ExitCode, x.Reason, x.Message)
+		}
+	}
+	return s
+}
+
+// lastWarning is the newest Warning event of pod p (a failed probe, pull
+// or mount), or "".
+func lastWarning(ctx context.Context, e *env, p *corev1.Pod) string {
+	var evs corev1.EventList
+	if err := e.c.List(ctx, &evs, client.InNamespace(p.Namespace)); err != nil {
+		return ""
+	}
+	var last *corev1.Event
+	for i := range evs.Items {
+		ev := &evs.Items[i]
+		if ev.Type == corev1.EventTypeWarning && ev.InvolvedObject.UID == p.UID &&
+			(last == nil || ev.LastTimestamp.After(last.LastTimestamp.Time)) {
+			last = ev
+		}
+	}
+	if last == nil {
+		return ""
+	}
+	return fmt.Sprintf(", last warning %s ×%d: %s", last.Reason, last.Count, last.Message)
 }
 
 func condString(c *metav1.Condition) string {
