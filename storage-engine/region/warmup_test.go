@@ -21,6 +21,7 @@ import (
 // (so a test can look at a warmup midway) or fail there (a worker dying).
 type fileSource struct {
 	r        *sstable.Reader
+	obj      blob.Object // r's file, closed by Release as a worker frees its copy
 	pauseAt  int
 	paused   chan int      // receives T's block index when pausing
 	resume   chan struct{} // closed by the test to continue
@@ -58,7 +59,12 @@ func (s *fileSource) Block(_ context.Context, i int) ([]byte, error) {
 	return s.r.ReadStoredBlock(i)
 }
 
-func (s *fileSource) Release(context.Context) error { s.released.Store(true); return nil }
+func (s *fileSource) Release(context.Context) error {
+	if s.released.Swap(true) || s.obj == nil {
+		return nil
+	}
+	return s.obj.Close()
+}
 
 // sourceExecutor runs the job locally and attaches a fileSource.
 type sourceExecutor struct {
@@ -78,9 +84,10 @@ func (e *sourceExecutor) Execute(ctx context.Context, job compaction.Job) (compa
 	}
 	rd, err := sstable.Open(obj, obj.Size(), job.Output, nil)
 	if err != nil {
+		_ = obj.Close()
 		return res, err
 	}
-	s := &fileSource{r: rd, pauseAt: -1, failAt: -1}
+	s := &fileSource{r: rd, obj: obj, pauseAt: -1, failAt: -1}
 	if e.setup != nil {
 		e.setup(s)
 	}
