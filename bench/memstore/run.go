@@ -478,7 +478,8 @@ func writeAll(ctx context.Context, r *region.Region, cfg Config, writers []write
 				} else if err := ctx.Err(); err != nil {
 					return err
 				}
-				batch := new(region.Batch)
+				// As the store's server builds one from a request.
+				batch := new(region.Batch).Grow(cfg.PutsPerBatch, cfg.PutsPerBatch*(cfg.KeySize+cfg.ValueSize))
 				for j := 0; j < cfg.PutsPerBatch; j++ {
 					k = keyOf(k, w.next(), cfg.KeySize)
 					off := w.rng.IntN(len(values) - cfg.ValueSize)

@@ -1,9 +1,12 @@
 package region
 
 import (
+	"bytes"
+	"cmp"
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/bellows-kv/bellows/storage-engine/kv"
 )
@@ -13,6 +16,12 @@ type Batch struct {
 	ops   []op
 	bytes int
 	req   *Request
+	// data is room reserved by Grow for the ops' copied keys and values:
+	// a batch of known size costs two allocations, not two per write (the
+	// writes' garbage sets the pace of the GC, which stalls readers).
+	// Grow starts a new buffer rather than growing this one, so the ops
+	// carved from an earlier one keep their bytes.
+	data []byte
 }
 
 // Request is the idempotency key of the request a batch applies (the
@@ -44,16 +53,44 @@ type op struct {
 
 // Put adds a write of value to key. Key and value are copied.
 func (b *Batch) Put(key, value []byte) *Batch {
-	b.ops = append(b.ops, op{kind: kv.KindSet, key: append([]byte{}, key...), value: append([]byte{}, value...)})
+	kvBytes := b.copyOf(key, value)
+	b.ops = append(b.ops, op{kind: kv.KindSet, key: kvBytes[:len(key):len(key)], value: kvBytes[len(key):]})
 	b.bytes += len(key) + len(value)
 	return b
 }
 
 // Delete adds a tombstone for key.
 func (b *Batch) Delete(key []byte) *Batch {
-	b.ops = append(b.ops, op{kind: kv.KindDelete, key: append([]byte{}, key...)})
+	k := b.copyOf(key, nil)
+	b.ops = append(b.ops, op{kind: kv.KindDelete, key: k})
 	b.bytes += len(key)
 	return b
+}
+
+// Grow reserves room for n more writes whose keys and values come to
+// size bytes together, so that adding them allocates nothing more.
+func (b *Batch) Grow(n, size int) *Batch {
+	b.ops = slices.Grow(b.ops, n)
+	if cap(b.data)-len(b.data) < size {
+		b.data = make([]byte, 0, size)
+	}
+	return b
+}
+
+// copyOf copies key and value, adjacent, into the room Grow reserved, or
+// else into one allocation of their own. The result's capacity ends with
+// it: appending to an op's key or value cannot reach the next op's bytes.
+func (b *Batch) copyOf(key, value []byte) []byte {
+	n := len(key) + len(value)
+	var out []byte
+	if n > 0 && cap(b.data)-len(b.data) >= n {
+		at := len(b.data)
+		b.data = append(append(b.data, key...), value...)
+		out = b.data[at:len(b.data):len(b.data)]
+	} else {
+		out = append(append(make([]byte, 0, n), key...), value...)
+	}
+	return out
 }
 
 // Len is the number of writes in the batch.
@@ -89,20 +126,45 @@ func validateKey(k []byte) error {
 
 // dedupe drops every op that a later op of the same batch overrides: all
 // ops share one timestamp, so a key can have only one version in the batch.
+// The survivors keep their order. It sorts the ops' indexes by key rather
+// than filling a map of the keys: a batch of a hundred writes costs no
+// allocation, where the map cost one per key.
 func (b *Batch) dedupe() {
-	if len(b.ops) < 2 {
+	n := len(b.ops)
+	if n < 2 {
 		return
 	}
-	last := make(map[string]int, len(b.ops))
-	for i, o := range b.ops {
-		last[string(o.key)] = i
+	var room [128]int32
+	idx := room[:0]
+	if n > len(room) {
+		idx = make([]int32, 0, n)
 	}
-	if len(last) == len(b.ops) {
+	for i := range n {
+		idx = append(idx, int32(i))
+	}
+	slices.SortFunc(idx, func(x, y int32) int {
+		if c := bytes.Compare(b.ops[x].key, b.ops[y].key); c != 0 {
+			return c
+		}
+		return cmp.Compare(x, y)
+	})
+	// An op is overridden when the next in key order (a later one, as
+	// ties order by index) has its key.
+	var overridden []bool
+	for i := 1; i < n; i++ {
+		if bytes.Equal(b.ops[idx[i-1]].key, b.ops[idx[i]].key) {
+			if overridden == nil {
+				overridden = make([]bool, n)
+			}
+			overridden[idx[i-1]] = true
+		}
+	}
+	if overridden == nil {
 		return
 	}
 	out := b.ops[:0]
 	for i, o := range b.ops {
-		if last[string(o.key)] == i {
+		if !overridden[i] {
 			out = append(out, o)
 		}
 	}

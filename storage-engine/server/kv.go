@@ -310,7 +310,11 @@ func (s *KV) withLocks(ctx context.Context, t target, op func() error) error {
 
 // toBatch is the engine batch of mutations.
 func toBatch(muts []*kvpb.Mutation) (*region.Batch, error) {
-	b := new(region.Batch)
+	size := 0
+	for _, m := range muts {
+		size += len(m.Key) + len(m.Value)
+	}
+	b := new(region.Batch).Grow(len(muts), size)
 	for i, m := range muts {
 		switch m.Op {
 		case kvpb.Mutation_OP_PUT:
