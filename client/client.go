@@ -128,9 +128,9 @@ func New(ctx context.Context, seeds []string, opts Options) (*Client, error) {
 	opts.ensureDefaults()
 	c := &Client{seeds: seeds, opts: opts, conns: map[string]*grpc.ClientConn{}}
 	c.table.Store(&table{})
-	// last is the failure to report: the last attempt's, unless ctx's end
-	// cut that attempt short (a TLS handshake in flight, say), when the one
-	// before says more than "context deadline exceeded".
+	// last is the failure to report: the last attempt's that was not only
+	// a timeout. An attempt that ctx's end (or RegionsTimeout) cut short, a
+	// TLS handshake in flight say, says less than a refusal before it.
 	var last error
 	for {
 		t, err := c.rebuild(ctx)
@@ -140,7 +140,7 @@ func New(ctx context.Context, seeds []string, opts Options) (*Client, error) {
 		if err == nil {
 			err = errors.New("no store lists any region yet")
 		}
-		if last == nil || ctx.Err() == nil {
+		if last == nil || !timedOut(err) {
 			last = err
 		}
 		if refusedCredentials(err) {
@@ -259,6 +259,21 @@ type noAnswerError struct{ errs []error }
 
 func (e *noAnswerError) Error() string   { return "no store answered: " + errors.Join(e.errs...).Error() }
 func (e *noAnswerError) Unwrap() []error { return e.errs }
+
+// timedOut reports whether err, a rebuild's failure, is only timeouts:
+// every store asked ran out of time rather than answering.
+func timedOut(err error) bool {
+	errs := []error{err}
+	if na, ok := errors.AsType[*noAnswerError](err); ok && len(na.errs) > 0 {
+		errs = na.errs
+	}
+	for _, e := range errs {
+		if !errors.Is(e, context.DeadlineExceeded) && status.Code(e) != codes.DeadlineExceeded {
+			return false
+		}
+	}
+	return true
+}
 
 // refusedCredentials reports whether err is a rebuild that every store
 // answered by refusing the client's credentials (UNAUTHENTICATED, or

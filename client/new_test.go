@@ -33,10 +33,10 @@ func (s *refusingStore) Regions(ctx context.Context, _ *kvpb.RegionsRequest) (*k
 	return nil, status.FromContextError(ctx.Err()).Err()
 }
 
-// New's deadline ending an attempt in flight does not hide why the
-// attempts before it failed (the CLI's `kv get` with another cluster's
-// certificate said only "context deadline exceeded").
-func TestNewReportsTheLastAnswerNotTheDeadlineThatCutTheLastAttemptShort(t *testing.T) {
+// Attempts that time out, the last one cut short by New's deadline, do not
+// hide why an attempt before them failed (the CLI's `kv get` with another
+// cluster's certificate said only "context deadline exceeded").
+func TestNewReportsTheLastAnswerNotTheTimeoutsAfterIt(t *testing.T) {
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -47,15 +47,17 @@ func TestNewReportsTheLastAnswerNotTheDeadlineThatCutTheLastAttemptShort(t *test
 	go func() { _ = srv.Serve(lis) }()
 	t.Cleanup(srv.Stop)
 
-	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	// The attempts after the first run out of time, each on its own
+	// (RegionsTimeout) and the last on New's deadline.
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	c, err := New(ctx, []string{lis.Addr().String()}, Options{})
+	c, err := New(ctx, []string{lis.Addr().String()}, Options{RegionsTimeout: 100 * time.Millisecond})
 	if err == nil {
 		_ = c.Close()
 		t.Fatal("New succeeded against a store that lists no region")
 	}
-	if s.calls.Load() < 2 {
-		t.Fatalf("the store was asked %d times; the test needs an attempt cut short by the deadline", s.calls.Load())
+	if s.calls.Load() < 3 {
+		t.Fatalf("the store was asked %d times; the test needs attempts that time out after the refusal", s.calls.Load())
 	}
 	if !strings.Contains(err.Error(), refusalReason) || !strings.Contains(err.Error(), "deadline exceeded") {
 		t.Fatalf("New's error does not give both the refusal and the deadline:\n%v", err)
