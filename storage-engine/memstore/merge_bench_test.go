@@ -60,3 +60,42 @@ func benchMerge(b *testing.B, merge func([]*flat)) {
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(total), "ns/version")
 }
+
+// BenchmarkMergeOrder is the ordering part of BenchmarkMergeIndexes alone,
+// two ways: mergeCursor (the largest input's next entry against the least
+// of the others', which changes only when one of them advances) and a
+// linear scan of every input's next entry per version, the textbook k-way
+// merge for few inputs. Both walk the same six inputs to the end.
+func BenchmarkMergeOrder(b *testing.B) {
+	b.Run("cursor", func(b *testing.B) {
+		benchMerge(b, func(in []*flat) {
+			c := newMergeCursor(in, true)
+			for {
+				if i, _ := c.next(); i < 0 {
+					return
+				}
+			}
+		})
+	})
+	b.Run("linear", func(b *testing.B) {
+		pos := make([]int, 6)
+		benchMerge(b, func(in []*flat) {
+			clear(pos)
+			for {
+				best := -1
+				for i, s := range in {
+					if pos[i] == len(s.entries) {
+						continue
+					}
+					if best < 0 || lessEntry(s, &s.entries[pos[i]], in[best], &in[best].entries[pos[best]], true) {
+						best = i
+					}
+				}
+				if best < 0 {
+					return
+				}
+				pos[best]++
+			}
+		})
+	})
+}
