@@ -356,6 +356,11 @@ func (m *Memstore) NeedsInMemoryFlush() bool {
 	return m.threshold > 0 && !v.frozen && !m.flushing.Load() && v.active.ApproximateBytes() >= m.threshold
 }
 
+// InMemoryFlushInProgress reports whether a pushed segment's in-memory
+// flush (its flatten and the merge or compaction after it) has not
+// finished yet.
+func (m *Memstore) InMemoryFlushInProgress() bool { return m.flushing.Load() }
+
 // replayFlushFactor: a WAL replay pushes the active segment at this many
 // times the in-memory flush threshold. Every in-memory flush under Eager
 // merges the whole pipeline, so replaying a WAL of overwrites pays that

@@ -211,7 +211,9 @@ func TestAssignerHoldsARegionUntilItsNewOwnerIsReady(t *testing.T) {
 	began := time.Now()
 	ready1.Store(true)
 	waitUntil(t, "ordinal 1 to claim region-001", func() bool { return isOpen(b, "region-001") })
-	if took := time.Since(began); took > 2*time.Second {
+	// Promptly, not after some other event: a few of the assigner's
+	// rounds, with room for a loaded machine.
+	if took := time.Since(began); took > 10*time.Second {
 		t.Fatalf("the move took %v after the new owner was ready", took)
 	}
 	if isOpen(a, "region-001") || len(a.Assignments()) != 1 {

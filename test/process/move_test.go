@@ -77,6 +77,13 @@ func (p *probes) longestGap() (time.Duration, time.Time) {
 	return gap, from
 }
 
+// moveSlack bounds, beyond the release, how long the move may take: about a
+// second on a quiet machine; the rest is room for a loaded one (CI runs other
+// packages' tests beside these processes). It stays well under half the
+// ~12 s the compaction would run, which is what separates aborting it from
+// waiting for it.
+const moveSlack = 4 * time.Second
+
 var releasedLine = regexp.MustCompile(`msg="released region" (?:\S+ )*region=` + region0 + ` took=(\S+)`)
 
 // A region moves between stores in about a second plus its flush, even while
@@ -85,7 +92,8 @@ var releasedLine = regexp.MustCompile(`msg="released region" (?:\S+ )*region=` +
 // ABORTED at once, the worker drops the job), flushes and releases the
 // region, and the next owner, watching the manifest, claims it. A steady
 // write load loses no acknowledged write, and a probe of the region every
-// 50ms is never without an answer for longer than 2s plus the release.
+// 50ms is never without an answer for longer than moveSlack plus the
+// release.
 func TestRegionMovesInAboutASecondDuringALongCompaction(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
@@ -203,7 +211,7 @@ func TestRegionMovesInAboutASecondDuringALongCompaction(t *testing.T) {
 		t.Fatalf("Admin Compact during the release: want ABORTED about %s saying %q, got %v", region0, says, answer.err)
 	}
 	abortedAfter := answer.at.Sub(sigterm)
-	if abortedAfter > 2*time.Second+release || answer.at.After(jobSeen.Add(jobTime/2)) {
+	if abortedAfter > moveSlack+release || answer.at.After(jobSeen.Add(jobTime/2)) {
 		t.Fatalf("Admin Compact answered %v after SIGTERM (release %v), the job would have run until %v after it",
 			abortedAfter, release, jobSeen.Add(jobTime).Sub(sigterm))
 	}
@@ -228,8 +236,8 @@ func TestRegionMovesInAboutASecondDuringALongCompaction(t *testing.T) {
 	t.Logf("release (abort, flush, released manifest) took %v; old store exited %v after SIGTERM", release, exited.Round(time.Millisecond))
 	t.Logf("longest interval without a successful probe: %v, from %v after SIGTERM; %d writes acknowledged",
 		gap.Round(time.Millisecond), from.Sub(sigterm).Round(time.Millisecond), len(acked))
-	if limit := 2*time.Second + release; gap >= limit {
-		t.Fatalf("the region was unreadable for %v, want under %v (2s + the release)", gap, limit)
+	if limit := moveSlack + release; gap >= limit {
+		t.Fatalf("the region was unreadable for %v, want under %v (%v + the release)", gap, limit, moveSlack)
 	}
 
 	// Nothing acknowledged is lost, and the manifest names only files that

@@ -97,8 +97,12 @@ func (r *readers) longestGap(from, to time.Time) time.Duration {
 // not stall RemoteCache reads: each miss waits one short deadline at most,
 // then the worker's breaker sends misses to the bucket. After SIGCONT the
 // breaker's retry finds the worker and misses are served from it again.
+//
+// A miss waits about RemoteBlockTimeout (300 ms) for the paused worker;
+// maxGap leaves room for a loaded machine and stays far below the stall it
+// guards against (a read waiting out gRPC's keepalive, 10 s + 5 s).
 func TestPausedWorkerDoesNotStallRemoteCacheReads(t *testing.T) {
-	const clients, paused, maxGap = 4, 16 * time.Second, 2 * time.Second
+	const clients, paused, maxGap = 4, 16 * time.Second, 5 * time.Second
 	dir := t.TempDir()
 	bucket := "file://" + filepath.Join(dir, "bucket")
 	w := start(t, "w1", "compactor", "--name=w1", "--cache-bytes=64MiB")

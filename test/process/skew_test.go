@@ -121,6 +121,46 @@ func commitAt(ctx context.Context, t *testing.T, s *proc, key []byte, value stri
 	return resp.CommitTs
 }
 
+// commitThenBegin is a commit at the fast store and a transaction begun at
+// the slow one after it was acknowledged, with the times now gave around
+// them.
+type commitThenBegin struct {
+	key                                       []byte
+	commitTS                                  uint64
+	begin                                     *kvpb.BeginTxnResponse
+	commitInvoke, commitComplete, beginInvoke time.Duration
+}
+
+// commitThenBeginBelow commits key=v1 at a, in a's region, then begins a
+// transaction at b, and tries again with a fresh key until the start comes
+// out below the commit. The clocks are 180 ms apart, and a loaded machine
+// (CI runs other packages' tests beside this one) can take longer than that
+// between the two calls; five tries that never do mean the clocks are not
+// apart.
+func commitThenBeginBelow(ctx context.Context, t *testing.T, a, b *proc, now func() time.Duration) commitThenBegin {
+	t.Helper()
+	const tries = 5
+	for try := range tries {
+		c := commitThenBegin{key: regionKey(0, fmt.Sprintf("k%d", try))}
+		c.commitInvoke = now()
+		c.commitTS = commitAt(ctx, t, a, c.key, "v1")
+		c.commitComplete = now()
+		c.beginInvoke = now()
+		begin, err := b.kv().BeginTxn(ctx, &kvpb.BeginTxnRequest{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.begin = begin
+		if begin.StartTs < c.commitTS {
+			return c
+		}
+		t.Logf("try %d: the slow store began at %d, %v above the commit at %d: more than the clocks' offset passed between the calls",
+			try+1, begin.StartTs, time.Duration(begin.StartTs-c.commitTS), c.commitTS)
+	}
+	t.Fatalf("%d times the slow store began above the fast store's commit: the clocks are not apart", tries)
+	return commitThenBegin{}
+}
+
 // Without the bound (--max-clock-offset=0: no uncertainty and no offset
 // checks, what every store did before the HLC), a transaction that begins
 // at the slow store after a commit at the fast one was acknowledged reads
@@ -131,17 +171,12 @@ func TestSkewedClocksWithoutTheBoundAreFlaggedByRealTime(t *testing.T) {
 	a, b := skewedPair(t, [2]time.Duration{+90 * time.Millisecond, -90 * time.Millisecond}, 0)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	key := regionKey(0, "k") // a's region
 	origin := time.Now()
 	now := func() time.Duration { return max(time.Since(origin), 1) }
-	w := sicheck.Txn{ID: "w", Writes: map[string]string{string(key): "v1"}, Invoke: now()}
-	w.CommitTS = commitAt(ctx, t, a, key, "v1")
-	w.Outcome, w.Complete = sicheck.Committed, now()
-	r := sicheck.Txn{ID: "r", Reads: map[string]string{}, Invoke: now()}
-	begin, err := b.kv().BeginTxn(ctx, &kvpb.BeginTxnRequest{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := commitThenBeginBelow(ctx, t, a, b, now)
+	key, begin := c.key, c.begin
+	w := sicheck.Txn{ID: "w", Writes: map[string]string{string(key): "v1"}, Invoke: c.commitInvoke, CommitTS: c.commitTS, Outcome: sicheck.Committed, Complete: c.commitComplete}
+	r := sicheck.Txn{ID: "r", Reads: map[string]string{}, Invoke: c.beginInvoke}
 	if begin.UncertaintyLimit != 0 {
 		t.Fatalf("no bound, yet an uncertainty limit %d", begin.UncertaintyLimit)
 	}
@@ -183,19 +218,12 @@ func TestAReadAfterACommitOnAFastStoreRestartsAndSeesIt(t *testing.T) {
 	a, b := skewedPair(t, [2]time.Duration{+90 * time.Millisecond, -90 * time.Millisecond}, skewBound)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	key := regionKey(0, "k")
-	commitTS := commitAt(ctx, t, a, key, "v1")
-	begin, err := b.kv().BeginTxn(ctx, &kvpb.BeginTxnRequest{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if begin.StartTs >= commitTS {
-		t.Fatalf("the slow store began at %d, not below the fast one's commit at %d: the clocks are not apart", begin.StartTs, commitTS)
-	}
+	c := commitThenBeginBelow(ctx, t, a, b, func() time.Duration { return 0 })
+	key, commitTS, begin := c.key, c.commitTS, c.begin
 	if want := begin.StartTs + uint64(skewBound); begin.UncertaintyLimit != want {
 		t.Fatalf("uncertainty limit %d, want start + %v = %d", begin.UncertaintyLimit, skewBound, want)
 	}
-	_, err = a.kv().TxnGet(ctx, &kvpb.TxnGetRequest{StartTs: begin.StartTs, Key: key, UncertaintyLimit: begin.UncertaintyLimit})
+	_, err := a.kv().TxnGet(ctx, &kvpb.TxnGetRequest{StartTs: begin.StartTs, Key: key, UncertaintyLimit: begin.UncertaintyLimit})
 	info := errorInfo(err)
 	if status.Code(err) != codes.Aborted || info == nil || info.Reason != contract.ReadUncertainReason || info.Metadata["ts"] != strconv.FormatUint(commitTS, 10) {
 		t.Fatalf("read below a commit within the window: %v (%v), want ABORTED %s with ts %d", err, info, contract.ReadUncertainReason, commitTS)

@@ -104,20 +104,34 @@ func TestTransactionsAgainstTwoStores(t *testing.T) {
 	})
 
 	t.Run("a write just after the start is uncertain: the read restarts above it", func(t *testing.T) {
-		x, err := c.Begin(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		key := regionKey(1, "uncertain")
-		put, err := c.Put(ctx, key, []byte("after"))
-		if err != nil {
-			t.Fatal(err)
+		// The write must land within the clock bound of the start: a loaded
+		// machine can take longer than that between the two calls, and
+		// then a fresh key is tried.
+		var x *client.Txn
+		var key []byte
+		var put client.WriteResult
+		for try := 0; ; try++ {
+			var err error
+			if x, err = c.Begin(ctx); err != nil {
+				t.Fatal(err)
+			}
+			key = regionKey(1, fmt.Sprintf("uncertain%d", try))
+			if put, err = c.Put(ctx, key, []byte("after")); err != nil {
+				t.Fatal(err)
+			}
+			if put.CommitTS <= x.StartTS()+uint64(contract.DefaultMaxClockOffset) {
+				break
+			}
+			if try == 4 {
+				t.Fatalf("five writes landed more than the clock bound %v after the start", contract.DefaultMaxClockOffset)
+			}
+			t.Logf("the write landed %v after the start, beyond the bound: trying again", time.Duration(put.CommitTS-x.StartTS()))
 		}
 		// Within the clock bound of the start, the write may have been
 		// acknowledged before the transaction began, on a store whose
 		// clock is ahead (docs/clock.md): the read cannot answer from the
 		// start, and says above what to begin again.
-		_, _, err = x.Get(ctx, key)
+		_, _, err := x.Get(ctx, key)
 		var ue *client.UncertainError
 		if !errors.As(err, &ue) || ue.TS != put.CommitTS {
 			t.Fatalf("read of a key written %v after the start: %v; want an *UncertainError at %d", time.Duration(put.CommitTS-x.StartTS()), err, put.CommitTS)
