@@ -263,30 +263,39 @@ func (e *noAnswerError) Unwrap() []error { return e.errs }
 // timedOut reports whether err, a rebuild's failure, is only timeouts:
 // every store asked ran out of time rather than answering.
 func timedOut(err error) bool {
-	errs := []error{err}
-	if na, ok := errors.AsType[*noAnswerError](err); ok && len(na.errs) > 0 {
-		errs = na.errs
+	errs := rebuildAnswers(err)
+	if len(errs) == 0 {
+		errs = []error{err}
 	}
-	for _, e := range errs {
-		if !errors.Is(e, context.DeadlineExceeded) && status.Code(e) != codes.DeadlineExceeded {
-			return false
-		}
-	}
-	return true
+	return every(errs, func(e error) bool {
+		return errors.Is(e, context.DeadlineExceeded) || status.Code(e) == codes.DeadlineExceeded
+	})
 }
 
 // refusedCredentials reports whether err is a rebuild that every store
 // answered by refusing the client's credentials (UNAUTHENTICATED, or
 // PERMISSION_DENIED): not a failure that passes.
 func refusedCredentials(err error) bool {
-	var na *noAnswerError
-	if !errors.As(err, &na) || len(na.errs) == 0 {
-		return false
+	errs := rebuildAnswers(err)
+	return len(errs) > 0 && every(errs, func(e error) bool {
+		c := status.Code(e) // status.Code sees through the address wrapping
+		return c == codes.Unauthenticated || c == codes.PermissionDenied
+	})
+}
+
+// rebuildAnswers is what each store answered to a rebuild that failed (a
+// noAnswerError's errors), or nil if err is not one.
+func rebuildAnswers(err error) []error {
+	if na, ok := errors.AsType[*noAnswerError](err); ok {
+		return na.errs
 	}
-	for _, e := range na.errs {
-		switch status.Code(e) { // status.Code sees through the address wrapping
-		case codes.Unauthenticated, codes.PermissionDenied:
-		default:
+	return nil
+}
+
+// every reports whether ok holds for each of errs.
+func every(errs []error, ok func(error) bool) bool {
+	for _, e := range errs {
+		if !ok(e) {
 			return false
 		}
 	}

@@ -82,15 +82,12 @@ func (b *Batch) Grow(n, size int) *Batch {
 // it: appending to an op's key or value cannot reach the next op's bytes.
 func (b *Batch) copyOf(key, value []byte) []byte {
 	n := len(key) + len(value)
-	var out []byte
-	if n > 0 && cap(b.data)-len(b.data) >= n {
-		at := len(b.data)
-		b.data = append(append(b.data, key...), value...)
-		out = b.data[at:len(b.data):len(b.data)]
-	} else {
-		out = append(append(make([]byte, 0, n), key...), value...)
+	if n == 0 || cap(b.data)-len(b.data) < n {
+		return append(append(make([]byte, 0, n), key...), value...)
 	}
-	return out
+	at := len(b.data)
+	b.data = append(append(b.data, key...), value...)
+	return b.data[at:len(b.data):len(b.data)]
 }
 
 // Len is the number of writes in the batch.
