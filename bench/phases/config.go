@@ -58,6 +58,12 @@ type Config struct {
 	// Repeats runs every mode this many times, interleaved; the report
 	// gives medians.
 	Repeats int `json:"repeats,omitempty"`
+	// ShuffleModes runs each repetition's modes in an order of its own
+	// (drawn from Seed; the report's "order" keeps it), so that whatever
+	// one run leaves to the next (a process still exiting, the page cache
+	// it dirtied) falls on every mode alike rather than always on the mode
+	// listed after the same one. Reports without it ran the listed order.
+	ShuffleModes bool `json:"shuffleModes,omitempty"`
 	// ControlKeys, when positive, loads a control store process with that
 	// many keys, read at ControlReadsPerSec in the same seconds and never
 	// compacted: the report divides its change out of the target's.
@@ -127,6 +133,7 @@ func Default() Config {
 		WarmupRate:    8e6,
 		Seed:          7,
 		Repeats:       6,
+		ShuffleModes:  true,
 		// A control of a tenth of the data, its cache holding it, so its
 		// reads cost what a baseline read costs. Three quarters of the
 		// target's reads: the change divided out is a mean over the

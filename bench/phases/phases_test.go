@@ -2,6 +2,7 @@ package phases
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http/httptest"
 	"slices"
 	"strings"
@@ -179,6 +180,40 @@ func TestRepeatsReportMedians(t *testing.T) {
 	md := Markdown(Report{Config: cfg, Modes: []ModeResult{m}})
 	if !strings.Contains(md, "median of 3 runs") || !strings.Contains(md, "+9%, +1%, +4%") || !strings.Contains(md, "+18%, +2%, +8%") || !strings.Contains(md, "n/a, n/a, n/a") {
 		t.Fatalf("markdown does not show the runs:\n%s", md)
+	}
+}
+
+func TestShuffledRepetitionsRunEveryModeOnceInAnOrderOfTheirOwn(t *testing.T) {
+	cfg := Default()
+	listed := make([]int, len(cfg.Modes))
+	for i := range listed {
+		listed[i] = i
+	}
+	cfg.ShuffleModes = false
+	for r := range 3 {
+		if got := modeOrder(cfg, r); !slices.Equal(got, listed) {
+			t.Fatalf("unshuffled repetition %d ran %v, want the listed order %v", r, got, listed)
+		}
+	}
+	cfg.ShuffleModes = true
+	orders := map[string]bool{}
+	firsts := map[int]bool{}
+	for r := range 20 {
+		got := modeOrder(cfg, r)
+		if again := modeOrder(cfg, r); !slices.Equal(got, again) {
+			t.Fatalf("repetition %d ran %v, then %v: the order must follow from the seed", r, got, again)
+		}
+		if sorted := slices.Sorted(slices.Values(got)); !slices.Equal(sorted, listed) {
+			t.Fatalf("repetition %d ran %v: not every mode once", r, got)
+		}
+		orders[fmt.Sprint(got)] = true
+		firsts[got[0]] = true
+	}
+	// Eight modes, 20 repetitions: a shuffle that repeated one order, or
+	// always led with the same mode, is not spreading what one run leaves
+	// to the next.
+	if len(orders) < 15 || len(firsts) < 4 {
+		t.Fatalf("20 shuffled repetitions gave %d orders and %d first modes", len(orders), len(firsts))
 	}
 }
 

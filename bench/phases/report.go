@@ -90,7 +90,7 @@ func Markdown(rep Report) string {
 			pctString(m.Warmup.ScanDegradationPct), pctString(m.Warmup.ScanP99DegradationPct), m.Warmup.DurationS)
 	}
 	if c.Repeats > 1 {
-		fmt.Fprintf(&b, "\nEach figure is the median of %d runs per mode (modes interleaved; an n/a run is left out). Every run's Δ, compaction / warmup:\n\n", c.Repeats)
+		fmt.Fprintf(&b, "\nEach figure is the median of %d runs per mode (modes interleaved%s; an n/a run is left out). Every run's Δ, compaction / warmup:\n\n", c.Repeats, orderString(c))
 		b.WriteString("| mode | runs: compaction get Δ | runs: warmup get Δ | runs: compaction get p99 Δ | runs: warmup get p99 Δ | runs: compaction scan Δ | runs: warmup scan Δ | runs: compaction scan p99 Δ | runs: warmup scan p99 Δ |\n|---|---|---|---|---|---|---|---|---|\n")
 		for _, m := range rep.Modes {
 			col := func(f func(RunResult) *float64) string {
@@ -207,4 +207,12 @@ func storeString(s string) string {
 		return "in-process region, no RPC" // runs before the store process existed
 	}
 	return s
+}
+
+// orderString says in what order a repetition ran the modes.
+func orderString(c Config) string {
+	if c.ShuffleModes {
+		return ", each repetition in an order of its own drawn from the seed (the JSON's `order`), after writing the page cache back before its baseline"
+	}
+	return ", in the listed order"
 }

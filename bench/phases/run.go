@@ -126,6 +126,9 @@ type Series struct {
 type Report struct {
 	Config Config       `json:"config"`
 	Modes  []ModeResult `json:"modes"`
+	// Order is each repetition's order of the modes, as indexes into
+	// Config.Modes (ShuffleModes).
+	Order [][]int `json:"order,omitempty"`
 }
 
 // Progress reports what the run is doing and how far it is (0..1).
@@ -146,9 +149,11 @@ func Run(ctx context.Context, cfg Config, dir string, start Processes, progress 
 	// Repetitions interleave the modes, so a slow spell of a shared
 	// machine spreads over all of them instead of one.
 	for r := 0; r < repeats; r++ {
-		for i, name := range cfg.Modes {
-			mode, _ := region.ParseWarmupMode(name)
-			n := float64(r*len(cfg.Modes) + i)
+		order := modeOrder(cfg, r)
+		rep.Order = append(rep.Order, order)
+		for k, i := range order {
+			mode, _ := region.ParseWarmupMode(cfg.Modes[i])
+			n := float64(r*len(cfg.Modes) + k)
 			step := func(what string, frac float64) {
 				label := mode.String()
 				if repeats > 1 {
@@ -169,6 +174,21 @@ func Run(ctx context.Context, cfg Config, dir string, start Processes, progress 
 	}
 	progress("done", 1)
 	return rep, nil
+}
+
+// modeOrder is the order repetition r runs the modes in, as indexes into
+// cfg.Modes: the listed order, or with ShuffleModes a permutation drawn
+// from the seed and r (the same on every run of the same config).
+func modeOrder(cfg Config, r int) []int {
+	order := make([]int, len(cfg.Modes))
+	for i := range order {
+		order[i] = i
+	}
+	if cfg.ShuffleModes {
+		rng := rand.New(rand.NewPCG(cfg.Seed, uint64(r)))
+		rng.Shuffle(len(order), func(a, b int) { order[a], order[b] = order[b], order[a] })
+	}
+	return order
 }
 
 // AASuffix marks the second run of a mode the config lists twice: an A/A
@@ -329,6 +349,12 @@ func runMode(ctx context.Context, cfg Config, dir string, mode region.WarmupMode
 	if err := prewarm(r, cfg); err != nil {
 		return res, err
 	}
+	// The load's files (and the previous run's) are dirty in the page
+	// cache, and the kernel writes them back about 30 s after they were
+	// written: in this run's compaction and warmup phases, on some runs
+	// more than others. Written back now, they are not in any phase.
+	step("writing back the page cache", 0.15)
+	settle()
 
 	sample := func() (Sample, error) {
 		s, err := r.Sample()

@@ -1,0 +1,9 @@
+//go:build unix
+
+package phases
+
+import "syscall"
+
+// settle writes every dirty page of the machine back to disk and returns
+// when the kernel has (sync(2) waits on Linux).
+func settle() { syscall.Sync() }
