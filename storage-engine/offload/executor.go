@@ -43,6 +43,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/bellows-kv/bellows/internal/contract"
+	"github.com/bellows-kv/bellows/internal/grpcmem"
 	compactionpb "github.com/bellows-kv/bellows/proto/bellows/compaction/v1"
 	"github.com/bellows-kv/bellows/storage-engine/compaction"
 	"github.com/bellows-kv/bellows/storage-engine/compaction/compactionwire"
@@ -517,7 +518,7 @@ func (e *Executor) conn(addr string) (*grpc.ClientConn, error) {
 		// Keepalive turns a silent partition into a broken stream, so a
 		// job on an unreachable worker fails instead of hanging.
 		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 10 * time.Second, Timeout: 5 * time.Second}),
-	}, e.opts.DialOptions...)
+	}, append(grpcmem.DialOptions(), e.opts.DialOptions...)...)
 	c, err := grpc.NewClient(addr, opts...)
 	if err != nil {
 		return nil, err

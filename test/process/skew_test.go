@@ -136,9 +136,12 @@ type commitThenBegin struct {
 // out below the commit. The clocks are 180 ms apart, and a loaded machine
 // (CI runs other packages' tests beside this one) can take longer than that
 // between the two calls; five tries that never do mean the clocks are not
-// apart.
+// apart. now, if not nil, times the calls for a history.
 func commitThenBeginBelow(ctx context.Context, t *testing.T, a, b *proc, now func() time.Duration) commitThenBegin {
 	t.Helper()
+	if now == nil {
+		now = func() time.Duration { return 0 }
+	}
 	const tries = 5
 	for try := range tries {
 		c := commitThenBegin{key: regionKey(0, fmt.Sprintf("k%d", try))}
@@ -218,7 +221,7 @@ func TestAReadAfterACommitOnAFastStoreRestartsAndSeesIt(t *testing.T) {
 	a, b := skewedPair(t, [2]time.Duration{+90 * time.Millisecond, -90 * time.Millisecond}, skewBound)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	c := commitThenBeginBelow(ctx, t, a, b, func() time.Duration { return 0 })
+	c := commitThenBeginBelow(ctx, t, a, b, nil)
 	key, commitTS, begin := c.key, c.commitTS, c.begin
 	if want := begin.StartTs + uint64(skewBound); begin.UncertaintyLimit != want {
 		t.Fatalf("uncertainty limit %d, want start + %v = %d", begin.UncertaintyLimit, skewBound, want)

@@ -20,6 +20,7 @@ import (
 	"google.golang.org/grpc/keepalive"
 
 	"github.com/bellows-kv/bellows/internal/contract"
+	"github.com/bellows-kv/bellows/internal/grpcmem"
 	"github.com/bellows-kv/bellows/internal/tlsconfig"
 )
 
@@ -65,7 +66,7 @@ func Listen(grpcAddr, httpAddr string, log *slog.Logger, opts ...grpc.ServerOpti
 		// engine, which names the limit it breaks; gRPC's 4 MiB default
 		// would refuse a largest value first with a message about frames.
 		grpc.MaxRecvMsgSize(contract.MaxMessageBytes),
-	}, opts...)
+	}, append(grpcmem.ServerOptions(), opts...)...)
 	return &Servers{GRPC: grpc.NewServer(opts...), grpcLis: gl, httpLis: hl, log: log, Shutdown: contract.GracefulStopTimeout}, nil
 }
 

@@ -38,6 +38,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
+	"github.com/bellows-kv/bellows/internal/grpcmem"
 	kvpb "github.com/bellows-kv/bellows/proto/bellows/kv/v1"
 )
 
@@ -204,7 +205,7 @@ func (r *Router) Acquire(ctx context.Context, addr string) (*Lease, error) {
 	}
 	pc := r.conns[addr]
 	if pc == nil {
-		opts := []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}
+		opts := append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}, grpcmem.DialOptions()...)
 		if r.opts.DialOption != nil {
 			opts = append(opts, r.opts.DialOption)
 		}
