@@ -64,6 +64,10 @@ type Config struct {
 	// it dirtied) falls on every mode alike rather than always on the mode
 	// listed after the same one. Reports without it ran the listed order.
 	ShuffleModes bool `json:"shuffleModes,omitempty"`
+	// WritebackBeforeBaseline records that every run wrote the machine's
+	// dirty pages back before its baseline (Run sets it where sync(2)
+	// exists). Reports without it did not.
+	WritebackBeforeBaseline bool `json:"writebackBeforeBaseline,omitempty"`
 	// ControlKeys, when positive, loads a control store process with that
 	// many keys, read at ControlReadsPerSec in the same seconds and never
 	// compacted: the report divides its change out of the target's.

@@ -357,3 +357,29 @@ func TestTheReportSaysWhereTheControlRan(t *testing.T) {
 		t.Fatalf("a negative control CPU: %v", err)
 	}
 }
+
+// The write-back before each baseline is reported from what the run
+// recorded, not from whether it was shuffled: a report rendered again from
+// an older JSON must not claim a write-back that run did not do.
+func TestTheReportSaysThePageCacheWasWrittenBackOnlyWhenItWas(t *testing.T) {
+	const writeback = "writing the page cache back before its baseline"
+	for _, c := range []struct {
+		shuffle, writeback bool
+		want               []string
+	}{
+		{false, false, []string{"in the listed order"}},
+		{false, true, []string{"in the listed order", writeback}},
+		{true, false, []string{"order of its own"}},
+		{true, true, []string{"order of its own", writeback}},
+	} {
+		got := orderString(Config{ShuffleModes: c.shuffle, WritebackBeforeBaseline: c.writeback})
+		for _, w := range c.want {
+			if !strings.Contains(got, w) {
+				t.Errorf("shuffle=%v writeback=%v: %q lacks %q", c.shuffle, c.writeback, got, w)
+			}
+		}
+		if !c.writeback && strings.Contains(got, writeback) {
+			t.Errorf("shuffle=%v, no write-back recorded: %q claims one", c.shuffle, got)
+		}
+	}
+}

@@ -211,8 +211,12 @@ func storeString(s string) string {
 
 // orderString says in what order a repetition ran the modes.
 func orderString(c Config) string {
+	order := ", in the listed order"
 	if c.ShuffleModes {
-		return ", each repetition in an order of its own drawn from the seed (the JSON's `order`), after writing the page cache back before its baseline"
+		order = ", each repetition in an order of its own drawn from the seed (the JSON's `order`)"
 	}
-	return ", in the listed order"
+	if c.WritebackBeforeBaseline {
+		order += ", every run writing the page cache back before its baseline"
+	}
+	return order
 }

@@ -141,6 +141,7 @@ func Run(ctx context.Context, cfg Config, dir string, start Processes, progress 
 	if err := cfg.validate(); err != nil {
 		return Report{}, err
 	}
+	cfg.WritebackBeforeBaseline = settleWritesBack
 	rep := Report{Config: cfg}
 	repeats := max(cfg.Repeats, 1)
 	runs := make([][]ModeResult, len(cfg.Modes))
