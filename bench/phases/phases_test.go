@@ -3,9 +3,11 @@ package phases
 import (
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"net/http/httptest"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -110,8 +112,22 @@ func TestStoreTargetSamplesTheStoresMetrics(t *testing.T) {
 	bytes.WithLabelValues("bucket").Add(7)
 	bytes.WithLabelValues("compactor").Add(11)
 	reg.MustRegister(bytes)
-	srv := httptest.NewServer(promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	// The store compresses a scrape that accepts gzip, on the CPU the
+	// timed reads need: every scrape must ask for it uncompressed.
+	var gzipAsked atomic.Int32
+	metrics := promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.Contains(r.Header.Get("Accept-Encoding"), "gzip") {
+			gzipAsked.Add(1)
+		}
+		metrics.ServeHTTP(w, r)
+	}))
 	defer srv.Close()
+	defer func() {
+		if n := gzipAsked.Load(); n > 0 {
+			t.Errorf("%d scrapes asked the store for gzip", n)
+		}
+	}()
 	tg, err := newGRPCTarget("127.0.0.1:1", strings.TrimPrefix(srv.URL, "http://"))
 	if err != nil {
 		t.Fatal(err)
