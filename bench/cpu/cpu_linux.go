@@ -156,6 +156,31 @@ func OwnCore() (release func(), err error) {
 	}, nil
 }
 
+// LockIdle locks the calling goroutine to its thread and gives the thread
+// the SCHED_IDLE policy until release (called by the same goroutine): it
+// then runs only on CPU time no other thread wants. A benchmark's load
+// generators take it beside OwnCore: the runtime's threads that hand a
+// woken or preempted goroutine back to OwnCore's locked thread share the
+// load's CPU, and behind load threads of the normal policy that handoff
+// waited out their time slices (1–16 ms). release restores the normal
+// policy and unlocks; if it cannot restore it, it leaves the goroutine
+// locked, so that the runtime ends the thread with the goroutine and no
+// other goroutine inherits the idle policy.
+func LockIdle() (release func(), err error) {
+	runtime.LockOSThread()
+	idle := unix.SchedAttr{Size: unix.SizeofSchedAttr, Policy: unix.SCHED_IDLE}
+	if err := unix.SchedSetAttr(0, &idle, 0); err != nil {
+		runtime.UnlockOSThread()
+		return nil, fmt.Errorf("SCHED_IDLE for this thread: %w", err)
+	}
+	return func() {
+		normal := unix.SchedAttr{Size: unix.SizeofSchedAttr, Policy: unix.SCHED_NORMAL}
+		if unix.SchedSetAttr(0, &normal, 0) == nil {
+			runtime.UnlockOSThread()
+		}
+	}, nil
+}
+
 // ThreadCPUTime is the CPU time, user and system, the calling thread has
 // used (CLOCK_THREAD_CPUTIME_ID). It measures one goroutine only while the
 // goroutine is locked to its thread (OwnCore locks it): the difference of

@@ -23,3 +23,6 @@ func OwnCore() (func(), error) { return nil, errors.New("a core of its own needs
 
 // ThreadCPUTime is only implemented on Linux: it reports 0.
 func ThreadCPUTime() time.Duration { return 0 }
+
+// LockIdle is only implemented on Linux.
+func LockIdle() (func(), error) { return nil, errors.New("SCHED_IDLE needs Linux") }

@@ -130,3 +130,55 @@ func TestThreadCPUTimeCountsWorkNotSleep(t *testing.T) {
 		t.Errorf("spinning for 50 ms of the thread's CPU (getrusage) counted %v", worked)
 	}
 }
+
+// LockIdle gives the goroutine's own thread SCHED_IDLE, and only that
+// thread, until release gives it the normal policy back.
+func TestLockIdleIsTheGoroutinesThreadOnly(t *testing.T) {
+	policy := func(tid int) uint32 {
+		attr, err := unix.SchedGetAttr(tid, 0)
+		if err != nil {
+			t.Fatalf("thread %d: %v", tid, err)
+		}
+		return attr.Policy
+	}
+	type locked struct {
+		tid     int
+		release func()
+		err     error
+	}
+	got := make(chan locked)
+	releaseNow, released := make(chan struct{}), make(chan uint32)
+	go func() {
+		release, err := LockIdle()
+		got <- locked{tid: unix.Gettid(), release: release, err: err}
+		if err != nil {
+			return
+		}
+		<-releaseNow
+		release()
+		released <- policy(unix.Gettid())
+	}()
+	l := <-got
+	if l.err != nil {
+		t.Fatal(l.err)
+	}
+	if p := policy(l.tid); p != unix.SCHED_IDLE {
+		t.Errorf("the locked thread's policy is %d, want SCHED_IDLE (%d)", p, unix.SCHED_IDLE)
+	}
+	var idleOthers []int
+	if err := eachThread(0, func(other int) error {
+		if other != l.tid && policy(other) == unix.SCHED_IDLE {
+			idleOthers = append(idleOthers, other)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if len(idleOthers) > 0 {
+		t.Errorf("threads %v other than the locked one run under SCHED_IDLE", idleOthers)
+	}
+	close(releaseNow)
+	if p := <-released; p != unix.SCHED_NORMAL {
+		t.Errorf("after release the thread's policy is %d, want SCHED_NORMAL (%d)", p, unix.SCHED_NORMAL)
+	}
+}

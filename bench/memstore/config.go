@@ -64,6 +64,12 @@ type Config struct {
 	// CPUs, so the reader's latency is its read path's, not time spent
 	// waiting for a CPU the writers hold.
 	ReaderOwnCore bool `json:"readerOwnCore"`
+	// IdleWriters (with ReaderOwnCore) runs each writer goroutine on a
+	// thread of its own under SCHED_IDLE (bench/cpu.LockIdle): the
+	// runtime's threads on the writers' CPU, which hand the reader back its
+	// thread after a preemption or a wait, then preempt the writers at once
+	// instead of queueing behind them.
+	IdleWriters bool `json:"idleWriters"`
 	// The region.
 	MemstoreBytes int64 `json:"memstoreBytes"`
 	// ActiveFraction (A), PipelineSegments (S) and RedundancyThreshold
@@ -169,6 +175,7 @@ func Default() Config {
 		BatchBytes:    10_000,
 		ReadsPerSec:   2000,
 		ReaderOwnCore: runtime.NumCPU() >= 2,
+		IdleWriters:   true,
 		// 800K puts at 100K/s: 8 s of reads (8000 gets) under a write
 		// load about half of None's full speed on this machine.
 		PacedWrites:       800_000,

@@ -469,6 +469,13 @@ func writeAll(ctx context.Context, r *region.Region, cfg Config, writers []write
 	var g errgroup.Group
 	for _, w := range writers {
 		g.Go(func() error {
+			if cfg.ReaderOwnCore && cfg.IdleWriters {
+				release, err := cpu.LockIdle()
+				if err != nil {
+					return fmt.Errorf("--idle-writers: %w", err)
+				}
+				defer release()
+			}
 			k := make([]byte, 0, cfg.KeySize)
 			for b := 0; b < w.batches; b++ {
 				if lim != nil {
