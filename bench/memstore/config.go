@@ -64,8 +64,9 @@ type Config struct {
 	// CPUs, so the reader's latency is its read path's, not time spent
 	// waiting for a CPU the writers hold.
 	ReaderOwnCore bool `json:"readerOwnCore"`
-	// IdleWriters (with ReaderOwnCore) runs each writer goroutine on a
-	// thread of its own under SCHED_IDLE (bench/cpu.LockIdle): the
+	// IdleWriters (with ReaderOwnCore) runs each writer goroutine of the
+	// full-speed writes on a thread of its own under SCHED_IDLE
+	// (bench/cpu.LockIdle; not the paced ones, see writeAll): the
 	// runtime's threads on the writers' CPU, which hand the reader back its
 	// thread after a preemption or a wait, then preempt the writers at once
 	// instead of queueing behind them.

@@ -214,11 +214,12 @@ func Markdown(rep Report) string {
 			"its CPU). The writers get the rest of the machine (here one CPU), so the write " +
 			"throughputs are of the writers on that.")
 		if c.IdleWriters {
-			b.WriteString(" Each writer runs on a thread of its own under SCHED_IDLE (`--idle-writers`, `bench/cpu.LockIdle`): a reader " +
+			b.WriteString(" During the full-speed writes each writer runs on a thread of its own under SCHED_IDLE (`--idle-writers`, `bench/cpu.LockIdle`): a reader " +
 				"preempted by the GC, or woken, runs again only once a runtime thread on the writers' CPU hands it its thread back, and " +
 				"behind writer threads of the normal policy that handoff waited out their time slices (1–16 ms, a few times a second, " +
 				"docs/memstore.md, stop 50). The memstore's background work, disk flushes, compactions and the GC then run before the " +
-				"writers on their CPU, as they would beside clients on other machines.")
+				"writers on their CPU, so an in-memory flush starts when the active segment reaches A instead of waiting behind the writers. " +
+				"The paced writers keep the normal policy: a limiter's wakeup of an idle thread came too late to hold the pace.")
 		}
 		if c.PacedWrites > 0 {
 			b.WriteString(" Two reader phases: during the writes at full speed, where the policies' memstores differ most (the pipeline's " +

@@ -139,7 +139,7 @@ func newMemstoreCommand() *cobra.Command {
 	f.Float64Var(&cfg.Theta, "theta", cfg.Theta, "Zipf skew θ")
 	f.IntVar(&cfg.ReadsPerSec, "reads", cfg.ReadsPerSec, "reader pace during the writes, reads per second (gets and scans alternate; 0: no reader)")
 	f.BoolVar(&cfg.ReaderOwnCore, "reader-core", cfg.ReaderOwnCore, "give the reader the last CPU to itself in both phases (the writers, background work and GC on the others, GOMAXPROCS doubled so a P is free when it wakes): its latency is then its read path's, not time waiting for a CPU")
-	f.BoolVar(&cfg.IdleWriters, "idle-writers", cfg.IdleWriters, "with --reader-core: run each writer on a thread of its own under SCHED_IDLE, so that the runtime's threads that hand the reader its thread back after a preemption do not wait behind the writers")
+	f.BoolVar(&cfg.IdleWriters, "idle-writers", cfg.IdleWriters, "with --reader-core: run each writer of the full-speed writes on a thread of its own under SCHED_IDLE, so that the runtime's threads that hand the reader its thread back after a preemption do not wait behind the writers")
 	f.IntVar(&cfg.ScanLength, "scan-length", cfg.ScanLength, "keys per scan")
 	f.IntVar(&cfg.MaxVersions, "max-versions", cfg.MaxVersions, "retention: versions kept per key (1: Eager/Adaptive can drop older versions; 0: no count bound, --gc-ttl decides)")
 	f.DurationVar(&cfg.GCTTL, "gc-ttl", contract.DefaultGCTTL, "retention with --max-versions 0: the GC window (the engine's default retention); versions superseded longer ago are dropped. 0 keeps every version")
