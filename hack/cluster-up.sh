@@ -44,6 +44,8 @@ NODE_IP=${NODE_IP:-$(ip -4 route get 1.1.1.1 2>/dev/null | sed -n 's/.* src \([0
 [[ -n $NODE_IP ]] || die "cannot find this machine's IPv4 address (set NODE_IP)"
 log "node $NODE_NAME at $NODE_IP, state in $CLUSTER_DIR"
 
+"$root/hack/cluster-stale-net.sh"
+
 D=$CLUSTER_DIR
 mkdir -p "$D"/{pki,pids,logs,etcd,containerd,cni/net.d,cni/ipam,kubelet,volumes}
 cat /proc/sys/net/ipv4/ip_forward > "$D/ip_forward.orig"

@@ -120,6 +120,9 @@ if [[ $up == 1 ]]; then
   log "cluster already up: importing fresh images"
   "$root/hack/cluster-images.sh" s3 bellows
 else
+  # cluster-up first removes the pod network a killed cluster left here; check
+  # that it does, on a namespace planted as one (hack/cluster-stale-net-test.sh).
+  "$root/hack/cluster-stale-net-test.sh"
   "$root/hack/cluster-up.sh" >/dev/null
 fi
 log "cluster ready after $((SECONDS - start))s"
