@@ -18,7 +18,7 @@ func main() {
 		Short:        "Bellows benchmarks",
 		SilenceUsage: true,
 	}
-	root.AddCommand(newPhasesCommand(), newEngineCommand(), newYCSBCommand(), newMemstoreCommand(), newTxnCommand(), newBackupCommand())
+	root.AddCommand(newPhasesCommand(), newEngineCommand(), newYCSBCommand(), newMemstoreCommand(), newTxnCommand(), newBackupCommand(), newTraceWaitsCommand())
 	if err := root.Execute(); err != nil {
 		os.Exit(1)
 	}
