@@ -9,20 +9,21 @@ import (
 	"github.com/bellows-kv/bellows/bench/tracewaits"
 )
 
-// The memstore benchmark's reader: its goroutine, and the pacing between
-// its reads, which the timed reads do not include.
+// The memstore benchmark's reader: its goroutine, and what it does
+// between its timed reads: the pacing, and reading its CPU clock.
 const (
-	memstoreReaderFunc = "memstore.(*reader).run"
-	memstoreReaderPace = "rate.(*Limiter).Wait"
+	memstoreReaderFunc  = "memstore.(*reader).run"
+	memstoreReaderPace  = "rate.(*Limiter).Wait"
+	memstoreReaderClock = "cpu.ThreadCPUTime"
 )
 
 func newTraceWaitsCommand() *cobra.Command {
-	opt := tracewaits.Options{Goroutine: memstoreReaderFunc, Outside: []string{memstoreReaderPace}}
+	opt := tracewaits.Options{Goroutine: memstoreReaderFunc, Outside: []string{memstoreReaderPace, memstoreReaderClock}}
 	cmd := &cobra.Command{
 		Use:   "tracewaits TRACE...",
 		Short: "Where a benchmark's reader waited inside its reads, by cause, from an execution trace (memstore --trace-dir)",
 		Long: "Reads each runtime execution trace and accounts for the time one goroutine spent off its CPU, except the\n" +
-			"spells that began in --outside (the pacing between reads): per cause (the state it left Running for and the\n" +
+			"spells that began in --outside (the pacing between reads, the reader's CPU clock): per cause (the state it left Running for and the\n" +
 			"runtime's reason, the GC function on its stack, the innermost function of ours), how often, in all and the\n" +
 			"longest. The defaults name the reader of `bellows-bench memstore --trace-dir`; docs/memstore.md, stop 51.",
 		Args: cobra.MinimumNArgs(1),
