@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"io"
 	"sort"
-	"sync"
 	"sync/atomic"
 
 	"github.com/bits-and-blooms/bloom/v3"
@@ -150,16 +149,49 @@ func (id blockID) String() string {
 
 // readBufs holds buffers for stored blocks read from the file: a
 // compressed block's stored bytes are garbage once decompressed, so a
-// cache miss reuses one instead of allocating it.
-var readBufs = sync.Pool{New: func() any { return new([]byte) }}
+// cache miss reuses one instead of allocating it. A bounded free list,
+// not a sync.Pool: the GC empties a pool, so the first misses of every
+// cycle, in its mark phase, allocated again, and an allocation then can
+// make the reading goroutine assist the GC and queue behind the end of
+// its mark phase (docs/memstore.md, stop 51). At most readBufCount
+// buffers of at most readBufMaxBytes stay allocated: 2 MiB.
+var readBufs = make(chan *[]byte, readBufCount)
+
+const (
+	// readBufCount is about the misses in flight at once on a busy
+	// store; more allocate.
+	readBufCount = 16
+	// readBufMaxBytes keeps a block of large values from pinning its
+	// buffer: four default 32 KiB blocks.
+	readBufMaxBytes = 128 << 10
+)
+
+func getReadBuf() *[]byte {
+	select {
+	case bp := <-readBufs:
+		return bp
+	default:
+		return new([]byte)
+	}
+}
+
+func putReadBuf(bp *[]byte) {
+	if cap(*bp) > readBufMaxBytes {
+		return
+	}
+	select {
+	case readBufs <- bp:
+	default:
+	}
+}
 
 // readStored reads and verifies one stored block, returning it decompressed.
 func (r *Reader) readStored(h Handle, id blockID) ([]byte, error) {
-	bp := readBufs.Get().(*[]byte)
+	bp := getReadBuf()
 	out, err := r.readStoredWith(h, id, bp, nil)
 	if err != nil || !aliases(out, *bp) {
 		// out is a new buffer (or nothing): the stored bytes can be reused.
-		readBufs.Put(bp)
+		putReadBuf(bp)
 	}
 	return out, err
 }
