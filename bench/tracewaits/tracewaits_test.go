@@ -35,7 +35,8 @@ func TestAnalyzeAccountsTheTimedWorksWaitsByCause(t *testing.T) {
 		defer close(done)
 		pacedWorker(&mu, locking)
 	}()
-	// Hold the mutex 50 ms past the moment the worker goes for it.
+	// Hold the mutex 50 ms past the moment the worker goes for it: not a
+	// wait for a condition but the length of the wait the trace records.
 	<-locking
 	time.Sleep(50 * time.Millisecond)
 	close(release)
@@ -72,7 +73,6 @@ func TestAnalyzeNamesAMissingGoroutine(t *testing.T) {
 	if err := trace.Start(&buf); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(time.Millisecond)
 	trace.Stop()
 	_, err := Analyze(&buf, Options{Goroutine: "no.such.function"})
 	if !errors.Is(err, ErrNoGoroutine) || !strings.Contains(err.Error(), "no.such.function") {

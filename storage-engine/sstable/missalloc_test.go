@@ -1,7 +1,6 @@
 package sstable
 
 import (
-	"bytes"
 	"math/rand/v2"
 	"runtime"
 	"testing"
@@ -21,11 +20,7 @@ func TestAGCAddsNoAllocationToACacheMiss(t *testing.T) {
 	rng := rand.New(rand.NewPCG(5, 6))
 	vs := randomVersions(rng, 2000)
 	data := buildTable(t, vs, WriterOptions{BlockSize: 4096, Compression: S2Compression})
-	// No cache: every read misses.
-	r, err := Open(bytes.NewReader(data), int64(len(data)), "t.sst", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	r := openTable(t, data, nil) // no cache: every read misses
 	key := vs[len(vs)/2].key.UserKey
 	get := func() {
 		if _, _, found, err := r.Get(key, kv.MaxTimestamp); err != nil || !found {

@@ -34,6 +34,17 @@ func buildTable(t *testing.T, vs []version, opts WriterOptions) []byte {
 	return buf.Bytes()
 }
 
+// openTable opens a table buildTable made, reading through cache (nil:
+// none, every read misses).
+func openTable(t *testing.T, data []byte, cache *blockcache.Cache) *Reader {
+	t.Helper()
+	r, err := Open(bytes.NewReader(data), int64(len(data)), "t.sst", cache)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
 func randomVersions(rng *rand.Rand, n int) []version {
 	seen := map[string]bool{}
 	var vs []version

@@ -16,10 +16,7 @@ func TestStreamingIterReadsEveryVersionIntoOneBuffer(t *testing.T) {
 	vs := randomVersions(rng, 5000)
 	for _, c := range []Compression{NoCompression, S2Compression} {
 		data := buildTable(t, vs, WriterOptions{BlockSize: 1024, Compression: c})
-		r, err := Open(bytes.NewReader(data), int64(len(data)), "t.sst", nil)
-		if err != nil {
-			t.Fatal(err)
-		}
+		r := openTable(t, data, nil)
 		if r.NumBlocks() < 50 {
 			t.Fatalf("%v: %d blocks; the test needs many", c, r.NumBlocks())
 		}
