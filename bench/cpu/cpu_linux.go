@@ -159,13 +159,18 @@ func OwnCore() (release func(), err error) {
 // LockIdle locks the calling goroutine to its thread and gives the thread
 // the SCHED_IDLE policy until release (called by the same goroutine): it
 // then runs only on CPU time no other thread wants. A benchmark's load
-// generators take it beside OwnCore: the runtime's threads that hand a
+// generators took it beside OwnCore: the runtime's threads that hand a
 // woken or preempted goroutine back to OwnCore's locked thread share the
 // load's CPU, and behind load threads of the normal policy that handoff
-// waited out their time slices (1–16 ms). release restores the normal
-// policy and unlocks; if it cannot restore it, it leaves the goroutine
-// locked, so that the runtime ends the thread with the goroutine and no
-// other goroutine inherits the idle policy.
+// waited out their time slices (1–16 ms). But an idle thread that holds
+// one of the runtime's Ps must run to stop for the GC, and behind busy
+// threads of the normal policy the kernel runs it about every half second:
+// every goroutine then waits that long at the GC's stop-the-world and mark
+// termination (docs/memstore.md, stop 52). Yield between requests is the
+// load generators' default now. release restores the normal policy and
+// unlocks; if it cannot restore it, it leaves the goroutine locked, so that
+// the runtime ends the thread with the goroutine and no other goroutine
+// inherits the idle policy.
 func LockIdle() (release func(), err error) {
 	runtime.LockOSThread()
 	idle := unix.SchedAttr{Size: unix.SizeofSchedAttr, Policy: unix.SCHED_IDLE}
@@ -180,6 +185,15 @@ func LockIdle() (release func(), err error) {
 		}
 	}, nil
 }
+
+// Yield gives the calling thread's CPU to any other thread waiting for it
+// (sched_yield). A load generator that yields between requests leaves the
+// Go runtime's threads on its CPU the gaps a server's request handlers
+// leave while they wait on the network: a thread that must hand a woken
+// goroutine its locked thread back, or stop for the GC, waits one request
+// at most. A raw system call: the runtime need not hand the P elsewhere
+// for a call that returns as soon as the others have run.
+func Yield() { _, _, _ = unix.RawSyscall(unix.SYS_SCHED_YIELD, 0, 0, 0) }
 
 // ThreadCPUTime is the CPU time, user and system, the calling thread has
 // used (CLOCK_THREAD_CPUTIME_ID). It measures one goroutine only while the

@@ -4,6 +4,7 @@ package cpu
 
 import (
 	"errors"
+	"runtime"
 	"time"
 )
 
@@ -26,3 +27,6 @@ func ThreadCPUTime() time.Duration { return 0 }
 
 // LockIdle is only implemented on Linux.
 func LockIdle() (func(), error) { return nil, errors.New("SCHED_IDLE needs Linux") }
+
+// Yield yields the goroutine's P elsewhere than Linux.
+func Yield() { runtime.Gosched() }

@@ -71,6 +71,12 @@ type Config struct {
 	// thread after a preemption or a wait, then preempt the writers at once
 	// instead of queueing behind them.
 	IdleWriters bool `json:"idleWriters"`
+	// WriterYield (with ReaderOwnCore) has each writer of the full-speed
+	// writes yield its CPU (bench/cpu.Yield) after each batch, as a
+	// server's handler leaves it between requests: a runtime thread that
+	// must hand the reader its thread back, or stop for the GC, waits at
+	// most one batch for the writers.
+	WriterYield bool `json:"writerYield,omitempty"`
 	// The region.
 	MemstoreBytes int64 `json:"memstoreBytes"`
 	// ActiveFraction (A), PipelineSegments (S) and RedundancyThreshold
@@ -108,6 +114,13 @@ type Config struct {
 	// (go tool trace -pprof=sched, -focus 'reader\).run'). A diagnostic,
 	// not in the report.
 	TraceDir string `json:"-"`
+	// TraceSlow, with TraceDir, replaces the fixed window by a flight
+	// recorder over each run's full-speed writes: the first read slower
+	// than TraceSlow writes the recorder's last seconds, that read among
+	// them, to <distribution>-<policy>-<round>-slow.trace. The waits that
+	// move a run's mean are a few reads of many milliseconds, too rare for
+	// a fixed 3 s window to catch (docs/memstore.md, stop 52).
+	TraceSlow time.Duration `json:"-"`
 }
 
 // TraceAfter and TraceWindow place Config.TraceDir's trace inside the
@@ -116,6 +129,10 @@ type Config struct {
 const (
 	TraceAfter  = 4 * time.Second
 	TraceWindow = 3 * time.Second
+	// slowTraceAge is how far back a slow read's trace reaches: the read,
+	// and what led up to it (a GC cycle's mark phase lasts up to a second
+	// at full speed).
+	slowTraceAge = 2 * time.Second
 )
 
 // The goals of issue #12, stated before the run.
@@ -176,7 +193,7 @@ func Default() Config {
 		BatchBytes:    10_000,
 		ReadsPerSec:   2000,
 		ReaderOwnCore: runtime.NumCPU() >= 2,
-		IdleWriters:   true,
+		WriterYield:   true,
 		// 800K puts at 100K/s: 8 s of reads (8000 gets) under a write
 		// load about half of None's full speed on this machine.
 		PacedWrites:       800_000,
@@ -262,6 +279,10 @@ func (c Config) Validate() error {
 		return fmt.Errorf("--gc-ttl must not be negative")
 	case c.CacheBytes <= 0:
 		return fmt.Errorf("--cache-mib must be positive")
+	case c.WriterYield && c.IdleWriters:
+		return fmt.Errorf("--writer-yield and --idle-writers: choose one (an idle writer needs no yield, and starves)")
+	case c.TraceSlow < 0 || (c.TraceSlow > 0 && c.TraceDir == ""):
+		return fmt.Errorf("--trace-slow %v: must not be negative, and needs --trace-dir for its traces", c.TraceSlow)
 	}
 	if c.Keys >= 1e15 {
 		return fmt.Errorf("--keys %d: at most 15 digits", c.Keys)

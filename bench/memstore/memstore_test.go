@@ -8,6 +8,9 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
+
+	"golang.org/x/exp/trace"
 )
 
 // tiny is a configuration that runs every policy on both distributions in
@@ -103,6 +106,11 @@ func TestTinyRunEndToEnd(t *testing.T) {
 		for _, run := range r.Runs {
 			if run.Gets == 0 || run.Scans == 0 || run.ScanRows == 0 {
 				t.Errorf("%s/%s round %d: %d gets, %d scans (%d rows): the reader did not run", r.Policy, r.Distribution, run.Round, run.Gets, run.Scans, run.ScanRows)
+			}
+			// The slowest read is at least the p99 of either kind.
+			if run.ReadMaxMs < max(run.GetP99Ms, run.ScanP99Ms) || run.SlowReadMs < float64(run.SlowReads)*ms(slowReadAt) {
+				t.Errorf("%s/%s round %d: slowest read %v ms against p99s %v and %v; %d slow reads of %v ms in all", r.Policy, r.Distribution, run.Round,
+					run.ReadMaxMs, run.GetP99Ms, run.ScanP99Ms, run.SlowReads, run.SlowReadMs)
 			}
 			if run.PacedGets == 0 || !(run.PacedGetP99Ms > 0) {
 				t.Errorf("%s/%s round %d: %d gets during the paced writes: the paced phase did not run", r.Policy, r.Distribution, run.Round, run.PacedGets)
@@ -218,11 +226,89 @@ func TestConfigValidate(t *testing.T) {
 		func(c *Config) { c.Distributions = []string{"latest"} },
 		func(c *Config) { c.Theta = 1 },
 		func(c *Config) { c.KeySize = 8 },
+		func(c *Config) { c.TraceSlow = time.Millisecond }, // no --trace-dir
+		func(c *Config) { c.IdleWriters, c.WriterYield = true, true },
 	} {
 		c := Default()
 		bad(&c)
 		if c.Validate() == nil {
 			t.Errorf("accepted %+v", c)
 		}
+	}
+}
+
+func TestSlowReadsCountsTheReadsAtOrAboveTheThreshold(t *testing.T) {
+	ms := time.Millisecond
+	longest, n, total := slowReads(5*ms, []time.Duration{ms, 5 * ms, 2 * ms}, []time.Duration{40 * ms, 4 * ms})
+	if longest != 40 || n != 2 || total != 45 {
+		t.Errorf("slowReads = %v ms longest, %d slow, %v ms in all; want 40, 2, 45", longest, n, total)
+	}
+	if longest, n, total := slowReads(5 * ms); longest != 0 || n != 0 || total != 0 {
+		t.Errorf("no reads: %v, %d, %v", longest, n, total)
+	}
+}
+
+// A slow read's signal writes a trace that holds what ran before it; a run
+// with no slow read writes none.
+func TestTraceSlowReadWritesTheRecorderAtTheFirstSlowRead(t *testing.T) {
+	dir := t.TempDir()
+	cfg := Config{TraceDir: dir, TraceSlow: time.Millisecond}
+	slow := make(chan struct{}, 1)
+	stop, err := traceSlowRead(context.Background(), cfg, Zipf, "Basic", 3, slow)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rd := reader{slow: slow, slowAt: cfg.TraceSlow}
+	var cpu time.Duration
+	rd.timed(&rd.gets, &cpu, time.Microsecond, 0) // fast: no signal
+	select {
+	case <-slow:
+		t.Fatal("a fast read signalled")
+	default:
+	}
+	done := make(chan struct{})
+	go func() { // something for the trace to hold
+		defer close(done)
+		for i := 0; i < 1000; i++ {
+			_ = strings.Repeat("x", i)
+		}
+	}()
+	<-done
+	rd.timed(&rd.scans, &cpu, 2*time.Millisecond, 0)
+	rd.timed(&rd.scans, &cpu, 3*time.Millisecond, 0) // a second slow read must not block
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(filepath.Join(dir, "zipf-Basic-3-slow.trace"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	r, err := trace.NewReader(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	events := 0
+	for {
+		if _, err := r.ReadEvent(); err != nil {
+			break
+		}
+		events++
+	}
+	if events == 0 {
+		t.Error("the slow-read trace holds no events")
+	}
+
+	// No slow read: no file.
+	dir2 := t.TempDir()
+	stop, err = traceSlowRead(context.Background(), Config{TraceDir: dir2, TraceSlow: time.Millisecond}, Zipf, "None", 1, make(chan struct{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	if entries, _ := os.ReadDir(dir2); len(entries) != 0 {
+		t.Errorf("a run without a slow read wrote %v", entries)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -221,6 +222,14 @@ func Markdown(rep Report) string {
 				"writers on their CPU, so an in-memory flush starts when the active segment reaches A instead of waiting behind the writers. " +
 				"The paced writers keep the normal policy: a limiter's wakeup of an idle thread came too late to hold the pace.")
 		}
+		if c.WriterYield {
+			b.WriteString(" During the full-speed writes each writer yields its CPU after each batch (`--writer-yield`, `bench/cpu.Yield`, " +
+				"sched_yield), as a server's request handler leaves it while it waits on the network: a runtime thread on the writers' CPU " +
+				"that must hand the reader its thread back after a preemption, or stop for the GC, waits one batch at most. The writers keep " +
+				"the normal policy: under SCHED_IDLE (`--idle-writers`, stop 50) a writer's thread holding a P ran about every half second " +
+				"behind the background work, and every goroutine, the reader too, waited that long at the GC's stop-the-world " +
+				"(single reads of 0.2–1.1 s, docs/memstore.md, stop 52).")
+		}
 		if c.PacedWrites > 0 {
 			b.WriteString(" Two reader phases: during the writes at full speed, where the policies' memstores differ most (the pipeline's " +
 				"segments, merges under the reader), and during the paced writes, every policy at the same write rate.")
@@ -283,12 +292,19 @@ func Markdown(rep Report) string {
 			}
 		}
 		b.WriteString("\nWhat a read searched and what it cost: the reads the reader managed per second (it asks for " + fmt.Sprint(rep.Config.ReadsPerSec) + "; " +
-			"a read's timer fires late when the runtime is busy, so it falls short, and further the faster the writes); then mean per read: memstore skiplists (active segments and pushed ones not yet flattened) and the versions they held, and flat segments, frozen memstores included; SST files; the block-cache misses per 1,000 reads (blocks read from a file and decoded; compactions read past the cache, so each is a read's); the GC's cycles and stop-the-world time per second of the writes (a pause stops the reader too, and a cycle's stack scans and assists can park it until a P on the writers' CPU hands it back: docs/memstore.md, stop 45); and the reader's CPU time per get and per scan (its thread's CPU clock; a read's latency less its CPU was spent waiting).\n\n")
+			"a read's timer fires late when the runtime is busy, so it falls short, and further the faster the writes); then mean per read: memstore skiplists (active segments and pushed ones not yet flattened) and the versions they held, and flat segments, frozen memstores included; SST files; the block-cache misses per 1,000 reads (blocks read from a file and decoded; compactions read past the cache, so each is a read's); the GC's cycles and stop-the-world time per second of the writes (a pause stops the reader too, and a cycle's stack scans and assists can park it until a P on the writers' CPU hands it back: docs/memstore.md, stop 45); the reads that took 5 ms or more, and the slowest (a few reads that long move a mean no percentile shows: docs/memstore.md, stop 52); and the reader's CPU time per get and per scan (its thread's CPU clock; a read's latency less its CPU was spent waiting).\n\n")
+		// A report from before stop 52 has no slow reads on record.
+		slowOnRecord := slices.ContainsFunc(rep.Results, func(r Result) bool {
+			return slices.ContainsFunc(r.Runs, func(run RunResult) bool { return run.ReadMaxMs > 0 })
+		})
 		sourceTable := func(phase, prefix string, pauses bool) {
 			fmt.Fprintf(&b, "%s:\n\n", phase)
 			head, rule := "| policy | reads/s | skiplists | skiplist versions | flat segments | SST files | misses /1k reads |", "|---|---:|---:|---:|---:|---:|---:|"
 			if pauses {
 				head, rule = head+" GC cycles/s | GC pauses ms/s |", rule+"---:|---:|"
+			}
+			if pauses && slowOnRecord {
+				head, rule = head+fmt.Sprintf(" reads ≥ %v | slowest read ms |", slowReadAt), rule+"---:|---:|"
 			}
 			fmt.Fprintf(&b, "%s get CPU ms | scan CPU ms |\n%s---:|---:|\n", head, rule)
 			for _, r := range rep.Results {
@@ -304,6 +320,9 @@ func Markdown(rep Report) string {
 					spreadString(r.Spread[prefix+"misses_per_1k_reads"], 1, "%.0f")}
 				if pauses {
 					cells = append(cells, spreadString(r.Spread["gc_cycles_per_s"], 1, "%.1f"), spreadString(r.Spread["gc_pause_ms_per_s"], 1, "%.1f"))
+				}
+				if pauses && slowOnRecord {
+					cells = append(cells, spreadString(r.Spread["slow_reads"], 1, "%.0f"), spreadString(r.Spread["read_max_ms"], 1, "%.1f"))
 				}
 				cells = append(cells, spreadString(r.Spread[prefix+"get_cpu_ms"], 1, "%.3f"), spreadString(r.Spread[prefix+"scan_cpu_ms"], 1, "%.3f"))
 				fmt.Fprintf(&b, "| %s |\n", strings.Join(cells, " | "))

@@ -90,6 +90,13 @@ type RunResult struct {
 	// ScanRows are the rows the scans returned in all (a sanity check:
 	// scans read real data).
 	ScanRows int `json:"scan_rows"`
+	// ReadMaxMs is the slowest read (get or scan); SlowReads the reads
+	// that took slowReadAt or more, and SlowReadMs their time in all. A
+	// mean can move by a few such reads that no percentile shows
+	// (docs/memstore.md, stop 52).
+	ReadMaxMs  float64 `json:"read_max_ms"`
+	SlowReads  int     `json:"slow_reads"`
+	SlowReadMs float64 `json:"slow_read_ms"`
 	// The read sources a read met (region.ReadSources taken before each
 	// read, mean over the reads): skiplists (active segments, pushed ones
 	// not yet flattened) and flat segments of every memstore, frozen ones
@@ -288,16 +295,25 @@ func runOne(ctx context.Context, cfg Config, dir string, policy memstore.Policy,
 
 	step("writing", 0.05)
 	var rd reader
-	misses0 := cache.Stats().Misses
-	stopReader := rd.start(ctx, r, cfg, readKey)
-	began := time.Now()
-	stopTrace, err := traceWindow(ctx, cfg, dist, policy, round)
+	var stopTrace func() error
+	if cfg.TraceSlow > 0 {
+		slow := make(chan struct{}, 1)
+		rd.slowAt, rd.slow = cfg.TraceSlow, slow
+		stopTrace, err = traceSlowRead(ctx, cfg, dist, policy, round, slow)
+	} else {
+		stopTrace, err = traceWindow(ctx, cfg, dist, policy, round)
+	}
 	if err != nil {
 		return res, err
 	}
+	misses0 := cache.Stats().Misses
+	stopReader := rd.start(ctx, r, cfg, readKey)
+	began := time.Now()
 	err = writeAll(ctx, r, cfg, writers, values, nil)
 	elapsed := time.Since(began)
-	stopTrace()
+	if terr := stopTrace(); err == nil && terr != nil {
+		err = fmt.Errorf("trace: %w", terr)
+	}
 	gc1 := readGC()
 	if rerr := stopReader(); err == nil && rerr != nil {
 		err = fmt.Errorf("reader: %w", rerr)
@@ -316,6 +332,7 @@ func runOne(ctx context.Context, cfg Config, dir string, policy memstore.Policy,
 	res.Gets, res.GetMeanMs, res.GetP99Ms = latency(rd.gets)
 	res.Scans, res.ScanMeanMs, res.ScanP99Ms = latency(rd.scans)
 	res.ScanRows = rd.scanRows
+	res.ReadMaxMs, res.SlowReads, res.SlowReadMs = slowReads(slowReadAt, rd.gets, rd.scans)
 	res.SkiplistsPerRead, res.FlatsPerRead, res.FilesPerRead, res.SkiplistVersionsPerRead = rd.sourcesPerRead()
 	res.GetCPUMs, res.ScanCPUMs = rd.cpuPerRead()
 
@@ -410,9 +427,9 @@ func runOne(ctx context.Context, cfg Config, dir string, policy memstore.Policy,
 // traceWindow traces TraceWindow of the full-speed writes from TraceAfter
 // into Config.TraceDir, if set; stop ends it early (writes shorter than
 // the window) and waits for the file.
-func traceWindow(ctx context.Context, cfg Config, dist string, policy memstore.Policy, round int) (stop func(), err error) {
+func traceWindow(ctx context.Context, cfg Config, dist string, policy memstore.Policy, round int) (stop func() error, err error) {
 	if cfg.TraceDir == "" {
-		return func() {}, nil
+		return func() error { return nil }, nil
 	}
 	f, err := os.Create(filepath.Join(cfg.TraceDir, fmt.Sprintf("%s-%s-%d.trace", dist, policy, round)))
 	if err != nil {
@@ -437,7 +454,42 @@ func traceWindow(ctx context.Context, cfg Config, dist string, policy memstore.P
 		}
 		trace.Stop()
 	}()
-	return func() { cancel(); <-done }, nil
+	return func() error { cancel(); <-done; return nil }, nil
+}
+
+// traceSlowRead runs a flight recorder over the full-speed writes and, at
+// the first signal on slow, writes its last slowTraceAge (the slow read
+// among them) to <dist>-<policy>-<round>-slow.trace in Config.TraceDir.
+// Later slow reads of the run are not traced: one trace a run is enough to
+// read, and writing one costs the writers' CPU. stop ends the recorder and
+// waits for the file.
+func traceSlowRead(ctx context.Context, cfg Config, dist string, policy memstore.Policy, round int, slow <-chan struct{}) (stop func() error, err error) {
+	fr := trace.NewFlightRecorder(trace.FlightRecorderConfig{MinAge: slowTraceAge})
+	if err := fr.Start(); err != nil {
+		return nil, fmt.Errorf("flight recorder: %w", err)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() {
+		defer fr.Stop()
+		select {
+		case <-ctx.Done():
+			done <- nil
+			return
+		case <-slow:
+		}
+		f, err := os.Create(filepath.Join(cfg.TraceDir, fmt.Sprintf("%s-%s-%d-slow.trace", dist, policy, round)))
+		if err != nil {
+			done <- err
+			return
+		}
+		_, err = fr.WriteTo(f)
+		done <- errors.Join(err, f.Close())
+	}()
+	return func() error {
+		cancel()
+		return <-done
+	}, nil
 }
 
 // oneCachedFile compacts the region's files into one and reads all of it
@@ -463,6 +515,20 @@ type writer struct {
 	batches int
 }
 
+// lockWriter gives a full-speed writer's thread the priority cfg asks for.
+func lockWriter(cfg Config) (release func(), err error) {
+	switch {
+	case cfg.IdleWriters:
+		release, err = cpu.LockIdle()
+		if err != nil {
+			return nil, fmt.Errorf("--idle-writers: %w", err)
+		}
+	default:
+		release = func() {}
+	}
+	return release, nil
+}
+
 // writeAll runs every writer's batches, each paced by lim if it is set,
 // and returns the first error. Unpaced writers take SCHED_IDLE threads
 // under cfg.IdleWriters; paced ones do not: a limiter's wakeup of a
@@ -472,10 +538,10 @@ func writeAll(ctx context.Context, r *region.Region, cfg Config, writers []write
 	var g errgroup.Group
 	for _, w := range writers {
 		g.Go(func() error {
-			if cfg.ReaderOwnCore && cfg.IdleWriters && lim == nil {
-				release, err := cpu.LockIdle()
+			if cfg.ReaderOwnCore && lim == nil {
+				release, err := lockWriter(cfg)
 				if err != nil {
-					return fmt.Errorf("--idle-writers: %w", err)
+					return err
 				}
 				defer release()
 			}
@@ -487,6 +553,8 @@ func writeAll(ctx context.Context, r *region.Region, cfg Config, writers []write
 					}
 				} else if err := ctx.Err(); err != nil {
 					return err
+				} else if cfg.ReaderOwnCore && cfg.WriterYield && b > 0 {
+					cpu.Yield()
 				}
 				// As the store's server builds one from a request.
 				batch := new(region.Batch).Grow(cfg.PutsPerBatch, cfg.PutsPerBatch*(cfg.KeySize+cfg.ValueSize))
@@ -551,6 +619,43 @@ type reader struct {
 	// when it is locked to its thread (ownCore).
 	getCPU, scanCPU time.Duration
 	ownCore         bool
+	// slow, if set, is signalled (without blocking) after each read that
+	// took slowAt or more: traceSlowRead writes its trace then.
+	slow   chan<- struct{}
+	slowAt time.Duration
+}
+
+// timed records one read's latency and CPU into the get or scan tallies,
+// and signals a slow read.
+func (rd *reader) timed(into *[]time.Duration, cpuInto *time.Duration, took, cpuTook time.Duration) {
+	*into = append(*into, took)
+	*cpuInto += cpuTook
+	if rd.slow != nil && took >= rd.slowAt {
+		select {
+		case rd.slow <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// slowReadAt is where a read counts as slow in RunResult.SlowReads: some
+// 50 times a mean read, and longer than any GC pause but a starved one.
+const slowReadAt = 5 * time.Millisecond
+
+// slowReads is the slowest of the reads, and the count and total time of
+// those that took at least at.
+func slowReads(at time.Duration, reads ...[]time.Duration) (maxMs float64, n int, totalMs float64) {
+	var longest, total time.Duration
+	for _, rs := range reads {
+		for _, d := range rs {
+			longest = max(longest, d)
+			if d >= at {
+				n++
+				total += d
+			}
+		}
+	}
+	return ms(longest), n, ms(total)
 }
 
 // cpuPerRead is the mean CPU time of a get and of a scan, 0 if the reader
@@ -621,16 +726,16 @@ func (rd *reader) run(ctx context.Context, r *region.Region, cfg Config, next ke
 			if _, _, err := r.Get(k, kv.MaxTimestamp); err != nil {
 				return err
 			}
-			rd.gets = append(rd.gets, time.Since(t))
-			rd.getCPU += cpu.ThreadCPUTime() - c
+			took := time.Since(t)
+			rd.timed(&rd.gets, &rd.getCPU, took, cpu.ThreadCPUTime()-c)
 			continue
 		}
 		rows, err := r.Scan(k, nil, cfg.ScanLength, kv.MaxTimestamp)
 		if err != nil {
 			return err
 		}
-		rd.scans = append(rd.scans, time.Since(t))
-		rd.scanCPU += cpu.ThreadCPUTime() - c
+		took := time.Since(t)
+		rd.timed(&rd.scans, &rd.scanCPU, took, cpu.ThreadCPUTime()-c)
 		rd.scanRows += len(rows)
 	}
 }

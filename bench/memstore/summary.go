@@ -135,6 +135,8 @@ var runMetrics = []metric{
 		}
 		return perSecond(2*r.PacedGets, float64(r.PacedWrites)/r.PacedWriteOpsPerS)
 	}},
+	{"slow_reads", func(r RunResult) float64 { return float64(r.SlowReads) }},
+	{"read_max_ms", func(r RunResult) float64 { return r.ReadMaxMs }},
 	{"get_cpu_ms", func(r RunResult) float64 { return r.GetCPUMs }},
 	{"scan_cpu_ms", func(r RunResult) float64 { return r.ScanCPUMs }},
 	{"paced_get_cpu_ms", func(r RunResult) float64 { return r.PacedGetCPUMs }},
