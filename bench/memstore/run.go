@@ -515,33 +515,21 @@ type writer struct {
 	batches int
 }
 
-// lockWriter gives a full-speed writer's thread the priority cfg asks for.
-func lockWriter(cfg Config) (release func(), err error) {
-	switch {
-	case cfg.IdleWriters:
-		release, err = cpu.LockIdle()
-		if err != nil {
-			return nil, fmt.Errorf("--idle-writers: %w", err)
-		}
-	default:
-		release = func() {}
-	}
-	return release, nil
-}
-
 // writeAll runs every writer's batches, each paced by lim if it is set,
-// and returns the first error. Unpaced writers take SCHED_IDLE threads
-// under cfg.IdleWriters; paced ones do not: a limiter's wakeup of a
-// locked idle thread comes late enough that the pace is lost (with it,
-// every policy's paced writers fell to 56,000–87,000 puts/s of 100,000).
+// and returns the first error. Unpaced writers yield their CPU after each
+// batch under cfg.WriterYield, and take SCHED_IDLE threads under
+// cfg.IdleWriters. Paced ones do neither: their limiter leaves the gaps a
+// yield would, and a limiter's wakeup of a locked idle thread comes late
+// enough that the pace is lost (with it, every policy's paced writers fell
+// to 56,000–87,000 puts/s of 100,000).
 func writeAll(ctx context.Context, r *region.Region, cfg Config, writers []writer, values []byte, lim *rate.Limiter) error {
 	var g errgroup.Group
 	for _, w := range writers {
 		g.Go(func() error {
-			if cfg.ReaderOwnCore && lim == nil {
-				release, err := lockWriter(cfg)
+			if cfg.ReaderOwnCore && cfg.IdleWriters && lim == nil {
+				release, err := cpu.LockIdle()
 				if err != nil {
-					return err
+					return fmt.Errorf("--idle-writers: %w", err)
 				}
 				defer release()
 			}
