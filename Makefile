@@ -16,9 +16,17 @@ IMAGE_ARCH  ?= $(shell $(GO) env GOARCH)
 CA_CERTS    ?= $(wildcard /etc/ssl/certs/ca-certificates.crt)
 TEST_TIMEOUT ?= 30m
 
-.PHONY: all build bellows bellows-bench kubectl-plugin run test unit race prometheus-adapter lint vet staticcheck fmt-check generate verify-generated bench-engine bench-phases bench-ycsb bench-memstore bench-txn bench-backup clean envtest-bins chart-test helm promtool image cluster-bins cluster-up cluster-down e2e
+.PHONY: help all build bellows bellows-bench kubectl-plugin run test unit race prometheus-adapter lint vet staticcheck fmt-check generate verify-generated bench-engine bench-phases bench-ycsb bench-memstore bench-txn bench-backup clean envtest-bins chart-test helm promtool image cluster-bins cluster-up cluster-down e2e
 
+## all: the same as build
 all: build
+
+## help: every target with what it does, from the `##` comments above each in this Makefile
+help:
+	@awk '/^## / { doc[n++] = substr($$0, 4); next } \
+	  /^[a-zA-Z0-9_-]+:/ && n { name = $$0; sub(/:.*/, "", name); line = doc[0]; sub("^" name ": *", "", line); \
+	    printf "%-20s %s\n", name, line; for (i = 1; i < n; i++) printf "%-20s %s\n", "", doc[i] } \
+	  { n = 0 }' $(firstword $(MAKEFILE_LIST))
 
 ## build: the bellows binary (production) and bellows-bench (benchmarks) into bin/
 build: bellows bellows-bench
@@ -53,6 +61,7 @@ race:
 	$(GO) test -race -count=1 -timeout 10m ./storage-engine/memstore/
 	$(GO) test -race -count=1 -timeout 10m -run 'TestReadsNeverGoBack|TestEager|TestModel|TestConcurrentIncrements' ./storage-engine/region/
 
+## unit: `go test ./...` with the envtest binaries, helm and promtool in place (part of test)
 unit: envtest-bins helm promtool
 	HELM=$(BIN)/helm PROMTOOL=$(BIN)/promtool KUBEBUILDER_ASSETS=$(BIN)/k8s $(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...
 
@@ -112,12 +121,15 @@ prometheus-adapter:
 ## lint: gofmt, go vet and staticcheck (installed into bin/ by hack/tool.sh)
 lint: fmt-check vet staticcheck
 
+## fmt-check: gofmt -l over the tracked Go files; fails when any needs formatting
 fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
+## vet: go vet ./...
 vet:
 	$(GO) vet ./...
 
+## staticcheck: staticcheck ./... (the pinned version, installed into bin/ by hack/tool.sh)
 staticcheck:
 	$$(hack/tool.sh staticcheck honnef.co/go/tools/cmd/staticcheck $(STATICCHECK_VERSION)) ./...
 
@@ -169,5 +181,6 @@ bench-txn: build
 bench-backup: build
 	$(BIN)/bellows-bench backup --out bench/results $(BENCH_ARGS)
 
+## clean: remove bin/ and dist/
 clean:
 	rm -rf $(BIN) dist

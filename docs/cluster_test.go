@@ -403,7 +403,18 @@ type makeCommands []struct {
 func scriptMakeCommands(t *testing.T) makeCommands {
 	t.Helper()
 	files, _ := filepath.Glob(filepath.Join("..", "hack", "cluster-*.sh"))
-	files = append(files, filepath.Join("..", "hack", "e2e.sh"))
+	files = append(files, filepath.Join("..", "hack", "e2e.sh"), filepath.Join("..", ".ci", "run"))
+	return readMakeCommands(t, files)
+}
+
+// ciMakeCommands are the make invocations of CI's entry point alone.
+func ciMakeCommands(t *testing.T) makeCommands {
+	t.Helper()
+	return readMakeCommands(t, []string{filepath.Join("..", ".ci", "run")})
+}
+
+func readMakeCommands(t *testing.T, files []string) makeCommands {
+	t.Helper()
 	var out makeCommands
 	for _, f := range files {
 		data, err := os.ReadFile(f)
@@ -451,5 +462,5 @@ func (ms makeCommands) runs(args []string) error {
 			return nil
 		}
 	}
-	return fmt.Errorf("no script of the end-to-end suite (hack/e2e.sh, hack/cluster-*.sh) runs make with targets %v and variables %v", targets, vars)
+	return fmt.Errorf("no script of CI or the end-to-end suite (.ci/run, hack/e2e.sh, hack/cluster-*.sh) runs make with targets %v and variables %v", targets, vars)
 }

@@ -1,4 +1,5 @@
-// Package docs tests the user guide, docs/guide/*.md, so that it cannot rot:
+// Package docs tests the user guide, docs/guide/*.md, and the README by the
+// same rules, so that they cannot rot:
 // every command in it is run, or checked against what the end-to-end suite
 // runs, and every flag, metric, CRD field and link it names must exist.
 //
@@ -11,7 +12,9 @@
 //     lines that are only a comment are ignored. No pipes, redirections,
 //     variables or command substitution: the test does not run a shell.
 //   - Local blocks (TestGuideLocalCommands) hold `make run [RUN_ARGS='…']`,
-//     `bin/bellows local …` and `bin/bellows …` commands, nothing else. The
+//     `bin/bellows local …` and `bin/bellows …` commands, and make targets
+//     that CI's entry point (.ci/run) runs, such as `make test`, which are CI
+//     itself and are only checked to be in it. The
 //     test builds bellows into a temporary directory and runs each page's
 //     commands in order, each page in a directory of its own:
 //     `make run` and `bin/bellows local` (re)start a real `bellows local`
@@ -69,8 +72,15 @@ import (
 	"time"
 )
 
-// pages are the guide in reading order.
-var pages = []string{"getting-started.md", "concepts.md", "settings.md", "operations.md", "autoscaling.md"}
+// guidePages are the guide in reading order.
+var guidePages = []string{"getting-started.md", "concepts.md", "settings.md", "operations.md", "autoscaling.md"}
+
+// readme is the repository's README, relative to docs/guide: its commands
+// are held to the guide's rules, so the front door cannot rot either.
+const readme = "../../README.md"
+
+// pages are every page whose commands and names the tests check.
+var pages = append(slices.Clone(guidePages), readme)
 
 const defaultStoreAddr = "127.0.0.1:7400"
 
@@ -80,11 +90,11 @@ func TestGuidePagesAreListed(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, f := range files {
-		if !slices.Contains(pages, filepath.Base(f)) {
+		if !slices.Contains(guidePages, filepath.Base(f)) {
 			t.Errorf("docs/guide/%s is not in pages: its commands would never run", filepath.Base(f))
 		}
 	}
-	for _, p := range pages {
+	for _, p := range guidePages {
 		if !slices.Contains(files, filepath.Join("guide", p)) {
 			t.Errorf("pages lists %s, which docs/guide does not have", p)
 		}
@@ -336,7 +346,7 @@ func TestGuideLocalCommands(t *testing.T) {
 	checkLocalAssumptions(t, bin)
 	ran := 0
 	for _, page := range pages {
-		t.Run(strings.TrimSuffix(page, ".md"), func(t *testing.T) {
+		t.Run(strings.TrimSuffix(filepath.Base(page), ".md"), func(t *testing.T) {
 			dir := t.TempDir()
 			var srv *localServer
 			defer func() {
@@ -353,6 +363,14 @@ func TestGuideLocalCommands(t *testing.T) {
 					want, err := parseExpectation(c.comment)
 					if err != nil {
 						t.Errorf("%s: %v", c, err)
+						continue
+					}
+					if len(c.words) >= 2 && c.words[0] == "make" && c.words[1] != "run" {
+						// Another make target (`make test`) is CI itself, of
+						// which this test is a part: check that CI runs it.
+						if err := ciMakeCommands(t).runs(c.words[1:]); err != nil {
+							t.Errorf("%s: %v", c, err)
+						}
 						continue
 					}
 					if args, ok := serverArgs(t, c); ok {

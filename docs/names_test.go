@@ -146,7 +146,8 @@ func TestGuideNamesExist(t *testing.T) {
 			file, frag, _ := strings.Cut(target, "#")
 			path := filepath.Join("guide", page)
 			if file != "" {
-				path = filepath.Join("guide", file)
+				// Relative to the page's own directory (the README's is the root).
+				path = filepath.Join(filepath.Dir(filepath.Join("guide", page)), file)
 			}
 			if _, err := os.Stat(path); err != nil {
 				t.Errorf("%s: link %s: %v", page, target, err)
