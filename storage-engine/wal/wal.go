@@ -12,6 +12,11 @@
 //     the newest segment can have a torn tail after a crash.
 //   - After any write or sync error the log fails every later Append: an
 //     acknowledged write is never followed by a silently lost one.
+//   - With a Replica, a unit is acknowledged only after Replica.Commit made
+//     it durable beyond this volume (whatever the Mode), and a segment is
+//     sealed there (Replica.Seal) before any record of a later segment is
+//     committed: the replica's copy is always a prefix of the log, so a
+//     fence written at its end stops this log for good.
 //   - With HoldUntilArchived a segment file is removed only once both
 //     RemoveBefore (its records are in SSTs or superseded) and
 //     MarkArchivedBelow (the archive has it) passed it. Size counts only the
@@ -81,6 +86,21 @@ type Options struct {
 	// says, until MarkArchivedBelow passes it: the WAL archive
 	// (storage-engine/walarchive) has not shipped it yet.
 	HoldUntilArchived bool
+	// Replica, when set, makes every unit durable beyond this volume before
+	// it is acknowledged (durability mode Bucket: the region's stream in
+	// the bucket). Mode then says only when the local file is fsynced.
+	Replica Replica
+}
+
+// Replica is where a log's records are made durable beyond its volume. Its
+// calls come from the log's one writer goroutine, in log order.
+type Replica interface {
+	// Commit makes bytes [off, off+len(records)) of segment seg durable:
+	// whole records, following the previous Commit of seg (or at 0).
+	Commit(seg uint64, off int64, records []byte) error
+	// Seal records that segment seg ended at size bytes. It is called
+	// before any record of a later segment is committed.
+	Seal(seg uint64, size int64) error
 }
 
 // Commit is the acknowledgement of one append.
@@ -136,6 +156,7 @@ type Log struct {
 	fileMu sync.Mutex // guards f across the writer and the async syncer
 	f      *os.File
 	seg    uint64
+	off    int64 // bytes written to seg
 	dirty  bool
 
 	stop chan struct{}
@@ -222,7 +243,7 @@ func (l *Log) openSegment(n uint64) error {
 		return err
 	}
 	l.fileMu.Lock()
-	l.f, l.seg = f, n
+	l.f, l.seg, l.off = f, n, 0
 	l.fileMu.Unlock()
 	return nil
 }
@@ -277,7 +298,7 @@ func (l *Log) AppendEncoded(n int, encode func(dst []byte) []byte) *Commit {
 		u.hasRecord = true
 		l.cond.Signal()
 	}
-	if l.opts.Mode == ModeAsync {
+	if l.opts.Mode == ModeAsync && l.opts.Replica == nil {
 		return ackedAtOnce
 	}
 	return u.commit
@@ -372,8 +393,19 @@ func (l *Log) writeUnit(u *unit) error {
 			}
 			l.dirty = false
 		}
+		if l.opts.Replica != nil {
+			if err := l.opts.Replica.Commit(l.seg, l.off, u.buf); err != nil {
+				return fmt.Errorf("wal: committing segment %d at %d to its replica: %w", l.seg, l.off, err)
+			}
+		}
+		l.off += int64(len(u.buf))
 	}
 	if u.rotateTo != 0 {
+		if l.opts.Replica != nil {
+			if err := l.opts.Replica.Seal(l.seg, l.off); err != nil {
+				return fmt.Errorf("wal: sealing segment %d in its replica: %w", l.seg, err)
+			}
+		}
 		if err := l.f.Sync(); err != nil {
 			return fmt.Errorf("wal: syncing segment %d: %w", l.seg, err)
 		}

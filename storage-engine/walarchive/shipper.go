@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 
 	"github.com/bellows-kv/bellows/storage-engine/blob"
@@ -25,16 +26,23 @@ type Log interface {
 	MarkArchivedBelow(n uint64) error
 }
 
-// Shipper ships one region's WAL directory to its stream. It is not safe
-// for concurrent use: one goroutine of the region calls Ship.
+// Shipper ships one region's WAL directory to its stream. One goroutine of
+// the region calls Ship; a Durable shipper's Commit and Seal come from the
+// log's writer meanwhile, and mu guards what both touch (shipped, sealed).
 type Shipper struct {
-	stream  *blob.Bucket
-	dir     string
-	log     Log
-	meta    Stream
-	shipped map[uint64]int64 // bytes of each segment in the archive
-	sealed  map[uint64]bool
-	pending int64 // bytes on the volume not in the archive, at the last Ship
+	mu      sync.Mutex
+	durable bool // Commit and Seal ship every unit; Ship only records the frontier
+	// committed: a Commit since the last Ship, whose frontier then moves.
+	committed bool
+	// CommitTimeout bounds each bucket write of Commit and Seal.
+	CommitTimeout time.Duration
+	stream        *blob.Bucket
+	dir           string
+	log           Log
+	meta          Stream
+	shipped       map[uint64]int64 // bytes of each segment in the archive
+	sealed        map[uint64]bool
+	pending       int64 // bytes on the volume not in the archive, at the last Ship
 	// Clock, if set, is read after a closed segment's bytes are: its reading
 	// bounds every timestamp in the segment, and the seal records it, so
 	// retention (Prune) can tell a segment no restore needs.
@@ -109,6 +117,9 @@ func (s *Shipper) Ship(ctx context.Context, frontier uint64, final bool) (Status
 			return st, err
 		}
 	}
+	if s.durable {
+		return s.recordDurable(ctx, frontier, final)
+	}
 	segs, err := wal.Segments(s.dir)
 	if err != nil {
 		return st, err
@@ -134,7 +145,10 @@ func (s *Shipper) Ship(ctx context.Context, frontier uint64, final bool) (Status
 			if s.Clock != nil {
 				bound = s.Clock()
 			}
-			if err := s.stream.WriteAll(ctx, sealedKey(seg), []byte(fmt.Sprintf("%d %d", s.shipped[seg], bound)), false); err != nil {
+			if err := s.stream.WriteAll(ctx, sealedKey(seg), []byte(fmt.Sprintf("%d %d", s.shipped[seg], bound)), true); err != nil {
+				if errors.Is(err, blob.ErrExists) {
+					err = fmt.Errorf("%w (region %s, WAL %s, sealing segment %d)", ErrFenced, s.meta.Region, s.meta.WALID, seg)
+				}
 				return st, err
 			}
 			s.sealed[seg] = true
@@ -215,11 +229,47 @@ func (s *Shipper) shipSegment(ctx context.Context, seg uint64, closed bool) (int
 	if n == 0 {
 		return 0, fi.Size(), nil
 	}
-	if err := s.stream.WriteAll(ctx, partKey(seg, off), b[:n], false); err != nil {
+	// Create-if-absent: the listing at Resume told where this writer's
+	// parts end, so a part already there is a fence (docs/failover.md).
+	if err := s.stream.WriteAll(ctx, partKey(seg, off), b[:n], true); err != nil {
+		if errors.Is(err, blob.ErrExists) {
+			err = fmt.Errorf("%w (region %s, WAL %s, segment %d at %d)", ErrFenced, s.meta.Region, s.meta.WALID, seg, off)
+		}
 		return 0, 0, err
 	}
 	s.shipped[seg] = off + int64(n)
 	return int64(n), fi.Size(), nil
+}
+
+// recordDurable is Ship for a Durable shipper: its log's writer committed
+// and sealed every record already, so only the log's files below its open
+// segment are let go and the frontier recorded.
+func (s *Shipper) recordDurable(ctx context.Context, frontier uint64, final bool) (Status, error) {
+	var st Status
+	s.mu.Lock()
+	sealedBelow := s.meta.SealedBelow
+	for seg := range s.sealed {
+		sealedBelow = max(sealedBelow, seg+1)
+	}
+	committed := s.committed
+	s.committed = false
+	s.mu.Unlock()
+	if sealedBelow > 0 && s.log != nil && !final {
+		if err := s.log.MarkArchivedBelow(sealedBelow); err != nil {
+			return st, err
+		}
+	}
+	if s.idle++; committed || sealedBelow != s.meta.SealedBelow || final || s.idle > s.IdleRefresh || s.meta.Updated.IsZero() {
+		s.idle = 0
+		s.meta.TS = max(s.meta.TS, frontier)
+		s.meta.Final = final
+		s.meta.SealedBelow = sealedBelow
+		s.meta.Updated = time.Now().UTC()
+		if err := s.writeMeta(ctx); err != nil {
+			return st, err
+		}
+	}
+	return st, nil
 }
 
 func (s *Shipper) writeMeta(ctx context.Context) error {

@@ -60,8 +60,11 @@ type Stream struct {
 	// Final: the owner closed the region and shipped its last record.
 	Final bool `json:"final,omitempty"`
 	// SealedBelow: every segment below it is sealed in the archive.
-	SealedBelow uint64    `json:"sealedBelow"`
-	Updated     time.Time `json:"updated"`
+	SealedBelow uint64 `json:"sealedBelow"`
+	// FirstSegment is where a durable stream (Durable) began: its writer's
+	// first object is there. 0: a stream shipped behind its log.
+	FirstSegment uint64    `json:"firstSegment,omitempty"`
+	Updated      time.Time `json:"updated"`
 }
 
 func partKey(seg uint64, off int64) string { return fmt.Sprintf("%016d-%012d.part", seg, off) }
