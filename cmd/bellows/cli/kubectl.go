@@ -87,6 +87,7 @@ kubectl-plugin links bin/kubectl-bellows), then run kubectl bellows.`,
 	cmd.PersistentFlags().DurationVar(&f.timeout, "timeout", 60*time.Second, "per-command timeout (0: none; Ctrl-C still stops)")
 	cmd.AddCommand(newKubectlStatusCommand(f), newKubectlRegionsCommand(f), newKubectlFlushCommand(f),
 		newKubectlCompactCommand(f), newKubectlBackupCommand(f), newKubectlBackupsCommand(f), newKubectlReportCommand(f))
+	refuseUnknownSubcommands(cmd)
 	return cmd
 }
 

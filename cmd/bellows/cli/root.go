@@ -4,6 +4,7 @@ package cli
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -28,7 +29,39 @@ func NewRootCommand() *cobra.Command {
 	root.AddCommand(newBackupCommand())
 	root.AddCommand(newRestoreCommand())
 	root.AddCommand(NewKubectlCommand("kubectl"))
+	refuseUnknownSubcommands(root)
 	return root
+}
+
+// refuseUnknownSubcommands makes every command of the tree that only groups
+// others (kv, backup...) fail on an argument that names none of them, as
+// cobra does for the root only: `bellows kv gte` would otherwise print kv's
+// help and exit 0, as if it had worked. With no argument, it prints its
+// help, as before.
+func refuseUnknownSubcommands(cmd *cobra.Command) {
+	if cmd.HasSubCommands() && !cmd.Runnable() {
+		cmd.Args = unknownSubcommand
+		cmd.RunE = func(cmd *cobra.Command, _ []string) error { return cmd.Help() }
+	}
+	for _, c := range cmd.Commands() {
+		refuseUnknownSubcommands(c)
+	}
+}
+
+// unknownSubcommand is cobra's error for an unknown command at the root,
+// with its suggestions, for a command of subcommands at any depth.
+func unknownSubcommand(cmd *cobra.Command, args []string) error {
+	if len(args) == 0 {
+		return nil
+	}
+	if cmd.SuggestionsMinimumDistance <= 0 {
+		cmd.SuggestionsMinimumDistance = 2
+	}
+	msg := fmt.Sprintf("unknown command %q for %q", args[0], cmd.CommandPath())
+	if s := cmd.SuggestionsFor(args[0]); len(s) > 0 {
+		msg += "\n\nDid you mean this?\n\t" + strings.Join(s, "\n\t") + "\n"
+	}
+	return fmt.Errorf("%s\nRun '%s --help' for usage.", msg, cmd.CommandPath())
 }
 
 func newVersionCommand() *cobra.Command {
