@@ -94,3 +94,18 @@ func TestEngineConfigRoundTrip(t *testing.T) {
 		t.Fatalf("want an error naming the unknown key, got %v", err)
 	}
 }
+
+// The liveness lease's arithmetic (docs/failover.md §3): a store serves
+// until its expiry minus the clock offset, so a renewal three intervals
+// after the last success (two failed in between) must still land inside
+// that window; and a stopped store is fenced within the 3.5 s the design
+// promises (term + offset + one check interval).
+func TestLivenessRenewalsFitTheTerm(t *testing.T) {
+	if serving := DefaultLivenessTerm - DefaultMaxClockOffset; 3*DefaultLivenessRenewInterval >= serving {
+		t.Errorf("three renew intervals (%v) do not fit the serving window term − offset = %v",
+			3*DefaultLivenessRenewInterval, serving)
+	}
+	if got := DefaultLivenessTerm + DefaultMaxClockOffset + DefaultFailoverCheckInterval; got > 3500*time.Millisecond {
+		t.Errorf("a stopped store is fenced after up to %v, over docs/failover.md's 3.5 s", got)
+	}
+}

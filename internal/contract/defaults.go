@@ -185,6 +185,24 @@ const (
 	DefaultClockCheckInterval = time.Second
 )
 
+// Failover (docs/failover.md).
+const (
+	// DefaultLivenessTerm is how far ahead each renewal of a store's
+	// liveness lease (storage-engine/liveness) sets its expiry; the store
+	// serves until the expiry minus the clock offset, and the balancer may
+	// fence it after the expiry plus the offset: with the defaults a
+	// store that stops is fenced within term + offset + check interval
+	// (3.5 s) of its last renewal (docs/failover.md §3).
+	DefaultLivenessTerm = 3 * time.Second
+	// DefaultLivenessRenewInterval is how often a store renews its
+	// liveness lease: a quarter of the term, so two failed renewals in a
+	// row still leave it serving.
+	DefaultLivenessRenewInterval = 750 * time.Millisecond
+	// DefaultFailoverCheckInterval is how often the balancer reads every
+	// store's liveness lease to fence the expired ones.
+	DefaultFailoverCheckInterval = 250 * time.Millisecond
+)
+
 // Cross-region transactions (storage-engine/txn).
 const (
 	// DefaultTxnLockTTL is how long a cross-region commit's locks hold
