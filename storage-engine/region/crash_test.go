@@ -27,7 +27,26 @@ const (
 	keysPerBatch  = 5
 )
 
-func crashOptions(dir string, b *blob.Bucket, mode wal.Mode, policy memstore.Policy) Options {
+// walInBucket is the crash tests' third mode: the WAL in the bucket
+// (durability mode Bucket), the volume deleted after every kill.
+const walInBucket = "bucket"
+
+func crashOptions(dir string, b *blob.Bucket, mode string, policy memstore.Policy) Options {
+	o := crashRegionOptions(dir, b, policy)
+	if mode == walInBucket {
+		o.WALMode = wal.ModeAsync
+		o.WALInBucket = true
+		o.WALArchiveInterval = time.Second
+		// The volume is lost after every kill: the next opener takes the
+		// region over from the stream.
+		o.ForceTakeover = true
+		return o
+	}
+	o.WALMode, _ = wal.ParseMode(mode)
+	return o
+}
+
+func crashRegionOptions(dir string, b *blob.Bucket, policy memstore.Policy) Options {
 	return Options{
 		// One version retained, so Eager and Adaptive drop the hot keys'
 		// old versions and the WAL is truncated under them.
@@ -36,7 +55,6 @@ func crashOptions(dir string, b *blob.Bucket, mode wal.Mode, policy memstore.Pol
 		Name:          "crash",
 		Bucket:        b,
 		WALDir:        dir + "/wal",
-		WALMode:       mode,
 		MemstoreBytes: 24 << 10, // small: flushes and compactions happen all the time
 		SST:           sstable.WriterOptions{BlockSize: 1024, Compression: sstable.S2Compression},
 		Compaction:    compaction.Policy{MinFiles: 2, MaxFiles: 6, Ratio: 2, MaxBytes: 1 << 30},
@@ -51,8 +69,7 @@ func TestCrashChild(t *testing.T) {
 		return
 	}
 	parts := strings.Split(spec, ",")
-	dir, iter := parts[0], parts[1]
-	mode, _ := wal.ParseMode(parts[2])
+	dir, iter, mode := parts[0], parts[1], parts[2]
 	policy := memstore.Policy(parts[3])
 	ctx := context.Background()
 	b, err := blob.Open(ctx, "file://"+dir+"/bucket")
@@ -124,13 +141,29 @@ func TestCrashDurability(t *testing.T) {
 				if s := os.Getenv("BELLOWS_CRASH_ITERATIONS"); s != "" {
 					iterations, _ = strconv.Atoi(s)
 				}
-				runCrashIterations(t, mode, policy, iterations)
+				runCrashIterations(t, mode.String(), policy, iterations)
 			})
 		}
 	}
 }
 
-func runCrashIterations(t *testing.T, mode wal.Mode, policy memstore.Policy, iterations int) {
+// TestVolumeLossLosesNoAcknowledgedBatchWithTheWALInTheBucket: with the WAL
+// in the bucket, a writer SIGKILLed at random moments whose WAL directory
+// is then deleted (its node and volume lost) loses no acknowledged batch:
+// the next opener takes the region over, fences the stream and replays it.
+func TestVolumeLossLosesNoAcknowledgedBatchWithTheWALInTheBucket(t *testing.T) {
+	for _, policy := range []memstore.Policy{memstore.None, memstore.Adaptive} {
+		t.Run(string(policy), func(t *testing.T) {
+			iterations := 8
+			if s := os.Getenv("BELLOWS_CRASH_ITERATIONS"); s != "" {
+				iterations, _ = strconv.Atoi(s)
+			}
+			runCrashIterations(t, walInBucket, policy, iterations)
+		})
+	}
+}
+
+func runCrashIterations(t *testing.T, mode string, policy memstore.Policy, iterations int) {
 	dir := t.TempDir()
 	seed := uint64(time.Now().UnixNano())
 	rng := rand.New(rand.NewPCG(seed, 1))
@@ -175,9 +208,14 @@ func runCrashIterations(t *testing.T, mode wal.Mode, policy memstore.Policy, ite
 	}
 }
 
-func checkCrashState(t *testing.T, dir string, mode wal.Mode, policy memstore.Policy, acked map[string]uint64, it int) {
+func checkCrashState(t *testing.T, dir string, mode string, policy memstore.Policy, acked map[string]uint64, it int) {
 	t.Helper()
 	ctx := context.Background()
+	if mode == walInBucket {
+		if err := os.RemoveAll(dir + "/wal"); err != nil {
+			t.Fatal(err)
+		}
+	}
 	b, err := blob.Open(ctx, "file://"+dir+"/bucket")
 	if err != nil {
 		t.Fatal(err)
@@ -206,7 +244,7 @@ func checkCrashState(t *testing.T, dir string, mode wal.Mode, policy memstore.Po
 			t.Fatalf("iteration %d: batch %s is half-applied: %d of %d keys", it, id, c, keysPerBatch)
 		}
 	}
-	if mode == wal.ModeSync {
+	if mode != wal.ModeAsync.String() {
 		for id := range acked {
 			if perBatch[id] == 0 {
 				t.Fatalf("iteration %d: acknowledged batch %s was lost", it, id)

@@ -83,9 +83,19 @@ type Options struct {
 	// derive it from (split.go); ignored once the region has a manifest.
 	DeriveFrom *DeriveFrom
 	// ForceTakeover claims the region even if another store owns it and
-	// has not released it, forfeiting the writes that store acknowledged
-	// but did not flush (its WAL is lost, say). The old owner is fenced.
+	// has not released it (that store is dead, or its volume lost): it
+	// fences the owner's WAL stream in the bucket and replays what the
+	// stream holds, which is every write the owner acknowledged when it
+	// kept its WAL in the bucket (WALInBucket), and what its archive had
+	// shipped otherwise (docs/failover.md). The old owner is fenced: it
+	// can neither flush nor acknowledge a write through the stream.
 	ForceTakeover bool
+	// WALInBucket (durability mode Bucket, docs/failover.md): every group
+	// commit is in the region's WAL stream in the bucket before it is
+	// acknowledged, so losing the store's node or volume loses no
+	// acknowledged write; the local WAL is fsynced only as WALMode says.
+	// Needs WALArchiveInterval, at which the stream's frontier is recorded.
+	WALInBucket bool
 	// WALArchiveInterval, if positive, ships the WAL to the bucket's
 	// archive (wal-archive/, package walarchive) this often: the most
 	// acknowledged writes a lost volume can take with it (the RPO). The
@@ -179,6 +189,9 @@ func (o *Options) validate() error {
 	}
 	if o.Warmup == WarmupThrottledIncremental && o.WarmupRateBytes <= 0 {
 		return fmt.Errorf("region: options: warmup mode ThrottledIncremental needs a positive rate, got %d bytes/s", o.WarmupRateBytes)
+	}
+	if o.WALInBucket && o.WALArchiveInterval <= 0 {
+		return errors.New("region: options: WALInBucket needs a positive WALArchiveInterval (the WAL stream's frontier is recorded at it)")
 	}
 	if o.Retention.MaxVersions < 0 {
 		return fmt.Errorf("region: options: retention maxVersions %d is negative", o.Retention.MaxVersions)

@@ -301,11 +301,13 @@ func Open(ctx context.Context, opts Options) (_ *Region, err error) {
 			return nil, &Error{Region: opts.Name, Err: err}
 		}
 	}
+	takeover := false // from an owner that did not release it: its stream is fenced and replayed
 	if err := m.CheckClaim(r.walDir.ID); err != nil {
 		if !opts.ForceTakeover {
 			return nil, &Error{Region: opts.Name, Err: err}
 		}
-		opts.Logger.Warn("forcing the takeover of a region another store has not released; writes it acknowledged but did not flush are forfeited",
+		takeover = m.WALID != ""
+		opts.Logger.Warn("taking over a region another store has not released: its WAL stream in the bucket is fenced and replayed",
 			"region", opts.Name, "err", err)
 	}
 	if m.WALID != "" && m.WALID != r.walDir.ID {
@@ -369,7 +371,20 @@ func Open(ctx context.Context, opts Options) (_ *Region, err error) {
 		t.unref() // the version holds the only reference
 	}
 
-	mem, err := r.replayWAL(claim)
+	replay := r.localReplay(claim)
+	switch {
+	case takeover:
+		if _, _, err := walarchive.Fence(ctx, opts.Bucket, opts.Name, m.WALID, claim.Number); err != nil {
+			r.current.unref()
+			return nil, errorf(opts.Name, "fencing the WAL stream of %s: %w", m.WALID, err)
+		}
+		replay = r.streamReplay(ctx, m.WALID, claim)
+	case opts.WALInBucket && m.WALID == r.walDir.ID:
+		// The stream holds every acknowledged record; the local files
+		// may have lost an unsynced tail with the machine.
+		replay = r.streamReplay(ctx, m.WALID, claim)
+	}
+	mem, err := r.replayWAL(claim, replay)
 	if err != nil {
 		r.current.unref()
 		return nil, err
@@ -396,18 +411,11 @@ func Open(ctx context.Context, opts Options) (_ *Region, err error) {
 			return nil, ctx.Err()
 		}
 	}
-	r.log, err = wal.Open(wal.Options{Dir: opts.WALDir, Mode: opts.WALMode, SyncInterval: opts.WALSyncInterval, MinSegment: claim.WALMinSegment,
-		HoldUntilArchived: opts.WALArchiveInterval > 0})
-	if err != nil {
+	if err := r.openLog(ctx, claim); err != nil {
 		r.current.unref()
 		return nil, err
 	}
-	if opts.WALArchiveInterval > 0 {
-		if r.shipper, err = walarchive.Resume(ctx, opts.Bucket, opts.Name, r.walDir.ID, opts.WALDir, claim.FlushedTS, r.log); err != nil {
-			_ = r.log.Close()
-			r.current.unref()
-			return nil, errorf(opts.Name, "resuming the WAL archive: %w", err)
-		}
+	if r.shipper != nil {
 		r.shipper.IdleRefresh = contract.WALArchiveIdleRefresh
 		r.shipper.Clock = opts.Clock.Now
 		r.archiveStatus.Enabled = true
@@ -429,6 +437,15 @@ func Open(ctx context.Context, opts Options) (_ *Region, err error) {
 		if err != nil {
 			_ = r.Close()
 			return nil, err
+		}
+	}
+	if takeover && r.recovery.ReplayedRecords > 0 {
+		// The replayed records are in the fenced stream only: flushed
+		// now, they are in the region's files before it takes a write,
+		// and a crash of this store does not need that stream again.
+		if err := r.Flush(ctx); err != nil {
+			_ = r.Close()
+			return nil, errorf(opts.Name, "flushing what the taken-over WAL held: %w", err)
 		}
 	}
 	r.openedTS = max(opts.Clock.Now(), r.lastTS)

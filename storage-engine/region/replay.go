@@ -15,8 +15,13 @@ package region
 
 import (
 	"cmp"
+	"context"
+	"errors"
 	"slices"
 	"time"
+
+	"github.com/bellows-kv/bellows/storage-engine/blob"
+	"github.com/bellows-kv/bellows/storage-engine/walarchive"
 
 	"github.com/bellows-kv/bellows/storage-engine/kv"
 	"github.com/bellows-kv/bellows/storage-engine/manifest"
@@ -24,11 +29,54 @@ import (
 	"github.com/bellows-kv/bellows/storage-engine/wal"
 )
 
-// replayWAL replays the WAL from claim's WALMinSegment into a new active
-// memTable, which it returns, and sets the region's clock (lastTS), its
-// transaction state, exactFrom, its WAL segments, the requests it met
+// replaySource calls fn with every record a region's WAL holds past its
+// claimed manifest, in WAL order. local: the records' segments are this
+// store's WAL directory's (read from it, or from its own stream), which the
+// region then truncates as it flushes.
+type replaySource struct {
+	read  func(fn func(seg uint64, rec []byte) error) (wal.ReplayStats, error)
+	local bool
+}
+
+// localReplay reads the region's WAL directory from claim's WALMinSegment.
+func (r *Region) localReplay(claim manifest.Manifest) replaySource {
+	return replaySource{local: true, read: func(fn func(uint64, []byte) error) (wal.ReplayStats, error) {
+		return wal.Replay(r.opts.WALDir, claim.WALMinSegment, fn)
+	}}
+}
+
+// streamReplay reads the region's WAL stream of walID from the bucket
+// (durability mode Bucket, or a stream fenced by a takeover): every record
+// past the sealed segments at or below claim's FlushedTS.
+func (r *Region) streamReplay(ctx context.Context, walID string, claim manifest.Manifest) replaySource {
+	return replaySource{local: walID == r.walDir.ID, read: func(fn func(uint64, []byte) error) (wal.ReplayStats, error) {
+		var st wal.ReplayStats
+		s, err := walarchive.LoadStream(ctx, r.opts.Bucket, r.opts.Name, walID)
+		if errors.Is(err, blob.ErrNotFound) {
+			return st, nil // it never wrote a record
+		}
+		if err != nil {
+			return st, err
+		}
+		last := ^uint64(0)
+		err = walarchive.ReadSegments(ctx, r.opts.Bucket, s, claim.FlushedTS, func(seg uint64, rec []byte) error {
+			if seg != last {
+				st.Segments++
+				last = seg
+			}
+			st.Records++
+			st.Bytes += int64(len(rec)) + 8
+			return fn(seg, rec)
+		})
+		return st, err
+	}}
+}
+
+// replayWAL replays src into a new active memTable, which it returns, and
+// sets the region's clock (lastTS), its transaction state, exactFrom, its
+// WAL segments (from a local source), the requests it met
 // (replayedRequests) and its Recovery.
-func (r *Region) replayWAL(claim manifest.Manifest) (*memTable, error) {
+func (r *Region) replayWAL(claim manifest.Manifest, src replaySource) (*memTable, error) {
 	opts := r.opts
 	mem := r.newMemTable(claim.WALMinSegment)
 	r.lastTS = max(claim.FlushedTS, claim.MaxTS())
@@ -36,7 +84,7 @@ func (r *Region) replayWAL(claim manifest.Manifest) (*memTable, error) {
 	r.exactFrom = claim.ExactFromTS
 	segMax := map[uint64]uint64{}
 	replayBegan := time.Now()
-	replayed, err := wal.Replay(opts.WALDir, claim.WALMinSegment, func(seg uint64, rec []byte) error {
+	replayed, err := src.read(func(seg uint64, rec []byte) error {
 		var ts, versionTS uint64
 		var ops []op
 		var txnRec *txnRecord
@@ -64,7 +112,9 @@ func (r *Region) replayWAL(claim manifest.Manifest) (*memTable, error) {
 		if err != nil {
 			return err
 		}
-		segMax[seg] = max(segMax[seg], ts)
+		if src.local {
+			segMax[seg] = max(segMax[seg], ts)
+		}
 		if ts <= claim.FlushedTS {
 			return nil
 		}
@@ -108,4 +158,53 @@ func (r *Region) replayWAL(claim manifest.Manifest) (*memTable, error) {
 	}
 	slices.SortFunc(r.walSegs, func(a, b walSegment) int { return cmp.Compare(a.seg, b.seg) })
 	return mem, nil
+}
+
+// openLog opens the region's WAL for appends after replay, and its archive:
+// a stream shipped behind the log, or, with WALInBucket, the stream the log
+// commits every group to before it acknowledges it. The log starts above
+// every segment the stream holds, so a region back on a WAL directory it
+// left never writes where that directory's earlier tenure did.
+func (r *Region) openLog(ctx context.Context, claim manifest.Manifest) error {
+	opts := r.opts
+	walOpts := wal.Options{Dir: opts.WALDir, Mode: opts.WALMode, SyncInterval: opts.WALSyncInterval, MinSegment: claim.WALMinSegment,
+		HoldUntilArchived: opts.WALArchiveInterval > 0}
+	if opts.WALArchiveInterval <= 0 {
+		var err error
+		r.log, err = wal.Open(walOpts)
+		return err
+	}
+	segs, err := wal.Segments(opts.WALDir)
+	if err != nil {
+		return err
+	}
+	if len(segs) > 0 {
+		walOpts.MinSegment = max(walOpts.MinSegment, segs[len(segs)-1]+1)
+	}
+	if opts.WALInBucket {
+		s, first, err := walarchive.Durable(ctx, opts.Bucket, opts.Name, r.walDir.ID, opts.WALDir, claim.FlushedTS, claim.Number, walOpts.MinSegment)
+		if err != nil {
+			return errorf(opts.Name, "opening the WAL stream in the bucket: %w", err)
+		}
+		s.Clock = opts.Clock.Now
+		walOpts.MinSegment, walOpts.Replica = first, s
+		if r.log, err = wal.Open(walOpts); err != nil {
+			return err
+		}
+		s.Attach(r.log)
+		r.shipper = s
+		return nil
+	}
+	s, err := walarchive.Resume(ctx, opts.Bucket, opts.Name, r.walDir.ID, opts.WALDir, claim.FlushedTS, nil)
+	if err != nil {
+		return errorf(opts.Name, "resuming the WAL archive: %w", err)
+	}
+	s.Clock = opts.Clock.Now
+	walOpts.MinSegment = max(walOpts.MinSegment, s.NextSegment())
+	if r.log, err = wal.Open(walOpts); err != nil {
+		return err
+	}
+	s.Attach(r.log)
+	r.shipper = s
+	return nil
 }

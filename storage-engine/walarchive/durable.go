@@ -144,8 +144,25 @@ func newestFence(ctx context.Context, stream *blob.Bucket) (uint64, error) {
 	return n, nil
 }
 
-// Attach gives a Durable shipper its log, once the log is open.
+// Attach gives a shipper its log, once the log is open (Durable, or Resume
+// with a nil log).
 func (s *Shipper) Attach(log Log) { s.log = log }
+
+// NextSegment is the lowest segment above everything the stream holds: a
+// log that ships to it starts there or above, never over an earlier
+// tenure's parts.
+func (s *Shipper) NextSegment() uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var next uint64
+	for seg := range s.shipped {
+		next = max(next, seg+1)
+	}
+	for seg := range s.sealed {
+		next = max(next, seg+1)
+	}
+	return next
+}
 
 func (s *Shipper) loadMeta(ctx context.Context) (Stream, bool, error) {
 	b, err := s.stream.ReadAll(ctx, streamName)

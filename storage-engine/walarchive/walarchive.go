@@ -182,6 +182,11 @@ var ErrGap = errors.New("walarchive: the archive has a gap")
 // (ErrGap) a stream whose parts are not contiguous or whose sealed segments
 // are not consecutive, naming the first hole.
 func Read(ctx context.Context, bucket *blob.Bucket, s Stream, after uint64, fn func(payload []byte) error) error {
+	return ReadSegments(ctx, bucket, s, after, func(_ uint64, payload []byte) error { return fn(payload) })
+}
+
+// ReadSegments is Read that also names each record's segment.
+func ReadSegments(ctx context.Context, bucket *blob.Bucket, s Stream, after uint64, fn func(seg uint64, payload []byte) error) error {
 	stream := bucket.Prefixed(StreamPrefix(s.Region, s.WALID))
 	parts, err := listParts(ctx, stream)
 	if err != nil {
@@ -199,7 +204,7 @@ func Read(ctx context.Context, bucket *blob.Bucket, s Stream, after uint64, fn f
 		if err != nil {
 			return err
 		}
-		n, err := recordsOf(b, fn)
+		n, err := recordsOf(b, func(payload []byte) error { return fn(p.seg, payload) })
 		if err != nil {
 			return err
 		}
