@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Checks hack/cluster-stale-net.sh against what a killed cluster leaves: a pod's
 # network namespace on our bridge, holding a pod IP the next cluster hands out
-# again (the CI failure of stop 50, where the bucket pod got that IP and every
+# again (the CI failure of 2026-11-29, where the bucket pod got that IP and every
 # probe was refused). Plants exactly that, runs the cleanup, and fails unless
 # the namespace, its veth and the bridge are gone. make e2e runs it before it
 # brings a cluster up, when none runs (the cleanup refuses otherwise).

@@ -8,7 +8,7 @@
 # to our bridge, each still holding a pod IP. The next cluster's IPAM starts
 # empty and hands the same IPs out again, so a new pod shares its address with
 # a dead one; whichever answers ARP gets the traffic, and a dead one answers
-# with a reset. CI failed exactly so (stop 50): the bucket pod got 10.244.0.4,
+# with a reset. CI failed exactly so (on 2026-11-29): the bucket pod got 10.244.0.4,
 # a namespace left from a killed run still held it, and every readiness probe
 # was refused for 3 minutes.
 #

@@ -21,7 +21,7 @@ func verdict(met bool) string {
 func Markdown(rep Report) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "# Backups, restores and the WAL archive\n\n")
-	fmt.Fprintf(&b, "Produced by `%s`.\n\nRegime: %s.\n\n", rep.Command, rep.Regime)
+	b.WriteString(report.Header(rep.Command, rep.Provenance))
 	fmt.Fprintf(&b, "Goals, stated before the run:\n\n")
 	fmt.Fprintf(&b, "- a backup copies at ≥ %.0f%% of what the bucket's model allows its %d parallel copies (%.0f MB/s): **%s**, %.0f%% (runs %.0f–%.0f%%);\n",
 		100*GoalThroughput, copyStreams, rep.ModelBPS/1e6, verdict(rep.Throughput.Median >= GoalThroughput),
@@ -32,6 +32,7 @@ func Markdown(rep Report) string {
 		GoalP99, verdict(rep.WriteP99Pooled <= GoalP99), rep.WriteP99Pooled, rep.WriteP99.Median, rep.WriteP99.Min, rep.WriteP99.Max)
 	fmt.Fprintf(&b, "- the archive's lag (the RPO) within %.0f× its interval (%.0f s) under steady writes: **%s**, at most %.1f s (median %.1f s, p99 %.1f s).\n\n",
 		GoalRPOIntervals, rep.ArchiveIntervalS, verdict(rep.RPOMaxS <= GoalRPOIntervals*rep.ArchiveIntervalS), rep.RPOMaxS, rep.RPOMedianS, rep.RPOP99S)
+	fmt.Fprintf(&b, "Regime: %s.\n\n", rep.Regime)
 	fmt.Fprintf(&b, "Restore: %.1f s per GiB (runs %.1f–%.1f), the backup's files streamed from the bucket into a new one through\n"+
 		"this process, each paying the model's latency and bandwidth.\n\n", rep.RestoreSPerGiB.Median, rep.RestoreSPerGiB.Min, rep.RestoreSPerGiB.Max)
 	fmt.Fprintf(&b, "| run | backup s | copied MiB | MB/s | read p99 with / without ms | write p99 with / without ms | reads, writes during the backup |\n")

@@ -48,8 +48,9 @@ type Run struct {
 // Report is backup.json.
 type Report struct {
 	Command string `json:"command"`
-	Regime  string `json:"regime"`
-	Runs    []Run  `json:"runs"`
+	report.Provenance
+	Regime string `json:"regime"`
+	Runs   []Run  `json:"runs"`
 	// ModelBPS is what the model allows the backup's copies together.
 	ModelBPS float64 `json:"model_bps"`
 	// Ratios: throughput over ModelBPS; p99 with a backup over without,

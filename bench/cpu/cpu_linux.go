@@ -166,11 +166,11 @@ func OwnCore() (release func(), err error) {
 // one of the runtime's Ps must run to stop for the GC, and behind busy
 // threads of the normal policy the kernel runs it about every half second:
 // every goroutine then waits that long at the GC's stop-the-world and mark
-// termination (docs/memstore.md, stop 52). Yield between requests is the
-// load generators' default now. release restores the normal policy and
-// unlocks; if it cannot restore it, it leaves the goroutine locked, so that
-// the runtime ends the thread with the goroutine and no other goroutine
-// inherits the idle policy.
+// termination (docs/memstore.md, "Measuring reads while writers run flat
+// out"). Yield between requests is the load generators' default now.
+// release restores the normal policy and unlocks; if it cannot restore it,
+// it leaves the goroutine locked, so that the runtime ends the thread with
+// the goroutine and no other goroutine inherits the idle policy.
 func LockIdle() (release func(), err error) {
 	runtime.LockOSThread()
 	idle := unix.SchedAttr{Size: unix.SizeofSchedAttr, Policy: unix.SCHED_IDLE}

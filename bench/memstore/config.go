@@ -16,6 +16,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/bellows-kv/bellows/bench/report"
 	"github.com/bellows-kv/bellows/internal/contract"
 	"github.com/bellows-kv/bellows/storage-engine/memstore"
 )
@@ -106,8 +107,10 @@ type Config struct {
 	// Machine and runtime, and when the run started (UTC), filled by Run.
 	Machine string `json:"machine,omitempty"`
 	Started string `json:"started,omitempty"`
-	// Command is the command line that ran (bellows-bench fills it in).
+	// Command is the command line that regenerates the report
+	// (bellows-bench fills it in).
 	Command string `json:"command,omitempty"`
+	report.Provenance
 	// TraceDir, when set, receives a runtime execution trace of each run's
 	// full-speed writes, TraceWindow long from TraceAfter into them
 	// (<distribution>-<policy>-<round>.trace): where the reader waited
@@ -119,7 +122,8 @@ type Config struct {
 	// than TraceSlow writes the recorder's last seconds, that read among
 	// them, to <distribution>-<policy>-<round>-slow.trace. The waits that
 	// move a run's mean are a few reads of many milliseconds, too rare for
-	// a fixed 3 s window to catch (docs/memstore.md, stop 52).
+	// a fixed 3 s window to catch (docs/memstore.md, "Measuring reads
+	// while writers run flat out").
 	TraceSlow time.Duration `json:"-"`
 }
 

@@ -172,6 +172,15 @@ func Markdown(rep Report) string {
 	c := rep.Config
 	var b strings.Builder
 	b.WriteString("# In-memory compaction: the four memstore policies on the paper's write workload (Accordion, VLDB 2018, §5)\n\n")
+	command := c.Command
+	if command == "" {
+		command = "bellows-bench memstore"
+	}
+	prov := c.Provenance
+	if prov.Date == "" && len(c.Started) >= len("2006-01-02") {
+		prov.Date = c.Started[:len("2006-01-02")]
+	}
+	b.WriteString(report.Header(command, prov))
 	b.WriteString("**Goals (stated before the run, issue #12):**\n\n")
 	for _, g := range c.Goals {
 		fmt.Fprintf(&b, "- %s\n", g)
@@ -188,12 +197,8 @@ func Markdown(rep Report) string {
 		c.PutsPerBatch, c.PutsPerBatch*(c.KeySize+c.ValueSize), mib(float64(c.MemstoreBytes)), retentionString(c.MaxVersions, c.GCTTL),
 		c.ActiveFraction, c.PipelineSegments, c.RedundancyThreshold, mib(float64(c.CacheBytes)), contract.DefaultMaxWALMemstores,
 		c.ReadsPerSec, c.ScanLength, pacedString(c), c.Theta, c.Keys, c.Machine, c.Started)
-	command := "make bench-memstore` (`bin/bellows-bench memstore --out bench/results"
-	if c.Command != "" {
-		command = c.Command
-	}
-	b.WriteString("**Command:** `" + command + "` (every setting it ran with is " +
-		"memstore.json's `config`, and `--from-json bench/results/memstore.json` renders this report again from it).\n\n")
+	b.WriteString("Every setting the run used is memstore.json's `config`, and `--from-json bench/results/memstore.json` " +
+		"renders this report again from it.\n\n")
 	b.WriteString("**Regime:** " + regime(rep) + "\n\n")
 	fmt.Fprintf(&b, "**Method:** %d runs per policy and distribution, interleaved (round 1 runs %s, then round 2, …), each in a fresh directory "+
 		"and a fresh region; the policies of one round see the same key sequences. Each figure is the median over the runs, with the "+
@@ -217,8 +222,7 @@ func Markdown(rep Report) string {
 		if c.IdleWriters {
 			b.WriteString(" During the full-speed writes each writer runs on a thread of its own under SCHED_IDLE (`--idle-writers`, `bench/cpu.LockIdle`): a reader " +
 				"preempted by the GC, or woken, runs again only once a runtime thread on the writers' CPU hands it its thread back, and " +
-				"behind writer threads of the normal policy that handoff waited out their time slices (1–16 ms, a few times a second, " +
-				"docs/memstore.md, stop 50). The memstore's background work, disk flushes, compactions and the GC then run before the " +
+				"behind writer threads of the normal policy that handoff waited out their time slices (1–16 ms, a few times a second). The memstore's background work, disk flushes, compactions and the GC then run before the " +
 				"writers on their CPU, so an in-memory flush starts when the active segment reaches A instead of waiting behind the writers. " +
 				"The paced writers keep the normal policy: a limiter's wakeup of an idle thread came too late to hold the pace.")
 		}
@@ -226,9 +230,9 @@ func Markdown(rep Report) string {
 			b.WriteString(" During the full-speed writes each writer yields its CPU after each batch (`--writer-yield`, `bench/cpu.Yield`, " +
 				"sched_yield), as a server's request handler leaves it while it waits on the network: a runtime thread on the writers' CPU " +
 				"that must hand the reader its thread back after a preemption, or stop for the GC, waits one batch at most. The writers keep " +
-				"the normal policy: under SCHED_IDLE (`--idle-writers`, stop 50) a writer's thread holding a P ran about every half second " +
+				"the normal policy: under SCHED_IDLE (`--idle-writers`) a writer's thread holding a P ran about every half second " +
 				"behind the background work, and every goroutine, the reader too, waited that long at the GC's stop-the-world " +
-				"(single reads of 0.2–1.1 s, docs/memstore.md, stop 52).")
+				"(single reads of 0.2–1.1 s; docs/memstore.md, \"Measuring reads while writers run flat out\").")
 		}
 		if c.PacedWrites > 0 {
 			b.WriteString(" Two reader phases: during the writes at full speed, where the policies' memstores differ most (the pipeline's " +
@@ -292,8 +296,8 @@ func Markdown(rep Report) string {
 			}
 		}
 		b.WriteString("\nWhat a read searched and what it cost: the reads the reader managed per second (it asks for " + fmt.Sprint(rep.Config.ReadsPerSec) + "; " +
-			"a read's timer fires late when the runtime is busy, so it falls short, and further the faster the writes); then mean per read: memstore skiplists (active segments and pushed ones not yet flattened) and the versions they held, and flat segments, frozen memstores included; SST files; the block-cache misses per 1,000 reads (blocks read from a file and decoded; compactions read past the cache, so each is a read's); the GC's cycles and stop-the-world time per second of the writes (a pause stops the reader too, and a cycle's stack scans and assists can park it until a P on the writers' CPU hands it back: docs/memstore.md, stop 45); the reads that took 5 ms or more, and the slowest (a few reads that long move a mean no percentile shows: docs/memstore.md, stop 52); and the reader's CPU time per get and per scan (its thread's CPU clock; a read's latency less its CPU was spent waiting).\n\n")
-		// A report from before stop 52 has no slow reads on record.
+			"a read's timer fires late when the runtime is busy, so it falls short, and further the faster the writes); then mean per read: memstore skiplists (active segments and pushed ones not yet flattened) and the versions they held, and flat segments, frozen memstores included; SST files; the block-cache misses per 1,000 reads (blocks read from a file and decoded; compactions read past the cache, so each is a read's); the GC's cycles and stop-the-world time per second of the writes (a pause stops the reader too, and a cycle's stack scans and assists can park it until a P on the writers' CPU hands it back); the reads that took 5 ms or more, and the slowest (a few reads that long move a mean no percentile shows); and the reader's CPU time per get and per scan (its thread's CPU clock; a read's latency less its CPU was spent waiting).\n\n")
+		// A report from before the slow reads were recorded has none.
 		slowOnRecord := slices.ContainsFunc(rep.Results, func(r Result) bool {
 			return slices.ContainsFunc(r.Runs, func(run RunResult) bool { return run.ReadMaxMs > 0 })
 		})

@@ -93,7 +93,7 @@ type RunResult struct {
 	// ReadMaxMs is the slowest read (get or scan); SlowReads the reads
 	// that took slowReadAt or more, and SlowReadMs their time in all. A
 	// mean can move by a few such reads that no percentile shows
-	// (docs/memstore.md, stop 52).
+	// (docs/memstore.md, "Measuring reads while writers run flat out").
 	ReadMaxMs  float64 `json:"read_max_ms"`
 	SlowReads  int     `json:"slow_reads"`
 	SlowReadMs float64 `json:"slow_read_ms"`
@@ -707,7 +707,7 @@ func (rd *reader) run(ctx context.Context, r *region.Region, cfg Config, next ke
 		rd.sources.SkiplistVersions += src.SkiplistVersions
 		// The CPU clock is a system call: read outside the timed span
 		// (inside it, its spells were up to 0.6 ms, a P retaken by sysmon
-		// among them: bellows-bench tracewaits, docs/memstore.md stop 51).
+		// among them, as bellows-bench tracewaits showed).
 		c := cpu.ThreadCPUTime()
 		t := time.Now()
 		if i%2 == 0 {

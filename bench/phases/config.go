@@ -10,6 +10,7 @@ import (
 
 	"github.com/dustin/go-humanize"
 
+	"github.com/bellows-kv/bellows/bench/report"
 	"github.com/bellows-kv/bellows/storage-engine/blob"
 	"github.com/bellows-kv/bellows/storage-engine/region"
 )
@@ -78,10 +79,14 @@ type Config struct {
 	// own work takes the CPU (a warmup's decoding, a local compaction), and
 	// the division takes that cost out with the drift; but on CPU 1 it did
 	// not follow the store's drift at all (A/A resolution 11-13 pp against
-	// 1.5-1.9 on CPU 0, 16 runs each, bench/results/phases-control-cpu1.md).
+	// 1.5-1.9 on CPU 0, 16 runs each of `bellows-bench phases --modes
+	// None,Offload,ThrottledIncremental,ThrottledIncremental --repeat 16`,
+	// with and without --control-cpu 1, measured on 2026-11-28 at a8e47ec).
 	ControlCPU int `json:"controlCPU"`
-	// Command is the command line that ran (bellows-bench fills it in).
+	// Command is the command line that regenerates the report
+	// (bellows-bench fills it in).
 	Command string `json:"command,omitempty"`
+	report.Provenance
 }
 
 // Duration marshals as a Go duration string.

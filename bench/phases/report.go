@@ -27,12 +27,19 @@ func ReadJSON(path string) (Report, error) {
 	return rep, err
 }
 
+// Name is the default name of a report: phases.json, phases.md and
+// phases.png.
+const Name = "phases"
+
 // Write writes phases.json, phases.md and phases.png into dir.
-func Write(dir string, rep Report) error {
-	if err := report.Write(dir, "phases", rep, Markdown(rep)); err != nil {
+func Write(dir string, rep Report) error { return WriteNamed(dir, Name, rep) }
+
+// WriteNamed writes name.json, name.md and name.png into dir.
+func WriteNamed(dir, name string, rep Report) error {
+	if err := report.Write(dir, name, rep, Markdown(rep)); err != nil {
 		return err
 	}
-	return plotPNG(filepath.Join(dir, "phases.png"), rep)
+	return plotPNG(filepath.Join(dir, name+".png"), rep)
 }
 
 // Markdown is the table of the paper's Figure 7: per mode, the change of
@@ -42,8 +49,13 @@ func Markdown(rep Report) string {
 	c := rep.Config
 	var b strings.Builder
 	b.WriteString("# Compaction and warmup phases (paper Figure 7)\n\n")
-	if c.Command != "" {
-		fmt.Fprintf(&b, "Produced by `%s`.\n\n", c.Command)
+	command := c.Command
+	if command == "" {
+		command = "bellows-bench phases"
+	}
+	b.WriteString(report.Header(command, c.Provenance))
+	if c.Goal != "" {
+		fmt.Fprintf(&b, "**Goal (stated before the run):** %s\n\n", c.Goal)
 	}
 	data := c.DataBytes
 	if data == 0 {
@@ -66,9 +78,6 @@ func Markdown(rep Report) string {
 	fmt.Fprintf(&b, "**Cost models:** bucket reads cost %s (the bucket's read model); the worker link (compactor to store) costs %s "+
 		"(compactor --link-latency and --transfer-rate), so a fetch from a worker is not free. Throttled warmup at %.1f MB/s.\n\n",
 		c.BucketModel, link, float64(c.WarmupRate)/1e6)
-	if c.Goal != "" {
-		fmt.Fprintf(&b, "**Goal (stated before the run):** %s\n\n", c.Goal)
-	}
 	fmt.Fprintf(&b, "%d readers issuing %d reads/s (%.0f%% scans of %d keys, %.0f%% gets, Zipf θ=%.2f) and %d updates/s during the run. "+
 		"A major compaction starts after a %v baseline. Store: %s. CPU pinning: %s.\n\n",
 		c.Readers, c.ReadsPerSec, c.ScanFraction*100, c.ScanLength, (1-c.ScanFraction)*100, c.Theta,
@@ -76,9 +85,7 @@ func Markdown(rep Report) string {
 	if len(c.StoreFlags) > 0 {
 		fmt.Fprintf(&b, "Store settings beyond engine.yaml: `%s`.\n\n", strings.Join(c.StoreFlags, " "))
 	}
-	if c.Command != "" {
-		fmt.Fprintf(&b, "**Command:** `%s` (every setting it ran with is the JSON's `config`; `--from-json` renders this report again from it).\n\n", c.Command)
-	}
+	b.WriteString("Every setting the run used is the JSON's `config`; `--from-json` renders this report again from it.\n\n")
 	b.WriteString("| mode | baseline get ms (mean / p99) | baseline scan ms (mean / p99) | compaction: get Δ | get p99 Δ | scan Δ | scan p99 Δ | compaction s | warmup: get Δ | get p99 Δ | scan Δ | scan p99 Δ | warmup s |\n")
 	b.WriteString("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, m := range rep.Modes {

@@ -41,7 +41,7 @@ func newGRPCTarget(grpcAddr, metricsAddr string) (*grpcTarget, error) {
 
 // scrapeClient asks for the store's /metrics uncompressed. Go's transport
 // asks for gzip by default, and the store then compressed every scrape on
-// its one CPU: half of a scrape's cost there (perf, stop 49), ten times a
+// its one CPU: half of a scrape's cost there (perf, hack/perf-store.sh), ten times a
 // second, in front of the reads being timed. Over loopback it saves
 // nothing. One for every target, as http.DefaultClient was.
 var scrapeClient = &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{DisableCompression: true}}

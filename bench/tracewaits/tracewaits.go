@@ -9,7 +9,8 @@
 // tell apart (a stack-scan preemption handed back through a busy CPU, an
 // assist parked behind mark termination, a stop-the-world). Reading the
 // trace by hand (go tool trace -d=parsed) found them; this makes the
-// account repeatable (docs/memstore.md, stops 50 and 51).
+// account repeatable (docs/memstore.md, "Measuring reads while writers
+// run flat out").
 package tracewaits
 
 import (

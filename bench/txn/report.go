@@ -29,7 +29,10 @@ func Markdown(rep Report) string {
 	var b strings.Builder
 	t := rep.Throughput
 	fmt.Fprintf(&b, "# Transactions: what snapshot isolation costs, and what recovery does\n\n")
-	fmt.Fprintf(&b, "Produced by `%s`.\n\n", rep.Command)
+	b.WriteString(report.Header(rep.Command, rep.Provenance))
+	fmt.Fprintf(&b, "**Goals** (stated before the run; each section gives its verdict): transactions ≥ %.1f× the batches' throughput; "+
+		"cross-region commits ≥ %.2f× the region-local rate; with the WAL bound, recovery flat in uptime and within %.0f s per GiB of memstore budget; "+
+		"the bank workload through store crashes: 0 invariant and 0 snapshot-isolation violations.\n\n", Goal, CrossRegionGoal, RecoveryGoalSecondsPerGiB)
 	if len(t.TxnRuns) > 0 || len(rep.Contention) > 0 {
 		fmt.Fprintf(&b, "Regime of the throughput and contention sections: %s.\n\n", rep.Regime)
 	}

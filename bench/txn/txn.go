@@ -88,7 +88,8 @@ type Contention struct {
 
 // Report is txn.json.
 type Report struct {
-	Command             string       `json:"command"`
+	Command string `json:"command"`
+	report.Provenance
 	Regime              string       `json:"regime"`
 	Throughput          Throughput   `json:"throughput"`
 	Contention          []Contention `json:"contention"`

@@ -24,6 +24,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/bellows-kv/bellows/bench/report"
 	"github.com/bellows-kv/bellows/client"
 	"github.com/bellows-kv/bellows/internal/childproc"
 	kvpb "github.com/bellows-kv/bellows/proto/bellows/kv/v1"
@@ -147,10 +148,11 @@ type Layout struct {
 
 // ElasticReport is elastic.json.
 type ElasticReport struct {
-	Command string       `json:"command"`
-	Regime  string       `json:"regime"`
-	Config  string       `json:"config"`
-	Runs    []ElasticRun `json:"runs"`
+	Command string `json:"command"`
+	report.Provenance
+	Regime string       `json:"regime"`
+	Config string       `json:"config"`
+	Runs   []ElasticRun `json:"runs"`
 	// Findings are what the runs' logs and layouts show about the misses,
 	// written after the run (bellows-bench ycsb --elastic-render).
 	Findings []string `json:"findings,omitempty"`

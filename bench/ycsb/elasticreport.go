@@ -56,7 +56,7 @@ func verdict(ok bool) string {
 func ElasticMarkdown(r ElasticReport) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "# Elastic regions: a YCSB load into one region on 3 stores against a pre-split cluster (issue #26)\n\n")
-	fmt.Fprintf(&b, "Produced by `%s`.\n\n", r.Command)
+	b.WriteString(report.Header(r.Command, r.Provenance))
 	fmt.Fprintf(&b, "**Goals (issue #26, stated before the run):** at the end of the load every region within ±%.0f%% of the mean region size and every store within ±%.0f%% of the mean bytes; "+
 		"load throughput ≥ %.1f× the pre-split cluster's; write (INSERT) p99 ≤ %.1f× the pre-split cluster's; the longest a key refuses writes during a split ≤ %v; "+
 		"the longest a key is unavailable during a move ≤ %v plus the region's flush.\n\n",

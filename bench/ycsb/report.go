@@ -10,6 +10,9 @@ import (
 
 // Report is a YCSB run: what ran and each phase's measurement.
 type Report struct {
+	// Command is the command line that regenerates the report.
+	Command string `json:"command,omitempty"`
+	report.Provenance
 	// Target says what the workloads ran against.
 	Target string `json:"target"`
 	// Regime says what bounds the numbers (data against cache, what is
@@ -25,6 +28,14 @@ type Report struct {
 func Markdown(r Report) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "# YCSB core workloads\n\n")
+	command := r.Command
+	if command == "" {
+		command = "bellows-bench ycsb"
+	}
+	b.WriteString(report.Header(command, r.Provenance))
+	if r.Goal != "" {
+		fmt.Fprintf(&b, "**Goal (stated before the run):** %s\n\n", r.Goal)
+	}
 	fmt.Fprintf(&b, "Target: %s. go-ycsb v1.0.1's core workload, client and measurement over the Bellows binding (`bench/ycsb`), the workload files in `bench/ycsb/workloads`", r.Target)
 	if len(r.Properties) > 0 {
 		var kv []string
@@ -37,9 +48,6 @@ func Markdown(r Report) string {
 	fmt.Fprintf(&b, ".\n\n")
 	if r.Regime != "" {
 		fmt.Fprintf(&b, "**Regime:** %s\n\n", r.Regime)
-	}
-	if r.Goal != "" {
-		fmt.Fprintf(&b, "**Goal (stated before the run):** %s\n\n", r.Goal)
 	}
 	fmt.Fprintf(&b, "| workload | phase | ops/s | operation | count | p50 ms | p99 ms | errors |\n|---|---|---:|---|---:|---:|---:|---:|\n")
 	for _, p := range r.Phases {

@@ -26,9 +26,10 @@ type TLSRun struct {
 
 // TLSComparison is ycsb-tls.json.
 type TLSComparison struct {
-	Command string   `json:"command"`
-	Regime  string   `json:"regime"`
-	Runs    []TLSRun `json:"runs"`
+	Command string `json:"command"`
+	report.Provenance
+	Regime string   `json:"regime"`
+	Runs   []TLSRun `json:"runs"`
 }
 
 // NewTLSRun summarizes a run phase.
@@ -51,8 +52,10 @@ func WriteTLS(dir string, c TLSComparison) error {
 // without, their ratio and the runs' spread.
 func TLSMarkdown(c TLSComparison) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "# What mutual TLS costs: YCSB through TLS against plaintext\n\nProduced by `%s`.\n\nRegime: %s.\n\n", c.Command, c.Regime)
+	fmt.Fprintf(&b, "# What mutual TLS costs: YCSB through TLS against plaintext\n\n")
+	b.WriteString(report.Header(c.Command, c.Provenance))
 	fmt.Fprintf(&b, "Goals, stated before the run: throughput through TLS ≥ %.2f× plaintext, and each operation's p99 ≤ %.1f× plaintext.\n\n", TLSGoalThroughput, TLSGoalP99)
+	fmt.Fprintf(&b, "Regime: %s.\n\n", c.Regime)
 	fmt.Fprintf(&b, "| workload | ops/s plaintext | ops/s TLS | ratio (runs) | op | p99 µs plaintext | p99 µs TLS | ratio (runs) | goals |\n|---|---:|---:|---:|---|---:|---:|---:|---|\n")
 	var workloads []string
 	for _, r := range c.Runs {

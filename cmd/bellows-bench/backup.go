@@ -4,12 +4,12 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
-	"strings"
 	"syscall"
 
 	"github.com/spf13/cobra"
 
 	"github.com/bellows-kv/bellows/bench/backup"
+	"github.com/bellows-kv/bellows/bench/report"
 )
 
 func newBackupCommand() *cobra.Command {
@@ -34,11 +34,12 @@ func newBackupCommand() *cobra.Command {
 				return err
 			}
 			defer os.RemoveAll(work)
+			prov := report.Now()
 			rep, err := backup.Execute(ctx, cfg, work, func(s string) { fmt.Fprintln(cmd.ErrOrStderr(), s) })
 			if err != nil {
 				return err
 			}
-			rep.Command = "bellows-bench " + strings.Join(os.Args[1:], " ")
+			rep.Command, rep.Provenance = report.Command(os.Args[1:]), prov
 			if err := backup.Write(out, rep); err != nil {
 				return err
 			}

@@ -9,11 +9,11 @@ import (
 	"runtime"
 	"runtime/pprof"
 	"strings"
-	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/bellows-kv/bellows/bench/engine"
+	"github.com/bellows-kv/bellows/bench/report"
 )
 
 // newEngineCommand runs the engine workloads against Bellows and Pebble in
@@ -59,6 +59,7 @@ func newEngineCommand() *cobra.Command {
 				defer f.Close()
 				prof = f
 			}
+			prov := report.Now()
 			var runs []engine.Run
 			for i := 0; i < nruns; i++ {
 				// The order alternates, starting with Bellows unless
@@ -84,21 +85,22 @@ func newEngineCommand() *cobra.Command {
 					return err
 				}
 			}
-			header := fmt.Sprintf("Run %s on %s/%s, %d CPUs, %s. Command: `bellows-bench engine %s`.",
-				time.Now().UTC().Format(time.RFC3339), runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), runtime.Version(), strings.Join(os.Args[2:], " "))
-			report := engine.Markdown(c, header, runs)
-			fmt.Fprint(cmd.OutOrStdout(), report)
+			header := report.Header(report.Command(os.Args[1:]), prov) +
+				fmt.Sprintf("Machine: %s/%s, %d CPUs, %s.", runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), runtime.Version())
+			md := engine.Markdown(c, header, runs)
+			fmt.Fprint(cmd.OutOrStdout(), md)
 			if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
 				return err
 			}
-			if err := os.WriteFile(out, []byte(report), 0o644); err != nil {
+			if err := os.WriteFile(out, []byte(md), 0o644); err != nil {
 				return err
 			}
 			raw, err := json.MarshalIndent(struct {
-				Header string        `json:"header"`
+				Header string `json:"header"`
+				report.Provenance
 				Config engine.Config `json:"config"`
 				Runs   []engine.Run  `json:"runs"`
-			}{header, c, runs}, "", "  ")
+			}{header, prov, c, runs}, "", "  ")
 			if err != nil {
 				return err
 			}

@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/bellows-kv/bellows/bench/memstore"
+	"github.com/bellows-kv/bellows/bench/report"
 	"github.com/bellows-kv/bellows/internal/contract"
 )
 
@@ -93,7 +94,7 @@ func newMemstoreCommand() *cobra.Command {
 			fmt.Fprintf(cmd.ErrOrStderr(), "memstore bench: %s\n", cfg)
 			bar := progressbar.NewOptions(1000, progressbar.OptionSetWriter(cmd.ErrOrStderr()),
 				progressbar.OptionSetWidth(30), progressbar.OptionShowElapsedTimeOnFinish(), progressbar.OptionSetPredictTime(true))
-			cfg.Command = "bellows-bench " + strings.Join(os.Args[1:], " ")
+			cfg.Command, cfg.Provenance = report.Command(os.Args[1:]), report.Now()
 			rep, err := memstore.Run(ctx, cfg, dir, func(what string, done float64) {
 				bar.Describe(fmt.Sprintf("%-48s", what))
 				_ = bar.Set(int(done * 1000))
@@ -140,7 +141,7 @@ func newMemstoreCommand() *cobra.Command {
 	f.Float64Var(&cfg.Theta, "theta", cfg.Theta, "Zipf skew θ")
 	f.IntVar(&cfg.ReadsPerSec, "reads", cfg.ReadsPerSec, "reader pace during the writes, reads per second (gets and scans alternate; 0: no reader)")
 	f.BoolVar(&cfg.ReaderOwnCore, "reader-core", cfg.ReaderOwnCore, "give the reader the last CPU to itself in both phases (the writers, background work and GC on the others, GOMAXPROCS doubled so a P is free when it wakes): its latency is then its read path's, not time waiting for a CPU")
-	f.BoolVar(&cfg.IdleWriters, "idle-writers", cfg.IdleWriters, "with --reader-core and --writer-yield=false: run each writer of the full-speed writes on a thread of its own under SCHED_IDLE (stop 50's arrangement; a starved idle writer holds its P through the GC's stop-the-world, up to a second: docs/memstore.md, stop 52)")
+	f.BoolVar(&cfg.IdleWriters, "idle-writers", cfg.IdleWriters, "with --reader-core and --writer-yield=false: run each writer of the full-speed writes on a thread of its own under SCHED_IDLE (a starved idle writer holds its P through the GC's stop-the-world, up to a second: docs/memstore.md)")
 	f.BoolVar(&cfg.WriterYield, "writer-yield", cfg.WriterYield, "with --reader-core: each writer of the full-speed writes yields its CPU (sched_yield) after each batch, as a server's handler does between requests")
 	f.IntVar(&cfg.ScanLength, "scan-length", cfg.ScanLength, "keys per scan")
 	f.IntVar(&cfg.MaxVersions, "max-versions", cfg.MaxVersions, "retention: versions kept per key (1: Eager/Adaptive can drop older versions; 0: no count bound, --gc-ttl decides)")

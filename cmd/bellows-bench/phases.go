@@ -19,13 +19,14 @@ import (
 	"github.com/bellows-kv/bellows/autoscaler"
 	"github.com/bellows-kv/bellows/bench/cpu"
 	"github.com/bellows-kv/bellows/bench/phases"
+	"github.com/bellows-kv/bellows/bench/report"
 	"github.com/bellows-kv/bellows/internal/childproc"
 	"github.com/bellows-kv/bellows/internal/contract"
 )
 
 func newPhasesCommand() *cobra.Command {
 	cfg := phases.Default()
-	var out, modes, latency, bandwidth, warmupRate, transferRate, cache, fromJSON, bellows string
+	var out, name, modes, latency, bandwidth, warmupRate, transferRate, cache, fromJSON, bellows string
 	inProcess := false
 	cmd := &cobra.Command{
 		Use:   "phases",
@@ -33,7 +34,7 @@ func newPhasesCommand() *cobra.Command {
 		Long: "Loads a dataset into a region, runs a read workload (gets and short scans, Zipf) with concurrent updates,\n" +
 			"triggers a major compaction and records get and scan latency in fixed windows through the compaction\n" +
 			"and warmup phases, for each warmup mode in turn. Remote modes run the compaction on a bellows compactor\n" +
-			"process. Writes phases.json, phases.md and phases.png into --out.\n\n" +
+			"process. Writes phases.json, phases.md and phases.png into --out (--name: other names).\n\n" +
 			"The defaults are the paper's regime (old + new > block cache ≥ data: the cache is data / 0.7), all seven\n" +
 			"modes and an A/A copy of ThrottledIncremental (the run's resolution), six interleaved runs each, a bucket of 5ms per read + 200 MB/s and a worker link of 1ms per\n" +
 			"FetchBlocks stream + 125 MB/s: about 22 minutes on two cores (make bench-phases).",
@@ -44,7 +45,7 @@ func newPhasesCommand() *cobra.Command {
 				if err != nil {
 					return fmt.Errorf("--from-json: %w", err)
 				}
-				if err := phases.Write(out, rep); err != nil {
+				if err := phases.WriteNamed(out, name, rep); err != nil {
 					return err
 				}
 				fmt.Fprint(cmd.OutOrStdout(), phases.Markdown(rep))
@@ -192,7 +193,7 @@ func newPhasesCommand() *cobra.Command {
 			}
 			bar := progressbar.NewOptions(1000, progressbar.OptionSetWriter(cmd.ErrOrStderr()),
 				progressbar.OptionSetWidth(30), progressbar.OptionShowElapsedTimeOnFinish(), progressbar.OptionSetPredictTime(false))
-			cfg.Command = "bellows-bench " + strings.Join(os.Args[1:], " ")
+			cfg.Command, cfg.Provenance = report.Command(os.Args[1:]), report.Now()
 			rep, err := phases.Run(ctx, cfg, work, procs, func(what string, done float64) {
 				bar.Describe(fmt.Sprintf("%-40s", what))
 				_ = bar.Set(int(done * 1000))
@@ -202,16 +203,17 @@ func newPhasesCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if err := phases.Write(out, rep); err != nil {
+			if err := phases.WriteNamed(out, name, rep); err != nil {
 				return err
 			}
 			fmt.Fprint(cmd.OutOrStdout(), phases.Markdown(rep))
-			fmt.Fprintf(cmd.OutOrStdout(), "\nwrote %s\n", strings.Join([]string{filepath.Join(out, "phases.json"), filepath.Join(out, "phases.md"), filepath.Join(out, "phases.png")}, ", "))
+			fmt.Fprintf(cmd.OutOrStdout(), "\nwrote %s\n", strings.Join([]string{filepath.Join(out, name+".json"), filepath.Join(out, name+".md"), filepath.Join(out, name+".png")}, ", "))
 			return nil
 		},
 	}
 	f := cmd.Flags()
 	f.StringVar(&out, "out", "bench/results", "directory for phases.json, phases.md and phases.png")
+	f.StringVar(&name, "name", phases.Name, "the report's name in --out: NAME.json, NAME.md and NAME.png")
 	f.StringVar(&bellows, "bellows", "", "the bellows binary that runs the store and compactor processes (default: bellows next to this binary, then $PATH)")
 	f.StringVar(&fromJSON, "from-json", "", "re-render phases.md and phases.png from an earlier phases.json instead of running")
 	f.BoolVar(&inProcess, "in-process", false, "run the region inside the bench process instead of a bellows store process reached over gRPC")

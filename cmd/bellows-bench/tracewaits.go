@@ -25,7 +25,7 @@ func newTraceWaitsCommand() *cobra.Command {
 		Long: "Reads each runtime execution trace and accounts for the time one goroutine spent off its CPU, except the\n" +
 			"spells that began in --outside (the pacing between reads, the reader's CPU clock): per cause (the state it left Running for and the\n" +
 			"runtime's reason, the GC function on its stack, the innermost function of ours), how often, in all and the\n" +
-			"longest. The defaults name the reader of `bellows-bench memstore --trace-dir`; docs/memstore.md, stop 51.",
+			"longest. The defaults name the reader of `bellows-bench memstore --trace-dir` (docs/memstore.md).",
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			for _, path := range args {

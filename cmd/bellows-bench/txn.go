@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/bellows-kv/bellows/bench/report"
 	"github.com/bellows-kv/bellows/bench/txn"
 )
 
@@ -49,11 +50,12 @@ func newTxnCommand() *cobra.Command {
 				return err
 			}
 			defer os.RemoveAll(work)
+			prov := report.Now()
 			rep, err := txn.Run(ctx, cfg, work, func(s string) { fmt.Fprintln(cmd.ErrOrStderr(), s) })
 			if err != nil {
 				return err
 			}
-			rep.Command = "bellows-bench " + strings.Join(os.Args[1:], " ")
+			rep.Command, rep.Provenance = report.Command(os.Args[1:]), prov
 			if err := txn.Write(out, rep); err != nil {
 				return err
 			}

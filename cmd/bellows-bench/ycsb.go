@@ -19,6 +19,7 @@ import (
 	"github.com/spf13/cobra"
 	"google.golang.org/grpc"
 
+	"github.com/bellows-kv/bellows/bench/report"
 	"github.com/bellows-kv/bellows/bench/ycsb"
 	"github.com/bellows-kv/bellows/client"
 	"github.com/bellows-kv/bellows/internal/contract"
@@ -80,7 +81,7 @@ func newYCSBCommand() *cobra.Command {
 				return err
 			}
 			defer os.RemoveAll(work)
-			rep := ycsb.Report{Properties: overrides, Target: "`" + addr + "`"}
+			rep := ycsb.Report{Command: report.Command(os.Args[1:]), Provenance: report.Now(), Properties: overrides, Target: "`" + addr + "`"}
 			if addr == "" {
 				rep.Target = fmt.Sprintf("a fresh `bellows local --offload %s` per workload (one store with 4 regions, 2 compactors, file:// bucket; all on this machine)", offload)
 				rep.Regime = fmt.Sprintf("about %d MB of records (recordcount × 10 fields × 100 B) in the store's %d MiB block cache: reads are served from memory; "+
@@ -96,7 +97,7 @@ func newYCSBCommand() *cobra.Command {
 				if err != nil {
 					return err
 				}
-				c := ycsb.TLSComparison{Command: "bellows-bench " + strings.Join(os.Args[1:], " "),
+				c := ycsb.TLSComparison{Command: report.Command(os.Args[1:]), Provenance: report.Now(),
 					Regime: fmt.Sprintf("a fresh `bellows local --offload %s` per run (one store, 2 compactors, file:// bucket, all on this machine's %d cores), "+
 						"%d records of 10 × 100 B loaded and %d operations run by %d YCSB threads through the Go client; with TLS every connection "+
 						"(client to store, store to compactor) is mutual TLS 1.3 with P-256 certificates; %d runs per mode, alternating. The data fits the store's block cache, "+
@@ -293,9 +294,10 @@ func runElastic(cmd *cobra.Command, bellows, out string, cfg ycsb.ElasticConfig,
 			ycsb.ElasticBytesPerRecord, ycsb.ElasticSplitDivisor)
 	}
 	rep := ycsb.ElasticReport{
-		Command: "bellows-bench " + strings.Join(os.Args[1:], " "),
+		Command:    report.Command(os.Args[1:]),
+		Provenance: report.Now(),
 		Regime: fmt.Sprintf("%d records of 10 × 100 B (about %d MB of data) loaded by go-ycsb's workload-a load phase with %d client threads through the Go client; "+
-			"3 `bellows store` processes, the YCSB client and a file:// bucket all on this one machine's %d cores, shared with another engineer's builds and tests (noisy: judge by the ratios within a pair); "+
+			"3 `bellows store` processes, the YCSB client and a file:// bucket all on this one machine's %d cores, which other processes may share (noisy: judge by the ratios within a pair); "+
 			"offload Disabled (each store compacts in-process); the data fits in memory (memstores of 128 MiB per region and the page cache), so the load is bound by the CPU and the WAL's group-commit fsyncs, not by reads",
 			cfg.Records, int64(cfg.Records)*ycsb.ElasticBytesPerRecord/1_000_000, threads, runtime.NumCPU()),
 		Config: fmt.Sprintf("elastic: `--regions=1 --split-bytes=%d` (%s); pre-split: `--split-keys` at the YCSB keys that cut the records into as many equal ranges as the elastic run of the same pair ended with, `--split-bytes=0`; "+

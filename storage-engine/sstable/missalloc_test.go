@@ -15,7 +15,7 @@ import (
 // first misses after each cycle, during its mark phase, allocated a
 // stored block's buffer again, and an allocation then can make a reader
 // assist the GC and queue behind the end of its mark phase (14–17 ms in
-// the memstore benchmark's traces, docs/memstore.md stop 51).
+// the memstore benchmark's traces, docs/memstore.md).
 func TestAGCAddsNoAllocationToACacheMiss(t *testing.T) {
 	rng := rand.New(rand.NewPCG(5, 6))
 	vs := randomVersions(rng, 2000)

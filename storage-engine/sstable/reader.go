@@ -153,7 +153,7 @@ func (id blockID) String() string {
 // not a sync.Pool: the GC empties a pool, so the first misses of every
 // cycle, in its mark phase, allocated again, and an allocation then can
 // make the reading goroutine assist the GC and queue behind the end of
-// its mark phase (docs/memstore.md, stop 51). At most readBufCount
+// its mark phase (docs/memstore.md). At most readBufCount
 // buffers of at most readBufMaxBytes stay allocated: 2 MiB.
 var readBufs = make(chan *[]byte, readBufCount)
 
