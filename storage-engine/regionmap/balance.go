@@ -3,7 +3,8 @@ package regionmap
 // The balancer's decision (docs/regions.md §4), a pure function of the map
 // and the regions' readings: which regions to move to which store so that
 // every store holds about the mean bytes and serves about the mean request
-// rate. The store that holds the balancer lease (lease.go) calls Plan and
+// rate, and, where those are even or too small to matter, about the mean
+// number of regions. The store that holds the balancer lease (lease.go) calls Plan and
 // commits the result with Map.Moved; the owners then hand the regions over.
 
 import (
@@ -145,10 +146,16 @@ func Balanced(stores []StoreLoad, tolerance float64) bool {
 // furthest above the mean bytes to the one furthest below, the region that
 // best closes their gap without reversing it. When bytes are within the
 // tolerance, requests per second the same way, with only moves that keep
-// bytes within it. A region is moved at most once per plan. The plan is
-// empty when the stores are balanced or no move improves them: with few
-// regions the tolerance may be out of reach, and the balancer then waits
-// for splits.
+// bytes within it. Then small and uneven neighbours are brought together.
+// Last, only when none of that planned a move and no store is out of
+// balance in bytes or requests: region counts, from the store with the
+// most regions to the one with the fewest while they differ by more than
+// one, the smallest region first, each move keeping bytes and requests
+// within the tolerances (so a new or returning store is filled under a
+// light load, where the floors make every gap no imbalance). A region is
+// moved at most once per plan. The plan is empty when the stores are
+// balanced or no move improves them: with few regions the tolerance may be
+// out of reach, and the balancer then waits for splits.
 func Plan(m Map, load map[string]RegionLoad, inFlight map[string]bool, s BalanceSettings) []Move {
 	n := s.Stores
 	budget := s.MaxMovesInFlight - len(inFlight)
@@ -269,6 +276,20 @@ func Plan(m Map, load map[string]RegionLoad, inFlight map[string]bool, s Balance
 		owner[from] = owner[to]
 		i++
 	}
+	// Last, and only when nothing else moves: count balance, so a new or
+	// returning store is filled where bytes and requests are too few to
+	// say anything (under the floors), and within the tolerances where
+	// they do.
+	if len(moves) == 0 {
+		stays := func(name string) bool { return inFlight[name] || moved[name] || fixed[name] }
+		for len(moves) < budget {
+			mv, ok := countMove(m, load, owner, stores, stays, takes, leaving, s)
+			if !ok {
+				break
+			}
+			apply(mv)
+		}
+	}
 	return moves
 }
 
@@ -298,8 +319,38 @@ func drainOrder(m Map, load map[string]RegionLoad, owner map[string]int, inFligh
 // not leaving.
 func bestMove(m Map, load map[string]RegionLoad, owner map[string]int, stores []StoreLoad, inFlight, moved, settling map[string]bool,
 	usable, leaving func(int) bool, s BalanceSettings) (Move, bool) {
-	tol := s.Tolerance
 	fixed := func(name string) bool { return inFlight[name] || moved[name] || settling[name] }
+	sp, ok := measure(stores, usable, leaving, s)
+	if !ok {
+		return Move{}, false
+	}
+	bytesOf := func(o int) float64 { return float64(stores[o].Bytes) }
+	qpsOf := func(o int) float64 { return stores[o].QPS }
+	if sp.bytesOff {
+		return pairMove(m, load, owner, fixed, usable, len(stores), bytesOf,
+			func(l RegionLoad) float64 { return float64(l.Bytes) }, nil)
+	}
+	if !sp.qpsOff {
+		return Move{}, false
+	}
+	// A request-rate move must not push bytes out of tolerance.
+	keepsBytes := func(from, to int, l RegionLoad) bool { return sp.keepsBytes(stores, from, to, l) }
+	return pairMove(m, load, owner, fixed, usable, len(stores), qpsOf,
+		func(l RegionLoad) float64 { return l.QPS }, keepsBytes)
+}
+
+// spread is where the stores stand against the means over the staying
+// (not leaving) stores: how far from them a store may be, in bytes and in
+// requests per second (the tolerance, or the floor when larger), and
+// whether a usable store is further.
+type spread struct {
+	meanBytes, meanQPS     float64
+	bytesWithin, qpsWithin float64
+	bytesOff, qpsOff       bool
+}
+
+// measure is the stores' spread; false when no store stays.
+func measure(stores []StoreLoad, usable, leaving func(int) bool, s BalanceSettings) (spread, bool) {
 	var totalBytes int64
 	var totalQPS float64
 	staying := 0
@@ -312,36 +363,90 @@ func bestMove(m Map, load map[string]RegionLoad, owner map[string]int, stores []
 		totalQPS += st.QPS
 	}
 	if staying == 0 {
+		return spread{}, false
+	}
+	sp := spread{meanBytes: float64(totalBytes) / float64(staying), meanQPS: totalQPS / float64(staying)}
+	sp.bytesWithin = max(s.Tolerance*sp.meanBytes, float64(s.MinBytes))
+	sp.qpsWithin = max(s.Tolerance*sp.meanQPS, s.MinQPS)
+	for o, st := range stores {
+		if !usable(o) {
+			continue
+		}
+		sp.bytesOff = sp.bytesOff || math.Abs(float64(st.Bytes)-sp.meanBytes) > sp.bytesWithin
+		sp.qpsOff = sp.qpsOff || math.Abs(st.QPS-sp.meanQPS) > sp.qpsWithin
+	}
+	return sp, true
+}
+
+// keepsBytes: moving a region with readings l from store from to store to
+// leaves both within the bytes' tolerance (or floor) of the mean.
+func (sp spread) keepsBytes(stores []StoreLoad, from, to int, l RegionLoad) bool {
+	b := float64(l.Bytes)
+	return math.Abs(float64(stores[from].Bytes)-b-sp.meanBytes) <= sp.bytesWithin &&
+		math.Abs(float64(stores[to].Bytes)+b-sp.meanBytes) <= sp.bytesWithin
+}
+
+// keepsQPS is keepsBytes for requests per second.
+func (sp spread) keepsQPS(stores []StoreLoad, from, to int, l RegionLoad) bool {
+	return math.Abs(stores[from].QPS-l.QPS-sp.meanQPS) <= sp.qpsWithin &&
+		math.Abs(stores[to].QPS+l.QPS-sp.meanQPS) <= sp.qpsWithin
+}
+
+// countMove is the next move of the count balance (docs/regions.md §4,
+// docs/failover.md §5): only when no usable store is out of balance in
+// bytes or requests per second, from a usable store holding the most
+// regions to the usable one holding the fewest (then the fewest bytes),
+// while they differ by more than one, the smallest movable region by
+// bytes whose move keeps both stores within the byte and request
+// tolerances (or floors). Every such move leaves the byte and request
+// passes nothing to do and lowers the sum of squared counts, so count
+// moves settle and never fight the other passes.
+func countMove(m Map, load map[string]RegionLoad, owner map[string]int, stores []StoreLoad, fixed func(string) bool,
+	usable, leaving func(int) bool, s BalanceSettings) (Move, bool) {
+	sp, ok := measure(stores, usable, leaving, s)
+	if !ok || sp.bytesOff || sp.qpsOff {
 		return Move{}, false
 	}
-	meanBytes := float64(totalBytes) / float64(staying)
-	meanQPS := totalQPS / float64(staying)
-	bytesOf := func(o int) float64 { return float64(stores[o].Bytes) }
-	qpsOf := func(o int) float64 { return stores[o].QPS }
-	bytesOut := func(o int) bool { return math.Abs(bytesOf(o)-meanBytes) > max(tol*meanBytes, float64(s.MinBytes)) }
-	var bytesOff bool
+	lo := -1
+	var givers []int
 	for o := range stores {
-		bytesOff = bytesOff || (usable(o) && bytesOut(o))
+		if !usable(o) {
+			continue
+		}
+		givers = append(givers, o)
+		if lo < 0 || stores[o].Regions < stores[lo].Regions ||
+			(stores[o].Regions == stores[lo].Regions && stores[o].Bytes < stores[lo].Bytes) {
+			lo = o
+		}
 	}
-	if bytesOff {
-		return pairMove(m, load, owner, fixed, usable, len(stores), bytesOf,
-			func(l RegionLoad) float64 { return float64(l.Bytes) }, nil)
-	}
-	var qpsOff bool
-	for o := range stores {
-		qpsOff = qpsOff || (usable(o) && math.Abs(qpsOf(o)-meanQPS) > max(tol*meanQPS, s.MinQPS))
-	}
-	if !qpsOff {
+	if lo < 0 {
 		return Move{}, false
 	}
-	// A request-rate move must not push bytes out of tolerance.
-	keepsBytes := func(from, to int, l RegionLoad) bool {
-		b := float64(l.Bytes)
-		within := max(tol*meanBytes, float64(s.MinBytes))
-		return math.Abs(bytesOf(from)-b-meanBytes) <= within && math.Abs(bytesOf(to)+b-meanBytes) <= within
+	// The fullest first; a store whose regions all stay (settling, in
+	// flight, waiting to merge) gives way to the next.
+	slices.SortStableFunc(givers, func(a, b int) int { return stores[b].Regions - stores[a].Regions })
+	for _, hi := range givers {
+		if stores[hi].Regions-stores[lo].Regions <= 1 {
+			break
+		}
+		best := ""
+		for _, r := range m.Region {
+			if owner[r.Name] != hi || fixed(r.Name) {
+				continue
+			}
+			l := load[r.Name]
+			if !sp.keepsBytes(stores, hi, lo, l) || !sp.keepsQPS(stores, hi, lo, l) {
+				continue
+			}
+			if best == "" || l.Bytes < load[best].Bytes || (l.Bytes == load[best].Bytes && r.Name < best) {
+				best = r.Name
+			}
+		}
+		if best != "" {
+			return Move{Region: best, From: hi, To: lo}, true
+		}
 	}
-	return pairMove(m, load, owner, fixed, usable, len(stores), qpsOf,
-		func(l RegionLoad) float64 { return l.QPS }, keepsBytes)
+	return Move{}, false
 }
 
 // pairMove moves, from the usable store with the most of a measure to the

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"testing"
 )
 
@@ -258,20 +259,24 @@ func TestPlanBringsSmallNeighboursTogether(t *testing.T) {
 	}
 }
 
-// A gap under the floor is no imbalance, whatever the tolerance.
+// A gap under the floor is no imbalance of bytes or requests, whatever the
+// tolerance: with the region counts even, nothing moves.
 func TestPlanIgnoresGapsUnderTheFloor(t *testing.T) {
 	m := mapOf(t, 4)
-	load := map[string]RegionLoad{}
-	for _, r := range m.Region {
-		load[r.Name] = RegionLoad{Bytes: 10 << 20, QPS: 40}
+	for i := range m.Region {
+		m.Region[i].Owner = ownerPtr(i / 2) // two regions on each store
+	}
+	load := map[string]RegionLoad{
+		"region-000": {Bytes: 20 << 20, QPS: 80}, "region-001": {Bytes: 20 << 20, QPS: 80},
+		"region-002": {Bytes: 1 << 20}, "region-003": {Bytes: 1 << 20},
 	}
 	s := BalanceSettings{Stores: 2, Tolerance: 0.15, MaxMovesInFlight: 2, MinBytes: 64 << 20, MinQPS: 100}
 	if got := Plan(m, load, nil, s); len(got) != 0 {
-		t.Fatalf("40 MiB and 160 requests/s on one store of two, floors 64 MiB and 100/s: plan %v, want none", got)
+		t.Fatalf("40 MiB and 160 requests/s against 2 MiB and none, floors 64 MiB and 100/s: plan %v, want none", got)
 	}
 	s.MinBytes = 8 << 20
 	if got := Plan(m, load, nil, s); len(got) == 0 {
-		t.Fatal("a 20 MiB gap over an 8 MiB floor: no plan")
+		t.Fatal("a 38 MiB gap over an 8 MiB floor: no plan")
 	}
 }
 
@@ -465,5 +470,306 @@ func TestPlanBringsUnevenNeighboursToTheRecuttingStore(t *testing.T) {
 	s.MaxMovesInFlight = 1
 	if got := Plan(m, load, nil, s); len(got) != 1 || got[0] != want[0] {
 		t.Fatalf("plan %v with room for one move, want the larger first: %v", got, want[0])
+	}
+}
+
+// balanceRounds runs the balancer as a store does: each round plans with
+// the previous round's moves in flight (their new owners open them during
+// the next round) and the regions moved in the last settle rounds
+// settling, and commits the plan. It checks every plan against the budget,
+// the moves in flight and the settling regions, and returns the final map,
+// the rounds until a round planned nothing with nothing in flight, and
+// every move made.
+func balanceRounds(t *testing.T, m Map, load map[string]RegionLoad, s BalanceSettings, settle, maxRounds int) (Map, int, []Move) {
+	t.Helper()
+	movedAt := map[string]int{}
+	inFlight := map[string]bool{}
+	var all []Move
+	for round := 0; ; round++ {
+		if round > maxRounds {
+			t.Fatalf("the balance did not settle in %d rounds: moves %v", maxRounds, all)
+		}
+		s.Settling = map[string]bool{}
+		for name, at := range movedAt {
+			if round-at <= settle && !inFlight[name] {
+				s.Settling[name] = true
+			}
+		}
+		moves := Plan(m, load, inFlight, s)
+		if len(moves)+len(inFlight) > s.MaxMovesInFlight {
+			t.Fatalf("round %d: %d moves with %d in flight, over the budget %d", round, len(moves), len(inFlight), s.MaxMovesInFlight)
+		}
+		for _, mv := range moves {
+			if inFlight[mv.Region] || s.Settling[mv.Region] {
+				t.Fatalf("round %d: %v moves a region in flight or settling", round, mv)
+			}
+			if r, _ := m.ByName(mv.Region); r.OwnerOf(s.Stores) != mv.From || mv.From == mv.To {
+				t.Fatalf("round %d: move %v, but the region is on %d", round, mv, r.OwnerOf(s.Stores))
+			}
+			movedAt[mv.Region] = round
+		}
+		if len(moves) == 0 && len(inFlight) == 0 {
+			return m, round, all
+		}
+		next, err := m.Moved(moves)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, all = next, append(all, moves...)
+		inFlight = map[string]bool{}
+		for _, mv := range moves {
+			inFlight[mv.Region] = true
+		}
+	}
+}
+
+func regionCounts(st []StoreLoad) []int {
+	var out []int
+	for _, s := range st {
+		out = append(out, s.Regions)
+	}
+	return out
+}
+
+// A cluster scaled from two stores to three under a light load (every gap
+// under the floors) fills the new store by region count: 8 regions on
+// stores 0 and 1 end 3/3/2, in two moves, within a few rounds.
+func TestPlanFillsANewStoreByRegionCount(t *testing.T) {
+	m := mapOf(t, 8)
+	load := map[string]RegionLoad{}
+	for i := range m.Region {
+		m.Region[i].Slot = i % 2 // placed by the slot rule while there were two stores
+		load[m.Region[i].Name] = RegionLoad{Bytes: int64(1+i) << 20, QPS: float64(10 * i)}
+	}
+	s := BalanceSettings{Stores: 3, Tolerance: 0.15, MaxMovesInFlight: 2, MinBytes: 64 << 20, MinQPS: 1000}
+	if got := regionCounts(Loads(m, load, 3)); fmt.Sprint(got) != "[4 4 0]" {
+		t.Fatalf("before: counts %v", got)
+	}
+	final, rounds, moves := balanceRounds(t, m, load, s, 10, 20)
+	if got := regionCounts(Loads(final, load, 3)); fmt.Sprint(got) != "[3 3 2]" {
+		t.Fatalf("after %d rounds and moves %v: counts %v, want [3 3 2]", rounds, moves, got)
+	}
+	if len(moves) != 2 || rounds > 3 {
+		t.Errorf("%d moves in %d rounds (%v), want 2 moves, within 3 rounds", len(moves), rounds, moves)
+	}
+	// The smallest region of the fullest store moves first.
+	if moves[0] != (Move{Region: "region-000", From: 0, To: 2}) {
+		t.Errorf("first move %v, want the smallest, region-000, from 0 to 2", moves[0])
+	}
+}
+
+// A count move never pushes bytes out of the tolerance (or floor) where
+// bytes are above the floor: three regions of 100 MiB against one of 300
+// stay as they are; with small regions on the fuller store, one moves.
+func TestCountBalanceKeepsBytesWithinTolerance(t *testing.T) {
+	m := mapOf(t, 4)
+	owners := []int{0, 0, 0, 1}
+	for i := range m.Region {
+		m.Region[i].Owner = ownerPtr(owners[i])
+	}
+	s := BalanceSettings{Stores: 2, Tolerance: 0.15, MaxMovesInFlight: 2, MinBytes: 64 << 20, MinQPS: 1000}
+	load := map[string]RegionLoad{
+		"region-000": {Bytes: 100 << 20}, "region-001": {Bytes: 100 << 20},
+		"region-002": {Bytes: 100 << 20}, "region-003": {Bytes: 300 << 20},
+	}
+	if got := Plan(m, load, nil, s); len(got) != 0 {
+		t.Fatalf("3 × 100 MiB against 300 MiB: plan %v; any move puts 100 MiB out of a 64 MiB allowance", got)
+	}
+	load["region-000"] = RegionLoad{Bytes: 280 << 20}
+	load["region-001"] = RegionLoad{Bytes: 10 << 20}
+	load["region-002"] = RegionLoad{Bytes: 10 << 20}
+	got := Plan(m, load, nil, s)
+	if len(got) != 1 || got[0].From != 0 || got[0].To != 1 || got[0].Region == "region-000" {
+		t.Fatalf("280+10+10 MiB against 300 MiB: plan %v, want one 10 MiB region from 0 to 1", got)
+	}
+	// The same under a request rate the move would unbalance.
+	load["region-001"] = RegionLoad{Bytes: 10 << 20, QPS: 5000}
+	load["region-002"] = RegionLoad{Bytes: 10 << 20, QPS: 5000}
+	load["region-003"] = RegionLoad{Bytes: 300 << 20, QPS: 10000}
+	if got := Plan(m, load, nil, s); len(got) != 0 {
+		t.Fatalf("plan %v moves 5,000 requests/s onto a store already at the mean", got)
+	}
+}
+
+// While a store is out of balance in bytes, counts wait, even when no byte
+// move can help (the one region of the fullest store is larger than the
+// gap): a count move then could be followed by byte moves it made
+// possible, and the passes could take turns undoing each other. Only from
+// a state the byte and request passes accept do count moves start, and
+// each keeps it so.
+func TestCountBalanceWaitsWhileBytesAreOutOfBalance(t *testing.T) {
+	// Store 0: one region of 700 MiB; store 1: 48 of 10 MiB; stores 2-4:
+	// one of 430 MiB each. Mean 494 MiB, allowance 74 MiB (15%): store 0
+	// is 206 over, and its one region cannot move (it is more than the
+	// 270 MiB gap to the emptiest store). Store 1's 48 regions against
+	// the others' one would give count moves that keep stores 1-4 within
+	// the allowance.
+	m := mapOf(t, 52)
+	load := map[string]RegionLoad{}
+	for i, r := range m.Region {
+		switch {
+		case i == 0:
+			m.Region[i].Owner = ownerPtr(0)
+			load[r.Name] = RegionLoad{Bytes: 700 << 20}
+		case i <= 48:
+			m.Region[i].Owner = ownerPtr(1)
+			load[r.Name] = RegionLoad{Bytes: 10 << 20}
+		default:
+			m.Region[i].Owner = ownerPtr(i - 47) // 49, 50, 51 → stores 2, 3, 4
+			load[r.Name] = RegionLoad{Bytes: 430 << 20}
+		}
+	}
+	s := BalanceSettings{Stores: 5, Tolerance: 0.15, MaxMovesInFlight: 2, MinBytes: 64 << 20, MinQPS: 1000}
+	if got := regionCounts(Loads(m, load, 5)); fmt.Sprint(got) != "[1 48 1 1 1]" {
+		t.Fatalf("counts %v", got)
+	}
+	if got := Plan(m, load, nil, s); len(got) != 0 {
+		t.Fatalf("plan %v while store 0 is out of balance in bytes", got)
+	}
+	// The same stores with store 0 within the allowance: counts move.
+	load["region-000"] = RegionLoad{Bytes: 500 << 20}
+	if got := Plan(m, load, nil, s); len(got) != 2 || got[0].From != 1 || got[1].From != 1 {
+		t.Fatalf("plan %v, want two count moves off store 1", got)
+	}
+}
+
+// The count balance respects what the other passes respect: moves in
+// flight (the budget, and never moved again), settling regions (another
+// full store gives instead), unreachable stores and leaving ones (neither
+// gives nor receives), small neighbours waiting to merge; and it waits
+// while another pass moves anything.
+func TestCountBalanceRespectsTheOtherPassesRules(t *testing.T) {
+	m := mapOf(t, 9)
+	for i := range m.Region {
+		m.Region[i].Owner = ownerPtr(i % 2) // 5 on store 0, 4 on store 1, none on 2
+	}
+	load := map[string]RegionLoad{}
+	for _, r := range m.Region {
+		load[r.Name] = RegionLoad{Bytes: 1 << 20}
+	}
+	s := BalanceSettings{Stores: 3, Tolerance: 0.15, MaxMovesInFlight: 2, MinBytes: 64 << 20, MinQPS: 1000}
+	if got := Plan(m, load, nil, s); len(got) != 2 || got[0].To != 2 || got[1].To != 2 {
+		t.Fatalf("plan %v, want two moves onto the empty store 2", got)
+	}
+	if got := Plan(m, load, map[string]bool{"region-000": true, "region-002": true}, s); len(got) != 0 {
+		t.Fatalf("two moves in flight, budget 2: plan %v", got)
+	}
+	if got := Plan(m, load, map[string]bool{"region-000": true}, s); len(got) != 1 || got[0].Region == "region-000" {
+		t.Fatalf("one move in flight: plan %v, want one move of another region", got)
+	}
+	s.Settling = map[string]bool{}
+	for i, r := range m.Region {
+		if i%2 == 0 {
+			s.Settling[r.Name] = true // every region of store 0
+		}
+	}
+	got := Plan(m, load, nil, s)
+	if len(got) == 0 || got[0].From != 1 || got[0].To != 2 {
+		t.Fatalf("store 0's regions settling: plan %v, want store 1 to give to store 2", got)
+	}
+	for _, r := range m.Region {
+		s.Settling[r.Name] = true
+	}
+	if got := Plan(m, load, nil, s); len(got) != 0 {
+		t.Fatalf("every region settling: plan %v", got)
+	}
+	s.Settling = nil
+	for _, o := range []int{2} {
+		s.Unreachable = []int{o}
+		if got := Plan(m, load, nil, s); len(got) != 0 {
+			t.Fatalf("store 2 unreachable (5/4 on the others): plan %v", got)
+		}
+		s.Unreachable = nil
+		s.Leaving = []int{o}
+		if got := Plan(m, load, nil, s); len(got) != 0 {
+			t.Fatalf("store 2 leaving (5/4 on the others): plan %v", got)
+		}
+		s.Leaving = nil
+	}
+	s.Unreachable = []int{0}
+	for _, mv := range Plan(m, load, nil, s) {
+		if mv.From == 0 {
+			t.Fatalf("plan %v: the unreachable store 0 gives a region", mv)
+		}
+	}
+	s.Unreachable = nil
+	// Small neighbours together on one store stay there.
+	pair := mapOf(t, 4)
+	for i := range pair.Region {
+		pair.Region[i].Owner = ownerPtr(0)
+	}
+	s.MergeBytes = 8 << 20
+	pload := map[string]RegionLoad{"region-000": {Bytes: 1 << 20}, "region-001": {Bytes: 2 << 20},
+		"region-002": {Bytes: 30 << 20}, "region-003": {Bytes: 40 << 20}}
+	for _, mv := range Plan(pair, pload, nil, BalanceSettings{Stores: 2, Tolerance: 0.15, MaxMovesInFlight: 2, MinBytes: 64 << 20, MergeBytes: 8 << 20}) {
+		if mv.Region == "region-000" || mv.Region == "region-001" {
+			t.Fatalf("plan %v parts small neighbours waiting to merge", mv)
+		}
+	}
+	// A drain plans: no count move beside it.
+	s.MergeBytes = 0
+	s.Leaving = []int{1}
+	s.MaxMovesInFlight = 10
+	for _, mv := range Plan(m, load, nil, s) {
+		if mv.From != 1 {
+			t.Fatalf("plan %v beside a drain", mv)
+		}
+	}
+}
+
+// Random light clusters (every region at most 1 MiB, a few requests/s:
+// under the floors): random store counts, regions on a random subset of
+// the stores (the others new), random budgets and settling. The balance
+// ends with every reachable staying store within one region of every
+// other, in a bounded number of rounds, and without churn: no region moves
+// twice and no store both gives and receives.
+func TestCountBalanceOverRandomLightClusters(t *testing.T) {
+	for seed := range uint64(300) {
+		rng := rand.New(rand.NewPCG(seed, 53))
+		stores := 2 + rng.IntN(7)
+		m := mapOf(t, 1+rng.IntN(60))
+		holders := 1 + rng.IntN(stores)
+		load := map[string]RegionLoad{}
+		for i := range m.Region {
+			m.Region[i].Owner = ownerPtr(rng.IntN(holders))
+			load[m.Region[i].Name] = RegionLoad{Bytes: int64(rng.IntN(1 << 20)), QPS: float64(rng.IntN(10))}
+		}
+		s := BalanceSettings{Stores: stores, Tolerance: 0.15, MaxMovesInFlight: 1 + rng.IntN(3), MinBytes: 64 << 20, MinQPS: 1000}
+		if rng.IntN(3) == 0 {
+			s.Unreachable = []int{rng.IntN(stores)}
+		}
+		settle := rng.IntN(11)
+		name := fmt.Sprintf("seed %d: %d regions, %d stores (%d holding), unreachable %v, budget %d, settle %d",
+			seed, len(m.Region), stores, holders, s.Unreachable, s.MaxMovesInFlight, settle)
+		before := Loads(m, load, stores)
+		final, rounds, moves := balanceRounds(t, m, load, s, settle, 40*len(m.Region)+40)
+		after := Loads(final, load, stores)
+		lo, hi := len(m.Region), 0
+		for o, st := range after {
+			if slices.Contains(s.Unreachable, o) {
+				if st.Regions != before[o].Regions {
+					t.Fatalf("%s: the unreachable store %d went from %d to %d regions", name, o, before[o].Regions, st.Regions)
+				}
+				continue
+			}
+			lo, hi = min(lo, st.Regions), max(hi, st.Regions)
+		}
+		if hi-lo > 1 {
+			t.Fatalf("%s: counts %v after %d rounds, %d moves", name, regionCounts(after), rounds, len(moves))
+		}
+		once := map[string]bool{}
+		gave, took := map[int]bool{}, map[int]bool{}
+		for _, mv := range moves {
+			if once[mv.Region] {
+				t.Fatalf("%s: %s moved twice: %v", name, mv.Region, moves)
+			}
+			once[mv.Region] = true
+			gave[mv.From], took[mv.To] = true, true
+		}
+		for o := range gave {
+			if took[o] {
+				t.Fatalf("%s: store %d both gave and received: %v", name, o, moves)
+			}
+		}
 	}
 }
