@@ -32,8 +32,10 @@ func newMemstoreCommand() *cobra.Command {
 			"compaction), WAL bytes, in-memory flushes/merges/compactions, versions dropped, GC CPU share, get p99 and scan\n" +
 			"latency; medians, spread and ratios to None. Writes memstore.json, memstore.md and memstore.png into --out.\n\n" +
 			"The defaults are the full run: 2M keys, 3.5M puts (≈ 6 × 64 MiB of raw data, ~10 disk flushes under None) per\n" +
-			"run, 5 runs × 4 policies × 2 distributions = 40 runs of 8–16 s: about 10 minutes on two idle cores\n" +
-			"(make bench-memstore). Run it on an otherwise idle machine; --writes, --keys, --runs and --memstore-mib scale it.",
+			"run, 5 runs × 4 policies × 2 distributions = 40 runs, each with a paced phase after the full-speed writes: about\n" +
+			"25 minutes on two idle cores (make bench-memstore); the committed report is --runs 10 (about 45 minutes), which the\n" +
+			"full-speed read goal needs on two cores. Run it on an otherwise idle machine; --writes, --keys, --runs and\n" +
+			"--memstore-mib scale it.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if fromJSON != "" {
