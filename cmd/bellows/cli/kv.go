@@ -25,12 +25,19 @@ type kvFlags struct {
 	addr    string
 	timeout time.Duration
 	hex     bool
+	raw     bool
 	output  string
 }
 
-func (f *kvFlags) codec() codec { return codec{hex: f.hex} }
+func (f *kvFlags) codec() codec { return codec{hex: f.hex, raw: f.raw} }
 
 func (f *kvFlags) printer(cmd *cobra.Command, header ...string) (*printer, error) {
+	switch {
+	case f.raw && f.hex:
+		return nil, errors.New("give --raw (the bytes as they are) or --hex (in hexadecimal), not both")
+	case f.raw && f.output != "text":
+		return nil, fmt.Errorf("--raw is for the text output; -o %s encodes keys and values itself", f.output)
+	}
 	return newPrinter(cmd.OutOrStdout(), f.output, f.codec(), header...)
 }
 
@@ -73,14 +80,22 @@ func newKVCommand() *cobra.Command {
 		Long: `The Go client on the command line. Keys and values are given as arguments
 (with --hex, in hexadecimal); put also reads a value from a file
 (--value-file FILE) or from standard input (--value-file -, or no VALUE with
-input piped). -o json prints one JSON object per line, keys and values in
-base64 (hexadecimal with --hex); -o table aligns columns.`,
+input piped). The text output is a line per key, KEY<TAB>VALUE: a key or
+value that is not plain printable text (a tab, a newline, other control
+characters, bytes that are not UTF-8) or begins with " is printed Go-quoted,
+"\x00\xffa\tb", so binary data neither garbles a terminal nor breaks a line;
+--raw prints the bytes as they are, --hex in hexadecimal. get KEY prints the
+value alone, as its bytes are, when its output is not a terminal (redirected
+or piped: no newline added, so get k > FILE gives back what put k
+--value-file FILE wrote). -o json prints one JSON object per line, keys and
+values in base64 (hexadecimal with --hex); -o table aligns columns.`,
 	}
 	pf := cmd.PersistentFlags()
 	pf.StringVar(&f.addr, "addr", defaultStoreAddr,
 		fmt.Sprintf("seed addresses, comma-separated: a store or the cluster's client Service (HOST without :PORT means port %d); requests go to each key's owner", contract.StoreGRPCPort))
 	pf.DurationVar(&f.timeout, "timeout", 10*time.Second, "per-command timeout, retries included (0: none; Ctrl-C still stops)")
 	pf.BoolVar(&f.hex, "hex", false, "keys and values are hexadecimal, in the arguments and the output")
+	pf.BoolVar(&f.raw, "raw", false, "text output: keys and values as their bytes are, not quoted when they are not plain text (get KEY: the value alone, without a newline, on a terminal too)")
 	pf.StringVarP(&f.output, "output", "o", "text", "output format: "+strings.Join(outputFormats, ", "))
 	addClientTLSFlag(pf)
 
@@ -257,10 +272,13 @@ func writeResult(p *printer, r client.WriteResult) error {
 func newKVGetCommand(f *kvFlags) *cobra.Command {
 	var readTS uint64
 	cmd := &cobra.Command{Use: "get KEY [KEY...]", Short: "Read a value, or several keys' in one BatchGet (exit status 1 if one is absent)", Args: cobra.MinimumNArgs(1),
-		Long: `Reads KEY's value. With several keys, reads them all in one BatchGet (one
-call per region, concurrently) and prints each key found as KEY<TAB>VALUE, in
-the order given; a key that is absent is named on standard error and the exit
-status is 1.`,
+		Long: `Reads KEY's value. On a terminal it is printed with a newline after it, Go-quoted
+if it is not plain text ("\x00\xff"); otherwise (redirected to a file,
+piped) it is written exactly, its bytes and nothing more, as with --raw
+(which does that on a terminal too). With several keys, reads them all in one
+BatchGet (one call per region, concurrently) and prints each key found as
+KEY<TAB>VALUE, in the order given, quoted as kv scan quotes them; a key that
+is absent is named on standard error and the exit status is 1.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			p, err := f.printer(cmd, "KEY", "VALUE")
 			if err != nil {
@@ -293,7 +311,7 @@ status is 1.`,
 				if !found {
 					return &userError{what: fmt.Sprintf("%q: not found", args[0])}
 				}
-				_ = p.record(p.text(v)+"\n", map[string]any{"key": p.json(key), "value": p.json(v)}, p.table(key), p.table(v))
+				_ = p.record(p.value(v, isTerminal(cmd.OutOrStdout())), map[string]any{"key": p.json(key), "value": p.json(v)}, p.table(key), p.table(v))
 				return p.flush()
 			})
 		}}
@@ -449,7 +467,11 @@ down, and --limit N then gives the N highest (like etcdctl get
 --sort-order=DESCEND); START still comes first and must not be after END.
 --before KEY [START] lists the keys below KEY. A scan stopped by --timeout or
 Ctrl-C prints, on standard error, the last key it printed and the command
-that resumes after it (before it, with --reverse).`,
+that resumes after it (before it, with --reverse). Each line is KEY<TAB>VALUE;
+a key or value that is not plain printable text, or begins with ", is
+printed Go-quoted ("\x00\xffa\tb"), so binary data cannot garble a terminal
+or split a line; --raw prints the bytes as they are, --hex in hexadecimal,
+-o json in base64.`,
 		Args: cobra.MaximumNArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if limit < 0 {

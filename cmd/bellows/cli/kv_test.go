@@ -156,10 +156,10 @@ func TestKVValuesFromFilesAndStdin(t *testing.T) {
 	if _, _, err := (kvRun{stdin: strings.NewReader("piped")}).run(t, addr, "put", "b"); err != nil {
 		t.Fatal(err)
 	}
-	if got := kv(t, addr, "get", "a"); got != "from\nstdin\n" {
+	if got := kv(t, addr, "get", "a"); got != "from\nstdin" {
 		t.Fatalf("get a = %q", got)
 	}
-	if got := kv(t, addr, "get", "b"); got != "piped\n" {
+	if got := kv(t, addr, "get", "b"); got != "piped" {
 		t.Fatalf("get b = %q", got)
 	}
 	// One byte past the limit: refused before anything is sent, naming it.
@@ -268,7 +268,7 @@ func TestParseSeedsGivesTheStorePort(t *testing.T) {
 func TestKVTimeoutZeroMeansNone(t *testing.T) {
 	addr := startStore(t)
 	kv(t, addr, "put", "k", "v", "--timeout", "0s")
-	if got := kv(t, addr, "get", "k", "--timeout", "0"); got != "v\n" {
+	if got := kv(t, addr, "get", "k", "--timeout", "0"); got != "v" {
 		t.Fatalf("get --timeout 0 = %q", got)
 	}
 	if err := kvFails(t, addr, "get", "k", "--timeout", "-1s"); !strings.Contains(err.Error(), "--timeout -1s: must be 0 (no timeout) or more") {

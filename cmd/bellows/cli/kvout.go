@@ -6,21 +6,25 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
+	"unicode/utf8"
 )
 
-// Output formats of `bellows kv -o`. text is for people and pipes (raw
-// bytes, tab-separated), json for programs (one object per line, so a long
-// scan streams), table for people (aligned columns, bytes escaped).
+// Output formats of `bellows kv -o`. text is for people and pipes (a line
+// per record, tab-separated, a key or value that is not plain text quoted),
+// json for programs (one object per line, so a long scan streams), table
+// for people (aligned columns, bytes escaped).
 var outputFormats = []string{"text", "json", "table"}
 
 // codec is how keys and values cross the command line: --hex means both
 // the arguments and the output are hexadecimal, so any bytes can be given
-// and shown without garbling a terminal.
-type codec struct{ hex bool }
+// and shown without garbling a terminal; --raw, that the text format
+// writes them as their bytes are, unquoted.
+type codec struct{ hex, raw bool }
 
 // arg decodes a key or value given as an argument; what names it in errors.
 func (c codec) arg(what, s string) ([]byte, error) {
@@ -34,12 +38,58 @@ func (c codec) arg(what, s string) ([]byte, error) {
 	return b, nil
 }
 
-// text is b as the text format prints it: raw, or hex.
+// text is b as a field of the text format's lines: hexadecimal with
+// --hex, its bytes with --raw; else as it is when it is plain text, and
+// Go-quoted ("a\tb", "\x00\xff") when it holds anything else (a control
+// character such as a tab or newline, bytes that are not UTF-8) or begins
+// with a double quote. So a binary value neither garbles a terminal nor
+// splits its line, and a field that begins with " is the quoted one
+// (strconv.Unquote gives its bytes back).
 func (c codec) text(b []byte) string {
-	if c.hex {
+	switch {
+	case c.hex:
 		return hex.EncodeToString(b)
+	case c.raw || plainText(b):
+		return string(b)
 	}
-	return string(b)
+	return strconv.Quote(string(b))
+}
+
+// plainText: b is printable UTF-8 (spaces included; no tab, newline or
+// other control character) and does not begin with a double quote.
+func plainText(b []byte) bool {
+	if len(b) > 0 && b[0] == '"' {
+		return false
+	}
+	for len(b) > 0 {
+		r, n := utf8.DecodeRune(b)
+		if r == utf8.RuneError && n <= 1 || !strconv.IsPrint(r) {
+			return false
+		}
+		b = b[n:]
+	}
+	return true
+}
+
+// isTerminal reports whether w is a terminal (a character device: a
+// terminal, or /dev/null, which reads nothing either way).
+var isTerminal = func(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
+
+// value is a value printed alone (kv get KEY) in the text format: its
+// bytes exactly, unless it goes to a terminal without --raw (then as a
+// field of a line, and a newline) or is hexadecimal (a line).
+func (c codec) value(v []byte, terminal bool) string {
+	if c.hex || terminal && !c.raw {
+		return c.text(v) + "\n"
+	}
+	return string(v)
 }
 
 // json is b in a JSON document: base64 (as etcdctl -w json), or hex.

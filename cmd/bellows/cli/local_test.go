@@ -206,7 +206,7 @@ func TestLocalNeedsCreateBucketForAnotherDataDirAndKeepsEarlierLogs(t *testing.T
 	// it SIGTERM) and holds the data directory's lock until it is gone.
 	waitForLock(t, filepath.Join(dir, "other", localLockFile))
 	again := startLocal(t, dir, "--data-dir", "other") // no --create-bucket: the cluster is there
-	if got := kv(t, again.addr, "get", "k"); got != "v\n" {
+	if got := kv(t, again.addr, "get", "k"); got != "v" {
 		t.Fatalf("get k after the restart = %q", got)
 	}
 	data, err := os.ReadFile(log)
