@@ -95,6 +95,9 @@ func (c *KVCluster) SetDefaults() {
 	if s.WALArchive.Interval == "" {
 		s.WALArchive.Interval = DurationOf(DefaultWALArchiveInterval)
 	}
+	if s.Durability.Mode == "" {
+		s.Durability.Mode = contract.DefaultDurability
+	}
 	e := &s.Engine
 	if e.Memstore.Policy == "" {
 		e.Memstore.Policy = DefaultMemstorePolicy

@@ -13,6 +13,7 @@ import (
 // KVClusterSpec is the desired state of a Bellows cluster's storage pods.
 //
 // +kubebuilder:validation:XValidation:rule="self.engine.offload != 'Required' || has(self.compactionPoolRef)",message="engine.offload: Required needs a compactionPoolRef naming the CompactionPool that runs the compactions"
+// +kubebuilder:validation:XValidation:rule=`!has(self.durability) || !has(self.durability.mode) || self.durability.mode != 'Bucket' || !has(self.walArchive) || !has(self.walArchive.interval) || !self.walArchive.interval.matches('^[-+]?(0|(([0-9]+([.][0-9]*)?|[.][0-9]+)(ns|us|ms|s|m|h))+)$') || duration(self.walArchive.interval) > duration('0s')`,fieldPath=`.durability.mode`,message="durability.mode: Bucket keeps the WAL in the bucket, which needs walArchive.interval above 0s (the stream's frontier is recorded at it): set walArchive.interval, e.g. 5s, or durability.mode Local"
 type KVClusterSpec struct {
 	// Replicas is the number of storage pods. Regions are spread over them.
 	// +kubebuilder:default=3
@@ -95,11 +96,34 @@ type KVClusterSpec struct {
 	// +optional
 	WALArchive WALArchiveSpec `json:"walArchive,omitzero"`
 
+	// Durability says where a write is durable before it is acknowledged
+	// (docs/failover.md).
+	// +kubebuilder:default={mode: Bucket}
+	// +optional
+	Durability DurabilitySpec `json:"durability,omitzero"`
+
 	// TLS is the transport security of every port of the storage pods
 	// (clients, peers, metrics) and of their calls to the workers.
 	// +kubebuilder:default={mode: Operator}
 	// +optional
 	TLS TLSSpec `json:"tls,omitzero"`
+}
+
+// DurabilitySpec is where a write is durable before it is acknowledged.
+type DurabilitySpec struct {
+	// Mode (store --durability): Bucket, the default, acknowledges a write
+	// once its group commit is in the region's WAL stream in the bucket:
+	// losing a store's node or volume loses no acknowledged write (RPO 0),
+	// and a write waits for one bucket PUT (about 1-3 ms on a MinIO in the
+	// same network, 15-40 ms on S3 Standard or GCS). Local acknowledges
+	// once the store's own WAL has it: faster on a slow bucket, but a lost
+	// node or volume loses the writes the WAL archive had not shipped yet,
+	// up to walArchive.interval of them (the RPO). A change rolls the
+	// storage pods.
+	// +kubebuilder:validation:Enum=Bucket;Local
+	// +kubebuilder:default=Bucket
+	// +optional
+	Mode string `json:"mode,omitempty"`
 }
 
 // WALArchiveSpec is the continuous WAL archive's setting.

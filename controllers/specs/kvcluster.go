@@ -187,6 +187,11 @@ func StoreArgs(c *kvapi.KVCluster, pool *kvapi.CompactionPool) []string {
 	// nothing.
 	args = append(args, contract.Arg(contract.FlagMaxClockOffset, c.Spec.MaxClockOffsetOrDefault()))
 	args = append(args, contract.Arg(contract.FlagWALArchiveInterval, c.Spec.WALArchiveIntervalOrDefault()))
+	durability := c.Spec.Durability.Mode
+	if durability == "" {
+		durability = contract.DefaultDurability
+	}
+	args = append(args, contract.Arg(contract.FlagDurability, durability))
 	// The store reads the replica count from its StatefulSet (a watch),
 	// so a replica change leaves the pod template alone: no store
 	// restarts, only the regions whose owner changes move.

@@ -82,7 +82,7 @@ func TestStoreArgs(t *testing.T) {
 		{"region count and a pool", defaultedCluster(), referencedPool(), []string{
 			"store", "--listen=:7400", "--metrics-listen=:9090", "--bucket=file:///bucket",
 			"--wal-dir=/var/lib/bellows/wal", "--config=/etc/bellows/engine.yaml",
-			"--regions=7", "--split-bytes=3221225472", "--merge-bytes=805306368", "--max-moves-in-flight=2", "--recut-tolerance=0.2", "--balance-min-bytes=67108864", "--split-qps=0", "--max-clock-offset=250ms", "--wal-archive-interval=5s",
+			"--regions=7", "--split-bytes=3221225472", "--merge-bytes=805306368", "--max-moves-in-flight=2", "--recut-tolerance=0.2", "--balance-min-bytes=67108864", "--split-qps=0", "--max-clock-offset=250ms", "--wal-archive-interval=5s", "--durability=Bucket",
 			"--region-owner=$(POD_INDEX)", "--replicas-from=ns/kv", "--peer-service=ns/kv-headless",
 			"--compactor-service=ns/pool-compactor", "--tls-dir=/etc/bellows-tls", "--tokens-file=/etc/bellows-tokens/tokens",
 		}},
@@ -92,7 +92,7 @@ func TestStoreArgs(t *testing.T) {
 		{"split keys, offload disabled", fullCluster(), referencedPool(), []string{
 			"store", "--listen=:7400", "--metrics-listen=:9090", "--bucket=s3://bucket/prefix",
 			"--wal-dir=/var/lib/bellows/wal", "--config=/etc/bellows/engine.yaml",
-			"--split-keys=g,p", "--split-bytes=1073741824", "--merge-bytes=268435456", "--max-moves-in-flight=2", "--recut-tolerance=0.35", "--balance-min-bytes=67108864", "--split-qps=2500", "--max-clock-offset=50ms", "--wal-archive-interval=1s",
+			"--split-keys=g,p", "--split-bytes=1073741824", "--merge-bytes=268435456", "--max-moves-in-flight=2", "--recut-tolerance=0.35", "--balance-min-bytes=67108864", "--split-qps=2500", "--max-clock-offset=50ms", "--wal-archive-interval=1s", "--durability=Bucket",
 			"--region-owner=$(POD_INDEX)", "--replicas-from=prod/big", "--peer-service=prod/big-headless",
 		}},
 		{"no pool", func() *kvapi.KVCluster {
@@ -103,14 +103,14 @@ func TestStoreArgs(t *testing.T) {
 		}(), nil, []string{
 			"store", "--listen=:7400", "--metrics-listen=:9090", "--bucket=file:///bucket",
 			"--wal-dir=/var/lib/bellows/wal", "--config=/etc/bellows/engine.yaml",
-			"--regions=70", "--split-bytes=536870912", "--merge-bytes=134217728", "--max-moves-in-flight=2", "--recut-tolerance=0.2", "--balance-min-bytes=67108864", "--split-qps=0", "--max-clock-offset=250ms", "--wal-archive-interval=5s",
+			"--regions=70", "--split-bytes=536870912", "--merge-bytes=134217728", "--max-moves-in-flight=2", "--recut-tolerance=0.2", "--balance-min-bytes=67108864", "--split-qps=0", "--max-clock-offset=250ms", "--wal-archive-interval=5s", "--durability=Bucket",
 			"--region-owner=$(POD_INDEX)", "--replicas-from=ns/kv", "--peer-service=ns/kv-headless", "--tls-dir=/etc/bellows-tls", "--tokens-file=/etc/bellows-tokens/tokens",
 		}},
 		// The pool named does not exist (yet): the default without a pool.
 		{"pool not found", defaultedCluster(), nil, []string{
 			"store", "--listen=:7400", "--metrics-listen=:9090", "--bucket=file:///bucket",
 			"--wal-dir=/var/lib/bellows/wal", "--config=/etc/bellows/engine.yaml",
-			"--regions=7", "--split-bytes=536870912", "--merge-bytes=134217728", "--max-moves-in-flight=2", "--recut-tolerance=0.2", "--balance-min-bytes=67108864", "--split-qps=0", "--max-clock-offset=250ms", "--wal-archive-interval=5s",
+			"--regions=7", "--split-bytes=536870912", "--merge-bytes=134217728", "--max-moves-in-flight=2", "--recut-tolerance=0.2", "--balance-min-bytes=67108864", "--split-qps=0", "--max-clock-offset=250ms", "--wal-archive-interval=5s", "--durability=Bucket",
 			"--region-owner=$(POD_INDEX)", "--replicas-from=ns/kv", "--peer-service=ns/kv-headless",
 			"--compactor-service=ns/pool-compactor", "--tls-dir=/etc/bellows-tls", "--tokens-file=/etc/bellows-tokens/tokens",
 		}},
@@ -122,7 +122,7 @@ func TestStoreArgs(t *testing.T) {
 		}(), referencedPool(), []string{
 			"store", "--listen=:7400", "--metrics-listen=:9090", "--bucket=file:///bucket",
 			"--wal-dir=/var/lib/bellows/wal", "--config=/etc/bellows/engine.yaml",
-			"--regions=7", "--split-bytes=0", "--merge-bytes=0", "--max-moves-in-flight=2", "--recut-tolerance=0.2", "--balance-min-bytes=67108864", "--split-qps=0", "--max-clock-offset=250ms", "--wal-archive-interval=5s",
+			"--regions=7", "--split-bytes=0", "--merge-bytes=0", "--max-moves-in-flight=2", "--recut-tolerance=0.2", "--balance-min-bytes=67108864", "--split-qps=0", "--max-clock-offset=250ms", "--wal-archive-interval=5s", "--durability=Bucket",
 			"--region-owner=$(POD_INDEX)", "--replicas-from=ns/kv", "--peer-service=ns/kv-headless",
 			"--compactor-service=ns/pool-compactor", "--tls-dir=/etc/bellows-tls", "--tokens-file=/etc/bellows-tokens/tokens",
 		}},
@@ -136,7 +136,7 @@ func TestStoreArgs(t *testing.T) {
 		}(), referencedPool(), []string{
 			"store", "--listen=:7400", "--metrics-listen=:9090", "--bucket=file:///bucket",
 			"--wal-dir=/var/lib/bellows/wal", "--config=/etc/bellows/engine.yaml",
-			"--regions=7", "--split-bytes=3221225472", "--merge-bytes=805306368", "--max-moves-in-flight=2", "--recut-tolerance=0.2", "--balance-min-bytes=67108864", "--split-qps=0", "--max-clock-offset=0s", "--wal-archive-interval=5s",
+			"--regions=7", "--split-bytes=3221225472", "--merge-bytes=805306368", "--max-moves-in-flight=2", "--recut-tolerance=0.2", "--balance-min-bytes=67108864", "--split-qps=0", "--max-clock-offset=0s", "--wal-archive-interval=5s", "--durability=Bucket",
 			"--region-owner=$(POD_INDEX)", "--replicas-from=ns/kv", "--peer-service=ns/kv-headless",
 			"--compactor-service=ns/pool-compactor", "--tls-dir=/etc/bellows-tls", "--tokens-file=/etc/bellows-tokens/tokens",
 		}},
@@ -147,7 +147,7 @@ func TestStoreArgs(t *testing.T) {
 		}(), referencedPool(), []string{
 			"store", "--listen=:7400", "--metrics-listen=:9090", "--bucket=file:///bucket",
 			"--wal-dir=/var/lib/bellows/wal", "--config=/etc/bellows/engine.yaml",
-			"--regions=7", "--split-bytes=3221225472", "--merge-bytes=805306368", "--max-moves-in-flight=2", "--recut-tolerance=0.2", "--balance-min-bytes=67108864", "--split-qps=0", "--max-clock-offset=250ms", "--wal-archive-interval=5s",
+			"--regions=7", "--split-bytes=3221225472", "--merge-bytes=805306368", "--max-moves-in-flight=2", "--recut-tolerance=0.2", "--balance-min-bytes=67108864", "--split-qps=0", "--max-clock-offset=250ms", "--wal-archive-interval=5s", "--durability=Bucket",
 			"--region-owner=$(POD_INDEX)", "--replicas-from=ns/kv", "--peer-service=ns/kv-headless",
 			"--compactor-service=ns/pool-compactor", "--tls-dir=/etc/bellows-tls", "--tokens-file=/etc/bellows-tokens/tokens",
 		}},

@@ -301,6 +301,12 @@ const (
 	// WALArchiveIdleRefresh intervals, so an idle cluster costs a bucket
 	// write per region per minute, not per interval.
 	DefaultWALArchiveInterval = 5 * time.Second
+	// DefaultDurability is where a write is durable before it is
+	// acknowledged (docs/failover.md): DurabilityBucket, every group commit
+	// in the region's WAL stream in the bucket, so a lost node or volume
+	// loses nothing acknowledged; DurabilityLocal, the local WAL's fsync,
+	// with the archive DefaultWALArchiveInterval behind.
+	DefaultDurability = DurabilityBucket
 	// WALArchiveIdleRefresh: see DefaultWALArchiveInterval.
 	WALArchiveIdleRefresh = 12
 	// DefaultOwnershipCheckInterval is how often an open region looks for a
@@ -380,3 +386,18 @@ func WorkerGracePeriod(drainTimeout time.Duration) time.Duration {
 
 // Image is the bellows image of a version, in ImageRepository.
 func Image(version string) string { return ImageRepository + ":" + version }
+
+// The durability modes (--durability, KVCluster spec.durability.mode).
+const (
+	// DurabilityBucket: a write is acknowledged once its group commit is in
+	// the region's WAL stream in the bucket. RPO 0: a lost node or volume
+	// loses no acknowledged write; a write waits for one bucket PUT.
+	DurabilityBucket = "Bucket"
+	// DurabilityLocal: a write is acknowledged once the local WAL has it
+	// (fsync, or the engine's syncMode); the archive ships it every
+	// --wal-archive-interval. RPO: that interval, for a lost node or volume.
+	DurabilityLocal = "Local"
+)
+
+// DurabilityModes are the values --durability accepts.
+var DurabilityModes = []string{DurabilityBucket, DurabilityLocal}

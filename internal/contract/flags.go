@@ -55,6 +55,7 @@ const (
 	FlagForceTakeover          = "force-takeover"
 	FlagOwnershipCheckInterval = "ownership-check-interval"
 	FlagWALArchiveInterval     = "wal-archive-interval"
+	FlagDurability             = "durability"
 	// FlagTLSDir is a directory of ca.crt, tls.crt and tls.key
 	// (internal/tlsconfig): the process serves and dials mutual TLS.
 	FlagTLSDir = "tls-dir"

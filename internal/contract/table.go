@@ -72,6 +72,7 @@ func Settings() []Setting {
 		{"CompactionPool spec.autoscaling.syncPeriod", dur(DefaultAutoscalingSync)},
 		{"CompactionPool spec.autoscaling.scaleUpStabilizationWindow", dur(DefaultScaleUpWindow)},
 		{"CompactionPool spec.autoscaling.scaleDownStabilizationWindow", dur(DefaultScaleDownWindow)},
+		{"KVCluster spec.durability.mode · store --durability", DefaultDurability},
 		{"store --release-timeout", dur(DefaultReleaseTimeout)},
 		{"store --ownership-check-interval", dur(DefaultOwnershipCheckInterval)},
 		{"store --release-poll-interval", dur(DefaultReleasePollInterval)},

@@ -67,7 +67,7 @@ func newStoreCommand() *cobra.Command {
 	f.StringSliceVar(&cfg.Peers, contract.FlagPeers, nil, "the stores of the cluster, host:port,... (this one may be listed): requests for their regions are forwarded to them")
 	f.StringVar(&cfg.PeerService, contract.FlagPeerService, "", "NAMESPACE/NAME of the stores' headless Service: the peers are its EndpointSlices' endpoints (needs list/watch on endpointslices)")
 	f.BoolVar(&cfg.ForceTakeover, contract.FlagForceTakeover, false,
-		"claim assigned regions even if another store owns them and has not released them, forfeiting the writes it acknowledged but did not flush (use only when that store's WAL volume is gone)")
+		"claim assigned regions even if another store owns them and has not released them: fence that store's WAL stream in the bucket and replay it (with --"+contract.FlagDurability+" "+contract.DurabilityBucket+" nothing acknowledged is lost; with "+contract.DurabilityLocal+", what its archive had not shipped is); use only when that store is gone")
 	f.DurationVar(&cfg.OwnershipCheckInterval, contract.FlagOwnershipCheckInterval, cfg.OwnershipCheckInterval,
 		"how often each region checks the bucket for a newer owner, so a store whose region was forcibly taken over stops acknowledging writes; 0 checks only at its own manifest commits")
 	f.StringVar(&cfg.TLSDir, contract.FlagTLSDir, "", "directory of ca.crt, tls.crt and tls.key: serve mutual TLS (clients need a certificate of the CA, or a token with --"+contract.FlagTokensFile+") and dial peers and compactors with it; \"\": plaintext")
@@ -75,6 +75,9 @@ func newStoreCommand() *cobra.Command {
 		"with --"+contract.FlagTLSDir+": a file of tokens, one per line \"ROLE SHA256 NAME\" (role read, write or admin; the token's SHA-256 in hex): a client may present one (authorization: Bearer TOKEN) instead of a certificate; reloaded when it changes")
 	f.DurationVar(&cfg.WALArchiveInterval, contract.FlagWALArchiveInterval, cfg.WALArchiveInterval,
 		"how often each region ships its WAL to the bucket's archive (wal-archive/), for point-in-time restore and against a lost volume: the most acknowledged writes a lost volume can take with it; 0 does not archive")
+	f.StringVar(&cfg.Durability, contract.FlagDurability, cfg.Durability,
+		"where a write is durable before it is acknowledged: "+contract.DurabilityBucket+" (its group commit in the region's WAL stream in the bucket: a lost node or volume loses no acknowledged write, RPO 0; a write waits for one bucket PUT) or "+
+			contract.DurabilityLocal+" (the local WAL; the archive follows every --"+contract.FlagWALArchiveInterval+", which is the RPO when the node or volume is lost) (docs/failover.md)")
 	f.DurationVar(&cfg.ReleaseTimeout, contract.FlagReleaseTimeout, cfg.ReleaseTimeout,
 		"on SIGTERM, how long to spend releasing the regions (running compactions aborted, flushed, marked released) before the remaining requests are finished; a region not released in time stays owned by this store's WAL (it must fit in the pod's grace period)")
 	f.DurationVar(&cfg.ReleasePollInterval, contract.FlagReleasePollInterval, cfg.ReleasePollInterval,

@@ -83,8 +83,11 @@ type Config struct {
 	ForceTakeover          bool
 	OwnershipCheckInterval time.Duration
 	// WALArchiveInterval: how often each region ships its WAL to the
-	// bucket's archive (the RPO); 0 does not archive.
+	// bucket's archive (the RPO of durability Local); 0 does not archive.
 	WALArchiveInterval time.Duration
+	// Durability: contract.DurabilityBucket (every group commit in the
+	// bucket before its ack) or contract.DurabilityLocal.
+	Durability string
 	// TLSDir, when set, serves mutual TLS from it and dials peers and
 	// compaction workers with it (internal/tlsconfig).
 	TLSDir string
@@ -137,6 +140,7 @@ func Default() Config {
 		MaxMovesInFlight:       contract.DefaultMaxMovesInFlight,
 		OwnershipCheckInterval: contract.DefaultOwnershipCheckInterval,
 		WALArchiveInterval:     contract.DefaultWALArchiveInterval,
+		Durability:             contract.DefaultDurability,
 		ReleaseTimeout:         contract.DefaultReleaseTimeout,
 		ReleasePollInterval:    contract.DefaultReleasePollInterval,
 		TxnLockTTL:             contract.DefaultTxnLockTTL,
@@ -242,6 +246,16 @@ func (c Config) Validate() error {
 	}
 	if c.WALArchiveInterval < 0 {
 		flag(contract.FlagWALArchiveInterval, "%v is negative; write how often to ship the WAL to the bucket, e.g. 5s, or 0 not to archive it", c.WALArchiveInterval)
+	}
+	switch c.Durability {
+	case contract.DurabilityBucket:
+		if c.WALArchiveInterval == 0 {
+			flag(contract.FlagDurability, "%s keeps the WAL in the bucket, which needs --%s above 0 (the stream's frontier is recorded at it); set it, or --%s %s",
+				c.Durability, contract.FlagWALArchiveInterval, contract.FlagDurability, contract.DurabilityLocal)
+		}
+	case contract.DurabilityLocal:
+	default:
+		flag(contract.FlagDurability, "%q is not a durability mode: want one of %v", c.Durability, contract.DurabilityModes)
 	}
 	if c.ReleaseTimeout <= 0 {
 		flag(contract.FlagReleaseTimeout, "%v must be positive", c.ReleaseTimeout)

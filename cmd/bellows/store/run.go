@@ -106,6 +106,12 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, out io.Writer) error
 	if err != nil {
 		return fmt.Errorf("engine.yaml syncMode: %w", err)
 	}
+	walInBucket := cfg.Durability == contract.DurabilityBucket
+	if walInBucket {
+		// The bucket's copy is what the ack waits for; an fsync of the
+		// local copy per group would only add its latency.
+		walMode = wal.ModeAsync
+	}
 
 	if err := refuseMissingFileBucket(cfg.Bucket, cfg.CreateBucket); err != nil {
 		return err
@@ -198,7 +204,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, out io.Writer) error
 		Compaction: compaction.Policy{MinFiles: e.Compaction.MinFiles, MaxFiles: e.Compaction.MaxFiles,
 			Ratio: e.Compaction.Ratio, MaxBytes: e.Compaction.MaxBytes},
 		ForceTakeover: cfg.ForceTakeover, OwnershipCheckInterval: cfg.OwnershipCheckInterval,
-		WALArchiveInterval: cfg.WALArchiveInterval,
+		WALArchiveInterval: cfg.WALArchiveInterval, WALInBucket: walInBucket,
 		// The limits clients check before sending (contract), so what a
 		// client lets through a store accepts.
 		MaxValueSize: contract.MaxValueBytes, MaxBatchBytes: contract.MaxBatchBytes,
