@@ -48,3 +48,9 @@ const ReadUncertainReason = "READ_UNCERTAIN"
 // timestamp too far ahead of its clock (docs/clock.md). Another store may
 // serve; this one serves again once its clock is back within the bound.
 const ClockOffsetReason = "CLOCK_OFFSET"
+
+// LeaseExpiredReason is the ErrorInfo reason (domain ErrorDomain) of the
+// UNAVAILABLE a store answers while its liveness lease has run out
+// (docs/failover.md §3): it could not renew it, and its regions may have
+// failed over to another store. Retry through the cluster's other stores.
+const LeaseExpiredReason = "LEASE_EXPIRED"

@@ -251,3 +251,44 @@ func Fence(ctx context.Context, b *blob.Bucket, store string, now time.Time, max
 	}
 	return true, f, nil
 }
+
+// Dead reports whether incarnation of store can serve no more: the newest
+// record of its lease fences it, or belongs to a newer incarnation (which
+// joined only once this one's lease had run out: AwaitPredecessor). A
+// region its manifest says this incarnation claimed may then be taken over
+// without waiting for a release (docs/failover.md §4).
+func Dead(ctx context.Context, b *blob.Bucket, store, incarnation string) (bool, error) {
+	cur, err := Current(ctx, b, store)
+	if err != nil || cur.K == 0 {
+		return false, err
+	}
+	return cur.Incarnation != incarnation || cur.Fenced, nil
+}
+
+// AwaitPredecessor waits, before a new incarnation of store first renews,
+// until the newest record's holder cannot serve any more: its expiry plus
+// maxOffset has passed by clock, or it is fenced, or there is none. A
+// process restarted on another node while its predecessor still runs (cut
+// off, paused) so never serves beside it, and Dead may count a superseded
+// incarnation as gone. It returns the record it waited for.
+func AwaitPredecessor(ctx context.Context, b *blob.Bucket, store, incarnation string, maxOffset time.Duration, clock func() time.Time) (Record, error) {
+	if clock == nil {
+		clock = time.Now
+	}
+	cur, err := Current(ctx, b, store)
+	if err != nil || cur.K == 0 || cur.Fenced || cur.Incarnation == incarnation {
+		return cur, err
+	}
+	wait := cur.Expiry.Add(maxOffset).Sub(clock())
+	if wait <= 0 {
+		return cur, nil
+	}
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return cur, ctx.Err()
+	case <-t.C:
+		return cur, nil
+	}
+}

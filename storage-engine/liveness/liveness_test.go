@@ -457,3 +457,61 @@ func TestStoreIDsAreChecked(t *testing.T) {
 		}
 	}
 }
+
+// Dead: an incarnation is gone once a fence names it or a newer
+// incarnation holds the lease; alive while it renews; a store with no
+// record is not dead (nothing to take over).
+func TestDeadIsAFenceOrANewerIncarnation(t *testing.T) {
+	ctx := context.Background()
+	b, _ := bucket(t)
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	if dead, err := Dead(ctx, b, "0", "a"); err != nil || dead {
+		t.Fatalf("no record: dead %v, %v; want false", dead, err)
+	}
+	if _, err := Renew(ctx, b, "0", "a", Record{}, t0, 3*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if dead, err := Dead(ctx, b, "0", "a"); err != nil || dead {
+		t.Fatalf("renewing: dead %v, %v; want false", dead, err)
+	}
+	if _, err := Renew(ctx, b, "0", "b", Record{}, t0.Add(5*time.Second), 3*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if dead, err := Dead(ctx, b, "0", "a"); err != nil || !dead {
+		t.Fatalf("superseded: dead %v, %v; want true", dead, err)
+	}
+	if dead, err := Dead(ctx, b, "0", "b"); err != nil || dead {
+		t.Fatalf("the newer incarnation: dead %v, %v; want false", dead, err)
+	}
+	if ok, _, err := Fence(ctx, b, "0", t0.Add(time.Minute), 250*time.Millisecond); err != nil || !ok {
+		t.Fatalf("fence: %v, %v", ok, err)
+	}
+	if dead, err := Dead(ctx, b, "0", "b"); err != nil || !dead {
+		t.Fatalf("fenced: dead %v, %v; want true", dead, err)
+	}
+}
+
+// AwaitPredecessor waits for the running incarnation's expiry plus the
+// offset, and not at all for a fenced or expired one.
+func TestAwaitPredecessorWaitsOutTheRunningLease(t *testing.T) {
+	ctx := context.Background()
+	b, _ := bucket(t)
+	now := time.Now()
+	if _, err := Renew(ctx, b, "0", "a", Record{}, now, 300*time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	began := time.Now()
+	if _, err := AwaitPredecessor(ctx, b, "0", "b", 100*time.Millisecond, nil); err != nil {
+		t.Fatal(err)
+	}
+	if waited := time.Since(began); waited < 300*time.Millisecond {
+		t.Fatalf("waited %v for a lease expiring 300ms after its renewal plus 100ms offset", waited)
+	}
+	began = time.Now()
+	if _, err := AwaitPredecessor(ctx, b, "0", "b", 100*time.Millisecond, nil); err != nil {
+		t.Fatal(err)
+	}
+	if waited := time.Since(began); waited > 100*time.Millisecond {
+		t.Fatalf("waited %v for an expired lease", waited)
+	}
+}

@@ -79,6 +79,9 @@ type OwnedError struct {
 	Manifest uint64
 	Owner    string
 	WALID    string
+	// Lease is the owner's liveness lease (Manifest.Lease): once it is
+	// dead, the region may be taken over.
+	Lease string
 }
 
 func (e *OwnedError) Error() string {
@@ -99,6 +102,12 @@ type Manifest struct {
 	// its acknowledged but unflushed writes exist. Empty in manifests
 	// written before ownership was recorded.
 	WALID string `json:"walID,omitempty"`
+	// Lease names the liveness lease of the process that claimed the
+	// region, "<store>/<incarnation>" (docs/failover.md §3): once that
+	// incarnation is fenced or superseded it acknowledges nothing more,
+	// and the region's next owner takes it over without a release. Empty:
+	// a store without a liveness lease.
+	Lease string `json:"lease,omitempty"`
 	// Released: the owner flushed every write and gave the region up, so
 	// any store may claim it.
 	Released bool `json:"released,omitempty"`
@@ -209,7 +218,7 @@ func (m Manifest) CheckClaim(walID string) error {
 	if m.Number == 0 || m.Released || m.WALID == "" || m.WALID == walID {
 		return nil
 	}
-	return &OwnedError{Manifest: m.Number, Owner: m.Owner, WALID: m.WALID}
+	return &OwnedError{Manifest: m.Number, Owner: m.Owner, WALID: m.WALID, Lease: m.Lease}
 }
 
 // InRange reports whether key falls in the region's range [Start, End).

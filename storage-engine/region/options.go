@@ -78,6 +78,9 @@ type Options struct {
 	WarmupRateBytes int64
 	// Owner names this opener in manifests (diagnostics).
 	Owner string
+	// Lease is this opener's liveness lease, "<store>/<incarnation>",
+	// recorded in the manifest it claims (manifest.Manifest.Lease).
+	Lease string
 	// DeriveFrom, for a region made by a split or merge whose first
 	// manifest is not committed yet, names the parents' final manifests to
 	// derive it from (split.go); ignored once the region has a manifest.

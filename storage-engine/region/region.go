@@ -319,6 +319,7 @@ func Open(ctx context.Context, opts Options) (_ *Region, err error) {
 	}
 	claim := derived.Clone()
 	claim.Owner = opts.Owner
+	claim.Lease = opts.Lease
 	claim.WALID = r.walDir.ID
 	claim.Released = false
 	if err := manifest.Commit(ctx, r.bucket, m, &claim); err != nil {

@@ -76,6 +76,12 @@ type Balancer struct {
 
 	moves     atomic.Uint64
 	leaseHeld atomic.Bool
+	// leaseUntil is the held lease term's expiry (Unix ns).
+	leaseUntil atomic.Int64
+	// failovers counts the regions failed over; fenced, the incarnation
+	// last fenced of each store (liveness.go), so each is logged once.
+	failovers atomic.Uint64
+	fenced    map[int]string
 	// movedAt is when this balancer last moved each region: a region
 	// settles for settleIntervals intervals before it moves again.
 	movedAt map[string]time.Time
@@ -354,9 +360,14 @@ func (b *Balancer) Step(ctx context.Context) ([]regionmap.Move, error) {
 	}
 	s := b.KV.store
 	bucket := s.opts.Region.Bucket
-	_, held, err := regionmap.AcquireLease(ctx, bucket, b.holder(), time.Now(), b.LeaseTerm, b.MaxClockOffset)
+	l, held, err := regionmap.AcquireLease(ctx, bucket, b.holder(), time.Now(), b.LeaseTerm, b.MaxClockOffset)
 	b.leaseHeld.Store(held && err == nil)
 	if err != nil || !held {
+		return nil, err
+	}
+	b.leaseUntil.Store(l.Expiry.UnixNano())
+	// Dead stores first: their regions are unavailable until then.
+	if _, err := b.failover(ctx); err != nil {
 		return nil, err
 	}
 	m, ok := s.RegionMap()
@@ -400,14 +411,27 @@ func (b *Balancer) Step(ctx context.Context) ([]regionmap.Move, error) {
 }
 
 // Run steps every Interval until ctx ends.
+//
+// With the store's liveness lease (StoreOptions.Liveness), it also checks
+// every store's lease each failover check interval, holding the balancer
+// lease, and fails over the regions of the dead (liveness.go).
 func (b *Balancer) Run(ctx context.Context) {
 	b.ensureDefaults()
 	t := time.NewTicker(b.Interval)
 	defer t.Stop()
+	var failoverTick <-chan time.Time
+	if l := b.KV.store.opts.Liveness; l != nil {
+		ft := time.NewTicker(l.checkInterval())
+		defer ft.Stop()
+		failoverTick = ft.C
+	}
 	for {
 		select {
 		case <-ctx.Done():
 			return
+		case <-failoverTick:
+			b.failoverStep(ctx)
+			continue
 		case <-t.C:
 		}
 		if _, err := b.Step(ctx); err != nil && ctx.Err() == nil {

@@ -144,6 +144,11 @@ type StoreOptions struct {
 	// Ordinal is the store's ordinal among the cluster's stores, which
 	// its Regions answers carry for the balancer; nil: it has none.
 	Ordinal *int
+	// Liveness is the store's liveness lease (docs/failover.md): the
+	// manifests it claims name it, a claim waiting on a dead lease takes
+	// the region over, and the balancer fails dead stores over. Nil: no
+	// failover.
+	Liveness *Liveness
 }
 
 // EnsureDefaults fills the unset fields with their defaults.
@@ -414,6 +419,9 @@ func (s *Store) regionOptions(sp Span) region.Options {
 		opts.DeriveFrom = df
 	}
 	opts.KeepReplayedRequests = s.applied.maxEntries()
+	if s.opts.Liveness != nil {
+		opts.Lease = s.opts.Liveness.Lease()
+	}
 	return opts
 }
 
@@ -528,6 +536,8 @@ func (s *Store) claim(ctx context.Context, r *Assignment, opts region.Options, o
 	// A region not known to be owned elsewhere (newly assigned by
 	// Reassign) is tried at once.
 	now := !errors.Is(owned, region.ErrOwned)
+	lastOwned := owned
+	var checkedLease time.Time
 	for {
 		if !now {
 			select {
@@ -537,6 +547,13 @@ func (s *Store) claim(ctx context.Context, r *Assignment, opts region.Options, o
 			}
 		}
 		now = false
+		takeover := false
+		if seen > 0 && s.claimantDead(ctx, lastOwned, &checkedLease) {
+			// Its claimant's lease is dead: no release will come.
+			takeover = true
+			opts.Logger.Warn("taking over a region whose owner's liveness lease is dead", "region", r.Name(), "owner", lastOwned)
+			seen = 0
+		}
 		if seen > 0 {
 			next, err := region.ManifestCommitted(ctx, opts.Bucket, r.Name(), seen+1)
 			if ctx.Err() != nil {
@@ -550,18 +567,27 @@ func (s *Store) claim(ctx context.Context, r *Assignment, opts region.Options, o
 				continue
 			}
 		}
-		e, err := region.Open(ctx, opts)
+		o := opts
+		// Only this attempt: another store may claim first, and its claim
+		// is released as usual.
+		o.ForceTakeover = o.ForceTakeover || takeover
+		e, err := region.Open(ctx, o)
 		if err == nil {
 			s.seedApplied(ctx, r, e)
 			r.eng.Store(e)
 			r.waiting.Store(nil)
-			opts.Logger.Info("claimed region after its owner released it", "region", r.Name())
+			if takeover {
+				opts.Logger.Info("took over region from a dead store", "region", r.Name(), "replayed", e.Recovery().ReplayedRecords)
+			} else {
+				opts.Logger.Info("claimed region after its owner released it", "region", r.Name())
+			}
 			return
 		}
 		if ctx.Err() != nil {
 			return
 		}
 		r.waiting.Store(&err)
+		lastOwned = err
 		if seen = ownedManifest(err); seen > 0 || errors.Is(err, region.ErrOwned) {
 			// Still owned (the owner committed something else, or
 			// another waiting store claimed it first): watch on.
@@ -576,6 +602,24 @@ func (s *Store) claim(ctx context.Context, r *Assignment, opts region.Options, o
 		}
 		retry = min(2*retry, s.opts.ClaimRetryMax)
 	}
+}
+
+// claimantDead reports whether the owner an ErrOwned error names holds a
+// liveness lease that is dead, asking the bucket at most once per check
+// interval (*checked is when it last did).
+func (s *Store) claimantDead(ctx context.Context, owned error, checked *time.Time) bool {
+	l := s.opts.Liveness
+	var oe *region.OwnedError
+	if l == nil || !errors.As(owned, &oe) || oe.Lease == "" || time.Since(*checked) < l.checkInterval() {
+		return false
+	}
+	*checked = time.Now()
+	dead, err := leaseDead(ctx, l.Bucket, oe.Lease)
+	if err != nil {
+		s.opts.Region.Logger.Debug("reading a region owner's liveness lease", "lease", oe.Lease, "err", err)
+		return false
+	}
+	return dead
 }
 
 // ownedManifest is the number of the manifest that an ErrOwned error says

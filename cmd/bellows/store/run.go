@@ -2,6 +2,8 @@ package store
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -9,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -27,6 +30,7 @@ import (
 	"github.com/bellows-kv/bellows/storage-engine/compaction"
 	"github.com/bellows-kv/bellows/storage-engine/health"
 	"github.com/bellows-kv/bellows/storage-engine/hlc"
+	"github.com/bellows-kv/bellows/storage-engine/liveness"
 	"github.com/bellows-kv/bellows/storage-engine/memstore"
 	"github.com/bellows-kv/bellows/storage-engine/offload"
 	"github.com/bellows-kv/bellows/storage-engine/region"
@@ -49,7 +53,15 @@ import (
 //     for whatever is still running: forwarded requests, scans.
 //
 // cfg must have passed Validate. The ready line goes to out.
-func Run(ctx context.Context, cfg Config, log *slog.Logger, out io.Writer) error {
+func Run(ctx context.Context, cfg Config, log *slog.Logger, out io.Writer) (err error) {
+	// A store whose liveness lease is fenced ends with that as its error.
+	ctx, stopRun := context.WithCancelCause(ctx)
+	defer func() {
+		if cause := context.Cause(ctx); err == nil && errors.Is(cause, liveness.ErrFenced) {
+			err = cause
+		}
+		stopRun(nil)
+	}()
 	allSpans, err := cfg.Spans()
 	if err != nil {
 		return err
@@ -156,8 +168,19 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, out io.Writer) error
 	}
 	cache := blockcache.New(cfg.Engine.BlockCacheBytes)
 	reg := health.NewRegistry()
+	var live *server.Liveness
+	if ordinal != nil {
+		if live, err = startLiveness(ctx, stopRun, bucket, *ordinal, cfg.MaxClockOffset, log); err != nil {
+			return err
+		}
+	}
 
-	var store *server.Store
+	// opened is the store once OpenStore returns, for the offload's
+	// callbacks, which a region's first compaction may call before then.
+	var (
+		store  *server.Store
+		opened atomic.Pointer[server.Store]
+	)
 	walDir, err := filepath.Abs(cfg.WALDir)
 	if err != nil {
 		return err
@@ -182,8 +205,18 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, out io.Writer) error
 		RemoteBlockTimeout: cfg.RemoteBlockTimeout, RemoteBlockRetryAfter: cfg.RemoteBlockRetryAfter,
 		RemoteCacheRate: int64(cfg.RemoteCacheRate),
 		Local:           localExecutor(warmup, bucket, cache), Logger: log, Registerer: reg,
-		InputBytes: func(j compaction.Job) int64 { return store.JobInputBytes(j) },
-		Regions:    func() []string { return store.RegionNames() },
+		InputBytes: func(j compaction.Job) int64 {
+			if s := opened.Load(); s != nil {
+				return s.JobInputBytes(j)
+			}
+			return 0
+		},
+		Regions: func() []string {
+			if s := opened.Load(); s != nil {
+				return s.RegionNames()
+			}
+			return nil
+		},
 	})
 	if err != nil {
 		return err
@@ -210,9 +243,14 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, out io.Writer) error
 		MaxValueSize: contract.MaxValueBytes, MaxBatchBytes: contract.MaxBatchBytes,
 	}
 	m := server.NewMetrics(reg)
+	var keeper *liveness.Keeper
+	if live != nil {
+		keeper = live.Keeper
+	}
+	unaryLease, streamLease := server.LeaseInterceptors(keeper)
 	srv, err := serve.Listen(cfg.Listen, cfg.MetricsListen, log, append(serverOpts,
-		grpc.ChainUnaryInterceptor(m.UnaryInterceptor, unaryAuthz, clockCheck.UnaryInterceptor),
-		grpc.ChainStreamInterceptor(m.StreamInterceptor, streamAuthz, clockCheck.StreamInterceptor))...)
+		grpc.ChainUnaryInterceptor(m.UnaryInterceptor, unaryAuthz, unaryLease, clockCheck.UnaryInterceptor),
+		grpc.ChainStreamInterceptor(m.StreamInterceptor, streamAuthz, streamLease, clockCheck.StreamInterceptor))...)
 	if err != nil {
 		return err
 	}
@@ -225,10 +263,11 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, out io.Writer) error
 		ReleasePollInterval: cfg.ReleasePollInterval, TxnLockTTL: cfg.TxnLockTTL, TxnTimeout: cfg.TxnTimeout,
 		MaxWALAge: e.Memstore.MaxWALAge.Duration, MaxStoreWALBytes: e.Memstore.MaxStoreWALBytes,
 		Map: &regionMap, SplitBytes: cfg.SplitBytes, SplitQPS: cfg.SplitQPS, Ordinal: ordinal,
-		MergeBytes: cfg.MergeBytes, MergeAfter: cfg.MergeAfter, LoadWindow: cfg.LoadWindow})
+		MergeBytes: cfg.MergeBytes, MergeAfter: cfg.MergeAfter, LoadWindow: cfg.LoadWindow, Liveness: live})
 	if err != nil {
 		return err
 	}
+	opened.Store(store)
 	// release hands the regions over, so a store that is assigned them
 	// next (a rollout, a scale change) claims them with every acknowledged
 	// write. It runs once: when serving stops (srv.BeforeStop, while gRPC
@@ -407,4 +446,39 @@ func localExecutor(warmup region.WarmupMode, bucket *blob.Bucket, cache *blockca
 		return region.WriteThroughExecutor{Bucket: bucket, Cache: cache}
 	}
 	return compaction.Local{Bucket: bucket}
+}
+
+// startLiveness takes this store's liveness lease (docs/failover.md §3): it
+// waits until a previous incarnation's lease has run out, renews once, and
+// keeps renewing in the background. When a renewal finds the lease fenced
+// (the cluster failed this store over), it ends the run through stop.
+func startLiveness(ctx context.Context, stop context.CancelCauseFunc, bucket *blob.Bucket, ordinal int, maxOffset time.Duration, log *slog.Logger) (*server.Liveness, error) {
+	store := strconv.Itoa(ordinal)
+	var id [8]byte
+	if _, err := rand.Read(id[:]); err != nil {
+		return nil, err
+	}
+	incarnation := hex.EncodeToString(id[:])
+	prev, err := liveness.AwaitPredecessor(ctx, bucket, store, incarnation, maxOffset, nil)
+	if err != nil {
+		return nil, fmt.Errorf("waiting for this store's previous liveness lease to run out: %w", err)
+	}
+	keeper := liveness.NewKeeper(bucket, store, incarnation, 0, 0, maxOffset, nil)
+	rec, err := keeper.Renew(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("taking this store's liveness lease: %w", err)
+	}
+	log.Info("took the liveness lease", "store", store, "incarnation", incarnation, "record", rec.K, "previous", prev.String())
+	go func() {
+		_ = keeper.Run(ctx, func(err error) { log.Warn("renewing the liveness lease", "err", err) })
+	}()
+	go func() {
+		select {
+		case <-ctx.Done():
+		case <-keeper.Fenced():
+			log.Error("this store's liveness lease was fenced: the cluster failed its regions over to other stores; stopping, to start again as a new incarnation")
+			stop(fmt.Errorf("%w: store %s, incarnation %s", liveness.ErrFenced, store, incarnation))
+		}
+	}()
+	return &server.Liveness{Keeper: keeper, Store: store, Incarnation: incarnation, Bucket: bucket, MaxOffset: maxOffset}, nil
 }
