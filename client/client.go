@@ -28,6 +28,7 @@
 package client
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"errors"
@@ -47,14 +48,34 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
+	"github.com/bellows-kv/bellows/internal/clientcreds"
 	"github.com/bellows-kv/bellows/internal/contract"
 	kvpb "github.com/bellows-kv/bellows/proto/bellows/kv/v1"
 )
 
 // Options configure a Client. The zero value is usable.
 type Options struct {
-	// DialOptions are used for every connection; default: plaintext.
+	// DialOptions are used for every connection; default: plaintext, or
+	// what FindCredentials finds.
 	DialOptions []grpc.DialOption
+	// FindCredentials, when DialOptions gives none, finds the cluster's
+	// credentials the way the bellows command line (bellows kv) does:
+	//
+	//   - a TLS directory (tls.crt, tls.key, ca.crt; WithTLSDir): the
+	//     environment's BELLOWS_TLS_DIR, else the context's tls-dir;
+	//   - a token presented instead of a certificate: BELLOWS_TOKEN or
+	//     BELLOWS_TOKEN_FILE, else the context's token-file (see Token);
+	//   - neither, and every seed on this machine (a loopback address)
+	//     and serving TLS: the client certificate of bellows local (make
+	//     run), in the user's configuration directory
+	//     (~/.config/bellows/local-tls/client);
+	//   - else plaintext.
+	//
+	// The context is the client configuration file's (BELLOWS_CONFIG,
+	// default ~/.config/bellows/config.yaml; docs/security.md) named by
+	// BELLOWS_CONTEXT, else its current-context; its addr gives the seeds
+	// when New is given none. A malformed file or token fails New.
+	FindCredentials bool
 	// Token, when set, is sent with every call as "authorization: Bearer
 	// TOKEN" (WithToken): a client that authenticates with a token instead
 	// of a certificate (docs/security.md). A token is sent over TLS only:
@@ -62,6 +83,12 @@ type Options struct {
 	// cluster's CA, e.g. credentials.NewClientTLSFromFile("ca.crt",
 	// "bellows-node") (every store's certificate names bellows-node).
 	Token string
+	// DialTimeout bounds how long New tries to reach a seed and learn the
+	// regions, as etcd's clientv3.Config.DialTimeout bounds its dial: New
+	// gives up after the sooner of it and ctx's deadline. Zero: 5s when
+	// ctx has no deadline (ctx's deadline otherwise); negative: ctx alone,
+	// which may be never.
+	DialTimeout time.Duration
 	// RegionsTimeout bounds one store's Regions answer during a refresh: a
 	// store that does not answer in time is not used as an owner until a
 	// later refresh. Default 2s.
@@ -111,11 +138,34 @@ type Client struct {
 // ErrClosed is returned by calls on a closed Client.
 var ErrClosed = errors.New("bellows client: closed")
 
+// defaultDialTimeout bounds New when neither Options.DialTimeout nor its
+// ctx does.
+const defaultDialTimeout = 5 * time.Second
+
 // New returns a client of the cluster reached at seeds (host:port, at least
-// one) and learns its regions. It fails when no seed answers within ctx: a
-// wrong address fails here, not on the first request.
+// one, unless FindCredentials finds a context that names them) and learns
+// its regions.
+//
+// New tries until a seed answers or Options.DialTimeout passes (default
+// 5s when ctx has no deadline, else ctx's deadline), retrying what may
+// pass: a seed that refuses the connection (a store restarting) or does
+// not answer in time. It fails at once, without retrying, when every
+// seed answers in a way asking again does not change: the store refuses
+// the client's credentials (codes.Unauthenticated, PermissionDenied), the
+// seed speaks TLS and the client plaintext or the other way round
+// (ErrTLSMismatch), or the seed is not a store (ErrNotAStore: a compaction
+// worker, a metrics port). Either way the error names each seed and why
+// it failed, so a wrong address or missing credentials fail here, not on
+// the first request.
 func New(ctx context.Context, seeds []string, opts Options) (*Client, error) {
 	seeds = slices.DeleteFunc(slices.Clone(seeds), func(s string) bool { return strings.TrimSpace(s) == "" })
+	if opts.FindCredentials && len(opts.DialOptions) == 0 {
+		var err error
+		if seeds, opts.DialOptions, err = findCredentials(seeds, opts.Token); err != nil {
+			return nil, err
+		}
+		opts.Token = "" // in DialOptions now
+	}
 	if len(seeds) == 0 {
 		return nil, errors.New("bellows client: no seed address given")
 	}
@@ -126,12 +176,22 @@ func New(ctx context.Context, seeds []string, opts Options) (*Client, error) {
 		opts.DialOptions = append(slices.Clone(opts.DialOptions), WithToken(opts.Token))
 	}
 	opts.ensureDefaults()
+	bound := "ctx's deadline"
+	if _, ok := ctx.Deadline(); opts.DialTimeout > 0 || opts.DialTimeout == 0 && !ok {
+		d := cmp.Or(max(opts.DialTimeout, 0), defaultDialTimeout)
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, d)
+		defer cancel()
+		bound = fmt.Sprintf("%v (Options.DialTimeout)", d)
+	}
 	c := &Client{seeds: seeds, opts: opts, conns: map[string]*grpc.ClientConn{}}
 	c.table.Store(&table{})
+	from := strings.Join(seeds, ",")
 	// last is the failure to report: the last attempt's that was not only
 	// a timeout. An attempt that ctx's end (or RegionsTimeout) cut short, a
 	// TLS handshake in flight say, says less than a refusal before it.
 	var last error
+	identified := map[string]*SeedError{} // by seed: what it is, asked once
 	for {
 		t, err := c.rebuild(ctx)
 		if err == nil && len(t.regions) > 0 {
@@ -147,15 +207,77 @@ func New(ctx context.Context, seeds []string, opts Options) (*Client, error) {
 			// Every store that answered refused who we are: asking again
 			// until ctx ends would only hide the refusal behind a timeout.
 			_ = c.Close()
-			return nil, fmt.Errorf("bellows client: learning the regions from %s: %w", strings.Join(seeds, ","), err)
+			return nil, fmt.Errorf("bellows client: learning the regions from %s: %w", from, err)
+		}
+		if wrong := wrongSeeds(err, identified); len(wrong) > 0 {
+			_ = c.Close()
+			return nil, fmt.Errorf("bellows client: learning the regions from %s: %w", from, errors.Join(wrong...))
 		}
 		select {
 		case <-ctx.Done():
 			_ = c.Close()
-			return nil, fmt.Errorf("bellows client: learning the regions from %s: %w (%v)", strings.Join(seeds, ","), last, ctx.Err())
+			return nil, fmt.Errorf("bellows client: learning the regions from %s: no answer within %s: %w (%w)", from, bound, last, ctx.Err())
 		case <-time.After(opts.RetryInitial): // backoff between attempts, not synchronisation
 		}
 	}
+}
+
+// wrongSeeds is what each seed is when every one of them failed err, a
+// rebuild's failure, in a way retrying does not mend (identify); else nil.
+// A seed is looked at once (identified keeps what it is).
+func wrongSeeds(err error, identified map[string]*SeedError) []error {
+	errs := rebuildAnswers(err)
+	if len(errs) == 0 {
+		return nil
+	}
+	var wrong []error
+	for _, e := range errs {
+		f, ok := errors.AsType[*seedFailure](e)
+		if !ok {
+			return nil
+		}
+		id, seen := identified[f.addr]
+		if !seen {
+			id = identify(f.addr, f.err)
+			identified[f.addr] = id
+		}
+		if id == nil {
+			return nil
+		}
+		wrong = append(wrong, id)
+	}
+	return wrong
+}
+
+// findCredentials is Options.FindCredentials: the seeds (the context's
+// addr when none are given) and the dial options of the credentials the
+// environment, the client configuration's context and bellows local
+// give. token, when given (Options.Token), wins over theirs.
+func findCredentials(seeds []string, token string) ([]string, []grpc.DialOption, error) {
+	fail := func(err error) ([]string, []grpc.DialOption, error) {
+		return nil, nil, fmt.Errorf("bellows client: finding the credentials (Options.FindCredentials): %w", err)
+	}
+	cc, err := clientcreds.LoadContext("", "")
+	if err != nil {
+		return fail(err)
+	}
+	if len(seeds) == 0 && cc != nil && cc.Addr != "" {
+		if seeds, err = clientcreds.ParseSeeds(cc.Source("addr"), cc.Addr); err != nil {
+			return fail(err)
+		}
+	}
+	dir, dirFrom := clientcreds.TLSDir(clientcreds.Setting{From: "the TLS directory"}, cc)
+	tokenFrom := "Options.Token"
+	if token == "" {
+		if token, tokenFrom, err = clientcreds.Token(clientcreds.Setting{}, cc); err != nil {
+			return fail(err)
+		}
+	}
+	dial, err := clientcreds.Dial(dir, dirFrom, token, tokenFrom, seeds, WithToken)
+	if err != nil {
+		return fail(err)
+	}
+	return seeds, dial, nil
 }
 
 // Close closes every connection. Calls in progress fail.
@@ -222,7 +344,7 @@ func (c *Client) rebuild(ctx context.Context) (*table, error) {
 			wg.Go(func() {
 				resp, err := c.askRegions(ctx, addr)
 				if err != nil {
-					fails[i] = fmt.Errorf("%s: %w", addr, err)
+					fails[i] = &seedFailure{addr: addr, err: err}
 					return
 				}
 				got[i] = &answer{addr: addr, seed: seed, resp: resp}

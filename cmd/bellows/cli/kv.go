@@ -64,7 +64,8 @@ func (f *kvFlags) with(cmd *cobra.Command, fn func(ctx context.Context, c *clien
 	if err != nil {
 		return err
 	}
-	c, err := client.New(ctx, seeds, client.Options{DialOptions: dial})
+	// --timeout bounds ctx (0: nothing but Ctrl-C does, as asked).
+	c, err := client.New(ctx, seeds, client.Options{DialOptions: dial, DialTimeout: -1})
 	if err != nil {
 		return explain(err, f.timeout)
 	}

@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/bellows-kv/bellows/client"
+	"github.com/bellows-kv/bellows/internal/clientcreds"
 	"github.com/bellows-kv/bellows/internal/contract"
 	"github.com/bellows-kv/bellows/internal/tlsconfig"
 )
@@ -29,27 +30,9 @@ var defaultStoreAddr = net.JoinHostPort("127.0.0.1", strconv.Itoa(contract.Store
 // store's port: gRPC would otherwise dial 443, the https default, and wait
 // there until the timeout.
 func parseSeeds(addr string) ([]string, error) {
-	var seeds []string
-	for _, a := range strings.Split(addr, ",") {
-		a = strings.TrimSpace(a)
-		if a == "" {
-			continue
-		}
-		host, port, err := net.SplitHostPort(a)
-		switch {
-		case err == nil && host == "":
-			return nil, fmt.Errorf("--addr %q: no host before the port (write 127.0.0.1%s, say)", a, a)
-		case err == nil:
-			if _, err := strconv.ParseUint(port, 10, 16); err != nil {
-				return nil, fmt.Errorf("--addr %q: port %q is not a number from 0 to 65535", a, port)
-			}
-		case strings.Contains(err.Error(), "missing port") || net.ParseIP(strings.Trim(a, "[]")) != nil:
-			// A bare IPv6 address has colons but no brackets.
-			a = net.JoinHostPort(strings.Trim(a, "[]"), strconv.Itoa(contract.StoreGRPCPort))
-		default:
-			return nil, fmt.Errorf("--addr %q: want HOST or HOST:PORT: %v", a, err)
-		}
-		seeds = append(seeds, a)
+	seeds, err := clientcreds.ParseSeeds("--addr", addr)
+	if err != nil {
+		return nil, err
 	}
 	if len(seeds) == 0 {
 		return nil, fmt.Errorf("--addr is empty: give HOST:PORT of a store or of the cluster's client Service (default %s)", defaultStoreAddr)
@@ -137,6 +120,30 @@ func (e *userError) Error() string {
 
 func (e *userError) Unwrap() error { return e.cause }
 
+// seedErrors are the seeds client.New named as no store it can talk to.
+func seedErrors(err error) []*client.SeedError {
+	var out []*client.SeedError
+	var walk func(error)
+	walk = func(err error) {
+		if s, ok := err.(*client.SeedError); ok {
+			out = append(out, s)
+			return
+		}
+		switch u := err.(type) {
+		case interface{ Unwrap() error }:
+			if e := u.Unwrap(); e != nil {
+				walk(e)
+			}
+		case interface{ Unwrap() []error }:
+			for _, e := range u.Unwrap() {
+				walk(e)
+			}
+		}
+	}
+	walk(err)
+	return out
+}
+
 // grpcPrefix is how grpc-go renders a status; the code is said in words.
 var grpcPrefix = regexp.MustCompile(`rpc error: code = \w+ desc = `)
 
@@ -149,6 +156,24 @@ func explain(err error, timeout time.Duration) error {
 	}
 	text := grpcPrefix.ReplaceAllString(err.Error(), "")
 	e := &userError{what: text, cause: err}
+	if seeds := seedErrors(err); len(seeds) > 0 {
+		// The client named what answered at each seed: a TLS mismatch,
+		// or a server that is no store.
+		var what []string
+		for _, s := range seeds {
+			what = append(what, s.Addr+" "+s.What)
+		}
+		e.what = strings.Join(what, "; ")
+		switch s := seeds[0]; {
+		case errors.Is(s, client.ErrNotAStore):
+			e.hint = fmt.Sprintf("give --addr HOST:PORT of a store's gRPC port (bellows local prints it as the store's grpc=; %s by default) or of the cluster's client Service", defaultStoreAddr)
+		case strings.Contains(s.What, "does not speak TLS"):
+			e.hint = "the store is plaintext: give --tls-dir \"\" (or leave --tls-dir auto for a store on this machine)"
+		default:
+			e.hint = "the store serves TLS: give --tls-dir with a client certificate of the cluster (for a store on this machine, --tls-dir auto finds bellows local's)"
+		}
+		return e
+	}
 	switch {
 	case errors.Is(err, client.ErrValueTooLarge), errors.Is(err, client.ErrKeyTooLarge),
 		errors.Is(err, client.ErrBatchTooLarge), errors.Is(err, client.ErrEmptyKey):

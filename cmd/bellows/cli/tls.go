@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/bellows-kv/bellows/client"
+	"github.com/bellows-kv/bellows/internal/clientcreds"
 	"github.com/bellows-kv/bellows/internal/contract"
 	"github.com/bellows-kv/bellows/internal/tlsconfig"
 )
@@ -34,14 +35,14 @@ var (
 
 // tlsAuto: for a store on this machine (a loopback address), bellows
 // local's client certificate if the store serves TLS; else plaintext.
-const tlsAuto = "auto"
+const tlsAuto = clientcreds.Auto
 
 // The client's flags and environment variables for its credentials.
 const (
-	flagTokenFile = "token-file"
-	envTLSDir     = "BELLOWS_TLS_DIR"
-	envToken      = "BELLOWS_TOKEN"
-	envTokenFile  = "BELLOWS_TOKEN_FILE"
+	flagTokenFile = clientcreds.FlagTokenFile
+	envTLSDir     = clientcreds.EnvTLSDir
+	envToken      = clientcreds.EnvToken
+	envTokenFile  = clientcreds.EnvTokenFile
 )
 
 // flagString is a string flag that knows whether it was given.
@@ -56,11 +57,11 @@ func (f *flagString) Type() string       { return "string" }
 
 func addClientTLSFlag(fs *pflag.FlagSet) {
 	addContextFlag(fs)
-	root, _ := tlsconfig.LocalRoot()
+	localClient, _ := clientcreds.LocalClientDir()
 	clientTLSDir, clientTokenFile = flagString{value: tlsAuto}, flagString{}
 	fs.Var(&clientTLSDir, contract.FlagTLSDir,
 		"directory of the client's TLS certificate (tls.crt, tls.key) and the cluster's CA (ca.crt); with a token, only ca.crt is used; \"\" for a plaintext cluster; "+
-			"auto: for a store on this machine that serves TLS, bellows local's ("+filepath.Join(root, "client")+"), else plaintext (env "+envTLSDir+")")
+			"auto: for a store on this machine that serves TLS, bellows local's ("+localClient+"), else plaintext (env "+envTLSDir+")")
 	fs.Var(&clientTokenFile, flagTokenFile,
 		"file holding a token of the cluster, presented instead of a certificate, over TLS only (--"+contract.FlagTLSDir+" with the cluster's ca.crt); "+
 			"env "+envToken+" (the token itself) or "+envTokenFile+"; \"\": none")
@@ -69,88 +70,33 @@ func addClientTLSFlag(fs *pflag.FlagSet) {
 // clientTLSDirFrom is --tls-dir, else BELLOWS_TLS_DIR, else the context's
 // tls-dir, else auto, and which of them it is.
 func clientTLSDirFrom() (dir, from string) {
-	if clientTLSDir.set {
-		return clientTLSDir.value, "--" + contract.FlagTLSDir
-	}
-	if v := os.Getenv(envTLSDir); v != "" {
-		return v, envTLSDir
-	}
-	if c := activeContext; c != nil && c.TLSDir != "" {
-		return c.TLSDir, c.source("tls-dir")
-	}
-	return tlsAuto, "--" + contract.FlagTLSDir
+	return clientcreds.TLSDir(clientcreds.Setting{Value: clientTLSDir.value, Set: clientTLSDir.set, From: "--" + contract.FlagTLSDir}, activeContext)
 }
 
 // clientToken is the token to present ("" for none) and where it came
 // from: --token-file, else BELLOWS_TOKEN or BELLOWS_TOKEN_FILE, else the
 // context's token-file.
 func clientToken() (token, from string, err error) {
-	var file string
-	switch env, envFile := os.Getenv(envToken), os.Getenv(envTokenFile); {
-	case clientTokenFile.set:
-		file, from = clientTokenFile.value, "--"+flagTokenFile
-		if file == "" {
-			return "", "", nil
-		}
-	case env != "" && envFile != "":
-		return "", "", &userError{what: envToken + " and " + envTokenFile + " are both set", hint: "set one: the token, or the file that holds it (--" + flagTokenFile + " wins over both)"}
-	case env != "":
-		return strings.TrimSpace(env), envToken, nil
-	case envFile != "":
-		file, from = envFile, envTokenFile
-	case activeContext != nil && activeContext.TokenFile != "":
-		file, from = activeContext.TokenFile, activeContext.source("token-file")
-	default:
-		return "", "", nil
-	}
-	data, err := os.ReadFile(file)
-	if err != nil {
-		return "", "", &userError{what: from + ": " + err.Error(), hint: "give the file that holds a token of the cluster (a Secret's key mounted as a file)", cause: err}
-	}
-	token = strings.TrimSpace(string(data))
-	switch {
-	case token == "":
-		return "", "", &userError{what: from + " " + file + " is empty", hint: "the file holds the token alone"}
-	case strings.ContainsAny(token, " \t\r\n"):
-		return "", "", &userError{what: from + " " + file + " holds more than one word", hint: "the file holds the token alone (not a tokens file of the store's: ROLE SHA256 NAME lines)"}
-	}
-	return token, from, nil
+	token, from, err = clientcreds.Token(clientcreds.Setting{Value: clientTokenFile.value, Set: clientTokenFile.set, From: "--" + flagTokenFile}, activeContext)
+	return token, from, credsError(err)
 }
 
 // clientDial is the dial options of --tls-dir and --token-file for a
 // command calling seeds.
 func clientDial(seeds ...string) ([]grpc.DialOption, error) {
 	dir, dirFrom := clientTLSDirFrom()
-	if dir == tlsAuto {
-		dir = autoTLSDir(seeds)
-	}
 	token, tokenFrom, err := clientToken()
 	if err != nil {
 		return nil, err
 	}
-	if token == "" {
-		opt, err := tlsconfig.Dial(dir)
-		if err != nil {
-			hint := "give the directory of a client certificate of the cluster, or --tls-dir \"\" for a plaintext cluster"
-			if caOnly(dir) {
-				hint = "the directory holds the cluster's CA but no client certificate: give a token too (--" + flagTokenFile + ", " +
-					envToken + " or " + envTokenFile + "), or the directory of a client certificate"
-			}
-			return nil, &userError{what: dirFrom + " " + dir + ": " + err.Error(), hint: hint}
-		}
-		return []grpc.DialOption{opt}, nil
-	}
-	if dir == "" {
-		return nil, &userError{what: "a token (" + tokenFrom + ") is sent over TLS only, and no TLS directory is given",
-			hint: "give --" + contract.FlagTLSDir + " (or " + envTLSDir + ") with the cluster's CA as ca.crt"}
-	}
-	opt, err := tlsconfig.DialCA(dir)
+	opts, err := clientcreds.Dial(dir, dirFrom, token, tokenFrom, seeds, client.WithToken)
 	if err != nil {
-		return nil, &userError{what: dirFrom + " " + dir + ": " + err.Error(),
-			hint: "with a token, the directory needs only the cluster's CA (ca.crt)"}
+		return nil, credsError(err)
 	}
-	tokenSeeds = seeds
-	return []grpc.DialOption{opt, client.WithToken(token)}, nil
+	if token != "" {
+		tokenSeeds = seeds
+	}
+	return opts, nil
 }
 
 // tokenRefusedHint is what a token client is told when the store demands a
@@ -177,41 +123,6 @@ func demandsCertificate(addr string) bool {
 	_ = conn.SetReadDeadline(time.Now().Add(2 * time.Second))
 	_, err = conn.Read(make([]byte, 1))
 	return refused(err)
-}
-
-// caOnly: dir holds a CA but no certificate (a token client's directory).
-func caOnly(dir string) bool {
-	_, caErr := os.Stat(filepath.Join(dir, tlsconfig.CAFile))
-	_, certErr := os.Stat(filepath.Join(dir, tlsconfig.CertFile))
-	return caErr == nil && errors.Is(certErr, fs.ErrNotExist)
-}
-
-// autoTLSDir is bellows local's client directory when every seed is on this
-// machine, the directory exists and the first seed serves TLS; else ""
-// (plaintext). Asking the store is safe only on the loopback interface,
-// where nothing can stand between the two and answer in its place.
-func autoTLSDir(seeds []string) string {
-	root, err := tlsconfig.LocalRoot()
-	if err != nil || len(seeds) == 0 {
-		return ""
-	}
-	dir := filepath.Join(root, "client")
-	if _, err := os.Stat(filepath.Join(dir, tlsconfig.CertFile)); err != nil {
-		return ""
-	}
-	for _, s := range seeds {
-		host, _, err := net.SplitHostPort(s)
-		if err != nil {
-			return ""
-		}
-		if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
-			return ""
-		}
-	}
-	if !tlsconfig.SpeaksTLS(seeds[0], 2*time.Second) {
-		return ""
-	}
-	return dir
 }
 
 // tlsHint says what a failed connection's TLS error means, or "".
