@@ -24,6 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
@@ -119,58 +120,43 @@ func (c Config) Validate() error {
 	return errors.Join(errs...)
 }
 
+// probeChecks are the checks of /healthz and /readyz: served on the
+// metrics port (probeHandlers) and, with --health-probe-bind-address, by
+// the manager's plaintext probe server (addProbeChecks).
+var probeChecks = map[string]healthz.Checker{"ping": healthz.Ping}
+
 // probeHandlers serve /healthz and /readyz on the metrics port. A
 // healthz.Handler reads the path below its own (a check's name; none: all
 // of them), as the manager's probe server mounts it.
 func probeHandlers() map[string]http.Handler {
 	h := map[string]http.Handler{}
 	for _, path := range []string{contract.PathHealthz, contract.PathReadyz} {
-		h[path] = http.StripPrefix(path, &healthz.Handler{Checks: map[string]healthz.Checker{"ping": healthz.Ping}})
+		h[path] = http.StripPrefix(path, &healthz.Handler{Checks: probeChecks})
 	}
 	return h
+}
+
+// addProbeChecks registers probeChecks with the manager. Its probe server
+// (--health-probe-bind-address) serves only the checks registered: without
+// them it answers 404 on /healthz and /readyz.
+func addProbeChecks(mgr manager.Manager) error {
+	for name, check := range probeChecks {
+		if err := mgr.AddHealthzCheck(name, check); err != nil {
+			return fmt.Errorf("health check %s: %w", name, err)
+		}
+		if err := mgr.AddReadyzCheck(name, check); err != nil {
+			return fmt.Errorf("readiness check %s: %w", name, err)
+		}
+	}
+	return nil
 }
 
 // Run starts the manager and blocks until ctx is done.
 func Run(ctx context.Context, o Config) error {
 	ctrl.SetLogger(zap.New(zap.UseDevMode(o.Development)))
-	scheme := runtime.NewScheme()
-	if err := clientgoscheme.AddToScheme(scheme); err != nil {
-		return err
-	}
-	if err := kvapi.AddToScheme(scheme); err != nil {
-		return err
-	}
-	cfg := o.Kube
-	if cfg == nil {
-		var err error
-		if cfg, err = ctrl.GetConfig(); err != nil {
-			return fmt.Errorf("kubeconfig: %w", err)
-		}
-	}
-	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-		Scheme: scheme,
-		// The operator reads only the Secrets it made (certificates): it
-		// neither caches nor watches the others of the cluster.
-		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
-			&corev1.Secret{}: {Label: labels.SelectorFromSet(labels.Set{contract.LabelManagedBy: contract.ManagedBy})},
-		}},
-		// Metrics over TLS, with a self-signed certificate (the operator's
-		// namespace has no CA of ours; the ServiceMonitor does not verify
-		// it, the chart's NetworkPolicy admits the monitoring namespaces
-		// only), and the probes on the same port: the operator has no
-		// plaintext port (docs/security.md).
-		Metrics:                 metricsserver.Options{BindAddress: o.MetricsAddr, SecureServing: true, ExtraHandlers: probeHandlers()},
-		HealthProbeBindAddress:  o.ProbeAddr,
-		LeaderElection:          o.LeaderElect,
-		LeaderElectionID:        contract.LeaderElectionID,
-		LeaderElectionNamespace: o.LeaderElectionNS,
-		// A leader that stops hands the Lease over at once instead of
-		// letting it expire (15 s): the standby takes over within its retry
-		// period. Safe because the process exits when Run returns.
-		LeaderElectionReleaseOnCancel: true,
-	})
+	mgr, scheme, err := newManager(o)
 	if err != nil {
-		return fmt.Errorf("manager: %w", err)
+		return err
 	}
 	recorder := mgr.GetEventRecorder("bellows-operator")
 	policies := controllers.NetworkPolicies{Enabled: o.NetworkPolicies, OperatorNamespace: o.Namespace, MonitoringNamespaces: o.MonitoringNamespaces}
@@ -198,6 +184,55 @@ func Run(ctx context.Context, o Config) error {
 		return err
 	}
 	return mgr.Start(ctx)
+}
+
+// newManager is the operator's manager, its metrics and probe servers set
+// up, before any controller joins it.
+func newManager(o Config) (manager.Manager, *runtime.Scheme, error) {
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		return nil, nil, err
+	}
+	if err := kvapi.AddToScheme(scheme); err != nil {
+		return nil, nil, err
+	}
+	cfg := o.Kube
+	if cfg == nil {
+		var err error
+		if cfg, err = ctrl.GetConfig(); err != nil {
+			return nil, nil, fmt.Errorf("kubeconfig: %w", err)
+		}
+	}
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme: scheme,
+		// The operator reads only the Secrets it made (certificates): it
+		// neither caches nor watches the others of the cluster.
+		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
+			&corev1.Secret{}: {Label: labels.SelectorFromSet(labels.Set{contract.LabelManagedBy: contract.ManagedBy})},
+		}},
+		// Metrics over TLS, with a self-signed certificate (the operator's
+		// namespace has no CA of ours; the ServiceMonitor does not verify
+		// it, the chart's NetworkPolicy admits the monitoring namespaces
+		// only), and the probes on the same port: the operator has no
+		// plaintext port (docs/security.md) unless --health-probe-bind-address
+		// asks for one.
+		Metrics:                 metricsserver.Options{BindAddress: o.MetricsAddr, SecureServing: true, ExtraHandlers: probeHandlers()},
+		HealthProbeBindAddress:  o.ProbeAddr,
+		LeaderElection:          o.LeaderElect,
+		LeaderElectionID:        contract.LeaderElectionID,
+		LeaderElectionNamespace: o.LeaderElectionNS,
+		// A leader that stops hands the Lease over at once instead of
+		// letting it expire (15 s): the standby takes over within its retry
+		// period. Safe because the process exits when Run returns.
+		LeaderElectionReleaseOnCancel: true,
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("manager: %w", err)
+	}
+	if err := addProbeChecks(mgr); err != nil {
+		return nil, nil, err
+	}
+	return mgr, scheme, nil
 }
 
 // logNetworkPolicies says at start what the NetworkPolicies admit: above
