@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -86,5 +87,34 @@ func TestPluginNamesItselfAsKubectlRunsIt(t *testing.T) {
 		if !strings.Contains(out.String(), want) || !strings.Contains(out.String(), "--kubeconfig") || !strings.Contains(out.String(), "-n, --namespace") {
 			t.Errorf("%s regions --help lacks %q or kubectl's flags:\n%s", use, want, out.String())
 		}
+	}
+}
+
+// With no kubeconfig, no --server and no pod around it, the plugin says
+// no cluster is configured, instead of calling localhost:8080 and blaming
+// a store.
+func TestPluginWithoutAClusterSaysSo(t *testing.T) {
+	missing := filepath.Join(t.TempDir(), "kubeconfig")
+	t.Setenv("KUBECONFIG", missing) // not ~/.kube/config, which this machine may have
+	t.Setenv("KUBERNETES_SERVICE_HOST", "")
+	t.Setenv("KUBERNETES_SERVICE_PORT", "")
+	for _, args := range [][]string{{"status"}, {"regions", "demo"}, {"backups", "demo"}} {
+		root := NewKubectlCommand(KubectlPluginName)
+		root.SetArgs(args)
+		var out bytes.Buffer
+		root.SetOut(&out)
+		root.SetErr(&out)
+		err := root.Execute()
+		if err == nil || !strings.Contains(err.Error(), "no Kubernetes cluster found: no kubeconfig names a cluster (looked at "+missing+")") ||
+			!strings.Contains(err.Error(), "hint: give --kubeconfig FILE, or set KUBECONFIG") {
+			t.Errorf("kubectl bellows %s without a cluster: %v", strings.Join(args, " "), err)
+		}
+		if err != nil && (strings.Contains(err.Error(), "localhost:8080") || strings.Contains(err.Error(), "the store failed")) {
+			t.Errorf("kubectl bellows %s without a cluster: %v", strings.Join(args, " "), err)
+		}
+	}
+	// A plain error is no store's failure.
+	if err := explain(errors.New("reading KVClusters: failed to get server groups"), time.Second); strings.Contains(err.Error(), "the store failed") {
+		t.Errorf("explain of an error of the plugin's own: %q", err)
 	}
 }

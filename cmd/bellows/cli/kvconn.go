@@ -219,7 +219,12 @@ func explain(err error, timeout time.Duration) error {
 		case codes.Unimplemented:
 			e.hint = "the server at --addr does not serve this call: is it a bellows store (not a compactor), of this version?"
 		case codes.Internal, codes.Unknown, codes.DataLoss:
-			e.hint = "the store failed; its log says why"
+			if _, ok := status.FromError(err); ok {
+				// A store's answer: not an error of this process's
+				// own, which any error that is no gRPC status counts
+				// as Unknown.
+				e.hint = "the store failed; its log says why"
+			}
 		}
 	}
 	return e

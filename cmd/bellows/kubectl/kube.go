@@ -8,6 +8,7 @@ package kubectl
 import (
 	"context"
 	"fmt"
+	"os"
 	"slices"
 	"strings"
 
@@ -43,9 +44,29 @@ func Scheme() *runtime.Scheme {
 	return s
 }
 
+// NoClusterError: no kubeconfig names a cluster, no --server is given and
+// this is not a pod: kubectl's loader would fall back to localhost:8080.
+type NoClusterError struct {
+	// Searched are the kubeconfig files looked at.
+	Searched []string
+}
+
+func (e *NoClusterError) Error() string {
+	where := "no kubeconfig"
+	if len(e.Searched) > 0 {
+		where = "no kubeconfig names a cluster (looked at " + strings.Join(e.Searched, ", ") + ")"
+	}
+	return "no Kubernetes cluster found: " + where + ", no --server given, and not running in a pod"
+}
+
 // Connect reads the kubeconfig as kubectl does (flags, $KUBECONFIG,
-// ~/.kube/config; the namespace from --namespace or the context).
+// ~/.kube/config, in a pod its service account; the namespace from
+// --namespace or the context). With none of them it fails (NoClusterError)
+// instead of trying localhost:8080, as client-go's default would.
 func Connect(flags *genericclioptions.ConfigFlags) (*Kube, error) {
+	if err := clusterConfigured(flags); err != nil {
+		return nil, err
+	}
 	cfg, err := flags.ToRESTConfig()
 	if err != nil {
 		return nil, fmt.Errorf("kubeconfig: %w", err)
@@ -55,6 +76,33 @@ func Connect(flags *genericclioptions.ConfigFlags) (*Kube, error) {
 		return nil, fmt.Errorf("kubeconfig: the namespace: %w", err)
 	}
 	return NewKube(cfg, ns)
+}
+
+// clusterConfigured is a NoClusterError when nothing names a cluster.
+func clusterConfigured(flags *genericclioptions.ConfigFlags) error {
+	if flags.APIServer != nil && *flags.APIServer != "" {
+		return nil
+	}
+	if os.Getenv("KUBERNETES_SERVICE_HOST") != "" && os.Getenv("KUBERNETES_SERVICE_PORT") != "" {
+		return nil // in a pod: its service account's config
+	}
+	loader := flags.ToRawKubeConfigLoader()
+	raw, err := loader.RawConfig()
+	if err != nil {
+		return nil // a kubeconfig that does not load: ToRESTConfig says why
+	}
+	if len(raw.Clusters) > 0 {
+		return nil
+	}
+	var searched []string
+	if access := loader.ConfigAccess(); access != nil {
+		if f := access.GetExplicitFile(); f != "" {
+			searched = []string{f}
+		} else {
+			searched = access.GetLoadingPrecedence()
+		}
+	}
+	return &NoClusterError{Searched: searched}
 }
 
 // NewKube connects with cfg, working in namespace ns.
