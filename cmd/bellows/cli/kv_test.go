@@ -432,7 +432,8 @@ func TestKVRegionsShowsSizesLoadAndOwners(t *testing.T) {
 		t.Errorf("region-001's row: %q", lines[2])
 	}
 	text := kv(t, addr, "regions")
-	if !strings.HasPrefix(text, "region-000\t[\"\", \"@\")\t"+host+" ("+addr+")\t0 B\t") {
+	if !strings.HasPrefix(text, "REGION\tRANGE\tOWNER\tSIZE\tMEMSTORE\tWAL\tUNFLUSHED\tLOAD\tREQUESTS\tSSTS\tCOMPACTION\tWARMUP\n"+
+		"region-000\t[\"\", \"@\")\t"+host+" ("+addr+")\t0 B\t") {
 		t.Errorf("regions (text):\n%s", text)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"slices"
@@ -123,6 +124,29 @@ func (f *localFlags) needsCreate(bucket string) (bool, error) {
 	}
 }
 
+// invokedAs is this binary as the user ran it, for a command line to
+// copy: os.Args[0], relative to the working directory when it lies below
+// it (make run runs $PWD/bin/bellows: bin/bellows), or "bellows" when it
+// was found on PATH.
+func invokedAs() string {
+	arg := os.Args[0]
+	if !filepath.IsAbs(arg) {
+		return arg
+	}
+	if wd, err := os.Getwd(); err == nil {
+		if rel, err := filepath.Rel(wd, arg); err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
+			if !strings.ContainsRune(rel, filepath.Separator) {
+				rel = "." + string(filepath.Separator) + rel
+			}
+			return rel
+		}
+	}
+	if path, err := exec.LookPath(filepath.Base(arg)); err == nil && path == arg {
+		return filepath.Base(arg)
+	}
+	return arg
+}
+
 func newLocalCommand() *cobra.Command {
 	f := &localFlags{}
 	cmd := &cobra.Command{
@@ -181,12 +205,14 @@ func newLocalCommand() *cobra.Command {
 				fmt.Fprintf(out, "%-12s mutual TLS; the CLI's certificate: %s (bellows kv and backup on this machine find it; elsewhere give --tls-dir)\n", "tls", clientDir)
 			}
 			var procs []*childproc.Child
-			defer func() {
+			stopAll := func() {
 				// Store first: it may be waiting on a compactor.
 				for i := len(procs) - 1; i >= 0; i-- {
 					procs[i].Stop()
 				}
-			}()
+				procs = nil
+			}
+			defer stopAll()
 			var addrs []string
 			for i := range f.compactors {
 				name := fmt.Sprintf("compactor-%d", i)
@@ -214,9 +240,11 @@ func newLocalCommand() *cobra.Command {
 			}
 			procs = append(procs, s)
 			fmt.Fprintf(out, "%-12s grpc=%s metrics=%s://%s/metrics log=%s\n", "store", s.GRPC, metricsScheme, s.Metrics, s.Log)
-			fmt.Fprintf(out, "ready; try: bellows kv put hello world --addr %s; Ctrl-C stops everything\n", s.GRPC)
+			fmt.Fprintf(out, "ready; try: %s kv put hello world --addr %s; Ctrl-C stops everything\n", invokedAs(), s.GRPC)
 			select {
 			case <-ctx.Done():
+				stopAll()
+				fmt.Fprintln(out, "bellows local: stopped")
 				return nil
 			case err := <-childproc.FirstExit(procs):
 				return err

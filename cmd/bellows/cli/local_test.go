@@ -272,3 +272,59 @@ func waitForLock(t *testing.T, path string) {
 	}
 	_ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
 }
+
+// The ready line's command names the binary as it was run (make run runs
+// $PWD/bin/bellows: bin/bellows), and Ctrl-C ends with a line that says
+// bellows local stopped, once its processes have.
+func TestLocalNamesItsBinaryAndSaysWhenItStopped(t *testing.T) {
+	bin := binary(t)
+	data := t.TempDir()
+	cmd := exec.Command(bin, "local", "--listen=127.0.0.1:0", "--compactors=0", "--tls=false", "--data-dir", data, "--create-bucket")
+	cmd.Dir = filepath.Dir(filepath.Dir(bin)) // bin is DIR/bellows-cli-testN/bellows
+	want := "try: " + filepath.Join(filepath.Base(filepath.Dir(bin)), "bellows") + " kv put hello world --addr "
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cmd.Process.Kill() }()
+	sc := bufio.NewScanner(stdout)
+	var out []string
+	for sc.Scan() {
+		out = append(out, sc.Text())
+		if strings.HasPrefix(sc.Text(), "ready;") {
+			if !strings.Contains(sc.Text(), want) {
+				t.Errorf("the ready line %q does not say %q", sc.Text(), want)
+			}
+			_ = cmd.Process.Signal(os.Interrupt)
+		}
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Errorf("bellows local after Ctrl-C: %v", err)
+	}
+	if len(out) == 0 || out[len(out)-1] != "bellows local: stopped" {
+		t.Errorf("bellows local's output does not end with %q:\n%s", "bellows local: stopped", strings.Join(out, "\n"))
+	}
+}
+
+func TestInvokedAsIsRelativeToTheWorkingDirectory(t *testing.T) {
+	defer func(a string) { os.Args[0] = a }(os.Args[0])
+	wd, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for arg, want := range map[string]string{
+		filepath.Join(wd, "bin", "bellows"): filepath.Join("bin", "bellows"),
+		filepath.Join(wd, "bellows"):        "./bellows",
+		"bin/bellows":                       "bin/bellows",
+		"/elsewhere/bellows":                "/elsewhere/bellows",
+	} {
+		os.Args[0] = arg
+		if got := invokedAs(); got != want {
+			t.Errorf("os.Args[0] %s: %q, want %q", arg, got, want)
+		}
+	}
+}

@@ -15,6 +15,10 @@ import (
 // it, as etcdctl endpoint status shows a row per member.
 var regionHeader = []string{"REGION", "START", "END", "OWNER", "SIZE", "MEMSTORE", "WAL", "UNFLUSHED", "LOAD", "REQUESTS", "SSTS", "COMPACTION", "WARMUP"}
 
+// regionTextHeader names the text format's columns: the table's, with the
+// key range in one column.
+var regionTextHeader = append([]string{"REGION", "RANGE"}, regionHeader[3:]...)
+
 // regionDoc is a regions listing's JSON record: one per region and store,
 // numbers unrounded.
 type regionDoc struct {
@@ -42,6 +46,12 @@ type regionDoc struct {
 // no store reported readings of (a store of an older version, or only
 // known through a seed) still gets a row, with its owners' addresses.
 func printRegions(p *printer, regions []client.Region) error {
+	if p.format == "text" && len(regions) > 0 {
+		// As kubectl does: the columns named, above the rows.
+		if _, err := fmt.Fprintln(p.w, strings.Join(regionTextHeader, "\t")); err != nil {
+			return err
+		}
+	}
 	for _, g := range regions {
 		stats := g.Stats
 		if len(stats) == 0 {
