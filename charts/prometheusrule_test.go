@@ -101,6 +101,7 @@ var wantAlerts = []string{
 	"BellowsRegionCannotSplit", // a region over its split size that does not split
 	// #30:
 	"BellowsClockOffsetTooLarge", // a store refusing requests for its clock
+	"BellowsLivenessLeaseLost",   // a running store that cannot renew its liveness lease
 	"BellowsBackupTooOld",        // a ScheduledBackup without a recent backup
 	"BellowsWALArchiveLagging",   // a region's WAL not reaching the archive
 }

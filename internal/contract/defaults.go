@@ -109,10 +109,13 @@ const (
 	// DefaultBalanceInterval is how often the store holding the balancer
 	// lease reads every store's regions and plans moves (docs/regions.md
 	// §4); DefaultBalancerLeaseTerm is how long a term of that lease
-	// lasts (renewed every interval, so a holder that stops is replaced
-	// within a term plus the clock offset).
+	// lasts. The holder renews it every failover check, once half of it is
+	// gone (it also decides failovers, docs/failover.md §5), so a holder
+	// that stops is replaced within a term plus the clock offset, and a
+	// failover of the balancer's own store waits that much more than
+	// another's.
 	DefaultBalanceInterval   = 5 * time.Second
-	DefaultBalancerLeaseTerm = 20 * time.Second
+	DefaultBalancerLeaseTerm = 3 * time.Second
 	// DefaultBalanceTolerance: the balancer moves regions until every
 	// store is within this fraction of the mean bytes and request rate.
 	DefaultBalanceTolerance = 0.15

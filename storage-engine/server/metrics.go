@@ -237,6 +237,9 @@ func RegisterBalancerMetrics(reg prometheus.Registerer, b *Balancer) {
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "bellows_region_moves_total",
 			Help: "Region moves this store's balancer committed while it held the balancer lease (docs/regions.md §4)."},
 			func() float64 { return float64(b.Moves()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "bellows_failovers_total",
+			Help: "Regions this store's balancer gave to other stores because their owner's liveness lease ran out (docs/failover.md §5)."},
+			func() float64 { return float64(b.Failovers()) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "bellows_balancer_lease_held",
 			Help: "1 when this store held the balancer lease at its last attempt: exactly one store of a cluster should."},
 			func() float64 {
@@ -380,4 +383,28 @@ func countRegions(s *Store, open bool) int {
 		}
 	}
 	return n
+}
+
+// RegisterLivenessMetrics exports the store's liveness lease
+// (docs/failover.md §3).
+func RegisterLivenessMetrics(reg prometheus.Registerer, l *Liveness) {
+	reg.MustRegister(
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "bellows_liveness_renewal_lag_seconds",
+			Help: "Seconds since this store last renewed its liveness lease in the bucket: above the lease term (3s), the store serves nothing and its regions fail over."},
+			func() float64 {
+				last := l.Keeper.LastRenewal()
+				if last.IsZero() {
+					return 0
+				}
+				return time.Since(last).Seconds()
+			}),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "bellows_liveness_serving",
+			Help: "1 while this store's liveness lease lets it serve, 0 once it has run out (UNAVAILABLE LEASE_EXPIRED)."},
+			func() float64 {
+				if l.Keeper.Serving(time.Now()) {
+					return 1
+				}
+				return 0
+			}),
+	)
 }

@@ -200,6 +200,7 @@ func (s *Shipper) Commit(seg uint64, off int64, records []byte) error {
 	s.mu.Lock()
 	s.shipped[seg] = off + int64(len(records))
 	s.committed = true
+	s.committedBytes += int64(len(records))
 	s.mu.Unlock()
 	return nil
 }

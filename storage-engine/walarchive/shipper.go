@@ -32,8 +32,10 @@ type Log interface {
 type Shipper struct {
 	mu      sync.Mutex
 	durable bool // Commit and Seal ship every unit; Ship only records the frontier
-	// committed: a Commit since the last Ship, whose frontier then moves.
-	committed bool
+	// committed: a Commit since the last Ship, whose frontier then moves;
+	// committedBytes, what those Commits wrote (the Ship's ShippedBytes).
+	committed      bool
+	committedBytes int64
 	// CommitTimeout bounds each bucket write of Commit and Seal.
 	CommitTimeout time.Duration
 	stream        *blob.Bucket
@@ -252,7 +254,7 @@ func (s *Shipper) recordDurable(ctx context.Context, frontier uint64, final bool
 		sealedBelow = max(sealedBelow, seg+1)
 	}
 	committed := s.committed
-	s.committed = false
+	st.ShippedBytes, s.committed, s.committedBytes = s.committedBytes, false, 0
 	s.mu.Unlock()
 	if sealedBelow > 0 && s.log != nil && !final {
 		if err := s.log.MarkArchivedBelow(sealedBelow); err != nil {

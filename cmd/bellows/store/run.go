@@ -304,6 +304,9 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, out io.Writer) (err 
 	srv.BeforeStop = release
 	log.Info("serving", "regions", len(spans), "recovery", store.Recovered(), "offload", offMode, "workers", workers.Compactors(), "bucket", cfg.Bucket)
 	server.RegisterStoreGauges(reg, store, cache)
+	if live != nil {
+		server.RegisterLivenessMetrics(reg, live)
+	}
 	var fwd *server.Forwarding
 	if peers != nil {
 		router := route.New(route.Options{Peers: peers, Logger: log, MaxRecvMessageBytes: contract.MaxMessageBytes, DialOption: dialTLS})
