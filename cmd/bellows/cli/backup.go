@@ -196,7 +196,7 @@ cluster of one.`,
 					return err
 				}
 				return f.print(cmd.OutOrStdout(), map[string]any{"deleted": args[0], "filesRemoved": n}, func(w io.Writer) {
-					fmt.Fprintf(w, "OK deleted backup %s; removed %d files no other backup names\n", args[0], n)
+					fmt.Fprintf(w, "OK deleted backup %s, and %s no other backup uses\n", args[0], files(n))
 				})
 			})
 		},
@@ -206,13 +206,21 @@ cluster of one.`,
 		Use: "prune", Short: "Delete the backups a retention policy does not keep, and the files only they name", Args: cobra.NoArgs,
 		Example: "  bellows backup prune --keep-last 7 --max-age 720h",
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if policy.KeepLast <= 0 && policy.MaxAge <= 0 {
+				return &userError{what: "prune needs a policy: it would keep no backup",
+					hint: "give --keep-last N (the newest N backups), --max-age DURATION (those that finished within it), or both; a backup either keeps is kept"}
+			}
 			return f.withBucket(cmd, func(ctx context.Context, b *blob.Bucket) error {
 				deleted, n, err := backup.Prune(ctx, b, policy, time.Now())
 				if err != nil {
 					return err
 				}
+				kept, err := backup.List(ctx, b)
+				if err != nil {
+					return err
+				}
 				return f.print(cmd.OutOrStdout(), map[string]any{"deleted": deleted, "filesRemoved": n}, func(w io.Writer) {
-					fmt.Fprintf(w, "OK deleted %d backups %v; removed %d files no kept backup names\n", len(deleted), deleted, n)
+					fmt.Fprintln(w, pruneText(deleted, n, len(kept)))
 				})
 			})
 		},
@@ -228,7 +236,7 @@ cluster of one.`,
 					return err
 				}
 				return f.print(cmd.OutOrStdout(), map[string]any{"abandoned": args[0], "filesRemoved": n}, func(w io.Writer) {
-					fmt.Fprintf(w, "OK abandoned backup %s; removed %d files no backup names\n", args[0], n)
+					fmt.Fprintf(w, "OK abandoned backup %s: removed its in-progress marker and %s no finished backup uses\n", args[0], files(n))
 				})
 			})
 		},
@@ -278,16 +286,63 @@ func (f *backupFlags) print(w io.Writer, doc any, text func(io.Writer)) error {
 	return fmt.Errorf("--output %q: want text or json", f.output)
 }
 
+// pruneText says what a prune did: the backups it deleted, the files
+// that went with them, and how many backups are left.
+func pruneText(deleted []string, nFiles, kept int) string {
+	switch {
+	case len(deleted) == 0 && kept == 1:
+		return "OK nothing to delete: the policy keeps the one backup there is"
+	case len(deleted) == 0:
+		return fmt.Sprintf("OK nothing to delete: the policy keeps all %s", plural(kept, "backup"))
+	}
+	return fmt.Sprintf("OK deleted %s (%s), and %s no remaining backup uses; %s left",
+		plural(len(deleted), "backup"), strings.Join(deleted, ", "), files(nFiles), plural(kept, "backup"))
+}
+
+// files is "1 copied file" or "N copied files".
+func files(n int) string { return plural(n, "copied file") }
+
+// plural is n and the noun, with an s unless n is 1.
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
+}
+
+// archiveEndNote says how a store moves its archive's end: the reason a
+// time just past it is refused.
+const archiveEndNote = "each store moves its archive's end every --wal-archive-interval (5s by default) while it is written to, but only about once a minute while idle"
+
+// windowLimit is what holds the window's end, in plain words.
+func windowLimit(w backup.Window) string {
+	if r, ok := strings.CutSuffix(w.Limit, "'s archive frontier"); ok {
+		return r + "'s WAL archive ends there, the least far of all regions'"
+	}
+	return w.Limit
+}
+
 // printWindow says what a point-in-time restore from the bucket can reach.
 func printWindow(w io.Writer, win backup.Window) {
-	fmt.Fprintf(w, "a restore can reach %s\n", win)
-	if win.Limit != "" {
-		fmt.Fprintf(w, "  the end is %s\n", win.Limit)
+	switch {
+	case len(win.Backups) == 0:
+		fmt.Fprintln(w, "a restore can reach nothing yet: it starts from a backup, and there is none (bellows backup create takes one)")
+	case win.To < win.From:
+		fmt.Fprintf(w, "a restore can reach the backups' own times only (bellows restore --backup ID): the WAL archive does not yet reach past the oldest backup\n")
+		if win.To > 0 {
+			fmt.Fprintf(w, "  the archive ends at %s, %s\n", backup.FormatTS(win.To), windowLimit(win))
+		} else {
+			fmt.Fprintf(w, "  the archive ends before it begins: %s\n", windowLimit(win))
+		}
+		fmt.Fprintf(w, "  %s; write to the cluster, or wait, and look again\n", archiveEndNote)
+	default:
+		fmt.Fprintf(w, "a restore can reach any time from %s (the oldest backup) to %s (the end of the WAL archive)\n", backup.FormatTS(win.From), backup.FormatTS(win.To))
+		fmt.Fprintf(w, "  the end: %s; %s\n", windowLimit(win), archiveEndNote)
 	}
 	for _, s := range win.Broken {
 		fmt.Fprintf(w, "  region %s's archive from WAL %s ends at %s without its final record: a restore past it needs a backup taken after it\n", s.Region, s.WALID, backup.FormatTS(s.TS))
 	}
-	fmt.Fprintf(w, "%d backups, %d archive streams\n", len(win.Backups), len(win.Streams))
+	fmt.Fprintf(w, "%s (bellows backup list), %s\n", plural(len(win.Backups), "backup"), plural(len(win.Streams), "WAL archive stream"))
 }
 
 func newRestoreCommand() *cobra.Command {
@@ -305,21 +360,30 @@ With --time instead, restores the state at that time: the newest backup at or
 before it plus the versions the WAL archive holds up to it, a consistent
 snapshot across every region (a transaction is in it whole or not at all).
 A time outside what the backups and the archive cover is refused, naming
-what they cover (bellows backup window shows it).`,
+what they cover (bellows backup window shows it). --time latest restores to
+the end of the archive, the newest time a restore can reach: the way to
+restore everything, since "now" is past the archive's end until every store
+has shipped its WAL (within --wal-archive-interval, 5s by default, while it is
+written to; about a minute while it is idle).
+
+A restore that fails removes the --to directory it created; one that existed
+before is left as it was.`,
 		Example: "  bellows restore --backup backup-20261127t101500z --to restored/bucket\n" +
 			"  bellows local --data-dir restored\n" +
 			"  bellows restore --from s3://old-cluster --backup nightly-20261127t030000z --to s3://new-cluster\n" +
-			"  bellows restore --from s3://old-cluster --time 2026-11-27T10:42:00Z --to s3://new-cluster",
+			"  bellows restore --from s3://old-cluster --time 2026-11-27T10:42:00Z --to s3://new-cluster\n" +
+			"  bellows restore --time latest --to restored/bucket",
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
+		RunE: func(cmd *cobra.Command, _ []string) (retErr error) {
 			if (id == "") == (at == "") {
 				return errors.New("give one of --backup (the ID of a backup: bellows backup list --bucket URL shows them) or --time (RFC 3339: bellows backup window --bucket URL shows what the archive covers)")
 			}
 			var target uint64
-			if at != "" {
+			latest := at == "latest"
+			if at != "" && !latest {
 				var err error
 				if target, err = backup.ParseTime(at); err != nil {
-					return fmt.Errorf("--time: %w", err)
+					return fmt.Errorf("--time: %w (or latest: the end of the archive)", err)
 				}
 			}
 			if to == "" {
@@ -335,19 +399,40 @@ what they cover (bellows backup window shows it).`,
 				return err
 			}
 			defer src.Close()
+			created, err := newDirs(to)
+			if err != nil {
+				return err
+			}
+			// A restore that fails leaves no directory it made behind: a
+			// second attempt would find it and need it gone. (Deferred
+			// before the bucket's Close, so it runs after it.)
+			defer func() {
+				if retErr != nil {
+					retErr = errors.Join(retErr, removeCreated(created))
+				}
+			}()
 			dst, err := openBucketFlag(ctx, "to", to, false)
 			if err != nil {
 				return err
 			}
 			defer dst.Close()
 			start := time.Now()
-			if at != "" {
-				rec, err := backup.RestoreToTime(ctx, src, target, dst)
+			if latest {
+				w, err := backup.ArchiveWindow(ctx, src)
 				if err != nil {
 					return err
 				}
-				fmt.Fprintf(cmd.OutOrStdout(), "OK restored the state at %s (ts %d): backup %s (%s) and the WAL archive after it, %d regions, in %s into %s\n",
-					backup.FormatTS(target), target, rec.ID, backup.FormatTS(rec.TS), len(rec.Regions), time.Since(start).Round(time.Millisecond), to)
+				if target = latestTime(w); target == 0 {
+					return &userError{what: "--time latest: " + from + " holds no backup to start from", hint: "take one first: bellows backup create"}
+				}
+			}
+			if at != "" {
+				rec, err := backup.RestoreToTime(ctx, src, target, dst)
+				if err != nil {
+					return pastTheArchive(ctx, src, target, err)
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "OK restored the state at %s (ts %d): backup %s (%s) and the WAL archive after it, %s, in %s into %s\n",
+					backup.FormatTS(target), target, rec.ID, backup.FormatTS(rec.TS), plural(len(rec.Regions), "region"), time.Since(start).Round(time.Millisecond), to)
 				return nil
 			}
 			rec, err := backup.Restore(ctx, src, id, dst)
@@ -363,10 +448,78 @@ what they cover (bellows backup window shows it).`,
 	fl := cmd.Flags()
 	fl.StringVar(&from, "from", defaultLocalBucket(), "the bucket holding the backup: a URL or a directory")
 	fl.StringVar(&id, "backup", "", "the backup's ID")
-	fl.StringVar(&at, "time", "", "restore the state at this time (RFC 3339, or a timestamp in nanoseconds) instead of a backup's")
+	fl.StringVar(&at, "time", "", "restore the state at this time (RFC 3339, or a timestamp in nanoseconds; latest: the end of the archive) instead of a backup's")
 	fl.StringVar(&to, "to", "", "the new, empty bucket to restore into: a URL or a directory (bellows local --data-dir DIR uses DIR/bucket)")
 	fl.DurationVar(&timeout, "timeout", 0, "give up after this long (0: no limit; Ctrl-C still stops)")
 	return cmd
+}
+
+// latestTime is the newest time a restore from w reaches: the archive's
+// end, or the newest backup's when the archive does not reach past it; 0
+// with no backup.
+func latestTime(w backup.Window) uint64 {
+	if len(w.Backups) == 0 {
+		return 0
+	}
+	return max(w.To, w.Backups[len(w.Backups)-1].TS)
+}
+
+// pastTheArchive explains a refusal of a restore to target that is past
+// the archive's end: what the end is, why it lags, and what to do.
+func pastTheArchive(ctx context.Context, src *blob.Bucket, target uint64, err error) error {
+	if !errors.Is(err, backup.ErrOutsideWindow) {
+		return err
+	}
+	w, werr := backup.ArchiveWindow(ctx, src)
+	if werr != nil || len(w.Backups) == 0 || target <= latestTime(w) {
+		return err
+	}
+	end := latestTime(w)
+	return &userError{
+		what: fmt.Sprintf("--time %s is past what the archive holds: it ends at %s (%s)", backup.FormatTS(target), backup.FormatTS(end), windowLimit(w)),
+		hint: archiveEndNote + ". To restore everything the archive holds, give --time latest (or --time " + backup.FormatTS(end) +
+			"); for a later time, write to the cluster (or wait) until bellows backup window shows an end past it",
+		cause: err,
+	}
+}
+
+// newDirs is the directory of a file:// bucket (or a directory) that does
+// not exist yet and would be made to hold it: its topmost missing
+// ancestor, or "" when it exists or is no directory.
+func newDirs(bucket string) (string, error) {
+	u, err := bucketURL(bucket)
+	if err != nil {
+		return "", err
+	}
+	path, ok := strings.CutPrefix(u, "file://")
+	if !ok {
+		return "", nil
+	}
+	path = filepath.Clean(strings.SplitN(path, "?", 2)[0])
+	top := ""
+	for p := path; ; p = filepath.Dir(p) {
+		if _, err := os.Stat(p); err == nil {
+			return top, nil
+		} else if !errors.Is(err, os.ErrNotExist) {
+			return "", nil
+		}
+		top = p
+		if filepath.Dir(p) == p {
+			return top, nil
+		}
+	}
+}
+
+// removeCreated removes dir, which the command made (newDirs): everything
+// in it is what the command wrote.
+func removeCreated(dir string) error {
+	if dir == "" {
+		return nil
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		return fmt.Errorf("removing %s, which the failed restore made: %w", dir, err)
+	}
+	return nil
 }
 
 // createAt asks the store at addr to take backup id (Admin.Backup).

@@ -29,7 +29,12 @@ import (
 // byte, no compactors) and returns its gRPC address; it stops with the test.
 func startStore(t *testing.T) string {
 	t.Helper()
-	dir := t.TempDir()
+	return startStoreIn(t, t.TempDir())
+}
+
+// startStoreIn is startStore with its bucket (dir/bucket) and WAL in dir.
+func startStoreIn(t *testing.T, dir string) string {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	pr, pw := io.Pipe()
 	root := NewRootCommand()

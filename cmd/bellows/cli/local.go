@@ -3,6 +3,7 @@ package cli
 import (
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -124,6 +125,35 @@ func (f *localFlags) needsCreate(bucket string) (bool, error) {
 	}
 }
 
+// listenFree says, before anything starts, that the store's --listen
+// address is taken, and which nearby port is free. bellows local does not
+// move to a free port by itself: bellows kv and backup call 127.0.0.1:7400
+// unless told otherwise, and would reach the cluster that holds the port
+// (the first of two, when a second is started to check a restore) without
+// a word.
+func listenFree(addr string) error {
+	l, err := net.Listen("tcp", addr)
+	if err == nil {
+		return l.Close()
+	}
+	if !errors.Is(err, syscall.EADDRINUSE) {
+		return nil // the store says why, with its log
+	}
+	host, port, _ := net.SplitHostPort(addr)
+	p, _ := strconv.Atoi(port)
+	hint := "stop what listens there (another bellows local: Ctrl-C in its terminal), or give this one another address with --listen HOST:PORT"
+	for next := p + 10; p > 0 && next < p+200 && next < 65536; next += 10 {
+		free := net.JoinHostPort(host, strconv.Itoa(next))
+		if l, err := net.Listen("tcp", free); err == nil {
+			_ = l.Close()
+			hint = fmt.Sprintf("stop what listens there (another bellows local: Ctrl-C in its terminal), or run this one beside it with --listen %s (free now) "+
+				"and give bellows kv and backup create --addr %s to reach it", free, free)
+			break
+		}
+	}
+	return &userError{what: fmt.Sprintf("--listen %s: the address is in use, by another bellows local (make run) or another program", addr), hint: hint, cause: err}
+}
+
 // invokedAs is this binary as the user ran it, for a command line to
 // copy: os.Args[0], relative to the working directory when it lies below
 // it (make run runs $PWD/bin/bellows: bin/bellows), or "bellows" when it
@@ -159,6 +189,9 @@ func newLocalCommand() *cobra.Command {
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := f.validate(); err != nil {
+				return err
+			}
+			if err := listenFree(f.storeListen); err != nil {
 				return err
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)

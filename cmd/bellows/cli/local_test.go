@@ -148,15 +148,40 @@ func TestLocalRefusesBadFlags(t *testing.T) {
 }
 
 func TestLocalSaysWhyTheStoreExited(t *testing.T) {
+	// An address of no interface here (TEST-NET-1): the store cannot bind.
+	const nowhere = "192.0.2.1:7400"
+	out, code := runBellows(t, t.TempDir(), nil, "local", "--compactors=0", "--listen="+nowhere)
+	if code == 0 || !strings.Contains(out, "store exited: exit status 1; its log") ||
+		!strings.Contains(out, "--listen "+nowhere+": listen tcp "+nowhere+": bind: cannot assign requested address") {
+		t.Fatalf("bellows local on an address it cannot bind: exit %d, want the store's error in the output:\n%s", code, out)
+	}
+}
+
+// A second bellows local on a busy port (the guide's restore step, with the
+// first cluster running) is told so before anything starts, with the port
+// and a free one to give --listen.
+func TestLocalOnABusyPortSaysWhatToDo(t *testing.T) {
 	busy, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer busy.Close()
-	out, code := runBellows(t, t.TempDir(), nil, "local", "--compactors=0", "--listen="+busy.Addr().String())
-	if code == 0 || !strings.Contains(out, "store exited: exit status 1; its log") ||
-		!strings.Contains(out, "--listen "+busy.Addr().String()+": listen tcp "+busy.Addr().String()+": bind: address already in use") {
-		t.Fatalf("bellows local on a busy port: exit %d, want the store's error in the output:\n%s", code, out)
+	dir := t.TempDir()
+	// A restored cluster's bucket, as bellows restore --to restored/bucket
+	// leaves it (its marker is what bellows local looks for).
+	if err := os.MkdirAll(filepath.Join(dir, "restored", "bucket"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "restored", "bucket", contract.BucketMarker), []byte("{}"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, code := runBellows(t, dir, nil, "local", "--compactors=0", "--data-dir", "restored", "--listen="+busy.Addr().String())
+	if code == 0 || !strings.Contains(out, "--listen "+busy.Addr().String()+": the address is in use") ||
+		!regexp.MustCompile(`run this one beside it with --listen 127\.0\.0\.1:\d+ \(free now\) and give bellows kv and backup create --addr 127\.0\.0\.1:\d+`).MatchString(out) {
+		t.Fatalf("bellows local on a busy port: exit %d, want the port named and --listen suggested:\n%s", code, out)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "restored", "logs")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the refused bellows local started something (it made logs/): %v", err)
 	}
 }
 
