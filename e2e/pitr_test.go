@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -115,11 +116,6 @@ func (e *env) pointInTimeRestore(t *testing.T) {
 	if sum := bankSum(t, want); sum != cfg.Total() {
 		t.Fatalf("the ledger read at T sums to %d, not %d", sum, cfg.Total())
 	}
-	bk.Stop()
-	stopped = true
-	for _, v := range bk.Result().Violations {
-		t.Error(v)
-	}
 	if uint64(base.Status.TS) >= ts {
 		t.Fatalf("the backup's timestamp %d is not before T %d: the restore would not replay the archive", base.Status.TS, ts)
 	}
@@ -135,10 +131,67 @@ func (e *env) pointInTimeRestore(t *testing.T) {
 		return w.To >= ts, strings.TrimSpace(out), nil
 	})
 
-	// The volume of ledger-1 is lost, and its pod with it.
+	// The volume of ledger-1 is lost, and its pod with it (a lost node),
+	// while the bank runs: ledger-0's balancer fences ledger-1's liveness
+	// lease and takes its regions over from their WAL streams in the bucket
+	// (docs/failover.md), so transfers go on without a person acting; the
+	// StatefulSet replaces the pod on a new volume, which joins empty.
 	pvc := "wal-" + ledgerName + "-1"
+	// Plain writes beside the transfers, every acknowledged one read back
+	// at the end.
+	acked := map[string]string{}
+	var ackedMu sync.Mutex
+	writeCtx, stopWrites := context.WithCancel(ctx)
+	writesDone := make(chan error, 1)
+	go func() {
+		for i := 0; writeCtx.Err() == nil; i++ {
+			k, v := fmt.Sprintf("%c/plain-%05d", 'a'+i%4, i), fmt.Sprint(i)
+			pctx, pcancel := context.WithTimeout(writeCtx, time.Minute)
+			_, err := c.Put(pctx, []byte(k), []byte(v))
+			pcancel()
+			if err != nil {
+				if writeCtx.Err() == nil {
+					writesDone <- fmt.Errorf("put %s: %w", k, err)
+					return
+				}
+				break
+			}
+			ackedMu.Lock()
+			acked[k] = v
+			ackedMu.Unlock()
+		}
+		writesDone <- nil
+	}()
 	e.run(t, "kubectl", "delete", "pod", "-n", ns, ledgerName+"-1", "--grace-period=0", "--force", "--wait=false")
 	e.run(t, "kubectl", "delete", "pvc", "-n", ns, pvc, "--wait=false")
+	lost := time.Now()
+	if err := bk.AwaitTransfers(ctx, bk.Transfers()+30, 2*time.Minute); err != nil {
+		t.Fatalf("transfers after %s-1 and its volume were lost: %v", ledgerName, err)
+	}
+	t.Logf("30 more transfers committed %s after %s-1 and its volume were deleted", time.Since(lost).Round(100*time.Millisecond), ledgerName)
+	e.waitClusterReady(t, ledgerName, 5*time.Minute)
+	if err := bk.AwaitTransfers(ctx, bk.Transfers()+30, 2*time.Minute); err != nil {
+		t.Fatalf("transfers after the replacement of %s-1 joined: %v", ledgerName, err)
+	}
+	stopWrites()
+	if err := <-writesDone; err != nil {
+		t.Fatalf("a plain write failed across the lost node (a failover must cost only retries): %v", err)
+	}
+	for k, v := range acked {
+		got, found, err := c.Get(ctx, []byte(k))
+		if err != nil || !found || string(got) != v {
+			t.Fatalf("acknowledged %s reads %q, %v, %v after the lost node", k, got, found, err)
+		}
+	}
+	t.Logf("%d plain writes acknowledged across the lost node read back", len(acked))
+	bk.Stop()
+	stopped = true
+	if err := bk.Final(ctx); err != nil {
+		t.Fatalf("the bank after the lost node: %v", err)
+	}
+	for _, v := range bk.Result().Violations {
+		t.Error(v)
+	}
 
 	pitr := &kvapi.KVCluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: pitrName}, Spec: *ledger.Spec.DeepCopy()}
 	pitr.Spec.Replicas = 1
