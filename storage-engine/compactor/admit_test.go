@@ -34,3 +34,44 @@ func TestRefusalSaysWhy(t *testing.T) {
 		}
 	}
 }
+
+// A kept output never keeps a job out: its blocks are in the bucket, so
+// admission evicts it (oldest first) and the job runs; an output a store
+// is streaming stays until the stream ends; running jobs still refuse.
+func TestKeptOutputsAreEvictedToAdmitAJob(t *testing.T) {
+	w := New(Options{Name: "w", CacheBytes: 1000})
+	keep := func(id string, bytes int64) {
+		t.Helper()
+		if err := w.admit(id, bytes); err != nil {
+			t.Fatal(err)
+		}
+		w.finish(id, &keptOutput{bytes: bytes})
+	}
+	keep("old", 300)
+	keep("new", 300)
+	// 400 free: a job of 500 evicts the oldest output only.
+	if err := w.admit("j1", 500); err != nil {
+		t.Fatalf("a job refused while the cache holds only kept outputs: %v", err)
+	}
+	if w.kept["old"] != nil || w.kept["new"] == nil {
+		t.Fatalf("evicted the wrong output: old kept %v, new kept %v", w.kept["old"] != nil, w.kept["new"] != nil)
+	}
+	w.finish("j1", nil)
+
+	// An output being streamed is not evicted.
+	_, done := w.openStream("new")
+	if err := w.admit("j2", 800); status.Code(err) != codes.ResourceExhausted {
+		t.Fatalf("a job that needs a streamed output's room: %v, want RESOURCE_EXHAUSTED", err)
+	}
+	done()
+	if err := w.admit("j2", 800); err != nil {
+		t.Fatalf("after the stream ended: %v", err)
+	}
+	// Running jobs are not evicted.
+	if err := w.admit("j3", 300); status.Code(err) != codes.ResourceExhausted {
+		t.Fatalf("a job with running jobs holding the cache: %v, want RESOURCE_EXHAUSTED", err)
+	}
+	if w.rejected != 2 {
+		t.Fatalf("%d refusals, want 2 (the streamed output, the running job)", w.rejected)
+	}
+}

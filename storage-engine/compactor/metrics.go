@@ -11,6 +11,7 @@ type metrics struct {
 	// Δbytes/Δseconds (see "bellows_compactor_transfer_bytes_total").
 	transferBytes, transferSeconds prometheus.Counter
 	rejections                     prometheus.Counter
+	evictions                      prometheus.Counter
 	jobs                           *prometheus.CounterVec
 }
 
@@ -40,6 +41,8 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Help: "Seconds FetchBlocks streams spent sending (w = Δbytes/Δseconds)."}),
 		rejections: prometheus.NewCounter(prometheus.CounterOpts{Name: "bellows_compactor_rejections_total",
 			Help: "Jobs refused with RESOURCE_EXHAUSTED because the cache had no room."}),
+		evictions: prometheus.NewCounter(prometheus.CounterOpts{Name: "bellows_compactor_kept_output_evictions_total",
+			Help: "Kept outputs evicted to admit a job (their stores read those files from the bucket)."}),
 		jobs: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "bellows_compactor_jobs_total",
 			Help: "Finished jobs by result: success, failure, aborted."}, []string{"result"}),
 	}
@@ -47,7 +50,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		m.jobs.WithLabelValues(r)
 	}
 	if reg != nil {
-		reg.MustRegister(m.inflight, m.used, m.capacity, m.compactionRate, m.transferRate, m.transferBytes, m.transferSeconds, m.rejections, m.jobs)
+		reg.MustRegister(m.inflight, m.used, m.capacity, m.compactionRate, m.transferRate, m.transferBytes, m.transferSeconds, m.rejections, m.evictions, m.jobs)
 	}
 	return m
 }

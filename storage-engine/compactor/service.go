@@ -25,6 +25,10 @@ type keptOutput struct {
 	blocks         []*compactionpb.Block
 	bytes          int64
 	timer          *time.Timer
+	// keptAt orders eviction (oldest first); streams counts the open
+	// FetchBlocks streams of it, which keep it from being evicted.
+	keptAt  time.Time
+	streams int
 }
 
 // keepBlocks wraps the blocks Execute captured as it wrote them: no read of

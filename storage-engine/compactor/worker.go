@@ -8,6 +8,11 @@
 //     capacity, except that a kept output may exceed its job's reservation
 //     (the output is rarely larger than the inputs; refusing it after the
 //     work is done would waste the job).
+//   - A kept output never keeps a job out: its blocks are in the bucket
+//     too, so admission evicts kept outputs no stream is reading, oldest
+//     first, until the job fits, and refuses only when running jobs and
+//     outputs being streamed leave no room. The store's next FetchBlocks of
+//     an evicted output gets NOT_FOUND and reads the bucket instead.
 //   - A job's reservation is freed exactly once: when it fails, is aborted
 //     (its caller's stream broke), or is converted into its kept output.
 //   - Every kept output of a store belongs to its latest announced session
@@ -30,6 +35,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -155,7 +161,7 @@ func (w *Worker) admit(id string, size int64) error {
 			st = d
 		}
 		return st.Err()
-	case w.used+size > w.opts.CacheBytes:
+	case w.used+size > w.opts.CacheBytes && !w.evictForLocked(size):
 		w.rejected++
 		w.m.rejections.Inc()
 		return status.Errorf(codes.ResourceExhausted,
@@ -170,6 +176,34 @@ func (w *Worker) admit(id string, size int64) error {
 	return nil
 }
 
+// evictForLocked evicts kept outputs that no stream reads, oldest first,
+// until size more bytes fit; it reports whether they do. It evicts nothing
+// when even all of them would not make room.
+func (w *Worker) evictForLocked(size int64) bool {
+	var idle []string
+	var freeable int64
+	for id, k := range w.kept {
+		if k.streams == 0 {
+			idle = append(idle, id)
+			freeable += k.bytes
+		}
+	}
+	if w.used-freeable+size > w.opts.CacheBytes {
+		return false
+	}
+	slices.SortFunc(idle, func(a, b string) int { return w.kept[a].keptAt.Compare(w.kept[b].keptAt) })
+	for _, id := range idle {
+		if w.used+size <= w.opts.CacheBytes {
+			break
+		}
+		k := w.kept[id]
+		freed := w.releaseLocked(id, k)
+		w.m.evictions.Inc()
+		w.opts.Logger.Info("evicted a kept output to admit a job: its store reads that file from the bucket", "job", id, "store", k.store, "bytes", freed)
+	}
+	return w.used+size <= w.opts.CacheBytes
+}
+
 // finish frees a job's reservation and, if out is not nil, keeps out in its
 // place.
 func (w *Worker) finish(id string, out *keptOutput) {
@@ -182,6 +216,7 @@ func (w *Worker) finish(id string, out *keptOutput) {
 		out = nil
 	}
 	if out != nil {
+		out.keptAt = time.Now()
 		w.kept[id] = out
 		w.used += out.bytes
 		out.timer = time.AfterFunc(w.opts.OutputTTL, func() { w.release(id, out) })
@@ -235,10 +270,12 @@ func (w *Worker) openStream(id string) (out *keptOutput, done func()) {
 		return nil, nil
 	}
 	w.streams++
+	out.streams++
 	return out, func() {
 		w.mu.Lock()
 		defer w.mu.Unlock()
 		w.streams--
+		out.streams--
 		w.wakeLocked()
 	}
 }
