@@ -123,6 +123,9 @@ func translate(key string, err error) error {
 // WriteAll writes data to key. With ifNotExist the write fails with ErrExists
 // instead of replacing an existing object: the manifest's fencing relies on it.
 func (b *Bucket) WriteAll(ctx context.Context, key string, data []byte, ifNotExist bool) error {
+	if err := b.cost.writeWait(ctx, int64(len(data))); err != nil {
+		return translate(key, err)
+	}
 	if ifNotExist && b.root != "" {
 		return b.createFile(key, data)
 	}
@@ -173,6 +176,9 @@ func (b *Bucket) NewWriter(ctx context.Context, key string) (io.WriteCloser, err
 	w, err := b.b.NewWriter(ctx, b.prefix+key, &gblob.WriterOptions{ContentType: "application/octet-stream"})
 	if err != nil {
 		return nil, translate(key, err)
+	}
+	if b.cost.writes() {
+		return &costedWriter{WriteCloser: w, ctx: ctx, cost: b.cost}, nil
 	}
 	return w, nil
 }
@@ -249,6 +255,9 @@ func (b *Bucket) CopyTo(ctx context.Context, to *Bucket, dst, src string) (err e
 	n, err := io.Copy(w, r)
 	if err == nil {
 		err = b.cost.wait(ctx, n)
+	}
+	if err == nil {
+		err = to.cost.writeWait(ctx, n)
 	}
 	if err != nil {
 		cancel()

@@ -188,6 +188,91 @@ func TestCostModelTravelsInTheURLAndIsCharged(t *testing.T) {
 	}
 }
 
+// The write latency travels in the URL with the rest of the model and is
+// charged on every PUT: WriteAll (create-if-absent too, refused or not) and
+// a streamed writer's Close, which makes the object visible only after it.
+// Reads stay as the read model says; without it writes cost nothing.
+func TestCostModelWriteLatencyTravelsInTheURLAndIsCharged(t *testing.T) {
+	ctx := context.Background()
+	model := CostModel{Latency: time.Millisecond, WriteLatency: 60 * time.Millisecond}
+	u, err := WithCostModel("file://"+t.TempDir(), model)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(u, "bellows_write_latency=60ms") {
+		t.Fatalf("URL %q does not carry the write latency", u)
+	}
+	b, err := Open(ctx, u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	if got := b.Cost(); got != model {
+		t.Fatalf("cost model %+v, want %+v", got, model)
+	}
+	if s := b.Cost().String(); !strings.Contains(s, "60ms per write") {
+		t.Fatalf("String() = %q", s)
+	}
+	took := func(what string, f func() error) {
+		t.Helper()
+		began := time.Now()
+		if err := f(); err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		if d := time.Since(began); d < 60*time.Millisecond {
+			t.Fatalf("%s took %v, less than the model's 60ms per write", what, d)
+		}
+	}
+	took("WriteAll", func() error { return b.WriteAll(ctx, "a", []byte("x"), false) })
+	took("WriteAll if absent", func() error { return b.WriteAll(ctx, "b", []byte("x"), true) })
+	took("a refused WriteAll if absent", func() error {
+		if err := b.WriteAll(ctx, "b", []byte("y"), true); !errors.Is(err, ErrExists) {
+			return fmt.Errorf("got %v, want ErrExists", err)
+		}
+		return nil
+	})
+	w, err := b.NewWriter(ctx, "c")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.Write([]byte("streamed")); err != nil {
+		t.Fatal(err)
+	}
+	took("a writer's Close", w.Close)
+	if got, err := b.ReadAll(ctx, "c"); err != nil || string(got) != "streamed" {
+		t.Fatalf("the streamed object reads %q, %v", got, err)
+	}
+	// A cancelled write waits no longer and writes nothing.
+	cctx, cancel := context.WithCancel(ctx)
+	cancel()
+	if err := b.WriteAll(cctx, "d", []byte("x"), true); !errors.Is(err, context.Canceled) {
+		t.Fatalf("a cancelled write: %v", err)
+	}
+	if ok, err := b.Exists(ctx, "d"); err != nil || ok {
+		t.Fatalf("a cancelled write left its object: %v, %v", ok, err)
+	}
+	// Without a write latency a write waits for nothing, read model or not.
+	plain, err := WithCostModel("file://"+t.TempDir(), CostModel{Latency: time.Second, Bandwidth: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pb, err := Open(ctx, plain)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pb.Close()
+	began := time.Now()
+	if err := pb.WriteAll(ctx, "x", make([]byte, 1<<10), false); err != nil {
+		t.Fatal(err)
+	}
+	if d := time.Since(began); d > 500*time.Millisecond {
+		t.Fatalf("a write with no write latency modelled took %v", d)
+	}
+	if _, err := Open(ctx, "file:///tmp/x?bellows_write_latency=-1s"); err == nil || !strings.Contains(err.Error(), "bellows_write_latency") {
+		t.Fatalf("bad write latency accepted: %v", err)
+	}
+}
+
 // A file:// bucket writes each object's temporary file next to it, not in
 // TMPDIR: on another mount the rename into place would fail, and a process
 // killed mid-write would leave it there for good. List never shows one.
