@@ -291,9 +291,9 @@ func (f *backupFlags) print(w io.Writer, doc any, text func(io.Writer)) error {
 func pruneText(deleted []string, nFiles, kept int) string {
 	switch {
 	case len(deleted) == 0 && kept == 1:
-		return "OK nothing to delete: the policy keeps the one backup there is"
+		return "OK deleted 0 backups: the policy keeps the only one"
 	case len(deleted) == 0:
-		return fmt.Sprintf("OK nothing to delete: the policy keeps all %s", plural(kept, "backup"))
+		return fmt.Sprintf("OK deleted 0 backups: the policy keeps all %d", kept)
 	}
 	return fmt.Sprintf("OK deleted %s (%s), and %s no remaining backup uses; %s left",
 		plural(len(deleted), "backup"), strings.Join(deleted, ", "), files(nFiles), plural(kept, "backup"))
@@ -330,7 +330,7 @@ func printWindow(w io.Writer, win backup.Window) {
 	case win.To < win.From:
 		fmt.Fprintf(w, "a restore can reach the backups' own times only (bellows restore --backup ID): the WAL archive does not yet reach past the oldest backup\n")
 		if win.To > 0 {
-			fmt.Fprintf(w, "  the archive ends at %s, %s\n", backup.FormatTS(win.To), windowLimit(win))
+			fmt.Fprintf(w, "  the archive ends at %s: %s\n", backup.FormatTS(win.To), windowLimit(win))
 		} else {
 			fmt.Fprintf(w, "  the archive ends before it begins: %s\n", windowLimit(win))
 		}

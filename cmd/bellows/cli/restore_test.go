@@ -66,7 +66,7 @@ func TestRestoreSaysWhatToDoPastTheArchiveAndCleansUp(t *testing.T) {
 		t.Errorf("backup prune: %v\n%q", err, out)
 	}
 	out, err = runCLI("backup", "prune", "--bucket", bucket, "--keep-last", "1")
-	if err != nil || out != "OK nothing to delete: the policy keeps the one backup there is\n" {
+	if err != nil || out != "OK deleted 0 backups: the policy keeps the only one\n" {
 		t.Errorf("backup prune with nothing to prune: %v\n%q", err, out)
 	}
 	if _, err := runCLI("backup", "prune", "--bucket", bucket); err == nil || !strings.Contains(err.Error(), "give --keep-last N") {
