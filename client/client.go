@@ -7,6 +7,15 @@
 // cannot reach the owners (outside the cluster, only the Service is
 // reachable) it goes to a seed, and that store forwards it.
 //
+// Credentials. Options.DialOptions gives them (WithTLSDir; Options.Token);
+// with Options.FindCredentials the client finds them as the bellows
+// command line does: bellows local's client certificate for a TLS store on
+// this machine (make run), BELLOWS_TLS_DIR and BELLOWS_TOKEN, or the
+// client configuration file's context. New fails at once when a seed
+// speaks TLS and the client does not, or the other way round
+// (ErrTLSMismatch), and gives up after Options.DialTimeout when no seed
+// answers.
+//
 // Retries. A request that fails because the route was stale — the owner is
 // gone or restarting (UNAVAILABLE), or no longer serves the key's region
 // (OUT_OF_RANGE, FAILED_PRECONDITION of a fenced region) — refreshes the
