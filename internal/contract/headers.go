@@ -54,3 +54,8 @@ const ClockOffsetReason = "CLOCK_OFFSET"
 // (docs/failover.md §3): it could not renew it, and its regions may have
 // failed over to another store. Retry through the cluster's other stores.
 const LeaseExpiredReason = "LEASE_EXPIRED"
+
+// CreateIfAbsentProbePrefix is where a starting store writes the object it
+// creates twice to check that the bucket honours create-if-absent writes
+// (docs/failover.md §7); it deletes it afterwards.
+const CreateIfAbsentProbePrefix = "probe/create-if-absent/"

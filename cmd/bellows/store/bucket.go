@@ -2,6 +2,8 @@ package store
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -163,4 +165,33 @@ func clip(s string, n int) string {
 		return s
 	}
 	return s[:n] + "…"
+}
+
+// probeCreateIfAbsent checks that the bucket honours create-if-absent
+// writes, on which every fence of the cluster rests (manifests, the region
+// map, the leases, the WAL streams: docs/failover.md §7): it creates one new
+// object and then tries to create it again, which must fail. Some
+// S3-compatible servers accept If-None-Match and overwrite anyway; on one
+// of those, two stores could both believe they own a region.
+func probeCreateIfAbsent(ctx context.Context, b *blob.Bucket, rawURL string) error {
+	var id [8]byte
+	if _, err := rand.Read(id[:]); err != nil {
+		return err
+	}
+	key := contract.CreateIfAbsentProbePrefix + hex.EncodeToString(id[:])
+	if err := b.WriteAll(ctx, key, []byte("first"), true); err != nil {
+		return bucketAccessError(rawURL, err)
+	}
+	defer func() { _ = b.Delete(context.WithoutCancel(ctx), key) }()
+	err := b.WriteAll(ctx, key, []byte("second"), true)
+	switch {
+	case errors.Is(err, blob.ErrExists):
+		return nil
+	case err == nil:
+		return fmt.Errorf("--%s %s: the object store overwrote an object that a create-if-absent write (If-None-Match: *) must not replace: "+
+			"every ownership fence of the cluster relies on it (docs/failover.md, section 7). Use an object store that honours conditional writes, "+
+			"or a version of this one that does", contract.FlagBucket, rawURL)
+	default:
+		return bucketAccessError(rawURL, err)
+	}
 }

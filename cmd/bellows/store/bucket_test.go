@@ -121,3 +121,49 @@ func TestRefusedCredentialsAreNotWaitedFor(t *testing.T) {
 		t.Fatalf("refused credentials were tried %d more times", retries)
 	}
 }
+
+// The probe passes on a bucket that honours create-if-absent writes (a
+// directory; the S3 server the end-to-end tests run) and refuses, naming
+// the setting, one that accepts If-None-Match and overwrites anyway.
+func TestABucketThatIgnoresCreateIfAbsentIsRefused(t *testing.T) {
+	ctx := context.Background()
+	file := "file://" + t.TempDir()
+	fb, err := blob.Open(ctx, file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fb.Close()
+	if err := probeCreateIfAbsent(ctx, fb, file); err != nil {
+		t.Fatalf("a directory: %v", err)
+	}
+
+	faker := gofakes3.New(s3mem.New(), gofakes3.WithAutoBucket(true)).Server()
+	honours := httptest.NewServer(faker)
+	defer honours.Close()
+	// The same server with the condition dropped on the way in: it accepts
+	// the header and overwrites, as some S3-compatible servers do.
+	ignores := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		r.Header.Del("If-None-Match")
+		faker.ServeHTTP(w, r)
+	}))
+	defer ignores.Close()
+	for _, c := range []struct {
+		name string
+		srv  *httptest.Server
+		ok   bool
+	}{{"an S3 server that honours If-None-Match", honours, true}, {"one that ignores it", ignores, false}} {
+		url := s3URL(t, strings.TrimPrefix(c.srv.URL, "http://"))
+		b, err := blob.Open(ctx, url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = probeCreateIfAbsent(ctx, b, url)
+		_ = b.Close()
+		switch {
+		case c.ok && err != nil:
+			t.Errorf("%s: %v", c.name, err)
+		case !c.ok && (err == nil || !strings.Contains(err.Error(), "--bucket") || !strings.Contains(err.Error(), "create-if-absent")):
+			t.Errorf("%s: %v, want a refusal naming --bucket and create-if-absent", c.name, err)
+		}
+	}
+}

@@ -143,6 +143,9 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, out io.Writer) (err 
 	if err := ensureBucketMarker(ctx, bucket, cfg.Bucket, cfg.CreateBucket); err != nil {
 		return err
 	}
+	if err := probeCreateIfAbsent(ctx, bucket, cfg.Bucket); err != nil {
+		return err
+	}
 	// The flags' regions only make the cluster's first region map; from
 	// then on the map in the bucket says which regions exist (splits).
 	regionMap, err := bootstrapRegionMap(ctx, bucket, allSpans, log)
