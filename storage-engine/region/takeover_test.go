@@ -37,8 +37,8 @@ func TestAnOwnerCutOffCannotAcknowledgeAfterATakeover(t *testing.T) {
 			t.Fatalf("after the takeover %s reads %q, %v, %v: want v-%s", k, v, ok, err, k)
 		}
 	}
-	if _, err := old.Put([]byte("d"), []byte("late")); !errors.Is(err, walarchive.ErrFenced) {
-		t.Fatalf("the old owner's write after the takeover: %v, want ErrFenced", err)
+	if _, err := old.Put([]byte("d"), []byte("late")); !errors.Is(err, walarchive.ErrFenced) || !errors.Is(err, ErrFenced) {
+		t.Fatalf("the old owner's write after the takeover: %v, want ErrFenced (the stream's, as the region's)", err)
 	}
 	if _, ok, _ := r.Get([]byte("d"), kv.MaxTimestamp); ok {
 		t.Fatal("a write refused by the fence is visible at the new owner")

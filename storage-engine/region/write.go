@@ -1,10 +1,13 @@
 package region
 
 import (
+	"errors"
+	"fmt"
 	"time"
 
 	"github.com/bellows-kv/bellows/storage-engine/kv"
 	"github.com/bellows-kv/bellows/storage-engine/memstore"
+	"github.com/bellows-kv/bellows/storage-engine/walarchive"
 )
 
 // Put writes value under key and returns the commit timestamp.
@@ -100,7 +103,12 @@ func (r *Region) commitRecord(floor uint64, n int, encode func(dst []byte, ts ui
 
 	if err := commit.Wait(); err != nil {
 		// The WAL failed; it fails every later append too, so no newer
-		// record can be acknowledged ahead of this one.
+		// record can be acknowledged ahead of this one. A fenced WAL
+		// stream means another store took the region over: ErrFenced, as
+		// a fenced manifest commit says it.
+		if errors.Is(err, walarchive.ErrFenced) {
+			err = fmt.Errorf("%w: %w", ErrFenced, err)
+		}
 		seg.EndWrite()
 		r.vis.done(ts)
 		r.setBackgroundError(&Error{Region: r.opts.Name, Err: err})
