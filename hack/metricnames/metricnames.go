@@ -129,10 +129,18 @@ type funcInfo struct {
 	params []string
 }
 
-func scanPackage(fset *token.FileSet, files []*ast.File, out Set) error {
-	consts := map[string]string{}
-	funcs := map[string]*funcInfo{} // by name: FuncDecls and `name := func(...)` literals
-	var calls []*ast.CallExpr
+// scope is what a package declares that a metric's name may come from: its
+// string constants, its functions (FuncDecls and `name := func(...)`
+// literals, by name) and every call in it.
+type scope struct {
+	consts map[string]string
+	funcs  map[string]*funcInfo
+	calls  []*ast.CallExpr
+}
+
+// collect reads a package's scope.
+func collect(files []*ast.File) *scope {
+	s := &scope{consts: map[string]string{}, funcs: map[string]*funcInfo{}}
 	for _, f := range files {
 		for _, decl := range f.Decls {
 			if g, ok := decl.(*ast.GenDecl); ok && g.Tok == token.CONST {
@@ -140,8 +148,8 @@ func scanPackage(fset *token.FileSet, files []*ast.File, out Set) error {
 					vs := spec.(*ast.ValueSpec)
 					for i, n := range vs.Names {
 						if i < len(vs.Values) {
-							if s, ok := stringLit(vs.Values[i]); ok {
-								consts[n.Name] = s
+							if v, ok := stringLit(vs.Values[i]); ok {
+								s.consts[n.Name] = v
 							}
 						}
 					}
@@ -152,100 +160,106 @@ func scanPackage(fset *token.FileSet, files []*ast.File, out Set) error {
 			switch n := n.(type) {
 			case *ast.FuncDecl:
 				if n.Recv == nil {
-					funcs[n.Name.Name] = &funcInfo{params: paramNames(n.Type)}
+					s.funcs[n.Name.Name] = &funcInfo{params: paramNames(n.Type)}
 				}
 			case *ast.AssignStmt:
 				for i, rhs := range n.Rhs {
 					if fl, ok := rhs.(*ast.FuncLit); ok && i < len(n.Lhs) {
 						if id, ok := n.Lhs[i].(*ast.Ident); ok {
-							funcs[id.Name] = &funcInfo{params: paramNames(fl.Type)}
+							s.funcs[id.Name] = &funcInfo{params: paramNames(fl.Type)}
 						}
 					}
 				}
 			case *ast.CallExpr:
-				calls = append(calls, n)
+				s.calls = append(s.calls, n)
 			}
 			return true
 		})
 	}
-	// values resolves e to the strings it can take: a literal, a constant,
-	// an enclosing function's parameter (through the calls of that function),
-	// or a BuildFQName call.
-	var values func(e ast.Expr, stack []ast.Node) []string
-	values = func(e ast.Expr, stack []ast.Node) []string {
-		if s, ok := stringLit(e); ok {
-			return []string{s}
-		}
-		switch e := e.(type) {
-		case *ast.Ident:
-			if s, ok := consts[e.Name]; ok {
-				return []string{s}
-			}
-			fname, idx := enclosingParam(stack, e.Name)
-			if idx < 0 {
-				return nil
-			}
-			var vs []string
-			for _, c := range calls {
-				if id, ok := c.Fun.(*ast.Ident); ok && id.Name == fname && idx < len(c.Args) {
-					vs = append(vs, values(c.Args[idx], nil)...)
-				}
-			}
-			return vs
-		case *ast.CallExpr:
-			if isPromFunc(e.Fun, "BuildFQName") && len(e.Args) == 3 {
-				return joinAll(values(e.Args[0], stack), values(e.Args[1], stack), values(e.Args[2], stack))
-			}
-		}
-		return nil
+	return s
+}
+
+// values resolves e to the strings it can take: a literal, a constant, an
+// enclosing function's parameter (through the calls of that function), or a
+// BuildFQName call.
+func (s *scope) values(e ast.Expr, stack []ast.Node) []string {
+	if v, ok := stringLit(e); ok {
+		return []string{v}
 	}
-	// optsNames resolves an Opts literal's Namespace, Subsystem and Name.
-	// When they are parameters of an enclosing function, each call of that
-	// function binds them together (no cross product across calls).
-	optsNames := func(fields map[string]ast.Expr, stack []ast.Node) []string {
-		keys := []string{"Namespace", "Subsystem", "Name"}
-		fname, params := "", []string(nil)
-		for _, k := range keys {
-			if id, ok := fields[k].(*ast.Ident); ok && consts[id.Name] == "" {
-				if f, idx := enclosingParam(stack, id.Name); idx >= 0 {
-					fname, params = f, funcs[f].params
-					break
-				}
+	switch e := e.(type) {
+	case *ast.Ident:
+		if v, ok := s.consts[e.Name]; ok {
+			return []string{v}
+		}
+		fname, idx := enclosingParam(stack, e.Name)
+		if idx < 0 {
+			return nil
+		}
+		var vs []string
+		for _, c := range s.calls {
+			if id, ok := c.Fun.(*ast.Ident); ok && id.Name == fname && idx < len(c.Args) {
+				vs = append(vs, s.values(c.Args[idx], nil)...)
 			}
 		}
-		resolve := func(bind map[string]ast.Expr) []string {
-			parts := make([][]string, len(keys))
-			for i, k := range keys {
-				e, ok := fields[k]
-				switch {
-				case !ok:
-					parts[i] = []string{""}
-				case bind != nil && isIdentIn(e, bind):
-					parts[i] = values(bind[e.(*ast.Ident).Name], nil)
-				default:
-					parts[i] = values(e, stack)
-				}
-			}
-			return joinAll(parts[0], parts[1], parts[2])
+		return vs
+	case *ast.CallExpr:
+		if isPromFunc(e.Fun, "BuildFQName") && len(e.Args) == 3 {
+			return joinAll(s.values(e.Args[0], stack), s.values(e.Args[1], stack), s.values(e.Args[2], stack))
 		}
-		if fname == "" || funcs[fname] == nil {
-			return resolve(nil)
-		}
-		var out []string
-		for _, c := range calls {
-			if id, ok := c.Fun.(*ast.Ident); !ok || id.Name != fname {
-				continue
-			}
-			bind := map[string]ast.Expr{}
-			for i, p := range params {
-				if i < len(c.Args) {
-					bind[p] = c.Args[i]
-				}
-			}
-			out = append(out, resolve(bind)...)
-		}
-		return out
 	}
+	return nil
+}
+
+// optsNames resolves an Opts literal's Namespace, Subsystem and Name. When
+// they are parameters of an enclosing function, each call of that function
+// binds them together (no cross product across calls).
+func (s *scope) optsNames(fields map[string]ast.Expr, stack []ast.Node) []string {
+	keys := []string{"Namespace", "Subsystem", "Name"}
+	fname, params := "", []string(nil)
+	for _, k := range keys {
+		if id, ok := fields[k].(*ast.Ident); ok && s.consts[id.Name] == "" {
+			if f, idx := enclosingParam(stack, id.Name); idx >= 0 {
+				fname, params = f, s.funcs[f].params
+				break
+			}
+		}
+	}
+	resolve := func(bind map[string]ast.Expr) []string {
+		parts := make([][]string, len(keys))
+		for i, k := range keys {
+			e, ok := fields[k]
+			switch {
+			case !ok:
+				parts[i] = []string{""}
+			case bind != nil && isIdentIn(e, bind):
+				parts[i] = s.values(bind[e.(*ast.Ident).Name], nil)
+			default:
+				parts[i] = s.values(e, stack)
+			}
+		}
+		return joinAll(parts[0], parts[1], parts[2])
+	}
+	if fname == "" || s.funcs[fname] == nil {
+		return resolve(nil)
+	}
+	var out []string
+	for _, c := range s.calls {
+		if id, ok := c.Fun.(*ast.Ident); !ok || id.Name != fname {
+			continue
+		}
+		bind := map[string]ast.Expr{}
+		for i, p := range params {
+			if i < len(c.Args) {
+				bind[p] = c.Args[i]
+			}
+		}
+		out = append(out, resolve(bind)...)
+	}
+	return out
+}
+
+func scanPackage(fset *token.FileSet, files []*ast.File, out Set) error {
+	s := collect(files)
 	for _, f := range files {
 		pos := func(n ast.Node) string { p := fset.Position(n.Pos()); return fmt.Sprintf("%s:%d", p.Filename, p.Line) }
 		var stack []ast.Node
@@ -273,12 +287,12 @@ func scanPackage(fset *token.FileSet, files []*ast.File, out Set) error {
 						}
 					}
 				}
-				for _, name := range optsNames(fields, stack) {
+				for _, name := range s.optsNames(fields, stack) {
 					out[name] = Metric{Name: name, Type: typ, Section: pos(n)}
 				}
 			case *ast.CallExpr:
 				if isPromFunc(n.Fun, "NewDesc") && len(n.Args) > 0 {
-					for _, name := range values(n.Args[0], stack) {
+					for _, name := range s.values(n.Args[0], stack) {
 						if _, dup := out[name]; !dup {
 							out[name] = Metric{Name: name, Type: Unknown, Section: pos(n)}
 						}
