@@ -80,9 +80,13 @@ func identify(addr string, err error) *SeedError {
 		switch speaks, proto := speaksTLS(addr); {
 		case !speaks:
 			return nil
-		case proto == "h2" || proto == "":
-			// "": a server that refused the handshake (it wants a
-			// certificate) before saying.
+		case proto == "":
+			// A server that refused a handshake without a client
+			// certificate: whether this client dialled in plaintext or
+			// with TLS and no certificate (a token), it needs one.
+			return seed(ErrTLSMismatch, "speaks TLS and requires a client certificate, which the client did not present (it dials in plaintext, or with TLS and no certificate)",
+				"give the cluster's credentials with a client certificate: Options.FindCredentials finds bellows local's and the client configuration's, or DialOptions with WithTLSDir; a token alone is taken only by a store with --tokens-file")
+		case proto == "h2":
 			return seed(ErrTLSMismatch, "speaks TLS, and the client dials it in plaintext",
 				"give the cluster's credentials: Options.FindCredentials finds bellows local's and the client configuration's, or DialOptions with WithTLSDir")
 		default:
@@ -100,6 +104,17 @@ func speaksTLS(addr string) (bool, string) {
 	conn, err := tls.DialWithDialer(d, "tcp", addr, &tls.Config{InsecureSkipVerify: true, NextProtos: []string{"h2", "http/1.1"}}) //nolint:gosec // only asks what it speaks
 	if err == nil {
 		defer conn.Close()
+		// TLS 1.3 finishes the client's side of the handshake before the
+		// server checks the client's certificate: a server that wants one
+		// says so on the first read; one that does not sends its HTTP/2
+		// settings, or nothing.
+		_ = conn.SetReadDeadline(time.Now().Add(probeTimeout))
+		if _, rerr := conn.Read(make([]byte, 1)); rerr != nil {
+			var alert tls.AlertError
+			if errors.As(rerr, &alert) || strings.Contains(rerr.Error(), "certificate required") || strings.Contains(rerr.Error(), "bad certificate") {
+				return true, ""
+			}
+		}
 		return true, conn.ConnectionState().NegotiatedProtocol
 	}
 	var rec tls.RecordHeaderError

@@ -103,7 +103,7 @@ func TestNewFailsFastOnATLSMismatch(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	newFails(t, "plaintext to TLS", tlsStore, Options{}, ErrTLSMismatch, "speaks TLS, and the client dials it in plaintext")
+	newFails(t, "plaintext to TLS", tlsStore, Options{}, ErrTLSMismatch, "speaks TLS and requires a client certificate, which the client did not present")
 	newFails(t, "TLS to plaintext", plainStore, Options{DialOptions: []grpc.DialOption{dial}}, ErrTLSMismatch, "does not speak TLS, and the client dials it with TLS")
 	// The matching credentials work.
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

@@ -104,7 +104,7 @@ func TestMutualTLSRefusesEveryoneButTheClustersCertificates(t *testing.T) {
 		args []string
 		says string
 	}{
-		{"plaintext", []string{"--tls-dir", ""}, "speaks TLS, and the client dials it in plaintext"},
+		{"plaintext", []string{"--tls-dir", ""}, "speaks TLS and requires a client certificate, which the client did not present"},
 		// Its CA does not know the store's certificate either: the client
 		// refuses first, naming its CA (the store's refusal of a foreign
 		// certificate is tlsconfig's TestAServerRefusesACertificateOfAnotherCA).

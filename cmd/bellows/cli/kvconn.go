@@ -169,6 +169,8 @@ func explain(err error, timeout time.Duration) error {
 			e.hint = fmt.Sprintf("give --addr HOST:PORT of a store's gRPC port (bellows local prints it as the store's grpc=; %s by default) or of the cluster's client Service", defaultStoreAddr)
 		case strings.Contains(s.What, "does not speak TLS"):
 			e.hint = "the store is plaintext: give --tls-dir \"\" (or leave --tls-dir auto for a store on this machine)"
+		case len(tokenSeeds) > 0 && strings.Contains(s.What, "requires a client certificate"):
+			e.hint = tokenRefusedHint
 		default:
 			e.hint = "the store serves TLS: give --tls-dir with a client certificate of the cluster (for a store on this machine, --tls-dir auto finds bellows local's)"
 		}
@@ -189,6 +191,11 @@ func explain(err error, timeout time.Duration) error {
 			// The attempts before the deadline were refused for a reason
 			// retrying does not mend.
 			e.hint = h
+		}
+		if len(tokenSeeds) > 0 && demandsCertificate(tokenSeeds[0]) {
+			// Each attempt's refusal (a broken pipe at the handshake) was
+			// retried until the deadline.
+			e.hint = tokenRefusedHint
 		}
 	case errors.Is(err, context.Canceled) || status.Code(err) == codes.Canceled:
 		e.what = "interrupted: " + text

@@ -60,7 +60,7 @@ func TestKVSaysWhatIsAtTheOtherEnd(t *testing.T) {
 	}{
 		{"a compaction worker", grpcServer(t), "speaks gRPC but not the Bellows store API", "give --addr HOST:PORT of a store's gRPC port"},
 		{"a metrics port", strings.TrimPrefix(metrics.URL, "http://"), "is an HTTP server (a metrics port?)", "give --addr HOST:PORT of a store's gRPC port"},
-		{"a TLS port, in plaintext", grpcServer(t, creds), "speaks TLS, and the client dials it in plaintext", "the store serves TLS: give --tls-dir with a client certificate"},
+		{"a TLS port, in plaintext", grpcServer(t, creds), "speaks TLS and requires a client certificate, which the client did not present", "the store serves TLS: give --tls-dir with a client certificate"},
 	} {
 		start := time.Now()
 		_, _, err := kvRun{}.run(t, tc.addr, "get", "k", "--tls-dir", "", "--timeout", "20s")
