@@ -16,7 +16,7 @@ IMAGE_ARCH  ?= $(shell $(GO) env GOARCH)
 CA_CERTS    ?= $(wildcard /etc/ssl/certs/ca-certificates.crt)
 TEST_TIMEOUT ?= 30m
 
-.PHONY: help all build bellows bellows-bench kubectl-plugin run test unit race prometheus-adapter lint vet staticcheck fmt-check generate verify-generated bench-engine bench-phases bench-ycsb bench-memstore bench-txn bench-backup clean envtest-bins chart-test helm promtool image cluster-bins cluster-up cluster-down e2e
+.PHONY: help all build release bellows bellows-bench kubectl-plugin run test unit race prometheus-adapter lint vet staticcheck fmt-check generate verify-generated bench-engine bench-phases bench-ycsb bench-memstore bench-txn bench-backup clean envtest-bins chart-test helm promtool image cluster-bins cluster-up cluster-down e2e
 
 ## all: the same as build
 all: build
@@ -84,6 +84,12 @@ promtool:
 ## alert-rule queries vs metric names, `promtool check rules` and `promtool test rules`
 chart-test: helm promtool
 	HELM=$(BIN)/helm PROMTOOL=$(BIN)/promtool $(GO) test -count=1 ./charts/... ./hack/metricnames/...
+
+## release: dist/bellows, the production binary stripped of its symbol table and DWARF
+## (-s -w, as the image's; stack traces keep their function names and lines)
+release:
+	mkdir -p dist
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '-s -w $(LDFLAGS)' -o dist/bellows ./cmd/bellows
 
 ## image: dist/bellows-image.tar, the Dockerfile's image built without a Docker engine
 ## (docker-archive; `ctr images import`, `docker load`, `kind load image-archive`)
