@@ -68,67 +68,13 @@ func parseRecorded(field, s string) (float64, error) {
 func Decide(pool *kvapi.CompactionPool, dur kvapi.PoolDurations, obs autoscaler.Observation, regions int32, transfers bool, now time.Time) Decision {
 	spec := pool.Spec
 	interval := dur.Interval
-	var last kvapi.ModelInputs
 	var history []autoscaler.Sample
 	if a := pool.Status.Autoscaler; a != nil {
-		last = a.Inputs
 		for _, s := range a.Recommendations {
 			history = append(history, autoscaler.Sample{Time: s.Time.Time, Replicas: s.Replicas})
 		}
 	}
-	// An unmeasured input falls back to the last evaluation's; a recorded
-	// value that does not parse is an error: this evaluation makes no
-	// recommendation, and records the fallback so the next one can.
-	var unreadable []error
-	pick := func(measured float64, field, lastS string, fallback float64) float64 {
-		if measured > 0 {
-			return measured
-		}
-		v, err := parseRecorded(field, lastS)
-		if err != nil {
-			unreadable = append(unreadable, err)
-		}
-		if v > 0 {
-			return v
-		}
-		return fallback
-	}
-	var backlog float64
-	if last.Queued != "" {
-		prevQueued, err := parseRecorded("queued", last.Queued)
-		if err != nil {
-			unreadable = append(unreadable, err)
-		}
-		if obs.Queued > prevQueued {
-			backlog = obs.Queued
-		}
-	}
-	in := autoscaler.Inputs{
-		CompactionRate: pick(obs.CompactionRate, "compactionRateBytesPerSecond", last.CompactionRateBytesPerSecond, 0),
-		TransferRate:   pick(obs.TransferRate, "transferRateBytesPerSecond", last.TransferRateBytesPerSecond, float64(spec.TransferRateBytesPerSecond)),
-		CacheBytes:     float64(spec.CacheBytes.Value()),
-		CompactionSize: pick(obs.CompactionSize, "compactionSizeBytes", last.CompactionSizeBytes, 0),
-		Interval:       interval,
-		Regions:        int64(regions),
-		Backlog:        backlog,
-		NoTransfer:     !transfers,
-	}
-	demandKnown := true
-	switch {
-	case obs.DemandMeasured && regions > 0:
-		in.CompactionsPerRegion = obs.RequestRate * interval.Seconds() / float64(regions)
-	case obs.DemandMeasured:
-		in.CompactionsPerRegion = 0
-	case last.CompactionsPerRegion != "":
-		v, err := parseRecorded("compactionsPerRegion", last.CompactionsPerRegion)
-		if err != nil {
-			unreadable = append(unreadable, err)
-			demandKnown = false
-		}
-		in.CompactionsPerRegion = v
-	default:
-		demandKnown = false
-	}
+	in, demandKnown, unreadable := modelInputs(pool, dur, obs, regions, transfers)
 	d := Decision{Inputs: in, Status: kvapi.AutoscalerStatus{
 		LastEvaluationTime: metav1.NewTime(now),
 		Inputs: kvapi.ModelInputs{
@@ -193,6 +139,72 @@ func Decide(pool *kvapi.CompactionPool, dur kvapi.PoolDurations, obs autoscaler.
 	d.Message = fmt.Sprintf("the capacity model needs %d workers (%d for R=%d regions, %d for a backlog of %s); clamped to [%d, %d] and stabilized: %d",
 		res.Total, res.Workers, regions, res.BacklogWorkers, fmtFloat(in.Backlog), spec.MinReplicas, spec.MaxReplicas, desired)
 	return d
+}
+
+// modelInputs fills the model's inputs for Decide from the observation,
+// falling back to the last evaluation's recorded inputs (status) for what was
+// not measured this time. demandKnown is false while the compaction demand
+// was never measured; unreadable are the recorded values that do not parse.
+func modelInputs(pool *kvapi.CompactionPool, dur kvapi.PoolDurations, obs autoscaler.Observation, regions int32, transfers bool) (in autoscaler.Inputs, demandKnown bool, unreadable []error) {
+	spec := pool.Spec
+	interval := dur.Interval
+	var last kvapi.ModelInputs
+	if a := pool.Status.Autoscaler; a != nil {
+		last = a.Inputs
+	}
+	// An unmeasured input falls back to the last evaluation's; a recorded
+	// value that does not parse is an error: this evaluation makes no
+	// recommendation, and records the fallback so the next one can.
+	pick := func(measured float64, field, lastS string, fallback float64) float64 {
+		if measured > 0 {
+			return measured
+		}
+		v, err := parseRecorded(field, lastS)
+		if err != nil {
+			unreadable = append(unreadable, err)
+		}
+		if v > 0 {
+			return v
+		}
+		return fallback
+	}
+	var backlog float64
+	if last.Queued != "" {
+		prevQueued, err := parseRecorded("queued", last.Queued)
+		if err != nil {
+			unreadable = append(unreadable, err)
+		}
+		if obs.Queued > prevQueued {
+			backlog = obs.Queued
+		}
+	}
+	in = autoscaler.Inputs{
+		CompactionRate: pick(obs.CompactionRate, "compactionRateBytesPerSecond", last.CompactionRateBytesPerSecond, 0),
+		TransferRate:   pick(obs.TransferRate, "transferRateBytesPerSecond", last.TransferRateBytesPerSecond, float64(spec.TransferRateBytesPerSecond)),
+		CacheBytes:     float64(spec.CacheBytes.Value()),
+		CompactionSize: pick(obs.CompactionSize, "compactionSizeBytes", last.CompactionSizeBytes, 0),
+		Interval:       interval,
+		Regions:        int64(regions),
+		Backlog:        backlog,
+		NoTransfer:     !transfers,
+	}
+	demandKnown = true
+	switch {
+	case obs.DemandMeasured && regions > 0:
+		in.CompactionsPerRegion = obs.RequestRate * interval.Seconds() / float64(regions)
+	case obs.DemandMeasured:
+		in.CompactionsPerRegion = 0
+	case last.CompactionsPerRegion != "":
+		v, err := parseRecorded("compactionsPerRegion", last.CompactionsPerRegion)
+		if err != nil {
+			unreadable = append(unreadable, err)
+			demandKnown = false
+		}
+		in.CompactionsPerRegion = v
+	default:
+		demandKnown = false
+	}
+	return in, demandKnown, unreadable
 }
 
 // autoscalePass is what the autoscaler's steps found and did in one pass;
