@@ -183,9 +183,13 @@ func (b *Bucket) NewWriter(ctx context.Context, key string) (io.WriteCloser, err
 	return w, nil
 }
 
-// ReadAll reads a whole object.
+// ReadAll reads a whole object: one GET, which the cost model charges as
+// it charges a ranged read.
 func (b *Bucket) ReadAll(ctx context.Context, key string) ([]byte, error) {
 	d, err := b.b.ReadAll(ctx, b.prefix+key)
+	if err == nil {
+		err = b.cost.wait(ctx, int64(len(d)))
+	}
 	return d, translate(key, err)
 }
 

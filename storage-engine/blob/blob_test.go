@@ -183,6 +183,14 @@ func TestCostModelTravelsInTheURLAndIsCharged(t *testing.T) {
 	if d := time.Since(began); d < 530*time.Millisecond {
 		t.Fatalf("a modelled read took %v, less than the model's 530ms", d)
 	}
+	// A whole object's read is one GET too: 30ms + 512KiB at 1MiB/s.
+	began = time.Now()
+	if got, err := b.ReadAll(ctx, "x"); err != nil || len(got) != 1<<19 {
+		t.Fatalf("ReadAll: %d bytes, %v", len(got), err)
+	}
+	if d := time.Since(began); d < 530*time.Millisecond {
+		t.Fatalf("a modelled ReadAll took %v, less than the model's 530ms", d)
+	}
 	if _, err := Open(ctx, "file:///tmp/x?bellows_latency=soon"); err == nil || !strings.Contains(err.Error(), "bellows_latency") {
 		t.Fatalf("bad latency accepted: %v", err)
 	}

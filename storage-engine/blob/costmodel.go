@@ -12,17 +12,18 @@ import (
 )
 
 // CostModel makes a local bucket cost what a remote object store or network
-// disk costs: each read of an opened object waits Latency plus its size
-// over Bandwidth, and with WriteLatency set each write (WriteAll, a
-// writer's Close: one PUT) waits WriteLatency plus its size over
-// Bandwidth. Benchmarks use it so that a cache miss is
-// not a page-cache hit and a PUT is not a rename. It travels in the bucket
-// URL (bellows_latency=5ms&bellows_bandwidth=200MB/s&bellows_write_latency=10ms),
+// disk costs: each read (a ranged read of an opened object, or a whole
+// object's ReadAll: one GET) waits Latency plus its size over Bandwidth,
+// and with WriteLatency set each write (WriteAll, a writer's Close: one
+// PUT) waits WriteLatency plus its size over Bandwidth. Benchmarks use it
+// so that a cache miss is not a page-cache hit and a PUT is not a rename.
+// It travels in the bucket URL
+// (bellows_latency=5ms&bellows_bandwidth=200MB/s&bellows_write_latency=10ms),
 // so store and compaction processes opening the same URL pay the same
 // costs. A copy (Copy, CopyTo) costs what reading the object does: the
 // service, or this process, moves its bytes at the same bandwidth; CopyTo
-// also pays the destination's write. Whole-object reads (ReadAll),
-// listings, existence checks and deletes cost nothing.
+// also pays the destination's write. Listings, existence checks and
+// deletes cost nothing.
 type CostModel struct {
 	Latency   time.Duration
 	Bandwidth float64 // bytes per second; 0: unlimited
