@@ -264,6 +264,12 @@ func TestValidationRejectsInvalidResources(t *testing.T) {
 			"walArchive.interval: -5s is negative; write how often to ship the WAL, e.g. 5s, or 0s to turn the archive off"},
 		{"archive interval above the maximum", cluster("wa2", "walArchive: {interval: 2h}"),
 			"walArchive.interval: 2h is above the maximum 1h: a lost volume would take up to that much of acknowledged writes with it"},
+		// The default durability keeps the WAL in the bucket, whose stream
+		// frontier the archive interval records: turning the archive off
+		// needs durability Local.
+		{"archive off with the WAL in the bucket", cluster("wa3", "walArchive: {interval: 0s}"),
+			"durability.mode: Bucket keeps the WAL in the bucket, which needs walArchive.interval above 0s"},
+		{"an unknown durability mode", cluster("du1", "durability: {mode: Remote}"), `spec.durability.mode: Unsupported value: "Remote"`},
 		{"recovery with a backup and a time", cluster("rc1", "bootstrap: {recovery: {backup: b1, targetTime: '2026-11-27T10:42:00Z', sourceBucketURL: 's3://old'}}"),
 			"bootstrap.recovery: give exactly one of backup (a backup's ID, to restore its state) and targetTime"},
 		{"recovery with neither", cluster("rc2", "bootstrap: {recovery: {sourceBucketURL: 's3://old'}}"),
@@ -354,7 +360,7 @@ func TestValidationAcceptsEdgeCases(t *testing.T) {
 		{"clock checks off", fromYAML(t, "KVCluster", ns, "e15", "{bucket: {url: 's3://bucket'}, clock: {maxOffset: '0'}}")},
 		{"clock offset of the maximum", fromYAML(t, "KVCluster", ns, "e16", "{bucket: {url: 's3://bucket'}, clock: {maxOffset: 10s}}")},
 		{"clock offset in fractional seconds", fromYAML(t, "KVCluster", ns, "e17", "{bucket: {url: 's3://bucket'}, clock: {maxOffset: 0.05s}}")},
-		{"archive off", fromYAML(t, "KVCluster", ns, "e18", "{bucket: {url: 's3://bucket'}, walArchive: {interval: 0s}}")},
+		{"archive off", fromYAML(t, "KVCluster", ns, "e18", "{bucket: {url: 's3://bucket'}, walArchive: {interval: 0s}, durability: {mode: Local}}")},
 		{"archive interval of the maximum", fromYAML(t, "KVCluster", ns, "e19", "{bucket: {url: 's3://bucket'}, walArchive: {interval: 1h}}")},
 		{"recovery to a time", fromYAML(t, "KVCluster", ns, "e20", "{bucket: {url: 's3://bucket'}, bootstrap: {recovery: {targetTime: '2026-11-27T10:42:00Z', sourceBucketURL: 's3://old'}}}")},
 		{"cluster name of the maximum length", validCluster(ns, long(kvapi.MaxKVClusterNameLength))},
