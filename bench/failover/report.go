@@ -297,8 +297,8 @@ func Markdown(rep Report) string {
 	writeRegime(&b, rep.Settings)
 	writeModes(&b, rep)
 	writeRuns(&b, rep)
-	fmt.Fprintf(&b, "\nRegions are named by number (`region-N`). ")
-	fmt.Fprintf(&b, "![write latency around the kill](%s.png)\n\n", Name)
+	fmt.Fprintf(&b, "\nRegions are named by their number (`region-N`).\n\n")
+	fmt.Fprintf(&b, "![write latency and acknowledged writes around the kill](%s.png)\n\n", Name)
 	fmt.Fprintf(&b, "The picture, by %s bins around the kill at 0: above, each run's slowest write (thin) and the median write "+
 		"(thick: the median over the runs of each bin's median) by the write's start; a write started into one of the lost store's "+
 		"regions just before or after the kill waits out the failover, and its writer starts no other meanwhile. Below, the writes "+
@@ -442,7 +442,9 @@ func writeRuns(b *strings.Builder, rep Report) {
 		}
 		lost := fmt.Sprint(r.Lost)
 		if r.Lost > 0 {
-			lost += fmt.Sprintf(" (%.2f–%.2f s)", r.LostNewestMs/1000, r.LostOldestMs/1000)
+			// A write acknowledged while the SIGKILL was being
+			// delivered reads as a hair after the kill: 0.00.
+			lost += fmt.Sprintf(" (%.2f–%.2f s)", max(r.LostNewestMs, 0)/1000, r.LostOldestMs/1000)
 		}
 		fmt.Fprintf(b, "| %d | %s | store-%d | %.2f, %.2f | %s | %.1f / %.1f | %d | %s |\n", r.Round, r.Mode, r.Victim,
 			r.FencedMs/1000, r.MapMs/1000, strings.Join(regs, "; "), r.Steady.P50, r.Steady.P99, r.Acked, lost)
@@ -544,6 +546,7 @@ func medianLine(runs []RunResult, mode string, f func(Bin) (float64, bool)) plot
 
 func latencyPanel(rep Report, s ModeSummary, col color.Color) (*plot.Plot, error) {
 	p := plot.New()
+	p.X.Min, p.X.Max = -rep.Settings.SteadyS, rep.Settings.AfterS
 	p.Title.Text = fmt.Sprintf("%s: write latency by start time (%d runs)", s.Mode, s.Runs)
 	p.X.Label.Text = "seconds from the SIGKILL"
 	p.Y.Label.Text = "ms (log scale)"
@@ -595,6 +598,7 @@ func latencyPanel(rep Report, s ModeSummary, col color.Color) (*plot.Plot, error
 
 func acksPanel(rep Report, s ModeSummary, col color.Color) (*plot.Plot, error) {
 	p := plot.New()
+	p.X.Min, p.X.Max = -rep.Settings.SteadyS, rep.Settings.AfterS
 	p.Title.Text = fmt.Sprintf("%s: writes acknowledged per second, by region", s.Mode)
 	p.X.Label.Text = "seconds from the SIGKILL"
 	p.Y.Label.Text = "writes/s"
@@ -609,7 +613,8 @@ func acksPanel(rep Report, s ModeSummary, col color.Color) (*plot.Plot, error) {
 			continue
 		}
 		var pts plotter.XYs
-		for _, bn := range r.Timeline {
+		// The first and last bins are cut by the window's ends.
+		for _, bn := range trimEnds(r.Timeline) {
 			pts = append(pts, plotter.XY{X: bn.StartS + BinWidth.Seconds()/2, Y: float64(bn.AckedHeld) * perS})
 			hi = max(hi, float64(bn.AckedHeld)*perS, float64(bn.AckedOther)*perS)
 		}
@@ -621,7 +626,12 @@ func acksPanel(rep Report, s ModeSummary, col color.Color) (*plot.Plot, error) {
 			thin = l
 		}
 	}
-	if other := medianLine(rep.Runs, s.Mode, func(b Bin) (float64, bool) { return float64(b.AckedOther) * perS, true }); len(other) > 0 {
+	var trimmed []RunResult
+	for _, r := range rep.Runs {
+		r.Timeline = trimEnds(r.Timeline)
+		trimmed = append(trimmed, r)
+	}
+	if other := medianLine(trimmed, s.Mode, func(b Bin) (float64, bool) { return float64(b.AckedOther) * perS, true }); len(other) > 0 {
 		l, err := line(p, other, color.Gray{Y: 0x60}, 1.5)
 		if err != nil {
 			return nil, err
@@ -630,10 +640,32 @@ func acksPanel(rep Report, s ModeSummary, col color.Color) (*plot.Plot, error) {
 		p.Legend.Add("the killed store's regions, per run", thin)
 	}
 	p.Y.Max = max(hi*1.3, 1)
+	p.Y.Tick.Marker = wholeTicks{}
 	kill, err := line(p, plotter.XYs{{X: 0, Y: 0}, {X: 0, Y: p.Y.Max}}, color.Gray{Y: 0x80}, 1)
 	if err != nil {
 		return nil, err
 	}
 	kill.Dashes = []vg.Length{vg.Points(4), vg.Points(3)}
 	return p, nil
+}
+
+// trimEnds is bins without the first and the last.
+func trimEnds(bins []Bin) []Bin {
+	if len(bins) < 3 {
+		return nil
+	}
+	return bins[1 : len(bins)-1]
+}
+
+// wholeTicks are gonum's default ticks labelled without decimals.
+type wholeTicks struct{}
+
+func (wholeTicks) Ticks(lo, hi float64) []plot.Tick {
+	ts := plot.DefaultTicks{}.Ticks(lo, hi)
+	for i := range ts {
+		if ts[i].Label != "" {
+			ts[i].Label = fmt.Sprintf("%.0f", ts[i].Value)
+		}
+	}
+	return ts
 }
