@@ -61,7 +61,7 @@ func unknownSubcommand(cmd *cobra.Command, args []string) error {
 	if s := cmd.SuggestionsFor(args[0]); len(s) > 0 {
 		msg += "\n\nDid you mean this?\n\t" + strings.Join(s, "\n\t") + "\n"
 	}
-	return fmt.Errorf("%s\nRun '%s --help' for usage.", msg, cmd.CommandPath())
+	return fmt.Errorf("%s\nRun '%s --help' for usage", msg, cmd.CommandPath())
 }
 
 func newVersionCommand() *cobra.Command {
