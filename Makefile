@@ -16,7 +16,7 @@ IMAGE_ARCH  ?= $(shell $(GO) env GOARCH)
 CA_CERTS    ?= $(wildcard /etc/ssl/certs/ca-certificates.crt)
 TEST_TIMEOUT ?= 30m
 
-.PHONY: help all build release bellows bellows-bench kubectl-plugin run test unit race prometheus-adapter lint vet staticcheck fmt-check generate verify-generated bench-engine bench-phases bench-ycsb bench-memstore bench-txn bench-backup clean envtest-bins chart-test helm promtool image cluster-bins cluster-up cluster-down e2e
+.PHONY: help all build release bench-failover bellows bellows-bench kubectl-plugin run test unit race prometheus-adapter lint vet staticcheck fmt-check generate verify-generated bench-engine bench-phases bench-ycsb bench-memstore bench-txn bench-backup clean envtest-bins chart-test helm promtool image cluster-bins cluster-up cluster-down e2e
 
 ## all: the same as build
 all: build
@@ -191,6 +191,13 @@ bench-txn: build
 ## restores, and the archive's lag under steady writes; about 3 minutes. Writes bench/results/backup.{json,md}
 bench-backup: build
 	$(BIN)/bellows-bench backup --out bench/results $(BENCH_ARGS)
+
+## bench-failover: a store lost with its volume: 3 stores, 12 regions, a file bucket at 5 ms per read
+## + 100 MB/s and 10 ms per write, 600 writes/s; one store SIGKILLed and its WAL directory deleted; the kill to the
+## first write per region, write p50/p99 and lost writes, Bucket against Local, 5 interleaved runs each; about
+## 7 minutes. Writes bench/results/failover.{json,md,png}
+bench-failover: build
+	$(BIN)/bellows-bench failover --out bench/results $(BENCH_ARGS)
 
 ## clean: remove bin/ and dist/
 clean:
