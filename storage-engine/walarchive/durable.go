@@ -241,44 +241,71 @@ func Fence(ctx context.Context, bucket *blob.Bucket, region, walID string, claim
 	if err := stream.WriteAll(ctx, fenceKey(claim), nil, true); err != nil && !errors.Is(err, blob.ErrExists) {
 		return 0, 0, err
 	}
+	seg, off, done, err := writerNextPlace(ctx, stream, region, walID)
+	if err != nil || done {
+		return 0, 0, err
+	}
+	// Walk forward from the place the listing showed, one object at a
+	// time, rather than listing again: a writer still running moves on
+	// while a listing of its whole stream is read, and a fence that
+	// re-listed after every lost race would chase it for ever.
 	for attempt := 0; ; attempt++ {
-		if attempt > 100 {
-			return 0, 0, fmt.Errorf("walarchive: fencing region %s, WAL %s: the writer kept moving on", region, walID)
+		if attempt > maxFenceSteps {
+			return 0, 0, fmt.Errorf("walarchive: fencing region %s, WAL %s: the writer kept moving on past segment %d", region, walID, seg)
 		}
-		parts, err := listParts(ctx, stream)
-		if err != nil {
+		if err := ctx.Err(); err != nil {
 			return 0, 0, err
 		}
-		if len(parts) == 0 {
-			b, err := stream.ReadAll(ctx, streamName)
-			switch {
-			case errors.Is(err, blob.ErrNotFound):
-				// No writer started: take its first write's place.
-				fenced, _ := jsonIndent(Stream{Region: region, WALID: walID, Updated: time.Now().UTC()})
-				if err := stream.WriteAll(ctx, streamName, fenced, true); err == nil {
-					return 0, 0, nil
-				} else if !errors.Is(err, blob.ErrExists) {
-					return 0, 0, err
-				}
-				continue
-			case err != nil:
+		if err := stream.WriteAll(ctx, partKey(seg, off), nil, true); err != nil {
+			if !errors.Is(err, blob.ErrExists) {
 				return 0, 0, err
 			}
-			var m Stream
-			if err := json.Unmarshal(b, &m); err != nil {
-				return 0, 0, fmt.Errorf("walarchive: %s%s: %w", StreamPrefix(region, walID), streamName, err)
+			b, err := stream.ReadAll(ctx, partKey(seg, off))
+			if err != nil {
+				return 0, 0, err
 			}
-			if m.FirstSegment == 0 {
-				// Written by a fence, or a stream shipped behind its log
-				// (Local mode) that shipped nothing: a writer starting
-				// now sees the fence's mark.
-				return 0, 0, nil
+			if len(b) > 0 {
+				off += int64(len(b)) // the writer committed there first
+				continue
 			}
-			seg, off = m.FirstSegment, 0
-		} else {
+			// An earlier fence's part: seal behind it.
+		}
+		if err := stream.WriteAll(ctx, sealedKey(seg), []byte(fmt.Sprintf("%d 0", off)), true); err != nil {
+			if !errors.Is(err, blob.ErrExists) {
+				return 0, 0, err
+			}
+			// Sealed already, by the writer (which goes on in seg+1; its
+			// parts end where this fence's part stands, or it could not
+			// have been written) or by an earlier fence: fence the next
+			// segment too. A repeated Fence so costs an empty segment,
+			// never a record.
+			seg, off = seg+1, 0
+			continue
+		}
+		return seg, off, nil
+	}
+}
+
+// maxFenceSteps bounds the objects a fence steps over behind a writer that
+// is still running. A store stops writing when its lease ends, before its
+// regions are fenced (docs/failover.md section 5), so a fence meets at most
+// the commits in flight at that moment.
+const maxFenceSteps = 100000
+
+// writerNextPlace lists stream and returns the place of its writer's next
+// object (the package's invariants), or done when the stream has no writer
+// and is fenced already: either nothing was ever written (the fence has
+// taken the first write's place) or its stream.json is a fence's or a
+// Local-mode stream's that shipped nothing.
+func writerNextPlace(ctx context.Context, stream *blob.Bucket, region, walID string) (seg uint64, off int64, done bool, err error) {
+	for {
+		parts, err := listParts(ctx, stream)
+		if err != nil {
+			return 0, 0, false, err
+		}
+		if len(parts) > 0 {
 			top := parts[len(parts)-1]
 			seg = top.seg
-			off = 0
 			sealed := false
 			for _, p := range parts {
 				if p.seg != seg {
@@ -293,40 +320,34 @@ func Fence(ctx context.Context, bucket *blob.Bucket, region, walID string, claim
 				}
 			}
 			if sealed {
-				seg, off = seg+1, 0
+				return seg + 1, 0, false, nil
 			}
+			return seg, off, false, nil
 		}
-		if err := stream.WriteAll(ctx, partKey(seg, off), nil, true); err != nil && !errors.Is(err, blob.ErrExists) {
-			return 0, 0, err
-		} else if err != nil {
-			if ok, err := isFencePart(ctx, stream, seg, off); err != nil {
-				return 0, 0, err
-			} else if !ok {
-				continue // the writer committed there first
+		b, err := stream.ReadAll(ctx, streamName)
+		switch {
+		case errors.Is(err, blob.ErrNotFound):
+			// No writer started: take its first write's place.
+			fenced, _ := jsonIndent(Stream{Region: region, WALID: walID, Updated: time.Now().UTC()})
+			if err := stream.WriteAll(ctx, streamName, fenced, true); err == nil {
+				return 0, 0, true, nil
+			} else if !errors.Is(err, blob.ErrExists) {
+				return 0, 0, false, err
 			}
+			continue // a writer started meanwhile
+		case err != nil:
+			return 0, 0, false, err
 		}
-		if err := stream.WriteAll(ctx, sealedKey(seg), []byte(fmt.Sprintf("%d 0", off)), true); err != nil {
-			if !errors.Is(err, blob.ErrExists) {
-				return 0, 0, err
-			}
-			// Sealed already, by the writer (which then goes on in seg+1)
-			// or by an earlier fence: fence the next segment too. A
-			// repeated Fence so costs an empty segment, never a record.
-			continue
+		var m Stream
+		if err := json.Unmarshal(b, &m); err != nil {
+			return 0, 0, false, fmt.Errorf("walarchive: %s%s: %w", StreamPrefix(region, walID), streamName, err)
 		}
-		return seg, off, nil
+		if m.FirstSegment == 0 {
+			// Written by a fence, or a stream shipped behind its log
+			// (Local mode) that shipped nothing: a writer starting now
+			// sees the fence's mark.
+			return 0, 0, true, nil
+		}
+		return m.FirstSegment, 0, false, nil
 	}
-}
-
-// isFencePart reports whether the part at (seg, off) exists and is a fence
-// (zero bytes: a writer never commits an empty part).
-func isFencePart(ctx context.Context, stream *blob.Bucket, seg uint64, off int64) (bool, error) {
-	b, err := stream.ReadAll(ctx, partKey(seg, off))
-	if errors.Is(err, blob.ErrNotFound) {
-		return false, nil
-	}
-	if err != nil {
-		return false, err
-	}
-	return len(b) == 0, nil
 }

@@ -257,3 +257,55 @@ func TestAWriterStartingAfterTheFenceIsRefused(t *testing.T) {
 		t.Fatalf("a later tenure (manifest 5): %v", err)
 	}
 }
+
+// A reader that stops partway (its callback fails) gets its callback's
+// error back, having seen a prefix of the stream in order, while the reads
+// ahead of it are still in flight.
+func TestAReaderThatStopsPartwayGetsItsErrorAfterAnOrderedPrefix(t *testing.T) {
+	ctx := context.Background()
+	bucket := openBucket(t)
+	dir := t.TempDir()
+	s, first, err := Durable(ctx, bucket, "r", "w1", dir, 0, 1, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := openDurable(t, ctx, s, first, dir)
+	const n = 3 * readAhead
+	for i := range n {
+		if err := l.Append([]byte(fmt.Sprintf("w0-%04d", i))).Wait(); err != nil {
+			t.Fatal(err)
+		}
+		if i%5 == 4 {
+			l.Rotate()
+		}
+	}
+	_ = l.Close()
+	got, err := readAll(t, bucket, "w1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != n {
+		t.Fatalf("the stream reads %d records, want %d", len(got), n)
+	}
+	checkPerWriterOrder(t, got)
+
+	st, err := LoadStream(ctx, bucket, "r", "w1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := errors.New("enough")
+	var seen []string
+	err = Read(ctx, bucket, st, 0, func(rec []byte) error {
+		seen = append(seen, string(rec))
+		if len(seen) == readAhead/2 {
+			return stop
+		}
+		return nil
+	})
+	if !errors.Is(err, stop) {
+		t.Fatalf("Read returned %v, want the callback's error", err)
+	}
+	if !slices.Equal(seen, got[:readAhead/2]) {
+		t.Fatalf("the reader saw %v, want the stream's first %d records %v", seen, readAhead/2, got[:readAhead/2])
+	}
+}

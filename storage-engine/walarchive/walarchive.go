@@ -34,6 +34,8 @@ import (
 	"strings"
 	"time"
 
+	"golang.org/x/sync/errgroup"
+
 	"github.com/bellows-kv/bellows/storage-engine/blob"
 )
 
@@ -99,7 +101,10 @@ func parseKey(o blob.ObjectInfo) (part, bool) {
 }
 
 // listParts returns the stream's parts and sealed markers, ordered by
-// segment and offset (the keys' order), with each sealed size read.
+// segment and offset (the keys' order), with each sealed size read. The
+// sealed markers are read readAhead at a time: a takeover lists a stream
+// of hundreds of segments, and one GET after another would cost it
+// seconds against an object store.
 func listParts(ctx context.Context, stream *blob.Bucket) ([]part, error) {
 	objs, err := stream.List(ctx, "")
 	if err != nil {
@@ -107,29 +112,46 @@ func listParts(ctx context.Context, stream *blob.Bucket) ([]part, error) {
 	}
 	var parts []part
 	for _, o := range objs {
-		p, ok := parseKey(o)
-		if !ok {
+		if p, ok := parseKey(o); ok {
+			parts = append(parts, p)
+		}
+	}
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(readAhead)
+	for i := range parts {
+		if !parts[i].sealed {
 			continue
 		}
-		if p.sealed {
-			b, err := stream.ReadAll(ctx, o.Key)
+		p := &parts[i]
+		g.Go(func() error {
+			key := sealedKey(p.seg)
+			b, err := stream.ReadAll(gctx, key)
 			if err != nil {
-				return nil, err
+				return err
 			}
 			size, bound, _ := strings.Cut(strings.TrimSpace(string(b)), " ")
 			if p.size, err = strconv.ParseInt(size, 10, 64); err != nil {
-				return nil, fmt.Errorf("walarchive: %s: %w", o.Key, err)
+				return fmt.Errorf("walarchive: %s: %w", key, err)
 			}
 			if bound != "" {
 				if p.maxTS, err = strconv.ParseUint(bound, 10, 64); err != nil {
-					return nil, fmt.Errorf("walarchive: %s: %w", o.Key, err)
+					return fmt.Errorf("walarchive: %s: %w", key, err)
 				}
 			}
-		}
-		parts = append(parts, p)
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return nil, err
 	}
 	return parts, nil
 }
+
+// readAhead is how many of a stream's objects a reader fetches at once. A
+// durable stream holds one part per group commit, so a replay reads
+// hundreds of small objects whose cost is the store's per-request latency,
+// not its bandwidth.
+const readAhead = 32
 
 // LoadStream reads region's stream.json from WAL directory walID;
 // blob.ErrNotFound: no such stream.
@@ -196,11 +218,16 @@ func ReadSegments(ctx context.Context, bucket *blob.Bucket, s Stream, after uint
 	if err := checkContiguous(s, parts); err != nil {
 		return err
 	}
+	var data []part
 	for _, p := range parts {
-		if p.sealed || p.size == 0 {
-			continue
+		if !p.sealed && p.size > 0 {
+			data = append(data, p)
 		}
-		b, err := stream.ReadAll(ctx, partKey(p.seg, p.off))
+	}
+	fetch := prefetch(ctx, stream, data)
+	defer fetch.stop()
+	for i, p := range data {
+		b, err := fetch.get(i)
 		if err != nil {
 			return err
 		}
@@ -214,6 +241,49 @@ func ReadSegments(ctx context.Context, bucket *blob.Bucket, s Stream, after uint
 	}
 	return nil
 }
+
+// prefetcher reads a list of parts in order, up to readAhead ahead of
+// the one its reader waits for.
+//
+// Each fetch owns a channel of capacity 1, so a fetch never blocks on a
+// reader that has returned; stop cancels the fetches in flight, and each
+// ends by itself.
+type prefetcher struct {
+	ctx     context.Context
+	cancel  context.CancelFunc
+	stream  *blob.Bucket
+	parts   []part
+	results []chan fetched
+	started int
+}
+
+type fetched struct {
+	b   []byte
+	err error
+}
+
+func prefetch(ctx context.Context, stream *blob.Bucket, parts []part) *prefetcher {
+	ctx, cancel := context.WithCancel(ctx)
+	return &prefetcher{ctx: ctx, cancel: cancel, stream: stream, parts: parts, results: make([]chan fetched, len(parts))}
+}
+
+// get returns part i's bytes; parts are got in order, each once.
+func (f *prefetcher) get(i int) ([]byte, error) {
+	for f.started < len(f.parts) && f.started <= i+readAhead {
+		p, ch := f.parts[f.started], make(chan fetched, 1)
+		f.results[f.started] = ch
+		go func() {
+			b, err := f.stream.ReadAll(f.ctx, partKey(p.seg, p.off))
+			ch <- fetched{b, err}
+		}()
+		f.started++
+	}
+	r := <-f.results[i]
+	f.results[i] = nil
+	return r.b, r.err
+}
+
+func (f *prefetcher) stop() { f.cancel() }
 
 // skippable is the prefix of parts (ordered) made of whole segments sealed
 // with every timestamp at or below after.
