@@ -26,6 +26,10 @@
 //     acknowledged write that is in no file.
 //   - Released is set only after the owner flushed every acknowledged write
 //     into Files, so a claim without that WAL loses nothing.
+//   - A takeover (a claim without the owner's WAL and without a release)
+//     adds the owner's WAL to TakenOverWALs, and only a flush that covers
+//     every record replayed from them removes them: until then, the records
+//     past FlushedTS are in those fenced streams and the owner's WAL.
 package manifest
 
 import (
@@ -111,6 +115,13 @@ type Manifest struct {
 	// Released: the owner flushed every write and gave the region up, so
 	// any store may claim it.
 	Released bool `json:"released,omitempty"`
+	// TakenOverWALs are the WAL streams of earlier owners that a takeover
+	// fenced and whose records past FlushedTS are not yet in Files, oldest
+	// first: every opener replays them before its own WAL, until a flush
+	// covers what they held and clears them. Without it, an owner that
+	// died between claiming a taken-over region and flushing what it
+	// replayed would pass on only its own, empty, stream.
+	TakenOverWALs []string `json:"takenOverWALs,omitempty"`
 	// Files are the live SSTs, oldest first. Their timestamp ranges are
 	// disjoint and ascending: flushes append at the end and compactions
 	// replace a contiguous run. With MergedRuns, only per key span.
@@ -197,6 +208,7 @@ type TxnOutcome struct {
 // Clone returns a deep-enough copy to edit Files.
 func (m Manifest) Clone() Manifest {
 	m.Files = slices.Clone(m.Files)
+	m.TakenOverWALs = slices.Clone(m.TakenOverWALs)
 	return m
 }
 

@@ -155,6 +155,9 @@ func (r *Region) flushOne(mt *memTable) error {
 	}
 	next.WALMinSegment = nextMin
 	next.FlushedTS = max(prev.FlushedTS, mt.maxTS)
+	if next.FlushedTS >= r.takenOverTS {
+		next.TakenOverWALs = nil // every record replayed from them is in the files
+	}
 	next.NextFileNum = r.nextFile.Load()
 	next.Locks, next.TxnOutcomes = manifestTxnState(prev, mt.txnRecs)
 	if err := r.commitManifest(ctx, prev, &next); err != nil {

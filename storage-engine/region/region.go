@@ -86,6 +86,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -145,6 +146,10 @@ type Region struct {
 	// rotation; it guards lastTS and the active memTable's maxTS.
 	commitMu mutex
 	lastTS   uint64
+	// takenOverTS is the newest timestamp replayed at Open: a flush at or
+	// past it holds every record of the manifest's TakenOverWALs, and
+	// drops them. Set in Open, read-only after.
+	takenOverTS uint64
 	// openedTS is the store clock's reading once the region opened: every
 	// version it held then is at or below it (docs/clock.md, observed
 	// clocks). Set in Open, read-only after.
@@ -318,6 +323,9 @@ func Open(ctx context.Context, opts Options) (_ *Region, err error) {
 		}
 	}
 	claim := derived.Clone()
+	if takeover && !slices.Contains(claim.TakenOverWALs, m.WALID) {
+		claim.TakenOverWALs = append(claim.TakenOverWALs, m.WALID)
+	}
 	claim.Owner = opts.Owner
 	claim.Lease = opts.Lease
 	claim.WALID = r.walDir.ID
@@ -372,24 +380,34 @@ func Open(ctx context.Context, opts Options) (_ *Region, err error) {
 		t.unref() // the version holds the only reference
 	}
 
-	replay := r.localReplay(claim)
-	switch {
-	case takeover:
-		if _, _, err := walarchive.Fence(ctx, opts.Bucket, opts.Name, m.WALID, claim.Number); err != nil {
+	// The streams of owners taken over (this one's, and any an earlier
+	// takeover left unflushed) are fenced, then replayed oldest first;
+	// this WAL's own records follow, which are newer than all of theirs.
+	var replay []replaySource
+	for _, walID := range claim.TakenOverWALs {
+		if _, _, err := walarchive.Fence(ctx, opts.Bucket, opts.Name, walID, claim.Number); err != nil {
 			r.current.unref()
-			return nil, errorf(opts.Name, "fencing the WAL stream of %s: %w", m.WALID, err)
+			return nil, errorf(opts.Name, "fencing the WAL stream of %s: %w", walID, err)
 		}
-		replay = r.streamReplay(ctx, m.WALID, claim)
-	case opts.WALInBucket && m.WALID == r.walDir.ID:
+		replay = append(replay, r.streamReplay(ctx, walID, claim))
+	}
+	switch {
+	case m.WALID != "" && m.WALID != r.walDir.ID:
+		// A released region, or one taken over: this directory holds
+		// nothing of it (its earlier tenure's segments were removed).
+	case opts.WALInBucket:
 		// The stream holds every acknowledged record; the local files
 		// may have lost an unsynced tail with the machine.
-		replay = r.streamReplay(ctx, m.WALID, claim)
+		replay = append(replay, r.streamReplay(ctx, m.WALID, claim))
+	default:
+		replay = append(replay, r.localReplay(claim))
 	}
-	mem, err := r.replayWAL(claim, replay)
+	mem, err := r.replayWAL(claim, replay...)
 	if err != nil {
 		r.current.unref()
 		return nil, err
 	}
+	r.takenOverTS = r.lastTS
 	// The store's clock observes what this region issued before: its next
 	// timestamps are above them even where the region's own floor is not
 	// consulted (a transaction's start). One too far ahead (a previous
@@ -440,10 +458,11 @@ func Open(ctx context.Context, opts Options) (_ *Region, err error) {
 			return nil, err
 		}
 	}
-	if takeover && r.recovery.ReplayedRecords > 0 {
-		// The replayed records are in the fenced stream only: flushed
+	if len(claim.TakenOverWALs) > 0 {
+		// The replayed records are in the fenced streams only: flushed
 		// now, they are in the region's files before it takes a write,
-		// and a crash of this store does not need that stream again.
+		// and a crash of this store does not need those streams again
+		// (the flush's manifest drops them from TakenOverWALs).
 		if err := r.Flush(ctx); err != nil {
 			_ = r.Close()
 			return nil, errorf(opts.Name, "flushing what the taken-over WAL held: %w", err)

@@ -72,11 +72,11 @@ func (r *Region) streamReplay(ctx context.Context, walID string, claim manifest.
 	}}
 }
 
-// replayWAL replays src into a new active memTable, which it returns, and
+// replayWAL replays srcs, one after the other, into a new active memTable, which it returns, and
 // sets the region's clock (lastTS), its transaction state, exactFrom, its
 // WAL segments (from a local source), the requests it met
 // (replayedRequests) and its Recovery.
-func (r *Region) replayWAL(claim manifest.Manifest, src replaySource) (*memTable, error) {
+func (r *Region) replayWAL(claim manifest.Manifest, srcs ...replaySource) (*memTable, error) {
 	opts := r.opts
 	mem := r.newMemTable(claim.WALMinSegment)
 	r.lastTS = max(claim.FlushedTS, claim.MaxTS())
@@ -84,7 +84,8 @@ func (r *Region) replayWAL(claim manifest.Manifest, src replaySource) (*memTable
 	r.exactFrom = claim.ExactFromTS
 	segMax := map[uint64]uint64{}
 	replayBegan := time.Now()
-	replayed, err := src.read(func(seg uint64, rec []byte) error {
+	var replayed wal.ReplayStats
+	apply := func(src replaySource, seg uint64, rec []byte) error {
 		var ts, versionTS uint64
 		var ops []op
 		var txnRec *txnRecord
@@ -139,9 +140,15 @@ func (r *Region) replayWAL(claim manifest.Manifest, src replaySource) (*memTable
 			mem.ms.FlushInMemory(memstore.Retention{MaxVersions: opts.Retention.MaxVersions, Horizon: horizon})
 		}
 		return nil
-	})
-	if err != nil {
-		return nil, errorf(opts.Name, "replaying WAL: %w", err)
+	}
+	for _, src := range srcs {
+		st, err := src.read(func(seg uint64, rec []byte) error { return apply(src, seg, rec) })
+		replayed.Records += st.Records
+		replayed.Segments += st.Segments
+		replayed.Bytes += st.Bytes
+		if err != nil {
+			return nil, errorf(opts.Name, "replaying WAL: %w", err)
+		}
 	}
 	if n := len(r.replayedRequests); n > opts.KeepReplayedRequests {
 		r.replayedRequests = slices.Clone(r.replayedRequests[n-opts.KeepReplayedRequests:])

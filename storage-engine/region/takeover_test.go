@@ -1,11 +1,14 @@
 package region
 
 import (
+	"context"
 	"errors"
 	"testing"
 	"time"
 
+	"github.com/bellows-kv/bellows/storage-engine/blob"
 	"github.com/bellows-kv/bellows/storage-engine/kv"
+	"github.com/bellows-kv/bellows/storage-engine/manifest"
 	"github.com/bellows-kv/bellows/storage-engine/wal"
 	"github.com/bellows-kv/bellows/storage-engine/walarchive"
 )
@@ -62,4 +65,96 @@ func TestAnOwnerCutOffCannotAcknowledgeAfterATakeover(t *testing.T) {
 			t.Fatalf("after the new owner's restart %s is missing (%v)", k, err)
 		}
 	}
+}
+
+// A store that claims a region taken over from a dead owner and then fails
+// before it has flushed what it replayed (its open gives up: the claim is
+// given back) passes the dead owner's stream on with the region: the next
+// opener replays it, and no write the dead owner acknowledged is lost. The
+// next opener's flush then drops the fenced stream from the manifest.
+func TestATakeoverThatFailsBeforeItsFlushPassesTheDeadOwnersStreamOn(t *testing.T) {
+	dir := t.TempDir()
+	opts := testOptions(t, dir)
+	opts.WALMode = wal.ModeAsync
+	opts.WALInBucket = true
+	opts.WALArchiveInterval = time.Hour
+	dead := mustOpen(t, opts)
+	for _, k := range []string{"a", "b", "c"} {
+		if _, err := dead.Put([]byte(k), []byte("v-"+k)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// dead is abandoned unflushed: its node is gone.
+
+	// The failing taker reads the bucket slowly, so that its open is
+	// cancelled between its claim and the end of its replay.
+	slowURL, err := blob.WithCostModel("file://"+dir+"/bucket", blob.CostModel{Latency: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	slow, err := blob.Open(ctx, slowURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	taker := opts
+	taker.Bucket = slow
+	taker.WALDir = t.TempDir()
+	taker.ForceTakeover = true
+	manifests := opts.Bucket.Prefixed(BucketPrefix(opts.Name))
+	first, err := manifest.Load(ctx, manifests)
+	if err != nil {
+		t.Fatal(err)
+	}
+	openCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	opened := make(chan error, 1)
+	go func() {
+		r, err := Open(openCtx, taker)
+		if err == nil {
+			_ = r.Close()
+		}
+		opened <- err
+	}()
+	for {
+		m, err := manifest.Load(ctx, manifests)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m.Number > first.Number {
+			break // claimed
+		}
+		select {
+		case err := <-opened:
+			t.Fatalf("the taker's open ended before its claim: %v", err)
+		case <-time.After(2 * time.Millisecond):
+		}
+	}
+	cancel()
+	if err := <-opened; err == nil {
+		t.Fatal("the taker's open succeeded although it was cancelled after its claim; the test needs it to fail")
+	}
+
+	next := opts
+	next.WALDir = t.TempDir()
+	next.ForceTakeover = true
+	r := mustOpen(t, next)
+	defer func() { _ = r.Close() }()
+	for _, k := range []string{"a", "b", "c"} {
+		v, ok, err := r.Get([]byte(k), kv.MaxTimestamp)
+		if err != nil || !ok || string(v) != "v-"+k {
+			t.Fatalf("after a failed takeover and the next, %s reads %q, %v, %v: want v-%s", k, v, ok, err, k)
+		}
+	}
+	m, err := manifest.Load(ctx, manifests)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(m.TakenOverWALs) != 0 {
+		t.Fatalf("after the next owner's flush the manifest still names taken-over streams %v", m.TakenOverWALs)
+	}
+	if _, err := dead.Put([]byte("z"), []byte("late")); err == nil {
+		t.Fatal("the dead owner acknowledged a write after two takeovers")
+	}
+	_ = dead.Close()
 }
