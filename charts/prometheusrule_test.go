@@ -100,10 +100,11 @@ var wantAlerts = []string{
 	// #26:
 	"BellowsRegionCannotSplit", // a region over its split size that does not split
 	// #30:
-	"BellowsClockOffsetTooLarge", // a store refusing requests for its clock
-	"BellowsLivenessLeaseLost",   // a running store that cannot renew its liveness lease
-	"BellowsBackupTooOld",        // a ScheduledBackup without a recent backup
-	"BellowsWALArchiveLagging",   // a region's WAL not reaching the archive
+	"BellowsClockOffsetTooLarge",     // a store refusing requests for its clock
+	"BellowsLivenessLeaseLost",       // a running store that cannot renew its liveness lease
+	"BellowsRegionsWithoutLiveOwner", // regions the map gives to a dead store, not failed over
+	"BellowsBackupTooOld",            // a ScheduledBackup without a recent backup
+	"BellowsWALArchiveLagging",       // a region's WAL not reaching the archive
 }
 
 func TestTemplatePrometheusRule(t *testing.T) {

@@ -82,6 +82,13 @@ type Balancer struct {
 	// last fenced of each store (liveness.go), so each is logged once.
 	failovers atomic.Uint64
 	fenced    map[int]string
+	// ownerless is how many regions the map gave, at the last failover
+	// check, to a store whose lease ran out; failoverSeconds observes,
+	// per dead store, its lease's end to the epoch that moved its regions.
+	// (A prometheus.Histogram, set by RegisterBalancerMetrics, which may
+	// run after the balancer started.)
+	ownerless       atomic.Int64
+	failoverSeconds atomic.Value
 	// movedAt is when this balancer last moved each region: a region
 	// settles for settleIntervals intervals before it moves again.
 	movedAt map[string]time.Time

@@ -22,6 +22,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -119,6 +120,7 @@ func (b *Balancer) failover(ctx context.Context) ([]regionmap.Move, error) {
 		return nil, nil
 	}
 	var dead []int
+	deadSince := map[int]time.Time{}
 	for o := range n {
 		if o == b.Ordinal {
 			continue
@@ -129,6 +131,7 @@ func (b *Balancer) failover(ctx context.Context) ([]regionmap.Move, error) {
 		}
 		if fenced {
 			dead = append(dead, o)
+			deadSince[o] = rec.Expiry
 			if b.fenced == nil {
 				b.fenced = map[int]string{}
 			}
@@ -139,6 +142,7 @@ func (b *Balancer) failover(ctx context.Context) ([]regionmap.Move, error) {
 		}
 	}
 	if len(dead) == 0 {
+		b.ownerless.Store(0)
 		return nil, nil
 	}
 	m, ok := s.RegionMap()
@@ -148,6 +152,7 @@ func (b *Balancer) failover(ctx context.Context) ([]regionmap.Move, error) {
 	leavingSet := b.leaving(n)
 	leaving := func(o int) bool { return slices.Contains(leavingSet, o) }
 	next, moves := regionmap.Failover(m, dead, n, leaving, nil)
+	b.ownerless.Store(int64(len(moves)))
 	if len(moves) == 0 {
 		return nil, nil
 	}
@@ -164,7 +169,15 @@ func (b *Balancer) failover(ctx context.Context) ([]regionmap.Move, error) {
 		return nil, err
 	}
 	s.learnMap(next)
+	b.ownerless.Store(0)
 	b.failovers.Add(uint64(len(moves)))
+	if h, ok := b.failoverSeconds.Load().(prometheus.Histogram); ok {
+		for _, o := range dead {
+			if slices.ContainsFunc(moves, func(mv regionmap.Move) bool { return mv.From == o }) {
+				h.Observe(time.Since(deadSince[o]).Seconds())
+			}
+		}
+	}
 	s.opts.Region.Logger.Warn("failed over the regions of dead stores", "dead", fmt.Sprint(dead), "moves", fmt.Sprint(moves), "epoch", next.Epoch)
 	return moves, nil
 }

@@ -233,13 +233,21 @@ func RegisterStoreGauges(reg prometheus.Registerer, s *Store, cache *blockcache.
 // RegisterBalancerMetrics exports the balancer's moves and whether this
 // store holds its lease.
 func RegisterBalancerMetrics(reg prometheus.Registerer, b *Balancer) {
+	failoverSeconds := prometheus.NewHistogram(prometheus.HistogramOpts{Name: "bellows_failover_seconds",
+		Help:    "Per dead store, from the end of its liveness lease to the region map epoch that moved its regions to living stores (the new owners then take each over from its WAL stream: bellows_region_recovery_seconds).",
+		Buckets: []float64{0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60}})
+	b.failoverSeconds.Store(failoverSeconds)
 	reg.MustRegister(
+		failoverSeconds,
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "bellows_region_moves_total",
 			Help: "Region moves this store's balancer committed while it held the balancer lease (docs/regions.md §4)."},
 			func() float64 { return float64(b.Moves()) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "bellows_failovers_total",
 			Help: "Regions this store's balancer gave to other stores because their owner's liveness lease ran out (docs/failover.md §5)."},
 			func() float64 { return float64(b.Failovers()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "bellows_regions_without_live_owner",
+			Help: "Regions the region map gave, at this balancer's last failover check, to a store whose liveness lease ran out: 0 except for the moment before a failover commits, unless no living store can take them."},
+			func() float64 { return float64(b.ownerless.Load()) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "bellows_balancer_lease_held",
 			Help: "1 when this store held the balancer lease at its last attempt: exactly one store of a cluster should."},
 			func() float64 {

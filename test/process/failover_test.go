@@ -134,6 +134,20 @@ func TestAStoreLostWithItsVolumeFailsOverWithoutLosingAWrite(t *testing.T) {
 		return n == failoverRegions
 	})
 	t.Logf("store-%d's %d regions (%v) open on the survivors %v after its kill", lost, len(held), held, time.Since(killed).Round(10*time.Millisecond))
+	// The balancer (on one survivor) counted the failover, timed it from
+	// the lease's end, and reads no region without a live owner after it.
+	var failedOver, timed, ownerless float64
+	for _, s := range cl.stores {
+		if s != nil {
+			failedOver += s.metric(t, "bellows_failovers_total")
+			timed += s.metric(t, "bellows_failover_seconds_count")
+			ownerless += s.metric(t, "bellows_regions_without_live_owner")
+		}
+	}
+	if failedOver != float64(len(held)) || timed != 1 || ownerless != 0 {
+		t.Fatalf("after the failover the survivors export %v regions failed over (want %d), %v failovers timed (want 1), %v regions without a live owner (want 0)",
+			failedOver, len(held), timed, ownerless)
+	}
 	if err := b.AwaitTransfers(ctx, b.Transfers()+50, time.Minute); err != nil {
 		b.Stop()
 		t.Fatalf("after the failover: %v", err)
