@@ -204,6 +204,24 @@ const (
 	// DefaultFailoverCheckInterval is how often the balancer reads every
 	// store's liveness lease to fence the expired ones.
 	DefaultFailoverCheckInterval = 250 * time.Millisecond
+	// DefaultMapEpochRetention is how long a region map epoch stays in the
+	// bucket once superseded (and every epoch from the oldest backup's on
+	// stays; docs/failover.md §7); DefaultLeaseLogRetention, the same for
+	// the balancer lease's terms and the stores' liveness records, which
+	// their readers list: at the renewal rates, with the collection's
+	// interval, it keeps 40 to 90 records per store and 20 to 50 terms.
+	// Besides, the newest DefaultFencingLogKeep objects of each log stay
+	// whatever their age. Half of each is also the fencing logs' guard
+	// against a writer whose view is stale (regionmap/fencelog), so each
+	// is a constant, the same in every process, not a setting.
+	DefaultMapEpochRetention = time.Hour
+	DefaultLeaseLogRetention = 30 * time.Second
+	DefaultFencingLogKeep    = 8
+	// DefaultFencingLogCollectInterval is how often the balancer deletes
+	// the lease terms and liveness records past their retention; map
+	// epochs, whose collection reads the backups, every
+	// DefaultJanitorInterval.
+	DefaultFencingLogCollectInterval = 30 * time.Second
 )
 
 // Cross-region transactions (storage-engine/txn).

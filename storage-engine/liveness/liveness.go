@@ -13,6 +13,13 @@
 //
 // The functions here are the protocol, one bucket round at a time; Keeper
 // runs a store's renewals and answers, lock-free, whether it may serve.
+//
+// A store's records are a fencelog.Log without a head: a head would
+// double the renewals' writes, and Collect, which the balancer runs, keeps
+// the history to a few dozen records, which a reader lists. A record is
+// written as the successor of one read or written (a renewal's held
+// record, a Current), so a renewal after a pause long enough for its
+// number to have been taken and collected still loses (fencelog.Create).
 package liveness
 
 import (
@@ -20,18 +27,15 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 	"time"
 
+	"github.com/bellows-kv/bellows/internal/contract"
 	"github.com/bellows-kv/bellows/storage-engine/blob"
+	"github.com/bellows-kv/bellows/storage-engine/regionmap/fencelog"
 )
 
 const prefix = "liveness/"
-
-// history is how many records are kept behind the newest: Current lists
-// them all, so the history must stay short.
-const history = 8
 
 var (
 	// ErrFenced: this incarnation of the store has been declared dead (a
@@ -54,6 +58,14 @@ type Record struct {
 	// Fenced: the balancer declared Incarnation dead; it never renews
 	// again.
 	Fenced bool `json:"fenced"`
+	// Written is when the record was written, by its writer's clock (a
+	// fence's expiry is its predecessor's, earlier): Collect measures
+	// the predecessor's age from it.
+	Written time.Time `json:"written,omitzero"`
+
+	// entry is the record's object as read or written: the next write on
+	// it checks against it.
+	entry fencelog.Entry
 }
 
 func (r Record) String() string {
@@ -68,9 +80,27 @@ func (r Record) String() string {
 }
 
 // Object is the bucket key of record k of store's lease.
-func Object(store string, k uint64) string { return fmt.Sprintf("%s%s/%020d", prefix, store, k) }
+func Object(store string, k uint64) string { return recordLog(nil, store).Key(k) }
 
 func storePrefix(store string) string { return prefix + store + "/" }
+
+// retention of the records: a variable only so that tests run the
+// protocol at their pace; every process uses the default (fencelog's
+// invariants).
+var retention = contract.DefaultLeaseLogRetention
+
+// recordLog is store's lease in b.
+func recordLog(b fencelog.Bucket, store string) fencelog.Log {
+	return fencelog.Log{Bucket: b, Prefix: storePrefix(store), Retention: retention,
+		Written: func(data []byte) (time.Time, error) {
+			var r Record
+			err := json.Unmarshal(data, &r)
+			if r.Written.IsZero() {
+				return r.Expiry, err
+			}
+			return r.Written, err
+		}}
+}
 
 // ServingUntil is the serving rule: the holder of rec may serve while its
 // clock reads before expiry − maxOffset. A fenced record, or none, allows
@@ -94,56 +124,85 @@ func Current(ctx context.Context, b *blob.Bucket, store string) (Record, error) 
 	if err := checkStore(store); err != nil {
 		return Record{}, err
 	}
-	p := storePrefix(store)
-	objs, err := b.List(ctx, p)
+	e, err := recordLog(b, store).Newest(ctx)
 	if err != nil {
-		return Record{}, fmt.Errorf("liveness: listing %s: %w", p, err)
+		return Record{}, fmt.Errorf("liveness: reading store %s's newest record: %w", store, err)
 	}
-	var newest uint64
-	for _, o := range objs {
-		if k, err := strconv.ParseUint(strings.TrimPrefix(o.Key, p), 10, 64); err == nil && k > newest {
-			newest = k
-		}
+	if e.N == 0 {
+		return Record{entry: e}, nil
 	}
-	if newest == 0 {
-		return Record{}, nil
-	}
-	return read(ctx, b, store, newest)
+	return decode(store, e)
 }
 
 func read(ctx context.Context, b *blob.Bucket, store string, k uint64) (Record, error) {
-	data, err := b.ReadAll(ctx, Object(store, k))
+	e, err := recordLog(b, store).Read(ctx, k)
 	if err != nil {
 		return Record{}, fmt.Errorf("liveness: reading %s: %w", Object(store, k), err)
 	}
+	return decode(store, e)
+}
+
+func decode(store string, e fencelog.Entry) (Record, error) {
 	var r Record
-	if err := json.Unmarshal(data, &r); err != nil {
-		return Record{}, fmt.Errorf("liveness: decoding %s: %w", Object(store, k), err)
+	if err := json.Unmarshal(e.Data, &r); err != nil {
+		return Record{}, fmt.Errorf("liveness: decoding %s: %w", Object(store, e.N), err)
 	}
-	if r.K != k || r.Store != store {
-		return Record{}, fmt.Errorf("liveness: %s claims record %d of store %q", Object(store, k), r.K, r.Store)
+	if r.K != e.N || r.Store != store {
+		return Record{}, fmt.Errorf("liveness: %s claims record %d of store %q", Object(store, e.N), r.K, r.Store)
 	}
+	r.entry = e
 	return r, nil
 }
 
-// write creates rec create-if-absent (blob.ErrExists when its number is
-// taken) and, once written, deletes the record history places behind it,
-// best effort: one delete a write keeps the listing short.
-func write(ctx context.Context, b *blob.Bucket, rec Record) error {
+// write creates rec, record prev.K+1, create-if-absent, on prev as read or
+// written (prev.K 0: none), and returns it as written. An error matching
+// blob.ErrExists: the number is taken.
+func write(ctx context.Context, b *blob.Bucket, prev, rec Record) (Record, error) {
+	rec.Written = time.Now().UTC()
 	data, err := json.Marshal(rec)
 	if err != nil {
-		return err
+		return Record{}, err
 	}
-	if err := b.WriteAll(ctx, Object(rec.Store, rec.K), data, true); err != nil {
-		if errors.Is(err, blob.ErrExists) {
-			return err
+	pe := prev.entry
+	if pe.N != prev.K || (pe.Data == nil && prev.K > 0) {
+		// Not read here (a caller's copy): compare what is stored by
+		// content.
+		pe = fencelog.Entry{N: prev.K}
+	}
+	same := func(stored []byte) bool {
+		var r Record
+		return json.Unmarshal(stored, &r) == nil && r.K == prev.K && r.Store == prev.Store &&
+			r.Incarnation == prev.Incarnation && r.Fenced == prev.Fenced && r.Expiry.Equal(prev.Expiry) && r.Written.Equal(prev.Written)
+	}
+	e, err := recordLog(b, rec.Store).Create(ctx, pe, data, same)
+	if err != nil {
+		if errors.Is(err, fencelog.ErrTaken) {
+			if !errors.Is(err, blob.ErrExists) {
+				err = fmt.Errorf("%w: %w", blob.ErrExists, err) // a stray: as good as taken
+			}
+			return Record{}, err
 		}
-		return fmt.Errorf("liveness: writing %s: %w", Object(rec.Store, rec.K), err)
+		return Record{}, fmt.Errorf("liveness: writing %s: %w", Object(rec.Store, rec.K), err)
 	}
-	if rec.K > history {
-		_ = b.Delete(ctx, Object(rec.Store, rec.K-history))
+	rec.entry = e
+	return rec, nil
+}
+
+// Collect deletes store's records superseded longer than
+// contract.DefaultLeaseLogRetention before now, besides the newest
+// contract.DefaultFencingLogKeep (docs/failover.md §7). maxOffset bounds
+// the writers' clocks' offsets from this one. The balancer runs it; it is
+// safe beside renewals, fences and readers. It returns how many it
+// deleted.
+func Collect(ctx context.Context, b *blob.Bucket, store string, now time.Time, maxOffset time.Duration) (int, error) {
+	if err := checkStore(store); err != nil {
+		return 0, err
 	}
-	return nil
+	n, err := recordLog(b, store).Collect(ctx, now, fencelog.Policy{Keep: contract.DefaultFencingLogKeep, MaxOffset: maxOffset})
+	if err != nil {
+		return n, fmt.Errorf("liveness: collecting store %s's records: %w", store, err)
+	}
+	return n, nil
 }
 
 // Renew writes the next record of store's lease for incarnation at now,
@@ -169,7 +228,7 @@ func Renew(ctx context.Context, b *blob.Bucket, store, incarnation string, held 
 		return Record{}, fmt.Errorf("liveness: renewing store %s as incarnation %s with another's record %v", store, incarnation, held)
 	}
 	joining := held.K == 0
-	next := held.K + 1
+	prev := held // the record the next write succeeds
 	if joining {
 		cur, err := Current(ctx, b, store)
 		if err != nil {
@@ -178,11 +237,11 @@ func Renew(ctx context.Context, b *blob.Bucket, store, incarnation string, held 
 		if cur.Fenced && cur.Incarnation == incarnation {
 			return Record{}, fenced(store, incarnation, cur)
 		}
-		next = cur.K + 1
+		prev = cur
 	}
 	for range 3 {
-		rec := Record{K: next, Store: store, Incarnation: incarnation, Expiry: now.Add(term).UTC()}
-		err := write(ctx, b, rec)
+		next := prev.K + 1
+		rec, err := write(ctx, b, prev, Record{K: next, Store: store, Incarnation: incarnation, Expiry: now.Add(term).UTC()})
 		if err == nil {
 			return rec, nil
 		}
@@ -199,19 +258,19 @@ func Renew(ctx context.Context, b *blob.Bucket, store, incarnation string, held 
 		case cur.Incarnation == incarnation && cur.Fenced:
 			return Record{}, fenced(store, incarnation, cur)
 		case cur.Incarnation == incarnation:
-			next = cur.K + 1 // our own write landed after all
+			prev = cur // our own write landed after all
 		case joining && cur.Fenced:
-			next = cur.K + 1 // an older incarnation's fence: join above it
+			prev = cur // an older incarnation's fence: join above it
 		case joining:
 			// Another incarnation renewed meanwhile: a process of this
 			// store still running while this one starts. The newer one
 			// (this) takes over; the other finds itself superseded.
-			next = cur.K + 1
+			prev = cur
 		default:
 			return Record{}, fmt.Errorf("%w: store %s, incarnation %s: superseded by %v", ErrFenced, store, incarnation, cur)
 		}
 	}
-	return Record{}, fmt.Errorf("%w: store %s, incarnation %s, up to record %d", ErrLost, store, incarnation, next)
+	return Record{}, fmt.Errorf("%w: store %s, incarnation %s, up to record %d", ErrLost, store, incarnation, prev.K+1)
 }
 
 func fenced(store, incarnation string, rec Record) error {
@@ -237,12 +296,12 @@ func Fence(ctx context.Context, b *blob.Bucket, store string, now time.Time, max
 	if !now.After(cur.Expiry.Add(maxOffset)) {
 		return false, cur, nil
 	}
-	f := Record{K: cur.K + 1, Store: store, Incarnation: cur.Incarnation, Expiry: cur.Expiry, Fenced: true}
-	if err := write(ctx, b, f); err != nil {
+	f, err := write(ctx, b, cur, Record{K: cur.K + 1, Store: store, Incarnation: cur.Incarnation, Expiry: cur.Expiry, Fenced: true})
+	if err != nil {
 		if !errors.Is(err, blob.ErrExists) {
 			return false, cur, err
 		}
-		won, err := read(ctx, b, store, f.K)
+		won, err := read(ctx, b, store, cur.K+1)
 		if err != nil {
 			return false, cur, err
 		}

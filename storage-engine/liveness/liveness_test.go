@@ -5,10 +5,14 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/bellows-kv/bellows/internal/contract"
 	"github.com/bellows-kv/bellows/storage-engine/blob"
 )
 
@@ -22,6 +26,23 @@ func bucket(t *testing.T) (*blob.Bucket, string) {
 	}
 	t.Cleanup(func() { _ = b.Close() })
 	return b, dir
+}
+
+// kept are the numbers of store's records in b, in order.
+func kept(t *testing.T, b *blob.Bucket, store string) []uint64 {
+	t.Helper()
+	objs, err := b.List(context.Background(), storePrefix(store))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ks []uint64
+	for _, o := range objs {
+		if k, err := strconv.ParseUint(strings.TrimPrefix(o.Key, storePrefix(store)), 10, 64); err == nil {
+			ks = append(ks, k)
+		}
+	}
+	slices.Sort(ks)
+	return ks
 }
 
 // same: a and b are one record (times compared as instants).
@@ -38,7 +59,7 @@ var t0 = time.Unix(1_000_000, 0)
 
 // A store's renewals number its records 1, 2, 3 …, each expiring a term
 // after its clock reading; Current reads the newest; the serving rule is
-// expiry − offset; the history stays short.
+// expiry − offset; collection keeps the history short.
 func TestRenewalsNumberTheRecordsAndKeepTheHistoryShort(t *testing.T) {
 	ctx := context.Background()
 	b, _ := bucket(t)
@@ -64,12 +85,14 @@ func TestRenewalsNumberTheRecordsAndKeepTheHistoryShort(t *testing.T) {
 	if got, want := ServingUntil(cur, offset), held.Expiry.Add(-offset); !got.Equal(want) {
 		t.Errorf("ServingUntil %v, want %v", got, want)
 	}
-	objs, err := b.List(ctx, storePrefix("0"))
-	if err != nil {
-		t.Fatal(err)
+	if n, err := Collect(ctx, b, "0", time.Now().Add(time.Minute), offset); err != nil || n != 30-contract.DefaultFencingLogKeep {
+		t.Errorf("collection a minute on deleted %d records, %v; want all but the newest %d", n, err, contract.DefaultFencingLogKeep)
 	}
-	if len(objs) > history {
-		t.Errorf("%d records kept, want at most %d", len(objs), history)
+	if got := kept(t, b, "0"); len(got) != contract.DefaultFencingLogKeep || got[0] != 30-contract.DefaultFencingLogKeep+1 {
+		t.Errorf("records kept: %v, want the newest %d", got, contract.DefaultFencingLogKeep)
+	}
+	if cur, err := Current(ctx, b, "0"); err != nil || !same(cur, held) {
+		t.Fatalf("Current after the collection: %+v %v, want %+v", cur, err, held)
 	}
 	// Another store's lease is its own history.
 	if other, err := Current(ctx, b, "1"); err != nil || other.K != 0 {

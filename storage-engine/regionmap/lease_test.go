@@ -5,10 +5,12 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/bellows-kv/bellows/internal/contract"
 )
 
 // The lease passes only when its term plus the clock offset is over; the
-// holder renews at will; the history stays short.
+// holder renews at will; collection keeps the history short.
 func TestTheBalancerLeaseHasOneHolderPerTerm(t *testing.T) {
 	ctx := context.Background()
 	b := bucket(t)
@@ -36,12 +38,14 @@ func TestTheBalancerLeaseHasOneHolderPerTerm(t *testing.T) {
 			t.Fatal(ok, err)
 		}
 	}
-	objs, err := b.List(ctx, leasePrefix)
-	if err != nil {
-		t.Fatal(err)
+	if n, err := CollectLeaseTerms(ctx, b, time.Now().Add(time.Minute), offset); err != nil || n != 23-contract.DefaultFencingLogKeep {
+		t.Errorf("collection a minute on deleted %d terms, %v; want all but the newest %d", n, err, contract.DefaultFencingLogKeep)
 	}
-	if len(objs) > leaseHistory+1 {
-		t.Errorf("%d lease objects kept, want at most %d", len(objs), leaseHistory+1)
+	if got := numbers(t, b, leasePrefix); len(got) != contract.DefaultFencingLogKeep || got[len(got)-1] != 23 {
+		t.Errorf("terms kept: %v, want the newest %d", got, contract.DefaultFencingLogKeep)
+	}
+	if l, ok, err := AcquireLease(ctx, b, "b", t0.Add(40*time.Second), term, offset); err != nil || !ok || l.N != 24 {
+		t.Fatalf("renewing after the collection: %+v %v %v", l, ok, err)
 	}
 }
 

@@ -6,6 +6,9 @@
 // exactly as a region's manifests are: of two writers holding epoch n, one
 // commits n+1 and the other is fenced (ErrFenced), reloads and decides
 // again. So the map has one linear history, whoever proposes changes.
+// The history is a fencelog.Log: Load finds the newest epoch from a head
+// object in a few requests, and CollectEpochs deletes old epochs without
+// letting a writer with a stale view commit into a number they freed.
 //
 // Invariants (Validate checks them before every commit and after every
 // load):
@@ -37,10 +40,11 @@ import (
 	"fmt"
 	"slices"
 	"sort"
-	"strconv"
-	"strings"
+	"time"
 
+	"github.com/bellows-kv/bellows/internal/contract"
 	"github.com/bellows-kv/bellows/storage-engine/blob"
+	"github.com/bellows-kv/bellows/storage-engine/regionmap/fencelog"
 )
 
 const prefix = "regionmap/"
@@ -123,6 +127,14 @@ type Map struct {
 	// again; a store removes what it keeps locally for them (their WAL
 	// directory).
 	Retired []string `json:"retired,omitempty"`
+	// Committed is when the epoch was committed, by its writer's clock:
+	// its predecessor's age, for CollectEpochs. The zero time (epochs
+	// written before it was recorded): long ago.
+	Committed time.Time `json:"committed,omitzero"`
+
+	// entry is the epoch's object as it was read or written: a commit on
+	// this map checks against it (fencelog.Log.Create).
+	entry fencelog.Entry
 }
 
 // Name of region id: region-000, region-001, … (the names regions had
@@ -281,70 +293,119 @@ func (m Map) clone() Map {
 }
 
 // ObjectName is the bucket key of epoch n.
-func ObjectName(n uint64) string { return fmt.Sprintf("%s%020d", prefix, n) }
+func ObjectName(n uint64) string { return epochLog(nil).Key(n) }
+
+// Retentions of the map's epochs and the lease's terms: variables only
+// so that tests run the protocol at their pace; every process uses the
+// defaults (fencelog's invariants).
+var (
+	epochRetention = contract.DefaultMapEpochRetention
+	leaseRetention = contract.DefaultLeaseLogRetention
+)
+
+// epochLog is the map's history in b.
+func epochLog(b fencelog.Bucket) fencelog.Log {
+	return fencelog.Log{Bucket: b, Prefix: prefix, Head: true, Retention: epochRetention,
+		Written: func(data []byte) (time.Time, error) {
+			var m struct {
+				Committed time.Time `json:"committed"`
+			}
+			err := json.Unmarshal(data, &m)
+			return m.Committed, err
+		}}
+}
 
 // Load returns the newest committed map in b, or a map with epoch 0 when
 // none was committed.
-func Load(ctx context.Context, b *blob.Bucket) (Map, error) {
-	objs, err := b.List(ctx, prefix)
+func Load(ctx context.Context, b *blob.Bucket) (Map, error) { return load(ctx, b) }
+
+func load(ctx context.Context, b fencelog.Bucket) (Map, error) {
+	e, err := epochLog(b).Newest(ctx)
 	if err != nil {
-		return Map{}, fmt.Errorf("regionmap: listing: %w", err)
+		return Map{}, fmt.Errorf("regionmap: finding the newest epoch: %w", err)
 	}
-	var newest uint64
-	for _, o := range objs {
-		if n, err := strconv.ParseUint(strings.TrimPrefix(o.Key, prefix), 10, 64); err == nil && n > newest {
-			newest = n
-		}
+	if e.N == 0 {
+		return Map{entry: e}, nil
 	}
-	if newest == 0 {
-		return Map{}, nil
-	}
-	return LoadEpoch(ctx, b, newest)
+	return decode(e)
 }
 
-// LoadEpoch returns epoch n.
+// LoadEpoch returns epoch n. An epoch older than the retention
+// (CollectEpochs) may be gone: blob.ErrNotFound.
 func LoadEpoch(ctx context.Context, b *blob.Bucket, n uint64) (Map, error) {
-	data, err := b.ReadAll(ctx, ObjectName(n))
+	e, err := epochLog(b).Read(ctx, n)
 	if err != nil {
 		return Map{}, fmt.Errorf("regionmap: reading epoch %d: %w", n, err)
 	}
+	return decode(e)
+}
+
+func decode(e fencelog.Entry) (Map, error) {
 	var m Map
-	if err := json.Unmarshal(data, &m); err != nil {
-		return Map{}, fmt.Errorf("regionmap: decoding %s: %w", ObjectName(n), err)
+	if err := json.Unmarshal(e.Data, &m); err != nil {
+		return Map{}, fmt.Errorf("regionmap: decoding %s: %w", ObjectName(e.N), err)
 	}
-	if m.Epoch != n {
-		return Map{}, fmt.Errorf("regionmap: %s claims epoch %d", ObjectName(n), m.Epoch)
+	if m.Epoch != e.N {
+		return Map{}, fmt.Errorf("regionmap: %s claims epoch %d", ObjectName(e.N), m.Epoch)
 	}
 	if err := m.Validate(); err != nil {
-		return Map{}, fmt.Errorf("regionmap: epoch %d: %w", n, err)
+		return Map{}, fmt.Errorf("regionmap: epoch %d: %w", e.N, err)
 	}
+	m.entry = e
 	return m, nil
 }
 
 // Committed reports whether epoch n exists: the cheap check a store makes
-// to notice a newer map than its own.
+// to notice a newer map than its own. A store polls it every second or
+// so, far within the retention, so the epoch after its own is never
+// collected before it looks.
 func Committed(ctx context.Context, b *blob.Bucket, n uint64) (bool, error) {
-	return b.Exists(ctx, ObjectName(n))
+	return epochLog(b).Exists(ctx, n)
 }
 
 // Commit writes next as the successor of prev (next.Epoch = prev.Epoch+1),
 // create-if-absent. It returns an error matching ErrFenced if that epoch is
-// taken.
+// taken. prev is a map Load, LoadEpoch or Commit returned (another is
+// compared by its content).
 func Commit(ctx context.Context, b *blob.Bucket, prev Map, next *Map) error {
 	if err := next.Validate(); err != nil {
 		return err
 	}
 	next.Epoch = prev.Epoch + 1
+	next.Committed = time.Now().UTC()
 	data, err := json.Marshal(next)
 	if err != nil {
 		return err
 	}
-	if err := b.WriteAll(ctx, ObjectName(next.Epoch), data, true); err != nil {
+	pe := prev.entry
+	var same func([]byte) bool
+	if pe.N != prev.Epoch || (pe.Data == nil && prev.Epoch > 0) {
+		pe = fencelog.Entry{N: prev.Epoch}
+		want, err := json.Marshal(prev)
+		if err != nil {
+			return err
+		}
+		same = func(stored []byte) bool {
+			var m Map
+			if json.Unmarshal(stored, &m) != nil {
+				return false
+			}
+			got, err := json.Marshal(m)
+			return err == nil && bytes.Equal(got, want)
+		}
+	}
+	e, err := epochLog(b).Create(ctx, pe, data, same)
+	switch {
+	case errors.Is(err, fencelog.ErrTaken):
 		if errors.Is(err, blob.ErrExists) {
 			return fmt.Errorf("%w (epoch %d exists)", ErrFenced, next.Epoch)
 		}
+		// The number was free, collected under a stale view.
+		return fmt.Errorf("%w (epoch %d: %w)", ErrFenced, next.Epoch, err)
+	case err != nil:
 		return fmt.Errorf("regionmap: committing epoch %d: %w", next.Epoch, err)
 	}
+	next.entry = e
 	return nil
 }
 
@@ -357,9 +418,24 @@ func Bootstrap(ctx context.Context, b *blob.Bucket, initial Map) (Map, error) {
 		return m, err
 	}
 	next := initial.clone()
-	err = Commit(ctx, b, Map{}, &next)
+	err = Commit(ctx, b, m, &next)
 	if errors.Is(err, ErrFenced) {
 		return Load(ctx, b)
 	}
 	return next, err
+}
+
+// CollectEpochs deletes the epochs nothing needs any more
+// (docs/failover.md §7): those superseded longer than
+// contract.DefaultMapEpochRetention before now, besides the newest
+// contract.DefaultFencingLogKeep and every epoch from keepFrom's on (the
+// oldest epoch a retained backup names, so the map of any time a restore
+// can reach stays; nil or 0: none). maxOffset bounds the committers'
+// clocks' offsets from this one. It returns how many it deleted.
+func CollectEpochs(ctx context.Context, b *blob.Bucket, now time.Time, maxOffset time.Duration, keepFrom func(context.Context) (uint64, error)) (int, error) {
+	n, err := epochLog(b).Collect(ctx, now, fencelog.Policy{Keep: contract.DefaultFencingLogKeep, MaxOffset: maxOffset, KeepFrom: keepFrom})
+	if err != nil {
+		return n, fmt.Errorf("regionmap: collecting epochs: %w", err)
+	}
+	return n, nil
 }

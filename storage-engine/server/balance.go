@@ -421,7 +421,9 @@ func (b *Balancer) Step(ctx context.Context) ([]regionmap.Move, error) {
 //
 // With the store's liveness lease (StoreOptions.Liveness), it also checks
 // every store's lease each failover check interval, holding the balancer
-// lease, and fails over the regions of the dead (liveness.go).
+// lease, and fails over the regions of the dead (liveness.go). Holding
+// it, it deletes old lease terms and liveness records, and old map epochs
+// (fencinglogs.go).
 func (b *Balancer) Run(ctx context.Context) {
 	b.ensureDefaults()
 	t := time.NewTicker(b.Interval)
@@ -432,12 +434,22 @@ func (b *Balancer) Run(ctx context.Context) {
 		defer ft.Stop()
 		failoverTick = ft.C
 	}
+	leaseLogs := time.NewTicker(contract.DefaultFencingLogCollectInterval)
+	defer leaseLogs.Stop()
+	epochs := time.NewTicker(contract.DefaultJanitorInterval)
+	defer epochs.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-failoverTick:
 			b.failoverStep(ctx)
+			continue
+		case <-leaseLogs.C:
+			b.collectLeaseLogs(ctx)
+			continue
+		case <-epochs.C:
+			b.collectMapEpochs(ctx)
 			continue
 		case <-t.C:
 		}

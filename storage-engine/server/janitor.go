@@ -20,6 +20,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/bellows-kv/bellows/internal/contract"
 	"github.com/bellows-kv/bellows/storage-engine/manifest"
 	"github.com/bellows-kv/bellows/storage-engine/region"
 )
@@ -98,7 +99,10 @@ func deletePrefix(ctx context.Context, s *Store, prefix string) (int, error) {
 	return n, nil
 }
 
-// runJanitor collects retired regions every interval until ctx ends.
+// runJanitor collects retired regions every interval until ctx ends. A
+// store without a liveness lease is a cluster's only store (no balancer
+// lease is taken): it also collects the map's old epochs, which a
+// balancer collects otherwise (fencinglogs.go).
 func (s *Store) runJanitor(ctx context.Context, every time.Duration) {
 	t := time.NewTicker(every)
 	defer t.Stop()
@@ -110,6 +114,9 @@ func (s *Store) runJanitor(ctx context.Context, every time.Duration) {
 		}
 		if _, err := s.CollectRetired(ctx); err != nil && ctx.Err() == nil {
 			s.opts.Region.Logger.Warn("collecting retired regions", "err", err)
+		}
+		if s.opts.Liveness == nil {
+			s.collectMapEpochs(ctx, contract.DefaultMaxClockOffset)
 		}
 	}
 }
