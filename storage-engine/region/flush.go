@@ -149,17 +149,7 @@ func (r *Region) flushOne(mt *memTable) error {
 		nextMin = r.imm[1].walSeg
 	}
 	r.mu.RUnlock()
-	next := prev.Clone()
-	if t != nil {
-		next.Files = append(next.Files, t.meta)
-	}
-	next.WALMinSegment = nextMin
-	next.FlushedTS = max(prev.FlushedTS, mt.maxTS)
-	if next.FlushedTS >= r.takenOverTS {
-		next.TakenOverWALs = nil // every record replayed from them is in the files
-	}
-	next.NextFileNum = r.nextFile.Load()
-	next.Locks, next.TxnOutcomes = manifestTxnState(prev, mt.txnRecs)
+	next := flushedManifest(prev, mt, t, nextMin, r.nextFile.Load(), r.takenOverTS)
 	if err := r.commitManifest(ctx, prev, &next); err != nil {
 		if t != nil {
 			t.obsolete.Store(true)
@@ -293,4 +283,24 @@ func (r *Region) flushStopping(ctx context.Context, stopWrites, splitting bool) 
 		}
 		r.cond.Wait()
 	}
+}
+
+// flushedManifest is prev with memtable mt flushed into table t (nil: mt
+// held nothing to write), the WAL kept from segment nextMin, and the
+// region's next file number nextFile. A flush at or past takenOverTS (the
+// newest timestamp the region's open replayed) holds every record of the
+// streams it took over.
+func flushedManifest(prev manifest.Manifest, mt *memTable, t *table, nextMin, nextFile, takenOverTS uint64) manifest.Manifest {
+	next := prev.Clone()
+	if t != nil {
+		next.Files = append(next.Files, t.meta)
+	}
+	next.WALMinSegment = nextMin
+	next.FlushedTS = max(prev.FlushedTS, mt.maxTS)
+	if next.FlushedTS >= takenOverTS {
+		next.TakenOverWALs = nil // every record replayed from them is in the files
+	}
+	next.NextFileNum = nextFile
+	next.Locks, next.TxnOutcomes = manifestTxnState(prev, mt.txnRecs)
+	return next
 }

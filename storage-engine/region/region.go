@@ -380,27 +380,10 @@ func Open(ctx context.Context, opts Options) (_ *Region, err error) {
 		t.unref() // the version holds the only reference
 	}
 
-	// The streams of owners taken over (this one's, and any an earlier
-	// takeover left unflushed) are fenced, then replayed oldest first;
-	// this WAL's own records follow, which are newer than all of theirs.
-	var replay []replaySource
-	for _, walID := range claim.TakenOverWALs {
-		if _, _, err := walarchive.Fence(ctx, opts.Bucket, opts.Name, walID, claim.Number); err != nil {
-			r.current.unref()
-			return nil, errorf(opts.Name, "fencing the WAL stream of %s: %w", walID, err)
-		}
-		replay = append(replay, r.streamReplay(ctx, walID, claim))
-	}
-	switch {
-	case m.WALID != "" && m.WALID != r.walDir.ID:
-		// A released region, or one taken over: this directory holds
-		// nothing of it (its earlier tenure's segments were removed).
-	case opts.WALInBucket:
-		// The stream holds every acknowledged record; the local files
-		// may have lost an unsynced tail with the machine.
-		replay = append(replay, r.streamReplay(ctx, m.WALID, claim))
-	default:
-		replay = append(replay, r.localReplay(claim))
+	replay, err := r.replaySources(ctx, m, claim)
+	if err != nil {
+		r.current.unref()
+		return nil, err
 	}
 	mem, err := r.replayWAL(claim, replay...)
 	if err != nil {

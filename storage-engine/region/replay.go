@@ -38,13 +38,6 @@ type replaySource struct {
 	local bool
 }
 
-// localReplay reads the region's WAL directory from claim's WALMinSegment.
-func (r *Region) localReplay(claim manifest.Manifest) replaySource {
-	return replaySource{local: true, read: func(fn func(uint64, []byte) error) (wal.ReplayStats, error) {
-		return wal.Replay(r.opts.WALDir, claim.WALMinSegment, fn)
-	}}
-}
-
 // streamReplay reads the region's WAL stream of walID from the bucket
 // (durability mode Bucket, or a stream fenced by a takeover): every record
 // past the sealed segments at or below claim's FlushedTS.
@@ -70,6 +63,34 @@ func (r *Region) streamReplay(ctx context.Context, walID string, claim manifest.
 		})
 		return st, err
 	}}
+}
+
+// replaySources are what an Open that claimed the region by claim, over
+// manifest m, replays: the streams of owners taken over (m's, if this is a
+// takeover, and any an earlier takeover left unflushed), fenced, oldest
+// first; then this WAL's own records, which are newer than all of theirs.
+func (r *Region) replaySources(ctx context.Context, m, claim manifest.Manifest) ([]replaySource, error) {
+	var srcs []replaySource
+	for _, walID := range claim.TakenOverWALs {
+		if _, _, err := walarchive.Fence(ctx, r.opts.Bucket, r.opts.Name, walID, claim.Number); err != nil {
+			return nil, errorf(r.opts.Name, "fencing the WAL stream of %s: %w", walID, err)
+		}
+		srcs = append(srcs, r.streamReplay(ctx, walID, claim))
+	}
+	switch {
+	case m.WALID != "" && m.WALID != r.walDir.ID:
+		// A released region, or one taken over: this directory holds
+		// nothing of it (its earlier tenure's segments were removed).
+	case r.opts.WALInBucket:
+		// The stream holds every acknowledged record; the local files
+		// may have lost an unsynced tail with the machine.
+		srcs = append(srcs, r.streamReplay(ctx, m.WALID, claim))
+	default:
+		srcs = append(srcs, replaySource{local: true, read: func(fn func(uint64, []byte) error) (wal.ReplayStats, error) {
+			return wal.Replay(r.opts.WALDir, claim.WALMinSegment, fn)
+		}})
+	}
+	return srcs, nil
 }
 
 // replayWAL replays srcs, one after the other, into a new active memTable, which it returns, and
