@@ -3,7 +3,6 @@ package client
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -48,6 +47,7 @@ func (c *Client) BatchGetAt(ctx context.Context, keys [][]byte, readTS uint64) (
 type getGroup struct {
 	idx    []int
 	owners []string // the region's owners, else the seeds
+	region string   // "" when the table has none
 }
 
 func (c *Client) batchGet(ctx context.Context, keys [][]byte, readTS *uint64) ([]GetResult, error) {
@@ -110,17 +110,18 @@ func (c *Client) batchGet(ctx context.Context, keys [][]byte, readTS *uint64) ([
 		}
 		wg.Wait()
 		if failed != nil {
-			if stale != nil && (errors.Is(failed, context.DeadlineExceeded) || errors.Is(failed, context.Canceled)) {
-				return nil, fmt.Errorf("%w (last answer: %v)", failed, stale)
+			if stale != nil && ended(ctx, failed) {
+				return nil, gaveUp(ctx.Err(), stale)
 			}
 			return nil, failed
 		}
 		pending = next
 		if staleRound {
 			c.refreshAfter(t.gen)
+			c.retrying(stale)
 			select {
 			case <-ctx.Done():
-				return nil, fmt.Errorf("%w (last answer: %v)", ctx.Err(), stale)
+				return nil, gaveUp(ctx.Err(), stale)
 			case <-time.After(b.NextBackOff()): // backoff, not synchronisation
 			}
 		}
@@ -141,7 +142,7 @@ func (c *Client) batchGetCall(ctx context.Context, g *getGroup, req *kvpb.BatchG
 		if err == nil || ctx.Err() != nil || !staleRoute(err) {
 			return resp, err
 		}
-		last = err
+		last = &answerError{region: g.region, addr: addr, err: err}
 	}
 	return nil, last
 }
@@ -156,12 +157,12 @@ func groupKeys(t *table, seeds []string, keys [][]byte, pending []int) []*getGro
 	for _, i := range pending {
 		r, ok := t.lookup(keys[i])
 		if !ok || len(r.Owners) == 0 {
-			groups = append(groups, &getGroup{idx: []int{i}, owners: seeds})
+			groups = append(groups, &getGroup{idx: []int{i}, owners: seeds, region: r.Name})
 			continue
 		}
 		g := open[r.Name]
 		if g == nil || size[g]+len(keys[i]) > batchGetKeyBytes {
-			g = &getGroup{owners: r.Owners}
+			g = &getGroup{owners: r.Owners, region: r.Name}
 			open[r.Name] = g
 			groups = append(groups, g)
 		}

@@ -20,7 +20,13 @@
 // gone or restarting (UNAVAILABLE), or no longer serves the key's region
 // (OUT_OF_RANGE, FAILED_PRECONDITION of a fenced region) — refreshes the
 // table and is tried again with exponential backoff, until it succeeds or
-// the caller's context ends. Writes are retried too: each logical write
+// the caller's context ends. A region failing over (its store's liveness
+// lease ran out: UNAVAILABLE, reason LEASE_EXPIRED or REGION_FAILING_OVER;
+// docs/failover.md) is one such: the request reaches the new owner once it
+// has opened the region. When the context ends first, the error matches
+// the context's error and carries the last answer: UNAVAILABLE when that
+// was, with its details, so the caller sees only codes it may retry on
+// (IsFailingOver tells a failover). Writes are retried too: each logical write
 // carries one idempotency key (contract.RequestIDHeader) on every attempt,
 // so a store that applied an attempt whose answer was lost answers the
 // retry with the first result instead of applying it twice (the store's
@@ -105,6 +111,12 @@ type Options struct {
 	// RetryInitial and RetryMax bound the backoff between attempts of one
 	// request. Defaults 20ms and 1s.
 	RetryInitial, RetryMax time.Duration
+	// Retrying, when set, is told of each store's answer a request is
+	// about to retry (after a refresh, before its backoff): a region
+	// moving or failing over, a store restarting. FailingOverOf reads
+	// which region is failing over, and from which store. It is called
+	// from the requests' goroutines, concurrently, and must not block.
+	Retrying func(err error)
 	// Logger reports refreshes that reach no store; nil discards.
 	Logger *slog.Logger
 }
@@ -498,7 +510,7 @@ func doAddr[T any](ctx context.Context, c *Client, key []byte, call func(context
 	var answered string
 	b := backoff.NewExponentialBackOff()
 	b.InitialInterval, b.MaxInterval = c.opts.RetryInitial, c.opts.RetryMax
-	var stale error // the last stale-route answer
+	var stale error // the last stale-route answer (an *answerError)
 	round := func() (T, error) {
 		var zero T
 		addrs, gen := c.targets(key)
@@ -515,16 +527,17 @@ func doAddr[T any](ctx context.Context, c *Client, key []byte, call func(context
 			if ctx.Err() != nil || !staleRoute(err) {
 				return zero, backoff.Permanent(err)
 			}
-			stale = err
+			stale = c.answer(key, addr, err)
 		}
 		c.refreshAfter(gen)
 		return zero, stale
 	}
-	v, err := backoff.Retry(ctx, round, backoff.WithBackOff(b), backoff.WithMaxElapsedTime(0))
-	if err != nil && stale != nil && (errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)) {
-		// The caller's deadline ended the retries: say so, with the
-		// last store's answer.
-		return v, "", fmt.Errorf("%w (last answer: %v)", err, stale)
+	v, err := backoff.Retry(ctx, round, backoff.WithBackOff(b), backoff.WithMaxElapsedTime(0),
+		backoff.WithNotify(func(err error, _ time.Duration) { c.retrying(err) }))
+	if stale != nil && ended(ctx, err) {
+		// The caller's context ended the retries, in a backoff or in a
+		// call: say so, with the last store's answer.
+		return v, "", gaveUp(ctx.Err(), stale)
 	}
 	return v, answered, err
 }
@@ -539,14 +552,22 @@ func doAt[T any](ctx context.Context, c *Client, addr string, call func(context.
 	}
 	b := backoff.NewExponentialBackOff()
 	b.InitialInterval, b.MaxInterval = c.opts.RetryInitial, c.opts.RetryMax
+	var stale error // the last UNAVAILABLE
 	v, err = backoff.Retry(ctx, func() (T, error) {
 		attempts++
 		v, err := call(ctx, kvpb.NewKVClient(cc))
 		if err != nil && (ctx.Err() != nil || status.Code(err) != codes.Unavailable) {
 			return v, backoff.Permanent(err)
 		}
-		return v, err
-	}, backoff.WithBackOff(b), backoff.WithMaxElapsedTime(0))
+		if err != nil {
+			stale = c.answer(nil, addr, err)
+			return v, stale
+		}
+		return v, nil
+	}, backoff.WithBackOff(b), backoff.WithMaxElapsedTime(0), backoff.WithNotify(func(err error, _ time.Duration) { c.retrying(err) }))
+	if stale != nil && ended(ctx, err) {
+		err = gaveUp(ctx.Err(), stale)
+	}
 	return v, attempts, err
 }
 

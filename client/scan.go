@@ -86,6 +86,10 @@ type Iterator struct {
 	segStart []byte
 	gen      uint64 // the table generation the stream's route came from
 	failures int    // consecutive stale-route failures: which owner to try
+	// addr and region are the open stream's store and region ("": the
+	// table has none); stale, the last stale-route answer.
+	addr, region string
+	stale        error
 
 	buf      []*kvpb.KeyValue
 	cur      *kvpb.KeyValue
@@ -142,15 +146,20 @@ func (it *Iterator) Next() bool {
 		case it.ctx.Err() != nil || !staleRoute(err):
 			it.closeStream()
 			it.err = err
+			if it.stale != nil && ended(it.ctx, err) {
+				it.err = gaveUp(it.ctx.Err(), it.stale)
+			}
 		default:
 			// Resume after (reverse: before) the last key returned, at
 			// the owner a refreshed table names, after a backoff.
 			it.closeStream()
 			it.failures++
+			it.stale = &answerError{region: it.region, addr: it.addr, err: err}
 			it.c.refreshAfter(it.gen)
+			it.c.retrying(it.stale)
 			select {
 			case <-it.ctx.Done():
-				it.err = it.ctx.Err()
+				it.err = gaveUp(it.ctx.Err(), it.stale)
 			case <-time.After(it.retry.NextBackOff()): // backoff, not synchronisation
 			}
 		}
@@ -228,26 +237,34 @@ func (it *Iterator) open() {
 	t := it.c.table.Load()
 	it.gen = t.gen
 	targets := it.c.seeds
+	it.region = ""
 	req := &kvpb.ScanRequest{Start: it.from, End: it.end, ReadTs: it.opts.ReadTS, Reverse: it.opts.Reverse}
 	if it.opts.Reverse {
 		req.End = it.to
-		if r, ok := t.lookupBelow(it.to); ok && len(r.Owners) > 0 {
-			targets = r.Owners
-			if bytes.Compare(r.Start, it.from) > 0 {
-				req.Start = r.Start
+		if r, ok := t.lookupBelow(it.to); ok {
+			it.region = r.Name
+			if len(r.Owners) > 0 {
+				targets = r.Owners
+				if bytes.Compare(r.Start, it.from) > 0 {
+					req.Start = r.Start
+				}
 			}
 		}
 		it.segStart = req.Start
 	} else {
-		if r, ok := t.lookup(it.from); ok && len(r.Owners) > 0 {
-			targets = r.Owners
-			if len(r.End) > 0 && (len(it.end) == 0 || bytes.Compare(r.End, it.end) < 0) {
-				req.End = r.End
+		if r, ok := t.lookup(it.from); ok {
+			it.region = r.Name
+			if len(r.Owners) > 0 {
+				targets = r.Owners
+				if len(r.End) > 0 && (len(it.end) == 0 || bytes.Compare(r.End, it.end) < 0) {
+					req.End = r.End
+				}
 			}
 		}
 		it.segEnd = req.End
 	}
 	addr := targets[it.failures%len(targets)]
+	it.addr = addr
 	if it.opts.Limit > 0 {
 		req.Limit = uint32(it.opts.Limit - it.returned)
 	}

@@ -25,6 +25,11 @@ type Region struct {
 	// one per store that says it serves the region, by store name; also
 	// from a seed that is a Service, since each reading names its store.
 	Stats []RegionStats
+	// FailingOverFrom names the store (its ordinal) whose liveness lease
+	// ran out while it owned the region, while the region fails over
+	// (docs/failover.md): no store answering serves it open. Requests for
+	// it are retried until its new owner has opened it. Empty otherwise.
+	FailingOverFrom string
 }
 
 // RegionStats is what one store reports of a region it serves: its size,
@@ -36,8 +41,12 @@ type RegionStats struct {
 	Store, Addr string
 	// Waiting says why the region is not open there yet (another store
 	// still owns it); the readings are zero meanwhile.
-	Waiting  string
-	SSTFiles int
+	Waiting string
+	// FailingOverFrom names the store whose liveness lease ran out, when
+	// this store is taking the region over from it (and Waiting says so),
+	// or is that store itself (its own lease has run out).
+	FailingOverFrom string
+	SSTFiles        int
 	// DataBytes is the region's size as a split counts it (its SSTs'
 	// blocks in its range and its memstores); MemstoreBytes, the part not
 	// yet flushed; WALBytes, its WAL on disk.
@@ -84,7 +93,7 @@ func (c CompactionState) String() string {
 func statsOf(addr string, info *kvpb.RegionInfo) RegionStats {
 	c := info.GetCompaction()
 	return RegionStats{
-		Store: info.GetStore(), Addr: addr, Waiting: info.GetWaiting(), SSTFiles: int(info.GetSstFiles()),
+		Store: info.GetStore(), Addr: addr, Waiting: info.GetWaiting(), FailingOverFrom: info.GetFailingOverFrom(), SSTFiles: int(info.GetSstFiles()),
 		DataBytes: info.GetDataBytes(), MemstoreBytes: info.GetMemstoreBytes(), WALBytes: info.GetWalBytes(),
 		OldestUnflushed: time.Duration(info.GetOldestUnflushedMs()) * time.Millisecond,
 		Requests:        info.GetRequests(), RequestsPerSecond: info.GetRequestsPerSecond(),
@@ -174,8 +183,21 @@ func buildTable(answers []answer, gen uint64) *table {
 			}
 		}
 	}
+	// A region some store says fails over without serving it (its owner
+	// by the map is dead): in the table by its range, with no owner, so
+	// its requests go through the seeds, which answer for it.
+	failing := map[string]string{}
+	for _, a := range answers {
+		for _, f := range a.resp.GetFailingOver() {
+			if _, ok := byName[f.Name]; !ok {
+				byName[f.Name] = &Region{Name: f.Name, Start: slices.Clone(f.Start), End: slices.Clone(f.End)}
+			}
+			failing[f.Name] = f.Store
+		}
+	}
 	t := &table{gen: gen}
 	for _, r := range byName {
+		r.FailingOverFrom = failingOverFrom(r, failing[r.Name])
 		t.regions = append(t.regions, *r)
 	}
 	sort.Slice(t.regions, func(i, j int) bool { return bytes.Compare(t.regions[i].Start, t.regions[j].Start) < 0 })
@@ -184,6 +206,24 @@ func buildTable(answers []answer, gen uint64) *table {
 	}
 	slices.Sort(t.peers)
 	return t
+}
+
+// failingOverFrom is the store r fails over from, by its readings or
+// (when none names one) from, what a store that does not serve it said;
+// "" when a store serves it open, its lease in force: a store whose map
+// is older may still name the dead owner.
+func failingOverFrom(r *Region, from string) string {
+	for _, st := range r.Stats {
+		if st.Waiting == "" && st.FailingOverFrom == "" {
+			return ""
+		}
+	}
+	for _, st := range r.Stats {
+		if st.FailingOverFrom != "" {
+			return st.FailingOverFrom
+		}
+	}
+	return from
 }
 
 // lookup is the region holding key, or false when the table has none (not

@@ -55,6 +55,15 @@ const ClockOffsetReason = "CLOCK_OFFSET"
 // failed over to another store. Retry through the cluster's other stores.
 const LeaseExpiredReason = "LEASE_EXPIRED"
 
+// RegionFailingOverReason is the ErrorInfo reason (domain ErrorDomain) of
+// the UNAVAILABLE a live store answers for a region whose owner has let its
+// liveness lease run out (docs/failover.md §8): the region map has not
+// given it to another store yet, or this store, its new owner, is taking
+// it over. Metadata names the region (region) and the store whose lease ran
+// out (store, its ordinal). Retry: the region is served again once its new
+// owner has opened it, within seconds.
+const RegionFailingOverReason = "REGION_FAILING_OVER"
+
 // CreateIfAbsentProbePrefix is where a starting store writes the object it
 // creates twice to check that the bucket honours create-if-absent writes
 // (docs/failover.md §7); it deletes it afterwards.

@@ -109,6 +109,7 @@ func (a *Assigner) Owns(sp Span) bool {
 func (a *Assigner) Run(ctx context.Context) {
 	owns := a.Owns
 	a.Store.owns.Store(&owns)
+	a.Store.replicas.Store(&a.Replicas)
 	every := a.Interval
 	if every <= 0 {
 		every = 250 * time.Millisecond

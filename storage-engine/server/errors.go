@@ -38,6 +38,10 @@ func toStatus(err error) error {
 	if errors.Is(err, region.ErrSplitting) {
 		return splittingStatus(err)
 	}
+	var failing *FailingOverError
+	if errors.As(err, &failing) {
+		return failingOverStatus(failing)
+	}
 	var uncertain *region.UncertainError
 	if errors.As(err, &uncertain) {
 		return uncertainStatus(err, uncertain)

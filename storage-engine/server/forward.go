@@ -79,8 +79,19 @@ func writeOp(op string) bool {
 //
 // When no peer serves the region and this store is assigned it (waiting for
 // its previous owner), the answer is this store's own UNAVAILABLE.
+//
+// A region failing over is answered here, without forwarding: one this
+// store is taking over from a dead store, and one whose owner by the
+// region map has let its liveness lease run out (failingover.go), whose
+// forward could only wait for the caller's deadline or fail.
 func (s *KV) forward(ctx context.Context, op string, t target, call func(context.Context, kvpb.KVClient) error) error {
 	sp := t.remote
+	if fo := (*FailingOverError)(nil); t.local != nil && errors.As(t.notOpen, &fo) {
+		return regionErr(t.local, t.notOpen)
+	}
+	if fo := s.failingOver(sp, time.Now()); fo != nil {
+		return failingOverStatus(fo)
+	}
 	out := metadata.AppendToOutgoingContext(ctx, route.ForwardedHeader, "1")
 	if writeOp(op) {
 		id, err := requestID(ctx)

@@ -49,6 +49,9 @@ type KV struct {
 	coordinator *txn.Coordinator
 	resolver    *txn.Resolver
 	txns        *txn.Registry
+	// leases are the other stores' liveness leases as last read, to tell
+	// a region failing over (failingover.go).
+	leases peerLeases
 }
 
 // NewKV serves store; fwd (may be nil) forwards the requests for other
@@ -527,9 +530,20 @@ func (s *KV) Regions(ctx context.Context, _ *kvpb.RegionsRequest) (*kvpb.Regions
 		resp.Peers = s.fwd.Router.Peers()
 	}
 	now := time.Now()
-	for _, a := range s.store.Assignments() {
-		resp.Regions = append(resp.Regions, regionInfo(s.store.opts.Name, a, now))
+	// A store past its own lease serves none of its regions: they fail
+	// over from it unless it renews first.
+	var expired string
+	if l := s.store.opts.Liveness; l != nil && l.Keeper != nil && !l.Keeper.Serving(now) {
+		expired = l.Store
 	}
+	for _, a := range s.store.Assignments() {
+		info := regionInfo(s.store.opts.Name, a, now)
+		if expired != "" && info.FailingOverFrom == "" {
+			info.FailingOverFrom = expired
+		}
+		resp.Regions = append(resp.Regions, info)
+	}
+	resp.FailingOver = s.failingOverRegions(now)
 	return resp, nil
 }
 

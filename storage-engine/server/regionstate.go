@@ -1,6 +1,7 @@
 package server
 
 import (
+	"errors"
 	"time"
 
 	kvpb "github.com/bellows-kv/bellows/proto/bellows/kv/v1"
@@ -60,6 +61,9 @@ func regionInfo(store string, a *Assignment, now time.Time) *kvpb.RegionInfo {
 	e, err := a.Engine()
 	if err != nil {
 		info.Waiting = err.Error()
+		if fo := (*FailingOverError)(nil); errors.As(err, &fo) {
+			info.FailingOverFrom = fo.Store
+		}
 		return info
 	}
 	st := readRegion(a, e, now)

@@ -58,8 +58,11 @@ type Store struct {
 	regionMap atomic.Pointer[mapState]
 	// owns says whether this store owns a region under the map (its
 	// Assigner's rule); nil: no Assigner, the store owns what it serves.
-	owns  atomic.Pointer[func(Span) bool]
-	mapMu sync.Mutex
+	owns atomic.Pointer[func(Span) bool]
+	// replicas is the cluster's store count (its Assigner's); nil: not
+	// known. It tells which store the map gives a region to.
+	replicas atomic.Pointer[func() (int, bool)]
+	mapMu    sync.Mutex
 	// sizeSplits and loadSplits count the splits this store committed,
 	// merges its merges (merge.go).
 	sizeSplits, loadSplits atomic.Uint64
@@ -266,6 +269,9 @@ func (a *Assignment) Engine() (*region.Region, error) {
 		return nil, &region.Error{Region: a.Name(), Err: region.ErrReleasing}
 	}
 	if err := a.waiting.Load(); err != nil {
+		if fo := (*FailingOverError)(nil); errors.As(*err, &fo) {
+			return nil, *err
+		}
 		return nil, fmt.Errorf("not open yet, waiting for its owner to release it: %w", *err)
 	}
 	return nil, &region.Error{Region: a.Name(), Err: region.ErrClosed}
@@ -552,6 +558,10 @@ func (s *Store) claim(ctx context.Context, r *Assignment, opts region.Options, o
 			// Its claimant's lease is dead: no release will come.
 			takeover = true
 			opts.Logger.Warn("taking over a region whose owner's liveness lease is dead", "region", r.Name(), "owner", lastOwned)
+			// Until it opens, requests learn it is failing over, not
+			// that it waits for a release.
+			marked := takingOverError(r.Name(), lastOwned)
+			r.waiting.Store(&marked)
 			seen = 0
 		}
 		if seen > 0 {

@@ -142,6 +142,14 @@ namespace has one KVCluster. Exit status 1 unless the cluster is Ready.`,
 			if err != nil {
 				return f.kubeError(err)
 			}
+			// What the operator's status cannot say yet: regions whose
+			// store died, asked of the stores, within part of --timeout.
+			rctx, rcancel := context.WithTimeout(ctx, statusRegionsTimeout)
+			var none *kubectl.NoReadyStoreError // the pods below say why
+			if st.FailingOver, err = k.FailingOver(rctx, st.Cluster); err != nil && !errors.As(err, &none) {
+				st.RegionsUnread = err.Error()
+			}
+			rcancel()
 			if err := printStatus(cmd.OutOrStdout(), output, st, time.Now()); err != nil {
 				return err
 			}
@@ -155,6 +163,10 @@ namespace has one KVCluster. Exit status 1 unless the cluster is Ready.`,
 	cmd.Flags().IntVar(&events, "events", 10, "show at most this many recent events (-1: all)")
 	return cmd
 }
+
+// statusRegionsTimeout bounds status's questions to the stores: a store
+// that does not answer leaves the rest of the status to be shown.
+const statusRegionsTimeout = 10 * time.Second
 
 // printStatus writes st as text for people, or as JSON or YAML.
 func printStatus(w io.Writer, format string, st *kubectl.Status, now time.Time) error {
@@ -192,6 +204,15 @@ func printStatus(w io.Writer, format string, st *kubectl.Status, now time.Time) 
 		for _, a := range s.RegionAssignment {
 			fmt.Fprintf(tw, "%s\t%d\t%s\n", a.Pod, a.Count, a.Regions)
 		}
+	}
+	switch {
+	case len(st.FailingOver) > 0:
+		fmt.Fprintf(tw, "\nFailing over (their store's liveness lease ran out; the cluster moves them to live stores):\nREGION\tSTATE\tFROM\n")
+		for _, f := range st.FailingOver {
+			fmt.Fprintf(tw, "%s\tfailing over\tstore %s (pod %s)\n", f.Region, f.From, f.Pod)
+		}
+	case st.RegionsUnread != "":
+		fmt.Fprintf(tw, "Failing over:\tnot known: the stores could not be asked: %s\n", st.RegionsUnread)
 	}
 	fmt.Fprintln(tw)
 	switch {

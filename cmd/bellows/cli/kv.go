@@ -65,7 +65,7 @@ func (f *kvFlags) with(cmd *cobra.Command, fn func(ctx context.Context, c *clien
 		return err
 	}
 	// --timeout bounds ctx (0: nothing but Ctrl-C does, as asked).
-	c, err := client.New(ctx, seeds, client.Options{DialOptions: dial, DialTimeout: -1})
+	c, err := client.New(ctx, seeds, client.Options{DialOptions: dial, DialTimeout: -1, Retrying: sayFailingOver(cmd.ErrOrStderr())})
 	if err != nil {
 		return explain(err, f.timeout)
 	}

@@ -35,11 +35,18 @@ func startStore(t *testing.T) string {
 // startStoreIn is startStore with its bucket (dir/bucket) and WAL in dir.
 func startStoreIn(t *testing.T, dir string) string {
 	t.Helper()
+	return runStore(t, "--bucket=file://"+filepath.Join(dir, "bucket"), "--wal-dir="+filepath.Join(dir, "wal"), "--listen=127.0.0.1:0")
+}
+
+// runStore runs `bellows store ARGS` in this process (4 regions, no
+// compactors, and args, which give at least its bucket, WAL directory and
+// address) and returns its gRPC address; it stops with the test.
+func runStore(t *testing.T, args ...string) string {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	pr, pw := io.Pipe()
 	root := NewRootCommand()
-	root.SetArgs([]string{"store", "--bucket=file://" + filepath.Join(dir, "bucket"), "--wal-dir=" + filepath.Join(dir, "wal"),
-		"--listen=127.0.0.1:0", "--metrics-listen=127.0.0.1:0", "--offload=Disabled", "--regions=4", "--" + contract.FlagCreateBucket})
+	root.SetArgs(append([]string{"store", "--metrics-listen=127.0.0.1:0", "--offload=Disabled", "--regions=4", "--" + contract.FlagCreateBucket}, args...))
 	root.SetOut(pw)
 	var logs syncBuffer
 	root.SetErr(&logs)
@@ -85,6 +92,7 @@ type kvRun struct {
 	ctx    context.Context
 	stdin  io.Reader
 	stdout io.Writer
+	stderr io.Writer // as well as the returned string
 }
 
 func (r kvRun) run(t *testing.T, addr string, args ...string) (stdout, stderr string, err error) {
@@ -97,6 +105,9 @@ func (r kvRun) run(t *testing.T, addr string, args ...string) (stdout, stderr st
 		root.SetOut(r.stdout)
 	}
 	root.SetErr(&errOut)
+	if r.stderr != nil {
+		root.SetErr(io.MultiWriter(&errOut, r.stderr))
+	}
 	root.SetIn(strings.NewReader(""))
 	if r.stdin != nil {
 		root.SetIn(r.stdin)

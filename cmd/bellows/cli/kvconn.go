@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/signal"
@@ -144,6 +145,27 @@ func seedErrors(err error) []*client.SeedError {
 	return out
 }
 
+// sayFailingOver is the client's Retrying hook of a kv command: each region
+// failing over is said once on w (standard error), so a command that waits
+// out a failover says what it waits for.
+func sayFailingOver(w io.Writer) func(error) {
+	var mu sync.Mutex
+	said := map[string]bool{}
+	return func(err error) {
+		f, ok := client.FailingOverOf(err)
+		if !ok {
+			return
+		}
+		line := f.String() + "; retrying"
+		mu.Lock()
+		defer mu.Unlock()
+		if !said[line] {
+			said[line] = true
+			fmt.Fprintln(w, line)
+		}
+	}
+}
+
 // grpcPrefix is how grpc-go renders a status; the code is said in words.
 var grpcPrefix = regexp.MustCompile(`rpc error: code = \w+ desc = `)
 
@@ -184,6 +206,13 @@ func explain(err error, timeout time.Duration) error {
 		e.hint = "give START before END, or leave END out to read to the last key"
 	case errors.Is(err, client.ErrConflict):
 		e.hint = "another write of that key committed after the transaction began; run it again (--retry does that)"
+	case client.IsFailingOver(err) && !errors.Is(err, context.Canceled):
+		f, _ := client.FailingOverOf(err)
+		e.what = f.String()
+		if errors.Is(err, context.DeadlineExceeded) {
+			e.what = fmt.Sprintf("%s, and its new owner did not serve it within --timeout %v", f, timeout)
+		}
+		e.hint = "the cluster moves a dead store's regions to the live stores within seconds (docs/failover.md); retry, or give a longer --timeout (0: none). `bellows kv status` shows the regions failing over"
 	case errors.Is(err, context.DeadlineExceeded) || status.Code(err) == codes.DeadlineExceeded:
 		e.what = fmt.Sprintf("no answer within --timeout %v: %s", timeout, text)
 		e.hint = "the store may be restarting, moving a region, overloaded or unreachable; `bellows kv status` shows which stores answer. Retry, or give a longer --timeout (0: none)"

@@ -29,6 +29,7 @@ type regionDoc struct {
 	Owner             string  `json:"owner"`
 	Address           string  `json:"address,omitempty"`
 	Waiting           string  `json:"waiting,omitempty"`
+	FailingOverFrom   string  `json:"failing_over_from,omitempty"`
 	DataBytes         int64   `json:"data_bytes"`
 	MemstoreBytes     int64   `json:"memstore_bytes"`
 	WALBytes          int64   `json:"wal_bytes"`
@@ -71,10 +72,15 @@ func printRegion(p *printer, g client.Region, st client.RegionStats) error {
 	if owner == "" {
 		owner = st.Addr
 	}
+	from := st.FailingOverFrom
+	if owner == "" && g.FailingOverFrom != "" {
+		// No store serves it: its owner is dead.
+		owner, from = "(none)", g.FailingOverFrom
+	}
 	if owner == "" {
 		owner = "(through the seeds)"
 	}
-	doc := regionDoc{Name: g.Name, Start: p.json(g.Start), End: p.json(g.End), Owner: owner, Address: st.Addr, Waiting: st.Waiting,
+	doc := regionDoc{Name: g.Name, Start: p.json(g.Start), End: p.json(g.End), Owner: owner, Address: st.Addr, Waiting: st.Waiting, FailingOverFrom: from,
 		DataBytes: st.DataBytes, MemstoreBytes: st.MemstoreBytes, WALBytes: st.WALBytes, OldestUnflushedMS: st.OldestUnflushed.Milliseconds(),
 		RequestsPerSecond: st.RequestsPerSecond, Requests: st.Requests, SSTFiles: st.SSTFiles,
 		Compaction: st.Compaction.String(), Worker: st.Compaction.Worker, WarmupProgress: st.WarmupProgress, CachedRatio: st.CachedRatio}
@@ -82,8 +88,15 @@ func printRegion(p *printer, g client.Region, st client.RegionStats) error {
 	if st.Store != "" && st.Addr != "" && st.Addr != st.Store {
 		owner = st.Store + " (" + st.Addr + ")"
 	}
+	if from != "" && st.Waiting == "" && st.Store != "" {
+		// Open at its owner, whose own lease ran out: it serves nothing.
+		owner += " (liveness lease ran out: failing over)"
+	}
 	cells := []string{g.Name, p.table(g.Start), p.table(g.End), owner}
 	switch {
+	case from != "" && (st.Waiting != "" || st.Store == ""):
+		doc.Compaction = ""
+		cells = append(cells, "-", "-", "-", "-", "-", "-", "-", failingOverCell(from, st), "-")
 	case st.Waiting != "":
 		doc.Compaction = ""
 		cells = append(cells, "-", "-", "-", "-", "-", "-", "-", "not open: "+st.Waiting, "-")
@@ -103,6 +116,16 @@ func printRegion(p *printer, g client.Region, st client.RegionStats) error {
 	// in one field as a Go-quoted interval.
 	text := strings.Join(append([]string{g.Name, span}, cells[3:]...), "\t") + "\n"
 	return p.record(text, doc, cells...)
+}
+
+// failingOverCell is the state of a region failing over from store from,
+// as the store of reading st sees it: its new owner taking it over, or no
+// store serving it yet.
+func failingOverCell(from string, st client.RegionStats) string {
+	if st.Store != "" {
+		return fmt.Sprintf("failing over from store %s: taking it over", from)
+	}
+	return fmt.Sprintf("failing over from store %s: no store serves it yet", from)
 }
 
 func bytesCell(n int64) string { return humanize.IBytes(uint64(max(n, 0))) }

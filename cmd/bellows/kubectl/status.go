@@ -24,6 +24,37 @@ type Status struct {
 	// Events are those of the cluster, the pool and their objects (the
 	// StatefulSet, Deployment, pods...), newest last.
 	Events []corev1.Event `json:"events"`
+	// FailingOver are the regions the Ready stores say are failing over
+	// (FailingOver); RegionsUnread says why they could not be asked, when
+	// they could not.
+	FailingOver   []FailingOverRegion `json:"failingOver,omitempty"`
+	RegionsUnread string              `json:"regionsUnread,omitempty"`
+}
+
+// FailingOverRegion is a region failing over: the store that owned it let
+// its liveness lease run out, and no store has opened it since.
+type FailingOverRegion struct {
+	Region string `json:"region"`
+	// From is the dead store's ordinal, Pod its pod.
+	From string `json:"from"`
+	Pod  string `json:"pod"`
+}
+
+// FailingOver asks every Ready storage pod of c for its regions (Regions)
+// and returns those failing over, in key order.
+func (k *Kube) FailingOver(ctx context.Context, c *kvapi.KVCluster) ([]FailingOverRegion, error) {
+	regions, _, err := k.Regions(ctx, c)
+	if err != nil {
+		return nil, err
+	}
+	var out []FailingOverRegion
+	for _, r := range regions {
+		if r.FailingOverFrom != "" {
+			// A store's liveness name is its StatefulSet ordinal.
+			out = append(out, FailingOverRegion{Region: r.Name, From: r.FailingOverFrom, Pod: c.Name + "-" + r.FailingOverFrom})
+		}
+	}
+	return out, nil
 }
 
 // Status reads the status of the KVCluster name (empty: the only one in

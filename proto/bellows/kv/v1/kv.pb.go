@@ -2031,8 +2031,17 @@ type RegionInfo struct {
 	// cached_ratio, of the live files' blocks in the block cache.
 	WarmupProgress float64 `protobuf:"fixed64,14,opt,name=warmup_progress,json=warmupProgress,proto3" json:"warmup_progress,omitempty"`
 	CachedRatio    float64 `protobuf:"fixed64,15,opt,name=cached_ratio,json=cachedRatio,proto3" json:"cached_ratio,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// failing_over_from names the store (by its liveness lease: the store's
+	// ordinal) whose liveness lease ran out while it owned the region, while
+	// the region fails over (docs/failover.md): this store, its new owner, is
+	// taking it over and has not opened it yet; or, naming this store itself,
+	// this store's own lease has run out, so it serves none of its regions.
+	// Requests for the region answer UNAVAILABLE with reason
+	// REGION_FAILING_OVER (LEASE_EXPIRED in the second case) meanwhile.
+	// Empty otherwise.
+	FailingOverFrom string `protobuf:"bytes,16,opt,name=failing_over_from,json=failingOverFrom,proto3" json:"failing_over_from,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *RegionInfo) Reset() {
@@ -2170,6 +2179,94 @@ func (x *RegionInfo) GetCachedRatio() float64 {
 	return 0
 }
 
+func (x *RegionInfo) GetFailingOverFrom() string {
+	if x != nil {
+		return x.FailingOverFrom
+	}
+	return ""
+}
+
+// FailingOverRegion is a region whose owner's liveness lease has run out
+// and that the region map has not given to another store yet.
+type FailingOverRegion struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Start []byte                 `protobuf:"bytes,2,opt,name=start,proto3" json:"start,omitempty"`
+	End   []byte                 `protobuf:"bytes,3,opt,name=end,proto3" json:"end,omitempty"`
+	// store is the owner whose lease ran out (its ordinal).
+	Store string `protobuf:"bytes,4,opt,name=store,proto3" json:"store,omitempty"`
+	// expired_ms is how long ago its lease's expiry passed, by the clock of
+	// the store answering.
+	ExpiredMs     int64 `protobuf:"varint,5,opt,name=expired_ms,json=expiredMs,proto3" json:"expired_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FailingOverRegion) Reset() {
+	*x = FailingOverRegion{}
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[33]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FailingOverRegion) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FailingOverRegion) ProtoMessage() {}
+
+func (x *FailingOverRegion) ProtoReflect() protoreflect.Message {
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[33]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FailingOverRegion.ProtoReflect.Descriptor instead.
+func (*FailingOverRegion) Descriptor() ([]byte, []int) {
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{33}
+}
+
+func (x *FailingOverRegion) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *FailingOverRegion) GetStart() []byte {
+	if x != nil {
+		return x.Start
+	}
+	return nil
+}
+
+func (x *FailingOverRegion) GetEnd() []byte {
+	if x != nil {
+		return x.End
+	}
+	return nil
+}
+
+func (x *FailingOverRegion) GetStore() string {
+	if x != nil {
+		return x.Store
+	}
+	return ""
+}
+
+func (x *FailingOverRegion) GetExpiredMs() int64 {
+	if x != nil {
+		return x.ExpiredMs
+	}
+	return 0
+}
+
 // RegionCompaction is what a region's compactions are doing.
 type RegionCompaction struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -2187,7 +2284,7 @@ type RegionCompaction struct {
 
 func (x *RegionCompaction) Reset() {
 	*x = RegionCompaction{}
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[33]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2199,7 +2296,7 @@ func (x *RegionCompaction) String() string {
 func (*RegionCompaction) ProtoMessage() {}
 
 func (x *RegionCompaction) ProtoReflect() protoreflect.Message {
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[33]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2212,7 +2309,7 @@ func (x *RegionCompaction) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegionCompaction.ProtoReflect.Descriptor instead.
 func (*RegionCompaction) Descriptor() ([]byte, []int) {
-	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{33}
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *RegionCompaction) GetRunning() bool {
@@ -2256,14 +2353,21 @@ type RegionsResponse struct {
 	// ordinal is the answering store's ordinal among its cluster's stores
 	// (its StatefulSet ordinal, or --region-owner's ORDINAL); unset when it
 	// has none. The balancer tells by it which store serves what.
-	Ordinal       *int32 `protobuf:"varint,3,opt,name=ordinal,proto3,oneof" json:"ordinal,omitempty"`
+	Ordinal *int32 `protobuf:"varint,3,opt,name=ordinal,proto3,oneof" json:"ordinal,omitempty"`
+	// failing_over are the cluster's regions, none of them this store's,
+	// whose owner by this store's region map has let its liveness lease run
+	// out, and that the map has not given to another store yet
+	// (docs/failover.md): no store serves them, and requests for them answer
+	// UNAVAILABLE with reason REGION_FAILING_OVER until the balancer moves
+	// them. They are not routes: the answering store does not serve them.
+	FailingOver   []*FailingOverRegion `protobuf:"bytes,4,rep,name=failing_over,json=failingOver,proto3" json:"failing_over,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *RegionsResponse) Reset() {
 	*x = RegionsResponse{}
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[34]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2275,7 +2379,7 @@ func (x *RegionsResponse) String() string {
 func (*RegionsResponse) ProtoMessage() {}
 
 func (x *RegionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[34]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2288,7 +2392,7 @@ func (x *RegionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegionsResponse.ProtoReflect.Descriptor instead.
 func (*RegionsResponse) Descriptor() ([]byte, []int) {
-	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{34}
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *RegionsResponse) GetRegions() []*RegionInfo {
@@ -2312,6 +2416,13 @@ func (x *RegionsResponse) GetOrdinal() int32 {
 	return 0
 }
 
+func (x *RegionsResponse) GetFailingOver() []*FailingOverRegion {
+	if x != nil {
+		return x.FailingOver
+	}
+	return nil
+}
+
 type FlushRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Region        string                 `protobuf:"bytes,1,opt,name=region,proto3" json:"region,omitempty"`
@@ -2321,7 +2432,7 @@ type FlushRequest struct {
 
 func (x *FlushRequest) Reset() {
 	*x = FlushRequest{}
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[35]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2333,7 +2444,7 @@ func (x *FlushRequest) String() string {
 func (*FlushRequest) ProtoMessage() {}
 
 func (x *FlushRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[35]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2346,7 +2457,7 @@ func (x *FlushRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FlushRequest.ProtoReflect.Descriptor instead.
 func (*FlushRequest) Descriptor() ([]byte, []int) {
-	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{35}
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *FlushRequest) GetRegion() string {
@@ -2364,7 +2475,7 @@ type FlushResponse struct {
 
 func (x *FlushResponse) Reset() {
 	*x = FlushResponse{}
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[36]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2376,7 +2487,7 @@ func (x *FlushResponse) String() string {
 func (*FlushResponse) ProtoMessage() {}
 
 func (x *FlushResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[36]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2389,7 +2500,7 @@ func (x *FlushResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FlushResponse.ProtoReflect.Descriptor instead.
 func (*FlushResponse) Descriptor() ([]byte, []int) {
-	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{36}
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{37}
 }
 
 type CheckpointRequest struct {
@@ -2404,7 +2515,7 @@ type CheckpointRequest struct {
 
 func (x *CheckpointRequest) Reset() {
 	*x = CheckpointRequest{}
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[37]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2416,7 +2527,7 @@ func (x *CheckpointRequest) String() string {
 func (*CheckpointRequest) ProtoMessage() {}
 
 func (x *CheckpointRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[37]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2429,7 +2540,7 @@ func (x *CheckpointRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckpointRequest.ProtoReflect.Descriptor instead.
 func (*CheckpointRequest) Descriptor() ([]byte, []int) {
-	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{37}
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *CheckpointRequest) GetRegion() string {
@@ -2456,7 +2567,7 @@ type BackupRequest struct {
 
 func (x *BackupRequest) Reset() {
 	*x = BackupRequest{}
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[38]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2468,7 +2579,7 @@ func (x *BackupRequest) String() string {
 func (*BackupRequest) ProtoMessage() {}
 
 func (x *BackupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[38]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2481,7 +2592,7 @@ func (x *BackupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackupRequest.ProtoReflect.Descriptor instead.
 func (*BackupRequest) Descriptor() ([]byte, []int) {
-	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{38}
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *BackupRequest) GetId() string {
@@ -2501,7 +2612,7 @@ type BackupResponse struct {
 
 func (x *BackupResponse) Reset() {
 	*x = BackupResponse{}
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[39]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2513,7 +2624,7 @@ func (x *BackupResponse) String() string {
 func (*BackupResponse) ProtoMessage() {}
 
 func (x *BackupResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[39]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2526,7 +2637,7 @@ func (x *BackupResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackupResponse.ProtoReflect.Descriptor instead.
 func (*BackupResponse) Descriptor() ([]byte, []int) {
-	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{39}
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *BackupResponse) GetBackupJson() []byte {
@@ -2545,7 +2656,7 @@ type DeleteBackupRequest struct {
 
 func (x *DeleteBackupRequest) Reset() {
 	*x = DeleteBackupRequest{}
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[40]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2557,7 +2668,7 @@ func (x *DeleteBackupRequest) String() string {
 func (*DeleteBackupRequest) ProtoMessage() {}
 
 func (x *DeleteBackupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[40]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2570,7 +2681,7 @@ func (x *DeleteBackupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteBackupRequest.ProtoReflect.Descriptor instead.
 func (*DeleteBackupRequest) Descriptor() ([]byte, []int) {
-	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{40}
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *DeleteBackupRequest) GetId() string {
@@ -2590,7 +2701,7 @@ type DeleteBackupResponse struct {
 
 func (x *DeleteBackupResponse) Reset() {
 	*x = DeleteBackupResponse{}
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[41]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2602,7 +2713,7 @@ func (x *DeleteBackupResponse) String() string {
 func (*DeleteBackupResponse) ProtoMessage() {}
 
 func (x *DeleteBackupResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[41]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2615,7 +2726,7 @@ func (x *DeleteBackupResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteBackupResponse.ProtoReflect.Descriptor instead.
 func (*DeleteBackupResponse) Descriptor() ([]byte, []int) {
-	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{41}
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *DeleteBackupResponse) GetFilesRemoved() int64 {
@@ -2633,7 +2744,7 @@ type ListBackupsRequest struct {
 
 func (x *ListBackupsRequest) Reset() {
 	*x = ListBackupsRequest{}
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[42]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2645,7 +2756,7 @@ func (x *ListBackupsRequest) String() string {
 func (*ListBackupsRequest) ProtoMessage() {}
 
 func (x *ListBackupsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[42]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2658,7 +2769,7 @@ func (x *ListBackupsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListBackupsRequest.ProtoReflect.Descriptor instead.
 func (*ListBackupsRequest) Descriptor() ([]byte, []int) {
-	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{42}
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{43}
 }
 
 type ListBackupsResponse struct {
@@ -2673,7 +2784,7 @@ type ListBackupsResponse struct {
 
 func (x *ListBackupsResponse) Reset() {
 	*x = ListBackupsResponse{}
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[43]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2685,7 +2796,7 @@ func (x *ListBackupsResponse) String() string {
 func (*ListBackupsResponse) ProtoMessage() {}
 
 func (x *ListBackupsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[43]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2698,7 +2809,7 @@ func (x *ListBackupsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListBackupsResponse.ProtoReflect.Descriptor instead.
 func (*ListBackupsResponse) Descriptor() ([]byte, []int) {
-	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{43}
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *ListBackupsResponse) GetBackupsJson() []byte {
@@ -2727,7 +2838,7 @@ type CheckpointResponse struct {
 
 func (x *CheckpointResponse) Reset() {
 	*x = CheckpointResponse{}
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[44]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2739,7 +2850,7 @@ func (x *CheckpointResponse) String() string {
 func (*CheckpointResponse) ProtoMessage() {}
 
 func (x *CheckpointResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[44]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2752,7 +2863,7 @@ func (x *CheckpointResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckpointResponse.ProtoReflect.Descriptor instead.
 func (*CheckpointResponse) Descriptor() ([]byte, []int) {
-	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{44}
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *CheckpointResponse) GetRegionJson() []byte {
@@ -2781,7 +2892,7 @@ type CompactRequest struct {
 
 func (x *CompactRequest) Reset() {
 	*x = CompactRequest{}
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[45]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2793,7 +2904,7 @@ func (x *CompactRequest) String() string {
 func (*CompactRequest) ProtoMessage() {}
 
 func (x *CompactRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[45]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2806,7 +2917,7 @@ func (x *CompactRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompactRequest.ProtoReflect.Descriptor instead.
 func (*CompactRequest) Descriptor() ([]byte, []int) {
-	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{45}
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *CompactRequest) GetRegion() string {
@@ -2852,7 +2963,7 @@ type CompactResponse struct {
 
 func (x *CompactResponse) Reset() {
 	*x = CompactResponse{}
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[46]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2864,7 +2975,7 @@ func (x *CompactResponse) String() string {
 func (*CompactResponse) ProtoMessage() {}
 
 func (x *CompactResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[46]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2877,7 +2988,7 @@ func (x *CompactResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompactResponse.ProtoReflect.Descriptor instead.
 func (*CompactResponse) Descriptor() ([]byte, []int) {
-	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{46}
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *CompactResponse) GetCompacted() bool {
@@ -2937,7 +3048,7 @@ type ClockRequest struct {
 
 func (x *ClockRequest) Reset() {
 	*x = ClockRequest{}
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[47]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2949,7 +3060,7 @@ func (x *ClockRequest) String() string {
 func (*ClockRequest) ProtoMessage() {}
 
 func (x *ClockRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[47]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2962,7 +3073,7 @@ func (x *ClockRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClockRequest.ProtoReflect.Descriptor instead.
 func (*ClockRequest) Descriptor() ([]byte, []int) {
-	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{47}
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{48}
 }
 
 type ClockResponse struct {
@@ -2978,7 +3089,7 @@ type ClockResponse struct {
 
 func (x *ClockResponse) Reset() {
 	*x = ClockResponse{}
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[48]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2990,7 +3101,7 @@ func (x *ClockResponse) String() string {
 func (*ClockResponse) ProtoMessage() {}
 
 func (x *ClockResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[48]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3003,7 +3114,7 @@ func (x *ClockResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClockResponse.ProtoReflect.Descriptor instead.
 func (*ClockResponse) Descriptor() ([]byte, []int) {
-	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{48}
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *ClockResponse) GetPhysicalUnixNs() int64 {
@@ -3159,7 +3270,7 @@ const file_bellows_kv_v1_kv_proto_rawDesc = "" +
 	"\fScanResponse\x12-\n" +
 	"\x05pairs\x18\x01 \x03(\v2\x17.bellows.kv.v1.KeyValueR\x05pairs\x128\n" +
 	"\bobserved\x18\x02 \x01(\v2\x1c.bellows.kv.v1.ObservedClockR\bobserved\"\x10\n" +
-	"\x0eRegionsRequest\"\x81\x04\n" +
+	"\x0eRegionsRequest\"\xad\x04\n" +
 	"\n" +
 	"RegionInfo\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
@@ -3180,16 +3291,25 @@ const file_bellows_kv_v1_kv_proto_rawDesc = "" +
 	"compaction\x18\r \x01(\v2\x1f.bellows.kv.v1.RegionCompactionR\n" +
 	"compaction\x12'\n" +
 	"\x0fwarmup_progress\x18\x0e \x01(\x01R\x0ewarmupProgress\x12!\n" +
-	"\fcached_ratio\x18\x0f \x01(\x01R\vcachedRatio\"x\n" +
+	"\fcached_ratio\x18\x0f \x01(\x01R\vcachedRatio\x12*\n" +
+	"\x11failing_over_from\x18\x10 \x01(\tR\x0ffailingOverFrom\"\x84\x01\n" +
+	"\x11FailingOverRegion\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
+	"\x05start\x18\x02 \x01(\fR\x05start\x12\x10\n" +
+	"\x03end\x18\x03 \x01(\fR\x03end\x12\x14\n" +
+	"\x05store\x18\x04 \x01(\tR\x05store\x12\x1d\n" +
+	"\n" +
+	"expired_ms\x18\x05 \x01(\x03R\texpiredMs\"x\n" +
 	"\x10RegionCompaction\x12\x18\n" +
 	"\arunning\x18\x01 \x01(\bR\arunning\x12\x16\n" +
 	"\x06queued\x18\x02 \x01(\bR\x06queued\x12\x1a\n" +
 	"\blocation\x18\x03 \x01(\tR\blocation\x12\x16\n" +
-	"\x06worker\x18\x04 \x01(\tR\x06worker\"\x87\x01\n" +
+	"\x06worker\x18\x04 \x01(\tR\x06worker\"\xcc\x01\n" +
 	"\x0fRegionsResponse\x123\n" +
 	"\aregions\x18\x01 \x03(\v2\x19.bellows.kv.v1.RegionInfoR\aregions\x12\x14\n" +
 	"\x05peers\x18\x02 \x03(\tR\x05peers\x12\x1d\n" +
-	"\aordinal\x18\x03 \x01(\x05H\x00R\aordinal\x88\x01\x01B\n" +
+	"\aordinal\x18\x03 \x01(\x05H\x00R\aordinal\x88\x01\x01\x12C\n" +
+	"\ffailing_over\x18\x04 \x03(\v2 .bellows.kv.v1.FailingOverRegionR\vfailingOverB\n" +
 	"\n" +
 	"\b_ordinal\"&\n" +
 	"\fFlushRequest\x12\x16\n" +
@@ -3272,7 +3392,7 @@ func file_bellows_kv_v1_kv_proto_rawDescGZIP() []byte {
 }
 
 var file_bellows_kv_v1_kv_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_bellows_kv_v1_kv_proto_msgTypes = make([]protoimpl.MessageInfo, 49)
+var file_bellows_kv_v1_kv_proto_msgTypes = make([]protoimpl.MessageInfo, 50)
 var file_bellows_kv_v1_kv_proto_goTypes = []any{
 	(Mutation_Op)(0),               // 0: bellows.kv.v1.Mutation.Op
 	(*PutRequest)(nil),             // 1: bellows.kv.v1.PutRequest
@@ -3308,22 +3428,23 @@ var file_bellows_kv_v1_kv_proto_goTypes = []any{
 	(*ScanResponse)(nil),           // 31: bellows.kv.v1.ScanResponse
 	(*RegionsRequest)(nil),         // 32: bellows.kv.v1.RegionsRequest
 	(*RegionInfo)(nil),             // 33: bellows.kv.v1.RegionInfo
-	(*RegionCompaction)(nil),       // 34: bellows.kv.v1.RegionCompaction
-	(*RegionsResponse)(nil),        // 35: bellows.kv.v1.RegionsResponse
-	(*FlushRequest)(nil),           // 36: bellows.kv.v1.FlushRequest
-	(*FlushResponse)(nil),          // 37: bellows.kv.v1.FlushResponse
-	(*CheckpointRequest)(nil),      // 38: bellows.kv.v1.CheckpointRequest
-	(*BackupRequest)(nil),          // 39: bellows.kv.v1.BackupRequest
-	(*BackupResponse)(nil),         // 40: bellows.kv.v1.BackupResponse
-	(*DeleteBackupRequest)(nil),    // 41: bellows.kv.v1.DeleteBackupRequest
-	(*DeleteBackupResponse)(nil),   // 42: bellows.kv.v1.DeleteBackupResponse
-	(*ListBackupsRequest)(nil),     // 43: bellows.kv.v1.ListBackupsRequest
-	(*ListBackupsResponse)(nil),    // 44: bellows.kv.v1.ListBackupsResponse
-	(*CheckpointResponse)(nil),     // 45: bellows.kv.v1.CheckpointResponse
-	(*CompactRequest)(nil),         // 46: bellows.kv.v1.CompactRequest
-	(*CompactResponse)(nil),        // 47: bellows.kv.v1.CompactResponse
-	(*ClockRequest)(nil),           // 48: bellows.kv.v1.ClockRequest
-	(*ClockResponse)(nil),          // 49: bellows.kv.v1.ClockResponse
+	(*FailingOverRegion)(nil),      // 34: bellows.kv.v1.FailingOverRegion
+	(*RegionCompaction)(nil),       // 35: bellows.kv.v1.RegionCompaction
+	(*RegionsResponse)(nil),        // 36: bellows.kv.v1.RegionsResponse
+	(*FlushRequest)(nil),           // 37: bellows.kv.v1.FlushRequest
+	(*FlushResponse)(nil),          // 38: bellows.kv.v1.FlushResponse
+	(*CheckpointRequest)(nil),      // 39: bellows.kv.v1.CheckpointRequest
+	(*BackupRequest)(nil),          // 40: bellows.kv.v1.BackupRequest
+	(*BackupResponse)(nil),         // 41: bellows.kv.v1.BackupResponse
+	(*DeleteBackupRequest)(nil),    // 42: bellows.kv.v1.DeleteBackupRequest
+	(*DeleteBackupResponse)(nil),   // 43: bellows.kv.v1.DeleteBackupResponse
+	(*ListBackupsRequest)(nil),     // 44: bellows.kv.v1.ListBackupsRequest
+	(*ListBackupsResponse)(nil),    // 45: bellows.kv.v1.ListBackupsResponse
+	(*CheckpointResponse)(nil),     // 46: bellows.kv.v1.CheckpointResponse
+	(*CompactRequest)(nil),         // 47: bellows.kv.v1.CompactRequest
+	(*CompactResponse)(nil),        // 48: bellows.kv.v1.CompactResponse
+	(*ClockRequest)(nil),           // 49: bellows.kv.v1.ClockRequest
+	(*ClockResponse)(nil),          // 50: bellows.kv.v1.ClockResponse
 }
 var file_bellows_kv_v1_kv_proto_depIdxs = []int32{
 	5,  // 0: bellows.kv.v1.GetResponse.observed:type_name -> bellows.kv.v1.ObservedClock
@@ -3338,59 +3459,60 @@ var file_bellows_kv_v1_kv_proto_depIdxs = []int32{
 	4,  // 9: bellows.kv.v1.BatchGetResponse.results:type_name -> bellows.kv.v1.GetResponse
 	30, // 10: bellows.kv.v1.ScanResponse.pairs:type_name -> bellows.kv.v1.KeyValue
 	5,  // 11: bellows.kv.v1.ScanResponse.observed:type_name -> bellows.kv.v1.ObservedClock
-	34, // 12: bellows.kv.v1.RegionInfo.compaction:type_name -> bellows.kv.v1.RegionCompaction
+	35, // 12: bellows.kv.v1.RegionInfo.compaction:type_name -> bellows.kv.v1.RegionCompaction
 	33, // 13: bellows.kv.v1.RegionsResponse.regions:type_name -> bellows.kv.v1.RegionInfo
-	1,  // 14: bellows.kv.v1.KV.Put:input_type -> bellows.kv.v1.PutRequest
-	3,  // 15: bellows.kv.v1.KV.Get:input_type -> bellows.kv.v1.GetRequest
-	6,  // 16: bellows.kv.v1.KV.Delete:input_type -> bellows.kv.v1.DeleteRequest
-	23, // 17: bellows.kv.v1.KV.Batch:input_type -> bellows.kv.v1.BatchRequest
-	25, // 18: bellows.kv.v1.KV.Scan:input_type -> bellows.kv.v1.ScanRequest
-	26, // 19: bellows.kv.v1.KV.BatchGet:input_type -> bellows.kv.v1.BatchGetRequest
-	28, // 20: bellows.kv.v1.KV.DeleteRange:input_type -> bellows.kv.v1.DeleteRangeRequest
-	32, // 21: bellows.kv.v1.KV.Regions:input_type -> bellows.kv.v1.RegionsRequest
-	9,  // 22: bellows.kv.v1.KV.BeginTxn:input_type -> bellows.kv.v1.BeginTxnRequest
-	13, // 23: bellows.kv.v1.KV.TxnGet:input_type -> bellows.kv.v1.TxnGetRequest
-	14, // 24: bellows.kv.v1.KV.TxnScan:input_type -> bellows.kv.v1.TxnScanRequest
-	15, // 25: bellows.kv.v1.KV.CommitTxn:input_type -> bellows.kv.v1.CommitTxnRequest
-	11, // 26: bellows.kv.v1.KV.RollbackTxn:input_type -> bellows.kv.v1.RollbackTxnRequest
-	16, // 27: bellows.kv.v1.KV.Prewrite:input_type -> bellows.kv.v1.PrewriteRequest
-	18, // 28: bellows.kv.v1.KV.ResolveLocks:input_type -> bellows.kv.v1.ResolveLocksRequest
-	20, // 29: bellows.kv.v1.KV.CheckTxnStatus:input_type -> bellows.kv.v1.CheckTxnStatusRequest
-	48, // 30: bellows.kv.v1.KV.Clock:input_type -> bellows.kv.v1.ClockRequest
-	36, // 31: bellows.kv.v1.Admin.Flush:input_type -> bellows.kv.v1.FlushRequest
-	46, // 32: bellows.kv.v1.Admin.Compact:input_type -> bellows.kv.v1.CompactRequest
-	38, // 33: bellows.kv.v1.Admin.Checkpoint:input_type -> bellows.kv.v1.CheckpointRequest
-	39, // 34: bellows.kv.v1.Admin.Backup:input_type -> bellows.kv.v1.BackupRequest
-	43, // 35: bellows.kv.v1.Admin.ListBackups:input_type -> bellows.kv.v1.ListBackupsRequest
-	41, // 36: bellows.kv.v1.Admin.DeleteBackup:input_type -> bellows.kv.v1.DeleteBackupRequest
-	2,  // 37: bellows.kv.v1.KV.Put:output_type -> bellows.kv.v1.PutResponse
-	4,  // 38: bellows.kv.v1.KV.Get:output_type -> bellows.kv.v1.GetResponse
-	7,  // 39: bellows.kv.v1.KV.Delete:output_type -> bellows.kv.v1.DeleteResponse
-	24, // 40: bellows.kv.v1.KV.Batch:output_type -> bellows.kv.v1.BatchResponse
-	31, // 41: bellows.kv.v1.KV.Scan:output_type -> bellows.kv.v1.ScanResponse
-	27, // 42: bellows.kv.v1.KV.BatchGet:output_type -> bellows.kv.v1.BatchGetResponse
-	29, // 43: bellows.kv.v1.KV.DeleteRange:output_type -> bellows.kv.v1.DeleteRangeResponse
-	35, // 44: bellows.kv.v1.KV.Regions:output_type -> bellows.kv.v1.RegionsResponse
-	10, // 45: bellows.kv.v1.KV.BeginTxn:output_type -> bellows.kv.v1.BeginTxnResponse
-	4,  // 46: bellows.kv.v1.KV.TxnGet:output_type -> bellows.kv.v1.GetResponse
-	31, // 47: bellows.kv.v1.KV.TxnScan:output_type -> bellows.kv.v1.ScanResponse
-	22, // 48: bellows.kv.v1.KV.CommitTxn:output_type -> bellows.kv.v1.CommitTxnResponse
-	12, // 49: bellows.kv.v1.KV.RollbackTxn:output_type -> bellows.kv.v1.RollbackTxnResponse
-	17, // 50: bellows.kv.v1.KV.Prewrite:output_type -> bellows.kv.v1.PrewriteResponse
-	19, // 51: bellows.kv.v1.KV.ResolveLocks:output_type -> bellows.kv.v1.ResolveLocksResponse
-	21, // 52: bellows.kv.v1.KV.CheckTxnStatus:output_type -> bellows.kv.v1.CheckTxnStatusResponse
-	49, // 53: bellows.kv.v1.KV.Clock:output_type -> bellows.kv.v1.ClockResponse
-	37, // 54: bellows.kv.v1.Admin.Flush:output_type -> bellows.kv.v1.FlushResponse
-	47, // 55: bellows.kv.v1.Admin.Compact:output_type -> bellows.kv.v1.CompactResponse
-	45, // 56: bellows.kv.v1.Admin.Checkpoint:output_type -> bellows.kv.v1.CheckpointResponse
-	40, // 57: bellows.kv.v1.Admin.Backup:output_type -> bellows.kv.v1.BackupResponse
-	44, // 58: bellows.kv.v1.Admin.ListBackups:output_type -> bellows.kv.v1.ListBackupsResponse
-	42, // 59: bellows.kv.v1.Admin.DeleteBackup:output_type -> bellows.kv.v1.DeleteBackupResponse
-	37, // [37:60] is the sub-list for method output_type
-	14, // [14:37] is the sub-list for method input_type
-	14, // [14:14] is the sub-list for extension type_name
-	14, // [14:14] is the sub-list for extension extendee
-	0,  // [0:14] is the sub-list for field type_name
+	34, // 14: bellows.kv.v1.RegionsResponse.failing_over:type_name -> bellows.kv.v1.FailingOverRegion
+	1,  // 15: bellows.kv.v1.KV.Put:input_type -> bellows.kv.v1.PutRequest
+	3,  // 16: bellows.kv.v1.KV.Get:input_type -> bellows.kv.v1.GetRequest
+	6,  // 17: bellows.kv.v1.KV.Delete:input_type -> bellows.kv.v1.DeleteRequest
+	23, // 18: bellows.kv.v1.KV.Batch:input_type -> bellows.kv.v1.BatchRequest
+	25, // 19: bellows.kv.v1.KV.Scan:input_type -> bellows.kv.v1.ScanRequest
+	26, // 20: bellows.kv.v1.KV.BatchGet:input_type -> bellows.kv.v1.BatchGetRequest
+	28, // 21: bellows.kv.v1.KV.DeleteRange:input_type -> bellows.kv.v1.DeleteRangeRequest
+	32, // 22: bellows.kv.v1.KV.Regions:input_type -> bellows.kv.v1.RegionsRequest
+	9,  // 23: bellows.kv.v1.KV.BeginTxn:input_type -> bellows.kv.v1.BeginTxnRequest
+	13, // 24: bellows.kv.v1.KV.TxnGet:input_type -> bellows.kv.v1.TxnGetRequest
+	14, // 25: bellows.kv.v1.KV.TxnScan:input_type -> bellows.kv.v1.TxnScanRequest
+	15, // 26: bellows.kv.v1.KV.CommitTxn:input_type -> bellows.kv.v1.CommitTxnRequest
+	11, // 27: bellows.kv.v1.KV.RollbackTxn:input_type -> bellows.kv.v1.RollbackTxnRequest
+	16, // 28: bellows.kv.v1.KV.Prewrite:input_type -> bellows.kv.v1.PrewriteRequest
+	18, // 29: bellows.kv.v1.KV.ResolveLocks:input_type -> bellows.kv.v1.ResolveLocksRequest
+	20, // 30: bellows.kv.v1.KV.CheckTxnStatus:input_type -> bellows.kv.v1.CheckTxnStatusRequest
+	49, // 31: bellows.kv.v1.KV.Clock:input_type -> bellows.kv.v1.ClockRequest
+	37, // 32: bellows.kv.v1.Admin.Flush:input_type -> bellows.kv.v1.FlushRequest
+	47, // 33: bellows.kv.v1.Admin.Compact:input_type -> bellows.kv.v1.CompactRequest
+	39, // 34: bellows.kv.v1.Admin.Checkpoint:input_type -> bellows.kv.v1.CheckpointRequest
+	40, // 35: bellows.kv.v1.Admin.Backup:input_type -> bellows.kv.v1.BackupRequest
+	44, // 36: bellows.kv.v1.Admin.ListBackups:input_type -> bellows.kv.v1.ListBackupsRequest
+	42, // 37: bellows.kv.v1.Admin.DeleteBackup:input_type -> bellows.kv.v1.DeleteBackupRequest
+	2,  // 38: bellows.kv.v1.KV.Put:output_type -> bellows.kv.v1.PutResponse
+	4,  // 39: bellows.kv.v1.KV.Get:output_type -> bellows.kv.v1.GetResponse
+	7,  // 40: bellows.kv.v1.KV.Delete:output_type -> bellows.kv.v1.DeleteResponse
+	24, // 41: bellows.kv.v1.KV.Batch:output_type -> bellows.kv.v1.BatchResponse
+	31, // 42: bellows.kv.v1.KV.Scan:output_type -> bellows.kv.v1.ScanResponse
+	27, // 43: bellows.kv.v1.KV.BatchGet:output_type -> bellows.kv.v1.BatchGetResponse
+	29, // 44: bellows.kv.v1.KV.DeleteRange:output_type -> bellows.kv.v1.DeleteRangeResponse
+	36, // 45: bellows.kv.v1.KV.Regions:output_type -> bellows.kv.v1.RegionsResponse
+	10, // 46: bellows.kv.v1.KV.BeginTxn:output_type -> bellows.kv.v1.BeginTxnResponse
+	4,  // 47: bellows.kv.v1.KV.TxnGet:output_type -> bellows.kv.v1.GetResponse
+	31, // 48: bellows.kv.v1.KV.TxnScan:output_type -> bellows.kv.v1.ScanResponse
+	22, // 49: bellows.kv.v1.KV.CommitTxn:output_type -> bellows.kv.v1.CommitTxnResponse
+	12, // 50: bellows.kv.v1.KV.RollbackTxn:output_type -> bellows.kv.v1.RollbackTxnResponse
+	17, // 51: bellows.kv.v1.KV.Prewrite:output_type -> bellows.kv.v1.PrewriteResponse
+	19, // 52: bellows.kv.v1.KV.ResolveLocks:output_type -> bellows.kv.v1.ResolveLocksResponse
+	21, // 53: bellows.kv.v1.KV.CheckTxnStatus:output_type -> bellows.kv.v1.CheckTxnStatusResponse
+	50, // 54: bellows.kv.v1.KV.Clock:output_type -> bellows.kv.v1.ClockResponse
+	38, // 55: bellows.kv.v1.Admin.Flush:output_type -> bellows.kv.v1.FlushResponse
+	48, // 56: bellows.kv.v1.Admin.Compact:output_type -> bellows.kv.v1.CompactResponse
+	46, // 57: bellows.kv.v1.Admin.Checkpoint:output_type -> bellows.kv.v1.CheckpointResponse
+	41, // 58: bellows.kv.v1.Admin.Backup:output_type -> bellows.kv.v1.BackupResponse
+	45, // 59: bellows.kv.v1.Admin.ListBackups:output_type -> bellows.kv.v1.ListBackupsResponse
+	43, // 60: bellows.kv.v1.Admin.DeleteBackup:output_type -> bellows.kv.v1.DeleteBackupResponse
+	38, // [38:61] is the sub-list for method output_type
+	15, // [15:38] is the sub-list for method input_type
+	15, // [15:15] is the sub-list for extension type_name
+	15, // [15:15] is the sub-list for extension extendee
+	0,  // [0:15] is the sub-list for field type_name
 }
 
 func init() { file_bellows_kv_v1_kv_proto_init() }
@@ -3401,14 +3523,14 @@ func file_bellows_kv_v1_kv_proto_init() {
 	file_bellows_kv_v1_kv_proto_msgTypes[2].OneofWrappers = []any{}
 	file_bellows_kv_v1_kv_proto_msgTypes[24].OneofWrappers = []any{}
 	file_bellows_kv_v1_kv_proto_msgTypes[25].OneofWrappers = []any{}
-	file_bellows_kv_v1_kv_proto_msgTypes[34].OneofWrappers = []any{}
+	file_bellows_kv_v1_kv_proto_msgTypes[35].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_bellows_kv_v1_kv_proto_rawDesc), len(file_bellows_kv_v1_kv_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   49,
+			NumMessages:   50,
 			NumExtensions: 0,
 			NumServices:   2,
 		},
