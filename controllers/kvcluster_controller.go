@@ -21,6 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
@@ -41,9 +42,18 @@ import (
 // +kubebuilder:rbac:groups=kv.bellows.dev,resources=kvclusters/status,verbs=patch
 // +kubebuilder:rbac:groups=apps,resources=statefulsets,verbs=get;list;watch;create;update
 // +kubebuilder:rbac:groups="",resources=services;configmaps,verbs=get;list;watch;create;update
-// Deleting a pod is how a stuck rollout is replaced (rollout.go); a patch
-// sets a worker's pod-deletion-cost (compactionpool_autoscale.go).
+// Deleting a pod is how a stuck rollout is replaced (rollout.go) and a
+// storage pod lost with its node (kvcluster_storeloss.go); a patch sets a
+// worker's pod-deletion-cost (compactionpool_autoscale.go).
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch;patch;delete
+// A lost storage pod (kvcluster_storeloss.go): nodes are watched for their
+// readiness; a PVC is watched and, when its volume was tied to a lost node,
+// deleted (PVCs are the StatefulSet's, not the operator's children); a
+// PVC's volume is read for its node affinity, directly, without an
+// informer.
+// +kubebuilder:rbac:groups="",resources=nodes,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=persistentvolumeclaims,verbs=get;list;watch;delete
+// +kubebuilder:rbac:groups="",resources=persistentvolumes,verbs=get
 // +kubebuilder:rbac:groups=policy,resources=poddisruptionbudgets,verbs=get;list;watch;create;update
 // +kubebuilder:rbac:groups=monitoring.coreos.com,resources=servicemonitors,verbs=get;list;watch;create;update
 // +kubebuilder:rbac:groups="",resources=serviceaccounts,verbs=get;list;watch;create;update
@@ -129,6 +139,8 @@ type kvPass struct {
 	// drain is the scale-down under way (nil when the StatefulSet's
 	// replicas are not above the cluster's).
 	drain *drainState
+	// loss is what the pass found out about lost storage pods.
+	loss storeLoss
 }
 
 func (p *kvPass) owner() owner { return p.cluster }
@@ -153,13 +165,16 @@ func (r *KVClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 
 // runner lists the steps of a pass. The StatefulSet comes last: its rollout
 // gate may stop the pass (Wait), and every other child, and the pool check,
-// must still be reconciled while a rollout is under way.
+// must still be reconciled while a rollout is under way. Lost storage pods
+// come first: a store lost with its node leaves the rollout incomplete, and
+// no other step's failure should keep its pod from being replaced.
 func (r *KVClusterReconciler) runner() runner[*kvPass] {
 	ch := children{client: r.Client, recorder: r.Recorder}
 	return runner[*kvPass]{
 		recorder: r.Recorder,
 		steps: []step[*kvPass]{
 			pauseStep[*kvPass]("this cluster and its children"),
+			{"lost storage pods", r.replaceLostStores},
 			// Before the StatefulSet, so pods never wait on a Secret.
 			certificatesStep(r.certificates(), ch, func(p *kvPass) kvapi.TLSSpec { return p.cluster.Spec.TLS },
 				func(p *kvPass) []certificate { return clusterCertificates(p.cluster) }),
@@ -217,7 +232,7 @@ type announcement struct{ eventType, reason, action, note string }
 // announcements are the transitions from orig's conditions to cur's that a
 // person should hear of: a change held back by the rollout gate (each
 // generation held back once), a stuck rollout, a missing CompactionPool
-// (each pool name once).
+// (each pool name once), a lost store left to a person (each message once).
 func announcements(orig, cur []metav1.Condition) []announcement {
 	var out []announcement
 	was, is := conditionOf(orig, kvapi.ConditionProgressing), conditionOf(cur, kvapi.ConditionProgressing)
@@ -230,6 +245,10 @@ func announcements(orig, cur []metav1.Condition) []announcement {
 	was, is = conditionOf(orig, kvapi.ConditionDegraded), conditionOf(cur, kvapi.ConditionDegraded)
 	if is.Reason == kvapi.ReasonCompactionPoolMissing && (was.Reason != is.Reason || was.Message != is.Message) {
 		out = append(out, announcement{corev1.EventTypeWarning, is.Reason, "CheckCompactionPool", is.Message})
+	}
+	was, is = conditionOf(orig, kvapi.ConditionStoreLost), conditionOf(cur, kvapi.ConditionStoreLost)
+	if is.Reason == kvapi.ReasonManualActionRequired && (was.Reason != is.Reason || was.Message != is.Message) {
+		out = append(out, announcement{corev1.EventTypeWarning, is.Reason, "KeepLostStoreVolume", is.Message})
 	}
 	return out
 }
@@ -430,12 +449,15 @@ func computeKVStatus(p *kvPass, outcome Result) {
 		setCondition(&st.Conditions, gen, kvapi.ConditionDegraded, true, kvapi.ReasonTLSMismatch,
 			fmt.Sprintf("tls is %s here and %s in CompactionPool %q: the stores give no job to a worker whose certificate is not of their CA (or that has none), so compactions cannot be offloaded; create the cluster or the pool again with the same tls",
 				describeTLS(c.Spec.TLS), describeTLS(p.pool.Spec.TLS), p.pool.Name))
+	case len(p.loss.needsPerson) > 0:
+		setCondition(&st.Conditions, gen, kvapi.ConditionDegraded, true, kvapi.ReasonManualActionRequired, strings.Join(p.loss.needsPerson, "; "))
 	default:
 		setCondition(&st.Conditions, gen, kvapi.ConditionDegraded, false, kvapi.ReasonAsExpected, "")
 	}
 	resourcesCondition(p)
 	regionsCondition(p)
 	clockCondition(p)
+	lossCondition(p)
 	waiting := outcome.Waiting(kvapi.ReasonWaitingForRollout)
 	// While draining, the StatefulSet keeps the leaving stores, and they
 	// serve: the cluster is ready when all of them are.
@@ -480,8 +502,9 @@ func computeKVStatus(p *kvPass, outcome Result) {
 	}
 }
 
-// SetupWithManager watches KVClusters, their children, and the
-// CompactionPools they reference.
+// SetupWithManager watches KVClusters, their children, the CompactionPools
+// they reference, and what makes a storage pod lost: its node's readiness,
+// its PVC.
 func (r *KVClusterReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if r.APIReader == nil {
 		r.APIReader = mgr.GetAPIReader()
@@ -505,6 +528,8 @@ func (r *KVClusterReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Owns(&batchv1.Job{}).
 		Owns(&corev1.Secret{}).
 		Watches(&kvapi.CompactionPool{}, handler.EnqueueRequestsFromMapFunc(r.clustersOfPool)).
+		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(r.clustersOnNode), builder.WithPredicates(nodeReadinessChanged())).
+		Watches(&corev1.PersistentVolumeClaim{}, handler.EnqueueRequestsFromMapFunc(clusterOfStoreClaim)).
 		Named("kvcluster").
 		Complete(r)
 }

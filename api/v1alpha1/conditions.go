@@ -28,6 +28,12 @@ const (
 	// spec.clock.maxOffset is 0 and there are several stores, whose clocks
 	// then nothing holds together (docs/clock.md).
 	ConditionClockOffsetBounded = "ClockOffsetBounded"
+	// ConditionStoreLost is a KVCluster's: True while a storage pod lost
+	// with its node or its volume is being replaced (reason StoreReplaced)
+	// or waits for a person (reason ManualActionRequired); False otherwise,
+	// with reason NodeNotReady while a pod's node is NotReady but not yet
+	// for contract.StoreNodeLostAfter (docs/failover.md §6).
+	ConditionStoreLost = "StoreLost"
 	// ConditionCompleted is a Backup's: True once the backup is recorded in
 	// the bucket.
 	ConditionCompleted = "Completed"
@@ -111,6 +117,22 @@ const (
 	// ReasonDrained (event): the leaving stores held no region and the
 	// StatefulSet shrank.
 	ReasonDrained = "Drained"
+	// ReasonStoreReplaced: a storage pod whose node was lost, or whose PVC
+	// is gone, was deleted (force-deleted when no kubelet runs its grace
+	// period), and with it the PVC of a volume that could not follow it,
+	// so that the StatefulSet recreates it; StoreLost stays True until
+	// every storage pod is Ready (and a Warning event of this reason says
+	// what was done to which pod).
+	ReasonStoreReplaced = "StoreReplaced"
+	// ReasonManualActionRequired: a storage pod was lost with a volume
+	// that may hold acknowledged writes no bucket has (durability.mode
+	// Local), so the operator leaves the pod and its PVC alone: StoreLost
+	// and Degraded are True, a Warning event says what a person can do.
+	ReasonManualActionRequired = "ManualActionRequired"
+	// ReasonNodeNotReady: StoreLost is False, but a storage pod's node is
+	// NotReady (or unreachable); the message says when its pod counts as
+	// lost.
+	ReasonNodeNotReady = "NodeNotReady"
 	// ReasonDrainTimedOut (Warning event): the leaving stores still held
 	// regions after contract.StoreDrainTimeout and the StatefulSet shrank
 	// anyway; their regions fall back to their slots' stores.

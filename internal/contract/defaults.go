@@ -397,6 +397,15 @@ const (
 	// StoreDrainRecheck is how often the operator asks the leaving stores
 	// whether they still hold regions while it drains them.
 	StoreDrainRecheck = 5 * time.Second
+	// StoreNodeLostAfter is how long a storage pod's node may stay
+	// NotReady (or unreachable) before the operator replaces the pod
+	// (docs/failover.md §6). The node controller calls a node NotReady only
+	// after it missed its heartbeats for node-monitor-grace-period (40-50 s),
+	// and the store's regions failed over within seconds of its death
+	// whatever the pod's state, so this only delays the StatefulSet's
+	// repair: it keeps a node that is back within a minute or so from
+	// costing its stores a restart with an empty volume.
+	StoreNodeLostAfter = 30 * time.Second
 )
 
 // WorkerGracePeriod is the grace period of a worker pod whose pool drains
