@@ -59,12 +59,13 @@ test: verify-generated lint chart-test unit race
 ## flushes; the model tests' concurrent readers), every storage-engine/server test
 ## (handlers, OpenStore, splits, merges, reassignment, balancing, forwarding) and
 ## cmd/bellows/store's (a store started through Run whose regions compact through the
-## offload while OpenStore runs); about 2 minutes on 2 cores with a warm build cache
+## offload while OpenStore runs) and the WAL stream's (a fence racing its writer);
+## about 2 minutes on 2 cores with a warm build cache
 ## (2m09s measured), the first run longer (compiling client-go and gRPC with -race)
 race:
 	$(GO) test -race -count=1 -timeout 10m ./storage-engine/memstore/
 	$(GO) test -race -count=1 -timeout 10m -run 'TestReadsNeverGoBack|TestEager|TestModel|TestConcurrentIncrements' ./storage-engine/region/
-	$(GO) test -race -count=1 -timeout 10m ./storage-engine/server/ ./cmd/bellows/store/
+	$(GO) test -race -count=1 -timeout 10m ./storage-engine/server/ ./cmd/bellows/store/ ./storage-engine/walarchive/
 
 ## unit: `go test ./...` with the envtest binaries, helm and promtool in place (part of test)
 unit: envtest-bins helm promtool
