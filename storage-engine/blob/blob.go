@@ -328,6 +328,37 @@ func (b *Bucket) list(ctx context.Context, prefix string) ([]ObjectInfo, error) 
 	}
 }
 
+// Dirs returns the names of the "directories" directly under prefix (which
+// ends in "/"): the distinct next path segments of its keys, without the
+// trailing "/". One level is listed, not every key beneath it: a listing of
+// a tree that writers fill (a WAL archive's parts) costs its whole size
+// and, on a file bucket, races with every write that renames its file.
+func (b *Bucket) Dirs(ctx context.Context, prefix string) ([]string, error) {
+	for attempt := 0; ; attempt++ {
+		var out []string
+		it := b.b.List(&gblob.ListOptions{Prefix: b.prefix + prefix, Delimiter: "/"})
+		var err error
+		for {
+			var o *gblob.ListObject
+			if o, err = it.Next(ctx); err != nil {
+				break
+			}
+			if o.IsDir {
+				name := strings.TrimSuffix(strings.TrimPrefix(o.Key, b.prefix+prefix), "/")
+				out = append(out, name)
+			}
+		}
+		if errors.Is(err, io.EOF) {
+			return out, nil
+		}
+		err = translate(prefix, err)
+		if b.scheme == "file" && errors.Is(err, ErrNotFound) && attempt < 10 {
+			continue // as in List
+		}
+		return nil, err
+	}
+}
+
 // Object is an open object read at random offsets, as SST readers do.
 type Object interface {
 	io.ReaderAt

@@ -357,3 +357,56 @@ func TestCopyOutlivesAndIgnoresItsSource(t *testing.T) {
 		root.Close()
 	}
 }
+
+// Dirs lists one level under a prefix, on a file bucket while writers fill
+// the tree beneath it (each write renames a temporary file), and through a
+// prefixed bucket; a prefix with nothing under it has no directories.
+func TestDirsListsOneLevelWhileTheTreeBeneathIsWritten(t *testing.T) {
+	ctx := context.Background()
+	for _, u := range []string{"file://" + t.TempDir(), "mem://"} {
+		root, err := Open(ctx, u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b := root.Prefixed("top/")
+		for _, k := range []string{"a/x/1", "a/y/2", "a/y/3", "a/z", "b/w/4"} {
+			if err := b.WriteAll(ctx, k, []byte(k), true); err != nil {
+				t.Fatal(err)
+			}
+		}
+		stop := make(chan struct{})
+		var wg sync.WaitGroup
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				if err := b.WriteAll(ctx, fmt.Sprintf("a/x/part-%06d", i), []byte("p"), true); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+		for range 50 {
+			got, err := b.Dirs(ctx, "a/")
+			if err != nil {
+				t.Fatalf("%s: Dirs under a tree being written: %v", u, err)
+			}
+			if strings.Join(got, ",") != "x,y" {
+				t.Fatalf("%s: Dirs(a/) = %v, want [x y]", u, got)
+			}
+		}
+		close(stop)
+		wg.Wait()
+		if got, err := b.Dirs(ctx, ""); err != nil || strings.Join(got, ",") != "a,b" {
+			t.Fatalf("%s: Dirs() = %v, %v, want [a b]", u, got, err)
+		}
+		if got, err := b.Dirs(ctx, "missing/"); err != nil || len(got) != 0 {
+			t.Fatalf("%s: Dirs(missing/) = %v, %v, want none", u, got, err)
+		}
+	}
+}

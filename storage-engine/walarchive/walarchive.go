@@ -167,28 +167,30 @@ func LoadStream(ctx context.Context, bucket *blob.Bucket, region, walID string) 
 	return s, nil
 }
 
-// Streams lists every stream in bucket's archive.
+// Streams lists every stream in bucket's archive. It lists the archive's
+// regions and their WAL directories, one level at a time, not their parts:
+// stores write a part per group commit while it runs.
 func Streams(ctx context.Context, bucket *blob.Bucket) ([]Stream, error) {
-	objs, err := bucket.List(ctx, Prefix)
+	regions, err := bucket.Dirs(ctx, Prefix)
 	if err != nil {
 		return nil, err
 	}
 	var out []Stream
-	for _, o := range objs {
-		rest := strings.TrimPrefix(o.Key, Prefix)
-		region, rest, ok1 := strings.Cut(rest, "/")
-		walID, name, ok2 := strings.Cut(rest, "/")
-		if !ok1 || !ok2 || name != streamName {
-			continue
-		}
-		s, err := LoadStream(ctx, bucket, region, walID)
+	for _, region := range regions {
+		walIDs, err := bucket.Dirs(ctx, Prefix+region+"/")
 		if err != nil {
-			if errors.Is(err, blob.ErrNotFound) {
-				continue // deleted since the listing
-			}
 			return nil, err
 		}
-		out = append(out, s)
+		for _, walID := range walIDs {
+			s, err := LoadStream(ctx, bucket, region, walID)
+			if err != nil {
+				if errors.Is(err, blob.ErrNotFound) {
+					continue // no stream.json (yet), or deleted since the listing
+				}
+				return nil, err
+			}
+			out = append(out, s)
+		}
 	}
 	return out, nil
 }
