@@ -148,14 +148,19 @@ func (b *Bucket) createFile(key string, data []byte) error {
 	if err := os.MkdirAll(filepath.Dir(to), 0o755); err != nil {
 		return fmt.Errorf("blob: %s: %w", key, err)
 	}
-	// Named as fileblob names its temporary files, which List hides.
-	tmp := fmt.Sprintf("%s.%x.tmp", to, time.Now().UnixNano())
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	// Named as fileblob names its temporary files, which List hides, with
+	// a random part: racing writers of one key start in the same
+	// nanosecond.
+	f, err := os.CreateTemp(filepath.Dir(to), filepath.Base(to)+".*.tmp")
 	if err != nil {
 		return fmt.Errorf("blob: %s: %w", key, err)
 	}
+	tmp := f.Name()
 	defer os.Remove(tmp)
-	_, err = f.Write(data)
+	err = f.Chmod(0o644)
+	if err == nil {
+		_, err = f.Write(data)
+	}
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
@@ -331,31 +336,40 @@ func (b *Bucket) list(ctx context.Context, prefix string) ([]ObjectInfo, error) 
 // Dirs returns the names of the "directories" directly under prefix (which
 // ends in "/"): the distinct next path segments of its keys, without the
 // trailing "/". One level is listed, not every key beneath it: a listing of
-// a tree that writers fill (a WAL archive's parts) costs its whole size
-// and, on a file bucket, races with every write that renames its file.
+// a tree that writers fill (a WAL archive's parts) costs its whole size.
+// A file bucket reads the one directory: fileblob's delimiter listing
+// still walks, and stats, every file beneath, which races with every write
+// (createFile's temporary file comes and goes).
 func (b *Bucket) Dirs(ctx context.Context, prefix string) ([]string, error) {
-	for attempt := 0; ; attempt++ {
+	if b.scheme == "file" {
+		entries, err := os.ReadDir(filepath.Join(b.root, filepath.FromSlash(b.prefix+prefix)))
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("blob: listing %s: %w", prefix, err)
+		}
 		var out []string
-		it := b.b.List(&gblob.ListOptions{Prefix: b.prefix + prefix, Delimiter: "/"})
-		var err error
-		for {
-			var o *gblob.ListObject
-			if o, err = it.Next(ctx); err != nil {
-				break
-			}
-			if o.IsDir {
-				name := strings.TrimSuffix(strings.TrimPrefix(o.Key, b.prefix+prefix), "/")
-				out = append(out, name)
+		for _, e := range entries {
+			if e.IsDir() {
+				out = append(out, e.Name())
 			}
 		}
+		return out, nil
+	}
+	var out []string
+	it := b.b.List(&gblob.ListOptions{Prefix: b.prefix + prefix, Delimiter: "/"})
+	for {
+		o, err := it.Next(ctx)
 		if errors.Is(err, io.EOF) {
 			return out, nil
 		}
-		err = translate(prefix, err)
-		if b.scheme == "file" && errors.Is(err, ErrNotFound) && attempt < 10 {
-			continue // as in List
+		if err != nil {
+			return nil, translate(prefix, err)
 		}
-		return nil, err
+		if o.IsDir {
+			out = append(out, strings.TrimSuffix(strings.TrimPrefix(o.Key, b.prefix+prefix), "/"))
+		}
 	}
 }
 
