@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -43,6 +44,7 @@ func TestAPausedIncarnationCannotRenewIntoACollectedNumber(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// The stale view's age is what is under test: real time must pass.
 	time.Sleep(retention + 100*time.Millisecond)
 	if n, err := Collect(ctx, b, "0", time.Now(), 0); err != nil || n != 22-contract.DefaultFencingLogKeep {
 		t.Fatalf("collected %d records, %v; want all but the newest %d", n, err, contract.DefaultFencingLogKeep)
@@ -93,11 +95,11 @@ func TestCollectionBesideRenewalsAndReaders(t *testing.T) {
 			}
 		}()
 	}
-	var renewals int
+	var renewals, collected atomic.Int64
 	run(func() error {
 		_, err := k.Renew(ctx)
-		renewals++
-		time.Sleep(2 * time.Millisecond)
+		renewals.Add(1)
+		time.Sleep(2 * time.Millisecond) // a keeper's pace, not synchronisation
 		return err
 	})
 	var last uint64
@@ -111,8 +113,9 @@ func TestCollectionBesideRenewalsAndReaders(t *testing.T) {
 	})
 	for range 2 {
 		run(func() error {
-			_, err := Collect(ctx, b, "0", time.Now(), 0)
-			time.Sleep(10 * time.Millisecond)
+			n, err := Collect(ctx, b, "0", time.Now(), 0)
+			collected.Add(int64(n))
+			time.Sleep(10 * time.Millisecond) // a collector's pace, not synchronisation
 			return err
 		})
 	}
@@ -123,7 +126,14 @@ func TestCollectionBesideRenewalsAndReaders(t *testing.T) {
 		}
 		return err
 	})
-	time.Sleep(1500 * time.Millisecond)
+	// Until the history has been collected many times over beside them.
+	deadline := time.Now().Add(30 * time.Second)
+	for renewals.Load() < 300 || collected.Load() < 200 {
+		if time.Now().After(deadline) {
+			t.Fatalf("after 30 s: %d renewals, %d records collected", renewals.Load(), collected.Load())
+		}
+		time.Sleep(10 * time.Millisecond) // polling interval
+	}
 	cancel()
 	wg.Wait()
 	held := k.Held()
@@ -132,7 +142,7 @@ func TestCollectionBesideRenewalsAndReaders(t *testing.T) {
 	}
 	got := kept(t, b, "0")
 	if len(got) > 200 || got[len(got)-1] != held.K {
-		t.Fatalf("after %d renewals the bucket keeps records %d to %d (%d of them)", renewals, got[0], got[len(got)-1], len(got))
+		t.Fatalf("after %d renewals the bucket keeps records %d to %d (%d of them)", renewals.Load(), got[0], got[len(got)-1], len(got))
 	}
-	t.Logf("%d renewals; %d records kept", renewals, len(got))
+	t.Logf("%d renewals; %d records kept", renewals.Load(), len(got))
 }

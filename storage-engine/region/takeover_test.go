@@ -34,12 +34,7 @@ func TestAnOwnerCutOffCannotAcknowledgeAfterATakeover(t *testing.T) {
 	next.ForceTakeover = true
 	r := mustOpen(t, next)
 	defer func() { _ = r.Close() }()
-	for _, k := range []string{"a", "b", "c"} {
-		v, ok, err := r.Get([]byte(k), kv.MaxTimestamp)
-		if err != nil || !ok || string(v) != "v-"+k {
-			t.Fatalf("after the takeover %s reads %q, %v, %v: want v-%s", k, v, ok, err, k)
-		}
-	}
+	checkTakenOver(t, r, "after the takeover")
 	if _, err := old.Put([]byte("d"), []byte("late")); !errors.Is(err, walarchive.ErrFenced) || !errors.Is(err, ErrFenced) {
 		t.Fatalf("the old owner's write after the takeover: %v, want ErrFenced (the stream's, as the region's)", err)
 	}
@@ -140,12 +135,7 @@ func TestATakeoverThatFailsBeforeItsFlushPassesTheDeadOwnersStreamOn(t *testing.
 	next.ForceTakeover = true
 	r := mustOpen(t, next)
 	defer func() { _ = r.Close() }()
-	for _, k := range []string{"a", "b", "c"} {
-		v, ok, err := r.Get([]byte(k), kv.MaxTimestamp)
-		if err != nil || !ok || string(v) != "v-"+k {
-			t.Fatalf("after a failed takeover and the next, %s reads %q, %v, %v: want v-%s", k, v, ok, err, k)
-		}
-	}
+	checkTakenOver(t, r, "after a failed takeover and the next,")
 	m, err := manifest.Load(ctx, manifests)
 	if err != nil {
 		t.Fatal(err)
@@ -157,4 +147,16 @@ func TestATakeoverThatFailsBeforeItsFlushPassesTheDeadOwnersStreamOn(t *testing.
 		t.Fatal("the dead owner acknowledged a write after two takeovers")
 	}
 	_ = dead.Close()
+}
+
+// checkTakenOver fails t unless r reads the dead owner's writes a, b and c
+// (v-a, v-b, v-c).
+func checkTakenOver(t *testing.T, r *Region, when string) {
+	t.Helper()
+	for _, k := range []string{"a", "b", "c"} {
+		v, ok, err := r.Get([]byte(k), kv.MaxTimestamp)
+		if err != nil || !ok || string(v) != "v-"+k {
+			t.Fatalf("%s %s reads %q, %v, %v: want v-%s", when, k, v, ok, err, k)
+		}
+	}
 }

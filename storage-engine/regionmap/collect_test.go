@@ -219,6 +219,7 @@ func TestAStaleCommitterCannotCommitIntoACollectedEpoch(t *testing.T) {
 	b := bucket(t)
 	stale := commitMany(t, b, 9)
 	newest := commitMany(t, b, 40)
+	// The stale view's age is what is under test: real time must pass.
 	time.Sleep(epochRetention + 100*time.Millisecond)
 	if n, err := CollectEpochs(ctx, b, time.Now(), 0, nil); err != nil || n != 50-contract.DefaultFencingLogKeep {
 		t.Fatalf("collected %d epochs, %v", n, err)
@@ -261,6 +262,7 @@ func TestCommittersLoadersAndCollectionsRacing(t *testing.T) {
 		twice      []uint64
 		fenced     atomic.Int64
 		strays     atomic.Int64
+		pausedDone atomic.Int64 // commits of the pausing committers that ran
 		wg         sync.WaitGroup
 	)
 	run := func(f func(r *rand.Rand) error) {
@@ -283,7 +285,10 @@ func TestCommittersLoadersAndCollectionsRacing(t *testing.T) {
 				return err
 			}
 			if pause > 0 {
+				// The pause is the test's subject: a committer stalled
+				// between its load and its commit.
 				time.Sleep(time.Duration(r.Int64N(int64(pause))))
+				defer pausedDone.Add(1)
 			}
 			next := m.clone()
 			switch err := Commit(ctx, b, m, &next); {
@@ -331,11 +336,25 @@ func TestCommittersLoadersAndCollectionsRacing(t *testing.T) {
 	for range 2 {
 		run(func(*rand.Rand) error {
 			_, err := CollectEpochs(ctx, b, time.Now(), 0, nil)
-			time.Sleep(5 * time.Millisecond)
+			time.Sleep(5 * time.Millisecond) // a collector's pace, not synchronisation
 			return err
 		})
 	}
-	time.Sleep(2 * time.Second)
+	// Until the pausing committers have committed over the collections a
+	// few times each, among many others' commits and some fenced ones.
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		mu.Lock()
+		n := len(committed)
+		mu.Unlock()
+		if pausedDone.Load() >= 6 && n >= 100 && fenced.Load() > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after 60 s: %d paused commits, %d commits, %d fenced", pausedDone.Load(), n, fenced.Load())
+		}
+		time.Sleep(10 * time.Millisecond) // polling interval
+	}
 	cancel()
 	wg.Wait()
 	if len(twice) > 0 {

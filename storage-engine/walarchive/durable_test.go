@@ -9,8 +9,21 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/bellows-kv/bellows/storage-engine/blob"
 	"github.com/bellows-kv/bellows/storage-engine/wal"
 )
+
+// newDurableLog is a log in a new directory whose replica is region r's
+// durable stream from WAL w1, claimed by manifest 1, from minSegment.
+func newDurableLog(t *testing.T, ctx context.Context, bucket *blob.Bucket, minSegment uint64) *wal.Log {
+	t.Helper()
+	dir := t.TempDir()
+	s, first, err := Durable(ctx, bucket, "r", "w1", dir, 0, 1, minSegment)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return openDurable(t, ctx, s, first, dir)
+}
 
 // openDurable opens a log in dir whose replica is region r's durable stream
 // from WAL walID.
@@ -172,12 +185,7 @@ func TestAStreamFencedBeforeItsFirstRecordCannotStart(t *testing.T) {
 func TestAStartedWriterWithNoRecordIsFencedAtItsFirstSegment(t *testing.T) {
 	ctx := context.Background()
 	bucket := openBucket(t)
-	dir := t.TempDir()
-	s, first, err := Durable(ctx, bucket, "r", "w1", dir, 0, 1, 5)
-	if err != nil {
-		t.Fatal(err)
-	}
-	l := openDurable(t, ctx, s, first, dir)
+	l := newDurableLog(t, ctx, bucket, 5)
 	defer l.Close()
 	seg, off, err := Fence(ctx, bucket, "r", "w1", 2)
 	if err != nil {
@@ -264,12 +272,7 @@ func TestAWriterStartingAfterTheFenceIsRefused(t *testing.T) {
 func TestAReaderThatStopsPartwayGetsItsErrorAfterAnOrderedPrefix(t *testing.T) {
 	ctx := context.Background()
 	bucket := openBucket(t)
-	dir := t.TempDir()
-	s, first, err := Durable(ctx, bucket, "r", "w1", dir, 0, 1, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	l := openDurable(t, ctx, s, first, dir)
+	l := newDurableLog(t, ctx, bucket, 1)
 	const n = 3 * readAhead
 	for i := range n {
 		if err := l.Append([]byte(fmt.Sprintf("w0-%04d", i))).Wait(); err != nil {

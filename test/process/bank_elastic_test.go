@@ -14,6 +14,19 @@ import (
 	kvpb "github.com/bellows-kv/bellows/proto/bellows/kv/v1"
 )
 
+// elasticStoreArgs are the flags of store i of the three on addrs in the
+// elastic tests: splits by load only (a window of 3 s: 16 sampled keys need
+// 43 requests/s), merges of regions cold (under 10 requests/s) for a
+// second, the balancer every 300ms at any gap, compactions offloaded to
+// worker when it can take them (Preferred).
+func elasticStoreArgs(t *testing.T, bucket, walDir string, addrs []string, i int, worker *proc) []string {
+	return append(storeArgs(t, bucket, walDir, "Preferred", ""),
+		"--split-bytes=0", "--split-qps=40", "--load-window=3s", "--merge-bytes=1GiB", "--merge-after=1s",
+		fmt.Sprintf("--region-owner=%d/3", i), "--listen="+addrs[i], "--peers="+strings.Join(addrs, ","),
+		"--balance-interval=300ms", "--balance-min-bytes=0",
+		"--compactors="+worker.grpc, "--txn-lock-ttl="+txnLockTTL.String())
+}
+
 // The bank's cross-region transactions (transfers, some abandoned
 // mid-commit, and snapshot sums) through the region-aware Go client, on
 // one region that splits by the bank's own load and moves between three
@@ -31,15 +44,7 @@ func TestBankThroughSplitsMovesOffloadedCompactionsAndAKill(t *testing.T) {
 	addrs := []string{freeAddr(t), freeAddr(t), freeAddr(t)}
 	worker := start(t, "compactor", "compactor", "--name=w1", "--cache-bytes=64MiB")
 	args := func(i int) []string {
-		return append(storeArgs(t, bucket, fmt.Sprintf("%s/wal-%d", dir, i), "Preferred", ""),
-			// Splits by load only (a window of 3 s: 16 sampled keys need 43
-			// requests/s), merges of regions
-			// cold (under 10 requests/s) for a second; the balancer
-			// every 300ms, at any gap.
-			"--split-bytes=0", "--split-qps=40", "--load-window=3s", "--merge-bytes=1GiB", "--merge-after=1s",
-			fmt.Sprintf("--region-owner=%d/3", i), "--listen="+addrs[i], "--peers="+strings.Join(addrs, ","),
-			"--balance-interval=300ms", "--balance-min-bytes=0",
-			"--compactors="+worker.grpc, "--txn-lock-ttl="+txnLockTTL.String())
+		return elasticStoreArgs(t, bucket, fmt.Sprintf("%s/wal-%d", dir, i), addrs, i, worker)
 	}
 	var mu sync.Mutex // guards stores
 	stores := make([]*proc, 3)

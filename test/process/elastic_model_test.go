@@ -212,14 +212,7 @@ func newElCluster(t *testing.T) *elCluster {
 }
 
 func (c *elCluster) args(i int) []string {
-	return append(storeArgs(c.t, c.bucket, fmt.Sprintf("%s/wal-%d", c.dir, i), "Preferred", ""),
-		// As the elastic history test: splits by load only (a window of
-		// 3 s), merges of regions cold (under 10 requests/s) for a
-		// second, the balancer every 300 ms at any gap.
-		"--split-bytes=0", "--split-qps=40", "--load-window=3s", "--merge-bytes=1GiB", "--merge-after=1s",
-		fmt.Sprintf("--region-owner=%d/3", i), "--listen="+c.addrs[i], "--peers="+strings.Join(c.addrs, ","),
-		"--balance-interval=300ms", "--balance-min-bytes=0",
-		"--compactors="+c.worker.grpc, "--txn-lock-ttl="+txnLockTTL.String())
+	return elasticStoreArgs(c.t, c.bucket, fmt.Sprintf("%s/wal-%d", c.dir, i), c.addrs, i, c.worker)
 }
 
 func (c *elCluster) store(i int) *proc {

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -30,16 +29,7 @@ func TestAFailoverRacingSplitsMergesCompactionsBackupsAndTransactionsLosesNothin
 	addrs := []string{freeAddr(t), freeAddr(t), freeAddr(t)}
 	worker := start(t, "compactor", "compactor", "--name=w1", "--cache-bytes=64MiB")
 	walDir := func(i int) string { return fmt.Sprintf("%s/wal-%d", dir, i) }
-	args := func(i int) []string {
-		return append(storeArgs(t, bucket, walDir(i), "Preferred", ""),
-			// Splits by load (a window of 3 s), merges of regions cold for
-			// a second, the balancer every 300ms at any gap: as in
-			// TestBankThroughSplitsMovesOffloadedCompactionsAndAKill.
-			"--split-bytes=0", "--split-qps=40", "--load-window=3s", "--merge-bytes=1GiB", "--merge-after=1s",
-			fmt.Sprintf("--region-owner=%d/3", i), "--listen="+addrs[i], "--peers="+strings.Join(addrs, ","),
-			"--balance-interval=300ms", "--balance-min-bytes=0",
-			"--compactors="+worker.grpc, "--txn-lock-ttl="+txnLockTTL.String())
-	}
+	args := func(i int) []string { return elasticStoreArgs(t, bucket, walDir(i), addrs, i, worker) }
 	var mu sync.Mutex // guards stores
 	stores := make([]*proc, 3)
 	for i := range stores {
@@ -169,11 +159,5 @@ func TestAFailoverRacingSplitsMergesCompactionsBackupsAndTransactionsLosesNothin
 		sum(`bellows_region_splits_total{reason="load"}`), sum("bellows_region_moves_total"), sum("bellows_failovers_total"),
 		sum(`bellows_compactions_total{location="remote",result="success"}`), maintained.Load(), backups.Load(), refused.Load())
 	checkBank(t, ctx, b, "a store lost with its volume under splits, merges, moves, compactions, backups and transactions")
-	for k, v := range w.acked {
-		got, found, err := c.Get(ctx, []byte(k))
-		if err != nil || !found || string(got) != v {
-			t.Fatalf("acknowledged %s reads %q, %v, %v", k, trim(got), found, err)
-		}
-	}
-	t.Logf("%d acknowledged plain writes read back", len(w.acked))
+	w.checkAcked(t, ctx, c)
 }

@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/bellows-kv/bellows/client"
 	"github.com/bellows-kv/bellows/internal/bank"
 	kvpb "github.com/bellows-kv/bellows/proto/bellows/kv/v1"
 )
@@ -44,6 +45,36 @@ func (c *failoverCluster) walDir(i int) string { return fmt.Sprintf("%s/wal-%d",
 func (c *failoverCluster) start(i int) *proc {
 	return startTxnStore(c.t, fmt.Sprintf("store-%d", i), c.bucket, c.walDir(i), c.addrs[i], fmt.Sprintf("%d/3", i), strings.Join(c.addrs, ","),
 		fmt.Sprintf("--regions=%d", failoverRegions), "--balance-interval=500ms", "--split-bytes=0", "--merge-bytes=0")
+}
+
+// startLoad awaits every region open, then starts the bank (transfers
+// across the regions, snapshot sums) and two plain writers through a Go
+// client, and returns once 50 transfers committed. ctx ends with the test.
+func (c *failoverCluster) startLoad() (context.Context, *client.Client, *bank.Bank, *userWriters) {
+	t := c.t
+	t.Helper()
+	cl := newClient(t, c.stores...)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	t.Cleanup(cancel)
+	waitFor(t, "every region open", func() bool {
+		n := 0
+		for _, rs := range c.openOn() {
+			n += len(rs)
+		}
+		return n == failoverRegions
+	})
+	b, err := bank.Open(ctx, cl, bank.Config{Regions: failoverRegions, AccountsPerRegion: 2, Key: failoverAccount,
+		StartBalance: 100, Transferers: 3, Summers: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := startUserWriters(cl, 2)
+	b.Start(ctx)
+	if err := b.AwaitTransfers(ctx, 50, time.Minute); err != nil {
+		b.Stop()
+		t.Fatal(err)
+	}
+	return ctx, cl, b, w
 }
 
 // failoverRegions is how many regions the cluster cuts the key space into.
@@ -88,27 +119,7 @@ func failoverAccount(i int) []byte {
 // as a new incarnation, and is given regions again.
 func TestAStoreLostWithItsVolumeFailsOverWithoutLosingAWrite(t *testing.T) {
 	cl := newFailoverCluster(t)
-	c := newClient(t, cl.stores...)
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
-	defer cancel()
-	waitFor(t, "every region open", func() bool {
-		n := 0
-		for _, rs := range cl.openOn() {
-			n += len(rs)
-		}
-		return n == failoverRegions
-	})
-	b, err := bank.Open(ctx, c, bank.Config{Regions: failoverRegions, AccountsPerRegion: 2, Key: failoverAccount,
-		StartBalance: 100, Transferers: 3, Summers: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	w := startUserWriters(c, 2)
-	b.Start(ctx)
-	if err := b.AwaitTransfers(ctx, 50, time.Minute); err != nil {
-		b.Stop()
-		t.Fatal(err)
-	}
+	ctx, c, b, w := cl.startLoad()
 
 	lost := 2
 	var held []string
@@ -164,13 +175,7 @@ func TestAStoreLostWithItsVolumeFailsOverWithoutLosingAWrite(t *testing.T) {
 	b.Stop()
 	w.halt(t)
 	checkBank(t, ctx, b, fmt.Sprintf("store-%d lost with its volume, failed over, and back empty", lost))
-	for k, v := range w.acked {
-		got, found, err := c.Get(ctx, []byte(k))
-		if err != nil || !found || string(got) != v {
-			t.Fatalf("acknowledged %s reads %q, %v, %v", k, trim(got), found, err)
-		}
-	}
-	t.Logf("%d acknowledged plain writes read back", len(w.acked))
+	w.checkAcked(t, ctx, c)
 }
 
 func trim(b []byte) string {
@@ -197,27 +202,7 @@ func regionProbeKey(t *testing.T, name, suffix string) []byte {
 // acknowledged write reads back, the total is exact.
 func TestAPausedStoreNeitherAcknowledgesNorServesPastItsLease(t *testing.T) {
 	cl := newFailoverCluster(t)
-	c := newClient(t, cl.stores...)
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
-	defer cancel()
-	waitFor(t, "every region open", func() bool {
-		n := 0
-		for _, rs := range cl.openOn() {
-			n += len(rs)
-		}
-		return n == failoverRegions
-	})
-	b, err := bank.Open(ctx, c, bank.Config{Regions: failoverRegions, AccountsPerRegion: 2, Key: failoverAccount,
-		StartBalance: 100, Transferers: 3, Summers: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	w := startUserWriters(c, 2)
-	b.Start(ctx)
-	if err := b.AwaitTransfers(ctx, 50, time.Minute); err != nil {
-		b.Stop()
-		t.Fatal(err)
-	}
+	ctx, c, b, w := cl.startLoad()
 	paused := 2
 	held := cl.openOn()[paused]
 	if len(held) == 0 {
@@ -273,12 +258,7 @@ func TestAPausedStoreNeitherAcknowledgesNorServesPastItsLease(t *testing.T) {
 	b.Stop()
 	w.halt(t)
 	checkBank(t, ctx, b, fmt.Sprintf("store-%d paused past its lease and resumed", paused))
-	for k, v := range w.acked {
-		got, found, err := c.Get(ctx, []byte(k))
-		if err != nil || !found || string(got) != v {
-			t.Fatalf("acknowledged %s reads %q, %v, %v", k, trim(got), found, err)
-		}
-	}
+	w.checkAcked(t, ctx, c)
 }
 
 // waitingOn are the regions store i is assigned and not yet serving (an
@@ -322,27 +302,7 @@ func (c *failoverCluster) lose(i int) {
 // Both lost stores then come back empty and are given regions again.
 func TestASecondStoreLostDuringAFailoverLosesNothing(t *testing.T) {
 	cl := newFailoverCluster(t)
-	c := newClient(t, cl.stores...)
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
-	defer cancel()
-	waitFor(t, "every region open", func() bool {
-		n := 0
-		for _, rs := range cl.openOn() {
-			n += len(rs)
-		}
-		return n == failoverRegions
-	})
-	b, err := bank.Open(ctx, c, bank.Config{Regions: failoverRegions, AccountsPerRegion: 2, Key: failoverAccount,
-		StartBalance: 100, Transferers: 3, Summers: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	w := startUserWriters(c, 2)
-	b.Start(ctx)
-	if err := b.AwaitTransfers(ctx, 50, time.Minute); err != nil {
-		b.Stop()
-		t.Fatal(err)
-	}
+	ctx, c, b, w := cl.startLoad()
 
 	first, second := 2, 1
 	held := cl.openOn()[first]
@@ -389,11 +349,5 @@ func TestASecondStoreLostDuringAFailoverLosesNothing(t *testing.T) {
 	b.Stop()
 	w.halt(t)
 	checkBank(t, ctx, b, "two stores lost with their volumes, the second during the failover of the first")
-	for k, v := range w.acked {
-		got, found, err := c.Get(ctx, []byte(k))
-		if err != nil || !found || string(got) != v {
-			t.Fatalf("acknowledged %s reads %q, %v, %v", k, trim(got), found, err)
-		}
-	}
-	t.Logf("%d acknowledged plain writes read back", len(w.acked))
+	w.checkAcked(t, ctx, c)
 }

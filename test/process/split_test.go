@@ -38,13 +38,7 @@ func TestRegionsSplitAsDataGrowsThroughCrashes(t *testing.T) {
 	}
 	waitFor(t, "8 regions after the last restart", func() bool { return regions() >= 8 })
 	w.halt(t)
-	ctx := context.Background()
-	for k, v := range w.acked {
-		got, found, err := c.Get(ctx, []byte(k))
-		if err != nil || !found || string(got) != v {
-			t.Fatalf("get %s after %d acknowledged writes: %q %v %v", k, len(w.acked), got, found, err)
-		}
-	}
+	w.checkAcked(t, context.Background(), c)
 	rs := c.Regions()
 	for i, r := range rs {
 		if i == 0 && len(r.Start) != 0 || i > 0 && string(rs[i-1].End) != string(r.Start) || i == len(rs)-1 && len(r.End) != 0 {
@@ -103,6 +97,18 @@ func (w *userWriters) failed() bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return len(w.errs) > 0
+}
+
+// checkAcked fails t unless every acknowledged write reads back through c.
+func (w *userWriters) checkAcked(t *testing.T, ctx context.Context, c *client.Client) {
+	t.Helper()
+	for k, v := range w.acked {
+		got, found, err := c.Get(ctx, []byte(k))
+		if err != nil || !found || string(got) != v {
+			t.Fatalf("acknowledged %s reads %q, %v, %v (of %d acknowledged writes)", k, trim(got), found, err, len(w.acked))
+		}
+	}
+	t.Logf("%d acknowledged plain writes read back", len(w.acked))
 }
 
 // halt stops the writers and fails t if any write failed.
