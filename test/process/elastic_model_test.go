@@ -32,9 +32,7 @@ import (
 // A randomized model test of elastic regions (issue #26): on three store
 // processes and a `bellows compactor` worker, a seeded chaos schedule
 // interleaves splits, merges and moves of regions with store crashes
-// (SIGKILL, then a restart on the same WAL and address), stores lost with
-// their volume (SIGKILL, the WAL directory deleted, the regions failed over
-// by the balancer, then a restart empty on the same address), flushes and
+// (SIGKILL, then a restart on the same WAL and address), flushes and
 // offloaded compactions (Admin.Flush, Admin.Compact), while seeded clients
 // run:
 //
@@ -139,7 +137,7 @@ func elKind(key string) byte {
 }
 
 type elasticCounts struct {
-	splits, merges, moves, kills, losses, flushes, remoteCompactions int
+	splits, merges, moves, kills, flushes, remoteCompactions         int
 	linOps, tsReads, unknownWrites, txns, txnsCommitted, txnsUnknown int
 }
 
@@ -148,7 +146,6 @@ func (c *elasticCounts) add(o elasticCounts) {
 	c.merges += o.merges
 	c.moves += o.moves
 	c.kills += o.kills
-	c.losses += o.losses
 	c.flushes += o.flushes
 	c.remoteCompactions += o.remoteCompactions
 	c.linOps += o.linOps
@@ -160,9 +157,9 @@ func (c *elasticCounts) add(o elasticCounts) {
 }
 
 func (c elasticCounts) String() string {
-	return fmt.Sprintf("%d load splits, %d merges, %d moves, %d kills, %d stores lost with their volume, %d flushes, %d offloaded compactions; "+
+	return fmt.Sprintf("%d load splits, %d merges, %d moves, %d kills, %d flushes, %d offloaded compactions; "+
 		"%d linearizability operations (%d writes of unknown outcome), %d reads at a timestamp; %d transactions (%d committed, %d of unknown outcome)",
-		c.splits, c.merges, c.moves, c.kills, c.losses, c.flushes, c.remoteCompactions,
+		c.splits, c.merges, c.moves, c.kills, c.flushes, c.remoteCompactions,
 		c.linOps, c.unknownWrites, c.tsReads, c.txns, c.txnsCommitted, c.txnsUnknown)
 }
 
@@ -191,10 +188,7 @@ const (
 	elRemoteMetric = `bellows_compactions_total{location="remote",result="success"}`
 )
 
-var elCounters = []string{elSplitsMetric, elMergesMetric, elMovesMetric, elRemoteMetric, elFailoversMetric}
-
-// elFailoversMetric counts the regions a balancer failed over.
-const elFailoversMetric = "bellows_failovers_total"
+var elCounters = []string{elSplitsMetric, elMergesMetric, elMovesMetric, elRemoteMetric}
 
 func newElCluster(t *testing.T) *elCluster {
 	dir := t.TempDir()
@@ -256,45 +250,6 @@ func (c *elCluster) kill(t *testing.T, i int) {
 		c.gone[s] += p.metric(t, s)
 	}
 	p.kill()
-	np := start(t, fmt.Sprintf("store-%d", i), c.args(i)...)
-	c.mu.Lock()
-	c.stores[i] = np
-	c.mu.Unlock()
-}
-
-// lose SIGKILLs store i and deletes its WAL directory (its node and volume
-// are gone), waits for the balancer on a survivor to fail its regions over
-// (they are taken over from their WAL streams in the bucket), then starts
-// it again, empty, on its address: the balancer fills it by count.
-func (c *elCluster) lose(t *testing.T, i int) {
-	t.Helper()
-	p := c.store(i)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	held, err := p.kv().Regions(ctx, &kvpb.RegionsRequest{})
-	cancel()
-	if err != nil {
-		t.Fatalf("store-%d's regions: %v", i, err)
-	}
-	survivors := func() float64 {
-		n := 0.0
-		for o := range c.addrs {
-			if o != i {
-				n += c.store(o).metric(t, elFailoversMetric)
-			}
-		}
-		return n
-	}
-	before := survivors()
-	for _, s := range elCounters {
-		c.gone[s] += p.metric(t, s)
-	}
-	p.kill()
-	if err := os.RemoveAll(fmt.Sprintf("%s/wal-%d", c.dir, i)); err != nil {
-		t.Fatal(err)
-	}
-	if len(held.Regions) > 0 {
-		elAwait(t, fmt.Sprintf("store-%d's %d regions failed over", i, len(held.Regions)), func() bool { return survivors() > before })
-	}
 	np := start(t, fmt.Sprintf("store-%d", i), c.args(i)...)
 	c.mu.Lock()
 	c.stores[i] = np
@@ -923,9 +878,9 @@ func runElasticModel(t *testing.T, seed uint64) elasticCounts {
 	}
 	// Every kind of chaos once, in a seeded order after the first split
 	// (a merge needs regions to merge), and a few more of a seeded kind.
-	steps := []string{"merge", "kill", "lose", "flush", "compact"}
+	steps := []string{"merge", "kill", "flush", "compact"}
 	for range 1 + rng.IntN(3) {
-		steps = append(steps, []string{"heat", "kill", "lose", "flush", "compact", "heat", "merge"}[rng.IntN(7)])
+		steps = append(steps, []string{"heat", "kill", "flush", "compact", "heat", "merge"}[rng.IntN(6)])
 	}
 	rng.Shuffle(len(steps), func(i, j int) { steps[i], steps[j] = steps[j], steps[i] })
 	steps = append([]string{"split"}, steps...)
@@ -959,9 +914,6 @@ func runElasticModel(t *testing.T, seed uint64) elasticCounts {
 		case "kill":
 			cl.kill(t, rng.IntN(len(cl.addrs)))
 			counts.kills++
-		case "lose":
-			cl.lose(t, rng.IntN(len(cl.addrs)))
-			counts.losses++
 		case "flush":
 			elAwait(t, "a flush", func() bool {
 				ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
@@ -1044,7 +996,7 @@ func runElasticModel(t *testing.T, seed uint64) elasticCounts {
 	counts.moves = int(cl.sum(elMovesMetric))
 	counts.remoteCompactions = int(cl.sum(elRemoteMetric))
 	for what, n := range map[string]int{"load split": counts.splits, "merge": counts.merges, "move": counts.moves,
-		"kill": counts.kills, "store lost with its volume": counts.losses, "flush": counts.flushes, "offloaded compaction": counts.remoteCompactions} {
+		"kill": counts.kills, "flush": counts.flushes, "offloaded compaction": counts.remoteCompactions} {
 		if n < 1 {
 			t.Errorf("no %s happened", what)
 		}
