@@ -206,6 +206,11 @@ func TestAPutRidesThroughARegionFailingOver(t *testing.T) {
 	if v, found, err := c.Get(ctx, []byte("n")); err != nil || !found || string(v) != "v" {
 		t.Fatalf("get: %q %t %v", v, found, err)
 	}
+	// The table read afresh: the put's last refresh may have been taken
+	// while the region was still opening.
+	if err := c.Refresh(ctx); err != nil {
+		t.Fatal(err)
+	}
 	for _, g := range c.Regions() {
 		if g.FailingOverFrom != "" {
 			t.Errorf("%s still failing over from %s after it opened", g.Name, g.FailingOverFrom)
