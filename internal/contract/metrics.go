@@ -23,6 +23,15 @@ const (
 	// term is work no worker has taken).
 	MetricCompactionQueueDepth   = "bellows_compaction_queue_depth"
 	MetricCompactionPendingBytes = "bellows_compaction_pending_bytes"
+	// MetricCompactionDebtBytes is the store's compaction debt, the sum
+	// over its regions of the bytes their policies want compacted and are
+	// not getting (region.CompactionState.PendingBytes): unlike the queue,
+	// it keeps growing while flushes outrun the compactions.
+	// MetricCompactionOldestWait is how long its oldest wanted compaction
+	// has waited to start (0: none waits); the autoscaler charges the debt
+	// while it exceeds the pool's maxCompactionWait.
+	MetricCompactionDebtBytes  = "bellows_compaction_debt_bytes"
+	MetricCompactionOldestWait = "bellows_compaction_oldest_wait_seconds"
 	// MetricClusterRegions is the region count of the newest region map a
 	// store knows: the autoscaler's R, live as regions split.
 	MetricClusterRegions = "bellows_cluster_regions"

@@ -23,6 +23,8 @@ import (
 //	select SIZE...
 //	    prints the window SelectMinor picks from files of these sizes
 //	    (oldest first) as "[start,end) N bytes", or "none".
+//	pending SIZE...
+//	    prints EstimatePendingBytes of files of these sizes.
 //
 // Run with -rewrite to regenerate the expected output.
 func TestSelectMinorDataDriven(t *testing.T) {
@@ -43,14 +45,17 @@ func TestSelectMinorDataDriven(t *testing.T) {
 				return s + "\ninvalid: " + err.Error()
 			}
 			return s + "\nvalid"
-		case "select":
+		case "select", "pending":
 			sizes := make([]int64, 0, len(d.CmdArgs))
 			for _, a := range d.CmdArgs {
 				n, err := strconv.ParseInt(a.Key, 10, 64)
 				if err != nil || len(a.Vals) != 0 {
-					d.Fatalf(t, "select: %q is not a file size", a.String())
+					d.Fatalf(t, "%s: %q is not a file size", d.Cmd, a.String())
 				}
 				sizes = append(sizes, n)
+			}
+			if d.Cmd == "pending" {
+				return fmt.Sprintf("%d bytes", EstimatePendingBytes(sizes, p))
 			}
 			s, e, ok := SelectMinor(sizes, p)
 			if !ok {

@@ -8,6 +8,7 @@ package compaction
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/bellows-kv/bellows/internal/contract"
 )
@@ -89,4 +90,31 @@ func inRatio(window []int64, total int64, ratio float64) bool {
 		}
 	}
 	return true
+}
+
+// EstimatePendingBytes is the input bytes of the minor compactions the
+// policy would run, one after another, on files of these sizes (oldest
+// first) if nothing else arrived: each selected window is merged into one
+// file of the window's total size, and selection repeats until the policy
+// selects nothing. It is this policy's counterpart of RocksDB's
+// estimate-pending-compaction-bytes: the compaction debt a region owes,
+// which grows when flushes outrun its compactions even while at most one
+// compaction request per region is queued. Output sizes are taken as the
+// inputs' total, an upper bound (merging drops overwritten versions).
+func EstimatePendingBytes(sizes []int64, p Policy) int64 {
+	files := slices.Clone(sizes)
+	var pending int64
+	// Each merge removes at least MinFiles-1 ≥ 1 file, so this ends.
+	for {
+		start, end, ok := SelectMinor(files, p)
+		if !ok || end-start < 2 {
+			return pending
+		}
+		var total int64
+		for _, n := range files[start:end] {
+			total += n
+		}
+		pending += total
+		files = slices.Replace(files, start, end, total)
+	}
 }

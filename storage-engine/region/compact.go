@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	"github.com/bellows-kv/bellows/storage-engine/compaction"
@@ -58,21 +59,89 @@ type CompactionState struct {
 	// executor says (compaction.Placer): "local" or "remote", with Worker
 	// the worker's address; "" while it waits to start.
 	Location, Worker string
+	// PendingBytes is the compaction debt: the input bytes of the
+	// compactions the policy wants and is not getting, the running one's
+	// while it waits to start included (compaction.EstimatePendingBytes
+	// over the files no executing compaction merges).
+	PendingBytes int64
+	// WaitingSince is when the oldest compaction wanted and not yet
+	// executing was wanted (the queued request, or the running one while
+	// it waits for a slot or a worker); zero when none waits.
+	WaitingSince time.Time
 }
 
-// CompactionState says whether a compaction runs or waits, and where.
+// CompactionState says whether a compaction runs or waits, and where, and
+// what the region's compactions owe.
 func (r *Region) CompactionState() CompactionState {
-	st := CompactionState{Running: r.compacting.Load() != nil, Queued: r.compactQueued.Load()}
-	if !st.Running {
-		return st
+	busy := r.compacting.Load()
+	st := CompactionState{Running: busy != nil, Queued: r.compactQueued.Load()}
+	if st.Queued {
+		st.WaitingSince = unixNanos(r.wait.queuedAt.Load())
 	}
-	if p, ok := r.exec.(compaction.Placer); ok {
-		st.Location, st.Worker, _ = p.Where(r.opts.Name)
+	if st.Running {
+		if p, ok := r.exec.(compaction.Placer); ok {
+			st.Location, st.Worker, _ = p.Where(r.opts.Name)
+		} else {
+			// Executors that cannot place a job elsewhere run it here, at once.
+			st.Location = "local"
+		}
+	}
+	executing := busy
+	if st.Running && st.Location == "" {
+		executing = nil // its files are owed until it starts
+		if at := unixNanos(r.wait.runningAt.Load()); !at.IsZero() && (st.WaitingSince.IsZero() || at.Before(st.WaitingSince)) {
+			st.WaitingSince = at
+		}
+	}
+	r.mu.RLock()
+	var sizes []int64
+	for _, t := range r.current.tables {
+		if executing == nil || !(*executing)[t] {
+			sizes = append(sizes, t.meta.Size)
+		}
+	}
+	merged := r.manifest.MergedRuns
+	r.mu.RUnlock()
+	if merged && len(sizes) > 1 {
+		// The next compaction is a major one of every file (compactLocked).
+		for _, n := range sizes {
+			st.PendingBytes += n
+		}
 	} else {
-		// Executors that cannot place a job elsewhere run it here, at once.
-		st.Location = "local"
+		st.PendingBytes = compaction.EstimatePendingBytes(sizes, r.opts.Compaction)
 	}
 	return st
+}
+
+// compactionWait records since when the region's waiting compactions were
+// wanted, as Unix nanoseconds (0: none). Monitoring only: a request queued
+// as a compaction starts may be dated by one compaction too early or late.
+type compactionWait struct {
+	queuedAt  atomic.Int64 // the queued request's (compactQueued)
+	runningAt atomic.Int64 // the running compaction's
+}
+
+// queue dates a request about to be queued, unless one is already dated.
+func (w *compactionWait) queue(now time.Time) { w.queuedAt.CompareAndSwap(0, now.UnixNano()) }
+
+// run dates a compaction that starts under compactMu: wanted when its
+// request was queued (queued) or now. The returned func ends it.
+func (w *compactionWait) run(queued bool, now time.Time) (done func()) {
+	at := now.UnixNano()
+	if queued {
+		if q := w.queuedAt.Swap(0); q != 0 {
+			at = q
+		}
+	}
+	w.runningAt.Store(at)
+	return func() { w.runningAt.Store(0) }
+}
+
+func unixNanos(ns int64) time.Time {
+	if ns == 0 {
+		return time.Time{}
+	}
+	return time.Unix(0, ns)
 }
 
 // maybeScheduleCompaction is called after a flush: it runs the compaction
@@ -143,7 +212,11 @@ func (r *Region) queueCompactionRequest() bool {
 		// Served by a major compaction (compactLocked).
 		start, end, ok = 0, len(sizes), len(sizes) > 0 && busy == nil
 	}
-	if !ok || !r.compactQueued.CompareAndSwap(false, true) {
+	if !ok {
+		return false
+	}
+	r.wait.queue(time.Now())
+	if !r.compactQueued.CompareAndSwap(false, true) {
 		return false
 	}
 	var bytes int64
@@ -178,9 +251,9 @@ func (r *Region) compactLocked(ctx context.Context, major bool) (*CompactionInfo
 		// shutdown cancelled.
 		return nil, r.notInstalled(ctx)
 	}
-	// A request queued while compactMu was held was counted then; this
-	// compaction serves it.
+	// A request queued while compactMu was held was counted then; this serves it.
 	queued := !major && r.compactQueued.Swap(false)
+	defer r.wait.run(queued, time.Now())()
 	r.mu.RLock()
 	v := r.current
 	v.ref()

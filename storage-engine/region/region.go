@@ -205,6 +205,9 @@ type Region struct {
 	// compacting is the input set of the running compaction (nil when
 	// none), so a request queued meanwhile is judged on the other files.
 	compacting atomic.Pointer[map[*table]bool]
+	// wait is since when the queued and the running compaction were
+	// wanted (CompactionState's WaitingSince).
+	wait compactionWait
 	// locks records the holders of the four locks above when checkLocks
 	// is set (tests).
 	locks heldLocks

@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/bellows-kv/bellows/internal/contract"
 	"github.com/bellows-kv/bellows/storage-engine/blockcache"
 	"github.com/bellows-kv/bellows/storage-engine/region"
 )
@@ -262,9 +263,14 @@ func RegisterBalancerMetrics(reg prometheus.Registerer, b *Balancer) {
 // regionGauges exports a gauge per open region, read at scrape time: the
 // regions are those open then, so the daughters of a split, and regions a
 // replica change assigns later, are exported as soon as they open.
+//
+// It also exports the store's compaction debt and oldest wait, summed and
+// maxed over the same readings, so the autoscaler reads one series per store.
 type regionGauges struct {
 	s      *Store
 	gauges []regionGauge
+	// debt and oldestWait are the store's totals (contract).
+	debt, oldestWait *prometheus.Desc
 }
 
 type regionGauge struct {
@@ -278,53 +284,70 @@ func newRegionGauges(s *Store) *regionGauges {
 		return regionGauge{prometheus.NewDesc(name, help, []string{"region"}, nil), kind, value}
 	}
 	gauge := prometheus.GaugeValue
-	return &regionGauges{s: s, gauges: []regionGauge{
-		g("bellows_region_sst_files", "Live SST files per region.", gauge,
-			func(st *regionState) float64 { return float64(st.sstFiles) }),
-		g("bellows_region_bytes", "The region's data as a split counts it: its files' blocks within its range plus its memstores (docs/regions.md).", gauge,
-			func(st *regionState) float64 { return float64(st.dataBytes) }),
-		g("bellows_region_requests_total", "Requests this store served for the region (keyed requests and scans), since it opened here.", prometheus.CounterValue,
-			func(st *regionState) float64 { return float64(st.requests) }),
-		g("bellows_warmup_progress_ratio", "Progress of the region's running or last warmup (T as a fraction of the new file's blocks).", gauge,
-			func(st *regionState) float64 { return st.warmupProgress }),
-		g("bellows_warmup_switched_timestamp_seconds", "When the region's last compaction output replaced its inputs for readers (Unix time; 0 before the first).", gauge,
-			func(st *regionState) float64 {
-				if st.switchedAt.IsZero() {
-					return 0
-				}
-				return float64(st.switchedAt.UnixNano()) / 1e9
-			}),
-		g("bellows_region_memstore_pipeline_segments", "Immutable segments in the region's memstore pipeline (Accordion; 0 under policy None).", gauge,
-			func(st *regionState) float64 { return float64(st.pipeline) }),
-		g("bellows_region_wal_bytes", "Bytes of the region's WAL segments on disk (what a restart replays at most).", gauge,
-			func(st *regionState) float64 { return float64(st.walBytes) }),
-		g("bellows_region_wal_archive_lag_seconds", "How old the region's oldest WAL record not yet in the bucket's archive may be (0: the WAL is not archived): what a lost volume would take with it.", gauge,
-			func(st *regionState) float64 { return st.archiveLag.Seconds() }),
-		g("bellows_region_wal_archive_pending_bytes", "Bytes of the region's WAL on the volume that the archive does not hold yet (the volume keeps them until it does).", gauge,
-			func(st *regionState) float64 { return float64(st.archivePending) }),
-		g("bellows_region_recovery_replayed_bytes", "WAL bytes the region replayed when this store opened it.", gauge,
-			func(st *regionState) float64 { return float64(st.recovery.ReplayedBytes) }),
-		g("bellows_region_recovery_seconds", "How long opening the region took on this store, its WAL replay included.", gauge,
-			func(st *regionState) float64 { return st.recovery.Open.Seconds() }),
-		g("bellows_region_cached_ratio", "Fraction of the region's live data blocks in the block cache.", gauge,
-			func(st *regionState) float64 { return st.cachedRatio }),
-	}}
+	return &regionGauges{s: s,
+		debt: prometheus.NewDesc(contract.MetricCompactionDebtBytes,
+			"Compaction debt of this store's regions: the input bytes their policies want compacted and are not getting, a waiting compaction's included (as RocksDB's estimate-pending-compaction-bytes).", nil, nil),
+		oldestWait: prometheus.NewDesc(contract.MetricCompactionOldestWait,
+			"How long this store's oldest wanted compaction has waited to start (0: none waits).", nil, nil),
+		gauges: []regionGauge{
+			g("bellows_region_compaction_debt_bytes", "The region's compaction debt: input bytes its policy wants compacted and is not getting (docs/operator.md).", gauge,
+				func(st *regionState) float64 { return float64(st.compaction.PendingBytes) }),
+			g("bellows_region_compaction_oldest_wait_seconds", "How long the region's oldest wanted compaction has waited to start (0: none waits).", gauge,
+				func(st *regionState) float64 { return st.compactionWait.Seconds() }),
+			g("bellows_region_sst_files", "Live SST files per region.", gauge,
+				func(st *regionState) float64 { return float64(st.sstFiles) }),
+			g("bellows_region_bytes", "The region's data as a split counts it: its files' blocks within its range plus its memstores (docs/regions.md).", gauge,
+				func(st *regionState) float64 { return float64(st.dataBytes) }),
+			g("bellows_region_requests_total", "Requests this store served for the region (keyed requests and scans), since it opened here.", prometheus.CounterValue,
+				func(st *regionState) float64 { return float64(st.requests) }),
+			g("bellows_warmup_progress_ratio", "Progress of the region's running or last warmup (T as a fraction of the new file's blocks).", gauge,
+				func(st *regionState) float64 { return st.warmupProgress }),
+			g("bellows_warmup_switched_timestamp_seconds", "When the region's last compaction output replaced its inputs for readers (Unix time; 0 before the first).", gauge,
+				func(st *regionState) float64 {
+					if st.switchedAt.IsZero() {
+						return 0
+					}
+					return float64(st.switchedAt.UnixNano()) / 1e9
+				}),
+			g("bellows_region_memstore_pipeline_segments", "Immutable segments in the region's memstore pipeline (Accordion; 0 under policy None).", gauge,
+				func(st *regionState) float64 { return float64(st.pipeline) }),
+			g("bellows_region_wal_bytes", "Bytes of the region's WAL segments on disk (what a restart replays at most).", gauge,
+				func(st *regionState) float64 { return float64(st.walBytes) }),
+			g("bellows_region_wal_archive_lag_seconds", "How old the region's oldest WAL record not yet in the bucket's archive may be (0: the WAL is not archived): what a lost volume would take with it.", gauge,
+				func(st *regionState) float64 { return st.archiveLag.Seconds() }),
+			g("bellows_region_wal_archive_pending_bytes", "Bytes of the region's WAL on the volume that the archive does not hold yet (the volume keeps them until it does).", gauge,
+				func(st *regionState) float64 { return float64(st.archivePending) }),
+			g("bellows_region_recovery_replayed_bytes", "WAL bytes the region replayed when this store opened it.", gauge,
+				func(st *regionState) float64 { return float64(st.recovery.ReplayedBytes) }),
+			g("bellows_region_recovery_seconds", "How long opening the region took on this store, its WAL replay included.", gauge,
+				func(st *regionState) float64 { return st.recovery.Open.Seconds() }),
+			g("bellows_region_cached_ratio", "Fraction of the region's live data blocks in the block cache.", gauge,
+				func(st *regionState) float64 { return st.cachedRatio }),
+		}}
 }
 
 func (c *regionGauges) Describe(ch chan<- *prometheus.Desc) {
 	for _, g := range c.gauges {
 		ch <- g.desc
 	}
+	ch <- c.debt
+	ch <- c.oldestWait
 }
 
 func (c *regionGauges) Collect(ch chan<- prometheus.Metric) {
 	now := time.Now()
+	var debt int64
+	var oldest time.Duration
 	c.s.Open(func(a *Assignment, e *region.Region) {
 		st := readRegion(a, e, now)
 		for _, g := range c.gauges {
 			ch <- prometheus.MustNewConstMetric(g.desc, g.kind, g.value(&st), a.Name())
 		}
+		debt += st.compaction.PendingBytes
+		oldest = max(oldest, st.compactionWait)
 	})
+	ch <- prometheus.MustNewConstMetric(c.debt, prometheus.GaugeValue, float64(debt))
+	ch <- prometheus.MustNewConstMetric(c.oldestWait, prometheus.GaugeValue, oldest.Seconds())
 }
 
 // regionCounters exports counters of the open regions per region.

@@ -27,6 +27,9 @@ type regionState struct {
 	cachedRatio     float64
 	archiveLag      time.Duration // 0: the WAL is not archived
 	archivePending  int64
+	// compactionWait is how long the oldest wanted compaction has waited
+	// to start (0: none waits).
+	compactionWait time.Duration
 }
 
 // readRegion reads e, which a serves here.
@@ -46,6 +49,9 @@ func readRegion(a *Assignment, e *region.Region, now time.Time) regionState {
 	}
 	as := e.ArchiveStatus()
 	st.archiveLag, st.archivePending = as.Lag(now), as.PendingBytes
+	if t := st.compaction.WaitingSince; !t.IsZero() {
+		st.compactionWait = max(now.Sub(t), 0)
+	}
 	if t := e.OldestUnflushed(); !t.IsZero() {
 		st.oldestUnflushed = now.Sub(t)
 	}
