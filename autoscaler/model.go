@@ -42,6 +42,15 @@ type Inputs struct {
 	// steady demand T (the operator passes the queued compactions only when
 	// the queue grew since its previous evaluation).
 	Backlog float64
+	// DebtBytes is the compaction debt charged: the bytes the stores'
+	// policies want compacted and are not getting
+	// (bellows_compaction_debt_bytes). The caller charges it only while
+	// compactions wait too long to start (controllers.Decide), so a
+	// healthy pool's brief debts leave the steady answer exact.
+	DebtBytes float64
+	// MaxWait is the bound within which the debt is to be paid; required
+	// when DebtBytes is positive.
+	MaxWait time.Duration
 }
 
 // Result of the capacity model.
@@ -58,7 +67,12 @@ type Result struct {
 	Workers int64 `json:"workers"`
 	// BacklogWorkers is ⌈backlog/h⌉: extra workers that drain the queue within one interval.
 	BacklogWorkers int64 `json:"backlogWorkers"`
-	// Total is Workers + BacklogWorkers.
+	// DebtWorkers is ⌈(debt/b)·D/(l·MaxWait)⌉: extra workers that pay the
+	// charged debt, debt/b compactions of D seconds each, l at a time per
+	// worker, within MaxWait.
+	DebtWorkers int64 `json:"debtWorkers"`
+	// Total is Workers + max(BacklogWorkers, DebtWorkers): the queued
+	// compactions are part of the debt, so the two terms are not added.
 	Total int64 `json:"total"`
 }
 
@@ -114,6 +128,7 @@ func (in Inputs) validate(demand bool) error {
 		{"compaction size b", in.CompactionSize, false},
 		{"compactions per region T", in.CompactionsPerRegion, false},
 		{"backlog", in.Backlog, false},
+		{"compaction debt", in.DebtBytes, false},
 		{"regions R", float64(in.Regions), false},
 	} {
 		switch {
@@ -128,16 +143,19 @@ func (in Inputs) validate(demand bool) error {
 	if in.Interval <= 0 {
 		return &InputError{"interval t", fmt.Sprintf("must be positive, got %s", in.Interval)}
 	}
+	if in.DebtBytes > 0 && in.MaxWait <= 0 {
+		return &InputError{"max wait", fmt.Sprintf("must be positive when a compaction debt is charged, got %s", in.MaxWait)}
+	}
 	return nil
 }
 
 // Compute evaluates the capacity model.
 //
-// Zero demand (T = 0 or R = 0, and no backlog) needs zero workers and no
+// Zero demand (T = 0 or R = 0, and no backlog or debt) needs zero workers and no
 // measurement (c, w, m and b may be zero); the Result is all zeros. Otherwise b must be positive, b ≤ m and
 // ⌊h/T⌋ ≥ 1, or Compute returns an *InfeasibleError with the reason.
 func Compute(in Inputs) (Result, error) {
-	demand := (in.CompactionsPerRegion > 0 && in.Regions > 0) || in.Backlog > 0
+	demand := (in.CompactionsPerRegion > 0 && in.Regions > 0) || in.Backlog > 0 || in.DebtBytes > 0
 	if err := in.validate(demand); err != nil {
 		return Result{}, err
 	}
@@ -173,6 +191,9 @@ func Compute(in Inputs) (Result, error) {
 	if in.Backlog > 0 {
 		r.BacklogWorkers = int64(ceil(in.Backlog / r.H))
 	}
-	r.Total = r.Workers + r.BacklogWorkers
+	if in.DebtBytes > 0 {
+		r.DebtWorkers = int64(ceil(in.DebtBytes / b * r.D / (float64(r.L) * in.MaxWait.Seconds())))
+	}
+	r.Total = r.Workers + max(r.BacklogWorkers, r.DebtWorkers)
 	return r, nil
 }

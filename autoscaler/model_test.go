@@ -59,6 +59,14 @@ func TestComputeTable(t *testing.T) {
 		{name: "zero demand needs no measurements", in: Inputs{Interval: time.Hour, Regions: 10}, workers: 0, rpw: nil},
 		{name: "backlog adds workers", in: with(func(i *Inputs) { i.Backlog = 6 }), workers: 2 + 2, rpw: int64(5)},
 		{name: "backlog alone", in: with(func(i *Inputs) { i.CompactionsPerRegion, i.Backlog = 0, 3 }), workers: 1, rpw: nil},
+		// Debt of 12 GB: 3 compactions of D = 700 s, one at a time per
+		// worker, paid within 10 min: ⌈2100/600⌉ = 4 more workers.
+		{name: "a charged debt adds the workers that pay it within the wait bound", in: with(func(i *Inputs) { i.DebtBytes, i.MaxWait = 12e9, 10*time.Minute }), workers: 2 + 4, rpw: int64(5)},
+		{name: "the queued compactions are part of the debt, not added to it", in: with(func(i *Inputs) { i.Backlog, i.DebtBytes, i.MaxWait = 6, 12e9, 10*time.Minute }), workers: 2 + 4, rpw: int64(5)},
+		{name: "a backlog beyond the debt still counts", in: with(func(i *Inputs) { i.Backlog, i.DebtBytes, i.MaxWait = 6, 1e9, time.Hour }), workers: 2 + 2, rpw: int64(5)},
+		{name: "debt alone", in: with(func(i *Inputs) { i.CompactionsPerRegion, i.DebtBytes, i.MaxWait = 0, 4e9, 700*time.Second }), workers: 1, rpw: nil},
+		{name: "debt without a wait bound", in: with(func(i *Inputs) { i.DebtBytes = 1 }), inputErr: "max wait"},
+		{name: "negative debt", in: with(func(i *Inputs) { i.DebtBytes, i.MaxWait = -1, time.Minute }), inputErr: "compaction debt"},
 		{name: "b larger than m", in: with(func(i *Inputs) { i.CompactionSize = 7e9 }), infeasible: ReasonCompactionLargerThanCache},
 		{name: "worker slower than one region", in: with(func(i *Inputs) { i.CompactionsPerRegion = 6 }), infeasible: ReasonWorkerTooSlow},
 		{name: "zero compaction rate", in: with(func(i *Inputs) { i.CompactionRate = 0 }), inputErr: "compaction rate c"},

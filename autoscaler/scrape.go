@@ -28,6 +28,8 @@ const (
 	MetricStoreRequestedBytes      = contract.MetricCompactionRequestedBytes
 	MetricStoreQueueDepth          = contract.MetricCompactionQueueDepth
 	MetricStorePendingBytes        = contract.MetricCompactionPendingBytes
+	MetricStoreDebtBytes           = contract.MetricCompactionDebtBytes
+	MetricStoreOldestWait          = contract.MetricCompactionOldestWait
 )
 
 // ErrBadValue marks a metric the autoscaler reads whose value is NaN or
@@ -169,7 +171,7 @@ func (s *Scraper) Observe(ctx context.Context, t Targets) (Observation, error) {
 	for _, e := range t.Stores {
 		m, err := s.get(ctx, c, e.URL)
 		if err == nil {
-			err = checkFinite(m, MetricStoreRequested, MetricStoreRequestedBytes, MetricStoreQueueDepth)
+			err = checkFinite(m, MetricStoreRequested, MetricStoreRequestedBytes, MetricStoreQueueDepth, MetricStoreDebtBytes, MetricStoreOldestWait)
 		}
 		if err != nil {
 			errs = append(errs, fmt.Errorf("store %s: %w", e.Pod, err))
@@ -184,6 +186,8 @@ func (s *Scraper) Observe(ctx context.Context, t Targets) (Observation, error) {
 		cur.requested[e.Pod] = m[MetricStoreRequested]
 		cur.rbytes[e.Pod] = m[MetricStoreRequestedBytes]
 		obs.Queued += m[MetricStoreQueueDepth]
+		obs.DebtBytes += max(m[MetricStoreDebtBytes], 0)
+		obs.OldestWait = max(obs.OldestWait, time.Duration(m[MetricStoreOldestWait]*float64(time.Second)))
 	}
 
 	s.mu.Lock()

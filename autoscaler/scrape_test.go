@@ -57,6 +57,10 @@ bellows_compaction_requested_total %d
 bellows_compaction_requested_bytes_total %d
 # TYPE bellows_compaction_queue_depth gauge
 bellows_compaction_queue_depth 3
+# TYPE bellows_compaction_debt_bytes gauge
+bellows_compaction_debt_bytes 9e+09
+# TYPE bellows_compaction_oldest_wait_seconds gauge
+bellows_compaction_oldest_wait_seconds 75.5
 `, n, n*4_000_000_000)
 	}))
 	defer store.Close()
@@ -76,7 +80,8 @@ bellows_compaction_queue_depth 3
 	if obs.DemandMeasured {
 		t.Fatal("one scrape cannot measure a rate")
 	}
-	if obs.CompactionRate != 20e6 || obs.TransferRate != 0 || obs.Queued != 3 || obs.InflightJobs["w-0"] != 2 {
+	if obs.CompactionRate != 20e6 || obs.TransferRate != 0 || obs.Queued != 3 || obs.InflightJobs["w-0"] != 2 ||
+		obs.DebtBytes != 9e9 || obs.OldestWait != 75500*time.Millisecond {
 		t.Fatalf("first observation: %+v", obs)
 	}
 	if _, ok := obs.InflightJobs["w-gone"]; ok {

@@ -3,6 +3,7 @@ package autoscaler
 import (
 	"context"
 	"crypto/tls"
+	"time"
 )
 
 // Endpoint is one pod whose /metrics the autoscaler reads.
@@ -54,6 +55,12 @@ type Observation struct {
 	// not started (running ones are not queued). The backlog term is
 	// charged only when it grew since the previous evaluation.
 	Queued float64
+	// DebtBytes is the compaction debt summed over the stores: bytes their
+	// regions' policies want compacted and are not getting.
+	DebtBytes float64
+	// OldestWait is how long the oldest wanted compaction of any store has
+	// waited to start (0: none waits).
+	OldestWait time.Duration
 	// InflightJobs is each worker's jobs in flight, by pod name.
 	InflightJobs map[string]float64
 	// ClusterRegions is each cluster's region count as its stores report

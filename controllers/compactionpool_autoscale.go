@@ -1,6 +1,7 @@
 package controllers
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -65,6 +66,12 @@ func parseRecorded(field, s string) (float64, error) {
 // since the previous evaluation (recorded in status): a steady queue is
 // served by the steady capacity, and counting it as extra would ask for
 // more workers than the model in a steady state.
+//
+// The debt term sees what the queue cannot: at most one request per region
+// is queued, so under overload the queue plateaus and the requested rate
+// settles at the completed one, while the stores' compaction debt keeps
+// growing. The debt is charged (chargedDebt) only while compactions wait
+// too long to start, so a healthy pool gets the model's steady answer.
 func Decide(pool *kvapi.CompactionPool, dur kvapi.PoolDurations, obs autoscaler.Observation, regions int32, transfers bool, now time.Time) Decision {
 	spec := pool.Spec
 	interval := dur.Interval
@@ -87,6 +94,9 @@ func Decide(pool *kvapi.CompactionPool, dur kvapi.PoolDurations, obs autoscaler.
 			Regions:                      regions,
 			Backlog:                      fmtFloat(in.Backlog),
 			Queued:                       fmtFloat(obs.Queued),
+			CompactionDebtBytes:          fmtFloat(obs.DebtBytes),
+			OldestCompactionWaitSeconds:  fmtFloat(obs.OldestWait.Seconds()),
+			ChargedDebtBytes:             fmtFloat(in.DebtBytes),
 			TransfersOutput:              transfers,
 		},
 	}}
@@ -130,14 +140,16 @@ func Decide(pool *kvapi.CompactionPool, dur kvapi.PoolDurations, obs autoscaler.
 		RegionsPerWorker:          res.RegionsPerWorker,
 		ModelReplicas:             int32(min(res.Workers, 1<<30)),
 		BacklogReplicas:           int32(min(res.BacklogWorkers, 1<<30)),
+		DebtReplicas:              int32(min(res.DebtWorkers, 1<<30)),
 		RecommendedReplicas:       recommended,
 	}
 	d.Status.Outputs = out
 	d.Desired = &desired
 	d.Active = true
 	d.Reason = kvapi.ReasonModelRecommendation
-	d.Message = fmt.Sprintf("the capacity model needs %d workers (%d for R=%d regions, %d for a backlog of %s); clamped to [%d, %d] and stabilized: %d",
-		res.Total, res.Workers, regions, res.BacklogWorkers, fmtFloat(in.Backlog), spec.MinReplicas, spec.MaxReplicas, desired)
+	d.Message = fmt.Sprintf("the capacity model needs %d workers (%d for R=%d regions, %d for a backlog of %s, %d for a compaction debt of %s charged while compactions wait %s, over %s); clamped to [%d, %d] and stabilized: %d",
+		res.Total, res.Workers, regions, res.BacklogWorkers, fmtFloat(in.Backlog), res.DebtWorkers, autoscaler.FormatBytes(in.DebtBytes),
+		obs.OldestWait.Round(time.Second), in.MaxWait, spec.MinReplicas, spec.MaxReplicas, desired)
 	return d
 }
 
@@ -178,7 +190,13 @@ func modelInputs(pool *kvapi.CompactionPool, dur kvapi.PoolDurations, obs autosc
 			backlog = obs.Queued
 		}
 	}
+	charged, err := chargedDebt(obs, last.ChargedDebtBytes, dur.MaxWait)
+	if err != nil {
+		unreadable = append(unreadable, err)
+	}
 	in = autoscaler.Inputs{
+		DebtBytes:      charged,
+		MaxWait:        cmp.Or(dur.MaxWait, kvapi.DefaultMaxCompactionWait),
 		CompactionRate: pick(obs.CompactionRate, "compactionRateBytesPerSecond", last.CompactionRateBytesPerSecond, 0),
 		TransferRate:   pick(obs.TransferRate, "transferRateBytesPerSecond", last.TransferRateBytesPerSecond, float64(spec.TransferRateBytesPerSecond)),
 		CacheBytes:     float64(spec.CacheBytes.Value()),
@@ -205,6 +223,21 @@ func modelInputs(pool *kvapi.CompactionPool, dur kvapi.PoolDurations, obs autosc
 		demandKnown = false
 	}
 	return in, demandKnown, unreadable
+}
+
+// chargedDebt is the compaction debt the model is charged: the stores'
+// debt from when their oldest wait exceeds maxWait until it falls to half
+// of it (lastCharged, recorded in status, says whether the previous
+// evaluation charged it). The band keeps a wait near the bound from adding
+// and removing workers at alternate evaluations; the scale-down window
+// smooths the rest.
+func chargedDebt(obs autoscaler.Observation, lastCharged string, maxWait time.Duration) (float64, error) {
+	maxWait = cmp.Or(maxWait, kvapi.DefaultMaxCompactionWait)
+	was, err := parseRecorded("chargedDebtBytes", lastCharged)
+	if obs.OldestWait > maxWait || (was > 0 && obs.OldestWait > maxWait/2) {
+		return obs.DebtBytes, err
+	}
+	return 0, err
 }
 
 // autoscalePass is what the autoscaler's steps found and did in one pass;
@@ -485,6 +518,10 @@ func (r *CompactionPoolReconciler) publish(pool *kvapi.CompactionPool, d Decisio
 	m.CompactionsPerRegion.WithLabelValues(l).Set(in.CompactionsPerRegion)
 	m.Regions.WithLabelValues(l).Set(float64(in.Regions))
 	m.Backlog.WithLabelValues(l).Set(in.Backlog)
+	m.ChargedDebt.WithLabelValues(l).Set(in.DebtBytes)
+	if w, err := strconv.ParseFloat(d.Status.Inputs.OldestCompactionWaitSeconds, 64); err == nil {
+		m.OldestWait.WithLabelValues(l).Set(w)
+	}
 	if d.Active {
 		m.Duration.WithLabelValues(l).Set(d.Result.D)
 		m.ConcurrentJobs.WithLabelValues(l).Set(float64(d.Result.L))

@@ -177,3 +177,53 @@ func TestParseRecorded(t *testing.T) {
 		}
 	}
 }
+
+// The compaction debt is charged only while compactions wait too long to
+// start, with a band: from a wait above maxCompactionWait until it falls
+// below half of it. A healthy pool's debt leaves the paper's steady answer
+// exact; an overloaded one gets the workers that pay its debt within the
+// bound; a wait hovering near the bound does not add and remove workers at
+// alternate evaluations.
+func TestDecideChargesTheDebtOnlyWhileCompactionsWaitTooLong(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	pool := decidePool(kvapi.AutoscalingModel)
+	pool.Spec.MaxReplicas = 20
+	pool.Spec.Autoscaling.MaxCompactionWait = "10m"
+	// The paper's steady state needs 2 workers; a debt of 12 GB is three
+	// compactions of D = 700 s, paid within 10 minutes by 4 more.
+	paper := func(debt float64, wait time.Duration) autoscaler.Observation {
+		return autoscaler.Observation{CompactionRate: 20e6, TransferRate: 8e6, CompactionSize: 4e9,
+			RequestRate: 10.0 / 3600, DemandMeasured: true, DebtBytes: debt, OldestWait: wait}
+	}
+	steps := []struct {
+		at      time.Duration
+		obs     autoscaler.Observation
+		charged float64
+		desired int32
+	}{
+		{0, paper(12e9, 5*time.Minute), 0, 2},                      // a debt, but no wait past the bound
+		{time.Minute, paper(12e9, 9*time.Minute), 0, 2},            // within the band, never charged: not yet
+		{2 * time.Minute, paper(12e9, 11*time.Minute), 12e9, 6},    // past the bound: charged
+		{3 * time.Minute, paper(16e9, 6*time.Minute), 16e9, 2 + 5}, // within the band, charged before: still (4 × 700 s / 600 s)
+		{4 * time.Minute, paper(4e9, 4*time.Minute), 0, 7},         // below half: released; the down-window holds
+		{10 * time.Minute, paper(0, 0), 0, 2},                      // paid: the steady answer
+	}
+	for i, s := range steps {
+		d := Decide(pool, durationsOf(t, pool), s.obs, 10, true, t0.Add(s.at))
+		if !d.Active {
+			t.Fatalf("step %d: %s: %s", i, d.Reason, d.Message)
+		}
+		if d.Inputs.DebtBytes != s.charged || *d.Desired != s.desired {
+			t.Fatalf("step %d (debt %s, oldest wait %v): charged %g, desired %d; want %g and %d (%s)",
+				i, autoscaler.FormatBytes(s.obs.DebtBytes), s.obs.OldestWait, d.Inputs.DebtBytes, *d.Desired, s.charged, s.desired, d.Message)
+		}
+		if got := d.Status.Inputs.ChargedDebtBytes; got != fmtFloat(s.charged) {
+			t.Fatalf("step %d: status records a charged debt of %q, want %q", i, got, fmtFloat(s.charged))
+		}
+		pool.Status.Autoscaler = &d.Status
+		pool.Spec.Replicas = ptr.To(replicasAfter(pool, d))
+	}
+	if o := pool.Status.Autoscaler.Outputs; o.ModelReplicas != 2 || o.DebtReplicas != 0 {
+		t.Fatalf("after the debt is paid: outputs %+v, want the steady 2 workers and no debt replicas", o)
+	}
+}

@@ -85,7 +85,7 @@ func TestModelModeScalesWithFedMetrics(t *testing.T) {
 		g.Expect(a.Inputs).To(Equal(kvapi.ModelInputs{
 			CompactionRateBytesPerSecond: "2e+07", TransferRateBytesPerSecond: "8e+06", CacheBytes: 6e9,
 			CompactionSizeBytes: "4e+09", CompactionsPerRegion: "1", IntervalSeconds: 3600, Regions: 10, Backlog: "0",
-			Queued: "0", TransfersOutput: true,
+			Queued: "0", CompactionDebtBytes: "0", OldestCompactionWaitSeconds: "0", ChargedDebtBytes: "0", TransfersOutput: true,
 		}))
 		g.Expect(a.Outputs).NotTo(BeNil())
 		g.Expect(a.Outputs.CompactionDurationSeconds).To(Equal("700"))

@@ -8,7 +8,7 @@ import (
 // (docs/interfaces.md, label pool = namespace/name).
 type AutoscalerMetrics struct {
 	CompactionRate, TransferRate, CacheBytes, CompactionSize, CompactionsPerRegion,
-	Regions, Backlog, Duration, ConcurrentJobs, CompactionsPerWorker, Desired, Replicas *prometheus.GaugeVec
+	Regions, Backlog, ChargedDebt, OldestWait, Duration, ConcurrentJobs, CompactionsPerWorker, Desired, Replicas *prometheus.GaugeVec
 }
 
 // NewAutoscalerMetrics creates the gauges and registers them with reg.
@@ -26,6 +26,8 @@ func NewAutoscalerMetrics(reg prometheus.Registerer) *AutoscalerMetrics {
 		CompactionsPerRegion: g("bellows_autoscaler_compactions_per_region", "T: compactions requested per region per interval (input)."),
 		Regions:              g("bellows_autoscaler_regions", "R: regions served by the pool (input)."),
 		Backlog:              g("bellows_autoscaler_backlog", "Compactions queued on the stores (input)."),
+		ChargedDebt:          g("bellows_autoscaler_charged_debt_bytes", "The stores' compaction debt the model is charged: their debt while compactions wait longer than maxCompactionWait, else 0 (input)."),
+		OldestWait:           g("bellows_autoscaler_oldest_compaction_wait_seconds", "How long the stores' oldest wanted compaction had waited to start at the last evaluation (input)."),
 		Duration:             g("bellows_autoscaler_compaction_duration_seconds", "D(b) = b/c + b/w (output)."),
 		ConcurrentJobs:       g("bellows_autoscaler_concurrent_jobs_per_worker", "l = floor(m/b) (output)."),
 		CompactionsPerWorker: g("bellows_autoscaler_compactions_per_worker", "h = (t/D)*l (output)."),

@@ -58,6 +58,8 @@ const (
 	MinInterval = time.Second
 	// MinSyncPeriod keeps the autoscaler from re-evaluating in a tight loop.
 	MinSyncPeriod = time.Second
+	// MinMaxCompactionWait: a wait is measured between scrapes, seconds apart.
+	MinMaxCompactionWait = time.Second
 )
 
 // PoolDurations are a pool's durations, parsed.
@@ -67,6 +69,7 @@ type PoolDurations struct {
 	SyncPeriod      time.Duration
 	ScaleUpWindow   time.Duration
 	ScaleDownWindow time.Duration
+	MaxWait         time.Duration
 }
 
 // Durations parses the durations of a defaulted pool and checks their lower
@@ -93,6 +96,7 @@ func (s *CompactionPoolSpec) Durations() (PoolDurations, error) {
 	parse("autoscaling.syncPeriod", a.SyncPeriod, MinSyncPeriod, &d.SyncPeriod)
 	parse("autoscaling.scaleUpStabilizationWindow", a.ScaleUpStabilizationWindow, 0, &d.ScaleUpWindow)
 	parse("autoscaling.scaleDownStabilizationWindow", a.ScaleDownStabilizationWindow, 0, &d.ScaleDownWindow)
+	parse("autoscaling.maxCompactionWait", a.MaxCompactionWait, MinMaxCompactionWait, &d.MaxWait)
 	return d, errors.Join(errs...)
 }
 

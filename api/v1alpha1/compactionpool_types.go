@@ -171,6 +171,16 @@ type AutoscalingSpec struct {
 	// +kubebuilder:validation:XValidation:rule=`self.matches('^[-+]?(0|(([0-9]+([.][0-9]*)?|[.][0-9]+)(ns|us|ms|s|m|h))+)$') && duration(self) >= duration('0s')`,messageExpression=`!self.matches('^[-+]?(0|(([0-9]+([.][0-9]*)?|[.][0-9]+)(ns|us|ms|s|m|h))+)$') ? 'autoscaling.scaleDownStabilizationWindow: "' + self + '" is not a duration; ' + (self.matches('[0-9]d') ? 'use hours, e.g. 24h for a day' : 'write a number with a unit (h, m, s), e.g. 10m or 1h30m') : 'autoscaling.scaleDownStabilizationWindow: ' + self + ' is negative; write 0s for no window, or e.g. 5m'`
 	// +optional
 	ScaleDownStabilizationWindow Duration `json:"scaleDownStabilizationWindow,omitempty"`
+
+	// MaxCompactionWait bounds how long a wanted compaction should wait to
+	// start. While the stores' oldest wait exceeds it (and until the wait
+	// falls below half of it), the autoscaler adds the workers that pay the
+	// stores' compaction debt (bellows_compaction_debt_bytes) within this
+	// bound to the model's steady answer.
+	// +kubebuilder:default="1m"
+	// +kubebuilder:validation:XValidation:rule=`self.matches('^[-+]?(0|(([0-9]+([.][0-9]*)?|[.][0-9]+)(ns|us|ms|s|m|h))+)$') && duration(self) >= duration('1s')`,messageExpression=`!self.matches('^[-+]?(0|(([0-9]+([.][0-9]*)?|[.][0-9]+)(ns|us|ms|s|m|h))+)$') ? 'autoscaling.maxCompactionWait: "' + self + '" is not a duration; ' + (self.matches('[0-9]d') ? 'use hours, e.g. 24h for a day' : 'write a number with a unit (h, m, s), e.g. 10m or 1h30m') : 'autoscaling.maxCompactionWait: ' + self + ' is below the minimum 1s; e.g. 1m'`
+	// +optional
+	MaxCompactionWait Duration `json:"maxCompactionWait,omitempty"`
 }
 
 // CompactionPoolStatus is the observed state of a CompactionPool.
@@ -246,6 +256,20 @@ type ModelInputs struct {
 	// kept to tell whether the queue grows at the next one.
 	// +optional
 	Queued string `json:"queued,omitempty"`
+	// CompactionDebtBytes is the stores' compaction debt at this
+	// evaluation: the bytes their policies want compacted and are not
+	// getting.
+	// +optional
+	CompactionDebtBytes string `json:"compactionDebtBytes,omitempty"`
+	// OldestCompactionWaitSeconds is how long the oldest wanted compaction
+	// of any store had waited to start at this evaluation.
+	// +optional
+	OldestCompactionWaitSeconds string `json:"oldestCompactionWaitSeconds,omitempty"`
+	// ChargedDebtBytes is the debt the model was charged: the stores' debt
+	// while the oldest wait exceeds maxCompactionWait (or, once charged,
+	// half of it), else 0.
+	// +optional
+	ChargedDebtBytes string `json:"chargedDebtBytes,omitempty"`
 	// TransfersOutput is true when some KVCluster that references this pool
 	// streams compaction output from the workers (its warmup mode is not
 	// None, Offload or WriteThrough): only then is D charged b/w.
@@ -268,7 +292,12 @@ type ModelOutputs struct {
 	ModelReplicas int32 `json:"modelReplicas"`
 	// BacklogReplicas is the extra workers to drain the backlog within one interval.
 	BacklogReplicas int32 `json:"backlogReplicas"`
-	// RecommendedReplicas is ModelReplicas + BacklogReplicas clamped to [min, max].
+	// DebtReplicas is the extra workers that pay the charged debt within
+	// maxCompactionWait.
+	// +optional
+	DebtReplicas int32 `json:"debtReplicas,omitempty"`
+	// RecommendedReplicas is ModelReplicas + max(BacklogReplicas,
+	// DebtReplicas) clamped to [min, max].
 	RecommendedReplicas int32 `json:"recommendedReplicas"`
 }
 

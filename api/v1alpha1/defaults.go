@@ -38,6 +38,7 @@ const (
 	DefaultAutoscalingSync     = contract.DefaultAutoscalingSync
 	DefaultScaleUpWindow       = contract.DefaultScaleUpWindow
 	DefaultScaleDownWindow     = contract.DefaultScaleDownWindow
+	DefaultMaxCompactionWait   = contract.DefaultMaxCompactionWait
 )
 
 // DefaultCompactionRatio is the ratio as the CRD writes it (a decimal string).
@@ -186,6 +187,9 @@ func (p *CompactionPool) SetDefaults() {
 	}
 	if a.ScaleDownStabilizationWindow == "" {
 		a.ScaleDownStabilizationWindow = DurationOf(DefaultScaleDownWindow)
+	}
+	if a.MaxCompactionWait == "" {
+		a.MaxCompactionWait = DurationOf(DefaultMaxCompactionWait)
 	}
 }
 

@@ -33,7 +33,7 @@ func TestPoolDurations(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := PoolDurations{DrainTimeout: DefaultDrainTimeout, Interval: DefaultAutoscalingInterval, SyncPeriod: DefaultAutoscalingSync,
-		ScaleUpWindow: DefaultScaleUpWindow, ScaleDownWindow: DefaultScaleDownWindow}
+		ScaleUpWindow: DefaultScaleUpWindow, ScaleDownWindow: DefaultScaleDownWindow, MaxWait: DefaultMaxCompactionWait}
 	if d != want {
 		t.Errorf("defaults parse to %+v, want %+v", d, want)
 	}
@@ -42,8 +42,10 @@ func TestPoolDurations(t *testing.T) {
 	p.Spec.Autoscaling.SyncPeriod = "0s"
 	p.Spec.Autoscaling.ScaleDownStabilizationWindow = "-1m"
 	p.Spec.Autoscaling.Interval = "1s"
+	p.Spec.Autoscaling.MaxCompactionWait = "500ms"
 	_, err = p.Spec.Durations()
 	for _, msg := range []string{
+		"spec.autoscaling.maxCompactionWait: 500ms is below the minimum 1s",
 		`spec.drainTimeout: "ten minutes" is not a duration`,
 		"spec.autoscaling.syncPeriod: 0s is below the minimum 1s",
 		"spec.autoscaling.scaleDownStabilizationWindow: -1m is below the minimum 0s",

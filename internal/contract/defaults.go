@@ -267,6 +267,9 @@ const (
 	DefaultAutoscalingSync     = 30 * time.Second
 	DefaultScaleUpWindow       = time.Duration(0)
 	DefaultScaleDownWindow     = 5 * time.Minute
+	// DefaultMaxCompactionWait is how long a wanted compaction may wait to
+	// start before the autoscaler charges the compaction debt.
+	DefaultMaxCompactionWait = time.Minute
 )
 
 // Default pod resources, used when a KVCluster or CompactionPool leaves

@@ -73,6 +73,7 @@ func Settings() []Setting {
 		{"CompactionPool spec.autoscaling.syncPeriod", dur(DefaultAutoscalingSync)},
 		{"CompactionPool spec.autoscaling.scaleUpStabilizationWindow", dur(DefaultScaleUpWindow)},
 		{"CompactionPool spec.autoscaling.scaleDownStabilizationWindow", dur(DefaultScaleDownWindow)},
+		{"CompactionPool spec.autoscaling.maxCompactionWait", dur(DefaultMaxCompactionWait)},
 		{"KVCluster spec.durability.mode · store --durability", DefaultDurability},
 		{"store --release-timeout", dur(DefaultReleaseTimeout)},
 		{"store --ownership-check-interval", dur(DefaultOwnershipCheckInterval)},

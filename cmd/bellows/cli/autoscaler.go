@@ -19,8 +19,9 @@ func newAutoscalerCommand() *cobra.Command {
 }
 
 func newAutoscalerModelCommand() *cobra.Command {
-	var compactRate, transferRate, cache, size, perRegion, interval, warmup string
+	var compactRate, transferRate, cache, size, perRegion, interval, warmup, debt string
 	var regions, backlog float64
+	var maxWait time.Duration
 	cmd := &cobra.Command{
 		Use:   "model",
 		Short: "Evaluate the capacity model (Ahmad & Kemme §6.3) and print it as JSON",
@@ -32,6 +33,15 @@ func newAutoscalerModelCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if debt != "" {
+				if in.DebtBytes, err = autoscaler.ParseBytes(debt); err != nil {
+					return fmt.Errorf("--debt: %w", err)
+				}
+			}
+			if maxWait <= 0 {
+				return fmt.Errorf("--max-wait: %s is not a positive duration such as 1m", maxWait)
+			}
+			in.MaxWait = maxWait
 			res, err := autoscaler.Compute(in)
 			if err != nil {
 				return err
@@ -50,6 +60,8 @@ func newAutoscalerModelCommand() *cobra.Command {
 	f.StringVar(&interval, "interval", "1h", "t: the model's interval")
 	f.Float64Var(&regions, "regions", 0, "R: number of regions")
 	f.Float64Var(&backlog, "backlog", 0, "queued compactions to drain within one interval (the operator passes the stores' queued, not running, compactions when the queue grew)")
+	f.StringVar(&debt, "debt", "", "compaction debt to pay within --max-wait, e.g. 12GB (the operator charges the stores' bellows_compaction_debt_bytes while compactions wait longer than maxCompactionWait)")
+	f.DurationVar(&maxWait, "max-wait", contract.DefaultMaxCompactionWait, "the bound within which the debt is paid (CompactionPool spec.autoscaling.maxCompactionWait)")
 	f.StringVar(&warmup, "warmup-mode", string(contract.DefaultWarmupMode), fmt.Sprintf(
 		"the stores' warmup mode, one of %v: only modes that stream output back (RemoteCache, PreSwitch, Incremental, ThrottledIncremental) are charged b/w", contract.WarmupModes))
 	for _, name := range []string{"compact-rate", "cache", "compaction-size", "compactions-per-region", "regions"} {
