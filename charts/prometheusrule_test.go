@@ -252,7 +252,7 @@ func TestPrometheusRuleUsesExportedMetrics(t *testing.T) {
 	for _, err := range errs {
 		t.Error(err)
 	}
-	for _, n := range []string{"bellows_compaction_queue_depth", "bellows_compactor_rejections_total", "bellows_warmup_progress_ratio",
+	for _, n := range []string{"bellows_compaction_debt_bytes", "bellows_compactor_rejections_total", "bellows_warmup_progress_ratio",
 		"bellows_regions_waiting", "up", "bellows_compactions_total", "bellows_autoscaler_compaction_size_bytes", "bellows_autoscaler_cache_bytes",
 		"bellows_autoscaler_replicas", "bellows_kv_request_duration_seconds_count", "bellows_flush_errors_total",
 		"controller_runtime_reconcile_errors_total", "kubelet_volume_stats_available_bytes", "kubelet_volume_stats_capacity_bytes"} {

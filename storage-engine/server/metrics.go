@@ -10,7 +10,6 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/bellows-kv/bellows/internal/contract"
 	"github.com/bellows-kv/bellows/storage-engine/blockcache"
 	"github.com/bellows-kv/bellows/storage-engine/region"
 )
@@ -285,9 +284,9 @@ func newRegionGauges(s *Store) *regionGauges {
 	}
 	gauge := prometheus.GaugeValue
 	return &regionGauges{s: s,
-		debt: prometheus.NewDesc(contract.MetricCompactionDebtBytes,
+		debt: prometheus.NewDesc("bellows_compaction_debt_bytes", // contract.MetricCompactionDebtBytes (the autoscaler reads it)
 			"Compaction debt of this store's regions: the input bytes their policies want compacted and are not getting, a waiting compaction's included (as RocksDB's estimate-pending-compaction-bytes).", nil, nil),
-		oldestWait: prometheus.NewDesc(contract.MetricCompactionOldestWait,
+		oldestWait: prometheus.NewDesc("bellows_compaction_oldest_wait_seconds", // contract.MetricCompactionOldestWait (the autoscaler reads it)
 			"How long this store's oldest wanted compaction has waited to start (0: none waits).", nil, nil),
 		gauges: []regionGauge{
 			g("bellows_region_compaction_debt_bytes", "The region's compaction debt: input bytes its policy wants compacted and is not getting (docs/operator.md).", gauge,
