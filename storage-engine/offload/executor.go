@@ -125,6 +125,8 @@ type Executor struct {
 	sem   chan struct{}
 	seq   atomic.Uint64
 	reads *remoteReads
+	// placement keeps the balanced assignment between jobs.
+	placement balancedCache
 
 	// stop ends the announcer (see announce.go); done is closed when it
 	// has returned.
@@ -408,7 +410,7 @@ func (e *Executor) order(region string) []string {
 		regions = slices.Collect(maps.Keys(e.seen))
 		e.mu.Unlock()
 	}
-	return BalancedOrder(region, regions, e.opts.Workers.Compactors(), e.opts.Epsilon)
+	return e.placement.order(region, regions, e.opts.Workers.Compactors(), e.opts.Epsilon)
 }
 
 // tryWorkers offers the job to each worker in balanced order. size is the

@@ -4,7 +4,9 @@ import (
 	"hash/fnv"
 	"math"
 	"slices"
+	"strconv"
 	"strings"
+	"sync"
 )
 
 // Discovery lists the compaction workers a store may use ("host:port").
@@ -168,15 +170,57 @@ func LoadBound(regions, workers int, epsilon float64) int {
 // order (the fallbacks when the first refuses or is unreachable). regions
 // is the set of regions the store balances over; region is added to it.
 func BalancedOrder(region string, regions, workers []string, epsilon float64) []string {
-	order := Rendezvous(region, workers)
 	if !slices.Contains(regions, region) {
 		regions = append(slices.Clone(regions), region)
 	}
-	first, ok := Balanced(regions, workers, epsilon)[region]
+	return firstThenRendezvous(region, Balanced(regions, workers, epsilon), workers)
+}
+
+func firstThenRendezvous(region string, assigned map[string]string, workers []string) []string {
+	order := Rendezvous(region, workers)
+	first, ok := assigned[region]
 	if !ok || order[0] == first {
 		return order
 	}
 	return append([]string{first}, slices.DeleteFunc(order, func(w string) bool { return w == first })...)
+}
+
+// balancedCache is BalancedOrder with the last assignment kept: a store
+// places every job over the same regions and workers until one comes or
+// goes, and Balanced of a cluster's 1,000 regions over 200 workers costs
+// tens of milliseconds.
+type balancedCache struct {
+	mu       sync.Mutex
+	key      uint64
+	assigned map[string]string
+}
+
+func (c *balancedCache) order(region string, regions, workers []string, epsilon float64) []string {
+	if !slices.Contains(regions, region) {
+		regions = append(slices.Clone(regions), region)
+	}
+	key := setsKey(regions, workers, epsilon)
+	c.mu.Lock()
+	if c.assigned == nil || c.key != key {
+		c.key, c.assigned = key, Balanced(regions, workers, epsilon)
+	}
+	assigned := c.assigned
+	c.mu.Unlock()
+	return firstThenRendezvous(region, assigned, workers)
+}
+
+// setsKey identifies the two sets (order and duplicates aside) and ε.
+func setsKey(regions, workers []string, epsilon float64) uint64 {
+	h := fnv.New64a()
+	for _, set := range [][]string{regions, workers} {
+		for _, x := range slices.Compact(slices.Sorted(slices.Values(set))) {
+			h.Write([]byte(x))
+			h.Write([]byte{0})
+		}
+		h.Write([]byte{1})
+	}
+	h.Write([]byte(strconv.FormatFloat(epsilon, 'g', -1, 64)))
+	return h.Sum64()
 }
 
 // mix is splitmix64's finalizer: FNV's low bits alone spread poorly over

@@ -161,3 +161,49 @@ func TestExecutorBalancesRegions(t *testing.T) {
 		}
 	}
 }
+
+// Pool-wide placement: the stores of a cluster share a pool, and each
+// places its own regions' jobs. Balancing only its own regions, a store
+// spreads them well, but its peers do the same blind to it: with 20 stores
+// of 50 regions on 200 workers, every store puts its 50 regions on 50
+// distinct workers, and the 20 choices pile up. Balancing the cluster's
+// regions (what server.Store.PlacementRegions gives every store), each
+// store computes the same assignment and every worker is the first choice
+// of ⌊R/C⌋ or ⌈R/C⌉ regions: here exactly 5.
+func TestPlacementOverTheClustersRegionsBalancesThePool(t *testing.T) {
+	const stores, perStore, workers = 20, 50, 200
+	var all []string
+	byStore := make([][]string, stores)
+	for i := range stores * perStore {
+		name := fmt.Sprintf("region-%04d", i)
+		all = append(all, name)
+		byStore[i%stores] = append(byStore[i%stores], name) // slot ownership: region mod stores
+	}
+	var pool []string
+	for i := range workers {
+		pool = append(pool, fmt.Sprintf("10.1.%d.%d:7500", i/250, i%250+1))
+	}
+	load := func(regionsOf func(s int) []string) (lo, hi int) {
+		first := map[string]int{}
+		var c balancedCache
+		for s := range stores {
+			for _, r := range byStore[s] {
+				first[c.order(r, regionsOf(s), pool, DefaultEpsilon)[0]]++
+			}
+		}
+		lo = len(all)
+		for _, w := range pool {
+			lo, hi = min(lo, first[w]), max(hi, first[w])
+		}
+		return lo, hi
+	}
+	perLo, perHi := load(func(s int) []string { return byStore[s] })
+	clusterLo, clusterHi := load(func(int) []string { return all })
+	t.Logf("each store balancing its own regions: worker loads %d..%d; balancing the cluster's: %d..%d", perLo, perHi, clusterLo, clusterHi)
+	if want := len(all) / workers; clusterLo != want || clusterHi != want {
+		t.Errorf("balancing the cluster's regions: worker loads %d..%d, want every worker at %d", clusterLo, clusterHi, want)
+	}
+	if perHi <= len(all)/workers {
+		t.Errorf("each store balancing its own regions already gives loads %d..%d: the test does not show what the cluster-wide set fixes", perLo, perHi)
+	}
+}

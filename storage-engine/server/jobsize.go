@@ -31,8 +31,8 @@ func (s *Store) JobInputBytes(j compaction.Job) int64 {
 	return n
 }
 
-// RegionNames lists the regions this store serves, the set offload placement
-// balances over the workers; nil when the store is not open yet.
+// RegionNames lists the regions this store serves; nil when the store is
+// not open yet.
 func (s *Store) RegionNames() []string {
 	if s == nil {
 		return nil
@@ -40,6 +40,26 @@ func (s *Store) RegionNames() []string {
 	var names []string
 	for _, a := range s.Assignments() {
 		names = append(names, a.Name())
+	}
+	return names
+}
+
+// PlacementRegions is the set offload placement balances over the workers
+// (offload.BalancedOrder): every region of the cluster per the newest
+// region map this store knows, so that every store of the cluster computes
+// the same assignment and the cluster's regions spread over the pool, each
+// worker the first choice of ⌊R/C⌋ or ⌈R/C⌉ of them. A store balancing
+// only its own regions cannot see its peers': with fewer regions than
+// workers, their first choices pile up on some workers while others idle.
+// Without a map (fixed regions), the regions this store serves.
+func (s *Store) PlacementRegions() []string {
+	m, ok := s.RegionMap()
+	if !ok || len(m.Region) == 0 {
+		return s.RegionNames()
+	}
+	names := make([]string, len(m.Region))
+	for i, r := range m.Region {
+		names[i] = r.Name
 	}
 	return names
 }

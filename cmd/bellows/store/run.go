@@ -216,7 +216,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, out io.Writer) (err 
 		},
 		Regions: func() []string {
 			if s := opened.Load(); s != nil {
-				return s.RegionNames()
+				return s.PlacementRegions()
 			}
 			return nil
 		},
