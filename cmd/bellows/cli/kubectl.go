@@ -231,6 +231,8 @@ func printStatus(w io.Writer, format string, st *kubectl.Status, now time.Time) 
 				duration.HumanDuration(now.Sub(a.LastEvaluationTime.Time)))
 			fmt.Fprintf(tw, "Demand:\t%s compactions per region per %ds, of %s bytes, at %s B/s\n", orDash(in.CompactionsPerRegion), in.IntervalSeconds,
 				orDash(in.CompactionSizeBytes), orDash(in.CompactionRateBytesPerSecond))
+			fmt.Fprintf(tw, "Compaction debt:\t%s bytes owed, oldest wait %ss, %s bytes charged (maxCompactionWait %s)\n", orDash(in.CompactionDebtBytes),
+				orDash(in.OldestCompactionWaitSeconds), orDash(in.ChargedDebtBytes), orDash(string(p.Spec.Autoscaling.MaxCompactionWait)))
 		}
 		printConditions(tw, ps.Conditions, now)
 	case st.PoolMissing != "":
