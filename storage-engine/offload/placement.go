@@ -170,19 +170,8 @@ func LoadBound(regions, workers int, epsilon float64) int {
 // order (the fallbacks when the first refuses or is unreachable). regions
 // is the set of regions the store balances over; region is added to it.
 func BalancedOrder(region string, regions, workers []string, epsilon float64) []string {
-	if !slices.Contains(regions, region) {
-		regions = append(slices.Clone(regions), region)
-	}
-	return firstThenRendezvous(region, Balanced(regions, workers, epsilon), workers)
-}
-
-func firstThenRendezvous(region string, assigned map[string]string, workers []string) []string {
-	order := Rendezvous(region, workers)
-	first, ok := assigned[region]
-	if !ok || order[0] == first {
-		return order
-	}
-	return append([]string{first}, slices.DeleteFunc(order, func(w string) bool { return w == first })...)
+	var once balancedCache
+	return once.order(region, regions, workers, epsilon)
 }
 
 // balancedCache is BalancedOrder with the last assignment kept: a store
@@ -204,9 +193,13 @@ func (c *balancedCache) order(region string, regions, workers []string, epsilon 
 	if c.assigned == nil || c.key != key {
 		c.key, c.assigned = key, Balanced(regions, workers, epsilon)
 	}
-	assigned := c.assigned
+	first, ok := c.assigned[region]
 	c.mu.Unlock()
-	return firstThenRendezvous(region, assigned, workers)
+	order := Rendezvous(region, workers)
+	if !ok || order[0] == first {
+		return order
+	}
+	return append([]string{first}, slices.DeleteFunc(order, func(w string) bool { return w == first })...)
 }
 
 // setsKey identifies the two sets (order and duplicates aside) and ε.

@@ -94,12 +94,7 @@ func (r *Region) CompactionState() CompactionState {
 		}
 	}
 	r.mu.RLock()
-	var sizes []int64
-	for _, t := range r.current.tables {
-		if executing == nil || !(*executing)[t] {
-			sizes = append(sizes, t.meta.Size)
-		}
-	}
+	sizes := sizesOutside(r.current.tables, executing)
 	merged := r.manifest.MergedRuns
 	r.mu.RUnlock()
 	if merged && len(sizes) > 1 {
@@ -111,6 +106,19 @@ func (r *Region) CompactionState() CompactionState {
 		st.PendingBytes = compaction.EstimatePendingBytes(sizes, r.opts.Compaction)
 	}
 	return st
+}
+
+// sizesOutside are the sizes, oldest first, of the tables busy (a
+// compaction's inputs; nil: none) does not hold: what the policy selects
+// among.
+func sizesOutside(tables []*table, busy *map[*table]bool) []int64 {
+	sizes := make([]int64, 0, len(tables))
+	for _, t := range tables {
+		if busy == nil || !(*busy)[t] {
+			sizes = append(sizes, t.meta.Size)
+		}
+	}
+	return sizes
 }
 
 // compactionWait records since when the region's waiting compactions were
@@ -199,12 +207,7 @@ func (r *Region) runQueuedCompaction() {
 func (r *Region) queueCompactionRequest() bool {
 	busy := r.compacting.Load()
 	r.mu.RLock()
-	var sizes []int64
-	for _, t := range r.current.tables {
-		if busy == nil || !(*busy)[t] {
-			sizes = append(sizes, t.meta.Size)
-		}
-	}
+	sizes := sizesOutside(r.current.tables, busy)
 	merged := r.manifest.MergedRuns
 	r.mu.RUnlock()
 	start, end, ok := compaction.SelectMinor(sizes, r.opts.Compaction)
@@ -267,12 +270,8 @@ func (r *Region) compactLocked(ctx context.Context, major bool) (*CompactionInfo
 		major = true
 	}
 	if !major {
-		sizes := make([]int64, len(v.tables))
-		for i, t := range v.tables {
-			sizes[i] = t.meta.Size
-		}
 		var ok bool
-		if start, end, ok = compaction.SelectMinor(sizes, r.opts.Compaction); !ok {
+		if start, end, ok = compaction.SelectMinor(sizesOutside(v.tables, nil), r.opts.Compaction); !ok {
 			return nil, nil
 		}
 	}

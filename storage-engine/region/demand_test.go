@@ -31,29 +31,31 @@ func (e *gatedExecutor) Execute(ctx context.Context, job compaction.Job) (compac
 	return compaction.Local{Bucket: e.bucket}.Execute(ctx, job)
 }
 
+// flushTwentyKeys writes 20 keys of file f and flushes them into one file.
+func flushTwentyKeys(t *testing.T, r *Region, f int) {
+	t.Helper()
+	for i := range 20 {
+		if _, err := r.Put([]byte(fmt.Sprintf("k%d-%02d", f, i)), []byte("v")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := r.Flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // A compaction request that finds the region compacting is counted when it
 // arises and runs when the running compaction ends. It used to be dropped
 // before it was counted, so the autoscaler's demand T fell exactly when
 // the pool was too small.
 func TestRequestDuringACompactionIsCountedAndRun(t *testing.T) {
-	ctx := context.Background()
 	opts := testOptions(t, t.TempDir())
 	exec := &gatedExecutor{bucket: opts.Bucket, calls: make(chan string, 4), gate: make(chan struct{})}
 	opts.Executor = exec
 	opts.Compaction = compaction.Policy{MinFiles: 2, MaxFiles: 4, Ratio: 100, MaxBytes: 1 << 30}
 	r := mustOpen(t, opts)
 	defer r.Close()
-	flush := func(f int) {
-		t.Helper()
-		for i := range 20 {
-			if _, err := r.Put([]byte(fmt.Sprintf("k%d-%02d", f, i)), []byte("v")); err != nil {
-				t.Fatal(err)
-			}
-		}
-		if err := r.Flush(ctx); err != nil {
-			t.Fatal(err)
-		}
-	}
+	flush := func(f int) { t.Helper(); flushTwentyKeys(t, r, f) }
 	flush(1)
 	flush(2)
 	<-exec.calls // the flush after file 2 started a compaction of 1 and 2; it waits at the gate
@@ -105,24 +107,13 @@ func (e *placedExecutor) Where(string) (location, worker string, ok bool) {
 // when both are done nothing is owed. The autoscaler reads this debt: the
 // queue alone plateaus at one request per region under overload.
 func TestACompactionWaitingForAWorkerIsOwedAndDatedUntilItRuns(t *testing.T) {
-	ctx := context.Background()
 	opts := testOptions(t, t.TempDir())
 	exec := &placedExecutor{gatedExecutor: gatedExecutor{bucket: opts.Bucket, calls: make(chan string, 4), gate: make(chan struct{})}}
 	opts.Executor = exec
 	opts.Compaction = compaction.Policy{MinFiles: 2, MaxFiles: 4, Ratio: 100, MaxBytes: 1 << 30}
 	r := mustOpen(t, opts)
 	defer r.Close()
-	flush := func(f int) {
-		t.Helper()
-		for i := range 20 {
-			if _, err := r.Put([]byte(fmt.Sprintf("k%d-%02d", f, i)), []byte("v")); err != nil {
-				t.Fatal(err)
-			}
-		}
-		if err := r.Flush(ctx); err != nil {
-			t.Fatal(err)
-		}
-	}
+	flush := func(f int) { t.Helper(); flushTwentyKeys(t, r, f) }
 	filesBytes := func() (total int64) {
 		r.mu.RLock()
 		defer r.mu.RUnlock()

@@ -68,7 +68,9 @@ func TestAnOverloadedPoolAsksForWorkersAndTheirWorkPaysTheDebt(t *testing.T) {
 	loadDone := make(chan struct{})
 	go func() {
 		defer close(loadDone)
-		next := time.Now()
+		// The ticker paces the load's rate; it synchronizes nothing.
+		pace := time.NewTicker(tick)
+		defer pace.Stop()
 		for round := 0; !stop.Load(); round++ {
 			var wg sync.WaitGroup
 			for r := range regions {
@@ -89,8 +91,7 @@ func TestAnOverloadedPoolAsksForWorkersAndTheirWorkPaysTheDebt(t *testing.T) {
 				loadErr.Store(err)
 				return
 			}
-			next = next.Add(tick)
-			time.Sleep(time.Until(next)) // pacing: the load's rate, not synchronization
+			<-pace.C
 		}
 	}()
 	defer func() { stop.Store(true); <-loadDone }()
@@ -120,7 +121,8 @@ func TestAnOverloadedPoolAsksForWorkersAndTheirWorkPaysTheDebt(t *testing.T) {
 	})
 	began := time.Now()
 	var decided int32
-	for time.Since(began) < interval {
+	// Each poll is one evaluation: the autoscaler's sync period, scaled down to 2 s.
+	waitWithin(t, "the autoscaler to ask for 3 or more workers within one interval", interval, 2*time.Second, func() bool {
 		if err, _ := loadErr.Load().(error); err != nil {
 			t.Fatal(err)
 		}
@@ -130,25 +132,22 @@ func TestAnOverloadedPoolAsksForWorkersAndTheirWorkPaysTheDebt(t *testing.T) {
 		}
 		d := controllers.Decide(pool, dur, obs, regions, false, time.Now())
 		pool.Status.Autoscaler = &d.Status
-		if d.Active {
-			t.Logf("%v: %s (queued %v, debt %.0f bytes)", time.Since(began).Round(time.Second), d.Message, obs.Queued, obs.DebtBytes)
-			if *d.Desired >= 3 {
-				decided = *d.Desired
-				// The regime: what the queue and the requested rate show
-				// reads "enough"; only the debt sees the overload.
-				if queueTerms := d.Result.Workers + d.Result.BacklogWorkers; queueTerms >= 3 {
-					t.Fatalf("the steady and backlog terms alone ask for %d workers: the overload has not settled into the regime the debt is for", queueTerms)
-				}
-				break
-			}
-		} else {
+		if !d.Active {
 			t.Logf("%v: %s: %s", time.Since(began).Round(time.Second), d.Reason, d.Message)
+			return false
 		}
-		time.Sleep(2 * time.Second) // the autoscaler's sync period, scaled down
-	}
-	if decided < 3 {
-		t.Fatalf("within one interval (%v) the autoscaler asked for fewer than 3 workers", interval)
-	}
+		t.Logf("%v: %s (queued %v, debt %.0f bytes)", time.Since(began).Round(time.Second), d.Message, obs.Queued, obs.DebtBytes)
+		if *d.Desired < 3 {
+			return false
+		}
+		decided = *d.Desired
+		// The regime: what the queue and the requested rate show reads
+		// "enough"; only the debt sees the overload.
+		if queueTerms := d.Result.Workers + d.Result.BacklogWorkers; queueTerms >= 3 {
+			t.Fatalf("the steady and backlog terms alone ask for %d workers: the overload has not settled into the regime the debt is for", queueTerms)
+		}
+		return true
+	})
 	t.Logf("the autoscaler asked for %d workers after %v", decided, time.Since(began).Round(time.Second))
 
 	// One worker per region: a region compacts one job at a time, so more
