@@ -474,8 +474,14 @@ func traceSlowRead(ctx context.Context, cfg Config, dist string, policy memstore
 		defer fr.Stop()
 		select {
 		case <-ctx.Done():
-			done <- nil
-			return
+			// A slow read signalled just before stop still writes its
+			// trace: select picks at random among ready cases.
+			select {
+			case <-slow:
+			default:
+				done <- nil
+				return
+			}
 		case <-slow:
 		}
 		f, err := os.Create(filepath.Join(cfg.TraceDir, fmt.Sprintf("%s-%s-%d-slow.trace", dist, policy, round)))

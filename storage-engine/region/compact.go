@@ -74,7 +74,7 @@ type CompactionState struct {
 // what the region's compactions owe.
 func (r *Region) CompactionState() CompactionState {
 	busy := r.compacting.Load()
-	st := CompactionState{Running: busy != nil, Queued: r.compactQueued.Load()}
+	st := CompactionState{Running: busy != nil, Queued: r.wait.queued.Load()}
 	if st.Queued {
 		st.WaitingSince = unixNanos(r.wait.queuedAt.Load())
 	}
@@ -121,28 +121,46 @@ func sizesOutside(tables []*table, busy *map[*table]bool) []int64 {
 	return sizes
 }
 
-// compactionWait records since when the region's waiting compactions were
-// wanted, as Unix nanoseconds (0: none). Monitoring only: a request queued
-// as a compaction starts may be dated by one compaction too early or late.
+// compactionWait holds the region's compaction request queued while
+// compactMu was held, and since when the queued and the running
+// compaction were wanted, as Unix nanoseconds (0: none). The dates are
+// monitoring only: a request queued as a compaction starts may be dated
+// by one compaction too early or late.
 type compactionWait struct {
-	queuedAt  atomic.Int64 // the queued request's (compactQueued)
+	// queued: a request arrived while compactMu was held; it has been
+	// counted in stats and the next holder serves it.
+	queued    atomic.Bool
+	queuedAt  atomic.Int64 // the queued request's
 	runningAt atomic.Int64 // the running compaction's
 }
 
 // queue dates a request about to be queued, unless one is already dated.
 func (w *compactionWait) queue(now time.Time) { w.queuedAt.CompareAndSwap(0, now.UnixNano()) }
 
-// run dates a compaction that starts under compactMu: wanted when its
-// request was queued (queued) or now. The returned func ends it.
-func (w *compactionWait) run(queued bool, now time.Time) (done func()) {
+// serve takes the queued request, if any, as served by the compaction
+// starting now under compactMu (unless it was asked for as a major one,
+// which serves none: servesQueue false), and dates that
+// compaction: wanted when the request was queued, else now. The returned
+// func ends it. A compaction calls it once its inputs are marked busy, so
+// a request that arrives while they are selected finds the flag still set
+// instead of counting the same inputs a second time.
+func (w *compactionWait) serve(servesQueue bool, now time.Time) (queued bool, done func()) {
 	at := now.UnixNano()
-	if queued {
+	if queued = servesQueue && w.queued.Swap(false); queued {
 		if q := w.queuedAt.Swap(0); q != 0 {
 			at = q
 		}
 	}
 	w.runningAt.Store(at)
-	return func() { w.runningAt.Store(0) }
+	return queued, func() { w.runningAt.Store(0) }
+}
+
+// drop takes the queued request, if any, as served by a compaction that
+// found nothing to compact.
+func (w *compactionWait) drop() {
+	if w.queued.Swap(false) {
+		w.queuedAt.Store(0)
+	}
 }
 
 func unixNanos(ns int64) time.Time {
@@ -168,7 +186,7 @@ func (r *Region) maybeScheduleCompaction() {
 		return
 	}
 	// The holder may have unlocked between the TryLock and the queueing,
-	// and checked compactQueued before it was set: try once more, so one
+	// and checked wait.queued before it was set: try once more, so one
 	// of the two runs the request.
 	r.runQueuedCompaction()
 }
@@ -192,7 +210,7 @@ func (r *Region) startBackgroundCompaction() {
 // runQueuedCompaction starts the request queued while compactMu was held,
 // if any and if compactMu is free (else its holder will).
 func (r *Region) runQueuedCompaction() {
-	if !r.compactQueued.Load() || r.compactCtx.Err() != nil || r.opts.DisableAutoCompaction {
+	if !r.wait.queued.Load() || r.compactCtx.Err() != nil || r.opts.DisableAutoCompaction {
 		return
 	}
 	if r.compactMu.TryLock() {
@@ -219,7 +237,7 @@ func (r *Region) queueCompactionRequest() bool {
 		return false
 	}
 	r.wait.queue(time.Now())
-	if !r.compactQueued.CompareAndSwap(false, true) {
+	if !r.wait.queued.CompareAndSwap(false, true) {
 		return false
 	}
 	var bytes int64
@@ -254,14 +272,12 @@ func (r *Region) compactLocked(ctx context.Context, major bool) (*CompactionInfo
 		// shutdown cancelled.
 		return nil, r.notInstalled(ctx)
 	}
-	// A request queued while compactMu was held was counted then; this serves it.
-	queued := !major && r.compactQueued.Swap(false)
-	defer r.wait.run(queued, time.Now())()
 	r.mu.RLock()
 	v := r.current
 	v.ref()
 	r.mu.RUnlock()
 	defer v.unref()
+	servesQueue := !major // a minor request, even if mergedRuns makes it major
 	start, end := 0, len(v.tables)
 	if !major && r.mergedRuns() {
 		// A merge's two runs interleave in time: a window across both
@@ -272,6 +288,7 @@ func (r *Region) compactLocked(ctx context.Context, major bool) (*CompactionInfo
 	if !major {
 		var ok bool
 		if start, end, ok = compaction.SelectMinor(sizesOutside(v.tables, nil), r.opts.Compaction); !ok {
+			r.wait.drop()
 			return nil, nil
 		}
 	}
@@ -285,6 +302,8 @@ func (r *Region) compactLocked(ctx context.Context, major bool) (*CompactionInfo
 	}
 	r.compacting.Store(&busy)
 	defer r.compacting.Store(nil)
+	queued, served := r.wait.serve(servesQueue, time.Now())
+	defer served()
 	began := time.Now()
 	num, outKey := r.newFileKey()
 	horizon := r.gcHorizon(maxTS(inputs))

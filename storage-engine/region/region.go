@@ -199,14 +199,12 @@ type Region struct {
 	manifestMu mutex
 	// compactMu allows one compaction at a time.
 	compactMu mutex
-	// compactQueued: a compaction request arrived while compactMu was
-	// held; it has been counted in stats and the next holder runs it.
-	compactQueued atomic.Bool
 	// compacting is the input set of the running compaction (nil when
 	// none), so a request queued meanwhile is judged on the other files.
 	compacting atomic.Pointer[map[*table]bool]
-	// wait is since when the queued and the running compaction were
-	// wanted (CompactionState's WaitingSince).
+	// wait is the compaction request queued while compactMu was held, and
+	// since when it and the running compaction were wanted
+	// (CompactionState's WaitingSince).
 	wait compactionWait
 	// locks records the holders of the four locks above when checkLocks
 	// is set (tests).
