@@ -37,6 +37,8 @@
 // region). A Scan over several regions reads each region in turn; it is not
 // a snapshot of the whole key space. Batch is atomic and must fall in one
 // region; for atomic writes across regions, use a transaction (Txn).
+// CompareAndSet and CompareAndDelete write one key only if it holds what a
+// Condition expects (IfAbsent, IfValue, IfVersion): linearizable per key.
 //
 // Concurrency: a Client is safe for concurrent use. Lock order: Client.mu
 // (connections) is never held while calling a store.

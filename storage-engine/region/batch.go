@@ -16,6 +16,8 @@ type Batch struct {
 	ops   []op
 	bytes int
 	req   *Request
+	// cond, when set, makes the batch conditional (If).
+	cond *Condition
 	// data is room reserved by Grow for the ops' copied keys and values:
 	// a batch of known size costs two allocations, not two per write (the
 	// writes' garbage sets the pace of the GC, which stalls readers).
@@ -42,6 +44,17 @@ type AppliedRequest struct {
 // WithRequest records req (nil: none) with the batch.
 func (b *Batch) WithRequest(req *Request) *Batch {
 	b.req = req
+	return b
+}
+
+// If makes the batch commit only if c holds (compare-and-set; see
+// Condition). c's key must be one of the batch's; key and value are copied.
+func (b *Batch) If(c Condition) *Batch {
+	c.Key = bytes.Clone(c.Key)
+	if c.Value != nil {
+		c.Value = append([]byte{}, c.Value...)
+	}
+	b.cond = &c
 	return b
 }
 
@@ -99,6 +112,11 @@ func (b *Batch) validate(maxValue, maxBatch int) error {
 	}
 	if b.bytes > maxBatch {
 		return fmt.Errorf("%w: %d bytes, limit %d", ErrBatchTooLarge, b.bytes, maxBatch)
+	}
+	if b.cond != nil {
+		if err := b.cond.validate(b); err != nil {
+			return err
+		}
 	}
 	for i, o := range b.ops {
 		if err := validateKey(o.key); err != nil {

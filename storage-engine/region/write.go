@@ -1,6 +1,7 @@
 package region
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"time"
@@ -24,7 +25,9 @@ func (r *Region) Delete(key []byte) (uint64, error) {
 
 // Apply commits b atomically: all of its writes get one timestamp, are
 // durable per the WAL mode before Apply returns, and become visible together.
-// On error nothing of b is visible or, after a restart, recovered.
+// On error nothing of b is visible or, after a restart, recovered. A
+// conditional batch (Batch.If) whose condition does not hold commits
+// nothing and returns a *ConditionFailedError.
 func (r *Region) Apply(b *Batch) (uint64, error) {
 	if err := b.validate(r.opts.MaxValueSize, r.opts.MaxBatchBytes); err != nil {
 		return 0, err
@@ -40,6 +43,17 @@ func (r *Region) Apply(b *Batch) (uint64, error) {
 	defer r.latches.unlock(slots)
 	if err := r.checkLocksLatched(b, 0); err != nil {
 		return 0, err
+	}
+	if b.cond != nil {
+		rs, err := r.acquire(kv.MaxTimestamp)
+		if err != nil {
+			return 0, err
+		}
+		err = b.cond.judge(context.Background(), rs)
+		rs.release()
+		if err != nil {
+			return 0, err
+		}
 	}
 	return r.applyLatched(b)
 }

@@ -34,7 +34,8 @@ import (
 // two would see a concurrent writer's value there, and after the second the
 // stale retry's value again.
 //
-// So every forwarded write (Put, Delete, Batch) carries an idempotency key,
+// So every forwarded write (Put, Delete, CompareAndSet, Batch) carries an
+// idempotency key,
 // the gRPC metadata RequestIDHeader: the client's own if it sent one, else
 // one the first store to receive the call makes, the same on the
 // forwarder's retry. The store that applies a write with a key (forwarded
@@ -45,7 +46,8 @@ import (
 // waits for that one's outcome: its result if it was applied; if it failed
 // (then nothing of it is visible) the waiter applies it. A key reused with
 // a different request (op, keys or values) is refused with
-// INVALID_ARGUMENT.
+// INVALID_ARGUMENT. A compare-and-set whose condition did not hold wrote
+// nothing and is not remembered: its retry is judged again.
 //
 // The table moves with its region when the region is released (a SIGTERM,
 // a region moving between stores; handover.go): once the region refuses
@@ -163,6 +165,25 @@ func requestBytes(req proto.Message) ([]byte, error) {
 	case *kvpb.DeleteRequest:
 		b = append(b, 'D')
 		field(r.Key)
+	case *kvpb.CompareAndSetRequest:
+		b = append(b, 'C')
+		field(r.Key)
+		switch e := r.GetCondition().GetExpect().(type) {
+		case *kvpb.Condition_Absent:
+			b = append(b, 'a')
+		case *kvpb.Condition_Value:
+			b = append(b, 'v')
+			field(e.Value)
+		case *kvpb.Condition_Version:
+			b = append(b, 't')
+			b = binary.AppendUvarint(b, e.Version)
+		}
+		if r.Delete {
+			b = append(b, 'd')
+		} else {
+			b = append(b, 'p')
+			field(r.Value)
+		}
 	case *kvpb.DeleteRangeRequest:
 		b = append(b, 'R')
 		field(r.Start)

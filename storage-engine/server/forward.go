@@ -56,7 +56,7 @@ func staleRoute(err error) bool {
 // writeOp reports whether op changes data: its forwarded call carries an
 // idempotency key (RequestIDHeader), so a retry is not applied twice.
 func writeOp(op string) bool {
-	return op == "put" || op == "delete" || op == "batch" || op == "commit-txn" || op == "delete-range"
+	return op == "put" || op == "delete" || op == "compare-and-set" || op == "batch" || op == "commit-txn" || op == "delete-range"
 }
 
 // forward runs call against the owners of t's region (t.remote): each known

@@ -26,7 +26,7 @@ type Metrics struct {
 // client requests and are not observed.
 var ops = map[string]string{
 	"/bellows.kv.v1.KV/Get": "get", "/bellows.kv.v1.KV/Scan": "scan", "/bellows.kv.v1.KV/Put": "put",
-	"/bellows.kv.v1.KV/Delete": "delete", "/bellows.kv.v1.KV/Batch": "batch",
+	"/bellows.kv.v1.KV/Delete": "delete", "/bellows.kv.v1.KV/CompareAndSet": "compare-and-set", "/bellows.kv.v1.KV/Batch": "batch",
 	"/bellows.kv.v1.KV/BatchGet": "batch-get", "/bellows.kv.v1.KV/DeleteRange": "delete-range",
 	"/bellows.kv.v1.KV/BeginTxn": "begin-txn", "/bellows.kv.v1.KV/TxnGet": "txn-get", "/bellows.kv.v1.KV/CommitTxn": "commit-txn", "/bellows.kv.v1.KV/RollbackTxn": "rollback-txn",
 	"/bellows.kv.v1.KV/TxnScan": "txn-scan",

@@ -7,8 +7,8 @@ import (
 	"time"
 )
 
-// A history of puts, gets and scans stays linearizable (porcupine, per key
-// and as a whole) while its regions split by load, merge when they cool,
+// A history of puts, compare-and-sets, gets and scans stays linearizable
+// (porcupine, per key and as a whole) while its regions split by load, merge when they cool,
 // move between three store processes, and one store is SIGKILLed. The
 // clients all go through store-0, which forwards; a failed call is an
 // operation of unknown outcome.
@@ -41,6 +41,7 @@ func TestHistoryIsLinearizableThroughSplitsMergesMovesAndAKill(t *testing.T) {
 		return sum(`bellows_region_splits_total{reason="load"}`)
 	}
 	h := newHistory(stores[0].kv(), 4, 8)
+	h.cas = true
 	h.perClient = 60
 	h.failurePause = 20 * time.Millisecond
 	h.retryFor = 10 * time.Second

@@ -114,23 +114,35 @@ func failoverAccount(i int) []byte {
 // its liveness lease once it has run out and gives its regions to the two
 // survivors, which take them over from their WAL streams in the bucket. No
 // write fails (clients only retry), every acknowledged write reads back,
-// the bank's total is exact in every snapshot, and the history is snapshot
-// isolated. The lost store then comes back with an empty volume, rejoins
+// the bank's total is exact in every snapshot, the history is snapshot
+// isolated, and a history of puts, compare-and-sets, gets and scans on a
+// region of the lost store is linearizable. The lost store then comes back with an empty volume, rejoins
 // as a new incarnation, and is given regions again.
 func TestAStoreLostWithItsVolumeFailsOverWithoutLosingAWrite(t *testing.T) {
 	cl := newFailoverCluster(t)
 	ctx, c, b, w := cl.startLoad()
 
-	lost := 2
+	// The store lost is the one serving the region of a history of puts,
+	// compare-and-sets, gets and scans, which a survivor forwards.
+	historyRegion := fmt.Sprintf("region-%03d", int('r')*failoverRegions/256)
+	lost := -1
 	var held []string
 	for i, rs := range cl.openOn() {
-		if i == lost {
-			held = rs
+		if slices.Contains(rs, historyRegion) {
+			lost, held = i, rs
 		}
 	}
-	if len(held) == 0 {
-		t.Fatalf("store-%d serves no region before its loss: %v", lost, cl.openOn())
+	if lost < 0 {
+		t.Fatalf("no store serves %s, the history's region: %v", historyRegion, cl.openOn())
 	}
+	h := newHistory(cl.stores[(lost+1)%len(cl.stores)].kv(), 4, 8)
+	h.cas, h.perClient, h.retryFor, h.failurePause = true, 60, 30*time.Second, 20*time.Millisecond
+	h.start()
+	waitFor(t, "the history to record operations", func() bool {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		return len(h.ops) >= 100
+	})
 	cl.stores[lost].kill()
 	cl.stores[lost] = nil
 	if err := os.RemoveAll(cl.walDir(lost)); err != nil {
@@ -163,6 +175,8 @@ func TestAStoreLostWithItsVolumeFailsOverWithoutLosingAWrite(t *testing.T) {
 		b.Stop()
 		t.Fatalf("after the failover: %v", err)
 	}
+	h.stopAfterMore(20)
+	h.check(t)
 
 	cl.stores[lost] = cl.start(lost)
 	waitWithin(t, "the returning store given regions by count", 60*time.Second, 50*time.Millisecond, func() bool {

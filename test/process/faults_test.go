@@ -217,7 +217,8 @@ func TestCompactorKilledPreferredCompactsLocally(t *testing.T) {
 
 // The store dies while its job runs remotely: the compactor sees the broken
 // stream, aborts the job and frees the memory it reserved. The store restarts
-// on its WAL, and a client history across the crash is linearizable.
+// on its WAL, and a client history across the crash (compare-and-sets
+// among its writes) is linearizable.
 func TestStoreKilledCompactorAborts(t *testing.T) {
 	dir := t.TempDir()
 	bucket := "file://" + filepath.Join(dir, "bucket")
@@ -225,6 +226,7 @@ func TestStoreKilledCompactorAborts(t *testing.T) {
 	s := startStore(t, bucket, filepath.Join(dir, "wal"), "Required", c)
 	want := load(t, s, 3, 100)
 	h := newHistory(s.kv(), 4, 8)
+	h.cas = true
 	h.start()
 	compactAsync(s)
 	waitFor(t, "the job in flight with memory reserved", func() bool {

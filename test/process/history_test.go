@@ -60,18 +60,43 @@ type history struct {
 	// under one idempotency key so that it applies once: the operation
 	// spans every attempt, and its outcome is known.
 	retryFor time.Duration
+	// cas: a third of the puts are compare-and-sets instead, each
+	// expecting the value its client last saw for the key (seen).
+	cas  bool
+	seen sync.Map // client and key → the value it last read or wrote
 }
 
 type regInput struct {
 	put   bool
 	scan  bool // every reg- key
+	cas   bool // a put of value if the key holds expect ("" = absent)
 	key   string
 	value string
+	// expect is a compare-and-set's condition.
+	expect string
 }
 
 type regOutput struct {
-	value string            // "" = absent
+	value string            // "" = absent; a failed compare-and-set's current value
 	rows  map[string]string // scan
+	// set: the compare-and-set wrote; unknown: its call failed, so it
+	// may or may not have (it then constrains only the state after it).
+	set, unknown bool
+}
+
+// casStep is a compare-and-set on a register holding state.
+func casStep(state string, in regInput, out regOutput) (bool, string) {
+	holds := state == in.expect
+	switch {
+	case out.unknown && holds:
+		return true, in.value
+	case out.unknown:
+		return true, state
+	case out.set:
+		return holds, in.value
+	default:
+		return !holds && out.value == state, state
+	}
 }
 
 func newHistory(kv kvpb.KVClient, clients, keys int) *history {
@@ -166,6 +191,9 @@ func (h *history) one(client, i int) {
 		}
 		ret = h.now()
 		out.rows = rows
+	} else if h.cas && rand.IntN(3) == 0 {
+		in.cas, in.value = true, fmt.Sprintf("c%d-%d", client, i)
+		out, ret, failed = h.compareAndSet(ctx, client, i, &in)
 	} else if rand.IntN(2) == 0 {
 		in.put, in.value = true, fmt.Sprintf("c%d-%d", client, i)
 		pctx := metadata.AppendToOutgoingContext(ctx, contract.RequestIDHeader, fmt.Sprintf("history-%d-%d-%d", h.start0.UnixNano(), client, i))
@@ -178,6 +206,8 @@ func (h *history) one(client, i int) {
 			// Unknown outcome: it may take effect at any later time.
 			ret = math.MaxInt64
 			failed = true
+		} else {
+			h.seen.Store(fmt.Sprint(client, in.key), in.value)
 		}
 	} else {
 		var r *kvpb.GetResponse
@@ -193,10 +223,44 @@ func (h *history) one(client, i int) {
 		if r.Found {
 			out.value = string(r.Value)
 		}
+		h.seen.Store(fmt.Sprint(client, in.key), out.value)
 	}
 	h.mu.Lock()
 	h.ops = append(h.ops, porcupine.Operation{ClientId: client, Input: in, Call: call, Output: out, Return: ret})
 	h.mu.Unlock()
+}
+
+// compareAndSet puts in.value if in.key holds the value the client last
+// saw (absent when it saw none), under one idempotency key for every
+// attempt, and returns the operation's output and return time (MaxInt64
+// when its outcome is unknown).
+func (h *history) compareAndSet(ctx context.Context, client, i int, in *regInput) (out regOutput, ret int64, failed bool) {
+	if v, ok := h.seen.Load(fmt.Sprint(client, in.key)); ok {
+		in.expect = v.(string)
+	}
+	cond := &kvpb.Condition{Expect: &kvpb.Condition_Absent{Absent: true}}
+	if in.expect != "" {
+		cond = &kvpb.Condition{Expect: &kvpb.Condition_Value{Value: []byte(in.expect)}}
+	}
+	cctx := metadata.AppendToOutgoingContext(ctx, contract.RequestIDHeader, fmt.Sprintf("history-cas-%d-%d-%d", h.start0.UnixNano(), client, i))
+	var r *kvpb.CompareAndSetResponse
+	err := h.retry(func() (err error) {
+		r, err = h.client().CompareAndSet(cctx, &kvpb.CompareAndSetRequest{Key: []byte(in.key), Condition: cond, Value: []byte(in.value)})
+		return err
+	})
+	if err != nil {
+		return regOutput{unknown: true}, math.MaxInt64, true
+	}
+	out = regOutput{set: r.Succeeded}
+	seen := in.value
+	if !r.Succeeded {
+		if r.Found {
+			out.value = string(r.Value)
+		}
+		seen = out.value
+	}
+	h.seen.Store(fmt.Sprint(client, in.key), seen)
+	return out, h.now(), false
 }
 
 // retry runs call until it succeeds or fails otherwise than UNAVAILABLE,
@@ -263,6 +327,9 @@ var registerModel = porcupine.Model{
 		if in.put {
 			return true, in.value
 		}
+		if in.cas {
+			return casStep(state.(string), in, output.(regOutput))
+		}
 		return output.(regOutput).value == state.(string), state
 	},
 	Equal: func(a, b any) bool { return a == b },
@@ -270,6 +337,10 @@ var registerModel = porcupine.Model{
 		in := input.(regInput)
 		if in.put {
 			return fmt.Sprintf("put(%s, %s)", in.key, in.value)
+		}
+		if in.cas {
+			out := output.(regOutput)
+			return fmt.Sprintf("cas(%s, if %q, %s) → set %v, unknown %v, holds %q", in.key, in.expect, in.value, out.set, out.unknown, out.value)
 		}
 		return fmt.Sprintf("get(%s) → %q", in.key, output.(regOutput).value)
 	},
@@ -288,6 +359,14 @@ var mapModel = porcupine.Model{
 			return true, next
 		case in.scan:
 			return maps.Equal(output.(regOutput).rows, st), st
+		case in.cas:
+			ok, v := casStep(st[in.key], in, output.(regOutput))
+			if v == st[in.key] {
+				return ok, st
+			}
+			next := maps.Clone(st)
+			next[in.key] = v
+			return ok, next
 		default:
 			return output.(regOutput).value == st[in.key], st
 		}
@@ -339,5 +418,47 @@ func TestMapModelRejectsATornScan(t *testing.T) {
 	ops[2].Output = regOutput{rows: map[string]string{"reg-0": "a", "reg-1": "b"}}
 	if res := porcupine.CheckOperationsTimeout(mapModel, ops, 0); res != porcupine.Ok {
 		t.Fatalf("a whole scan was rejected: %v", res)
+	}
+}
+
+// The compare-and-set model accepts a history only if every compare-and-set
+// that wrote found what it expected and every one that did not saw the
+// value then: a lost update (two that both wrote from the same value) and
+// a failure that reports a stale value are rejected.
+func TestRegisterModelChecksCompareAndSet(t *testing.T) {
+	put := regInput{put: true, key: "reg-0", value: "a"}
+	casB := regInput{cas: true, key: "reg-0", expect: "a", value: "b"}
+	casC := regInput{cas: true, key: "reg-0", expect: "a", value: "c"}
+	for _, c := range []struct {
+		name string
+		ops  []porcupine.Operation
+		want porcupine.CheckResult
+	}{
+		{"one wins, one sees it", []porcupine.Operation{
+			{ClientId: 0, Input: put, Call: 0, Return: 1},
+			{ClientId: 1, Input: casB, Output: regOutput{set: true}, Call: 2, Return: 3},
+			{ClientId: 2, Input: casC, Output: regOutput{value: "b"}, Call: 4, Return: 5},
+		}, porcupine.Ok},
+		{"a lost update", []porcupine.Operation{
+			{ClientId: 0, Input: put, Call: 0, Return: 1},
+			{ClientId: 1, Input: casB, Output: regOutput{set: true}, Call: 2, Return: 3},
+			{ClientId: 2, Input: casC, Output: regOutput{set: true}, Call: 4, Return: 5},
+		}, porcupine.Illegal},
+		{"a failure naming a stale value", []porcupine.Operation{
+			{ClientId: 0, Input: put, Call: 0, Return: 1},
+			{ClientId: 1, Input: casB, Output: regOutput{set: true}, Call: 2, Return: 3},
+			{ClientId: 2, Input: casC, Output: regOutput{value: "a"}, Call: 4, Return: 5},
+		}, porcupine.Illegal},
+		{"an unknown outcome that may have written", []porcupine.Operation{
+			{ClientId: 0, Input: put, Call: 0, Return: 1},
+			{ClientId: 1, Input: casB, Output: regOutput{unknown: true}, Call: 2, Return: math.MaxInt64},
+			{ClientId: 2, Input: regInput{key: "reg-0"}, Output: regOutput{value: "b"}, Call: 4, Return: 5},
+		}, porcupine.Ok},
+	} {
+		for _, m := range []porcupine.Model{registerModel, mapModel} {
+			if res := porcupine.CheckOperationsTimeout(m, c.ops, 0); res != c.want {
+				t.Errorf("%s: %v, want %v", c.name, res, c.want)
+			}
+		}
 	}
 }

@@ -193,11 +193,21 @@ func findRegion(regions []client.Region, name string) (client.Region, error) {
 
 func newKVPutCommand(f *kvFlags) *cobra.Command {
 	var valueFile string
+	var cas casFlags
 	cmd := &cobra.Command{
 		Use:   "put KEY [VALUE]",
 		Short: "Write a value: the argument, --value-file FILE, or standard input (--value-file -, or piped with no VALUE)",
-		Args:  cobra.RangeArgs(1, 2),
+		Long: `Writes VALUE under KEY. With --if-value, --if-absent or --if-version the write
+is a compare-and-set: it commits only if the key holds what the flag says,
+judged and written with no other write of the key in between. When the
+condition does not hold nothing is written, the key's value and version are
+named, and the exit status is 1.`,
+		Args: cobra.RangeArgs(1, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			cond, conditional, err := cas.condition(cmd, f.codec())
+			if err != nil {
+				return err
+			}
 			p, err := f.printer(cmd, "REGION", "COMMIT_TS")
 			if err != nil {
 				return err
@@ -211,6 +221,13 @@ func newKVPutCommand(f *kvFlags) *cobra.Command {
 				return err
 			}
 			return f.with(cmd, func(ctx context.Context, c *client.Client) error {
+				if conditional {
+					r, err := c.CompareAndSet(ctx, key, cond, value)
+					if err != nil {
+						return err
+					}
+					return casResult(p, args, r)
+				}
 				r, err := c.Put(ctx, key, value)
 				if err != nil {
 					return err
@@ -219,6 +236,7 @@ func newKVPutCommand(f *kvFlags) *cobra.Command {
 			})
 		}}
 	cmd.Flags().StringVar(&valueFile, "value-file", "", "read the value from this file (- for standard input), as its bytes are (not hexadecimal with --hex)")
+	cas.register(cmd, true)
 	return cmd
 }
 
@@ -353,6 +371,7 @@ func batchGet(ctx context.Context, c *client.Client, p *printer, keys [][]byte, 
 func newKVDeleteCommand(f *kvFlags) *cobra.Command {
 	var prefix string
 	var ranged bool
+	var cas casFlags
 	cmd := &cobra.Command{Use: "delete KEY | --prefix P | --range START [END]", Aliases: []string{"del"},
 		Short: "Delete a key, the keys that begin with --prefix P, or the keys in --range [START, END)",
 		Long: `Deletes KEY; with --prefix P, every key that begins with P; with --range START
@@ -360,10 +379,20 @@ func newKVDeleteCommand(f *kvFlags) *cobra.Command {
 --from-key). A range is deleted atomically within one region, one batch of
 tombstones at one commit timestamp, as long as its keys fit in one batch
 (` + humanize.IBytes(client.MaxBatchBytes) + ` of keys); over several regions or batches it takes one commit
-each, in key order, and is not atomic as a whole.`,
+each, in key order, and is not atomic as a whole. With --if-value or
+--if-version, KEY is deleted only if it holds what the flag says
+(compare-and-set); when it does not, nothing is deleted, the key's value and
+version are named, and the exit status is 1.`,
 		Args: cobra.RangeArgs(0, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c := f.codec()
+			cond, conditional, err := cas.condition(cmd, c)
+			if err != nil {
+				return err
+			}
+			if conditional && (cmd.Flags().Changed("prefix") || ranged) {
+				return errors.New("--if-value and --if-version delete one KEY, not a --prefix or --range")
+			}
 			if cmd.Flags().Changed("prefix") || ranged {
 				var start, end []byte
 				var err error
@@ -421,6 +450,13 @@ each, in key order, and is not atomic as a whole.`,
 				return err
 			}
 			return f.with(cmd, func(ctx context.Context, c *client.Client) error {
+				if conditional {
+					r, err := c.CompareAndDelete(ctx, key, cond)
+					if err != nil {
+						return err
+					}
+					return casResult(p, args, r)
+				}
 				r, err := c.Delete(ctx, key)
 				if err != nil {
 					return err
@@ -430,6 +466,7 @@ each, in key order, and is not atomic as a whole.`,
 		}}
 	cmd.Flags().StringVar(&prefix, "prefix", "", "delete every key that begins with this prefix")
 	cmd.Flags().BoolVar(&ranged, "range", false, "delete every key in [START, END) (no END: to the last key)")
+	cas.register(cmd, false)
 	return cmd
 }
 

@@ -69,7 +69,7 @@ func (x Mutation_Op) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use Mutation_Op.Descriptor instead.
 func (Mutation_Op) EnumDescriptor() ([]byte, []int) {
-	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{7, 0}
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{10, 0}
 }
 
 type PutRequest struct {
@@ -448,6 +448,269 @@ func (x *DeleteResponse) GetRegion() string {
 	return ""
 }
 
+// Condition is what a key must hold for a CompareAndSet to write it:
+// exactly one of the three.
+type Condition struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Types that are valid to be assigned to Expect:
+	//
+	//	*Condition_Value
+	//	*Condition_Version
+	//	*Condition_Absent
+	Expect        isCondition_Expect `protobuf_oneof:"expect"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Condition) Reset() {
+	*x = Condition{}
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Condition) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Condition) ProtoMessage() {}
+
+func (x *Condition) ProtoReflect() protoreflect.Message {
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Condition.ProtoReflect.Descriptor instead.
+func (*Condition) Descriptor() ([]byte, []int) {
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *Condition) GetExpect() isCondition_Expect {
+	if x != nil {
+		return x.Expect
+	}
+	return nil
+}
+
+func (x *Condition) GetValue() []byte {
+	if x != nil {
+		if x, ok := x.Expect.(*Condition_Value); ok {
+			return x.Value
+		}
+	}
+	return nil
+}
+
+func (x *Condition) GetVersion() uint64 {
+	if x != nil {
+		if x, ok := x.Expect.(*Condition_Version); ok {
+			return x.Version
+		}
+	}
+	return 0
+}
+
+func (x *Condition) GetAbsent() bool {
+	if x != nil {
+		if x, ok := x.Expect.(*Condition_Absent); ok {
+			return x.Absent
+		}
+	}
+	return false
+}
+
+type isCondition_Expect interface {
+	isCondition_Expect()
+}
+
+type Condition_Value struct {
+	// value: the key's live value equals this.
+	Value []byte `protobuf:"bytes,1,opt,name=value,proto3,oneof"`
+}
+
+type Condition_Version struct {
+	// version: the key's newest version is live and was committed at this
+	// timestamp (a write's commit_ts, or a failed CompareAndSet's version).
+	Version uint64 `protobuf:"varint,2,opt,name=version,proto3,oneof"`
+}
+
+type Condition_Absent struct {
+	// absent (true): the key has no live value.
+	Absent bool `protobuf:"varint,3,opt,name=absent,proto3,oneof"`
+}
+
+func (*Condition_Value) isCondition_Expect() {}
+
+func (*Condition_Version) isCondition_Expect() {}
+
+func (*Condition_Absent) isCondition_Expect() {}
+
+type CompareAndSetRequest struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Key       []byte                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	Condition *Condition             `protobuf:"bytes,2,opt,name=condition,proto3" json:"condition,omitempty"`
+	// The write when the condition holds: value under key, or with delete
+	// a tombstone (value must then be empty).
+	Value         []byte `protobuf:"bytes,3,opt,name=value,proto3" json:"value,omitempty"`
+	Delete        bool   `protobuf:"varint,4,opt,name=delete,proto3" json:"delete,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CompareAndSetRequest) Reset() {
+	*x = CompareAndSetRequest{}
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CompareAndSetRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CompareAndSetRequest) ProtoMessage() {}
+
+func (x *CompareAndSetRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CompareAndSetRequest.ProtoReflect.Descriptor instead.
+func (*CompareAndSetRequest) Descriptor() ([]byte, []int) {
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *CompareAndSetRequest) GetKey() []byte {
+	if x != nil {
+		return x.Key
+	}
+	return nil
+}
+
+func (x *CompareAndSetRequest) GetCondition() *Condition {
+	if x != nil {
+		return x.Condition
+	}
+	return nil
+}
+
+func (x *CompareAndSetRequest) GetValue() []byte {
+	if x != nil {
+		return x.Value
+	}
+	return nil
+}
+
+func (x *CompareAndSetRequest) GetDelete() bool {
+	if x != nil {
+		return x.Delete
+	}
+	return false
+}
+
+type CompareAndSetResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// succeeded: the condition held and the write committed at commit_ts.
+	Succeeded bool   `protobuf:"varint,1,opt,name=succeeded,proto3" json:"succeeded,omitempty"`
+	CommitTs  uint64 `protobuf:"varint,2,opt,name=commit_ts,json=commitTs,proto3" json:"commit_ts,omitempty"`
+	Region    string `protobuf:"bytes,3,opt,name=region,proto3" json:"region,omitempty"`
+	// When it did not: what the key held when the condition was judged.
+	// found says whether it had a live value (value); version is the commit
+	// timestamp of its newest version (a tombstone's when not found; 0 when
+	// the key has no version retained).
+	Found         bool   `protobuf:"varint,4,opt,name=found,proto3" json:"found,omitempty"`
+	Value         []byte `protobuf:"bytes,5,opt,name=value,proto3" json:"value,omitempty"`
+	Version       uint64 `protobuf:"varint,6,opt,name=version,proto3" json:"version,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CompareAndSetResponse) Reset() {
+	*x = CompareAndSetResponse{}
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CompareAndSetResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CompareAndSetResponse) ProtoMessage() {}
+
+func (x *CompareAndSetResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CompareAndSetResponse.ProtoReflect.Descriptor instead.
+func (*CompareAndSetResponse) Descriptor() ([]byte, []int) {
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *CompareAndSetResponse) GetSucceeded() bool {
+	if x != nil {
+		return x.Succeeded
+	}
+	return false
+}
+
+func (x *CompareAndSetResponse) GetCommitTs() uint64 {
+	if x != nil {
+		return x.CommitTs
+	}
+	return 0
+}
+
+func (x *CompareAndSetResponse) GetRegion() string {
+	if x != nil {
+		return x.Region
+	}
+	return ""
+}
+
+func (x *CompareAndSetResponse) GetFound() bool {
+	if x != nil {
+		return x.Found
+	}
+	return false
+}
+
+func (x *CompareAndSetResponse) GetValue() []byte {
+	if x != nil {
+		return x.Value
+	}
+	return nil
+}
+
+func (x *CompareAndSetResponse) GetVersion() uint64 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
 type Mutation struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Op            Mutation_Op            `protobuf:"varint,1,opt,name=op,proto3,enum=bellows.kv.v1.Mutation_Op" json:"op,omitempty"`
@@ -459,7 +722,7 @@ type Mutation struct {
 
 func (x *Mutation) Reset() {
 	*x = Mutation{}
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[7]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -471,7 +734,7 @@ func (x *Mutation) String() string {
 func (*Mutation) ProtoMessage() {}
 
 func (x *Mutation) ProtoReflect() protoreflect.Message {
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[7]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -484,7 +747,7 @@ func (x *Mutation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Mutation.ProtoReflect.Descriptor instead.
 func (*Mutation) Descriptor() ([]byte, []int) {
-	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{7}
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *Mutation) GetOp() Mutation_Op {
@@ -525,7 +788,7 @@ type BeginTxnRequest struct {
 
 func (x *BeginTxnRequest) Reset() {
 	*x = BeginTxnRequest{}
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[8]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -537,7 +800,7 @@ func (x *BeginTxnRequest) String() string {
 func (*BeginTxnRequest) ProtoMessage() {}
 
 func (x *BeginTxnRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[8]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -550,7 +813,7 @@ func (x *BeginTxnRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BeginTxnRequest.ProtoReflect.Descriptor instead.
 func (*BeginTxnRequest) Descriptor() ([]byte, []int) {
-	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{8}
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *BeginTxnRequest) GetMinStartTs() uint64 {
@@ -594,7 +857,7 @@ type BeginTxnResponse struct {
 
 func (x *BeginTxnResponse) Reset() {
 	*x = BeginTxnResponse{}
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[9]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -606,7 +869,7 @@ func (x *BeginTxnResponse) String() string {
 func (*BeginTxnResponse) ProtoMessage() {}
 
 func (x *BeginTxnResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[9]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -619,7 +882,7 @@ func (x *BeginTxnResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BeginTxnResponse.ProtoReflect.Descriptor instead.
 func (*BeginTxnResponse) Descriptor() ([]byte, []int) {
-	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{9}
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *BeginTxnResponse) GetStartTs() uint64 {
@@ -666,7 +929,7 @@ type RollbackTxnRequest struct {
 
 func (x *RollbackTxnRequest) Reset() {
 	*x = RollbackTxnRequest{}
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[10]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -678,7 +941,7 @@ func (x *RollbackTxnRequest) String() string {
 func (*RollbackTxnRequest) ProtoMessage() {}
 
 func (x *RollbackTxnRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[10]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -691,7 +954,7 @@ func (x *RollbackTxnRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RollbackTxnRequest.ProtoReflect.Descriptor instead.
 func (*RollbackTxnRequest) Descriptor() ([]byte, []int) {
-	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{10}
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *RollbackTxnRequest) GetTxnId() string {
@@ -709,7 +972,7 @@ type RollbackTxnResponse struct {
 
 func (x *RollbackTxnResponse) Reset() {
 	*x = RollbackTxnResponse{}
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[11]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -721,7 +984,7 @@ func (x *RollbackTxnResponse) String() string {
 func (*RollbackTxnResponse) ProtoMessage() {}
 
 func (x *RollbackTxnResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[11]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -734,7 +997,7 @@ func (x *RollbackTxnResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RollbackTxnResponse.ProtoReflect.Descriptor instead.
 func (*RollbackTxnResponse) Descriptor() ([]byte, []int) {
-	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{11}
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{14}
 }
 
 type TxnGetRequest struct {
@@ -752,7 +1015,7 @@ type TxnGetRequest struct {
 
 func (x *TxnGetRequest) Reset() {
 	*x = TxnGetRequest{}
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[12]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -764,7 +1027,7 @@ func (x *TxnGetRequest) String() string {
 func (*TxnGetRequest) ProtoMessage() {}
 
 func (x *TxnGetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[12]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -777,7 +1040,7 @@ func (x *TxnGetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnGetRequest.ProtoReflect.Descriptor instead.
 func (*TxnGetRequest) Descriptor() ([]byte, []int) {
-	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{12}
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *TxnGetRequest) GetStartTs() uint64 {
@@ -829,7 +1092,7 @@ type TxnScanRequest struct {
 
 func (x *TxnScanRequest) Reset() {
 	*x = TxnScanRequest{}
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[13]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -841,7 +1104,7 @@ func (x *TxnScanRequest) String() string {
 func (*TxnScanRequest) ProtoMessage() {}
 
 func (x *TxnScanRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[13]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -854,7 +1117,7 @@ func (x *TxnScanRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnScanRequest.ProtoReflect.Descriptor instead.
 func (*TxnScanRequest) Descriptor() ([]byte, []int) {
-	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{13}
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *TxnScanRequest) GetStartTs() uint64 {
@@ -922,7 +1185,7 @@ type CommitTxnRequest struct {
 
 func (x *CommitTxnRequest) Reset() {
 	*x = CommitTxnRequest{}
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[14]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -934,7 +1197,7 @@ func (x *CommitTxnRequest) String() string {
 func (*CommitTxnRequest) ProtoMessage() {}
 
 func (x *CommitTxnRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[14]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -947,7 +1210,7 @@ func (x *CommitTxnRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommitTxnRequest.ProtoReflect.Descriptor instead.
 func (*CommitTxnRequest) Descriptor() ([]byte, []int) {
-	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{14}
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *CommitTxnRequest) GetStartTs() uint64 {
@@ -990,7 +1253,7 @@ type PrewriteRequest struct {
 
 func (x *PrewriteRequest) Reset() {
 	*x = PrewriteRequest{}
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[15]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1002,7 +1265,7 @@ func (x *PrewriteRequest) String() string {
 func (*PrewriteRequest) ProtoMessage() {}
 
 func (x *PrewriteRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[15]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1015,7 +1278,7 @@ func (x *PrewriteRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PrewriteRequest.ProtoReflect.Descriptor instead.
 func (*PrewriteRequest) Descriptor() ([]byte, []int) {
-	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{15}
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *PrewriteRequest) GetStartTs() uint64 {
@@ -1066,7 +1329,7 @@ type PrewriteResponse struct {
 
 func (x *PrewriteResponse) Reset() {
 	*x = PrewriteResponse{}
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[16]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1078,7 +1341,7 @@ func (x *PrewriteResponse) String() string {
 func (*PrewriteResponse) ProtoMessage() {}
 
 func (x *PrewriteResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[16]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1091,7 +1354,7 @@ func (x *PrewriteResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PrewriteResponse.ProtoReflect.Descriptor instead.
 func (*PrewriteResponse) Descriptor() ([]byte, []int) {
-	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{16}
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *PrewriteResponse) GetPrepareTs() uint64 {
@@ -1130,7 +1393,7 @@ type ResolveLocksRequest struct {
 
 func (x *ResolveLocksRequest) Reset() {
 	*x = ResolveLocksRequest{}
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[17]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1142,7 +1405,7 @@ func (x *ResolveLocksRequest) String() string {
 func (*ResolveLocksRequest) ProtoMessage() {}
 
 func (x *ResolveLocksRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[17]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1155,7 +1418,7 @@ func (x *ResolveLocksRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResolveLocksRequest.ProtoReflect.Descriptor instead.
 func (*ResolveLocksRequest) Descriptor() ([]byte, []int) {
-	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{17}
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ResolveLocksRequest) GetStartTs() uint64 {
@@ -1208,7 +1471,7 @@ type ResolveLocksResponse struct {
 
 func (x *ResolveLocksResponse) Reset() {
 	*x = ResolveLocksResponse{}
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[18]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1220,7 +1483,7 @@ func (x *ResolveLocksResponse) String() string {
 func (*ResolveLocksResponse) ProtoMessage() {}
 
 func (x *ResolveLocksResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[18]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1233,7 +1496,7 @@ func (x *ResolveLocksResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResolveLocksResponse.ProtoReflect.Descriptor instead.
 func (*ResolveLocksResponse) Descriptor() ([]byte, []int) {
-	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{18}
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{21}
 }
 
 type CheckTxnStatusRequest struct {
@@ -1249,7 +1512,7 @@ type CheckTxnStatusRequest struct {
 
 func (x *CheckTxnStatusRequest) Reset() {
 	*x = CheckTxnStatusRequest{}
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[19]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1261,7 +1524,7 @@ func (x *CheckTxnStatusRequest) String() string {
 func (*CheckTxnStatusRequest) ProtoMessage() {}
 
 func (x *CheckTxnStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[19]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1274,7 +1537,7 @@ func (x *CheckTxnStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckTxnStatusRequest.ProtoReflect.Descriptor instead.
 func (*CheckTxnStatusRequest) Descriptor() ([]byte, []int) {
-	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{19}
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *CheckTxnStatusRequest) GetPrimary() []byte {
@@ -1311,7 +1574,7 @@ type CheckTxnStatusResponse struct {
 
 func (x *CheckTxnStatusResponse) Reset() {
 	*x = CheckTxnStatusResponse{}
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[20]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1323,7 +1586,7 @@ func (x *CheckTxnStatusResponse) String() string {
 func (*CheckTxnStatusResponse) ProtoMessage() {}
 
 func (x *CheckTxnStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[20]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1336,7 +1599,7 @@ func (x *CheckTxnStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckTxnStatusResponse.ProtoReflect.Descriptor instead.
 func (*CheckTxnStatusResponse) Descriptor() ([]byte, []int) {
-	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{20}
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *CheckTxnStatusResponse) GetCommitTs() uint64 {
@@ -1370,7 +1633,7 @@ type CommitTxnResponse struct {
 
 func (x *CommitTxnResponse) Reset() {
 	*x = CommitTxnResponse{}
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[21]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1382,7 +1645,7 @@ func (x *CommitTxnResponse) String() string {
 func (*CommitTxnResponse) ProtoMessage() {}
 
 func (x *CommitTxnResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[21]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1395,7 +1658,7 @@ func (x *CommitTxnResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommitTxnResponse.ProtoReflect.Descriptor instead.
 func (*CommitTxnResponse) Descriptor() ([]byte, []int) {
-	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{21}
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *CommitTxnResponse) GetCommitTs() uint64 {
@@ -1421,7 +1684,7 @@ type BatchRequest struct {
 
 func (x *BatchRequest) Reset() {
 	*x = BatchRequest{}
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[22]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1433,7 +1696,7 @@ func (x *BatchRequest) String() string {
 func (*BatchRequest) ProtoMessage() {}
 
 func (x *BatchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[22]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1446,7 +1709,7 @@ func (x *BatchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BatchRequest.ProtoReflect.Descriptor instead.
 func (*BatchRequest) Descriptor() ([]byte, []int) {
-	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{22}
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *BatchRequest) GetMutations() []*Mutation {
@@ -1466,7 +1729,7 @@ type BatchResponse struct {
 
 func (x *BatchResponse) Reset() {
 	*x = BatchResponse{}
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[23]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1478,7 +1741,7 @@ func (x *BatchResponse) String() string {
 func (*BatchResponse) ProtoMessage() {}
 
 func (x *BatchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[23]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1491,7 +1754,7 @@ func (x *BatchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BatchResponse.ProtoReflect.Descriptor instead.
 func (*BatchResponse) Descriptor() ([]byte, []int) {
-	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{23}
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *BatchResponse) GetCommitTs() uint64 {
@@ -1532,7 +1795,7 @@ type ScanRequest struct {
 
 func (x *ScanRequest) Reset() {
 	*x = ScanRequest{}
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[24]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1544,7 +1807,7 @@ func (x *ScanRequest) String() string {
 func (*ScanRequest) ProtoMessage() {}
 
 func (x *ScanRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[24]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1557,7 +1820,7 @@ func (x *ScanRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScanRequest.ProtoReflect.Descriptor instead.
 func (*ScanRequest) Descriptor() ([]byte, []int) {
-	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{24}
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *ScanRequest) GetStart() []byte {
@@ -1622,7 +1885,7 @@ type BatchGetRequest struct {
 
 func (x *BatchGetRequest) Reset() {
 	*x = BatchGetRequest{}
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[25]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1634,7 +1897,7 @@ func (x *BatchGetRequest) String() string {
 func (*BatchGetRequest) ProtoMessage() {}
 
 func (x *BatchGetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[25]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1647,7 +1910,7 @@ func (x *BatchGetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BatchGetRequest.ProtoReflect.Descriptor instead.
 func (*BatchGetRequest) Descriptor() ([]byte, []int) {
-	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{25}
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *BatchGetRequest) GetKeys() [][]byte {
@@ -1676,7 +1939,7 @@ type BatchGetResponse struct {
 
 func (x *BatchGetResponse) Reset() {
 	*x = BatchGetResponse{}
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[26]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1688,7 +1951,7 @@ func (x *BatchGetResponse) String() string {
 func (*BatchGetResponse) ProtoMessage() {}
 
 func (x *BatchGetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[26]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1701,7 +1964,7 @@ func (x *BatchGetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BatchGetResponse.ProtoReflect.Descriptor instead.
 func (*BatchGetResponse) Descriptor() ([]byte, []int) {
-	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{26}
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *BatchGetResponse) GetResults() []*GetResponse {
@@ -1730,7 +1993,7 @@ type DeleteRangeRequest struct {
 
 func (x *DeleteRangeRequest) Reset() {
 	*x = DeleteRangeRequest{}
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[27]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1742,7 +2005,7 @@ func (x *DeleteRangeRequest) String() string {
 func (*DeleteRangeRequest) ProtoMessage() {}
 
 func (x *DeleteRangeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[27]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1755,7 +2018,7 @@ func (x *DeleteRangeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteRangeRequest.ProtoReflect.Descriptor instead.
 func (*DeleteRangeRequest) Descriptor() ([]byte, []int) {
-	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{27}
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *DeleteRangeRequest) GetStart() []byte {
@@ -1793,7 +2056,7 @@ type DeleteRangeResponse struct {
 
 func (x *DeleteRangeResponse) Reset() {
 	*x = DeleteRangeResponse{}
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[28]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1805,7 +2068,7 @@ func (x *DeleteRangeResponse) String() string {
 func (*DeleteRangeResponse) ProtoMessage() {}
 
 func (x *DeleteRangeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[28]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1818,7 +2081,7 @@ func (x *DeleteRangeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteRangeResponse.ProtoReflect.Descriptor instead.
 func (*DeleteRangeResponse) Descriptor() ([]byte, []int) {
-	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{28}
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *DeleteRangeResponse) GetCommitTs() uint64 {
@@ -1859,7 +2122,7 @@ type KeyValue struct {
 
 func (x *KeyValue) Reset() {
 	*x = KeyValue{}
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[29]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1871,7 +2134,7 @@ func (x *KeyValue) String() string {
 func (*KeyValue) ProtoMessage() {}
 
 func (x *KeyValue) ProtoReflect() protoreflect.Message {
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[29]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1884,7 +2147,7 @@ func (x *KeyValue) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KeyValue.ProtoReflect.Descriptor instead.
 func (*KeyValue) Descriptor() ([]byte, []int) {
-	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{29}
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *KeyValue) GetKey() []byte {
@@ -1914,7 +2177,7 @@ type ScanResponse struct {
 
 func (x *ScanResponse) Reset() {
 	*x = ScanResponse{}
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[30]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1926,7 +2189,7 @@ func (x *ScanResponse) String() string {
 func (*ScanResponse) ProtoMessage() {}
 
 func (x *ScanResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[30]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1939,7 +2202,7 @@ func (x *ScanResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScanResponse.ProtoReflect.Descriptor instead.
 func (*ScanResponse) Descriptor() ([]byte, []int) {
-	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{30}
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *ScanResponse) GetPairs() []*KeyValue {
@@ -1964,7 +2227,7 @@ type RegionsRequest struct {
 
 func (x *RegionsRequest) Reset() {
 	*x = RegionsRequest{}
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[31]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1976,7 +2239,7 @@ func (x *RegionsRequest) String() string {
 func (*RegionsRequest) ProtoMessage() {}
 
 func (x *RegionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[31]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1989,7 +2252,7 @@ func (x *RegionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegionsRequest.ProtoReflect.Descriptor instead.
 func (*RegionsRequest) Descriptor() ([]byte, []int) {
-	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{31}
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{34}
 }
 
 // RegionInfo is one region as the store answering serves it: the same
@@ -2046,7 +2309,7 @@ type RegionInfo struct {
 
 func (x *RegionInfo) Reset() {
 	*x = RegionInfo{}
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[32]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2058,7 +2321,7 @@ func (x *RegionInfo) String() string {
 func (*RegionInfo) ProtoMessage() {}
 
 func (x *RegionInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[32]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2071,7 +2334,7 @@ func (x *RegionInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegionInfo.ProtoReflect.Descriptor instead.
 func (*RegionInfo) Descriptor() ([]byte, []int) {
-	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{32}
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *RegionInfo) GetName() string {
@@ -2204,7 +2467,7 @@ type FailingOverRegion struct {
 
 func (x *FailingOverRegion) Reset() {
 	*x = FailingOverRegion{}
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[33]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2216,7 +2479,7 @@ func (x *FailingOverRegion) String() string {
 func (*FailingOverRegion) ProtoMessage() {}
 
 func (x *FailingOverRegion) ProtoReflect() protoreflect.Message {
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[33]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2229,7 +2492,7 @@ func (x *FailingOverRegion) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FailingOverRegion.ProtoReflect.Descriptor instead.
 func (*FailingOverRegion) Descriptor() ([]byte, []int) {
-	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{33}
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *FailingOverRegion) GetName() string {
@@ -2284,7 +2547,7 @@ type RegionCompaction struct {
 
 func (x *RegionCompaction) Reset() {
 	*x = RegionCompaction{}
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[34]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2296,7 +2559,7 @@ func (x *RegionCompaction) String() string {
 func (*RegionCompaction) ProtoMessage() {}
 
 func (x *RegionCompaction) ProtoReflect() protoreflect.Message {
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[34]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2309,7 +2572,7 @@ func (x *RegionCompaction) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegionCompaction.ProtoReflect.Descriptor instead.
 func (*RegionCompaction) Descriptor() ([]byte, []int) {
-	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{34}
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *RegionCompaction) GetRunning() bool {
@@ -2367,7 +2630,7 @@ type RegionsResponse struct {
 
 func (x *RegionsResponse) Reset() {
 	*x = RegionsResponse{}
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[35]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2379,7 +2642,7 @@ func (x *RegionsResponse) String() string {
 func (*RegionsResponse) ProtoMessage() {}
 
 func (x *RegionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[35]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2392,7 +2655,7 @@ func (x *RegionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegionsResponse.ProtoReflect.Descriptor instead.
 func (*RegionsResponse) Descriptor() ([]byte, []int) {
-	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{35}
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *RegionsResponse) GetRegions() []*RegionInfo {
@@ -2432,7 +2695,7 @@ type FlushRequest struct {
 
 func (x *FlushRequest) Reset() {
 	*x = FlushRequest{}
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[36]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2444,7 +2707,7 @@ func (x *FlushRequest) String() string {
 func (*FlushRequest) ProtoMessage() {}
 
 func (x *FlushRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[36]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2457,7 +2720,7 @@ func (x *FlushRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FlushRequest.ProtoReflect.Descriptor instead.
 func (*FlushRequest) Descriptor() ([]byte, []int) {
-	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{36}
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *FlushRequest) GetRegion() string {
@@ -2475,7 +2738,7 @@ type FlushResponse struct {
 
 func (x *FlushResponse) Reset() {
 	*x = FlushResponse{}
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[37]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2487,7 +2750,7 @@ func (x *FlushResponse) String() string {
 func (*FlushResponse) ProtoMessage() {}
 
 func (x *FlushResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[37]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2500,7 +2763,7 @@ func (x *FlushResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FlushResponse.ProtoReflect.Descriptor instead.
 func (*FlushResponse) Descriptor() ([]byte, []int) {
-	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{37}
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{40}
 }
 
 type CheckpointRequest struct {
@@ -2515,7 +2778,7 @@ type CheckpointRequest struct {
 
 func (x *CheckpointRequest) Reset() {
 	*x = CheckpointRequest{}
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[38]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2527,7 +2790,7 @@ func (x *CheckpointRequest) String() string {
 func (*CheckpointRequest) ProtoMessage() {}
 
 func (x *CheckpointRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[38]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2540,7 +2803,7 @@ func (x *CheckpointRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckpointRequest.ProtoReflect.Descriptor instead.
 func (*CheckpointRequest) Descriptor() ([]byte, []int) {
-	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{38}
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *CheckpointRequest) GetRegion() string {
@@ -2567,7 +2830,7 @@ type BackupRequest struct {
 
 func (x *BackupRequest) Reset() {
 	*x = BackupRequest{}
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[39]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2579,7 +2842,7 @@ func (x *BackupRequest) String() string {
 func (*BackupRequest) ProtoMessage() {}
 
 func (x *BackupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[39]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2592,7 +2855,7 @@ func (x *BackupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackupRequest.ProtoReflect.Descriptor instead.
 func (*BackupRequest) Descriptor() ([]byte, []int) {
-	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{39}
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *BackupRequest) GetId() string {
@@ -2612,7 +2875,7 @@ type BackupResponse struct {
 
 func (x *BackupResponse) Reset() {
 	*x = BackupResponse{}
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[40]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2624,7 +2887,7 @@ func (x *BackupResponse) String() string {
 func (*BackupResponse) ProtoMessage() {}
 
 func (x *BackupResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[40]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2637,7 +2900,7 @@ func (x *BackupResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackupResponse.ProtoReflect.Descriptor instead.
 func (*BackupResponse) Descriptor() ([]byte, []int) {
-	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{40}
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *BackupResponse) GetBackupJson() []byte {
@@ -2656,7 +2919,7 @@ type DeleteBackupRequest struct {
 
 func (x *DeleteBackupRequest) Reset() {
 	*x = DeleteBackupRequest{}
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[41]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2668,7 +2931,7 @@ func (x *DeleteBackupRequest) String() string {
 func (*DeleteBackupRequest) ProtoMessage() {}
 
 func (x *DeleteBackupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[41]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2681,7 +2944,7 @@ func (x *DeleteBackupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteBackupRequest.ProtoReflect.Descriptor instead.
 func (*DeleteBackupRequest) Descriptor() ([]byte, []int) {
-	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{41}
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *DeleteBackupRequest) GetId() string {
@@ -2701,7 +2964,7 @@ type DeleteBackupResponse struct {
 
 func (x *DeleteBackupResponse) Reset() {
 	*x = DeleteBackupResponse{}
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[42]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2713,7 +2976,7 @@ func (x *DeleteBackupResponse) String() string {
 func (*DeleteBackupResponse) ProtoMessage() {}
 
 func (x *DeleteBackupResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[42]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2726,7 +2989,7 @@ func (x *DeleteBackupResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteBackupResponse.ProtoReflect.Descriptor instead.
 func (*DeleteBackupResponse) Descriptor() ([]byte, []int) {
-	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{42}
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *DeleteBackupResponse) GetFilesRemoved() int64 {
@@ -2744,7 +3007,7 @@ type ListBackupsRequest struct {
 
 func (x *ListBackupsRequest) Reset() {
 	*x = ListBackupsRequest{}
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[43]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2756,7 +3019,7 @@ func (x *ListBackupsRequest) String() string {
 func (*ListBackupsRequest) ProtoMessage() {}
 
 func (x *ListBackupsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[43]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2769,7 +3032,7 @@ func (x *ListBackupsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListBackupsRequest.ProtoReflect.Descriptor instead.
 func (*ListBackupsRequest) Descriptor() ([]byte, []int) {
-	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{43}
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{46}
 }
 
 type ListBackupsResponse struct {
@@ -2784,7 +3047,7 @@ type ListBackupsResponse struct {
 
 func (x *ListBackupsResponse) Reset() {
 	*x = ListBackupsResponse{}
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[44]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2796,7 +3059,7 @@ func (x *ListBackupsResponse) String() string {
 func (*ListBackupsResponse) ProtoMessage() {}
 
 func (x *ListBackupsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[44]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2809,7 +3072,7 @@ func (x *ListBackupsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListBackupsResponse.ProtoReflect.Descriptor instead.
 func (*ListBackupsResponse) Descriptor() ([]byte, []int) {
-	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{44}
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *ListBackupsResponse) GetBackupsJson() []byte {
@@ -2838,7 +3101,7 @@ type CheckpointResponse struct {
 
 func (x *CheckpointResponse) Reset() {
 	*x = CheckpointResponse{}
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[45]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2850,7 +3113,7 @@ func (x *CheckpointResponse) String() string {
 func (*CheckpointResponse) ProtoMessage() {}
 
 func (x *CheckpointResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[45]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2863,7 +3126,7 @@ func (x *CheckpointResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckpointResponse.ProtoReflect.Descriptor instead.
 func (*CheckpointResponse) Descriptor() ([]byte, []int) {
-	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{45}
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *CheckpointResponse) GetRegionJson() []byte {
@@ -2892,7 +3155,7 @@ type CompactRequest struct {
 
 func (x *CompactRequest) Reset() {
 	*x = CompactRequest{}
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[46]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2904,7 +3167,7 @@ func (x *CompactRequest) String() string {
 func (*CompactRequest) ProtoMessage() {}
 
 func (x *CompactRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[46]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2917,7 +3180,7 @@ func (x *CompactRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompactRequest.ProtoReflect.Descriptor instead.
 func (*CompactRequest) Descriptor() ([]byte, []int) {
-	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{46}
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *CompactRequest) GetRegion() string {
@@ -2963,7 +3226,7 @@ type CompactResponse struct {
 
 func (x *CompactResponse) Reset() {
 	*x = CompactResponse{}
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[47]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2975,7 +3238,7 @@ func (x *CompactResponse) String() string {
 func (*CompactResponse) ProtoMessage() {}
 
 func (x *CompactResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[47]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2988,7 +3251,7 @@ func (x *CompactResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompactResponse.ProtoReflect.Descriptor instead.
 func (*CompactResponse) Descriptor() ([]byte, []int) {
-	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{47}
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *CompactResponse) GetCompacted() bool {
@@ -3048,7 +3311,7 @@ type ClockRequest struct {
 
 func (x *ClockRequest) Reset() {
 	*x = ClockRequest{}
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[48]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3060,7 +3323,7 @@ func (x *ClockRequest) String() string {
 func (*ClockRequest) ProtoMessage() {}
 
 func (x *ClockRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[48]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3073,7 +3336,7 @@ func (x *ClockRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClockRequest.ProtoReflect.Descriptor instead.
 func (*ClockRequest) Descriptor() ([]byte, []int) {
-	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{48}
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{51}
 }
 
 type ClockResponse struct {
@@ -3089,7 +3352,7 @@ type ClockResponse struct {
 
 func (x *ClockResponse) Reset() {
 	*x = ClockResponse{}
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[49]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3101,7 +3364,7 @@ func (x *ClockResponse) String() string {
 func (*ClockResponse) ProtoMessage() {}
 
 func (x *ClockResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[49]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3114,7 +3377,7 @@ func (x *ClockResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClockResponse.ProtoReflect.Descriptor instead.
 func (*ClockResponse) Descriptor() ([]byte, []int) {
-	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{49}
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *ClockResponse) GetPhysicalUnixNs() int64 {
@@ -3160,7 +3423,24 @@ const file_bellows_kv_v1_kv_proto_rawDesc = "" +
 	"\x03key\x18\x01 \x01(\fR\x03key\"E\n" +
 	"\x0eDeleteResponse\x12\x1b\n" +
 	"\tcommit_ts\x18\x01 \x01(\x04R\bcommitTs\x12\x16\n" +
-	"\x06region\x18\x02 \x01(\tR\x06region\"\x93\x01\n" +
+	"\x06region\x18\x02 \x01(\tR\x06region\"c\n" +
+	"\tCondition\x12\x16\n" +
+	"\x05value\x18\x01 \x01(\fH\x00R\x05value\x12\x1a\n" +
+	"\aversion\x18\x02 \x01(\x04H\x00R\aversion\x12\x18\n" +
+	"\x06absent\x18\x03 \x01(\bH\x00R\x06absentB\b\n" +
+	"\x06expect\"\x8e\x01\n" +
+	"\x14CompareAndSetRequest\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\fR\x03key\x126\n" +
+	"\tcondition\x18\x02 \x01(\v2\x18.bellows.kv.v1.ConditionR\tcondition\x12\x14\n" +
+	"\x05value\x18\x03 \x01(\fR\x05value\x12\x16\n" +
+	"\x06delete\x18\x04 \x01(\bR\x06delete\"\xb0\x01\n" +
+	"\x15CompareAndSetResponse\x12\x1c\n" +
+	"\tsucceeded\x18\x01 \x01(\bR\tsucceeded\x12\x1b\n" +
+	"\tcommit_ts\x18\x02 \x01(\x04R\bcommitTs\x12\x16\n" +
+	"\x06region\x18\x03 \x01(\tR\x06region\x12\x14\n" +
+	"\x05found\x18\x04 \x01(\bR\x05found\x12\x14\n" +
+	"\x05value\x18\x05 \x01(\fR\x05value\x12\x18\n" +
+	"\aversion\x18\x06 \x01(\x04R\aversion\"\x93\x01\n" +
 	"\bMutation\x12*\n" +
 	"\x02op\x18\x01 \x01(\x0e2\x1a.bellows.kv.v1.Mutation.OpR\x02op\x12\x10\n" +
 	"\x03key\x18\x02 \x01(\fR\x03key\x12\x14\n" +
@@ -3350,12 +3630,13 @@ const file_bellows_kv_v1_kv_proto_rawDesc = "" +
 	"\fClockRequest\"]\n" +
 	"\rClockResponse\x12(\n" +
 	"\x10physical_unix_ns\x18\x01 \x01(\x03R\x0ephysicalUnixNs\x12\"\n" +
-	"\rmax_offset_ns\x18\x02 \x01(\x03R\vmaxOffsetNs2\x84\n" +
+	"\rmax_offset_ns\x18\x02 \x01(\x03R\vmaxOffsetNs2\xe0\n" +
 	"\n" +
 	"\x02KV\x12<\n" +
 	"\x03Put\x12\x19.bellows.kv.v1.PutRequest\x1a\x1a.bellows.kv.v1.PutResponse\x12<\n" +
 	"\x03Get\x12\x19.bellows.kv.v1.GetRequest\x1a\x1a.bellows.kv.v1.GetResponse\x12E\n" +
-	"\x06Delete\x12\x1c.bellows.kv.v1.DeleteRequest\x1a\x1d.bellows.kv.v1.DeleteResponse\x12B\n" +
+	"\x06Delete\x12\x1c.bellows.kv.v1.DeleteRequest\x1a\x1d.bellows.kv.v1.DeleteResponse\x12Z\n" +
+	"\rCompareAndSet\x12#.bellows.kv.v1.CompareAndSetRequest\x1a$.bellows.kv.v1.CompareAndSetResponse\x12B\n" +
 	"\x05Batch\x12\x1b.bellows.kv.v1.BatchRequest\x1a\x1c.bellows.kv.v1.BatchResponse\x12A\n" +
 	"\x04Scan\x12\x1a.bellows.kv.v1.ScanRequest\x1a\x1b.bellows.kv.v1.ScanResponse0\x01\x12K\n" +
 	"\bBatchGet\x12\x1e.bellows.kv.v1.BatchGetRequest\x1a\x1f.bellows.kv.v1.BatchGetResponse\x12T\n" +
@@ -3392,7 +3673,7 @@ func file_bellows_kv_v1_kv_proto_rawDescGZIP() []byte {
 }
 
 var file_bellows_kv_v1_kv_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_bellows_kv_v1_kv_proto_msgTypes = make([]protoimpl.MessageInfo, 50)
+var file_bellows_kv_v1_kv_proto_msgTypes = make([]protoimpl.MessageInfo, 53)
 var file_bellows_kv_v1_kv_proto_goTypes = []any{
 	(Mutation_Op)(0),               // 0: bellows.kv.v1.Mutation.Op
 	(*PutRequest)(nil),             // 1: bellows.kv.v1.PutRequest
@@ -3402,117 +3683,123 @@ var file_bellows_kv_v1_kv_proto_goTypes = []any{
 	(*ObservedClock)(nil),          // 5: bellows.kv.v1.ObservedClock
 	(*DeleteRequest)(nil),          // 6: bellows.kv.v1.DeleteRequest
 	(*DeleteResponse)(nil),         // 7: bellows.kv.v1.DeleteResponse
-	(*Mutation)(nil),               // 8: bellows.kv.v1.Mutation
-	(*BeginTxnRequest)(nil),        // 9: bellows.kv.v1.BeginTxnRequest
-	(*BeginTxnResponse)(nil),       // 10: bellows.kv.v1.BeginTxnResponse
-	(*RollbackTxnRequest)(nil),     // 11: bellows.kv.v1.RollbackTxnRequest
-	(*RollbackTxnResponse)(nil),    // 12: bellows.kv.v1.RollbackTxnResponse
-	(*TxnGetRequest)(nil),          // 13: bellows.kv.v1.TxnGetRequest
-	(*TxnScanRequest)(nil),         // 14: bellows.kv.v1.TxnScanRequest
-	(*CommitTxnRequest)(nil),       // 15: bellows.kv.v1.CommitTxnRequest
-	(*PrewriteRequest)(nil),        // 16: bellows.kv.v1.PrewriteRequest
-	(*PrewriteResponse)(nil),       // 17: bellows.kv.v1.PrewriteResponse
-	(*ResolveLocksRequest)(nil),    // 18: bellows.kv.v1.ResolveLocksRequest
-	(*ResolveLocksResponse)(nil),   // 19: bellows.kv.v1.ResolveLocksResponse
-	(*CheckTxnStatusRequest)(nil),  // 20: bellows.kv.v1.CheckTxnStatusRequest
-	(*CheckTxnStatusResponse)(nil), // 21: bellows.kv.v1.CheckTxnStatusResponse
-	(*CommitTxnResponse)(nil),      // 22: bellows.kv.v1.CommitTxnResponse
-	(*BatchRequest)(nil),           // 23: bellows.kv.v1.BatchRequest
-	(*BatchResponse)(nil),          // 24: bellows.kv.v1.BatchResponse
-	(*ScanRequest)(nil),            // 25: bellows.kv.v1.ScanRequest
-	(*BatchGetRequest)(nil),        // 26: bellows.kv.v1.BatchGetRequest
-	(*BatchGetResponse)(nil),       // 27: bellows.kv.v1.BatchGetResponse
-	(*DeleteRangeRequest)(nil),     // 28: bellows.kv.v1.DeleteRangeRequest
-	(*DeleteRangeResponse)(nil),    // 29: bellows.kv.v1.DeleteRangeResponse
-	(*KeyValue)(nil),               // 30: bellows.kv.v1.KeyValue
-	(*ScanResponse)(nil),           // 31: bellows.kv.v1.ScanResponse
-	(*RegionsRequest)(nil),         // 32: bellows.kv.v1.RegionsRequest
-	(*RegionInfo)(nil),             // 33: bellows.kv.v1.RegionInfo
-	(*FailingOverRegion)(nil),      // 34: bellows.kv.v1.FailingOverRegion
-	(*RegionCompaction)(nil),       // 35: bellows.kv.v1.RegionCompaction
-	(*RegionsResponse)(nil),        // 36: bellows.kv.v1.RegionsResponse
-	(*FlushRequest)(nil),           // 37: bellows.kv.v1.FlushRequest
-	(*FlushResponse)(nil),          // 38: bellows.kv.v1.FlushResponse
-	(*CheckpointRequest)(nil),      // 39: bellows.kv.v1.CheckpointRequest
-	(*BackupRequest)(nil),          // 40: bellows.kv.v1.BackupRequest
-	(*BackupResponse)(nil),         // 41: bellows.kv.v1.BackupResponse
-	(*DeleteBackupRequest)(nil),    // 42: bellows.kv.v1.DeleteBackupRequest
-	(*DeleteBackupResponse)(nil),   // 43: bellows.kv.v1.DeleteBackupResponse
-	(*ListBackupsRequest)(nil),     // 44: bellows.kv.v1.ListBackupsRequest
-	(*ListBackupsResponse)(nil),    // 45: bellows.kv.v1.ListBackupsResponse
-	(*CheckpointResponse)(nil),     // 46: bellows.kv.v1.CheckpointResponse
-	(*CompactRequest)(nil),         // 47: bellows.kv.v1.CompactRequest
-	(*CompactResponse)(nil),        // 48: bellows.kv.v1.CompactResponse
-	(*ClockRequest)(nil),           // 49: bellows.kv.v1.ClockRequest
-	(*ClockResponse)(nil),          // 50: bellows.kv.v1.ClockResponse
+	(*Condition)(nil),              // 8: bellows.kv.v1.Condition
+	(*CompareAndSetRequest)(nil),   // 9: bellows.kv.v1.CompareAndSetRequest
+	(*CompareAndSetResponse)(nil),  // 10: bellows.kv.v1.CompareAndSetResponse
+	(*Mutation)(nil),               // 11: bellows.kv.v1.Mutation
+	(*BeginTxnRequest)(nil),        // 12: bellows.kv.v1.BeginTxnRequest
+	(*BeginTxnResponse)(nil),       // 13: bellows.kv.v1.BeginTxnResponse
+	(*RollbackTxnRequest)(nil),     // 14: bellows.kv.v1.RollbackTxnRequest
+	(*RollbackTxnResponse)(nil),    // 15: bellows.kv.v1.RollbackTxnResponse
+	(*TxnGetRequest)(nil),          // 16: bellows.kv.v1.TxnGetRequest
+	(*TxnScanRequest)(nil),         // 17: bellows.kv.v1.TxnScanRequest
+	(*CommitTxnRequest)(nil),       // 18: bellows.kv.v1.CommitTxnRequest
+	(*PrewriteRequest)(nil),        // 19: bellows.kv.v1.PrewriteRequest
+	(*PrewriteResponse)(nil),       // 20: bellows.kv.v1.PrewriteResponse
+	(*ResolveLocksRequest)(nil),    // 21: bellows.kv.v1.ResolveLocksRequest
+	(*ResolveLocksResponse)(nil),   // 22: bellows.kv.v1.ResolveLocksResponse
+	(*CheckTxnStatusRequest)(nil),  // 23: bellows.kv.v1.CheckTxnStatusRequest
+	(*CheckTxnStatusResponse)(nil), // 24: bellows.kv.v1.CheckTxnStatusResponse
+	(*CommitTxnResponse)(nil),      // 25: bellows.kv.v1.CommitTxnResponse
+	(*BatchRequest)(nil),           // 26: bellows.kv.v1.BatchRequest
+	(*BatchResponse)(nil),          // 27: bellows.kv.v1.BatchResponse
+	(*ScanRequest)(nil),            // 28: bellows.kv.v1.ScanRequest
+	(*BatchGetRequest)(nil),        // 29: bellows.kv.v1.BatchGetRequest
+	(*BatchGetResponse)(nil),       // 30: bellows.kv.v1.BatchGetResponse
+	(*DeleteRangeRequest)(nil),     // 31: bellows.kv.v1.DeleteRangeRequest
+	(*DeleteRangeResponse)(nil),    // 32: bellows.kv.v1.DeleteRangeResponse
+	(*KeyValue)(nil),               // 33: bellows.kv.v1.KeyValue
+	(*ScanResponse)(nil),           // 34: bellows.kv.v1.ScanResponse
+	(*RegionsRequest)(nil),         // 35: bellows.kv.v1.RegionsRequest
+	(*RegionInfo)(nil),             // 36: bellows.kv.v1.RegionInfo
+	(*FailingOverRegion)(nil),      // 37: bellows.kv.v1.FailingOverRegion
+	(*RegionCompaction)(nil),       // 38: bellows.kv.v1.RegionCompaction
+	(*RegionsResponse)(nil),        // 39: bellows.kv.v1.RegionsResponse
+	(*FlushRequest)(nil),           // 40: bellows.kv.v1.FlushRequest
+	(*FlushResponse)(nil),          // 41: bellows.kv.v1.FlushResponse
+	(*CheckpointRequest)(nil),      // 42: bellows.kv.v1.CheckpointRequest
+	(*BackupRequest)(nil),          // 43: bellows.kv.v1.BackupRequest
+	(*BackupResponse)(nil),         // 44: bellows.kv.v1.BackupResponse
+	(*DeleteBackupRequest)(nil),    // 45: bellows.kv.v1.DeleteBackupRequest
+	(*DeleteBackupResponse)(nil),   // 46: bellows.kv.v1.DeleteBackupResponse
+	(*ListBackupsRequest)(nil),     // 47: bellows.kv.v1.ListBackupsRequest
+	(*ListBackupsResponse)(nil),    // 48: bellows.kv.v1.ListBackupsResponse
+	(*CheckpointResponse)(nil),     // 49: bellows.kv.v1.CheckpointResponse
+	(*CompactRequest)(nil),         // 50: bellows.kv.v1.CompactRequest
+	(*CompactResponse)(nil),        // 51: bellows.kv.v1.CompactResponse
+	(*ClockRequest)(nil),           // 52: bellows.kv.v1.ClockRequest
+	(*ClockResponse)(nil),          // 53: bellows.kv.v1.ClockResponse
 }
 var file_bellows_kv_v1_kv_proto_depIdxs = []int32{
 	5,  // 0: bellows.kv.v1.GetResponse.observed:type_name -> bellows.kv.v1.ObservedClock
-	0,  // 1: bellows.kv.v1.Mutation.op:type_name -> bellows.kv.v1.Mutation.Op
-	5,  // 2: bellows.kv.v1.BeginTxnResponse.observed:type_name -> bellows.kv.v1.ObservedClock
-	5,  // 3: bellows.kv.v1.TxnGetRequest.observed:type_name -> bellows.kv.v1.ObservedClock
-	5,  // 4: bellows.kv.v1.TxnScanRequest.observed:type_name -> bellows.kv.v1.ObservedClock
-	8,  // 5: bellows.kv.v1.CommitTxnRequest.mutations:type_name -> bellows.kv.v1.Mutation
-	8,  // 6: bellows.kv.v1.PrewriteRequest.mutations:type_name -> bellows.kv.v1.Mutation
-	8,  // 7: bellows.kv.v1.BatchRequest.mutations:type_name -> bellows.kv.v1.Mutation
-	5,  // 8: bellows.kv.v1.ScanRequest.observed:type_name -> bellows.kv.v1.ObservedClock
-	4,  // 9: bellows.kv.v1.BatchGetResponse.results:type_name -> bellows.kv.v1.GetResponse
-	30, // 10: bellows.kv.v1.ScanResponse.pairs:type_name -> bellows.kv.v1.KeyValue
-	5,  // 11: bellows.kv.v1.ScanResponse.observed:type_name -> bellows.kv.v1.ObservedClock
-	35, // 12: bellows.kv.v1.RegionInfo.compaction:type_name -> bellows.kv.v1.RegionCompaction
-	33, // 13: bellows.kv.v1.RegionsResponse.regions:type_name -> bellows.kv.v1.RegionInfo
-	34, // 14: bellows.kv.v1.RegionsResponse.failing_over:type_name -> bellows.kv.v1.FailingOverRegion
-	1,  // 15: bellows.kv.v1.KV.Put:input_type -> bellows.kv.v1.PutRequest
-	3,  // 16: bellows.kv.v1.KV.Get:input_type -> bellows.kv.v1.GetRequest
-	6,  // 17: bellows.kv.v1.KV.Delete:input_type -> bellows.kv.v1.DeleteRequest
-	23, // 18: bellows.kv.v1.KV.Batch:input_type -> bellows.kv.v1.BatchRequest
-	25, // 19: bellows.kv.v1.KV.Scan:input_type -> bellows.kv.v1.ScanRequest
-	26, // 20: bellows.kv.v1.KV.BatchGet:input_type -> bellows.kv.v1.BatchGetRequest
-	28, // 21: bellows.kv.v1.KV.DeleteRange:input_type -> bellows.kv.v1.DeleteRangeRequest
-	32, // 22: bellows.kv.v1.KV.Regions:input_type -> bellows.kv.v1.RegionsRequest
-	9,  // 23: bellows.kv.v1.KV.BeginTxn:input_type -> bellows.kv.v1.BeginTxnRequest
-	13, // 24: bellows.kv.v1.KV.TxnGet:input_type -> bellows.kv.v1.TxnGetRequest
-	14, // 25: bellows.kv.v1.KV.TxnScan:input_type -> bellows.kv.v1.TxnScanRequest
-	15, // 26: bellows.kv.v1.KV.CommitTxn:input_type -> bellows.kv.v1.CommitTxnRequest
-	11, // 27: bellows.kv.v1.KV.RollbackTxn:input_type -> bellows.kv.v1.RollbackTxnRequest
-	16, // 28: bellows.kv.v1.KV.Prewrite:input_type -> bellows.kv.v1.PrewriteRequest
-	18, // 29: bellows.kv.v1.KV.ResolveLocks:input_type -> bellows.kv.v1.ResolveLocksRequest
-	20, // 30: bellows.kv.v1.KV.CheckTxnStatus:input_type -> bellows.kv.v1.CheckTxnStatusRequest
-	49, // 31: bellows.kv.v1.KV.Clock:input_type -> bellows.kv.v1.ClockRequest
-	37, // 32: bellows.kv.v1.Admin.Flush:input_type -> bellows.kv.v1.FlushRequest
-	47, // 33: bellows.kv.v1.Admin.Compact:input_type -> bellows.kv.v1.CompactRequest
-	39, // 34: bellows.kv.v1.Admin.Checkpoint:input_type -> bellows.kv.v1.CheckpointRequest
-	40, // 35: bellows.kv.v1.Admin.Backup:input_type -> bellows.kv.v1.BackupRequest
-	44, // 36: bellows.kv.v1.Admin.ListBackups:input_type -> bellows.kv.v1.ListBackupsRequest
-	42, // 37: bellows.kv.v1.Admin.DeleteBackup:input_type -> bellows.kv.v1.DeleteBackupRequest
-	2,  // 38: bellows.kv.v1.KV.Put:output_type -> bellows.kv.v1.PutResponse
-	4,  // 39: bellows.kv.v1.KV.Get:output_type -> bellows.kv.v1.GetResponse
-	7,  // 40: bellows.kv.v1.KV.Delete:output_type -> bellows.kv.v1.DeleteResponse
-	24, // 41: bellows.kv.v1.KV.Batch:output_type -> bellows.kv.v1.BatchResponse
-	31, // 42: bellows.kv.v1.KV.Scan:output_type -> bellows.kv.v1.ScanResponse
-	27, // 43: bellows.kv.v1.KV.BatchGet:output_type -> bellows.kv.v1.BatchGetResponse
-	29, // 44: bellows.kv.v1.KV.DeleteRange:output_type -> bellows.kv.v1.DeleteRangeResponse
-	36, // 45: bellows.kv.v1.KV.Regions:output_type -> bellows.kv.v1.RegionsResponse
-	10, // 46: bellows.kv.v1.KV.BeginTxn:output_type -> bellows.kv.v1.BeginTxnResponse
-	4,  // 47: bellows.kv.v1.KV.TxnGet:output_type -> bellows.kv.v1.GetResponse
-	31, // 48: bellows.kv.v1.KV.TxnScan:output_type -> bellows.kv.v1.ScanResponse
-	22, // 49: bellows.kv.v1.KV.CommitTxn:output_type -> bellows.kv.v1.CommitTxnResponse
-	12, // 50: bellows.kv.v1.KV.RollbackTxn:output_type -> bellows.kv.v1.RollbackTxnResponse
-	17, // 51: bellows.kv.v1.KV.Prewrite:output_type -> bellows.kv.v1.PrewriteResponse
-	19, // 52: bellows.kv.v1.KV.ResolveLocks:output_type -> bellows.kv.v1.ResolveLocksResponse
-	21, // 53: bellows.kv.v1.KV.CheckTxnStatus:output_type -> bellows.kv.v1.CheckTxnStatusResponse
-	50, // 54: bellows.kv.v1.KV.Clock:output_type -> bellows.kv.v1.ClockResponse
-	38, // 55: bellows.kv.v1.Admin.Flush:output_type -> bellows.kv.v1.FlushResponse
-	48, // 56: bellows.kv.v1.Admin.Compact:output_type -> bellows.kv.v1.CompactResponse
-	46, // 57: bellows.kv.v1.Admin.Checkpoint:output_type -> bellows.kv.v1.CheckpointResponse
-	41, // 58: bellows.kv.v1.Admin.Backup:output_type -> bellows.kv.v1.BackupResponse
-	45, // 59: bellows.kv.v1.Admin.ListBackups:output_type -> bellows.kv.v1.ListBackupsResponse
-	43, // 60: bellows.kv.v1.Admin.DeleteBackup:output_type -> bellows.kv.v1.DeleteBackupResponse
-	38, // [38:61] is the sub-list for method output_type
-	15, // [15:38] is the sub-list for method input_type
-	15, // [15:15] is the sub-list for extension type_name
-	15, // [15:15] is the sub-list for extension extendee
-	0,  // [0:15] is the sub-list for field type_name
+	8,  // 1: bellows.kv.v1.CompareAndSetRequest.condition:type_name -> bellows.kv.v1.Condition
+	0,  // 2: bellows.kv.v1.Mutation.op:type_name -> bellows.kv.v1.Mutation.Op
+	5,  // 3: bellows.kv.v1.BeginTxnResponse.observed:type_name -> bellows.kv.v1.ObservedClock
+	5,  // 4: bellows.kv.v1.TxnGetRequest.observed:type_name -> bellows.kv.v1.ObservedClock
+	5,  // 5: bellows.kv.v1.TxnScanRequest.observed:type_name -> bellows.kv.v1.ObservedClock
+	11, // 6: bellows.kv.v1.CommitTxnRequest.mutations:type_name -> bellows.kv.v1.Mutation
+	11, // 7: bellows.kv.v1.PrewriteRequest.mutations:type_name -> bellows.kv.v1.Mutation
+	11, // 8: bellows.kv.v1.BatchRequest.mutations:type_name -> bellows.kv.v1.Mutation
+	5,  // 9: bellows.kv.v1.ScanRequest.observed:type_name -> bellows.kv.v1.ObservedClock
+	4,  // 10: bellows.kv.v1.BatchGetResponse.results:type_name -> bellows.kv.v1.GetResponse
+	33, // 11: bellows.kv.v1.ScanResponse.pairs:type_name -> bellows.kv.v1.KeyValue
+	5,  // 12: bellows.kv.v1.ScanResponse.observed:type_name -> bellows.kv.v1.ObservedClock
+	38, // 13: bellows.kv.v1.RegionInfo.compaction:type_name -> bellows.kv.v1.RegionCompaction
+	36, // 14: bellows.kv.v1.RegionsResponse.regions:type_name -> bellows.kv.v1.RegionInfo
+	37, // 15: bellows.kv.v1.RegionsResponse.failing_over:type_name -> bellows.kv.v1.FailingOverRegion
+	1,  // 16: bellows.kv.v1.KV.Put:input_type -> bellows.kv.v1.PutRequest
+	3,  // 17: bellows.kv.v1.KV.Get:input_type -> bellows.kv.v1.GetRequest
+	6,  // 18: bellows.kv.v1.KV.Delete:input_type -> bellows.kv.v1.DeleteRequest
+	9,  // 19: bellows.kv.v1.KV.CompareAndSet:input_type -> bellows.kv.v1.CompareAndSetRequest
+	26, // 20: bellows.kv.v1.KV.Batch:input_type -> bellows.kv.v1.BatchRequest
+	28, // 21: bellows.kv.v1.KV.Scan:input_type -> bellows.kv.v1.ScanRequest
+	29, // 22: bellows.kv.v1.KV.BatchGet:input_type -> bellows.kv.v1.BatchGetRequest
+	31, // 23: bellows.kv.v1.KV.DeleteRange:input_type -> bellows.kv.v1.DeleteRangeRequest
+	35, // 24: bellows.kv.v1.KV.Regions:input_type -> bellows.kv.v1.RegionsRequest
+	12, // 25: bellows.kv.v1.KV.BeginTxn:input_type -> bellows.kv.v1.BeginTxnRequest
+	16, // 26: bellows.kv.v1.KV.TxnGet:input_type -> bellows.kv.v1.TxnGetRequest
+	17, // 27: bellows.kv.v1.KV.TxnScan:input_type -> bellows.kv.v1.TxnScanRequest
+	18, // 28: bellows.kv.v1.KV.CommitTxn:input_type -> bellows.kv.v1.CommitTxnRequest
+	14, // 29: bellows.kv.v1.KV.RollbackTxn:input_type -> bellows.kv.v1.RollbackTxnRequest
+	19, // 30: bellows.kv.v1.KV.Prewrite:input_type -> bellows.kv.v1.PrewriteRequest
+	21, // 31: bellows.kv.v1.KV.ResolveLocks:input_type -> bellows.kv.v1.ResolveLocksRequest
+	23, // 32: bellows.kv.v1.KV.CheckTxnStatus:input_type -> bellows.kv.v1.CheckTxnStatusRequest
+	52, // 33: bellows.kv.v1.KV.Clock:input_type -> bellows.kv.v1.ClockRequest
+	40, // 34: bellows.kv.v1.Admin.Flush:input_type -> bellows.kv.v1.FlushRequest
+	50, // 35: bellows.kv.v1.Admin.Compact:input_type -> bellows.kv.v1.CompactRequest
+	42, // 36: bellows.kv.v1.Admin.Checkpoint:input_type -> bellows.kv.v1.CheckpointRequest
+	43, // 37: bellows.kv.v1.Admin.Backup:input_type -> bellows.kv.v1.BackupRequest
+	47, // 38: bellows.kv.v1.Admin.ListBackups:input_type -> bellows.kv.v1.ListBackupsRequest
+	45, // 39: bellows.kv.v1.Admin.DeleteBackup:input_type -> bellows.kv.v1.DeleteBackupRequest
+	2,  // 40: bellows.kv.v1.KV.Put:output_type -> bellows.kv.v1.PutResponse
+	4,  // 41: bellows.kv.v1.KV.Get:output_type -> bellows.kv.v1.GetResponse
+	7,  // 42: bellows.kv.v1.KV.Delete:output_type -> bellows.kv.v1.DeleteResponse
+	10, // 43: bellows.kv.v1.KV.CompareAndSet:output_type -> bellows.kv.v1.CompareAndSetResponse
+	27, // 44: bellows.kv.v1.KV.Batch:output_type -> bellows.kv.v1.BatchResponse
+	34, // 45: bellows.kv.v1.KV.Scan:output_type -> bellows.kv.v1.ScanResponse
+	30, // 46: bellows.kv.v1.KV.BatchGet:output_type -> bellows.kv.v1.BatchGetResponse
+	32, // 47: bellows.kv.v1.KV.DeleteRange:output_type -> bellows.kv.v1.DeleteRangeResponse
+	39, // 48: bellows.kv.v1.KV.Regions:output_type -> bellows.kv.v1.RegionsResponse
+	13, // 49: bellows.kv.v1.KV.BeginTxn:output_type -> bellows.kv.v1.BeginTxnResponse
+	4,  // 50: bellows.kv.v1.KV.TxnGet:output_type -> bellows.kv.v1.GetResponse
+	34, // 51: bellows.kv.v1.KV.TxnScan:output_type -> bellows.kv.v1.ScanResponse
+	25, // 52: bellows.kv.v1.KV.CommitTxn:output_type -> bellows.kv.v1.CommitTxnResponse
+	15, // 53: bellows.kv.v1.KV.RollbackTxn:output_type -> bellows.kv.v1.RollbackTxnResponse
+	20, // 54: bellows.kv.v1.KV.Prewrite:output_type -> bellows.kv.v1.PrewriteResponse
+	22, // 55: bellows.kv.v1.KV.ResolveLocks:output_type -> bellows.kv.v1.ResolveLocksResponse
+	24, // 56: bellows.kv.v1.KV.CheckTxnStatus:output_type -> bellows.kv.v1.CheckTxnStatusResponse
+	53, // 57: bellows.kv.v1.KV.Clock:output_type -> bellows.kv.v1.ClockResponse
+	41, // 58: bellows.kv.v1.Admin.Flush:output_type -> bellows.kv.v1.FlushResponse
+	51, // 59: bellows.kv.v1.Admin.Compact:output_type -> bellows.kv.v1.CompactResponse
+	49, // 60: bellows.kv.v1.Admin.Checkpoint:output_type -> bellows.kv.v1.CheckpointResponse
+	44, // 61: bellows.kv.v1.Admin.Backup:output_type -> bellows.kv.v1.BackupResponse
+	48, // 62: bellows.kv.v1.Admin.ListBackups:output_type -> bellows.kv.v1.ListBackupsResponse
+	46, // 63: bellows.kv.v1.Admin.DeleteBackup:output_type -> bellows.kv.v1.DeleteBackupResponse
+	40, // [40:64] is the sub-list for method output_type
+	16, // [16:40] is the sub-list for method input_type
+	16, // [16:16] is the sub-list for extension type_name
+	16, // [16:16] is the sub-list for extension extendee
+	0,  // [0:16] is the sub-list for field type_name
 }
 
 func init() { file_bellows_kv_v1_kv_proto_init() }
@@ -3521,16 +3808,21 @@ func file_bellows_kv_v1_kv_proto_init() {
 		return
 	}
 	file_bellows_kv_v1_kv_proto_msgTypes[2].OneofWrappers = []any{}
-	file_bellows_kv_v1_kv_proto_msgTypes[24].OneofWrappers = []any{}
-	file_bellows_kv_v1_kv_proto_msgTypes[25].OneofWrappers = []any{}
-	file_bellows_kv_v1_kv_proto_msgTypes[35].OneofWrappers = []any{}
+	file_bellows_kv_v1_kv_proto_msgTypes[7].OneofWrappers = []any{
+		(*Condition_Value)(nil),
+		(*Condition_Version)(nil),
+		(*Condition_Absent)(nil),
+	}
+	file_bellows_kv_v1_kv_proto_msgTypes[27].OneofWrappers = []any{}
+	file_bellows_kv_v1_kv_proto_msgTypes[28].OneofWrappers = []any{}
+	file_bellows_kv_v1_kv_proto_msgTypes[38].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_bellows_kv_v1_kv_proto_rawDesc), len(file_bellows_kv_v1_kv_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   50,
+			NumMessages:   53,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

@@ -24,6 +24,7 @@ const (
 	KV_Put_FullMethodName            = "/bellows.kv.v1.KV/Put"
 	KV_Get_FullMethodName            = "/bellows.kv.v1.KV/Get"
 	KV_Delete_FullMethodName         = "/bellows.kv.v1.KV/Delete"
+	KV_CompareAndSet_FullMethodName  = "/bellows.kv.v1.KV/CompareAndSet"
 	KV_Batch_FullMethodName          = "/bellows.kv.v1.KV/Batch"
 	KV_Scan_FullMethodName           = "/bellows.kv.v1.KV/Scan"
 	KV_BatchGet_FullMethodName       = "/bellows.kv.v1.KV/BatchGet"
@@ -54,6 +55,16 @@ type KVClient interface {
 	// Get reads the newest version, or the newest at or below read_ts.
 	Get(ctx context.Context, in *GetRequest, opts ...grpc.CallOption) (*GetResponse, error)
 	Delete(ctx context.Context, in *DeleteRequest, opts ...grpc.CallOption) (*DeleteResponse, error)
+	// CompareAndSet writes a key (a put, or with delete a tombstone) only if
+	// what the key holds now matches the condition, in one round trip. The
+	// condition is judged and the write committed with no other write of the
+	// key in between, so compare-and-set is linearizable per key, also across
+	// region moves, splits and failovers (the request carries its
+	// idempotency key like a Put: a retry of one that succeeded gets its
+	// first answer). A condition that does not hold commits nothing and
+	// answers succeeded false with what the key holds. A key locked by a
+	// cross-region transaction is resolved first, as for a Put.
+	CompareAndSet(ctx context.Context, in *CompareAndSetRequest, opts ...grpc.CallOption) (*CompareAndSetResponse, error)
 	// Batch applies its mutations atomically; they must fall in one region.
 	Batch(ctx context.Context, in *BatchRequest, opts ...grpc.CallOption) (*BatchResponse, error)
 	// Scan streams the live keys of [start, end) in key order, across regions;
@@ -161,6 +172,16 @@ func (c *kVClient) Delete(ctx context.Context, in *DeleteRequest, opts ...grpc.C
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(DeleteResponse)
 	err := c.cc.Invoke(ctx, KV_Delete_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *kVClient) CompareAndSet(ctx context.Context, in *CompareAndSetRequest, opts ...grpc.CallOption) (*CompareAndSetResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CompareAndSetResponse)
+	err := c.cc.Invoke(ctx, KV_CompareAndSet_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -339,6 +360,16 @@ type KVServer interface {
 	// Get reads the newest version, or the newest at or below read_ts.
 	Get(context.Context, *GetRequest) (*GetResponse, error)
 	Delete(context.Context, *DeleteRequest) (*DeleteResponse, error)
+	// CompareAndSet writes a key (a put, or with delete a tombstone) only if
+	// what the key holds now matches the condition, in one round trip. The
+	// condition is judged and the write committed with no other write of the
+	// key in between, so compare-and-set is linearizable per key, also across
+	// region moves, splits and failovers (the request carries its
+	// idempotency key like a Put: a retry of one that succeeded gets its
+	// first answer). A condition that does not hold commits nothing and
+	// answers succeeded false with what the key holds. A key locked by a
+	// cross-region transaction is resolved first, as for a Put.
+	CompareAndSet(context.Context, *CompareAndSetRequest) (*CompareAndSetResponse, error)
 	// Batch applies its mutations atomically; they must fall in one region.
 	Batch(context.Context, *BatchRequest) (*BatchResponse, error)
 	// Scan streams the live keys of [start, end) in key order, across regions;
@@ -430,6 +461,9 @@ func (UnimplementedKVServer) Get(context.Context, *GetRequest) (*GetResponse, er
 }
 func (UnimplementedKVServer) Delete(context.Context, *DeleteRequest) (*DeleteResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Delete not implemented")
+}
+func (UnimplementedKVServer) CompareAndSet(context.Context, *CompareAndSetRequest) (*CompareAndSetResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method CompareAndSet not implemented")
 }
 func (UnimplementedKVServer) Batch(context.Context, *BatchRequest) (*BatchResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Batch not implemented")
@@ -544,6 +578,24 @@ func _KV_Delete_Handler(srv interface{}, ctx context.Context, dec func(interface
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
 		return srv.(KVServer).Delete(ctx, req.(*DeleteRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _KV_CompareAndSet_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CompareAndSetRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(KVServer).CompareAndSet(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: KV_CompareAndSet_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(KVServer).CompareAndSet(ctx, req.(*CompareAndSetRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
@@ -804,6 +856,10 @@ var KV_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Delete",
 			Handler:    _KV_Delete_Handler,
+		},
+		{
+			MethodName: "CompareAndSet",
+			Handler:    _KV_CompareAndSet_Handler,
 		},
 		{
 			MethodName: "Batch",

@@ -1,0 +1,82 @@
+package server
+
+import (
+	"context"
+	"errors"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	kvpb "github.com/bellows-kv/bellows/proto/bellows/kv/v1"
+	"github.com/bellows-kv/bellows/storage-engine/region"
+)
+
+// CompareAndSet implements kvpb.KVServer: a Put or Delete that the region
+// commits only if its condition holds (region.Condition). It is a write
+// like a Put in every other way: routed, forwarded, deduplicated by its
+// idempotency key, and retried past a cross-region transaction's lock.
+func (s *KV) CompareAndSet(ctx context.Context, req *kvpb.CompareAndSetRequest) (*kvpb.CompareAndSetResponse, error) {
+	cond, err := conditionOf(req)
+	if err != nil {
+		return nil, err
+	}
+	t, err := s.resolve(ctx, req.Key)
+	if err != nil {
+		return nil, err
+	}
+	if t.forward {
+		var resp *kvpb.CompareAndSetResponse
+		err := s.forward(ctx, "compare-and-set", t, func(ctx context.Context, c kvpb.KVClient) (err error) {
+			resp, err = c.CompareAndSet(ctx, req)
+			return err
+		})
+		return resp, err
+	}
+	e, err := t.engine()
+	if err != nil {
+		return nil, err
+	}
+	ts, err := s.write(ctx, t, req, func(rq *region.Request) (uint64, error) {
+		b := new(region.Batch)
+		if req.Delete {
+			b.Delete(req.Key)
+		} else {
+			b.Put(req.Key, req.Value)
+		}
+		return e.Apply(b.If(cond).WithRequest(rq))
+	})
+	var failed *region.ConditionFailedError
+	if errors.As(err, &failed) {
+		return &kvpb.CompareAndSetResponse{Region: t.local.Name(), Found: failed.Found, Value: failed.Value, Version: failed.Version}, nil
+	}
+	if err != nil {
+		return nil, regionErr(t.local, err)
+	}
+	return &kvpb.CompareAndSetResponse{Succeeded: true, CommitTs: ts, Region: t.local.Name()}, nil
+}
+
+// conditionOf is the request's condition, or INVALID_ARGUMENT naming what
+// is wrong with the request.
+func conditionOf(req *kvpb.CompareAndSetRequest) (region.Condition, error) {
+	c := region.Condition{Key: req.Key}
+	if req.Delete && len(req.Value) > 0 {
+		return c, status.Error(codes.InvalidArgument, "compare-and-set: a delete takes no value")
+	}
+	switch e := req.GetCondition().GetExpect().(type) {
+	case *kvpb.Condition_Absent:
+		if !e.Absent {
+			return c, status.Error(codes.InvalidArgument, "compare-and-set: condition absent must be true (to expect a live value, give value or version)")
+		}
+		c.Absent = true
+	case *kvpb.Condition_Value:
+		c.Value = append([]byte{}, e.Value...) // non-nil: an expected empty value
+	case *kvpb.Condition_Version:
+		if e.Version == 0 {
+			return c, status.Error(codes.InvalidArgument, "compare-and-set: condition version must be a commit timestamp above 0 (to expect no value, give absent)")
+		}
+		c.Version = e.Version
+	default:
+		return c, status.Error(codes.InvalidArgument, "compare-and-set: the request has no condition (give one of value, version and absent; an unconditional write is a Put)")
+	}
+	return c, nil
+}
