@@ -26,9 +26,26 @@ func IfValue(value []byte) Condition {
 }
 
 // IfVersion holds when the key's newest version is live and was committed
-// at version: a WriteResult's CommitTS, or a failed CASResult's Version.
+// at version: GetVersion's, a WriteResult's CommitTS, or a failed
+// CASResult's Version.
 func IfVersion(version uint64) Condition {
 	return Condition{&kvpb.Condition{Expect: &kvpb.Condition_Version{Version: version}}}
+}
+
+// GetVersion reads key's newest value and its version, the commit
+// timestamp of the write that made it (IfVersion's argument); found is
+// false when the key has no value.
+func (c *Client) GetVersion(ctx context.Context, key []byte) (value []byte, version uint64, found bool, err error) {
+	if err := checkKey(key); err != nil {
+		return nil, 0, false, err
+	}
+	resp, err := do(ctx, c, key, func(ctx context.Context, kv kvpb.KVClient) (*kvpb.GetResponse, error) {
+		return kv.Get(ctx, &kvpb.GetRequest{Key: key})
+	})
+	if err != nil {
+		return nil, 0, false, err
+	}
+	return resp.Value, resp.Version, resp.Found, nil
 }
 
 // ErrNoCondition is returned by CompareAndSet and CompareAndDelete given a

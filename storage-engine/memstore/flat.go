@@ -122,15 +122,20 @@ func (f *flat) seekGE(key kv.InternalKey) int {
 }
 
 func (f *flat) Get(userKey []byte, readTS uint64) ([]byte, kv.Kind, bool) {
+	val, k, _, ok := f.GetVersion(userKey, readTS)
+	return val, k, ok
+}
+
+func (f *flat) GetVersion(userKey []byte, readTS uint64) ([]byte, kv.Kind, uint64, bool) {
 	if !f.filter.Test(userKey) {
-		return nil, 0, false
+		return nil, 0, 0, false
 	}
 	i := f.seekGE(kv.MakeSearchKey(userKey, readTS))
 	if i == len(f.entries) || !bytes.Equal(f.userKey(&f.entries[i]), userKey) {
-		return nil, 0, false
+		return nil, 0, 0, false
 	}
 	e := &f.entries[i]
-	return f.value(e), e.kind(), true
+	return f.value(e), e.kind(), e.ts, true
 }
 
 func (f *flat) ApproximateBytes() int64 {

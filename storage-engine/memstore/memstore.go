@@ -59,7 +59,7 @@ import (
 // segment is one piece of the memstore: the active Skiplist, a pushed but
 // not yet flattened Skiplist, or a flat segment.
 type segment interface {
-	Get(userKey []byte, readTS uint64) ([]byte, kv.Kind, bool)
+	GetVersion(userKey []byte, readTS uint64) ([]byte, kv.Kind, uint64, bool)
 	NewIterator() iterator.Iterator
 	ApproximateBytes() int64
 	Len() int64
@@ -152,18 +152,24 @@ func (v *View) recount() {
 
 // Get returns the newest version of userKey with timestamp ≤ readTS.
 func (v *View) Get(userKey []byte, readTS uint64) ([]byte, kv.Kind, bool) {
-	if val, k, ok := v.active.Get(userKey, readTS); ok {
-		return val, k, true
+	val, k, _, ok := v.GetVersion(userKey, readTS)
+	return val, k, ok
+}
+
+// GetVersion is Get that also returns the version's timestamp.
+func (v *View) GetVersion(userKey []byte, readTS uint64) ([]byte, kv.Kind, uint64, bool) {
+	if val, k, ts, ok := v.active.GetVersion(userKey, readTS); ok {
+		return val, k, ts, true
 	}
 	for _, s := range v.pipeline {
 		if lo, _ := s.tsRange(); lo > readTS {
 			continue
 		}
-		if val, k, ok := s.Get(userKey, readTS); ok {
-			return val, k, true
+		if val, k, ts, ok := s.GetVersion(userKey, readTS); ok {
+			return val, k, ts, true
 		}
 	}
-	return nil, 0, false
+	return nil, 0, 0, false
 }
 
 // AppendIterators appends an iterator per segment to dst.

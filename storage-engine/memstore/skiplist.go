@@ -232,11 +232,17 @@ func (s *Skiplist) last() *node {
 
 // Get returns the newest version of userKey with timestamp ≤ readTS.
 func (s *Skiplist) Get(userKey []byte, readTS uint64) ([]byte, kv.Kind, bool) {
+	val, k, _, ok := s.GetVersion(userKey, readTS)
+	return val, k, ok
+}
+
+// GetVersion is Get that also returns the version's timestamp.
+func (s *Skiplist) GetVersion(userKey []byte, readTS uint64) ([]byte, kv.Kind, uint64, bool) {
 	n := s.seekGE(kv.MakeSearchKey(userKey, readTS))
 	if n == nil || string(n.key.UserKey) != string(userKey) {
-		return nil, 0, false
+		return nil, 0, 0, false
 	}
-	return n.value, n.key.Kind, true
+	return n.value, n.key.Kind, n.key.TS, true
 }
 
 // ApproximateBytes is the memory s accounts for: key and value bytes plus

@@ -81,11 +81,7 @@ func (e *ConditionFailedError) Is(target error) bool { return target == ErrCondi
 // judge returns nil if c holds in rs, the read state of a region taken
 // under c.Key's latch, else a *ConditionFailedError.
 func (c *Condition) judge(ctx context.Context, rs *readState) error {
-	version, _, err := rs.newestTS(ctx, c.Key, 0, rs.ts)
-	if err != nil {
-		return err
-	}
-	val, kind, ok, err := rs.get(ctx, c.Key)
+	val, kind, version, ok, err := rs.get(ctx, c.Key)
 	if err != nil {
 		return err
 	}

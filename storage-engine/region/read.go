@@ -101,7 +101,8 @@ func (r *Region) Get(key []byte, readTS uint64) ([]byte, bool, error) {
 // latest). The returned slice is the caller's. ctx is the request's: a
 // block read from a compaction worker (WarmupRemoteCache) ends with it.
 func (r *Region) GetContext(ctx context.Context, key []byte, readTS uint64) ([]byte, bool, error) {
-	return r.GetUncertain(ctx, key, readTS, Uncertainty{})
+	v, _, ok, err := r.GetUncertain(ctx, key, readTS, Uncertainty{})
+	return v, ok, err
 }
 
 // GetUncertain is GetContext with clock uncertainty (docs/clock.md): a
@@ -109,13 +110,13 @@ func (r *Region) GetContext(ctx context.Context, key []byte, readTS uint64) ([]b
 // *UncertainError, and so does a lock whose transaction may commit there
 // until it is resolved (*LockedError); limit is u's, narrowed by its
 // observation of this store's clock (Region.uncertaintyLimit). A limit ≤
-// readTS: no window.
-func (r *Region) GetUncertain(ctx context.Context, key []byte, readTS uint64, u Uncertainty) ([]byte, bool, error) {
+// readTS: no window. version is the commit timestamp of the version read.
+func (r *Region) GetUncertain(ctx context.Context, key []byte, readTS uint64, u Uncertainty) (value []byte, version uint64, found bool, err error) {
 	if err := validateKey(key); err != nil {
-		return nil, false, err
+		return nil, 0, false, err
 	}
 	if err := r.checkKey(key); err != nil {
-		return nil, false, err
+		return nil, 0, false, err
 	}
 	var limit uint64
 	rs, err := r.acquireUnlocked(readTS, func(ts uint64) error {
@@ -123,28 +124,30 @@ func (r *Region) GetUncertain(ctx context.Context, key []byte, readTS uint64, u 
 		return r.checkReadLock(key, max(ts, limit))
 	})
 	if err != nil {
-		return nil, false, err
+		return nil, 0, false, err
 	}
 	defer rs.release()
 	if limit > rs.ts {
 		if u, ok, err := rs.newestTS(ctx, key, rs.ts, limit); err != nil {
-			return nil, false, err
+			return nil, 0, false, err
 		} else if ok {
-			return nil, false, &UncertainError{Key: bytes.Clone(key), ReadTS: rs.ts, TS: u}
+			return nil, 0, false, &UncertainError{Key: bytes.Clone(key), ReadTS: rs.ts, TS: u}
 		}
 	}
-	val, kind, ok, err := rs.get(ctx, key)
+	val, kind, ts, ok, err := rs.get(ctx, key)
 	if err != nil || !ok || kind == kv.KindDelete {
-		return nil, false, err
+		return nil, 0, false, err
 	}
 	r.stats.recordGet()
-	return bytes.Clone(val), true, nil
+	return bytes.Clone(val), ts, true, nil
 }
 
-func (rs *readState) get(ctx context.Context, key []byte) ([]byte, kv.Kind, bool, error) {
+// get returns key's newest version at or below rs.ts: its value, kind and
+// timestamp.
+func (rs *readState) get(ctx context.Context, key []byte) ([]byte, kv.Kind, uint64, bool, error) {
 	for _, m := range rs.mems {
-		if v, k, ok := m.Get(key, rs.ts); ok {
-			return v, k, true, nil
+		if v, k, ts, ok := m.GetVersion(key, rs.ts); ok {
+			return v, k, ts, true, nil
 		}
 	}
 	// Files are oldest first with ascending timestamp ranges: the newest
@@ -155,12 +158,12 @@ func (rs *readState) get(ctx context.Context, key []byte) ([]byte, kv.Kind, bool
 		if t.meta.MinTS > rs.ts || bytes.Compare(key, t.meta.Smallest) < 0 || bytes.Compare(key, t.meta.Largest) > 0 {
 			continue
 		}
-		v, k, ok, err := t.reader.GetContext(ctx, key, rs.ts)
+		v, k, ts, ok, err := t.reader.GetVersionContext(ctx, key, rs.ts)
 		if err != nil || ok {
-			return v, k, ok, err
+			return v, k, ts, ok, err
 		}
 	}
-	return nil, 0, false, nil
+	return nil, 0, 0, false, nil
 }
 
 // KV is one key and its value as of a read.

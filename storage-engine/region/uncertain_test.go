@@ -27,19 +27,19 @@ func TestReadsWithinTheUncertaintyWindowFail(t *testing.T) {
 	limit := del // in and del within (readTS, limit]; after beyond it
 
 	var ue *UncertainError
-	if _, _, err := r.GetUncertain(ctx, []byte("b"), readTS, Uncertainty{Limit: limit}); !errors.As(err, &ue) || ue.TS != in || string(ue.Key) != "b" {
+	if _, _, _, err := r.GetUncertain(ctx, []byte("b"), readTS, Uncertainty{Limit: limit}); !errors.As(err, &ue) || ue.TS != in || string(ue.Key) != "b" {
 		t.Fatalf("Get of a key written within the window: %v, want an *UncertainError at %d", err, in)
 	}
-	if _, _, err := r.GetUncertain(ctx, []byte("m"), readTS, Uncertainty{Limit: limit}); !errors.As(err, &ue) || ue.TS != del {
+	if _, _, _, err := r.GetUncertain(ctx, []byte("m"), readTS, Uncertainty{Limit: limit}); !errors.As(err, &ue) || ue.TS != del {
 		t.Fatalf("Get of a key deleted within the window: %v, want an *UncertainError at %d", err, del)
 	}
-	if v, ok, err := r.GetUncertain(ctx, []byte("a"), readTS, Uncertainty{Limit: limit}); err != nil || !ok || string(v) != "1" {
+	if v, _, ok, err := r.GetUncertain(ctx, []byte("a"), readTS, Uncertainty{Limit: limit}); err != nil || !ok || string(v) != "1" {
 		t.Fatalf("Get of a key untouched in the window: %q %v %v", v, ok, err)
 	}
-	if _, ok, err := r.GetUncertain(ctx, []byte("z"), readTS, Uncertainty{Limit: limit}); err != nil || ok {
+	if _, _, ok, err := r.GetUncertain(ctx, []byte("z"), readTS, Uncertainty{Limit: limit}); err != nil || ok {
 		t.Fatalf("Get of a key written after the limit: %v %v, want absent", ok, err)
 	}
-	if v, ok, err := r.GetUncertain(ctx, []byte("b"), readTS, Uncertainty{}); err != nil || ok {
+	if v, _, ok, err := r.GetUncertain(ctx, []byte("b"), readTS, Uncertainty{}); err != nil || ok {
 		t.Fatalf("Get without a limit: %q %v %v, want the snapshot (absent)", v, ok, err)
 	}
 	for _, dir := range []string{"forward", "reverse"} {
@@ -128,7 +128,7 @@ func TestALockCommittedLateStaysUncertain(t *testing.T) {
 			if err := c.commit(r, writer, commitTS, []byte("k")); err != nil {
 				t.Fatal(err)
 			}
-			v, ok, err := r.GetUncertain(bg, []byte("k"), readTS, u)
+			v, _, ok, err := r.GetUncertain(bg, []byte("k"), readTS, u)
 			var ue *UncertainError
 			switch {
 			case c.uncertain && (!errors.As(err, &ue) || ue.TS != commitTS):
@@ -139,7 +139,7 @@ func TestALockCommittedLateStaysUncertain(t *testing.T) {
 			// A reader that observed the clock after the commit narrows to
 			// that observation, which is above the commit.
 			later := Uncertainty{Limit: u.Limit, Observed: clock.Now()}
-			if _, _, err := r.GetUncertain(bg, []byte("k"), readTS, later); !errors.As(err, &ue) || ue.TS != commitTS {
+			if _, _, _, err := r.GetUncertain(bg, []byte("k"), readTS, later); !errors.As(err, &ue) || ue.TS != commitTS {
 				t.Fatalf("read observed after the commit: %v, want an *UncertainError at %d", err, commitTS)
 			}
 		})

@@ -30,6 +30,9 @@ func TestCompareAndSetIsForwardedAndItsRetryGetsTheFirstAnswer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if g, err := p.a.Get(context.Background(), &kvpb.GetRequest{Key: []byte("n")}); err != nil || g.Version != put.CommitTs {
+		t.Fatalf("a read's version: %v, %v; want the put's commit_ts %d", g, err, put.CommitTs)
+	}
 	req := &kvpb.CompareAndSetRequest{Key: []byte("n"), Condition: ifValue("v1"), Value: []byte("v2")}
 	first, err := p.a.CompareAndSet(withID("cas-1"), req)
 	if err != nil || !first.Succeeded || first.CommitTs <= put.CommitTs {

@@ -403,36 +403,42 @@ func (r *Reader) Get(userKey []byte, readTS uint64) (value []byte, kind kv.Kind,
 	return r.GetContext(context.Background(), userKey, readTS)
 }
 
-// GetContext returns the newest version of userKey with timestamp ≤ readTS.
-// The value aliases a cached block, which is immutable. ctx is the request's:
-// ending it abandons a remote block read.
+// GetContext is GetVersionContext without the version's timestamp.
 func (r *Reader) GetContext(ctx context.Context, userKey []byte, readTS uint64) (value []byte, kind kv.Kind, found bool, err error) {
+	value, kind, _, found, err = r.GetVersionContext(ctx, userKey, readTS)
+	return value, kind, found, err
+}
+
+// GetVersionContext returns the newest version of userKey with timestamp
+// ≤ readTS, and that timestamp. The value aliases a cached block, which is immutable. ctx is the request's:
+// ending it abandons a remote block read.
+func (r *Reader) GetVersionContext(ctx context.Context, userKey []byte, readTS uint64) (value []byte, kind kv.Kind, ts uint64, found bool, err error) {
 	if !r.filter.Test(userKey) {
-		return nil, 0, false, nil
+		return nil, 0, 0, false, nil
 	}
 	var sk [64]byte
 	target := kv.MakeSearchKey(userKey, readTS).Append(sk[:0])
 	i := r.findBlock(target)
 	if i == r.index.len() {
-		return nil, 0, false, nil
+		return nil, 0, 0, false, nil
 	}
 	b, err := r.block(ctx, i)
 	if err != nil {
-		return nil, 0, false, err
+		return nil, 0, 0, false, err
 	}
 	var it blockIter
 	if err := it.init(b); err != nil {
-		return nil, 0, false, &CorruptionError{File: r.name, Block: blockName(i), Offset: r.index.handles[i].Offset, Reason: err.Error()}
+		return nil, 0, 0, false, &CorruptionError{File: r.name, Block: blockName(i), Offset: r.index.handles[i].Offset, Reason: err.Error()}
 	}
 	// The block's last key is ≥ target, so the seek always lands in it.
 	if !it.seekGE(target) {
 		if it.err != nil {
-			return nil, 0, false, &CorruptionError{File: r.name, Block: blockName(i), Offset: r.index.handles[i].Offset, Reason: it.err.Error()}
+			return nil, 0, 0, false, &CorruptionError{File: r.name, Block: blockName(i), Offset: r.index.handles[i].Offset, Reason: it.err.Error()}
 		}
-		return nil, 0, false, nil
+		return nil, 0, 0, false, nil
 	}
 	if !bytes.Equal(it.ikey.UserKey, userKey) {
-		return nil, 0, false, nil
+		return nil, 0, 0, false, nil
 	}
-	return it.val, it.ikey.Kind, true, nil
+	return it.val, it.ikey.Kind, it.ikey.TS, true, nil
 }

@@ -317,12 +317,13 @@ is absent is named on standard error and the exit status is 1.`,
 			key := keys[0]
 			return f.with(cmd, func(ctx context.Context, c *client.Client) error {
 				var v []byte
+				var version uint64
 				var found bool
 				var err error
 				if readTS != 0 {
 					v, found, err = c.GetAt(ctx, key, readTS)
 				} else {
-					v, found, err = c.Get(ctx, key)
+					v, version, found, err = c.GetVersion(ctx, key)
 				}
 				if err != nil {
 					return err
@@ -330,7 +331,11 @@ is absent is named on standard error and the exit status is 1.`,
 				if !found {
 					return &userError{what: fmt.Sprintf("%q: not found", args[0])}
 				}
-				_ = p.record(p.value(v, isTerminal(cmd.OutOrStdout())), map[string]any{"key": p.json(key), "value": p.json(v)}, p.table(key), p.table(v))
+				doc := map[string]any{"key": p.json(key), "value": p.json(v)}
+				if version != 0 {
+					doc["version"] = version // --if-version's argument
+				}
+				_ = p.record(p.value(v, isTerminal(cmd.OutOrStdout())), doc, p.table(key), p.table(v))
 				return p.flush()
 			})
 		}}

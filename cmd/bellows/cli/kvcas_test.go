@@ -44,7 +44,12 @@ func TestKVPutAndDeleteIfACondition(t *testing.T) {
 	if err := kvFails(t, addr, "put", "lock", "owner-c", "--if-version", fmt.Sprint(first)); !strings.Contains(err.Error(), fmt.Sprintf("version %d", second)) {
 		t.Fatalf("put --if-version of the old version: %v", err)
 	}
-	kv(t, addr, "put", "lock", "owner-c", "--if-version", fmt.Sprint(second))
+	// A read's version is the one to expect.
+	var got struct{ Version uint64 }
+	if err := json.Unmarshal([]byte(kv(t, addr, "get", "lock", "-o", "json")), &got); err != nil || got.Version != second {
+		t.Fatalf("get -o json: version %d (%v), want %d", got.Version, err, second)
+	}
+	kv(t, addr, "put", "lock", "owner-c", "--if-version", fmt.Sprint(got.Version))
 	if err := kvFails(t, addr, "delete", "lock", "--if-value", "owner-b"); !strings.Contains(err.Error(), "holds owner-c") {
 		t.Fatalf("delete --if-value of the old value: %v", err)
 	}

@@ -237,7 +237,10 @@ type GetResponse struct {
 	Value []byte                 `protobuf:"bytes,2,opt,name=value,proto3" json:"value,omitempty"`
 	// observed: on a TxnGet answer, the answering store's clock (see
 	// ObservedClock).
-	Observed      *ObservedClock `protobuf:"bytes,3,opt,name=observed,proto3" json:"observed,omitempty"`
+	Observed *ObservedClock `protobuf:"bytes,3,opt,name=observed,proto3" json:"observed,omitempty"`
+	// version: when found, the commit timestamp of the version read (a
+	// CompareAndSet condition's version).
+	Version       uint64 `protobuf:"varint,4,opt,name=version,proto3" json:"version,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -291,6 +294,13 @@ func (x *GetResponse) GetObserved() *ObservedClock {
 		return x.Observed
 	}
 	return nil
+}
+
+func (x *GetResponse) GetVersion() uint64 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
 }
 
 // ObservedClock is a store's clock reading a transaction took when it
@@ -3411,11 +3421,12 @@ const file_bellows_kv_v1_kv_proto_rawDesc = "" +
 	"\x03key\x18\x01 \x01(\fR\x03key\x12\x1c\n" +
 	"\aread_ts\x18\x02 \x01(\x04H\x00R\x06readTs\x88\x01\x01B\n" +
 	"\n" +
-	"\b_read_ts\"s\n" +
+	"\b_read_ts\"\x8d\x01\n" +
 	"\vGetResponse\x12\x14\n" +
 	"\x05found\x18\x01 \x01(\bR\x05found\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\fR\x05value\x128\n" +
-	"\bobserved\x18\x03 \x01(\v2\x1c.bellows.kv.v1.ObservedClockR\bobserved\"5\n" +
+	"\bobserved\x18\x03 \x01(\v2\x1c.bellows.kv.v1.ObservedClockR\bobserved\x12\x18\n" +
+	"\aversion\x18\x04 \x01(\x04R\aversion\"5\n" +
 	"\rObservedClock\x12\x14\n" +
 	"\x05store\x18\x01 \x01(\tR\x05store\x12\x0e\n" +
 	"\x02ts\x18\x02 \x01(\x04R\x02ts\"!\n" +
