@@ -35,8 +35,9 @@
 //
 // Consistency. Each region orders its own writes (commit timestamps are per
 // region). A Scan over several regions reads each region in turn; it is not
-// a snapshot of the whole key space. Batch is atomic and must fall in one
-// region; for atomic writes across regions, use a transaction (Txn).
+// a snapshot of the whole key space. Batch is atomic wherever its keys
+// fall (across regions by a two-phase commit); a transaction (Txn) reads
+// and writes atomically.
 // CompareAndSet and CompareAndDelete write one key only if it holds what a
 // Condition expects (IfAbsent, IfValue, IfVersion): linearizable per key.
 //
@@ -647,13 +648,19 @@ type Mutation struct {
 	Delete     bool
 }
 
-// ErrBatchSpansRegions is returned (wrapped, naming the regions) by a Batch
-// whose keys fall in more than one region, before anything is sent.
+// ErrBatchSpansRegions was returned by a Batch whose keys fell in more than
+// one region.
+//
+// Deprecated: such a batch commits across its regions; it is never
+// returned.
 var ErrBatchSpansRegions = errors.New("batch spans regions")
 
-// Batch applies the mutations atomically: all or none. They must fall in
-// one region, within Put's limits each and MaxBatchBytes together
-// (ErrBatchTooLarge).
+// Batch applies the mutations atomically, with one commit timestamp: all or
+// none, wherever their keys fall. Within Put's limits each and
+// MaxBatchBytes together (ErrBatchTooLarge). The store that owns mutation
+// 0's region applies it: alone when every key is in that region (the fast
+// path), else by a cross-region commit it coordinates, in one round trip
+// from here either way; WriteResult.Region is mutation 0's region.
 func (c *Client) Batch(ctx context.Context, muts []Mutation) (WriteResult, error) {
 	if len(muts) == 0 {
 		return WriteResult{}, errors.New("bellows client: empty batch")
@@ -662,18 +669,12 @@ func (c *Client) Batch(ctx context.Context, muts []Mutation) (WriteResult, error
 		return WriteResult{}, err
 	}
 	req := &kvpb.BatchRequest{Mutations: make([]*kvpb.Mutation, len(muts))}
-	t := c.table.Load()
-	first, firstOK := t.lookup(muts[0].Key)
 	for i, m := range muts {
 		op := kvpb.Mutation_OP_PUT
 		if m.Delete {
 			op = kvpb.Mutation_OP_DELETE
 		}
 		req.Mutations[i] = &kvpb.Mutation{Op: op, Key: m.Key, Value: m.Value}
-		if r, ok := t.lookup(m.Key); ok && firstOK && r.Name != first.Name {
-			return WriteResult{}, fmt.Errorf("bellows client: %w: mutation 0 (key %q) is in %s, mutation %d (key %q) in %s",
-				ErrBatchSpansRegions, muts[0].Key, first.Name, i, m.Key, r.Name)
-		}
 	}
 	ctx = withRequestID(ctx)
 	resp, err := do(ctx, c, muts[0].Key, func(ctx context.Context, kv kvpb.KVClient) (*kvpb.BatchResponse, error) {

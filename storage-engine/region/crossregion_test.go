@@ -323,3 +323,28 @@ func TestRetriedCommitLearnsItsOutcome(t *testing.T) {
 		t.Fatalf("outcomes after the retry window: %+v; want only q's, which is not resolved", outs)
 	}
 }
+
+// A batch across regions takes a new start on each attempt: a retry of one
+// whose primary committed finds the commit by its request ID at any start,
+// instead of committing the batch a second time.
+func TestARetryAtANewStartFindsItsCommitByRequest(t *testing.T) {
+	r := openForTxns(t)
+	start := mustPut(t, r, "z", "0")
+	b := func() *Batch { return new(Batch).Put([]byte("p"), []byte("1")) }
+	prep, err := r.Prewrite(bg, start, []byte("p"), b(), time.Now().Add(time.Minute), "batch-7")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.CommitLocks(bg, start, prep+1, keys("p"), true, "batch-7"); err != nil {
+		t.Fatal(err)
+	}
+	later := mustPut(t, r, "z", "1")
+	var ac *AlreadyCommittedError
+	if _, err := r.Prewrite(bg, later, []byte("p"), b(), time.Now().Add(time.Minute), "batch-7"); !errors.As(err, &ac) || ac.CommitTS != prep+1 {
+		t.Fatalf("the retry at a new start: %v, want AlreadyCommittedError at %d", err, prep+1)
+	}
+	// Another request at that start is a transaction of its own.
+	if _, err := r.Prewrite(bg, later, []byte("p"), b(), time.Now().Add(time.Minute), "batch-8"); err != nil {
+		t.Fatalf("another request's prewrite: %v", err)
+	}
+}

@@ -104,6 +104,22 @@ func (s *txnState) outcome(startTS uint64, primary []byte) (manifest.TxnOutcome,
 	return o, ok
 }
 
+// committedBy is the outcome of a transaction with primary key primary
+// that the commit request requestID committed, at any start timestamp: a
+// batch across regions takes a new start on each attempt, so its retry
+// after a lost answer finds its commit by the request alone. Outcomes are
+// few (each is forgotten once its transaction is resolved everywhere).
+func (s *txnState) committedBy(requestID string, primary []byte) (manifest.TxnOutcome, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, o := range s.outcomes {
+		if o.CommitTS != 0 && o.RequestID == requestID && string(o.Primary) == string(primary) {
+			return o, true
+		}
+	}
+	return manifest.TxnOutcome{}, false
+}
+
 func (s *txnState) apply(rec *txnRecord) {
 	s.mu.Lock()
 	defer s.mu.Unlock()

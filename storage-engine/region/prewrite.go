@@ -58,8 +58,9 @@ import (
 // primary's and rolled the transaction back. A retried prewrite of the
 // same transaction succeeds again; one of a transaction this region
 // recorded as committed by the same commit request (requestID, when not
-// empty) returns an *AlreadyCommittedError: a retry of a commit whose
-// answer was lost. It returns the prepare timestamp: the commit timestamp
+// empty; at startTS, or with primary at any start, as a batch across
+// regions retried at a new start) returns an *AlreadyCommittedError: a
+// retry of a commit whose answer was lost. It returns the prepare timestamp: the commit timestamp
 // must be above it.
 func (r *Region) Prewrite(ctx context.Context, startTS uint64, primary []byte, b *Batch, expiresAt time.Time, requestID string) (uint64, error) {
 	if err := b.validate(r.opts.MaxValueSize, r.opts.MaxBatchBytes); err != nil {
@@ -75,6 +76,11 @@ func (r *Region) Prewrite(ctx context.Context, startTS uint64, primary []byte, b
 	slots := r.latches.slotsOf(b)
 	r.latches.lock(slots)
 	defer r.latches.unlock(slots)
+	if requestID != "" {
+		if o, ok := r.txn.committedBy(requestID, primary); ok && o.StartTS != startTS {
+			return 0, &AlreadyCommittedError{StartTS: o.StartTS, CommitTS: o.CommitTS}
+		}
+	}
 	if o, ok := r.txn.outcome(startTS, primary); ok {
 		switch {
 		case o.CommitTS == 0:

@@ -256,19 +256,24 @@ func (s *KV) Batch(ctx context.Context, req *kvpb.BatchRequest) (*kvpb.BatchResp
 	if len(req.Mutations) == 0 {
 		return nil, toStatus(region.ErrEmptyBatch)
 	}
-	// Mutation 0 routes the batch; every other key must fall in its region.
+	// Mutation 0 routes the batch: its region's owner applies it, alone
+	// when every key falls in that region, else across the regions.
 	t, err := s.resolve(ctx, req.Mutations[0].Key)
 	if err != nil {
 		return nil, mutationErr(0, err)
 	}
-	if t.forward {
-		// The whole batch goes to one region's owner, which applies it
-		// atomically.
-		for i, m := range req.Mutations[1:] {
-			if err := s.inRegion(i+1, m.Key, t); err != nil {
-				return nil, err
-			}
+	sp := t.remote
+	if !t.forward {
+		sp = t.local.Span
+	}
+	across := false
+	for i, m := range req.Mutations[1:] {
+		if len(m.Key) == 0 {
+			return nil, mutationErr(i+1, toStatus(region.ErrEmptyKey))
 		}
+		across = across || !sp.Contains(m.Key)
+	}
+	if t.forward {
 		var resp *kvpb.BatchResponse
 		err := s.forward(ctx, "batch", t, func(ctx context.Context, c kvpb.KVClient) (err error) {
 			resp, err = c.Batch(ctx, req)
@@ -276,10 +281,8 @@ func (s *KV) Batch(ctx context.Context, req *kvpb.BatchRequest) (*kvpb.BatchResp
 		})
 		return resp, err
 	}
-	for i, m := range req.Mutations[1:] {
-		if err := s.inRegion(i+1, m.Key, t); err != nil {
-			return nil, err
-		}
+	if across {
+		return s.batchAcrossRegions(ctx, t, req)
 	}
 	b, err := toBatch(req.Mutations)
 	if err != nil {
@@ -332,10 +335,11 @@ func toBatch(muts []*kvpb.Mutation) (*region.Batch, error) {
 	return b, nil
 }
 
-// inRegion checks that mutation i's key falls in the region t routed the
-// batch to (by mutation 0). The key's own region is looked up only to name
-// it in the error: in the whole key space when the batch is forwarded, among
-// this store's regions when it is served here.
+// inRegion checks that mutation i's key of a prewrite or lock resolution
+// (one region's part of a cross-region commit) falls in the region t
+// routed it to (by mutation 0). The key's own region is looked up only to
+// name it in the error: in the whole key space when the request is
+// forwarded, among this store's regions when it is served here.
 func (s *KV) inRegion(i int, key []byte, t target) error {
 	if len(key) == 0 {
 		return mutationErr(i, toStatus(region.ErrEmptyKey))
@@ -360,7 +364,7 @@ func (s *KV) inRegion(i int, key []byte, t target) error {
 		return status.Errorf(codes.OutOfRange, "mutation %d: key %q is in no region this store serves (see Regions)", i, key)
 	}
 	return status.Errorf(codes.InvalidArgument,
-		"mutation %d: key %q is in region %s, mutation 0 in %s; a batch is atomic only within one region", i, key, other, sp.Name)
+		"mutation %d: key %q is in region %s, mutation 0 in %s; the keys of one region's prewrite or resolution fall in that region", i, key, other, sp.Name)
 }
 
 // Scan implements kvpb.KVServer. Each region is read from one consistent view;

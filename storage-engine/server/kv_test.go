@@ -100,7 +100,7 @@ func TestResolveRoutesOnce(t *testing.T) {
 	}
 }
 
-func TestBatchKeysMustShareMutationZerosRegion(t *testing.T) {
+func TestPrewriteKeysMustShareMutationZerosRegion(t *testing.T) {
 	for _, c := range []struct {
 		fwd  bool
 		key  string
@@ -108,10 +108,10 @@ func TestBatchKeysMustShareMutationZerosRegion(t *testing.T) {
 	}{
 		{false, "b", ""},
 		{false, "", `InvalidArgument "mutation 1: region: key is empty"`},
-		{false, "q", `InvalidArgument "mutation 1: key \"q\" is in region region-002, mutation 0 in region-000; a batch is atomic only within one region"`},
+		{false, "q", `InvalidArgument "mutation 1: key \"q\" is in region region-002, mutation 0 in region-000; the keys of one region's prewrite or resolution fall in that region"`},
 		{false, "h", `OutOfRange "mutation 1: key \"h\" is in no region this store serves (see Regions)"`},
 		{true, "b", ""},
-		{true, "h", `InvalidArgument "mutation 1: key \"h\" is in region region-001, mutation 0 in region-000; a batch is atomic only within one region"`},
+		{true, "h", `InvalidArgument "mutation 1: key \"h\" is in region region-001, mutation 0 in region-000; the keys of one region's prewrite or resolution fall in that region"`},
 	} {
 		kv := testKV(t, c.fwd)
 		tg, err := kv.resolve(context.Background(), []byte("a"))

@@ -20,6 +20,9 @@ import (
 type Metrics struct {
 	latency  *prometheus.HistogramVec
 	forwards *prometheus.CounterVec
+	// across counts batches committed across regions; acrossRetries their
+	// attempts retried at a new start after a write conflict.
+	across, acrossRetries prometheus.Counter
 }
 
 // ops maps KV methods to the op label; Admin and Regions calls are not
@@ -52,6 +55,14 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "bellows_kv_forwarded_total",
 			Help: "Calls forwarded to the store serving the key's region, by op (a scan makes one per remote region; a retry after a map refresh counts again).",
 		}, []string{"op"}),
+		across: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "bellows_kv_batches_across_regions_total",
+			Help: "Batches whose keys fell in more than one region, committed across them (two-phase commit) by this store.",
+		}),
+		acrossRetries: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "bellows_kv_batch_across_regions_retries_total",
+			Help: "Attempts of batches across regions committed again at a new start timestamp after a write of one of their keys passed the start.",
+		}),
 	}
 	// Only the successes are created up front: every series of every code
 	// would be 15 ops × 17 codes × 20 series of a histogram, mostly zeros.
@@ -61,8 +72,20 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		m.latency.WithLabelValues(op, codes.OK.String())
 		m.forwards.WithLabelValues(op)
 	}
-	reg.MustRegister(m.latency, m.forwards)
+	reg.MustRegister(m.latency, m.forwards, m.across, m.acrossRetries)
 	return m
+}
+
+func (m *Metrics) batchAcrossRegions() {
+	if m != nil {
+		m.across.Inc()
+	}
+}
+
+func (m *Metrics) batchAcrossRegionsRetried() {
+	if m != nil {
+		m.acrossRetries.Inc()
+	}
 }
 
 // forwarded counts one forwarded call.

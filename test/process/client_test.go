@@ -154,12 +154,16 @@ func TestClientRoutesEachRequestToItsOwner(t *testing.T) {
 	if _, found, err := c.Get(ctx, regionKey(2, "k000")); err != nil || found {
 		t.Fatalf("after the batch's delete: found %t, %v", found, err)
 	}
-	_, err = c.Batch(ctx, []client.Mutation{{Key: regionKey(0, "x"), Value: []byte("x")}, {Key: regionKey(1, "y"), Value: []byte("y")}})
-	if !errors.Is(err, client.ErrBatchSpansRegions) {
-		t.Fatalf("batch across region-000 and region-001: %v, want ErrBatchSpansRegions", err)
+	// A batch across two regions (of two stores) commits in both, at one
+	// timestamp.
+	across, err := c.Batch(ctx, []client.Mutation{{Key: regionKey(0, "x"), Value: []byte("x")}, {Key: regionKey(1, "y"), Value: []byte("y")}})
+	if err != nil || across.Region != regionName(0) {
+		t.Fatalf("batch across region-000 and region-001: %+v, %v; want committed, mutation 0's region", across, err)
 	}
-	if _, found, _ := c.Get(ctx, regionKey(0, "x")); found {
-		t.Fatalf("the refused batch applied a mutation")
+	for _, k := range [][]byte{regionKey(0, "x"), regionKey(1, "y")} {
+		if _, version, found, err := c.GetVersion(ctx, k); err != nil || !found || version != across.CommitTS {
+			t.Fatalf("%q after the batch across regions: found %t at %d, %v; want the batch's commit %d", k, found, version, err, across.CommitTS)
+		}
 	}
 	if _, err := c.Delete(ctx, regionKey(3, "k001")); err != nil {
 		t.Fatal(err)

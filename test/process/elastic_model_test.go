@@ -36,7 +36,8 @@ import (
 // offloaded compactions (Admin.Flush, Admin.Compact), while seeded clients
 // run:
 //
-//   - puts, deletes and multi-key batches, reads (Get, Scan, and a
+//   - puts, deletes and multi-key batches (a slot's keys may fall in
+//     two regions after a split: its batch then commits across them), reads (Get, Scan, and a
 //     BatchGet, atomic within one region) and reads at past timestamps
 //     (GetAt, Scan at ReadTS) on modelled keys. The history is checked
 //     for linearizability by porcupine, per slot of four keys (batches and
@@ -139,6 +140,7 @@ func elKind(key string) byte {
 type elasticCounts struct {
 	splits, merges, moves, kills, flushes, remoteCompactions         int
 	linOps, tsReads, unknownWrites, txns, txnsCommitted, txnsUnknown int
+	batchesAcross                                                    int
 }
 
 func (c *elasticCounts) add(o elasticCounts) {
@@ -148,6 +150,7 @@ func (c *elasticCounts) add(o elasticCounts) {
 	c.kills += o.kills
 	c.flushes += o.flushes
 	c.remoteCompactions += o.remoteCompactions
+	c.batchesAcross += o.batchesAcross
 	c.linOps += o.linOps
 	c.tsReads += o.tsReads
 	c.unknownWrites += o.unknownWrites
@@ -158,9 +161,9 @@ func (c *elasticCounts) add(o elasticCounts) {
 
 func (c elasticCounts) String() string {
 	return fmt.Sprintf("%d load splits, %d merges, %d moves, %d kills, %d flushes, %d offloaded compactions; "+
-		"%d linearizability operations (%d writes of unknown outcome), %d reads at a timestamp; %d transactions (%d committed, %d of unknown outcome)",
+		"%d linearizability operations (%d writes of unknown outcome; %d batches across regions), %d reads at a timestamp; %d transactions (%d committed, %d of unknown outcome)",
 		c.splits, c.merges, c.moves, c.kills, c.flushes, c.remoteCompactions,
-		c.linOps, c.unknownWrites, c.tsReads, c.txns, c.txnsCommitted, c.txnsUnknown)
+		c.linOps, c.unknownWrites, c.batchesAcross, c.tsReads, c.txns, c.txnsCommitted, c.txnsUnknown)
 }
 
 // elCluster is the three stores and the worker of one seed.
@@ -186,9 +189,10 @@ const (
 	elMergesMetric = "bellows_region_merges_total"
 	elMovesMetric  = "bellows_region_moves_total"
 	elRemoteMetric = `bellows_compactions_total{location="remote",result="success"}`
+	elAcrossMetric = "bellows_kv_batches_across_regions_total"
 )
 
-var elCounters = []string{elSplitsMetric, elMergesMetric, elMovesMetric, elRemoteMetric}
+var elCounters = []string{elSplitsMetric, elMergesMetric, elMovesMetric, elRemoteMetric, elAcrossMetric}
 
 func newElCluster(t *testing.T) *elCluster {
 	dir := t.TempDir()
@@ -566,10 +570,6 @@ func (w *elWorkload) write(c, slot int, op string, keys []int, vals []string, do
 	call := w.now()
 	res, err := do()
 	ret := w.now()
-	if errors.Is(err, client.ErrBatchSpansRegions) {
-		w.count("batch refused before sending") // nothing sent: no operation
-		return
-	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	ts := res.CommitTS
@@ -995,6 +995,7 @@ func runElasticModel(t *testing.T, seed uint64) elasticCounts {
 	counts.merges = int(cl.sum(elMergesMetric))
 	counts.moves = int(cl.sum(elMovesMetric))
 	counts.remoteCompactions = int(cl.sum(elRemoteMetric))
+	counts.batchesAcross = int(cl.sum(elAcrossMetric))
 	for what, n := range map[string]int{"load split": counts.splits, "merge": counts.merges, "move": counts.moves,
 		"kill": counts.kills, "flush": counts.flushes, "offloaded compaction": counts.remoteCompactions} {
 		if n < 1 {

@@ -194,16 +194,17 @@ func TestForwardingServesEveryRegionThroughEitherStore(t *testing.T) {
 			if g, err := owners[remote].kv().Get(ctx, &kvpb.GetRequest{Key: bad}); err != nil || g.Found {
 				t.Fatalf("rejected batch's put of %q is visible on the owner: found=%t, %v", bad, g.GetFound(), err)
 			}
-			// A batch spanning two regions is refused before forwarding.
-			_, err = entry.kv().Batch(ctx, &kvpb.BatchRequest{Mutations: []*kvpb.Mutation{
+			// A batch spanning two regions is forwarded to mutation 0's
+			// owner, which commits it in both.
+			across, err := entry.kv().Batch(ctx, &kvpb.BatchRequest{Mutations: []*kvpb.Mutation{
 				{Op: kvpb.Mutation_OP_PUT, Key: regionKey(remote, "x"), Value: []byte("x")},
 				{Op: kvpb.Mutation_OP_PUT, Key: regionKey(3-remote, "x"), Value: []byte("x")},
 			}})
-			want := fmt.Sprintf("mutation 1: key %q is in region %s, mutation 0 in %s; a batch is atomic only within one region",
-				regionKey(3-remote, "x"), regionName(3-remote), regionName(remote))
-			if status.Code(err) != codes.InvalidArgument || status.Convert(err).Message() != want {
-				t.Fatalf("batch across regions: %v, want INVALID_ARGUMENT %q", err, want)
+			if err != nil || across.Region != regionName(remote) {
+				t.Fatalf("batch across regions: %v, %v; want committed, region %s", across, err, regionName(remote))
 			}
+			m[string(regionKey(remote, "x"))] = "x"
+			m[string(regionKey(3-remote, "x"))] = "x"
 			checkScan(t, entry, m, nil, nil, 0)
 
 			if n := entry.metric(t, `bellows_kv_forwarded_total{op="put"}`); n < 10 {

@@ -65,7 +65,12 @@ type KVClient interface {
 	// answers succeeded false with what the key holds. A key locked by a
 	// cross-region transaction is resolved first, as for a Put.
 	CompareAndSet(ctx context.Context, in *CompareAndSetRequest, opts ...grpc.CallOption) (*CompareAndSetResponse, error)
-	// Batch applies its mutations atomically; they must fall in one region.
+	// Batch applies its mutations atomically, with one commit timestamp,
+	// wherever their keys fall: mutation 0's region's owner applies it in
+	// that region's commit path when every key is in the region, else commits
+	// it across the regions (two-phase commit, as CommitTxn) at a start it
+	// takes, and again at a new start after a write conflict (a batch reads
+	// nothing). The answer's region is mutation 0's.
 	Batch(ctx context.Context, in *BatchRequest, opts ...grpc.CallOption) (*BatchResponse, error)
 	// Scan streams the live keys of [start, end) in key order, across regions;
 	// with reverse, in descending order, the regions right to left.
@@ -370,7 +375,12 @@ type KVServer interface {
 	// answers succeeded false with what the key holds. A key locked by a
 	// cross-region transaction is resolved first, as for a Put.
 	CompareAndSet(context.Context, *CompareAndSetRequest) (*CompareAndSetResponse, error)
-	// Batch applies its mutations atomically; they must fall in one region.
+	// Batch applies its mutations atomically, with one commit timestamp,
+	// wherever their keys fall: mutation 0's region's owner applies it in
+	// that region's commit path when every key is in the region, else commits
+	// it across the regions (two-phase commit, as CommitTxn) at a start it
+	// takes, and again at a new start after a write conflict (a batch reads
+	// nothing). The answer's region is mutation 0's.
 	Batch(context.Context, *BatchRequest) (*BatchResponse, error)
 	// Scan streams the live keys of [start, end) in key order, across regions;
 	// with reverse, in descending order, the regions right to left.
