@@ -155,3 +155,45 @@ start) aborts it, naming the key; --retry runs it again from a new snapshot inst
 	cmd.Flags().BoolVar(&retry, "retry", false, "on a conflict, run the transaction again from a new snapshot until it commits or --timeout")
 	return cmd
 }
+
+func newKVBatchCommand(f *kvFlags) *cobra.Command {
+	return &cobra.Command{
+		Use:   "batch OPERATION...",
+		Short: "Write put KEY VALUE and delete KEY operations atomically, at one commit timestamp, in any regions",
+		Long: `Writes the operations together, all or none, at one commit timestamp, wherever
+their keys fall: in one region's commit path when they are all in one region,
+else across the regions (two-phase commit, coordinated by the store of the
+first key's region). A batch reads nothing and never aborts; kv txn reads and
+writes.
+
+  bellows kv batch put a 1 put z 2 delete m`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ops, err := parseTxnOps(args)
+			if err != nil {
+				return err
+			}
+			muts := make([]client.Mutation, len(ops))
+			for i, op := range ops {
+				if op.verb != "put" && op.verb != "delete" {
+					return fmt.Errorf("%s: a batch only writes (put KEY VALUE, delete KEY); kv txn reads and writes", op.verb)
+				}
+				key, value, err := op.decode(f.codec())
+				if err != nil {
+					return err
+				}
+				muts[i] = client.Mutation{Key: key, Value: value, Delete: op.verb == "delete"}
+			}
+			p, err := f.printer(cmd, "REGION", "COMMIT_TS")
+			if err != nil {
+				return err
+			}
+			return f.with(cmd, func(ctx context.Context, c *client.Client) error {
+				r, err := c.Batch(ctx, muts)
+				if err != nil {
+					return err
+				}
+				return writeResult(p, r)
+			})
+		}}
+}
