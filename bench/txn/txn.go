@@ -40,7 +40,8 @@ type Config struct {
 	ContentionWorkers            int
 	// Sections are the parts to run (Sections).
 	Sections []string
-	// CrossWorkers are the client goroutines of the crossregion section.
+	// CrossWorkers are the client goroutines of the crossregion and
+	// writes sections.
 	CrossWorkers int
 	// BankCrashes is how many store crashes the bank section has, one
 	// after every BankTransfersPerCrash committed transfers.
@@ -57,9 +58,9 @@ type Config struct {
 }
 
 // Sections are the benchmark's parts, in the order they run.
-var Sections = []string{"throughput", "contention", "crossregion", "bank", "recovery"}
+var Sections = []string{"throughput", "contention", "crossregion", "writes", "bank", "recovery"}
 
-// Default is the full run: about 7 minutes on two idle cores.
+// Default is the full run: about 8 minutes on two idle cores.
 func Default() Config {
 	return Config{Keys: 1_000_000, Preload: 200_000, Workers: 4, Runs: 5, Phase: 3 * time.Second,
 		HotKeys: []int{10_000, 100, 10}, ContentionWorkers: 8, Sections: Sections,
@@ -94,6 +95,7 @@ type Report struct {
 	Throughput          Throughput   `json:"throughput"`
 	Contention          []Contention `json:"contention"`
 	CrossRegion         *CrossRegion `json:"crossregion,omitempty"`
+	Writes              *Writes      `json:"writes,omitempty"`
 	Bank                *BankResult  `json:"bank,omitempty"`
 	RecoveryRegime      string       `json:"recovery_regime,omitempty"`
 	MemstoreBudgetBytes int64        `json:"memstore_budget_bytes,omitempty"`
@@ -161,6 +163,13 @@ func Run(ctx context.Context, cfg Config, work string, progress func(string)) (R
 			return rep, err
 		}
 		rep.CrossRegion = &x
+	}
+	if slices.Contains(cfg.Sections, "writes") {
+		w, err := writesRuns(ctx, cfg, work, progress)
+		if err != nil {
+			return rep, err
+		}
+		rep.Writes = &w
 	}
 	if slices.Contains(cfg.Sections, "bank") {
 		progress("bank")

@@ -26,11 +26,13 @@ func newTxnCommand() *cobra.Command {
 			"check that no update was lost).\n" +
 			"crossregion: two-write transactions across regions of two `bellows store` processes against ones in one region\n" +
 			"(commit rate ratio, goal ≥ 0.33×).\n" +
+			"writes: against the same two stores, compare-and-set against puts (goal ≥ 0.8×) and batches across two\n" +
+			"regions against batches in one (goal ≥ 0.33×).\n" +
 			"bank: the bank workload against two `bellows store` processes, SIGKILLed and restarted in turn (invariant and\n" +
 			"snapshot-isolation violations, goal 0).\n" +
 			"recovery: a writer process SIGKILLed after each --recovery-uptimes, with and without the WAL bound; the\n" +
 			"store's recovery time and replayed bytes (goal: flat in uptime, ≤ 2 s per GiB of memstore budget).\n" +
-			"Writes txn.json and txn.md into --out. About 7 minutes; run it on an otherwise idle machine.",
+			"Writes txn.json and txn.md into --out. About 8 minutes; run it on an otherwise idle machine.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
