@@ -109,7 +109,7 @@ func TestAMalformedConditionIsRefused(t *testing.T) {
 // Concurrent increments by compare-and-set lose none: every successful
 // one is counted in the final value, because no write of the key commits
 // between a condition's judgement and its write.
-func TestConcurrentCompareAndSetIncrementsLoseNone(t *testing.T) {
+func TestConcurrentIncrementsByCompareAndSetLoseNone(t *testing.T) {
 	r := mustOpen(t, testOptions(t, t.TempDir()))
 	defer r.Close()
 	if _, err := r.Put([]byte("n"), []byte("0")); err != nil {
