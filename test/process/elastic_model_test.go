@@ -997,7 +997,8 @@ func runElasticModel(t *testing.T, seed uint64) elasticCounts {
 	counts.remoteCompactions = int(cl.sum(elRemoteMetric))
 	counts.batchesAcross = int(cl.sum(elAcrossMetric))
 	for what, n := range map[string]int{"load split": counts.splits, "merge": counts.merges, "move": counts.moves,
-		"kill": counts.kills, "flush": counts.flushes, "offloaded compaction": counts.remoteCompactions} {
+		"kill": counts.kills, "flush": counts.flushes, "offloaded compaction": counts.remoteCompactions,
+		"batch across regions": counts.batchesAcross} {
 		if n < 1 {
 			t.Errorf("no %s happened", what)
 		}

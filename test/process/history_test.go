@@ -393,6 +393,20 @@ func (h *history) check(t *testing.T) {
 	if len(h.ops) < 10 || scans == 0 {
 		t.Fatalf("history too short to mean anything: %d ops, %d scans", len(h.ops), scans)
 	}
+	var cas, wrote, held int
+	for _, op := range h.ops {
+		if op.Input.(regInput).cas {
+			cas++
+			if out := op.Output.(regOutput); out.set {
+				wrote++
+			} else if !out.unknown {
+				held++
+			}
+		}
+	}
+	if h.cas && (wrote == 0 || held == 0) {
+		t.Fatalf("%d compare-and-sets: %d wrote, %d found another value; the history checks compare-and-set only with both", cas, wrote, held)
+	}
 	if res, _ := porcupine.CheckOperationsVerbose(registerModel, h.ops, 30*time.Second); res != porcupine.Ok {
 		t.Fatalf("history of %d operations is not linearizable per key (%v)", len(h.ops), res)
 	}
@@ -401,7 +415,8 @@ func (h *history) check(t *testing.T) {
 	if res != porcupine.Ok {
 		t.Fatalf("history of %d operations (%d scans) is not linearizable as a whole (%v after %v)", len(h.ops), scans, res, time.Since(started))
 	}
-	t.Logf("history of %d operations (%d scans) is linearizable (whole-history check %v)", len(h.ops), scans, time.Since(started).Round(time.Millisecond))
+	t.Logf("history of %d operations (%d scans, %d compare-and-sets: %d wrote, %d did not) is linearizable (whole-history check %v)",
+		len(h.ops), scans, cas, wrote, held, time.Since(started).Round(time.Millisecond))
 }
 
 // The whole-keyspace model rejects a scan that saw one write but not an
