@@ -2,6 +2,7 @@ package txn
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
 	"math/rand/v2"
 	"path/filepath"
@@ -21,7 +22,7 @@ import (
 // values to keys uniform over 2^32 per region (no contention):
 //
 //   - put: Put of a random key; cas: CompareAndSet IfAbsent of a random
-//     key (it holds: the key is new), which the region judges under the
+//     key of 64 bits (it holds: the key is new), which the region judges under the
 //     key's latch with one lookup of its newest version before the commit.
 //   - batch: Batch of two keys in one region (the fast path: one WAL
 //     record); batch across: two keys in regions of different stores (a
@@ -66,7 +67,10 @@ var writeModes = map[string]writeOp{
 		return err
 	},
 	"cas": func(ctx context.Context, c *client.Client, rng *rand.Rand) error {
-		r, err := c.CompareAndSet(ctx, regionKey(rng, rng.IntN(BankRegions)), client.IfAbsent(), value)
+		// 64 random bits: over the section's millions of writes, 32 would
+		// meet an earlier key (which the condition then finds present).
+		key := binary.BigEndian.AppendUint64([]byte{byte(64*rng.IntN(BankRegions) + 1), 'c'}, rng.Uint64())
+		r, err := c.CompareAndSet(ctx, key, client.IfAbsent(), value)
 		if err == nil && !r.Succeeded {
 			err = fmt.Errorf("compare-and-set if absent of a new random key found it present: %+v", r)
 		}

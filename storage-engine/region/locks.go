@@ -61,18 +61,22 @@ type txnState struct {
 	mu       sync.Mutex
 	locks    map[string]manifest.TxnLock
 	outcomes map[txnKey]manifest.TxnOutcome
+	// committed indexes the committed outcomes that name their commit
+	// request, by request ID and primary key (committedBy).
+	committed map[requestKey]txnKey
 	// nLocks mirrors len(locks), so writes and reads skip the check when
 	// no key is locked (the common case).
 	nLocks atomic.Int64
 }
 
 func newTxnState(m manifest.Manifest) *txnState {
-	s := &txnState{locks: map[string]manifest.TxnLock{}, outcomes: map[txnKey]manifest.TxnOutcome{}}
+	s := &txnState{locks: map[string]manifest.TxnLock{}, outcomes: map[txnKey]manifest.TxnOutcome{}, committed: map[requestKey]txnKey{}}
 	for _, l := range m.Locks {
 		s.locks[string(l.Key)] = l
 	}
 	for _, o := range m.TxnOutcomes {
 		s.outcomes[keyOf(o.StartTS, o.Primary)] = o
+		s.index(o)
 	}
 	s.nLocks.Store(int64(len(s.locks)))
 	return s
@@ -104,26 +108,44 @@ func (s *txnState) outcome(startTS uint64, primary []byte) (manifest.TxnOutcome,
 	return o, ok
 }
 
+// requestKey names a commit request's transaction: its request ID and
+// primary key.
+type requestKey struct{ id, primary string }
+
+// index records o in committed if it is a commit that names its request.
+func (s *txnState) index(o manifest.TxnOutcome) {
+	if o.CommitTS != 0 && o.RequestID != "" {
+		s.committed[requestKey{o.RequestID, string(o.Primary)}] = keyOf(o.StartTS, o.Primary)
+	}
+}
+
 // committedBy is the outcome of a transaction with primary key primary
 // that the commit request requestID committed, at any start timestamp: a
 // batch across regions takes a new start on each attempt, so its retry
-// after a lost answer finds its commit by the request alone. Outcomes are
-// few (each is forgotten once its transaction is resolved everywhere).
+// after a lost answer finds its commit by the request alone.
 func (s *txnState) committedBy(requestID string, primary []byte) (manifest.TxnOutcome, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for _, o := range s.outcomes {
-		if o.CommitTS != 0 && o.RequestID == requestID && string(o.Primary) == string(primary) {
-			return o, true
-		}
+	k, ok := s.committed[requestKey{requestID, string(primary)}]
+	if !ok {
+		return manifest.TxnOutcome{}, false
 	}
-	return manifest.TxnOutcome{}, false
+	o, ok := s.outcomes[k]
+	return o, ok
 }
 
 func (s *txnState) apply(rec *txnRecord) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	for _, k := range rec.forget {
+		if o, ok := s.outcomes[keyOf(k.startTS, k.key)]; ok && o.RequestID != "" {
+			delete(s.committed, requestKey{o.RequestID, string(o.Primary)})
+		}
+	}
 	applyTxnRecord(s.locks, s.outcomes, rec)
+	if rec.outcome != nil {
+		s.index(*rec.outcome)
+	}
 	s.nLocks.Store(int64(len(s.locks)))
 }
 
