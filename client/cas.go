@@ -36,12 +36,7 @@ func IfVersion(version uint64) Condition {
 // timestamp of the write that made it (IfVersion's argument); found is
 // false when the key has no value.
 func (c *Client) GetVersion(ctx context.Context, key []byte) (value []byte, version uint64, found bool, err error) {
-	if err := checkKey(key); err != nil {
-		return nil, 0, false, err
-	}
-	resp, err := do(ctx, c, key, func(ctx context.Context, kv kvpb.KVClient) (*kvpb.GetResponse, error) {
-		return kv.Get(ctx, &kvpb.GetRequest{Key: key})
-	})
+	resp, err := c.getResponse(ctx, &kvpb.GetRequest{Key: key})
 	if err != nil {
 		return nil, 0, false, err
 	}

@@ -598,16 +598,21 @@ func (c *Client) GetAt(ctx context.Context, key []byte, readTS uint64) (value []
 }
 
 func (c *Client) get(ctx context.Context, req *kvpb.GetRequest) ([]byte, bool, error) {
-	if err := checkKey(req.Key); err != nil {
-		return nil, false, err
-	}
-	resp, err := do(ctx, c, req.Key, func(ctx context.Context, kv kvpb.KVClient) (*kvpb.GetResponse, error) {
-		return kv.Get(ctx, req)
-	})
+	resp, err := c.getResponse(ctx, req)
 	if err != nil {
 		return nil, false, err
 	}
 	return resp.Value, resp.Found, nil
+}
+
+// getResponse is the answer to req from the key's region.
+func (c *Client) getResponse(ctx context.Context, req *kvpb.GetRequest) (*kvpb.GetResponse, error) {
+	if err := checkKey(req.Key); err != nil {
+		return nil, err
+	}
+	return do(ctx, c, req.Key, func(ctx context.Context, kv kvpb.KVClient) (*kvpb.GetResponse, error) {
+		return kv.Get(ctx, req)
+	})
 }
 
 // Put writes value under key. A key must be 1 to MaxKeyBytes long and a

@@ -8,9 +8,6 @@ import (
 	"math/rand/v2"
 	"path/filepath"
 	"slices"
-	"sync"
-	"sync/atomic"
-	"time"
 
 	"github.com/bellows-kv/bellows/bench/report"
 	"github.com/bellows-kv/bellows/client"
@@ -87,43 +84,29 @@ func regionKey(rng *rand.Rand, r int) []byte {
 	return k
 }
 
+// otherStoresRegion is a random region of the store that does not own
+// region a: regions 0 and 2 are store 0's, 1 and 3 store 1's.
+func otherStoresRegion(rng *rand.Rand, a int) int {
+	return (a + 1 + 2*rng.IntN(BankRegions/2)) % BankRegions
+}
+
 // crossRegionRun is one run: committed transactions per second.
 func crossRegionRun(ctx context.Context, c *client.Client, cfg Config, cross bool, seed uint64) (float64, error) {
-	var commits atomic.Int64
-	var firstErr error
-	var once sync.Once
-	value := make([]byte, 100)
-	deadline := time.Now().Add(cfg.Phase)
-	var wg sync.WaitGroup
-	for w := range cfg.CrossWorkers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			rng := rand.New(rand.NewPCG(seed, uint64(w)))
-			for time.Now().Before(deadline) {
-				// Regions 0 and 2 are store 0's, 1 and 3 store 1's.
-				a := rng.IntN(BankRegions)
-				b := a
-				if cross {
-					b = (a + 1 + 2*rng.IntN(BankRegions/2)) % BankRegions
-				}
-				x, err := c.Begin(ctx)
-				if err == nil {
-					x.Put(regionKey(rng, a), value)
-					x.Put(regionKey(rng, b), value)
-					_, err = x.Commit(ctx)
-				}
-				if errors.Is(err, client.ErrConflict) {
-					continue // two random keys of 2^32: not expected
-				}
-				if err != nil {
-					once.Do(func() { firstErr = err })
-					return
-				}
-				commits.Add(1)
-			}
-		}()
-	}
-	wg.Wait()
-	return float64(commits.Load()) / cfg.Phase.Seconds(), firstErr
+	return writeRun(ctx, c, cfg, func(ctx context.Context, c *client.Client, rng *rand.Rand) error {
+		a := rng.IntN(BankRegions)
+		b := a
+		if cross {
+			b = otherStoresRegion(rng, a)
+		}
+		x, err := c.Begin(ctx)
+		if err == nil {
+			x.Put(regionKey(rng, a), value)
+			x.Put(regionKey(rng, b), value)
+			_, err = x.Commit(ctx)
+		}
+		if errors.Is(err, client.ErrConflict) {
+			return errNotCounted // two random keys of 2^32: not expected
+		}
+		return err
+	}, seed)
 }

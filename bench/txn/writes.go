@@ -3,6 +3,7 @@ package txn
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"path/filepath"
@@ -82,9 +83,8 @@ var writeModes = map[string]writeOp{
 		return err
 	},
 	"batch across": func(ctx context.Context, c *client.Client, rng *rand.Rand) error {
-		// Regions 0 and 2 are store 0's, 1 and 3 store 1's.
 		a := rng.IntN(BankRegions)
-		b := (a + 1 + 2*rng.IntN(BankRegions/2)) % BankRegions
+		b := otherStoresRegion(rng, a)
 		_, err := c.Batch(ctx, []client.Mutation{{Key: regionKey(rng, a), Value: value}, {Key: regionKey(rng, b), Value: value}})
 		return err
 	},
@@ -128,7 +128,12 @@ func writesRuns(ctx context.Context, cfg Config, dir string, progress func(strin
 	return res, nil
 }
 
-// writeRun is one run of op: operations per second.
+// errNotCounted: an operation that neither counts nor ends the run.
+var errNotCounted = errors.New("not counted")
+
+// writeRun is one run of op by CrossWorkers goroutines for Phase:
+// operations per second. The first error other than errNotCounted ends
+// its goroutine and is returned.
 func writeRun(ctx context.Context, c *client.Client, cfg Config, op writeOp, seed uint64) (float64, error) {
 	var done atomic.Int64
 	var firstErr error
@@ -141,7 +146,11 @@ func writeRun(ctx context.Context, c *client.Client, cfg Config, op writeOp, see
 			defer wg.Done()
 			rng := rand.New(rand.NewPCG(seed, uint64(w)))
 			for time.Now().Before(deadline) {
-				if err := op(ctx, c, rng); err != nil {
+				err := op(ctx, c, rng)
+				if errors.Is(err, errNotCounted) {
+					continue
+				}
+				if err != nil {
 					once.Do(func() { firstErr = err })
 					return
 				}

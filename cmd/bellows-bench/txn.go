@@ -71,7 +71,7 @@ func newTxnCommand() *cobra.Command {
 	cmd.Flags().IntVar(&cfg.Workers, "workers", cfg.Workers, "writers in the throughput runs")
 	cmd.Flags().StringSliceVar(&cfg.Sections, "sections", cfg.Sections, "parts to run, of "+strings.Join(txn.Sections, ","))
 	cmd.Flags().DurationSliceVar(&cfg.RecoveryUptimes, "recovery-uptimes", cfg.RecoveryUptimes, "how long each recovery writer runs before it is killed")
-	cmd.Flags().IntVar(&cfg.CrossWorkers, "cross-workers", cfg.CrossWorkers, "client goroutines in the crossregion section")
+	cmd.Flags().IntVar(&cfg.CrossWorkers, "cross-workers", cfg.CrossWorkers, "client goroutines in the crossregion and writes sections")
 	cmd.Flags().IntVar(&cfg.BankCrashes, "bank-crashes", cfg.BankCrashes, "store crashes in the bank section")
 	cmd.Flags().IntVar(&cfg.BankTransfersPerCrash, "bank-transfers", cfg.BankTransfersPerCrash, "committed transfers before each bank crash, and after the last")
 	cmd.Flags().StringVar(&bellows, "bellows", "", "the bellows binary for the crossregion and bank sections' stores (default: bellows next to this binary, then $PATH)")

@@ -60,8 +60,8 @@ import (
 // recorded as committed by the same commit request (requestID, when not
 // empty; at startTS, or with primary at any start, as a batch across
 // regions retried at a new start) returns an *AlreadyCommittedError: a
-// retry of a commit whose answer was lost. It returns the prepare timestamp: the commit timestamp
-// must be above it.
+// retry of a commit whose answer was lost. It returns the prepare
+// timestamp: the commit timestamp must be above it.
 func (r *Region) Prewrite(ctx context.Context, startTS uint64, primary []byte, b *Batch, expiresAt time.Time, requestID string) (uint64, error) {
 	if err := b.validate(r.opts.MaxValueSize, r.opts.MaxBatchBytes); err != nil {
 		return 0, err

@@ -20,39 +20,29 @@ func (s *KV) CompareAndSet(ctx context.Context, req *kvpb.CompareAndSetRequest) 
 	if err != nil {
 		return nil, err
 	}
-	t, err := s.resolve(ctx, req.Key)
-	if err != nil {
-		return nil, err
-	}
-	if t.forward {
-		var resp *kvpb.CompareAndSetResponse
-		err := s.forward(ctx, "compare-and-set", t, func(ctx context.Context, c kvpb.KVClient) (err error) {
-			resp, err = c.CompareAndSet(ctx, req)
-			return err
+	return writeKey(s, ctx, "compare-and-set", req.Key, req,
+		func(ctx context.Context, c kvpb.KVClient) (*kvpb.CompareAndSetResponse, error) {
+			return c.CompareAndSet(ctx, req)
+		},
+		func() *region.Batch {
+			b := new(region.Batch)
+			if req.Delete {
+				b.Delete(req.Key)
+			} else {
+				b.Put(req.Key, req.Value)
+			}
+			return b.If(cond)
+		},
+		func(a *Assignment, ts uint64, err error) (*kvpb.CompareAndSetResponse, error) {
+			var failed *region.ConditionFailedError
+			if errors.As(err, &failed) {
+				return &kvpb.CompareAndSetResponse{Region: a.Name(), Found: failed.Found, Value: failed.Value, Version: failed.Version}, nil
+			}
+			if err != nil {
+				return nil, regionErr(a, err)
+			}
+			return &kvpb.CompareAndSetResponse{Succeeded: true, CommitTs: ts, Region: a.Name()}, nil
 		})
-		return resp, err
-	}
-	e, err := t.engine()
-	if err != nil {
-		return nil, err
-	}
-	ts, err := s.write(ctx, t, req, func(rq *region.Request) (uint64, error) {
-		b := new(region.Batch)
-		if req.Delete {
-			b.Delete(req.Key)
-		} else {
-			b.Put(req.Key, req.Value)
-		}
-		return e.Apply(b.If(cond).WithRequest(rq))
-	})
-	var failed *region.ConditionFailedError
-	if errors.As(err, &failed) {
-		return &kvpb.CompareAndSetResponse{Region: t.local.Name(), Found: failed.Found, Value: failed.Value, Version: failed.Version}, nil
-	}
-	if err != nil {
-		return nil, regionErr(t.local, err)
-	}
-	return &kvpb.CompareAndSetResponse{Succeeded: true, CommitTs: ts, Region: t.local.Name()}, nil
 }
 
 // conditionOf is the request's condition, or INVALID_ARGUMENT naming what

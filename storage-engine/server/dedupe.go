@@ -35,10 +35,9 @@ import (
 // stale retry's value again.
 //
 // So every forwarded write (Put, Delete, CompareAndSet, Batch) carries an
-// idempotency key,
-// the gRPC metadata RequestIDHeader: the client's own if it sent one, else
-// one the first store to receive the call makes, the same on the
-// forwarder's retry. The store that applies a write with a key (forwarded
+// idempotency key, the gRPC metadata RequestIDHeader: the client's own if
+// it sent one, else one the first store to receive the call makes, the
+// same on the forwarder's retry. The store that applies a write with a key (forwarded
 // or not) remembers it per region (table below) with the commit timestamp,
 // and answers a request with a key it already applied with that first
 // result (same commit_ts, same region) instead of applying it again. A

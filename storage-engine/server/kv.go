@@ -152,29 +152,45 @@ func readTS(ts *uint64) uint64 {
 
 // Put implements kvpb.KVServer.
 func (s *KV) Put(ctx context.Context, req *kvpb.PutRequest) (*kvpb.PutResponse, error) {
-	t, err := s.resolve(ctx, req.Key)
+	return writeKey(s, ctx, "put", req.Key, req,
+		func(ctx context.Context, c kvpb.KVClient) (*kvpb.PutResponse, error) { return c.Put(ctx, req) },
+		func() *region.Batch { return new(region.Batch).Put(req.Key, req.Value) },
+		func(a *Assignment, ts uint64, err error) (*kvpb.PutResponse, error) {
+			if err != nil {
+				return nil, regionErr(a, err)
+			}
+			return &kvpb.PutResponse{CommitTs: ts, Region: a.Name()}, nil
+		})
+}
+
+// writeKey serves a write of one key: it forwards the request (fwd, as
+// op) to the owner of key's region when that is another store, else
+// applies the batch made for it here, once per idempotency key (write),
+// and answers what came of it (answer: the region, the commit timestamp
+// or the error).
+func writeKey[Resp any](s *KV, ctx context.Context, op string, key []byte, req proto.Message,
+	fwd func(context.Context, kvpb.KVClient) (Resp, error), batch func() *region.Batch,
+	answer func(a *Assignment, ts uint64, err error) (Resp, error),
+) (Resp, error) {
+	var none Resp
+	t, err := s.resolve(ctx, key)
 	if err != nil {
-		return nil, err
+		return none, err
 	}
 	if t.forward {
-		var resp *kvpb.PutResponse
-		err := s.forward(ctx, "put", t, func(ctx context.Context, c kvpb.KVClient) (err error) {
-			resp, err = c.Put(ctx, req)
+		var resp Resp
+		err := s.forward(ctx, op, t, func(ctx context.Context, c kvpb.KVClient) (err error) {
+			resp, err = fwd(ctx, c)
 			return err
 		})
 		return resp, err
 	}
 	e, err := t.engine()
 	if err != nil {
-		return nil, err
+		return none, err
 	}
-	ts, err := s.write(ctx, t, req, func(rq *region.Request) (uint64, error) {
-		return e.Apply(new(region.Batch).Put(req.Key, req.Value).WithRequest(rq))
-	})
-	if err != nil {
-		return nil, regionErr(t.local, err)
-	}
-	return &kvpb.PutResponse{CommitTs: ts, Region: t.local.Name()}, nil
+	ts, err := s.write(ctx, t, req, func(rq *region.Request) (uint64, error) { return e.Apply(batch().WithRequest(rq)) })
+	return answer(t.local, ts, err)
 }
 
 // Get implements kvpb.KVServer.
@@ -226,29 +242,15 @@ func (s *KV) get(ctx context.Context, op string, key []byte, ts, limit uint64, o
 
 // Delete implements kvpb.KVServer.
 func (s *KV) Delete(ctx context.Context, req *kvpb.DeleteRequest) (*kvpb.DeleteResponse, error) {
-	t, err := s.resolve(ctx, req.Key)
-	if err != nil {
-		return nil, err
-	}
-	if t.forward {
-		var resp *kvpb.DeleteResponse
-		err := s.forward(ctx, "delete", t, func(ctx context.Context, c kvpb.KVClient) (err error) {
-			resp, err = c.Delete(ctx, req)
-			return err
+	return writeKey(s, ctx, "delete", req.Key, req,
+		func(ctx context.Context, c kvpb.KVClient) (*kvpb.DeleteResponse, error) { return c.Delete(ctx, req) },
+		func() *region.Batch { return new(region.Batch).Delete(req.Key) },
+		func(a *Assignment, ts uint64, err error) (*kvpb.DeleteResponse, error) {
+			if err != nil {
+				return nil, regionErr(a, err)
+			}
+			return &kvpb.DeleteResponse{CommitTs: ts, Region: a.Name()}, nil
 		})
-		return resp, err
-	}
-	e, err := t.engine()
-	if err != nil {
-		return nil, err
-	}
-	ts, err := s.write(ctx, t, req, func(rq *region.Request) (uint64, error) {
-		return e.Apply(new(region.Batch).Delete(req.Key).WithRequest(rq))
-	})
-	if err != nil {
-		return nil, regionErr(t.local, err)
-	}
-	return &kvpb.DeleteResponse{CommitTs: ts, Region: t.local.Name()}, nil
 }
 
 // Batch implements kvpb.KVServer.

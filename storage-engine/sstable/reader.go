@@ -410,8 +410,8 @@ func (r *Reader) GetContext(ctx context.Context, userKey []byte, readTS uint64) 
 }
 
 // GetVersionContext returns the newest version of userKey with timestamp
-// ≤ readTS, and that timestamp. The value aliases a cached block, which is immutable. ctx is the request's:
-// ending it abandons a remote block read.
+// ≤ readTS, and that timestamp. The value aliases a cached block, which is
+// immutable. ctx is the request's: ending it abandons a remote block read.
 func (r *Reader) GetVersionContext(ctx context.Context, userKey []byte, readTS uint64) (value []byte, kind kv.Kind, ts uint64, found bool, err error) {
 	if !r.filter.Test(userKey) {
 		return nil, 0, 0, false, nil
