@@ -87,7 +87,9 @@ func writesMarkdown(b *strings.Builder, w Writes, x *CrossRegion) {
 		"goroutines write 100 B values to keys uniform over 2^32 per region (no contention). cas: CompareAndSet IfAbsent\n"+
 		"of a new key (it holds; the region looks the key up under its latch before the commit). batch: two keys in one\n"+
 		"region (one WAL record); batch across: two regions of different stores (a two-phase commit the first key's\n"+
-		"owner coordinates, one call from the client). %d interleaved runs of %.0f s per mode.\n\n",
+		"owner coordinates, one call from the client). Closed loop: each goroutine waits for its answer before its next\n"+
+		"write, so a rate is what a mode costs per write with the two stores and the client sharing this machine's\n"+
+		"cores; writes only, so nothing is read from files or the block cache. %d interleaved runs of %.0f s per mode.\n\n",
 		BankRegions, w.Workers, len(w.Pairs[0].BaseRuns), w.PhaseS)
 	for _, p := range w.Pairs {
 		verdict := "met"
