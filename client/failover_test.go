@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -291,7 +292,18 @@ func TestAFailoverOutlastingTheDeadlineIsUnavailableAndNamesTheRegion(t *testing
 		{"the dead store's own answer", expired, contract.LeaseExpiredReason, FailingOver{Region: "region-001", Store: expired, LeaseExpired: true}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c, err := New(context.Background(), []string{tc.addr}, quickRetries(newRetries()))
+			// Each request's deadline passes at its first retry: it
+			// then has an answer to report however loaded the machine
+			// (a timer could end the first call before any answer, and
+			// the error would be the deadline's alone).
+			var current atomic.Pointer[retryDeadline]
+			opts := quickRetries(newRetries())
+			opts.Retrying = func(error) {
+				if d := current.Load(); d != nil {
+					d.pass()
+				}
+			}
+			c, err := New(context.Background(), []string{tc.addr}, opts)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -299,11 +311,10 @@ func TestAFailoverOutlastingTheDeadlineIsUnavailableAndNamesTheRegion(t *testing
 			if tc.addr == expired {
 				tc.want.Region = "region-000"
 			}
-			// Long enough for a first answer on a loaded machine (a
-			// deadline that ends the first call leaves no answer to
-			// report, and the error is the deadline's alone).
 			short := func() (context.Context, context.CancelFunc) {
-				return context.WithTimeout(context.Background(), time.Second)
+				d := newRetryDeadline()
+				current.Store(d)
+				return d, d.pass
 			}
 			ctx, cancel := short()
 			_, err = c.Put(ctx, []byte("n"), []byte("v"))
@@ -322,5 +333,40 @@ func TestAFailoverOutlastingTheDeadlineIsUnavailableAndNamesTheRegion(t *testing
 			cancel()
 			wantFailingOver(t, "batch get", err, tc.reason, tc.want)
 		})
+	}
+}
+
+// retryDeadline is a request's context whose deadline passes when pass is
+// called (at the client's first retry), or after a minute at the latest:
+// Err is then context.DeadlineExceeded, as a timer's would be.
+type retryDeadline struct {
+	context.Context // Value only
+	done            chan struct{}
+	once            sync.Once
+	at              time.Time
+	timer           *time.Timer
+}
+
+func newRetryDeadline() *retryDeadline {
+	d := &retryDeadline{Context: context.Background(), done: make(chan struct{}), at: time.Now().Add(time.Minute)}
+	d.timer = time.AfterFunc(time.Minute, d.pass)
+	return d
+}
+
+func (d *retryDeadline) pass() {
+	d.once.Do(func() {
+		d.timer.Stop()
+		close(d.done)
+	})
+}
+
+func (d *retryDeadline) Deadline() (time.Time, bool) { return d.at, true }
+func (d *retryDeadline) Done() <-chan struct{}       { return d.done }
+func (d *retryDeadline) Err() error {
+	select {
+	case <-d.done:
+		return context.DeadlineExceeded
+	default:
+		return nil
 	}
 }
