@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/cockroachdb/datadriven"
 
@@ -74,9 +75,10 @@ func TestSelectMinorDataDriven(t *testing.T) {
 
 // TestMergeDataDriven runs testdata/merge: each "merge" runs a compaction
 // job over one input file holding the versions of its input, one per line,
-// "key@ts=value" or "key@ts del" (any order), and prints the output file's
-// versions in order and the merge's counts, or "empty" when nothing
-// survived.
+// "key@ts=value", "key@ts=value ttl=N" (a value expiring N after ts) or
+// "key@ts del" (any order), and prints the output file's versions in order
+// and the merge's counts (dropped-expired when any), or "empty" when
+// nothing survived.
 //
 //	merge [major] [versions=N] [snapshots=(TS, ...)] [horizon=TS]
 //
@@ -118,6 +120,9 @@ func TestMergeDataDriven(t *testing.T) {
 		}
 		st := res.Stats
 		fmt.Fprintf(&sb, "in=%d out=%d dropped=%d dropped-deletes=%d", st.InputVersions, st.OutputVersions, st.DroppedVersions, st.DroppedDeletes)
+		if st.DroppedExpired > 0 {
+			fmt.Fprintf(&sb, " dropped-expired=%d", st.DroppedExpired)
+		}
 		return sb.String()
 	})
 }
@@ -147,7 +152,15 @@ func writeInput(t *testing.T, d *datadriven.TestData, b *blob.Bucket, key string
 		if !ok || err != nil {
 			d.Fatalf(t, "version %q: want key@ts", line)
 		}
-		vs = append(vs, version{kv.InternalKey{UserKey: []byte(uk), TS: ts, Kind: kind}, []byte(val)})
+		stored := []byte(val)
+		if v, ttlText, ok := strings.Cut(val, " ttl="); ok {
+			ttl, err := strconv.ParseInt(ttlText, 10, 64)
+			if err != nil {
+				d.Fatalf(t, "version %q: want ttl=N", line)
+			}
+			kind, stored = kv.KindSetExpiring, kv.ExpiringValue(time.Duration(ttl), []byte(v))
+		}
+		vs = append(vs, version{kv.InternalKey{UserKey: []byte(uk), TS: ts, Kind: kind}, stored})
 	}
 	slices.SortFunc(vs, func(a, b version) int { return kv.Compare(a.k, b.k) })
 	var buf bytes.Buffer
@@ -182,7 +195,10 @@ func readVersions(t *testing.T, b *blob.Bucket, key string) []string {
 	defer it.Close()
 	for ok := it.First(); ok; ok = it.Next() {
 		k := it.Key()
-		if k.Kind == kv.KindDelete {
+		if exp, ok := kv.Expiry(k.Kind, k.TS, it.Value()); ok {
+			v, _ := kv.Read(k.Kind, k.TS, it.Value(), k.TS)
+			out = append(out, fmt.Sprintf("%s@%d=%s ttl=%d", k.UserKey, k.TS, v, exp-k.TS))
+		} else if k.Kind == kv.KindDelete {
 			out = append(out, fmt.Sprintf("%s@%d del", k.UserKey, k.TS))
 		} else {
 			out = append(out, fmt.Sprintf("%s@%d=%s", k.UserKey, k.TS, it.Value()))

@@ -69,6 +69,9 @@ type MergeStats struct {
 	OutputVersions  uint64
 	DroppedVersions uint64
 	DroppedDeletes  uint64
+	// DroppedExpired counts expiring versions dropped (expired, or
+	// superseded like any version).
+	DroppedExpired uint64
 }
 
 // Merge reads every version from in (in internal-key order), applies the
@@ -94,6 +97,7 @@ func Merge(ctx context.Context, in iterator.Iterator, opts MergeOptions, w *ssta
 		kept, keep, tss = retainInto(kept[:0], keep, tss, group, snaps, opts)
 		st.DroppedVersions += uint64(len(group) - len(kept))
 		st.DroppedDeletes += uint64(countDeletes(group) - countDeletes(kept))
+		st.DroppedExpired += uint64(countExpiring(group) - countExpiring(kept))
 		for _, v := range kept {
 			if err := w.Add(v.key, v.value); err != nil {
 				return err
@@ -153,6 +157,16 @@ func countDeletes(vs []version) int {
 	return n
 }
 
+func countExpiring(vs []version) int {
+	n := 0
+	for _, v := range vs {
+		if v.key.Kind == kv.KindSetExpiring {
+			n++
+		}
+	}
+	return n
+}
+
 // retainInto applies the retention rules (package retention) to one key's
 // versions (newest first; snapsDesc newest first too), appending the
 // survivors to out and reusing keep and tss, so a merge does not allocate
@@ -170,10 +184,34 @@ func retainInto(out []version, keep []bool, tss []uint64, vs []version, snapsDes
 	}
 	if opts.Major {
 		// A tombstone with nothing retained below it reads the same as no
-		// version at all, for every timestamp: drop it.
-		for len(out) > 0 && out[len(out)-1].key.Kind == kv.KindDelete {
+		// version at all, for every timestamp: drop it. So does a value
+		// that expired at or below the horizon (every read it answered is
+		// below the horizon, refused as too old) when no open snapshot
+		// reads it (docs/expiry.md).
+		horizon := opts.horizon()
+		for len(out) > 0 && readsAsNothing(out[len(out)-1], horizon, snapsDesc) {
 			out = out[:len(out)-1]
 		}
 	}
 	return out, keep, tss
+}
+
+// readsAsNothing reports whether v, with no version retained below it,
+// reads as no version at all at every timestamp a read may still ask for:
+// a tombstone, or a version expired by horizon that no snapshot in
+// snapsDesc reads live.
+func readsAsNothing(v version, horizon uint64, snapsDesc []uint64) bool {
+	if v.key.Kind == kv.KindDelete {
+		return true
+	}
+	exp, ok := kv.Expiry(v.key.Kind, v.key.TS, v.value)
+	if !ok || exp > horizon {
+		return false
+	}
+	for _, s := range snapsDesc {
+		if s >= v.key.TS && s < exp {
+			return false
+		}
+	}
+	return true
 }

@@ -20,6 +20,15 @@ const (
 	// which never happens within one region: timestamps are unique.
 	KindDelete Kind = 0
 	KindSet    Kind = 1
+	// KindSetExpiring is a value with a time to live: its stored value is
+	// the TTL (ExpiringValue) before the user's value, and it reads as no
+	// version at all at timestamps at or after its expiry, TS + TTL
+	// (Read). Timestamps are nanoseconds since the epoch, so the TTL is
+	// nanoseconds too.
+	KindSetExpiring Kind = 2
+	// KindMax is the largest kind: a search key carries it so that it
+	// sorts before every version at its timestamp.
+	KindMax = KindSetExpiring
 )
 
 func (k Kind) String() string {
@@ -28,6 +37,8 @@ func (k Kind) String() string {
 		return "SET"
 	case KindDelete:
 		return "DEL"
+	case KindSetExpiring:
+		return "SETX"
 	}
 	return fmt.Sprintf("KIND(%d)", uint8(k))
 }
@@ -48,7 +59,7 @@ type InternalKey struct {
 // MakeSearchKey returns the smallest internal key for userKey visible at ts:
 // SeekGE with it finds the newest version with timestamp ≤ ts.
 func MakeSearchKey(userKey []byte, ts uint64) InternalKey {
-	return InternalKey{UserKey: userKey, TS: ts, Kind: KindSet}
+	return InternalKey{UserKey: userKey, TS: ts, Kind: KindMax}
 }
 
 // Compare orders internal keys: user key ascending, timestamp descending,

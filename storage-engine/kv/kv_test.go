@@ -9,7 +9,7 @@ func TestEncodedOrderMatchesCompare(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 1))
 	keys := []string{"", "a", "ab", "b", "a\x00", "\xff"}
 	gen := func() InternalKey {
-		return InternalKey{UserKey: []byte(keys[rng.IntN(len(keys))]), TS: uint64(rng.IntN(4)), Kind: Kind(rng.IntN(2))}
+		return InternalKey{UserKey: []byte(keys[rng.IntN(len(keys))]), TS: uint64(rng.IntN(4)), Kind: Kind(rng.IntN(3))}
 	}
 	for i := 0; i < 5000; i++ {
 		a, b := gen(), gen()

@@ -43,6 +43,7 @@ import (
 	"strings"
 
 	"github.com/bellows-kv/bellows/storage-engine/blob"
+	"github.com/bellows-kv/bellows/storage-engine/kv"
 )
 
 const prefix = "manifest/"
@@ -180,11 +181,25 @@ type TxnLock struct {
 	// outcome there decides this lock's.
 	Primary []byte `json:"primary"`
 	Delete  bool   `json:"delete,omitempty"`
-	Value   []byte `json:"value,omitempty"`
+	// Expiring says Value is an expiring version's stored value
+	// (kv.KindSetExpiring: its time to live, then the value).
+	Expiring bool   `json:"expiring,omitempty"`
+	Value    []byte `json:"value,omitempty"`
 	// ExpiresAt (Unix nanoseconds, the prewriting store's clock): after it,
 	// a reader may roll the transaction back if its primary is not
 	// committed.
 	ExpiresAt int64 `json:"expiresAt"`
+}
+
+// Kind is the kind of the version the lock's write commits as.
+func (l TxnLock) Kind() kv.Kind {
+	switch {
+	case l.Delete:
+		return kv.KindDelete
+	case l.Expiring:
+		return kv.KindSetExpiring
+	}
+	return kv.KindSet
 }
 
 // TxnOutcome is the decision on a transaction whose primary key is in this

@@ -29,8 +29,12 @@ const flatEntryBytes = 32
 // key filter: about 10 bits a key, under 1% of a segment's memory.
 const keyFilterFalsePositive = 0.01
 
-// tombstoneBit marks a tombstone in flatEntry.klen (keys are < 64 KiB).
-const tombstoneBit = 1 << 31
+// flatEntry.klen holds the key's length (keys are < 64 KiB) and, from
+// kindShift up, the version's kind.
+const (
+	kindShift = 28
+	lenMask   = 1<<kindShift - 1
+)
 
 type flatEntry struct {
 	// prefix is as node.prefix, but of the user key after the segment's
@@ -40,18 +44,13 @@ type flatEntry struct {
 	prefix uint64
 	ts     uint64
 	at     loc    // key then value
-	klen   uint32 // | tombstoneBit for a tombstone
+	klen   uint32 // | kind << kindShift
 	vlen   uint32
 }
 
-func (e *flatEntry) kind() kv.Kind {
-	if e.klen&tombstoneBit != 0 {
-		return kv.KindDelete
-	}
-	return kv.KindSet
-}
+func (e *flatEntry) kind() kv.Kind { return kv.Kind(e.klen >> kindShift) }
 
-func (e *flatEntry) keyLen() int { return int(e.klen &^ tombstoneBit) }
+func (e *flatEntry) keyLen() int { return int(e.klen & lenMask) }
 
 // flat is an immutable segment: a sorted array over pointer-free chunks,
 // searched by binary search (Accordion's flat index; HBase's CellChunkMap).
@@ -195,10 +194,7 @@ func sharedPrefix(a, b []byte) []byte {
 // previous entry's user key. hash adds a new key to f's filter (a filter
 // copied from one holding it already does not need it).
 func (f *flat) add(key kv.InternalKey, at loc, vlen int, prev *[]byte, hash bool) {
-	klen := uint32(len(key.UserKey))
-	if key.Kind == kv.KindDelete {
-		klen |= tombstoneBit
-	}
+	klen := uint32(len(key.UserKey)) | uint32(key.Kind)<<kindShift
 	prefix := keyPrefix(key.UserKey[len(f.shared):])
 	f.entries = append(f.entries, flatEntry{prefix: prefix, ts: key.TS, at: at, klen: klen, vlen: uint32(vlen)})
 	f.dataBytes += int64(len(key.UserKey) + vlen)

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/bellows-kv/bellows/storage-engine/kv"
 )
@@ -18,6 +19,9 @@ type Batch struct {
 	req   *Request
 	// cond, when set, makes the batch conditional (If).
 	cond *Condition
+	// badTTL is the first write with a time to live that is not
+	// positive, refused by validate.
+	badTTL error
 	// data is room reserved by Grow for the ops' copied keys and values:
 	// a batch of known size costs two allocations, not two per write (the
 	// writes' garbage sets the pace of the GC, which stalls readers).
@@ -72,6 +76,23 @@ func (b *Batch) Put(key, value []byte) *Batch {
 	return b
 }
 
+// PutExpiring adds a write of value to key that expires ttl after its
+// commit timestamp (kv.KindSetExpiring): reads at or after that time see
+// no value. ttl must be positive (ErrInvalidTTL). Key and value are copied.
+func (b *Batch) PutExpiring(key, value []byte, ttl time.Duration) *Batch {
+	stored := kv.ExpiringValue(ttl, value)
+	kvBytes := b.copyOf(key, stored)
+	b.ops = append(b.ops, op{kind: kv.KindSetExpiring, key: kvBytes[:len(key):len(key)], value: kvBytes[len(key):]})
+	b.bytes += len(key) + len(stored)
+	if ttl <= 0 && b.badTTL == nil {
+		b.badTTL = fmt.Errorf("%w: the write of key %q has a time to live of %v; it must be positive", ErrInvalidTTL, key, ttl)
+	}
+	return b
+}
+
+// ErrInvalidTTL is a write whose time to live is not positive.
+var ErrInvalidTTL = errors.New("region: invalid time to live")
+
 // Delete adds a tombstone for key.
 func (b *Batch) Delete(key []byte) *Batch {
 	k := b.copyOf(key, nil)
@@ -113,6 +134,9 @@ func (b *Batch) validate(maxValue, maxBatch int) error {
 	if b.bytes > maxBatch {
 		return fmt.Errorf("%w: %d bytes, limit %d", ErrBatchTooLarge, b.bytes, maxBatch)
 	}
+	if b.badTTL != nil {
+		return b.badTTL
+	}
 	if b.cond != nil {
 		if err := b.cond.validate(b); err != nil {
 			return err
@@ -122,8 +146,12 @@ func (b *Batch) validate(maxValue, maxBatch int) error {
 		if err := validateKey(o.key); err != nil {
 			return fmt.Errorf("batch op %d: %w", i, err)
 		}
-		if len(o.value) > maxValue {
-			return fmt.Errorf("batch op %d: %w: %d bytes, limit %d", i, ErrValueTooLarge, len(o.value), maxValue)
+		n := len(o.value)
+		if o.kind == kv.KindSetExpiring {
+			n -= kv.TTLLen // the stored TTL is not the user's value
+		}
+		if n > maxValue {
+			return fmt.Errorf("batch op %d: %w: %d bytes, limit %d", i, ErrValueTooLarge, n, maxValue)
 		}
 	}
 	return nil
@@ -264,7 +292,8 @@ func decodeBatch(rec []byte) (uint64, *Batch, error) {
 		p = p[1:]
 		k, ok1 := readBytes()
 		v, ok2 := readBytes()
-		if !ok1 || !ok2 || (kind != kv.KindSet && kind != kv.KindDelete) {
+		if !ok1 || !ok2 || (kind != kv.KindSet && kind != kv.KindDelete && kind != kv.KindSetExpiring) ||
+			(kind == kv.KindSetExpiring && kv.ValidExpiring(v) != nil) {
 			return 0, nil, errBadRecord
 		}
 		b.ops = append(b.ops, op{kind: kind, key: k, value: v})

@@ -306,7 +306,24 @@ func (r *Region) compactLocked(ctx context.Context, major bool) (*CompactionInfo
 	defer served()
 	began := time.Now()
 	num, outKey := r.newFileKey()
-	horizon := r.gcHorizon(maxTS(inputs))
+	newest := maxTS(inputs)
+	if ret := r.opts.Retention; major && ret.MaxVersions == 0 && ret.GCTTL > 0 {
+		// A value expiring after every input's timestamp is dropped only
+		// by a horizon past its expiry, and the horizon stays at or below
+		// the visible timestamp, which a quiet region leaves at its last
+		// commit. Under a GC window a major compaction makes the region
+		// readable at its clock's now and judges up to now − gcTTL
+		// (docs/expiry.md): reads older than the window are refused
+		// anyway. A version superseded above the inputs is kept, as with
+		// the inputs' own horizon: only expired values gain. (A count
+		// bound judges up to the visible timestamp: raising it would
+		// refuse reads of the newest versions' timestamps.)
+		if err := r.ReadableAt(r.opts.Clock.Now()); err != nil {
+			return nil, err
+		}
+		newest = max(newest, r.vis.load())
+	}
+	horizon := r.gcHorizon(newest)
 	job := compaction.Job{
 		Region: r.opts.Name,
 		Output: ObjectKey(r.opts.Name, outKey),

@@ -5,8 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-
-	"github.com/bellows-kv/bellows/storage-engine/kv"
 )
 
 // Conditional writes (compare-and-set).
@@ -85,7 +83,10 @@ func (c *Condition) judge(ctx context.Context, rs *readState) error {
 	if err != nil {
 		return err
 	}
-	found := ok && kind != kv.KindDelete
+	found := false
+	if ok {
+		val, found = rs.read(kind, version, val)
+	}
 	var holds bool
 	switch {
 	case c.Absent:

@@ -100,7 +100,7 @@ func (r *Region) Prewrite(ctx context.Context, startTS uint64, primary []byte, b
 	for _, o := range b.ops {
 		rec.locks = append(rec.locks, manifest.TxnLock{
 			Key: bytes.Clone(o.key), StartTS: startTS, Primary: bytes.Clone(primary),
-			Delete: o.kind == kv.KindDelete, Value: bytes.Clone(o.value), ExpiresAt: expiresAt.UnixNano(),
+			Delete: o.kind == kv.KindDelete, Expiring: o.kind == kv.KindSetExpiring, Value: bytes.Clone(o.value), ExpiresAt: expiresAt.UnixNano(),
 		})
 	}
 	return r.writeTxnRecord(rec)

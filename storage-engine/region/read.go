@@ -6,6 +6,7 @@ import (
 	"slices"
 	"sync"
 
+	"github.com/bellows-kv/bellows/storage-engine/hlc"
 	"github.com/bellows-kv/bellows/storage-engine/iterator"
 	"github.com/bellows-kv/bellows/storage-engine/kv"
 	"github.com/bellows-kv/bellows/storage-engine/memstore"
@@ -27,6 +28,41 @@ type readState struct {
 	// whether a snapshot at ts was pinned then (region.exactFrom).
 	exactFrom uint64
 	pinned    bool
+	// asOf is the timestamp the read asked for (kv.MaxTimestamp: the
+	// latest), which judges expiry (expiryAt); now caches the clock's
+	// reading that judges it for a read of the latest.
+	asOf  uint64
+	clock *hlc.Clock
+	now   uint64
+}
+
+// expiryAt is the timestamp a read judges expiring versions at
+// (docs/expiry.md): the timestamp it asked for, or for a read of the
+// latest the store's clock as the read began (at least the newest
+// visible timestamp): an expired key stays expired though no write has
+// come since.
+func (rs *readState) expiryAt() uint64 {
+	if rs.asOf != kv.MaxTimestamp {
+		return rs.asOf
+	}
+	if rs.now == 0 {
+		rs.now = rs.ts
+		if rs.clock != nil {
+			rs.now = max(rs.ts, uint64(rs.clock.Physical().UnixNano()))
+		}
+	}
+	return rs.now
+}
+
+// read is what a version of a key reads as (kv.Read) at rs.expiryAt.
+func (rs *readState) read(kind kv.Kind, ts uint64, v []byte) ([]byte, bool) {
+	if kind == kv.KindSet {
+		return v, true
+	}
+	if kind == kv.KindDelete {
+		return nil, false
+	}
+	return kv.Read(kind, ts, v, rs.expiryAt())
 }
 
 func (r *Region) acquire(readTS uint64) (*readState, error) {
@@ -59,7 +95,7 @@ func (r *Region) acquireInto(rs *readState, readTS uint64) error {
 			break
 		}
 	}
-	*rs = readState{mems: rs.mems[:0], v: r.current, ts: min(readTS, vis), exactFrom: r.exactFrom}
+	*rs = readState{mems: rs.mems[:0], v: r.current, ts: min(readTS, vis), exactFrom: r.exactFrom, asOf: readTS, clock: r.opts.Clock}
 	if rs.ts < rs.exactFrom {
 		rs.pinned = r.snaps[rs.ts] > 0
 	}
@@ -135,8 +171,12 @@ func (r *Region) GetUncertain(ctx context.Context, key []byte, readTS uint64, u 
 		}
 	}
 	val, kind, ts, ok, err := rs.get(ctx, key)
-	if err != nil || !ok || kind == kv.KindDelete {
+	if err != nil || !ok {
 		return nil, 0, false, err
+	}
+	val, ok = rs.read(kind, ts, val)
+	if !ok {
+		return nil, 0, false, nil
 	}
 	r.stats.recordGet()
 	return bytes.Clone(val), ts, true, nil
@@ -462,13 +502,13 @@ func (it *Iterator) settle() bool {
 			continue
 		}
 		it.key = append(it.key[:0], k.UserKey...)
-		if k.Kind == kv.KindSet {
-			// Memstore values and cached blocks are immutable: alias.
-			it.val = it.in.Value()
+		// Memstore values and cached blocks are immutable: alias.
+		if v, live := it.rs.read(k.Kind, k.TS, it.in.Value()); live {
+			it.val = v
 			it.valid = true
 			return true
 		}
-		// Deleted at ts: skip every older version of this key.
+		// Deleted or expired at ts: skip every older version of this key.
 		it.skipVersions()
 	}
 	it.err = it.in.Err()
@@ -486,11 +526,11 @@ func (it *Iterator) settleBack() bool {
 			break
 		}
 		it.key = append(it.key[:0], k.UserKey...)
-		found, kind := false, kv.KindDelete
+		live := false
 		for {
 			if k := it.in.Key(); it.visible(k) {
 				// Aliasing is safe past the move: values are immutable.
-				found, kind, it.val = true, k.Kind, it.in.Value()
+				it.val, live = it.rs.read(k.Kind, k.TS, it.in.Value())
 			} else if k.TS <= it.limit {
 				it.err = &UncertainError{Key: bytes.Clone(k.UserKey), ReadTS: it.rs.ts, TS: k.TS}
 				return false
@@ -503,7 +543,7 @@ func (it *Iterator) settleBack() bool {
 			// A newer version of the key may be past the failure.
 			break
 		}
-		if found && kind == kv.KindSet {
+		if live {
 			it.valid = true
 			return true
 		}

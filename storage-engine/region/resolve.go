@@ -26,7 +26,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/bellows-kv/bellows/storage-engine/kv"
 	"github.com/bellows-kv/bellows/storage-engine/manifest"
 )
 
@@ -108,10 +107,7 @@ func (r *Region) resolve(startTS, commitTS uint64, keys [][]byte, primary bool, 
 		}
 		rec.unlocks = append(rec.unlocks, lockRef{key: l.Key, startTS: startTS})
 		if commitTS != 0 {
-			kind := kv.KindSet
-			if l.Delete {
-				kind = kv.KindDelete
-			}
+			kind := l.Kind()
 			rec.versions = append(rec.versions, op{kind: kind, key: l.Key, value: l.Value})
 		}
 	}

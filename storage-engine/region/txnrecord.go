@@ -91,9 +91,12 @@ func (rec *txnRecord) encode(buf []byte, ts uint64) []byte {
 	for _, l := range rec.locks {
 		putBytes(l.Key)
 		putBytes(l.Primary)
-		if l.Delete {
+		switch {
+		case l.Delete:
 			buf = append(buf, 1)
-		} else {
+		case l.Expiring:
+			buf = append(buf, 2)
+		default:
 			buf = append(buf, 0)
 		}
 		putBytes(l.Value)
@@ -188,7 +191,14 @@ func decodeTxnRecord(p []byte) (uint64, *txnRecord, error) {
 	}
 	rec := &txnRecord{}
 	for n := uv(); !bad && n > 0; n-- {
-		l := manifest.TxnLock{Key: bs(), Primary: bs(), Delete: byt() == 1, Value: bs()}
+		l := manifest.TxnLock{Key: bs(), Primary: bs()}
+		switch byt() {
+		case 1:
+			l.Delete = true
+		case 2:
+			l.Expiring = true
+		}
+		l.Value = bs()
 		l.StartTS, l.ExpiresAt = uv(), sv()
 		rec.locks = append(rec.locks, l)
 	}
@@ -198,7 +208,7 @@ func decodeTxnRecord(p []byte) (uint64, *txnRecord, error) {
 	rec.commitTS = uv()
 	for n := uv(); !bad && n > 0; n-- {
 		o := op{kind: kv.Kind(byt()), key: bs(), value: bs()}
-		if o.kind != kv.KindSet && o.kind != kv.KindDelete {
+		if o.kind != kv.KindSet && o.kind != kv.KindDelete && (o.kind != kv.KindSetExpiring || kv.ValidExpiring(o.value) != nil) {
 			bad = true
 		}
 		rec.versions = append(rec.versions, o)
