@@ -66,11 +66,15 @@ type CASResult struct {
 // written and the result says what the key holds. A retry after a lost
 // answer carries the same idempotency key, so a write that committed is
 // not applied twice: the retry answers it succeeded.
-func (c *Client) CompareAndSet(ctx context.Context, key []byte, cond Condition, value []byte) (CASResult, error) {
+func (c *Client) CompareAndSet(ctx context.Context, key []byte, cond Condition, value []byte, opts ...WriteOption) (CASResult, error) {
 	if err := checkWrite(key, value); err != nil {
 		return CASResult{}, err
 	}
-	return c.compareAndSet(ctx, &kvpb.CompareAndSetRequest{Key: key, Condition: cond.pb, Value: value})
+	ttl, err := ttlOf(opts)
+	if err != nil {
+		return CASResult{}, err
+	}
+	return c.compareAndSet(ctx, &kvpb.CompareAndSetRequest{Key: key, Condition: cond.pb, Value: value, TtlMs: ttlMs(ttl)})
 }
 
 // CompareAndDelete deletes key only if it holds what cond expects; as

@@ -618,13 +618,17 @@ func (c *Client) getResponse(ctx context.Context, req *kvpb.GetRequest) (*kvpb.G
 // Put writes value under key. A key must be 1 to MaxKeyBytes long and a
 // value at most MaxValueBytes; others fail at once with ErrEmptyKey,
 // ErrKeyTooLarge or ErrValueTooLarge.
-func (c *Client) Put(ctx context.Context, key, value []byte) (WriteResult, error) {
+func (c *Client) Put(ctx context.Context, key, value []byte, opts ...WriteOption) (WriteResult, error) {
 	if err := checkWrite(key, value); err != nil {
+		return WriteResult{}, err
+	}
+	ttl, err := ttlOf(opts)
+	if err != nil {
 		return WriteResult{}, err
 	}
 	ctx = withRequestID(ctx)
 	resp, err := do(ctx, c, key, func(ctx context.Context, kv kvpb.KVClient) (*kvpb.PutResponse, error) {
-		return kv.Put(ctx, &kvpb.PutRequest{Key: key, Value: value})
+		return kv.Put(ctx, &kvpb.PutRequest{Key: key, Value: value, TtlMs: ttlMs(ttl)})
 	})
 	if err != nil {
 		return WriteResult{}, err
@@ -651,6 +655,9 @@ func (c *Client) Delete(ctx context.Context, key []byte) (WriteResult, error) {
 type Mutation struct {
 	Key, Value []byte
 	Delete     bool
+	// TTL, when positive, makes a put's value expire TTL after its commit
+	// timestamp (WithTTL); 0: never. A delete takes none.
+	TTL time.Duration
 }
 
 // ErrBatchSpansRegions was returned by a Batch whose keys fell in more than
@@ -675,11 +682,7 @@ func (c *Client) Batch(ctx context.Context, muts []Mutation) (WriteResult, error
 	}
 	req := &kvpb.BatchRequest{Mutations: make([]*kvpb.Mutation, len(muts))}
 	for i, m := range muts {
-		op := kvpb.Mutation_OP_PUT
-		if m.Delete {
-			op = kvpb.Mutation_OP_DELETE
-		}
-		req.Mutations[i] = &kvpb.Mutation{Op: op, Key: m.Key, Value: m.Value}
+		req.Mutations[i] = mutationPB(m)
 	}
 	ctx = withRequestID(ctx)
 	resp, err := do(ctx, c, muts[0].Key, func(ctx context.Context, kv kvpb.KVClient) (*kvpb.BatchResponse, error) {

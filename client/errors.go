@@ -63,7 +63,13 @@ func checkBatch(muts []Mutation) error {
 		if err := checkWrite(m.Key, m.Value); err != nil {
 			return fmt.Errorf("mutation %d: %w", i, err)
 		}
+		if err := checkTTL(m.TTL, m.Delete, false); err != nil {
+			return fmt.Errorf("mutation %d: %w", i, err)
+		}
 		total += len(m.Key) + len(m.Value)
+		if m.TTL > 0 {
+			total += 8 // the store keeps the time to live with the value
+		}
 	}
 	if total > MaxBatchBytes {
 		return fmt.Errorf("%w: %d bytes of keys and values, the limit is %s (MaxBatchBytes); split it into several batches",

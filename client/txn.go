@@ -105,6 +105,9 @@ type Txn struct {
 	// store narrows the read's uncertainty to its own (docs/clock.md).
 	observed []*kvpb.ObservedClock
 	writes   []Mutation
+	// badWrite is the first buffered write refused (an invalid time to
+	// live): Commit returns it.
+	badWrite error
 	index    map[string]int // key → its write in writes
 }
 
@@ -259,9 +262,17 @@ func (t *Txn) ScanAll(ctx context.Context, start, end []byte, opts ScanOptions) 
 	return t.Scan(ctx, start, end, opts).all()
 }
 
-// Put buffers a write of value to key (copied).
-func (t *Txn) Put(key, value []byte) {
-	t.write(Mutation{Key: append([]byte{}, key...), Value: append([]byte{}, value...)})
+// Put buffers a write of value to key (copied). WithTTL makes it expire
+// after its commit timestamp; an invalid one fails Commit.
+func (t *Txn) Put(key, value []byte, opts ...WriteOption) {
+	ttl, err := ttlOf(opts)
+	if err != nil {
+		if t.badWrite == nil {
+			t.badWrite = fmt.Errorf("bellows client: the write of %q: %w", key, err)
+		}
+		return
+	}
+	t.write(Mutation{Key: append([]byte{}, key...), Value: append([]byte{}, value...), TTL: ttl})
 }
 
 // Delete buffers a delete of key.
@@ -283,6 +294,10 @@ func (t *Txn) write(m Mutation) {
 // attempts of one Commit (a store restarting, a region moving) carry one
 // idempotency key, so a commit whose answer was lost is not applied twice.
 func (t *Txn) Commit(ctx context.Context) (WriteResult, error) {
+	if t.badWrite != nil {
+		_ = t.Rollback(ctx)
+		return WriteResult{}, t.badWrite
+	}
 	if len(t.writes) == 0 {
 		// Nothing to commit; end it so its store stops keeping versions
 		// for it (best effort: it times out otherwise).
@@ -291,11 +306,7 @@ func (t *Txn) Commit(ctx context.Context) (WriteResult, error) {
 	}
 	req := &kvpb.CommitTxnRequest{StartTs: t.startTS, Mutations: make([]*kvpb.Mutation, len(t.writes))}
 	for i, m := range t.writes {
-		op := kvpb.Mutation_OP_PUT
-		if m.Delete {
-			op = kvpb.Mutation_OP_DELETE
-		}
-		req.Mutations[i] = &kvpb.Mutation{Op: op, Key: m.Key, Value: m.Value}
+		req.Mutations[i] = mutationPB(m)
 	}
 	ctx = withRequestID(ctx)
 	if t.id != "" {

@@ -12,6 +12,7 @@ import (
 	"github.com/bellows-kv/bellows/internal/contract"
 	kvpb "github.com/bellows-kv/bellows/proto/bellows/kv/v1"
 	"github.com/bellows-kv/bellows/storage-engine/region"
+	"github.com/bellows-kv/bellows/storage-engine/writereq"
 )
 
 // batchAcrossRegions commits a batch whose keys fall in more than one
@@ -28,7 +29,7 @@ import (
 // crash the primary's region finds the commit by the key at the retry's
 // prewrite, whatever start the retry takes (region.Prewrite).
 func (s *KV) batchAcrossRegions(ctx context.Context, t target, req *kvpb.BatchRequest) (*kvpb.BatchResponse, error) {
-	if _, err := toBatch(req.Mutations); err != nil {
+	if _, err := writereq.Batch(req.Mutations); err != nil {
 		return nil, err
 	}
 	// The client's key, else one of the store's own, so that a retry of

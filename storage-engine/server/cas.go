@@ -9,6 +9,7 @@ import (
 
 	kvpb "github.com/bellows-kv/bellows/proto/bellows/kv/v1"
 	"github.com/bellows-kv/bellows/storage-engine/region"
+	"github.com/bellows-kv/bellows/storage-engine/writereq"
 )
 
 // CompareAndSet implements kvpb.KVServer: a Put or Delete that the region
@@ -20,6 +21,13 @@ func (s *KV) CompareAndSet(ctx context.Context, req *kvpb.CompareAndSetRequest) 
 	if err != nil {
 		return nil, err
 	}
+	ttl, err := writereq.TTL("compare-and-set", req.TtlMs)
+	if err != nil {
+		return nil, err
+	}
+	if req.Delete && ttl != 0 {
+		return nil, status.Error(codes.InvalidArgument, "compare-and-set: a delete takes no ttl_ms")
+	}
 	return writeKey(s, ctx, "compare-and-set", req.Key, req,
 		func(ctx context.Context, c kvpb.KVClient) (*kvpb.CompareAndSetResponse, error) {
 			return c.CompareAndSet(ctx, req)
@@ -29,7 +37,7 @@ func (s *KV) CompareAndSet(ctx context.Context, req *kvpb.CompareAndSetRequest) 
 			if req.Delete {
 				b.Delete(req.Key)
 			} else {
-				b.Put(req.Key, req.Value)
+				writereq.Put(b, req.Key, req.Value, ttl)
 			}
 			return b.If(cond)
 		},

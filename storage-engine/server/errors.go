@@ -55,7 +55,7 @@ func toStatus(err error) error {
 	switch {
 	case errors.Is(err, region.ErrEmptyKey), errors.Is(err, region.ErrKeyTooLarge),
 		errors.Is(err, region.ErrValueTooLarge), errors.Is(err, region.ErrBatchTooLarge),
-		errors.Is(err, region.ErrEmptyBatch), errors.Is(err, region.ErrInvalidCondition):
+		errors.Is(err, region.ErrEmptyBatch), errors.Is(err, region.ErrInvalidCondition), errors.Is(err, region.ErrInvalidTTL):
 		code = codes.InvalidArgument
 	case errors.Is(err, region.ErrCompactionAborted):
 		// The region left this store while its compaction ran; nothing

@@ -30,6 +30,7 @@ import (
 	"github.com/bellows-kv/bellows/storage-engine/region"
 	"github.com/bellows-kv/bellows/storage-engine/server/route"
 	"github.com/bellows-kv/bellows/storage-engine/txn"
+	"github.com/bellows-kv/bellows/storage-engine/writereq"
 )
 
 // scanChunk bounds one ScanResponse.
@@ -152,9 +153,13 @@ func readTS(ts *uint64) uint64 {
 
 // Put implements kvpb.KVServer.
 func (s *KV) Put(ctx context.Context, req *kvpb.PutRequest) (*kvpb.PutResponse, error) {
+	ttl, err := writereq.TTL("put", req.TtlMs)
+	if err != nil {
+		return nil, err
+	}
 	return writeKey(s, ctx, "put", req.Key, req,
 		func(ctx context.Context, c kvpb.KVClient) (*kvpb.PutResponse, error) { return c.Put(ctx, req) },
-		func() *region.Batch { return new(region.Batch).Put(req.Key, req.Value) },
+		func() *region.Batch { return writereq.Put(new(region.Batch), req.Key, req.Value, ttl) },
 		func(a *Assignment, ts uint64, err error) (*kvpb.PutResponse, error) {
 			if err != nil {
 				return nil, regionErr(a, err)
@@ -286,7 +291,7 @@ func (s *KV) Batch(ctx context.Context, req *kvpb.BatchRequest) (*kvpb.BatchResp
 	if across {
 		return s.batchAcrossRegions(ctx, t, req)
 	}
-	b, err := toBatch(req.Mutations)
+	b, err := writereq.Batch(req.Mutations)
 	if err != nil {
 		return nil, err
 	}
@@ -315,26 +320,6 @@ func (s *KV) write(ctx context.Context, t target, req proto.Message, apply func(
 // again, until it succeeds, fails otherwise, or ctx ends (txn.Resolver).
 func (s *KV) withLocks(ctx context.Context, t target, op func() error) error {
 	return s.resolver.WithLocks(ctx, s.txnRegion(t), op)
-}
-
-// toBatch is the engine batch of mutations.
-func toBatch(muts []*kvpb.Mutation) (*region.Batch, error) {
-	size := 0
-	for _, m := range muts {
-		size += len(m.Key) + len(m.Value)
-	}
-	b := new(region.Batch).Grow(len(muts), size)
-	for i, m := range muts {
-		switch m.Op {
-		case kvpb.Mutation_OP_PUT:
-			b.Put(m.Key, m.Value)
-		case kvpb.Mutation_OP_DELETE:
-			b.Delete(m.Key)
-		default:
-			return nil, status.Errorf(codes.InvalidArgument, "mutation %d: op %v is neither OP_PUT nor OP_DELETE", i, m.Op)
-		}
-	}
-	return b, nil
 }
 
 // inRegion checks that mutation i's key of a prewrite or lock resolution

@@ -14,13 +14,14 @@ import (
 	"sync/atomic"
 	"time"
 
+	"golang.org/x/sync/errgroup"
+
 	"github.com/bellows-kv/bellows/internal/contract"
 	"github.com/bellows-kv/bellows/storage-engine/hlc"
 	"github.com/bellows-kv/bellows/storage-engine/manifest"
 	"github.com/bellows-kv/bellows/storage-engine/region"
 	"github.com/bellows-kv/bellows/storage-engine/regionmap"
 	"github.com/bellows-kv/bellows/storage-engine/wal"
-	"golang.org/x/sync/errgroup"
 )
 
 // Store is the set of regions one storage pod is assigned, with their key

@@ -10,6 +10,7 @@ import (
 	kvpb "github.com/bellows-kv/bellows/proto/bellows/kv/v1"
 	"github.com/bellows-kv/bellows/storage-engine/region"
 	"github.com/bellows-kv/bellows/storage-engine/txn"
+	"github.com/bellows-kv/bellows/storage-engine/writereq"
 )
 
 // Snapshot-isolation transactions (LogBase §3.7): the KV handlers, which
@@ -94,7 +95,7 @@ func (s *KV) commitOneShot(ctx context.Context, req *kvpb.CommitTxnRequest) (*kv
 		})
 		return resp, err
 	}
-	b, err := toBatch(req.Mutations)
+	b, err := writereq.Batch(req.Mutations)
 	if err != nil {
 		return nil, err
 	}

@@ -31,6 +31,7 @@ import (
 
 	kvpb "github.com/bellows-kv/bellows/proto/bellows/kv/v1"
 	"github.com/bellows-kv/bellows/storage-engine/region"
+	"github.com/bellows-kv/bellows/storage-engine/writereq"
 )
 
 // Coordinator runs cross-region commits through a Store.
@@ -200,7 +201,7 @@ func (c *Coordinator) Prewrite(ctx context.Context, r Region, req *kvpb.Prewrite
 	if err != nil {
 		return nil, err
 	}
-	b, err := batchOf(req.Mutations)
+	b, err := writereq.Batch(req.Mutations)
 	if err != nil {
 		return nil, err
 	}

@@ -109,21 +109,3 @@ func ConflictStatus(ce *region.ConflictError) error {
 	}
 	return st.Err()
 }
-
-// batchOf is the engine batch of mutations. The plain write path maps its
-// mutations itself (server's toBatch), so it does not depend on this
-// package; the two must refuse the same ops with the same error.
-func batchOf(muts []*kvpb.Mutation) (*region.Batch, error) {
-	b := new(region.Batch)
-	for i, m := range muts {
-		switch m.Op {
-		case kvpb.Mutation_OP_PUT:
-			b.Put(m.Key, m.Value)
-		case kvpb.Mutation_OP_DELETE:
-			b.Delete(m.Key)
-		default:
-			return nil, status.Errorf(codes.InvalidArgument, "mutation %d: op %v is neither OP_PUT nor OP_DELETE", i, m.Op)
-		}
-	}
-	return b, nil
-}

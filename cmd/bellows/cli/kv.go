@@ -194,6 +194,7 @@ func findRegion(regions []client.Region, name string) (client.Region, error) {
 func newKVPutCommand(f *kvFlags) *cobra.Command {
 	var valueFile string
 	var cas casFlags
+	var ttl time.Duration
 	cmd := &cobra.Command{
 		Use:   "put KEY [VALUE]",
 		Short: "Write a value: the argument, --value-file FILE, or standard input (--value-file -, or piped with no VALUE)",
@@ -201,10 +202,15 @@ func newKVPutCommand(f *kvFlags) *cobra.Command {
 is a compare-and-set: it commits only if the key holds what the flag says,
 judged and written with no other write of the key in between. When the
 condition does not hold nothing is written, the key's value and version are
-named, and the exit status is 1.`,
+named, and the exit status is 1. With --ttl the value expires that long after
+its commit: reads from then on find no value (docs/expiry.md).`,
 		Args: cobra.RangeArgs(1, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			cond, conditional, err := cas.condition(cmd, f.codec())
+			if err != nil {
+				return err
+			}
+			opts, err := ttlOption(cmd, ttl)
 			if err != nil {
 				return err
 			}
@@ -222,13 +228,13 @@ named, and the exit status is 1.`,
 			}
 			return f.with(cmd, func(ctx context.Context, c *client.Client) error {
 				if conditional {
-					r, err := c.CompareAndSet(ctx, key, cond, value)
+					r, err := c.CompareAndSet(ctx, key, cond, value, opts...)
 					if err != nil {
 						return err
 					}
 					return casResult(p, args, r)
 				}
-				r, err := c.Put(ctx, key, value)
+				r, err := c.Put(ctx, key, value, opts...)
 				if err != nil {
 					return err
 				}
@@ -236,6 +242,7 @@ named, and the exit status is 1.`,
 			})
 		}}
 	cmd.Flags().StringVar(&valueFile, "value-file", "", "read the value from this file (- for standard input), as its bytes are (not hexadecimal with --hex)")
+	registerTTL(cmd, &ttl, "the value expires this long after its commit (e.g. 30s, 10m, 24h); reads from then on find no value")
 	cas.register(cmd, true)
 	return cmd
 }

@@ -3,6 +3,7 @@ package cli
 import (
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -76,4 +77,21 @@ func casResult(p *printer, args []string, r client.CASResult) error {
 		}
 	}
 	return &userError{what: fmt.Sprintf("%q: the condition did not hold, nothing was written: the key %s", args[0], held)}
+}
+
+// registerTTL adds --ttl to cmd.
+func registerTTL(cmd *cobra.Command, ttl *time.Duration, usage string) {
+	cmd.Flags().DurationVar(ttl, "ttl", 0, usage)
+}
+
+// ttlOption is the write option --ttl gives (none when it is not set), or
+// an error naming a --ttl that is not positive.
+func ttlOption(cmd *cobra.Command, ttl time.Duration) ([]client.WriteOption, error) {
+	if !cmd.Flags().Changed("ttl") {
+		return nil, nil
+	}
+	if ttl <= 0 {
+		return nil, fmt.Errorf("--ttl %v: a time to live must be positive (leave the flag out for a value that never expires)", ttl)
+	}
+	return []client.WriteOption{client.WithTTL(ttl)}, nil
 }

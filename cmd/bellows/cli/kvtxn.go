@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -157,7 +158,8 @@ start) aborts it, naming the key; --retry runs it again from a new snapshot inst
 }
 
 func newKVBatchCommand(f *kvFlags) *cobra.Command {
-	return &cobra.Command{
+	var ttl time.Duration
+	cmd := &cobra.Command{
 		Use:   "batch OPERATION...",
 		Short: "Write put KEY VALUE and delete KEY operations atomically, at one commit timestamp, in any regions",
 		Long: `Writes the operations together, all or none, at one commit timestamp, wherever
@@ -173,6 +175,9 @@ writes.
 			if err != nil {
 				return err
 			}
+			if _, err := ttlOption(cmd, ttl); err != nil {
+				return err
+			}
 			muts := make([]client.Mutation, len(ops))
 			for i, op := range ops {
 				if op.verb != "put" && op.verb != "delete" {
@@ -183,6 +188,9 @@ writes.
 					return err
 				}
 				muts[i] = client.Mutation{Key: key, Value: value, Delete: op.verb == "delete"}
+				if op.verb == "put" {
+					muts[i].TTL = ttl
+				}
 			}
 			p, err := f.printer(cmd, "REGION", "COMMIT_TS")
 			if err != nil {
@@ -196,4 +204,6 @@ writes.
 				return writeResult(p, r)
 			})
 		}}
+	registerTTL(cmd, &ttl, "every put of the batch expires this long after its commit (e.g. 30s, 10m, 24h)")
+	return cmd
 }

@@ -73,9 +73,13 @@ func (Mutation_Op) EnumDescriptor() ([]byte, []int) {
 }
 
 type PutRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Key           []byte                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
-	Value         []byte                 `protobuf:"bytes,2,opt,name=value,proto3" json:"value,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Key   []byte                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	Value []byte                 `protobuf:"bytes,2,opt,name=value,proto3" json:"value,omitempty"`
+	// ttl_ms, when set, makes the value expire ttl_ms milliseconds after its
+	// commit timestamp: reads at or after that time see no value
+	// (docs/expiry.md). 0: the value never expires.
+	TtlMs         uint64 `protobuf:"varint,3,opt,name=ttl_ms,json=ttlMs,proto3" json:"ttl_ms,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -122,6 +126,13 @@ func (x *PutRequest) GetValue() []byte {
 		return x.Value
 	}
 	return nil
+}
+
+func (x *PutRequest) GetTtlMs() uint64 {
+	if x != nil {
+		return x.TtlMs
+	}
+	return 0
 }
 
 type PutResponse struct {
@@ -568,8 +579,10 @@ type CompareAndSetRequest struct {
 	Condition *Condition             `protobuf:"bytes,2,opt,name=condition,proto3" json:"condition,omitempty"`
 	// The write when the condition holds: value under key, or with delete
 	// a tombstone (value must then be empty).
-	Value         []byte `protobuf:"bytes,3,opt,name=value,proto3" json:"value,omitempty"`
-	Delete        bool   `protobuf:"varint,4,opt,name=delete,proto3" json:"delete,omitempty"`
+	Value  []byte `protobuf:"bytes,3,opt,name=value,proto3" json:"value,omitempty"`
+	Delete bool   `protobuf:"varint,4,opt,name=delete,proto3" json:"delete,omitempty"`
+	// ttl_ms: as PutRequest's, for the value written (not with delete).
+	TtlMs         uint64 `protobuf:"varint,5,opt,name=ttl_ms,json=ttlMs,proto3" json:"ttl_ms,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -630,6 +643,13 @@ func (x *CompareAndSetRequest) GetDelete() bool {
 		return x.Delete
 	}
 	return false
+}
+
+func (x *CompareAndSetRequest) GetTtlMs() uint64 {
+	if x != nil {
+		return x.TtlMs
+	}
+	return 0
 }
 
 type CompareAndSetResponse struct {
@@ -722,10 +742,12 @@ func (x *CompareAndSetResponse) GetVersion() uint64 {
 }
 
 type Mutation struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Op            Mutation_Op            `protobuf:"varint,1,opt,name=op,proto3,enum=bellows.kv.v1.Mutation_Op" json:"op,omitempty"`
-	Key           []byte                 `protobuf:"bytes,2,opt,name=key,proto3" json:"key,omitempty"`
-	Value         []byte                 `protobuf:"bytes,3,opt,name=value,proto3" json:"value,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Op    Mutation_Op            `protobuf:"varint,1,opt,name=op,proto3,enum=bellows.kv.v1.Mutation_Op" json:"op,omitempty"`
+	Key   []byte                 `protobuf:"bytes,2,opt,name=key,proto3" json:"key,omitempty"`
+	Value []byte                 `protobuf:"bytes,3,opt,name=value,proto3" json:"value,omitempty"`
+	// ttl_ms: as PutRequest's, for an OP_PUT (not an OP_DELETE).
+	TtlMs         uint64 `protobuf:"varint,4,opt,name=ttl_ms,json=ttlMs,proto3" json:"ttl_ms,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -779,6 +801,13 @@ func (x *Mutation) GetValue() []byte {
 		return x.Value
 	}
 	return nil
+}
+
+func (x *Mutation) GetTtlMs() uint64 {
+	if x != nil {
+		return x.TtlMs
+	}
+	return 0
 }
 
 type BeginTxnRequest struct {
@@ -3408,11 +3437,12 @@ var File_bellows_kv_v1_kv_proto protoreflect.FileDescriptor
 
 const file_bellows_kv_v1_kv_proto_rawDesc = "" +
 	"\n" +
-	"\x16bellows/kv/v1/kv.proto\x12\rbellows.kv.v1\"4\n" +
+	"\x16bellows/kv/v1/kv.proto\x12\rbellows.kv.v1\"K\n" +
 	"\n" +
 	"PutRequest\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\fR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\fR\x05value\"B\n" +
+	"\x05value\x18\x02 \x01(\fR\x05value\x12\x15\n" +
+	"\x06ttl_ms\x18\x03 \x01(\x04R\x05ttlMs\"B\n" +
 	"\vPutResponse\x12\x1b\n" +
 	"\tcommit_ts\x18\x01 \x01(\x04R\bcommitTs\x12\x16\n" +
 	"\x06region\x18\x02 \x01(\tR\x06region\"H\n" +
@@ -3439,23 +3469,25 @@ const file_bellows_kv_v1_kv_proto_rawDesc = "" +
 	"\x05value\x18\x01 \x01(\fH\x00R\x05value\x12\x1a\n" +
 	"\aversion\x18\x02 \x01(\x04H\x00R\aversion\x12\x18\n" +
 	"\x06absent\x18\x03 \x01(\bH\x00R\x06absentB\b\n" +
-	"\x06expect\"\x8e\x01\n" +
+	"\x06expect\"\xa5\x01\n" +
 	"\x14CompareAndSetRequest\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\fR\x03key\x126\n" +
 	"\tcondition\x18\x02 \x01(\v2\x18.bellows.kv.v1.ConditionR\tcondition\x12\x14\n" +
 	"\x05value\x18\x03 \x01(\fR\x05value\x12\x16\n" +
-	"\x06delete\x18\x04 \x01(\bR\x06delete\"\xb0\x01\n" +
+	"\x06delete\x18\x04 \x01(\bR\x06delete\x12\x15\n" +
+	"\x06ttl_ms\x18\x05 \x01(\x04R\x05ttlMs\"\xb0\x01\n" +
 	"\x15CompareAndSetResponse\x12\x1c\n" +
 	"\tsucceeded\x18\x01 \x01(\bR\tsucceeded\x12\x1b\n" +
 	"\tcommit_ts\x18\x02 \x01(\x04R\bcommitTs\x12\x16\n" +
 	"\x06region\x18\x03 \x01(\tR\x06region\x12\x14\n" +
 	"\x05found\x18\x04 \x01(\bR\x05found\x12\x14\n" +
 	"\x05value\x18\x05 \x01(\fR\x05value\x12\x18\n" +
-	"\aversion\x18\x06 \x01(\x04R\aversion\"\x93\x01\n" +
+	"\aversion\x18\x06 \x01(\x04R\aversion\"\xaa\x01\n" +
 	"\bMutation\x12*\n" +
 	"\x02op\x18\x01 \x01(\x0e2\x1a.bellows.kv.v1.Mutation.OpR\x02op\x12\x10\n" +
 	"\x03key\x18\x02 \x01(\fR\x03key\x12\x14\n" +
-	"\x05value\x18\x03 \x01(\fR\x05value\"3\n" +
+	"\x05value\x18\x03 \x01(\fR\x05value\x12\x15\n" +
+	"\x06ttl_ms\x18\x04 \x01(\x04R\x05ttlMs\"3\n" +
 	"\x02Op\x12\x12\n" +
 	"\x0eOP_UNSPECIFIED\x10\x00\x12\n" +
 	"\n" +
