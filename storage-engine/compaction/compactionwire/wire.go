@@ -93,6 +93,7 @@ func ResultFromDone(d *compactionpb.CompactEvent_Done) (compaction.Result, error
 			OutputVersions:  d.OutputVersions,
 			DroppedVersions: d.DroppedVersions,
 			DroppedDeletes:  d.DroppedDeletes,
+			DroppedExpired:  d.DroppedExpired,
 		},
 	}
 	if !d.Empty {
@@ -114,6 +115,7 @@ func DoneFromResult(res compaction.Result, blocks int) (*compactionpb.CompactEve
 		OutputVersions:  res.Stats.OutputVersions,
 		DroppedVersions: res.Stats.DroppedVersions,
 		DroppedDeletes:  res.Stats.DroppedDeletes,
+		DroppedExpired:  res.Stats.DroppedExpired,
 		OutputBlocks:    uint32(blocks),
 	}
 	if !res.Empty {

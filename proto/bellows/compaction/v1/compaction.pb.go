@@ -1045,9 +1045,12 @@ type CompactEvent_Done struct {
 	DroppedDeletes  uint64 `protobuf:"varint,8,opt,name=dropped_deletes,json=droppedDeletes,proto3" json:"dropped_deletes,omitempty"`
 	// output_blocks is how many blocks FetchBlocks can serve (0 when the
 	// output is not kept).
-	OutputBlocks  uint32 `protobuf:"varint,9,opt,name=output_blocks,json=outputBlocks,proto3" json:"output_blocks,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	OutputBlocks uint32 `protobuf:"varint,9,opt,name=output_blocks,json=outputBlocks,proto3" json:"output_blocks,omitempty"`
+	// dropped_expired counts the expiring values dropped (expired, or
+	// superseded like any version).
+	DroppedExpired uint64 `protobuf:"varint,10,opt,name=dropped_expired,json=droppedExpired,proto3" json:"dropped_expired,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *CompactEvent_Done) Reset() {
@@ -1143,6 +1146,13 @@ func (x *CompactEvent_Done) GetOutputBlocks() uint32 {
 	return 0
 }
 
+func (x *CompactEvent_Done) GetDroppedExpired() uint64 {
+	if x != nil {
+		return x.DroppedExpired
+	}
+	return 0
+}
+
 var File_bellows_compaction_v1_compaction_proto protoreflect.FileDescriptor
 
 const file_bellows_compaction_v1_compaction_proto_rawDesc = "" +
@@ -1176,7 +1186,7 @@ const file_bellows_compaction_v1_compaction_proto_rawDesc = "" +
 	"\vkeep_output\x18\x04 \x01(\bR\n" +
 	"keepOutput\x12\x14\n" +
 	"\x05store\x18\x05 \x01(\tR\x05store\x12\x18\n" +
-	"\asession\x18\x06 \x01(\tR\asession\"\xe5\x05\n" +
+	"\asession\x18\x06 \x01(\tR\asession\"\x8e\x06\n" +
 	"\fCompactEvent\x12J\n" +
 	"\baccepted\x18\x01 \x01(\v2,.bellows.compaction.v1.CompactEvent.AcceptedH\x00R\baccepted\x12J\n" +
 	"\bprogress\x18\x02 \x01(\v2,.bellows.compaction.v1.CompactEvent.ProgressH\x00R\bprogress\x12>\n" +
@@ -1186,7 +1196,7 @@ const file_bellows_compaction_v1_compaction_proto_rawDesc = "" +
 	"\x06worker\x18\x02 \x01(\tR\x06worker\x1a`\n" +
 	"\bProgress\x12(\n" +
 	"\x10input_bytes_read\x18\x01 \x01(\x03R\x0einputBytesRead\x12*\n" +
-	"\x11input_bytes_total\x18\x02 \x01(\x03R\x0finputBytesTotal\x1a\xc6\x02\n" +
+	"\x11input_bytes_total\x18\x02 \x01(\x03R\x0finputBytesTotal\x1a\xef\x02\n" +
 	"\x04Done\x12\x14\n" +
 	"\x05empty\x18\x01 \x01(\bR\x05empty\x12\x1f\n" +
 	"\voutput_size\x18\x02 \x01(\x03R\n" +
@@ -1199,7 +1209,9 @@ const file_bellows_compaction_v1_compaction_proto_rawDesc = "" +
 	"\x0foutput_versions\x18\x06 \x01(\x04R\x0eoutputVersions\x12)\n" +
 	"\x10dropped_versions\x18\a \x01(\x04R\x0fdroppedVersions\x12'\n" +
 	"\x0fdropped_deletes\x18\b \x01(\x04R\x0edroppedDeletes\x12#\n" +
-	"\routput_blocks\x18\t \x01(\rR\foutputBlocksB\a\n" +
+	"\routput_blocks\x18\t \x01(\rR\foutputBlocks\x12'\n" +
+	"\x0fdropped_expired\x18\n" +
+	" \x01(\x04R\x0edroppedExpiredB\a\n" +
 	"\x05event\"\x9c\x01\n" +
 	"\x12FetchBlocksRequest\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x1d\n" +
