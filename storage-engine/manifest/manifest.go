@@ -43,7 +43,6 @@ import (
 	"strings"
 
 	"github.com/bellows-kv/bellows/storage-engine/blob"
-	"github.com/bellows-kv/bellows/storage-engine/kv"
 )
 
 const prefix = "manifest/"
@@ -189,17 +188,6 @@ type TxnLock struct {
 	// a reader may roll the transaction back if its primary is not
 	// committed.
 	ExpiresAt int64 `json:"expiresAt"`
-}
-
-// Kind is the kind of the version the lock's write commits as.
-func (l TxnLock) Kind() kv.Kind {
-	switch {
-	case l.Delete:
-		return kv.KindDelete
-	case l.Expiring:
-		return kv.KindSetExpiring
-	}
-	return kv.KindSet
 }
 
 // TxnOutcome is the decision on a transaction whose primary key is in this

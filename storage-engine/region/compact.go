@@ -304,26 +304,12 @@ func (r *Region) compactLocked(ctx context.Context, major bool) (*CompactionInfo
 	defer r.compacting.Store(nil)
 	queued, served := r.wait.serve(servesQueue, time.Now())
 	defer served()
+	horizon, err := compactionHorizon(r, inputs, major)
+	if err != nil {
+		return nil, err
+	}
 	began := time.Now()
 	num, outKey := r.newFileKey()
-	newest := maxTS(inputs)
-	if ret := r.opts.Retention; major && ret.MaxVersions == 0 && ret.GCTTL > 0 {
-		// A value expiring after every input's timestamp is dropped only
-		// by a horizon past its expiry, and the horizon stays at or below
-		// the visible timestamp, which a quiet region leaves at its last
-		// commit. Under a GC window a major compaction makes the region
-		// readable at its clock's now and judges up to now − gcTTL
-		// (docs/expiry.md): reads older than the window are refused
-		// anyway. A version superseded above the inputs is kept, as with
-		// the inputs' own horizon: only expired values gain. (A count
-		// bound judges up to the visible timestamp: raising it would
-		// refuse reads of the newest versions' timestamps.)
-		if err := r.ReadableAt(r.opts.Clock.Now()); err != nil {
-			return nil, err
-		}
-		newest = max(newest, r.vis.load())
-	}
-	horizon := r.gcHorizon(newest)
 	job := compaction.Job{
 		Region: r.opts.Name,
 		Output: ObjectKey(r.opts.Name, outKey),
@@ -510,4 +496,27 @@ func (r *Region) installCompaction(ctx context.Context, inputs []*table, out *ta
 		cur.unref()
 	}
 	return nil
+}
+
+// compactionHorizon is the GC horizon of a compaction of inputs in r: the
+// newest timestamp it may judge.
+func compactionHorizon(r *Region, inputs []*table, major bool) (uint64, error) {
+	newest := maxTS(inputs)
+	if ret := r.opts.Retention; major && ret.MaxVersions == 0 && ret.GCTTL > 0 {
+		// A value expiring after every input's timestamp is dropped only
+		// by a horizon past its expiry, and the horizon stays at or below
+		// the visible timestamp, which a quiet region leaves at its last
+		// commit. Under a GC window a major compaction makes the region
+		// readable at its clock's now and judges up to now − gcTTL
+		// (docs/expiry.md): reads older than the window are refused
+		// anyway. A version superseded above the inputs is kept, as with
+		// the inputs' own horizon: only expired values gain. (A count
+		// bound judges up to the visible timestamp: raising it would
+		// refuse reads of the newest versions' timestamps.)
+		if err := r.ReadableAt(r.opts.Clock.Now()); err != nil {
+			return 0, err
+		}
+		newest = max(newest, r.vis.load())
+	}
+	return r.gcHorizon(newest), nil
 }

@@ -208,3 +208,39 @@ func TestACompactionDropsExpiredValuesNoSnapshotReads(t *testing.T) {
 	}
 	wantKeys(t, r, "after the second compaction", []string{"live=l", "plain=v"}, "gone", "pinned")
 }
+
+// A transaction's expiring write keeps its kind through its lock, a
+// restart (the lock replayed from the WAL) and the commit: it expires its
+// TTL after the commit timestamp.
+func TestAnExpiringWriteOfATransactionExpiresAfterItsCommit(t *testing.T) {
+	opts := testOptions(t, t.TempDir())
+	opts.Clock = hlc.New(nil, 0)
+	r := mustOpen(t, opts)
+	startTS := opts.Clock.Now()
+	b := new(Batch).PutExpiring([]byte("x"), []byte("txn"), time.Millisecond).Put([]byte("y"), []byte("plain"))
+	prep, err := r.Prewrite(context.Background(), startTS, []byte("x"), b, time.Now().Add(time.Minute), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Close()
+	r = mustOpen(t, opts)
+	defer r.Close()
+	commitTS := prep + 1
+	if err := r.CommitLocks(context.Background(), startTS, commitTS, keys("x", "y"), true, ""); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		key  string
+		ts   uint64
+		want string
+	}{
+		{"x", commitTS, "txn"},
+		{"x", commitTS + uint64(time.Millisecond) - 1, "txn"},
+		{"x", commitTS + uint64(time.Millisecond), "<none>"},
+		{"y", commitTS + uint64(time.Hour), "plain"},
+	} {
+		if got, err := getAt(t, r, c.key, c.ts); err != nil || got != c.want {
+			t.Fatalf("%s at %d = %q, %v; want %q", c.key, c.ts, got, err, c.want)
+		}
+	}
+}

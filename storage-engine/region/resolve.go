@@ -26,6 +26,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/bellows-kv/bellows/storage-engine/kv"
 	"github.com/bellows-kv/bellows/storage-engine/manifest"
 )
 
@@ -107,7 +108,7 @@ func (r *Region) resolve(startTS, commitTS uint64, keys [][]byte, primary bool, 
 		}
 		rec.unlocks = append(rec.unlocks, lockRef{key: l.Key, startTS: startTS})
 		if commitTS != 0 {
-			kind := l.Kind()
+			kind := lockKind(l)
 			rec.versions = append(rec.versions, op{kind: kind, key: l.Key, value: l.Value})
 		}
 	}
@@ -121,4 +122,15 @@ func (r *Region) resolve(startTS, commitTS uint64, keys [][]byte, primary bool, 
 	}
 	_, err := r.writeTxnRecord(rec)
 	return err
+}
+
+// lockKind is the kind of the version l's write commits as.
+func lockKind(l manifest.TxnLock) kv.Kind {
+	switch {
+	case l.Delete:
+		return kv.KindDelete
+	case l.Expiring:
+		return kv.KindSetExpiring
+	}
+	return kv.KindSet
 }
