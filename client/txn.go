@@ -75,15 +75,28 @@ func readErr(err error) error {
 // because a cross-region commit was rolled back (its locks expired before
 // it reached its commit point). Nothing of the transaction was written;
 // run it again from Begin.
+//
+// With Read set, the transaction was serializable and Key is one it read
+// (by Get or in a Scan's range) that a commit at CommittedTS overwrote
+// between its start and its commit (or a transaction that started at
+// CommittedTS and had not finished held a lock on it). It matches
+// ErrReadConflict as well as ErrConflict.
 type ConflictError struct {
 	Key         []byte
 	CommittedTS uint64
+	Read        bool
 	Message     string
 }
 
 func (e *ConflictError) Error() string { return "bellows client: " + e.Message }
 
-func (e *ConflictError) Is(target error) bool { return target == ErrConflict }
+func (e *ConflictError) Is(target error) bool {
+	return target == ErrConflict || e.Read && target == ErrReadConflict
+}
+
+// ErrReadConflict matches the *ConflictError of a serializable
+// transaction whose read was overwritten before it could commit.
+var ErrReadConflict = errors.New("bellows client: read conflict")
 
 // Txn is a snapshot-isolation transaction: it reads what committed at or
 // before its start timestamp, in every region, and buffers its writes
@@ -109,11 +122,36 @@ type Txn struct {
 	// live): Commit returns it.
 	badWrite error
 	index    map[string]int // key → its write in writes
+	// serializable: Commit validates reads, the keys and ranges the
+	// transaction read from the stores (Serializable).
+	serializable bool
+	reads        []*kvpb.KeySpan
 }
 
-// Begin starts a transaction at a start timestamp from the cluster.
-func (c *Client) Begin(ctx context.Context) (*Txn, error) {
-	return c.begin(ctx, &kvpb.BeginTxnRequest{})
+// Serializable makes a transaction serializable (Begin, RunTxn): besides
+// snapshot isolation's write conflicts, its commit fails with a
+// *ConflictError matching ErrReadConflict if a key it read, or a key in a
+// range it scanned, was written between its start and its commit, so
+// write skew and phantoms cannot happen (docs/transactions.md). A
+// transaction that writes nothing commits nothing and needs no check: its
+// snapshot is serializable as it is.
+func Serializable() TxnOption {
+	return func(p *txnRetry) { p.serializable = true }
+}
+
+// Begin starts a transaction at a start timestamp from the cluster:
+// snapshot isolation, or with Serializable serializable. Retry options are
+// RunTxn's and ignored here.
+func (c *Client) Begin(ctx context.Context, opts ...TxnOption) (*Txn, error) {
+	var p txnRetry
+	for _, o := range opts {
+		o(&p)
+	}
+	t, err := c.begin(ctx, &kvpb.BeginTxnRequest{})
+	if t != nil {
+		t.serializable = p.serializable
+	}
+	return t, err
 }
 
 func (c *Client) begin(ctx context.Context, req *kvpb.BeginTxnRequest) (*Txn, error) {
@@ -136,10 +174,15 @@ func (c *Client) begin(ctx context.Context, req *kvpb.BeginTxnRequest) (*Txn, er
 // not necessarily those that committed since.
 func (t *Txn) Restart(ctx context.Context) (*Txn, error) {
 	_ = t.Rollback(ctx)
-	if t.uncertain == 0 {
-		return t.c.Begin(ctx)
+	req := &kvpb.BeginTxnRequest{}
+	if t.uncertain != 0 {
+		req = &kvpb.BeginTxnRequest{MinStartTs: t.uncertain, UncertaintyLimit: t.limit}
 	}
-	return t.c.begin(ctx, &kvpb.BeginTxnRequest{MinStartTs: t.uncertain, UncertaintyLimit: t.limit})
+	next, err := t.c.begin(ctx, req)
+	if next != nil {
+		next.serializable = t.serializable
+	}
+	return next, err
 }
 
 // observe keeps o if it is the transaction's first reading of its store.
@@ -163,6 +206,14 @@ func (t *Txn) observedList() []*kvpb.ObservedClock {
 		return nil
 	}
 	return t.observed
+}
+
+// noteSpan records [start, end) as read from the stores, for a
+// serializable commit's validation.
+func (t *Txn) noteSpan(start, end []byte) {
+	if t.serializable {
+		t.reads = append(t.reads, &kvpb.KeySpan{Start: bytes.Clone(start), End: bytes.Clone(end)})
+	}
 }
 
 // noteRead keeps the uncertain version a read error names.
@@ -212,6 +263,7 @@ func (t *Txn) Get(ctx context.Context, key []byte) (value []byte, found bool, er
 		return nil, false, t.noteRead(readErr(err))
 	}
 	t.observe(resp.Observed)
+	t.noteSpan(key, append(bytes.Clone(key), 0))
 	return resp.Value, resp.Found, nil
 }
 
@@ -248,6 +300,9 @@ func (t *Txn) Scan(ctx context.Context, start, end []byte, opts ScanOptions) *It
 	if opts.Limit > 0 {
 		stored.Limit = opts.Limit + deletes
 	}
+	// The whole range counts as read, though a limit or a caller that
+	// stops early reads less of it: more aborts, never fewer.
+	t.noteSpan(start, end)
 	st := t.c.Scan(ctx, start, end, stored)
 	st.snapshot, st.uncertaintyLimit, st.txn = true, t.limit, t
 	it := &Iterator{ctx: ctx, cancel: st.Close, opts: ScanOptions{Limit: opts.Limit, Reverse: opts.Reverse}, ov: &overlay{stored: st, own: own}, txn: t}
@@ -304,7 +359,7 @@ func (t *Txn) Commit(ctx context.Context) (WriteResult, error) {
 		_ = t.Rollback(ctx)
 		return WriteResult{}, nil
 	}
-	req := &kvpb.CommitTxnRequest{StartTs: t.startTS, Mutations: make([]*kvpb.Mutation, len(t.writes))}
+	req := &kvpb.CommitTxnRequest{StartTs: t.startTS, Mutations: make([]*kvpb.Mutation, len(t.writes)), Serializable: t.serializable, Reads: t.reads}
 	for i, m := range t.writes {
 		req.Mutations[i] = mutationPB(m)
 	}
@@ -345,7 +400,7 @@ func conflictFrom(err error) error {
 	}
 	for _, d := range st.Details() {
 		info, ok := d.(*errdetails.ErrorInfo)
-		if !ok || info.Reason != contract.WriteConflictReason {
+		if !ok || info.Reason != contract.WriteConflictReason && info.Reason != contract.ReadConflictReason {
 			continue
 		}
 		key, kerr := base64.StdEncoding.DecodeString(info.Metadata["key_base64"])
@@ -353,7 +408,7 @@ func conflictFrom(err error) error {
 		if kerr != nil || terr != nil {
 			return fmt.Errorf("bellows client: a write conflict with malformed details %v: %w", info.Metadata, err)
 		}
-		return &ConflictError{Key: key, CommittedTS: ts, Message: st.Message()}
+		return &ConflictError{Key: key, CommittedTS: ts, Read: info.Reason == contract.ReadConflictReason, Message: st.Message()}
 	}
 	// A cross-region commit rolled back before its commit point.
 	return &ConflictError{Message: st.Message()}
@@ -388,7 +443,7 @@ func (c *Client) RunTxn(ctx context.Context, f func(ctx context.Context, t *Txn)
 		if prev != nil {
 			t, err = prev.Restart(ctx)
 		} else {
-			t, err = c.Begin(ctx)
+			t, err = c.Begin(ctx, opts...)
 		}
 		if err != nil {
 			if last != nil && ctx.Err() != nil {

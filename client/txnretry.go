@@ -64,7 +64,8 @@ func (e *TxnGaveUpError) Error() string {
 
 func (e *TxnGaveUpError) Unwrap() []error { return []error{e.Reason, e.Last} }
 
-// TxnOption adjusts one RunTxn call's retries.
+// TxnOption adjusts one RunTxn call's retries, or a transaction's
+// isolation (Serializable).
 type TxnOption func(*txnRetry)
 
 // WithTxnMaxAttempts bounds how many times RunTxn runs the transaction
@@ -98,6 +99,8 @@ type txnRetry struct {
 	// sleep waits d or until ctx ends (its error); tests replace it to
 	// see the waits without taking them.
 	sleep func(ctx context.Context, d time.Duration) error
+	// serializable: the transactions are (Serializable).
+	serializable bool
 }
 
 func withTxnSleep(sleep func(context.Context, time.Duration) error) TxnOption {

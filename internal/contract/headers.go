@@ -15,6 +15,12 @@ const (
 	ErrorDomain         = "bellows.kv.v1"
 )
 
+// ReadConflictReason is the ErrorInfo reason (domain ErrorDomain) of the
+// ABORTED status a serializable CommitTxn answers when a key it read was
+// written after its start, before it could commit; its metadata names the
+// key (key_base64) and the conflicting commit or lock (committed_ts).
+const ReadConflictReason = "READ_CONFLICT"
+
 // TxnEndedReason is the ErrorInfo reason (domain ErrorDomain) of the
 // FAILED_PRECONDITION a CommitTxn naming a txn_id answers when that
 // transaction ended without a commit (rolled back, timed out, aborted):

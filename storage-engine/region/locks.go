@@ -257,9 +257,11 @@ func (r *Region) acquireUnlockedInto(rs *readState, readTS uint64, check func(ts
 // checkReadLock returns a *LockedError if key has a lock a read at readTS
 // must not pass: one whose transaction started at or before the read's
 // timestamp (it may commit at or before it). A later one commits after it.
-func (r *Region) checkReadLock(key []byte, readTS uint64) error {
+// own, when not 0, is the reading transaction's start: its own locks do
+// not stop it.
+func (r *Region) checkReadLock(key []byte, readTS, own uint64) error {
 	l, ok := r.txn.lock(key)
-	if !ok || l.StartTS > readTS {
+	if !ok || l.StartTS > readTS || own != 0 && l.StartTS == own {
 		return nil
 	}
 	return &LockedError{Key: bytes.Clone(key), Lock: l}
@@ -267,7 +269,7 @@ func (r *Region) checkReadLock(key []byte, readTS uint64) error {
 
 // checkReadLocks is checkReadLock for every key in [start, end) (end nil:
 // to the region's end).
-func (r *Region) checkReadLocks(start, end []byte, readTS uint64) error {
+func (r *Region) checkReadLocks(start, end []byte, readTS, own uint64) error {
 	if r.txn.nLocks.Load() == 0 {
 		return nil
 	}
@@ -276,7 +278,7 @@ func (r *Region) checkReadLocks(start, end []byte, readTS uint64) error {
 	defer r.txn.mu.Unlock()
 	var first *manifest.TxnLock
 	for _, l := range r.txn.locks {
-		if l.StartTS > ts || bytes.Compare(l.Key, start) < 0 || (end != nil && bytes.Compare(l.Key, end) >= 0) {
+		if l.StartTS > ts || own != 0 && l.StartTS == own || bytes.Compare(l.Key, start) < 0 || (end != nil && bytes.Compare(l.Key, end) >= 0) {
 			continue
 		}
 		if first == nil || bytes.Compare(l.Key, first.Key) < 0 {

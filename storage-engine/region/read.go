@@ -157,7 +157,7 @@ func (r *Region) GetUncertain(ctx context.Context, key []byte, readTS uint64, u 
 	var limit uint64
 	rs, err := r.acquireUnlocked(readTS, func(ts uint64) error {
 		limit = r.uncertaintyLimit(u)
-		return r.checkReadLock(key, max(ts, limit))
+		return r.checkReadLock(key, max(ts, limit), u.Own)
 	})
 	if err != nil {
 		return nil, 0, false, err
@@ -360,7 +360,7 @@ func (r *Region) NewIteratorUncertain(ctx context.Context, start, end []byte, re
 	var limit uint64
 	if err := r.acquireUnlockedInto(rs, readTS, func(ts uint64) error {
 		limit = r.uncertaintyLimit(u)
-		return r.checkReadLocks(start, end, max(ts, limit))
+		return r.checkReadLocks(start, end, max(ts, limit), u.Own)
 	}); err != nil {
 		st.reset()
 		iterStates.Put(st)

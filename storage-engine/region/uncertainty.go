@@ -31,6 +31,10 @@ type Uncertainty struct {
 	// Observed is the store's clock as the transaction first reached this
 	// store (0: not yet).
 	Observed uint64
+	// Own is the reading transaction's start timestamp when its own locks
+	// must not stop the read (0: every lock does): a serializable
+	// transaction validating its reads after its prewrite.
+	Own uint64
 }
 
 // uncertaintyLimit is the limit a read with u uses here: u.Limit, narrowed

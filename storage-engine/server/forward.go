@@ -278,6 +278,10 @@ func (c answerClient) ResolveLocks(ctx context.Context, in *kvpb.ResolveLocksReq
 	return c.KVClient.ResolveLocks(ctx, in, append(opts, grpc.Trailer(c.md))...)
 }
 
+func (c answerClient) ValidateReads(ctx context.Context, in *kvpb.ValidateReadsRequest, opts ...grpc.CallOption) (*kvpb.ValidateReadsResponse, error) {
+	return c.KVClient.ValidateReads(ctx, in, append(opts, grpc.Trailer(c.md))...)
+}
+
 func (c answerClient) CheckTxnStatus(ctx context.Context, in *kvpb.CheckTxnStatusRequest, opts ...grpc.CallOption) (*kvpb.CheckTxnStatusResponse, error) {
 	return c.KVClient.CheckTxnStatus(ctx, in, append(opts, grpc.Trailer(c.md))...)
 }

@@ -35,7 +35,7 @@ var ops = map[string]string{
 	"/bellows.kv.v1.KV/TxnScan": "txn-scan",
 	// A cross-region commit's calls between stores.
 	"/bellows.kv.v1.KV/Prewrite": "prewrite", "/bellows.kv.v1.KV/ResolveLocks": "resolve-locks",
-	"/bellows.kv.v1.KV/CheckTxnStatus": "check-txn-status",
+	"/bellows.kv.v1.KV/CheckTxnStatus": "check-txn-status", "/bellows.kv.v1.KV/ValidateReads": "validate-reads",
 }
 
 // NewMetrics registers the request metrics with reg.

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bytes"
 	"context"
 	"errors"
 
@@ -107,7 +108,10 @@ func (s *KV) commitOneShot(ctx context.Context, req *kvpb.CommitTxnRequest) (*kv
 	if err != nil {
 		return nil, err
 	}
-	if len(parts) > 1 {
+	if len(parts) > 1 || req.Serializable && len(req.Reads) > 0 {
+		// A serializable transaction validates its reads between its
+		// prewrite and its commit point, in whatever regions they fall:
+		// the two-phase path, even for writes in one region.
 		var resp *kvpb.CommitTxnResponse
 		requestID, _, err := incomingRequestID(ctx)
 		if err != nil {
@@ -184,7 +188,7 @@ func (s *KV) commitRegistered(ctx context.Context, req *kvpb.CommitTxnRequest) (
 		return nil, err
 	}
 	return s.txns.Commit(req.TxnId, req.StartTs, requestID, func(startTS uint64) (*kvpb.CommitTxnResponse, error) {
-		return s.commitOneShot(ctx, &kvpb.CommitTxnRequest{StartTs: startTS, Mutations: req.Mutations})
+		return s.commitOneShot(ctx, &kvpb.CommitTxnRequest{StartTs: startTS, Mutations: req.Mutations, Serializable: req.Serializable, Reads: req.Reads})
 	})
 }
 
@@ -231,6 +235,32 @@ func (s *KV) ResolveLocks(ctx context.Context, req *kvpb.ResolveLocksRequest) (*
 		}
 	}
 	return s.resolver.ResolveLocks(ctx, s.txnRegion(t), req)
+}
+
+// ValidateReads implements kvpb.KVServer: a serializable commit's check of
+// its reads in the region of reads[0] (storage-engine/txn's validate.go).
+func (s *KV) ValidateReads(ctx context.Context, req *kvpb.ValidateReadsRequest) (*kvpb.ValidateReadsResponse, error) {
+	if req.StartTs == 0 || req.CommitTs <= req.StartTs || len(req.Reads) == 0 {
+		return nil, status.Error(codes.InvalidArgument, "validating reads needs start_ts, a commit_ts after it and at least one span")
+	}
+	if err := s.observe(req.CommitTs); err != nil {
+		return nil, err
+	}
+	t, err := s.resolve(ctx, req.Reads[0].Start)
+	if err != nil {
+		return nil, err
+	}
+	start, end := s.txnRegion(t).Bounds()
+	for i, sp := range req.Reads {
+		if bytes.Compare(sp.Start, start) < 0 || len(end) > 0 && (len(sp.End) == 0 || bytes.Compare(sp.End, end) > 0) {
+			return nil, status.Errorf(codes.InvalidArgument, "read %d, [%q, %q), is not within region %s, [%q, %q): validate each region's reads in a request of its own",
+				i, sp.Start, sp.End, s.txnRegion(t).Name(), start, end)
+		}
+	}
+	if err := s.coordinator.ValidateReads(ctx, s.txnRegion(t), req); err != nil {
+		return nil, err
+	}
+	return &kvpb.ValidateReadsResponse{}, nil
 }
 
 // CheckTxnStatus implements kvpb.KVServer.

@@ -60,6 +60,13 @@ func (r txnRegion) Engine() (*region.Region, error) { return r.t.engine() }
 
 func (r txnRegion) Status(err error) error { return regionErr(r.t.local, err) }
 
+func (r txnRegion) Bounds() (start, end []byte) {
+	if r.t.forward {
+		return r.t.remote.Start, r.t.remote.End
+	}
+	return r.t.local.Span.Start, r.t.local.Span.End
+}
+
 func (r txnRegion) Peer() txn.Peer {
 	if !r.t.forward {
 		return nil
@@ -91,4 +98,11 @@ func (p txnPeer) CheckTxnStatus(ctx context.Context, req *kvpb.CheckTxnStatusReq
 		return err
 	})
 	return resp, err
+}
+
+func (p txnPeer) ValidateReads(ctx context.Context, req *kvpb.ValidateReadsRequest) error {
+	return p.kv.forward(ctx, "validate-reads", p.t, func(ctx context.Context, c kvpb.KVClient) error {
+		_, err := c.ValidateReads(ctx, req)
+		return err
+	})
 }

@@ -12,7 +12,9 @@ package txn
 //  1. Prewrite the primary's region (first: a retried commit whose first
 //     attempt committed learns it here), then the others in parallel. Each
 //     returns a prepare timestamp; any conflict rolls everything back.
-//  2. Commit the primary's region at commitTS = max(start, prepares) + 1:
+//  2. A serializable transaction validates its reads at commitTS =
+//     max(start, prepares) + 1 (validate.go); a conflict rolls back.
+//     Commit the primary's region at commitTS:
 //     one WAL record commits its locks and records the outcome. From here
 //     the transaction is committed, whatever crashes.
 //  3. Commit the other regions' locks; then tell the primary's region to
@@ -140,6 +142,11 @@ func (c *Coordinator) CommitAcrossRegions(ctx context.Context, req *kvpb.CommitT
 		commitTS = max(commitTS, p)
 	}
 	commitTS++
+	if req.Serializable && len(req.Reads) > 0 {
+		if err := c.validateReads(ctx, req.StartTs, commitTS, req.Reads); err != nil {
+			return nil, rollback(err)
+		}
+	}
 	// The commit point.
 	if err := c.resolveIn(ctx, primary, req.StartTs, commitTS, primary.keys(), true, false, requestID); err != nil {
 		if errors.Is(err, region.ErrTxnRolledBack) || status.Code(err) == codes.Aborted {

@@ -58,6 +58,8 @@ type Region interface {
 	// Status is an error of this region's engine as a status naming the
 	// region.
 	Status(err error) error
+	// Bounds is the region's keys, [start, end) (nil end: to the last).
+	Bounds() (start, end []byte)
 }
 
 // Peer forwards the participant calls of one region to the stores that
@@ -66,6 +68,7 @@ type Peer interface {
 	Prewrite(context.Context, *kvpb.PrewriteRequest) (*kvpb.PrewriteResponse, error)
 	ResolveLocks(context.Context, *kvpb.ResolveLocksRequest) error
 	CheckTxnStatus(context.Context, *kvpb.CheckTxnStatusRequest) (*kvpb.CheckTxnStatusResponse, error)
+	ValidateReads(context.Context, *kvpb.ValidateReadsRequest) error
 }
 
 // Options are the transactions' timings (defaults in contract) and where

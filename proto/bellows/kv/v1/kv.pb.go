@@ -1217,7 +1217,13 @@ type CommitTxnRequest struct {
 	TxnId string `protobuf:"bytes,3,opt,name=txn_id,json=txnId,proto3" json:"txn_id,omitempty"`
 	// mutations are the transaction's writes, at least one; mutation 0's key
 	// is the primary key when they span regions.
-	Mutations     []*Mutation `protobuf:"bytes,2,rep,name=mutations,proto3" json:"mutations,omitempty"`
+	Mutations []*Mutation `protobuf:"bytes,2,rep,name=mutations,proto3" json:"mutations,omitempty"`
+	// serializable commits only if nothing the transaction read (reads: its
+	// gets' keys and its scans' ranges) changed between start_ts and its
+	// commit timestamp; else ABORTED with reason READ_CONFLICT: run it
+	// again. Unset: snapshot isolation (only write conflicts abort).
+	Serializable  bool       `protobuf:"varint,4,opt,name=serializable,proto3" json:"serializable,omitempty"`
+	Reads         []*KeySpan `protobuf:"bytes,5,rep,name=reads,proto3" json:"reads,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1273,6 +1279,170 @@ func (x *CommitTxnRequest) GetMutations() []*Mutation {
 	return nil
 }
 
+func (x *CommitTxnRequest) GetSerializable() bool {
+	if x != nil {
+		return x.Serializable
+	}
+	return false
+}
+
+func (x *CommitTxnRequest) GetReads() []*KeySpan {
+	if x != nil {
+		return x.Reads
+	}
+	return nil
+}
+
+// KeySpan is the keys [start, end) (empty end: to the last key).
+type KeySpan struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Start         []byte                 `protobuf:"bytes,1,opt,name=start,proto3" json:"start,omitempty"`
+	End           []byte                 `protobuf:"bytes,2,opt,name=end,proto3" json:"end,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *KeySpan) Reset() {
+	*x = KeySpan{}
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *KeySpan) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*KeySpan) ProtoMessage() {}
+
+func (x *KeySpan) ProtoReflect() protoreflect.Message {
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use KeySpan.ProtoReflect.Descriptor instead.
+func (*KeySpan) Descriptor() ([]byte, []int) {
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *KeySpan) GetStart() []byte {
+	if x != nil {
+		return x.Start
+	}
+	return nil
+}
+
+func (x *KeySpan) GetEnd() []byte {
+	if x != nil {
+		return x.End
+	}
+	return nil
+}
+
+type ValidateReadsRequest struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	StartTs  uint64                 `protobuf:"varint,1,opt,name=start_ts,json=startTs,proto3" json:"start_ts,omitempty"`
+	CommitTs uint64                 `protobuf:"varint,2,opt,name=commit_ts,json=commitTs,proto3" json:"commit_ts,omitempty"`
+	// reads fall in one region (their first start's); at least one.
+	Reads         []*KeySpan `protobuf:"bytes,3,rep,name=reads,proto3" json:"reads,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ValidateReadsRequest) Reset() {
+	*x = ValidateReadsRequest{}
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ValidateReadsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ValidateReadsRequest) ProtoMessage() {}
+
+func (x *ValidateReadsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ValidateReadsRequest.ProtoReflect.Descriptor instead.
+func (*ValidateReadsRequest) Descriptor() ([]byte, []int) {
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *ValidateReadsRequest) GetStartTs() uint64 {
+	if x != nil {
+		return x.StartTs
+	}
+	return 0
+}
+
+func (x *ValidateReadsRequest) GetCommitTs() uint64 {
+	if x != nil {
+		return x.CommitTs
+	}
+	return 0
+}
+
+func (x *ValidateReadsRequest) GetReads() []*KeySpan {
+	if x != nil {
+		return x.Reads
+	}
+	return nil
+}
+
+type ValidateReadsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ValidateReadsResponse) Reset() {
+	*x = ValidateReadsResponse{}
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ValidateReadsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ValidateReadsResponse) ProtoMessage() {}
+
+func (x *ValidateReadsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ValidateReadsResponse.ProtoReflect.Descriptor instead.
+func (*ValidateReadsResponse) Descriptor() ([]byte, []int) {
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{20}
+}
+
 type PrewriteRequest struct {
 	state   protoimpl.MessageState `protogen:"open.v1"`
 	StartTs uint64                 `protobuf:"varint,1,opt,name=start_ts,json=startTs,proto3" json:"start_ts,omitempty"`
@@ -1292,7 +1462,7 @@ type PrewriteRequest struct {
 
 func (x *PrewriteRequest) Reset() {
 	*x = PrewriteRequest{}
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[18]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1304,7 +1474,7 @@ func (x *PrewriteRequest) String() string {
 func (*PrewriteRequest) ProtoMessage() {}
 
 func (x *PrewriteRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[18]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1317,7 +1487,7 @@ func (x *PrewriteRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PrewriteRequest.ProtoReflect.Descriptor instead.
 func (*PrewriteRequest) Descriptor() ([]byte, []int) {
-	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{18}
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *PrewriteRequest) GetStartTs() uint64 {
@@ -1368,7 +1538,7 @@ type PrewriteResponse struct {
 
 func (x *PrewriteResponse) Reset() {
 	*x = PrewriteResponse{}
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[19]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1380,7 +1550,7 @@ func (x *PrewriteResponse) String() string {
 func (*PrewriteResponse) ProtoMessage() {}
 
 func (x *PrewriteResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[19]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1393,7 +1563,7 @@ func (x *PrewriteResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PrewriteResponse.ProtoReflect.Descriptor instead.
 func (*PrewriteResponse) Descriptor() ([]byte, []int) {
-	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{19}
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *PrewriteResponse) GetPrepareTs() uint64 {
@@ -1432,7 +1602,7 @@ type ResolveLocksRequest struct {
 
 func (x *ResolveLocksRequest) Reset() {
 	*x = ResolveLocksRequest{}
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[20]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1444,7 +1614,7 @@ func (x *ResolveLocksRequest) String() string {
 func (*ResolveLocksRequest) ProtoMessage() {}
 
 func (x *ResolveLocksRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[20]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1457,7 +1627,7 @@ func (x *ResolveLocksRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResolveLocksRequest.ProtoReflect.Descriptor instead.
 func (*ResolveLocksRequest) Descriptor() ([]byte, []int) {
-	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{20}
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *ResolveLocksRequest) GetStartTs() uint64 {
@@ -1510,7 +1680,7 @@ type ResolveLocksResponse struct {
 
 func (x *ResolveLocksResponse) Reset() {
 	*x = ResolveLocksResponse{}
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[21]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1522,7 +1692,7 @@ func (x *ResolveLocksResponse) String() string {
 func (*ResolveLocksResponse) ProtoMessage() {}
 
 func (x *ResolveLocksResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[21]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1535,7 +1705,7 @@ func (x *ResolveLocksResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResolveLocksResponse.ProtoReflect.Descriptor instead.
 func (*ResolveLocksResponse) Descriptor() ([]byte, []int) {
-	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{21}
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{24}
 }
 
 type CheckTxnStatusRequest struct {
@@ -1551,7 +1721,7 @@ type CheckTxnStatusRequest struct {
 
 func (x *CheckTxnStatusRequest) Reset() {
 	*x = CheckTxnStatusRequest{}
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[22]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1563,7 +1733,7 @@ func (x *CheckTxnStatusRequest) String() string {
 func (*CheckTxnStatusRequest) ProtoMessage() {}
 
 func (x *CheckTxnStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[22]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1576,7 +1746,7 @@ func (x *CheckTxnStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckTxnStatusRequest.ProtoReflect.Descriptor instead.
 func (*CheckTxnStatusRequest) Descriptor() ([]byte, []int) {
-	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{22}
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *CheckTxnStatusRequest) GetPrimary() []byte {
@@ -1613,7 +1783,7 @@ type CheckTxnStatusResponse struct {
 
 func (x *CheckTxnStatusResponse) Reset() {
 	*x = CheckTxnStatusResponse{}
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[23]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1625,7 +1795,7 @@ func (x *CheckTxnStatusResponse) String() string {
 func (*CheckTxnStatusResponse) ProtoMessage() {}
 
 func (x *CheckTxnStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[23]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1638,7 +1808,7 @@ func (x *CheckTxnStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckTxnStatusResponse.ProtoReflect.Descriptor instead.
 func (*CheckTxnStatusResponse) Descriptor() ([]byte, []int) {
-	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{23}
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *CheckTxnStatusResponse) GetCommitTs() uint64 {
@@ -1672,7 +1842,7 @@ type CommitTxnResponse struct {
 
 func (x *CommitTxnResponse) Reset() {
 	*x = CommitTxnResponse{}
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[24]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1684,7 +1854,7 @@ func (x *CommitTxnResponse) String() string {
 func (*CommitTxnResponse) ProtoMessage() {}
 
 func (x *CommitTxnResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[24]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1697,7 +1867,7 @@ func (x *CommitTxnResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommitTxnResponse.ProtoReflect.Descriptor instead.
 func (*CommitTxnResponse) Descriptor() ([]byte, []int) {
-	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{24}
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *CommitTxnResponse) GetCommitTs() uint64 {
@@ -1723,7 +1893,7 @@ type BatchRequest struct {
 
 func (x *BatchRequest) Reset() {
 	*x = BatchRequest{}
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[25]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1735,7 +1905,7 @@ func (x *BatchRequest) String() string {
 func (*BatchRequest) ProtoMessage() {}
 
 func (x *BatchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[25]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1748,7 +1918,7 @@ func (x *BatchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BatchRequest.ProtoReflect.Descriptor instead.
 func (*BatchRequest) Descriptor() ([]byte, []int) {
-	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{25}
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *BatchRequest) GetMutations() []*Mutation {
@@ -1768,7 +1938,7 @@ type BatchResponse struct {
 
 func (x *BatchResponse) Reset() {
 	*x = BatchResponse{}
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[26]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1780,7 +1950,7 @@ func (x *BatchResponse) String() string {
 func (*BatchResponse) ProtoMessage() {}
 
 func (x *BatchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[26]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1793,7 +1963,7 @@ func (x *BatchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BatchResponse.ProtoReflect.Descriptor instead.
 func (*BatchResponse) Descriptor() ([]byte, []int) {
-	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{26}
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *BatchResponse) GetCommitTs() uint64 {
@@ -1834,7 +2004,7 @@ type ScanRequest struct {
 
 func (x *ScanRequest) Reset() {
 	*x = ScanRequest{}
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[27]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1846,7 +2016,7 @@ func (x *ScanRequest) String() string {
 func (*ScanRequest) ProtoMessage() {}
 
 func (x *ScanRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[27]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1859,7 +2029,7 @@ func (x *ScanRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScanRequest.ProtoReflect.Descriptor instead.
 func (*ScanRequest) Descriptor() ([]byte, []int) {
-	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{27}
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *ScanRequest) GetStart() []byte {
@@ -1924,7 +2094,7 @@ type BatchGetRequest struct {
 
 func (x *BatchGetRequest) Reset() {
 	*x = BatchGetRequest{}
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[28]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1936,7 +2106,7 @@ func (x *BatchGetRequest) String() string {
 func (*BatchGetRequest) ProtoMessage() {}
 
 func (x *BatchGetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[28]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1949,7 +2119,7 @@ func (x *BatchGetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BatchGetRequest.ProtoReflect.Descriptor instead.
 func (*BatchGetRequest) Descriptor() ([]byte, []int) {
-	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{28}
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *BatchGetRequest) GetKeys() [][]byte {
@@ -1978,7 +2148,7 @@ type BatchGetResponse struct {
 
 func (x *BatchGetResponse) Reset() {
 	*x = BatchGetResponse{}
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[29]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1990,7 +2160,7 @@ func (x *BatchGetResponse) String() string {
 func (*BatchGetResponse) ProtoMessage() {}
 
 func (x *BatchGetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[29]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2003,7 +2173,7 @@ func (x *BatchGetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BatchGetResponse.ProtoReflect.Descriptor instead.
 func (*BatchGetResponse) Descriptor() ([]byte, []int) {
-	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{29}
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *BatchGetResponse) GetResults() []*GetResponse {
@@ -2032,7 +2202,7 @@ type DeleteRangeRequest struct {
 
 func (x *DeleteRangeRequest) Reset() {
 	*x = DeleteRangeRequest{}
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[30]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2044,7 +2214,7 @@ func (x *DeleteRangeRequest) String() string {
 func (*DeleteRangeRequest) ProtoMessage() {}
 
 func (x *DeleteRangeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[30]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2057,7 +2227,7 @@ func (x *DeleteRangeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteRangeRequest.ProtoReflect.Descriptor instead.
 func (*DeleteRangeRequest) Descriptor() ([]byte, []int) {
-	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{30}
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *DeleteRangeRequest) GetStart() []byte {
@@ -2095,7 +2265,7 @@ type DeleteRangeResponse struct {
 
 func (x *DeleteRangeResponse) Reset() {
 	*x = DeleteRangeResponse{}
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[31]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2107,7 +2277,7 @@ func (x *DeleteRangeResponse) String() string {
 func (*DeleteRangeResponse) ProtoMessage() {}
 
 func (x *DeleteRangeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[31]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2120,7 +2290,7 @@ func (x *DeleteRangeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteRangeResponse.ProtoReflect.Descriptor instead.
 func (*DeleteRangeResponse) Descriptor() ([]byte, []int) {
-	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{31}
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *DeleteRangeResponse) GetCommitTs() uint64 {
@@ -2161,7 +2331,7 @@ type KeyValue struct {
 
 func (x *KeyValue) Reset() {
 	*x = KeyValue{}
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[32]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2173,7 +2343,7 @@ func (x *KeyValue) String() string {
 func (*KeyValue) ProtoMessage() {}
 
 func (x *KeyValue) ProtoReflect() protoreflect.Message {
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[32]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2186,7 +2356,7 @@ func (x *KeyValue) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KeyValue.ProtoReflect.Descriptor instead.
 func (*KeyValue) Descriptor() ([]byte, []int) {
-	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{32}
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *KeyValue) GetKey() []byte {
@@ -2216,7 +2386,7 @@ type ScanResponse struct {
 
 func (x *ScanResponse) Reset() {
 	*x = ScanResponse{}
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[33]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2228,7 +2398,7 @@ func (x *ScanResponse) String() string {
 func (*ScanResponse) ProtoMessage() {}
 
 func (x *ScanResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[33]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2241,7 +2411,7 @@ func (x *ScanResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScanResponse.ProtoReflect.Descriptor instead.
 func (*ScanResponse) Descriptor() ([]byte, []int) {
-	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{33}
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *ScanResponse) GetPairs() []*KeyValue {
@@ -2266,7 +2436,7 @@ type RegionsRequest struct {
 
 func (x *RegionsRequest) Reset() {
 	*x = RegionsRequest{}
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[34]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2278,7 +2448,7 @@ func (x *RegionsRequest) String() string {
 func (*RegionsRequest) ProtoMessage() {}
 
 func (x *RegionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[34]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2291,7 +2461,7 @@ func (x *RegionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegionsRequest.ProtoReflect.Descriptor instead.
 func (*RegionsRequest) Descriptor() ([]byte, []int) {
-	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{34}
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{37}
 }
 
 // RegionInfo is one region as the store answering serves it: the same
@@ -2348,7 +2518,7 @@ type RegionInfo struct {
 
 func (x *RegionInfo) Reset() {
 	*x = RegionInfo{}
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[35]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2360,7 +2530,7 @@ func (x *RegionInfo) String() string {
 func (*RegionInfo) ProtoMessage() {}
 
 func (x *RegionInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[35]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2373,7 +2543,7 @@ func (x *RegionInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegionInfo.ProtoReflect.Descriptor instead.
 func (*RegionInfo) Descriptor() ([]byte, []int) {
-	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{35}
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *RegionInfo) GetName() string {
@@ -2506,7 +2676,7 @@ type FailingOverRegion struct {
 
 func (x *FailingOverRegion) Reset() {
 	*x = FailingOverRegion{}
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[36]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2518,7 +2688,7 @@ func (x *FailingOverRegion) String() string {
 func (*FailingOverRegion) ProtoMessage() {}
 
 func (x *FailingOverRegion) ProtoReflect() protoreflect.Message {
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[36]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2531,7 +2701,7 @@ func (x *FailingOverRegion) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FailingOverRegion.ProtoReflect.Descriptor instead.
 func (*FailingOverRegion) Descriptor() ([]byte, []int) {
-	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{36}
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *FailingOverRegion) GetName() string {
@@ -2586,7 +2756,7 @@ type RegionCompaction struct {
 
 func (x *RegionCompaction) Reset() {
 	*x = RegionCompaction{}
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[37]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2598,7 +2768,7 @@ func (x *RegionCompaction) String() string {
 func (*RegionCompaction) ProtoMessage() {}
 
 func (x *RegionCompaction) ProtoReflect() protoreflect.Message {
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[37]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2611,7 +2781,7 @@ func (x *RegionCompaction) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegionCompaction.ProtoReflect.Descriptor instead.
 func (*RegionCompaction) Descriptor() ([]byte, []int) {
-	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{37}
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *RegionCompaction) GetRunning() bool {
@@ -2669,7 +2839,7 @@ type RegionsResponse struct {
 
 func (x *RegionsResponse) Reset() {
 	*x = RegionsResponse{}
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[38]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2681,7 +2851,7 @@ func (x *RegionsResponse) String() string {
 func (*RegionsResponse) ProtoMessage() {}
 
 func (x *RegionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[38]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2694,7 +2864,7 @@ func (x *RegionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegionsResponse.ProtoReflect.Descriptor instead.
 func (*RegionsResponse) Descriptor() ([]byte, []int) {
-	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{38}
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *RegionsResponse) GetRegions() []*RegionInfo {
@@ -2734,7 +2904,7 @@ type FlushRequest struct {
 
 func (x *FlushRequest) Reset() {
 	*x = FlushRequest{}
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[39]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2746,7 +2916,7 @@ func (x *FlushRequest) String() string {
 func (*FlushRequest) ProtoMessage() {}
 
 func (x *FlushRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[39]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2759,7 +2929,7 @@ func (x *FlushRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FlushRequest.ProtoReflect.Descriptor instead.
 func (*FlushRequest) Descriptor() ([]byte, []int) {
-	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{39}
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *FlushRequest) GetRegion() string {
@@ -2777,7 +2947,7 @@ type FlushResponse struct {
 
 func (x *FlushResponse) Reset() {
 	*x = FlushResponse{}
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[40]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2789,7 +2959,7 @@ func (x *FlushResponse) String() string {
 func (*FlushResponse) ProtoMessage() {}
 
 func (x *FlushResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[40]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2802,7 +2972,7 @@ func (x *FlushResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FlushResponse.ProtoReflect.Descriptor instead.
 func (*FlushResponse) Descriptor() ([]byte, []int) {
-	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{40}
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{43}
 }
 
 type CheckpointRequest struct {
@@ -2817,7 +2987,7 @@ type CheckpointRequest struct {
 
 func (x *CheckpointRequest) Reset() {
 	*x = CheckpointRequest{}
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[41]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2829,7 +2999,7 @@ func (x *CheckpointRequest) String() string {
 func (*CheckpointRequest) ProtoMessage() {}
 
 func (x *CheckpointRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[41]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2842,7 +3012,7 @@ func (x *CheckpointRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckpointRequest.ProtoReflect.Descriptor instead.
 func (*CheckpointRequest) Descriptor() ([]byte, []int) {
-	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{41}
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *CheckpointRequest) GetRegion() string {
@@ -2869,7 +3039,7 @@ type BackupRequest struct {
 
 func (x *BackupRequest) Reset() {
 	*x = BackupRequest{}
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[42]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2881,7 +3051,7 @@ func (x *BackupRequest) String() string {
 func (*BackupRequest) ProtoMessage() {}
 
 func (x *BackupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[42]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2894,7 +3064,7 @@ func (x *BackupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackupRequest.ProtoReflect.Descriptor instead.
 func (*BackupRequest) Descriptor() ([]byte, []int) {
-	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{42}
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *BackupRequest) GetId() string {
@@ -2914,7 +3084,7 @@ type BackupResponse struct {
 
 func (x *BackupResponse) Reset() {
 	*x = BackupResponse{}
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[43]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2926,7 +3096,7 @@ func (x *BackupResponse) String() string {
 func (*BackupResponse) ProtoMessage() {}
 
 func (x *BackupResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[43]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2939,7 +3109,7 @@ func (x *BackupResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackupResponse.ProtoReflect.Descriptor instead.
 func (*BackupResponse) Descriptor() ([]byte, []int) {
-	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{43}
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *BackupResponse) GetBackupJson() []byte {
@@ -2958,7 +3128,7 @@ type DeleteBackupRequest struct {
 
 func (x *DeleteBackupRequest) Reset() {
 	*x = DeleteBackupRequest{}
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[44]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2970,7 +3140,7 @@ func (x *DeleteBackupRequest) String() string {
 func (*DeleteBackupRequest) ProtoMessage() {}
 
 func (x *DeleteBackupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[44]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2983,7 +3153,7 @@ func (x *DeleteBackupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteBackupRequest.ProtoReflect.Descriptor instead.
 func (*DeleteBackupRequest) Descriptor() ([]byte, []int) {
-	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{44}
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *DeleteBackupRequest) GetId() string {
@@ -3003,7 +3173,7 @@ type DeleteBackupResponse struct {
 
 func (x *DeleteBackupResponse) Reset() {
 	*x = DeleteBackupResponse{}
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[45]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3015,7 +3185,7 @@ func (x *DeleteBackupResponse) String() string {
 func (*DeleteBackupResponse) ProtoMessage() {}
 
 func (x *DeleteBackupResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[45]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3028,7 +3198,7 @@ func (x *DeleteBackupResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteBackupResponse.ProtoReflect.Descriptor instead.
 func (*DeleteBackupResponse) Descriptor() ([]byte, []int) {
-	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{45}
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *DeleteBackupResponse) GetFilesRemoved() int64 {
@@ -3046,7 +3216,7 @@ type ListBackupsRequest struct {
 
 func (x *ListBackupsRequest) Reset() {
 	*x = ListBackupsRequest{}
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[46]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3058,7 +3228,7 @@ func (x *ListBackupsRequest) String() string {
 func (*ListBackupsRequest) ProtoMessage() {}
 
 func (x *ListBackupsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[46]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3071,7 +3241,7 @@ func (x *ListBackupsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListBackupsRequest.ProtoReflect.Descriptor instead.
 func (*ListBackupsRequest) Descriptor() ([]byte, []int) {
-	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{46}
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{49}
 }
 
 type ListBackupsResponse struct {
@@ -3086,7 +3256,7 @@ type ListBackupsResponse struct {
 
 func (x *ListBackupsResponse) Reset() {
 	*x = ListBackupsResponse{}
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[47]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3098,7 +3268,7 @@ func (x *ListBackupsResponse) String() string {
 func (*ListBackupsResponse) ProtoMessage() {}
 
 func (x *ListBackupsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[47]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3111,7 +3281,7 @@ func (x *ListBackupsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListBackupsResponse.ProtoReflect.Descriptor instead.
 func (*ListBackupsResponse) Descriptor() ([]byte, []int) {
-	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{47}
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *ListBackupsResponse) GetBackupsJson() []byte {
@@ -3140,7 +3310,7 @@ type CheckpointResponse struct {
 
 func (x *CheckpointResponse) Reset() {
 	*x = CheckpointResponse{}
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[48]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3152,7 +3322,7 @@ func (x *CheckpointResponse) String() string {
 func (*CheckpointResponse) ProtoMessage() {}
 
 func (x *CheckpointResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[48]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3165,7 +3335,7 @@ func (x *CheckpointResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckpointResponse.ProtoReflect.Descriptor instead.
 func (*CheckpointResponse) Descriptor() ([]byte, []int) {
-	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{48}
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *CheckpointResponse) GetRegionJson() []byte {
@@ -3194,7 +3364,7 @@ type CompactRequest struct {
 
 func (x *CompactRequest) Reset() {
 	*x = CompactRequest{}
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[49]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3206,7 +3376,7 @@ func (x *CompactRequest) String() string {
 func (*CompactRequest) ProtoMessage() {}
 
 func (x *CompactRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[49]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3219,7 +3389,7 @@ func (x *CompactRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompactRequest.ProtoReflect.Descriptor instead.
 func (*CompactRequest) Descriptor() ([]byte, []int) {
-	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{49}
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *CompactRequest) GetRegion() string {
@@ -3265,7 +3435,7 @@ type CompactResponse struct {
 
 func (x *CompactResponse) Reset() {
 	*x = CompactResponse{}
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[50]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3277,7 +3447,7 @@ func (x *CompactResponse) String() string {
 func (*CompactResponse) ProtoMessage() {}
 
 func (x *CompactResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[50]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3290,7 +3460,7 @@ func (x *CompactResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompactResponse.ProtoReflect.Descriptor instead.
 func (*CompactResponse) Descriptor() ([]byte, []int) {
-	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{50}
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *CompactResponse) GetCompacted() bool {
@@ -3350,7 +3520,7 @@ type ClockRequest struct {
 
 func (x *ClockRequest) Reset() {
 	*x = ClockRequest{}
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[51]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3362,7 +3532,7 @@ func (x *ClockRequest) String() string {
 func (*ClockRequest) ProtoMessage() {}
 
 func (x *ClockRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[51]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3375,7 +3545,7 @@ func (x *ClockRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClockRequest.ProtoReflect.Descriptor instead.
 func (*ClockRequest) Descriptor() ([]byte, []int) {
-	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{51}
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{54}
 }
 
 type ClockResponse struct {
@@ -3391,7 +3561,7 @@ type ClockResponse struct {
 
 func (x *ClockResponse) Reset() {
 	*x = ClockResponse{}
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[52]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3403,7 +3573,7 @@ func (x *ClockResponse) String() string {
 func (*ClockResponse) ProtoMessage() {}
 
 func (x *ClockResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[52]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3416,7 +3586,7 @@ func (x *ClockResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClockResponse.ProtoReflect.Descriptor instead.
 func (*ClockResponse) Descriptor() ([]byte, []int) {
-	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{52}
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *ClockResponse) GetPhysicalUnixNs() int64 {
@@ -3519,11 +3689,21 @@ const file_bellows_kv_v1_kv_proto_rawDesc = "" +
 	"\x05limit\x18\x04 \x01(\rR\x05limit\x12+\n" +
 	"\x11uncertainty_limit\x18\x0f \x01(\x04R\x10uncertaintyLimit\x128\n" +
 	"\bobserved\x18\x10 \x03(\v2\x1c.bellows.kv.v1.ObservedClockR\bobserved\x12\x18\n" +
-	"\areverse\x18\x05 \x01(\bR\areverse\"{\n" +
+	"\areverse\x18\x05 \x01(\bR\areverse\"\xcd\x01\n" +
 	"\x10CommitTxnRequest\x12\x19\n" +
 	"\bstart_ts\x18\x01 \x01(\x04R\astartTs\x12\x15\n" +
 	"\x06txn_id\x18\x03 \x01(\tR\x05txnId\x125\n" +
-	"\tmutations\x18\x02 \x03(\v2\x17.bellows.kv.v1.MutationR\tmutations\"\xb3\x01\n" +
+	"\tmutations\x18\x02 \x03(\v2\x17.bellows.kv.v1.MutationR\tmutations\x12\"\n" +
+	"\fserializable\x18\x04 \x01(\bR\fserializable\x12,\n" +
+	"\x05reads\x18\x05 \x03(\v2\x16.bellows.kv.v1.KeySpanR\x05reads\"1\n" +
+	"\aKeySpan\x12\x14\n" +
+	"\x05start\x18\x01 \x01(\fR\x05start\x12\x10\n" +
+	"\x03end\x18\x02 \x01(\fR\x03end\"|\n" +
+	"\x14ValidateReadsRequest\x12\x19\n" +
+	"\bstart_ts\x18\x01 \x01(\x04R\astartTs\x12\x1b\n" +
+	"\tcommit_ts\x18\x02 \x01(\x04R\bcommitTs\x12,\n" +
+	"\x05reads\x18\x03 \x03(\v2\x16.bellows.kv.v1.KeySpanR\x05reads\"\x17\n" +
+	"\x15ValidateReadsResponse\"\xb3\x01\n" +
 	"\x0fPrewriteRequest\x12\x19\n" +
 	"\bstart_ts\x18\x01 \x01(\x04R\astartTs\x12\x18\n" +
 	"\aprimary\x18\x02 \x01(\fR\aprimary\x125\n" +
@@ -3673,8 +3853,7 @@ const file_bellows_kv_v1_kv_proto_rawDesc = "" +
 	"\fClockRequest\"]\n" +
 	"\rClockResponse\x12(\n" +
 	"\x10physical_unix_ns\x18\x01 \x01(\x03R\x0ephysicalUnixNs\x12\"\n" +
-	"\rmax_offset_ns\x18\x02 \x01(\x03R\vmaxOffsetNs2\xe0\n" +
-	"\n" +
+	"\rmax_offset_ns\x18\x02 \x01(\x03R\vmaxOffsetNs2\xbc\v\n" +
 	"\x02KV\x12<\n" +
 	"\x03Put\x12\x19.bellows.kv.v1.PutRequest\x1a\x1a.bellows.kv.v1.PutResponse\x12<\n" +
 	"\x03Get\x12\x19.bellows.kv.v1.GetRequest\x1a\x1a.bellows.kv.v1.GetResponse\x12E\n" +
@@ -3692,7 +3871,8 @@ const file_bellows_kv_v1_kv_proto_rawDesc = "" +
 	"\vRollbackTxn\x12!.bellows.kv.v1.RollbackTxnRequest\x1a\".bellows.kv.v1.RollbackTxnResponse\x12K\n" +
 	"\bPrewrite\x12\x1e.bellows.kv.v1.PrewriteRequest\x1a\x1f.bellows.kv.v1.PrewriteResponse\x12W\n" +
 	"\fResolveLocks\x12\".bellows.kv.v1.ResolveLocksRequest\x1a#.bellows.kv.v1.ResolveLocksResponse\x12]\n" +
-	"\x0eCheckTxnStatus\x12$.bellows.kv.v1.CheckTxnStatusRequest\x1a%.bellows.kv.v1.CheckTxnStatusResponse\x12B\n" +
+	"\x0eCheckTxnStatus\x12$.bellows.kv.v1.CheckTxnStatusRequest\x1a%.bellows.kv.v1.CheckTxnStatusResponse\x12Z\n" +
+	"\rValidateReads\x12#.bellows.kv.v1.ValidateReadsRequest\x1a$.bellows.kv.v1.ValidateReadsResponse\x12B\n" +
 	"\x05Clock\x12\x1b.bellows.kv.v1.ClockRequest\x1a\x1c.bellows.kv.v1.ClockResponse2\xde\x03\n" +
 	"\x05Admin\x12B\n" +
 	"\x05Flush\x12\x1b.bellows.kv.v1.FlushRequest\x1a\x1c.bellows.kv.v1.FlushResponse\x12H\n" +
@@ -3716,7 +3896,7 @@ func file_bellows_kv_v1_kv_proto_rawDescGZIP() []byte {
 }
 
 var file_bellows_kv_v1_kv_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_bellows_kv_v1_kv_proto_msgTypes = make([]protoimpl.MessageInfo, 53)
+var file_bellows_kv_v1_kv_proto_msgTypes = make([]protoimpl.MessageInfo, 56)
 var file_bellows_kv_v1_kv_proto_goTypes = []any{
 	(Mutation_Op)(0),               // 0: bellows.kv.v1.Mutation.Op
 	(*PutRequest)(nil),             // 1: bellows.kv.v1.PutRequest
@@ -3737,41 +3917,44 @@ var file_bellows_kv_v1_kv_proto_goTypes = []any{
 	(*TxnGetRequest)(nil),          // 16: bellows.kv.v1.TxnGetRequest
 	(*TxnScanRequest)(nil),         // 17: bellows.kv.v1.TxnScanRequest
 	(*CommitTxnRequest)(nil),       // 18: bellows.kv.v1.CommitTxnRequest
-	(*PrewriteRequest)(nil),        // 19: bellows.kv.v1.PrewriteRequest
-	(*PrewriteResponse)(nil),       // 20: bellows.kv.v1.PrewriteResponse
-	(*ResolveLocksRequest)(nil),    // 21: bellows.kv.v1.ResolveLocksRequest
-	(*ResolveLocksResponse)(nil),   // 22: bellows.kv.v1.ResolveLocksResponse
-	(*CheckTxnStatusRequest)(nil),  // 23: bellows.kv.v1.CheckTxnStatusRequest
-	(*CheckTxnStatusResponse)(nil), // 24: bellows.kv.v1.CheckTxnStatusResponse
-	(*CommitTxnResponse)(nil),      // 25: bellows.kv.v1.CommitTxnResponse
-	(*BatchRequest)(nil),           // 26: bellows.kv.v1.BatchRequest
-	(*BatchResponse)(nil),          // 27: bellows.kv.v1.BatchResponse
-	(*ScanRequest)(nil),            // 28: bellows.kv.v1.ScanRequest
-	(*BatchGetRequest)(nil),        // 29: bellows.kv.v1.BatchGetRequest
-	(*BatchGetResponse)(nil),       // 30: bellows.kv.v1.BatchGetResponse
-	(*DeleteRangeRequest)(nil),     // 31: bellows.kv.v1.DeleteRangeRequest
-	(*DeleteRangeResponse)(nil),    // 32: bellows.kv.v1.DeleteRangeResponse
-	(*KeyValue)(nil),               // 33: bellows.kv.v1.KeyValue
-	(*ScanResponse)(nil),           // 34: bellows.kv.v1.ScanResponse
-	(*RegionsRequest)(nil),         // 35: bellows.kv.v1.RegionsRequest
-	(*RegionInfo)(nil),             // 36: bellows.kv.v1.RegionInfo
-	(*FailingOverRegion)(nil),      // 37: bellows.kv.v1.FailingOverRegion
-	(*RegionCompaction)(nil),       // 38: bellows.kv.v1.RegionCompaction
-	(*RegionsResponse)(nil),        // 39: bellows.kv.v1.RegionsResponse
-	(*FlushRequest)(nil),           // 40: bellows.kv.v1.FlushRequest
-	(*FlushResponse)(nil),          // 41: bellows.kv.v1.FlushResponse
-	(*CheckpointRequest)(nil),      // 42: bellows.kv.v1.CheckpointRequest
-	(*BackupRequest)(nil),          // 43: bellows.kv.v1.BackupRequest
-	(*BackupResponse)(nil),         // 44: bellows.kv.v1.BackupResponse
-	(*DeleteBackupRequest)(nil),    // 45: bellows.kv.v1.DeleteBackupRequest
-	(*DeleteBackupResponse)(nil),   // 46: bellows.kv.v1.DeleteBackupResponse
-	(*ListBackupsRequest)(nil),     // 47: bellows.kv.v1.ListBackupsRequest
-	(*ListBackupsResponse)(nil),    // 48: bellows.kv.v1.ListBackupsResponse
-	(*CheckpointResponse)(nil),     // 49: bellows.kv.v1.CheckpointResponse
-	(*CompactRequest)(nil),         // 50: bellows.kv.v1.CompactRequest
-	(*CompactResponse)(nil),        // 51: bellows.kv.v1.CompactResponse
-	(*ClockRequest)(nil),           // 52: bellows.kv.v1.ClockRequest
-	(*ClockResponse)(nil),          // 53: bellows.kv.v1.ClockResponse
+	(*KeySpan)(nil),                // 19: bellows.kv.v1.KeySpan
+	(*ValidateReadsRequest)(nil),   // 20: bellows.kv.v1.ValidateReadsRequest
+	(*ValidateReadsResponse)(nil),  // 21: bellows.kv.v1.ValidateReadsResponse
+	(*PrewriteRequest)(nil),        // 22: bellows.kv.v1.PrewriteRequest
+	(*PrewriteResponse)(nil),       // 23: bellows.kv.v1.PrewriteResponse
+	(*ResolveLocksRequest)(nil),    // 24: bellows.kv.v1.ResolveLocksRequest
+	(*ResolveLocksResponse)(nil),   // 25: bellows.kv.v1.ResolveLocksResponse
+	(*CheckTxnStatusRequest)(nil),  // 26: bellows.kv.v1.CheckTxnStatusRequest
+	(*CheckTxnStatusResponse)(nil), // 27: bellows.kv.v1.CheckTxnStatusResponse
+	(*CommitTxnResponse)(nil),      // 28: bellows.kv.v1.CommitTxnResponse
+	(*BatchRequest)(nil),           // 29: bellows.kv.v1.BatchRequest
+	(*BatchResponse)(nil),          // 30: bellows.kv.v1.BatchResponse
+	(*ScanRequest)(nil),            // 31: bellows.kv.v1.ScanRequest
+	(*BatchGetRequest)(nil),        // 32: bellows.kv.v1.BatchGetRequest
+	(*BatchGetResponse)(nil),       // 33: bellows.kv.v1.BatchGetResponse
+	(*DeleteRangeRequest)(nil),     // 34: bellows.kv.v1.DeleteRangeRequest
+	(*DeleteRangeResponse)(nil),    // 35: bellows.kv.v1.DeleteRangeResponse
+	(*KeyValue)(nil),               // 36: bellows.kv.v1.KeyValue
+	(*ScanResponse)(nil),           // 37: bellows.kv.v1.ScanResponse
+	(*RegionsRequest)(nil),         // 38: bellows.kv.v1.RegionsRequest
+	(*RegionInfo)(nil),             // 39: bellows.kv.v1.RegionInfo
+	(*FailingOverRegion)(nil),      // 40: bellows.kv.v1.FailingOverRegion
+	(*RegionCompaction)(nil),       // 41: bellows.kv.v1.RegionCompaction
+	(*RegionsResponse)(nil),        // 42: bellows.kv.v1.RegionsResponse
+	(*FlushRequest)(nil),           // 43: bellows.kv.v1.FlushRequest
+	(*FlushResponse)(nil),          // 44: bellows.kv.v1.FlushResponse
+	(*CheckpointRequest)(nil),      // 45: bellows.kv.v1.CheckpointRequest
+	(*BackupRequest)(nil),          // 46: bellows.kv.v1.BackupRequest
+	(*BackupResponse)(nil),         // 47: bellows.kv.v1.BackupResponse
+	(*DeleteBackupRequest)(nil),    // 48: bellows.kv.v1.DeleteBackupRequest
+	(*DeleteBackupResponse)(nil),   // 49: bellows.kv.v1.DeleteBackupResponse
+	(*ListBackupsRequest)(nil),     // 50: bellows.kv.v1.ListBackupsRequest
+	(*ListBackupsResponse)(nil),    // 51: bellows.kv.v1.ListBackupsResponse
+	(*CheckpointResponse)(nil),     // 52: bellows.kv.v1.CheckpointResponse
+	(*CompactRequest)(nil),         // 53: bellows.kv.v1.CompactRequest
+	(*CompactResponse)(nil),        // 54: bellows.kv.v1.CompactResponse
+	(*ClockRequest)(nil),           // 55: bellows.kv.v1.ClockRequest
+	(*ClockResponse)(nil),          // 56: bellows.kv.v1.ClockResponse
 }
 var file_bellows_kv_v1_kv_proto_depIdxs = []int32{
 	5,  // 0: bellows.kv.v1.GetResponse.observed:type_name -> bellows.kv.v1.ObservedClock
@@ -3781,68 +3964,72 @@ var file_bellows_kv_v1_kv_proto_depIdxs = []int32{
 	5,  // 4: bellows.kv.v1.TxnGetRequest.observed:type_name -> bellows.kv.v1.ObservedClock
 	5,  // 5: bellows.kv.v1.TxnScanRequest.observed:type_name -> bellows.kv.v1.ObservedClock
 	11, // 6: bellows.kv.v1.CommitTxnRequest.mutations:type_name -> bellows.kv.v1.Mutation
-	11, // 7: bellows.kv.v1.PrewriteRequest.mutations:type_name -> bellows.kv.v1.Mutation
-	11, // 8: bellows.kv.v1.BatchRequest.mutations:type_name -> bellows.kv.v1.Mutation
-	5,  // 9: bellows.kv.v1.ScanRequest.observed:type_name -> bellows.kv.v1.ObservedClock
-	4,  // 10: bellows.kv.v1.BatchGetResponse.results:type_name -> bellows.kv.v1.GetResponse
-	33, // 11: bellows.kv.v1.ScanResponse.pairs:type_name -> bellows.kv.v1.KeyValue
-	5,  // 12: bellows.kv.v1.ScanResponse.observed:type_name -> bellows.kv.v1.ObservedClock
-	38, // 13: bellows.kv.v1.RegionInfo.compaction:type_name -> bellows.kv.v1.RegionCompaction
-	36, // 14: bellows.kv.v1.RegionsResponse.regions:type_name -> bellows.kv.v1.RegionInfo
-	37, // 15: bellows.kv.v1.RegionsResponse.failing_over:type_name -> bellows.kv.v1.FailingOverRegion
-	1,  // 16: bellows.kv.v1.KV.Put:input_type -> bellows.kv.v1.PutRequest
-	3,  // 17: bellows.kv.v1.KV.Get:input_type -> bellows.kv.v1.GetRequest
-	6,  // 18: bellows.kv.v1.KV.Delete:input_type -> bellows.kv.v1.DeleteRequest
-	9,  // 19: bellows.kv.v1.KV.CompareAndSet:input_type -> bellows.kv.v1.CompareAndSetRequest
-	26, // 20: bellows.kv.v1.KV.Batch:input_type -> bellows.kv.v1.BatchRequest
-	28, // 21: bellows.kv.v1.KV.Scan:input_type -> bellows.kv.v1.ScanRequest
-	29, // 22: bellows.kv.v1.KV.BatchGet:input_type -> bellows.kv.v1.BatchGetRequest
-	31, // 23: bellows.kv.v1.KV.DeleteRange:input_type -> bellows.kv.v1.DeleteRangeRequest
-	35, // 24: bellows.kv.v1.KV.Regions:input_type -> bellows.kv.v1.RegionsRequest
-	12, // 25: bellows.kv.v1.KV.BeginTxn:input_type -> bellows.kv.v1.BeginTxnRequest
-	16, // 26: bellows.kv.v1.KV.TxnGet:input_type -> bellows.kv.v1.TxnGetRequest
-	17, // 27: bellows.kv.v1.KV.TxnScan:input_type -> bellows.kv.v1.TxnScanRequest
-	18, // 28: bellows.kv.v1.KV.CommitTxn:input_type -> bellows.kv.v1.CommitTxnRequest
-	14, // 29: bellows.kv.v1.KV.RollbackTxn:input_type -> bellows.kv.v1.RollbackTxnRequest
-	19, // 30: bellows.kv.v1.KV.Prewrite:input_type -> bellows.kv.v1.PrewriteRequest
-	21, // 31: bellows.kv.v1.KV.ResolveLocks:input_type -> bellows.kv.v1.ResolveLocksRequest
-	23, // 32: bellows.kv.v1.KV.CheckTxnStatus:input_type -> bellows.kv.v1.CheckTxnStatusRequest
-	52, // 33: bellows.kv.v1.KV.Clock:input_type -> bellows.kv.v1.ClockRequest
-	40, // 34: bellows.kv.v1.Admin.Flush:input_type -> bellows.kv.v1.FlushRequest
-	50, // 35: bellows.kv.v1.Admin.Compact:input_type -> bellows.kv.v1.CompactRequest
-	42, // 36: bellows.kv.v1.Admin.Checkpoint:input_type -> bellows.kv.v1.CheckpointRequest
-	43, // 37: bellows.kv.v1.Admin.Backup:input_type -> bellows.kv.v1.BackupRequest
-	47, // 38: bellows.kv.v1.Admin.ListBackups:input_type -> bellows.kv.v1.ListBackupsRequest
-	45, // 39: bellows.kv.v1.Admin.DeleteBackup:input_type -> bellows.kv.v1.DeleteBackupRequest
-	2,  // 40: bellows.kv.v1.KV.Put:output_type -> bellows.kv.v1.PutResponse
-	4,  // 41: bellows.kv.v1.KV.Get:output_type -> bellows.kv.v1.GetResponse
-	7,  // 42: bellows.kv.v1.KV.Delete:output_type -> bellows.kv.v1.DeleteResponse
-	10, // 43: bellows.kv.v1.KV.CompareAndSet:output_type -> bellows.kv.v1.CompareAndSetResponse
-	27, // 44: bellows.kv.v1.KV.Batch:output_type -> bellows.kv.v1.BatchResponse
-	34, // 45: bellows.kv.v1.KV.Scan:output_type -> bellows.kv.v1.ScanResponse
-	30, // 46: bellows.kv.v1.KV.BatchGet:output_type -> bellows.kv.v1.BatchGetResponse
-	32, // 47: bellows.kv.v1.KV.DeleteRange:output_type -> bellows.kv.v1.DeleteRangeResponse
-	39, // 48: bellows.kv.v1.KV.Regions:output_type -> bellows.kv.v1.RegionsResponse
-	13, // 49: bellows.kv.v1.KV.BeginTxn:output_type -> bellows.kv.v1.BeginTxnResponse
-	4,  // 50: bellows.kv.v1.KV.TxnGet:output_type -> bellows.kv.v1.GetResponse
-	34, // 51: bellows.kv.v1.KV.TxnScan:output_type -> bellows.kv.v1.ScanResponse
-	25, // 52: bellows.kv.v1.KV.CommitTxn:output_type -> bellows.kv.v1.CommitTxnResponse
-	15, // 53: bellows.kv.v1.KV.RollbackTxn:output_type -> bellows.kv.v1.RollbackTxnResponse
-	20, // 54: bellows.kv.v1.KV.Prewrite:output_type -> bellows.kv.v1.PrewriteResponse
-	22, // 55: bellows.kv.v1.KV.ResolveLocks:output_type -> bellows.kv.v1.ResolveLocksResponse
-	24, // 56: bellows.kv.v1.KV.CheckTxnStatus:output_type -> bellows.kv.v1.CheckTxnStatusResponse
-	53, // 57: bellows.kv.v1.KV.Clock:output_type -> bellows.kv.v1.ClockResponse
-	41, // 58: bellows.kv.v1.Admin.Flush:output_type -> bellows.kv.v1.FlushResponse
-	51, // 59: bellows.kv.v1.Admin.Compact:output_type -> bellows.kv.v1.CompactResponse
-	49, // 60: bellows.kv.v1.Admin.Checkpoint:output_type -> bellows.kv.v1.CheckpointResponse
-	44, // 61: bellows.kv.v1.Admin.Backup:output_type -> bellows.kv.v1.BackupResponse
-	48, // 62: bellows.kv.v1.Admin.ListBackups:output_type -> bellows.kv.v1.ListBackupsResponse
-	46, // 63: bellows.kv.v1.Admin.DeleteBackup:output_type -> bellows.kv.v1.DeleteBackupResponse
-	40, // [40:64] is the sub-list for method output_type
-	16, // [16:40] is the sub-list for method input_type
-	16, // [16:16] is the sub-list for extension type_name
-	16, // [16:16] is the sub-list for extension extendee
-	0,  // [0:16] is the sub-list for field type_name
+	19, // 7: bellows.kv.v1.CommitTxnRequest.reads:type_name -> bellows.kv.v1.KeySpan
+	19, // 8: bellows.kv.v1.ValidateReadsRequest.reads:type_name -> bellows.kv.v1.KeySpan
+	11, // 9: bellows.kv.v1.PrewriteRequest.mutations:type_name -> bellows.kv.v1.Mutation
+	11, // 10: bellows.kv.v1.BatchRequest.mutations:type_name -> bellows.kv.v1.Mutation
+	5,  // 11: bellows.kv.v1.ScanRequest.observed:type_name -> bellows.kv.v1.ObservedClock
+	4,  // 12: bellows.kv.v1.BatchGetResponse.results:type_name -> bellows.kv.v1.GetResponse
+	36, // 13: bellows.kv.v1.ScanResponse.pairs:type_name -> bellows.kv.v1.KeyValue
+	5,  // 14: bellows.kv.v1.ScanResponse.observed:type_name -> bellows.kv.v1.ObservedClock
+	41, // 15: bellows.kv.v1.RegionInfo.compaction:type_name -> bellows.kv.v1.RegionCompaction
+	39, // 16: bellows.kv.v1.RegionsResponse.regions:type_name -> bellows.kv.v1.RegionInfo
+	40, // 17: bellows.kv.v1.RegionsResponse.failing_over:type_name -> bellows.kv.v1.FailingOverRegion
+	1,  // 18: bellows.kv.v1.KV.Put:input_type -> bellows.kv.v1.PutRequest
+	3,  // 19: bellows.kv.v1.KV.Get:input_type -> bellows.kv.v1.GetRequest
+	6,  // 20: bellows.kv.v1.KV.Delete:input_type -> bellows.kv.v1.DeleteRequest
+	9,  // 21: bellows.kv.v1.KV.CompareAndSet:input_type -> bellows.kv.v1.CompareAndSetRequest
+	29, // 22: bellows.kv.v1.KV.Batch:input_type -> bellows.kv.v1.BatchRequest
+	31, // 23: bellows.kv.v1.KV.Scan:input_type -> bellows.kv.v1.ScanRequest
+	32, // 24: bellows.kv.v1.KV.BatchGet:input_type -> bellows.kv.v1.BatchGetRequest
+	34, // 25: bellows.kv.v1.KV.DeleteRange:input_type -> bellows.kv.v1.DeleteRangeRequest
+	38, // 26: bellows.kv.v1.KV.Regions:input_type -> bellows.kv.v1.RegionsRequest
+	12, // 27: bellows.kv.v1.KV.BeginTxn:input_type -> bellows.kv.v1.BeginTxnRequest
+	16, // 28: bellows.kv.v1.KV.TxnGet:input_type -> bellows.kv.v1.TxnGetRequest
+	17, // 29: bellows.kv.v1.KV.TxnScan:input_type -> bellows.kv.v1.TxnScanRequest
+	18, // 30: bellows.kv.v1.KV.CommitTxn:input_type -> bellows.kv.v1.CommitTxnRequest
+	14, // 31: bellows.kv.v1.KV.RollbackTxn:input_type -> bellows.kv.v1.RollbackTxnRequest
+	22, // 32: bellows.kv.v1.KV.Prewrite:input_type -> bellows.kv.v1.PrewriteRequest
+	24, // 33: bellows.kv.v1.KV.ResolveLocks:input_type -> bellows.kv.v1.ResolveLocksRequest
+	26, // 34: bellows.kv.v1.KV.CheckTxnStatus:input_type -> bellows.kv.v1.CheckTxnStatusRequest
+	20, // 35: bellows.kv.v1.KV.ValidateReads:input_type -> bellows.kv.v1.ValidateReadsRequest
+	55, // 36: bellows.kv.v1.KV.Clock:input_type -> bellows.kv.v1.ClockRequest
+	43, // 37: bellows.kv.v1.Admin.Flush:input_type -> bellows.kv.v1.FlushRequest
+	53, // 38: bellows.kv.v1.Admin.Compact:input_type -> bellows.kv.v1.CompactRequest
+	45, // 39: bellows.kv.v1.Admin.Checkpoint:input_type -> bellows.kv.v1.CheckpointRequest
+	46, // 40: bellows.kv.v1.Admin.Backup:input_type -> bellows.kv.v1.BackupRequest
+	50, // 41: bellows.kv.v1.Admin.ListBackups:input_type -> bellows.kv.v1.ListBackupsRequest
+	48, // 42: bellows.kv.v1.Admin.DeleteBackup:input_type -> bellows.kv.v1.DeleteBackupRequest
+	2,  // 43: bellows.kv.v1.KV.Put:output_type -> bellows.kv.v1.PutResponse
+	4,  // 44: bellows.kv.v1.KV.Get:output_type -> bellows.kv.v1.GetResponse
+	7,  // 45: bellows.kv.v1.KV.Delete:output_type -> bellows.kv.v1.DeleteResponse
+	10, // 46: bellows.kv.v1.KV.CompareAndSet:output_type -> bellows.kv.v1.CompareAndSetResponse
+	30, // 47: bellows.kv.v1.KV.Batch:output_type -> bellows.kv.v1.BatchResponse
+	37, // 48: bellows.kv.v1.KV.Scan:output_type -> bellows.kv.v1.ScanResponse
+	33, // 49: bellows.kv.v1.KV.BatchGet:output_type -> bellows.kv.v1.BatchGetResponse
+	35, // 50: bellows.kv.v1.KV.DeleteRange:output_type -> bellows.kv.v1.DeleteRangeResponse
+	42, // 51: bellows.kv.v1.KV.Regions:output_type -> bellows.kv.v1.RegionsResponse
+	13, // 52: bellows.kv.v1.KV.BeginTxn:output_type -> bellows.kv.v1.BeginTxnResponse
+	4,  // 53: bellows.kv.v1.KV.TxnGet:output_type -> bellows.kv.v1.GetResponse
+	37, // 54: bellows.kv.v1.KV.TxnScan:output_type -> bellows.kv.v1.ScanResponse
+	28, // 55: bellows.kv.v1.KV.CommitTxn:output_type -> bellows.kv.v1.CommitTxnResponse
+	15, // 56: bellows.kv.v1.KV.RollbackTxn:output_type -> bellows.kv.v1.RollbackTxnResponse
+	23, // 57: bellows.kv.v1.KV.Prewrite:output_type -> bellows.kv.v1.PrewriteResponse
+	25, // 58: bellows.kv.v1.KV.ResolveLocks:output_type -> bellows.kv.v1.ResolveLocksResponse
+	27, // 59: bellows.kv.v1.KV.CheckTxnStatus:output_type -> bellows.kv.v1.CheckTxnStatusResponse
+	21, // 60: bellows.kv.v1.KV.ValidateReads:output_type -> bellows.kv.v1.ValidateReadsResponse
+	56, // 61: bellows.kv.v1.KV.Clock:output_type -> bellows.kv.v1.ClockResponse
+	44, // 62: bellows.kv.v1.Admin.Flush:output_type -> bellows.kv.v1.FlushResponse
+	54, // 63: bellows.kv.v1.Admin.Compact:output_type -> bellows.kv.v1.CompactResponse
+	52, // 64: bellows.kv.v1.Admin.Checkpoint:output_type -> bellows.kv.v1.CheckpointResponse
+	47, // 65: bellows.kv.v1.Admin.Backup:output_type -> bellows.kv.v1.BackupResponse
+	51, // 66: bellows.kv.v1.Admin.ListBackups:output_type -> bellows.kv.v1.ListBackupsResponse
+	49, // 67: bellows.kv.v1.Admin.DeleteBackup:output_type -> bellows.kv.v1.DeleteBackupResponse
+	43, // [43:68] is the sub-list for method output_type
+	18, // [18:43] is the sub-list for method input_type
+	18, // [18:18] is the sub-list for extension type_name
+	18, // [18:18] is the sub-list for extension extendee
+	0,  // [0:18] is the sub-list for field type_name
 }
 
 func init() { file_bellows_kv_v1_kv_proto_init() }
@@ -3856,16 +4043,16 @@ func file_bellows_kv_v1_kv_proto_init() {
 		(*Condition_Version)(nil),
 		(*Condition_Absent)(nil),
 	}
-	file_bellows_kv_v1_kv_proto_msgTypes[27].OneofWrappers = []any{}
-	file_bellows_kv_v1_kv_proto_msgTypes[28].OneofWrappers = []any{}
-	file_bellows_kv_v1_kv_proto_msgTypes[38].OneofWrappers = []any{}
+	file_bellows_kv_v1_kv_proto_msgTypes[30].OneofWrappers = []any{}
+	file_bellows_kv_v1_kv_proto_msgTypes[31].OneofWrappers = []any{}
+	file_bellows_kv_v1_kv_proto_msgTypes[41].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_bellows_kv_v1_kv_proto_rawDesc), len(file_bellows_kv_v1_kv_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   53,
+			NumMessages:   56,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

@@ -38,6 +38,7 @@ const (
 	KV_Prewrite_FullMethodName       = "/bellows.kv.v1.KV/Prewrite"
 	KV_ResolveLocks_FullMethodName   = "/bellows.kv.v1.KV/ResolveLocks"
 	KV_CheckTxnStatus_FullMethodName = "/bellows.kv.v1.KV/CheckTxnStatus"
+	KV_ValidateReads_FullMethodName  = "/bellows.kv.v1.KV/ValidateReads"
 	KV_Clock_FullMethodName          = "/bellows.kv.v1.KV/Clock"
 )
 
@@ -139,6 +140,13 @@ type KVClient interface {
 	Prewrite(ctx context.Context, in *PrewriteRequest, opts ...grpc.CallOption) (*PrewriteResponse, error)
 	ResolveLocks(ctx context.Context, in *ResolveLocksRequest, opts ...grpc.CallOption) (*ResolveLocksResponse, error)
 	CheckTxnStatus(ctx context.Context, in *CheckTxnStatusRequest, opts ...grpc.CallOption) (*CheckTxnStatusResponse, error)
+	// ValidateReads is a serializable commit's check of its reads in one
+	// region: the region is made readable at commit_ts, and the call fails
+	// with ABORTED (reason READ_CONFLICT, metadata key_base64 and
+	// committed_ts) if a version of a key in reads committed in (start_ts,
+	// commit_ts], or another transaction's lock there may commit at or below
+	// commit_ts.
+	ValidateReads(ctx context.Context, in *ValidateReadsRequest, opts ...grpc.CallOption) (*ValidateReadsResponse, error)
 	// Clock answers the store's physical clock: its peers measure their
 	// offset from it (docs/clock.md). It is answered even while the store
 	// refuses requests for its clock.
@@ -341,6 +349,16 @@ func (c *kVClient) CheckTxnStatus(ctx context.Context, in *CheckTxnStatusRequest
 	return out, nil
 }
 
+func (c *kVClient) ValidateReads(ctx context.Context, in *ValidateReadsRequest, opts ...grpc.CallOption) (*ValidateReadsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ValidateReadsResponse)
+	err := c.cc.Invoke(ctx, KV_ValidateReads_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *kVClient) Clock(ctx context.Context, in *ClockRequest, opts ...grpc.CallOption) (*ClockResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(ClockResponse)
@@ -449,6 +467,13 @@ type KVServer interface {
 	Prewrite(context.Context, *PrewriteRequest) (*PrewriteResponse, error)
 	ResolveLocks(context.Context, *ResolveLocksRequest) (*ResolveLocksResponse, error)
 	CheckTxnStatus(context.Context, *CheckTxnStatusRequest) (*CheckTxnStatusResponse, error)
+	// ValidateReads is a serializable commit's check of its reads in one
+	// region: the region is made readable at commit_ts, and the call fails
+	// with ABORTED (reason READ_CONFLICT, metadata key_base64 and
+	// committed_ts) if a version of a key in reads committed in (start_ts,
+	// commit_ts], or another transaction's lock there may commit at or below
+	// commit_ts.
+	ValidateReads(context.Context, *ValidateReadsRequest) (*ValidateReadsResponse, error)
 	// Clock answers the store's physical clock: its peers measure their
 	// offset from it (docs/clock.md). It is answered even while the store
 	// refuses requests for its clock.
@@ -513,6 +538,9 @@ func (UnimplementedKVServer) ResolveLocks(context.Context, *ResolveLocksRequest)
 }
 func (UnimplementedKVServer) CheckTxnStatus(context.Context, *CheckTxnStatusRequest) (*CheckTxnStatusResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method CheckTxnStatus not implemented")
+}
+func (UnimplementedKVServer) ValidateReads(context.Context, *ValidateReadsRequest) (*ValidateReadsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ValidateReads not implemented")
 }
 func (UnimplementedKVServer) Clock(context.Context, *ClockRequest) (*ClockResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Clock not implemented")
@@ -830,6 +858,24 @@ func _KV_CheckTxnStatus_Handler(srv interface{}, ctx context.Context, dec func(i
 	return interceptor(ctx, in, info, handler)
 }
 
+func _KV_ValidateReads_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ValidateReadsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(KVServer).ValidateReads(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: KV_ValidateReads_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(KVServer).ValidateReads(ctx, req.(*ValidateReadsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _KV_Clock_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(ClockRequest)
 	if err := dec(in); err != nil {
@@ -914,6 +960,10 @@ var KV_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "CheckTxnStatus",
 			Handler:    _KV_CheckTxnStatus_Handler,
+		},
+		{
+			MethodName: "ValidateReads",
+			Handler:    _KV_ValidateReads_Handler,
 		},
 		{
 			MethodName: "Clock",
