@@ -13,7 +13,9 @@ import (
 	"github.com/bellows-kv/bellows/storage-engine/server/route"
 )
 
-func oneKey(k string) *kvpb.KeySpan { return &kvpb.KeySpan{Start: []byte(k), End: append([]byte(k), 0)} }
+func oneKey(k string) *kvpb.KeySpan {
+	return &kvpb.KeySpan{Start: []byte(k), End: append([]byte(k), 0)}
+}
 
 // Write skew across two stores' regions: two transactions from one
 // snapshot each read x (region-000, the first store) and y (region-001,
