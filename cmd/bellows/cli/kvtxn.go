@@ -99,17 +99,20 @@ func runTxnOps(ctx context.Context, t *client.Txn, ops []txnOp, c codec, out io.
 }
 
 func newKVTxnCommand(f *kvFlags) *cobra.Command {
-	var retry bool
+	var retry, serializable bool
 	cmd := &cobra.Command{
 		Use:   "txn OPERATION...",
-		Short: "Run get KEY, put KEY VALUE, delete KEY and scan START END in one snapshot-isolation transaction, in any regions, and commit it",
+		Short: "Run get KEY, put KEY VALUE, delete KEY and scan START END in one transaction (snapshot isolation, or --serializable), in any regions, and commit it",
 		Long: `Runs the operations in order in one transaction: reads see the snapshot at its
 start (and its own writes; scan START END lists [START, END), an empty END
 meaning to the last key), writes commit together or not at all, in whatever
 regions they fall. A conflict (another write of one of its keys committed after the
 start) aborts it, naming the key; --retry runs it again from a new snapshot instead.
+With --serializable it also aborts if a key it read, or a key in a range it
+scanned, was written after its start (no write skew, no phantoms).
 
-  bellows kv txn get a put a 2 put b 3`,
+  bellows kv txn get a put a 2 put b 3
+  bellows kv txn --serializable get on-call/alice get on-call/bob put on-call/alice off`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if f.output != "text" {
@@ -124,16 +127,20 @@ start) aborts it, naming the key; --retry runs it again from a new snapshot inst
 					return err
 				}
 			}
+			var isolation []client.TxnOption
+			if serializable {
+				isolation = append(isolation, client.Serializable())
+			}
 			return f.with(cmd, func(ctx context.Context, c *client.Client) error {
 				out := cmd.OutOrStdout()
 				if retry {
-					res, err := c.RunTxn(ctx, func(ctx context.Context, t *client.Txn) error { return runTxnOps(ctx, t, ops, f.codec(), out) })
+					res, err := c.RunTxn(ctx, func(ctx context.Context, t *client.Txn) error { return runTxnOps(ctx, t, ops, f.codec(), out) }, isolation...)
 					if err == nil {
 						fmt.Fprintf(out, "COMMITTED %s ts=%d\n", res.Region, res.CommitTS)
 					}
 					return err
 				}
-				t, err := c.Begin(ctx)
+				t, err := c.Begin(ctx, isolation...)
 				if err != nil {
 					return err
 				}
@@ -154,6 +161,7 @@ start) aborts it, naming the key; --retry runs it again from a new snapshot inst
 		},
 	}
 	cmd.Flags().BoolVar(&retry, "retry", false, "on a conflict, run the transaction again from a new snapshot until it commits or --timeout")
+	cmd.Flags().BoolVar(&serializable, "serializable", false, "serializable isolation: also abort if a key read or a range scanned was written after the start (no write skew)")
 	return cmd
 }
 
