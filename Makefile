@@ -180,10 +180,11 @@ bench-memstore: build
 ## bench-txn: what snapshot-isolation transactions cost: 4-write transactions against batches in an
 ## in-process region (async WAL, 4 writers, 5 interleaved runs), and aborts under contention over
 ## 10000, 100 and 10 hot keys; two-write commits across regions against ones in one region,
-## compare-and-set against puts, batches across regions against batches in one, and the
+## compare-and-set against puts, batches across regions against batches in one, serializable
+## transactions against snapshot isolation (throughput, aborts over 1024 and 32 hot keys), and the
 ## bank workload against two bellows stores (SIGKILLed 10 times);
 ## then recovery after a SIGKILL against uptime (5-60 s of writes), with and without the WAL bound;
-## about 7 minutes on two idle cores. Writes bench/results/txn.{json,md}
+## about 9 minutes on two idle cores. Writes bench/results/txn.{json,md}
 bench-txn: build
 	$(BIN)/bellows-bench txn --out bench/results $(BENCH_ARGS)
 

@@ -216,6 +216,23 @@ func (t *Txn) noteSpan(start, end []byte) {
 	}
 }
 
+// readsToValidate are the reads a serializable commit validates: all but
+// the gets of keys the transaction also writes, whose write conflict check
+// (nothing of the key committed since the start) is the same check.
+func (t *Txn) readsToValidate() []*kvpb.KeySpan {
+	var out []*kvpb.KeySpan
+	for _, sp := range t.reads {
+		k := sp.Start
+		if len(sp.End) == len(k)+1 && sp.End[len(k)] == 0 && bytes.HasPrefix(sp.End, k) {
+			if _, written := t.index[string(k)]; written {
+				continue
+			}
+		}
+		out = append(out, sp)
+	}
+	return out
+}
+
 // noteRead keeps the uncertain version a read error names.
 func (t *Txn) noteRead(err error) error {
 	var ue *UncertainError
@@ -359,7 +376,7 @@ func (t *Txn) Commit(ctx context.Context) (WriteResult, error) {
 		_ = t.Rollback(ctx)
 		return WriteResult{}, nil
 	}
-	req := &kvpb.CommitTxnRequest{StartTs: t.startTS, Mutations: make([]*kvpb.Mutation, len(t.writes)), Serializable: t.serializable, Reads: t.reads}
+	req := &kvpb.CommitTxnRequest{StartTs: t.startTS, Mutations: make([]*kvpb.Mutation, len(t.writes)), Serializable: t.serializable, Reads: t.readsToValidate()}
 	for i, m := range t.writes {
 		req.Mutations[i] = mutationPB(m)
 	}

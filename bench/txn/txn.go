@@ -58,7 +58,7 @@ type Config struct {
 }
 
 // Sections are the benchmark's parts, in the order they run.
-var Sections = []string{"throughput", "contention", "crossregion", "writes", "bank", "recovery"}
+var Sections = []string{"throughput", "contention", "crossregion", "writes", "serializable", "bank", "recovery"}
 
 // Default is the full run: about 8 minutes on two idle cores.
 func Default() Config {
@@ -91,15 +91,16 @@ type Contention struct {
 type Report struct {
 	Command string `json:"command"`
 	report.Provenance
-	Regime              string       `json:"regime"`
-	Throughput          Throughput   `json:"throughput"`
-	Contention          []Contention `json:"contention"`
-	CrossRegion         *CrossRegion `json:"crossregion,omitempty"`
-	Writes              *Writes      `json:"writes,omitempty"`
-	Bank                *BankResult  `json:"bank,omitempty"`
-	RecoveryRegime      string       `json:"recovery_regime,omitempty"`
-	MemstoreBudgetBytes int64        `json:"memstore_budget_bytes,omitempty"`
-	Recovery            []Recovery   `json:"recovery,omitempty"`
+	Regime              string        `json:"regime"`
+	Throughput          Throughput    `json:"throughput"`
+	Contention          []Contention  `json:"contention"`
+	CrossRegion         *CrossRegion  `json:"crossregion,omitempty"`
+	Writes              *Writes       `json:"writes,omitempty"`
+	Serializable        *Serializable `json:"serializable,omitempty"`
+	Bank                *BankResult   `json:"bank,omitempty"`
+	RecoveryRegime      string        `json:"recovery_regime,omitempty"`
+	MemstoreBudgetBytes int64         `json:"memstore_budget_bytes,omitempty"`
+	Recovery            []Recovery    `json:"recovery,omitempty"`
 }
 
 // Recovery is one recovery measurement: a writer killed after UptimeS
@@ -170,6 +171,13 @@ func Run(ctx context.Context, cfg Config, work string, progress func(string)) (R
 			return rep, err
 		}
 		rep.Writes = &w
+	}
+	if slices.Contains(cfg.Sections, "serializable") {
+		sr, err := serializableRuns(ctx, cfg, work, progress)
+		if err != nil {
+			return rep, err
+		}
+		rep.Serializable = &sr
 	}
 	if slices.Contains(cfg.Sections, "bank") {
 		progress("bank")

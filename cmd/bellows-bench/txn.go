@@ -28,11 +28,13 @@ func newTxnCommand() *cobra.Command {
 			"(commit rate ratio, goal ≥ 0.33×).\n" +
 			"writes: against the same two stores, compare-and-set against puts (goal ≥ 0.8×) and batches across two\n" +
 			"regions against batches in one (goal ≥ 0.33×).\n" +
+			"serializable: transactions reading 4 keys and writing 2, serializable against snapshot isolation, through the same\n" +
+			"two stores: throughput at no contention (goal ≥ 0.8×) and the share of commits refused over 1024 and 32 hot keys.\n" +
 			"bank: the bank workload against two `bellows store` processes, SIGKILLed and restarted in turn (invariant and\n" +
 			"snapshot-isolation violations, goal 0).\n" +
 			"recovery: a writer process SIGKILLed after each --recovery-uptimes, with and without the WAL bound; the\n" +
 			"store's recovery time and replayed bytes (goal: flat in uptime, ≤ 2 s per GiB of memstore budget).\n" +
-			"Writes txn.json and txn.md into --out. About 8 minutes; run it on an otherwise idle machine.",
+			"Writes txn.json and txn.md into --out. About 10 minutes; run it on an otherwise idle machine.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
@@ -42,7 +44,7 @@ func newTxnCommand() *cobra.Command {
 				return err
 			}
 			cfg.Self = self
-			if slices.Contains(cfg.Sections, "bank") || slices.Contains(cfg.Sections, "crossregion") {
+			if slices.ContainsFunc(cfg.Sections, func(s string) bool { return s == "bank" || s == "crossregion" || s == "writes" || s == "serializable" }) {
 				if cfg.Bellows, err = findBellows(bellows); err != nil {
 					return err
 				}
@@ -71,7 +73,7 @@ func newTxnCommand() *cobra.Command {
 	cmd.Flags().IntVar(&cfg.Workers, "workers", cfg.Workers, "writers in the throughput runs")
 	cmd.Flags().StringSliceVar(&cfg.Sections, "sections", cfg.Sections, "parts to run, of "+strings.Join(txn.Sections, ","))
 	cmd.Flags().DurationSliceVar(&cfg.RecoveryUptimes, "recovery-uptimes", cfg.RecoveryUptimes, "how long each recovery writer runs before it is killed")
-	cmd.Flags().IntVar(&cfg.CrossWorkers, "cross-workers", cfg.CrossWorkers, "client goroutines in the crossregion and writes sections")
+	cmd.Flags().IntVar(&cfg.CrossWorkers, "cross-workers", cfg.CrossWorkers, "client goroutines in the crossregion, writes and serializable sections")
 	cmd.Flags().IntVar(&cfg.BankCrashes, "bank-crashes", cfg.BankCrashes, "store crashes in the bank section")
 	cmd.Flags().IntVar(&cfg.BankTransfersPerCrash, "bank-transfers", cfg.BankTransfersPerCrash, "committed transfers before each bank crash, and after the last")
 	cmd.Flags().StringVar(&bellows, "bellows", "", "the bellows binary for the crossregion and bank sections' stores (default: bellows next to this binary, then $PATH)")
