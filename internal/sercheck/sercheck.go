@@ -44,10 +44,15 @@ import (
 // Txn is one transaction as its client saw it. Reads holds, per key, the
 // list it read (a scan's keys included, absent ones as empty lists);
 // Appends, per key, the element it appended (after reading the key).
-// Only committed transactions take part in the graph.
+// Committed transactions take part in the graph, and so do those whose
+// commit's outcome the client did not learn (Unknown) once a committed
+// transaction read one of their elements (nothing aborted is ever read, so
+// that proves the commit); an unknown one never read is left out, as if
+// it had aborted.
 type Txn struct {
 	ID        string
 	Committed bool
+	Unknown   bool
 	Reads     map[string][]int
 	Appends   map[string]int
 }
@@ -80,6 +85,9 @@ type Report struct {
 	// dependencies between them (ww, wr, rw).
 	Committed int
 	Edges     map[string]int
+	// ProvenUnknown counts the transactions of unknown outcome that a
+	// committed one read from (counted in Committed too).
+	ProvenUnknown int
 }
 
 // Count is how many anomalies of kind k the report holds.
@@ -101,10 +109,28 @@ type edge struct {
 // Check derives the dependency graph of txns and reports its anomalies.
 func Check(txns []Txn) Report {
 	rep := Report{Edges: map[string]int{}}
+	read := map[int]bool{}
+	for _, t := range txns {
+		if t.Committed {
+			for _, l := range t.Reads {
+				for _, e := range l {
+					read[e] = true
+				}
+			}
+		}
+	}
 	var committed []*Txn
 	for i := range txns {
-		if txns[i].Committed {
-			committed = append(committed, &txns[i])
+		t := &txns[i]
+		proven := false
+		for _, e := range t.Appends {
+			proven = proven || t.Unknown && read[e]
+		}
+		if t.Committed || proven {
+			committed = append(committed, t)
+		}
+		if proven {
+			rep.ProvenUnknown++
 		}
 	}
 	rep.Committed = len(committed)

@@ -80,3 +80,16 @@ func TestG0G1cAndUnorderableHistories(t *testing.T) {
 		t.Fatalf("a read of an aborted write: %v; want G1a", dirty.Anomalies)
 	}
 }
+
+// A transaction whose outcome is unknown counts as committed once another
+// read its element, and is left out while none did.
+func TestAnUnknownCommitCountsOnceRead(t *testing.T) {
+	r := Check([]Txn{
+		{ID: "unknown", Unknown: true, Reads: map[string][]int{"x": nil}, Appends: map[string]int{"x": 1}},
+		{ID: "unread", Unknown: true, Reads: map[string][]int{"y": nil}, Appends: map[string]int{"y": 5}},
+		committed("T2", map[string][]int{"x": {1}}, map[string]int{"x": 2}),
+	})
+	if len(r.Anomalies) != 0 || r.Committed != 2 || r.ProvenUnknown != 1 || r.Edges["ww"] != 1 {
+		t.Fatalf("%v, %d committed (%d proven), edges %v; want the read one proven, no anomaly", r.Anomalies, r.Committed, r.ProvenUnknown, r.Edges)
+	}
+}
