@@ -73,8 +73,8 @@ func forwardedTotal(t *testing.T, stores ...*proc) float64 {
 // The client, seeded with one of two stores, learns the other from its
 // Regions answer and sends every request straight to the owner of its key's
 // region: no store forwards anything. Scans run across regions in key order,
-// with a limit that crosses a region boundary; a batch in one region applies
-// atomically, one spanning two is refused before it is sent.
+// with a limit that crosses a region boundary; a batch applies atomically,
+// in one region or across two stores' regions at one timestamp.
 func TestClientRoutesEachRequestToItsOwner(t *testing.T) {
 	ctx := context.Background()
 	bucket := "file://" + t.TempDir()
