@@ -188,8 +188,9 @@ func retainInto(out []version, keep []bool, tss []uint64, vs []version, snapsDes
 		// that expired at or below the horizon (every read it answered is
 		// below the horizon, refused as too old) when no open snapshot
 		// reads it (docs/expiry.md).
-		horizon := opts.horizon()
-		for len(out) > 0 && readsAsNothing(out[len(out)-1], horizon, snapsDesc) {
+		// The job's own horizon: a job without one (0) judges no expiry,
+		// though a count bound judges every version (horizon()).
+		for len(out) > 0 && readsAsNothing(out[len(out)-1], opts.Horizon, snapsDesc) {
 			out = out[:len(out)-1]
 		}
 	}
@@ -205,7 +206,7 @@ func readsAsNothing(v version, horizon uint64, snapsDesc []uint64) bool {
 		return true
 	}
 	exp, ok := kv.Expiry(v.key.Kind, v.key.TS, v.value)
-	if !ok || exp > horizon {
+	if !ok || horizon == 0 || exp > horizon {
 		return false
 	}
 	for _, s := range snapsDesc {
