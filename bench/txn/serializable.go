@@ -8,9 +8,7 @@ import (
 	"math/rand/v2"
 	"path/filepath"
 	"slices"
-	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/bellows-kv/bellows/bench/report"
 	"github.com/bellows-kv/bellows/client"
@@ -143,40 +141,24 @@ func serialKey(rng *rand.Rand, hot int) []byte {
 	return binary.BigEndian.AppendUint32([]byte{byte(64*(i%BankRegions) + 1), 'h'}, uint32(i))
 }
 
-// serialRun is one run of CrossWorkers goroutines for Phase: committed
-// transactions per second and the share of commits refused.
+// serialRun is one run of CrossWorkers goroutines for Phase (writeRun):
+// committed transactions per second and the share of commits refused.
 func serialRun(ctx context.Context, c *client.Client, cfg Config, hot int, seed uint64, opts []client.TxnOption) (float64, float64, error) {
-	var committed, aborted atomic.Int64
-	var firstErr error
-	var once sync.Once
-	deadline := time.Now().Add(cfg.Phase)
-	var wg sync.WaitGroup
-	for w := range cfg.CrossWorkers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			rng := rand.New(rand.NewPCG(seed, uint64(w)))
-			for time.Now().Before(deadline) {
-				err := serialTxn(ctx, c, rng, hot, opts)
-				switch {
-				case err == nil:
-					committed.Add(1)
-				case errors.Is(err, client.ErrConflict):
-					aborted.Add(1)
-				default:
-					once.Do(func() { firstErr = err })
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	n, a := committed.Load(), aborted.Load()
+	var aborted atomic.Int64
+	rate, err := writeRun(ctx, c, cfg, func(ctx context.Context, c *client.Client, rng *rand.Rand) error {
+		err := serialTxn(ctx, c, rng, hot, opts)
+		if errors.Is(err, client.ErrConflict) {
+			aborted.Add(1)
+			return errNotCounted
+		}
+		return err
+	}, seed)
+	a := float64(aborted.Load()) / cfg.Phase.Seconds()
 	share := 0.0
-	if n+a > 0 {
-		share = float64(a) / float64(n+a)
+	if rate+a > 0 {
+		share = a / (rate + a)
 	}
-	return float64(n) / cfg.Phase.Seconds(), share, firstErr
+	return rate, share, err
 }
 
 // serialTxn reads 4 keys and writes the first 2 of them.

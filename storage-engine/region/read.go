@@ -54,7 +54,9 @@ func (rs *readState) expiryAt() uint64 {
 	return rs.now
 }
 
-// read is what a version of a key reads as (kv.Read) at rs.expiryAt.
+// read is what a version of a key reads as (kv.Read) at rs.expiryAt. The
+// common kinds are answered here, so that only an expiring version reads
+// the clock (expiryAt) on the scan's per-key path.
 func (rs *readState) read(kind kv.Kind, ts uint64, v []byte) ([]byte, bool) {
 	if kind == kv.KindSet {
 		return v, true

@@ -90,7 +90,13 @@ func (res *Resolver) CheckTxnStatus(ctx context.Context, r Region, req *kvpb.Che
 // lock it meets (region.LockedError) and running it again, until it
 // succeeds, fails otherwise, or ctx ends.
 func (res *Resolver) WithLocks(ctx context.Context, r Region, op func() error) error {
-	wait := time.Millisecond
+	return res.withLocks(ctx, r, op, true)
+}
+
+// withLocks is WithLocks; without wait, a lock whose transaction is still
+// being committed ends it with op's *LockedError instead of a wait.
+func (res *Resolver) withLocks(ctx context.Context, r Region, op func() error, wait bool) error {
+	pause := time.Millisecond
 	for {
 		err := op()
 		var le *region.LockedError
@@ -99,19 +105,25 @@ func (res *Resolver) WithLocks(ctx context.Context, r Region, op func() error) e
 		}
 		resolved, rerr := res.resolveLock(ctx, r, le.Lock)
 		if rerr != nil {
+			if !wait {
+				return err
+			}
 			return fmt.Errorf("resolving the lock on %q: %w", le.Key, rerr)
 		}
 		if resolved {
-			wait = time.Millisecond
+			pause = time.Millisecond
 			continue
+		}
+		if !wait {
+			return err
 		}
 		// Still being committed: wait for its coordinator, or its TTL.
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("%w: waited for a lock to be resolved: %v", ctx.Err(), err)
-		case <-time.After(wait):
+		case <-time.After(pause):
 		}
-		wait = min(2*wait, 100*time.Millisecond)
+		pause = min(2*pause, 100*time.Millisecond)
 	}
 }
 

@@ -19,16 +19,7 @@ import (
 // (internal/sercheck, from the values, not the timestamps), commits whose
 // outcome was lost in a crash counted once a read proves them.
 func TestSerializableWithSkewedClocksThroughCrashes(t *testing.T) {
-	bucket := "file://" + t.TempDir()
-	addrs := [2]string{freeAddr(t), freeAddr(t)}
-	wals := [2]string{t.TempDir(), t.TempDir()}
-	offsets := [2]time.Duration{+90 * time.Millisecond, -90 * time.Millisecond}
-	peers := addrs[0] + "," + addrs[1]
-	startStore := func(i int) *proc {
-		return startTxnStore(t, fmt.Sprintf("store-%c", 'a'+i), bucket, wals[i], addrs[i], fmt.Sprintf("%d/2", i), peers,
-			"--max-clock-offset="+skewBound.String(), "--test-clock-offset="+offsets[i].String())
-	}
-	stores := [2]*proc{startStore(0), startStore(1)}
+	stores, startStore := skewedCrashPair(t)
 	c := newClient(t, stores[0], stores[1])
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()

@@ -362,16 +362,7 @@ func errorInfo(err error) *errdetails.ErrorInfo {
 // acknowledged increment (and at most the ones whose outcome was lost),
 // and the history is snapshot isolated, in real time too.
 func TestNoLostUpdateWithSkewedClocksThroughCrashes(t *testing.T) {
-	bucket := "file://" + t.TempDir()
-	addrs := [2]string{freeAddr(t), freeAddr(t)}
-	wals := [2]string{t.TempDir(), t.TempDir()}
-	offsets := [2]time.Duration{+90 * time.Millisecond, -90 * time.Millisecond}
-	peers := addrs[0] + "," + addrs[1]
-	startStore := func(i int) *proc {
-		return startTxnStore(t, fmt.Sprintf("store-%c", 'a'+i), bucket, wals[i], addrs[i], fmt.Sprintf("%d/2", i), peers,
-			"--max-clock-offset="+skewBound.String(), "--test-clock-offset="+offsets[i].String())
-	}
-	stores := [2]*proc{startStore(0), startStore(1)}
+	stores, startStore := skewedCrashPair(t)
 	c := newClient(t, stores[0], stores[1])
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -407,6 +398,23 @@ func TestNoLostUpdateWithSkewedClocksThroughCrashes(t *testing.T) {
 		unknown += n
 	}
 	t.Logf("%d increments acknowledged, %d with their outcome lost, 2 stores SIGKILLed", acked(), unknown)
+}
+
+// skewedCrashPair starts two stores (owning regions 0 and 2, and 1 and 3)
+// whose clocks are +90ms and −90ms off, within skewBound; startStore(i)
+// starts store i again, on its WAL directory, after a crash.
+func skewedCrashPair(t *testing.T) (stores [2]*proc, startStore func(i int) *proc) {
+	t.Helper()
+	bucket := "file://" + t.TempDir()
+	addrs := [2]string{freeAddr(t), freeAddr(t)}
+	wals := [2]string{t.TempDir(), t.TempDir()}
+	offsets := [2]time.Duration{+90 * time.Millisecond, -90 * time.Millisecond}
+	peers := addrs[0] + "," + addrs[1]
+	startStore = func(i int) *proc {
+		return startTxnStore(t, fmt.Sprintf("store-%c", 'a'+i), bucket, wals[i], addrs[i], fmt.Sprintf("%d/2", i), peers,
+			"--max-clock-offset="+skewBound.String(), "--test-clock-offset="+offsets[i].String())
+	}
+	return [2]*proc{startStore(0), startStore(1)}, startStore
 }
 
 // The bank across three stores, one of which restarts on a clock 400ms
