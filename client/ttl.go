@@ -33,7 +33,11 @@ func ttlMs(ttl time.Duration) uint64 {
 	if ttl <= 0 {
 		return 0
 	}
-	return uint64((ttl + time.Millisecond - 1) / time.Millisecond)
+	ms := uint64(ttl / time.Millisecond)
+	if ttl%time.Millisecond != 0 {
+		ms++ // up, without overflowing near the longest duration
+	}
+	return ms
 }
 
 // ttlOf applies opts and checks the time to live they give.

@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"errors"
+	"math"
 	"testing"
 	"time"
 
@@ -116,5 +117,66 @@ func TestAnInvalidTimeToLiveIsRefusedByTheClient(t *testing.T) {
 	}
 	if _, found, err := c.Get(ctx, []byte("k")); err != nil || found {
 		t.Fatalf("k after the refusals: found %t, %v", found, err)
+	}
+}
+
+// A serializable read-modify-write of a value with a time to live is
+// refused (ErrReadConflict) when the value expired between the read and
+// the commit: the write conflict check sees no newer version of the key,
+// the read's validation sees the expiry. Of a permanent value it commits.
+func TestSerializableReadModifyWriteOfAnExpiringValue(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c := startOneStore(t)
+	for _, ttl := range []time.Duration{0, time.Second} {
+		key := []byte("counter-" + ttl.String())
+		var opts []WriteOption
+		if ttl > 0 {
+			opts = append(opts, WithTTL(ttl))
+		}
+		if _, err := c.Put(ctx, key, []byte("1"), opts...); err != nil {
+			t.Fatal(err)
+		}
+		txn, err := c.Begin(ctx, Serializable())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if v, found, err := txn.Get(ctx, key); err != nil || !found || string(v) != "1" {
+			t.Fatalf("ttl %v: the transaction's read: %q %t %v", ttl, v, found, err)
+		}
+		if ttl > 0 {
+			for { // until the store reads the value as expired
+				if _, found, err := c.Get(ctx, key); err != nil {
+					t.Fatal(err)
+				} else if !found {
+					break
+				}
+			}
+		}
+		txn.Put(key, []byte("2"), opts...)
+		_, err = txn.Commit(ctx)
+		switch {
+		case ttl == 0 && err != nil:
+			t.Fatalf("a permanent value: %v", err)
+		case ttl > 0 && !errors.Is(err, ErrReadConflict):
+			t.Fatalf("a value that expired before the commit: %v, want ErrReadConflict", err)
+		}
+	}
+}
+
+// A time to live goes on the wire in whole milliseconds, rounded up, the
+// longest duration included (no overflow into a short or negative one).
+func TestTimeToLiveRoundsUpToAMillisecond(t *testing.T) {
+	for _, c := range []struct {
+		ttl  time.Duration
+		want uint64
+	}{
+		{0, 0}, {-time.Second, 0}, {time.Nanosecond, 1}, {time.Millisecond, 1},
+		{time.Millisecond + 1, 2}, {time.Hour, 3_600_000},
+		{math.MaxInt64, math.MaxInt64/uint64(time.Millisecond) + 1},
+	} {
+		if got := ttlMs(c.ttl); got != c.want {
+			t.Errorf("ttlMs(%v) = %d, want %d", c.ttl, got, c.want)
+		}
 	}
 }

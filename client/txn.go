@@ -126,6 +126,9 @@ type Txn struct {
 	// transaction read from the stores (Serializable).
 	serializable bool
 	reads        []*kvpb.KeySpan
+	// expiring are the keys whose get read a value with a time to live:
+	// their validation is kept even when written (readsToValidate).
+	expiring map[string]bool
 }
 
 // Serializable makes a transaction serializable (Begin, RunTxn): besides
@@ -218,13 +221,15 @@ func (t *Txn) noteSpan(start, end []byte) {
 
 // readsToValidate are the reads a serializable commit validates: all but
 // the gets of keys the transaction also writes, whose write conflict check
-// (nothing of the key committed since the start) is the same check.
+// (nothing of the key committed since the start) is the same check —
+// unless the value read expires, which the write conflict check does not
+// see (it may expire between the start and the commit).
 func (t *Txn) readsToValidate() []*kvpb.KeySpan {
 	var out []*kvpb.KeySpan
 	for _, sp := range t.reads {
 		k := sp.Start
 		if len(sp.End) == len(k)+1 && sp.End[len(k)] == 0 && bytes.HasPrefix(sp.End, k) {
-			if _, written := t.index[string(k)]; written {
+			if _, written := t.index[string(k)]; written && !t.expiring[string(k)] {
 				continue
 			}
 		}
@@ -281,6 +286,12 @@ func (t *Txn) Get(ctx context.Context, key []byte) (value []byte, found bool, er
 	}
 	t.observe(resp.Observed)
 	t.noteSpan(key, append(bytes.Clone(key), 0))
+	if t.serializable && resp.ExpiryTs != 0 {
+		if t.expiring == nil {
+			t.expiring = map[string]bool{}
+		}
+		t.expiring[string(key)] = true
+	}
 	return resp.Value, resp.Found, nil
 }
 

@@ -49,7 +49,7 @@ func (r *Region) Checkpoint(ctx context.Context, ts uint64, resolve func(op func
 		return err
 	}
 	for range checkpointAttempts {
-		if err := resolve(func() error { return r.checkReadLocks(r.start, r.end, ts, 0) }); err != nil {
+		if err := resolve(func() error { return r.checkReadLocks(r.start, r.end, ts, TxnID{}) }); err != nil {
 			return err
 		}
 		if err := r.Flush(ctx); err != nil {

@@ -1,6 +1,7 @@
 package region
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -267,6 +268,31 @@ func TestTxnRecordEncoding(t *testing.T) {
 	for n := 9; n < len(buf); n++ {
 		if _, _, err := decodeTxnRecord(buf[:n]); err == nil {
 			t.Fatalf("a record cut to %d of %d bytes decoded", n, len(buf))
+		}
+	}
+	// A lock's kind byte: an expiring lock round-trips; a kind this
+	// version does not know, or an expiring value too short for its TTL,
+	// is refused rather than committed as a plain value.
+	exp := lockOf("e", 3, "p")
+	exp.Expiring, exp.Value = true, kv.ExpiringValue(time.Minute, []byte("v"))
+	one := &txnRecord{locks: []manifest.TxnLock{exp}}
+	buf = one.encode(nil, 42)
+	if _, got, err := decodeTxnRecord(buf); err != nil || !got.locks[0].Expiring || !bytes.Equal(got.locks[0].Value, exp.Value) {
+		t.Fatalf("an expiring lock decoded as %+v, %v", got, err)
+	}
+	kindAt := 8 + 1 + 1 + len("e") + 1 + len("p") // flag and ts, lock count, key, primary
+	if buf[kindAt] != 2 {
+		t.Fatalf("the lock's kind byte is not at %d", kindAt)
+	}
+	for _, c := range []struct {
+		name string
+		kind byte
+		lock manifest.TxnLock
+	}{{"an unknown kind", 3, exp}, {"an expiring value without its TTL", 2, lockOf("e", 3, "p")}} {
+		b := (&txnRecord{locks: []manifest.TxnLock{c.lock}}).encode(nil, 42)
+		b[kindAt] = c.kind
+		if _, _, err := decodeTxnRecord(b); !errors.Is(err, errBadTxnRecord) {
+			t.Fatalf("%s decoded: %v", c.name, err)
 		}
 	}
 }

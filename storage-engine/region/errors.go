@@ -94,3 +94,15 @@ func (e *UncertainError) Error() string {
 }
 
 func (e *UncertainError) Is(target error) bool { return target == ErrUncertain }
+
+// ExpiredError: a read whose values must stay live through LiveThrough
+// (Uncertainty.LiveThrough) read a value of Key that expires at Expiry, at
+// or before it.
+type ExpiredError struct {
+	Key                 []byte
+	Expiry, LiveThrough uint64
+}
+
+func (e *ExpiredError) Error() string {
+	return fmt.Sprintf("region: the value read of key %q expires at %d, at or before %d", e.Key, e.Expiry, e.LiveThrough)
+}

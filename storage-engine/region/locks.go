@@ -101,6 +101,19 @@ type txnKey struct {
 
 func keyOf(startTS uint64, primary []byte) txnKey { return txnKey{startTS, string(primary)} }
 
+// TxnID names a transaction to a read: its start timestamp and primary
+// key.
+type TxnID struct {
+	StartTS uint64
+	Primary []byte
+}
+
+// holds reports whether l is a lock of the transaction id names (the
+// zero TxnID holds none).
+func (id TxnID) holds(l manifest.TxnLock) bool {
+	return id.StartTS != 0 && l.StartTS == id.StartTS && bytes.Equal(l.Primary, id.Primary)
+}
+
 func (s *txnState) outcome(startTS uint64, primary []byte) (manifest.TxnOutcome, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -257,11 +270,10 @@ func (r *Region) acquireUnlockedInto(rs *readState, readTS uint64, check func(ts
 // checkReadLock returns a *LockedError if key has a lock a read at readTS
 // must not pass: one whose transaction started at or before the read's
 // timestamp (it may commit at or before it). A later one commits after it.
-// own, when not 0, is the reading transaction's start: its own locks do
-// not stop it.
-func (r *Region) checkReadLock(key []byte, readTS, own uint64) error {
+// own's locks (the reading transaction's) do not stop it.
+func (r *Region) checkReadLock(key []byte, readTS uint64, own TxnID) error {
 	l, ok := r.txn.lock(key)
-	if !ok || l.StartTS > readTS || own != 0 && l.StartTS == own {
+	if !ok || l.StartTS > readTS || own.holds(l) {
 		return nil
 	}
 	return &LockedError{Key: bytes.Clone(key), Lock: l}
@@ -269,7 +281,7 @@ func (r *Region) checkReadLock(key []byte, readTS, own uint64) error {
 
 // checkReadLocks is checkReadLock for every key in [start, end) (end nil:
 // to the region's end).
-func (r *Region) checkReadLocks(start, end []byte, readTS, own uint64) error {
+func (r *Region) checkReadLocks(start, end []byte, readTS uint64, own TxnID) error {
 	if r.txn.nLocks.Load() == 0 {
 		return nil
 	}
@@ -278,7 +290,7 @@ func (r *Region) checkReadLocks(start, end []byte, readTS, own uint64) error {
 	defer r.txn.mu.Unlock()
 	var first *manifest.TxnLock
 	for _, l := range r.txn.locks {
-		if l.StartTS > ts || own != 0 && l.StartTS == own || bytes.Compare(l.Key, start) < 0 || (end != nil && bytes.Compare(l.Key, end) >= 0) {
+		if l.StartTS > ts || own.holds(l) || bytes.Compare(l.Key, start) < 0 || (end != nil && bytes.Compare(l.Key, end) >= 0) {
 			continue
 		}
 		if first == nil || bytes.Compare(l.Key, first.Key) < 0 {

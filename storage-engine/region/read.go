@@ -139,8 +139,17 @@ func (r *Region) Get(key []byte, readTS uint64) ([]byte, bool, error) {
 // latest). The returned slice is the caller's. ctx is the request's: a
 // block read from a compaction worker (WarmupRemoteCache) ends with it.
 func (r *Region) GetContext(ctx context.Context, key []byte, readTS uint64) ([]byte, bool, error) {
-	v, _, ok, err := r.GetUncertain(ctx, key, readTS, Uncertainty{})
-	return v, ok, err
+	v, ok, err := r.GetUncertain(ctx, key, readTS, Uncertainty{})
+	return v.Value, ok, err
+}
+
+// Version is a version of a key as a read returns it.
+type Version struct {
+	Value []byte
+	// TS is its commit timestamp.
+	TS uint64
+	// Expiry is when it stops being read (0: never; kv.Expiry).
+	Expiry uint64
 }
 
 // GetUncertain is GetContext with clock uncertainty (docs/clock.md): a
@@ -148,13 +157,14 @@ func (r *Region) GetContext(ctx context.Context, key []byte, readTS uint64) ([]b
 // *UncertainError, and so does a lock whose transaction may commit there
 // until it is resolved (*LockedError); limit is u's, narrowed by its
 // observation of this store's clock (Region.uncertaintyLimit). A limit ≤
-// readTS: no window. version is the commit timestamp of the version read.
-func (r *Region) GetUncertain(ctx context.Context, key []byte, readTS uint64, u Uncertainty) (value []byte, version uint64, found bool, err error) {
+// readTS: no window. A value that does not stay live through
+// u.LiveThrough fails it with an *ExpiredError.
+func (r *Region) GetUncertain(ctx context.Context, key []byte, readTS uint64, u Uncertainty) (Version, bool, error) {
 	if err := validateKey(key); err != nil {
-		return nil, 0, false, err
+		return Version{}, false, err
 	}
 	if err := r.checkKey(key); err != nil {
-		return nil, 0, false, err
+		return Version{}, false, err
 	}
 	var limit uint64
 	rs, err := r.acquireUnlocked(readTS, func(ts uint64) error {
@@ -162,26 +172,30 @@ func (r *Region) GetUncertain(ctx context.Context, key []byte, readTS uint64, u 
 		return r.checkReadLock(key, max(ts, limit), u.Own)
 	})
 	if err != nil {
-		return nil, 0, false, err
+		return Version{}, false, err
 	}
 	defer rs.release()
 	if limit > rs.ts {
 		if u, ok, err := rs.newestTS(ctx, key, rs.ts, limit); err != nil {
-			return nil, 0, false, err
+			return Version{}, false, err
 		} else if ok {
-			return nil, 0, false, &UncertainError{Key: bytes.Clone(key), ReadTS: rs.ts, TS: u}
+			return Version{}, false, &UncertainError{Key: bytes.Clone(key), ReadTS: rs.ts, TS: u}
 		}
 	}
-	val, kind, ts, ok, err := rs.get(ctx, key)
+	stored, kind, ts, ok, err := rs.get(ctx, key)
 	if err != nil || !ok {
-		return nil, 0, false, err
+		return Version{}, false, err
 	}
-	val, ok = rs.read(kind, ts, val)
+	val, ok := rs.read(kind, ts, stored)
 	if !ok {
-		return nil, 0, false, nil
+		return Version{}, false, nil
+	}
+	if err := expiredBy(key, kind, ts, stored, u.LiveThrough); err != nil {
+		return Version{}, false, err
 	}
 	r.stats.recordGet()
-	return bytes.Clone(val), ts, true, nil
+	exp, _ := kv.Expiry(kind, ts, stored)
+	return Version{Value: bytes.Clone(val), TS: ts, Expiry: exp}, true, nil
 }
 
 // get returns key's newest version at or below rs.ts: its value, kind and
@@ -296,13 +310,16 @@ type Iterator struct {
 	end   []byte
 	// limit is the uncertainty limit (0: none): a version above the read's
 	// timestamp and at or below it stops the iteration (*UncertainError).
-	limit  uint64
-	key    []byte
-	val    []byte // aliases an immutable memstore value or block
-	valid  bool
-	back   bool
-	err    error
-	closed bool
+	limit uint64
+	// liveThrough is Uncertainty.LiveThrough: a live value expiring at or
+	// before it stops the iteration (*ExpiredError).
+	liveThrough uint64
+	key         []byte
+	val         []byte // aliases an immutable memstore value or block
+	valid       bool
+	back        bool
+	err         error
+	closed      bool
 	// st holds what the iterator reads with (its read state, the merging
 	// iterator and every child), taken from iterStates and returned to it
 	// by Close: a scan allocates none of it.
@@ -391,7 +408,7 @@ func (r *Region) NewIteratorUncertain(ctx context.Context, start, end []byte, re
 	}
 	st.children = children
 	st.merge.Init(children)
-	it := &Iterator{rs: rs, in: &st.merge, start: start, end: end, key: st.key[:0], st: st}
+	it := &Iterator{rs: rs, in: &st.merge, start: start, end: end, key: st.key[:0], st: st, liveThrough: u.LiveThrough}
 	if limit > rs.ts {
 		it.limit = limit
 	}
@@ -506,6 +523,9 @@ func (it *Iterator) settle() bool {
 		it.key = append(it.key[:0], k.UserKey...)
 		// Memstore values and cached blocks are immutable: alias.
 		if v, live := it.rs.read(k.Kind, k.TS, it.in.Value()); live {
+			if it.err = expiredBy(k.UserKey, k.Kind, k.TS, it.in.Value(), it.liveThrough); it.err != nil {
+				return false
+			}
 			it.val = v
 			it.valid = true
 			return true
@@ -529,10 +549,15 @@ func (it *Iterator) settleBack() bool {
 		}
 		it.key = append(it.key[:0], k.UserKey...)
 		live := false
+		var expired error // the newest visible version's, under liveThrough
 		for {
 			if k := it.in.Key(); it.visible(k) {
 				// Aliasing is safe past the move: values are immutable.
 				it.val, live = it.rs.read(k.Kind, k.TS, it.in.Value())
+				expired = nil
+				if live {
+					expired = expiredBy(k.UserKey, k.Kind, k.TS, it.in.Value(), it.liveThrough)
+				}
 			} else if k.TS <= it.limit {
 				it.err = &UncertainError{Key: bytes.Clone(k.UserKey), ReadTS: it.rs.ts, TS: k.TS}
 				return false
@@ -544,6 +569,10 @@ func (it *Iterator) settleBack() bool {
 		if it.in.Err() != nil {
 			// A newer version of the key may be past the failure.
 			break
+		}
+		if expired != nil {
+			it.err = expired
+			return false
 		}
 		if live {
 			it.valid = true

@@ -193,12 +193,20 @@ func decodeTxnRecord(p []byte) (uint64, *txnRecord, error) {
 	for n := uv(); !bad && n > 0; n-- {
 		l := manifest.TxnLock{Key: bs(), Primary: bs()}
 		switch byt() {
+		case 0:
 		case 1:
 			l.Delete = true
 		case 2:
 			l.Expiring = true
+		default:
+			// A kind this version does not know: committing it as a
+			// plain value would write what no one asked for.
+			bad = true
 		}
 		l.Value = bs()
+		if l.Expiring && kv.ValidExpiring(l.Value) != nil {
+			bad = true
+		}
 		l.StartTS, l.ExpiresAt = uv(), sv()
 		rec.locks = append(rec.locks, l)
 	}

@@ -27,20 +27,20 @@ func TestReadsWithinTheUncertaintyWindowFail(t *testing.T) {
 	limit := del // in and del within (readTS, limit]; after beyond it
 
 	var ue *UncertainError
-	if _, _, _, err := r.GetUncertain(ctx, []byte("b"), readTS, Uncertainty{Limit: limit}); !errors.As(err, &ue) || ue.TS != in || string(ue.Key) != "b" {
+	if _, _, err := r.GetUncertain(ctx, []byte("b"), readTS, Uncertainty{Limit: limit}); !errors.As(err, &ue) || ue.TS != in || string(ue.Key) != "b" {
 		t.Fatalf("Get of a key written within the window: %v, want an *UncertainError at %d", err, in)
 	}
-	if _, _, _, err := r.GetUncertain(ctx, []byte("m"), readTS, Uncertainty{Limit: limit}); !errors.As(err, &ue) || ue.TS != del {
+	if _, _, err := r.GetUncertain(ctx, []byte("m"), readTS, Uncertainty{Limit: limit}); !errors.As(err, &ue) || ue.TS != del {
 		t.Fatalf("Get of a key deleted within the window: %v, want an *UncertainError at %d", err, del)
 	}
-	if v, _, ok, err := r.GetUncertain(ctx, []byte("a"), readTS, Uncertainty{Limit: limit}); err != nil || !ok || string(v) != "1" {
-		t.Fatalf("Get of a key untouched in the window: %q %v %v", v, ok, err)
+	if v, ok, err := r.GetUncertain(ctx, []byte("a"), readTS, Uncertainty{Limit: limit}); err != nil || !ok || string(v.Value) != "1" {
+		t.Fatalf("Get of a key untouched in the window: %q %v %v", v.Value, ok, err)
 	}
-	if _, _, ok, err := r.GetUncertain(ctx, []byte("z"), readTS, Uncertainty{Limit: limit}); err != nil || ok {
+	if _, ok, err := r.GetUncertain(ctx, []byte("z"), readTS, Uncertainty{Limit: limit}); err != nil || ok {
 		t.Fatalf("Get of a key written after the limit: %v %v, want absent", ok, err)
 	}
-	if v, _, ok, err := r.GetUncertain(ctx, []byte("b"), readTS, Uncertainty{}); err != nil || ok {
-		t.Fatalf("Get without a limit: %q %v %v, want the snapshot (absent)", v, ok, err)
+	if v, ok, err := r.GetUncertain(ctx, []byte("b"), readTS, Uncertainty{}); err != nil || ok {
+		t.Fatalf("Get without a limit: %q %v %v, want the snapshot (absent)", v.Value, ok, err)
 	}
 	for _, dir := range []string{"forward", "reverse"} {
 		it, err := r.NewIteratorUncertain(ctx, nil, nil, readTS, Uncertainty{Limit: limit})
@@ -128,7 +128,8 @@ func TestALockCommittedLateStaysUncertain(t *testing.T) {
 			if err := c.commit(r, writer, commitTS, []byte("k")); err != nil {
 				t.Fatal(err)
 			}
-			v, _, ok, err := r.GetUncertain(bg, []byte("k"), readTS, u)
+			got, ok, err := r.GetUncertain(bg, []byte("k"), readTS, u)
+			v := got.Value
 			var ue *UncertainError
 			switch {
 			case c.uncertain && (!errors.As(err, &ue) || ue.TS != commitTS):
@@ -139,9 +140,86 @@ func TestALockCommittedLateStaysUncertain(t *testing.T) {
 			// A reader that observed the clock after the commit narrows to
 			// that observation, which is above the commit.
 			later := Uncertainty{Limit: u.Limit, Observed: clock.Now()}
-			if _, _, _, err := r.GetUncertain(bg, []byte("k"), readTS, later); !errors.As(err, &ue) || ue.TS != commitTS {
+			if _, _, err := r.GetUncertain(bg, []byte("k"), readTS, later); !errors.As(err, &ue) || ue.TS != commitTS {
 				t.Fatalf("read observed after the commit: %v, want an *UncertainError at %d", err, commitTS)
 			}
 		})
+	}
+}
+
+// A read whose values must live through T (Uncertainty.LiveThrough, a
+// serializable validation's commit timestamp) fails with an *ExpiredError
+// on a value it reads live that expires at or before T, by Get and by
+// iterators in both directions; a value expiring after T, one that never
+// expires, and an expiring version hidden under a newer permanent one pass.
+func TestReadsThatMustLiveThroughFailOnValuesThatExpireBefore(t *testing.T) {
+	r := openForTxns(t)
+	ctx := context.Background()
+	hidden := putExpiring(t, r, "h", "old", time.Minute)
+	mustPut(t, r, "h", "permanent")
+	put := putExpiring(t, r, "e", "v", time.Hour)
+	readTS := mustPut(t, r, "p", "plain")
+	expiry := put + uint64(time.Hour)
+
+	if v, ok, err := r.GetUncertain(ctx, []byte("e"), readTS, Uncertainty{LiveThrough: expiry - 1}); err != nil || !ok || string(v.Value) != "v" || v.Expiry != expiry || v.TS != put {
+		t.Fatalf("Get of a value live through the bound: %+v %v %v, want v at %d expiring at %d", v, ok, err, put, expiry)
+	}
+	var ee *ExpiredError
+	if _, _, err := r.GetUncertain(ctx, []byte("e"), readTS, Uncertainty{LiveThrough: expiry}); !errors.As(err, &ee) || ee.Expiry != expiry || string(ee.Key) != "e" {
+		t.Fatalf("Get of a value expiring at the bound: %v, want an *ExpiredError at %d", err, expiry)
+	}
+	for _, k := range []string{"p", "h"} {
+		if v, ok, err := r.GetUncertain(ctx, []byte(k), readTS, Uncertainty{LiveThrough: hidden + uint64(time.Hour)}); err != nil || !ok || v.Expiry != 0 {
+			t.Fatalf("Get of %s, whose newest version never expires: %+v %v %v", k, v, ok, err)
+		}
+	}
+	for _, reverse := range []bool{false, true} {
+		scan := func(liveThrough uint64) ([]string, error) {
+			it, err := r.NewIteratorUncertain(ctx, nil, nil, readTS, Uncertainty{LiveThrough: liveThrough})
+			if err != nil {
+				return nil, err
+			}
+			defer it.Close()
+			var got []string
+			ok := it.First()
+			if reverse {
+				ok = it.Last()
+			}
+			for ; ok; ok = map[bool]func() bool{false: it.Next, true: it.Prev}[reverse]() {
+				got = append(got, string(it.Key()))
+			}
+			return got, it.Err()
+		}
+		if got, err := scan(expiry - 1); err != nil || len(got) != 3 {
+			t.Fatalf("reverse %t: scan live through the bound: %v %v, want e, h and p", reverse, got, err)
+		}
+		if _, err := scan(expiry); !errors.As(err, &ee) || ee.Expiry != expiry || string(ee.Key) != "e" {
+			t.Fatalf("reverse %t: scan with e expiring at the bound: %v, want an *ExpiredError at %d", reverse, err, expiry)
+		}
+	}
+}
+
+// A transaction passes its own locks only: another transaction's lock on a
+// key, started at the same timestamp (on another store) with another
+// primary key, stops the read.
+func TestOwnLocksAreTheTransactionsStartAndPrimary(t *testing.T) {
+	r := openForTxns(t)
+	ctx := context.Background()
+	startTS := r.opts.Clock.Now()
+	prewrite(t, r, startTS, "k", time.Minute, "k", "locked")
+	readTS := r.opts.Clock.Now()
+	if _, _, err := r.GetUncertain(ctx, []byte("k"), readTS, Uncertainty{Own: TxnID{StartTS: startTS, Primary: []byte("k")}}); err != nil {
+		t.Fatalf("a read by the lock's transaction: %v", err)
+	}
+	var le *LockedError
+	if _, _, err := r.GetUncertain(ctx, []byte("k"), readTS, Uncertainty{Own: TxnID{StartTS: startTS, Primary: []byte("other")}}); !errors.As(err, &le) {
+		t.Fatalf("a read by another transaction of the same start: %v, want a *LockedError", err)
+	}
+	it, err := r.NewIteratorUncertain(ctx, nil, nil, readTS, Uncertainty{Own: TxnID{StartTS: startTS, Primary: []byte("other")}})
+	if err == nil {
+		it.Close()
+	}
+	if !errors.As(err, &le) {
+		t.Fatalf("a scan by another transaction of the same start: %v, want a *LockedError", err)
 	}
 }

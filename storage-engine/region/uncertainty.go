@@ -23,6 +23,12 @@ package region
 //     are coarser (an old observation loses its narrowing after any late
 //     commit) but need nothing stored with the versions.
 
+import (
+	"bytes"
+
+	"github.com/bellows-kv/bellows/storage-engine/kv"
+)
+
 // Uncertainty is a transactional read's clock uncertainty.
 type Uncertainty struct {
 	// Limit is the transaction's start plus the maximum clock offset, fixed
@@ -31,10 +37,30 @@ type Uncertainty struct {
 	// Observed is the store's clock as the transaction first reached this
 	// store (0: not yet).
 	Observed uint64
-	// Own is the reading transaction's start timestamp when its own locks
-	// must not stop the read (0: every lock does): a serializable
-	// transaction validating its reads after its prewrite.
-	Own uint64
+	// Own is the reading transaction when its own locks must not stop the
+	// read (zero: every lock does): a serializable transaction validating
+	// its reads after its prewrite.
+	Own TxnID
+	// LiveThrough, when not 0, is a timestamp every value the read returns
+	// must still be live at: one that expires at or before it fails the
+	// read (*ExpiredError), as a newer version in the window would. A
+	// serializable transaction's validation sets its commit timestamp: a
+	// value read at the start and expired by the commit is not what a read
+	// at the commit returns.
+	LiveThrough uint64
+}
+
+// expiredBy returns an *ExpiredError if the version of key (kind, ts,
+// stored value v), read live, expires at or before liveThrough (0: no
+// bound).
+func expiredBy(key []byte, kind kv.Kind, ts uint64, v []byte, liveThrough uint64) error {
+	if liveThrough == 0 {
+		return nil
+	}
+	if exp, ok := kv.Expiry(kind, ts, v); ok && exp <= liveThrough {
+		return &ExpiredError{Key: bytes.Clone(key), Expiry: exp, LiveThrough: liveThrough}
+	}
+	return nil
 }
 
 // uncertaintyLimit is the limit a read with u uses here: u.Limit, narrowed

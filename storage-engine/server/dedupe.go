@@ -156,11 +156,20 @@ func requestBytes(req proto.Message) ([]byte, error) {
 		b = binary.AppendUvarint(b, uint64(len(p)))
 		b = append(b, p...)
 	}
+	// A time to live only when there is one: a write without one keeps
+	// the fingerprint it had before TTLs existed.
+	ttl := func(ms uint64) {
+		if ms != 0 {
+			b = append(b, 'T')
+			b = binary.AppendUvarint(b, ms)
+		}
+	}
 	switch r := req.(type) {
 	case *kvpb.PutRequest:
 		b = append(b, 'P')
 		field(r.Key)
 		field(r.Value)
+		ttl(r.TtlMs)
 	case *kvpb.DeleteRequest:
 		b = append(b, 'D')
 		field(r.Key)
@@ -182,6 +191,7 @@ func requestBytes(req proto.Message) ([]byte, error) {
 		} else {
 			b = append(b, 'p')
 			field(r.Value)
+			ttl(r.TtlMs)
 		}
 	case *kvpb.DeleteRangeRequest:
 		b = append(b, 'R')
@@ -193,6 +203,7 @@ func requestBytes(req proto.Message) ([]byte, error) {
 			b = binary.AppendUvarint(b, uint64(m.Op))
 			field(m.Key)
 			field(m.Value)
+			ttl(m.TtlMs)
 		}
 	default:
 		out, err := proto.MarshalOptions{Deterministic: true}.Marshal(req)

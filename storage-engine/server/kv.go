@@ -230,15 +230,14 @@ func (s *KV) get(ctx context.Context, op string, key []byte, ts, limit uint64, o
 			return nil, regionErr(t.local, err)
 		}
 	}
-	var v []byte
-	var version uint64
+	var v region.Version
 	var ok bool
 	u := s.uncertainty(limit, observed)
-	err = s.withLocks(ctx, t, func() (err error) { v, version, ok, err = e.GetUncertain(ctx, key, ts, u); return err })
+	err = s.withLocks(ctx, t, func() (err error) { v, ok, err = e.GetUncertain(ctx, key, ts, u); return err })
 	if err != nil {
 		return nil, regionErr(t.local, err)
 	}
-	resp := &kvpb.GetResponse{Found: ok, Value: v, Version: version}
+	resp := &kvpb.GetResponse{Found: ok, Value: v.Value, Version: v.TS, ExpiryTs: v.Expiry}
 	if exact {
 		resp.Observed = s.observation()
 	}

@@ -241,6 +241,37 @@ func TestDeleteRangeRetryIsAnsweredOnce(t *testing.T) {
 	}
 }
 
+// An idempotency key names one write, its time to live included: a retry
+// is answered once, the same key on a put with another TTL, or with none,
+// is refused as another request.
+func TestARetryIsTheSameWriteOnlyWithTheSameTimeToLive(t *testing.T) {
+	s := localKV(t)
+	ctx := metadata.NewIncomingContext(context.Background(), metadata.Pairs(RequestIDHeader, "put-1"))
+	req := &kvpb.PutRequest{Key: []byte("k"), Value: []byte("v"), TtlMs: 60_000}
+	first, err := s.Put(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again, err := s.Put(ctx, req); err != nil || again.CommitTs != first.CommitTs {
+		t.Fatalf("retry: %v, %v; want commit_ts %d", again, err, first.CommitTs)
+	}
+	for _, other := range []uint64{1_000, 0} {
+		if _, err := s.Put(ctx, &kvpb.PutRequest{Key: []byte("k"), Value: []byte("v"), TtlMs: other}); status.Code(err) != codes.InvalidArgument {
+			t.Fatalf("the same id with ttl_ms %d: %v, want INVALID_ARGUMENT", other, err)
+		}
+	}
+	bctx := metadata.NewIncomingContext(context.Background(), metadata.Pairs(RequestIDHeader, "batch-1"))
+	batch := func(ttl uint64) *kvpb.BatchRequest {
+		return &kvpb.BatchRequest{Mutations: []*kvpb.Mutation{{Op: kvpb.Mutation_OP_PUT, Key: []byte("b"), Value: []byte("v"), TtlMs: ttl}}}
+	}
+	if _, err := s.Batch(bctx, batch(60_000)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Batch(bctx, batch(0)); status.Code(err) != codes.InvalidArgument {
+		t.Fatalf("the same batch id without its ttl: %v, want INVALID_ARGUMENT", err)
+	}
+}
+
 // Through a store that forwards: both calls go whole to the region's owner.
 func TestBatchGetAndDeleteRangeAreForwarded(t *testing.T) {
 	p := newPair(t, route.Options{})

@@ -240,8 +240,8 @@ func (s *KV) ResolveLocks(ctx context.Context, req *kvpb.ResolveLocksRequest) (*
 // ValidateReads implements kvpb.KVServer: a serializable commit's check of
 // its reads in the region of reads[0] (storage-engine/txn's validate.go).
 func (s *KV) ValidateReads(ctx context.Context, req *kvpb.ValidateReadsRequest) (*kvpb.ValidateReadsResponse, error) {
-	if req.StartTs == 0 || req.CommitTs <= req.StartTs || len(req.Reads) == 0 {
-		return nil, status.Error(codes.InvalidArgument, "validating reads needs start_ts, a commit_ts after it and at least one span")
+	if req.StartTs == 0 || req.CommitTs <= req.StartTs || len(req.Primary) == 0 || len(req.Reads) == 0 {
+		return nil, status.Error(codes.InvalidArgument, "validating reads needs start_ts, a commit_ts after it, the transaction's primary key and at least one span")
 	}
 	if err := s.observe(req.CommitTs); err != nil {
 		return nil, err
@@ -253,8 +253,11 @@ func (s *KV) ValidateReads(ctx context.Context, req *kvpb.ValidateReadsRequest) 
 	start, end := s.txnRegion(t).Bounds()
 	for i, sp := range req.Reads {
 		if bytes.Compare(sp.Start, start) < 0 || len(end) > 0 && (len(sp.End) == 0 || bytes.Compare(sp.End, end) > 0) {
-			return nil, status.Errorf(codes.InvalidArgument, "read %d, [%q, %q), is not within region %s, [%q, %q): validate each region's reads in a request of its own",
-				i, sp.Start, sp.End, s.txnRegion(t).Name(), start, end)
+			// The coordinator routed the reads by a region map older
+			// than this store's (the region split or merged since):
+			// nothing is committed yet, so the transaction may run again.
+			return nil, status.Errorf(codes.Aborted, "serializable transaction started at %d: read %d, [%q, %q), is not within region %s, [%q, %q), which the commit routed it to: the region changed under the commit; run the transaction again",
+				req.StartTs, i, sp.Start, sp.End, s.txnRegion(t).Name(), start, end)
 		}
 	}
 	if err := s.coordinator.ValidateReads(ctx, s.txnRegion(t), req); err != nil {

@@ -143,7 +143,7 @@ func (c *Coordinator) CommitAcrossRegions(ctx context.Context, req *kvpb.CommitT
 	}
 	commitTS++
 	if req.Serializable && len(req.Reads) > 0 {
-		if err := c.validateReads(ctx, req.StartTs, commitTS, req.Reads); err != nil {
+		if err := c.validateReads(ctx, req.StartTs, commitTS, primaryKey, req.Reads); err != nil {
 			return nil, rollback(err)
 		}
 	}

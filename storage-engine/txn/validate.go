@@ -17,8 +17,11 @@ package txn
 //     commit timestamp: a version in (start, commit] of a read key, or in
 //     a read range, fails the commit (READ_CONFLICT); so does another
 //     transaction's lock there (it may commit at or below the commit
-//     timestamp) that resolving does not clear. The transaction's own
-//     locks are passed (region.Uncertainty.Own).
+//     timestamp) that resolving does not clear, and a value read live at
+//     the start that expires at or before the commit
+//     (region.Uncertainty.LiveThrough): a read at the commit would not
+//     return it. The transaction's own locks, named by its start and
+//     primary key, are passed (region.Uncertainty.Own).
 //
 // Then every read of the transaction returns what a read at the commit
 // timestamp would, and its writes commit at that timestamp: it is as if it
@@ -46,8 +49,20 @@ import (
 // at startTS that a commit at committedTS overwrote: reason READ_CONFLICT,
 // naming the key and the commit.
 func ReadConflictStatus(key []byte, startTS, committedTS uint64) error {
-	st := status.Newf(codes.Aborted, "serializable transaction started at %d: key %q, which it read, was written at %d, before the transaction could commit: run it again",
+	return readConflict(key, committedTS, "serializable transaction started at %d: key %q, which it read, was written at %d, before the transaction could commit: run it again",
 		startTS, key, committedTS)
+}
+
+// readExpiredStatus is ABORTED READ_CONFLICT for a value a serializable
+// transaction read at startTS that expires at expiry, before the commit
+// at commitTS; committed_ts is the expiry.
+func readExpiredStatus(key []byte, startTS, expiry, commitTS uint64) error {
+	return readConflict(key, expiry, "serializable transaction started at %d: the value of key %q it read expires at %d, before the transaction's commit at %d: run it again",
+		startTS, key, expiry, commitTS)
+}
+
+func readConflict(key []byte, committedTS uint64, format string, args ...any) error {
+	st := status.Newf(codes.Aborted, format, args...)
 	if d, err := st.WithDetails(&errdetails.ErrorInfo{Reason: contract.ReadConflictReason, Domain: contract.ErrorDomain, Metadata: map[string]string{
 		"key_base64":   base64.StdEncoding.EncodeToString(key),
 		"committed_ts": strconv.FormatUint(committedTS, 10),
@@ -58,9 +73,9 @@ func ReadConflictStatus(key []byte, startTS, committedTS uint64) error {
 }
 
 // validateReads validates reads (spans of keys) of the transaction
-// started at startTS for a commit at commitTS, in every region they
+// started at startTS with primary key primary for a commit at commitTS, in every region they
 // cover, in parallel.
-func (c *Coordinator) validateReads(ctx context.Context, startTS, commitTS uint64, reads []*kvpb.KeySpan) error {
+func (c *Coordinator) validateReads(ctx context.Context, startTS, commitTS uint64, primary []byte, reads []*kvpb.KeySpan) error {
 	type group struct {
 		region Region
 		spans  []*kvpb.KeySpan
@@ -98,7 +113,7 @@ func (c *Coordinator) validateReads(ctx context.Context, startTS, commitTS uint6
 	g, gctx := errgroup.WithContext(ctx)
 	for _, grp := range groups {
 		g.Go(func() error {
-			return c.ValidateReads(gctx, grp.region, &kvpb.ValidateReadsRequest{StartTs: startTS, CommitTs: commitTS, Reads: grp.spans})
+			return c.ValidateReads(gctx, grp.region, &kvpb.ValidateReadsRequest{StartTs: startTS, CommitTs: commitTS, Primary: primary, Reads: grp.spans})
 		})
 	}
 	return g.Wait()
@@ -117,7 +132,7 @@ func (c *Coordinator) ValidateReads(ctx context.Context, r Region, req *kvpb.Val
 	if err := e.ReadableAt(req.CommitTs); err != nil {
 		return r.Status(err)
 	}
-	u := region.Uncertainty{Limit: req.CommitTs, Own: req.StartTs}
+	u := region.Uncertainty{Limit: req.CommitTs, Own: region.TxnID{StartTS: req.StartTs, Primary: req.Primary}, LiveThrough: req.CommitTs}
 	// Never waiting for another transaction, which could be waiting for
 	// this one's locks: a lock still being committed ends the validation.
 	err = c.resolver.withLocks(ctx, r, func() error {
@@ -132,6 +147,10 @@ func (c *Coordinator) ValidateReads(ctx context.Context, r Region, req *kvpb.Val
 	if errors.As(err, &ue) {
 		return ReadConflictStatus(ue.Key, req.StartTs, ue.TS)
 	}
+	var ee *region.ExpiredError
+	if errors.As(err, &ee) {
+		return readExpiredStatus(ee.Key, req.StartTs, ee.Expiry, req.CommitTs)
+	}
 	var le *region.LockedError
 	if errors.As(err, &le) {
 		// A transaction still running holds a lock on a read key: it may
@@ -145,10 +164,11 @@ func (c *Coordinator) ValidateReads(ctx context.Context, r Region, req *kvpb.Val
 }
 
 // validateSpan reads sp in e at startTS with uncertainty u: an
-// *UncertainError names a version in the window.
+// *UncertainError names a version in the window, an *ExpiredError a value
+// that does not live through it.
 func validateSpan(ctx context.Context, e *region.Region, sp *kvpb.KeySpan, startTS uint64, u region.Uncertainty) error {
 	if isOneKey(sp) {
-		_, _, _, err := e.GetUncertain(ctx, sp.Start, startTS, u)
+		_, _, err := e.GetUncertain(ctx, sp.Start, startTS, u)
 		return err
 	}
 	it, err := e.NewIteratorUncertain(ctx, sp.Start, sp.End, startTS, u)

@@ -251,7 +251,10 @@ type GetResponse struct {
 	Observed *ObservedClock `protobuf:"bytes,3,opt,name=observed,proto3" json:"observed,omitempty"`
 	// version: when found, the commit timestamp of the version read (a
 	// CompareAndSet condition's version).
-	Version       uint64 `protobuf:"varint,4,opt,name=version,proto3" json:"version,omitempty"`
+	Version uint64 `protobuf:"varint,4,opt,name=version,proto3" json:"version,omitempty"`
+	// expiry_ts: when found and the version was put with a time to live,
+	// the timestamp from which it reads as absent (0: it never expires).
+	ExpiryTs      uint64 `protobuf:"varint,5,opt,name=expiry_ts,json=expiryTs,proto3" json:"expiry_ts,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -310,6 +313,13 @@ func (x *GetResponse) GetObserved() *ObservedClock {
 func (x *GetResponse) GetVersion() uint64 {
 	if x != nil {
 		return x.Version
+	}
+	return 0
+}
+
+func (x *GetResponse) GetExpiryTs() uint64 {
+	if x != nil {
+		return x.ExpiryTs
 	}
 	return 0
 }
@@ -1351,7 +1361,10 @@ type ValidateReadsRequest struct {
 	StartTs  uint64                 `protobuf:"varint,1,opt,name=start_ts,json=startTs,proto3" json:"start_ts,omitempty"`
 	CommitTs uint64                 `protobuf:"varint,2,opt,name=commit_ts,json=commitTs,proto3" json:"commit_ts,omitempty"`
 	// reads fall in one region (their first start's); at least one.
-	Reads         []*KeySpan `protobuf:"bytes,3,rep,name=reads,proto3" json:"reads,omitempty"`
+	Reads []*KeySpan `protobuf:"bytes,3,rep,name=reads,proto3" json:"reads,omitempty"`
+	// primary is the transaction's primary key: with start_ts it names the
+	// transaction whose own locks do not stop the validation.
+	Primary       []byte `protobuf:"bytes,4,opt,name=primary,proto3" json:"primary,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1403,6 +1416,13 @@ func (x *ValidateReadsRequest) GetCommitTs() uint64 {
 func (x *ValidateReadsRequest) GetReads() []*KeySpan {
 	if x != nil {
 		return x.Reads
+	}
+	return nil
+}
+
+func (x *ValidateReadsRequest) GetPrimary() []byte {
+	if x != nil {
+		return x.Primary
 	}
 	return nil
 }
@@ -3621,12 +3641,13 @@ const file_bellows_kv_v1_kv_proto_rawDesc = "" +
 	"\x03key\x18\x01 \x01(\fR\x03key\x12\x1c\n" +
 	"\aread_ts\x18\x02 \x01(\x04H\x00R\x06readTs\x88\x01\x01B\n" +
 	"\n" +
-	"\b_read_ts\"\x8d\x01\n" +
+	"\b_read_ts\"\xaa\x01\n" +
 	"\vGetResponse\x12\x14\n" +
 	"\x05found\x18\x01 \x01(\bR\x05found\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\fR\x05value\x128\n" +
 	"\bobserved\x18\x03 \x01(\v2\x1c.bellows.kv.v1.ObservedClockR\bobserved\x12\x18\n" +
-	"\aversion\x18\x04 \x01(\x04R\aversion\"5\n" +
+	"\aversion\x18\x04 \x01(\x04R\aversion\x12\x1b\n" +
+	"\texpiry_ts\x18\x05 \x01(\x04R\bexpiryTs\"5\n" +
 	"\rObservedClock\x12\x14\n" +
 	"\x05store\x18\x01 \x01(\tR\x05store\x12\x0e\n" +
 	"\x02ts\x18\x02 \x01(\x04R\x02ts\"!\n" +
@@ -3698,11 +3719,12 @@ const file_bellows_kv_v1_kv_proto_rawDesc = "" +
 	"\x05reads\x18\x05 \x03(\v2\x16.bellows.kv.v1.KeySpanR\x05reads\"1\n" +
 	"\aKeySpan\x12\x14\n" +
 	"\x05start\x18\x01 \x01(\fR\x05start\x12\x10\n" +
-	"\x03end\x18\x02 \x01(\fR\x03end\"|\n" +
+	"\x03end\x18\x02 \x01(\fR\x03end\"\x96\x01\n" +
 	"\x14ValidateReadsRequest\x12\x19\n" +
 	"\bstart_ts\x18\x01 \x01(\x04R\astartTs\x12\x1b\n" +
 	"\tcommit_ts\x18\x02 \x01(\x04R\bcommitTs\x12,\n" +
-	"\x05reads\x18\x03 \x03(\v2\x16.bellows.kv.v1.KeySpanR\x05reads\"\x17\n" +
+	"\x05reads\x18\x03 \x03(\v2\x16.bellows.kv.v1.KeySpanR\x05reads\x12\x18\n" +
+	"\aprimary\x18\x04 \x01(\fR\aprimary\"\x17\n" +
 	"\x15ValidateReadsResponse\"\xb3\x01\n" +
 	"\x0fPrewriteRequest\x12\x19\n" +
 	"\bstart_ts\x18\x01 \x01(\x04R\astartTs\x12\x18\n" +
