@@ -339,6 +339,38 @@ type iterState struct {
 
 var iterStates = sync.Pool{New: func() any { return new(iterState) }}
 
+// iterators are the iterators over st.rs's memstores and the files that
+// may hold keys of [start, end) and a version above after (0: any), in
+// st's buffers.
+func (st *iterState) iterators(ctx context.Context, start, end []byte, after uint64) []iterator.Iterator {
+	children := st.children[:0]
+	for _, m := range st.rs.mems {
+		children = m.AppendIteratorsBuf(children, &st.mems)
+	}
+	tables := st.rs.tablesFor(start)
+	// The iterators handed out point into st.ssts: grow it first.
+	st.ssts = slices.Grow(st.ssts[:0], len(tables))
+	for _, t := range tables {
+		if end != nil && bytes.Compare(t.meta.Smallest, end) >= 0 {
+			continue
+		}
+		if start != nil && bytes.Compare(t.meta.Largest, start) < 0 {
+			continue
+		}
+		if after != 0 && t.meta.MaxTS <= after {
+			continue
+		}
+		// Re-slice rather than append: the element keeps the buffers
+		// of the iterator it was in an earlier scan.
+		st.ssts = st.ssts[:len(st.ssts)+1]
+		si := &st.ssts[len(st.ssts)-1]
+		t.reader.InitIter(ctx, si)
+		children = append(children, si)
+	}
+	st.children = children
+	return children
+}
+
 // reset drops every reference to the region's files, blocks and memstores,
 // keeping the buffers, before st goes back to the pool.
 func (st *iterState) reset() {
@@ -385,29 +417,7 @@ func (r *Region) NewIteratorUncertain(ctx context.Context, start, end []byte, re
 		iterStates.Put(st)
 		return nil, err
 	}
-	children := st.children[:0]
-	for _, m := range rs.mems {
-		children = m.AppendIteratorsBuf(children, &st.mems)
-	}
-	tables := rs.tablesFor(start)
-	// The iterators handed out point into st.ssts: grow it first.
-	st.ssts = slices.Grow(st.ssts[:0], len(tables))
-	for _, t := range tables {
-		if end != nil && bytes.Compare(t.meta.Smallest, end) >= 0 {
-			continue
-		}
-		if start != nil && bytes.Compare(t.meta.Largest, start) < 0 {
-			continue
-		}
-		// Re-slice rather than append: the element keeps the buffers
-		// of the iterator it was in an earlier scan.
-		st.ssts = st.ssts[:len(st.ssts)+1]
-		si := &st.ssts[len(st.ssts)-1]
-		t.reader.InitIter(ctx, si)
-		children = append(children, si)
-	}
-	st.children = children
-	st.merge.Init(children)
+	st.merge.Init(st.iterators(ctx, start, end, 0))
 	it := &Iterator{rs: rs, in: &st.merge, start: start, end: end, key: st.key[:0], st: st, liveThrough: u.LiveThrough}
 	if limit > rs.ts {
 		it.limit = limit

@@ -169,6 +169,8 @@ type Region struct {
 	// txnVersions: a commit record wrote versions at their commit
 	// timestamp, older than other keys' (checkInvariants).
 	txnVersions atomic.Bool
+	// feeds are the live change feeds of watches (feed.go).
+	feeds feeds
 
 	// mu guards the read state and manifest below; cond signals flush
 	// progress to stalled writers and Flush callers.
@@ -608,6 +610,7 @@ func (r *Region) shutdown(final func() error) error {
 	r.cond.Broadcast()
 	r.mu.Unlock()
 	r.commitMu.Unlock()
+	r.feeds.closeAll(ErrClosed)
 	r.stopCompactions(ErrClosed) // a no-op after Release's ErrReleasing
 	r.cancel()
 	r.wg.Wait()

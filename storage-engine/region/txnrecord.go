@@ -257,6 +257,7 @@ func (r *Region) writeTxnRecord(rec *txnRecord) (uint64, error) {
 	for _, o := range rec.versions {
 		seg.Add(kv.InternalKey{UserKey: o.key, TS: rec.commitTS, Kind: o.kind}, o.value)
 	}
+	r.feeds.publish(rec.versions, rec.commitTS)
 	r.txn.apply(rec)
 	if len(rec.versions) > 0 && (rec.late || (rec.caller != nil && rec.caller.Err() != nil)) {
 		r.noteLateCommit(ts, rec.commitTS)

@@ -68,6 +68,7 @@ func (r *Region) applyLatched(b *Batch) (uint64, error) {
 	for _, o := range b.ops {
 		seg.Add(kv.InternalKey{UserKey: o.key, TS: ts, Kind: o.kind}, o.value)
 	}
+	r.feeds.publish(b.ops, ts)
 	seg.EndWrite()
 	r.vis.done(ts)
 	r.stats.recordWrite(len(b.ops))
