@@ -174,6 +174,19 @@ const (
 	DefaultRegionCount       = int32(1)
 )
 
+// Watches (docs/watch.md).
+const (
+	// WatchBufferBytes bounds what a store buffers for one watch that its
+	// consumer has not taken yet, beside gRPC's flow-control window: past
+	// it the watch ends with RESOURCE_EXHAUSTED and its consumer resumes
+	// from its last resolved mark. etcd cancels a slow watcher's victim
+	// stream the same way.
+	WatchBufferBytes = 8 << 20
+	// DefaultWatchProgressInterval is how often a watch gets a resolved
+	// mark (when it asks for none other).
+	DefaultWatchProgressInterval = 100 * time.Millisecond
+)
+
 // The cluster clock (docs/clock.md).
 const (
 	// DefaultMaxClockOffset bounds how far apart two stores' clocks may

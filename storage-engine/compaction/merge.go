@@ -190,7 +190,7 @@ func retainInto(out []version, keep []bool, tss []uint64, vs []version, snapsDes
 		// reads it (docs/expiry.md).
 		// The job's own horizon: a job without one (0) judges no expiry,
 		// though a count bound judges every version (horizon()).
-		for len(out) > 0 && readsAsNothing(out[len(out)-1], opts.Horizon, snapsDesc) {
+		for len(out) > 0 && readsAsNothing(out[len(out)-1], opts.horizon(), opts.Horizon, snapsDesc) {
 			out = out[:len(out)-1]
 		}
 	}
@@ -198,12 +198,14 @@ func retainInto(out []version, keep []bool, tss []uint64, vs []version, snapsDes
 }
 
 // readsAsNothing reports whether v, with no version retained below it,
-// reads as no version at all at every timestamp a read may still ask for:
-// a tombstone, or a version expired by horizon that no snapshot in
-// snapsDesc reads live.
-func readsAsNothing(v version, horizon uint64, snapsDesc []uint64) bool {
+// reads as no version at all at every timestamp a read or a watch may
+// still ask for: a tombstone at or below judged (the merge's horizon
+// resolved: a watch from below it is refused as too old, above it the
+// delete is a change it delivers), or a version expired by horizon (the
+// job's own) that no snapshot in snapsDesc reads live.
+func readsAsNothing(v version, judged, horizon uint64, snapsDesc []uint64) bool {
 	if v.key.Kind == kv.KindDelete {
-		return true
+		return v.key.TS <= judged
 	}
 	exp, ok := kv.Expiry(v.key.Kind, v.key.TS, v.value)
 	if !ok || horizon == 0 || exp > horizon {

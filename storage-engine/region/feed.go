@@ -241,7 +241,7 @@ func (r *Region) Changes(ctx context.Context, start, end []byte, after uint64, f
 		st.reset()
 		iterStates.Put(st)
 	}()
-	if after+1 < rs.exactFrom {
+	if after < rs.exactFrom {
 		return &SnapshotTooOldError{Region: r.opts.Name, ReadTS: after, ExactFrom: rs.exactFrom}
 	}
 	st.merge.Init(st.iterators(ctx, start, end, after))

@@ -2101,6 +2101,231 @@ func (x *ScanRequest) GetReverse() bool {
 	return false
 }
 
+type WatchRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// start is inclusive; empty means the first key.
+	Start []byte `protobuf:"bytes,1,opt,name=start,proto3" json:"start,omitempty"`
+	// end is exclusive; empty means past the last key.
+	End []byte `protobuf:"bytes,2,opt,name=end,proto3" json:"end,omitempty"`
+	// after_ts: changes committed after it come (0: every change the region
+	// retains).
+	AfterTs uint64 `protobuf:"varint,3,opt,name=after_ts,json=afterTs,proto3" json:"after_ts,omitempty"`
+	// progress_interval_ms: how often a resolved mark comes when nothing else
+	// does (0: the store's default, 100 ms).
+	ProgressIntervalMs uint32 `protobuf:"varint,4,opt,name=progress_interval_ms,json=progressIntervalMs,proto3" json:"progress_interval_ms,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
+}
+
+func (x *WatchRequest) Reset() {
+	*x = WatchRequest{}
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[31]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchRequest) ProtoMessage() {}
+
+func (x *WatchRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[31]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchRequest.ProtoReflect.Descriptor instead.
+func (*WatchRequest) Descriptor() ([]byte, []int) {
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{31}
+}
+
+func (x *WatchRequest) GetStart() []byte {
+	if x != nil {
+		return x.Start
+	}
+	return nil
+}
+
+func (x *WatchRequest) GetEnd() []byte {
+	if x != nil {
+		return x.End
+	}
+	return nil
+}
+
+func (x *WatchRequest) GetAfterTs() uint64 {
+	if x != nil {
+		return x.AfterTs
+	}
+	return 0
+}
+
+func (x *WatchRequest) GetProgressIntervalMs() uint32 {
+	if x != nil {
+		return x.ProgressIntervalMs
+	}
+	return 0
+}
+
+type WatchEvent struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Key   []byte                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	// value: a put's value (empty for a delete).
+	Value    []byte `protobuf:"bytes,2,opt,name=value,proto3" json:"value,omitempty"`
+	CommitTs uint64 `protobuf:"varint,3,opt,name=commit_ts,json=commitTs,proto3" json:"commit_ts,omitempty"`
+	Delete   bool   `protobuf:"varint,4,opt,name=delete,proto3" json:"delete,omitempty"`
+	// expiry_ts: a put with a time to live, the timestamp from which it reads
+	// as absent (0: never). Expiry itself is not an event.
+	ExpiryTs      uint64 `protobuf:"varint,5,opt,name=expiry_ts,json=expiryTs,proto3" json:"expiry_ts,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WatchEvent) Reset() {
+	*x = WatchEvent{}
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[32]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchEvent) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchEvent) ProtoMessage() {}
+
+func (x *WatchEvent) ProtoReflect() protoreflect.Message {
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[32]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchEvent.ProtoReflect.Descriptor instead.
+func (*WatchEvent) Descriptor() ([]byte, []int) {
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{32}
+}
+
+func (x *WatchEvent) GetKey() []byte {
+	if x != nil {
+		return x.Key
+	}
+	return nil
+}
+
+func (x *WatchEvent) GetValue() []byte {
+	if x != nil {
+		return x.Value
+	}
+	return nil
+}
+
+func (x *WatchEvent) GetCommitTs() uint64 {
+	if x != nil {
+		return x.CommitTs
+	}
+	return 0
+}
+
+func (x *WatchEvent) GetDelete() bool {
+	if x != nil {
+		return x.Delete
+	}
+	return false
+}
+
+func (x *WatchEvent) GetExpiryTs() uint64 {
+	if x != nil {
+		return x.ExpiryTs
+	}
+	return 0
+}
+
+type WatchResponse struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Events []*WatchEvent          `protobuf:"bytes,1,rep,name=events,proto3" json:"events,omitempty"`
+	// resolved_ts, when not 0: every change of the stream's range committed
+	// at or below it has come.
+	ResolvedTs uint64 `protobuf:"varint,2,opt,name=resolved_ts,json=resolvedTs,proto3" json:"resolved_ts,omitempty"`
+	// region and region_end: the region serving the stream and the end of
+	// the range it covers (empty: the requested end), on the first answer.
+	Region        string `protobuf:"bytes,3,opt,name=region,proto3" json:"region,omitempty"`
+	RegionEnd     []byte `protobuf:"bytes,4,opt,name=region_end,json=regionEnd,proto3" json:"region_end,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WatchResponse) Reset() {
+	*x = WatchResponse{}
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[33]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchResponse) ProtoMessage() {}
+
+func (x *WatchResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[33]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchResponse.ProtoReflect.Descriptor instead.
+func (*WatchResponse) Descriptor() ([]byte, []int) {
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{33}
+}
+
+func (x *WatchResponse) GetEvents() []*WatchEvent {
+	if x != nil {
+		return x.Events
+	}
+	return nil
+}
+
+func (x *WatchResponse) GetResolvedTs() uint64 {
+	if x != nil {
+		return x.ResolvedTs
+	}
+	return 0
+}
+
+func (x *WatchResponse) GetRegion() string {
+	if x != nil {
+		return x.Region
+	}
+	return ""
+}
+
+func (x *WatchResponse) GetRegionEnd() []byte {
+	if x != nil {
+		return x.RegionEnd
+	}
+	return nil
+}
+
 type BatchGetRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// keys fall in one region; at least one; repeats are allowed.
@@ -2114,7 +2339,7 @@ type BatchGetRequest struct {
 
 func (x *BatchGetRequest) Reset() {
 	*x = BatchGetRequest{}
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[31]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2126,7 +2351,7 @@ func (x *BatchGetRequest) String() string {
 func (*BatchGetRequest) ProtoMessage() {}
 
 func (x *BatchGetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[31]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2139,7 +2364,7 @@ func (x *BatchGetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BatchGetRequest.ProtoReflect.Descriptor instead.
 func (*BatchGetRequest) Descriptor() ([]byte, []int) {
-	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{31}
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *BatchGetRequest) GetKeys() [][]byte {
@@ -2168,7 +2393,7 @@ type BatchGetResponse struct {
 
 func (x *BatchGetResponse) Reset() {
 	*x = BatchGetResponse{}
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[32]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2180,7 +2405,7 @@ func (x *BatchGetResponse) String() string {
 func (*BatchGetResponse) ProtoMessage() {}
 
 func (x *BatchGetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[32]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2193,7 +2418,7 @@ func (x *BatchGetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BatchGetResponse.ProtoReflect.Descriptor instead.
 func (*BatchGetResponse) Descriptor() ([]byte, []int) {
-	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{32}
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *BatchGetResponse) GetResults() []*GetResponse {
@@ -2222,7 +2447,7 @@ type DeleteRangeRequest struct {
 
 func (x *DeleteRangeRequest) Reset() {
 	*x = DeleteRangeRequest{}
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[33]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2234,7 +2459,7 @@ func (x *DeleteRangeRequest) String() string {
 func (*DeleteRangeRequest) ProtoMessage() {}
 
 func (x *DeleteRangeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[33]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2247,7 +2472,7 @@ func (x *DeleteRangeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteRangeRequest.ProtoReflect.Descriptor instead.
 func (*DeleteRangeRequest) Descriptor() ([]byte, []int) {
-	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{33}
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *DeleteRangeRequest) GetStart() []byte {
@@ -2285,7 +2510,7 @@ type DeleteRangeResponse struct {
 
 func (x *DeleteRangeResponse) Reset() {
 	*x = DeleteRangeResponse{}
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[34]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2297,7 +2522,7 @@ func (x *DeleteRangeResponse) String() string {
 func (*DeleteRangeResponse) ProtoMessage() {}
 
 func (x *DeleteRangeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[34]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2310,7 +2535,7 @@ func (x *DeleteRangeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteRangeResponse.ProtoReflect.Descriptor instead.
 func (*DeleteRangeResponse) Descriptor() ([]byte, []int) {
-	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{34}
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *DeleteRangeResponse) GetCommitTs() uint64 {
@@ -2351,7 +2576,7 @@ type KeyValue struct {
 
 func (x *KeyValue) Reset() {
 	*x = KeyValue{}
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[35]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2363,7 +2588,7 @@ func (x *KeyValue) String() string {
 func (*KeyValue) ProtoMessage() {}
 
 func (x *KeyValue) ProtoReflect() protoreflect.Message {
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[35]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2376,7 +2601,7 @@ func (x *KeyValue) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KeyValue.ProtoReflect.Descriptor instead.
 func (*KeyValue) Descriptor() ([]byte, []int) {
-	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{35}
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *KeyValue) GetKey() []byte {
@@ -2406,7 +2631,7 @@ type ScanResponse struct {
 
 func (x *ScanResponse) Reset() {
 	*x = ScanResponse{}
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[36]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2418,7 +2643,7 @@ func (x *ScanResponse) String() string {
 func (*ScanResponse) ProtoMessage() {}
 
 func (x *ScanResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[36]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2431,7 +2656,7 @@ func (x *ScanResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScanResponse.ProtoReflect.Descriptor instead.
 func (*ScanResponse) Descriptor() ([]byte, []int) {
-	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{36}
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *ScanResponse) GetPairs() []*KeyValue {
@@ -2456,7 +2681,7 @@ type RegionsRequest struct {
 
 func (x *RegionsRequest) Reset() {
 	*x = RegionsRequest{}
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[37]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2468,7 +2693,7 @@ func (x *RegionsRequest) String() string {
 func (*RegionsRequest) ProtoMessage() {}
 
 func (x *RegionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[37]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2481,7 +2706,7 @@ func (x *RegionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegionsRequest.ProtoReflect.Descriptor instead.
 func (*RegionsRequest) Descriptor() ([]byte, []int) {
-	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{37}
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{40}
 }
 
 // RegionInfo is one region as the store answering serves it: the same
@@ -2538,7 +2763,7 @@ type RegionInfo struct {
 
 func (x *RegionInfo) Reset() {
 	*x = RegionInfo{}
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[38]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2550,7 +2775,7 @@ func (x *RegionInfo) String() string {
 func (*RegionInfo) ProtoMessage() {}
 
 func (x *RegionInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[38]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2563,7 +2788,7 @@ func (x *RegionInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegionInfo.ProtoReflect.Descriptor instead.
 func (*RegionInfo) Descriptor() ([]byte, []int) {
-	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{38}
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *RegionInfo) GetName() string {
@@ -2696,7 +2921,7 @@ type FailingOverRegion struct {
 
 func (x *FailingOverRegion) Reset() {
 	*x = FailingOverRegion{}
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[39]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2708,7 +2933,7 @@ func (x *FailingOverRegion) String() string {
 func (*FailingOverRegion) ProtoMessage() {}
 
 func (x *FailingOverRegion) ProtoReflect() protoreflect.Message {
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[39]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2721,7 +2946,7 @@ func (x *FailingOverRegion) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FailingOverRegion.ProtoReflect.Descriptor instead.
 func (*FailingOverRegion) Descriptor() ([]byte, []int) {
-	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{39}
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *FailingOverRegion) GetName() string {
@@ -2776,7 +3001,7 @@ type RegionCompaction struct {
 
 func (x *RegionCompaction) Reset() {
 	*x = RegionCompaction{}
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[40]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2788,7 +3013,7 @@ func (x *RegionCompaction) String() string {
 func (*RegionCompaction) ProtoMessage() {}
 
 func (x *RegionCompaction) ProtoReflect() protoreflect.Message {
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[40]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2801,7 +3026,7 @@ func (x *RegionCompaction) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegionCompaction.ProtoReflect.Descriptor instead.
 func (*RegionCompaction) Descriptor() ([]byte, []int) {
-	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{40}
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *RegionCompaction) GetRunning() bool {
@@ -2859,7 +3084,7 @@ type RegionsResponse struct {
 
 func (x *RegionsResponse) Reset() {
 	*x = RegionsResponse{}
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[41]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2871,7 +3096,7 @@ func (x *RegionsResponse) String() string {
 func (*RegionsResponse) ProtoMessage() {}
 
 func (x *RegionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[41]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2884,7 +3109,7 @@ func (x *RegionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegionsResponse.ProtoReflect.Descriptor instead.
 func (*RegionsResponse) Descriptor() ([]byte, []int) {
-	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{41}
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *RegionsResponse) GetRegions() []*RegionInfo {
@@ -2924,7 +3149,7 @@ type FlushRequest struct {
 
 func (x *FlushRequest) Reset() {
 	*x = FlushRequest{}
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[42]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2936,7 +3161,7 @@ func (x *FlushRequest) String() string {
 func (*FlushRequest) ProtoMessage() {}
 
 func (x *FlushRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[42]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2949,7 +3174,7 @@ func (x *FlushRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FlushRequest.ProtoReflect.Descriptor instead.
 func (*FlushRequest) Descriptor() ([]byte, []int) {
-	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{42}
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *FlushRequest) GetRegion() string {
@@ -2967,7 +3192,7 @@ type FlushResponse struct {
 
 func (x *FlushResponse) Reset() {
 	*x = FlushResponse{}
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[43]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2979,7 +3204,7 @@ func (x *FlushResponse) String() string {
 func (*FlushResponse) ProtoMessage() {}
 
 func (x *FlushResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[43]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2992,7 +3217,7 @@ func (x *FlushResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FlushResponse.ProtoReflect.Descriptor instead.
 func (*FlushResponse) Descriptor() ([]byte, []int) {
-	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{43}
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{46}
 }
 
 type CheckpointRequest struct {
@@ -3007,7 +3232,7 @@ type CheckpointRequest struct {
 
 func (x *CheckpointRequest) Reset() {
 	*x = CheckpointRequest{}
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[44]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3019,7 +3244,7 @@ func (x *CheckpointRequest) String() string {
 func (*CheckpointRequest) ProtoMessage() {}
 
 func (x *CheckpointRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[44]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3032,7 +3257,7 @@ func (x *CheckpointRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckpointRequest.ProtoReflect.Descriptor instead.
 func (*CheckpointRequest) Descriptor() ([]byte, []int) {
-	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{44}
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *CheckpointRequest) GetRegion() string {
@@ -3059,7 +3284,7 @@ type BackupRequest struct {
 
 func (x *BackupRequest) Reset() {
 	*x = BackupRequest{}
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[45]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3071,7 +3296,7 @@ func (x *BackupRequest) String() string {
 func (*BackupRequest) ProtoMessage() {}
 
 func (x *BackupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[45]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3084,7 +3309,7 @@ func (x *BackupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackupRequest.ProtoReflect.Descriptor instead.
 func (*BackupRequest) Descriptor() ([]byte, []int) {
-	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{45}
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *BackupRequest) GetId() string {
@@ -3104,7 +3329,7 @@ type BackupResponse struct {
 
 func (x *BackupResponse) Reset() {
 	*x = BackupResponse{}
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[46]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3116,7 +3341,7 @@ func (x *BackupResponse) String() string {
 func (*BackupResponse) ProtoMessage() {}
 
 func (x *BackupResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[46]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3129,7 +3354,7 @@ func (x *BackupResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackupResponse.ProtoReflect.Descriptor instead.
 func (*BackupResponse) Descriptor() ([]byte, []int) {
-	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{46}
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *BackupResponse) GetBackupJson() []byte {
@@ -3148,7 +3373,7 @@ type DeleteBackupRequest struct {
 
 func (x *DeleteBackupRequest) Reset() {
 	*x = DeleteBackupRequest{}
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[47]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3160,7 +3385,7 @@ func (x *DeleteBackupRequest) String() string {
 func (*DeleteBackupRequest) ProtoMessage() {}
 
 func (x *DeleteBackupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[47]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3173,7 +3398,7 @@ func (x *DeleteBackupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteBackupRequest.ProtoReflect.Descriptor instead.
 func (*DeleteBackupRequest) Descriptor() ([]byte, []int) {
-	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{47}
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *DeleteBackupRequest) GetId() string {
@@ -3193,7 +3418,7 @@ type DeleteBackupResponse struct {
 
 func (x *DeleteBackupResponse) Reset() {
 	*x = DeleteBackupResponse{}
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[48]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3205,7 +3430,7 @@ func (x *DeleteBackupResponse) String() string {
 func (*DeleteBackupResponse) ProtoMessage() {}
 
 func (x *DeleteBackupResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[48]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3218,7 +3443,7 @@ func (x *DeleteBackupResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteBackupResponse.ProtoReflect.Descriptor instead.
 func (*DeleteBackupResponse) Descriptor() ([]byte, []int) {
-	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{48}
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *DeleteBackupResponse) GetFilesRemoved() int64 {
@@ -3236,7 +3461,7 @@ type ListBackupsRequest struct {
 
 func (x *ListBackupsRequest) Reset() {
 	*x = ListBackupsRequest{}
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[49]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3248,7 +3473,7 @@ func (x *ListBackupsRequest) String() string {
 func (*ListBackupsRequest) ProtoMessage() {}
 
 func (x *ListBackupsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[49]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3261,7 +3486,7 @@ func (x *ListBackupsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListBackupsRequest.ProtoReflect.Descriptor instead.
 func (*ListBackupsRequest) Descriptor() ([]byte, []int) {
-	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{49}
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{52}
 }
 
 type ListBackupsResponse struct {
@@ -3276,7 +3501,7 @@ type ListBackupsResponse struct {
 
 func (x *ListBackupsResponse) Reset() {
 	*x = ListBackupsResponse{}
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[50]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3288,7 +3513,7 @@ func (x *ListBackupsResponse) String() string {
 func (*ListBackupsResponse) ProtoMessage() {}
 
 func (x *ListBackupsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[50]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3301,7 +3526,7 @@ func (x *ListBackupsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListBackupsResponse.ProtoReflect.Descriptor instead.
 func (*ListBackupsResponse) Descriptor() ([]byte, []int) {
-	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{50}
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *ListBackupsResponse) GetBackupsJson() []byte {
@@ -3330,7 +3555,7 @@ type CheckpointResponse struct {
 
 func (x *CheckpointResponse) Reset() {
 	*x = CheckpointResponse{}
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[51]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3342,7 +3567,7 @@ func (x *CheckpointResponse) String() string {
 func (*CheckpointResponse) ProtoMessage() {}
 
 func (x *CheckpointResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[51]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3355,7 +3580,7 @@ func (x *CheckpointResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckpointResponse.ProtoReflect.Descriptor instead.
 func (*CheckpointResponse) Descriptor() ([]byte, []int) {
-	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{51}
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *CheckpointResponse) GetRegionJson() []byte {
@@ -3384,7 +3609,7 @@ type CompactRequest struct {
 
 func (x *CompactRequest) Reset() {
 	*x = CompactRequest{}
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[52]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3396,7 +3621,7 @@ func (x *CompactRequest) String() string {
 func (*CompactRequest) ProtoMessage() {}
 
 func (x *CompactRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[52]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3409,7 +3634,7 @@ func (x *CompactRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompactRequest.ProtoReflect.Descriptor instead.
 func (*CompactRequest) Descriptor() ([]byte, []int) {
-	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{52}
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *CompactRequest) GetRegion() string {
@@ -3455,7 +3680,7 @@ type CompactResponse struct {
 
 func (x *CompactResponse) Reset() {
 	*x = CompactResponse{}
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[53]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3467,7 +3692,7 @@ func (x *CompactResponse) String() string {
 func (*CompactResponse) ProtoMessage() {}
 
 func (x *CompactResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[53]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3480,7 +3705,7 @@ func (x *CompactResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompactResponse.ProtoReflect.Descriptor instead.
 func (*CompactResponse) Descriptor() ([]byte, []int) {
-	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{53}
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *CompactResponse) GetCompacted() bool {
@@ -3540,7 +3765,7 @@ type ClockRequest struct {
 
 func (x *ClockRequest) Reset() {
 	*x = ClockRequest{}
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[54]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3552,7 +3777,7 @@ func (x *ClockRequest) String() string {
 func (*ClockRequest) ProtoMessage() {}
 
 func (x *ClockRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[54]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3565,7 +3790,7 @@ func (x *ClockRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClockRequest.ProtoReflect.Descriptor instead.
 func (*ClockRequest) Descriptor() ([]byte, []int) {
-	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{54}
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{57}
 }
 
 type ClockResponse struct {
@@ -3581,7 +3806,7 @@ type ClockResponse struct {
 
 func (x *ClockResponse) Reset() {
 	*x = ClockResponse{}
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[55]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3593,7 +3818,7 @@ func (x *ClockResponse) String() string {
 func (*ClockResponse) ProtoMessage() {}
 
 func (x *ClockResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bellows_kv_v1_kv_proto_msgTypes[55]
+	mi := &file_bellows_kv_v1_kv_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3606,7 +3831,7 @@ func (x *ClockResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClockResponse.ProtoReflect.Descriptor instead.
 func (*ClockResponse) Descriptor() ([]byte, []int) {
-	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{55}
+	return file_bellows_kv_v1_kv_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *ClockResponse) GetPhysicalUnixNs() int64 {
@@ -3772,7 +3997,26 @@ const file_bellows_kv_v1_kv_proto_rawDesc = "" +
 	"\bobserved\x18\x10 \x03(\v2\x1c.bellows.kv.v1.ObservedClockR\bobserved\x12\x18\n" +
 	"\areverse\x18\x05 \x01(\bR\areverseB\n" +
 	"\n" +
-	"\b_read_ts\"O\n" +
+	"\b_read_ts\"\x83\x01\n" +
+	"\fWatchRequest\x12\x14\n" +
+	"\x05start\x18\x01 \x01(\fR\x05start\x12\x10\n" +
+	"\x03end\x18\x02 \x01(\fR\x03end\x12\x19\n" +
+	"\bafter_ts\x18\x03 \x01(\x04R\aafterTs\x120\n" +
+	"\x14progress_interval_ms\x18\x04 \x01(\rR\x12progressIntervalMs\"\x86\x01\n" +
+	"\n" +
+	"WatchEvent\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\fR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\fR\x05value\x12\x1b\n" +
+	"\tcommit_ts\x18\x03 \x01(\x04R\bcommitTs\x12\x16\n" +
+	"\x06delete\x18\x04 \x01(\bR\x06delete\x12\x1b\n" +
+	"\texpiry_ts\x18\x05 \x01(\x04R\bexpiryTs\"\x9a\x01\n" +
+	"\rWatchResponse\x121\n" +
+	"\x06events\x18\x01 \x03(\v2\x19.bellows.kv.v1.WatchEventR\x06events\x12\x1f\n" +
+	"\vresolved_ts\x18\x02 \x01(\x04R\n" +
+	"resolvedTs\x12\x16\n" +
+	"\x06region\x18\x03 \x01(\tR\x06region\x12\x1d\n" +
+	"\n" +
+	"region_end\x18\x04 \x01(\fR\tregionEnd\"O\n" +
 	"\x0fBatchGetRequest\x12\x12\n" +
 	"\x04keys\x18\x01 \x03(\fR\x04keys\x12\x1c\n" +
 	"\aread_ts\x18\x02 \x01(\x04H\x00R\x06readTs\x88\x01\x01B\n" +
@@ -3875,7 +4119,7 @@ const file_bellows_kv_v1_kv_proto_rawDesc = "" +
 	"\fClockRequest\"]\n" +
 	"\rClockResponse\x12(\n" +
 	"\x10physical_unix_ns\x18\x01 \x01(\x03R\x0ephysicalUnixNs\x12\"\n" +
-	"\rmax_offset_ns\x18\x02 \x01(\x03R\vmaxOffsetNs2\xbc\v\n" +
+	"\rmax_offset_ns\x18\x02 \x01(\x03R\vmaxOffsetNs2\x82\f\n" +
 	"\x02KV\x12<\n" +
 	"\x03Put\x12\x19.bellows.kv.v1.PutRequest\x1a\x1a.bellows.kv.v1.PutResponse\x12<\n" +
 	"\x03Get\x12\x19.bellows.kv.v1.GetRequest\x1a\x1a.bellows.kv.v1.GetResponse\x12E\n" +
@@ -3884,7 +4128,8 @@ const file_bellows_kv_v1_kv_proto_rawDesc = "" +
 	"\x05Batch\x12\x1b.bellows.kv.v1.BatchRequest\x1a\x1c.bellows.kv.v1.BatchResponse\x12A\n" +
 	"\x04Scan\x12\x1a.bellows.kv.v1.ScanRequest\x1a\x1b.bellows.kv.v1.ScanResponse0\x01\x12K\n" +
 	"\bBatchGet\x12\x1e.bellows.kv.v1.BatchGetRequest\x1a\x1f.bellows.kv.v1.BatchGetResponse\x12T\n" +
-	"\vDeleteRange\x12!.bellows.kv.v1.DeleteRangeRequest\x1a\".bellows.kv.v1.DeleteRangeResponse\x12H\n" +
+	"\vDeleteRange\x12!.bellows.kv.v1.DeleteRangeRequest\x1a\".bellows.kv.v1.DeleteRangeResponse\x12D\n" +
+	"\x05Watch\x12\x1b.bellows.kv.v1.WatchRequest\x1a\x1c.bellows.kv.v1.WatchResponse0\x01\x12H\n" +
 	"\aRegions\x12\x1d.bellows.kv.v1.RegionsRequest\x1a\x1e.bellows.kv.v1.RegionsResponse\x12K\n" +
 	"\bBeginTxn\x12\x1e.bellows.kv.v1.BeginTxnRequest\x1a\x1f.bellows.kv.v1.BeginTxnResponse\x12B\n" +
 	"\x06TxnGet\x12\x1c.bellows.kv.v1.TxnGetRequest\x1a\x1a.bellows.kv.v1.GetResponse\x12G\n" +
@@ -3918,7 +4163,7 @@ func file_bellows_kv_v1_kv_proto_rawDescGZIP() []byte {
 }
 
 var file_bellows_kv_v1_kv_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_bellows_kv_v1_kv_proto_msgTypes = make([]protoimpl.MessageInfo, 56)
+var file_bellows_kv_v1_kv_proto_msgTypes = make([]protoimpl.MessageInfo, 59)
 var file_bellows_kv_v1_kv_proto_goTypes = []any{
 	(Mutation_Op)(0),               // 0: bellows.kv.v1.Mutation.Op
 	(*PutRequest)(nil),             // 1: bellows.kv.v1.PutRequest
@@ -3952,31 +4197,34 @@ var file_bellows_kv_v1_kv_proto_goTypes = []any{
 	(*BatchRequest)(nil),           // 29: bellows.kv.v1.BatchRequest
 	(*BatchResponse)(nil),          // 30: bellows.kv.v1.BatchResponse
 	(*ScanRequest)(nil),            // 31: bellows.kv.v1.ScanRequest
-	(*BatchGetRequest)(nil),        // 32: bellows.kv.v1.BatchGetRequest
-	(*BatchGetResponse)(nil),       // 33: bellows.kv.v1.BatchGetResponse
-	(*DeleteRangeRequest)(nil),     // 34: bellows.kv.v1.DeleteRangeRequest
-	(*DeleteRangeResponse)(nil),    // 35: bellows.kv.v1.DeleteRangeResponse
-	(*KeyValue)(nil),               // 36: bellows.kv.v1.KeyValue
-	(*ScanResponse)(nil),           // 37: bellows.kv.v1.ScanResponse
-	(*RegionsRequest)(nil),         // 38: bellows.kv.v1.RegionsRequest
-	(*RegionInfo)(nil),             // 39: bellows.kv.v1.RegionInfo
-	(*FailingOverRegion)(nil),      // 40: bellows.kv.v1.FailingOverRegion
-	(*RegionCompaction)(nil),       // 41: bellows.kv.v1.RegionCompaction
-	(*RegionsResponse)(nil),        // 42: bellows.kv.v1.RegionsResponse
-	(*FlushRequest)(nil),           // 43: bellows.kv.v1.FlushRequest
-	(*FlushResponse)(nil),          // 44: bellows.kv.v1.FlushResponse
-	(*CheckpointRequest)(nil),      // 45: bellows.kv.v1.CheckpointRequest
-	(*BackupRequest)(nil),          // 46: bellows.kv.v1.BackupRequest
-	(*BackupResponse)(nil),         // 47: bellows.kv.v1.BackupResponse
-	(*DeleteBackupRequest)(nil),    // 48: bellows.kv.v1.DeleteBackupRequest
-	(*DeleteBackupResponse)(nil),   // 49: bellows.kv.v1.DeleteBackupResponse
-	(*ListBackupsRequest)(nil),     // 50: bellows.kv.v1.ListBackupsRequest
-	(*ListBackupsResponse)(nil),    // 51: bellows.kv.v1.ListBackupsResponse
-	(*CheckpointResponse)(nil),     // 52: bellows.kv.v1.CheckpointResponse
-	(*CompactRequest)(nil),         // 53: bellows.kv.v1.CompactRequest
-	(*CompactResponse)(nil),        // 54: bellows.kv.v1.CompactResponse
-	(*ClockRequest)(nil),           // 55: bellows.kv.v1.ClockRequest
-	(*ClockResponse)(nil),          // 56: bellows.kv.v1.ClockResponse
+	(*WatchRequest)(nil),           // 32: bellows.kv.v1.WatchRequest
+	(*WatchEvent)(nil),             // 33: bellows.kv.v1.WatchEvent
+	(*WatchResponse)(nil),          // 34: bellows.kv.v1.WatchResponse
+	(*BatchGetRequest)(nil),        // 35: bellows.kv.v1.BatchGetRequest
+	(*BatchGetResponse)(nil),       // 36: bellows.kv.v1.BatchGetResponse
+	(*DeleteRangeRequest)(nil),     // 37: bellows.kv.v1.DeleteRangeRequest
+	(*DeleteRangeResponse)(nil),    // 38: bellows.kv.v1.DeleteRangeResponse
+	(*KeyValue)(nil),               // 39: bellows.kv.v1.KeyValue
+	(*ScanResponse)(nil),           // 40: bellows.kv.v1.ScanResponse
+	(*RegionsRequest)(nil),         // 41: bellows.kv.v1.RegionsRequest
+	(*RegionInfo)(nil),             // 42: bellows.kv.v1.RegionInfo
+	(*FailingOverRegion)(nil),      // 43: bellows.kv.v1.FailingOverRegion
+	(*RegionCompaction)(nil),       // 44: bellows.kv.v1.RegionCompaction
+	(*RegionsResponse)(nil),        // 45: bellows.kv.v1.RegionsResponse
+	(*FlushRequest)(nil),           // 46: bellows.kv.v1.FlushRequest
+	(*FlushResponse)(nil),          // 47: bellows.kv.v1.FlushResponse
+	(*CheckpointRequest)(nil),      // 48: bellows.kv.v1.CheckpointRequest
+	(*BackupRequest)(nil),          // 49: bellows.kv.v1.BackupRequest
+	(*BackupResponse)(nil),         // 50: bellows.kv.v1.BackupResponse
+	(*DeleteBackupRequest)(nil),    // 51: bellows.kv.v1.DeleteBackupRequest
+	(*DeleteBackupResponse)(nil),   // 52: bellows.kv.v1.DeleteBackupResponse
+	(*ListBackupsRequest)(nil),     // 53: bellows.kv.v1.ListBackupsRequest
+	(*ListBackupsResponse)(nil),    // 54: bellows.kv.v1.ListBackupsResponse
+	(*CheckpointResponse)(nil),     // 55: bellows.kv.v1.CheckpointResponse
+	(*CompactRequest)(nil),         // 56: bellows.kv.v1.CompactRequest
+	(*CompactResponse)(nil),        // 57: bellows.kv.v1.CompactResponse
+	(*ClockRequest)(nil),           // 58: bellows.kv.v1.ClockRequest
+	(*ClockResponse)(nil),          // 59: bellows.kv.v1.ClockResponse
 }
 var file_bellows_kv_v1_kv_proto_depIdxs = []int32{
 	5,  // 0: bellows.kv.v1.GetResponse.observed:type_name -> bellows.kv.v1.ObservedClock
@@ -3991,67 +4239,70 @@ var file_bellows_kv_v1_kv_proto_depIdxs = []int32{
 	11, // 9: bellows.kv.v1.PrewriteRequest.mutations:type_name -> bellows.kv.v1.Mutation
 	11, // 10: bellows.kv.v1.BatchRequest.mutations:type_name -> bellows.kv.v1.Mutation
 	5,  // 11: bellows.kv.v1.ScanRequest.observed:type_name -> bellows.kv.v1.ObservedClock
-	4,  // 12: bellows.kv.v1.BatchGetResponse.results:type_name -> bellows.kv.v1.GetResponse
-	36, // 13: bellows.kv.v1.ScanResponse.pairs:type_name -> bellows.kv.v1.KeyValue
-	5,  // 14: bellows.kv.v1.ScanResponse.observed:type_name -> bellows.kv.v1.ObservedClock
-	41, // 15: bellows.kv.v1.RegionInfo.compaction:type_name -> bellows.kv.v1.RegionCompaction
-	39, // 16: bellows.kv.v1.RegionsResponse.regions:type_name -> bellows.kv.v1.RegionInfo
-	40, // 17: bellows.kv.v1.RegionsResponse.failing_over:type_name -> bellows.kv.v1.FailingOverRegion
-	1,  // 18: bellows.kv.v1.KV.Put:input_type -> bellows.kv.v1.PutRequest
-	3,  // 19: bellows.kv.v1.KV.Get:input_type -> bellows.kv.v1.GetRequest
-	6,  // 20: bellows.kv.v1.KV.Delete:input_type -> bellows.kv.v1.DeleteRequest
-	9,  // 21: bellows.kv.v1.KV.CompareAndSet:input_type -> bellows.kv.v1.CompareAndSetRequest
-	29, // 22: bellows.kv.v1.KV.Batch:input_type -> bellows.kv.v1.BatchRequest
-	31, // 23: bellows.kv.v1.KV.Scan:input_type -> bellows.kv.v1.ScanRequest
-	32, // 24: bellows.kv.v1.KV.BatchGet:input_type -> bellows.kv.v1.BatchGetRequest
-	34, // 25: bellows.kv.v1.KV.DeleteRange:input_type -> bellows.kv.v1.DeleteRangeRequest
-	38, // 26: bellows.kv.v1.KV.Regions:input_type -> bellows.kv.v1.RegionsRequest
-	12, // 27: bellows.kv.v1.KV.BeginTxn:input_type -> bellows.kv.v1.BeginTxnRequest
-	16, // 28: bellows.kv.v1.KV.TxnGet:input_type -> bellows.kv.v1.TxnGetRequest
-	17, // 29: bellows.kv.v1.KV.TxnScan:input_type -> bellows.kv.v1.TxnScanRequest
-	18, // 30: bellows.kv.v1.KV.CommitTxn:input_type -> bellows.kv.v1.CommitTxnRequest
-	14, // 31: bellows.kv.v1.KV.RollbackTxn:input_type -> bellows.kv.v1.RollbackTxnRequest
-	22, // 32: bellows.kv.v1.KV.Prewrite:input_type -> bellows.kv.v1.PrewriteRequest
-	24, // 33: bellows.kv.v1.KV.ResolveLocks:input_type -> bellows.kv.v1.ResolveLocksRequest
-	26, // 34: bellows.kv.v1.KV.CheckTxnStatus:input_type -> bellows.kv.v1.CheckTxnStatusRequest
-	20, // 35: bellows.kv.v1.KV.ValidateReads:input_type -> bellows.kv.v1.ValidateReadsRequest
-	55, // 36: bellows.kv.v1.KV.Clock:input_type -> bellows.kv.v1.ClockRequest
-	43, // 37: bellows.kv.v1.Admin.Flush:input_type -> bellows.kv.v1.FlushRequest
-	53, // 38: bellows.kv.v1.Admin.Compact:input_type -> bellows.kv.v1.CompactRequest
-	45, // 39: bellows.kv.v1.Admin.Checkpoint:input_type -> bellows.kv.v1.CheckpointRequest
-	46, // 40: bellows.kv.v1.Admin.Backup:input_type -> bellows.kv.v1.BackupRequest
-	50, // 41: bellows.kv.v1.Admin.ListBackups:input_type -> bellows.kv.v1.ListBackupsRequest
-	48, // 42: bellows.kv.v1.Admin.DeleteBackup:input_type -> bellows.kv.v1.DeleteBackupRequest
-	2,  // 43: bellows.kv.v1.KV.Put:output_type -> bellows.kv.v1.PutResponse
-	4,  // 44: bellows.kv.v1.KV.Get:output_type -> bellows.kv.v1.GetResponse
-	7,  // 45: bellows.kv.v1.KV.Delete:output_type -> bellows.kv.v1.DeleteResponse
-	10, // 46: bellows.kv.v1.KV.CompareAndSet:output_type -> bellows.kv.v1.CompareAndSetResponse
-	30, // 47: bellows.kv.v1.KV.Batch:output_type -> bellows.kv.v1.BatchResponse
-	37, // 48: bellows.kv.v1.KV.Scan:output_type -> bellows.kv.v1.ScanResponse
-	33, // 49: bellows.kv.v1.KV.BatchGet:output_type -> bellows.kv.v1.BatchGetResponse
-	35, // 50: bellows.kv.v1.KV.DeleteRange:output_type -> bellows.kv.v1.DeleteRangeResponse
-	42, // 51: bellows.kv.v1.KV.Regions:output_type -> bellows.kv.v1.RegionsResponse
-	13, // 52: bellows.kv.v1.KV.BeginTxn:output_type -> bellows.kv.v1.BeginTxnResponse
-	4,  // 53: bellows.kv.v1.KV.TxnGet:output_type -> bellows.kv.v1.GetResponse
-	37, // 54: bellows.kv.v1.KV.TxnScan:output_type -> bellows.kv.v1.ScanResponse
-	28, // 55: bellows.kv.v1.KV.CommitTxn:output_type -> bellows.kv.v1.CommitTxnResponse
-	15, // 56: bellows.kv.v1.KV.RollbackTxn:output_type -> bellows.kv.v1.RollbackTxnResponse
-	23, // 57: bellows.kv.v1.KV.Prewrite:output_type -> bellows.kv.v1.PrewriteResponse
-	25, // 58: bellows.kv.v1.KV.ResolveLocks:output_type -> bellows.kv.v1.ResolveLocksResponse
-	27, // 59: bellows.kv.v1.KV.CheckTxnStatus:output_type -> bellows.kv.v1.CheckTxnStatusResponse
-	21, // 60: bellows.kv.v1.KV.ValidateReads:output_type -> bellows.kv.v1.ValidateReadsResponse
-	56, // 61: bellows.kv.v1.KV.Clock:output_type -> bellows.kv.v1.ClockResponse
-	44, // 62: bellows.kv.v1.Admin.Flush:output_type -> bellows.kv.v1.FlushResponse
-	54, // 63: bellows.kv.v1.Admin.Compact:output_type -> bellows.kv.v1.CompactResponse
-	52, // 64: bellows.kv.v1.Admin.Checkpoint:output_type -> bellows.kv.v1.CheckpointResponse
-	47, // 65: bellows.kv.v1.Admin.Backup:output_type -> bellows.kv.v1.BackupResponse
-	51, // 66: bellows.kv.v1.Admin.ListBackups:output_type -> bellows.kv.v1.ListBackupsResponse
-	49, // 67: bellows.kv.v1.Admin.DeleteBackup:output_type -> bellows.kv.v1.DeleteBackupResponse
-	43, // [43:68] is the sub-list for method output_type
-	18, // [18:43] is the sub-list for method input_type
-	18, // [18:18] is the sub-list for extension type_name
-	18, // [18:18] is the sub-list for extension extendee
-	0,  // [0:18] is the sub-list for field type_name
+	33, // 12: bellows.kv.v1.WatchResponse.events:type_name -> bellows.kv.v1.WatchEvent
+	4,  // 13: bellows.kv.v1.BatchGetResponse.results:type_name -> bellows.kv.v1.GetResponse
+	39, // 14: bellows.kv.v1.ScanResponse.pairs:type_name -> bellows.kv.v1.KeyValue
+	5,  // 15: bellows.kv.v1.ScanResponse.observed:type_name -> bellows.kv.v1.ObservedClock
+	44, // 16: bellows.kv.v1.RegionInfo.compaction:type_name -> bellows.kv.v1.RegionCompaction
+	42, // 17: bellows.kv.v1.RegionsResponse.regions:type_name -> bellows.kv.v1.RegionInfo
+	43, // 18: bellows.kv.v1.RegionsResponse.failing_over:type_name -> bellows.kv.v1.FailingOverRegion
+	1,  // 19: bellows.kv.v1.KV.Put:input_type -> bellows.kv.v1.PutRequest
+	3,  // 20: bellows.kv.v1.KV.Get:input_type -> bellows.kv.v1.GetRequest
+	6,  // 21: bellows.kv.v1.KV.Delete:input_type -> bellows.kv.v1.DeleteRequest
+	9,  // 22: bellows.kv.v1.KV.CompareAndSet:input_type -> bellows.kv.v1.CompareAndSetRequest
+	29, // 23: bellows.kv.v1.KV.Batch:input_type -> bellows.kv.v1.BatchRequest
+	31, // 24: bellows.kv.v1.KV.Scan:input_type -> bellows.kv.v1.ScanRequest
+	35, // 25: bellows.kv.v1.KV.BatchGet:input_type -> bellows.kv.v1.BatchGetRequest
+	37, // 26: bellows.kv.v1.KV.DeleteRange:input_type -> bellows.kv.v1.DeleteRangeRequest
+	32, // 27: bellows.kv.v1.KV.Watch:input_type -> bellows.kv.v1.WatchRequest
+	41, // 28: bellows.kv.v1.KV.Regions:input_type -> bellows.kv.v1.RegionsRequest
+	12, // 29: bellows.kv.v1.KV.BeginTxn:input_type -> bellows.kv.v1.BeginTxnRequest
+	16, // 30: bellows.kv.v1.KV.TxnGet:input_type -> bellows.kv.v1.TxnGetRequest
+	17, // 31: bellows.kv.v1.KV.TxnScan:input_type -> bellows.kv.v1.TxnScanRequest
+	18, // 32: bellows.kv.v1.KV.CommitTxn:input_type -> bellows.kv.v1.CommitTxnRequest
+	14, // 33: bellows.kv.v1.KV.RollbackTxn:input_type -> bellows.kv.v1.RollbackTxnRequest
+	22, // 34: bellows.kv.v1.KV.Prewrite:input_type -> bellows.kv.v1.PrewriteRequest
+	24, // 35: bellows.kv.v1.KV.ResolveLocks:input_type -> bellows.kv.v1.ResolveLocksRequest
+	26, // 36: bellows.kv.v1.KV.CheckTxnStatus:input_type -> bellows.kv.v1.CheckTxnStatusRequest
+	20, // 37: bellows.kv.v1.KV.ValidateReads:input_type -> bellows.kv.v1.ValidateReadsRequest
+	58, // 38: bellows.kv.v1.KV.Clock:input_type -> bellows.kv.v1.ClockRequest
+	46, // 39: bellows.kv.v1.Admin.Flush:input_type -> bellows.kv.v1.FlushRequest
+	56, // 40: bellows.kv.v1.Admin.Compact:input_type -> bellows.kv.v1.CompactRequest
+	48, // 41: bellows.kv.v1.Admin.Checkpoint:input_type -> bellows.kv.v1.CheckpointRequest
+	49, // 42: bellows.kv.v1.Admin.Backup:input_type -> bellows.kv.v1.BackupRequest
+	53, // 43: bellows.kv.v1.Admin.ListBackups:input_type -> bellows.kv.v1.ListBackupsRequest
+	51, // 44: bellows.kv.v1.Admin.DeleteBackup:input_type -> bellows.kv.v1.DeleteBackupRequest
+	2,  // 45: bellows.kv.v1.KV.Put:output_type -> bellows.kv.v1.PutResponse
+	4,  // 46: bellows.kv.v1.KV.Get:output_type -> bellows.kv.v1.GetResponse
+	7,  // 47: bellows.kv.v1.KV.Delete:output_type -> bellows.kv.v1.DeleteResponse
+	10, // 48: bellows.kv.v1.KV.CompareAndSet:output_type -> bellows.kv.v1.CompareAndSetResponse
+	30, // 49: bellows.kv.v1.KV.Batch:output_type -> bellows.kv.v1.BatchResponse
+	40, // 50: bellows.kv.v1.KV.Scan:output_type -> bellows.kv.v1.ScanResponse
+	36, // 51: bellows.kv.v1.KV.BatchGet:output_type -> bellows.kv.v1.BatchGetResponse
+	38, // 52: bellows.kv.v1.KV.DeleteRange:output_type -> bellows.kv.v1.DeleteRangeResponse
+	34, // 53: bellows.kv.v1.KV.Watch:output_type -> bellows.kv.v1.WatchResponse
+	45, // 54: bellows.kv.v1.KV.Regions:output_type -> bellows.kv.v1.RegionsResponse
+	13, // 55: bellows.kv.v1.KV.BeginTxn:output_type -> bellows.kv.v1.BeginTxnResponse
+	4,  // 56: bellows.kv.v1.KV.TxnGet:output_type -> bellows.kv.v1.GetResponse
+	40, // 57: bellows.kv.v1.KV.TxnScan:output_type -> bellows.kv.v1.ScanResponse
+	28, // 58: bellows.kv.v1.KV.CommitTxn:output_type -> bellows.kv.v1.CommitTxnResponse
+	15, // 59: bellows.kv.v1.KV.RollbackTxn:output_type -> bellows.kv.v1.RollbackTxnResponse
+	23, // 60: bellows.kv.v1.KV.Prewrite:output_type -> bellows.kv.v1.PrewriteResponse
+	25, // 61: bellows.kv.v1.KV.ResolveLocks:output_type -> bellows.kv.v1.ResolveLocksResponse
+	27, // 62: bellows.kv.v1.KV.CheckTxnStatus:output_type -> bellows.kv.v1.CheckTxnStatusResponse
+	21, // 63: bellows.kv.v1.KV.ValidateReads:output_type -> bellows.kv.v1.ValidateReadsResponse
+	59, // 64: bellows.kv.v1.KV.Clock:output_type -> bellows.kv.v1.ClockResponse
+	47, // 65: bellows.kv.v1.Admin.Flush:output_type -> bellows.kv.v1.FlushResponse
+	57, // 66: bellows.kv.v1.Admin.Compact:output_type -> bellows.kv.v1.CompactResponse
+	55, // 67: bellows.kv.v1.Admin.Checkpoint:output_type -> bellows.kv.v1.CheckpointResponse
+	50, // 68: bellows.kv.v1.Admin.Backup:output_type -> bellows.kv.v1.BackupResponse
+	54, // 69: bellows.kv.v1.Admin.ListBackups:output_type -> bellows.kv.v1.ListBackupsResponse
+	52, // 70: bellows.kv.v1.Admin.DeleteBackup:output_type -> bellows.kv.v1.DeleteBackupResponse
+	45, // [45:71] is the sub-list for method output_type
+	19, // [19:45] is the sub-list for method input_type
+	19, // [19:19] is the sub-list for extension type_name
+	19, // [19:19] is the sub-list for extension extendee
+	0,  // [0:19] is the sub-list for field type_name
 }
 
 func init() { file_bellows_kv_v1_kv_proto_init() }
@@ -4066,15 +4317,15 @@ func file_bellows_kv_v1_kv_proto_init() {
 		(*Condition_Absent)(nil),
 	}
 	file_bellows_kv_v1_kv_proto_msgTypes[30].OneofWrappers = []any{}
-	file_bellows_kv_v1_kv_proto_msgTypes[31].OneofWrappers = []any{}
-	file_bellows_kv_v1_kv_proto_msgTypes[41].OneofWrappers = []any{}
+	file_bellows_kv_v1_kv_proto_msgTypes[34].OneofWrappers = []any{}
+	file_bellows_kv_v1_kv_proto_msgTypes[44].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_bellows_kv_v1_kv_proto_rawDesc), len(file_bellows_kv_v1_kv_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   56,
+			NumMessages:   59,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

@@ -29,6 +29,7 @@ const (
 	KV_Scan_FullMethodName           = "/bellows.kv.v1.KV/Scan"
 	KV_BatchGet_FullMethodName       = "/bellows.kv.v1.KV/BatchGet"
 	KV_DeleteRange_FullMethodName    = "/bellows.kv.v1.KV/DeleteRange"
+	KV_Watch_FullMethodName          = "/bellows.kv.v1.KV/Watch"
 	KV_Regions_FullMethodName        = "/bellows.kv.v1.KV/Regions"
 	KV_BeginTxn_FullMethodName       = "/bellows.kv.v1.KV/BeginTxn"
 	KV_TxnGet_FullMethodName         = "/bellows.kv.v1.KV/TxnGet"
@@ -92,6 +93,20 @@ type KVClient interface {
 	// range is not. A key written into the range while the call runs, and
 	// committed before it, may survive it (the keys are read, then deleted).
 	DeleteRange(ctx context.Context, in *DeleteRangeRequest, opts ...grpc.CallOption) (*DeleteRangeResponse, error)
+	// Watch streams every change committed to the keys of [start, end) that
+	// fall in start's region, after after_ts (docs/watch.md): puts, deletes
+	// (a range delete's one per key) and transactions' writes at their commit
+	// timestamps, each key's in commit order, and resolved marks (nothing
+	// at or below a mark comes after it). The answer's region_end says where
+	// the stream's range ends when the region ends before end: watch the rest
+	// from there. A change may come twice above the last mark (a consumer
+	// drops a repeat by key and commit timestamp), never below it. The stream
+	// ends when the region splits, merges or moves (UNAVAILABLE: resume from
+	// the last mark through the new owners), when the watcher falls behind
+	// its buffer (RESOURCE_EXHAUSTED: resume from the last mark), and with
+	// FAILED_PRECONDITION SNAPSHOT_TOO_OLD when after_ts is older than the
+	// region's retained history (metadata exact_from_ts: the oldest start).
+	Watch(ctx context.Context, in *WatchRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchResponse], error)
 	// Regions lists the regions this store serves and their key ranges.
 	Regions(ctx context.Context, in *RegionsRequest, opts ...grpc.CallOption) (*RegionsResponse, error)
 	// Snapshot-isolation transactions (LogBase's MVOCC). BeginTxn returns a
@@ -250,6 +265,25 @@ func (c *kVClient) DeleteRange(ctx context.Context, in *DeleteRangeRequest, opts
 	return out, nil
 }
 
+func (c *kVClient) Watch(ctx context.Context, in *WatchRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &KV_ServiceDesc.Streams[1], KV_Watch_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[WatchRequest, WatchResponse]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type KV_WatchClient = grpc.ServerStreamingClient[WatchResponse]
+
 func (c *kVClient) Regions(ctx context.Context, in *RegionsRequest, opts ...grpc.CallOption) (*RegionsResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(RegionsResponse)
@@ -282,7 +316,7 @@ func (c *kVClient) TxnGet(ctx context.Context, in *TxnGetRequest, opts ...grpc.C
 
 func (c *kVClient) TxnScan(ctx context.Context, in *TxnScanRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[ScanResponse], error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	stream, err := c.cc.NewStream(ctx, &KV_ServiceDesc.Streams[1], KV_TxnScan_FullMethodName, cOpts...)
+	stream, err := c.cc.NewStream(ctx, &KV_ServiceDesc.Streams[2], KV_TxnScan_FullMethodName, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -419,6 +453,20 @@ type KVServer interface {
 	// range is not. A key written into the range while the call runs, and
 	// committed before it, may survive it (the keys are read, then deleted).
 	DeleteRange(context.Context, *DeleteRangeRequest) (*DeleteRangeResponse, error)
+	// Watch streams every change committed to the keys of [start, end) that
+	// fall in start's region, after after_ts (docs/watch.md): puts, deletes
+	// (a range delete's one per key) and transactions' writes at their commit
+	// timestamps, each key's in commit order, and resolved marks (nothing
+	// at or below a mark comes after it). The answer's region_end says where
+	// the stream's range ends when the region ends before end: watch the rest
+	// from there. A change may come twice above the last mark (a consumer
+	// drops a repeat by key and commit timestamp), never below it. The stream
+	// ends when the region splits, merges or moves (UNAVAILABLE: resume from
+	// the last mark through the new owners), when the watcher falls behind
+	// its buffer (RESOURCE_EXHAUSTED: resume from the last mark), and with
+	// FAILED_PRECONDITION SNAPSHOT_TOO_OLD when after_ts is older than the
+	// region's retained history (metadata exact_from_ts: the oldest start).
+	Watch(*WatchRequest, grpc.ServerStreamingServer[WatchResponse]) error
 	// Regions lists the regions this store serves and their key ranges.
 	Regions(context.Context, *RegionsRequest) (*RegionsResponse, error)
 	// Snapshot-isolation transactions (LogBase's MVOCC). BeginTxn returns a
@@ -511,6 +559,9 @@ func (UnimplementedKVServer) BatchGet(context.Context, *BatchGetRequest) (*Batch
 }
 func (UnimplementedKVServer) DeleteRange(context.Context, *DeleteRangeRequest) (*DeleteRangeResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method DeleteRange not implemented")
+}
+func (UnimplementedKVServer) Watch(*WatchRequest, grpc.ServerStreamingServer[WatchResponse]) error {
+	return status.Error(codes.Unimplemented, "method Watch not implemented")
 }
 func (UnimplementedKVServer) Regions(context.Context, *RegionsRequest) (*RegionsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Regions not implemented")
@@ -702,6 +753,17 @@ func _KV_DeleteRange_Handler(srv interface{}, ctx context.Context, dec func(inte
 	}
 	return interceptor(ctx, in, info, handler)
 }
+
+func _KV_Watch_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(WatchRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(KVServer).Watch(m, &grpc.GenericServerStream[WatchRequest, WatchResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type KV_WatchServer = grpc.ServerStreamingServer[WatchResponse]
 
 func _KV_Regions_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(RegionsRequest)
@@ -974,6 +1036,11 @@ var KV_ServiceDesc = grpc.ServiceDesc{
 		{
 			StreamName:    "Scan",
 			Handler:       _KV_Scan_Handler,
+			ServerStreams: true,
+		},
+		{
+			StreamName:    "Watch",
+			Handler:       _KV_Watch_Handler,
 			ServerStreams: true,
 		},
 		{

@@ -1,0 +1,180 @@
+package server
+
+// Watch: a region's changes as a stream (docs/watch.md). The region's feed
+// (storage-engine/region's feed.go) gives the versions; this file routes a
+// watch to its region, runs the catch-up then the live phase, and sends
+// resolved marks.
+//
+// A mark R is sent only after every change at or below R has been sent:
+// the first mark is the resolved timestamp taken before the catch-up scan
+// (whose read state is taken after it, so it holds every version at or
+// below it); each later one is taken before the subscription's buffer is
+// emptied into the stream (every version at or below it was published
+// before the resolved timestamp returned).
+
+import (
+	"bytes"
+	"errors"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/bellows-kv/bellows/internal/contract"
+	kvpb "github.com/bellows-kv/bellows/proto/bellows/kv/v1"
+	"github.com/bellows-kv/bellows/storage-engine/region"
+)
+
+// watchChunk is about how many bytes of events one answer carries.
+const watchChunk = 256 << 10
+
+// Watch implements kvpb.KVServer.
+func (s *KV) Watch(req *kvpb.WatchRequest, stream kvpb.KV_WatchServer) error {
+	ctx := stream.Context()
+	end := req.End
+	if len(end) == 0 {
+		end = nil
+	}
+	if end != nil && bytes.Compare(req.Start, end) >= 0 {
+		return status.Errorf(codes.InvalidArgument, "watch of [%q, %q): start must be below end", req.Start, end)
+	}
+	routeKey := req.Start
+	if len(routeKey) == 0 {
+		routeKey = []byte{0} // the first key there can be: the same region
+	}
+	t, err := s.resolve(ctx, routeKey)
+	if err != nil {
+		return err
+	}
+	if t.forward {
+		// A watch is not forwarded: it would tie this store to the
+		// owner's stream. The caller's region table is stale.
+		return regionStatus(codes.Unavailable, t.remote.Name, "watch from %q: region %s is not served by this store: watch through its owner (see Regions)", req.Start, t.remote.Name)
+	}
+	e, err := t.engine()
+	if err != nil {
+		return err
+	}
+	a := t.local
+	stop := end
+	if a.Span.End != nil && (stop == nil || bytes.Compare(a.Span.End, stop) < 0) {
+		stop = a.Span.End
+	}
+	interval := contract.DefaultWatchProgressInterval
+	if req.ProgressIntervalMs > 0 {
+		interval = time.Duration(req.ProgressIntervalMs) * time.Millisecond
+	}
+	sub, err := e.Subscribe(req.Start, stop, contract.WatchBufferBytes)
+	if err != nil {
+		return regionErr(a, err)
+	}
+	defer sub.Close()
+	resolved, err := e.ResolvedTS()
+	if err != nil {
+		return regionErr(a, err)
+	}
+	w := &watchStream{stream: stream, first: &kvpb.WatchResponse{Region: a.Name()}}
+	if !bytes.Equal(stop, end) {
+		w.first.RegionEnd = bytes.Clone(stop)
+	}
+	if err := e.Changes(ctx, req.Start, stop, req.AfterTs, w.add); err != nil {
+		return regionErr(a, err)
+	}
+	if err := w.mark(max(resolved, req.AfterTs)); err != nil {
+		return err
+	}
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-sub.Ready():
+			if err := w.take(a, sub); err != nil {
+				return err
+			}
+			if err := w.flush(); err != nil {
+				return err
+			}
+		case <-tick.C:
+			if cur := s.store.Route(routeKey); cur != a || a.released.Load() {
+				return regionStatus(codes.Unavailable, a.Name(), "watch of region %s: the region moved, split or merged: resume from resolved_ts %d through its new owners", a.Name(), w.resolved)
+			}
+			r, err := e.ResolvedTS()
+			if err != nil {
+				return w.ended(a, err)
+			}
+			if err := w.take(a, sub); err != nil {
+				return err
+			}
+			if err := w.mark(r); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// watchStream is one watch's answers being built and sent.
+type watchStream struct {
+	stream   kvpb.KV_WatchServer
+	first    *kvpb.WatchResponse // the first answer's header, until sent
+	resp     kvpb.WatchResponse
+	size     int
+	resolved uint64 // the last mark sent
+}
+
+func (w *watchStream) add(c region.Change) error {
+	w.resp.Events = append(w.resp.Events, &kvpb.WatchEvent{Key: c.Key, Value: c.Value, CommitTs: c.TS, Delete: c.Delete, ExpiryTs: c.Expiry})
+	if w.size += len(c.Key) + len(c.Value) + 16; w.size >= watchChunk {
+		return w.flush()
+	}
+	return nil
+}
+
+// take adds what sub holds, or ends the watch as sub ended.
+func (w *watchStream) take(a *Assignment, sub *region.Subscription) error {
+	changes, err := sub.Take()
+	if err != nil {
+		return w.ended(a, err)
+	}
+	for _, c := range changes {
+		if err := w.add(c); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// mark sends the events gathered, then the resolved mark r when it is new.
+func (w *watchStream) mark(r uint64) error {
+	if r > w.resolved {
+		w.resp.ResolvedTs, w.resolved = r, r
+	}
+	return w.flush()
+}
+
+func (w *watchStream) flush() error {
+	if len(w.resp.Events) == 0 && w.resp.ResolvedTs == 0 && w.first == nil {
+		return nil
+	}
+	if w.first != nil {
+		w.resp.Region, w.resp.RegionEnd = w.first.Region, w.first.RegionEnd
+		w.first = nil
+	}
+	err := w.stream.Send(&w.resp)
+	w.resp = kvpb.WatchResponse{}
+	w.size = 0
+	return err
+}
+
+// ended is the status a watch ends with when its region's feed ended.
+func (w *watchStream) ended(a *Assignment, err error) error {
+	var overflow *region.FeedOverflowError
+	switch {
+	case errors.As(err, &overflow):
+		return regionStatus(codes.ResourceExhausted, a.Name(), "watch of region %s: the watcher fell more than %d bytes behind the writes: resume from resolved_ts %d", a.Name(), overflow.BufferBytes, w.resolved)
+	case errors.Is(err, region.ErrClosed):
+		return regionStatus(codes.Unavailable, a.Name(), "watch of region %s: the region closed here (moved, split, merged or the store stopping): resume from resolved_ts %d", a.Name(), w.resolved)
+	}
+	return regionErr(a, err)
+}
