@@ -127,7 +127,7 @@ values in base64 (hexadecimal with --hex); -o table aligns columns.`,
 		})
 	}
 	cmd.AddCommand(newKVPutCommand(f), newKVGetCommand(f), newKVDeleteCommand(f), newKVScanCommand(f),
-		newKVTxnCommand(f), newKVBatchCommand(f), newKVRegionsCommand(f), newKVStatusCommand(f))
+		newKVTxnCommand(f), newKVBatchCommand(f), newKVRegionsCommand(f), newKVStatusCommand(f), newKVWatchCommand(f))
 
 	flush := &cobra.Command{Use: "flush REGION", Short: "Flush a region's memstore into an SST (Admin API, at the region's owner)", Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
