@@ -1,13 +1,21 @@
 package client
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/bellows-kv/bellows/internal/contract"
+	kvpb "github.com/bellows-kv/bellows/proto/bellows/kv/v1"
 	"github.com/bellows-kv/bellows/storage-engine/regionmap"
 	"github.com/bellows-kv/bellows/storage-engine/server"
 )
@@ -267,4 +275,104 @@ func TestWatchRefusals(t *testing.T) {
 	if w.Next() || w.Err() == nil {
 		t.Fatalf("an inverted range: %v", w.Err())
 	}
+}
+
+// A watcher that stops reading costs its store at most the watch buffer:
+// the store's buffered bytes stay within contract.WatchBufferBytes while
+// far more is written, and the stream, read again, ends with
+// RESOURCE_EXHAUSTED; a watch resumed from its last mark gets every
+// change after it.
+func TestAWatcherThatStopsReadingIsCutOffAndResumes(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	spans, err := server.SplitEvenly(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kv := server.NewKV(openStore(t, openBucket(t), spans, server.StoreOptions{}), nil, nil)
+	reg := prometheus.NewRegistry()
+	server.RegisterWatchMetrics(reg, kv)
+	addr := serveKV(t, kv)
+	c, err := New(ctx, []string{addr}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	buffered := func() float64 {
+		mfs, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, mf := range mfs {
+			if mf.GetName() == "bellows_watch_buffered_bytes" {
+				return mf.GetMetric()[0].GetGauge().GetValue()
+			}
+		}
+		t.Fatal("no bellows_watch_buffered_bytes")
+		return 0
+	}
+	cc, err := c.conn(addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sctx, stop := context.WithCancel(ctx)
+	defer stop()
+	stream, err := kvpb.NewKVClient(cc).Watch(sctx, &kvpb.WatchRequest{ProgressIntervalMs: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, err := stream.Recv()
+	if err != nil || first.ResolvedTs == 0 {
+		t.Fatalf("the first answer: %v, %v; want a resolved mark", first, err)
+	}
+	value := bytes.Repeat([]byte("v"), 64<<10)
+	const puts = 3 * contract.WatchBufferBytes / (64 << 10)
+	var most float64
+	commits := map[string]uint64{}
+	var last uint64
+	for i := 0; i < puts; i++ {
+		k := fmt.Sprintf("k%04d", i)
+		r, err := c.Put(ctx, []byte(k), value)
+		if err != nil {
+			t.Fatal(err)
+		}
+		commits[k], last = r.CommitTS, r.CommitTS
+		most = max(most, buffered())
+	}
+	if most > contract.WatchBufferBytes {
+		t.Fatalf("the store buffered %.0f bytes for a watcher that does not read, past its bound %d", most, contract.WatchBufferBytes)
+	}
+	mark := first.ResolvedTs
+	for {
+		resp, err := stream.Recv()
+		if err != nil {
+			if status.Code(err) != codes.ResourceExhausted || !strings.Contains(err.Error(), "resume from resolved_ts") {
+				t.Fatalf("the stream, read again, ended with %v; want RESOURCE_EXHAUSTED naming where to resume", err)
+			}
+			break
+		}
+		mark = max(mark, resp.ResolvedTs)
+	}
+	w := c.Watch(ctx, nil, nil, WatchOptions{AfterTS: mark, ProgressInterval: 10 * time.Millisecond})
+	defer w.Close()
+	seen := map[string]bool{}
+	for resolved := mark; resolved < last; {
+		if !w.Next() {
+			t.Fatalf("the resumed watch ended at %d, before the last put at %d: %v", resolved, last, w.Err())
+		}
+		u := w.Update()
+		for _, e := range u.Events {
+			if e.CommitTS <= mark || seen[string(e.Key)] || commits[string(e.Key)] != e.CommitTS {
+				t.Fatalf("resumed after %d: %s at %d", mark, e.Key, e.CommitTS)
+			}
+			seen[string(e.Key)] = true
+		}
+		resolved = u.Resolved
+	}
+	for k, ts := range commits {
+		if ts > mark && !seen[k] {
+			t.Fatalf("resumed after %d: the put of %s at %d did not come", mark, k, ts)
+		}
+	}
+	t.Logf("most buffered %.0f bytes of %d written; resumed after %d", most, puts*len(value), mark)
 }

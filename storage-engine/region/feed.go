@@ -132,6 +132,13 @@ func (s *Subscription) Take() ([]Change, error) {
 	return nil, s.err
 }
 
+// Buffered is how many bytes of changes the subscription holds untaken.
+func (s *Subscription) Buffered() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.bytes
+}
+
 // Close unregisters the subscription.
 func (s *Subscription) Close() {
 	f := &s.r.feeds

@@ -53,6 +53,8 @@ type KV struct {
 	// leases are the other stores' liveness leases as last read, to tell
 	// a region failing over (failingover.go).
 	leases peerLeases
+	// watches are the open Watch streams (watch.go).
+	watches watchSet
 }
 
 // NewKV serves store; fwd (may be nil) forwards the requests for other

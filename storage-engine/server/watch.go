@@ -15,8 +15,11 @@ package server
 import (
 	"bytes"
 	"errors"
+	"sync"
+	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -73,7 +76,9 @@ func (s *KV) Watch(req *kvpb.WatchRequest, stream kvpb.KV_WatchServer) error {
 	if err != nil {
 		return regionErr(a, err)
 	}
-	w := &watchStream{stream: stream, first: &kvpb.WatchResponse{Region: a.Name()}}
+	w := &watchStream{stream: stream, first: &kvpb.WatchResponse{Region: a.Name()}, sub: sub, set: &s.watches}
+	s.watches.add(w)
+	defer s.watches.remove(w)
 	if !bytes.Equal(stop, end) {
 		w.first.RegionEnd = bytes.Clone(stop)
 	}
@@ -98,6 +103,7 @@ func (s *KV) Watch(req *kvpb.WatchRequest, stream kvpb.KV_WatchServer) error {
 			}
 		case <-tick.C:
 			if cur := s.store.Route(routeKey); cur != a || a.released.Load() {
+				s.watches.ended[watchEndRegionChanged].Add(1)
 				return regionStatus(codes.Unavailable, a.Name(), "watch of region %s: the region moved, split or merged: resume from resolved_ts %d through its new owners", a.Name(), w.resolved)
 			}
 			r, err := e.ResolvedTS()
@@ -117,10 +123,64 @@ func (s *KV) Watch(req *kvpb.WatchRequest, stream kvpb.KV_WatchServer) error {
 // watchStream is one watch's answers being built and sent.
 type watchStream struct {
 	stream   kvpb.KV_WatchServer
+	sub      *region.Subscription
+	set      *watchSet
 	first    *kvpb.WatchResponse // the first answer's header, until sent
 	resp     kvpb.WatchResponse
 	size     int
 	resolved uint64 // the last mark sent
+	// markedAt is when the last mark was sent (Unix nanoseconds; the
+	// stream's start before the first), read by the metrics.
+	markedAt atomic.Int64
+}
+
+// watchSet is a store's open watches and what they have sent, for the
+// metrics (RegisterWatchMetrics).
+type watchSet struct {
+	mu      sync.Mutex
+	open    map[*watchStream]struct{}
+	events  atomic.Uint64
+	ended   [watchEndReasons]atomic.Uint64
+	started atomic.Uint64
+}
+
+// Why watches end, the reason label of bellows_watch_ended_total.
+const (
+	watchEndOverflow = iota
+	watchEndRegionChanged
+	watchEndReasons
+)
+
+var watchEndLabels = [watchEndReasons]string{"overflow", "region-changed"}
+
+func (s *watchSet) add(w *watchStream) {
+	w.markedAt.Store(time.Now().UnixNano())
+	s.mu.Lock()
+	if s.open == nil {
+		s.open = map[*watchStream]struct{}{}
+	}
+	s.open[w] = struct{}{}
+	s.mu.Unlock()
+	s.started.Add(1)
+}
+
+func (s *watchSet) remove(w *watchStream) {
+	s.mu.Lock()
+	delete(s.open, w)
+	s.mu.Unlock()
+}
+
+// stats are the open watches' count, buffered bytes, and the longest time
+// since one of them got a mark.
+func (s *watchSet) stats() (open int, buffered int, oldestMark time.Duration) {
+	now := time.Now().UnixNano()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for w := range s.open {
+		buffered += w.sub.Buffered()
+		oldestMark = max(oldestMark, time.Duration(now-w.markedAt.Load()))
+	}
+	return len(s.open), buffered, oldestMark
 }
 
 func (w *watchStream) add(c region.Change) error {
@@ -147,10 +207,15 @@ func (w *watchStream) take(a *Assignment, sub *region.Subscription) error {
 
 // mark sends the events gathered, then the resolved mark r when it is new.
 func (w *watchStream) mark(r uint64) error {
-	if r > w.resolved {
+	advanced := r > w.resolved
+	if advanced {
 		w.resp.ResolvedTs, w.resolved = r, r
 	}
-	return w.flush()
+	err := w.flush()
+	if err == nil && advanced {
+		w.markedAt.Store(time.Now().UnixNano())
+	}
+	return err
 }
 
 func (w *watchStream) flush() error {
@@ -162,6 +227,7 @@ func (w *watchStream) flush() error {
 		w.first = nil
 	}
 	err := w.stream.Send(&w.resp)
+	w.set.events.Add(uint64(len(w.resp.Events)))
 	w.resp = kvpb.WatchResponse{}
 	w.size = 0
 	return err
@@ -172,9 +238,39 @@ func (w *watchStream) ended(a *Assignment, err error) error {
 	var overflow *region.FeedOverflowError
 	switch {
 	case errors.As(err, &overflow):
+		w.set.ended[watchEndOverflow].Add(1)
 		return regionStatus(codes.ResourceExhausted, a.Name(), "watch of region %s: the watcher fell more than %d bytes behind the writes: resume from resolved_ts %d", a.Name(), overflow.BufferBytes, w.resolved)
 	case errors.Is(err, region.ErrClosed):
+		w.set.ended[watchEndRegionChanged].Add(1)
 		return regionStatus(codes.Unavailable, a.Name(), "watch of region %s: the region closed here (moved, split, merged or the store stopping): resume from resolved_ts %d", a.Name(), w.resolved)
 	}
 	return regionErr(a, err)
+}
+
+// RegisterWatchMetrics registers the metrics of kv's watches with reg.
+func RegisterWatchMetrics(reg prometheus.Registerer, kv *KV) {
+	w := &kv.watches
+	reg.MustRegister(
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "bellows_watches",
+			Help: "Watch streams this store serves (one per region a client's watch spans)."},
+			func() float64 { n, _, _ := w.stats(); return float64(n) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "bellows_watches_started_total",
+			Help: "Watch streams this store began serving (a resumed watch counts again)."},
+			func() float64 { return float64(w.started.Load()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "bellows_watch_events_total",
+			Help: "Changes this store sent to watches (a change sent again to a resumed watch counts again)."},
+			func() float64 { return float64(w.events.Load()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "bellows_watch_buffered_bytes",
+			Help: "Bytes of changes this store holds for its watches that their streams have not taken yet; each watch ends past contract.WatchBufferBytes."},
+			func() float64 { _, b, _ := w.stats(); return float64(b) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "bellows_watch_resolved_age_seconds",
+			Help: "The longest time since one of this store's watch streams was sent a resolved mark (0: none open): it grows when a region's resolved timestamp stops advancing, a lock held long or a consumer not reading."},
+			func() float64 { _, _, d := w.stats(); return d.Seconds() }),
+	)
+	for i, l := range watchEndLabels {
+		reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "bellows_watch_ended_total",
+			Help:        "Watch streams this store ended for their clients to resume, by reason: overflow (the consumer fell behind its buffer) or region-changed (a split, merge, move or the store stopping).",
+			ConstLabels: prometheus.Labels{"reason": l}},
+			func() float64 { return float64(w.ended[i].Load()) }))
+	}
 }
