@@ -45,20 +45,17 @@ func (s *KV) Watch(req *kvpb.WatchRequest, stream kvpb.KV_WatchServer) error {
 	if len(routeKey) == 0 {
 		routeKey = []byte{0} // the first key there can be: the same region
 	}
-	t, err := s.resolve(ctx, routeKey)
-	if err != nil {
-		return err
+	// Routed here, not by resolve: a watch is not forwarded (it would tie
+	// this store to the owner's stream), and its streams, reopened at
+	// every resumption, are not the requests a region's load counts.
+	a := s.store.Route(routeKey)
+	if a == nil {
+		return status.Errorf(codes.Unavailable, "watch from %q: the key's region is not served by this store: watch through its owner (see Regions)", req.Start)
 	}
-	if t.forward {
-		// A watch is not forwarded: it would tie this store to the
-		// owner's stream. The caller's region table is stale.
-		return regionStatus(codes.Unavailable, t.remote.Name, "watch from %q: region %s is not served by this store: watch through its owner (see Regions)", req.Start, t.remote.Name)
+	e, notOpen := a.Engine()
+	if e == nil {
+		return regionErr(a, notOpen)
 	}
-	e, err := t.engine()
-	if err != nil {
-		return err
-	}
-	a := t.local
 	stop := end
 	if a.Span.End != nil && (stop == nil || bytes.Compare(a.Span.End, stop) < 0) {
 		stop = a.Span.End
