@@ -16,7 +16,7 @@ IMAGE_ARCH  ?= $(shell $(GO) env GOARCH)
 CA_CERTS    ?= $(wildcard /etc/ssl/certs/ca-certificates.crt)
 TEST_TIMEOUT ?= 30m
 
-.PHONY: help all build release bench-failover bellows bellows-bench kubectl-plugin run test unit race prometheus-adapter lint vet staticcheck fmt-check generate verify-generated bench-engine bench-phases bench-ycsb bench-memstore bench-txn bench-backup clean envtest-bins chart-test helm promtool image cluster-bins cluster-up cluster-down e2e
+.PHONY: help all build release bench-failover bellows bellows-bench kubectl-plugin run test unit race prometheus-adapter lint vet staticcheck fmt-check generate verify-generated bench-engine bench-phases bench-ycsb bench-memstore bench-txn bench-watch bench-backup clean envtest-bins chart-test helm promtool image cluster-bins cluster-up cluster-down e2e
 
 ## all: the same as build
 all: build
@@ -187,6 +187,12 @@ bench-memstore: build
 ## about 9 minutes on two idle cores. Writes bench/results/txn.{json,md}
 bench-txn: build
 	$(BIN)/bellows-bench txn --out bench/results $(BENCH_ARGS)
+
+## bench-watch: how fast watches deliver changes (commit to delivery, p99 at 1000 puts/s) and what 4
+## watchers cost writers, against one `bellows store` process of four regions (bench/results/watch.md).
+## About two minutes.
+bench-watch: build
+	$(BIN)/bellows-bench watch --out bench/results $(BENCH_ARGS)
 
 ## bench-backup: what backups, restores and the WAL archive cost: 256 MiB in four in-process regions
 ## over a file bucket with a cost model (5ms + 100 MB/s per read or copy), a backup copying every

@@ -56,7 +56,7 @@ type WatchOptions struct {
 	AfterTS uint64
 	// ProgressInterval: how often the stores send resolved marks, which is
 	// how often updates come and bounds their delay (0: the stores'
-	// default, 100 ms).
+	// default, 50 ms).
 	ProgressInterval time.Duration
 }
 

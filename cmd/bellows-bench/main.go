@@ -19,7 +19,7 @@ func main() {
 		Short:        "Bellows benchmarks",
 		SilenceUsage: true,
 	}
-	root.AddCommand(newPhasesCommand(), newEngineCommand(), newYCSBCommand(), newMemstoreCommand(), newTxnCommand(), newBackupCommand(), newFailoverCommand(), newTraceWaitsCommand())
+	root.AddCommand(newPhasesCommand(), newEngineCommand(), newYCSBCommand(), newMemstoreCommand(), newTxnCommand(), newBackupCommand(), newFailoverCommand(), newTraceWaitsCommand(), newWatchCommand())
 	if err := root.Execute(); err != nil {
 		os.Exit(1)
 	}

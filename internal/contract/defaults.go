@@ -183,8 +183,10 @@ const (
 	// stream the same way.
 	WatchBufferBytes = 8 << 20
 	// DefaultWatchProgressInterval is how often a watch gets a resolved
-	// mark (when it asks for none other).
-	DefaultWatchProgressInterval = 100 * time.Millisecond
+	// mark (when it asks for none other): a client delivers a change once
+	// every region of its watch has resolved past it, so this bounds most
+	// of a change's delivery delay (bench/results/watch.md).
+	DefaultWatchProgressInterval = 50 * time.Millisecond
 )
 
 // The cluster clock (docs/clock.md).

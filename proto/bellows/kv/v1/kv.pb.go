@@ -2111,7 +2111,7 @@ type WatchRequest struct {
 	// retains).
 	AfterTs uint64 `protobuf:"varint,3,opt,name=after_ts,json=afterTs,proto3" json:"after_ts,omitempty"`
 	// progress_interval_ms: how often a resolved mark comes when nothing else
-	// does (0: the store's default, 100 ms).
+	// does (0: the store's default, 50 ms).
 	ProgressIntervalMs uint32 `protobuf:"varint,4,opt,name=progress_interval_ms,json=progressIntervalMs,proto3" json:"progress_interval_ms,omitempty"`
 	unknownFields      protoimpl.UnknownFields
 	sizeCache          protoimpl.SizeCache

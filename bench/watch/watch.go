@@ -1,0 +1,326 @@
+// Package watch measures what watches cost and how fast they deliver
+// (bellows-bench watch; docs/watch.md): the delay from a change's commit to
+// its delivery by client.Watch at a paced write rate, and the write
+// throughput of a store serving watchers against one serving none.
+//
+// Regime: one `bellows store` process of four regions (offload Disabled,
+// its WAL synced as shipped), the Go client in the bench process, on one
+// machine. Writes are puts of 100 B values to uniform keys over the four
+// regions, so every watch spans four streams and the client merges them.
+package watch
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/bellows-kv/bellows/bench/report"
+	"github.com/bellows-kv/bellows/client"
+	"github.com/bellows-kv/bellows/internal/childproc"
+)
+
+// Goals, stated before the run.
+const (
+	// LagP99Goal bounds the 99th percentile of a change's delivery delay
+	// (commit timestamp to Watcher.Next returning it) at Config.Rate
+	// writes/s, with the stores' default progress interval.
+	LagP99Goal = 100 * time.Millisecond
+	// ThroughputGoal: writes/s with Config.Watchers watchers of the whole
+	// key space at least this fraction of writes/s with none.
+	ThroughputGoal = 0.9
+)
+
+// Config is a run's settings.
+type Config struct {
+	Bellows  string        `json:"-"`
+	Runs     int           `json:"runs"`
+	Phase    time.Duration `json:"phase"`
+	Rate     int           `json:"rate"`     // paced writes/s in the lag section
+	Writers  int           `json:"writers"`  // closed-loop writers in the throughput section
+	Watchers int           `json:"watchers"` // watchers in the throughput section
+}
+
+// Default is the committed report's configuration.
+func Default() Config {
+	return Config{Runs: 3, Phase: 10 * time.Second, Rate: 1000, Writers: 4, Watchers: 4}
+}
+
+// Report is what a run measured.
+type Report struct {
+	Command    string            `json:"command"`
+	Provenance report.Provenance `json:"provenance"`
+	Config     Config            `json:"config"`
+	Lag        []LagRun          `json:"lag"`
+	Throughput Throughput        `json:"throughput"`
+}
+
+// LagRun is one run of the lag section.
+type LagRun struct {
+	Events  int     `json:"events"`
+	P50Ms   float64 `json:"p50_ms"`
+	P99Ms   float64 `json:"p99_ms"`
+	MaxMs   float64 `json:"max_ms"`
+	WritesS float64 `json:"writes_per_s"`
+}
+
+// Throughput is the throughput section.
+type Throughput struct {
+	Without  []float64 `json:"without_writes_per_s"`
+	With     []float64 `json:"with_writes_per_s"`
+	Ratios   []float64 `json:"ratios"`
+	Ratio    float64   `json:"ratio"`
+	Events   []int     `json:"events_delivered"`
+	Watchers int       `json:"watchers"`
+}
+
+// Run runs both sections against a store in work.
+func Run(ctx context.Context, cfg Config, work string, progress func(string)) (Report, error) {
+	rep := Report{Config: cfg}
+	addr, err := childproc.ReserveAddr()
+	if err != nil {
+		return rep, err
+	}
+	store, err := childproc.Start(ctx, cfg.Bellows, "store", work, "store",
+		"--create-bucket", "--bucket=file://"+filepath.Join(work, "bucket"), "--wal-dir="+filepath.Join(work, "wal"),
+		"--regions=4", "--offload=Disabled", "--listen="+addr, "--metrics-listen=127.0.0.1:0")
+	if err != nil {
+		return rep, err
+	}
+	defer store.Stop()
+	dial, cancel := context.WithTimeout(ctx, 30*time.Second)
+	c, err := client.New(dial, []string{addr}, client.Options{})
+	cancel()
+	if err != nil {
+		return rep, err
+	}
+	defer c.Close()
+	for run := range cfg.Runs {
+		progress(fmt.Sprintf("lag run %d/%d", run+1, cfg.Runs))
+		r, err := lagRun(ctx, c, cfg, uint64(run))
+		if err != nil {
+			return rep, err
+		}
+		rep.Lag = append(rep.Lag, r)
+		for _, watchers := range [][2]int{{0, cfg.Watchers}, {cfg.Watchers, 0}}[run%2] {
+			progress(fmt.Sprintf("throughput run %d/%d, %d watchers", run+1, cfg.Runs, watchers))
+			rate, events, err := throughputRun(ctx, c, cfg, watchers, uint64(run))
+			if err != nil {
+				return rep, err
+			}
+			if watchers == 0 {
+				rep.Throughput.Without = append(rep.Throughput.Without, rate)
+			} else {
+				rep.Throughput.With = append(rep.Throughput.With, rate)
+				rep.Throughput.Events = append(rep.Throughput.Events, events)
+			}
+		}
+		rep.Throughput.Ratios = append(rep.Throughput.Ratios, rep.Throughput.With[run]/rep.Throughput.Without[run])
+	}
+	rep.Throughput.Ratio = report.Median(rep.Throughput.Ratios)
+	rep.Throughput.Watchers = cfg.Watchers
+	return rep, nil
+}
+
+func key(rng *rand.Rand) []byte {
+	// The first byte spreads the keys over --regions=4 (cut by first byte).
+	return []byte(fmt.Sprintf("%c%015x", byte(rng.IntN(256)), rng.Uint64()))
+}
+
+var value = []byte(strings.Repeat("v", 100))
+
+// lagRun paces cfg.Rate puts/s for cfg.Phase under one watcher of every
+// key and measures each change's delay from its commit timestamp (the
+// store's hybrid clock, its wall time on this machine) to its delivery.
+func lagRun(ctx context.Context, c *client.Client, cfg Config, seed uint64) (LagRun, error) {
+	start := uint64(time.Now().UnixNano())
+	wctx, stop := context.WithCancel(ctx)
+	defer stop()
+	w := c.Watch(wctx, nil, nil, client.WatchOptions{AfterTS: start})
+	defer w.Close()
+	var lags []time.Duration
+	watched := make(chan error, 1)
+	var writesDone atomic.Uint64 // the newest acknowledged commit once the writers stopped
+	go func() {
+		for w.Next() {
+			now := time.Now()
+			for _, e := range w.Update().Events {
+				lags = append(lags, now.Sub(time.Unix(0, int64(e.CommitTS))))
+			}
+			if last := writesDone.Load(); last != 0 && w.Update().Resolved >= last {
+				watched <- nil
+				return
+			}
+		}
+		watched <- w.Err()
+	}()
+	const pacers = 8
+	interval := time.Duration(float64(time.Second) * pacers / float64(cfg.Rate))
+	var newest atomic.Uint64
+	var wrote atomic.Int64
+	var wg sync.WaitGroup
+	errs := make(chan error, pacers)
+	deadline := time.Now().Add(cfg.Phase)
+	for p := range pacers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rng := rand.New(rand.NewPCG(seed, uint64(p)))
+			next := time.Now().Add(time.Duration(p) * interval / pacers)
+			for next.Before(deadline) {
+				time.Sleep(time.Until(next)) // pacing, not synchronization
+				next = next.Add(interval)
+				r, err := c.Put(ctx, key(rng), value)
+				if err != nil {
+					errs <- err
+					return
+				}
+				wrote.Add(1)
+				for {
+					n := newest.Load()
+					if r.CommitTS <= n || newest.CompareAndSwap(n, r.CommitTS) {
+						break
+					}
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	if err := <-errs; err != nil {
+		return LagRun{}, err
+	}
+	writesDone.Store(newest.Load())
+	select {
+	case err := <-watched:
+		if err != nil {
+			return LagRun{}, err
+		}
+	case <-time.After(30 * time.Second):
+		return LagRun{}, fmt.Errorf("the watcher had not delivered the last write 30 s after it")
+	}
+	slices.Sort(lags)
+	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+	pct := func(q float64) time.Duration { return lags[min(len(lags)-1, int(q*float64(len(lags))))] }
+	if len(lags) == 0 {
+		return LagRun{}, fmt.Errorf("no change was delivered")
+	}
+	return LagRun{Events: len(lags), P50Ms: ms(pct(0.5)), P99Ms: ms(pct(0.99)), MaxMs: ms(lags[len(lags)-1]),
+		WritesS: float64(wrote.Load()) / cfg.Phase.Seconds()}, nil
+}
+
+// throughputRun runs cfg.Writers closed-loop writers for cfg.Phase with
+// watchers watchers of every key, and returns the writes/s and the
+// changes the watchers delivered.
+func throughputRun(ctx context.Context, c *client.Client, cfg Config, watchers int, seed uint64) (float64, int, error) {
+	wctx, stop := context.WithCancel(ctx)
+	defer stop()
+	var delivered atomic.Int64
+	var following sync.WaitGroup
+	for range watchers {
+		following.Add(1)
+		w := c.Watch(wctx, nil, nil, client.WatchOptions{AfterTS: uint64(time.Now().UnixNano())})
+		go func() {
+			defer following.Done()
+			defer w.Close()
+			for w.Next() {
+				delivered.Add(int64(len(w.Update().Events)))
+			}
+		}()
+	}
+	var wrote atomic.Int64
+	var wg sync.WaitGroup
+	errs := make(chan error, cfg.Writers)
+	deadline := time.Now().Add(cfg.Phase)
+	for i := range cfg.Writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rng := rand.New(rand.NewPCG(seed, 100+uint64(i)))
+			for time.Now().Before(deadline) {
+				if _, err := c.Put(ctx, key(rng), value); err != nil {
+					errs <- err
+					return
+				}
+				wrote.Add(1)
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	if err := <-errs; err != nil {
+		return 0, 0, err
+	}
+	stop()
+	following.Wait()
+	return float64(wrote.Load()) / cfg.Phase.Seconds(), int(delivered.Load()), nil
+}
+
+// Write writes watch.json and watch.md into dir.
+func Write(dir string, rep Report) error { return report.Write(dir, "watch", rep, Markdown(rep)) }
+
+// Markdown is the report.
+func Markdown(rep Report) string {
+	var b strings.Builder
+	b.WriteString("# Watches: delivery delay and what watchers cost writers\n\n")
+	b.WriteString(report.Header(rep.Command, rep.Provenance))
+	cfg := rep.Config
+	worst := 0.0
+	var p99s []float64
+	for _, r := range rep.Lag {
+		worst = max(worst, r.P99Ms)
+		p99s = append(p99s, r.P99Ms)
+	}
+	lagMet := worst <= float64(LagP99Goal.Milliseconds())
+	tpMet := rep.Throughput.Ratio >= ThroughputGoal
+	fmt.Fprintf(&b, "**Goals, stated before the run:** a change's delivery delay p99 ≤ %d ms at %d puts/s, judged by the worst run; "+
+		"write throughput with %d watchers ≥ %.1f× without, judged by the median of %d interleaved pairs.\n\n",
+		LagP99Goal.Milliseconds(), cfg.Rate, cfg.Watchers, ThroughputGoal, cfg.Runs)
+	fmt.Fprintf(&b, "**Verdict:** delay p99 %s (worst run %.1f ms, median %.1f ms); throughput %s (%.2f×, pairs %s).\n\n",
+		verdict(lagMet), worst, report.Median(p99s), verdict(tpMet), rep.Throughput.Ratio, ratios(rep.Throughput.Ratios))
+	b.WriteString("**Regime:** one `bellows store` process of four regions (offload Disabled), the Go client in the bench process, " +
+		"puts of 100 B values to uniform keys over the four regions: every watch is four streams the client merges. " +
+		"The delay is measured from a change's commit timestamp (the store's hybrid clock, which is its wall clock on this machine) " +
+		"to the return of `Watcher.Next` that delivers it; a watcher delivers a change once every region has resolved past it, " +
+		"so the stores' progress interval (default 50 ms) bounds most of it. The change feed read from the bucket is not built, " +
+		"and not measured.\n\n")
+	b.WriteString("## Delivery delay\n\n")
+	fmt.Fprintf(&b, "%d puts/s paced by 8 writers for %s, one watcher of every key.\n\n", cfg.Rate, cfg.Phase)
+	b.WriteString("| run | puts/s | changes delivered | p50 ms | p99 ms | max ms |\n|---|---|---|---|---|---|\n")
+	for i, r := range rep.Lag {
+		fmt.Fprintf(&b, "| %d | %.0f | %d | %.1f | %.1f | %.1f |\n", i+1, r.WritesS, r.Events, r.P50Ms, r.P99Ms, r.MaxMs)
+	}
+	b.WriteString("\n## Write throughput with watchers\n\n")
+	fmt.Fprintf(&b, "%d closed-loop writers for %s each phase, with %d watchers of every key and with none, in alternating order.\n\n",
+		cfg.Writers, cfg.Phase, cfg.Watchers)
+	b.WriteString("| run | puts/s without | puts/s with | ratio | changes delivered (all watchers) |\n|---|---|---|---|---|\n")
+	for i := range rep.Throughput.Ratios {
+		fmt.Fprintf(&b, "| %d | %.0f | %.0f | %.2f | %d |\n", i+1, rep.Throughput.Without[i], rep.Throughput.With[i], rep.Throughput.Ratios[i], rep.Throughput.Events[i])
+	}
+	b.WriteString("\n")
+	return b.String()
+}
+
+func verdict(met bool) string {
+	if met {
+		return "met"
+	}
+	return "missed"
+}
+
+func ratios(v []float64) string {
+	s := make([]string, len(v))
+	for i, r := range v {
+		s[i] = fmt.Sprintf("%.2f", r)
+	}
+	return strings.Join(s, ", ")
+}
+
+// Dir is a temporary directory for a run.
+func Dir() (string, error) { return os.MkdirTemp("", "bellows-bench-watch-") }
