@@ -17,7 +17,6 @@ import (
 	"fmt"
 	"io"
 	"slices"
-	"strconv"
 	"time"
 
 	"github.com/cenkalti/backoff/v5"
@@ -71,10 +70,16 @@ type Watcher struct {
 	parts    map[int]*watchPart
 	nextID   int
 	pending  []WatchEvent
-	seen     map[string]bool // key and commit timestamp of pending
+	seen     map[eventID]bool // the changes in pending
 	resolved uint64
 	cur      WatchUpdate
 	err      error
+}
+
+// eventID names a change: its key and commit timestamp.
+type eventID struct {
+	key string
+	ts  uint64
 }
 
 // watchPart is a key range one stream serves.
@@ -99,7 +104,7 @@ type watchMsg struct {
 // through their splits, merges, moves and failovers.
 func (c *Client) Watch(ctx context.Context, start, end []byte, opts WatchOptions) *Watcher {
 	ctx, cancel := context.WithCancel(ctx)
-	w := &Watcher{c: c, ctx: ctx, cancel: cancel, opts: opts, msgs: make(chan watchMsg, 16), parts: map[int]*watchPart{}, seen: map[string]bool{}, resolved: opts.AfterTS}
+	w := &Watcher{c: c, ctx: ctx, cancel: cancel, opts: opts, msgs: make(chan watchMsg, 16), parts: map[int]*watchPart{}, seen: map[eventID]bool{}, resolved: opts.AfterTS}
 	if len(end) > 0 && bytes.Compare(start, end) >= 0 {
 		w.err = fmt.Errorf("bellows client: watch of [%q, %q): start must be below end", start, end)
 		return w
@@ -144,7 +149,7 @@ func (w *Watcher) apply(m watchMsg) bool {
 		return false
 	}
 	for _, e := range m.events {
-		id := string(e.Key) + "\x00" + strconv.FormatUint(e.CommitTs, 10)
+		id := eventID{string(e.Key), e.CommitTs}
 		if e.CommitTs <= p.resolved || e.CommitTs <= w.resolved || w.seen[id] {
 			continue
 		}
@@ -163,7 +168,7 @@ func (w *Watcher) apply(m watchMsg) bool {
 	for _, e := range w.pending {
 		if e.CommitTS <= low {
 			out = append(out, e)
-			delete(w.seen, string(e.Key)+"\x00"+strconv.FormatUint(e.CommitTS, 10))
+			delete(w.seen, eventID{string(e.Key), e.CommitTS})
 		} else {
 			keep = append(keep, e)
 		}

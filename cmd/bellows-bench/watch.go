@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -14,7 +15,7 @@ import (
 
 func newWatchCommand() *cobra.Command {
 	cfg := watch.Default()
-	var out, bellows string
+	var out, bellows, cpuprofile string
 	cmd := &cobra.Command{
 		Use:   "watch",
 		Short: "How fast watches deliver changes, and what watchers cost writers",
@@ -38,6 +39,17 @@ func newWatchCommand() *cobra.Command {
 				return err
 			}
 			defer os.RemoveAll(work)
+			if cpuprofile != "" {
+				f, err := os.Create(cpuprofile)
+				if err != nil {
+					return err
+				}
+				defer f.Close()
+				if err := pprof.StartCPUProfile(f); err != nil {
+					return err
+				}
+				defer pprof.StopCPUProfile()
+			}
 			prov := report.Now()
 			rep, err := watch.Run(ctx, cfg, work, func(s string) { fmt.Fprintln(cmd.ErrOrStderr(), s) })
 			if err != nil {
@@ -57,6 +69,7 @@ func newWatchCommand() *cobra.Command {
 	cmd.Flags().IntVar(&cfg.Rate, "rate", cfg.Rate, "paced puts/s in the lag section")
 	cmd.Flags().IntVar(&cfg.Writers, "writers", cfg.Writers, "closed-loop writers in the throughput section")
 	cmd.Flags().IntVar(&cfg.Watchers, "watchers", cfg.Watchers, "watchers in the throughput section")
+	cmd.Flags().StringVar(&cpuprofile, "cpuprofile", "", "write a CPU profile of this process (the client's writers and watchers) to this file")
 	cmd.Flags().StringVar(&bellows, "bellows", "", "the bellows binary for the store (default: bellows next to this binary, then $PATH)")
 	return cmd
 }

@@ -39,6 +39,7 @@ import (
 	"sync/atomic"
 
 	"github.com/bellows-kv/bellows/storage-engine/kv"
+	"github.com/bellows-kv/bellows/storage-engine/manifest"
 )
 
 // Change is one committed version of a key: a put (Value; Expiry when it
@@ -75,12 +76,15 @@ func (e *FeedOverflowError) Error() string {
 }
 
 // Subscription is a live feed of a key range's new versions. Its consumer
-// calls Take when Ready signals, and Close when done.
+// calls Take as often as it delivers (a watch: every progress interval),
+// watches Ended for the feed's end, and calls Close when done. Publishing
+// wakes no one: a wake-up per write per watch cost more than the watch's
+// sending did.
 type Subscription struct {
 	r          *Region
 	start, end []byte
 	limit      int
-	ready      chan struct{} // one token: something to take, or the end
+	ended      chan struct{} // closed at the feed's end (err set)
 	mu         sync.Mutex
 	buf        []Change
 	bytes      int
@@ -99,7 +103,7 @@ type feeds struct {
 // them for its consumer.
 func (r *Region) Subscribe(start, end []byte, bufferBytes int) (*Subscription, error) {
 	start, end = r.clip(start, end)
-	s := &Subscription{r: r, start: bytes.Clone(start), end: bytes.Clone(end), limit: bufferBytes, ready: make(chan struct{}, 1)}
+	s := &Subscription{r: r, start: bytes.Clone(start), end: bytes.Clone(end), limit: bufferBytes, ended: make(chan struct{})}
 	r.mu.RLock()
 	defer r.mu.RUnlock()
 	if r.closed {
@@ -116,8 +120,9 @@ func (r *Region) Subscribe(start, end []byte, bufferBytes int) (*Subscription, e
 	return s, nil
 }
 
-// Ready signals when Take has something: changes, or the subscription's end.
-func (s *Subscription) Ready() <-chan struct{} { return s.ready }
+// Ended is closed when the feed ended (Take then returns why, once the
+// buffer is empty): an overflow, or the region closing.
+func (s *Subscription) Ended() <-chan struct{} { return s.ended }
 
 // Take returns the buffered changes, oldest first, and the error that
 // ended the subscription (once the buffer is empty).
@@ -148,20 +153,11 @@ func (s *Subscription) Close() {
 	f.mu.Unlock()
 }
 
-// stop ends s with err (the first one stays).
-func (s *Subscription) stop(err error) {
-	s.mu.Lock()
+// stop ends s with err (the first one stays). The caller holds s.mu.
+func (s *Subscription) stopLocked(err error) {
 	if s.err == nil {
 		s.err = err
-	}
-	s.mu.Unlock()
-	s.signal()
-}
-
-func (s *Subscription) signal() {
-	select {
-	case s.ready <- struct{}{}:
-	default:
+		close(s.ended)
 	}
 }
 
@@ -174,30 +170,28 @@ func (f *feeds) publish(ops []op, ts uint64) {
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	// Each change is made once and shared: subscribers never modify one.
+	changes := make([]Change, len(ops))
+	for i, o := range ops {
+		changes[i] = changeOf(o.key, ts, o.kind, o.value)
+	}
 	for s := range f.subs {
-		added := false
 		s.mu.Lock()
-		for _, o := range ops {
+		for _, c := range changes {
 			if s.err != nil {
 				break
 			}
-			if bytes.Compare(o.key, s.start) < 0 || (s.end != nil && bytes.Compare(o.key, s.end) >= 0) {
+			if bytes.Compare(c.Key, s.start) < 0 || (s.end != nil && bytes.Compare(c.Key, s.end) >= 0) {
 				continue
 			}
-			c := changeOf(o.key, ts, o.kind, o.value)
 			if s.bytes += len(c.Key) + len(c.Value) + 32; s.bytes > s.limit {
-				s.err = &FeedOverflowError{BufferBytes: s.limit}
 				s.buf, s.bytes = nil, 0
-				added = true
+				s.stopLocked(&FeedOverflowError{BufferBytes: s.limit})
 				break
 			}
 			s.buf = append(s.buf, c)
-			added = true
 		}
 		s.mu.Unlock()
-		if added {
-			s.signal()
-		}
 	}
 }
 
@@ -210,7 +204,9 @@ func (f *feeds) closeAll(err error) {
 	}
 	f.mu.Unlock()
 	for _, s := range subs {
-		s.stop(err)
+		s.mu.Lock()
+		s.stopLocked(err)
+		s.mu.Unlock()
 	}
 }
 
@@ -226,6 +222,21 @@ func (r *Region) ResolvedTS() (uint64, error) {
 		t = m - 1
 	}
 	return t, nil
+}
+
+// OldestLock is the held lock with the oldest start, which holds the
+// resolved timestamp back (ResolvedTS).
+func (r *Region) OldestLock() (manifest.TxnLock, bool) {
+	r.txn.mu.Lock()
+	defer r.txn.mu.Unlock()
+	var oldest manifest.TxnLock
+	found := false
+	for _, l := range r.txn.locks {
+		if !found || l.StartTS < oldest.StartTS {
+			oldest, found = l, true
+		}
+	}
+	return oldest, found
 }
 
 // Changes calls f with every version the region holds of a key in [start,

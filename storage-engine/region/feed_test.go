@@ -71,7 +71,6 @@ func TestChangesAfterATimestampAndLive(t *testing.T) {
 	if resolved, err := r.ResolvedTS(); err != nil || resolved < commitTS {
 		t.Fatalf("resolved %d after the commit at %d: %v", resolved, commitTS, err)
 	}
-	<-sub.Ready()
 	got, err := sub.Take()
 	if err != nil || len(got) != 1 || changeString(got[0]) != fmt.Sprintf("b@%d=txn", commitTS) {
 		t.Fatalf("live: %v %v, want b's commit at %d", got, err, commitTS)
@@ -102,7 +101,7 @@ func TestASubscriptionThatFallsBehindEnds(t *testing.T) {
 		t.Fatalf("the other: %d changes, %v", len(got), err)
 	}
 	_ = r.Close()
-	<-other.Ready()
+	<-other.Ended()
 	if _, err := other.Take(); !errors.Is(err, ErrClosed) {
 		t.Fatalf("after the region closed: %v, want ErrClosed", err)
 	}

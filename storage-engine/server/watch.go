@@ -14,6 +14,7 @@ package server
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"sync"
 	"sync/atomic"
@@ -87,15 +88,17 @@ func (s *KV) Watch(req *kvpb.WatchRequest, stream kvpb.KV_WatchServer) error {
 	}
 	tick := time.NewTicker(interval)
 	defer tick.Stop()
+	settleAfter, stuckSince := 5*interval, time.Now()
 	for {
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
-		case <-sub.Ready():
+		case <-sub.Ended():
+			// What was gathered before the end is sent first.
 			if err := w.take(a, sub); err != nil {
 				return err
 			}
-			if err := w.flush(); err != nil {
+			if err := w.take(a, sub); err != nil {
 				return err
 			}
 		case <-tick.C:
@@ -107,6 +110,15 @@ func (s *KV) Watch(req *kvpb.WatchRequest, stream kvpb.KV_WatchServer) error {
 			if err != nil {
 				return w.ended(a, err)
 			}
+			if r > w.resolved {
+				stuckSince = time.Now()
+			} else if time.Since(stuckSince) > settleAfter {
+				// A lock holds the mark back: one a commit left behind
+				// (its region split or moved under the commit) is rolled
+				// forward or back at once, not at its TTL.
+				s.settleOldestLock(ctx, a, e, r)
+				stuckSince = time.Now()
+			}
 			if err := w.take(a, sub); err != nil {
 				return err
 			}
@@ -115,6 +127,19 @@ func (s *KV) Watch(req *kvpb.WatchRequest, stream kvpb.KV_WatchServer) error {
 			}
 		}
 	}
+}
+
+// settleOldestLock asks the resolver to settle the oldest lock of region
+// e if it holds the resolved timestamp r back: a lock whose transaction
+// committed or rolled back is resolved to match; one still being committed
+// stays (no wait).
+func (s *KV) settleOldestLock(ctx context.Context, a *Assignment, e *region.Region, r uint64) {
+	_ = s.resolver.WithLocksNoWait(ctx, s.txnRegion(target{local: a, eng: e}), func() error {
+		if l, ok := e.OldestLock(); ok && l.StartTS <= r+1 {
+			return &region.LockedError{Key: l.Key, Lock: l}
+		}
+		return nil
+	})
 }
 
 // watchStream is one watch's answers being built and sent.

@@ -93,6 +93,12 @@ func (res *Resolver) WithLocks(ctx context.Context, r Region, op func() error) e
 	return res.withLocks(ctx, r, op, true)
 }
 
+// WithLocksNoWait is WithLocks that never waits: a lock whose transaction
+// is still being committed ends it with op's *LockedError.
+func (res *Resolver) WithLocksNoWait(ctx context.Context, r Region, op func() error) error {
+	return res.withLocks(ctx, r, op, false)
+}
+
 // withLocks is WithLocks; without wait, a lock whose transaction is still
 // being committed ends it with op's *LockedError instead of a wait.
 func (res *Resolver) withLocks(ctx context.Context, r Region, op func() error, wait bool) error {
