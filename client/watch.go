@@ -7,7 +7,9 @@ package client
 // the range has resolved past them, in commit-timestamp order, so its
 // position is one timestamp: every change at or below the last mark it
 // delivered has been delivered, none above it. A change a resumed stream
-// sends again (above its mark) is dropped by key and commit timestamp.
+// sends again (above its mark) is dropped by key and commit timestamp; a
+// stream itself sends each change once (the store drops the overlap of its
+// catch-up and its live feed).
 
 import (
 	"bytes"
@@ -70,7 +72,6 @@ type Watcher struct {
 	parts    map[int]*watchPart
 	nextID   int
 	pending  []WatchEvent
-	seen     map[eventID]bool // the changes in pending
 	resolved uint64
 	cur      WatchUpdate
 	err      error
@@ -86,6 +87,11 @@ type eventID struct {
 type watchPart struct {
 	start, end []byte
 	resolved   uint64
+	// resent: a resumed stream sends again the changes above resolved that
+	// an earlier one sent, at or below resent; pendingAtResume names them
+	// (nil when none may come again).
+	resent          uint64
+	pendingAtResume map[eventID]bool
 }
 
 // watchMsg is what a part's stream tells the Watcher: events, a mark, its
@@ -96,6 +102,7 @@ type watchMsg struct {
 	events   []*kvpb.WatchEvent
 	resolved uint64
 	split    []byte
+	resumed  bool // a new stream of the part starts
 	err      error
 }
 
@@ -104,7 +111,7 @@ type watchMsg struct {
 // through their splits, merges, moves and failovers.
 func (c *Client) Watch(ctx context.Context, start, end []byte, opts WatchOptions) *Watcher {
 	ctx, cancel := context.WithCancel(ctx)
-	w := &Watcher{c: c, ctx: ctx, cancel: cancel, opts: opts, msgs: make(chan watchMsg, 16), parts: map[int]*watchPart{}, seen: map[eventID]bool{}, resolved: opts.AfterTS}
+	w := &Watcher{c: c, ctx: ctx, cancel: cancel, opts: opts, msgs: make(chan watchMsg, 16), parts: map[int]*watchPart{}, resolved: opts.AfterTS}
 	if len(end) > 0 && bytes.Compare(start, end) >= 0 {
 		w.err = fmt.Errorf("bellows client: watch of [%q, %q): start must be below end", start, end)
 		return w
@@ -148,15 +155,30 @@ func (w *Watcher) apply(m watchMsg) bool {
 		p.end = m.split
 		return false
 	}
+	if m.resumed {
+		// What the part received above its mark may come again.
+		p.pendingAtResume = map[eventID]bool{}
+		for _, e := range w.pending {
+			if e.CommitTS > p.resolved && bytes.Compare(e.Key, p.start) >= 0 && (len(p.end) == 0 || bytes.Compare(e.Key, p.end) < 0) {
+				p.pendingAtResume[eventID{string(e.Key), e.CommitTS}] = true
+				p.resent = max(p.resent, e.CommitTS)
+			}
+		}
+		return false
+	}
 	for _, e := range m.events {
-		id := eventID{string(e.Key), e.CommitTs}
-		if e.CommitTs <= p.resolved || e.CommitTs <= w.resolved || w.seen[id] {
+		if e.CommitTs <= p.resolved || e.CommitTs <= w.resolved {
 			continue
 		}
-		w.seen[id] = true
+		if e.CommitTs <= p.resent && p.pendingAtResume[eventID{string(e.Key), e.CommitTs}] {
+			continue
+		}
 		w.pending = append(w.pending, WatchEvent{Key: e.Key, Value: e.Value, CommitTS: e.CommitTs, Delete: e.Delete, Expiry: e.ExpiryTs})
 	}
 	p.resolved = max(p.resolved, m.resolved)
+	if p.resolved >= p.resent {
+		p.pendingAtResume = nil
+	}
 	low := p.resolved
 	for _, q := range w.parts {
 		low = min(low, q.resolved)
@@ -168,7 +190,6 @@ func (w *Watcher) apply(m watchMsg) bool {
 	for _, e := range w.pending {
 		if e.CommitTS <= low {
 			out = append(out, e)
-			delete(w.seen, eventID{string(e.Key), e.CommitTS})
 		} else {
 			keep = append(keep, e)
 		}
@@ -209,7 +230,10 @@ func (w *Watcher) send(m watchMsg) bool {
 func (w *Watcher) follow(id int, start, end []byte, after uint64) {
 	b := backoff.NewExponentialBackOff()
 	b.InitialInterval, b.MaxInterval = w.c.opts.RetryInitial, w.c.opts.RetryMax
-	for w.ctx.Err() == nil {
+	for streams := 0; w.ctx.Err() == nil; streams++ {
+		if streams > 0 && !w.send(watchMsg{part: id, resumed: true}) {
+			return
+		}
 		err := w.stream(id, start, &end, &after, b)
 		if w.ctx.Err() != nil {
 			return

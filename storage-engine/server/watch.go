@@ -80,7 +80,16 @@ func (s *KV) Watch(req *kvpb.WatchRequest, stream kvpb.KV_WatchServer) error {
 	if !bytes.Equal(stop, end) {
 		w.first.RegionEnd = bytes.Clone(stop)
 	}
-	if err := e.Changes(ctx, req.Start, stop, req.AfterTs, w.add); err != nil {
+	// The catch-up's changes above resolved may also be in the feed: the
+	// feed's copies of those are dropped (take).
+	w.overlap = map[changeID]bool{}
+	if err := e.Changes(ctx, req.Start, stop, req.AfterTs, func(c region.Change) error {
+		if c.TS > resolved {
+			w.overlap[changeID{string(c.Key), c.TS}] = true
+			w.overlapTo = max(w.overlapTo, c.TS)
+		}
+		return w.add(c)
+	}); err != nil {
 		return regionErr(a, err)
 	}
 	if err := w.mark(max(resolved, req.AfterTs)); err != nil {
@@ -151,6 +160,10 @@ type watchStream struct {
 	resp     kvpb.WatchResponse
 	size     int
 	resolved uint64 // the last mark sent
+	// overlap are the catch-up's changes the live feed may send again
+	// (none above overlapTo).
+	overlap   map[changeID]bool
+	overlapTo uint64
 	// markedAt is when the last mark was sent (Unix nanoseconds; the
 	// stream's start before the first), read by the metrics.
 	markedAt atomic.Int64
@@ -220,11 +233,23 @@ func (w *watchStream) take(a *Assignment, sub *region.Subscription) error {
 		return w.ended(a, err)
 	}
 	for _, c := range changes {
+		if c.TS <= w.overlapTo && w.overlap[changeID{string(c.Key), c.TS}] {
+			continue
+		}
 		if err := w.add(c); err != nil {
 			return err
 		}
 	}
+	// Every version the catch-up read was published before it began, so
+	// before this take: later ones are new.
+	w.overlap, w.overlapTo = nil, 0
 	return nil
+}
+
+// changeID names a change: its key and commit timestamp.
+type changeID struct {
+	key string
+	ts  uint64
 }
 
 // mark sends the events gathered, then the resolved mark r when it is new.
