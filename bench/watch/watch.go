@@ -72,7 +72,7 @@ type LagRun struct {
 
 // Throughput is the throughput section.
 type Throughput struct {
-	Without  []float64 `json:"without_writes_per_s"`
+	Without  []float64 `json:"without_writes_per_s"` // the mean of the phases before and after With's
 	With     []float64 `json:"with_writes_per_s"`
 	Ratios   []float64 `json:"ratios"`
 	Ratio    float64   `json:"ratio"`
@@ -108,19 +108,25 @@ func Run(ctx context.Context, cfg Config, work string, progress func(string)) (R
 			return rep, err
 		}
 		rep.Lag = append(rep.Lag, r)
-		for _, watchers := range [][2]int{{0, cfg.Watchers}, {cfg.Watchers, 0}}[run%2] {
+		// Without, with, without: the store slows as its data grows, and
+		// the mean of the two phases around the one with watchers cancels
+		// that trend (an A-then-B pair would charge it to whichever ran
+		// second).
+		var without []float64
+		for i, watchers := range []int{0, cfg.Watchers, 0} {
 			progress(fmt.Sprintf("throughput run %d/%d, %d watchers", run+1, cfg.Runs, watchers))
-			rate, events, err := throughputRun(ctx, c, cfg, watchers, uint64(run))
+			rate, events, err := throughputRun(ctx, c, cfg, watchers, uint64(3*run+i))
 			if err != nil {
 				return rep, err
 			}
 			if watchers == 0 {
-				rep.Throughput.Without = append(rep.Throughput.Without, rate)
+				without = append(without, rate)
 			} else {
 				rep.Throughput.With = append(rep.Throughput.With, rate)
 				rep.Throughput.Events = append(rep.Throughput.Events, events)
 			}
 		}
+		rep.Throughput.Without = append(rep.Throughput.Without, (without[0]+without[1])/2)
 		rep.Throughput.Ratios = append(rep.Throughput.Ratios, rep.Throughput.With[run]/rep.Throughput.Without[run])
 	}
 	rep.Throughput.Ratio = report.Median(rep.Throughput.Ratios)
@@ -280,7 +286,7 @@ func Markdown(rep Report) string {
 	lagMet := worst <= float64(LagP99Goal.Milliseconds())
 	tpMet := rep.Throughput.Ratio >= ThroughputGoal
 	fmt.Fprintf(&b, "**Goals, stated before the run:** a change's delivery delay p99 ≤ %d ms at %d puts/s, judged by the worst run; "+
-		"write throughput with %d watchers ≥ %.1f× without, judged by the median of %d interleaved pairs.\n\n",
+		"write throughput with %d watchers ≥ %.1f× without, judged by the median of %d runs.\n\n",
 		LagP99Goal.Milliseconds(), cfg.Rate, cfg.Watchers, ThroughputGoal, cfg.Runs)
 	fmt.Fprintf(&b, "**Verdict:** delay p99 %s (worst run %.1f ms, median %.1f ms); throughput %s (%.2f×, pairs %s).\n\n",
 		verdict(lagMet), worst, report.Median(p99s), verdict(tpMet), rep.Throughput.Ratio, ratios(rep.Throughput.Ratios))
@@ -297,9 +303,10 @@ func Markdown(rep Report) string {
 		fmt.Fprintf(&b, "| %d | %.0f | %d | %.1f | %.1f | %.1f |\n", i+1, r.WritesS, r.Events, r.P50Ms, r.P99Ms, r.MaxMs)
 	}
 	b.WriteString("\n## Write throughput with watchers\n\n")
-	fmt.Fprintf(&b, "%d closed-loop writers for %s each phase, with %d watchers of every key and with none, in alternating order.\n\n",
-		cfg.Writers, cfg.Phase, cfg.Watchers)
-	b.WriteString("| run | puts/s without | puts/s with | ratio | changes delivered (all watchers) |\n|---|---|---|---|---|\n")
+	fmt.Fprintf(&b, "%d closed-loop writers for %s each phase; each run measures without watchers, with %d watchers of every key, "+
+		"and without again, and divides by the mean of the two phases without (the store slows as its data grows; the mean "+
+		"around the phase with watchers cancels that trend).\n\n", cfg.Writers, cfg.Phase, cfg.Watchers)
+	b.WriteString("| run | puts/s without (mean of 2) | puts/s with | ratio | changes delivered (all watchers) |\n|---|---|---|---|---|\n")
 	for i := range rep.Throughput.Ratios {
 		fmt.Fprintf(&b, "| %d | %.0f | %.0f | %.2f | %d |\n", i+1, rep.Throughput.Without[i], rep.Throughput.With[i], rep.Throughput.Ratios[i], rep.Throughput.Events[i])
 	}
