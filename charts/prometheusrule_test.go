@@ -103,6 +103,7 @@ var wantAlerts = []string{
 	"BellowsClockOffsetTooLarge",     // a store refusing requests for its clock
 	"BellowsLivenessLeaseLost",       // a running store that cannot renew its liveness lease
 	"BellowsRegionsWithoutLiveOwner", // regions the map gives to a dead store, not failed over
+	"BellowsWatchStalled",            // a watch stream without a resolved mark for 5 minutes
 	"BellowsBackupTooOld",            // a ScheduledBackup without a recent backup
 	"BellowsWALArchiveLagging",       // a region's WAL not reaching the archive
 }
