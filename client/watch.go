@@ -120,11 +120,25 @@ func (c *Client) Watch(ctx context.Context, start, end []byte, opts WatchOptions
 	return w
 }
 
-func (w *Watcher) startPart(start, end []byte, after uint64) {
+func (w *Watcher) startPart(start, end []byte, after uint64) *watchPart {
 	id := w.nextID
 	w.nextID++
-	w.parts[id] = &watchPart{start: start, end: end, resolved: after}
+	p := &watchPart{start: start, end: end, resolved: after}
+	w.parts[id] = p
 	go w.follow(id, start, end, after)
+	return p
+}
+
+// expectRepeats notes that a new stream of part p will send again what
+// was received of p's range above its mark (pending).
+func (w *Watcher) expectRepeats(p *watchPart) {
+	p.pendingAtResume = map[eventID]bool{}
+	for _, e := range w.pending {
+		if e.CommitTS > p.resolved && bytes.Compare(e.Key, p.start) >= 0 && (len(p.end) == 0 || bytes.Compare(e.Key, p.end) < 0) {
+			p.pendingAtResume[eventID{string(e.Key), e.CommitTS}] = true
+			p.resent = max(p.resent, e.CommitTS)
+		}
+	}
 }
 
 // Next waits for the next update; false when the watch ended (Err says
@@ -151,19 +165,15 @@ func (w *Watcher) Next() bool {
 func (w *Watcher) apply(m watchMsg) bool {
 	p := w.parts[m.part]
 	if m.split != nil {
-		w.startPart(bytes.Clone(m.split), p.end, p.resolved)
+		// The new part's stream starts from the mark: what the earlier
+		// stream sent of its range above it comes again.
+		q := w.startPart(bytes.Clone(m.split), p.end, p.resolved)
 		p.end = m.split
+		w.expectRepeats(q)
 		return false
 	}
 	if m.resumed {
-		// What the part received above its mark may come again.
-		p.pendingAtResume = map[eventID]bool{}
-		for _, e := range w.pending {
-			if e.CommitTS > p.resolved && bytes.Compare(e.Key, p.start) >= 0 && (len(p.end) == 0 || bytes.Compare(e.Key, p.end) < 0) {
-				p.pendingAtResume[eventID{string(e.Key), e.CommitTS}] = true
-				p.resent = max(p.resent, e.CommitTS)
-			}
-		}
+		w.expectRepeats(p)
 		return false
 	}
 	for _, e := range m.events {

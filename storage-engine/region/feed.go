@@ -98,10 +98,18 @@ type feeds struct {
 	subs map[*Subscription]struct{}
 }
 
+// Feed is a region's change feed: a value over the region, so that the
+// feed's calls are not more methods of Region.
+type Feed struct{ r *Region }
+
+// FeedOf is r's change feed.
+func FeedOf(r *Region) Feed { return Feed{r} }
+
 // Subscribe registers a feed of the versions added to [start, end) (end
 // nil: to the region's end) from now on, buffering at most bufferBytes of
 // them for its consumer.
-func (r *Region) Subscribe(start, end []byte, bufferBytes int) (*Subscription, error) {
+func (fd Feed) Subscribe(start, end []byte, bufferBytes int) (*Subscription, error) {
+	r := fd.r
 	start, end = r.clip(start, end)
 	s := &Subscription{r: r, start: bytes.Clone(start), end: bytes.Clone(end), limit: bufferBytes, ended: make(chan struct{})}
 	r.mu.RLock()
@@ -213,7 +221,8 @@ func (f *feeds) closeAll(err error) {
 // ResolvedTS makes the region readable at its clock's now and returns a
 // timestamp at or below which it holds every version it ever will (see the
 // top of this file).
-func (r *Region) ResolvedTS() (uint64, error) {
+func (fd Feed) ResolvedTS() (uint64, error) {
+	r := fd.r
 	t := r.opts.Clock.Now()
 	if err := r.ReadableAt(t); err != nil {
 		return 0, err
@@ -226,7 +235,8 @@ func (r *Region) ResolvedTS() (uint64, error) {
 
 // OldestLock is the held lock with the oldest start, which holds the
 // resolved timestamp back (ResolvedTS).
-func (r *Region) OldestLock() (manifest.TxnLock, bool) {
+func (fd Feed) OldestLock() (manifest.TxnLock, bool) {
+	r := fd.r
 	r.txn.mu.Lock()
 	defer r.txn.mu.Unlock()
 	var oldest manifest.TxnLock
@@ -244,7 +254,8 @@ func (r *Region) OldestLock() (manifest.TxnLock, bool) {
 // each key's versions oldest first: the catch-up scan of a subscription
 // registered before it. It fails with a *SnapshotTooOldError when the
 // region's retention may have dropped a version after after.
-func (r *Region) Changes(ctx context.Context, start, end []byte, after uint64, f func(Change) error) error {
+func (fd Feed) Changes(ctx context.Context, start, end []byte, after uint64, f func(Change) error) error {
+	r := fd.r
 	start, end = r.clip(start, end)
 	st := iterStates.Get().(*iterState)
 	rs := &st.rs

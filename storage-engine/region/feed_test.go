@@ -11,7 +11,7 @@ import (
 func changesAfter(t *testing.T, r *Region, start, end []byte, after uint64) []string {
 	t.Helper()
 	var got []string
-	if err := r.Changes(context.Background(), start, end, after, func(c Change) error {
+	if err := FeedOf(r).Changes(context.Background(), start, end, after, func(c Change) error {
 		got = append(got, changeString(c))
 		return nil
 	}); err != nil {
@@ -53,14 +53,14 @@ func TestChangesAfterATimestampAndLive(t *testing.T) {
 		t.Fatalf("changes after %d: %v, want %v", before, got, want)
 	}
 
-	sub, err := r.Subscribe([]byte("a"), []byte("c"), 1<<20)
+	sub, err := FeedOf(r).Subscribe([]byte("a"), []byte("c"), 1<<20)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer sub.Close()
 	startTS := r.opts.Clock.Now()
 	prep := prewrite(t, r, startTS, "b", time.Minute, "b", "txn")
-	if resolved, err := r.ResolvedTS(); err != nil || resolved >= startTS {
+	if resolved, err := FeedOf(r).ResolvedTS(); err != nil || resolved >= startTS {
 		t.Fatalf("resolved %d with a lock started at %d: %v; want below the lock", resolved, startTS, err)
 	}
 	c3 := mustPut(t, r, "c", "outside the subscription")
@@ -68,7 +68,7 @@ func TestChangesAfterATimestampAndLive(t *testing.T) {
 	if err := r.CommitLocks(context.Background(), startTS, commitTS, keys("b"), true, ""); err != nil {
 		t.Fatal(err)
 	}
-	if resolved, err := r.ResolvedTS(); err != nil || resolved < commitTS {
+	if resolved, err := FeedOf(r).ResolvedTS(); err != nil || resolved < commitTS {
 		t.Fatalf("resolved %d after the commit at %d: %v", resolved, commitTS, err)
 	}
 	got, err := sub.Take()
@@ -82,11 +82,11 @@ func TestChangesAfterATimestampAndLive(t *testing.T) {
 // region's close ends the others with ErrClosed.
 func TestASubscriptionThatFallsBehindEnds(t *testing.T) {
 	r := openForTxns(t)
-	slow, err := r.Subscribe(nil, nil, 4096)
+	slow, err := FeedOf(r).Subscribe(nil, nil, 4096)
 	if err != nil {
 		t.Fatal(err)
 	}
-	other, err := r.Subscribe(nil, nil, 1<<20)
+	other, err := FeedOf(r).Subscribe(nil, nil, 1<<20)
 	if err != nil {
 		t.Fatal(err)
 	}

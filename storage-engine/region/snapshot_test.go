@@ -101,10 +101,10 @@ func TestReadsBelowWhatRetentionDroppedAreRefusedUnlessPinned(t *testing.T) {
 	refused("a scan there", func() error { _, err := r.Scan(nil, nil, 0, ts[0]); return err })
 	refused("a pin there", func() error { _, err := r.SnapshotAt(ts[0]); return err })
 	refused("a watch's catch-up after a dropped version", func() error {
-		return r.Changes(ctx, nil, nil, ts[1], func(Change) error { return nil })
+		return FeedOf(r).Changes(ctx, nil, nil, ts[1], func(Change) error { return nil })
 	})
 	var after []string
-	if err := r.Changes(ctx, nil, nil, ts[2], func(c Change) error { after = append(after, string(c.Value)); return nil }); err != nil || len(after) != 0 {
+	if err := FeedOf(r).Changes(ctx, nil, nil, ts[2], func(c Change) error { after = append(after, string(c.Value)); return nil }); err != nil || len(after) != 0 {
 		t.Fatalf("a catch-up from the oldest exact timestamp: %v, %v; want nothing newer", after, err)
 	}
 	if v, _, err := r.Get([]byte("k"), ts[1]); err != nil || string(v) != "v2" {

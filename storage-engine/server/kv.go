@@ -58,7 +58,8 @@ type KV struct {
 }
 
 // NewKV serves store; fwd (may be nil) forwards the requests for other
-// stores' regions, counted in m (may be nil).
+// stores' regions, counted in m (may be nil), whose registry also gets the
+// watches' metrics.
 //
 // It resolves the expired transaction locks of the store's regions in the
 // background (txn.Resolver.Run) until the store closes.
@@ -76,6 +77,9 @@ func NewKV(store *Store, fwd *Forwarding, m *Metrics) *KV {
 	s.txns = txn.NewRegistry(txnStore{s}, o)
 	go s.resolver.Run(store.bg, store.opts.TxnLockResolveInterval)
 	go every(store.bg, time.Second, s.txns.Sweep)
+	if m != nil && m.reg != nil {
+		RegisterWatchMetrics(m.reg, s)
+	}
 	return s
 }
 

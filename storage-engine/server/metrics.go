@@ -18,6 +18,9 @@ import (
 // (bellows_kv_request_duration_seconds) and the requests forwarded to other
 // stores (bellows_kv_forwarded_total).
 type Metrics struct {
+	// reg registers the metrics of the KV they observe (NewKV: its
+	// watches').
+	reg      prometheus.Registerer
 	latency  *prometheus.HistogramVec
 	forwards *prometheus.CounterVec
 	// across counts batches committed across regions; acrossRetries their
@@ -40,7 +43,7 @@ var ops = map[string]string{
 
 // NewMetrics registers the request metrics with reg.
 func NewMetrics(reg prometheus.Registerer) *Metrics {
-	m := &Metrics{latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+	m := &Metrics{reg: reg, latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "bellows_kv_request_duration_seconds",
 		Help:    "KV request latency by op and gRPC status code (OK for a success).",
 		Buckets: prometheus.ExponentialBuckets(25e-6, 2, 18), // 25µs … 3.3s

@@ -65,12 +65,13 @@ func (s *KV) Watch(req *kvpb.WatchRequest, stream kvpb.KV_WatchServer) error {
 	if req.ProgressIntervalMs > 0 {
 		interval = time.Duration(req.ProgressIntervalMs) * time.Millisecond
 	}
-	sub, err := e.Subscribe(req.Start, stop, contract.WatchBufferBytes)
+	feed := region.FeedOf(e)
+	sub, err := feed.Subscribe(req.Start, stop, contract.WatchBufferBytes)
 	if err != nil {
 		return regionErr(a, err)
 	}
 	defer sub.Close()
-	resolved, err := e.ResolvedTS()
+	resolved, err := feed.ResolvedTS()
 	if err != nil {
 		return regionErr(a, err)
 	}
@@ -83,7 +84,7 @@ func (s *KV) Watch(req *kvpb.WatchRequest, stream kvpb.KV_WatchServer) error {
 	// The catch-up's changes above resolved may also be in the feed: the
 	// feed's copies of those are dropped (take).
 	w.overlap = map[changeID]bool{}
-	if err := e.Changes(ctx, req.Start, stop, req.AfterTs, func(c region.Change) error {
+	if err := feed.Changes(ctx, req.Start, stop, req.AfterTs, func(c region.Change) error {
 		if c.TS > resolved {
 			w.overlap[changeID{string(c.Key), c.TS}] = true
 			w.overlapTo = max(w.overlapTo, c.TS)
@@ -115,7 +116,7 @@ func (s *KV) Watch(req *kvpb.WatchRequest, stream kvpb.KV_WatchServer) error {
 				s.watches.ended[watchEndRegionChanged].Add(1)
 				return regionStatus(codes.Unavailable, a.Name(), "watch of region %s: the region moved, split or merged: resume from resolved_ts %d through its new owners", a.Name(), w.resolved)
 			}
-			r, err := e.ResolvedTS()
+			r, err := feed.ResolvedTS()
 			if err != nil {
 				return w.ended(a, err)
 			}
@@ -144,7 +145,7 @@ func (s *KV) Watch(req *kvpb.WatchRequest, stream kvpb.KV_WatchServer) error {
 // stays (no wait).
 func (s *KV) settleOldestLock(ctx context.Context, a *Assignment, e *region.Region, r uint64) {
 	_ = s.resolver.WithLocksNoWait(ctx, s.txnRegion(target{local: a, eng: e}), func() error {
-		if l, ok := e.OldestLock(); ok && l.StartTS <= r+1 {
+		if l, ok := region.FeedOf(e).OldestLock(); ok && l.StartTS <= r+1 {
 			return &region.LockedError{Key: l.Key, Lock: l}
 		}
 		return nil

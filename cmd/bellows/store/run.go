@@ -321,7 +321,6 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, out io.Writer) (err 
 		log.Info("forwarding requests for other stores' regions", "peers", peers())
 	}
 	kv := server.NewKV(store, fwd, m)
-	server.RegisterWatchMetrics(reg, kv)
 	if assigner != nil && cfg.BalanceInterval > 0 {
 		bal := &server.Balancer{KV: kv, Ordinal: assigner.Ordinal, Stores: assigner.Replicas, Serving: serving,
 			MaxMovesInFlight: cfg.MaxMovesInFlight, Interval: cfg.BalanceInterval, MaxClockOffset: cfg.MaxClockOffset,
