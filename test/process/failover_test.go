@@ -167,8 +167,11 @@ func TestAStoreLostWithItsVolumeFailsOverWithoutLosingAWrite(t *testing.T) {
 			ownerless += s.metric(t, "bellows_regions_without_live_owner")
 		}
 	}
-	if failedOver != float64(len(held)) || timed != 1 || ownerless != 0 {
-		t.Fatalf("after the failover the survivors export %v regions failed over (want %d), %v failovers timed (want 1), %v regions without a live owner (want 0)",
+	// held is what the store served before the kill; the balancer may
+	// have given it one more region since (a move the load's start set
+	// off), which then fails over too.
+	if failedOver < float64(len(held)) || failedOver > float64(len(held)+1) || timed != 1 || ownerless != 0 {
+		t.Fatalf("after the failover the survivors export %v regions failed over (want %d, or one more moved there before the kill), %v failovers timed (want 1), %v regions without a live owner (want 0)",
 			failedOver, len(held), timed, ownerless)
 	}
 	if err := b.AwaitTransfers(ctx, b.Transfers()+50, time.Minute); err != nil {
