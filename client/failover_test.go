@@ -50,6 +50,25 @@ func openStore(t *testing.T, b *blob.Bucket, spans []server.Span, o server.Store
 	return s
 }
 
+// mapSplitAtM writes into b the region map of a key space split at "m"
+// into region-000 and region-001.
+func mapSplitAtM(t *testing.T, b *blob.Bucket) regionmap.Map {
+	t.Helper()
+	all, err := server.SplitAt([]string{"m"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	initial, err := server.InitialMap(all)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := regionmap.Bootstrap(context.Background(), b, initial)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
 // serveKV serves kv's KV API on 127.0.0.1 until the test ends.
 func serveKV(t *testing.T, kv *server.KV, opts ...grpc.ServerOption) string {
 	t.Helper()
@@ -73,18 +92,7 @@ func failingOverStore(t *testing.T) (addr string, move func()) {
 	t.Helper()
 	ctx := context.Background()
 	b := openBucket(t)
-	all, err := server.SplitAt([]string{"m"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	initial, err := server.InitialMap(all)
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := regionmap.Bootstrap(ctx, b, initial)
-	if err != nil {
-		t.Fatal(err)
-	}
+	m := mapSplitAtM(t, b)
 	if _, err := liveness.Renew(ctx, b, "1", "gone", liveness.Record{}, time.Now().Add(-time.Minute), time.Second); err != nil {
 		t.Fatal(err)
 	}

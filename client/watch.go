@@ -177,7 +177,7 @@ func (w *Watcher) apply(m watchMsg) bool {
 		return false
 	}
 	for _, e := range m.events {
-		if e.CommitTs <= p.resolved || e.CommitTs <= w.resolved {
+		if e.CommitTs <= p.resolved { // the watch's mark is at or below every part's
 			continue
 		}
 		if e.CommitTs <= p.resent && p.pendingAtResume[eventID{string(e.Key), e.CommitTs}] {

@@ -16,7 +16,6 @@ import (
 
 	"github.com/bellows-kv/bellows/internal/contract"
 	kvpb "github.com/bellows-kv/bellows/proto/bellows/kv/v1"
-	"github.com/bellows-kv/bellows/storage-engine/regionmap"
 	"github.com/bellows-kv/bellows/storage-engine/server"
 )
 
@@ -26,18 +25,7 @@ func splittingStore(t *testing.T) (*Client, *server.Store) {
 	t.Helper()
 	ctx := context.Background()
 	b := openBucket(t)
-	all, err := server.SplitAt([]string{"m"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	initial, err := server.InitialMap(all)
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := regionmap.Bootstrap(ctx, b, initial)
-	if err != nil {
-		t.Fatal(err)
-	}
+	m := mapSplitAtM(t, b)
 	s := openStore(t, b, (server.Owner{Ordinal: 0, Replicas: 1}).Owned(server.SpansOf(m)), server.StoreOptions{Map: &m,
 		MapPollInterval: 5 * time.Millisecond, ReleasePollInterval: 5 * time.Millisecond})
 	c, err := New(ctx, []string{serveKV(t, server.NewKV(s, nil, nil))}, Options{RetryInitial: time.Millisecond, RetryMax: 20 * time.Millisecond})

@@ -68,7 +68,7 @@ func changeOf(key []byte, ts uint64, kind kv.Kind, stored []byte) Change {
 }
 
 // FeedOverflowError ends a subscription whose consumer fell behind by more
-// than its buffer (FeedOptions.BufferBytes).
+// than its buffer (Subscribe's bufferBytes).
 type FeedOverflowError struct{ BufferBytes int }
 
 func (e *FeedOverflowError) Error() string {
@@ -128,21 +128,18 @@ func (fd Feed) Subscribe(start, end []byte, bufferBytes int) (*Subscription, err
 	return s, nil
 }
 
-// Ended is closed when the feed ended (Take then returns why, once the
-// buffer is empty): an overflow, or the region closing.
+// Ended is closed when the feed ended (Take then returns why): an
+// overflow, or the region closing.
 func (s *Subscription) Ended() <-chan struct{} { return s.ended }
 
 // Take returns the buffered changes, oldest first, and the error that
-// ended the subscription (once the buffer is empty).
+// ended the subscription, if it did.
 func (s *Subscription) Take() ([]Change, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	out := s.buf
 	s.buf, s.bytes = nil, 0
-	if len(out) > 0 {
-		return out, nil
-	}
-	return nil, s.err
+	return out, s.err
 }
 
 // Buffered is how many bytes of changes the subscription holds untaken.
@@ -235,19 +232,7 @@ func (fd Feed) ResolvedTS() (uint64, error) {
 
 // OldestLock is the held lock with the oldest start, which holds the
 // resolved timestamp back (ResolvedTS).
-func (fd Feed) OldestLock() (manifest.TxnLock, bool) {
-	r := fd.r
-	r.txn.mu.Lock()
-	defer r.txn.mu.Unlock()
-	var oldest manifest.TxnLock
-	found := false
-	for _, l := range r.txn.locks {
-		if !found || l.StartTS < oldest.StartTS {
-			oldest, found = l, true
-		}
-	}
-	return oldest, found
-}
+func (fd Feed) OldestLock() (manifest.TxnLock, bool) { return fd.r.txn.oldestLock() }
 
 // Changes calls f with every version the region holds of a key in [start,
 // end) (end nil: to its end) committed after after, keys in order and

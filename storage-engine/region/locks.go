@@ -313,16 +313,23 @@ func (r *Region) Locks() []manifest.TxnLock {
 
 // minLockStart is the oldest start timestamp of a lock held here (0: none).
 func (s *txnState) minLockStart() uint64 {
+	l, _ := s.oldestLock()
+	return l.StartTS
+}
+
+// oldestLock is the lock held here with the oldest start, if any.
+func (s *txnState) oldestLock() (manifest.TxnLock, bool) {
 	if s.nLocks.Load() == 0 {
-		return 0
+		return manifest.TxnLock{}, false
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	var m uint64
+	var oldest manifest.TxnLock
+	found := false
 	for _, l := range s.locks {
-		if m == 0 || l.StartTS < m {
-			m = l.StartTS
+		if !found || l.StartTS < oldest.StartTS {
+			oldest, found = l, true
 		}
 	}
-	return m
+	return oldest, found
 }

@@ -104,13 +104,10 @@ func (s *KV) Watch(req *kvpb.WatchRequest, stream kvpb.KV_WatchServer) error {
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-sub.Ended():
-			// What was gathered before the end is sent first.
-			if err := w.take(a, sub); err != nil {
-				return err
-			}
-			if err := w.take(a, sub); err != nil {
-				return err
-			}
+			// What it gathered above the last mark comes again to the
+			// resumed stream.
+			_, err := sub.Take()
+			return w.ended(a, err)
 		case <-tick.C:
 			if cur := s.store.Route(routeKey); cur != a || a.released.Load() {
 				s.watches.ended[watchEndRegionChanged].Add(1)
@@ -227,7 +224,8 @@ func (w *watchStream) add(c region.Change) error {
 	return nil
 }
 
-// take adds what sub holds, or ends the watch as sub ended.
+// take adds what sub holds, or ends the watch as sub ended (what it held
+// above the last mark comes again to the resumed stream).
 func (w *watchStream) take(a *Assignment, sub *region.Subscription) error {
 	changes, err := sub.Take()
 	if err != nil {

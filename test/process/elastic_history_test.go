@@ -13,30 +13,7 @@ import (
 // clients all go through store-0, which forwards; a failed call is an
 // operation of unknown outcome.
 func TestHistoryIsLinearizableThroughSplitsMergesMovesAndAKill(t *testing.T) {
-	dir := t.TempDir()
-	bucket := "file://" + dir + "/bucket"
-	addrs := []string{freeAddr(t), freeAddr(t), freeAddr(t)}
-	args := func(i int) []string {
-		return append(storeArgs(t, bucket, fmt.Sprintf("%s/wal-%d", dir, i), "Disabled", ""),
-			// Splits by load only (a window of 3 s: 16 sampled keys need 43
-			// requests/s), merges of regions
-			// cold (under 10 requests/s) for a second; the balancer
-			// every 300ms, at any gap.
-			"--split-bytes=0", "--split-qps=40", "--load-window=3s", "--merge-bytes=1GiB", "--merge-after=1s",
-			fmt.Sprintf("--region-owner=%d/3", i), "--listen="+addrs[i], "--peers="+strings.Join(addrs, ","),
-			"--balance-interval=300ms", "--balance-min-bytes=0")
-	}
-	stores := make([]*proc, 3)
-	for i := range stores {
-		stores[i] = start(t, fmt.Sprintf("store-%d", i), args(i)...)
-	}
-	sum := func(series string) float64 {
-		n := 0.0
-		for _, s := range stores {
-			n += s.metric(t, series)
-		}
-		return n
-	}
+	stores, args, sum := startElasticStores(t)
 	splits := func() float64 {
 		return sum(`bellows_region_splits_total{reason="load"}`)
 	}
@@ -63,4 +40,33 @@ func TestHistoryIsLinearizableThroughSplitsMergesMovesAndAKill(t *testing.T) {
 	t.Logf("%.0f load splits, %.0f merges, %.0f moves (counted by the stores running at the end)",
 		splits(), sum("bellows_region_merges_total"), sum("bellows_region_moves_total"))
 	h.check(t)
+}
+
+// startElasticStores starts three store processes over one bucket whose
+// regions split by load only (a window of 3 s: 16 sampled keys need 43
+// requests/s), merge when cold (under 10 requests/s) for a second, and
+// move by a balancer running every 300ms at any gap. args(i) restarts
+// store i as it was; sum adds a series over the stores running.
+func startElasticStores(t *testing.T) (stores []*proc, args func(i int) []string, sum func(series string) float64) {
+	dir := t.TempDir()
+	bucket := "file://" + dir + "/bucket"
+	addrs := []string{freeAddr(t), freeAddr(t), freeAddr(t)}
+	args = func(i int) []string {
+		return append(storeArgs(t, bucket, fmt.Sprintf("%s/wal-%d", dir, i), "Disabled", ""),
+			"--split-bytes=0", "--split-qps=40", "--load-window=3s", "--merge-bytes=1GiB", "--merge-after=1s",
+			fmt.Sprintf("--region-owner=%d/3", i), "--listen="+addrs[i], "--peers="+strings.Join(addrs, ","),
+			"--balance-interval=300ms", "--balance-min-bytes=0")
+	}
+	stores = make([]*proc, 3)
+	for i := range stores {
+		stores[i] = start(t, fmt.Sprintf("store-%d", i), args(i)...)
+	}
+	sum = func(series string) float64 {
+		n := 0.0
+		for _, s := range stores {
+			n += s.metric(t, series)
+		}
+		return n
+	}
+	return stores, args, sum
 }

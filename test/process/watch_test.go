@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -99,26 +98,7 @@ func (w *watched) follow(ctx context.Context, t *testing.T, c *client.Client, re
 // commit timestamp; nothing comes that no writer attempted (a write whose
 // call failed may have committed, and may come); no change twice.
 func TestWatchesThroughSplitsMergesMovesAndAKill(t *testing.T) {
-	dir := t.TempDir()
-	bucket := "file://" + dir + "/bucket"
-	addrs := []string{freeAddr(t), freeAddr(t), freeAddr(t)}
-	args := func(i int) []string {
-		return append(storeArgs(t, bucket, fmt.Sprintf("%s/wal-%d", dir, i), "Disabled", ""),
-			"--split-bytes=0", "--split-qps=40", "--load-window=3s", "--merge-bytes=1GiB", "--merge-after=1s",
-			fmt.Sprintf("--region-owner=%d/3", i), "--listen="+addrs[i], "--peers="+strings.Join(addrs, ","),
-			"--balance-interval=300ms", "--balance-min-bytes=0")
-	}
-	stores := make([]*proc, 3)
-	for i := range stores {
-		stores[i] = start(t, fmt.Sprintf("store-%d", i), args(i)...)
-	}
-	sum := func(series string) float64 {
-		n := 0.0
-		for _, s := range stores {
-			n += s.metric(t, series)
-		}
-		return n
-	}
+	stores, args, sum := startElasticStores(t)
 	c := newClient(t, stores...)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
