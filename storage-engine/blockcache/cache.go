@@ -41,6 +41,7 @@ type entry struct {
 	key        Key
 	block      []byte
 	lastUser   []byte
+	meta       bool // an index or filter partition, not a data block
 	prev, next *entry
 }
 
@@ -50,6 +51,7 @@ type shard struct {
 	mu       sync.Mutex
 	capacity int64
 	used     int64
+	metaUsed int64 // the part of used that meta entries charge
 	entries  map[Key]*entry
 	byFile   map[uint64]map[uint64]*entry
 	// head is a sentinel: head.next is the most recently used entry.
@@ -64,6 +66,9 @@ type Cache struct {
 	hits      atomic.Uint64
 	misses    atomic.Uint64
 	evictions atomic.Uint64
+	// Lookups of index and filter partitions (GetMeta), counted apart so
+	// that the data blocks' hits and misses keep their meaning.
+	metaHits, metaMisses atomic.Uint64
 	// Where a reader found the blocks it missed: the file in the bucket or
 	// a compaction worker's memory (RemoteCache). Counted here, beside the
 	// misses, so a benchmark reads the paper's causal chain from one place.
@@ -88,8 +93,33 @@ func (c *Cache) shard(k Key) *shard {
 	return &c.shards[(h>>32)%numShards]
 }
 
-// Get returns the cached block and marks it recently used.
+// Get returns the cached data block and marks it recently used.
 func (c *Cache) Get(k Key) ([]byte, bool) {
+	b, ok := c.lookup(k)
+	if c != nil && c.capacity > 0 {
+		if ok {
+			c.hits.Add(1)
+		} else {
+			c.misses.Add(1)
+		}
+	}
+	return b, ok
+}
+
+// GetMeta is Get for an index or filter partition (InsertMeta).
+func (c *Cache) GetMeta(k Key) ([]byte, bool) {
+	b, ok := c.lookup(k)
+	if c != nil && c.capacity > 0 {
+		if ok {
+			c.metaHits.Add(1)
+		} else {
+			c.metaMisses.Add(1)
+		}
+	}
+	return b, ok
+}
+
+func (c *Cache) lookup(k Key) ([]byte, bool) {
 	if c == nil || c.capacity <= 0 {
 		return nil, false
 	}
@@ -102,10 +132,8 @@ func (c *Cache) Get(k Key) ([]byte, bool) {
 	}
 	s.mu.Unlock()
 	if !ok {
-		c.misses.Add(1)
 		return nil, false
 	}
-	c.hits.Add(1)
 	return e.block, true
 }
 
@@ -134,14 +162,21 @@ func (c *Cache) Contains(k Key) bool {
 	return ok
 }
 
-// Insert caches block, whose last user key is lastUserKey. The cache keeps
-// both slices; callers must not modify them afterwards.
-func (c *Cache) Insert(k Key, block, lastUserKey []byte) {
+// Insert caches data block block, whose last user key is lastUserKey. The
+// cache keeps both slices; callers must not modify them afterwards.
+func (c *Cache) Insert(k Key, block, lastUserKey []byte) { c.insert(k, block, lastUserKey, false) }
+
+// InsertMeta caches an index or filter partition: charged to the same
+// budget as data blocks and evicted with them, its bytes and lookups
+// counted apart (Stats.MetaBytes).
+func (c *Cache) InsertMeta(k Key, block, lastUserKey []byte) { c.insert(k, block, lastUserKey, true) }
+
+func (c *Cache) insert(k Key, block, lastUserKey []byte, meta bool) {
 	if c == nil || c.capacity <= 0 {
 		return
 	}
 	s := c.shard(k)
-	e := &entry{key: k, block: block, lastUser: lastUserKey}
+	e := &entry{key: k, block: block, lastUser: lastUserKey, meta: meta}
 	if e.charge() > s.capacity {
 		return
 	}
@@ -158,6 +193,9 @@ func (c *Cache) Insert(k Key, block, lastUserKey []byte) {
 	f[k.Offset] = e
 	s.pushFront(e)
 	s.used += e.charge()
+	if meta {
+		s.metaUsed += e.charge()
+	}
 	var evicted uint64
 	for s.used > s.capacity {
 		s.remove(s.head.prev)
@@ -238,6 +276,9 @@ func (s *shard) remove(e *entry) {
 		}
 	}
 	s.used -= e.charge()
+	if e.meta {
+		s.metaUsed -= e.charge()
+	}
 }
 
 // Stats is a point-in-time view of the cache counters.
@@ -245,7 +286,11 @@ type Stats struct {
 	Hits, Misses, Evictions uint64
 	// Reads of missed blocks, by source (CountMissRead).
 	BucketReads, WorkerReads uint64
-	UsedBytes, Capacity      int64
+	// UsedBytes is every entry's charge; MetaBytes the part that index
+	// and filter partitions charge.
+	UsedBytes, MetaBytes, Capacity int64
+	// Lookups of index and filter partitions.
+	MetaHits, MetaMisses uint64
 }
 
 // Stats returns the cache's counters and current size.
@@ -254,12 +299,22 @@ func (c *Cache) Stats() Stats {
 		return Stats{}
 	}
 	st := Stats{Hits: c.hits.Load(), Misses: c.misses.Load(), Evictions: c.evictions.Load(), Capacity: c.capacity,
-		BucketReads: c.bucketReads.Load(), WorkerReads: c.workerReads.Load()}
+		BucketReads: c.bucketReads.Load(), WorkerReads: c.workerReads.Load(),
+		MetaHits: c.metaHits.Load(), MetaMisses: c.metaMisses.Load()}
 	for i := range c.shards {
 		s := &c.shards[i]
 		s.mu.Lock()
 		st.UsedBytes += s.used
+		st.MetaBytes += s.metaUsed
 		s.mu.Unlock()
 	}
 	return st
+}
+
+// Capacity is the most bytes the cache holds; 0 for a nil cache.
+func (c *Cache) Capacity() int64 {
+	if c == nil {
+		return 0
+	}
+	return c.capacity
 }

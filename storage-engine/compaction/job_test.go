@@ -80,7 +80,12 @@ func TestKeepOutputReadsNothingBack(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !bytes.Equal(blk.Stored, stored) || blk.Handle != r.BlockHandle(i) || !bytes.Equal(blk.LastUserKey, r.BlockLastUserKey(i)) {
+		h, herr := r.BlockHandle(i)
+		last, lerr := r.BlockLastUserKey(i)
+		if herr != nil || lerr != nil {
+			t.Fatal(herr, lerr)
+		}
+		if !bytes.Equal(blk.Stored, stored) || blk.Handle != h || !bytes.Equal(blk.LastUserKey, last) {
 			t.Fatalf("kept block %d differs from the file's", i)
 		}
 	}

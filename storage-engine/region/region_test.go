@@ -124,12 +124,22 @@ func TestFlippedByteInSSTNamesFileAndBlock(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := rd.BlockHandle(1)
+	h, err := rd.BlockHandle(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	victim, err := rd.BlockLastUserKey(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	intact, err := rd.BlockLastUserKey(0)
+	if err != nil {
+		t.Fatal(err)
+	}
 	data[h.Offset+h.Length/2] ^= 0xff
 	if err := os.WriteFile(path, data, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	victim := rd.BlockLastUserKey(1)
 
 	r = mustOpen(t, opts)
 	defer r.Close()
@@ -144,7 +154,7 @@ func TestFlippedByteInSSTNamesFileAndBlock(t *testing.T) {
 	if _, err := r.Scan(nil, nil, 0, kv.MaxTimestamp); !errors.Is(err, sstable.ErrCorruption) {
 		t.Fatalf("a scan across the damaged block: err = %v, want corruption", err)
 	}
-	if v, ok, err := r.Get(rd.BlockLastUserKey(0), kv.MaxTimestamp); err != nil || !ok || len(v) != 40 {
+	if v, ok, err := r.Get(intact, kv.MaxTimestamp); err != nil || !ok || len(v) != 40 {
 		t.Fatalf("a key in an intact block: %v %v %v", v, ok, err)
 	}
 }

@@ -36,6 +36,7 @@ import (
 	"time"
 
 	"github.com/bellows-kv/bellows/storage-engine/manifest"
+	"github.com/bellows-kv/bellows/storage-engine/sstable"
 )
 
 var (
@@ -133,7 +134,9 @@ type blockWeight struct {
 
 // blocksInRange lists the data blocks of the current files that may hold
 // keys of the region's range. A block holds the keys after its
-// predecessor's last key up to its own.
+// predecessor's last key up to its own. A large file's blocks come in runs
+// (sstable.Reader.Spans): the finer grain would read its whole index. A
+// file whose index cannot be read counts whole, at its largest key.
 func (r *Region) blocksInRange() []blockWeight {
 	r.mu.RLock()
 	v := r.current
@@ -142,14 +145,16 @@ func (r *Region) blocksInRange() []blockWeight {
 	defer v.unref()
 	var out []blockWeight
 	for _, t := range v.tables {
-		rd := t.reader
 		var prevLast []byte
-		for i := range rd.NumBlocks() {
-			last := rd.BlockLastUserKey(i)
-			if bytes.Compare(last, r.start) >= 0 && (r.end == nil || prevLast == nil || bytes.Compare(prevLast, r.end) < 0) {
-				out = append(out, blockWeight{last: last, bytes: int64(rd.BlockHandle(i).Length)})
+		n := len(out)
+		err := t.reader.Spans(func(s sstable.Span) {
+			if bytes.Compare(s.LastUserKey, r.start) >= 0 && (r.end == nil || prevLast == nil || bytes.Compare(prevLast, r.end) < 0) {
+				out = append(out, blockWeight{last: s.LastUserKey, bytes: s.Bytes})
 			}
-			prevLast = last
+			prevLast = s.LastUserKey
+		})
+		if err != nil {
+			out = append(out[:n], blockWeight{last: t.meta.Largest, bytes: t.meta.Size})
 		}
 	}
 	return out

@@ -273,8 +273,11 @@ func (r *Region) installWithWarmup(ctx context.Context, inputs []*table, out *ta
 		}
 		n := out.reader.NumBlocks()
 		err := r.warmBlocks(ctx, out, src, rateBytes, func(i int) {
-			t := out.reader.BlockLastUserKey(i)
-			r.advanceThreshold(t)
+			// Block i is warm, so its partition was just read; should it
+			// fail now, T stays behind and reads keep to the old files.
+			if t, err := out.reader.BlockLastUserKey(i); err == nil {
+				r.advanceThreshold(t)
+			}
 			r.setProgress(i, n)
 		})
 		r.finishWarming()
@@ -296,7 +299,13 @@ func (r *Region) advanceThreshold(t []byte) {
 	w.threshold.Store(&t)
 	for i, in := range w.inputs {
 		j := w.evicted[i]
-		for ; j < in.reader.NumBlocks() && bytes.Compare(in.reader.BlockLastUserKey(j), t) <= 0; j++ {
+		for ; j < in.reader.NumBlocks(); j++ {
+			// Eviction only makes room: a block whose partition cannot be
+			// read stays until its file is dropped.
+			last, err := in.reader.BlockLastUserKey(j)
+			if err != nil || bytes.Compare(last, t) > 0 {
+				break
+			}
 			in.reader.EvictBlock(j)
 		}
 		w.evicted[i] = j

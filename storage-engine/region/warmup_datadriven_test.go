@@ -113,7 +113,7 @@ func TestWarmupRoutingDataDriven(t *testing.T) {
 			for i, in := range inputs {
 				var evicted, cached []string
 				for b := range in.reader.NumBlocks() {
-					k := string(in.reader.BlockLastUserKey(b))
+					k := string(blockLast(t, in.reader, b))
 					switch now := in.reader.BlockCached(b); {
 					case now:
 						cached = append(cached, k)

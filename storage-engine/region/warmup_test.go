@@ -149,8 +149,8 @@ func TestIncrementalWarmupServesEachReadFromOneSide(t *testing.T) {
 
 	warming, T := r.Warming()
 	out := ex.last.r
-	if !warming || !bytes.Equal(T, out.BlockLastUserKey(pauseAt-1)) {
-		t.Fatalf("Warming() = %v, T=%q; want T = last key of block %d (%q)", warming, T, pauseAt-1, out.BlockLastUserKey(pauseAt-1))
+	if !warming || !bytes.Equal(T, blockLast(t, out, pauseAt-1)) {
+		t.Fatalf("Warming() = %v, T=%q; want T = last key of block %d (%q)", warming, T, pauseAt-1, blockLast(t, out, pauseAt-1))
 	}
 	// The manifest already names only the new file: a restart now opens it.
 	if m := r.Manifest(); len(m.Files) != 1 {
@@ -163,7 +163,7 @@ func TestIncrementalWarmupServesEachReadFromOneSide(t *testing.T) {
 	aboveCached := 0
 	for _, in := range w.inputs {
 		for i := 0; i < in.reader.NumBlocks(); i++ {
-			last := in.reader.BlockLastUserKey(i)
+			last := blockLast(t, in.reader, i)
 			switch below := bytes.Compare(last, T) <= 0; {
 			case below && in.reader.BlockCached(i):
 				t.Fatalf("old block %d of %s (last key %q ≤ T) is still cached", i, in.key, last)
@@ -433,4 +433,14 @@ func TestConcurrentReadsDuringIncrementalWarmupAreCorrect(t *testing.T) {
 	if reads.Load() == 0 {
 		t.Fatal("no read overlapped the warmup")
 	}
+}
+
+// blockLast is data block i's last user key.
+func blockLast(t testing.TB, rd *sstable.Reader, i int) []byte {
+	t.Helper()
+	last, err := rd.BlockLastUserKey(i)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return last
 }

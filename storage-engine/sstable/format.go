@@ -1,6 +1,23 @@
 // Package sstable reads and writes Bellows' immutable sorted files.
 //
-// Layout:
+// Layout (format 2):
+//
+//	([data block]* [filter partition] [index partition])* [top-level index] [properties block] [footer]
+//
+// A partition covers the data blocks before it, back to the previous
+// partition: its index is a slab (index.go) with one entry per data block
+// (the block's last and first internal keys and its handle), its filter a
+// bloom filter over their user keys (filter.go). The top-level index has
+// one entry per partition: the key is the partition's last internal key,
+// the value the handles of its index and filter, the number of its first
+// data block and its first internal key. Only the top level stays in
+// memory while the file is open; partitions are read through the block
+// cache like data blocks, so a file's memory is charged to the cache's
+// budget whatever its size (docs/memory.md).
+//
+// Format 1, still read (and written with WriterOptions.FormatVersion for a
+// downgrade), has one index block with an entry per data block and one
+// bloom filter, both held in memory while the file is open:
 //
 //	[data block]* [filter block] [index block] [properties block] [footer]
 //
@@ -18,6 +35,9 @@
 //   - Internal keys in a file are strictly increasing (kv.Compare): the
 //     writer refuses anything else. Index entries are in the same order, and
 //     block i's last key is below block i+1's first.
+//   - Data blocks are numbered in file order across partitions; a
+//     partition's filter holds the user key of every entry of its blocks,
+//     so the partition a seek for a key lands in answers for that key.
 //   - A file is immutable once written. Each Reader gets its own block
 //     cache file ID (blockcache.NewFileID), so cached blocks of one file are
 //     never served for another.
@@ -34,9 +54,12 @@ import (
 )
 
 const (
-	// FormatVersion is written to every footer; readers refuse others.
-	FormatVersion uint32 = 1
-	magic         uint64 = 0xbe11_05b1_0c5e_5510
+	// FormatVersion is written to every footer by default; readers read it
+	// and FormatVersion1 and refuse others.
+	FormatVersion uint32 = 2
+	// FormatVersion1 has one unpartitioned index and filter.
+	FormatVersion1 uint32 = 1
+	magic          uint64 = 0xbe11_05b1_0c5e_5510
 
 	footerLen       = 3*16 + 4 + 8
 	trailerLen      = 5
@@ -120,8 +143,8 @@ func decodeFooter(b []byte) (footer, error) {
 		h.Length = binary.LittleEndian.Uint64(b[i*16+8:])
 	}
 	f.version = binary.LittleEndian.Uint32(b[48:])
-	if f.version != FormatVersion {
-		return footer{}, fmt.Errorf("unsupported format version %d (this build reads %d)", f.version, FormatVersion)
+	if f.version != FormatVersion && f.version != FormatVersion1 {
+		return footer{}, fmt.Errorf("unsupported format version %d (this build reads %d and %d)", f.version, FormatVersion1, FormatVersion)
 	}
 	return f, nil
 }

@@ -22,6 +22,10 @@ type Iter struct {
 	// (NewStreamingIter).
 	stream   bool
 	raw, buf []byte
+	// view lists blocks [base, base+view.len()): the index partition of
+	// the current block (a format 1 file's whole index).
+	view indexView
+	base int
 }
 
 // NewIter returns an unpositioned iterator.
@@ -30,7 +34,9 @@ func (r *Reader) NewIter() iterator.Iterator { return r.NewIterContext(context.B
 // NewIterContext returns an unpositioned iterator whose block reads belong
 // to the request of ctx.
 func (r *Reader) NewIterContext(ctx context.Context) iterator.Iterator {
-	return &Iter{ctx: ctx, r: r, blk: -1}
+	it := &Iter{ctx: ctx, r: r, blk: -1}
+	it.useWholeIndex()
+	return it
 }
 
 // NewStreamingIter returns an unpositioned iterator that reads each block
@@ -39,14 +45,43 @@ func (r *Reader) NewIterContext(ctx context.Context) iterator.Iterator {
 // A key or value it returns is valid only until it moves to another block
 // (at the latest, the next call that moves it): copy what you keep.
 func (r *Reader) NewStreamingIter() iterator.Iterator {
-	return &Iter{ctx: context.Background(), r: r, blk: -1, stream: true}
+	it := &Iter{ctx: context.Background(), r: r, blk: -1, stream: true}
+	it.useWholeIndex()
+	return it
 }
+
+// useWholeIndex makes a format 1 file's index the iterator's view for
+// good: it lists every block.
+func (it *Iter) useWholeIndex() {
+	if it.r.parts == nil {
+		it.view, it.base = it.r.index, 0
+	}
+}
+
+// viewBlock makes view list block i, reading its partition when it is in
+// another.
+func (it *Iter) viewBlock(i int) bool {
+	if i >= it.base && i < it.base+it.view.len() {
+		return true
+	}
+	v, base, err := it.r.entries(i)
+	if err != nil {
+		it.err, it.valid = err, false
+		return false
+	}
+	it.view, it.base = v, base
+	return true
+}
+
+// handle is block i's handle; view lists it.
+func (it *Iter) handle(i int) Handle { return it.view.handle(i - it.base) }
 
 // InitIter makes it an unpositioned iterator over the file, as
 // NewIterContext returns, reusing it's buffers: a reader that scans often
 // (region.Iterator pools them) allocates nothing per scan.
 func (r *Reader) InitIter(ctx context.Context, it *Iter) {
 	*it = Iter{ctx: ctx, r: r, blk: -1, sk: it.sk[:0], bi: blockIter{key: it.bi.key[:0], back: it.bi.back[:0], backKeys: it.bi.backKeys[:0]}}
+	it.useWholeIndex()
 }
 
 // Reset drops the iterator's references to its file and block, keeping its
@@ -58,23 +93,26 @@ func (it *Iter) Reset() {
 
 func (it *Iter) loadBlock(i int) bool {
 	it.blk = i
-	if i >= it.r.index.len() {
+	if i >= it.r.numBlocks || i < 0 {
 		it.valid = false
+		return false
+	}
+	if !it.viewBlock(i) {
 		return false
 	}
 	var b []byte
 	var err error
 	if it.stream {
-		b, err = it.r.readStoredWith(it.r.index.handles[i], blockID(i), &it.raw, &it.buf)
+		b, err = it.r.readStoredWith(it.handle(i), blockID(i), &it.raw, &it.buf)
 	} else {
-		b, err = it.r.block(it.ctx, i)
+		b, err = it.r.block(it.ctx, i, it.view, it.base)
 	}
 	if err != nil {
 		it.err, it.valid = err, false
 		return false
 	}
 	if err := it.bi.init(b); err != nil {
-		it.err = &CorruptionError{File: it.r.name, Block: blockName(i), Offset: it.r.index.handles[i].Offset, Reason: err.Error()}
+		it.err = &CorruptionError{File: it.r.name, Block: blockName(i), Offset: it.handle(i).Offset, Reason: err.Error()}
 		it.valid = false
 		return false
 	}
@@ -83,7 +121,7 @@ func (it *Iter) loadBlock(i int) bool {
 
 func (it *Iter) checkBlockErr() bool {
 	if it.bi.err != nil {
-		it.err = &CorruptionError{File: it.r.name, Block: blockName(it.blk), Offset: it.r.index.handles[it.blk].Offset, Reason: it.bi.err.Error()}
+		it.err = &CorruptionError{File: it.r.name, Block: blockName(it.blk), Offset: it.handle(it.blk).Offset, Reason: it.bi.err.Error()}
 		it.valid = false
 		return true
 	}
@@ -95,8 +133,10 @@ func (it *Iter) SeekGE(key kv.InternalKey) bool {
 		return false
 	}
 	it.sk = key.Append(it.sk[:0])
-	i := it.r.findBlock(it.sk)
-	if !it.loadBlock(i) {
+	if !it.seekView(it.sk) {
+		return false
+	}
+	if !it.loadBlock(it.blk) {
 		return false
 	}
 	it.valid = it.bi.seekGE(it.sk)
@@ -105,6 +145,21 @@ func (it *Iter) SeekGE(key kv.InternalKey) bool {
 	}
 	if !it.valid {
 		return it.nextBlock()
+	}
+	return true
+}
+
+// seekView sets blk to the first block whose last key is ≥ target
+// (numBlocks when none is) and view to the entries that list it.
+func (it *Iter) seekView(target []byte) bool {
+	v, i, base, err := it.r.seekEntries(target)
+	if err != nil {
+		it.err, it.valid = err, false
+		return false
+	}
+	it.blk = i
+	if i < it.r.numBlocks {
+		it.view, it.base = v, base
 	}
 	return true
 }
@@ -157,8 +212,11 @@ func (it *Iter) SeekLT(key kv.InternalKey) bool {
 		return false
 	}
 	it.sk = key.Append(it.sk[:0])
-	i := it.r.findBlock(it.sk)
-	if i == it.r.index.len() || kv.CompareEncoded(it.r.index.first(i), it.sk) >= 0 {
+	if !it.seekView(it.sk) {
+		return false
+	}
+	i := it.blk
+	if i == it.r.numBlocks || kv.CompareEncoded(it.view.first(i-it.base), it.sk) >= 0 {
 		// Every key of block i-1 is below key.
 		return it.lastFrom(i - 1)
 	}
@@ -179,7 +237,7 @@ func (it *Iter) Last() bool {
 	if it.err != nil {
 		return false
 	}
-	return it.lastFrom(it.r.index.len() - 1)
+	return it.lastFrom(it.r.numBlocks - 1)
 }
 
 // lastFrom positions at the last entry of block i, or of the nearest

@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"sort"
 	"sync/atomic"
 
 	"github.com/bits-and-blooms/bloom/v3"
@@ -40,15 +39,23 @@ func (e *CorruptionError) Is(target error) bool { return target == ErrCorruption
 type Reader struct {
 	// remote, when set, serves cache misses before the file is read: the
 	// compaction worker's memory acting as a remote block cache.
-	remote atomic.Pointer[RemoteBlocks]
-	name   string
-	fileID uint64
-	r      io.ReaderAt
-	size   int64
-	cache  *blockcache.Cache
-	index  blockIndex
-	filter *bloom.BloomFilter
-	props  Properties
+	remote    atomic.Pointer[RemoteBlocks]
+	name      string
+	fileID    uint64
+	r         io.ReaderAt
+	size      int64
+	cache     *blockcache.Cache
+	version   uint32
+	numBlocks int
+	// index is pinned: format 1's entry per data block, or format 2's top
+	// level, an entry per partition (whose handle is the partition's index).
+	index  indexView
+	parts  []partMeta         // format 2
+	filter *bloom.BloomFilter // format 1
+	// Format 2 without a block cache: every partition, pinned.
+	pinnedIndex  []indexView
+	pinnedFilter [][]byte
+	props        Properties
 }
 
 // Open reads the footer, index, filter and properties of the SST in r. name
@@ -73,21 +80,7 @@ func OpenWithFileID(r io.ReaderAt, size int64, name string, cache *blockcache.Ca
 	if err != nil {
 		return nil, &CorruptionError{File: name, Block: "footer", Offset: uint64(size - footerLen), Reason: err.Error()}
 	}
-	ib, err := rd.readStored(f.index, indexBlock)
-	if err != nil {
-		return nil, err
-	}
-	if err := rd.decodeIndex(ib); err != nil {
-		return nil, &CorruptionError{File: name, Block: "index block", Offset: f.index.Offset, Reason: err.Error()}
-	}
-	filt, err := rd.readStored(f.filter, filterBlock)
-	if err != nil {
-		return nil, err
-	}
-	rd.filter = &bloom.BloomFilter{}
-	if err := rd.filter.UnmarshalBinary(filt); err != nil {
-		return nil, &CorruptionError{File: name, Block: "filter block", Offset: f.filter.Offset, Reason: err.Error()}
-	}
+	rd.version = f.version
 	pb, err := rd.readStored(f.props, propsBlock)
 	if err != nil {
 		return nil, err
@@ -95,14 +88,43 @@ func OpenWithFileID(r io.ReaderAt, size int64, name string, cache *blockcache.Ca
 	if err := json.Unmarshal(pb, &rd.props); err != nil {
 		return nil, &CorruptionError{File: name, Block: "properties block", Offset: f.props.Offset, Reason: err.Error()}
 	}
+	ib, err := rd.readStored(f.index, indexBlock)
+	if err != nil {
+		return nil, err
+	}
+	if f.version == FormatVersion1 {
+		err = rd.decodeIndex(ib)
+	} else {
+		rd.numBlocks = int(rd.props.DataBlocks)
+		err = rd.decodeTopLevel(ib)
+	}
+	if err != nil {
+		return nil, &CorruptionError{File: name, Block: "index block", Offset: f.index.Offset, Reason: err.Error()}
+	}
+	if f.version == FormatVersion1 {
+		filt, err := rd.readStored(f.filter, filterBlock)
+		if err != nil {
+			return nil, err
+		}
+		rd.filter = &bloom.BloomFilter{}
+		if err := rd.filter.UnmarshalBinary(filt); err != nil {
+			return nil, &CorruptionError{File: name, Block: "filter block", Offset: f.filter.Offset, Reason: err.Error()}
+		}
+	} else if cache == nil || cache.Capacity() <= 0 {
+		if err := rd.pinPartitions(); err != nil {
+			return nil, err
+		}
+	}
 	return rd, nil
 }
 
+// decodeIndex reads a format 1 index block into the pinned slab.
 func (r *Reader) decodeIndex(b []byte) error {
 	var it blockIter
 	if err := it.init(b); err != nil {
 		return err
 	}
+	var x indexBuilder
 	for ok := it.first(); ok; ok = it.nextEntry() {
 		h, n, err := decodeHandle(it.val)
 		if err != nil {
@@ -112,16 +134,17 @@ func (r *Reader) decodeIndex(b []byte) error {
 		if m <= 0 || uint64(len(it.val)-n-m) < fl {
 			return errCorruptBlock
 		}
-		r.index.add(it.key, it.val[n+m:n+m+int(fl)], h)
+		x.add(it.key, it.val[n+m:n+m+int(fl)], h)
 	}
-	r.index.trim()
 	if it.err != nil {
 		return it.err
 	}
-	if r.index.len() == 0 {
+	if x.len() == 0 {
 		return errors.New("index has no entries")
 	}
-	return nil
+	v, err := viewIndex(x.appendSlab(nil))
+	r.index, r.numBlocks = v, x.len()
+	return err
 }
 
 // blockID names a block in errors: a data block's index, or one of the
@@ -143,6 +166,13 @@ func (id blockID) String() string {
 		return "filter block"
 	case propsBlock:
 		return "properties block"
+	}
+	if id <= -1000 {
+		p := (-1000 - int(id)) / 2
+		if (-1000-int(id))%2 == 0 {
+			return fmt.Sprintf("index partition %d", p)
+		}
+		return fmt.Sprintf("filter partition %d", p)
 	}
 	return blockName(int(id))
 }
@@ -262,11 +292,12 @@ func (r *Reader) decodeStoredInto(buf []byte, h Handle, id blockID, dst []byte) 
 
 func blockName(i int) string { return fmt.Sprintf("data block %d", i) }
 
-// block returns data block i decoded, from the cache when possible. ctx is
-// the reading request's: it bounds only the remote read, which may wait on
-// the network; the file read is the fallback that must answer.
-func (r *Reader) block(ctx context.Context, i int) ([]byte, error) {
-	h, lastUser := r.index.handles[i], r.index.lastUser(i)
+// block returns data block i, which v lists at entry i-base, decoded, from
+// the cache when possible. ctx is the reading request's: it bounds only the
+// remote read, which may wait on the network; the file read is the
+// fallback that must answer.
+func (r *Reader) block(ctx context.Context, i int, v indexView, base int) ([]byte, error) {
+	h, lastUser := v.handle(i-base), v.lastUser(i-base)
 	k := blockcache.Key{File: r.fileID, Offset: h.Offset}
 	if b, ok := r.cache.Get(k); ok {
 		return b, nil
@@ -317,7 +348,10 @@ func (r *Reader) SetRemote(src RemoteBlocks) {
 // LoadBlockFromFile reads data block i from the file into the cache and
 // returns its stored size: warmup from the bucket.
 func (r *Reader) LoadBlockFromFile(i int) (int, error) {
-	h, lastUser := r.index.handles[i], r.index.lastUser(i)
+	h, lastUser, err := r.blockEntry(i)
+	if err != nil {
+		return 0, err
+	}
 	b, err := r.readStored(h, blockID(i))
 	if err != nil {
 		return 0, err
@@ -326,11 +360,34 @@ func (r *Reader) LoadBlockFromFile(i int) (int, error) {
 	return int(h.Length) + trailerLen, nil
 }
 
-// MemoryBytes is what the reader holds outside the block cache: the decoded
-// index and the bloom filter.
-func (r *Reader) MemoryBytes() int64 {
-	return int64(r.filter.Cap()/8) + r.index.memoryBytes()
+// blockEntry returns data block i's handle and last user key.
+func (r *Reader) blockEntry(i int) (Handle, []byte, error) {
+	if i < 0 || i >= r.numBlocks {
+		return Handle{}, nil, fmt.Errorf("sstable %s: no data block %d (the file has %d)", r.name, i, r.numBlocks)
+	}
+	v, base, err := r.entries(i)
+	if err != nil {
+		return Handle{}, nil, err
+	}
+	return v.handle(i - base), v.lastUser(i - base), nil
 }
+
+// MemoryBytes is what the reader holds outside the block cache: the pinned
+// index (format 1's whole index and filter, format 2's top level, or every
+// partition when there is no cache).
+func (r *Reader) MemoryBytes() int64 {
+	n := r.index.memoryBytes() + int64(16*cap(r.parts))
+	if r.filter != nil {
+		n += int64(r.filter.Cap() / 8)
+	}
+	for p := range r.pinnedIndex {
+		n += r.pinnedIndex[p].memoryBytes() + int64(cap(r.pinnedFilter[p]))
+	}
+	return n
+}
+
+// FormatVersion is the file's format.
+func (r *Reader) FormatVersion() uint32 { return r.version }
 
 // Name is the file's name as used in errors.
 func (r *Reader) Name() string { return r.name }
@@ -345,18 +402,28 @@ func (r *Reader) Properties() Properties { return r.props }
 func (r *Reader) Size() int64 { return r.size }
 
 // NumBlocks is the number of data blocks.
-func (r *Reader) NumBlocks() int { return r.index.len() }
+func (r *Reader) NumBlocks() int { return r.numBlocks }
 
-// BlockLastUserKey returns the last user key of data block i.
-func (r *Reader) BlockLastUserKey(i int) []byte { return r.index.lastUser(i) }
+// BlockLastUserKey returns the last user key of data block i. It reads the
+// block's index partition (through the cache) in a format 2 file.
+func (r *Reader) BlockLastUserKey(i int) ([]byte, error) {
+	_, last, err := r.blockEntry(i)
+	return last, err
+}
 
 // BlockHandle returns the location of data block i (without its trailer).
-func (r *Reader) BlockHandle(i int) Handle { return r.index.handles[i] }
+func (r *Reader) BlockHandle(i int) (Handle, error) {
+	h, _, err := r.blockEntry(i)
+	return h, err
+}
 
 // ReadStoredBlock returns data block i exactly as stored (compressed, with
 // its trailer): what a compaction worker streams to a storage pod.
 func (r *Reader) ReadStoredBlock(i int) ([]byte, error) {
-	h := r.index.handles[i]
+	h, _, err := r.blockEntry(i)
+	if err != nil {
+		return nil, err
+	}
 	buf := make([]byte, h.Length+trailerLen)
 	if _, err := r.r.ReadAt(buf, int64(h.Offset)); err != nil {
 		return nil, fmt.Errorf("sstable %s: reading %s: %w", r.name, blockName(i), err)
@@ -367,35 +434,41 @@ func (r *Reader) ReadStoredBlock(i int) ([]byte, error) {
 // InsertStoredBlock verifies a stored block of this file that arrived from
 // elsewhere (a worker's memory) and inserts it into the cache.
 func (r *Reader) InsertStoredBlock(i int, stored []byte) error {
-	b, err := r.decodeStored(stored, r.index.handles[i], blockID(i))
+	h, last, err := r.blockEntry(i)
+	if err != nil {
+		return err
+	}
+	b, err := r.decodeStored(stored, h, blockID(i))
 	if err != nil {
 		return err
 	}
 	if Compression(stored[len(stored)-trailerLen]) == NoCompression {
 		b = bytes.Clone(b)
 	}
-	r.cache.Insert(blockcache.Key{File: r.fileID, Offset: r.index.handles[i].Offset}, b, r.index.lastUser(i))
+	r.cache.Insert(blockcache.Key{File: r.fileID, Offset: h.Offset}, b, last)
 	return nil
 }
 
-// EvictBlock drops data block i from the cache.
+// EvictBlock drops data block i from the cache. A block whose partition
+// cannot be read is not evicted: eviction only makes room.
 func (r *Reader) EvictBlock(i int) bool {
-	return r.cache.Evict(blockcache.Key{File: r.fileID, Offset: r.index.handles[i].Offset})
+	h, _, err := r.blockEntry(i)
+	return err == nil && r.cache.Evict(blockcache.Key{File: r.fileID, Offset: h.Offset})
 }
 
 // BlockCached reports whether data block i is in the cache.
 func (r *Reader) BlockCached(i int) bool {
-	return r.cache.Contains(blockcache.Key{File: r.fileID, Offset: r.index.handles[i].Offset})
+	h, _, err := r.blockEntry(i)
+	return err == nil && r.cache.Contains(blockcache.Key{File: r.fileID, Offset: h.Offset})
 }
 
-// MayContain consults the bloom filter.
-func (r *Reader) MayContain(userKey []byte) bool { return r.filter.Test(userKey) }
-
-// findBlock returns the first block whose last key ≥ target.
-func (r *Reader) findBlock(target []byte) int {
-	return sort.Search(r.index.len(), func(i int) bool {
-		return kv.CompareEncoded(r.index.last(i), target) >= 0
-	})
+// MayContain consults the bloom filter that answers for userKey's newest
+// version. A filter that cannot be read answers yes: the read that follows
+// reports the error.
+func (r *Reader) MayContain(userKey []byte) bool {
+	var sk [64]byte
+	ok, err := r.mayContain(userKey, searchKey(sk[:0], userKey, kv.MaxTimestamp))
+	return ok || err != nil
 }
 
 // Get is GetContext without a request context.
@@ -413,27 +486,27 @@ func (r *Reader) GetContext(ctx context.Context, userKey []byte, readTS uint64) 
 // ≤ readTS, and that timestamp. The value aliases a cached block, which is
 // immutable. ctx is the request's: ending it abandons a remote block read.
 func (r *Reader) GetVersionContext(ctx context.Context, userKey []byte, readTS uint64) (value []byte, kind kv.Kind, ts uint64, found bool, err error) {
-	if !r.filter.Test(userKey) {
-		return nil, 0, 0, false, nil
-	}
 	var sk [64]byte
-	target := kv.MakeSearchKey(userKey, readTS).Append(sk[:0])
-	i := r.findBlock(target)
-	if i == r.index.len() {
-		return nil, 0, 0, false, nil
+	target := searchKey(sk[:0], userKey, readTS)
+	if ok, err := r.mayContain(userKey, target); !ok || err != nil {
+		return nil, 0, 0, false, err
 	}
-	b, err := r.block(ctx, i)
+	v, i, base, err := r.seekEntries(target)
+	if err != nil || i == r.numBlocks {
+		return nil, 0, 0, false, err
+	}
+	b, err := r.block(ctx, i, v, base)
 	if err != nil {
 		return nil, 0, 0, false, err
 	}
 	var it blockIter
 	if err := it.init(b); err != nil {
-		return nil, 0, 0, false, &CorruptionError{File: r.name, Block: blockName(i), Offset: r.index.handles[i].Offset, Reason: err.Error()}
+		return nil, 0, 0, false, &CorruptionError{File: r.name, Block: blockName(i), Offset: v.handle(i - base).Offset, Reason: err.Error()}
 	}
 	// The block's last key is ≥ target, so the seek always lands in it.
 	if !it.seekGE(target) {
 		if it.err != nil {
-			return nil, 0, 0, false, &CorruptionError{File: r.name, Block: blockName(i), Offset: r.index.handles[i].Offset, Reason: it.err.Error()}
+			return nil, 0, 0, false, &CorruptionError{File: r.name, Block: blockName(i), Offset: v.handle(i - base).Offset, Reason: it.err.Error()}
 		}
 		return nil, 0, 0, false, nil
 	}

@@ -73,12 +73,49 @@ func randomVersions(rng *rand.Rand, n int) []version {
 	return vs
 }
 
+// layouts are the index layouts every read is checked on: format 1,
+// format 2 with its default partitions, and format 2 with a partition per
+// block or two (most lookups cross a partition boundary).
+var layouts = []struct {
+	name string
+	opts WriterOptions
+}{
+	{"format-1", WriterOptions{FormatVersion: FormatVersion1}},
+	{"format-2", WriterOptions{}},
+	{"format-2-small-partitions", WriterOptions{PartitionBytes: 64}},
+}
+
+// caches are the block caches a reader is checked with: one that holds
+// the file, none (format 2 pins its partitions), and one too small to
+// hold a partition for long.
+var caches = []struct {
+	name string
+	new  func() *blockcache.Cache
+}{
+	{"cache", func() *blockcache.Cache { return blockcache.New(1 << 20) }},
+	{"no-cache", func() *blockcache.Cache { return nil }},
+	{"tiny-cache", func() *blockcache.Cache { return blockcache.New(16 << 10) }},
+}
+
 func TestRoundTripGetAndIterate(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	vs := randomVersions(rng, 5000)
-	for _, c := range []Compression{NoCompression, S2Compression} {
-		data := buildTable(t, vs, WriterOptions{BlockSize: 1024, Compression: c})
-		r, err := Open(bytes.NewReader(data), int64(len(data)), "t.sst", blockcache.New(1<<20))
+	for _, l := range layouts {
+		for _, cc := range caches {
+			for _, c := range []Compression{NoCompression, S2Compression} {
+				t.Run(fmt.Sprintf("%s/%s/compression-%d", l.name, cc.name, c), func(t *testing.T) {
+					opts := l.opts
+					opts.BlockSize, opts.Compression = 1024, c
+					checkRoundTrip(t, vs, buildTable(t, vs, opts), cc.new())
+				})
+			}
+		}
+	}
+}
+
+func checkRoundTrip(t *testing.T, vs []version, data []byte, cache *blockcache.Cache) {
+	{
+		r, err := Open(bytes.NewReader(data), int64(len(data)), "t.sst", cache)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -96,13 +133,20 @@ func TestRoundTripGetAndIterate(t *testing.T) {
 		if it.Err() != nil || i != len(vs) {
 			t.Fatalf("iterated %d of %d, err %v", i, len(vs), it.Err())
 		}
-		// Every version is reachable by Get at its own timestamp, and a
-		// seek lands on the exact version.
-		for j := 0; j < len(vs); j += 7 {
+		// Every version is reachable by Get at its own timestamp, a read
+		// just below it finds the version before (or nothing), and a seek
+		// lands on the exact version: a key whose versions straddle two
+		// partitions is in both filters.
+		for j := 0; j < len(vs); j++ {
 			v := vs[j]
 			got, kind, ok, err := r.Get(v.key.UserKey, v.key.TS)
 			if err != nil || !ok || kind != v.key.Kind || !bytes.Equal(got, v.val) {
 				t.Fatalf("Get(%v) = %q,%v,%v,%v", v.key, got, kind, ok, err)
+			}
+			older := j+1 < len(vs) && bytes.Equal(vs[j+1].key.UserKey, v.key.UserKey)
+			got, _, ok, err = r.Get(v.key.UserKey, v.key.TS-1)
+			if err != nil || ok != older || (older && !bytes.Equal(got, vs[j+1].val)) {
+				t.Fatalf("Get(%q, %d) = %q,%v,%v; want the version before %v", v.key.UserKey, v.key.TS-1, got, ok, err, v.key)
 			}
 			if !it.SeekGE(v.key) || kv.Compare(it.Key(), v.key) != 0 {
 				t.Fatalf("SeekGE(%v) landed on %v", v.key, it.Key())
@@ -126,7 +170,18 @@ func TestFlippedByteInDataBlockNamesFileAndBlock(t *testing.T) {
 		t.Fatal(err)
 	}
 	const victim = 3
-	h := clean.BlockHandle(victim)
+	h, err := clean.BlockHandle(victim)
+	if err != nil {
+		t.Fatal(err)
+	}
+	last, err := clean.BlockLastUserKey(victim)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, err := clean.BlockLastUserKey(0)
+	if err != nil {
+		t.Fatal(err)
+	}
 	bad := bytes.Clone(data)
 	bad[h.Offset+h.Length/2] ^= 0x40
 	r, err := Open(bytes.NewReader(bad), int64(len(bad)), "regions/r1/000042.sst", nil)
@@ -134,7 +189,6 @@ func TestFlippedByteInDataBlockNamesFileAndBlock(t *testing.T) {
 		t.Fatalf("open must succeed (only a data block is damaged): %v", err)
 	}
 	// Reading a key in the damaged block fails with a named error.
-	last := r.index.lastUser(victim)
 	_, _, _, err = r.Get(last, kv.MaxTimestamp)
 	var ce *CorruptionError
 	if !errors.As(err, &ce) || !errors.Is(err, ErrCorruption) {
@@ -153,7 +207,6 @@ func TestFlippedByteInDataBlockNamesFileAndBlock(t *testing.T) {
 		t.Fatalf("scan over damaged block ended with %v after %d entries", it.Err(), n)
 	}
 	// Keys in other blocks still read fine.
-	first := r.index.lastUser(0)
 	if _, _, _, err := r.Get(first, kv.MaxTimestamp); err != nil {
 		t.Fatalf("undamaged block: %v", err)
 	}
@@ -227,7 +280,7 @@ func TestRemoteFailureFallsBackPerMiss(t *testing.T) {
 	})
 	lastKey := func(i int) kv.InternalKey {
 		for _, v := range vs {
-			if bytes.Equal(v.key.UserKey, r.BlockLastUserKey(i)) {
+			if bytes.Equal(v.key.UserKey, mustLastUserKey(t, r, i)) {
 				return v.key
 			}
 		}
@@ -292,8 +345,12 @@ func TestOnDataBlockGivesEachBlockAsCached(t *testing.T) {
 			t.Fatalf("%v: %d blocks handed over, the file has %d", c, len(offsets), r.NumBlocks())
 		}
 		for i := range offsets {
-			if offsets[i] != r.BlockHandle(i).Offset || !bytes.Equal(lastKeys[i], r.BlockLastUserKey(i)) {
-				t.Fatalf("%v block %d: handed over at %d (last key %q), the index says %d (%q)", c, i, offsets[i], lastKeys[i], r.BlockHandle(i).Offset, r.BlockLastUserKey(i))
+			h, err := r.BlockHandle(i)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if last := mustLastUserKey(t, r, i); offsets[i] != h.Offset || !bytes.Equal(lastKeys[i], last) {
+				t.Fatalf("%v block %d: handed over at %d (last key %q), the index says %d (%q)", c, i, offsets[i], lastKeys[i], h.Offset, last)
 			}
 		}
 		misses := cache.Stats().Misses
@@ -312,4 +369,14 @@ func TestOnDataBlockGivesEachBlockAsCached(t *testing.T) {
 			t.Fatalf("%v: %d cache misses reading a file whose blocks were all handed over", c, m)
 		}
 	}
+}
+
+// mustLastUserKey is data block i's last user key.
+func mustLastUserKey(t testing.TB, r *Reader, i int) []byte {
+	t.Helper()
+	last, err := r.BlockLastUserKey(i)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return last
 }

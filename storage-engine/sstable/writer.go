@@ -37,6 +37,13 @@ type WriterOptions struct {
 	// whole file. The slices are the writer's buffers, valid only during
 	// the call.
 	OnStoredDataBlock func(h Handle, stored, trailer, lastUserKey []byte)
+	// FormatVersion is the format written: FormatVersion by default, or
+	// FormatVersion1 for a reader that predates partitions (a downgrade).
+	FormatVersion uint32
+	// PartitionBytes is the target size of a format 2 index partition and
+	// of its filter: a partition is cut after the data block that takes
+	// either past it.
+	PartitionBytes int
 }
 
 func (o WriterOptions) withDefaults() WriterOptions {
@@ -49,35 +56,53 @@ func (o WriterOptions) withDefaults() WriterOptions {
 	if o.ExpectedKeys == 0 {
 		o.ExpectedKeys = 100_000
 	}
+	if o.FormatVersion == 0 {
+		o.FormatVersion = FormatVersion
+	}
+	if o.PartitionBytes <= 0 {
+		o.PartitionBytes = 4 << 10
+	}
 	return o
 }
 
 // Writer builds an SST from internal keys added in strictly increasing order.
 type Writer struct {
-	w       io.Writer
-	opts    WriterOptions
-	offset  uint64
-	block   blockBuilder
-	index   blockBuilder
-	filter  *bloom.BloomFilter
-	props   Properties
-	first   []byte // first key of the pending block
-	lastKey []byte
-	lastUK  []byte
-	scratch []byte
-	cbuf    []byte
-	err     error
+	w      io.Writer
+	opts   WriterOptions
+	offset uint64
+	block  blockBuilder
+	index  blockBuilder       // format 1: the index; format 2: its top level
+	filter *bloom.BloomFilter // format 1
+	props  Properties
+	// Format 2: the pending partition's index entries and its keys'
+	// hashes, and whether its filter holds lastUK yet (a user key whose
+	// versions straddle two partitions is in both filters).
+	part       indexBuilder
+	partHashes []uint64
+	partHasUK  bool
+	partBlock  int // the number of the partition's first data block
+	bitsPerKey int
+	first      []byte // first key of the pending block
+	lastKey    []byte
+	lastUK     []byte
+	scratch    []byte
+	meta       []byte // a partition's filter or index as written
+	cbuf       []byte
+	err        error
 }
 
 // NewWriter returns a writer that streams the file to w.
 func NewWriter(w io.Writer, opts WriterOptions) *Writer {
 	opts = opts.withDefaults()
-	return &Writer{
-		w:      w,
-		opts:   opts,
-		filter: bloom.NewWithEstimates(opts.ExpectedKeys, opts.BloomFalsePositive),
-		props:  Properties{MinTS: ^uint64(0)},
+	w2 := &Writer{w: w, opts: opts, props: Properties{MinTS: ^uint64(0)}, bitsPerKey: bitsPerKey(opts.BloomFalsePositive)}
+	switch opts.FormatVersion {
+	case FormatVersion1:
+		w2.filter = bloom.NewWithEstimates(opts.ExpectedKeys, opts.BloomFalsePositive)
+	case FormatVersion:
+	default:
+		w2.err = fmt.Errorf("sstable: cannot write format version %d (this build writes %d and %d)", opts.FormatVersion, FormatVersion1, FormatVersion)
 	}
+	return w2
 }
 
 // Add appends one version. Keys must arrive in strictly increasing
@@ -96,9 +121,14 @@ func (w *Writer) Add(key kv.InternalKey, value []byte) error {
 	}
 	w.block.add(w.scratch, value)
 	w.lastKey = append(w.lastKey[:0], w.scratch...)
-	if !bytes.Equal(w.lastUK, key.UserKey) {
-		w.filter.Add(key.UserKey)
+	if !w.partHasUK || !bytes.Equal(w.lastUK, key.UserKey) {
+		if w.filter != nil {
+			w.filter.Add(key.UserKey)
+		} else {
+			w.partHashes = append(w.partHashes, keyHash(key.UserKey))
+		}
 		w.lastUK = append(w.lastUK[:0], key.UserKey...)
+		w.partHasUK = true
 	}
 	p := &w.props
 	if p.Entries == 0 {
@@ -137,13 +167,52 @@ func (w *Writer) flushBlock() error {
 	if w.opts.OnDataBlock != nil {
 		w.opts.OnDataBlock(h.Offset, raw, kv.UserKey(w.lastKey))
 	}
-	// Index entry: key = last key of the block; value = handle + first key.
-	v := h.append(nil)
-	v = binary.AppendUvarint(v, uint64(len(w.first)))
-	v = append(v, w.first...)
-	w.index.add(w.lastKey, v)
 	w.props.DataBlocks++
 	w.block.reset()
+	if w.filter != nil {
+		// Format 1 index entry: key = last key of the block; value =
+		// handle + first key.
+		v := h.append(nil)
+		v = binary.AppendUvarint(v, uint64(len(w.first)))
+		v = append(v, w.first...)
+		w.index.add(w.lastKey, v)
+		return nil
+	}
+	w.part.add(w.lastKey, w.first, h)
+	if w.part.size() >= w.opts.PartitionBytes || len(w.partHashes)*w.bitsPerKey/8 >= w.opts.PartitionBytes {
+		return w.flushPartition()
+	}
+	return nil
+}
+
+// flushPartition writes the pending partition's filter and index and adds
+// its top-level entry: key = the partition's last key; value = index
+// handle + filter handle + number of its first data block + first key.
+func (w *Writer) flushPartition() error {
+	n := w.part.len()
+	if n == 0 {
+		return nil
+	}
+	w.meta = appendFilter(w.meta[:0], w.partHashes, w.bitsPerKey)
+	fh, _, _, err := w.writeBlock(w.meta, NoCompression)
+	if err != nil {
+		return err
+	}
+	w.meta = w.part.appendSlab(w.meta[:0])
+	ih, _, _, err := w.writeBlock(w.meta, NoCompression)
+	if err != nil {
+		return err
+	}
+	first := w.part.first(0)
+	v := ih.append(nil)
+	v = fh.append(v)
+	v = binary.AppendUvarint(v, uint64(w.partBlock))
+	v = binary.AppendUvarint(v, uint64(len(first)))
+	v = append(v, first...)
+	w.index.add(w.part.last(n-1), v)
+	w.part.reset()
+	w.partHashes, w.partHasUK = w.partHashes[:0], false
+	w.partBlock = int(w.props.DataBlocks)
 	return nil
 }
 
@@ -186,13 +255,17 @@ func (w *Writer) Finish() (Properties, uint64, error) {
 	if err := w.flushBlock(); err != nil {
 		return Properties{}, 0, err
 	}
-	fb, err := w.filter.MarshalBinary()
-	if err != nil {
-		return Properties{}, 0, err
-	}
-	var f footer
-	f.version = FormatVersion
-	if f.filter, _, _, err = w.writeBlock(fb, NoCompression); err != nil {
+	f := footer{version: w.opts.FormatVersion}
+	var err error
+	if w.filter != nil {
+		fb, err := w.filter.MarshalBinary()
+		if err != nil {
+			return Properties{}, 0, err
+		}
+		if f.filter, _, _, err = w.writeBlock(fb, NoCompression); err != nil {
+			return Properties{}, 0, err
+		}
+	} else if err := w.flushPartition(); err != nil {
 		return Properties{}, 0, err
 	}
 	if f.index, _, _, err = w.writeBlock(w.index.finish(), NoCompression); err != nil {

@@ -35,8 +35,19 @@ func JobToProto(j compaction.Job) *compactionpb.Job {
 			Compression:        uint32(j.SST.Compression),
 			BloomFalsePositive: j.SST.BloomFalsePositive,
 			ExpectedKeys:       uint64(j.SST.ExpectedKeys),
+			FormatVersion:      formatOnTheWire(j.SST.FormatVersion),
+			PartitionBytes:     int64(j.SST.PartitionBytes),
 		},
 	}
+}
+
+// formatOnTheWire is the format a job asks for, never 0: a worker reads 0
+// as format 1, what a store that predates format 2 reads.
+func formatOnTheWire(v uint32) uint32 {
+	if v == 0 {
+		return sstable.FormatVersion
+	}
+	return v
 }
 
 // JobFromProto decodes and validates a job from the wire.
@@ -72,11 +83,23 @@ func JobFromProto(p *compactionpb.Job) (compaction.Job, error) {
 		if s.Compression > uint32(sstable.S2Compression) {
 			return compaction.Job{}, errors.New("job names an unknown compression")
 		}
+		format := s.FormatVersion
+		if format == 0 {
+			format = sstable.FormatVersion1
+		}
+		if format != sstable.FormatVersion1 && format != sstable.FormatVersion {
+			return compaction.Job{}, fmt.Errorf("job asks for sstable format %d; this worker writes %d and %d", s.FormatVersion, sstable.FormatVersion1, sstable.FormatVersion)
+		}
+		if s.PartitionBytes < 0 {
+			return compaction.Job{}, errors.New("job partition bytes are negative")
+		}
 		j.SST = sstable.WriterOptions{
 			BlockSize:          int(s.BlockSize),
 			Compression:        sstable.Compression(s.Compression),
 			BloomFalsePositive: s.BloomFalsePositive,
 			ExpectedKeys:       uint(s.ExpectedKeys),
+			FormatVersion:      format,
+			PartitionBytes:     int(s.PartitionBytes),
 		}
 	}
 	return j, nil

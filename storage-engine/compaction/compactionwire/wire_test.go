@@ -20,7 +20,8 @@ func TestJobRoundTrips(t *testing.T) {
 			Snapshots: []uint64{17, 42},
 			Horizon:   40,
 		},
-		SST: sstable.WriterOptions{BlockSize: 4096, Compression: sstable.S2Compression, BloomFalsePositive: 0.02, ExpectedKeys: 1000},
+		SST: sstable.WriterOptions{BlockSize: 4096, Compression: sstable.S2Compression, BloomFalsePositive: 0.02, ExpectedKeys: 1000,
+			FormatVersion: sstable.FormatVersion, PartitionBytes: 2048},
 		// A split's daughter: the worker must drop its sibling's keys.
 		Start: []byte("user5000"),
 		End:   []byte("user7500"),
@@ -34,6 +35,20 @@ func TestJobRoundTrips(t *testing.T) {
 		if !reflect.DeepEqual(got, job) {
 			t.Fatalf("round trip:\n got  %+v\n want %+v", got, job)
 		}
+	}
+}
+
+// A store that predates format 2 sends no format: its worker writes
+// format 1, which it can read. A store sends its format, never 0.
+func TestAJobWithoutAFormatIsWrittenInFormat1(t *testing.T) {
+	old := &compactionpb.Job{Region: "r", Inputs: []string{"in"}, Output: "out", Sst: &compactionpb.SSTOptions{BlockSize: 4096}}
+	j, err := JobFromProto(old)
+	if err != nil || j.SST.FormatVersion != sstable.FormatVersion1 {
+		t.Fatalf("a job without a format: %v, format %d; want format 1", err, j.SST.FormatVersion)
+	}
+	sent := JobToProto(compaction.Job{Region: "r", Inputs: []string{"in"}, Output: "out"})
+	if sent.Sst.FormatVersion != sstable.FormatVersion {
+		t.Fatalf("a store's job asks for format %d; want %d", sent.Sst.FormatVersion, sstable.FormatVersion)
 	}
 }
 
@@ -60,6 +75,16 @@ func TestJobFromProtoRefusesIncompleteJobs(t *testing.T) {
 			j.Sst = &compactionpb.SSTOptions{Compression: uint32(sstable.S2Compression) + 1}
 			return j
 		}(), "job names an unknown compression"},
+		{"unknown format", func() *compactionpb.Job {
+			j := ok()
+			j.Sst = &compactionpb.SSTOptions{FormatVersion: 9}
+			return j
+		}(), "job asks for sstable format 9; this worker writes 1 and 2"},
+		{"negative partition bytes", func() *compactionpb.Job {
+			j := ok()
+			j.Sst = &compactionpb.SSTOptions{FormatVersion: 2, PartitionBytes: -1}
+			return j
+		}(), "job partition bytes are negative"},
 		{"empty range", func() *compactionpb.Job {
 			j := ok()
 			j.Start, j.End = []byte("m"), []byte("c")

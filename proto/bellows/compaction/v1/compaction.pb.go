@@ -104,8 +104,15 @@ type SSTOptions struct {
 	Compression        uint32  `protobuf:"varint,2,opt,name=compression,proto3" json:"compression,omitempty"`
 	BloomFalsePositive float64 `protobuf:"fixed64,3,opt,name=bloom_false_positive,json=bloomFalsePositive,proto3" json:"bloom_false_positive,omitempty"`
 	ExpectedKeys       uint64  `protobuf:"varint,4,opt,name=expected_keys,json=expectedKeys,proto3" json:"expected_keys,omitempty"`
-	unknownFields      protoimpl.UnknownFields
-	sizeCache          protoimpl.SizeCache
+	// format_version is the sstable format of the output. Absent (0) is
+	// format 1: a store that does not send it predates format 2 and cannot
+	// read it.
+	FormatVersion uint32 `protobuf:"varint,5,opt,name=format_version,json=formatVersion,proto3" json:"format_version,omitempty"`
+	// partition_bytes is the target size of a format 2 index or filter
+	// partition; 0 is the default.
+	PartitionBytes int64 `protobuf:"varint,6,opt,name=partition_bytes,json=partitionBytes,proto3" json:"partition_bytes,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *SSTOptions) Reset() {
@@ -162,6 +169,20 @@ func (x *SSTOptions) GetBloomFalsePositive() float64 {
 func (x *SSTOptions) GetExpectedKeys() uint64 {
 	if x != nil {
 		return x.ExpectedKeys
+	}
+	return 0
+}
+
+func (x *SSTOptions) GetFormatVersion() uint32 {
+	if x != nil {
+		return x.FormatVersion
+	}
+	return 0
+}
+
+func (x *SSTOptions) GetPartitionBytes() int64 {
+	if x != nil {
+		return x.PartitionBytes
 	}
 	return 0
 }
@@ -1162,14 +1183,16 @@ const file_bellows_compaction_v1_compaction_proto_rawDesc = "" +
 	"\x05major\x18\x01 \x01(\bR\x05major\x124\n" +
 	"\x16retention_max_versions\x18\x02 \x01(\x05R\x14retentionMaxVersions\x12\x1c\n" +
 	"\tsnapshots\x18\x03 \x03(\x04R\tsnapshots\x12\x18\n" +
-	"\ahorizon\x18\x04 \x01(\x04R\ahorizon\"\xa4\x01\n" +
+	"\ahorizon\x18\x04 \x01(\x04R\ahorizon\"\xf4\x01\n" +
 	"\n" +
 	"SSTOptions\x12\x1d\n" +
 	"\n" +
 	"block_size\x18\x01 \x01(\x03R\tblockSize\x12 \n" +
 	"\vcompression\x18\x02 \x01(\rR\vcompression\x120\n" +
 	"\x14bloom_false_positive\x18\x03 \x01(\x01R\x12bloomFalsePositive\x12#\n" +
-	"\rexpected_keys\x18\x04 \x01(\x04R\fexpectedKeys\"\xe5\x01\n" +
+	"\rexpected_keys\x18\x04 \x01(\x04R\fexpectedKeys\x12%\n" +
+	"\x0eformat_version\x18\x05 \x01(\rR\rformatVersion\x12'\n" +
+	"\x0fpartition_bytes\x18\x06 \x01(\x03R\x0epartitionBytes\"\xe5\x01\n" +
 	"\x03Job\x12\x16\n" +
 	"\x06region\x18\x01 \x01(\tR\x06region\x12\x16\n" +
 	"\x06inputs\x18\x02 \x03(\tR\x06inputs\x12\x16\n" +
