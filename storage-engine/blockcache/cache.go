@@ -42,6 +42,11 @@ type entry struct {
 	block      []byte
 	lastUser   []byte
 	meta       bool // an index or filter partition, not a data block
+	// referenced is set by a hit on a meta entry and spent when the entry
+	// reaches the LRU's tail: it goes round once more (second chance).
+	// A partition serves every read of its many blocks, so a scan's
+	// stream of data blocks must not push it out before them.
+	referenced bool
 	prev, next *entry
 }
 
@@ -129,6 +134,7 @@ func (c *Cache) lookup(k Key) ([]byte, bool) {
 	if ok {
 		s.unlink(e)
 		s.pushFront(e)
+		e.referenced = e.meta
 	}
 	s.mu.Unlock()
 	if !ok {
@@ -197,8 +203,19 @@ func (c *Cache) insert(k Key, block, lastUserKey []byte, meta bool) {
 		s.metaUsed += e.charge()
 	}
 	var evicted uint64
-	for s.used > s.capacity {
-		s.remove(s.head.prev)
+	for laps := 0; s.used > s.capacity; {
+		tail := s.head.prev
+		// A referenced meta entry goes round again, at most once per hit;
+		// the bound on laps keeps an insert from circling a shard of
+		// nothing but referenced partitions.
+		if tail.referenced && tail != e && laps < 64 {
+			tail.referenced = false
+			s.unlink(tail)
+			s.pushFront(tail)
+			laps++
+			continue
+		}
+		s.remove(tail)
 		evicted++
 	}
 	s.mu.Unlock()

@@ -2,15 +2,15 @@
 //
 // Layout (format 2):
 //
-//	([data block]* [filter partition] [index partition])* [top-level index] [properties block] [footer]
+//	([data block]* [partition])* [top-level index] [properties block] [footer]
 //
 // A partition covers the data blocks before it, back to the previous
-// partition: its index is a slab (index.go) with one entry per data block
-// (the block's last and first internal keys and its handle), its filter a
-// bloom filter over their user keys (filter.go). The top-level index has
-// one entry per partition: the key is the partition's last internal key,
-// the value the handles of its index and filter, the number of its first
-// data block and its first internal key. Only the top level stays in
+// partition: a bloom filter over their user keys (filter.go) and an index
+// slab (index.go) with one entry per data block, the block's last and
+// first internal keys and its handle. The top-level index has one entry
+// per partition: the key is the partition's last internal key, the value
+// its handle, the number of its first data block and its first internal
+// key. Only the top level stays in
 // memory while the file is open; partitions are read through the block
 // cache like data blocks, so a file's memory is charged to the cache's
 // budget whatever its size (docs/memory.md).

@@ -152,7 +152,7 @@ func (it *Iter) SeekGE(key kv.InternalKey) bool {
 // seekView sets blk to the first block whose last key is ≥ target
 // (numBlocks when none is) and view to the entries that list it.
 func (it *Iter) seekView(target []byte) bool {
-	v, i, base, err := it.r.seekEntries(target)
+	v, i, base, err := it.r.seekEntries(target, nil)
 	if err != nil {
 		it.err, it.valid = err, false
 		return false

@@ -10,15 +10,48 @@ import (
 )
 
 // partMeta is what the pinned top level knows of a format 2 partition
-// besides its keys and its index handle (kept in the top-level slab).
+// besides its keys and its block's handle (kept in the top-level slab).
 type partMeta struct {
-	filter     Handle
 	firstBlock int
 }
 
-// meta block numbers in errors: partition p's index and filter.
-func partIndexID(p int) blockID  { return blockID(-1000 - 2*p) }
-func partFilterID(p int) blockID { return blockID(-1001 - 2*p) }
+// partition is a decoded partition block:
+//
+//	partition := filter slab uint32(len(filter))
+//
+// One block, not two: a read needs both, and each cache lookup costs a
+// shard's lock.
+type partition struct {
+	index  indexView
+	filter []byte
+}
+
+// partitionID names partition p in errors.
+func partitionID(p int) blockID { return blockID(-1000 - p) }
+
+// splitPartition splits a partition block; checked, it also checks the
+// slab's structure (a block read from the file, not the cache's copy).
+func splitPartition(b []byte, checked bool) (partition, error) {
+	if len(b) < 4 {
+		return partition{}, errCorruptIndex
+	}
+	fl := int(binary.LittleEndian.Uint32(b[len(b)-4:]))
+	if fl > len(b)-4 {
+		return partition{}, errCorruptIndex
+	}
+	slab := b[fl : len(b)-4]
+	var v indexView
+	var err error
+	if checked {
+		var ok bool
+		if v, ok = viewIndexChecked(slab); !ok {
+			err = errCorruptIndex
+		}
+	} else {
+		v, err = viewIndex(slab)
+	}
+	return partition{index: v, filter: b[:fl:fl]}, err
+}
 
 // decodeTopLevel reads a format 2 top-level index block into the pinned
 // slab and partition list, checking that the partitions number the data
@@ -30,15 +63,10 @@ func (r *Reader) decodeTopLevel(b []byte) error {
 	}
 	var top indexBuilder
 	for ok := it.first(); ok; ok = it.nextEntry() {
-		ih, n, err := decodeHandle(it.val)
+		ph, n, err := decodeHandle(it.val)
 		if err != nil {
 			return err
 		}
-		fh, m, err := decodeHandle(it.val[n:])
-		if err != nil {
-			return err
-		}
-		n += m
 		fb, m := binary.Uvarint(it.val[n:])
 		if m <= 0 {
 			return errCorruptBlock
@@ -57,8 +85,8 @@ func (r *Reader) decodeTopLevel(b []byte) error {
 		} else if fb != 0 {
 			return errors.New("first partition does not start at block 0")
 		}
-		top.add(it.key, it.val[n:n+int(fl)], ih)
-		r.parts = append(r.parts, partMeta{filter: fh, firstBlock: int(fb)})
+		top.add(it.key, it.val[n:n+int(fl)], ph)
+		r.parts = append(r.parts, partMeta{firstBlock: int(fb)})
 	}
 	if it.err != nil {
 		return it.err
@@ -75,43 +103,37 @@ func (r *Reader) decodeTopLevel(b []byte) error {
 }
 
 // pinPartitions reads every partition into memory: a reader without a
-// block cache (a compaction's input, a tool) would otherwise read two
-// partitions from the file for every lookup.
+// block cache (a compaction's input, a tool) would otherwise read a
+// partition from the file for every lookup.
 func (r *Reader) pinPartitions() error {
-	r.pinnedIndex = make([]indexView, len(r.parts))
-	r.pinnedFilter = make([][]byte, len(r.parts))
+	r.pinned = make([]partition, len(r.parts))
 	for p := range r.parts {
-		ib, err := r.readMeta(r.index.handle(p), partIndexID(p))
-		if err != nil {
-			return err
-		}
-		if r.pinnedIndex[p], err = r.checkPartition(p, ib); err != nil {
-			return err
-		}
-		if r.pinnedFilter[p], err = r.readMeta(r.parts[p].filter, partFilterID(p)); err != nil {
+		var err error
+		if r.pinned[p], _, err = r.readPartition(p); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// readMeta reads a partition's block into a buffer of its own.
-func (r *Reader) readMeta(h Handle, id blockID) ([]byte, error) {
+// readPartition reads partition p from the file into a buffer of its own
+// and checks it: its structure, and that it lists the data blocks the top
+// level says it does. It returns the block too.
+func (r *Reader) readPartition(p int) (partition, []byte, error) {
+	h := r.index.handle(p)
 	var raw []byte
-	return r.readStoredWith(h, id, &raw, nil)
-}
-
-// checkPartition checks partition p's slab: its structure, and that it
-// lists the data blocks the top level says it does.
-func (r *Reader) checkPartition(p int, b []byte) (indexView, error) {
-	v, err := viewIndex(b)
-	if err == nil && v.len() != r.partEnd(p)-r.parts[p].firstBlock {
+	b, err := r.readStoredWith(h, partitionID(p), &raw, nil)
+	if err != nil {
+		return partition{}, nil, err
+	}
+	pt, err := splitPartition(b, false)
+	if err == nil && pt.index.len() != r.partEnd(p)-r.parts[p].firstBlock {
 		err = errors.New("partition lists a different number of blocks than the top level")
 	}
 	if err != nil {
-		return indexView{}, &CorruptionError{File: r.name, Block: partIndexID(p).String(), Offset: r.index.handle(p).Offset, Reason: err.Error()}
+		return partition{}, nil, &CorruptionError{File: r.name, Block: partitionID(p).String(), Offset: h.Offset, Reason: err.Error()}
 	}
-	return v, nil
+	return pt, b, nil
 }
 
 // partEnd is the number of the data block after partition p's last.
@@ -122,47 +144,24 @@ func (r *Reader) partEnd(p int) int {
 	return r.numBlocks
 }
 
-// partition returns partition p's index, from the cache when it holds it.
-func (r *Reader) partition(p int) (indexView, error) {
-	if r.pinnedIndex != nil {
-		return r.pinnedIndex[p], nil
+// partition returns partition p, from the cache when it holds it.
+func (r *Reader) partition(p int) (partition, error) {
+	if r.pinned != nil {
+		return r.pinned[p], nil
 	}
 	h := r.index.handle(p)
 	k := blockcache.Key{File: r.fileID, Offset: h.Offset}
 	if b, ok := r.cache.GetMeta(k); ok {
-		if v, ok := viewIndexChecked(b); ok {
-			return v, nil
+		if pt, err := splitPartition(b, true); err == nil {
+			return pt, nil
 		}
 	}
-	b, err := r.readMeta(h, partIndexID(p))
+	pt, b, err := r.readPartition(p)
 	if err != nil {
-		return indexView{}, err
-	}
-	v, err := r.checkPartition(p, b)
-	if err != nil {
-		return indexView{}, err
+		return partition{}, err
 	}
 	r.cache.InsertMeta(k, b, r.index.lastUser(p))
-	return v, nil
-}
-
-// partitionMayContain tests partition p's filter, from the cache when it
-// holds it.
-func (r *Reader) partitionMayContain(p int, hash uint64) (bool, error) {
-	if r.pinnedFilter != nil {
-		return filterMayContain(r.pinnedFilter[p], hash), nil
-	}
-	h := r.parts[p].filter
-	k := blockcache.Key{File: r.fileID, Offset: h.Offset}
-	if b, ok := r.cache.GetMeta(k); ok {
-		return filterMayContain(b, hash), nil
-	}
-	b, err := r.readMeta(h, partFilterID(p))
-	if err != nil {
-		return true, err
-	}
-	r.cache.InsertMeta(k, b, r.index.lastUser(p))
-	return filterMayContain(b, hash), nil
+	return pt, nil
 }
 
 // partOf returns the partition that lists data block i.
@@ -178,15 +177,20 @@ func (r *Reader) entries(i int) (v indexView, base int, err error) {
 		return r.index, 0, nil
 	}
 	p := r.partOf(i)
-	v, err = r.partition(p)
-	return v, r.parts[p].firstBlock, err
+	pt, err := r.partition(p)
+	return pt.index, r.parts[p].firstBlock, err
 }
 
 // seekEntries finds the first data block whose last key is ≥ target: the
 // view listing it, its number and the view's first block's number. When
-// every block's last key is below target, i is NumBlocks().
-func (r *Reader) seekEntries(target []byte) (v indexView, i, base int, err error) {
+// every block's last key is below target, i is NumBlocks(). With a key's
+// hash it first tests the filter that answers for the key, and answers
+// i = NumBlocks() when the filter rules it out.
+func (r *Reader) seekEntries(target []byte, userKey []byte) (v indexView, i, base int, err error) {
 	if r.parts == nil {
+		if userKey != nil && !r.filter.Test(userKey) {
+			return indexView{}, r.numBlocks, r.numBlocks, nil
+		}
 		i = r.index.search(target)
 		return r.index, i, 0, nil
 	}
@@ -194,27 +198,16 @@ func (r *Reader) seekEntries(target []byte) (v indexView, i, base int, err error
 	if p == len(r.parts) {
 		return indexView{}, r.numBlocks, r.numBlocks, nil
 	}
-	v, err = r.partition(p)
+	pt, err := r.partition(p)
 	if err != nil {
 		return indexView{}, 0, 0, err
 	}
+	if userKey != nil && !filterMayContain(pt.filter, keyHash(userKey)) {
+		return indexView{}, r.numBlocks, r.numBlocks, nil
+	}
 	// The partition's last key is ≥ target, so the search lands in it.
 	base = r.parts[p].firstBlock
-	return v, base + v.search(target), base, nil
-}
-
-// mayContain tests the filter that answers for userKey read at readTS: a
-// format 1 file's one filter, or the filter of the partition where a seek
-// for it lands. ok is false when no block can hold it.
-func (r *Reader) mayContain(userKey []byte, target []byte) (bool, error) {
-	if r.parts == nil {
-		return r.filter.Test(userKey), nil
-	}
-	p := r.index.search(target)
-	if p == len(r.parts) {
-		return false, nil
-	}
-	return r.partitionMayContain(p, keyHash(userKey))
+	return pt.index, base + pt.index.search(target), base, nil
 }
 
 // searchKey is the encoded search key of userKey at readTS, in buf.
@@ -241,11 +234,13 @@ type Span struct {
 func (r *Reader) Spans(f func(Span)) error {
 	if len(r.parts) <= finePartitions {
 		for p := 0; p < max(len(r.parts), 1); p++ {
-			v, err := r.index, error(nil)
+			v := r.index
 			if r.parts != nil {
-				if v, err = r.partition(p); err != nil {
+				pt, err := r.partition(p)
+				if err != nil {
 					return err
 				}
+				v = pt.index
 			}
 			for j := range v.len() {
 				f(Span{LastUserKey: v.lastUser(j), Bytes: int64(v.handle(j).Length)})
@@ -256,8 +251,8 @@ func (r *Reader) Spans(f func(Span)) error {
 	dataStart := uint64(0)
 	for p := range r.parts {
 		n := uint64(r.partEnd(p) - r.parts[p].firstBlock)
-		f(Span{LastUserKey: r.index.lastUser(p), Bytes: int64(r.parts[p].filter.Offset - dataStart - n*trailerLen)})
 		ih := r.index.handle(p)
+		f(Span{LastUserKey: r.index.lastUser(p), Bytes: int64(ih.Offset - dataStart - n*trailerLen)})
 		dataStart = ih.Offset + ih.Length + trailerLen
 	}
 	return nil

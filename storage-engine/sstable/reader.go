@@ -53,9 +53,8 @@ type Reader struct {
 	parts  []partMeta         // format 2
 	filter *bloom.BloomFilter // format 1
 	// Format 2 without a block cache: every partition, pinned.
-	pinnedIndex  []indexView
-	pinnedFilter [][]byte
-	props        Properties
+	pinned []partition
+	props  Properties
 }
 
 // Open reads the footer, index, filter and properties of the SST in r. name
@@ -168,11 +167,7 @@ func (id blockID) String() string {
 		return "properties block"
 	}
 	if id <= -1000 {
-		p := (-1000 - int(id)) / 2
-		if (-1000-int(id))%2 == 0 {
-			return fmt.Sprintf("index partition %d", p)
-		}
-		return fmt.Sprintf("filter partition %d", p)
+		return fmt.Sprintf("partition %d", -1000-int(id))
 	}
 	return blockName(int(id))
 }
@@ -376,12 +371,12 @@ func (r *Reader) blockEntry(i int) (Handle, []byte, error) {
 // index (format 1's whole index and filter, format 2's top level, or every
 // partition when there is no cache).
 func (r *Reader) MemoryBytes() int64 {
-	n := r.index.memoryBytes() + int64(16*cap(r.parts))
+	n := r.index.memoryBytes() + int64(8*cap(r.parts))
 	if r.filter != nil {
 		n += int64(r.filter.Cap() / 8)
 	}
-	for p := range r.pinnedIndex {
-		n += r.pinnedIndex[p].memoryBytes() + int64(cap(r.pinnedFilter[p]))
+	for _, pt := range r.pinned {
+		n += int64(cap(pt.filter))
 	}
 	return n
 }
@@ -467,8 +462,8 @@ func (r *Reader) BlockCached(i int) bool {
 // reports the error.
 func (r *Reader) MayContain(userKey []byte) bool {
 	var sk [64]byte
-	ok, err := r.mayContain(userKey, searchKey(sk[:0], userKey, kv.MaxTimestamp))
-	return ok || err != nil
+	_, i, _, err := r.seekEntries(searchKey(sk[:0], userKey, kv.MaxTimestamp), userKey)
+	return i < r.numBlocks || err != nil
 }
 
 // Get is GetContext without a request context.
@@ -488,10 +483,7 @@ func (r *Reader) GetContext(ctx context.Context, userKey []byte, readTS uint64) 
 func (r *Reader) GetVersionContext(ctx context.Context, userKey []byte, readTS uint64) (value []byte, kind kv.Kind, ts uint64, found bool, err error) {
 	var sk [64]byte
 	target := searchKey(sk[:0], userKey, readTS)
-	if ok, err := r.mayContain(userKey, target); !ok || err != nil {
-		return nil, 0, 0, false, err
-	}
-	v, i, base, err := r.seekEntries(target)
+	v, i, base, err := r.seekEntries(target, userKey)
 	if err != nil || i == r.numBlocks {
 		return nil, 0, 0, false, err
 	}

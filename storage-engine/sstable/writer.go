@@ -185,27 +185,25 @@ func (w *Writer) flushBlock() error {
 	return nil
 }
 
-// flushPartition writes the pending partition's filter and index and adds
-// its top-level entry: key = the partition's last key; value = index
-// handle + filter handle + number of its first data block + first key.
+// flushPartition writes the pending partition (its filter, its index
+// slab and the filter's length) and adds its top-level entry: key = the
+// partition's last key; value = its handle + the number of its first data
+// block + its first key.
 func (w *Writer) flushPartition() error {
 	n := w.part.len()
 	if n == 0 {
 		return nil
 	}
 	w.meta = appendFilter(w.meta[:0], w.partHashes, w.bitsPerKey)
-	fh, _, _, err := w.writeBlock(w.meta, NoCompression)
-	if err != nil {
-		return err
-	}
-	w.meta = w.part.appendSlab(w.meta[:0])
-	ih, _, _, err := w.writeBlock(w.meta, NoCompression)
+	fl := len(w.meta)
+	w.meta = w.part.appendSlab(w.meta)
+	w.meta = binary.LittleEndian.AppendUint32(w.meta, uint32(fl))
+	ph, _, _, err := w.writeBlock(w.meta, NoCompression)
 	if err != nil {
 		return err
 	}
 	first := w.part.first(0)
-	v := ih.append(nil)
-	v = fh.append(v)
+	v := ph.append(nil)
 	v = binary.AppendUvarint(v, uint64(w.partBlock))
 	v = binary.AppendUvarint(v, uint64(len(first)))
 	v = append(v, first...)
