@@ -38,10 +38,10 @@ var fileIDs atomic.Uint64
 func NewFileID() uint64 { return fileIDs.Add(1) }
 
 type entry struct {
-	key        Key
-	block      []byte
-	lastUser   []byte
-	meta       bool // an index or filter partition, not a data block
+	key      Key
+	block    []byte
+	lastUser []byte
+	meta     bool // an index or filter partition, not a data block
 	// referenced is set by a hit on a meta entry and spent when the entry
 	// reaches the LRU's tail: it goes round once more (second chance).
 	// A partition serves every read of its many blocks, so a scan's
