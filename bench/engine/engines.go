@@ -38,10 +38,11 @@ type Engine interface {
 }
 
 // Budget is the memory both engines get. CacheBytes covers data blocks and
-// the tables' index and filter blocks together: Pebble keeps all three in its
-// block cache, while Bellows holds indexes and bloom filters in memory
-// outside its block cache, so Bellows' cache gets CacheBytes less that
-// memory (see Bellows.Reopen).
+// the tables' index and filter blocks together: both engines keep all
+// three in their block cache, except what Bellows pins outside it (a
+// format 2 file's top-level index, a format 1 file's whole index and
+// filter), so Bellows' cache gets CacheBytes less that memory (see
+// Bellows.Reopen).
 type Budget struct {
 	MemtableBytes int64
 	CacheBytes    int64
@@ -62,7 +63,7 @@ type Bellows struct {
 // CacheSizing is one open of the Bellows region.
 type CacheSizing struct {
 	WALMode    wal.Mode
-	TableBytes int64 // SST indexes and bloom filters when opened
+	TableBytes int64 // SST index and filter memory pinned outside the cache when opened
 	CacheBytes int64 // block cache: the budget less TableBytes
 }
 
@@ -85,7 +86,7 @@ func OpenBellows(dir string, b Budget) (*Bellows, error) {
 func (e *Bellows) open(mode wal.Mode, tableBytes int64) error {
 	cacheBytes := e.budget.CacheBytes - tableBytes
 	if cacheBytes < 1<<20 {
-		return fmt.Errorf("bellows: indexes and filters (%d MiB) leave less than 1 MiB of the %d MiB cache budget: raise --cache-mib",
+		return fmt.Errorf("bellows: pinned indexes (%d MiB) leave less than 1 MiB of the %d MiB cache budget: raise --cache-mib",
 			tableBytes>>20, e.budget.CacheBytes>>20)
 	}
 	cache := blockcache.New(cacheBytes)
@@ -147,8 +148,11 @@ func (e *Bellows) Scan(start []byte, n int) (int, error) {
 func (e *Bellows) Flush() error { return e.r.Flush(context.Background()) }
 
 // CacheMisses is the block cache's misses since the region was opened
-// (data blocks: indexes and filters are in memory).
-func (e *Bellows) CacheMisses() int64 { return int64(e.cache.Stats().Misses) }
+// (data blocks and index and filter partitions).
+func (e *Bellows) CacheMisses() int64 {
+	st := e.cache.Stats()
+	return int64(st.Misses + st.MetaMisses)
+}
 
 // Layout says what a scan merges now: the region's SSTs (every one spans
 // the key space under random writes, and sorted runs are what a scan
@@ -162,8 +166,8 @@ func (e *Bellows) Layout() string {
 		len(sizes), strings.Join(sizes, ", "), 1+e.r.PipelineSegments(), e.r.PipelineSegments())
 }
 
-// TableMemoryBytes is what Bellows holds outside its block cache: SST
-// indexes and bloom filters, which Pebble keeps inside its block cache.
+// TableMemoryBytes is what Bellows holds outside its block cache: its files'
+// pinned top-level indexes (format 2), which Pebble keeps in its cache.
 func (e *Bellows) TableMemoryBytes() int64 { return e.r.TableMemoryBytes() }
 func (e *Bellows) Close() error {
 	return errors.Join(e.r.Close(), e.bucket.Close())

@@ -95,7 +95,7 @@ func Markdown(c Config, header string, runs []Run) string {
 		"the engine's background work (flushes, compactions, garbage collection) and the client's included. " +
 		"Other processes' load does not inflate it as it inflates wall-clock throughput.\n" +
 		"- Cache misses/op: block cache misses during the workload per operation, each a block read from the file system and decompressed. " +
-		"Bellows' cache holds data blocks only (its indexes and filters are in memory); Pebble's holds its index and filter blocks too, so its count includes their misses.\n\n")
+		"Both engines' caches hold index and filter blocks beside the data blocks, and both counts include their misses.\n\n")
 
 	b.WriteString("## Pebble configuration\n\n")
 	fmt.Fprintf(&b, "As CockroachDB configures it (`DefaultPebbleOptions`, cockroachdb/cockroach `pkg/storage/pebble.go`): "+
@@ -109,8 +109,8 @@ func Markdown(c Config, header string, runs []Run) string {
 
 	b.WriteString("## Memory: indexes and filters inside the budget\n\n")
 	fmt.Fprintf(&b, "Both engines get %s for data blocks, indexes and bloom filters together. Pebble's block cache is the whole budget: "+
-		"its index and filter blocks live in it. Bellows holds its SST indexes and bloom filters in memory outside its block cache, "+
-		"so each time the region is opened its block cache is the budget less the index and filter memory its tables hold then:\n\n",
+		"its index and filter blocks live in it. Bellows keeps its index and filter partitions in its block cache too and pins only each file's "+
+		"top-level index (docs/memory.md), so each time the region is opened its block cache is the budget less the memory its tables pin then:\n\n",
 		mib(c.Budget.CacheBytes))
 	phases := []string{"the load", "the read and scan workloads", "the sync writes"}
 	for ri, r := range runs {
@@ -120,11 +120,11 @@ func Markdown(c Config, header string, runs []Run) string {
 			if i < len(phases) {
 				phase = phases[i]
 			}
-			parts = append(parts, fmt.Sprintf("for %s (WAL %s) indexes and filters %s, block cache %s", phase, o.WALMode, mib(o.TableBytes), mib(o.CacheBytes)))
+			parts = append(parts, fmt.Sprintf("for %s (WAL %s) pinned %s, block cache %s", phase, o.WALMode, mib(o.TableBytes), mib(o.CacheBytes)))
 		}
-		fmt.Fprintf(&b, "- run %d: %s; at the end %s of indexes and filters\n", ri+1, strings.Join(parts, "; "), mib(r.Memory.BellowsTableBytes))
+		fmt.Fprintf(&b, "- run %d: %s; at the end %s pinned\n", ri+1, strings.Join(parts, "; "), mib(r.Memory.BellowsTableBytes))
 	}
-	b.WriteString("\nCompactions between two opens can move the index and filter memory from the figure the cache was sized against.\n\n")
+	b.WriteString("\nCompactions between two opens can move the pinned memory from the figure the cache was sized against.\n\n")
 
 	b.WriteString("## Results\n\n")
 	b.WriteString("| workload | ratio (Bellows/Pebble) | goal met | runs ≥ goal | Bellows ops/s | Pebble ops/s | Bellows p50 / p99 ms | Pebble p50 / p99 ms | CPU µs/op Bellows / Pebble | cache misses/op Bellows / Pebble | reads that found data (B / P) |\n")

@@ -138,6 +138,7 @@ func codeLabel(err error) string {
 // RegisterStoreGauges exports the store's state, read at scrape time: block
 // cache counters, SSTs per region, region count and compaction demand.
 func RegisterStoreGauges(reg prometheus.Registerer, s *Store, cache *blockcache.Cache) {
+	registerEngineMemory(reg, s, cache)
 	cs := func(f func(blockcache.Stats) float64) func() float64 {
 		return func() float64 { return f(cache.Stats()) }
 	}
@@ -423,6 +424,36 @@ func (c *regionCounters) Collect(ch chan<- prometheus.Metric) {
 }
 
 // sumRegions is a metric function adding f over the store's open regions.
+// registerEngineMemory exports the engine's memory by kind and the block
+// cache's lookups of index and filter partitions.
+func registerEngineMemory(reg prometheus.Registerer, s *Store, cache *blockcache.Cache) {
+	cs := func(f func(blockcache.Stats) float64) func() float64 {
+		return func() float64 { return f(cache.Stats()) }
+	}
+	reg.MustRegister(
+		engineMemory("block_cache_data", cs(func(s blockcache.Stats) float64 { return float64(s.UsedBytes - s.MetaBytes) })),
+		engineMemory("block_cache_index_filter", cs(func(s blockcache.Stats) float64 { return float64(s.MetaBytes) })),
+		engineMemory("pinned_index_filter", sumRegions(s, func(r *region.Region) uint64 { return uint64(r.TableMemoryBytes()) })),
+		engineMemory("memstores", sumRegions(s, func(r *region.Region) uint64 { return uint64(r.MemstoreUsedBytes()) })),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "bellows_block_cache_index_filter_hits_total",
+			Help: "Lookups of SST index and filter partitions found in the block cache."},
+			cs(func(s blockcache.Stats) float64 { return float64(s.MetaHits) })),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "bellows_block_cache_index_filter_misses_total",
+			Help: "Lookups of SST index and filter partitions missed in the block cache and read from the file."},
+			cs(func(s blockcache.Stats) float64 { return float64(s.MetaMisses) })),
+	)
+}
+
+// engineMemory is one kind of the engine's memory (docs/memory.md): the
+// block cache's data blocks and its index and filter partitions (both
+// within the cache's capacity), the index and filters held outside it
+// (format 1 files and format 2 top levels), and the memstores.
+func engineMemory(kind string, f func() float64) prometheus.Collector {
+	return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "bellows_engine_memory_bytes",
+		Help:        "The storage engine's memory by kind (docs/memory.md).",
+		ConstLabels: prometheus.Labels{"kind": kind}}, f)
+}
+
 func sumRegions(s *Store, f func(*region.Region) uint64) func() float64 {
 	return func() float64 {
 		var n uint64
