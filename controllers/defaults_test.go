@@ -109,8 +109,8 @@ func TestMemoryLimitBelowTheEngineNeedIsReported(t *testing.T) {
 		g.Expect(cond.Status).To(Equal(metav1.ConditionFalse))
 		g.Expect(cond.Reason).To(Equal(kvapi.ReasonMemoryBelowEngineNeed))
 		g.Expect(cond.Message).To(ContainSubstring("1Gi is below"))
-		g.Expect(cond.Message).To(ContainSubstring("2 regions × memstore 128Mi"))
-		g.Expect(hasEvent(eventsFor(g, ns, c.Name), corev1.EventTypeWarning, kvapi.ReasonMemoryBelowEngineNeed, "1536Mi")).To(BeTrue())
+		g.Expect(cond.Message).To(ContainSubstring("2 regions × (memstore 128Mi + indexes pinned 1Mi)"))
+		g.Expect(hasEvent(eventsFor(g, ns, c.Name), corev1.EventTypeWarning, kvapi.ReasonMemoryBelowEngineNeed, "1538Mi")).To(BeTrue())
 	}).Should(Succeed())
 	// The user's resources are used as written: the pods still start.
 	sts := &appsv1.StatefulSet{}

@@ -16,7 +16,7 @@ import (
 // ResourcesSufficient condition and, once per distinct message, a Warning
 // event.
 func (r *KVClusterReconciler) checkResources(_ context.Context, p *kvPass) Result {
-	msg, short := specs.StoreMemoryShortfall(p.cluster)
+	msg, short := specs.StoreMemoryShortfall(p.cluster, p.pool)
 	p.memoryShortfall = msg
 	if !short {
 		return Continue()
@@ -35,7 +35,7 @@ func resourcesCondition(p *kvPass) {
 		setCondition(&c.Status.Conditions, c.Generation, kvapi.ConditionResourcesSufficient, false, kvapi.ReasonMemoryBelowEngineNeed, p.memoryShortfall)
 		return
 	}
-	msg := "the memory limit holds what the engine settings need: " + specs.StoreMemoryOf(c).Explain(c)
+	msg := "the memory limit holds what the engine settings need: " + specs.StoreMemoryOf(c, p.pool).Explain(c)
 	if _, ok := c.Spec.Resources.Limits[corev1.ResourceMemory]; !ok && !specs.ResourcesUnset(c.Spec.Resources) {
 		msg = "no memory limit is set"
 	}

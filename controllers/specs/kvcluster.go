@@ -233,7 +233,7 @@ func BuildStoreStatefulSet(c *kvapi.KVCluster, cm *corev1.ConfigMap, pool *kvapi
 		Env:             env,
 		EnvFrom:         envFrom,
 		Ports:           containerPorts(contract.StoreGRPCPort),
-		Resources:       StoreResources(c),
+		Resources:       StoreResources(c, pool),
 		ReadinessProbe:  httpProbe(contract.PathReadyz, 5),
 		LivenessProbe:   httpProbe(contract.PathHealthz, 10),
 		SecurityContext: ContainerSecurityContext(),

@@ -11,7 +11,9 @@ import (
 )
 
 // StoreMemory is what a storage pod's engine settings imply it uses: the
-// block cache, a full memstore for each region it serves, and the runtime.
+// block cache (which holds the SST index and filter partitions too), a full
+// memstore and the pinned top-level indexes of a region at its split size
+// for each region it serves, and the runtime (docs/memory.md).
 //
 // The pod template's numbers must not depend on the replica count: a
 // replica change would then change the template and restart every store,
@@ -23,25 +25,43 @@ import (
 type StoreMemory struct {
 	Floor, Need, Ceiling   int64
 	Regions, RegionsPerPod int32
+	// PinnedPerRegion is the most a region at the split size pins outside
+	// the block cache; 0 when regions never split (their data, and so
+	// this, has no bound the settings give).
+	PinnedPerRegion int64
 }
 
-// StoreMemoryOf computes a cluster's StoreMemory from its (defaulted) spec.
-func StoreMemoryOf(c *kvapi.KVCluster) StoreMemory {
+// StoreMemoryOf computes a cluster's StoreMemory from its (defaulted) spec
+// and the CompactionPool it names (nil: none), which sets the split size.
+func StoreMemoryOf(c *kvapi.KVCluster, pool *kvapi.CompactionPool) StoreMemory {
 	regions := max(c.Spec.Regions.RegionCount(), 1)
 	m := StoreMemory{Regions: regions, RegionsPerPod: ceilDiv(regions, max(c.Spec.Replicas, 1))}
+	m.PinnedPerRegion = PinnedIndexBytes(RegionSplitOf(c, pool).Bytes)
 	base := c.Spec.Engine.BlockCacheBytes.Value() + contract.StoreMemoryOverhead
-	memstore := c.Spec.Engine.Memstore.Bytes.Value()
-	m.Floor = base + memstore
-	m.Need = base + int64(m.RegionsPerPod)*memstore
-	m.Ceiling = base + int64(regions)*memstore
+	perRegion := c.Spec.Engine.Memstore.Bytes.Value() + m.PinnedPerRegion
+	m.Floor = base + perRegion
+	m.Need = base + int64(m.RegionsPerPod)*perRegion
+	m.Ceiling = base + int64(regions)*perRegion
 	return m
+}
+
+// PinnedIndexBytes is the most memory SST data of dataBytes pins outside
+// the block cache, rounded up to a MiB (so limits stay in MiB).
+func PinnedIndexBytes(dataBytes int64) int64 {
+	const gib, mib = 1 << 30, 1 << 20
+	n := dataBytes/gib*contract.PinnedIndexBytesPerGiB + (dataBytes%gib*contract.PinnedIndexBytesPerGiB+gib-1)/gib
+	return (n + mib - 1) / mib * mib
 }
 
 // Explain says what Need is made of, for messages.
 func (m StoreMemory) Explain(c *kvapi.KVCluster) string {
-	return fmt.Sprintf("block cache %s + %d regions × memstore %s + runtime %s = %s",
+	pinned := "indexes pinned " + quantityString(m.PinnedPerRegion)
+	if m.PinnedPerRegion == 0 {
+		pinned = "indexes pinned uncounted (regions never split)"
+	}
+	return fmt.Sprintf("block cache %s + %d regions × (memstore %s + %s) + runtime %s = %s",
 		quantityString(c.Spec.Engine.BlockCacheBytes.Value()), m.RegionsPerPod,
-		quantityString(c.Spec.Engine.Memstore.Bytes.Value()), quantityString(contract.StoreMemoryOverhead),
+		quantityString(c.Spec.Engine.Memstore.Bytes.Value()), pinned, quantityString(contract.StoreMemoryOverhead),
 		quantityString(m.Need))
 }
 
@@ -63,11 +83,11 @@ func ResourcesUnset(r corev1.ResourceRequirements) bool {
 // wrote any, else a CPU request and StoreMemory's Floor as the memory
 // request and Ceiling as the limit (Burstable; no CPU limit, so a busy store
 // is never throttled).
-func StoreResources(c *kvapi.KVCluster) corev1.ResourceRequirements {
+func StoreResources(c *kvapi.KVCluster, pool *kvapi.CompactionPool) corev1.ResourceRequirements {
 	if !ResourcesUnset(c.Spec.Resources) {
 		return c.Spec.Resources
 	}
-	m := StoreMemoryOf(c)
+	m := StoreMemoryOf(c, pool)
 	return corev1.ResourceRequirements{
 		Requests: corev1.ResourceList{
 			corev1.ResourceCPU:    resource.MustParse(contract.DefaultStoreCPURequest),
@@ -80,12 +100,12 @@ func StoreResources(c *kvapi.KVCluster) corev1.ResourceRequirements {
 // StoreMemoryShortfall reports, when the user's resources cap a store's
 // memory below what its engine settings imply, by how much and why; ok is
 // false when the memory fits (or nothing caps it).
-func StoreMemoryShortfall(c *kvapi.KVCluster) (message string, short bool) {
+func StoreMemoryShortfall(c *kvapi.KVCluster, pool *kvapi.CompactionPool) (message string, short bool) {
 	capQ, ok := c.Spec.Resources.Limits[corev1.ResourceMemory]
 	if !ok {
 		return "", false
 	}
-	m := StoreMemoryOf(c)
+	m := StoreMemoryOf(c, pool)
 	if capQ.Value() >= m.Need {
 		return "", false
 	}

@@ -292,10 +292,16 @@ const (
 // controllers/specs.StoreMemory and WorkerMemory); these are the parts that
 // are not settings.
 const (
-	// StoreMemoryOverhead is a store's memory outside the block cache and
-	// the memstores: the Go runtime and GC headroom, gRPC buffers, WAL
-	// buffers, SST indexes of open files.
+	// StoreMemoryOverhead is a store's memory outside the block cache,
+	// the memstores and the pinned SST indexes: the Go runtime and GC
+	// headroom, gRPC buffers, WAL buffers.
 	StoreMemoryOverhead = int64(256 << 20)
+	// PinnedIndexBytesPerGiB is the most memory a store pins outside its
+	// block cache per GiB of SST data: each file's top-level index, an
+	// entry of about 70 bytes per partition, and a partition per about
+	// 64 KiB of data at worst (entries of 16 bytes, whose filters fill
+	// first) (docs/memory.md).
+	PinnedIndexBytesPerGiB = int64(1 << 20)
 	// WorkerMemoryOverhead is a worker's memory outside its output cache m:
 	// the merge's input blocks and write buffers, the runtime, gRPC.
 	WorkerMemoryOverhead = int64(256 << 20)

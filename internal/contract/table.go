@@ -40,7 +40,7 @@ func Settings() []Setting {
 		{"engine.yaml syncMode · KVCluster spec.engine.syncMode", string(e.SyncMode)},
 		{"KVCluster spec.replicas", fmt.Sprint(DefaultKVClusterReplicas)},
 		{"KVCluster spec.image · CompactionPool spec.image · operator --default-image", "the operator's own image (" + ImageRepository + ":<operator version>)"},
-		{"KVCluster spec.resources (when empty)", fmt.Sprintf("requests cpu %s, memory = blockCacheBytes + memstore.bytes + %s (one region); limit memory = blockCacheBytes + regions × memstore.bytes + %s (every region)", DefaultStoreCPURequest, size(StoreMemoryOverhead), size(StoreMemoryOverhead))},
+		{"KVCluster spec.resources (when empty)", fmt.Sprintf("requests cpu %s, memory = blockCacheBytes + (memstore.bytes + pinned) + %s (one region); limit memory = blockCacheBytes + regions × (memstore.bytes + pinned) + %s (every region); pinned = %s per GiB of the split size, rounded up to a MiB (docs/memory.md)", DefaultStoreCPURequest, size(StoreMemoryOverhead), size(StoreMemoryOverhead), size(PinnedIndexBytesPerGiB))},
 		{"CompactionPool spec.resources (when empty)", fmt.Sprintf("requests cpu %s, memory = limit memory = cacheBytes + %s", DefaultWorkerCPURequest, size(WorkerMemoryOverhead))},
 		{"Go runtime soft memory limit (store, compactor, operator)", fmt.Sprintf("%v × the container's memory limit (cgroup); GOMEMLIMIT, or AUTOMEMLIMIT (a ratio, or off), in the environment overrides it", GoMemoryLimitRatio)},
 		{"KVCluster spec.storage.size", DefaultStorageSize},
