@@ -6,8 +6,8 @@
 //
 // A partition covers the data blocks before it, back to the previous
 // partition: a bloom filter over their user keys (filter.go) and an index
-// slab (index.go) with one entry per data block, the block's last and
-// first internal keys and its handle. The top-level index has one entry
+// slab (index.go) with one entry per data block, the block's last internal
+// key and where it ends. The top-level index has one entry
 // per partition: the key is the partition's last internal key, the value
 // its handle, the number of its first data block and its first internal
 // key. Only the top level stays in

@@ -203,10 +203,9 @@ func (it *Iter) Next() bool {
 	return it.nextBlock()
 }
 
-// SeekLT positions at the last key < key. The index says which block
-// holds it without reading the blocks after it: the first block whose
-// last key is ≥ key, or the block before when that block's first key is
-// ≥ key too.
+// SeekLT positions at the last key < key: in the first block whose last
+// key is ≥ key, or in the block before when every key of that block is
+// ≥ key too (which a format 1 index tells from its first keys).
 func (it *Iter) SeekLT(key kv.InternalKey) bool {
 	if it.err != nil {
 		return false
@@ -216,7 +215,9 @@ func (it *Iter) SeekLT(key kv.InternalKey) bool {
 		return false
 	}
 	i := it.blk
-	if i == it.r.numBlocks || kv.CompareEncoded(it.view.first(i-it.base), it.sk) >= 0 {
+	// A slab with first keys says when every key of block i is ≥ key, and
+	// the answer is in block i-1; without them, block i is read to see.
+	if i == it.r.numBlocks || (it.view.hasFirst() && kv.CompareEncoded(it.view.first(i-it.base), it.sk) >= 0) {
 		// Every key of block i-1 is below key.
 		return it.lastFrom(i - 1)
 	}

@@ -61,7 +61,7 @@ func (r *Reader) decodeTopLevel(b []byte) error {
 	if err := it.init(b); err != nil {
 		return err
 	}
-	var top indexBuilder
+	top := indexBuilder{flags: slabFirstKeys}
 	for ok := it.first(); ok; ok = it.nextEntry() {
 		ph, n, err := decodeHandle(it.val)
 		if err != nil {

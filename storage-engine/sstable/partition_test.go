@@ -20,7 +20,7 @@ func TestAFormat2FileKeepsItsIndexAndFiltersInTheCache(t *testing.T) {
 	v1 := openTable(t, buildTable(t, vs, WriterOptions{BlockSize: 1024, FormatVersion: FormatVersion1}), nil)
 	cache := blockcache.New(1 << 20)
 	v2 := openTable(t, buildTable(t, vs, WriterOptions{BlockSize: 1024}), cache)
-	if v2.FormatVersion() != FormatVersion || len(v2.parts) < 20 {
+	if v2.FormatVersion() != FormatVersion || len(v2.parts) < 10 {
 		t.Fatalf("format %d with %d partitions; want format %d with many", v2.FormatVersion(), len(v2.parts), FormatVersion)
 	}
 	if v2.MemoryBytes()*10 > v1.MemoryBytes() {

@@ -123,7 +123,7 @@ func (r *Reader) decodeIndex(b []byte) error {
 	if err := it.init(b); err != nil {
 		return err
 	}
-	var x indexBuilder
+	x := indexBuilder{flags: slabFirstKeys}
 	for ok := it.first(); ok; ok = it.nextEntry() {
 		h, n, err := decodeHandle(it.val)
 		if err != nil {

@@ -80,7 +80,8 @@ type Writer struct {
 	part       indexBuilder
 	partHashes []uint64
 	partHasUK  bool
-	partBlock  int // the number of the partition's first data block
+	partBlock  int    // the number of the partition's first data block
+	partFirst  []byte // its first internal key
 	bitsPerKey int
 	first      []byte // first key of the pending block
 	lastKey    []byte
@@ -167,6 +168,9 @@ func (w *Writer) flushBlock() error {
 	if w.opts.OnDataBlock != nil {
 		w.opts.OnDataBlock(h.Offset, raw, kv.UserKey(w.lastKey))
 	}
+	if w.part.len() == 0 {
+		w.partFirst = append(w.partFirst[:0], w.first...)
+	}
 	w.props.DataBlocks++
 	w.block.reset()
 	if w.filter != nil {
@@ -178,8 +182,11 @@ func (w *Writer) flushBlock() error {
 		w.index.add(w.lastKey, v)
 		return nil
 	}
-	w.part.add(w.lastKey, w.first, h)
-	if w.part.size() >= w.opts.PartitionBytes || len(w.partHashes)*w.bitsPerKey/8 >= w.opts.PartitionBytes {
+	w.part.flags = slabContiguous
+	w.part.add(w.lastKey, nil, h)
+	// A partition's ends are 32-bit: cut it well before its blocks reach
+	// 2 GiB (blocks of huge values).
+	if w.part.size() >= w.opts.PartitionBytes || len(w.partHashes)*w.bitsPerKey/8 >= w.opts.PartitionBytes || w.part.span() >= 1<<31 {
 		return w.flushPartition()
 	}
 	return nil
@@ -202,11 +209,10 @@ func (w *Writer) flushPartition() error {
 	if err != nil {
 		return err
 	}
-	first := w.part.first(0)
 	v := ph.append(nil)
 	v = binary.AppendUvarint(v, uint64(w.partBlock))
-	v = binary.AppendUvarint(v, uint64(len(first)))
-	v = append(v, first...)
+	v = binary.AppendUvarint(v, uint64(len(w.partFirst)))
+	v = append(v, w.partFirst...)
 	w.index.add(w.part.last(n-1), v)
 	w.part.reset()
 	w.partHashes, w.partHasUK = w.partHashes[:0], false
