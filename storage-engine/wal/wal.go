@@ -388,7 +388,7 @@ func (l *Log) writeUnit(u *unit) error {
 		}
 		l.dirty = true
 		if l.opts.Mode == ModeSync {
-			if err := l.f.Sync(); err != nil {
+			if err := syncData(l.f); err != nil {
 				return fmt.Errorf("wal: syncing segment %d: %w", l.seg, err)
 			}
 			l.dirty = false
@@ -458,7 +458,7 @@ func (l *Log) Sync() error {
 	if !l.dirty || l.f == nil {
 		return nil
 	}
-	if err := l.f.Sync(); err != nil {
+	if err := syncData(l.f); err != nil {
 		return fmt.Errorf("wal: syncing segment %d: %w", l.seg, err)
 	}
 	l.dirty = false
