@@ -106,6 +106,8 @@ var wantAlerts = []string{
 	"BellowsWatchStalled",            // a watch stream without a resolved mark for 5 minutes
 	"BellowsBackupTooOld",            // a ScheduledBackup without a recent backup
 	"BellowsWALArchiveLagging",       // a region's WAL not reaching the archive
+	// #52:
+	"BellowsStoreMemoryNearLimit", // a store's resident memory near its container's limit
 }
 
 func TestTemplatePrometheusRule(t *testing.T) {

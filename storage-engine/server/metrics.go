@@ -2,9 +2,11 @@ package server
 
 import (
 	"context"
+	"math"
 	"sync/atomic"
 	"time"
 
+	"github.com/KimMachineGun/automemlimit/memlimit"
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -424,9 +426,18 @@ func (c *regionCounters) Collect(ch chan<- prometheus.Metric) {
 }
 
 // sumRegions is a metric function adding f over the store's open regions.
-// registerEngineMemory exports the engine's memory by kind and the block
-// cache's lookups of index and filter partitions.
+// registerEngineMemory exports the engine's memory by kind, the block
+// cache's lookups of index and filter partitions, and the container's
+// memory limit the process runs under (read once: a pod's limit changes
+// only with a restart), which an alert compares with the process's memory.
 func registerEngineMemory(reg prometheus.Registerer, s *Store, cache *blockcache.Cache) {
+	limit, err := memlimit.FromCgroup()
+	if err != nil || limit >= math.MaxInt64/2 {
+		limit = 0 // no memory controller, or no limit set
+	}
+	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "bellows_store_memory_limit_bytes",
+		Help: "The memory limit of the store's container (cgroup); 0 when it has none."},
+		func() float64 { return float64(limit) }))
 	cs := func(f func(blockcache.Stats) float64) func() float64 {
 		return func() float64 { return f(cache.Stats()) }
 	}
