@@ -80,15 +80,6 @@ func (b *indexBuilder) last(i int) []byte {
 	return b.keys[b.offs[k*i]:b.offs[k*i+1]]
 }
 
-// first is entry i's first key, or its last when the slab has no first
-// keys.
-func (b *indexBuilder) first(i int) []byte {
-	if b.flags&slabFirstKeys == 0 {
-		return b.last(i)
-	}
-	return b.keys[b.offs[2*i+1]:b.offs[2*i+2]]
-}
-
 func (b *indexBuilder) keysPer() int {
 	if b.flags&slabFirstKeys != 0 {
 		return 2
