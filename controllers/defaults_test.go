@@ -65,9 +65,9 @@ func TestPodsRunTheOperatorsImageAndSaneResources(t *testing.T) {
 	pod := sts.Spec.Template.Spec
 	g.Expect(pod.Containers[0].Image).To(Equal(suiteDefaultImage))
 	res := pod.Containers[0].Resources
-	// 1Gi block cache + one 128Mi memstore + 256Mi runtime; limit with all 4 regions.
-	g.Expect(res.Requests.Memory().Value()).To(Equal(int64(1024+128+256) << 20))
-	g.Expect(res.Limits.Memory().Value()).To(Equal(int64(1024+4*128+256) << 20))
+	// 1Gi block cache + one 128Mi memstore and its 1Mi of pinned indexes (512Mi split) + 256Mi runtime; limit with all 4 regions.
+	g.Expect(res.Requests.Memory().Value()).To(Equal(int64(1024+128+1+256) << 20))
+	g.Expect(res.Limits.Memory().Value()).To(Equal(int64(1024+4*(128+1)+256) << 20))
 	g.Expect(res.Requests.Cpu().String()).To(Equal(contract.DefaultStoreCPURequest))
 	g.Expect(pod.Affinity).NotTo(BeNil())
 	g.Expect(pod.Affinity.PodAntiAffinity.PreferredDuringSchedulingIgnoredDuringExecution).To(HaveLen(1))
