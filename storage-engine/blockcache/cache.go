@@ -100,32 +100,23 @@ func (c *Cache) shard(k Key) *shard {
 
 // Get returns the cached data block and marks it recently used.
 func (c *Cache) Get(k Key) ([]byte, bool) {
-	b, ok := c.lookup(k)
-	if c != nil && c.capacity > 0 {
-		if ok {
-			c.hits.Add(1)
-		} else {
-			c.misses.Add(1)
-		}
+	if c == nil {
+		return nil, false
 	}
-	return b, ok
+	return c.lookup(k, &c.hits, &c.misses)
 }
 
 // GetMeta is Get for an index or filter partition (InsertMeta).
 func (c *Cache) GetMeta(k Key) ([]byte, bool) {
-	b, ok := c.lookup(k)
-	if c != nil && c.capacity > 0 {
-		if ok {
-			c.metaHits.Add(1)
-		} else {
-			c.metaMisses.Add(1)
-		}
+	if c == nil {
+		return nil, false
 	}
-	return b, ok
+	return c.lookup(k, &c.metaHits, &c.metaMisses)
 }
 
-func (c *Cache) lookup(k Key) ([]byte, bool) {
-	if c == nil || c.capacity <= 0 {
+// lookup finds k, marks it recently used and counts a hit or a miss.
+func (c *Cache) lookup(k Key, hits, misses *atomic.Uint64) ([]byte, bool) {
+	if c.capacity <= 0 {
 		return nil, false
 	}
 	s := c.shard(k)
@@ -138,8 +129,10 @@ func (c *Cache) lookup(k Key) ([]byte, bool) {
 	}
 	s.mu.Unlock()
 	if !ok {
+		misses.Add(1)
 		return nil, false
 	}
+	hits.Add(1)
 	return e.block, true
 }
 
@@ -166,6 +159,27 @@ func (c *Cache) Contains(k Key) bool {
 	_, ok := s.entries[k]
 	s.mu.Unlock()
 	return ok
+}
+
+// FileBlocks is how many data blocks of file the cache holds (its index and
+// filter partitions not counted), from the cache's own per-file index: no
+// block of the file is looked up.
+func (c *Cache) FileBlocks(file uint64) int {
+	if c == nil || c.capacity <= 0 {
+		return 0
+	}
+	n := 0
+	for i := range c.shards {
+		s := &c.shards[i]
+		s.mu.Lock()
+		for _, e := range s.byFile[file] {
+			if !e.meta {
+				n++
+			}
+		}
+		s.mu.Unlock()
+	}
+	return n
 }
 
 // Insert caches data block block, whose last user key is lastUserKey. The

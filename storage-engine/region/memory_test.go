@@ -30,9 +30,6 @@ func heapBytes() int64 {
 // memstore and the files' pinned top levels. With format 1 files, whose
 // indexes and filters live outside the cache, the same region outgrows it.
 func TestARegionServesTenTimesTheDataWithinItsMemoryBudget(t *testing.T) {
-	if testing.Short() {
-		t.Skip("writes a million keys")
-	}
 	const keys = 1_000_000
 	const cacheBytes = 1 << 20
 	dir := t.TempDir()

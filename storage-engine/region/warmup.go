@@ -117,12 +117,8 @@ func (r *Region) CachedFraction() float64 {
 	defer v.unref()
 	var cached, total int
 	for _, t := range v.tables {
-		for i := 0; i < t.reader.NumBlocks(); i++ {
-			total++
-			if t.reader.BlockCached(i) {
-				cached++
-			}
-		}
+		total += t.reader.NumBlocks()
+		cached += t.reader.CachedBlocks()
 	}
 	if total == 0 {
 		return 1
@@ -298,17 +294,7 @@ func (r *Region) advanceThreshold(t []byte) {
 	}
 	w.threshold.Store(&t)
 	for i, in := range w.inputs {
-		j := w.evicted[i]
-		for ; j < in.reader.NumBlocks(); j++ {
-			// Eviction only makes room: a block whose partition cannot be
-			// read stays until its file is dropped.
-			last, err := in.reader.BlockLastUserKey(j)
-			if err != nil || bytes.Compare(last, t) > 0 {
-				break
-			}
-			in.reader.EvictBlock(j)
-		}
-		w.evicted[i] = j
+		w.evicted[i] = in.reader.EvictBlocksThrough(w.evicted[i], t)
 	}
 }
 

@@ -141,9 +141,7 @@ func codeLabel(err error) string {
 // cache counters, SSTs per region, region count and compaction demand.
 func RegisterStoreGauges(reg prometheus.Registerer, s *Store, cache *blockcache.Cache) {
 	registerEngineMemory(reg, s, cache)
-	cs := func(f func(blockcache.Stats) float64) func() float64 {
-		return func() float64 { return f(cache.Stats()) }
-	}
+	cs := cacheStat(cache)
 	reg.MustRegister(
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "bellows_block_cache_hits_total", Help: "Block cache hits."},
 			cs(func(s blockcache.Stats) float64 { return float64(s.Hits) })),
@@ -438,9 +436,7 @@ func registerEngineMemory(reg prometheus.Registerer, s *Store, cache *blockcache
 	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "bellows_store_memory_limit_bytes",
 		Help: "The memory limit of the store's container (cgroup); 0 when it has none."},
 		func() float64 { return float64(limit) }))
-	cs := func(f func(blockcache.Stats) float64) func() float64 {
-		return func() float64 { return f(cache.Stats()) }
-	}
+	cs := cacheStat(cache)
 	reg.MustRegister(
 		engineMemory("block_cache_data", cs(func(s blockcache.Stats) float64 { return float64(s.UsedBytes - s.MetaBytes) })),
 		engineMemory("block_cache_index_filter", cs(func(s blockcache.Stats) float64 { return float64(s.MetaBytes) })),
@@ -453,6 +449,14 @@ func registerEngineMemory(reg prometheus.Registerer, s *Store, cache *blockcache
 			Help: "Lookups of SST index and filter partitions missed in the block cache and read from the file."},
 			cs(func(s blockcache.Stats) float64 { return float64(s.MetaMisses) })),
 	)
+}
+
+// cacheStat makes gauge and counter functions that read one of cache's
+// statistics at scrape time.
+func cacheStat(cache *blockcache.Cache) func(f func(blockcache.Stats) float64) func() float64 {
+	return func(f func(blockcache.Stats) float64) func() float64 {
+		return func() float64 { return f(cache.Stats()) }
+	}
 }
 
 // engineMemory is one kind of the engine's memory (docs/memory.md): the

@@ -34,9 +34,7 @@ func (r *Reader) NewIter() iterator.Iterator { return r.NewIterContext(context.B
 // NewIterContext returns an unpositioned iterator whose block reads belong
 // to the request of ctx.
 func (r *Reader) NewIterContext(ctx context.Context) iterator.Iterator {
-	it := &Iter{ctx: ctx, r: r, blk: -1}
-	it.useWholeIndex()
-	return it
+	return &Iter{ctx: ctx, r: r, blk: -1}
 }
 
 // NewStreamingIter returns an unpositioned iterator that reads each block
@@ -45,21 +43,11 @@ func (r *Reader) NewIterContext(ctx context.Context) iterator.Iterator {
 // A key or value it returns is valid only until it moves to another block
 // (at the latest, the next call that moves it): copy what you keep.
 func (r *Reader) NewStreamingIter() iterator.Iterator {
-	it := &Iter{ctx: context.Background(), r: r, blk: -1, stream: true}
-	it.useWholeIndex()
-	return it
-}
-
-// useWholeIndex makes a format 1 file's index the iterator's view for
-// good: it lists every block.
-func (it *Iter) useWholeIndex() {
-	if it.r.parts == nil {
-		it.view, it.base = it.r.index, 0
-	}
+	return &Iter{ctx: context.Background(), r: r, blk: -1, stream: true}
 }
 
 // viewBlock makes view list block i, reading its partition when it is in
-// another.
+// another (a format 1 file's whole index is one view, taken once).
 func (it *Iter) viewBlock(i int) bool {
 	if i >= it.base && i < it.base+it.view.len() {
 		return true
@@ -81,7 +69,6 @@ func (it *Iter) handle(i int) Handle { return it.view.handle(i - it.base) }
 // (region.Iterator pools them) allocates nothing per scan.
 func (r *Reader) InitIter(ctx context.Context, it *Iter) {
 	*it = Iter{ctx: ctx, r: r, blk: -1, sk: it.sk[:0], bi: blockIter{key: it.bi.key[:0], back: it.bi.back[:0], backKeys: it.bi.backKeys[:0]}}
-	it.useWholeIndex()
 }
 
 // Reset drops the iterator's references to its file and block, keeping its

@@ -38,6 +38,16 @@ func TestAFormat2FileKeepsItsIndexAndFiltersInTheCache(t *testing.T) {
 	if st.MetaMisses == 0 || st.MetaHits == 0 {
 		t.Fatalf("partition lookups: %d hits, %d misses; want both", st.MetaHits, st.MetaMisses)
 	}
+	// CachedBlocks counts the data blocks the cache holds, not partitions.
+	cached := 0
+	for i := range v2.NumBlocks() {
+		if v2.BlockCached(i) {
+			cached++
+		}
+	}
+	if got := v2.CachedBlocks(); got != cached || cached == 0 {
+		t.Fatalf("CachedBlocks() = %d; %d data blocks are cached", got, cached)
+	}
 	// Evicting the file evicts its partitions.
 	cache.EvictFile(v2.FileID())
 	if st := cache.Stats(); st.MetaBytes != 0 || st.UsedBytes != 0 {

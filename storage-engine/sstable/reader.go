@@ -444,12 +444,31 @@ func (r *Reader) InsertStoredBlock(i int, stored []byte) error {
 	return nil
 }
 
-// EvictBlock drops data block i from the cache. A block whose partition
-// cannot be read is not evicted: eviction only makes room.
-func (r *Reader) EvictBlock(i int) bool {
-	h, _, err := r.blockEntry(i)
-	return err == nil && r.cache.Evict(blockcache.Key{File: r.fileID, Offset: h.Offset})
+// EvictBlocksThrough evicts data blocks in order from block from while
+// their last user key is ≤ upTo, and returns the number of the first block
+// it kept (NumBlocks when it evicted every one): an incremental warmup's
+// threshold passing upTo. It reads each partition once, not once a block;
+// one that cannot be read stops it, as eviction only makes room.
+func (r *Reader) EvictBlocksThrough(from int, upTo []byte) int {
+	i := from
+	for i < r.numBlocks {
+		v, base, err := r.entries(i)
+		if err != nil {
+			return i
+		}
+		for ; i-base < v.len(); i++ {
+			if bytes.Compare(v.lastUser(i-base), upTo) > 0 {
+				return i
+			}
+			r.cache.Evict(blockcache.Key{File: r.fileID, Offset: v.handle(i - base).Offset})
+		}
+	}
+	return i
 }
+
+// CachedBlocks is how many of the file's data blocks the cache holds,
+// counted from the cache's per-file index without reading a partition.
+func (r *Reader) CachedBlocks() int { return r.cache.FileBlocks(r.fileID) }
 
 // BlockCached reports whether data block i is in the cache.
 func (r *Reader) BlockCached(i int) bool {

@@ -87,7 +87,7 @@ type Writer struct {
 	lastKey    []byte
 	lastUK     []byte
 	scratch    []byte
-	meta       []byte // a partition's filter or index as written
+	meta       []byte // a partition block as written
 	cbuf       []byte
 	err        error
 }
