@@ -438,23 +438,20 @@ func (r *KVClusterReconciler) replaceLost(ctx context.Context, c *kvapi.KVCluste
 		}
 	}
 
-	opts := []client.DeleteOption{client.Preconditions{UID: &pod.UID, ResourceVersion: &pod.ResourceVersion}}
 	how := "deleted"
 	switch {
 	case why.nodeLost:
-		opts = append(opts, client.GracePeriodSeconds(0))
 		how = "force-deleted (grace period 0: no kubelet runs it)"
 	case pod.DeletionTimestamp != nil:
 		// Its kubelet is there and runs the grace period already.
 		return "", "", nil
 	}
-	err = r.Delete(ctx, pod, opts...)
-	podGone := apierrors.IsNotFound(err) || apierrors.IsConflict(err)
-	if err != nil && !podGone {
-		return "", "", fmt.Errorf("delete lost pod %s: %w", pod.Name, err)
+	deleted, err := r.deleteLostPod(ctx, sts, pod, why)
+	if err != nil {
+		return "", "", err
 	}
 	var parts []string
-	if !podGone {
+	if deleted {
 		parts = append(parts, fmt.Sprintf("%s, so that StatefulSet %s recreates it", how, sts.Name))
 	}
 	if claimDone != "" {
@@ -464,6 +461,57 @@ func (r *KVClusterReconciler) replaceLost(ctx context.Context, c *kvapi.KVCluste
 		return "", "", nil
 	}
 	return fmt.Sprintf("pod %s lost (%s): %s", pod.Name, why.why, strings.Join(parts, "; ")), "", nil
+}
+
+// lostPodDeleteTries bounds how often deleteLostPod reads a changed pod
+// again: a kubelet or a status writer may update a pod while a pass acts,
+// not without end.
+const lostPodDeleteTries = 3
+
+// deleteLostPod deletes pod, judged lost for why, on the condition that it
+// is unchanged since it was read: a pod that has become healthy since is
+// never deleted. A pod that changed is read again and, if it is the same
+// pod, still lost and lost the same way, deleted again; without that, a
+// status update that lands between the PVC's delete and the pod's made the
+// pass report the PVC alone, and the next pass the pod with a second event.
+// It reports whether this call deleted the pod.
+func (r *KVClusterReconciler) deleteLostPod(ctx context.Context, sts *appsv1.StatefulSet, pod *corev1.Pod, why lossVerdict) (bool, error) {
+	for try := 1; ; try++ {
+		opts := []client.DeleteOption{client.Preconditions{UID: &pod.UID, ResourceVersion: &pod.ResourceVersion}}
+		if why.nodeLost {
+			opts = append(opts, client.GracePeriodSeconds(0))
+		}
+		err := r.Delete(ctx, pod, opts...)
+		switch {
+		case err == nil:
+			return true, nil
+		case apierrors.IsNotFound(err):
+			return false, nil
+		case !apierrors.IsConflict(err):
+			return false, fmt.Errorf("delete lost pod %s: %w", pod.Name, err)
+		case try == lostPodDeleteTries:
+			return false, nil // left for the next pass
+		}
+		live := &corev1.Pod{}
+		err = r.APIReader.Get(ctx, client.ObjectKeyFromObject(pod), live)
+		if apierrors.IsNotFound(err) {
+			return false, nil
+		}
+		if err != nil {
+			return false, fmt.Errorf("read lost pod %s again: %w", pod.Name, err)
+		}
+		if live.UID != pod.UID || (!why.nodeLost && live.DeletionTimestamp != nil) {
+			return false, nil
+		}
+		v, err := viewStore(ctx, r.APIReader, sts, live)
+		if err != nil {
+			return false, err
+		}
+		if again := judgeStore(v, time.Now()); !again.lost || again.nodeLost != why.nodeLost {
+			return false, nil
+		}
+		pod = live
+	}
 }
 
 // lossCondition sets StoreLost from the pass. A pass that stopped before

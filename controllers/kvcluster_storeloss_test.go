@@ -14,9 +14,9 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	kvapi "github.com/bellows-kv/bellows/api/v1alpha1"
-	"github.com/bellows-kv/bellows/controllers/specs"
 	"github.com/bellows-kv/bellows/internal/contract"
 )
 
@@ -74,9 +74,14 @@ func lossCluster(t *testing.T, g *WithT, name, durability string) (*kvapi.KVClus
 // usable on node alone, the pod's PVC bound to it, and the pod bound to
 // node, Ready or not. It returns the pod's and the PVC's UIDs.
 func putStoreOnNode(g *WithT, c *kvapi.KVCluster, ordinal int, node string, ready bool) (pod, pvc types.UID) {
-	ctx := context.Background()
 	sts := &appsv1.StatefulSet{}
-	g.Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(c), sts)).To(Succeed())
+	g.Expect(k8sClient.Get(context.Background(), client.ObjectKeyFromObject(c), sts)).To(Succeed())
+	return putStoreOfSet(g, sts, ordinal, node, ready)
+}
+
+// putStoreOfSet is putStoreOnNode for pod `ordinal` of sts.
+func putStoreOfSet(g *WithT, sts *appsv1.StatefulSet, ordinal int, node string, ready bool) (pod, pvc types.UID) {
+	ctx := context.Background()
 	name := fmt.Sprintf("%s-%d", sts.Name, ordinal)
 	claim := sts.Spec.VolumeClaimTemplates[0].Name + "-" + name
 
@@ -94,7 +99,7 @@ func putStoreOnNode(g *WithT, c *kvapi.KVCluster, ordinal int, node string, read
 	}
 	g.Expect(k8sClient.Create(ctx, pv)).To(Succeed())
 	p := &corev1.PersistentVolumeClaim{
-		ObjectMeta: metav1.ObjectMeta{Namespace: c.Namespace, Name: claim, Labels: specs.StoreSelectorLabels(c)},
+		ObjectMeta: metav1.ObjectMeta{Namespace: sts.Namespace, Name: claim, Labels: sts.Spec.Selector.MatchLabels},
 		Spec: corev1.PersistentVolumeClaimSpec{
 			AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
 			Resources:   corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resourceMust("1Gi")}},
@@ -113,7 +118,7 @@ func putStoreOnNode(g *WithT, c *kvapi.KVCluster, ordinal int, node string, read
 	ctr := sts.Spec.Template.Spec.Containers[0]
 	po := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{
-			Namespace: c.Namespace, Name: name, Labels: labels,
+			Namespace: sts.Namespace, Name: name, Labels: labels,
 			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(sts, appsv1.SchemeGroupVersion.WithKind("StatefulSet"))},
 		},
 		Spec: corev1.PodSpec{
@@ -479,4 +484,71 @@ func TestVolumeOnNodeAlone(t *testing.T) {
 			t.Errorf("%s: got %v, want %v", tc.name, got, tc.want)
 		}
 	}
+}
+
+// TestALostPodUpdatedWhileItsPVCIsDeletedGoesInTheSamePass: a status write
+// that lands between the delete of a lost pod's PVC and the delete of the
+// pod (the pod's delete precondition then fails) does not leave the pod to
+// a later pass, which would report it in an event of its own: the pass reads
+// the pod again, finds it still lost, deletes it, and reports the pod and
+// its PVC together.
+func TestALostPodUpdatedWhileItsPVCIsDeletedGoesInTheSamePass(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	ns := newNamespace(t)
+	// No KVCluster owns this StatefulSet, so the suite's manager leaves its
+	// pod alone: the pass under test is the only one acting on it.
+	labels := map[string]string{"app": "orphan"}
+	sts := &appsv1.StatefulSet{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "orphan", UID: types.UID(ns + "-orphan")},
+		Spec: appsv1.StatefulSetSpec{
+			Selector:             &metav1.LabelSelector{MatchLabels: labels},
+			VolumeClaimTemplates: []corev1.PersistentVolumeClaim{{ObjectMeta: metav1.ObjectMeta{Name: "wal"}}},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "store", Image: "bellows:v1"}}},
+			},
+		},
+	}
+	gone := ns + "-gone" // no such node
+	putStoreOfSet(g, sts, 0, gone, true)
+
+	w, err := client.NewWithWatch(cfg, client.Options{Scheme: testScheme})
+	g.Expect(err).NotTo(HaveOccurred())
+	statusWrites := 0
+	ic := interceptor.NewClient(w, interceptor.Funcs{
+		Delete: func(ctx context.Context, cl client.WithWatch, obj client.Object, opts ...client.DeleteOption) error {
+			if err := cl.Delete(ctx, obj, opts...); err != nil {
+				return err
+			}
+			if _, isClaim := obj.(*corev1.PersistentVolumeClaim); !isClaim {
+				return nil
+			}
+			// The pod's status changes meanwhile, as a kubelet or the node
+			// lifecycle controller may write it.
+			p := &corev1.Pod{}
+			if err := cl.Get(ctx, client.ObjectKey{Namespace: ns, Name: "orphan-0"}, p); err != nil {
+				return err
+			}
+			p.Status.Message = "written while the PVC was deleted"
+			statusWrites++
+			return cl.Status().Update(ctx, p)
+		},
+	})
+	r := &KVClusterReconciler{Client: ic, APIReader: ic, Scheme: testScheme}
+	pod := &corev1.Pod{}
+	g.Expect(ic.Get(ctx, client.ObjectKey{Namespace: ns, Name: "orphan-0"}, pod)).To(Succeed())
+	v, err := viewStore(ctx, ic, sts, pod)
+	g.Expect(err).NotTo(HaveOccurred())
+	why := judgeStore(v, time.Now())
+	g.Expect(why.lost && why.nodeLost).To(BeTrue(), "the pod on a node that is gone is lost: %+v", why)
+
+	did, ask, err := r.replaceLost(ctx, validCluster(ns, "orphan"), sts, v, why)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(ask).To(BeEmpty())
+	g.Expect(statusWrites).To(Equal(1), "the pod changed between the two deletes")
+	g.Expect(did).To(ContainSubstring(fmt.Sprintf("pod orphan-0 lost (its node %s no longer exists): force-deleted", gone)))
+	g.Expect(did).To(ContainSubstring("its PVC wal-orphan-0"))
+	g.Expect(podUID(g, ns, "orphan-0")).To(BeEmpty(), "the lost pod is deleted in the pass that deleted its PVC")
+	claimDeleted(g, ns, "wal-orphan-0")
 }
