@@ -172,3 +172,56 @@ func TestAnInterruptedPruneLeavesAReadableStream(t *testing.T) {
 		t.Fatalf("from 50 the pruned bytes are needed: %v, want ErrGap", err)
 	}
 }
+
+// The open segment's file is allocated ahead of its writes: the shipper
+// reads it only up to what the writer wrote, ships those records, counts
+// none of the zeros as pending, and the archive reads back exactly what was
+// appended, before and after a rotation cuts the file.
+func TestAnOpenSegmentShipsItsRecordsAndNotTheSpaceAllocatedAhead(t *testing.T) {
+	ctx := context.Background()
+	bucket := openBucket(t)
+	dir := t.TempDir()
+	l := openLog(t, dir)
+	defer l.Close()
+	s, err := Resume(ctx, bucket, "r", "w1", dir, 0, l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want []string
+	appendN := func(n int) {
+		for range n {
+			rec := fmt.Sprintf("record-%04d", len(want))
+			want = append(want, rec)
+			l.Append([]byte(rec))
+		}
+	}
+	for _, rotate := range []bool{false, true} {
+		appendN(50)
+		if rotate {
+			l.Rotate()
+			appendN(5)
+		}
+		st, err := s.Ship(ctx, 100, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.PendingBytes != 0 {
+			t.Fatalf("%d bytes pending after a ship with no appends racing it", st.PendingBytes)
+		}
+		seg, written := l.WriterPosition()
+		fi, err := os.Stat(filepath.Join(dir, wal.SegmentName(seg)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fi.Size() <= written {
+			t.Logf("segment %d is %d bytes for %d written: not allocated ahead on this file system", seg, fi.Size(), written)
+		}
+	}
+	got, err := readAll(t, bucket, "w1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(got, ",") != strings.Join(want, ",") {
+		t.Fatalf("archive holds\n%v\nwant\n%v", got, want)
+	}
+}
