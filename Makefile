@@ -16,7 +16,7 @@ IMAGE_ARCH  ?= $(shell $(GO) env GOARCH)
 CA_CERTS    ?= $(wildcard /etc/ssl/certs/ca-certificates.crt)
 TEST_TIMEOUT ?= 30m
 
-.PHONY: help all build release bench-failover bellows bellows-bench kubectl-plugin run test unit race prometheus-adapter lint vet staticcheck fmt-check generate verify-generated bench-engine bench-phases bench-ycsb bench-memstore bench-txn bench-watch bench-backup clean envtest-bins chart-test helm promtool image cluster-bins cluster-up cluster-down e2e
+.PHONY: help all build release bench-failover bellows bellows-bench kubectl-plugin run test unit race prometheus-adapter lint vet staticcheck fmt-check generate verify-generated bench-engine bench-sync-writes bench-phases bench-ycsb bench-memstore bench-txn bench-watch bench-backup clean envtest-bins chart-test helm promtool image cluster-bins cluster-up cluster-down e2e
 
 ## all: the same as build
 all: build
@@ -156,6 +156,11 @@ verify-generated:
 ## bench-engine: Bellows vs Pebble on the same workloads; writes bench/results/engine.md
 bench-engine: build
 	$(BIN)/bellows-bench engine --out bench/results/engine.md $(BENCH_ARGS)
+
+## bench-sync-writes: Bellows vs Pebble on writes with an fsync each, 1, 4 and 16 writers of 100 B,
+## 1 KiB and 4 KiB values, 3 runs; about 5 minutes. Writes bench/results/sync-writes.{json,md}
+bench-sync-writes: build
+	$(BIN)/bellows-bench sync-writes --out bench/results/sync-writes.md $(BENCH_ARGS)
 
 ## bench-phases: the paper's Figure 7 in its regime (block cache = data / 0.7: it holds the
 ## data but not old and new together), all seven warmup modes and an A/A copy × 6 interleaved

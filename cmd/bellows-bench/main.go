@@ -19,7 +19,7 @@ func main() {
 		Short:        "Bellows benchmarks",
 		SilenceUsage: true,
 	}
-	root.AddCommand(newPhasesCommand(), newEngineCommand(), newYCSBCommand(), newMemstoreCommand(), newTxnCommand(), newBackupCommand(), newFailoverCommand(), newTraceWaitsCommand(), newWatchCommand())
+	root.AddCommand(newPhasesCommand(), newEngineCommand(), newYCSBCommand(), newMemstoreCommand(), newTxnCommand(), newBackupCommand(), newFailoverCommand(), newTraceWaitsCommand(), newWatchCommand(), newSyncWritesCommand())
 	if err := root.Execute(); err != nil {
 		os.Exit(1)
 	}
