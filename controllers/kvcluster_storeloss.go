@@ -12,10 +12,12 @@ package controllers
 // So:
 //
 //   - A storage pod is lost when its node has been NotReady (Ready False or
-//     Unknown) for contract.StoreNodeLostAfter or its Node is gone (the node
-//     is lost), or when its PVC is gone or being deleted (it cannot run
-//     again with the volume it has, and while it exists the PVC is not
-//     removed).
+//     Unknown) for spec.failover.nodeLostAfter (default
+//     contract.StoreNodeLostAfter), is not Ready and tainted
+//     node.kubernetes.io/out-of-service (a person declared it shut down), or
+//     its Node is gone (the node is lost), or when its PVC is gone or being
+//     deleted (it cannot run again with the volume it has, and while it
+//     exists the PVC is not removed).
 //   - A pod on a lost node is force-deleted (grace period 0): no kubelet
 //     would run its grace period. Another lost pod is deleted with its grace
 //     period, which its kubelet runs: its store releases its regions on
@@ -84,6 +86,8 @@ type storeLoss struct {
 	// underWay is what an earlier pass reported replacing, while the
 	// replaced pods are not all back and Ready ("" when none).
 	underWay string
+	// lostAfter is spec.failover.nodeLostAfter.
+	lostAfter time.Duration
 }
 
 // storeView is a storage pod and what its loss is judged on.
@@ -131,8 +135,9 @@ func nodeNotReadySince(n *corev1.Node) (time.Time, string) {
 	return time.Time{}, ""
 }
 
-// judgeStore judges one storage pod at now (see the top of the file).
-func judgeStore(v storeView, now time.Time) lossVerdict {
+// judgeStore judges one storage pod at now, its node lost after lostAfter
+// NotReady (see the top of the file).
+func judgeStore(v storeView, now time.Time, lostAfter time.Duration) lossVerdict {
 	node := v.pod.Spec.NodeName
 	switch {
 	case node == "":
@@ -140,10 +145,15 @@ func judgeStore(v storeView, now time.Time) lossVerdict {
 		return lossVerdict{lost: true, nodeLost: true, why: fmt.Sprintf("its node %s no longer exists", node)}
 	case v.node != nil:
 		if since, how := nodeNotReadySince(v.node); how != "" {
+			if outOfService(v.node) {
+				// As Kubernetes' pod garbage collector: the taint on a
+				// node that is not Ready, whatever for how long.
+				return lossVerdict{lost: true, nodeLost: true, why: fmt.Sprintf("its node %s is %s and tainted %s: declared shut down", node, how, corev1.TaintNodeOutOfService)}
+			}
 			why := fmt.Sprintf("its node %s has been %s since %s", node, how, since.UTC().Format(time.RFC3339))
-			lostAt := since.Add(contract.StoreNodeLostAfter)
+			lostAt := since.Add(lostAfter)
 			if !now.Before(lostAt) {
-				return lossVerdict{lost: true, nodeLost: true, why: fmt.Sprintf("%s, longer than %s", why, contract.StoreNodeLostAfter)}
+				return lossVerdict{lost: true, nodeLost: true, why: fmt.Sprintf("%s, longer than %s", why, lostAfter)}
 			}
 			// A PVC being deleted meanwhile is left for when the
 			// node is back or lost: a kubelet that may return runs
@@ -159,6 +169,18 @@ func judgeStore(v storeView, now time.Time) lossVerdict {
 		return lossVerdict{lost: true, why: fmt.Sprintf("its PVC %s is being deleted", v.claim)}
 	}
 	return lossVerdict{}
+}
+
+// outOfService reports whether n carries Kubernetes' out-of-service taint:
+// a person declared the node shut down (non-graceful node shutdown), so
+// nothing will run on it again and its pods need not be waited for.
+func outOfService(n *corev1.Node) bool {
+	for _, t := range n.Spec.Taints {
+		if t.Key == corev1.TaintNodeOutOfService {
+			return true
+		}
+	}
+	return false
 }
 
 // claimName is the PVC the pod mounts from the StatefulSet's claim
@@ -213,10 +235,14 @@ func viewStore(ctx context.Context, rd client.Reader, sts *appsv1.StatefulSet, p
 // StatefulSet from being repaired.
 func (r *KVClusterReconciler) replaceLostStores(ctx context.Context, p *kvPass) Result {
 	c := p.cluster
+	lostAfter, err := c.Spec.NodeLostAfter()
+	if err != nil {
+		return Invalid(err)
+	}
 	sts := &appsv1.StatefulSet{}
-	err := r.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: c.StatefulSetName()}, sts)
+	err = r.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: c.StatefulSetName()}, sts)
 	if apierrors.IsNotFound(err) {
-		p.loss = storeLoss{checked: true}
+		p.loss = storeLoss{checked: true, lostAfter: lostAfter}
 		return Continue()
 	}
 	if err != nil {
@@ -225,7 +251,7 @@ func (r *KVClusterReconciler) replaceLostStores(ctx context.Context, p *kvPass) 
 	if sts.Spec.Selector == nil {
 		return Continue()
 	}
-	loss := storeLoss{checked: true}
+	loss := storeLoss{checked: true, lostAfter: lostAfter}
 	if loss.underWay, err = r.replacementUnderWay(ctx, c, sts); err != nil {
 		return Fail(err)
 	}
@@ -245,7 +271,7 @@ func (r *KVClusterReconciler) replaceLostStores(ctx context.Context, p *kvPass) 
 		if err != nil {
 			return Fail(err)
 		}
-		verdict := judgeStore(v, now)
+		verdict := judgeStore(v, now, lostAfter)
 		if verdict.lost {
 			// The cache may lag behind a node that is back, or a
 			// pod already replaced.
@@ -263,7 +289,7 @@ func (r *KVClusterReconciler) replaceLostStores(ctx context.Context, p *kvPass) 
 			if v, err = viewStore(ctx, r.APIReader, sts, live); err != nil {
 				return Fail(err)
 			}
-			verdict = judgeStore(v, now)
+			verdict = judgeStore(v, now, lostAfter)
 		}
 		if !verdict.lost {
 			if !verdict.lostAt.IsZero() {
@@ -273,7 +299,7 @@ func (r *KVClusterReconciler) replaceLostStores(ctx context.Context, p *kvPass) 
 			}
 			continue
 		}
-		did, ask, err := r.replaceLost(ctx, c, sts, v, verdict)
+		did, ask, err := r.replaceLost(ctx, c, sts, v, verdict, lostAfter)
 		if did != "" {
 			loss.replaced = append(loss.replaced, did)
 			log.FromContext(ctx).Info("replaced a lost storage pod", "pod", v.pod.Name, "what", did)
@@ -407,7 +433,7 @@ func volumeOnNodeAlone(pv *corev1.PersistentVolume, nodeName, hostname string) b
 // server: it returns what it did (for the condition and an event), or why
 // it leaves the pod to a person. A pod or PVC that changed since it was
 // judged is left for the next pass.
-func (r *KVClusterReconciler) replaceLost(ctx context.Context, c *kvapi.KVCluster, sts *appsv1.StatefulSet, v storeView, why lossVerdict) (did, ask string, err error) {
+func (r *KVClusterReconciler) replaceLost(ctx context.Context, c *kvapi.KVCluster, sts *appsv1.StatefulSet, v storeView, why lossVerdict, lostAfter time.Duration) (did, ask string, err error) {
 	pod, node := v.pod, v.pod.Spec.NodeName
 	var claimDone string
 	if why.nodeLost && v.pvc != nil && v.pvc.DeletionTimestamp == nil {
@@ -446,7 +472,7 @@ func (r *KVClusterReconciler) replaceLost(ctx context.Context, c *kvapi.KVCluste
 		// Its kubelet is there and runs the grace period already.
 		return "", "", nil
 	}
-	deleted, err := r.deleteLostPod(ctx, sts, pod, why)
+	deleted, err := r.deleteLostPod(ctx, sts, pod, why, lostAfter)
 	if err != nil {
 		return "", "", err
 	}
@@ -475,7 +501,7 @@ const lostPodDeleteTries = 3
 // status update that lands between the PVC's delete and the pod's made the
 // pass report the PVC alone, and the next pass the pod with a second event.
 // It reports whether this call deleted the pod.
-func (r *KVClusterReconciler) deleteLostPod(ctx context.Context, sts *appsv1.StatefulSet, pod *corev1.Pod, why lossVerdict) (bool, error) {
+func (r *KVClusterReconciler) deleteLostPod(ctx context.Context, sts *appsv1.StatefulSet, pod *corev1.Pod, why lossVerdict, lostAfter time.Duration) (bool, error) {
 	for try := 1; ; try++ {
 		opts := []client.DeleteOption{client.Preconditions{UID: &pod.UID, ResourceVersion: &pod.ResourceVersion}}
 		if why.nodeLost {
@@ -507,7 +533,7 @@ func (r *KVClusterReconciler) deleteLostPod(ctx context.Context, sts *appsv1.Sta
 		if err != nil {
 			return false, err
 		}
-		if again := judgeStore(v, time.Now()); !again.lost || again.nodeLost != why.nodeLost {
+		if again := judgeStore(v, time.Now(), lostAfter); !again.lost || again.nodeLost != why.nodeLost {
 			return false, nil
 		}
 		pod = live
@@ -537,12 +563,13 @@ func lossCondition(p *kvPass) {
 		setCondition(conds, gen, kvapi.ConditionStoreLost, false, kvapi.ReasonNodeNotReady, strings.Join(l.notReady, "; "))
 	default:
 		setCondition(conds, gen, kvapi.ConditionStoreLost, false, kvapi.ReasonAsExpected,
-			fmt.Sprintf("no storage pod is lost: none is on a node NotReady for longer than %s or gone, none lacks its PVC", contract.StoreNodeLostAfter))
+			fmt.Sprintf("no storage pod is lost: none is on a node NotReady for longer than %s (spec.failover.nodeLostAfter), out of service or gone, none lacks its PVC", l.lostAfter))
 	}
 }
 
 // nodeReadinessChanged passes the events of a node that may make a storage
-// pod lost or no longer so: its Ready condition changed, or it was deleted.
+// pod lost or no longer so: its Ready condition or its out-of-service taint
+// changed, or it was deleted.
 // A node's other status updates are frequent and say nothing of this.
 func nodeReadinessChanged() predicate.Funcs {
 	ready := func(o client.Object) (corev1.ConditionStatus, time.Time) {
@@ -555,10 +582,14 @@ func nodeReadinessChanged() predicate.Funcs {
 		}
 		return "", time.Time{}
 	}
+	tainted := func(o client.Object) bool {
+		n, ok := o.(*corev1.Node)
+		return ok && outOfService(n)
+	}
 	changed := func(e event.UpdateEvent) bool {
 		was, wasSince := ready(e.ObjectOld)
 		is, isSince := ready(e.ObjectNew)
-		return was != is || !wasSince.Equal(isSince)
+		return was != is || !wasSince.Equal(isSince) || tainted(e.ObjectOld) != tainted(e.ObjectNew)
 	}
 	return predicate.Funcs{
 		CreateFunc:  func(event.CreateEvent) bool { return false },

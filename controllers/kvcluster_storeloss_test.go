@@ -1,6 +1,7 @@
 package controllers
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"testing"
@@ -407,34 +408,47 @@ func TestJudgeStore(t *testing.T) {
 	pvc := &corev1.PersistentVolumeClaim{}
 	deleting := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{DeletionTimestamp: ptr.To(metav1.NewTime(now))}}
 	grace := contract.StoreNodeLostAfter
+	tainted := func(n *corev1.Node) *corev1.Node {
+		n.Spec.Taints = append(n.Spec.Taints, corev1.Taint{Key: corev1.TaintNodeOutOfService, Value: "nodeshutdown", Effect: corev1.TaintEffectNoExecute})
+		return n
+	}
 	for _, tc := range []struct {
 		name      string
 		v         storeView
 		want      lossVerdict
 		wantLater time.Duration // lostAt - now
+		lostAfter time.Duration // 0: the default
 	}{
-		{"Ready", storeView{pod: pod("n"), node: node(corev1.ConditionTrue, time.Hour), claim: "wal-s-1", pvc: pvc}, lossVerdict{}, 0},
-		{"no Ready condition yet", storeView{pod: pod("n"), node: &corev1.Node{}, claim: "wal-s-1", pvc: pvc}, lossVerdict{}, 0},
+		{"Ready", storeView{pod: pod("n"), node: node(corev1.ConditionTrue, time.Hour), claim: "wal-s-1", pvc: pvc}, lossVerdict{}, 0, 0},
+		{"no Ready condition yet", storeView{pod: pod("n"), node: &corev1.Node{}, claim: "wal-s-1", pvc: pvc}, lossVerdict{}, 0, 0},
 		{"NotReady within the grace period", storeView{pod: pod("n"), node: node(corev1.ConditionFalse, grace-time.Second), claim: "wal-s-1", pvc: pvc},
-			lossVerdict{why: "its node n has been NotReady since 2026-05-01T11:59:31Z"}, time.Second},
+			lossVerdict{why: "its node n has been NotReady since 2026-05-01T11:59:31Z"}, time.Second, 0},
 		{"NotReady within the grace period, PVC being deleted", storeView{pod: pod("n"), node: node(corev1.ConditionFalse, time.Second), claim: "wal-s-1", pvc: deleting},
-			lossVerdict{why: "its node n has been NotReady since 2026-05-01T11:59:59Z"}, grace - time.Second},
+			lossVerdict{why: "its node n has been NotReady since 2026-05-01T11:59:59Z"}, grace - time.Second, 0},
 		{"NotReady for the grace period", storeView{pod: pod("n"), node: node(corev1.ConditionFalse, grace), claim: "wal-s-1", pvc: pvc},
-			lossVerdict{lost: true, nodeLost: true, why: "its node n has been NotReady since 2026-05-01T11:59:30Z, longer than 30s"}, 0},
+			lossVerdict{lost: true, nodeLost: true, why: "its node n has been NotReady since 2026-05-01T11:59:30Z, longer than 30s"}, 0, 0},
 		{"unreachable", storeView{pod: pod("n"), node: node(corev1.ConditionUnknown, time.Hour), claim: "wal-s-1", pvc: pvc},
-			lossVerdict{lost: true, nodeLost: true, why: "its node n has been unreachable (Ready Unknown) since 2026-05-01T11:00:00Z, longer than 30s"}, 0},
+			lossVerdict{lost: true, nodeLost: true, why: "its node n has been unreachable (Ready Unknown) since 2026-05-01T11:00:00Z, longer than 30s"}, 0, 0},
 		{"node gone", storeView{pod: pod("n"), nodeGone: true, claim: "wal-s-1", pvc: pvc},
-			lossVerdict{lost: true, nodeLost: true, why: "its node n no longer exists"}, 0},
+			lossVerdict{lost: true, nodeLost: true, why: "its node n no longer exists"}, 0, 0},
 		{"PVC gone, Ready node", storeView{pod: pod("n"), node: node(corev1.ConditionTrue, time.Hour), claim: "wal-s-1"},
-			lossVerdict{lost: true, why: "its PVC wal-s-1 no longer exists"}, 0},
+			lossVerdict{lost: true, why: "its PVC wal-s-1 no longer exists"}, 0, 0},
 		{"PVC gone, not scheduled", storeView{pod: pod(""), claim: "wal-s-1"},
-			lossVerdict{lost: true, why: "its PVC wal-s-1 no longer exists"}, 0},
+			lossVerdict{lost: true, why: "its PVC wal-s-1 no longer exists"}, 0, 0},
 		{"PVC being deleted", storeView{pod: pod("n"), node: node(corev1.ConditionTrue, time.Hour), claim: "wal-s-1", pvc: deleting},
-			lossVerdict{lost: true, why: "its PVC wal-s-1 is being deleted"}, 0},
-		{"not scheduled", storeView{pod: pod(""), claim: "wal-s-1", pvc: pvc}, lossVerdict{}, 0},
+			lossVerdict{lost: true, why: "its PVC wal-s-1 is being deleted"}, 0, 0},
+		{"not scheduled", storeView{pod: pod(""), claim: "wal-s-1", pvc: pvc}, lossVerdict{}, 0, 0},
+		{"NotReady past the default, within a longer nodeLostAfter", storeView{pod: pod("n"), node: node(corev1.ConditionFalse, time.Minute), claim: "wal-s-1", pvc: pvc},
+			lossVerdict{why: "its node n has been NotReady since 2026-05-01T11:59:00Z"}, time.Minute, 2 * time.Minute},
+		{"NotReady for a longer nodeLostAfter", storeView{pod: pod("n"), node: node(corev1.ConditionFalse, 2*time.Minute), claim: "wal-s-1", pvc: pvc},
+			lossVerdict{lost: true, nodeLost: true, why: "its node n has been NotReady since 2026-05-01T11:58:00Z, longer than 2m0s"}, 0, 2 * time.Minute},
+		{"out of service, NotReady a second ago", storeView{pod: pod("n"), node: tainted(node(corev1.ConditionFalse, time.Second)), claim: "wal-s-1", pvc: pvc},
+			lossVerdict{lost: true, nodeLost: true, why: "its node n is NotReady and tainted node.kubernetes.io/out-of-service: declared shut down"}, 0, 0},
+		{"out of service, still Ready: its kubelet evicts what does not tolerate the taint", storeView{pod: pod("n"), node: tainted(node(corev1.ConditionTrue, time.Hour)), claim: "wal-s-1", pvc: pvc},
+			lossVerdict{}, 0, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got := judgeStore(tc.v, now)
+			got := judgeStore(tc.v, now, cmp.Or(tc.lostAfter, grace))
 			var later time.Duration
 			if !got.lostAt.IsZero() {
 				later = got.lostAt.Sub(now)
@@ -540,10 +554,10 @@ func TestALostPodUpdatedWhileItsPVCIsDeletedGoesInTheSamePass(t *testing.T) {
 	g.Expect(ic.Get(ctx, client.ObjectKey{Namespace: ns, Name: "orphan-0"}, pod)).To(Succeed())
 	v, err := viewStore(ctx, ic, sts, pod)
 	g.Expect(err).NotTo(HaveOccurred())
-	why := judgeStore(v, time.Now())
+	why := judgeStore(v, time.Now(), contract.StoreNodeLostAfter)
 	g.Expect(why.lost && why.nodeLost).To(BeTrue(), "the pod on a node that is gone is lost: %+v", why)
 
-	did, ask, err := r.replaceLost(ctx, validCluster(ns, "orphan"), sts, v, why)
+	did, ask, err := r.replaceLost(ctx, validCluster(ns, "orphan"), sts, v, why, contract.StoreNodeLostAfter)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(ask).To(BeEmpty())
 	g.Expect(statusWrites).To(Equal(1), "the pod changed between the two deletes")
@@ -551,4 +565,67 @@ func TestALostPodUpdatedWhileItsPVCIsDeletedGoesInTheSamePass(t *testing.T) {
 	g.Expect(did).To(ContainSubstring("its PVC wal-orphan-0"))
 	g.Expect(podUID(g, ns, "orphan-0")).To(BeEmpty(), "the lost pod is deleted in the pass that deleted its PVC")
 	claimDeleted(g, ns, "wal-orphan-0")
+}
+
+// TestNodeLostAfterIsTheClustersAndAnOutOfServiceNodeIsLostAtOnce: with
+// spec.failover.nodeLostAfter at 10m, a pod whose node has been NotReady for
+// longer than the default 30s is left alone, and the condition says when it
+// is replaced; once a person taints the node node.kubernetes.io/out-of-service
+// (it is shut down), the pod and its node-bound PVC go at once. Values
+// outside the setting's bounds are refused by the API server, naming it.
+func TestNodeLostAfterIsTheClustersAndAnOutOfServiceNodeIsLostAtOnce(t *testing.T) {
+	g := NewWithT(t)
+	g.SetDefaultEventuallyTimeout(eventually)
+	g.SetDefaultEventuallyPollingInterval(poll)
+	ctx := context.Background()
+	ns := newNamespace(t)
+	for _, bad := range []struct{ value, says string }{
+		{"2h", "failover.nodeLostAfter: 2h is above the maximum 1h"},
+		{"-5s", "failover.nodeLostAfter: -5s is negative"},
+		{"soon", `failover.nodeLostAfter: "soon" is not a duration`},
+	} {
+		c := validCluster(ns, "refused")
+		c.Spec.Failover.NodeLostAfter = kvapi.Duration(bad.value)
+		err := k8sClient.Create(ctx, c)
+		g.Expect(err).To(HaveOccurred(), "nodeLostAfter %s", bad.value)
+		g.Expect(err.Error()).To(ContainSubstring(bad.says))
+	}
+
+	c := validCluster(ns, "patient")
+	c.Spec.Image = "bellows:v1"
+	c.Spec.Failover.NodeLostAfter = "10m"
+	g.Expect(k8sClient.Create(ctx, c)).To(Succeed())
+	key := client.ObjectKeyFromObject(c)
+	g.Eventually(func(g Gomega) string { return storeHash(g, key) }).ShouldNot(BeEmpty())
+	node := ns + "-down"
+	since := lostAgo().Truncate(time.Second)
+	putNode(g, node, corev1.ConditionUnknown, since)
+	putStoreOnNode(g, c, 0, node, true)
+	setStoreStatus(g, key, desiredStoreHash(g, key), "r", "r", 0, allReplicas)
+
+	g.Eventually(func(g Gomega) {
+		cond := storeLost(g, key)
+		g.Expect(cond.Status).To(Equal(metav1.ConditionFalse))
+		g.Expect(cond.Reason).To(Equal(kvapi.ReasonNodeNotReady))
+		g.Expect(cond.Message).To(Equal(fmt.Sprintf("pod patient-0: its node %s has been unreachable (Ready Unknown) since %s; it is replaced at %s if the node stays so",
+			node, since.UTC().Format(time.RFC3339), since.Add(10*time.Minute).UTC().Format(time.RFC3339))))
+	}).Should(Succeed())
+	g.Expect(podUID(g, ns, "patient-0")).NotTo(BeEmpty(), "replaced before its nodeLostAfter")
+
+	// The node is shut down for good: a person taints it.
+	g.Eventually(func() error {
+		n := &corev1.Node{}
+		if err := k8sClient.Get(ctx, client.ObjectKey{Name: node}, n); err != nil {
+			return err
+		}
+		n.Spec.Taints = append(n.Spec.Taints, corev1.Taint{Key: corev1.TaintNodeOutOfService, Value: "nodeshutdown", Effect: corev1.TaintEffectNoExecute})
+		return k8sClient.Update(ctx, n)
+	}).Should(Succeed())
+	g.Eventually(func(g Gomega) {
+		g.Expect(podUID(g, ns, "patient-0")).To(BeEmpty())
+		claimDeleted(g, ns, "wal-patient-0")
+		cond := storeLost(g, key)
+		g.Expect(cond.Reason).To(Equal(kvapi.ReasonStoreReplaced))
+		g.Expect(cond.Message).To(ContainSubstring(fmt.Sprintf("pod patient-0 lost (its node %s is unreachable (Ready Unknown) and tainted node.kubernetes.io/out-of-service: declared shut down): force-deleted", node)))
+	}).Should(Succeed())
 }

@@ -99,6 +99,9 @@ func (c *KVCluster) SetDefaults() {
 	if s.Durability.Mode == "" {
 		s.Durability.Mode = contract.DefaultDurability
 	}
+	if s.Failover.NodeLostAfter == "" {
+		s.Failover.NodeLostAfter = DurationOf(contract.StoreNodeLostAfter)
+	}
 	e := &s.Engine
 	if e.Memstore.Policy == "" {
 		e.Memstore.Policy = DefaultMemstorePolicy

@@ -115,6 +115,27 @@ func (s *KVClusterSpec) MaxClockOffset() (time.Duration, error) {
 	return d, nil
 }
 
+// LargestNodeLostAfter bounds spec.failover.nodeLostAfter (the CRD's rule
+// says the same).
+const LargestNodeLostAfter = time.Hour
+
+// NodeLostAfter is spec.failover.nodeLostAfter of a defaulted cluster,
+// parsed and within its bounds. The CRD rejects the rest, so an error only
+// happens to a cluster stored before its rule existed; the reconciler
+// reports it on that cluster (InvalidSpec).
+func (s *KVClusterSpec) NodeLostAfter() (time.Duration, error) {
+	d, err := s.Failover.NodeLostAfter.Parse()
+	switch {
+	case err != nil:
+		return 0, fmt.Errorf("spec.failover.nodeLostAfter: %w", err)
+	case d < 0:
+		return 0, fmt.Errorf("spec.failover.nodeLostAfter: %s is negative", s.Failover.NodeLostAfter)
+	case d > LargestNodeLostAfter:
+		return 0, fmt.Errorf("spec.failover.nodeLostAfter: %s is above the maximum %s", s.Failover.NodeLostAfter, LargestNodeLostAfter)
+	}
+	return d, nil
+}
+
 // LargestWALArchiveInterval bounds spec.walArchive.interval (the CRD's rule
 // says the same).
 const LargestWALArchiveInterval = time.Hour

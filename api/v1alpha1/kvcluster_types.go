@@ -102,6 +102,12 @@ type KVClusterSpec struct {
 	// +optional
 	Durability DurabilitySpec `json:"durability,omitzero"`
 
+	// Failover is how the operator replaces a storage pod lost with its
+	// node (docs/failover.md §6).
+	// +kubebuilder:default={}
+	// +optional
+	Failover FailoverSpec `json:"failover,omitzero"`
+
 	// TLS is the transport security of every port of the storage pods
 	// (clients, peers, metrics) and of their calls to the workers.
 	// +kubebuilder:default={mode: Operator}
@@ -124,6 +130,27 @@ type DurabilitySpec struct {
 	// +kubebuilder:default=Bucket
 	// +optional
 	Mode string `json:"mode,omitempty"`
+}
+
+// FailoverSpec is how the operator acts on a storage pod lost with its node.
+// The store's regions do not wait for it: they move to other stores within
+// seconds of its liveness lease running out, whatever its pod's state.
+type FailoverSpec struct {
+	// NodeLostAfter is how long a storage pod's node may stay NotReady or
+	// unreachable before the operator replaces the pod: it force-deletes
+	// it (no kubelet would run its grace period) and, in durability mode
+	// Bucket, first deletes its PVC when the volume can be used on that
+	// node alone, so that the pod comes back elsewhere with an empty
+	// volume. Shorter replaces pods sooner after a node dies, and also
+	// pods whose node is back after a shorter outage. A node that is not
+	// Ready and tainted node.kubernetes.io/out-of-service (Kubernetes'
+	// non-graceful node shutdown: a person declares the node shut down) is
+	// lost at once.
+	// Between 0s and 1h.
+	// +kubebuilder:default="30s"
+	// +kubebuilder:validation:XValidation:rule=`self.matches('^[-+]?(0|(([0-9]+([.][0-9]*)?|[.][0-9]+)(ns|us|ms|s|m|h))+)$') && duration(self) >= duration('0s') && duration(self) <= duration('1h0m0s')`,messageExpression=`!self.matches('^[-+]?(0|(([0-9]+([.][0-9]*)?|[.][0-9]+)(ns|us|ms|s|m|h))+)$') ? 'failover.nodeLostAfter: "' + self + '" is not a duration; write a number with a unit, e.g. 30s or 2m' : duration(self) < duration('0s') ? 'failover.nodeLostAfter: ' + self + ' is negative; write how long a node may stay NotReady before its storage pod is replaced, e.g. 30s' : 'failover.nodeLostAfter: ' + self + ' is above the maximum 1h; write e.g. 30s, or taint a node that is shut down node.kubernetes.io/out-of-service to have its pods replaced at once'`
+	// +optional
+	NodeLostAfter Duration `json:"nodeLostAfter,omitempty"`
 }
 
 // WALArchiveSpec is the continuous WAL archive's setting.
