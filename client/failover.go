@@ -29,11 +29,12 @@ type FailingOver struct {
 	// table's for the request's key; "" when neither names it.
 	Region string
 	// Store is the store whose liveness lease ran out: its ordinal, as a
-	// live store names it; or, when the dead store answered itself (its
-	// lease expired), the address it answered at.
+	// live store or the dead store itself names it.
 	Store string
-	// LeaseExpired: Store answered itself that its lease has run out.
+	// LeaseExpired: Store answered itself that its lease has run out, at
+	// Addr.
 	LeaseExpired bool
+	Addr         string
 	// TakingOver: the region's new owner answered: it is opening the
 	// region.
 	TakingOver bool
@@ -47,8 +48,12 @@ func (f FailingOver) String() string {
 		region = "the region"
 	}
 	switch {
+	case f.LeaseExpired && f.Store != "" && f.Addr != "":
+		return fmt.Sprintf("%s is failing over (its store %s, at %s, let its liveness lease run out)", region, f.Store, f.Addr)
+	case f.LeaseExpired && f.Addr != "":
+		return fmt.Sprintf("%s is failing over (its store, at %s, let its liveness lease run out)", region, f.Addr)
 	case f.LeaseExpired && f.Store != "":
-		return fmt.Sprintf("%s is failing over (its store, at %s, let its liveness lease run out)", region, f.Store)
+		return fmt.Sprintf("%s is failing over (its store %s let its liveness lease run out)", region, f.Store)
 	case f.Store == "":
 		return fmt.Sprintf("%s is failing over (its store's liveness lease ran out)", region)
 	case f.TakingOver:
@@ -84,7 +89,8 @@ func FailingOverOf(err error) (FailingOver, bool) {
 			f.Region, f.Store, f.TakingOver = info.Metadata["region"], info.Metadata["store"], info.Metadata["taking_over"] == "true"
 			found = true
 		case contract.LeaseExpiredReason:
-			f.LeaseExpired, found = true, true
+			// An older store names no store ("").
+			f.LeaseExpired, f.Store, found = true, info.Metadata["store"], true
 		}
 	}
 	if !found {
@@ -94,8 +100,8 @@ func FailingOverOf(err error) (FailingOver, bool) {
 		if f.Region == "" {
 			f.Region = a.region
 		}
-		if f.LeaseExpired && f.Store == "" {
-			f.Store = a.addr
+		if f.LeaseExpired {
+			f.Addr = a.addr
 		}
 	}
 	return f, true

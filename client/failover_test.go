@@ -248,8 +248,8 @@ func TestAPutRidesThroughAStoreWhoseLeaseRanOut(t *testing.T) {
 		_, err := c.Put(ctx, []byte("k"), []byte("v"))
 		put <- err
 	}()
-	want := FailingOver{Region: "region-000", Store: expired, LeaseExpired: true}
-	if f := r.next(t); f != want || !strings.Contains(f.String(), "region-000 is failing over (its store, at "+expired+", let its liveness lease run out)") {
+	want := FailingOver{Region: "region-000", Store: "0", LeaseExpired: true, Addr: expired}
+	if f := r.next(t); f != want || !strings.Contains(f.String(), "region-000 is failing over (its store 0, at "+expired+", let its liveness lease run out)") {
 		t.Fatalf("retried %+v (%q), want %+v", f, f, want)
 	}
 	spans, err := server.SplitEvenly(1)
@@ -297,7 +297,7 @@ func TestAFailoverOutlastingTheDeadlineIsUnavailableAndNamesTheRegion(t *testing
 		want               FailingOver
 	}{
 		{"a live store's answer", failing, contract.RegionFailingOverReason, FailingOver{Region: "region-001", Store: "1"}},
-		{"the dead store's own answer", expired, contract.LeaseExpiredReason, FailingOver{Region: "region-001", Store: expired, LeaseExpired: true}},
+		{"the dead store's own answer", expired, contract.LeaseExpiredReason, FailingOver{Region: "region-001", Store: "0", LeaseExpired: true, Addr: expired}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			// Each request's deadline passes at its first retry: it

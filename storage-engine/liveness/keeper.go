@@ -53,6 +53,9 @@ func NewKeeper(b *blob.Bucket, store, incarnation string, term, renewEvery, maxO
 		maxOffset: maxOffset, clock: clock, fenced: make(chan struct{})}
 }
 
+// Store is the store whose lease this keeper renews.
+func (k *Keeper) Store() string { return k.store }
+
 // Renew makes one renewal: the clock is read before the write, so the
 // expiry it records is never later than the term after the write. On
 // success the serving deadline moves to the new record's expiry −

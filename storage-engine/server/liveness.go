@@ -77,14 +77,16 @@ var ErrLeaseExpired = errors.New("this store's liveness lease has expired: it ca
 
 // LeaseInterceptors refuse the KV calls that read or write (all but Regions
 // and Clock) while the keeper says the store may not serve: UNAVAILABLE,
-// reason LEASE_EXPIRED, which clients retry elsewhere.
+// reason LEASE_EXPIRED with the store's ordinal (metadata "store"), which
+// clients retry elsewhere.
 func LeaseInterceptors(k *liveness.Keeper) (grpc.UnaryServerInterceptor, grpc.StreamServerInterceptor) {
 	refuse := func(method string) error {
 		if k == nil || !gated(method) || k.Serving(time.Now()) {
 			return nil
 		}
-		st := status.New(codes.Unavailable, ErrLeaseExpired.Error())
-		if d, err := st.WithDetails(&errdetails.ErrorInfo{Reason: contract.LeaseExpiredReason, Domain: contract.ErrorDomain}); err == nil {
+		st := status.New(codes.Unavailable, fmt.Sprintf("store %s: %v", k.Store(), ErrLeaseExpired))
+		info := &errdetails.ErrorInfo{Reason: contract.LeaseExpiredReason, Domain: contract.ErrorDomain, Metadata: map[string]string{"store": k.Store()}}
+		if d, err := st.WithDetails(info); err == nil {
 			st = d
 		}
 		return st.Err()
