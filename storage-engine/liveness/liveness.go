@@ -188,6 +188,16 @@ func write(ctx context.Context, b *blob.Bucket, prev, rec Record) (Record, error
 	return rec, nil
 }
 
+// Stores lists the stores that have liveness records in b: the cluster's,
+// and any a scale-down removed, whose records stay until collected.
+func Stores(ctx context.Context, b *blob.Bucket) ([]string, error) {
+	stores, err := b.Dirs(ctx, prefix)
+	if err != nil {
+		return nil, fmt.Errorf("liveness: listing the stores with records: %w", err)
+	}
+	return stores, nil
+}
+
 // Collect deletes store's records superseded longer than
 // contract.DefaultLeaseLogRetention before now, besides the newest
 // contract.DefaultFencingLogKeep (docs/failover.md §7). maxOffset bounds

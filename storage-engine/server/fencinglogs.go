@@ -12,7 +12,6 @@ package server
 import (
 	"context"
 	"errors"
-	"strconv"
 	"time"
 
 	"github.com/bellows-kv/bellows/storage-engine/backup"
@@ -48,13 +47,17 @@ func oldestBackupEpoch(ctx context.Context, b *blob.Bucket) (uint64, error) {
 }
 
 // CollectLeaseLogs deletes the balancer lease's terms and the liveness
-// records of stores 0 to stores−1 past their retention. It returns how
-// many it deleted.
-func CollectLeaseLogs(ctx context.Context, b *blob.Bucket, stores int, now time.Time, maxOffset time.Duration) (int, error) {
+// records of every store that has any, past their retention: those of
+// stores a scale-down removed too (each store keeps its newest records, so
+// one that a scale-up brings back finds its predecessor's lease). It
+// returns how many it deleted.
+func CollectLeaseLogs(ctx context.Context, b *blob.Bucket, now time.Time, maxOffset time.Duration) (int, error) {
 	n, err := regionmap.CollectLeaseTerms(ctx, b, now, maxOffset)
 	errs := []error{err}
-	for o := range stores {
-		k, err := liveness.Collect(ctx, b, strconv.Itoa(o), now, maxOffset)
+	stores, err := liveness.Stores(ctx, b)
+	errs = append(errs, err)
+	for _, store := range stores {
+		k, err := liveness.Collect(ctx, b, store, now, maxOffset)
 		n += k
 		errs = append(errs, err)
 	}
@@ -71,12 +74,11 @@ func (b *Balancer) collects() (stores int, ok bool) {
 // collectLeaseLogs is the balancer's pass over the lease terms and the
 // liveness records.
 func (b *Balancer) collectLeaseLogs(ctx context.Context) {
-	n, ok := b.collects()
-	if !ok {
+	if _, ok := b.collects(); !ok {
 		return
 	}
 	s := b.KV.store
-	if _, err := CollectLeaseLogs(ctx, s.opts.Region.Bucket, n, time.Now(), b.MaxClockOffset); err != nil && ctx.Err() == nil {
+	if _, err := CollectLeaseLogs(ctx, s.opts.Region.Bucket, time.Now(), b.MaxClockOffset); err != nil && ctx.Err() == nil {
 		s.opts.Region.Logger.Warn("collecting the balancer lease's terms and the liveness records", "err", err)
 	}
 }
