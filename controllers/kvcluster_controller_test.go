@@ -160,7 +160,7 @@ func TestKVClusterSamplePair(t *testing.T) {
 	g.Expect(sts.Annotations).To(HaveKey(contract.SpecHashAnnotation))
 	cm := &corev1.ConfigMap{}
 	g.Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: "demo-engine"}, cm)).To(Succeed())
-	g.Expect(cm.Data["engine.yaml"]).To(ContainSubstring("policy: Adaptive"))
+	g.Expect(cm.Data["engine.yaml"]).To(ContainSubstring("policy: Basic"))
 	headless := &corev1.Service{}
 	g.Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: "demo-headless"}, headless)).To(Succeed())
 	g.Expect(headless.Spec.ClusterIP).To(Equal(corev1.ClusterIPNone))

@@ -441,10 +441,12 @@ type RetentionSpec struct {
 // policy (docs/memstore.md) and the budgets.
 type MemstoreSpec struct {
 	// Policy: None (one skiplist flushed whole), Basic (flat segments whose
-	// indexes are merged), Eager (in-memory compaction at every in-memory
-	// flush) or Adaptive (compaction when redundancy is measured high;
-	// the default: bench/results/memstore.md).
-	// +kubebuilder:default=Adaptive
+	// indexes are merged; the default), Eager (in-memory compaction at
+	// every in-memory flush) or Adaptive (compaction when redundancy is
+	// measured high). Eager and Adaptive drop only what retention lets go:
+	// under the default retention (every version kept) they act as Basic
+	// (docs/memstore.md).
+	// +kubebuilder:default=Basic
 	// +optional
 	Policy MemstorePolicy `json:"policy,omitempty"`
 

@@ -50,10 +50,10 @@ func TestTinyRunEndToEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 	out := t.TempDir()
-	if err := Write(out, rep); err != nil {
+	if err := Write(out, Name, rep); err != nil {
 		t.Fatal(err)
 	}
-	for _, f := range Files {
+	for _, f := range Files(Name) {
 		if st, err := os.Stat(filepath.Join(out, f)); err != nil || st.Size() == 0 {
 			t.Fatalf("%s not written: %v", f, err)
 		}

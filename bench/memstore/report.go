@@ -22,8 +22,13 @@ import (
 	"github.com/bellows-kv/bellows/storage-engine/memstore"
 )
 
-// Files are the names Write writes into its directory.
-var Files = []string{"memstore.json", "memstore.md", "memstore.png"}
+// Name is the report's default name: Write writes NAME.json, NAME.md and
+// NAME.png.
+const Name = "memstore"
+
+// Files are the names Write writes into its directory for a report named
+// name.
+func Files(name string) []string { return []string{name + ".json", name + ".md", name + ".png"} }
 
 // ReadJSON loads a memstore.json written by Write.
 func ReadJSON(path string) (Report, error) {
@@ -51,12 +56,12 @@ func ReadJSON(path string) (Report, error) {
 	return rep, nil
 }
 
-// Write writes memstore.json, memstore.md and memstore.png into dir.
-func Write(dir string, rep Report) error {
-	if err := report.Write(dir, "memstore", rep, Markdown(rep)); err != nil {
+// Write writes NAME.json, NAME.md and NAME.png into dir.
+func Write(dir, name string, rep Report) error {
+	if err := report.Write(dir, name, rep, Markdown(rep)); err != nil {
 		return err
 	}
-	return plotPNG(filepath.Join(dir, Files[2]), rep)
+	return plotPNG(filepath.Join(dir, Files(name)[2]), rep)
 }
 
 // Verdict is one goal, judged from the numbers.
@@ -197,8 +202,8 @@ func Markdown(rep Report) string {
 		c.PutsPerBatch, c.PutsPerBatch*(c.KeySize+c.ValueSize), mib(float64(c.MemstoreBytes)), retentionString(c.MaxVersions, c.GCTTL),
 		c.ActiveFraction, c.PipelineSegments, c.RedundancyThreshold, mib(float64(c.CacheBytes)), contract.DefaultMaxWALMemstores,
 		c.ReadsPerSec, c.ScanLength, pacedString(c), c.Theta, c.Keys, c.Machine, c.Started)
-	b.WriteString("Every setting the run used is memstore.json's `config`, and `--from-json bench/results/memstore.json` " +
-		"renders this report again from it.\n\n")
+	b.WriteString("Every setting the run used is the `config` of the JSON file beside this report (the same name), and " +
+		"`--from-json` with that file renders this report again from it.\n\n")
 	b.WriteString("**Regime:** " + regime(rep) + "\n\n")
 	fmt.Fprintf(&b, "**Method:** %d runs per policy and distribution, interleaved (round 1 runs %s, then round 2, …), each in a fresh directory "+
 		"and a fresh region; the policies of one round see the same key sequences. Each figure is the median over the runs, with the "+

@@ -19,7 +19,7 @@ import (
 
 func newMemstoreCommand() *cobra.Command {
 	cfg := memstore.Default()
-	var out, policies, dists, fromJSON, work, cpuprofile, memprofile string
+	var out, name, policies, dists, fromJSON, work, cpuprofile, memprofile string
 	var memstoreMiB, cacheMiB int64
 	cmd := &cobra.Command{
 		Use:   "memstore",
@@ -43,7 +43,7 @@ func newMemstoreCommand() *cobra.Command {
 				if err != nil {
 					return fmt.Errorf("--from-json: %w", err)
 				}
-				if err := memstore.Write(out, rep); err != nil {
+				if err := memstore.Write(out, name, rep); err != nil {
 					return err
 				}
 				fmt.Fprint(cmd.OutOrStdout(), memstore.Markdown(rep))
@@ -106,12 +106,12 @@ func newMemstoreCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if err := memstore.Write(out, rep); err != nil {
+			if err := memstore.Write(out, name, rep); err != nil {
 				return err
 			}
 			fmt.Fprint(cmd.OutOrStdout(), memstore.Markdown(rep))
 			var files []string
-			for _, f := range memstore.Files {
+			for _, f := range memstore.Files(name) {
 				files = append(files, filepath.Join(out, f))
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "\nwrote %s\n", strings.Join(files, ", "))
@@ -119,7 +119,8 @@ func newMemstoreCommand() *cobra.Command {
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&out, "out", "bench/results", "directory for memstore.json, memstore.md and memstore.png")
+	f.StringVar(&out, "out", "bench/results", "directory for the report: NAME.json, NAME.md and NAME.png")
+	f.StringVar(&name, "name", memstore.Name, "the report's name in --out: NAME.json, NAME.md and NAME.png")
 	f.StringVar(&fromJSON, "from-json", "", "re-render memstore.md and memstore.png from an earlier memstore.json instead of running")
 	f.StringVar(&cpuprofile, "cpuprofile", "", "write a CPU profile of the whole run to this file")
 	f.StringVar(&memprofile, "memprofile", "", "write a profile of every allocation the run made (alloc_space) to this file")

@@ -4,17 +4,16 @@ import "time"
 
 // Engine defaults (engine.yaml, KVCluster.spec.engine, region options).
 const (
-	// DefaultMemstorePolicy is Adaptive, from bench/results/memstore.md
-	// (bellows-bench memstore --runs 10): against None on Zipf keys it
-	// wrote 1.83× as fast with 0.30× the flushes, 0.39× the SST bytes and
-	// a twentieth of the GC CPU, at 0.50× None's get p99 under the same
-	// write load; on uniform keys 1.84× as fast at 0.83× None's get p99.
-	// Those runs kept one version; with a GC window (retention.gcTTL) it
-	// drops, in memory, what is superseded longer than gcTTL ago, and acts
-	// as Basic while a memstore is younger than that; under the default
-	// retention (every version kept) it acts as Basic (docs/memstore.md,
-	// "Retention decides what can be dropped").
-	DefaultMemstorePolicy = MemstoreAdaptive
+	// DefaultMemstorePolicy is Basic: flat segments whose indexes are
+	// merged, dropping nothing. Eager and Adaptive differ from it only by
+	// dropping, in memory, versions retention lets go, and the default
+	// retention (gcTTL 0) keeps every version: under it they act as Basic
+	// (docs/memstore.md, "Retention decides what can be dropped"), so the
+	// default names what runs. bench/results/memstore-default.md measures
+	// it against None under the default retention; bench/results/memstore.md
+	// measures Adaptive where it drops (one version kept). Choose Adaptive
+	// with a retention that lets it drop.
+	DefaultMemstorePolicy = MemstoreBasic
 	// DefaultGCTTL is retention.gcTTL, the history every region keeps
 	// (storage-engine/retention). 0, the default, keeps every version, as
 	// before the window existed: every read at any timestamp is exact.
