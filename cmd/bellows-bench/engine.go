@@ -85,26 +85,13 @@ func newEngineCommand() *cobra.Command {
 					return err
 				}
 			}
-			header := report.Header(report.Command(os.Args[1:]), prov) +
-				fmt.Sprintf("Machine: %s/%s, %d CPUs, %s.", runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), runtime.Version())
-			md := engine.Markdown(c, header, runs)
-			fmt.Fprint(cmd.OutOrStdout(), md)
-			if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
-				return err
-			}
-			if err := os.WriteFile(out, []byte(md), 0o644); err != nil {
-				return err
-			}
-			raw, err := json.MarshalIndent(struct {
+			header := engineHeader(prov)
+			return writeEngineReport(cmd, out, engine.Markdown(c, header, runs), struct {
 				Header string `json:"header"`
 				report.Provenance
 				Config engine.Config `json:"config"`
 				Runs   []engine.Run  `json:"runs"`
-			}{header, prov, c, runs}, "", "  ")
-			if err != nil {
-				return err
-			}
-			return os.WriteFile(strings.TrimSuffix(out, filepath.Ext(out))+".json", raw, 0o644)
+			}{header, prov, c, runs})
 		},
 	}
 	f := cmd.Flags()
@@ -128,6 +115,29 @@ func newEngineCommand() *cobra.Command {
 	f.IntVar(&nruns, "runs", 3, "runs of the whole suite on both engines, the engines' order alternating; the report gives medians and ranges")
 	f.StringVar(&cpuprofile, "cpuprofile", "", "write a CPU profile of the first run's Bellows turn to this file")
 	return cmd
+}
+
+// engineHeader is an engine report's provenance line and machine.
+func engineHeader(prov report.Provenance) string {
+	return report.Header(report.Command(os.Args[1:]), prov) +
+		fmt.Sprintf("Machine: %s/%s, %d CPUs, %s.", runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), runtime.Version())
+}
+
+// writeEngineReport prints md and writes it to out, and data as JSON beside
+// it (out's name with .json).
+func writeEngineReport(cmd *cobra.Command, out, md string, data any) error {
+	fmt.Fprint(cmd.OutOrStdout(), md)
+	if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
+		return err
+	}
+	if err := os.WriteFile(out, []byte(md), 0o644); err != nil {
+		return err
+	}
+	raw, err := json.MarshalIndent(data, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(strings.TrimSuffix(out, filepath.Ext(out))+".json", raw, 0o644)
 }
 
 // runPebble runs the suite on a fresh Pebble in dir.

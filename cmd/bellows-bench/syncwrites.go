@@ -1,13 +1,9 @@
 package main
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
-	"runtime"
-	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -55,26 +51,13 @@ func newSyncWritesCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			header := report.Header(report.Command(os.Args[1:]), prov) +
-				fmt.Sprintf("Machine: %s/%s, %d CPUs, %s.", runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), runtime.Version())
-			md := engine.SyncSweepMarkdown(c, header, runs)
-			fmt.Fprint(cmd.OutOrStdout(), md)
-			if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
-				return err
-			}
-			if err := os.WriteFile(out, []byte(md), 0o644); err != nil {
-				return err
-			}
-			raw, err := json.MarshalIndent(struct {
+			header := engineHeader(prov)
+			return writeEngineReport(cmd, out, engine.SyncSweepMarkdown(c, header, runs), struct {
 				Header string `json:"header"`
 				report.Provenance
 				Config engine.SyncSweepConfig `json:"config"`
 				Runs   []engine.SyncRun       `json:"runs"`
-			}{header, prov, c, runs}, "", "  ")
-			if err != nil {
-				return err
-			}
-			return os.WriteFile(strings.TrimSuffix(out, filepath.Ext(out))+".json", raw, 0o644)
+			}{header, prov, c, runs})
 		},
 	}
 	f := cmd.Flags()
