@@ -420,7 +420,8 @@ const (
 	// StoreDrainRecheck is how often the operator asks the leaving stores
 	// whether they still hold regions while it drains them.
 	StoreDrainRecheck = 5 * time.Second
-	// StoreNodeLostAfter is how long a storage pod's node may stay
+	// StoreNodeLostAfter is the default of KVCluster
+	// spec.failover.nodeLostAfter: how long a storage pod's node may stay
 	// NotReady (or unreachable) before the operator replaces the pod
 	// (docs/failover.md §6). The node controller calls a node NotReady only
 	// after it missed its heartbeats for node-monitor-grace-period (40-50 s),

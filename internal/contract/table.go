@@ -61,7 +61,7 @@ func Settings() []Setting {
 		{"store --balance-min-bytes: the least gap from the mean bytes the balancer acts on", size(DefaultBalanceMinBytes)},
 		{"store: the least gap from the mean requests/s the balancer acts on", fmt.Sprint(DefaultBalanceMinQPS)},
 		{"operator: a scale-down drains the leaving stores for at most (then shrinks anyway)", dur(StoreDrainTimeout)},
-		{"operator: a storage pod whose node has been NotReady (or unreachable) this long is force-deleted and replaced", dur(StoreNodeLostAfter)},
+		{"KVCluster spec.failover.nodeLostAfter: a storage pod whose node has been NotReady (or unreachable) this long is force-deleted and replaced", dur(StoreNodeLostAfter)},
 		{"CompactionPool spec.replicas", fmt.Sprint(DefaultPoolReplicas)},
 		{"CompactionPool spec.minReplicas", fmt.Sprint(DefaultPoolMinReplicas)},
 		{"CompactionPool spec.maxReplicas", fmt.Sprint(DefaultPoolMaxReplicas)},
