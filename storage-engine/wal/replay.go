@@ -25,8 +25,6 @@ type ReplayStats struct {
 // torn or corrupt tail in the newest segment is truncated to the last intact
 // record, as a crash mid-write leaves it; damage in an older segment, which
 // was fsynced and closed, is an error that names the segment and offset.
-// Zeros after the last record (space allocated ahead) are cut from any
-// segment without being counted as torn.
 func Replay(dir string, from uint64, fn func(seg uint64, payload []byte) error) (ReplayStats, error) {
 	var st ReplayStats
 	segs, err := Segments(dir)
@@ -48,18 +46,13 @@ func Replay(dir string, from uint64, fn func(seg uint64, payload []byte) error) 
 		for off < len(data) {
 			payload, n, rerr := decodeRecord(data[off:])
 			if rerr != nil {
-				// Zeros are space allocated ahead and never written
-				// (prealloc.go): the end, whatever the segment.
-				unwritten := Unwritten(data[off:])
-				if !last && !unwritten {
+				if !last {
 					return st, fmt.Errorf("wal: segment %d (%s) damaged at offset %d: %v", s, path, off, rerr)
 				}
 				if err := os.Truncate(path, int64(off)); err != nil {
-					return st, fmt.Errorf("wal: truncating the tail of segment %d: %w", s, err)
+					return st, fmt.Errorf("wal: truncating torn tail of segment %d: %w", s, err)
 				}
-				if !unwritten {
-					st.TruncatedBytes, st.TruncatedSeg = int64(len(data)-off), s
-				}
+				st.TruncatedBytes, st.TruncatedSeg = int64(len(data)-off), s
 				break
 			}
 			if err := fn(s, payload); err != nil {

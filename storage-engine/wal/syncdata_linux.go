@@ -22,17 +22,3 @@ func syncData(f *os.File) error {
 		}
 	}
 }
-
-// allocate extends f to off+n bytes of allocated space that reads as
-// zeros (fallocate without KEEP_SIZE: the size moves with it).
-func allocate(f *os.File, off, n int64) error {
-	for {
-		err := unix.Fallocate(int(f.Fd()), 0, off, n)
-		if err != unix.EINTR {
-			if err != nil {
-				return &os.PathError{Op: "fallocate", Path: f.Name(), Err: err}
-			}
-			return nil
-		}
-	}
-}

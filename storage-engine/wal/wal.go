@@ -17,10 +17,6 @@
 //     sealed there (Replica.Seal) before any record of a later segment is
 //     committed: the replica's copy is always a prefix of the log, so a
 //     fence written at its end stops this log for good.
-//   - A segment's file is allocated ahead of its writes (prealloc.go), so
-//     past the bytes written it reads as zeros; a closed segment is cut to
-//     its records before it is synced. Only the open one can end in zeros,
-//     which replay and the archive's shipper read as its end.
 //   - With HoldUntilArchived a segment file is removed only once both
 //     RemoveBefore (its records are in SSTs or superseded) and
 //     MarkArchivedBelow (the archive has it) passed it. Size counts only the
@@ -161,11 +157,7 @@ type Log struct {
 	f      *os.File
 	seg    uint64
 	off    int64 // bytes written to seg
-	// allocated is seg's file size, allocated ahead of off (prealloc.go);
-	// noPrealloc is set once the file system refused an allocation.
-	allocated  int64
-	noPrealloc bool
-	dirty      bool
+	dirty  bool
 
 	stop chan struct{}
 	wg   sync.WaitGroup
@@ -251,7 +243,7 @@ func (l *Log) openSegment(n uint64) error {
 		return err
 	}
 	l.fileMu.Lock()
-	l.f, l.seg, l.off, l.allocated = f, n, 0, 0
+	l.f, l.seg, l.off = f, n, 0
 	l.fileMu.Unlock()
 	return nil
 }
@@ -391,7 +383,6 @@ func (l *Log) writeUnit(u *unit) error {
 	l.fileMu.Lock()
 	defer l.fileMu.Unlock()
 	if len(u.buf) > 0 {
-		l.allocateFor(int64(len(u.buf)))
 		if _, err := l.f.Write(u.buf); err != nil {
 			return fmt.Errorf("wal: writing segment %d: %w", l.seg, err)
 		}
@@ -415,9 +406,13 @@ func (l *Log) writeUnit(u *unit) error {
 				return fmt.Errorf("wal: sealing segment %d in its replica: %w", l.seg, err)
 			}
 		}
-		if err := l.closeSegmentLocked(); err != nil {
-			return err
+		if err := l.f.Sync(); err != nil {
+			return fmt.Errorf("wal: syncing segment %d: %w", l.seg, err)
 		}
+		if err := l.f.Close(); err != nil {
+			return fmt.Errorf("wal: closing segment %d: %w", l.seg, err)
+		}
+		l.dirty = false
 		l.mu.Lock()
 		removed := l.seg < l.removableBelowLocked()
 		l.mu.Unlock()
@@ -533,16 +528,9 @@ func (l *Log) removeFilesBelow(n uint64) error {
 // WriterSegment is the segment the writer has open: every segment below it
 // is closed and synced, and its file never grows again.
 func (l *Log) WriterSegment() uint64 {
-	seg, _ := l.WriterPosition()
-	return seg
-}
-
-// WriterPosition is the segment the writer has open and the bytes written
-// to it so far; past them its file holds zeros allocated ahead.
-func (l *Log) WriterPosition() (seg uint64, written int64) {
 	l.fileMu.Lock()
 	defer l.fileMu.Unlock()
-	return l.seg, l.off
+	return l.seg
 }
 
 // Written waits until every record appended before it is written to its
@@ -600,33 +588,11 @@ func (l *Log) Close() error {
 	l.wg.Wait()
 	l.fileMu.Lock()
 	defer l.fileMu.Unlock()
-	cerr := l.closeSegmentLocked()
+	serr := l.f.Sync()
+	cerr := l.f.Close()
+	l.f = nil
 	l.mu.Lock()
 	failed := l.failed
 	l.mu.Unlock()
-	return errors.Join(failed, cerr)
-}
-
-// closeSegmentLocked cuts the segment's file to what was written (the rest
-// was allocated ahead), syncs and closes it. fileMu is held.
-func (l *Log) closeSegmentLocked() error {
-	if l.f == nil {
-		return nil // a rotation that failed to open the next segment
-	}
-	f := l.f
-	l.f, l.dirty = nil, false
-	if l.allocated > l.off {
-		if err := f.Truncate(l.off); err != nil {
-			_ = f.Close()
-			return fmt.Errorf("wal: cutting segment %d to its %d bytes: %w", l.seg, l.off, err)
-		}
-	}
-	if err := f.Sync(); err != nil {
-		_ = f.Close()
-		return fmt.Errorf("wal: syncing segment %d: %w", l.seg, err)
-	}
-	if err := f.Close(); err != nil {
-		return fmt.Errorf("wal: closing segment %d: %w", l.seg, err)
-	}
-	return nil
+	return errors.Join(failed, serr, cerr)
 }

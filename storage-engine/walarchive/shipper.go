@@ -20,9 +20,8 @@ func recordsOf(b []byte, fn func([]byte) error) (int, error) { return wal.Record
 type Log interface {
 	// Written waits until every append so far is in its segment file.
 	Written() error
-	// WriterPosition is the open segment and the bytes written to it:
-	// those below never grow again.
-	WriterPosition() (seg uint64, written int64)
+	// WriterSegment is the open segment: those below never grow again.
+	WriterSegment() uint64
 	// MarkArchivedBelow lets the log remove the segments below n.
 	MarkArchivedBelow(n uint64) error
 }
@@ -127,9 +126,9 @@ func (s *Shipper) Ship(ctx context.Context, frontier uint64, final bool) (Status
 	if err != nil {
 		return st, err
 	}
-	writer, written := uint64(0), int64(0)
+	writer := uint64(0)
 	if !final {
-		writer, written = s.log.WriterPosition()
+		writer = s.log.WriterSegment()
 	}
 	sealedBelow := s.meta.SealedBelow
 	for _, seg := range segs {
@@ -138,11 +137,7 @@ func (s *Shipper) Ship(ctx context.Context, frontier uint64, final bool) (Status
 			sealedBelow = max(sealedBelow, seg+1)
 			continue
 		}
-		limit := int64(-1) // a closed segment's file is cut to its records
-		if !closed && seg == writer {
-			limit = written
-		}
-		n, size, err := s.shipSegment(ctx, seg, closed, limit)
+		n, size, err := s.shipSegment(ctx, seg, closed)
 		if err != nil {
 			return st, err
 		}
@@ -201,11 +196,10 @@ func (s *Shipper) Ship(ctx context.Context, frontier uint64, final bool) (Status
 }
 
 // shipSegment uploads seg's whole records past what the archive holds and
-// returns the bytes uploaded and the segment's size (the file's, less
-// space allocated ahead and never written). A closed segment whose
+// returns the bytes uploaded and the file's size. A closed segment whose
 // tail is not a whole record is damaged: shipping stops there with an error
 // rather than sealing a segment that replay would refuse.
-func (s *Shipper) shipSegment(ctx context.Context, seg uint64, closed bool, limit int64) (int64, int64, error) {
+func (s *Shipper) shipSegment(ctx context.Context, seg uint64, closed bool) (int64, int64, error) {
 	path := filepath.Join(s.dir, wal.SegmentName(seg))
 	f, err := os.Open(path)
 	if err != nil {
@@ -219,32 +213,23 @@ func (s *Shipper) shipSegment(ctx context.Context, seg uint64, closed bool, limi
 	if err != nil {
 		return 0, 0, err
 	}
-	off, fileSize := s.shipped[seg], fi.Size()
-	if limit >= 0 && limit < fileSize {
-		// The writer's segment: past what it wrote, its file holds
-		// zeros allocated ahead, not worth reading.
-		fileSize = limit
-	}
-	if fileSize <= off {
+	off := s.shipped[seg]
+	if fi.Size() <= off {
 		// Nothing new, or a file cut below what was shipped (an async
 		// log's unsynced tail lost with the machine): the archive keeps
 		// the longer history.
-		return 0, fileSize, nil
+		return 0, fi.Size(), nil
 	}
-	b := make([]byte, fileSize-off)
+	b := make([]byte, fi.Size()-off)
 	if _, err := f.ReadAt(b, off); err != nil && !errors.Is(err, io.EOF) {
 		return 0, 0, err
 	}
 	n, _ := wal.Records(b, nil)
-	size := fileSize
-	if n < len(b) && wal.Unwritten(b[n:]) {
-		// Allocated ahead, never written: a crash left it.
-		size = off + int64(n)
-	} else if closed && n < len(b) {
+	if closed && n < len(b) {
 		return 0, 0, fmt.Errorf("walarchive: segment %s is closed but damaged at offset %d", path, off+int64(n))
 	}
 	if n == 0 {
-		return 0, size, nil
+		return 0, fi.Size(), nil
 	}
 	// Create-if-absent: the listing at Resume told where this writer's
 	// parts end, so a part already there is a fence (docs/failover.md).
@@ -255,7 +240,7 @@ func (s *Shipper) shipSegment(ctx context.Context, seg uint64, closed bool, limi
 		return 0, 0, err
 	}
 	s.shipped[seg] = off + int64(n)
-	return int64(n), size, nil
+	return int64(n), fi.Size(), nil
 }
 
 // recordDurable is Ship for a Durable shipper: its log's writer committed
