@@ -45,3 +45,17 @@ func (d Duration) Parse() (time.Duration, error) {
 	}
 	return v, nil
 }
+
+// within is d parsed and within [0, largest], or an error naming field.
+func (d Duration) within(field string, largest time.Duration) (time.Duration, error) {
+	v, err := d.Parse()
+	switch {
+	case err != nil:
+		return 0, fmt.Errorf("%s: %w", field, err)
+	case v < 0:
+		return 0, fmt.Errorf("%s: %s is negative", field, d)
+	case v > largest:
+		return 0, fmt.Errorf("%s: %s is above the maximum %s", field, d, largest)
+	}
+	return v, nil
+}

@@ -1,7 +1,6 @@
 package v1alpha1
 
 import (
-	"fmt"
 	"strconv"
 	"time"
 )
@@ -103,16 +102,7 @@ const LargestMaxClockOffset = 10 * time.Second
 // cluster stored before its rule existed; the reconciler reports it on that
 // cluster (InvalidSpec) and leaves its pods as they are.
 func (s *KVClusterSpec) MaxClockOffset() (time.Duration, error) {
-	d, err := s.Clock.MaxOffset.Parse()
-	switch {
-	case err != nil:
-		return 0, fmt.Errorf("spec.clock.maxOffset: %w", err)
-	case d < 0:
-		return 0, fmt.Errorf("spec.clock.maxOffset: %s is negative", s.Clock.MaxOffset)
-	case d > LargestMaxClockOffset:
-		return 0, fmt.Errorf("spec.clock.maxOffset: %s is above the maximum %s", s.Clock.MaxOffset, LargestMaxClockOffset)
-	}
-	return d, nil
+	return s.Clock.MaxOffset.within("spec.clock.maxOffset", LargestMaxClockOffset)
 }
 
 // LargestNodeLostAfter bounds spec.failover.nodeLostAfter (the CRD's rule
@@ -124,16 +114,7 @@ const LargestNodeLostAfter = time.Hour
 // happens to a cluster stored before its rule existed; the reconciler
 // reports it on that cluster (InvalidSpec).
 func (s *KVClusterSpec) NodeLostAfter() (time.Duration, error) {
-	d, err := s.Failover.NodeLostAfter.Parse()
-	switch {
-	case err != nil:
-		return 0, fmt.Errorf("spec.failover.nodeLostAfter: %w", err)
-	case d < 0:
-		return 0, fmt.Errorf("spec.failover.nodeLostAfter: %s is negative", s.Failover.NodeLostAfter)
-	case d > LargestNodeLostAfter:
-		return 0, fmt.Errorf("spec.failover.nodeLostAfter: %s is above the maximum %s", s.Failover.NodeLostAfter, LargestNodeLostAfter)
-	}
-	return d, nil
+	return s.Failover.NodeLostAfter.within("spec.failover.nodeLostAfter", LargestNodeLostAfter)
 }
 
 // LargestWALArchiveInterval bounds spec.walArchive.interval (the CRD's rule
