@@ -27,6 +27,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/cenkalti/backoff/v5"
 	"golang.org/x/sync/errgroup"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -108,7 +109,15 @@ func (c *Coordinator) CommitAcrossRegions(ctx context.Context, req *kvpb.CommitT
 			if i > 0 && !prepared[i] {
 				continue
 			}
-			if err := c.resolveIn(rctx, p, req.StartTs, 0, p.keys(), i == 0, false, ""); err != nil {
+			err := c.resolveIn(rctx, p, req.StartTs, 0, p.keys(), i == 0, false, "")
+			if status.Code(err) == codes.Unavailable {
+				// p's region is closing for a split, merge or handover,
+				// which waits for this request to end: follow its keys
+				// to their next regions from the background.
+				go c.rollbackFollowing(context.WithoutCancel(ctx), req.StartTs, p.keys(), i == 0)
+				continue
+			}
+			if err != nil {
 				c.opts.Logger.Warn("rolling back a cross-region transaction; its locks roll back when they expire",
 					"start_ts", req.StartTs, "region", p.region.Name(), "err", err)
 			}
@@ -190,6 +199,75 @@ func (c *Coordinator) prewriteIn(ctx context.Context, p *Participant, startTS ui
 	return resp.CommittedTs, nil
 }
 
+// rollbackFollowing rolls back the locks of transaction startTS on keys
+// whose region was closing when the coordinator rolled them back (with
+// primary, keys[0] is the primary key and the rollback is recorded as the
+// outcome): it routes the keys anew, each to the region that now holds
+// it, until the rollback is done or the locks' TTL has passed. A primary
+// lock left in a successor region would hold its key for the whole TTL,
+// since no outcome says the transaction will never commit; the TTL bounds
+// the following, since by then any request that meets the lock rolls the
+// transaction back itself.
+func (c *Coordinator) rollbackFollowing(ctx context.Context, startTS uint64, keys [][]byte, primary bool) {
+	ctx, cancel := context.WithTimeout(ctx, c.opts.LockTTL)
+	defer cancel()
+	b := backoff.NewExponentialBackOff()
+	b.InitialInterval, b.MaxInterval = time.Millisecond, 50*time.Millisecond
+	for {
+		select {
+		case <-ctx.Done():
+			c.opts.Logger.Warn("rolling back a cross-region transaction in a moving region: its locks roll back as they expire",
+				"start_ts", startTS, "err", ctx.Err())
+			return
+		case <-time.After(b.NextBackOff()):
+		}
+		err := c.rollbackRouted(ctx, startTS, keys, primary)
+		if status.Code(err) == codes.Unavailable {
+			continue
+		}
+		if err != nil {
+			c.opts.Logger.Warn("rolling back a cross-region transaction in a moving region: its locks roll back as they expire",
+				"start_ts", startTS, "err", err)
+		}
+		return
+	}
+}
+
+// rollbackRouted rolls back transaction startTS's locks on keys, each in
+// the region the store routes it to now; with primary, in keys[0]'s
+// region as the primary's.
+func (c *Coordinator) rollbackRouted(ctx context.Context, startTS uint64, keys [][]byte, primary bool) error {
+	parts, err := c.Participants(ctx, mutationsOf(keys))
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for i, p := range parts {
+		// Participants puts keys[0]'s region first, keys[0] first in it.
+		if err := c.resolveIn(ctx, p, startTS, 0, p.keys(), primary && i == 0, false, ""); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if len(errs) == 0 {
+		return nil
+	}
+	for _, err := range errs {
+		if status.Code(err) != codes.Unavailable {
+			return err
+		}
+	}
+	return errs[0]
+}
+
+// mutationsOf is keys as mutations, to group them by region.
+func mutationsOf(keys [][]byte) []*kvpb.Mutation {
+	out := make([]*kvpb.Mutation, len(keys))
+	for i, k := range keys {
+		out[i] = &kvpb.Mutation{Key: k}
+	}
+	return out
+}
+
 // resolveIn commits (commitTS > 0) or rolls back the locks of transaction
 // startTS on keys, in p's region.
 func (c *Coordinator) resolveIn(ctx context.Context, p *Participant, startTS, commitTS uint64, keys [][]byte, primary, forget bool, requestID string) error {
@@ -214,10 +292,15 @@ func (c *Coordinator) Prewrite(ctx context.Context, r Region, req *kvpb.Prewrite
 	}
 	expires := c.store.Now().Add(time.Duration(req.TtlMs) * time.Millisecond)
 	var ts uint64
-	err = c.resolver.WithLocks(ctx, r, func() (err error) {
+	err = c.resolver.WithLocksWaitDie(ctx, r, req.StartTs, req.Primary, func() (err error) {
 		ts, err = e.Prewrite(ctx, req.StartTs, req.Primary, b, expires, req.RequestId)
 		return err
 	})
+	var le *region.LockedError
+	if errors.As(err, &le) {
+		return nil, status.Errorf(codes.Aborted, "transaction started at %d: %q is locked by the older transaction started at %d, still being committed: the younger one rolls back rather than wait (wait-die), so two commits never wait for each other",
+			req.StartTs, le.Key, le.Lock.StartTS)
+	}
 	var ac *region.AlreadyCommittedError
 	if errors.As(err, &ac) {
 		return &kvpb.PrewriteResponse{CommittedTs: ac.CommitTS}, nil
