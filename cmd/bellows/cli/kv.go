@@ -27,6 +27,11 @@ type kvFlags struct {
 	hex     bool
 	raw     bool
 	output  string
+	// reach, when set, is how the command reaches the cluster instead of
+	// --addr and the client TLS flags: the seeds, the client's dial
+	// options, and what to close after (the kubectl plugin's
+	// port-forwards).
+	reach func(ctx context.Context) (seeds []string, dial []grpc.DialOption, done func(), err error)
 }
 
 func (f *kvFlags) codec() codec { return codec{hex: f.hex, raw: f.raw} }
@@ -45,25 +50,20 @@ func (f *kvFlags) printer(cmd *cobra.Command, header ...string) (*printer, error
 // retries what a stale route failed (a region moving, a store restarting)
 // until then; errors come back explained.
 func (f *kvFlags) with(cmd *cobra.Command, fn func(ctx context.Context, c *client.Client) error) error {
-	if err := useContext(cmd, &f.addr); err != nil {
-		return err
-	}
-	seeds, err := parseSeeds(f.addr)
-	if err != nil {
-		return err
-	}
 	ctx, cancel, err := commandContext(cmd.Context(), f.timeout)
 	if err != nil {
 		return err
 	}
 	defer cancel()
-	if err := reachAny(ctx, seeds); err != nil {
-		return err
+	reach := f.reach
+	if reach == nil {
+		reach = f.reachAddr(cmd)
 	}
-	dial, err := clientDial(seeds...)
+	seeds, dial, done, err := reach(ctx)
 	if err != nil {
 		return err
 	}
+	defer done()
 	// --timeout bounds ctx (0: nothing but Ctrl-C does, as asked).
 	c, err := client.New(ctx, seeds, client.Options{DialOptions: dial, DialTimeout: -1, Retrying: sayFailingOver(cmd.ErrOrStderr())})
 	if err != nil {
@@ -71,6 +71,28 @@ func (f *kvFlags) with(cmd *cobra.Command, fn func(ctx context.Context, c *clien
 	}
 	defer c.Close()
 	return explain(fn(ctx, c), f.timeout)
+}
+
+// reachAddr reaches the cluster at --addr (or the client context's
+// address), with the client TLS flags.
+func (f *kvFlags) reachAddr(cmd *cobra.Command) func(ctx context.Context) ([]string, []grpc.DialOption, func(), error) {
+	return func(ctx context.Context) ([]string, []grpc.DialOption, func(), error) {
+		if err := useContext(cmd, &f.addr); err != nil {
+			return nil, nil, nil, err
+		}
+		seeds, err := parseSeeds(f.addr)
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		if err := reachAny(ctx, seeds); err != nil {
+			return nil, nil, nil, err
+		}
+		dial, err := clientDial(seeds...)
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		return seeds, dial, func() {}, nil
+	}
 }
 
 func newKVCommand() *cobra.Command {
