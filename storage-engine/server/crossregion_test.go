@@ -11,6 +11,14 @@ import (
 	kvpb "github.com/bellows-kv/bellows/proto/bellows/kv/v1"
 )
 
+// storeSplitAtM is a store of two regions split at "m", and its KV API.
+func storeSplitAtM(t *testing.T) (*Store, *KV) {
+	c := newMapCluster(t)
+	c.splitKeys = []string{"m"}
+	s := c.open(t, 0)
+	return s, NewKV(s, nil, nil)
+}
+
 // A cross-region commit that fails after its primary's prewrite rolls the
 // primary back even when the primary's region split in between: the
 // rollback follows the primary key to the successor region (from the
@@ -20,10 +28,7 @@ import (
 // every transaction on that key would wait or give up meanwhile.
 func TestACrossRegionRollbackFollowsItsPrimaryThroughASplit(t *testing.T) {
 	ctx := context.Background()
-	c := newMapCluster(t)
-	c.splitKeys = []string{"m"}
-	s := c.open(t, 0)
-	kv := NewKV(s, nil, nil)
+	s, kv := storeSplitAtM(t)
 
 	// A younger transaction still being committed holds "x" (region-001),
 	// so the commit below waits at its secondary's prewrite.
@@ -82,10 +87,7 @@ func TestACrossRegionRollbackFollowsItsPrimaryThroughASplit(t *testing.T) {
 // one waits for the younger one's lock until it is rolled back.
 func TestCrossingPrewritesNeverWaitForEachOther(t *testing.T) {
 	ctx := context.Background()
-	c := newMapCluster(t)
-	c.splitKeys = []string{"m"}
-	s := c.open(t, 0)
-	kv := NewKV(s, nil, nil)
+	s, kv := storeSplitAtM(t)
 	put := func(k string) []*kvpb.Mutation {
 		return []*kvpb.Mutation{{Op: kvpb.Mutation_OP_PUT, Key: []byte(k), Value: []byte("v")}}
 	}

@@ -101,13 +101,9 @@ func (s *Store) Close() {
 // Kubernetes credentials must be allowed to read (the Secret
 // <cluster>-client-admin): whoever may read it may administer the cluster.
 func (k *Kube) DialStore(ctx context.Context, c *kvapi.KVCluster, pod string) (*Store, error) {
-	transport := insecure.NewCredentials()
-	if c.Spec.TLS.TLSEnabled() {
-		cfg, err := k.clientTLS(ctx, c)
-		if err != nil {
-			return nil, err
-		}
-		transport = credentials.NewTLS(cfg)
+	transport, err := k.transportCredentials(ctx, c)
+	if err != nil {
+		return nil, err
 	}
 	addr, stop, diag, err := k.Forward(ctx, pod, contract.StoreGRPCPort)
 	if err != nil {
@@ -120,6 +116,19 @@ func (k *Kube) DialStore(ctx context.Context, c *kvapi.KVCluster, pod string) (*
 		return nil, err
 	}
 	return &Store{Pod: pod, Conn: conn, stop: stop, diag: diag}, nil
+}
+
+// transportCredentials are a connection's to c's stores: TLS with the
+// cluster's admin client certificate when c serves TLS, else plaintext.
+func (k *Kube) transportCredentials(ctx context.Context, c *kvapi.KVCluster) (credentials.TransportCredentials, error) {
+	if !c.Spec.TLS.TLSEnabled() {
+		return insecure.NewCredentials(), nil
+	}
+	cfg, err := k.clientTLS(ctx, c)
+	if err != nil {
+		return nil, err
+	}
+	return credentials.NewTLS(cfg), nil
 }
 
 // clientTLS reads the cluster's admin client certificate.

@@ -10,7 +10,6 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
-	"google.golang.org/grpc/credentials/insecure"
 	corev1 "k8s.io/api/core/v1"
 
 	kvapi "github.com/bellows-kv/bellows/api/v1alpha1"
@@ -52,13 +51,9 @@ func (k *Kube) StoreDialer(ctx context.Context, c *kvapi.KVCluster) (*StoreDiale
 	if len(ready) == 0 {
 		return nil, &NoReadyStoreError{Cluster: c.Name, Namespace: c.Namespace, Pods: states}
 	}
-	creds := insecure.NewCredentials()
-	if c.Spec.TLS.TLSEnabled() {
-		cfg, err := k.clientTLS(ctx, c)
-		if err != nil {
-			return nil, err
-		}
-		creds = credentials.NewTLS(cfg)
+	creds, err := k.transportCredentials(ctx, c)
+	if err != nil {
+		return nil, err
 	}
 	return &StoreDialer{kube: k, cluster: c.Name, pods: ready, creds: creds, forwards: map[string]string{}}, nil
 }
