@@ -156,11 +156,16 @@ func TestWatchesDeliverEveryChangeOnceThroughSplitsAndMerges(t *testing.T) {
 					if k2 == k {
 						continue
 					}
+					// Retried until the test's deadline, not the default 16
+					// attempts (about 8 s): two cross-region commits whose
+					// prewrites cross wait for each other until one's locks
+					// expire (10 s; docs/transactions.md), and this test is
+					// about the watches, not that wait.
 					r, err := c.RunTxn(ctx, func(ctx context.Context, txn *Txn) error {
 						txn.Put([]byte(k), []byte(v))
 						txn.Put([]byte(k2), []byte(v))
 						return nil
-					})
+					}, WithTxnMaxAttempts(1<<20))
 					if err != nil {
 						t.Error(err)
 						return

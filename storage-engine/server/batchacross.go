@@ -38,15 +38,17 @@ func (s *KV) batchAcrossRegions(ctx context.Context, t target, req *kvpb.BatchRe
 	if err != nil {
 		return nil, err
 	}
-	parts, err := s.coordinator.Participants(ctx, req.Mutations)
-	if err != nil {
-		return nil, err
-	}
 	var primary string
 	ts, err := s.once(ctx, t.local, req, func(*region.Request) (uint64, error) {
 		b := backoff.NewExponentialBackOff()
 		b.InitialInterval, b.MaxInterval = time.Millisecond, 50*time.Millisecond
 		for {
+			// Routed anew on each attempt: a region may have split or
+			// merged since the last.
+			parts, err := s.coordinator.Participants(ctx, req.Mutations)
+			if err != nil {
+				return 0, err
+			}
 			commit := &kvpb.CommitTxnRequest{StartTs: s.store.Clock().Now(), Mutations: req.Mutations}
 			resp, err := s.coordinator.CommitAcrossRegions(ctx, commit, id, parts)
 			if err == nil {

@@ -5,9 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"google.golang.org/grpc/codes"
-	grpcstatus "google.golang.org/grpc/status"
-
 	kvpb "github.com/bellows-kv/bellows/proto/bellows/kv/v1"
 )
 
@@ -78,58 +75,5 @@ func TestACrossRegionRollbackFollowsItsPrimaryThroughASplit(t *testing.T) {
 			t.Fatalf("the failed commit's primary is not rolled back %s before its lock expires: %+v", time.Until(expires).Round(time.Second), st)
 		}
 		time.Sleep(5 * time.Millisecond) // polling interval, not synchronisation
-	}
-}
-
-// Two cross-region commits that each hold a key the other needs do not
-// wait for each other until one's locks expire: the younger one's prewrite
-// is refused at the older one's lock at once (wait-die), and the older
-// one waits for the younger one's lock until it is rolled back.
-func TestCrossingPrewritesNeverWaitForEachOther(t *testing.T) {
-	ctx := context.Background()
-	s, kv := storeSplitAtM(t)
-	put := func(k string) []*kvpb.Mutation {
-		return []*kvpb.Mutation{{Op: kvpb.Mutation_OP_PUT, Key: []byte(k), Value: []byte("v")}}
-	}
-	older, younger := s.Clock().Now(), s.Clock().Now()
-	// Each holds its primary: older "a" (region-000), younger "x"
-	// (region-001).
-	for _, p := range []struct {
-		start uint64
-		key   string
-	}{{older, "a"}, {younger, "x"}} {
-		if _, err := kv.Prewrite(ctx, &kvpb.PrewriteRequest{StartTs: p.start, Primary: []byte(p.key), TtlMs: 60_000, Mutations: put(p.key)}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	// The younger one's secondary meets the older one's lock: refused.
-	dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	_, err := kv.Prewrite(dctx, &kvpb.PrewriteRequest{StartTs: younger, Primary: []byte("x"), TtlMs: 60_000, Mutations: put("a")})
-	if code := grpcstatus.Code(err); code != codes.Aborted {
-		t.Fatalf("the younger transaction's prewrite at the older one's lock: %v (%s), want ABORTED at once", err, code)
-	}
-	// The older one's secondary waits for the younger one, which its
-	// coordinator then rolls back.
-	waited := make(chan error, 1)
-	go func() {
-		_, err := kv.Prewrite(dctx, &kvpb.PrewriteRequest{StartTs: older, Primary: []byte("a"), TtlMs: 60_000, Mutations: put("x")})
-		waited <- err
-	}()
-	select {
-	case err := <-waited:
-		t.Fatalf("the older transaction's prewrite did not wait for the younger one's lock: %v", err)
-	case <-time.After(50 * time.Millisecond): // how long it must keep waiting
-	}
-	if _, err := kv.ResolveLocks(ctx, &kvpb.ResolveLocksRequest{StartTs: younger, Keys: [][]byte{[]byte("x")}, Primary: true}); err != nil {
-		t.Fatal(err)
-	}
-	if err := <-waited; err != nil {
-		t.Fatalf("the older transaction's prewrite once the younger one rolled back: %v", err)
-	}
-	for i, k := range []string{"a", "x"} {
-		if _, err := kv.ResolveLocks(ctx, &kvpb.ResolveLocksRequest{StartTs: older, Keys: [][]byte{[]byte(k)}, Primary: i == 0}); err != nil {
-			t.Fatal(err)
-		}
 	}
 }

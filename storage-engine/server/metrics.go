@@ -272,7 +272,7 @@ func RegisterBalancerMetrics(reg prometheus.Registerer, b *Balancer) {
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "bellows_failovers_total",
 			Help: "Regions this store's balancer gave to other stores because their owner's liveness lease ran out (docs/failover.md §5)."},
 			func() float64 { return float64(b.Failovers()) }),
-		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "bellows_regions_without_live_owner",
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "bellows_regions_without_live_owner", // contract.MetricRegionsWithoutLiveOwner (the operator reads it)
 			Help: "Regions the region map gave, at this balancer's last failover check, to a store whose liveness lease ran out: 0 except for the moment before a failover commits, unless no living store can take them."},
 			func() float64 { return float64(b.ownerless.Load()) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "bellows_balancer_lease_held",

@@ -292,15 +292,10 @@ func (c *Coordinator) Prewrite(ctx context.Context, r Region, req *kvpb.Prewrite
 	}
 	expires := c.store.Now().Add(time.Duration(req.TtlMs) * time.Millisecond)
 	var ts uint64
-	err = c.resolver.WithLocksWaitDie(ctx, r, req.StartTs, req.Primary, func() (err error) {
+	err = c.resolver.WithLocks(ctx, r, func() (err error) {
 		ts, err = e.Prewrite(ctx, req.StartTs, req.Primary, b, expires, req.RequestId)
 		return err
 	})
-	var le *region.LockedError
-	if errors.As(err, &le) {
-		return nil, status.Errorf(codes.Aborted, "transaction started at %d: %q is locked by the older transaction started at %d, still being committed: the younger one rolls back rather than wait (wait-die), so two commits never wait for each other",
-			req.StartTs, le.Key, le.Lock.StartTS)
-	}
 	var ac *region.AlreadyCommittedError
 	if errors.As(err, &ac) {
 		return &kvpb.PrewriteResponse{CommittedTs: ac.CommitTS}, nil

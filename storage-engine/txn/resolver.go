@@ -9,7 +9,6 @@ package txn
 // (ResolveLocks). Both are also the participant calls peers make.
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -91,33 +90,18 @@ func (res *Resolver) CheckTxnStatus(ctx context.Context, r Region, req *kvpb.Che
 // lock it meets (region.LockedError) and running it again, until it
 // succeeds, fails otherwise, or ctx ends.
 func (res *Resolver) WithLocks(ctx context.Context, r Region, op func() error) error {
-	return res.withLocks(ctx, r, op, func(manifest.TxnLock) bool { return true })
+	return res.withLocks(ctx, r, op, true)
 }
 
 // WithLocksNoWait is WithLocks that never waits: a lock whose transaction
 // is still being committed ends it with op's *LockedError.
 func (res *Resolver) WithLocksNoWait(ctx context.Context, r Region, op func() error) error {
-	return res.withLocks(ctx, r, op, func(manifest.TxnLock) bool { return false })
+	return res.withLocks(ctx, r, op, false)
 }
 
-// WithLocksWaitDie is WithLocks for op, a prewrite of transaction startTS
-// whose primary key is primary, which holds locks itself while it waits:
-// it waits only for a younger transaction's lock (a later start; at the
-// same start, a greater primary key) and ends with op's *LockedError at
-// an older one's (wait-die). Two commits that each hold a key the other
-// needs would otherwise both wait until one's locks expire (the lock TTL);
-// with waits only from older to younger, no wait closes a cycle, and the
-// younger one, refused, retries once the older one is done.
-func (res *Resolver) WithLocksWaitDie(ctx context.Context, r Region, startTS uint64, primary []byte, op func() error) error {
-	return res.withLocks(ctx, r, op, func(holder manifest.TxnLock) bool {
-		return holder.StartTS > startTS || holder.StartTS == startTS && bytes.Compare(holder.Primary, primary) > 0
-	})
-}
-
-// withLocks is WithLocks; a lock whose transaction is still being
-// committed is waited for when mayWait says so, and otherwise ends it with
-// op's *LockedError.
-func (res *Resolver) withLocks(ctx context.Context, r Region, op func() error, mayWait func(holder manifest.TxnLock) bool) error {
+// withLocks is WithLocks; without wait, a lock whose transaction is still
+// being committed ends it with op's *LockedError instead of a wait.
+func (res *Resolver) withLocks(ctx context.Context, r Region, op func() error, wait bool) error {
 	pause := time.Millisecond
 	for {
 		err := op()
@@ -125,7 +109,6 @@ func (res *Resolver) withLocks(ctx context.Context, r Region, op func() error, m
 		if !errors.As(err, &le) {
 			return err
 		}
-		wait := mayWait(le.Lock)
 		resolved, rerr := res.resolveLock(ctx, r, le.Lock)
 		if rerr != nil {
 			if !wait {

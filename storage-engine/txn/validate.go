@@ -135,14 +135,14 @@ func (c *Coordinator) ValidateReads(ctx context.Context, r Region, req *kvpb.Val
 	u := region.Uncertainty{Limit: req.CommitTs, Own: region.TxnID{StartTS: req.StartTs, Primary: req.Primary}, LiveThrough: req.CommitTs}
 	// Never waiting for another transaction, which could be waiting for
 	// this one's locks: a lock still being committed ends the validation.
-	err = c.resolver.WithLocksNoWait(ctx, r, func() error {
+	err = c.resolver.withLocks(ctx, r, func() error {
 		for _, sp := range req.Reads {
 			if err := validateSpan(ctx, e, sp, req.StartTs, u); err != nil {
 				return err
 			}
 		}
 		return nil
-	})
+	}, false)
 	var ue *region.UncertainError
 	if errors.As(err, &ue) {
 		return ReadConflictStatus(ue.Key, req.StartTs, ue.TS)
