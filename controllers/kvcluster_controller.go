@@ -86,10 +86,11 @@ type KVClusterReconciler struct {
 	// NetworkPolicies: whether to make the storage pods' NetworkPolicy,
 	// and whom it admits to their metrics port.
 	NetworkPolicies NetworkPolicies
-	// RegionCounter asks a leaving storage pod how many regions it holds
-	// during a scale-down's drain (kvcluster_drain.go). SetupWithManager
-	// defaults it to reading the pod's metrics.
-	RegionCounter RegionCounter
+	// StoreGauges asks a storage pod how many regions it holds, during a
+	// scale-down's drain (kvcluster_drain.go), and how many regions its
+	// balancer found without a live owner (kvcluster_failover.go).
+	// SetupWithManager defaults it to reading the pod's metrics.
+	StoreGauges StoreGauges
 
 	// credentials are the operator's own, for scraping pods with TLS.
 	credentials operatorCredentials
@@ -141,6 +142,8 @@ type kvPass struct {
 	drain *drainState
 	// loss is what the pass found out about lost storage pods.
 	loss storeLoss
+	// failover is what the pass read of regions without a live owner.
+	failover failoverState
 }
 
 func (p *kvPass) owner() owner { return p.cluster }
@@ -197,6 +200,7 @@ func (r *KVClusterReconciler) runner() runner[*kvPass] {
 			{"region split size", r.checkRegionSplit},
 			{"clock offset", r.checkClock},
 			{"restore from a backup", r.restoreFromBackup},
+			{"regions failing over", r.observeFailover},
 			{"engine ConfigMap and StatefulSet", func(ctx context.Context, p *kvPass) Result { return r.reconcileStatefulSet(ctx, ch, p) }},
 		},
 		status:      computeKVStatus,
@@ -249,6 +253,14 @@ func announcements(orig, cur []metav1.Condition) []announcement {
 	was, is = conditionOf(orig, kvapi.ConditionStoreLost), conditionOf(cur, kvapi.ConditionStoreLost)
 	if is.Reason == kvapi.ReasonManualActionRequired && (was.Reason != is.Reason || was.Message != is.Message) {
 		out = append(out, announcement{corev1.EventTypeWarning, is.Reason, "KeepLostStoreVolume", is.Message})
+	}
+	// A failover's start and end, once each (not its count's changes).
+	was, is = conditionOf(orig, kvapi.ConditionFailingOver), conditionOf(cur, kvapi.ConditionFailingOver)
+	switch {
+	case is.Reason == kvapi.ReasonRegionsWithoutLiveOwner && was.Reason != is.Reason:
+		out = append(out, announcement{corev1.EventTypeWarning, is.Reason, "ObserveFailover", is.Message})
+	case is.Reason == kvapi.ReasonEveryRegionOwned && was.Reason == kvapi.ReasonRegionsWithoutLiveOwner:
+		out = append(out, announcement{corev1.EventTypeNormal, kvapi.ReasonFailoverDone, "ObserveFailover", is.Message})
 	}
 	return out
 }
@@ -458,6 +470,7 @@ func computeKVStatus(p *kvPass, outcome Result) {
 	regionsCondition(p)
 	clockCondition(p)
 	lossCondition(p)
+	failoverCondition(p)
 	waiting := outcome.Waiting(kvapi.ReasonWaitingForRollout)
 	// While draining, the StatefulSet keeps the leaving stores, and they
 	// serve: the cluster is ready when all of them are.
@@ -512,8 +525,8 @@ func (r *KVClusterReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if r.DefaultImage == "" {
 		r.DefaultImage = contract.Image(version.Version)
 	}
-	if r.RegionCounter == nil {
-		r.RegionCounter = &metricsRegionCounter{certs: r.certificates(), creds: &r.credentials}
+	if r.StoreGauges == nil {
+		r.StoreGauges = &metricsStoreGauges{certs: r.certificates(), creds: &r.credentials}
 	}
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&kvapi.KVCluster{}).

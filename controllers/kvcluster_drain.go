@@ -9,7 +9,7 @@ package controllers
 // mark through its watch of the StatefulSet and moves every region off the
 // leaving stores, within its moves-in-flight budget, each a planned
 // handover. The operator asks each leaving pod how many regions it still
-// holds (a RegionCounter) and shrinks the StatefulSet to M, removing the
+// holds (StoreGauges) and shrinks the StatefulSet to M, removing the
 // mark, once none holds any. A leaving pod that is not Ready is drained as
 // far as the operator can tell: the balancer cannot move regions off a
 // store that does not answer, and its regions fall back to their slots'
@@ -43,30 +43,63 @@ import (
 	"github.com/bellows-kv/bellows/internal/contract"
 )
 
-// RegionCounter asks a Ready storage pod how many regions it holds.
-type RegionCounter interface {
+// StoreGauges reads what a Ready storage pod's metrics say of its regions.
+type StoreGauges interface {
+	// RegionsHeld is how many regions the pod holds.
 	RegionsHeld(ctx context.Context, c *kvapi.KVCluster, pod *corev1.Pod) (int, error)
+	// RegionsWithoutLiveOwner is how many regions the pod's balancer last
+	// found given to a store whose liveness lease ran out (0 at a store
+	// that does not hold the balancer's lease).
+	RegionsWithoutLiveOwner(ctx context.Context, c *kvapi.KVCluster, pod *corev1.Pod) (int, error)
 }
 
-// metricsRegionCounter reads a pod's regions from its /metrics: the ones it
-// serves and the ones assigned to it that it has not claimed yet. The
-// operator already scrapes the storage pods' metrics port for the
-// autoscaler, so the NetworkPolicy and the certificates admit it there; a
-// gRPC call would need the KV port and a store certificate's name.
-type metricsRegionCounter struct {
+// metricsStoreGauges reads a pod's /metrics. The operator already scrapes
+// the storage pods' metrics port for the autoscaler, so the NetworkPolicy
+// and the certificates admit it there; a gRPC call would need the KV port
+// and a store certificate's name.
+type metricsStoreGauges struct {
 	certs certificates
 	creds *operatorCredentials
 }
 
-func (m *metricsRegionCounter) RegionsHeld(ctx context.Context, c *kvapi.KVCluster, pod *corev1.Pod) (int, error) {
+// RegionsHeld counts the regions the pod serves and the ones assigned to
+// it that it has not claimed yet.
+func (m *metricsStoreGauges) RegionsHeld(ctx context.Context, c *kvapi.KVCluster, pod *corev1.Pod) (int, error) {
+	metrics, url, err := m.scrape(ctx, c, pod)
+	if err != nil {
+		return 0, err
+	}
+	open, ok := metrics[contract.MetricStoreRegions]
+	if !ok {
+		return 0, fmt.Errorf("%s does not export %s", url, contract.MetricStoreRegions)
+	}
+	return int(open + metrics[contract.MetricStoreRegionsWaiting]), nil
+}
+
+// RegionsWithoutLiveOwner implements StoreGauges.
+func (m *metricsStoreGauges) RegionsWithoutLiveOwner(ctx context.Context, c *kvapi.KVCluster, pod *corev1.Pod) (int, error) {
+	metrics, url, err := m.scrape(ctx, c, pod)
+	if err != nil {
+		return 0, err
+	}
+	n, ok := metrics[contract.MetricRegionsWithoutLiveOwner]
+	if !ok {
+		return 0, fmt.Errorf("%s does not export %s", url, contract.MetricRegionsWithoutLiveOwner)
+	}
+	return int(n), nil
+}
+
+// scrape reads pod's metrics, over TLS with the operator's monitoring
+// certificate when the pod serves TLS.
+func (m *metricsStoreGauges) scrape(ctx context.Context, c *kvapi.KVCluster, pod *corev1.Pod) (map[string]float64, string, error) {
 	if pod.Status.PodIP == "" {
-		return 0, fmt.Errorf("pod %s has no IP", pod.Name)
+		return nil, "", fmt.Errorf("pod %s has no IP", pod.Name)
 	}
 	scheme, hc := "http", &http.Client{Timeout: 5 * time.Second}
 	if specs.PodServesTLS(pod) {
 		cfg, err := m.creds.forMode(ctx, m.certs, c.Namespace, c.Spec.TLS.Mode, kvapi.MonitoringTLSSecretName)
 		if err != nil {
-			return 0, fmt.Errorf("the operator's client certificate: %w", err)
+			return nil, "", fmt.Errorf("the operator's client certificate: %w", err)
 		}
 		tr := &http.Transport{TLSClientConfig: cfg}
 		defer tr.CloseIdleConnections()
@@ -75,25 +108,21 @@ func (m *metricsRegionCounter) RegionsHeld(ctx context.Context, c *kvapi.KVClust
 	url := fmt.Sprintf("%s://%s:%d/metrics", scheme, pod.Status.PodIP, contract.MetricsPort)
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
-		return 0, err
+		return nil, url, err
 	}
 	resp, err := hc.Do(req)
 	if err != nil {
-		return 0, err
+		return nil, url, err
 	}
 	defer func() { _ = resp.Body.Close() }()
 	if resp.StatusCode != http.StatusOK {
-		return 0, fmt.Errorf("GET %s: %s", url, resp.Status)
+		return nil, url, fmt.Errorf("GET %s: %s", url, resp.Status)
 	}
 	metrics, err := autoscaler.ParseMetrics(resp.Body)
 	if err != nil {
-		return 0, fmt.Errorf("GET %s: %w", url, err)
+		return nil, url, fmt.Errorf("GET %s: %w", url, err)
 	}
-	open, ok := metrics[contract.MetricStoreRegions]
-	if !ok {
-		return 0, fmt.Errorf("%s does not export %s", url, contract.MetricStoreRegions)
-	}
-	return int(open + metrics[contract.MetricStoreRegionsWaiting]), nil
+	return metrics, url, nil
 }
 
 // drainState is what a pass found of a scale-down's drain.
@@ -193,7 +222,7 @@ func (r *KVClusterReconciler) judgeDrain(ctx context.Context, c *kvapi.KVCluster
 			d.notReady = append(d.notReady, name)
 			continue
 		}
-		n, err := r.RegionCounter.RegionsHeld(ctx, c, pod)
+		n, err := r.StoreGauges.RegionsHeld(ctx, c, pod)
 		switch {
 		case err != nil:
 			d.unanswered[name] = truncate(err.Error(), 200)

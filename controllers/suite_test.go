@@ -59,14 +59,28 @@ var (
 	testReg     = prometheus.NewRegistry()
 	assetsDir   string
 	fed         = &fedSource{obs: map[string]autoscaler.Observation{}}
-	held        = &heldRegions{n: map[string]int{}}
+	held        = &heldRegions{n: map[string]int{}, ownerless: map[string]int{}}
 )
 
-// heldRegions is the suite's RegionCounter: the regions a storage pod
-// holds are what the test set for it (namespace/name), 0 when it set none.
+// heldRegions is the suite's StoreGauges: the regions a storage pod holds,
+// and those its balancer found without a live owner, are what the test set
+// for it (namespace/name), 0 when it set none.
 type heldRegions struct {
-	mu sync.Mutex
-	n  map[string]int
+	mu        sync.Mutex
+	n         map[string]int
+	ownerless map[string]int
+}
+
+func (h *heldRegions) setWithoutLiveOwner(ns, pod string, n int) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.ownerless[ns+"/"+pod] = n
+}
+
+func (h *heldRegions) RegionsWithoutLiveOwner(_ context.Context, _ *kvapi.KVCluster, pod *corev1.Pod) (int, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.ownerless[pod.Namespace+"/"+pod.Name], nil
 }
 
 func (h *heldRegions) set(ns, pod string, n int) {
@@ -196,7 +210,7 @@ func runSuite(m *testing.M) int {
 	}
 	testMetrics = NewAutoscalerMetrics(testReg)
 	if err := (&KVClusterReconciler{Client: mgr.GetClient(), Scheme: mgr.GetScheme(), Recorder: mgr.GetEventRecorder("bellows-operator"),
-		DefaultImage: suiteDefaultImage, NetworkPolicies: suiteNetworkPolicies, RegionCounter: held}).SetupWithManager(mgr); err != nil {
+		DefaultImage: suiteDefaultImage, NetworkPolicies: suiteNetworkPolicies, StoreGauges: held}).SetupWithManager(mgr); err != nil {
 		fmt.Fprintln(os.Stderr, "FAIL:", err)
 		return 1
 	}

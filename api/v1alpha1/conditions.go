@@ -34,6 +34,14 @@ const (
 	// with reason NodeNotReady while a pod's node is NotReady but not yet
 	// for contract.StoreNodeLostAfter (docs/failover.md §6).
 	ConditionStoreLost = "StoreLost"
+	// ConditionFailingOver is a KVCluster's: True while regions have no
+	// live owner (reason RegionsWithoutLiveOwner): the region map gives
+	// them to a store whose liveness lease ran out, and the balancer is
+	// about to move them (docs/failover.md §5); requests for them are
+	// retried until it has. False with reason EveryRegionOwned once the
+	// balancer's store says none is left; Unknown (reason
+	// StoresUnanswered) when no Ready storage pod says.
+	ConditionFailingOver = "FailingOver"
 	// ConditionCompleted is a Backup's: True once the backup is recorded in
 	// the bucket.
 	ConditionCompleted = "Completed"
@@ -133,6 +141,16 @@ const (
 	// NotReady (or unreachable); the message says when its pod counts as
 	// lost.
 	ReasonNodeNotReady = "NodeNotReady"
+	// ReasonRegionsWithoutLiveOwner: FailingOver is True; the message
+	// counts the regions and names the pod whose balancer found them.
+	ReasonRegionsWithoutLiveOwner = "RegionsWithoutLiveOwner"
+	// ReasonEveryRegionOwned: FailingOver is False.
+	ReasonEveryRegionOwned = "EveryRegionOwned"
+	// ReasonFailoverDone (event): FailingOver went from True to False.
+	ReasonFailoverDone = "FailoverDone"
+	// ReasonStoresUnanswered: FailingOver is Unknown: no Ready storage pod
+	// answered (the message says why each did not).
+	ReasonStoresUnanswered = "StoresUnanswered"
 	// ReasonDrainTimedOut (Warning event): the leaving stores still held
 	// regions after contract.StoreDrainTimeout and the StatefulSet shrank
 	// anyway; their regions fall back to their slots' stores.

@@ -41,4 +41,9 @@ const (
 	// both read 0 (docs/regions.md §5).
 	MetricStoreRegions        = "bellows_regions"
 	MetricStoreRegionsWaiting = "bellows_regions_waiting"
+	// MetricRegionsWithoutLiveOwner are the regions the balancer's last
+	// failover check found given to a store whose liveness lease ran out
+	// (0 at every other store): the operator's FailingOver condition
+	// reads it.
+	MetricRegionsWithoutLiveOwner = "bellows_regions_without_live_owner"
 )
