@@ -65,28 +65,32 @@ type metricsStoreGauges struct {
 // RegionsHeld counts the regions the pod serves and the ones assigned to
 // it that it has not claimed yet.
 func (m *metricsStoreGauges) RegionsHeld(ctx context.Context, c *kvapi.KVCluster, pod *corev1.Pod) (int, error) {
-	metrics, url, err := m.scrape(ctx, c, pod)
+	metrics, err := m.gauges(ctx, c, pod, contract.MetricStoreRegions)
 	if err != nil {
 		return 0, err
 	}
-	open, ok := metrics[contract.MetricStoreRegions]
-	if !ok {
-		return 0, fmt.Errorf("%s does not export %s", url, contract.MetricStoreRegions)
-	}
-	return int(open + metrics[contract.MetricStoreRegionsWaiting]), nil
+	return int(metrics[contract.MetricStoreRegions] + metrics[contract.MetricStoreRegionsWaiting]), nil
 }
 
 // RegionsWithoutLiveOwner implements StoreGauges.
 func (m *metricsStoreGauges) RegionsWithoutLiveOwner(ctx context.Context, c *kvapi.KVCluster, pod *corev1.Pod) (int, error) {
-	metrics, url, err := m.scrape(ctx, c, pod)
+	metrics, err := m.gauges(ctx, c, pod, contract.MetricRegionsWithoutLiveOwner)
 	if err != nil {
 		return 0, err
 	}
-	n, ok := metrics[contract.MetricRegionsWithoutLiveOwner]
-	if !ok {
-		return 0, fmt.Errorf("%s does not export %s", url, contract.MetricRegionsWithoutLiveOwner)
+	return int(metrics[contract.MetricRegionsWithoutLiveOwner]), nil
+}
+
+// gauges is pod's metrics, which must export required.
+func (m *metricsStoreGauges) gauges(ctx context.Context, c *kvapi.KVCluster, pod *corev1.Pod, required string) (map[string]float64, error) {
+	metrics, url, err := m.scrape(ctx, c, pod)
+	if err != nil {
+		return nil, err
 	}
-	return int(n), nil
+	if _, ok := metrics[required]; !ok {
+		return nil, fmt.Errorf("%s does not export %s", url, required)
+	}
+	return metrics, nil
 }
 
 // scrape reads pod's metrics, over TLS with the operator's monitoring

@@ -71,28 +71,27 @@ type heldRegions struct {
 	ownerless map[string]int
 }
 
-func (h *heldRegions) setWithoutLiveOwner(ns, pod string, n int) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.ownerless[ns+"/"+pod] = n
+func (h *heldRegions) set(ns, pod string, n int)                 { h.put(h.n, ns, pod, n) }
+func (h *heldRegions) setWithoutLiveOwner(ns, pod string, n int) { h.put(h.ownerless, ns, pod, n) }
+
+func (h *heldRegions) RegionsHeld(_ context.Context, _ *kvapi.KVCluster, pod *corev1.Pod) (int, error) {
+	return h.get(h.n, pod), nil
 }
 
 func (h *heldRegions) RegionsWithoutLiveOwner(_ context.Context, _ *kvapi.KVCluster, pod *corev1.Pod) (int, error) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return h.ownerless[pod.Namespace+"/"+pod.Name], nil
+	return h.get(h.ownerless, pod), nil
 }
 
-func (h *heldRegions) set(ns, pod string, n int) {
+func (h *heldRegions) put(m map[string]int, ns, pod string, n int) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.n[ns+"/"+pod] = n
+	m[ns+"/"+pod] = n
 }
 
-func (h *heldRegions) RegionsHeld(_ context.Context, _ *kvapi.KVCluster, pod *corev1.Pod) (int, error) {
+func (h *heldRegions) get(m map[string]int, pod *corev1.Pod) int {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return h.n[pod.Namespace+"/"+pod.Name], nil
+	return m[pod.Namespace+"/"+pod.Name]
 }
 
 // fedSource is the test's metrics source: tests set the observation of a

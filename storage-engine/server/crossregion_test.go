@@ -70,10 +70,6 @@ func TestACrossRegionRollbackFollowsItsPrimaryThroughASplit(t *testing.T) {
 	}
 	// Rolled back well before the lock would expire (a lock past its TTL
 	// reads as rolled back whatever the coordinator did).
-	for st := status(); !st.RolledBack; st = status() {
-		if time.Until(expires) < 5*time.Second {
-			t.Fatalf("the failed commit's primary is not rolled back %s before its lock expires: %+v", time.Until(expires).Round(time.Second), st)
-		}
-		time.Sleep(5 * time.Millisecond) // polling interval, not synchronisation
-	}
+	waitUntilBefore(t, "the failed commit's primary rolled back 5 s before its lock expires", expires.Add(-5*time.Second),
+		func() bool { return status().RolledBack })
 }

@@ -63,7 +63,12 @@ func engine(t *testing.T, s *Store) *region.Region {
 
 func waitUntil(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
+	waitUntilBefore(t, what, time.Now().Add(20*time.Second), cond)
+}
+
+// waitUntilBefore is waitUntil with its own deadline.
+func waitUntilBefore(t *testing.T, what string, deadline time.Time, cond func() bool) {
+	t.Helper()
 	for !cond() {
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out waiting for %s", what)
