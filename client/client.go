@@ -52,6 +52,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"slices"
 	"strings"
 	"sync"
@@ -76,6 +77,13 @@ type Options struct {
 	// DialOptions are used for every connection; default: plaintext, or
 	// what FindCredentials finds.
 	DialOptions []grpc.DialOption
+	// Dialer, when set, opens every connection to a store, given the
+	// store's address as the stores name each other (a pod's DNS name, an
+	// IP), with gRPC's name resolution skipped (its passthrough resolver):
+	// for a dialer that alone knows where a name leads, such as a
+	// port-forward to a pod from outside its cluster. Without it, gRPC
+	// resolves each address by DNS first and dials what that gives.
+	Dialer func(ctx context.Context, addr string) (net.Conn, error)
 	// FindCredentials, when DialOptions gives none, finds the cluster's
 	// credentials the way the bellows command line (bellows kv) does:
 	//
@@ -233,9 +241,13 @@ func New(ctx context.Context, seeds []string, opts Options) (*Client, error) {
 			_ = c.Close()
 			return nil, fmt.Errorf("bellows client: learning the regions from %s: %w", from, err)
 		}
-		if wrong := wrongSeeds(err, identified); len(wrong) > 0 {
-			_ = c.Close()
-			return nil, fmt.Errorf("bellows client: learning the regions from %s: %w", from, errors.Join(wrong...))
+		// A seed is identified by dialling it directly, which a Dialer's
+		// names may not allow.
+		if opts.Dialer == nil {
+			if wrong := wrongSeeds(err, identified); len(wrong) > 0 {
+				_ = c.Close()
+				return nil, fmt.Errorf("bellows client: learning the regions from %s: %w", from, errors.Join(wrong...))
+			}
 		}
 		select {
 		case <-ctx.Done():
@@ -337,7 +349,11 @@ func (c *Client) conn(addr string) (*grpc.ClientConn, error) {
 	if cc, ok := c.conns[addr]; ok {
 		return cc, nil
 	}
-	cc, err := grpc.NewClient(addr, c.opts.DialOptions...)
+	target, dial := addr, c.opts.DialOptions
+	if c.opts.Dialer != nil {
+		target, dial = "passthrough:///"+addr, append(slices.Clone(dial), grpc.WithContextDialer(c.opts.Dialer))
+	}
+	cc, err := grpc.NewClient(target, dial...)
 	if err != nil {
 		return nil, fmt.Errorf("bellows client: address %q: %w", addr, err)
 	}

@@ -6,6 +6,7 @@ import (
 	"archive/zip"
 	"context"
 	"encoding/json"
+	"fmt"
 	"maps"
 	"os"
 	"os/exec"
@@ -33,7 +34,8 @@ type pluginRegion struct {
 // 5. The kubectl plugin, run by kubectl as a user runs it (kubectl-bellows
 // on PATH): status shows the cluster Ready with its stores and pool;
 // regions lists every region with the pod that owns it, its size and load;
-// flush and compact go to the owner and succeed; backup takes a backup
+// watch delivers the changes to a prefix, through a port-forward to each
+// region's owner; flush and compact go to the owner and succeed; backup takes a backup
 // through a store pod and backups lists it; report writes a zip with
 // the resources, pods, events and logs; errors name what is missing. The
 // stores are reached only through the API server (port-forwards).
@@ -55,6 +57,37 @@ func (e *env) kubectlPlugin(t *testing.T, kv *kvClient, l *ledger) {
 		if !want.MatchString(status) {
 			t.Errorf("kubectl bellows status lacks %s:\n%s", want, status)
 		}
+	}
+
+	// A watch of a prefix from the start of the retained history, through
+	// the plugin (each region's owner reached by its own port-forward):
+	// every change to it, once, in commit order.
+	var watched []string
+	values := map[string]string{}
+	for i := range 10 {
+		key := fmt.Sprintf("plugin-watch/%02d", i)
+		val := []byte("w" + strconv.Itoa(i))
+		if _, err := kv.Put(ctx, []byte(key), val); err != nil {
+			t.Fatalf("put %q: %v", key, err)
+		}
+		l.ack([]byte(key), val)
+		watched, values[key] = append(watched, key), string(val)
+	}
+	out := e.run(t, "kubectl", "bellows", "watch", clusterName, "--prefix", "plugin-watch/", "--count", "10", "-o", "json", "--timeout", "2m", "--namespace", ns)
+	var got []string
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		var ev struct {
+			Type  string `json:"type"`
+			Key   []byte `json:"key"`
+			Value []byte `json:"value"`
+		}
+		if err := json.Unmarshal([]byte(line), &ev); err != nil || ev.Type != "put" || string(ev.Value) != values[string(ev.Key)] {
+			t.Errorf("kubectl bellows watch: line %q (%v)", line, err)
+		}
+		got = append(got, string(ev.Key))
+	}
+	if !slices.Equal(got, watched) {
+		t.Errorf("kubectl bellows watch --prefix plugin-watch/ delivered %q, want the puts in commit order %q", got, watched)
 	}
 
 	stores := map[string]bool{}
@@ -100,7 +133,7 @@ func (e *env) kubectlPlugin(t *testing.T, kv *kvClient, l *ledger) {
 			r0 = r
 		}
 	}
-	out := e.run(t, "kubectl", "bellows", "flush", clusterName, r0.Name, "--namespace", ns)
+	out = e.run(t, "kubectl", "bellows", "flush", clusterName, r0.Name, "--namespace", ns)
 	if out != "OK flushed "+r0.Name+" (at "+r0.Owner+")\n" {
 		t.Errorf("flush %s: %q", r0.Name, out)
 	}

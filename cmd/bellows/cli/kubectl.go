@@ -61,11 +61,12 @@ func NewKubectlCommand(use string) *cobra.Command {
 	f := &kubectlFlags{config: genericclioptions.NewConfigFlags(true)}
 	cmd := &cobra.Command{
 		Use:   use,
-		Short: "kubectl plugin: status, regions, flush, compact, backups and support reports of KVClusters",
+		Short: "kubectl plugin: status, regions, flush, compact, backups, watches and support reports of KVClusters",
 		Long: `Inspect and operate Bellows KVClusters through the Kubernetes API, as
 kubectl cnpg does for CloudNativePG: the cluster's and its CompactionPool's
 status, its regions with their owners, sizes and load, flushes and
-compactions, and a zip of everything support needs. Stores are reached
+compactions, a watch of the changes to a key range, and a zip of everything
+support needs. Stores are reached
 through port-forwards by the API server, so no route to the pods is needed.
 
 Install: put the bellows binary on your PATH as kubectl-bellows (make
@@ -86,7 +87,8 @@ kubectl-plugin links bin/kubectl-bellows), then run kubectl bellows.`,
 	f.config.AddFlags(cmd.PersistentFlags())
 	cmd.PersistentFlags().DurationVar(&f.timeout, "timeout", 60*time.Second, "per-command timeout (0: none; Ctrl-C still stops)")
 	cmd.AddCommand(newKubectlStatusCommand(f), newKubectlRegionsCommand(f), newKubectlFlushCommand(f),
-		newKubectlCompactCommand(f), newKubectlBackupCommand(f), newKubectlBackupsCommand(f), newKubectlReportCommand(f))
+		newKubectlCompactCommand(f), newKubectlBackupCommand(f), newKubectlBackupsCommand(f), newKubectlReportCommand(f),
+		newKubectlWatchCommand(f))
 	refuseUnknownSubcommands(cmd)
 	return cmd
 }

@@ -28,10 +28,10 @@ type kvFlags struct {
 	raw     bool
 	output  string
 	// reach, when set, is how the command reaches the cluster instead of
-	// --addr and the client TLS flags: the seeds, the client's dial
-	// options, and what to close after (the kubectl plugin's
-	// port-forwards).
-	reach func(ctx context.Context) (seeds []string, dial []grpc.DialOption, done func(), err error)
+	// --addr and the client TLS flags: the seeds, the client's options
+	// (its dial options, a dialer), and what to close after (the kubectl
+	// plugin's port-forwards).
+	reach func(ctx context.Context) (seeds []string, opts client.Options, done func(), err error)
 }
 
 func (f *kvFlags) codec() codec { return codec{hex: f.hex, raw: f.raw} }
@@ -59,13 +59,14 @@ func (f *kvFlags) with(cmd *cobra.Command, fn func(ctx context.Context, c *clien
 	if reach == nil {
 		reach = f.reachAddr(cmd)
 	}
-	seeds, dial, done, err := reach(ctx)
+	seeds, opts, done, err := reach(ctx)
 	if err != nil {
 		return err
 	}
 	defer done()
 	// --timeout bounds ctx (0: nothing but Ctrl-C does, as asked).
-	c, err := client.New(ctx, seeds, client.Options{DialOptions: dial, DialTimeout: -1, Retrying: sayFailingOver(cmd.ErrOrStderr())})
+	opts.DialTimeout, opts.Retrying = -1, sayFailingOver(cmd.ErrOrStderr())
+	c, err := client.New(ctx, seeds, opts)
 	if err != nil {
 		return explain(err, f.timeout)
 	}
@@ -75,23 +76,23 @@ func (f *kvFlags) with(cmd *cobra.Command, fn func(ctx context.Context, c *clien
 
 // reachAddr reaches the cluster at --addr (or the client context's
 // address), with the client TLS flags.
-func (f *kvFlags) reachAddr(cmd *cobra.Command) func(ctx context.Context) ([]string, []grpc.DialOption, func(), error) {
-	return func(ctx context.Context) ([]string, []grpc.DialOption, func(), error) {
+func (f *kvFlags) reachAddr(cmd *cobra.Command) func(ctx context.Context) ([]string, client.Options, func(), error) {
+	return func(ctx context.Context) ([]string, client.Options, func(), error) {
 		if err := useContext(cmd, &f.addr); err != nil {
-			return nil, nil, nil, err
+			return nil, client.Options{}, nil, err
 		}
 		seeds, err := parseSeeds(f.addr)
 		if err != nil {
-			return nil, nil, nil, err
+			return nil, client.Options{}, nil, err
 		}
 		if err := reachAny(ctx, seeds); err != nil {
-			return nil, nil, nil, err
+			return nil, client.Options{}, nil, err
 		}
 		dial, err := clientDial(seeds...)
 		if err != nil {
-			return nil, nil, nil, err
+			return nil, client.Options{}, nil, err
 		}
-		return seeds, dial, func() {}, nil
+		return seeds, client.Options{DialOptions: dial}, func() {}, nil
 	}
 }
 
