@@ -265,12 +265,55 @@ type Region struct {
 // manifest names, replays the WAL and starts background flushing. A region
 // another store still owns fails with an error matching manifest.ErrOwned
 // unless Options.ForceTakeover is set.
+//
+// Its stages, in the order each depends on the one before it (as Pebble's
+// Open and etcd's bootstrap): claim, load the tables, recover the writes
+// the WAL holds, run the background loops. A failure undoes what the
+// stages before it did, in reverse: the version's tables released, the
+// claim given back, the WAL directory unlocked.
 func Open(ctx context.Context, opts Options) (_ *Region, err error) {
 	began := time.Now()
 	opts.applyDefaults()
 	if err := opts.validate(); err != nil {
 		return nil, err
 	}
+	r := newRegion(opts)
+	if r.walDir, err = wal.LockDir(opts.WALDir); err != nil {
+		return nil, &Error{Region: opts.Name, Err: err}
+	}
+	defer func() {
+		if err != nil {
+			_ = r.walDir.Unlock()
+		}
+	}()
+	o := &opening{r: r}
+	if err := o.claimRegion(ctx); err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil && o.giveBack != nil {
+			o.giveBack()
+		}
+	}()
+	if err := o.loadVersion(ctx); err != nil {
+		return nil, err
+	}
+	if err := o.recover(ctx); err != nil {
+		r.current.unref()
+		return nil, err
+	}
+	// run closes the region itself when it fails: its loops hold the
+	// version from then on.
+	if err := o.run(ctx); err != nil {
+		return nil, err
+	}
+	r.recovery.Open = time.Since(began)
+	return r, nil
+}
+
+// newRegion is a region of opts before its stages: its state, locks and
+// compaction executor.
+func newRegion(opts Options) *Region {
 	r := &Region{
 		opts:    opts,
 		bucket:  opts.Bucket.Prefixed(BucketPrefix(opts.Name)),
@@ -288,31 +331,45 @@ func Open(ctx context.Context, opts Options) (_ *Region, err error) {
 	if r.exec == nil {
 		r.exec = compaction.Local{Bucket: opts.Bucket}
 	}
-	if r.walDir, err = wal.LockDir(opts.WALDir); err != nil {
-		return nil, &Error{Region: opts.Name, Err: err}
-	}
-	defer func() {
-		if err != nil {
-			_ = r.walDir.Unlock()
-		}
-	}()
+	return r
+}
+
+// opening is one Open under way: the region, and what each stage hands
+// the next. Its stages are its methods, so that the Region's own are its
+// API alone.
+type opening struct {
+	r *Region
+	// prev is the newest manifest before the claim, claim the one that
+	// makes this WAL the region's owner's.
+	prev, claim manifest.Manifest
+	// giveBack, when not nil, releases the claim again: for an Open that
+	// fails after claiming, when this WAL holds nothing of the region
+	// beyond the claimed files (see claimRegion).
+	giveBack func()
+}
+
+// claimRegion is Open's first stage: it commits the manifest that makes this WAL
+// the region's owner's, a successor of the newest one.
+func (o *opening) claimRegion(ctx context.Context) error {
+	r, opts := o.r, o.r.opts
 	m, err := manifest.Load(ctx, r.bucket)
 	if err != nil {
-		return nil, &Error{Region: opts.Name, Err: err}
+		return &Error{Region: opts.Name, Err: err}
 	}
+	o.prev = m
 	if m.Retired {
-		return nil, errorf(opts.Name, "%w (manifest %d): open its successors, which the region map names", ErrRetired, m.Number)
+		return errorf(opts.Name, "%w (manifest %d): open its successors, which the region map names", ErrRetired, m.Number)
 	}
 	derived := m
 	if m.Number == 0 && opts.DeriveFrom != nil {
 		if derived, err = deriveClaim(ctx, opts); err != nil {
-			return nil, &Error{Region: opts.Name, Err: err}
+			return &Error{Region: opts.Name, Err: err}
 		}
 	}
 	takeover := false // from an owner that did not release it: its stream is fenced and replayed
 	if err := m.CheckClaim(r.walDir.ID); err != nil {
 		if !opts.ForceTakeover {
-			return nil, &Error{Region: opts.Name, Err: err}
+			return &Error{Region: opts.Name, Err: err}
 		}
 		takeover = m.WALID != ""
 		opts.Logger.Warn("taking over a region another store has not released: its WAL stream in the bucket is fenced and replayed",
@@ -322,7 +379,7 @@ func Open(ctx context.Context, opts Options) (_ *Region, err error) {
 		// The region comes from another WAL; whatever this directory
 		// holds is from an earlier tenure (see wal.Dir.RemoveSegments).
 		if err := r.walDir.RemoveSegments(); err != nil {
-			return nil, &Error{Region: opts.Name, Err: err}
+			return &Error{Region: opts.Name, Err: err}
 		}
 	}
 	claim := derived.Clone()
@@ -334,8 +391,9 @@ func Open(ctx context.Context, opts Options) (_ *Region, err error) {
 	claim.WALID = r.walDir.ID
 	claim.Released = false
 	if err := manifest.Commit(ctx, r.bucket, m, &claim); err != nil {
-		return nil, errorf(opts.Name, "claiming: %w", err)
+		return errorf(opts.Name, "claiming: %w", err)
 	}
+	o.claim = claim
 	if m.Released || m.WALID != r.walDir.ID {
 		// This WAL holds nothing of the region that is not in the
 		// claimed manifest's files (its old segments were removed, or
@@ -344,10 +402,7 @@ func Open(ctx context.Context, opts Options) (_ *Region, err error) {
 		// missing file, or a claim given up, whose context ends its S3
 		// requests) gives the region back: left claimed by a store that
 		// does not serve it, its next owner would wait forever.
-		defer func() {
-			if err == nil {
-				return
-			}
+		o.giveBack = func() {
 			back := claim.Clone()
 			back.Released = true
 			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
@@ -355,8 +410,16 @@ func Open(ctx context.Context, opts Options) (_ *Region, err error) {
 			if rerr := manifest.Commit(rctx, r.bucket, claim, &back); rerr != nil {
 				opts.Logger.Warn("giving back a region whose open failed after claiming it", "region", opts.Name, "err", rerr)
 			}
-		}()
+		}
 	}
+	return nil
+}
+
+// loadVersion is Open's second stage: the claimed manifest's state, its
+// orphans removed and its tables opened into the current version, which
+// holds their only references.
+func (o *opening) loadVersion(ctx context.Context) error {
+	r, claim := o.r, o.claim
 	r.manifest = claim
 	r.epoch = claim.Number
 	r.start, r.end = claim.Start, claim.End
@@ -365,7 +428,7 @@ func Open(ctx context.Context, opts Options) (_ *Region, err error) {
 	}
 	r.nextFile.Store(max(claim.NextFileNum, 1))
 	if err := r.removeOrphans(ctx); err != nil {
-		return nil, err
+		return err
 	}
 	tables := make([]*table, 0, len(claim.Files))
 	for _, f := range claim.Files {
@@ -374,7 +437,7 @@ func Open(ctx context.Context, opts Options) (_ *Region, err error) {
 			for _, t := range tables {
 				t.unref()
 			}
-			return nil, &Error{Region: opts.Name, Err: err}
+			return &Error{Region: r.opts.Name, Err: err}
 		}
 		tables = append(tables, t)
 	}
@@ -382,16 +445,22 @@ func Open(ctx context.Context, opts Options) (_ *Region, err error) {
 	for _, t := range tables {
 		t.unref() // the version holds the only reference
 	}
+	return nil
+}
 
-	replay, err := r.replaySources(ctx, m, claim)
+// recover is Open's third stage: the writes the WAL holds beyond the
+// claimed files (this WAL's own, and any fenced stream's it took over)
+// replayed into a memstore, the clock moved past what the region issued,
+// and the log opened for new writes.
+func (o *opening) recover(ctx context.Context) error {
+	r, opts, claim := o.r, o.r.opts, o.claim
+	replay, err := r.replaySources(ctx, o.prev, claim)
 	if err != nil {
-		r.current.unref()
-		return nil, err
+		return err
 	}
 	mem, err := r.replayWAL(claim, replay...)
 	if err != nil {
-		r.current.unref()
-		return nil, err
+		return err
 	}
 	r.takenOverTS = r.lastTS
 	// The store's clock observes what this region issued before: its next
@@ -412,13 +481,11 @@ func Open(ctx context.Context, opts Options) (_ *Region, err error) {
 	// served by this store).
 	if d := opts.Clock.MaxOffset(); d > 0 && opts.DeriveFrom == nil {
 		if !opts.Clock.WaitPast(uint64(opts.Clock.Physical().Add(d).UnixNano()), ctx.Done()) {
-			r.current.unref()
-			return nil, ctx.Err()
+			return ctx.Err()
 		}
 	}
 	if err := r.openLog(ctx, claim); err != nil {
-		r.current.unref()
-		return nil, err
+		return err
 	}
 	if r.shipper != nil {
 		r.shipper.IdleRefresh = contract.WALArchiveIdleRefresh
@@ -426,6 +493,14 @@ func Open(ctx context.Context, opts Options) (_ *Region, err error) {
 		r.archiveStatus.Enabled = true
 		r.archiveStatus.Covered = time.Now()
 	}
+	return nil
+}
+
+// run is Open's last stage: the background loops started, a full memstore
+// rotated, and what a taken-over stream held flushed before the region
+// takes a write. It closes the region when it fails.
+func (o *opening) run(ctx context.Context) error {
+	r, opts := o.r, o.r.opts
 	r.bgCtx, r.cancel = context.WithCancel(context.Background())
 	r.compactCtx, r.stopCompactions = context.WithCancelCause(r.bgCtx)
 	r.wg.Add(2)
@@ -435,27 +510,26 @@ func Open(ctx context.Context, opts Options) (_ *Region, err error) {
 		r.wg.Add(1)
 		go r.watchOwnership()
 	}
-	if mem.ms.View().ApproximateBytes() >= opts.MemstoreBytes {
+	if r.mem.ms.View().ApproximateBytes() >= opts.MemstoreBytes {
 		r.commitMu.Lock()
 		err := r.rotateLocked()
 		r.commitMu.Unlock()
 		if err != nil {
 			_ = r.Close()
-			return nil, err
+			return err
 		}
 	}
-	if len(claim.TakenOverWALs) > 0 {
+	if len(o.claim.TakenOverWALs) > 0 {
 		// The replayed records are in the fenced streams only: flushed
 		// now, they are in the region's files before it takes a write,
 		// and a crash of this store does not need those streams again
 		// (the flush's manifest drops them from TakenOverWALs).
 		if err := r.Flush(ctx); err != nil {
 			_ = r.Close()
-			return nil, errorf(opts.Name, "flushing what the taken-over WAL held: %w", err)
+			return errorf(opts.Name, "flushing what the taken-over WAL held: %w", err)
 		}
 	}
 	r.openedTS = max(opts.Clock.Now(), r.lastTS)
-	r.recovery.Open = time.Since(began)
 	if r.shipper != nil {
 		r.wg.Add(1)
 		go r.archiveLoop()
@@ -476,7 +550,7 @@ func Open(ctx context.Context, opts Options) (_ *Region, err error) {
 			r.maybeScheduleCompaction()
 		}()
 	}
-	return r, nil
+	return nil
 }
 
 // openTable opens file f. cacheFileID, when not 0, is the block cache ID its
