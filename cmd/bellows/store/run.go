@@ -16,6 +16,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -34,6 +35,7 @@ import (
 	"github.com/bellows-kv/bellows/storage-engine/memstore"
 	"github.com/bellows-kv/bellows/storage-engine/offload"
 	"github.com/bellows-kv/bellows/storage-engine/region"
+	"github.com/bellows-kv/bellows/storage-engine/regionmap"
 	"github.com/bellows-kv/bellows/storage-engine/server"
 	"github.com/bellows-kv/bellows/storage-engine/server/route"
 	"github.com/bellows-kv/bellows/storage-engine/wal"
@@ -71,81 +73,23 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, out io.Writer) (err 
 	if err != nil {
 		return err
 	}
-	var assigner *server.Assigner
-	var owner server.Owner
-	// serving is how many stores stay during a scale-down's drain (the
-	// operator's mark on the StatefulSet); nil without --replicas-from.
-	var serving func() (int, bool)
-	if cfg.ReplicasFrom != "" {
-		if assigner, serving, err = replicaAssigner(ctx, cfg, kube, peerSlices, allSpans, log); err != nil {
-			return err
-		}
-	} else if owner, err = server.ParseOwner(cfg.RegionOwner); err != nil {
-		return err
-	}
-	offMode, err := offload.ParseMode(string(cfg.Engine.Offload))
+	own, err := ownershipOf(ctx, cfg, kube, peerSlices, allSpans, log)
 	if err != nil {
 		return err
 	}
-	var workers offload.Discovery = offload.Static(cfg.Compactors)
-	switch {
-	case cfg.CompactorService != "":
-		// In Kubernetes (the operator passes --compactor-service) workers
-		// are the ready endpoints of the pool's Service.
-		es, err := watchService(ctx, kube, contract.FlagCompactorService, cfg.CompactorService)
-		if err != nil {
-			return err
-		}
-		workers = es
-		log.Info("discovering compactors from EndpointSlices", "service", cfg.CompactorService, "now", es.Compactors())
-	case len(cfg.Compactors) == 0 && offMode == offload.Preferred:
-		// Nowhere to offload to: compact here, and say so once.
-		log.Info("no compactors given: compactions run in this store", "offload", offMode)
-		offMode = offload.Disabled
-	}
-	warmup, err := region.ParseWarmupMode(string(cfg.Engine.Warmup.Mode))
+	modes, err := engineModesOf(cfg, log)
 	if err != nil {
-		return fmt.Errorf("engine.yaml warmup.mode: %w", err)
-	}
-	if mode := cfg.Engine.Warmup.Mode; mode.RunsLocally() && offMode != offload.Disabled {
-		// WriteThrough caches what this store writes: it compacts here.
-		log.Info("warmup mode compacts in this store: offload is off", "warmup", mode, "offload", offMode)
-		offMode = offload.Disabled
-	}
-	// Modes that stream the worker's copy of the output ask it to keep it.
-	keepOutput := cfg.Engine.Warmup.Mode.TransfersOutput() && offMode != offload.Disabled
-	walMode, err := wal.ParseMode(string(cfg.Engine.SyncMode))
-	if err != nil {
-		return fmt.Errorf("engine.yaml syncMode: %w", err)
-	}
-	walInBucket := cfg.Durability == contract.DurabilityBucket
-	if walInBucket {
-		// The bucket's copy is what the ack waits for; an fsync of the
-		// local copy per group would only add its latency.
-		walMode = wal.ModeAsync
-	}
-
-	if err := refuseMissingFileBucket(cfg.Bucket, cfg.CreateBucket); err != nil {
 		return err
 	}
-	bucket, err := blob.Open(ctx, cfg.Bucket)
+	workers, err := compactorDiscovery(ctx, cfg, kube, log)
+	if err != nil {
+		return err
+	}
+	bucket, err := openBucket(ctx, cfg, log)
 	if err != nil {
 		return err
 	}
 	defer bucket.Close()
-	began := time.Now()
-	if err := awaitBucket(ctx, bucket, cfg.Bucket, contract.BucketStartupWait, func(err error, next time.Duration) {
-		log.Warn("the bucket does not answer: waiting for it", "bucket", cfg.Bucket, "err", oneLine(err),
-			"next-try-in", next.Round(time.Millisecond), "waited", time.Since(began).Round(time.Second), "gives-up-after", contract.BucketStartupWait)
-	}); err != nil {
-		return err
-	}
-	if err := ensureBucketMarker(ctx, bucket, cfg.Bucket, cfg.CreateBucket); err != nil {
-		return err
-	}
-	if err := probeCreateIfAbsent(ctx, bucket, cfg.Bucket); err != nil {
-		return err
-	}
 	// The flags' regions only make the cluster's first region map; from
 	// then on the map in the bucket says which regions exist (splits).
 	regionMap, err := bootstrapRegionMap(ctx, bucket, allSpans, log)
@@ -153,22 +97,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, out io.Writer) (err 
 		return err
 	}
 	allSpans = server.SpansOf(regionMap)
-	if assigner == nil && owner.Replicas > 1 {
-		// A fixed replica count still follows the map's owners: the
-		// balancer moves regions between the stores.
-		n := owner.Replicas
-		assigner = &server.Assigner{Ordinal: owner.Ordinal, Replicas: func() (int, bool) { return n, true },
-			Interval: cfg.ReleasePollInterval, ReleaseTimeout: cfg.ReleaseTimeout, Store: &server.Store{}}
-	}
-	var ordinal *int
-	var spans []server.Span
-	if assigner != nil {
-		ordinal = &assigner.Ordinal
-		assigner.Spans = allSpans
-		spans, _ = assigner.Target()
-	} else {
-		spans = owner.Owned(allSpans)
-	}
+	spans, ordinal := own.place(cfg, allSpans)
 	cache := blockcache.New(cfg.Engine.BlockCacheBytes)
 	reg := health.NewRegistry()
 	var live *server.Liveness
@@ -177,135 +106,36 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, out io.Writer) (err 
 			return err
 		}
 	}
-
-	// opened is the store once OpenStore returns, for the offload's
-	// callbacks, which a region's first compaction may call before then.
-	var (
-		store  *server.Store
-		opened atomic.Pointer[server.Store]
-	)
-	walDir, err := filepath.Abs(cfg.WALDir)
-	if err != nil {
-		return err
-	}
 	// One TLS directory for every connection: served to clients and
 	// peers, presented to peers and workers.
 	dialTLS, err := tlsconfig.Dial(cfg.TLSDir)
 	if err != nil {
 		return fmt.Errorf("--%s: %w", contract.FlagTLSDir, err)
 	}
-	serverOpts, unaryAuthz, streamAuthz, err := authentication(cfg, log)
-	if err != nil {
-		return err
-	}
-	exec, err := offload.New(offload.Options{
-		DialOptions: []grpc.DialOption{dialTLS},
-		Mode:        offMode, Workers: workers, BucketURL: cfg.Bucket, KeepOutput: keepOutput,
-		// The WAL directory is this store's across restarts (and locked by
-		// one process at a time); the host tells apart stores on machines
-		// with the same layout.
-		Store:              hostname() + ":" + walDir,
-		RemoteBlockTimeout: cfg.RemoteBlockTimeout, RemoteBlockRetryAfter: cfg.RemoteBlockRetryAfter,
-		RemoteCacheRate: int64(cfg.RemoteCacheRate),
-		Local:           localExecutor(warmup, bucket, cache), Logger: log, Registerer: reg,
-		InputBytes: func(j compaction.Job) int64 {
-			if s := opened.Load(); s != nil {
-				return s.JobInputBytes(j)
-			}
-			return 0
-		},
-		Regions: func() []string {
-			if s := opened.Load(); s != nil {
-				return s.PlacementRegions()
-			}
-			return nil
-		},
-	})
+	// opened is the store once OpenStore returns, for the offload's
+	// callbacks, which a region's first compaction may call before then.
+	var opened atomic.Pointer[server.Store]
+	exec, err := newOffloadExecutor(cfg, modes, workers, bucket, cache, dialTLS, reg, log, &opened)
 	if err != nil {
 		return err
 	}
 	defer exec.Close()
-	e := cfg.Engine
 	clock := hlc.New(hlc.Offset(cfg.TestClockOffset), cfg.MaxClockOffset)
 	clockCheck := server.NewClockCheck(clock, log, reg)
-	base := region.Options{
-		Bucket: bucket, WALMode: walMode, MemstoreBytes: e.Memstore.Bytes, BlockCache: cache, CacheFlushes: e.BlockCacheOnFlush,
-		Memstore: region.MemstoreOptions{Policy: memstore.Policy(e.Memstore.Policy), ActiveFraction: e.Memstore.ActiveFraction,
-			PipelineSegments: e.Memstore.PipelineSegments, RedundancyThreshold: e.Memstore.RedundancyThreshold},
-		MaxWALBytes: e.Memstore.MaxWALBytes,
-		Retention:   compaction.Retention{MaxVersions: e.Retention.MaxVersions, GCTTL: e.Retention.GCTTL.Duration},
-		Executor:    exec, Owner: fmt.Sprintf("%s pid %d", hostname(), os.Getpid()), Logger: log,
-		Clock:  clock,
-		Warmup: warmup, WarmupRateBytes: e.Warmup.RateBytesPerSecond,
-		Compaction: compaction.Policy{MinFiles: e.Compaction.MinFiles, MaxFiles: e.Compaction.MaxFiles,
-			Ratio: e.Compaction.Ratio, MaxBytes: e.Compaction.MaxBytes},
-		ForceTakeover: cfg.ForceTakeover, OwnershipCheckInterval: cfg.OwnershipCheckInterval,
-		WALArchiveInterval: cfg.WALArchiveInterval, WALInBucket: walInBucket,
-		// The limits clients check before sending (contract), so what a
-		// client lets through a store accepts.
-		MaxValueSize: contract.MaxValueBytes, MaxBatchBytes: contract.MaxBatchBytes,
-	}
 	m := server.NewMetrics(reg)
-	var keeper *liveness.Keeper
-	if live != nil {
-		keeper = live.Keeper
-	}
-	unaryLease, streamLease := server.LeaseInterceptors(keeper)
-	srv, err := serve.Listen(cfg.Listen, cfg.MetricsListen, log, append(serverOpts,
-		grpc.ChainUnaryInterceptor(m.UnaryInterceptor, unaryAuthz, unaryLease, clockCheck.UnaryInterceptor),
-		grpc.ChainStreamInterceptor(m.StreamInterceptor, streamAuthz, streamLease, clockCheck.StreamInterceptor))...)
+	srv, err := listen(cfg, log, m, live, clockCheck)
 	if err != nil {
 		return err
 	}
-	if cfg.TLSDir != "" {
-		if srv.HTTPTLS, err = tlsconfig.HTTPServer(cfg.TLSDir); err != nil {
-			return fmt.Errorf("--%s: %w", contract.FlagTLSDir, err)
-		}
-	}
-	store, err = server.OpenStore(ctx, spans, server.StoreOptions{WALRoot: cfg.WALDir, Region: base,
-		ReleasePollInterval: cfg.ReleasePollInterval, TxnLockTTL: cfg.TxnLockTTL, TxnTimeout: cfg.TxnTimeout,
-		MaxWALAge: e.Memstore.MaxWALAge.Duration, MaxStoreWALBytes: e.Memstore.MaxStoreWALBytes,
-		Map: &regionMap, SplitBytes: cfg.SplitBytes, SplitQPS: cfg.SplitQPS, Ordinal: ordinal,
-		MergeBytes: cfg.MergeBytes, MergeAfter: cfg.MergeAfter, LoadWindow: cfg.LoadWindow, Liveness: live})
+	store, err := server.OpenStore(ctx, spans, storeOptions(cfg, regionOptions(cfg, modes, bucket, cache, exec, clock, log), &regionMap, ordinal, live))
 	if err != nil {
 		return err
 	}
 	opened.Store(store)
-	// release hands the regions over, so a store that is assigned them
-	// next (a rollout, a scale change) claims them with every acknowledged
-	// write. It runs once: when serving stops (srv.BeforeStop, while gRPC
-	// still answers), or on the way out if Run returns before that.
-	var (
-		stopping    atomic.Bool
-		releaseOnce sync.Once
-	)
-	stopAssigner := func() {}
-	if assigner != nil {
-		// Re-assign the running store on every replica change, until
-		// the release on shutdown.
-		actx, cancel := context.WithCancel(ctx)
-		done := make(chan struct{})
-		assigner.Store = store
-		go func() { defer close(done); assigner.Run(actx) }()
-		stopAssigner = func() { cancel(); <-done }
-	}
-	release := func() {
-		releaseOnce.Do(func() {
-			stopping.Store(true)
-			stopAssigner()
-			began := time.Now()
-			rctx, cancel := context.WithTimeout(context.Background(), cfg.ReleaseTimeout)
-			defer cancel()
-			if err := store.Release(rctx); err != nil {
-				log.Error("releasing regions; they stay owned by this store's WAL", "err", err)
-				return
-			}
-			log.Info("released regions", "took", time.Since(began))
-		})
-	}
-	defer release()
-	srv.BeforeStop = release
-	log.Info("serving", "regions", len(spans), "recovery", store.Recovered(), "offload", offMode, "workers", workers.Compactors(), "bucket", cfg.Bucket)
+	h := startHandover(ctx, cfg, store, own.assigner, log)
+	defer h.release()
+	srv.BeforeStop = h.release
+	log.Info("serving", "regions", len(spans), "recovery", store.Recovered(), "offload", modes.offload, "workers", workers.Compactors(), "bucket", cfg.Bucket)
 	server.RegisterStoreGauges(reg, store, cache)
 	if live != nil {
 		server.RegisterLivenessMetrics(reg, live)
@@ -321,25 +151,301 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, out io.Writer) (err 
 		log.Info("forwarding requests for other stores' regions", "peers", peers())
 	}
 	kv := server.NewKV(store, fwd, m)
-	if assigner != nil && cfg.BalanceInterval > 0 {
-		bal := &server.Balancer{KV: kv, Ordinal: assigner.Ordinal, Stores: assigner.Replicas, Serving: serving,
-			MaxMovesInFlight: cfg.MaxMovesInFlight, Interval: cfg.BalanceInterval, MaxClockOffset: cfg.MaxClockOffset,
-			MergeBytes: cfg.MergeBytes, MergeQPS: cfg.SplitQPS / 4, MergeAfter: cfg.MergeAfter, MinBytes: cfg.BalanceMinBytes, MinQPS: contract.DefaultBalanceMinQPS}
-		if cfg.MergeBytes > 0 {
-			bal.RecutTolerance = cfg.RecutTolerance // a re-cut merges first
-		}
-		server.RegisterBalancerMetrics(reg, bal)
-		go bal.Run(ctx)
-	}
+	startBalancer(ctx, cfg, kv, own, reg)
 	kvpb.RegisterKVServer(srv.GRPC, kv)
 	kvpb.RegisterAdminServer(srv.GRPC, kv)
-	mux := health.Mux(reg, func() error {
-		if stopping.Load() {
-			return errors.New("shutting down: the regions are being handed over")
+	return srv.Run(ctx, "store", health.Mux(reg, h.ready, nil), out)
+}
+
+// ownership is how this store learns which regions are its own: an
+// assigner following the replica count (--replicas-from, or a fixed count
+// above 1, set once the region map is known), else a fixed owner slice.
+type ownership struct {
+	assigner *server.Assigner
+	owner    server.Owner
+	// serving is how many stores stay during a scale-down's drain (the
+	// operator's mark on the StatefulSet); nil without --replicas-from.
+	serving func() (int, bool)
+}
+
+func ownershipOf(ctx context.Context, cfg Config, kube *kubeConfig, peerSlices *discovery.EndpointSlices, all []server.Span, log *slog.Logger) (*ownership, error) {
+	o := &ownership{}
+	var err error
+	if cfg.ReplicasFrom != "" {
+		o.assigner, o.serving, err = replicaAssigner(ctx, cfg, kube, peerSlices, all, log)
+	} else {
+		o.owner, err = server.ParseOwner(cfg.RegionOwner)
+	}
+	return o, err
+}
+
+// place is the regions this store opens first among all (the region map's
+// spans), and its ordinal when an assigner follows the map's owners.
+func (o *ownership) place(cfg Config, all []server.Span) ([]server.Span, *int) {
+	if o.assigner == nil && o.owner.Replicas > 1 {
+		// A fixed replica count still follows the map's owners: the
+		// balancer moves regions between the stores.
+		n := o.owner.Replicas
+		o.assigner = &server.Assigner{Ordinal: o.owner.Ordinal, Replicas: func() (int, bool) { return n, true },
+			Interval: cfg.ReleasePollInterval, ReleaseTimeout: cfg.ReleaseTimeout, Store: &server.Store{}}
+	}
+	if o.assigner == nil {
+		return o.owner.Owned(all), nil
+	}
+	o.assigner.Spans = all
+	spans, _ := o.assigner.Target()
+	return spans, &o.assigner.Ordinal
+}
+
+// engineModes are the engine's modes as this store runs them: the
+// configured ones, with offload turned off where it cannot run.
+type engineModes struct {
+	offload offload.Mode
+	warmup  region.WarmupMode
+	// keepOutput asks a worker to keep a compaction's output, for the
+	// warmup modes that stream it from there.
+	keepOutput  bool
+	wal         wal.Mode
+	walInBucket bool
+}
+
+func engineModesOf(cfg Config, log *slog.Logger) (engineModes, error) {
+	var m engineModes
+	var err error
+	if m.offload, err = offload.ParseMode(string(cfg.Engine.Offload)); err != nil {
+		return m, err
+	}
+	if cfg.CompactorService == "" && len(cfg.Compactors) == 0 && m.offload == offload.Preferred {
+		// Nowhere to offload to: compact here, and say so once.
+		log.Info("no compactors given: compactions run in this store", "offload", m.offload)
+		m.offload = offload.Disabled
+	}
+	if m.warmup, err = region.ParseWarmupMode(string(cfg.Engine.Warmup.Mode)); err != nil {
+		return m, fmt.Errorf("engine.yaml warmup.mode: %w", err)
+	}
+	if mode := cfg.Engine.Warmup.Mode; mode.RunsLocally() && m.offload != offload.Disabled {
+		// WriteThrough caches what this store writes: it compacts here.
+		log.Info("warmup mode compacts in this store: offload is off", "warmup", mode, "offload", m.offload)
+		m.offload = offload.Disabled
+	}
+	m.keepOutput = cfg.Engine.Warmup.Mode.TransfersOutput() && m.offload != offload.Disabled
+	if m.wal, err = wal.ParseMode(string(cfg.Engine.SyncMode)); err != nil {
+		return m, fmt.Errorf("engine.yaml syncMode: %w", err)
+	}
+	m.walInBucket = cfg.Durability == contract.DurabilityBucket
+	if m.walInBucket {
+		// The bucket's copy is what the ack waits for; an fsync of the
+		// local copy per group would only add its latency.
+		m.wal = wal.ModeAsync
+	}
+	return m, nil
+}
+
+// compactorDiscovery is where the compaction workers are: in Kubernetes
+// (the operator passes --compactor-service) the ready endpoints of the
+// pool's Service, else the --compactors given.
+func compactorDiscovery(ctx context.Context, cfg Config, kube *kubeConfig, log *slog.Logger) (offload.Discovery, error) {
+	if cfg.CompactorService == "" {
+		return offload.Static(cfg.Compactors), nil
+	}
+	es, err := watchService(ctx, kube, contract.FlagCompactorService, cfg.CompactorService)
+	if err != nil {
+		return nil, err
+	}
+	log.Info("discovering compactors from EndpointSlices", "service", cfg.CompactorService, "now", es.Compactors())
+	return es, nil
+}
+
+// openBucket opens the cluster's bucket once it answers (within
+// contract.BucketStartupWait), is marked as this cluster's and honours
+// create-if-absent writes, which every fencing rule relies on.
+func openBucket(ctx context.Context, cfg Config, log *slog.Logger) (_ *blob.Bucket, err error) {
+	if err := refuseMissingFileBucket(cfg.Bucket, cfg.CreateBucket); err != nil {
+		return nil, err
+	}
+	bucket, err := blob.Open(ctx, cfg.Bucket)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			_ = bucket.Close()
 		}
-		return nil
-	}, nil)
-	return srv.Run(ctx, "store", mux, out)
+	}()
+	began := time.Now()
+	if err := awaitBucket(ctx, bucket, cfg.Bucket, contract.BucketStartupWait, func(err error, next time.Duration) {
+		log.Warn("the bucket does not answer: waiting for it", "bucket", cfg.Bucket, "err", oneLine(err),
+			"next-try-in", next.Round(time.Millisecond), "waited", time.Since(began).Round(time.Second), "gives-up-after", contract.BucketStartupWait)
+	}); err != nil {
+		return nil, err
+	}
+	if err := ensureBucketMarker(ctx, bucket, cfg.Bucket, cfg.CreateBucket); err != nil {
+		return nil, err
+	}
+	if err := probeCreateIfAbsent(ctx, bucket, cfg.Bucket); err != nil {
+		return nil, err
+	}
+	return bucket, nil
+}
+
+// newOffloadExecutor runs the store's compactions: on the workers, or here
+// as modes say. opened is the store once it is open, which the executor's
+// placement asks about.
+func newOffloadExecutor(cfg Config, modes engineModes, workers offload.Discovery, bucket *blob.Bucket, cache *blockcache.Cache,
+	dialTLS grpc.DialOption, reg *prometheus.Registry, log *slog.Logger, opened *atomic.Pointer[server.Store]) (*offload.Executor, error) {
+	walDir, err := filepath.Abs(cfg.WALDir)
+	if err != nil {
+		return nil, err
+	}
+	return offload.New(offload.Options{
+		DialOptions: []grpc.DialOption{dialTLS},
+		Mode:        modes.offload, Workers: workers, BucketURL: cfg.Bucket, KeepOutput: modes.keepOutput,
+		// The WAL directory is this store's across restarts (and locked by
+		// one process at a time); the host tells apart stores on machines
+		// with the same layout.
+		Store:              hostname() + ":" + walDir,
+		RemoteBlockTimeout: cfg.RemoteBlockTimeout, RemoteBlockRetryAfter: cfg.RemoteBlockRetryAfter,
+		RemoteCacheRate: int64(cfg.RemoteCacheRate),
+		Local:           localExecutor(modes.warmup, bucket, cache), Logger: log, Registerer: reg,
+		InputBytes: func(j compaction.Job) int64 {
+			if s := opened.Load(); s != nil {
+				return s.JobInputBytes(j)
+			}
+			return 0
+		},
+		Regions: func() []string {
+			if s := opened.Load(); s != nil {
+				return s.PlacementRegions()
+			}
+			return nil
+		},
+	})
+}
+
+// regionOptions are every region's options from the engine settings.
+func regionOptions(cfg Config, modes engineModes, bucket *blob.Bucket, cache *blockcache.Cache, exec compaction.Executor, clock *hlc.Clock, log *slog.Logger) region.Options {
+	e := cfg.Engine
+	return region.Options{
+		Bucket: bucket, WALMode: modes.wal, MemstoreBytes: e.Memstore.Bytes, BlockCache: cache, CacheFlushes: e.BlockCacheOnFlush,
+		Memstore: region.MemstoreOptions{Policy: memstore.Policy(e.Memstore.Policy), ActiveFraction: e.Memstore.ActiveFraction,
+			PipelineSegments: e.Memstore.PipelineSegments, RedundancyThreshold: e.Memstore.RedundancyThreshold},
+		MaxWALBytes: e.Memstore.MaxWALBytes,
+		Retention:   compaction.Retention{MaxVersions: e.Retention.MaxVersions, GCTTL: e.Retention.GCTTL.Duration},
+		Executor:    exec, Owner: fmt.Sprintf("%s pid %d", hostname(), os.Getpid()), Logger: log,
+		Clock:  clock,
+		Warmup: modes.warmup, WarmupRateBytes: e.Warmup.RateBytesPerSecond,
+		Compaction: compaction.Policy{MinFiles: e.Compaction.MinFiles, MaxFiles: e.Compaction.MaxFiles,
+			Ratio: e.Compaction.Ratio, MaxBytes: e.Compaction.MaxBytes},
+		ForceTakeover: cfg.ForceTakeover, OwnershipCheckInterval: cfg.OwnershipCheckInterval,
+		WALArchiveInterval: cfg.WALArchiveInterval, WALInBucket: modes.walInBucket,
+		// The limits clients check before sending (contract), so what a
+		// client lets through a store accepts.
+		MaxValueSize: contract.MaxValueBytes, MaxBatchBytes: contract.MaxBatchBytes,
+	}
+}
+
+// storeOptions are the store's options: its regions', the region map's,
+// and the split, merge, transaction and liveness settings.
+func storeOptions(cfg Config, base region.Options, regionMap *regionmap.Map, ordinal *int, live *server.Liveness) server.StoreOptions {
+	e := cfg.Engine
+	return server.StoreOptions{WALRoot: cfg.WALDir, Region: base,
+		ReleasePollInterval: cfg.ReleasePollInterval, TxnLockTTL: cfg.TxnLockTTL, TxnTimeout: cfg.TxnTimeout,
+		MaxWALAge: e.Memstore.MaxWALAge.Duration, MaxStoreWALBytes: e.Memstore.MaxStoreWALBytes,
+		Map: regionMap, SplitBytes: cfg.SplitBytes, SplitQPS: cfg.SplitQPS, Ordinal: ordinal,
+		MergeBytes: cfg.MergeBytes, MergeAfter: cfg.MergeAfter, LoadWindow: cfg.LoadWindow, Liveness: live}
+}
+
+// listen opens the store's gRPC and metrics listeners, with the
+// interceptors in their order: metrics, authorization, the liveness lease,
+// the clock check.
+func listen(cfg Config, log *slog.Logger, m *server.Metrics, live *server.Liveness, clockCheck *server.ClockCheck) (*serve.Servers, error) {
+	serverOpts, unaryAuthz, streamAuthz, err := authentication(cfg, log)
+	if err != nil {
+		return nil, err
+	}
+	var keeper *liveness.Keeper
+	if live != nil {
+		keeper = live.Keeper
+	}
+	unaryLease, streamLease := server.LeaseInterceptors(keeper)
+	srv, err := serve.Listen(cfg.Listen, cfg.MetricsListen, log, append(serverOpts,
+		grpc.ChainUnaryInterceptor(m.UnaryInterceptor, unaryAuthz, unaryLease, clockCheck.UnaryInterceptor),
+		grpc.ChainStreamInterceptor(m.StreamInterceptor, streamAuthz, streamLease, clockCheck.StreamInterceptor))...)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.TLSDir != "" {
+		if srv.HTTPTLS, err = tlsconfig.HTTPServer(cfg.TLSDir); err != nil {
+			return nil, fmt.Errorf("--%s: %w", contract.FlagTLSDir, err)
+		}
+	}
+	return srv, nil
+}
+
+// handover hands the store's regions over, so a store that is assigned
+// them next (a rollout, a scale change) claims them with every
+// acknowledged write. release runs once: when serving stops (the server's
+// BeforeStop, while gRPC still answers), or on the way out if Run returns
+// before that.
+type handover struct {
+	release  func()
+	stopping atomic.Bool
+}
+
+// startHandover re-assigns the running store on every replica change (when
+// an assigner follows them), until the release.
+func startHandover(ctx context.Context, cfg Config, store *server.Store, assigner *server.Assigner, log *slog.Logger) *handover {
+	h := &handover{}
+	stopAssigner := func() {}
+	if assigner != nil {
+		actx, cancel := context.WithCancel(ctx)
+		done := make(chan struct{})
+		assigner.Store = store
+		go func() { defer close(done); assigner.Run(actx) }()
+		stopAssigner = func() { cancel(); <-done }
+	}
+	var once sync.Once
+	h.release = func() {
+		once.Do(func() {
+			h.stopping.Store(true)
+			stopAssigner()
+			began := time.Now()
+			rctx, cancel := context.WithTimeout(context.Background(), cfg.ReleaseTimeout)
+			defer cancel()
+			if err := store.Release(rctx); err != nil {
+				log.Error("releasing regions; they stay owned by this store's WAL", "err", err)
+				return
+			}
+			log.Info("released regions", "took", time.Since(began))
+		})
+	}
+	return h
+}
+
+// ready fails once the handover began: /readyz then takes the store out of
+// its Service.
+func (h *handover) ready() error {
+	if h.stopping.Load() {
+		return errors.New("shutting down: the regions are being handed over")
+	}
+	return nil
+}
+
+// startBalancer runs the balancer (when an assigner follows the map's
+// owners and --balance-interval is set): only the holder of its lease in
+// the bucket plans.
+func startBalancer(ctx context.Context, cfg Config, kv *server.KV, own *ownership, reg *prometheus.Registry) {
+	if own.assigner == nil || cfg.BalanceInterval <= 0 {
+		return
+	}
+	bal := &server.Balancer{KV: kv, Ordinal: own.assigner.Ordinal, Stores: own.assigner.Replicas, Serving: own.serving,
+		MaxMovesInFlight: cfg.MaxMovesInFlight, Interval: cfg.BalanceInterval, MaxClockOffset: cfg.MaxClockOffset,
+		MergeBytes: cfg.MergeBytes, MergeQPS: cfg.SplitQPS / 4, MergeAfter: cfg.MergeAfter, MinBytes: cfg.BalanceMinBytes, MinQPS: contract.DefaultBalanceMinQPS}
+	if cfg.MergeBytes > 0 {
+		bal.RecutTolerance = cfg.RecutTolerance // a re-cut merges first
+	}
+	server.RegisterBalancerMetrics(reg, bal)
+	go bal.Run(ctx)
 }
 
 // peerList is where the other stores are (--peers, --peer-service), nil
