@@ -695,7 +695,10 @@ func (e *env) autoscaling(t *testing.T, kv *kvClient, l *ledger) { autoscalingSc
 // operator rolls the storage pods one at a time and the workers by their
 // Deployment, while a client keeps writing and reading: it may see brief
 // UNAVAILABLE (retried), but no operation fails and every acknowledged write
-// reads back.
+// reads back. A watch of the whole key space through the client Service
+// (the Go client seeded with its ClusterIP) runs across the roll and
+// delivers every acknowledged write, no commit twice, each key's in commit
+// order.
 func (e *env) upgrade(t *testing.T, kv *kvClient, l *ledger) {
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
@@ -707,6 +710,12 @@ func (e *env) upgrade(t *testing.T, kv *kvClient, l *ledger) {
 	for _, p := range e.pods(t, contract.ComponentCompactor, poolName) {
 		oldWorkers[p.UID] = true
 	}
+	// A watch of every key through the client Service, as an application
+	// in the cluster runs one, across the roll's store restarts: it must
+	// deliver each acknowledged write, once.
+	isRoll := func(key []byte) bool { return len(key) > 1 && strings.HasPrefix(string(key[1:]), "roll-") }
+	sw := e.startServiceWatch(t, ctx, isRoll)
+	acked := map[string]string{} // written by the workload's goroutine, read after wg.Wait
 	// the workload: writes, each read back at once, until stopped
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
@@ -728,6 +737,7 @@ func (e *env) upgrade(t *testing.T, kv *kvClient, l *ledger) {
 			retries.Add(int64(n))
 			if err == nil {
 				l.ack(key, val)
+				acked[string(key)] = string(val)
 				writes.Add(1)
 				var got []byte
 				var found bool
@@ -811,6 +821,7 @@ func (e *env) upgrade(t *testing.T, kv *kvClient, l *ledger) {
 	if maxDown.Load() > 1 {
 		t.Errorf("%d storage pods were down at once: the roll must go one pod at a time", maxDown.Load())
 	}
+	sw.expect(t, acked, time.Minute)
 	// The workers rolled too: none of the old ones is left, every one is
 	// Ready on the new image.
 	e.awaitWorkersWhere(t, "the workers rolled", func(int32) bool { return true })

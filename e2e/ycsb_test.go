@@ -5,18 +5,14 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"net"
 	"strconv"
 	"testing"
 	"time"
 
 	"github.com/pingcap/go-ycsb/pkg/prop"
-	corev1 "k8s.io/api/core/v1"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/bellows-kv/bellows/bench/ycsb"
 	bellows "github.com/bellows-kv/bellows/client"
-	"github.com/bellows-kv/bellows/internal/contract"
 )
 
 // ycsbThroughTheService: the standard YCSB core workloads A–F (go-ycsb's
@@ -28,14 +24,7 @@ import (
 func (e *env) ycsbThroughTheService(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	var svc corev1.Service
-	if err := e.c.Get(ctx, client.ObjectKey{Namespace: ns, Name: clusterName}, &svc); err != nil {
-		t.Fatal(err)
-	}
-	if svc.Spec.ClusterIP == "" || svc.Spec.ClusterIP == corev1.ClusterIPNone {
-		t.Fatalf("Service %s has no ClusterIP", svc.Name)
-	}
-	seed := net.JoinHostPort(svc.Spec.ClusterIP, strconv.Itoa(contract.StoreGRPCPort))
+	seed := e.serviceSeed(t, ctx)
 	c, err := bellows.New(ctx, []string{seed}, e.clientOptions(t, clusterName, "write"))
 	if err != nil {
 		t.Fatalf("client seeded with the Service %s: %v", seed, err)
