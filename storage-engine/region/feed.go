@@ -53,6 +53,14 @@ type Change struct {
 	Expiry uint64
 }
 
+// DecodeChanges calls fn with every change WAL record rec commits, as a
+// watch delivers it (DecodeVersions): a change feed read from the WAL
+// archive (package changefeed) delivers what a watch of the stores does.
+func DecodeChanges(rec []byte, fn func(Change)) error {
+	_, err := DecodeVersions(rec, func(k kv.InternalKey, v []byte) { fn(changeOf(k.UserKey, k.TS, k.Kind, v)) })
+	return err
+}
+
 func changeOf(key []byte, ts uint64, kind kv.Kind, stored []byte) Change {
 	c := Change{Key: bytes.Clone(key), TS: ts}
 	switch kind {

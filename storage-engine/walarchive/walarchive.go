@@ -211,10 +211,27 @@ func Read(ctx context.Context, bucket *blob.Bucket, s Stream, after uint64, fn f
 
 // ReadSegments is Read that also names each record's segment.
 func ReadSegments(ctx context.Context, bucket *blob.Bucket, s Stream, after uint64, fn func(seg uint64, payload []byte) error) error {
+	return ReadFenced(ctx, bucket, s, after, func(seg uint64, _ bool, payload []byte) error { return fn(seg, payload) })
+}
+
+// ReadFenced is ReadSegments that also tells fn whether the record's
+// segment is at or below the stream's newest fence (Fence): its writer can
+// add nothing there, so every record it acknowledged below the fence is
+// in the stream, beyond the frontier its stream.json last recorded. A
+// later tenure of the same WAL directory goes on in the segments after
+// the fence, which are not fenced.
+func ReadFenced(ctx context.Context, bucket *blob.Bucket, s Stream, after uint64, fn func(seg uint64, fenced bool, payload []byte) error) error {
 	stream := bucket.Prefixed(StreamPrefix(s.Region, s.WALID))
 	parts, err := listParts(ctx, stream)
 	if err != nil {
 		return err
+	}
+	fencedThrough, fenced := uint64(0), false
+	for _, p := range parts {
+		if !p.sealed && p.size == 0 {
+			// A zero-byte part, which no writer makes: a fence's.
+			fencedThrough, fenced = max(fencedThrough, p.seg), true
+		}
 	}
 	parts = parts[len(skippable(parts, after)):]
 	if err := checkContiguous(s, parts); err != nil {
@@ -233,7 +250,7 @@ func ReadSegments(ctx context.Context, bucket *blob.Bucket, s Stream, after uint
 		if err != nil {
 			return err
 		}
-		n, err := recordsOf(b, func(payload []byte) error { return fn(p.seg, payload) })
+		n, err := recordsOf(b, func(payload []byte) error { return fn(p.seg, fenced && p.seg <= fencedThrough, payload) })
 		if err != nil {
 			return err
 		}

@@ -13,7 +13,7 @@ import (
 // clients all go through store-0, which forwards; a failed call is an
 // operation of unknown outcome.
 func TestHistoryIsLinearizableThroughSplitsMergesMovesAndAKill(t *testing.T) {
-	stores, args, sum := startElasticStores(t)
+	stores, args, sum, _ := startElasticStores(t)
 	splits := func() float64 {
 		return sum(`bellows_region_splits_total{reason="load"}`)
 	}
@@ -46,16 +46,18 @@ func TestHistoryIsLinearizableThroughSplitsMergesMovesAndAKill(t *testing.T) {
 // regions split by load only (a window of 3 s: 16 sampled keys need 43
 // requests/s), merge when cold (under 10 requests/s) for a second, and
 // move by a balancer running every 300ms at any gap. args(i) restarts
-// store i as it was; sum adds a series over the stores running.
-func startElasticStores(t *testing.T) (stores []*proc, args func(i int) []string, sum func(series string) float64) {
+// store i as it was; sum adds a series over the stores running; bucket is
+// their bucket's URL. extra are more flags for every store.
+func startElasticStores(t *testing.T, extra ...string) (stores []*proc, args func(i int) []string, sum func(series string) float64, bucket string) {
 	dir := t.TempDir()
-	bucket := "file://" + dir + "/bucket"
+	bucket = "file://" + dir + "/bucket"
 	addrs := []string{freeAddr(t), freeAddr(t), freeAddr(t)}
 	args = func(i int) []string {
-		return append(storeArgs(t, bucket, fmt.Sprintf("%s/wal-%d", dir, i), "Disabled", ""),
+		a := append(storeArgs(t, bucket, fmt.Sprintf("%s/wal-%d", dir, i), "Disabled", ""),
 			"--split-bytes=0", "--split-qps=40", "--load-window=3s", "--merge-bytes=1GiB", "--merge-after=1s",
 			fmt.Sprintf("--region-owner=%d/3", i), "--listen="+addrs[i], "--peers="+strings.Join(addrs, ","),
 			"--balance-interval=300ms", "--balance-min-bytes=0")
+		return append(a, extra...)
 	}
 	stores = make([]*proc, 3)
 	for i := range stores {
@@ -68,5 +70,5 @@ func startElasticStores(t *testing.T) (stores []*proc, args func(i int) []string
 		}
 		return n
 	}
-	return stores, args, sum
+	return stores, args, sum, bucket
 }

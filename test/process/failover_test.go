@@ -44,7 +44,7 @@ func (c *failoverCluster) walDir(i int) string { return fmt.Sprintf("%s/wal-%d",
 
 func (c *failoverCluster) start(i int) *proc {
 	return startTxnStore(c.t, fmt.Sprintf("store-%d", i), c.bucket, c.walDir(i), c.addrs[i], fmt.Sprintf("%d/3", i), strings.Join(c.addrs, ","),
-		fmt.Sprintf("--regions=%d", failoverRegions), "--balance-interval=500ms", "--split-bytes=0", "--merge-bytes=0")
+		fmt.Sprintf("--regions=%d", failoverRegions), "--balance-interval=500ms", "--split-bytes=0", "--merge-bytes=0", archiveEvery)
 }
 
 // startLoad awaits every region open, then starts the bank (transfers
@@ -193,6 +193,9 @@ func TestAStoreLostWithItsVolumeFailsOverWithoutLosingAWrite(t *testing.T) {
 	w.halt(t)
 	checkBank(t, ctx, b, fmt.Sprintf("store-%d lost with its volume, failed over, and back empty", lost))
 	w.checkAcked(t, ctx, c)
+	// The change feed read from the bucket holds the lost store's
+	// acknowledged writes, which the takeover fenced in its WAL stream.
+	checkFeedAgainstScan(t, ctx, cl.bucket, c, uint64(time.Now().UnixNano()))
 }
 
 func trim(b []byte) string {

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/bellows-kv/bellows/client"
+	"github.com/bellows-kv/bellows/storage-engine/blob"
+	"github.com/bellows-kv/bellows/storage-engine/changefeed"
 )
 
 // watchWrite is one write a writer attempted: its value is unique, so an
@@ -90,6 +92,46 @@ func (w *watched) follow(ctx context.Context, t *testing.T, c *client.Client, re
 	}
 }
 
+// followFeed follows the bucket's change feed (package changefeed) of
+// [w.start, w.end) from the archive's start until ctx ends. A feed
+// delivers a change before the mark that covers it, perhaps in an earlier
+// update: each change must lie above the marks before it, and each key's
+// changes come in commit order.
+func (w *watched) followFeed(ctx context.Context, t *testing.T, bucketURL string, mu *sync.Mutex) {
+	bucket, err := blob.Open(ctx, bucketURL)
+	if err != nil {
+		t.Errorf("%s: %v", w.name, err)
+		return
+	}
+	defer bucket.Close()
+	var end []byte
+	if w.end != "" {
+		end = []byte(w.end)
+	}
+	// AfterTS 1: every change the archive holds (0 would start at the
+	// archive's mark when the feed starts).
+	f := changefeed.New(bucket, changefeed.Options{Start: []byte(w.start), End: end, AfterTS: 1, PollInterval: 50 * time.Millisecond})
+	last := map[string]uint64{}
+	err = f.Run(ctx, func(u changefeed.Update) error {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range u.Changes {
+			if c.TS <= w.resolved || c.TS <= last[string(c.Key)] {
+				t.Errorf("%s: %s at %d after the mark %d (the key's previous change at %d)", w.name, c.Key, c.TS, w.resolved, last[string(c.Key)])
+			}
+			last[string(c.Key)] = c.TS
+			w.events = append(w.events, client.WatchEvent{Key: c.Key, Value: c.Value, CommitTS: c.TS, Delete: c.Delete, Expiry: c.Expiry})
+		}
+		if u.Resolved > 0 {
+			w.resolved = u.Resolved
+		}
+		return nil
+	})
+	if err != nil && ctx.Err() == nil {
+		t.Errorf("%s: the feed ended: %v", w.name, err)
+	}
+}
+
 // Watchers follow the key space while writers put and delete under load
 // splits, merges of cooled regions, moves between three store processes
 // and a SIGKILL of one of them; one watcher is closed and resumed from its
@@ -98,7 +140,10 @@ func (w *watched) follow(ctx context.Context, t *testing.T, c *client.Client, re
 // commit timestamp; nothing comes that no writer attempted (a write whose
 // call failed may have committed, and may come); no change twice.
 func TestWatchesThroughSplitsMergesMovesAndAKill(t *testing.T) {
-	stores, args, sum := startElasticStores(t)
+	// The archive ships often, so the bucket's change feed follows within
+	// the test's waits (a region idle for 12 intervals refreshes its
+	// frontier).
+	stores, args, sum, bucketURL := startElasticStores(t, archiveEvery)
 	c := newClient(t, stores...)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
@@ -141,6 +186,14 @@ func TestWatchesThroughSplitsMergesMovesAndAKill(t *testing.T) {
 	var following sync.WaitGroup
 	fctx, stopWatchers := context.WithCancel(ctx)
 	defer stopWatchers()
+	// The bucket's change feed, from the start, beside the watchers: the
+	// same checks, on what it reads from the WAL archive alone.
+	feed := &watched{name: "bucket change feed", start: "", end: ""}
+	following.Add(1)
+	go func() {
+		defer following.Done()
+		feed.followFeed(fctx, t, bucketURL, &mu)
+	}()
 	for i, w := range watchers {
 		following.Add(1)
 		go func() {
@@ -170,7 +223,7 @@ func TestWatchesThroughSplitsMergesMovesAndAKill(t *testing.T) {
 	waitFor(t, "every watcher's mark past the last acknowledged write", func() bool {
 		mu.Lock()
 		defer mu.Unlock()
-		for _, w := range watchers {
+		for _, w := range append(watchers, feed) {
 			if w.resolved < newest {
 				return false
 			}
@@ -182,7 +235,7 @@ func TestWatchesThroughSplitsMergesMovesAndAKill(t *testing.T) {
 
 	mu.Lock()
 	defer mu.Unlock()
-	for _, w := range watchers {
+	for _, w := range append(watchers, feed) {
 		in := func(k string) bool { return k >= w.start && (w.end == "" || k < w.end) }
 		seen := map[string]bool{}
 		for _, e := range w.events {
