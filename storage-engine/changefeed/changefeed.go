@@ -76,6 +76,8 @@ type Options struct {
 	PollInterval time.Duration
 	// Logger reports polls that failed and are retried; nil discards.
 	Logger *slog.Logger
+	// Metrics, when set, are updated by every poll of Run.
+	Metrics *Metrics
 }
 
 // Update is what one poll found: the changes it read, each key's in
@@ -153,6 +155,7 @@ func (f *Feed) Run(ctx context.Context, fn func(Update) error) error {
 	defer t.Stop()
 	for {
 		u, err := f.Poll(ctx)
+		f.opts.Metrics.observe(u, f.resolved, err)
 		switch {
 		case errors.Is(err, ErrBeforeArchive):
 			return err

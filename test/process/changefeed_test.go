@@ -1,6 +1,7 @@
 package process
 
 import (
+	"cmp"
 	"context"
 	"maps"
 	"slices"
@@ -51,7 +52,7 @@ func checkFeedAgainstScan(t *testing.T, ctx context.Context, bucketURL string, c
 		}
 	}
 	mark := f.Resolved()
-	slices.SortStableFunc(changes, func(a, b region.Change) int { return compareTS(a.TS, b.TS) })
+	slices.SortStableFunc(changes, func(a, b region.Change) int { return cmp.Compare(a.TS, b.TS) })
 	fromFeed := map[string]string{}
 	for _, ch := range changes {
 		if ch.TS > mark {
@@ -88,14 +89,4 @@ func checkFeedAgainstScan(t *testing.T, ctx context.Context, bucketURL string, c
 		t.Fatalf("the change feed's state at %d (%d keys) differs from the cluster's (%d keys)", mark, len(fromFeed), len(fromScan))
 	}
 	t.Logf("the bucket's change feed: %d changes; at its mark %d its state is the cluster's (%d keys)", len(changes), mark, len(fromScan))
-}
-
-func compareTS(a, b uint64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }

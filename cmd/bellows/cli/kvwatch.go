@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strconv"
 
@@ -42,27 +41,9 @@ to resume from with --after-ts.`,
 			if err != nil {
 				return err
 			}
-			c := f.codec()
-			var start, end []byte
-			if cmd.Flags().Changed("prefix") {
-				if len(args) > 0 {
-					return errors.New("--prefix P takes no START or END: it watches the keys that begin with P")
-				}
-				if start, err = c.arg("--prefix", prefix); err != nil {
-					return err
-				}
-				end = client.PrefixEnd(start)
-			} else {
-				if len(args) > 0 {
-					if start, err = c.arg("START", args[0]); err != nil {
-						return err
-					}
-				}
-				if len(args) > 1 {
-					if end, err = c.arg("END", args[1]); err != nil {
-						return err
-					}
-				}
+			start, end, err := rangeArgs(cmd, f.codec(), prefix, args)
+			if err != nil {
+				return err
 			}
 			return f.with(cmd, func(ctx context.Context, cl *client.Client) error {
 				w := cl.Watch(ctx, start, end, client.WatchOptions{AfterTS: afterTS})
@@ -71,18 +52,7 @@ to resume from with --after-ts.`,
 				for (count == 0 || n < count) && w.Next() {
 					u := w.Update()
 					for _, e := range u.Events {
-						ts := strconv.FormatUint(e.CommitTS, 10)
-						doc := map[string]any{"commit_ts": e.CommitTS, "type": "put", "key": p.json(e.Key), "value": p.json(e.Value)}
-						text := ts + "\tput\t" + p.text(e.Key) + "\t" + p.text(e.Value) + "\n"
-						cells := []string{ts, "put", p.table(e.Key), p.table(e.Value)}
-						if e.Delete {
-							doc = map[string]any{"commit_ts": e.CommitTS, "type": "delete", "key": p.json(e.Key)}
-							text = ts + "\tdelete\t" + p.text(e.Key) + "\n"
-							cells = []string{ts, "delete", p.table(e.Key), ""}
-						} else if e.Expiry != 0 {
-							doc["expiry_ts"] = e.Expiry
-						}
-						if err := p.record(text, doc, cells...); err != nil {
+						if err := p.change(e.Key, e.Value, e.CommitTS, e.Delete, e.Expiry); err != nil {
 							return err
 						}
 						if n++; count > 0 && n == count {
@@ -94,8 +64,7 @@ to resume from with --after-ts.`,
 						// where to resume.
 						mark = u.Resolved
 						if progress {
-							ts := strconv.FormatUint(u.Resolved, 10)
-							if err := p.record(ts+"\tresolved\n", map[string]any{"resolved_ts": u.Resolved}, ts, "resolved", "", ""); err != nil {
+							if err := p.resolved(u.Resolved); err != nil {
 								return err
 							}
 						}
@@ -118,4 +87,26 @@ to resume from with --after-ts.`,
 	cmd.Flags().IntVar(&count, "count", 0, "stop after this many changes (0: run until stopped)")
 	cmd.Flags().BoolVar(&progress, "progress", false, "also print TS<TAB>resolved when every change at or below TS has been printed")
 	return cmd
+}
+
+// change prints one committed change as watch and changefeed print it:
+// TS<TAB>put<TAB>KEY<TAB>VALUE or TS<TAB>delete<TAB>KEY; in JSON its
+// commit_ts, type, key, value and expiry_ts.
+func (p *printer) change(key, value []byte, commitTS uint64, del bool, expiry uint64) error {
+	ts := strconv.FormatUint(commitTS, 10)
+	if del {
+		return p.record(ts+"\tdelete\t"+p.text(key)+"\n", map[string]any{"commit_ts": commitTS, "type": "delete", "key": p.json(key)},
+			ts, "delete", p.table(key), "")
+	}
+	doc := map[string]any{"commit_ts": commitTS, "type": "put", "key": p.json(key), "value": p.json(value)}
+	if expiry != 0 {
+		doc["expiry_ts"] = expiry
+	}
+	return p.record(ts+"\tput\t"+p.text(key)+"\t"+p.text(value)+"\n", doc, ts, "put", p.table(key), p.table(value))
+}
+
+// resolved prints a resolved mark: TS<TAB>resolved; in JSON resolved_ts.
+func (p *printer) resolved(mark uint64) error {
+	ts := strconv.FormatUint(mark, 10)
+	return p.record(ts+"\tresolved\n", map[string]any{"resolved_ts": mark}, ts, "resolved", "", "")
 }

@@ -28,6 +28,7 @@ func NewRootCommand() *cobra.Command {
 	root.AddCommand(newKVCommand())
 	root.AddCommand(newBackupCommand())
 	root.AddCommand(newRestoreCommand())
+	root.AddCommand(newChangefeedCommand())
 	root.AddCommand(NewKubectlCommand("kubectl"))
 	refuseUnknownSubcommands(root)
 	return root
