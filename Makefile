@@ -193,8 +193,9 @@ bench-memstore: build
 bench-txn: build
 	$(BIN)/bellows-bench txn --out bench/results $(BENCH_ARGS)
 
-## bench-watch: how fast watches deliver changes (commit to delivery, p99 at 1000 puts/s) and what 4
-## watchers cost writers, against one `bellows store` process of four regions (bench/results/watch.md).
+## bench-watch: how fast watches deliver changes (commit to delivery, p99 at 1000 puts/s), what 4
+## watchers cost writers, and how far behind the bucket's change feed follows, against one `bellows
+## store` process of four regions (bench/results/watch.md).
 ## About two minutes.
 bench-watch: build
 	$(BIN)/bellows-bench watch --out bench/results $(BENCH_ARGS)

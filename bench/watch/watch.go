@@ -24,6 +24,9 @@ import (
 	"github.com/bellows-kv/bellows/bench/report"
 	"github.com/bellows-kv/bellows/client"
 	"github.com/bellows-kv/bellows/internal/childproc"
+	"github.com/bellows-kv/bellows/internal/contract"
+	"github.com/bellows-kv/bellows/storage-engine/blob"
+	"github.com/bellows-kv/bellows/storage-engine/changefeed"
 )
 
 // Goals, stated before the run.
@@ -35,6 +38,12 @@ const (
 	// ThroughputGoal: writes/s with Config.Watchers watchers of the whole
 	// key space at least this fraction of writes/s with none.
 	ThroughputGoal = 0.9
+	// FeedLagGoal bounds the longest delay of a change read by the bucket's
+	// change feed (commit timestamp to the feed's update), at the stores'
+	// default archive interval: the interval (the region ships its WAL and
+	// frontier) plus the feed's poll interval, plus a second for the
+	// ship's and the poll's own work.
+	FeedLagGoal = contract.DefaultWALArchiveInterval + changefeed.DefaultPollInterval + time.Second
 )
 
 // Config is a run's settings.
@@ -68,6 +77,20 @@ type LagRun struct {
 	P99Ms   float64 `json:"p99_ms"`
 	MaxMs   float64 `json:"max_ms"`
 	WritesS float64 `json:"writes_per_s"`
+	// Feed is the bucket's change feed, beside the watcher.
+	Feed FeedRun `json:"feed"`
+}
+
+// FeedRun is the change feed's part of a lag run: its delays, and how
+// fast a new feed read the run's changes back from the archive.
+type FeedRun struct {
+	Events int     `json:"events"`
+	P50Ms  float64 `json:"p50_ms"`
+	P99Ms  float64 `json:"p99_ms"`
+	MaxMs  float64 `json:"max_ms"`
+	// CatchUpEventsS: a feed started after the run at its start reads
+	// every change of the run in one poll, at this many changes/s.
+	CatchUpEventsS float64 `json:"catch_up_events_per_s"`
 }
 
 // Throughput is the throughput section.
@@ -101,9 +124,14 @@ func Run(ctx context.Context, cfg Config, work string, progress func(string)) (R
 		return rep, err
 	}
 	defer c.Close()
+	bucket, err := blob.Open(ctx, "file://"+filepath.Join(work, "bucket"))
+	if err != nil {
+		return rep, err
+	}
+	defer bucket.Close()
 	for run := range cfg.Runs {
 		progress(fmt.Sprintf("lag run %d/%d", run+1, cfg.Runs))
-		r, err := lagRun(ctx, c, cfg, uint64(run))
+		r, err := lagRun(ctx, c, bucket, cfg, uint64(run))
 		if err != nil {
 			return rep, err
 		}
@@ -144,12 +172,15 @@ var value = []byte(strings.Repeat("v", 100))
 // lagRun paces cfg.Rate puts/s for cfg.Phase under one watcher of every
 // key and measures each change's delay from its commit timestamp (the
 // store's hybrid clock, its wall time on this machine) to its delivery.
-func lagRun(ctx context.Context, c *client.Client, cfg Config, seed uint64) (LagRun, error) {
+func lagRun(ctx context.Context, c *client.Client, bucket *blob.Bucket, cfg Config, seed uint64) (LagRun, error) {
 	start := uint64(time.Now().UnixNano())
 	wctx, stop := context.WithCancel(ctx)
 	defer stop()
 	w := c.Watch(wctx, nil, nil, client.WatchOptions{AfterTS: start})
 	defer w.Close()
+	fctx, stopFeed := context.WithCancel(ctx)
+	defer stopFeed()
+	feed := startFeed(fctx, bucket, start)
 	var lags []time.Duration
 	watched := make(chan error, 1)
 	var writesDone atomic.Uint64 // the newest acknowledged commit once the writers stopped
@@ -211,14 +242,90 @@ func lagRun(ctx context.Context, c *client.Client, cfg Config, seed uint64) (Lag
 	case <-time.After(30 * time.Second):
 		return LagRun{}, fmt.Errorf("the watcher had not delivered the last write 30 s after it")
 	}
-	slices.Sort(lags)
-	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
-	pct := func(q float64) time.Duration { return lags[min(len(lags)-1, int(q*float64(len(lags))))] }
 	if len(lags) == 0 {
 		return LagRun{}, fmt.Errorf("no change was delivered")
 	}
-	return LagRun{Events: len(lags), P50Ms: ms(pct(0.5)), P99Ms: ms(pct(0.99)), MaxMs: ms(lags[len(lags)-1]),
-		WritesS: float64(wrote.Load()) / cfg.Phase.Seconds()}, nil
+	p50, p99, most := percentiles(lags)
+	r := LagRun{Events: len(lags), P50Ms: p50, P99Ms: p99, MaxMs: most, WritesS: float64(wrote.Load()) / cfg.Phase.Seconds()}
+	// The feed reads the last changes once their regions ship again (an
+	// archive interval), and has them all when it has as many as were
+	// acknowledged.
+	feedLags, err := feed.await(int(wrote.Load()), FeedLagGoal+30*time.Second)
+	stopFeed()
+	if err != nil {
+		return r, err
+	}
+	r.Feed.Events = len(feedLags)
+	r.Feed.P50Ms, r.Feed.P99Ms, r.Feed.MaxMs = percentiles(feedLags)
+	// A new feed from the run's start reads the run back in one poll.
+	began := time.Now()
+	u, err := changefeed.New(bucket, changefeed.Options{AfterTS: start}).Poll(ctx)
+	if err != nil {
+		return r, err
+	}
+	r.Feed.CatchUpEventsS = float64(len(u.Changes)) / time.Since(began).Seconds()
+	return r, nil
+}
+
+// percentiles are lags' p50, p99 and largest in milliseconds (lags is
+// sorted).
+func percentiles(lags []time.Duration) (p50, p99, most float64) {
+	slices.Sort(lags)
+	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+	pct := func(q float64) time.Duration { return lags[min(len(lags)-1, int(q*float64(len(lags))))] }
+	return ms(pct(0.5)), ms(pct(0.99)), ms(lags[len(lags)-1])
+}
+
+// feedFollower runs the bucket's change feed from after and records each
+// change's delay from its commit to the update that delivered it.
+type feedFollower struct {
+	mu   sync.Mutex
+	lags []time.Duration
+	err  error
+	done chan struct{}
+}
+
+func startFeed(ctx context.Context, bucket *blob.Bucket, after uint64) *feedFollower {
+	f := &feedFollower{done: make(chan struct{})}
+	go func() {
+		defer close(f.done)
+		err := changefeed.New(bucket, changefeed.Options{AfterTS: after}).Run(ctx, func(u changefeed.Update) error {
+			now := time.Now()
+			f.mu.Lock()
+			defer f.mu.Unlock()
+			for _, c := range u.Changes {
+				f.lags = append(f.lags, now.Sub(time.Unix(0, int64(c.TS))))
+			}
+			return nil
+		})
+		if ctx.Err() == nil {
+			f.mu.Lock()
+			f.err = err
+			f.mu.Unlock()
+		}
+	}()
+	return f
+}
+
+// await returns the delays once n changes came, or fails after within.
+func (f *feedFollower) await(n int, within time.Duration) ([]time.Duration, error) {
+	deadline := time.Now().Add(within)
+	for {
+		f.mu.Lock()
+		got, err := len(f.lags), f.err
+		f.mu.Unlock()
+		switch {
+		case err != nil:
+			return nil, fmt.Errorf("the change feed: %w", err)
+		case got >= n:
+			f.mu.Lock()
+			defer f.mu.Unlock()
+			return slices.Clone(f.lags), nil
+		case time.Now().After(deadline):
+			return nil, fmt.Errorf("the change feed delivered %d of %d changes within %s", got, n, within)
+		}
+		time.Sleep(100 * time.Millisecond) // polling a count the feed's goroutine raises
+	}
 }
 
 // throughputRun runs cfg.Writers closed-loop writers for cfg.Phase with
@@ -285,22 +392,42 @@ func Markdown(rep Report) string {
 	}
 	lagMet := worst <= float64(LagP99Goal.Milliseconds())
 	tpMet := rep.Throughput.Ratio >= ThroughputGoal
+	feedWorst := 0.0
+	var feedP99s, catchUps []float64
+	for _, r := range rep.Lag {
+		feedWorst = max(feedWorst, r.Feed.MaxMs)
+		feedP99s = append(feedP99s, r.Feed.P99Ms)
+		catchUps = append(catchUps, r.Feed.CatchUpEventsS)
+	}
+	feedMet := feedWorst <= float64(FeedLagGoal.Milliseconds())
 	fmt.Fprintf(&b, "**Goals, stated before the run:** a change's delivery delay p99 ≤ %d ms at %d puts/s, judged by the worst run; "+
-		"write throughput with %d watchers ≥ %.1f× without, judged by the median of %d runs.\n\n",
-		LagP99Goal.Milliseconds(), cfg.Rate, cfg.Watchers, ThroughputGoal, cfg.Runs)
-	fmt.Fprintf(&b, "**Verdict:** delay p99 %s (worst run %.1f ms, median %.1f ms); throughput %s (%.2f×, pairs %s).\n\n",
-		verdict(lagMet), worst, report.Median(p99s), verdict(tpMet), rep.Throughput.Ratio, ratios(rep.Throughput.Ratios))
+		"write throughput with %d watchers ≥ %.1f× without, judged by the median of %d runs; "+
+		"the bucket's change feed delivers every change within %s of its commit (the archive interval %s, the feed's poll %s and a second), judged by the longest.\n\n",
+		LagP99Goal.Milliseconds(), cfg.Rate, cfg.Watchers, ThroughputGoal, cfg.Runs,
+		FeedLagGoal, contract.DefaultWALArchiveInterval, changefeed.DefaultPollInterval)
+	fmt.Fprintf(&b, "**Verdict:** delay p99 %s (worst run %.1f ms, median %.1f ms); throughput %s (%.2f×, pairs %s); "+
+		"change feed %s (longest %.0f ms, p99 median %.0f ms; a new feed reads the archive back at %.0f changes/s, median).\n\n",
+		verdict(lagMet), worst, report.Median(p99s), verdict(tpMet), rep.Throughput.Ratio, ratios(rep.Throughput.Ratios),
+		verdict(feedMet), feedWorst, report.Median(feedP99s), report.Median(catchUps))
 	b.WriteString("**Regime:** one `bellows store` process of four regions (offload Disabled), the Go client in the bench process, " +
 		"puts of 100 B values to uniform keys over the four regions: every watch is four streams the client merges. " +
 		"The delay is measured from a change's commit timestamp (the store's hybrid clock, which is its wall clock on this machine) " +
 		"to the return of `Watcher.Next` that delivers it; a watcher delivers a change once every region has resolved past it, " +
-		"so the stores' progress interval (default 50 ms) bounds most of it. The change feed read from the bucket is not built, " +
-		"and not measured.\n\n")
+		"so the stores' progress interval (default 50 ms) bounds most of it. The change feed reads the same store's bucket (a file:// " +
+		"directory on the same disk) with its default poll; the store runs its defaults (durability Bucket, archive interval " +
+		contract.DefaultWALArchiveInterval.String() + "), so a change reaches the feed once its region records its next frontier.\n\n")
 	b.WriteString("## Delivery delay\n\n")
 	fmt.Fprintf(&b, "%d puts/s paced by 8 writers for %s, one watcher of every key.\n\n", cfg.Rate, cfg.Phase)
 	b.WriteString("| run | puts/s | changes delivered | p50 ms | p99 ms | max ms |\n|---|---|---|---|---|---|\n")
 	for i, r := range rep.Lag {
 		fmt.Fprintf(&b, "| %d | %.0f | %d | %.1f | %.1f | %.1f |\n", i+1, r.WritesS, r.Events, r.P50Ms, r.P99Ms, r.MaxMs)
+	}
+	b.WriteString("\n## The change feed from the bucket\n\n")
+	b.WriteString("In each delay run, `changefeed.Feed` follows the bucket from the run's start beside the watcher; after the run, a new feed " +
+		"from the same start reads the run's changes back in one poll (catch-up).\n\n")
+	b.WriteString("| run | changes delivered | p50 ms | p99 ms | max ms | catch-up changes/s |\n|---|---|---|---|---|---|\n")
+	for i, r := range rep.Lag {
+		fmt.Fprintf(&b, "| %d | %d | %.0f | %.0f | %.0f | %.0f |\n", i+1, r.Feed.Events, r.Feed.P50Ms, r.Feed.P99Ms, r.Feed.MaxMs, r.Feed.CatchUpEventsS)
 	}
 	b.WriteString("\n## Write throughput with watchers\n\n")
 	fmt.Fprintf(&b, "%d closed-loop writers for %s each phase; each run measures without watchers, with %d watchers of every key, "+
