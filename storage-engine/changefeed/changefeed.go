@@ -12,16 +12,18 @@
 // # Where a change is read, and when
 //
 // A stream (one region's WAL from one WAL directory) records a frontier
-// (walarchive.Stream.TS): every change at or below it is in the stream. A
-// stream's changes are delivered up to that frontier; all of them once the
-// stream is final (its owner released the region, or it split or merged
-// away) or, for the segments at or below a fence, once another store took
-// the region over (walarchive.ReadFenced): a fenced writer acknowledges
-// nothing more there, and in durability mode Bucket every change it
-// acknowledged is in the stream. The resolved mark is the lowest, over the
-// regions of the current map that meet the feed's range, of the newest
-// frontier among each region's streams, read after every stream was read
-// up to where it may be.
+// (walarchive.Stream.TS): every change at or below it is in the stream. The
+// feed reads each stream's new parts once (walarchive.ReadAfter: a cursor
+// per stream, so a poll costs what is new) and delivers a change once it
+// is at or below the stream's frontier, once the stream is final (its
+// owner released the region, or it split or merged away), or once a
+// fence stands after it (another store took the region over: a fenced
+// writer acknowledges nothing more there, and in durability mode Bucket
+// every change it acknowledged is in the stream, beyond its last recorded
+// frontier). The resolved mark is the lowest, over the regions of the
+// current map that meet the feed's range, of the newest frontier among
+// each region's streams, from the same listing of streams whose
+// deliverable changes were delivered before it.
 //
 // # Lag
 //
@@ -33,12 +35,10 @@
 //
 // # Invariants
 //
-//   - A change is delivered once: a stream's changes at or below its done
-//     mark were delivered, and those above it that were delivered are
-//     remembered until the mark passes them (a fenced segment's changes
-//     above the frontier, a record a stream holds twice).
-//   - A resolved mark is computed from the same listing of streams whose
-//     every readable change was delivered before it.
+//   - A change is read once (its stream's cursor passes it) and delivered
+//     once: it waits in its stream's pending list until it may be.
+//   - A stream's pending changes are above its frontier, in WAL order, so
+//     each key's stay in commit order.
 package changefeed
 
 import (
@@ -113,22 +113,28 @@ type Feed struct {
 
 type streamID struct{ region, walID string }
 
-// streamState is what the feed delivered of one stream.
+// streamState is where the feed is in one stream.
 type streamState struct {
-	// done: every change at or below it was delivered (or is at or below
-	// the feed's start).
-	done uint64
-	// above are the changes above done that were delivered.
-	above map[changeID]bool
-	// fence is the newest fence the stream was read after (0: none).
-	fence uint64
-	// finished: the stream is final and was read to its end.
-	finished bool
+	// cursor is the place of the stream's next unread part.
+	cursor walarchive.Cursor
+	// pending are the changes read and not delivered yet: above the
+	// stream's frontier, in a live and unfenced segment. In WAL order.
+	pending []pendingChange
+	// fenceSeg is the newest fence's segment (fenced: one was met).
+	fenceSeg uint64
+	fenced   bool
+	// finished: the stream was final at frontier finishedTS and was read
+	// to its end. A later tenure of the same WAL directory (the region
+	// back on the store it left) goes on in the same stream, rewriting
+	// its stream.json: only a final stream at the same frontier is
+	// skipped.
+	finished   bool
+	finishedTS uint64
 }
 
-type changeID struct {
-	key string
-	ts  uint64
+type pendingChange struct {
+	seg uint64
+	region.Change
 }
 
 // New returns a feed of bucket's archive; Poll or Run follow it.
@@ -156,12 +162,13 @@ func (f *Feed) Run(ctx context.Context, fn func(Update) error) error {
 	for {
 		u, err := f.Poll(ctx)
 		f.opts.Metrics.observe(u, f.resolved, err)
-		switch {
-		case errors.Is(err, ErrBeforeArchive):
+		if errors.Is(err, ErrBeforeArchive) {
 			return err
-		case err != nil && ctx.Err() == nil:
+		}
+		if err != nil && ctx.Err() == nil {
 			f.opts.Logger.Warn("reading the WAL archive; retrying", "err", err)
-		case err == nil && (len(u.Changes) > 0 || u.Resolved > 0):
+		}
+		if len(u.Changes) > 0 || u.Resolved > 0 {
 			if err := fn(u); err != nil {
 				return err
 			}
@@ -175,7 +182,10 @@ func (f *Feed) Run(ctx context.Context, fn func(Update) error) error {
 }
 
 // Poll reads the archive once: the changes it holds beyond what the feed
-// delivered, and the resolved mark when it advanced.
+// delivered, and the resolved mark when it advanced. When some streams
+// cannot be read it returns the others' changes with the error: the feed
+// has moved past those changes, so they must be delivered; the mark does
+// not advance until every stream was read.
 func (f *Feed) Poll(ctx context.Context) (Update, error) {
 	streams, err := walarchive.Streams(ctx, f.bucket)
 	if err != nil {
@@ -194,11 +204,16 @@ func (f *Feed) Poll(ctx context.Context) (Update, error) {
 			return Update{}, err
 		}
 	}
+	// A stream that cannot be read now (a part a writer has not finished,
+	// the bucket failing) is read again at the next poll; the others'
+	// changes are delivered, and the mark waits.
 	var u Update
+	var errs []error
 	for _, s := range streams {
 		changes, err := f.read(ctx, s)
 		if err != nil {
-			return Update{}, fmt.Errorf("changefeed: region %s's stream from WAL %s: %w", s.Region, s.WALID, err)
+			errs = append(errs, fmt.Errorf("changefeed: region %s's stream from WAL %s: %w", s.Region, s.WALID, err))
+			continue
 		}
 		u.Changes = append(u.Changes, changes...)
 	}
@@ -210,10 +225,10 @@ func (f *Feed) Poll(ctx context.Context) (Update, error) {
 		}
 		return bytes.Compare(a.Key, b.Key)
 	})
-	if markErr == nil && mark > f.resolved {
+	if len(errs) == 0 && markErr == nil && mark > f.resolved {
 		f.resolved, u.Resolved = mark, mark
 	}
-	return u, nil
+	return u, errors.Join(errs...)
 }
 
 // start places the feed: after AfterTS, or after the archive's mark now.
@@ -277,56 +292,51 @@ func (f *Feed) inRange(key []byte) bool {
 
 // read returns s's changes that the feed has not delivered and may now:
 // up to its frontier, and beyond it in a final stream or a fenced
-// segment.
+// segment. It reads only the parts added since the last read (a cursor),
+// and keeps the changes it may not deliver yet.
 func (f *Feed) read(ctx context.Context, s walarchive.Stream) ([]region.Change, error) {
 	id := streamID{s.Region, s.WALID}
 	st := f.streams[id]
 	if st == nil {
-		st = &streamState{done: f.from, above: map[changeID]bool{}}
+		st = &streamState{}
 		f.streams[id] = st
 	}
-	if st.finished {
+	if st.finished && s.Final && s.TS == st.finishedTS {
 		return nil, nil
 	}
-	fence, err := walarchive.NewestFence(ctx, f.bucket, s)
-	if err != nil {
-		return nil, err
-	}
-	if !s.Final && s.TS <= st.done && fence == st.fence {
-		return nil, nil // nothing new may be read
-	}
-	var out []region.Change
-	err = walarchive.ReadFenced(ctx, f.bucket, s, st.done, func(_ uint64, fenced bool, rec []byte) error {
+	// Read into fresh, kept only when the whole read succeeds: a failed
+	// one is done again from the same cursor.
+	var fresh []pendingChange
+	next, fenceSeg, fenced, err := walarchive.ReadAfter(ctx, f.bucket, s, st.cursor, f.from, func(seg uint64, rec []byte) error {
 		return region.DecodeChanges(rec, func(c region.Change) {
-			if c.TS <= st.done || !f.inRange(c.Key) || (c.TS > s.TS && !s.Final && !fenced) {
-				return
+			if c.TS > f.from && f.inRange(c.Key) {
+				fresh = append(fresh, pendingChange{seg: seg, Change: c})
 			}
-			id := changeID{string(c.Key), c.TS}
-			if st.above[id] {
-				return
-			}
-			st.above[id] = true
-			out = append(out, c)
 		})
 	})
 	if errors.Is(err, blob.ErrNotFound) && s.Final {
 		// Pruned between the listing and the read (a backup's retention
 		// removes final streams): nothing of it is wanted any more.
-		err = nil
+		st.finished, st.finishedTS, st.pending = true, s.TS, nil
+		return nil, nil
 	}
 	if err != nil {
 		return nil, err
 	}
-	if s.Final {
-		st.finished, st.above = true, nil
-		return out, nil
+	st.cursor, st.pending = next, append(st.pending, fresh...)
+	if fenced {
+		st.fenceSeg, st.fenced = max(st.fenceSeg, fenceSeg), true
 	}
-	st.fence = fence
-	st.done = max(st.done, s.TS)
-	for id := range st.above {
-		if id.ts <= st.done {
-			delete(st.above, id)
+	var out []region.Change
+	kept := st.pending[:0]
+	for _, p := range st.pending {
+		if s.Final || p.TS <= s.TS || (st.fenced && p.seg <= st.fenceSeg) {
+			out = append(out, p.Change)
+		} else {
+			kept = append(kept, p)
 		}
 	}
+	st.pending = kept
+	st.finished, st.finishedTS = s.Final, s.TS
 	return out, nil
 }

@@ -127,13 +127,6 @@ const fencePrefix = "fence-"
 
 func fenceKey(claim uint64) string { return fmt.Sprintf("%s%020d", fencePrefix, claim) }
 
-// NewestFence is the highest manifest number that fenced stream s (0:
-// none): one listing of its fence markers, cheaper than listing its parts.
-// A reader that waits for a stream's takeover (a change feed) asks it.
-func NewestFence(ctx context.Context, bucket *blob.Bucket, s Stream) (uint64, error) {
-	return newestFence(ctx, bucket.Prefixed(StreamPrefix(s.Region, s.WALID)))
-}
-
 // newestFence is the highest manifest number that fenced the stream (0:
 // none).
 func newestFence(ctx context.Context, stream *blob.Bucket) (uint64, error) {

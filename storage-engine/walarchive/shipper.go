@@ -54,6 +54,12 @@ type Shipper struct {
 	// frontier costs a bucket write now and then, not at every interval.
 	IdleRefresh int
 	idle        int
+	// owed: the last recorded frontier came with records, and may lie
+	// below some of them (the caller computes it a clock offset behind
+	// now); the next Ship records its frontier, quiet or not, so a burst's
+	// last records are covered one interval after it, not at the next
+	// idle refresh.
+	owed bool
 	// oldestUnshipped is when a Ship first left bytes behind that are still
 	// not shipped (zero: none): the archive's lag.
 	oldestUnshipped time.Time
@@ -173,8 +179,8 @@ func (s *Shipper) Ship(ctx context.Context, frontier uint64, final bool) (Status
 		}
 	}
 	quiet := !final && st.ShippedBytes == 0 && sealedBelow == s.meta.SealedBelow
-	if s.idle++; !quiet || s.idle > s.IdleRefresh || s.meta.Updated.IsZero() {
-		s.idle = 0
+	if s.idle++; !quiet || s.owed || s.idle > s.IdleRefresh || s.meta.Updated.IsZero() {
+		s.idle, s.owed = 0, !quiet
 		s.meta.TS = max(s.meta.TS, frontier)
 		s.meta.Final = final
 		s.meta.SealedBelow = sealedBelow
@@ -261,8 +267,9 @@ func (s *Shipper) recordDurable(ctx context.Context, frontier uint64, final bool
 			return st, err
 		}
 	}
-	if s.idle++; committed || sealedBelow != s.meta.SealedBelow || final || s.idle > s.IdleRefresh || s.meta.Updated.IsZero() {
-		s.idle = 0
+	active := committed || sealedBelow != s.meta.SealedBelow || final
+	if s.idle++; active || s.owed || s.idle > s.IdleRefresh || s.meta.Updated.IsZero() {
+		s.idle, s.owed = 0, active
 		s.meta.TS = max(s.meta.TS, frontier)
 		s.meta.Final = final
 		s.meta.SealedBelow = sealedBelow

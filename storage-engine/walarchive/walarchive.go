@@ -211,27 +211,10 @@ func Read(ctx context.Context, bucket *blob.Bucket, s Stream, after uint64, fn f
 
 // ReadSegments is Read that also names each record's segment.
 func ReadSegments(ctx context.Context, bucket *blob.Bucket, s Stream, after uint64, fn func(seg uint64, payload []byte) error) error {
-	return ReadFenced(ctx, bucket, s, after, func(seg uint64, _ bool, payload []byte) error { return fn(seg, payload) })
-}
-
-// ReadFenced is ReadSegments that also tells fn whether the record's
-// segment is at or below the stream's newest fence (Fence): its writer can
-// add nothing there, so every record it acknowledged below the fence is
-// in the stream, beyond the frontier its stream.json last recorded. A
-// later tenure of the same WAL directory goes on in the segments after
-// the fence, which are not fenced.
-func ReadFenced(ctx context.Context, bucket *blob.Bucket, s Stream, after uint64, fn func(seg uint64, fenced bool, payload []byte) error) error {
 	stream := bucket.Prefixed(StreamPrefix(s.Region, s.WALID))
 	parts, err := listParts(ctx, stream)
 	if err != nil {
 		return err
-	}
-	fencedThrough, fenced := uint64(0), false
-	for _, p := range parts {
-		if !p.sealed && p.size == 0 {
-			// A zero-byte part, which no writer makes: a fence's.
-			fencedThrough, fenced = max(fencedThrough, p.seg), true
-		}
 	}
 	parts = parts[len(skippable(parts, after)):]
 	if err := checkContiguous(s, parts); err != nil {
@@ -250,7 +233,7 @@ func ReadFenced(ctx context.Context, bucket *blob.Bucket, s Stream, after uint64
 		if err != nil {
 			return err
 		}
-		n, err := recordsOf(b, func(payload []byte) error { return fn(p.seg, fenced && p.seg <= fencedThrough, payload) })
+		n, err := recordsOf(b, func(payload []byte) error { return fn(p.seg, payload) })
 		if err != nil {
 			return err
 		}
@@ -259,6 +242,126 @@ func ReadFenced(ctx context.Context, bucket *blob.Bucket, s Stream, after uint64
 		}
 	}
 	return nil
+}
+
+// Cursor is a reader's place in a stream: the segment and offset its next
+// part begins at. The zero Cursor is before the stream's first record.
+type Cursor struct {
+	Seg uint64
+	Off int64
+}
+
+// ReadAfter calls fn with every record of stream s from cursor c on, in
+// WAL order, with its segment, and returns the cursor past the last part
+// it read and the segment of the newest fence it met (fenced false: none;
+// a fence is a zero-byte part, Fence). A reader that follows a stream
+// calls it again with the cursor it returned: from there it lists only
+// the segments at and after the cursor's, so a poll costs what is new,
+// not the whole stream (a durable stream holds an object per group
+// commit). From the zero cursor it reads as Read does from after.
+func ReadAfter(ctx context.Context, bucket *blob.Bucket, s Stream, c Cursor, after uint64, fn func(seg uint64, payload []byte) error) (next Cursor, fenceSeg uint64, fenced bool, err error) {
+	stream := bucket.Prefixed(StreamPrefix(s.Region, s.WALID))
+	var parts []part
+	if c == (Cursor{}) {
+		all, err := listParts(ctx, stream)
+		if err != nil {
+			return c, 0, false, err
+		}
+		skipped := skippable(all, after)
+		if n := len(skipped); n > 0 {
+			c = Cursor{Seg: skipped[n-1].seg + 1}
+		}
+		parts = all[len(skipped):]
+		if err := checkContiguous(s, parts); err != nil {
+			return c, 0, false, err
+		}
+		if len(parts) > 0 {
+			c = Cursor{Seg: parts[0].seg}
+		}
+	} else if parts, err = partsFrom(ctx, stream, s, c); err != nil {
+		return c, 0, false, err
+	}
+	var data []part
+	for _, p := range parts {
+		switch {
+		case p.sealed:
+		case p.size == 0:
+			fenceSeg, fenced = p.seg, true
+		default:
+			data = append(data, p)
+		}
+	}
+	fetch := prefetch(ctx, stream, data)
+	defer fetch.stop()
+	for i, p := range data {
+		b, err := fetch.get(i)
+		if err != nil {
+			return c, fenceSeg, fenced, err
+		}
+		n, err := recordsOf(b, func(payload []byte) error { return fn(p.seg, payload) })
+		if err != nil {
+			return c, fenceSeg, fenced, err
+		}
+		if n != len(b) {
+			return c, fenceSeg, fenced, fmt.Errorf("%w: region %s, WAL %s: part %s is damaged at offset %d", ErrGap, s.Region, s.WALID, partKey(p.seg, p.off), p.off+int64(n))
+		}
+		c = Cursor{Seg: p.seg, Off: p.off + p.size}
+	}
+	// Past a sealed segment read to its end: the next one.
+	for _, p := range parts {
+		if p.sealed && p.seg == c.Seg && p.size == c.Off {
+			c = Cursor{Seg: c.Seg + 1}
+		}
+	}
+	return c, fenceSeg, fenced, nil
+}
+
+// partsFrom lists the parts of stream s from cursor c on: its segment's
+// from its offset, then each next segment while the one before it is
+// sealed, one listing per segment. A part that does not start where the
+// one before it ended is a hole.
+func partsFrom(ctx context.Context, stream *blob.Bucket, s Stream, c Cursor) ([]part, error) {
+	var out []part
+	for seg, off := c.Seg, c.Off; ; seg, off = seg+1, 0 {
+		objs, err := stream.List(ctx, fmt.Sprintf("%016d", seg))
+		if err != nil {
+			return nil, err
+		}
+		var sealed *part
+		for _, o := range objs {
+			p, ok := parseKey(o)
+			if !ok || p.seg != seg {
+				continue
+			}
+			if p.sealed {
+				b, err := stream.ReadAll(ctx, sealedKey(seg))
+				if err != nil {
+					return nil, err
+				}
+				size, _, _ := strings.Cut(strings.TrimSpace(string(b)), " ")
+				if p.size, err = strconv.ParseInt(size, 10, 64); err != nil {
+					return nil, fmt.Errorf("walarchive: %s: %w", sealedKey(seg), err)
+				}
+				sealed = &p
+				continue
+			}
+			if p.off < off {
+				continue // read before
+			}
+			if p.off != off {
+				return nil, fmt.Errorf("%w: region %s, WAL %s: segment %d has no part at offset %d (the next is at %d)", ErrGap, s.Region, s.WALID, seg, off, p.off)
+			}
+			out = append(out, p)
+			off += p.size
+		}
+		if sealed == nil {
+			return out, nil
+		}
+		if sealed.size != off {
+			return nil, fmt.Errorf("%w: region %s, WAL %s: segment %d was sealed at %d bytes, its parts hold %d", ErrGap, s.Region, s.WALID, seg, sealed.size, off)
+		}
+		out = append(out, *sealed)
+	}
 }
 
 // prefetcher reads a list of parts in order, up to readAhead ahead of

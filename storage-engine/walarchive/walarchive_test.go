@@ -172,3 +172,138 @@ func TestAnInterruptedPruneLeavesAReadableStream(t *testing.T) {
 		t.Fatalf("from 50 the pruned bytes are needed: %v, want ErrGap", err)
 	}
 }
+
+// The frontier a ship records may lie below the records it shipped (the
+// region computes it a clock offset behind now), so the first quiet ship
+// after one that shipped records the new frontier: a burst's last records
+// are covered one interval after it, not only at the next idle refresh
+// (a minute by default), which a change feed and a restore to "now"
+// would wait for. Later quiet ships write nothing until the idle refresh.
+func TestTheShipAfterABurstRecordsTheFrontierThatCoversIt(t *testing.T) {
+	ctx := context.Background()
+	bucket := openBucket(t)
+	for _, durable := range []bool{false, true} {
+		walID := fmt.Sprintf("w-durable-%t", durable)
+		dir := t.TempDir()
+		l := openLog(t, dir)
+		var s *Shipper
+		var err error
+		if durable {
+			if s, _, err = Durable(ctx, bucket, "r", walID, dir, 0, 1, 0); err == nil {
+				s.Attach(l)
+			}
+		} else {
+			s, err = Resume(ctx, bucket, "r", walID, dir, 0, l)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.IdleRefresh = 12
+		frontier := func() uint64 {
+			meta, err := LoadStream(ctx, bucket, "r", walID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return meta.TS
+		}
+		l.Append([]byte("burst"))
+		if durable {
+			// The durable writer commits to the stream itself.
+			if err := s.Commit(0, 0, []byte("burst")); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, err := s.Ship(ctx, 100, false); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Ship(ctx, 200, false); err != nil { // quiet: nothing new
+			t.Fatal(err)
+		}
+		if got := frontier(); got != 200 {
+			t.Errorf("durable %t: after a burst and a quiet ship the frontier is %d, want 200 (the quiet ship's)", durable, got)
+		}
+		if _, err := s.Ship(ctx, 300, false); err != nil { // quiet again: no write until the idle refresh
+			t.Fatal(err)
+		}
+		if got := frontier(); got != 200 {
+			t.Errorf("durable %t: a second quiet ship wrote the frontier %d; want it left at 200 until the idle refresh", durable, got)
+		}
+		_ = l.Close()
+	}
+}
+
+// A reader following a stream with ReadAfter's cursor gets each record
+// once, in order, across ships, a sealed segment and the next one, and
+// sees the fence a takeover puts after them.
+func TestReadAfterFollowsAStreamFromItsCursor(t *testing.T) {
+	ctx := context.Background()
+	bucket := openBucket(t)
+	dir := t.TempDir()
+	l := openLog(t, dir)
+	defer l.Close()
+	s, err := Resume(ctx, bucket, "r", "w", dir, 0, l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	appendN := func(k int) {
+		for range k {
+			l.Append([]byte(fmt.Sprintf("record-%02d", n)))
+			n++
+		}
+	}
+	var got []string
+	var c Cursor
+	follow := func(want int) bool {
+		t.Helper()
+		meta, err := LoadStream(ctx, bucket, "r", "w")
+		if err != nil {
+			t.Fatal(err)
+		}
+		before := len(got)
+		next, _, fenced, err := ReadAfter(ctx, bucket, meta, c, 0, func(_ uint64, p []byte) error {
+			got = append(got, string(p))
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c = next
+		if len(got)-before != want {
+			t.Fatalf("a read from the cursor got %d records, want %d: %q", len(got)-before, want, got[before:])
+		}
+		return fenced
+	}
+	appendN(3)
+	if _, err := s.Ship(ctx, 10, false); err != nil {
+		t.Fatal(err)
+	}
+	follow(3)
+	appendN(2)
+	if _, err := s.Ship(ctx, 20, false); err != nil {
+		t.Fatal(err)
+	}
+	follow(2)
+	l.Rotate()
+	appendN(2)
+	if _, err := s.Ship(ctx, 30, false); err != nil {
+		t.Fatal(err)
+	}
+	follow(2)
+	if follow(0) {
+		t.Fatal("a fence reported before any")
+	}
+	if _, _, err := Fence(ctx, bucket, "r", "w", 9); err != nil {
+		t.Fatal(err)
+	}
+	if !follow(0) {
+		t.Fatal("the takeover's fence was not reported")
+	}
+	all, err := readAll(t, bucket, "w")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(got, ",") != strings.Join(all, ",") || len(all) != n {
+		t.Fatalf("followed %q, the stream holds %q (%d appended)", got, all, n)
+	}
+}

@@ -3,6 +3,7 @@ package process
 import (
 	"cmp"
 	"context"
+	"fmt"
 	"maps"
 	"slices"
 	"testing"
@@ -12,6 +13,7 @@ import (
 	"github.com/bellows-kv/bellows/storage-engine/blob"
 	"github.com/bellows-kv/bellows/storage-engine/changefeed"
 	"github.com/bellows-kv/bellows/storage-engine/region"
+	"github.com/bellows-kv/bellows/storage-engine/walarchive"
 )
 
 // checkFeedAgainstScan reads the bucket's change feed (package changefeed)
@@ -89,4 +91,45 @@ func checkFeedAgainstScan(t *testing.T, ctx context.Context, bucketURL string, c
 		t.Fatalf("the change feed's state at %d (%d keys) differs from the cluster's (%d keys)", mark, len(fromFeed), len(fromScan))
 	}
 	t.Logf("the bucket's change feed: %d changes; at its mark %d its state is the cluster's (%d keys)", len(changes), mark, len(fromScan))
+}
+
+// whereInArchive logs, for changes a feed missed (key@ts), the archive
+// stream and segment that hold each, and each stream's state.
+func whereInArchive(t *testing.T, bucketURL string, ids []string) {
+	ctx := context.Background()
+	bucket, err := blob.Open(ctx, bucketURL)
+	if err != nil {
+		t.Log(err)
+		return
+	}
+	defer bucket.Close()
+	want := map[string]bool{}
+	for _, id := range ids {
+		want[id] = true
+	}
+	streams, err := walarchive.Streams(ctx, bucket)
+	if err != nil {
+		t.Log(err)
+		return
+	}
+	for _, s := range streams {
+		found := map[uint64]int{}
+		var lo, hi uint64
+		err := walarchive.ReadSegments(ctx, bucket, s, 0, func(seg uint64, rec []byte) error {
+			return region.DecodeChanges(rec, func(c region.Change) {
+				if want[fmt.Sprintf("%s@%d", c.Key, c.TS)] {
+					found[seg]++
+					if lo == 0 || c.TS < lo {
+						lo = c.TS
+					}
+					hi = max(hi, c.TS)
+				}
+			})
+		})
+		if len(found) > 0 {
+			t.Logf("  missed changes' timestamps %d..%d", lo, hi)
+		}
+		t.Logf("stream %s/%s: from %d, frontier %d, final %t, first segment %d, sealed below %d; the missed changes by segment %v (%v)",
+			s.Region, s.WALID, s.FromTS, s.TS, s.Final, s.FirstSegment, s.SealedBelow, found, err)
+	}
 }

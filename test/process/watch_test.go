@@ -263,14 +263,19 @@ func TestWatchesThroughSplitsMergesMovesAndAKill(t *testing.T) {
 			}
 		}
 		acked := 0
+		var missed []string
 		for _, a := range log.all {
 			if a.ts == 0 || !in(a.key) {
 				continue
 			}
 			acked++
-			if !seen[fmt.Sprintf("%s@%d", a.key, a.ts)] {
+			if id := fmt.Sprintf("%s@%d", a.key, a.ts); !seen[id] {
 				t.Errorf("%s: the acknowledged %+v did not come", w.name, *a)
+				missed = append(missed, id)
 			}
+		}
+		if len(missed) > 0 && w == feed {
+			whereInArchive(t, bucketURL, missed)
 		}
 		t.Logf("%s: %d events, %d acknowledged writes in its range, resumed %d times", w.name, len(w.events), acked, w.resumes)
 	}
